@@ -1,0 +1,46 @@
+# DPCS build targets. `make test` needs nothing but Go; `make integration`
+# installs (Debian packages) and starts real servers on loopback ports.
+GO       ?= go
+PKGS     ?= ./...
+# Extra flags for go test, e.g. `make test TESTFLAGS=-v`.
+TESTFLAGS ?=
+# Sequences the rapid property tests run in `make test` / `make integration`.
+RAPID_CHECKS ?= 1000
+
+.PHONY: all test integration bench cover lint fuzz clean
+
+all: lint test
+
+## test: every test that needs no external server (miniredis, kfake, rapid), with -race.
+test:
+	$(GO) test -race -count=1 $(TESTFLAGS) $(PKGS) -args -rapid.checks=$(RAPID_CHECKS)
+
+## integration: real redis-server (single + 3-node cluster), MariaDB and kcat on loopback.
+integration:
+	RAPID_CHECKS=$(RAPID_CHECKS) bash scripts/integration.sh
+
+## bench: per-package benchmarks; the quota benchmarks need a real redis-server
+## (started by scripts/bench.sh on a loopback port).
+bench:
+	bash scripts/bench.sh
+
+## cover: unit-test coverage, with the total on the last line.
+cover:
+	$(GO) test -count=1 -coverprofile=coverage.out -covermode=atomic $(PKGS) >/dev/null
+	$(GO) tool cover -func=coverage.out | tail -n 1
+	@$(GO) tool cover -func=coverage.out | awk '/^total:/ {sub("%","",$$3); if ($$3+0 < 70) {print "coverage below 70%"; exit 1}}'
+
+## lint: formatting and vet (including integration-tagged files).
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(GO) vet -tags integration $(PKGS)
+
+## fuzz: run the envelope decoder fuzzer for FUZZTIME (default 60s).
+FUZZTIME ?= 60s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./envelope
+
+clean:
+	rm -f coverage.out

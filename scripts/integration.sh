@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# make integration: real redis-server (single + 3-node cluster), MariaDB and kcat
+# on loopback ports; runs every test built with the `integration` tag. Stops what
+# it started, even on failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/servers.sh
+trap dpcs_stop_servers EXIT
+
+dpcs_install
+dpcs_start_redis
+dpcs_start_cluster
+dpcs_start_mariadb
+export DPCS_TEST_KCAT=$(command -v kcat)
+
+go test -race -count=1 -tags integration -timeout 30m ${TESTFLAGS:-} ./... \
+	-args -rapid.checks="${RAPID_CHECKS:-1000}"

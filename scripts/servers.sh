@@ -1,0 +1,102 @@
+# shellcheck shell=bash
+# Start and stop real servers on loopback ports for integration tests and
+# benchmarks. Sourced by integration.sh and bench.sh; every process started here
+# is recorded and stopped by dpcs_stop_servers (installed as an EXIT trap).
+#
+#   dpcs_install            apt-get install redis-server mariadb-server kcat when missing
+#   dpcs_start_redis        single redis-server        -> DPCS_TEST_REDIS_ADDR
+#   dpcs_start_cluster      3-node Redis Cluster      -> DPCS_TEST_REDIS_CLUSTER
+#   dpcs_start_mariadb      MariaDB, database "dpcs"  -> DPCS_TEST_MYSQL_DSN
+
+DPCS_REDIS_PORT=${DPCS_REDIS_PORT:-26379}
+DPCS_CLUSTER_PORTS=${DPCS_CLUSTER_PORTS:-"27001 27002 27003"}
+DPCS_MYSQL_PORT=${DPCS_MYSQL_PORT:-23306}
+DPCS_PIDS=()
+DPCS_TMP=$(mktemp -d /tmp/dpcs-servers.XXXXXX)
+
+dpcs_log() { printf '[servers] %s\n' "$*" >&2; }
+
+dpcs_stop_servers() {
+	local pid
+	for pid in "${DPCS_PIDS[@]}"; do
+		kill "$pid" 2>/dev/null || true
+	done
+	for pid in "${DPCS_PIDS[@]}"; do
+		for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$pid" 2>/dev/null || true
+	done
+	DPCS_PIDS=()
+	rm -rf "$DPCS_TMP"
+}
+
+dpcs_install() {
+	local missing=()
+	command -v redis-server >/dev/null || missing+=(redis-server)
+	command -v redis-cli >/dev/null || missing+=(redis-tools)
+	command -v mariadbd >/dev/null || missing+=(mariadb-server)
+	command -v kcat >/dev/null || missing+=(kcat)
+	if [ ${#missing[@]} -gt 0 ]; then
+		dpcs_log "installing ${missing[*]}"
+		apt-get update -q >/dev/null
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server redis-tools mariadb-server kcat >/dev/null
+	fi
+}
+
+dpcs_wait() { # dpcs_wait what seconds cmd...
+	local what=$1 secs=$2
+	shift 2
+	for _ in $(seq 1 $((secs * 10))); do
+		if "$@" >/dev/null 2>&1; then return 0; fi
+		sleep 0.1
+	done
+	dpcs_log "$what did not become ready in ${secs}s"
+	return 1
+}
+
+dpcs_redis() { # dpcs_redis port [extra args...]
+	local port=$1
+	shift
+	mkdir -p "$DPCS_TMP/redis-$port"
+	redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+		--dir "$DPCS_TMP/redis-$port" --daemonize no "$@" \
+		>"$DPCS_TMP/redis-$port.log" 2>&1 &
+	DPCS_PIDS+=($!)
+	dpcs_wait "redis :$port" 10 redis-cli -p "$port" ping
+}
+
+dpcs_start_redis() {
+	dpcs_redis "$DPCS_REDIS_PORT"
+	export DPCS_TEST_REDIS_ADDR="127.0.0.1:$DPCS_REDIS_PORT"
+	dpcs_log "redis at $DPCS_TEST_REDIS_ADDR"
+}
+
+dpcs_start_cluster() {
+	local p addrs=()
+	for p in $DPCS_CLUSTER_PORTS; do
+		dpcs_redis "$p" --cluster-enabled yes --cluster-config-file "$DPCS_TMP/nodes-$p.conf"
+		addrs+=("127.0.0.1:$p")
+	done
+	redis-cli --cluster create "${addrs[@]}" --cluster-yes >"$DPCS_TMP/cluster-create.log" 2>&1
+	for p in $DPCS_CLUSTER_PORTS; do
+		dpcs_wait "cluster :$p" 20 bash -c "redis-cli -p $p cluster info | grep -q cluster_state:ok"
+	done
+	DPCS_TEST_REDIS_CLUSTER=$(IFS=,; echo "${addrs[*]}")
+	export DPCS_TEST_REDIS_CLUSTER
+	dpcs_log "redis cluster at $DPCS_TEST_REDIS_CLUSTER"
+}
+
+dpcs_start_mariadb() {
+	local d="$DPCS_TMP/mariadb"
+	mkdir -p "$d"
+	mariadb-install-db --datadir="$d/data" --user=root --auth-root-authentication-method=normal \
+		>"$d/install.log" 2>&1
+	mariadbd --no-defaults --datadir="$d/data" --port="$DPCS_MYSQL_PORT" --socket="$d/s.sock" \
+		--bind-address=127.0.0.1 --user=root --skip-log-bin --innodb-buffer-pool-size=256M \
+		--innodb-flush-log-at-trx-commit=2 >"$d/server.log" 2>&1 &
+	DPCS_PIDS+=($!)
+	dpcs_wait "mariadb :$DPCS_MYSQL_PORT" 30 mariadb --no-defaults -uroot --socket="$d/s.sock" -e 'select 1'
+	mariadb --no-defaults -uroot --socket="$d/s.sock" -e \
+		"CREATE DATABASE IF NOT EXISTS dpcs; CREATE USER IF NOT EXISTS 'dpcs'@'127.0.0.1' IDENTIFIED BY 'dpcs'; GRANT ALL ON *.* TO 'dpcs'@'127.0.0.1';"
+	export DPCS_TEST_MYSQL_DSN="dpcs:dpcs@tcp(127.0.0.1:$DPCS_MYSQL_PORT)/dpcs?parseTime=true&multiStatements=true"
+	dpcs_log "mariadb at 127.0.0.1:$DPCS_MYSQL_PORT"
+}
