@@ -1,0 +1,205 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// DefaultZone is the service time zone of the seed (KST): time windows, days and
+// months are judged in it unless configured otherwise.
+const DefaultZone = "Asia/Seoul"
+
+// LoadZone loads a time zone by name. For Asia/Seoul it falls back to a fixed
+// UTC+9 zone (Korea has kept no daylight saving time since 1988) when the
+// machine has no tz database, so the default works everywhere.
+func LoadZone(name string) (*time.Location, error) {
+	if name == "" {
+		name = DefaultZone
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		if name == DefaultZone {
+			return time.FixedZone("KST", 9*60*60), nil
+		}
+		return nil, fmt.Errorf("policy: load time zone %q: %w", name, err)
+	}
+	return loc, nil
+}
+
+// Moment is an instant seen in the service time zone: what the evaluator and the
+// Lua engine need to judge time windows and pick period counters.
+type Moment struct {
+	// Day is the day's period key, YYYYMMDD.
+	Day string
+	// Month is the month's period key, YYYYMM.
+	Month string
+	// Minute is the minute of the day, 0–1439.
+	Minute int
+	// Weekday is the ISO weekday, 1 (Monday) – 7 (Sunday).
+	Weekday int
+}
+
+// MomentOf returns t seen in loc.
+func MomentOf(t time.Time, loc *time.Location) Moment {
+	lt := t.In(loc)
+	wd := int(lt.Weekday())
+	if wd == 0 {
+		wd = 7
+	}
+	return Moment{
+		Day:     lt.Format("20060102"),
+		Month:   lt.Format("200601"),
+		Minute:  lt.Hour()*60 + lt.Minute(),
+		Weekday: wd,
+	}
+}
+
+// ParseHHMM parses "HHMM" (0000–2359) into minutes of the day.
+func ParseHHMM(s string) (int, error) {
+	if len(s) != 4 {
+		return 0, fmt.Errorf("must be HHMM (0000-2359), got %q", s)
+	}
+	for i := 0; i < 4; i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, fmt.Errorf("must be HHMM (0000-2359), got %q", s)
+		}
+	}
+	h := int(s[0]-'0')*10 + int(s[1]-'0')
+	m := int(s[2]-'0')*10 + int(s[3]-'0')
+	if h > 23 || m > 59 {
+		return 0, fmt.Errorf("must be HHMM (0000-2359), got %q", s)
+	}
+	return h*60 + m, nil
+}
+
+// FormatHHMM formats minutes of the day as "HHMM".
+func FormatHHMM(min int) string { return fmt.Sprintf("%02d%02d", min/60, min%60) }
+
+// Days is a set of ISO weekdays as a bit mask (bit 1 = Monday … bit 7 = Sunday).
+// The zero value means every day.
+type Days uint8
+
+var dayNames = [8]string{"", "MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN"}
+
+// Has reports whether the ISO weekday wd (1–7) is in d; an empty set has every day.
+func (d Days) Has(wd int) bool { return d == 0 || d&(1<<wd) != 0 }
+
+func dayIndex(s string) int {
+	for i := 1; i <= 7; i++ {
+		if dayNames[i] == s {
+			return i
+		}
+	}
+	return 0
+}
+
+// ParseDays parses a day list like "MON-FRI", "SAT,SUN" or "FRI-MON" (ranges wrap
+// past Sunday). Day names are upper case.
+func ParseDays(s string) (Days, error) {
+	if s == "" {
+		return 0, fmt.Errorf("day list is empty")
+	}
+	var d Days
+	for _, item := range strings.Split(s, ",") {
+		from, to, isRange := strings.Cut(item, "-")
+		a := dayIndex(from)
+		b := a
+		if isRange {
+			b = dayIndex(to)
+		}
+		if a == 0 || b == 0 {
+			return 0, fmt.Errorf("bad day %q (want MON..SUN, a range like MON-FRI or a list like SAT,SUN)", item)
+		}
+		for i := a; ; i = i%7 + 1 {
+			d |= 1 << i
+			if i == b {
+				break
+			}
+		}
+	}
+	return d, nil
+}
+
+// String formats d with ranges for runs of three or more days, e.g. "MON-FRI",
+// "SAT,SUN"; "" for every day.
+func (d Days) String() string {
+	if d == 0 || d == 0xFE {
+		return ""
+	}
+	var parts []string
+	for i := 1; i <= 7; {
+		if !d.Has(i) {
+			i++
+			continue
+		}
+		j := i
+		for j < 7 && d.Has(j+1) {
+			j++
+		}
+		switch {
+		case j-i >= 2:
+			parts = append(parts, dayNames[i]+"-"+dayNames[j])
+		case j == i+1:
+			parts = append(parts, dayNames[i], dayNames[j])
+		default:
+			parts = append(parts, dayNames[i])
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+// Window is a daily time window [Start, End) in minutes of the day, optionally
+// limited to some weekdays. Start > End wraps midnight: the part after midnight
+// belongs to the day the window started on. Start == End is the whole day.
+type Window struct {
+	Start, End int
+	Days       Days
+}
+
+// ParseWindow parses "HHMM-HHMM" or "HHMM-HHMM@DAYS".
+func ParseWindow(s string) (Window, error) {
+	span, days, hasDays := strings.Cut(s, "@")
+	from, to, ok := strings.Cut(span, "-")
+	if !ok {
+		return Window{}, fmt.Errorf("must be HHMM-HHMM[@DAYS], got %q", s)
+	}
+	var w Window
+	var err error
+	if w.Start, err = ParseHHMM(from); err != nil {
+		return Window{}, err
+	}
+	if w.End, err = ParseHHMM(to); err != nil {
+		return Window{}, err
+	}
+	if hasDays {
+		if w.Days, err = ParseDays(days); err != nil {
+			return Window{}, err
+		}
+	}
+	return w, nil
+}
+
+// String formats w as "HHMM-HHMM[@DAYS]".
+func (w Window) String() string {
+	s := FormatHHMM(w.Start) + "-" + FormatHHMM(w.End)
+	if ds := w.Days.String(); ds != "" {
+		s += "@" + ds
+	}
+	return s
+}
+
+// Contains reports whether the moment falls inside the window.
+func (w Window) Contains(m Moment) bool {
+	prev := (m.Weekday+5)%7 + 1
+	switch {
+	case w.Start == w.End:
+		return w.Days.Has(m.Weekday)
+	case w.Start < w.End:
+		return w.Days.Has(m.Weekday) && m.Minute >= w.Start && m.Minute < w.End
+	default:
+		return (m.Minute >= w.Start && w.Days.Has(m.Weekday)) ||
+			(m.Minute < w.End && w.Days.Has(prev))
+	}
+}

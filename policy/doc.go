@@ -1,0 +1,50 @@
+// Package policy is DPCS's poly-policy model: the constraint keys a family
+// owner sets on a member, their validation, policy templates, and a pure-Go
+// evaluator with exactly the semantics of the quota package's Lua engine.
+//
+// # Constraint keys
+//
+// A member's constraints are a flat map of ACTION:TYPE:TARGET keys to string
+// values, the same map the Lua engine reads from the Redis hash
+// family:{fid}:customer:{cid}:constraints:
+//
+//	BLOCK:ACCESS              "1"                  manual block
+//	BLOCK:APP:<appId>         "1"                  block one app
+//	BLOCK:CATEGORY:<c>        "1"                  block VIDEO, GAME, SOCIAL, MESSAGING, WEB or MUSIC
+//	BLOCK:TIME:START / END    "HHMM"               the daily window; START > END wraps midnight, START = END is all day
+//	BLOCK:TIME:<name>         "HHMM-HHMM[@DAYS]"   named windows, DAYS like MON-FRI or SAT,SUN
+//	LIMIT:DATA:DAILY|MONTHLY  bytes                per-member limit for the period
+//	THROTTLE:SPEED            kbps                 returned with ALLOWED
+//
+// New policy kinds are new keys, not new code paths. ParseConstraints turns a
+// map into the typed Constraints and names every bad key in its error;
+// Constraints.Map gives the canonical map back.
+//
+// # Evaluation
+//
+// Evaluate judges one request, first match wins: membership → BLOCK:ACCESS →
+// app, then category blocks → time windows → DAILY, then MONTHLY limit
+// (used + request > limit) → family pool (remaining < request) → ALLOWED. A
+// request is never partly granted. Time is judged at the event's own timestamp
+// seen in the service zone (MomentOf; default Asia/Seoul); a window that wraps
+// midnight belongs to the day it starts on, so "2200-0700@MON-FRI" blocks
+// Friday 23:00 and Saturday 03:00 but not Sunday 03:00.
+//
+//	c, err := policy.ParseConstraints(map[string]string{
+//		"BLOCK:TIME:START": "2200", "BLOCK:TIME:END": "0700",
+//		"LIMIT:DATA:MONTHLY": "536870912",
+//	})
+//	res := policy.Evaluate(c, policy.Member{Member: true, MonthlyUsed: used},
+//		pool, policy.Request{Bytes: n, AppID: app, At: policy.MomentOf(t, zone)})
+//
+// Status is the dry run ("is this member blocked now, and why"), and the check
+// after a policy change: a member whose usage is at or over a new limit is
+// reported blocked at once. Blocked-by-limit is derived from usage and limits and
+// never stored, so raising the limit or a new period unblocks by itself.
+//
+// Thresholds holds a family's alert levels (percent of the pool remaining,
+// default 50/30/10); Reached is the exact integer test both engines use.
+//
+// Templates copy their DefaultRules into an Assignment when applied; editing a
+// template later never changes existing assignments.
+package policy

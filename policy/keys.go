@@ -1,0 +1,280 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Constraint keys (SPEC §5). A member's constraints are stored as a map of these
+// keys to string values (the Redis hash family:{fid}:customer:{cid}:constraints).
+const (
+	KeyBlockAccess       = "BLOCK:ACCESS"
+	KeyBlockAppPrefix    = "BLOCK:APP:"
+	KeyBlockCatPrefix    = "BLOCK:CATEGORY:"
+	KeyBlockTimePrefix   = "BLOCK:TIME:"
+	KeyBlockTimeStart    = "BLOCK:TIME:START"
+	KeyBlockTimeEnd      = "BLOCK:TIME:END"
+	KeyLimitDaily        = "LIMIT:DATA:DAILY"
+	KeyLimitMonthly      = "LIMIT:DATA:MONTHLY"
+	KeyThrottleSpeed     = "THROTTLE:SPEED"
+	blockValue           = "1"
+	maxKeyLen            = 200
+	maxThrottleKbps      = 100_000_000
+	maxConstraintEntries = 256
+)
+
+// MaxBytes is the largest byte amount DPCS accepts for a pool, a limit or a
+// request (2^46 B ≈ 70 TB). It keeps every quantity the Lua engine multiplies
+// (remaining × 100) below 2^53, where Redis' Lua numbers stay exact.
+const MaxBytes int64 = 1 << 46
+
+// ErrInvalid is wrapped by every validation error of this package.
+var ErrInvalid = errors.New("invalid policy")
+
+// FieldError names the constraint key (or field) that failed validation.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+// Unwrap makes errors.Is(err, ErrInvalid) hold for every FieldError.
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+func fieldErr(field, format string, args ...any) error {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Category is an app category a constraint can block as a whole.
+type Category string
+
+// The six app categories of the seed's traffic model.
+const (
+	CategoryVideo     Category = "VIDEO"
+	CategoryGame      Category = "GAME"
+	CategorySocial    Category = "SOCIAL"
+	CategoryMessaging Category = "MESSAGING"
+	CategoryWeb       Category = "WEB"
+	CategoryMusic     Category = "MUSIC"
+)
+
+// Categories lists every known category in a fixed order.
+func Categories() []Category {
+	return []Category{CategoryVideo, CategoryGame, CategorySocial, CategoryMessaging, CategoryWeb, CategoryMusic}
+}
+
+// Valid reports whether c is one of the known categories.
+func (c Category) Valid() bool { return slices.Contains(Categories(), c) }
+
+// Constraints is the typed form of a member's constraint map. The zero value
+// has no constraints at all (everything allowed, subject to the family pool).
+type Constraints struct {
+	// BlockAccess is the manual block (BLOCK:ACCESS=1).
+	BlockAccess bool
+	// BlockedApps holds app ids blocked with BLOCK:APP:<appId>=1.
+	BlockedApps []string
+	// BlockedCategories holds categories blocked with BLOCK:CATEGORY:<c>=1.
+	BlockedCategories []Category
+	// Night is the seed's single daily window (BLOCK:TIME:START / END), nil if unset.
+	Night *Window
+	// Windows are the named windows BLOCK:TIME:<name>=HHMM-HHMM[@DAYS].
+	Windows map[string]Window
+	// DailyLimit and MonthlyLimit are per-member limits in bytes; nil means none.
+	DailyLimit   *int64
+	MonthlyLimit *int64
+	// ThrottleKbps is returned with ALLOWED so the network can shape speed; 0 = none.
+	ThrottleKbps int64
+}
+
+// Limit returns a pointer to n, for filling DailyLimit / MonthlyLimit.
+func Limit(n int64) *int64 { return &n }
+
+// ParseConstraints validates a raw constraint map and returns its typed form.
+// Every error is a *FieldError naming the offending key; all problems are
+// reported, joined, in key order.
+func ParseConstraints(m map[string]string) (Constraints, error) {
+	var c Constraints
+	var errs []error
+	if len(m) > maxConstraintEntries {
+		return c, fieldErr("constraints", "at most %d entries, got %d", maxConstraintEntries, len(m))
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var start, end *int
+	for _, k := range keys {
+		v := m[k]
+		if len(k) > maxKeyLen {
+			errs = append(errs, fieldErr(k[:32]+"…", "key longer than %d bytes", maxKeyLen))
+			continue
+		}
+		switch {
+		case k == KeyBlockAccess:
+			if v != blockValue {
+				errs = append(errs, fieldErr(k, "must be \"1\" (delete the key to unblock), got %q", v))
+				continue
+			}
+			c.BlockAccess = true
+		case strings.HasPrefix(k, KeyBlockAppPrefix):
+			app := k[len(KeyBlockAppPrefix):]
+			if err := validName(k, app); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if v != blockValue {
+				errs = append(errs, fieldErr(k, "must be \"1\" (delete the key to unblock), got %q", v))
+				continue
+			}
+			c.BlockedApps = append(c.BlockedApps, app)
+		case strings.HasPrefix(k, KeyBlockCatPrefix):
+			cat := Category(k[len(KeyBlockCatPrefix):])
+			if !cat.Valid() {
+				errs = append(errs, fieldErr(k, "unknown category %q (want one of VIDEO, GAME, SOCIAL, MESSAGING, WEB, MUSIC)", string(cat)))
+				continue
+			}
+			if v != blockValue {
+				errs = append(errs, fieldErr(k, "must be \"1\" (delete the key to unblock), got %q", v))
+				continue
+			}
+			c.BlockedCategories = append(c.BlockedCategories, cat)
+		case k == KeyBlockTimeStart || k == KeyBlockTimeEnd:
+			mins, err := ParseHHMM(v)
+			if err != nil {
+				errs = append(errs, fieldErr(k, "%v", err))
+				continue
+			}
+			if k == KeyBlockTimeStart {
+				start = &mins
+			} else {
+				end = &mins
+			}
+		case strings.HasPrefix(k, KeyBlockTimePrefix):
+			name := k[len(KeyBlockTimePrefix):]
+			if err := validName(k, name); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			w, err := ParseWindow(v)
+			if err != nil {
+				errs = append(errs, fieldErr(k, "%v", err))
+				continue
+			}
+			if c.Windows == nil {
+				c.Windows = make(map[string]Window)
+			}
+			c.Windows[name] = w
+		case k == KeyLimitDaily || k == KeyLimitMonthly:
+			n, err := parseBytes(v)
+			if err != nil {
+				errs = append(errs, fieldErr(k, "%v", err))
+				continue
+			}
+			if k == KeyLimitDaily {
+				c.DailyLimit = &n
+			} else {
+				c.MonthlyLimit = &n
+			}
+		case k == KeyThrottleSpeed:
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n <= 0 || n > maxThrottleKbps || strconv.FormatInt(n, 10) != v {
+				errs = append(errs, fieldErr(k, "must be a whole number of kbps from 1 to %d, got %q", maxThrottleKbps, v))
+				continue
+			}
+			c.ThrottleKbps = n
+		default:
+			errs = append(errs, fieldErr(k, "unknown constraint key (want BLOCK:ACCESS, BLOCK:APP:<app>, BLOCK:CATEGORY:<c>, BLOCK:TIME:START|END|<name>, LIMIT:DATA:DAILY|MONTHLY or THROTTLE:SPEED)"))
+		}
+	}
+	switch {
+	case start != nil && end != nil:
+		c.Night = &Window{Start: *start, End: *end}
+	case start != nil:
+		errs = append(errs, fieldErr(KeyBlockTimeEnd, "required when BLOCK:TIME:START is set"))
+	case end != nil:
+		errs = append(errs, fieldErr(KeyBlockTimeStart, "required when BLOCK:TIME:END is set"))
+	}
+	return c, errors.Join(errs...)
+}
+
+// validName checks the <appId> / <name> part of a key: non-empty, printable
+// ASCII without spaces or '|'.
+func validName(key, name string) error {
+	if name == "" {
+		return fieldErr(key, "name after the prefix is empty")
+	}
+	for i := 0; i < len(name); i++ {
+		b := name[i]
+		if b <= ' ' || b > '~' || b == '|' {
+			return fieldErr(key, "name may hold printable ASCII without spaces or '|' only")
+		}
+	}
+	return nil
+}
+
+func parseBytes(v string) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || strconv.FormatInt(n, 10) != v {
+		return 0, fmt.Errorf("must be a whole number of bytes, got %q", v)
+	}
+	if n < 0 {
+		return 0, fmt.Errorf("must be ≥ 0, got %d", n)
+	}
+	if n > MaxBytes {
+		return 0, fmt.Errorf("must be ≤ %d, got %d", MaxBytes, n)
+	}
+	return n, nil
+}
+
+// Map returns the canonical constraint map for c: the form written to Redis
+// and MySQL. ParseConstraints(c.Map()) yields c again (with sorted slices).
+func (c Constraints) Map() map[string]string {
+	m := make(map[string]string)
+	if c.BlockAccess {
+		m[KeyBlockAccess] = blockValue
+	}
+	for _, app := range c.BlockedApps {
+		m[KeyBlockAppPrefix+app] = blockValue
+	}
+	for _, cat := range c.BlockedCategories {
+		m[KeyBlockCatPrefix+string(cat)] = blockValue
+	}
+	if c.Night != nil {
+		m[KeyBlockTimeStart] = FormatHHMM(c.Night.Start)
+		m[KeyBlockTimeEnd] = FormatHHMM(c.Night.End)
+	}
+	for name, w := range c.Windows {
+		m[KeyBlockTimePrefix+name] = w.String()
+	}
+	if c.DailyLimit != nil {
+		m[KeyLimitDaily] = strconv.FormatInt(*c.DailyLimit, 10)
+	}
+	if c.MonthlyLimit != nil {
+		m[KeyLimitMonthly] = strconv.FormatInt(*c.MonthlyLimit, 10)
+	}
+	if c.ThrottleKbps > 0 {
+		m[KeyThrottleSpeed] = strconv.FormatInt(c.ThrottleKbps, 10)
+	}
+	return m
+}
+
+// Validate checks c by round-tripping it through its map form.
+func (c Constraints) Validate() error {
+	_, err := ParseConstraints(c.Map())
+	return err
+}
+
+// Canonical validates a raw constraint map and returns its canonical form
+// (day lists normalised), ready to store.
+func Canonical(m map[string]string) (map[string]string, error) {
+	c, err := ParseConstraints(m)
+	if err != nil {
+		return nil, err
+	}
+	return c.Map(), nil
+}

@@ -1,0 +1,396 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dabom/dpcs/policy"
+)
+
+// PoolState is a family pool after a change.
+type PoolState struct {
+	Remaining int64
+	Total     int64
+}
+
+func checkFamily(fid int64) error {
+	if fid <= 0 {
+		return fmt.Errorf("%w: familyId must be > 0", ErrInvalid)
+	}
+	return nil
+}
+
+func checkMember(fid, cid int64) error {
+	if err := checkFamily(fid); err != nil {
+		return err
+	}
+	if cid <= 0 {
+		return fmt.Errorf("%w: customerId must be > 0", ErrInvalid)
+	}
+	return nil
+}
+
+func (e *Engine) pool(ctx context.Context, fid int64, op, value string) (PoolState, error) {
+	month := policy.MomentOf(e.now(), e.loc).Month
+	ks := []string{e.k.meta(fid), e.k.pool(fid, month), e.k.alerts(fid, month)}
+	v, err := poolScript.Run(ctx, e.rdb, ks, op, value, policy.MaxBytes, int64(monthTTL.Seconds())).Int64Slice()
+	if err != nil {
+		return PoolState{}, fmt.Errorf("quota: pool %s: %w", op, err)
+	}
+	return PoolState{Remaining: v[0], Total: v[1]}, nil
+}
+
+// SetPlan sets the family's monthly plan amount (the pool every month starts
+// with) and so provisions the pool. Thresholds the pool is now above again are
+// re-armed.
+func (e *Engine) SetPlan(ctx context.Context, fid, bytes int64) (PoolState, error) {
+	if err := checkFamily(fid); err != nil {
+		return PoolState{}, err
+	}
+	if bytes < 0 || bytes > policy.MaxBytes {
+		return PoolState{}, fmt.Errorf("%w: plan must be 0..%d bytes", ErrInvalid, policy.MaxBytes)
+	}
+	return e.pool(ctx, fid, "plan", strconv.FormatInt(bytes, 10))
+}
+
+// TopUp adds bytes to the family's pool for the current month (in the
+// engine's zone, by its clock) and re-arms the thresholds the pool is above again.
+// The plan plus the month's top-ups may not exceed policy.MaxBytes.
+func (e *Engine) TopUp(ctx context.Context, fid, bytes int64) (PoolState, error) {
+	if err := checkFamily(fid); err != nil {
+		return PoolState{}, err
+	}
+	if bytes <= 0 || bytes > policy.MaxBytes {
+		return PoolState{}, fmt.Errorf("%w: top-up must be 1..%d bytes", ErrInvalid, policy.MaxBytes)
+	}
+	return e.pool(ctx, fid, "topup", strconv.FormatInt(bytes, 10))
+}
+
+// SetThresholds sets the family's own alert levels (percent remaining); an
+// empty list turns alerts off for the family.
+func (e *Engine) SetThresholds(ctx context.Context, fid int64, t policy.Thresholds) error {
+	if err := checkFamily(fid); err != nil {
+		return err
+	}
+	c, err := t.Canonical()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	_, err = e.pool(ctx, fid, "thr", c.String())
+	return err
+}
+
+// SetConstraints replaces the member's constraints with m if version is newer
+// than the stored one (versions are monotonic per member; the first is 1) and
+// reports whether it did. m is validated (policy.ParseConstraints) and stored
+// in canonical form; an empty map removes every constraint.
+func (e *Engine) SetConstraints(ctx context.Context, fid, cid, version int64, m map[string]string) (bool, error) {
+	if err := checkMember(fid, cid); err != nil {
+		return false, err
+	}
+	if version <= 0 {
+		return false, fmt.Errorf("%w: version must be ≥ 1", ErrInvalid)
+	}
+	canon, err := policy.Canonical(m)
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	fields := make([]string, 0, len(canon))
+	for k := range canon {
+		fields = append(fields, k)
+	}
+	slices.Sort(fields)
+	args := make([]any, 0, 1+2*len(fields))
+	args = append(args, version)
+	for _, k := range fields {
+		args = append(args, k, canon[k])
+	}
+	n, err := constraintsScript.Run(ctx, e.rdb, []string{e.k.constraints(fid, cid), e.k.version(fid, cid)}, args...).Int()
+	if err != nil {
+		return false, fmt.Errorf("quota: set constraints: %w", err)
+	}
+	return n == 1, nil
+}
+
+// AddMember provisions a member of the family.
+func (e *Engine) AddMember(ctx context.Context, fid, cid int64) error {
+	if err := checkMember(fid, cid); err != nil {
+		return err
+	}
+	if err := e.rdb.SAdd(ctx, e.k.members(fid), cid).Err(); err != nil {
+		return fmt.Errorf("quota: add member: %w", err)
+	}
+	return nil
+}
+
+// RemoveMember removes a member and its constraints; its next event is
+// BLOCKED_NOT_MEMBER. Its usage counters stay (they count against the family
+// pool); the policy version stays too, so stale updates remain ignored.
+func (e *Engine) RemoveMember(ctx context.Context, fid, cid int64) error {
+	if err := checkMember(fid, cid); err != nil {
+		return err
+	}
+	_, err := e.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.SRem(ctx, e.k.members(fid), cid)
+		p.Del(ctx, e.k.constraints(fid, cid))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("quota: remove member: %w", err)
+	}
+	return nil
+}
+
+// MemberStatus is a member's standing now (the dry run of SPEC §6).
+type MemberStatus struct {
+	CustomerID int64
+	Member     bool
+	// Decision is ALLOWED or why any request would be blocked now; see policy.Status.
+	Decision policy.Decision
+	Rule     string
+	// Constraints is the stored constraint map; Version its policy version.
+	Constraints            map[string]string
+	Version                int64
+	DailyUsed, MonthlyUsed int64
+	ThrottleKbps           int64
+}
+
+// Blocked reports whether the member is blocked now.
+func (s MemberStatus) Blocked() bool { return s.Decision.Blocked() }
+
+// FamilyStatus is a snapshot of a family's pool and members.
+type FamilyStatus struct {
+	FamilyID    int64
+	Month       string
+	Provisioned bool
+	Plan        int64
+	TopUps      int64
+	Used        int64
+	Remaining   int64
+	Total       int64
+	Thresholds  policy.Thresholds
+	// Fired lists the thresholds already announced this month, descending.
+	Fired   []int
+	Members []MemberStatus
+}
+
+// UsedPercent is the share of the month's pool used, in percent.
+func (f FamilyStatus) UsedPercent() float64 { return usedPercent(f.Total, f.Remaining) }
+
+type poolReads struct {
+	meta    *redis.SliceCmd
+	pool    *redis.SliceCmd
+	alerts  *redis.StringSliceCmd
+	members *redis.StringSliceCmd
+}
+
+type memberReads struct {
+	cid         int64
+	member      *redis.BoolCmd
+	constraints *redis.MapStringStringCmd
+	version     *redis.StringCmd
+	daily       *redis.StringCmd
+	monthly     *redis.StringCmd
+}
+
+func (e *Engine) queuePool(ctx context.Context, p redis.Pipeliner, fid int64, m policy.Moment) poolReads {
+	return poolReads{
+		meta:    p.HMGet(ctx, e.k.meta(fid), "plan", "thr"),
+		pool:    p.HMGet(ctx, e.k.pool(fid, m.Month), "used", "topup"),
+		alerts:  p.SMembers(ctx, e.k.alerts(fid, m.Month)),
+		members: p.SMembers(ctx, e.k.members(fid)),
+	}
+}
+
+func (e *Engine) queueMember(ctx context.Context, p redis.Pipeliner, fid, cid int64, m policy.Moment) memberReads {
+	return memberReads{
+		cid:         cid,
+		member:      p.SIsMember(ctx, e.k.members(fid), cid),
+		constraints: p.HGetAll(ctx, e.k.constraints(fid, cid)),
+		version:     p.Get(ctx, e.k.version(fid, cid)),
+		daily:       p.Get(ctx, e.k.daily(fid, cid, m.Day)),
+		monthly:     p.Get(ctx, e.k.monthly(fid, cid, m.Month)),
+	}
+}
+
+func intOf(v any) int64 {
+	s, _ := v.(string)
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}
+
+func intCmd(c *redis.StringCmd) int64 {
+	n, err := c.Int64()
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+func (e *Engine) familyOf(fid int64, m policy.Moment, r poolReads) FamilyStatus {
+	meta, pool := r.meta.Val(), r.pool.Val()
+	f := FamilyStatus{FamilyID: fid, Month: m.Month, Thresholds: e.thresholds}
+	if len(meta) == 2 {
+		f.Provisioned = meta[0] != nil
+		f.Plan = intOf(meta[0])
+		if s, ok := meta[1].(string); ok {
+			if t, err := policy.ParseThresholds(s); err == nil {
+				f.Thresholds = t
+			}
+		}
+	}
+	if len(pool) == 2 {
+		f.Used, f.TopUps = intOf(pool[0]), intOf(pool[1])
+	}
+	f.Total = f.Plan + f.TopUps
+	f.Remaining = policy.Pool{Total: f.Total, Used: f.Used}.Remaining()
+	for _, s := range r.alerts.Val() {
+		if n, err := strconv.Atoi(s); err == nil {
+			f.Fired = append(f.Fired, n)
+		}
+	}
+	slices.Sort(f.Fired)
+	slices.Reverse(f.Fired)
+	return f
+}
+
+func (f FamilyStatus) pool() policy.Pool {
+	return policy.Pool{Provisioned: f.Provisioned, Total: f.Total, Used: f.Used}
+}
+
+func memberOf(r memberReads, pool policy.Pool, m policy.Moment) (MemberStatus, error) {
+	s := MemberStatus{
+		CustomerID:  r.cid,
+		Member:      r.member.Val(),
+		Constraints: r.constraints.Val(),
+		Version:     intCmd(r.version),
+		DailyUsed:   intCmd(r.daily),
+		MonthlyUsed: intCmd(r.monthly),
+	}
+	c, err := policy.ParseConstraints(s.Constraints)
+	if err != nil {
+		return s, fmt.Errorf("quota: stored constraints of customer %d are invalid: %w", r.cid, err)
+	}
+	res := policy.Status(c, policy.Member{Member: s.Member, DailyUsed: s.DailyUsed, MonthlyUsed: s.MonthlyUsed}, pool, m)
+	s.Decision, s.Rule, s.ThrottleKbps = res.Decision, res.Rule, res.ThrottleKbps
+	return s, nil
+}
+
+func pipeErr(err error) error {
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	return nil
+}
+
+// Status is the dry run: whether the member would be blocked now (by the
+// engine's clock) and why, read atomically. It changes nothing.
+func (e *Engine) Status(ctx context.Context, fid, cid int64) (MemberStatus, error) {
+	if err := checkMember(fid, cid); err != nil {
+		return MemberStatus{}, err
+	}
+	m := policy.MomentOf(e.now(), e.loc)
+	var pr poolReads
+	var mr memberReads
+	_, err := e.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		pr = e.queuePool(ctx, p, fid, m)
+		mr = e.queueMember(ctx, p, fid, cid, m)
+		return nil
+	})
+	if err := pipeErr(err); err != nil {
+		return MemberStatus{}, fmt.Errorf("quota: status: %w", err)
+	}
+	return memberOf(mr, e.familyOf(fid, m, pr).pool(), m)
+}
+
+// Enforcement is the outcome of Enforce.
+type Enforcement struct {
+	// Applied is false when the stored policy version was already as new.
+	Applied bool
+	// Status is the member's standing after the update.
+	Status MemberStatus
+}
+
+// Enforce applies a policy update (SetConstraints: only if version is newer)
+// and then reports the member's standing — retroactive enforcement (SPEC §6):
+// a member whose usage is at or over a new limit is reported blocked at once, so
+// a CUSTOMER_BLOCKED notification can go out before the member's next event.
+// The standing is derived from usage and limits; nothing is written as
+// BLOCK:ACCESS, so raising the limit or a new period unblocks by itself. The
+// status is reported even when the update was stale (the API may have written
+// the same version already).
+func (e *Engine) Enforce(ctx context.Context, fid, cid, version int64, constraints map[string]string) (Enforcement, error) {
+	applied, err := e.SetConstraints(ctx, fid, cid, version, constraints)
+	if err != nil {
+		return Enforcement{}, err
+	}
+	st, err := e.Status(ctx, fid, cid)
+	if err != nil {
+		return Enforcement{}, err
+	}
+	return Enforcement{Applied: applied, Status: st}, nil
+}
+
+// Family returns a snapshot of the family's pool for the current month and of
+// every member's standing (by the engine's clock), read atomically.
+func (e *Engine) Family(ctx context.Context, fid int64) (FamilyStatus, error) {
+	if err := checkFamily(fid); err != nil {
+		return FamilyStatus{}, err
+	}
+	m := policy.MomentOf(e.now(), e.loc)
+	for range 5 {
+		var pr poolReads
+		_, err := e.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			pr = e.queuePool(ctx, p, fid, m)
+			return nil
+		})
+		if err := pipeErr(err); err != nil {
+			return FamilyStatus{}, fmt.Errorf("quota: family: %w", err)
+		}
+		ids := make([]int64, 0, len(pr.members.Val()))
+		for _, s := range pr.members.Val() {
+			if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+				ids = append(ids, n)
+			}
+		}
+		slices.Sort(ids)
+		// Read the pool and the members in one transaction; retry if the
+		// membership changed in between.
+		var again poolReads
+		mrs := make([]memberReads, len(ids))
+		_, err = e.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			again = e.queuePool(ctx, p, fid, m)
+			for i, cid := range ids {
+				mrs[i] = e.queueMember(ctx, p, fid, cid, m)
+			}
+			return nil
+		})
+		if err := pipeErr(err); err != nil {
+			return FamilyStatus{}, fmt.Errorf("quota: family: %w", err)
+		}
+		if len(again.members.Val()) != len(ids) {
+			continue
+		}
+		f := e.familyOf(fid, m, again)
+		for _, mr := range mrs {
+			if !mr.member.Val() {
+				f.Members = nil
+				break
+			}
+			s, err := memberOf(mr, f.pool(), m)
+			if err != nil {
+				return FamilyStatus{}, err
+			}
+			f.Members = append(f.Members, s)
+		}
+		if len(f.Members) == len(ids) {
+			return f, nil
+		}
+	}
+	return FamilyStatus{}, fmt.Errorf("quota: family %d: membership kept changing during the snapshot", fid)
+}

@@ -1,0 +1,381 @@
+package quota
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dabom/dpcs/policy"
+)
+
+var (
+	//go:embed lua/apply.lua
+	applyLua string
+	//go:embed lua/pool.lua
+	poolLua string
+	//go:embed lua/constraints.lua
+	constraintsLua string
+
+	applyScript       = redis.NewScript(applyLua)
+	poolScript        = redis.NewScript(poolLua)
+	constraintsScript = redis.NewScript(constraintsLua)
+)
+
+// ErrInvalid is wrapped by every error about bad arguments (not Redis failures).
+var ErrInvalid = errors.New("quota: invalid argument")
+
+// Event is one usage event to judge.
+type Event struct {
+	// ID is the event's unique id (the envelope's eventId); replays are
+	// recognised by it.
+	ID         string
+	FamilyID   int64
+	CustomerID int64
+	Bytes      int64
+	AppID      string
+	// Category is the app's category for BLOCK:CATEGORY constraints ("" if unknown).
+	Category policy.Category
+	// At is the event's own timestamp: time windows, days and months are judged at it.
+	At time.Time
+}
+
+func (ev Event) validate() error {
+	switch {
+	case ev.ID == "":
+		return fmt.Errorf("%w: event id is empty", ErrInvalid)
+	case len(ev.ID) > 200:
+		return fmt.Errorf("%w: event id longer than 200 bytes", ErrInvalid)
+	case ev.FamilyID <= 0:
+		return fmt.Errorf("%w: familyId must be > 0", ErrInvalid)
+	case ev.CustomerID <= 0:
+		return fmt.Errorf("%w: customerId must be > 0", ErrInvalid)
+	case ev.Bytes < 0 || ev.Bytes > policy.MaxBytes:
+		return fmt.Errorf("%w: bytes must be 0..%d, got %d", ErrInvalid, policy.MaxBytes, ev.Bytes)
+	case ev.At.IsZero():
+		return fmt.Errorf("%w: event time is zero", ErrInvalid)
+	}
+	return nil
+}
+
+// Result is the engine's verdict on one event.
+type Result struct {
+	// Duplicate is true when the event id was judged before: the result is the
+	// original one and nothing changed.
+	Duplicate bool
+	Decision  policy.Decision
+	// Rule names what decided a block (see policy.Result.Rule); "" when allowed.
+	Rule string
+	// Remaining is the family pool's remaining bytes after the event.
+	Remaining int64
+	// Total is the month's pool: plan plus top-ups.
+	Total int64
+	// DailyUsed and MonthlyUsed are the member's usage in the event's day and
+	// month, after the event.
+	DailyUsed, MonthlyUsed int64
+	// ThrottleKbps is the member's THROTTLE:SPEED, with ALLOWED only.
+	ThrottleKbps int64
+	// Crossed lists the thresholds (percent remaining, descending) this event
+	// crossed; each fires once per family and month until a top-up re-arms it.
+	Crossed []int
+}
+
+// UsedPercent is the share of the month's pool used, in percent with two
+// decimals (0 when the pool is empty).
+func (r Result) UsedPercent() float64 { return usedPercent(r.Total, r.Remaining) }
+
+func usedPercent(total, remaining int64) float64 {
+	if total <= 0 {
+		return 0
+	}
+	return float64((total-remaining)*10000/total) / 100
+}
+
+// EventError reports which event of a batch was invalid.
+type EventError struct {
+	Index int
+	Err   error
+}
+
+func (e *EventError) Error() string { return fmt.Sprintf("event %d: %v", e.Index, e.Err) }
+func (e *EventError) Unwrap() error { return e.Err }
+
+// ApplyInfo is passed to Hooks.OnApply after every Apply / ApplyBatch.
+type ApplyInfo struct {
+	Events   int
+	Duration time.Duration
+	Err      error
+}
+
+// Hooks are optional callbacks for observability; nil funcs are skipped.
+type Hooks struct {
+	OnApply func(ApplyInfo)
+}
+
+// Option configures an Engine.
+type Option func(*Engine) error
+
+// WithLocation sets the service time zone for windows, days and months.
+// Default: Asia/Seoul.
+func WithLocation(loc *time.Location) Option {
+	return func(e *Engine) error {
+		if loc == nil {
+			return fmt.Errorf("%w: nil location", ErrInvalid)
+		}
+		e.loc = loc
+		return nil
+	}
+}
+
+// WithClock sets the clock used for pool changes and status queries (usage
+// events are judged at their own timestamp). Default: time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(e *Engine) error {
+		if now == nil {
+			return fmt.Errorf("%w: nil clock", ErrInvalid)
+		}
+		e.now = now
+		return nil
+	}
+}
+
+// WithDedupeTTL sets how long an event id is remembered. A consumer must reject
+// events older than this window, or a late replay would be counted twice.
+// Default: 24 h.
+func WithDedupeTTL(d time.Duration) Option {
+	return func(e *Engine) error {
+		if d < time.Second {
+			return fmt.Errorf("%w: dedupe TTL must be ≥ 1s", ErrInvalid)
+		}
+		e.dedupeTTL = d
+		return nil
+	}
+}
+
+// WithKeyPrefix puts prefix before every key (for sharing a Redis between
+// deployments or tests). Default: none.
+func WithKeyPrefix(prefix string) Option {
+	return func(e *Engine) error {
+		if strings.ContainsAny(prefix, "{}") {
+			return fmt.Errorf("%w: key prefix must not contain '{' or '}'", ErrInvalid)
+		}
+		e.k = keys{prefix: prefix}
+		return nil
+	}
+}
+
+// WithDefaultThresholds sets the alert levels of families that have none of
+// their own. Default: 50, 30, 10 % remaining.
+func WithDefaultThresholds(t policy.Thresholds) Option {
+	return func(e *Engine) error {
+		c, err := t.Canonical()
+		if err != nil {
+			return err
+		}
+		e.thresholds = c
+		return nil
+	}
+}
+
+// WithHooks sets observability callbacks. Default: none.
+func WithHooks(h Hooks) Option {
+	return func(e *Engine) error { e.hooks = h; return nil }
+}
+
+// Engine is the Lua quota engine. It is safe for concurrent use; events of one
+// family should be applied in order (one partition, one goroutine), though
+// concurrent applies never overspend.
+type Engine struct {
+	rdb        redis.UniversalClient
+	k          keys
+	loc        *time.Location
+	now        func() time.Time
+	dedupeTTL  time.Duration
+	thresholds policy.Thresholds
+	hooks      Hooks
+}
+
+const (
+	dayTTL   = 3 * 24 * time.Hour
+	monthTTL = 35 * 24 * time.Hour
+)
+
+// New returns an engine on rdb: a *redis.Client, *redis.ClusterClient or
+// *redis.Ring. It does not contact Redis.
+func New(rdb redis.UniversalClient, opts ...Option) (*Engine, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalid)
+	}
+	loc, err := policy.LoadZone(policy.DefaultZone)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		rdb:        rdb,
+		loc:        loc,
+		now:        time.Now,
+		dedupeTTL:  24 * time.Hour,
+		thresholds: policy.DefaultThresholds(),
+	}
+	for _, o := range opts {
+		if err := o(e); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// Location returns the engine's service time zone.
+func (e *Engine) Location() *time.Location { return e.loc }
+
+// Load loads the engine's scripts into Redis (every master of a cluster), so
+// the first pipelined batch does not meet NOSCRIPT. Optional.
+func (e *Engine) Load(ctx context.Context) error {
+	for _, s := range []*redis.Script{applyScript, poolScript, constraintsScript} {
+		if err := s.Load(ctx, e.rdb).Err(); err != nil {
+			return fmt.Errorf("quota: load script: %w", err)
+		}
+	}
+	return nil
+}
+
+func (e *Engine) applyCall(ev Event) ([]string, []any) {
+	m := policy.MomentOf(ev.At, e.loc)
+	f, c := ev.FamilyID, ev.CustomerID
+	ks := []string{
+		e.k.meta(f), e.k.members(f), e.k.constraints(f, c),
+		e.k.pool(f, m.Month), e.k.alerts(f, m.Month),
+		e.k.daily(f, c, m.Day), e.k.monthly(f, c, m.Month),
+		e.k.event(f, ev.ID),
+	}
+	args := []any{
+		c, ev.Bytes, ev.AppID, string(ev.Category), m.Minute, m.Weekday,
+		int64(e.dedupeTTL / time.Second), int64(dayTTL / time.Second), int64(monthTTL / time.Second),
+		e.thresholds.String(),
+	}
+	return ks, args
+}
+
+// Apply judges one usage event atomically: dedupe by event id, the member's
+// constraints in SPEC §5 order, the family pool, deduction from the pool and
+// the member's day and month counters (all or nothing), and threshold crossings.
+func (e *Engine) Apply(ctx context.Context, ev Event) (Result, error) {
+	rs, err := e.ApplyBatch(ctx, []Event{ev})
+	if err != nil {
+		return Result{}, err
+	}
+	return rs[0], nil
+}
+
+// ApplyBatch judges events in order in one pipeline (one round trip per
+// Redis node). Events of one family keep their order, on a Cluster too: they
+// share a slot. On a Redis error no result is returned, but earlier events of
+// the batch may have been applied; applying the batch again is safe, since
+// applied events come back as duplicates with their original results.
+func (e *Engine) ApplyBatch(ctx context.Context, evs []Event) (results []Result, err error) {
+	if e.hooks.OnApply != nil {
+		start := time.Now()
+		defer func() { e.hooks.OnApply(ApplyInfo{Events: len(evs), Duration: time.Since(start), Err: err}) }()
+	}
+	for i, ev := range evs {
+		if err := ev.validate(); err != nil {
+			return nil, &EventError{Index: i, Err: err}
+		}
+	}
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	cmds := make([]*redis.Cmd, len(evs))
+	run := func(idx []int) error {
+		_, err := e.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, i := range idx {
+				ks, args := e.applyCall(evs[i])
+				cmds[i] = applyScript.EvalSha(ctx, p, ks, args...)
+			}
+			return nil
+		})
+		return err
+	}
+	all := make([]int, len(evs))
+	for i := range all {
+		all[i] = i
+	}
+	if err := run(all); err != nil {
+		var missing []int
+		for i, c := range cmds {
+			if c.Err() != nil && redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+				missing = append(missing, i)
+			}
+		}
+		if len(missing) == 0 {
+			return nil, fmt.Errorf("quota: apply: %w", err)
+		}
+		if err := applyScript.Load(ctx, e.rdb).Err(); err != nil {
+			return nil, fmt.Errorf("quota: load apply script: %w", err)
+		}
+		if err := run(missing); err != nil {
+			return nil, fmt.Errorf("quota: apply: %w", err)
+		}
+	}
+	results = make([]Result, len(evs))
+	for i, c := range cmds {
+		r, err := parseApply(c)
+		if err != nil {
+			return nil, fmt.Errorf("quota: event %d: %w", i, err)
+		}
+		results[i] = r
+	}
+	return results, nil
+}
+
+func parseApply(c *redis.Cmd) (Result, error) {
+	v, err := c.Slice()
+	if err != nil {
+		return Result{}, err
+	}
+	if len(v) != 2 {
+		return Result{}, fmt.Errorf("unexpected script reply %v", v)
+	}
+	dup, _ := v[0].(int64)
+	s, _ := v[1].(string)
+	r, err := decodeResult(s)
+	r.Duplicate = dup == 1
+	return r, err
+}
+
+// decodeResult parses "decision|remaining|total|daily|monthly|throttle|crossed|rule".
+func decodeResult(s string) (Result, error) {
+	f := strings.SplitN(s, "|", 8)
+	if len(f) != 8 {
+		return Result{}, fmt.Errorf("malformed stored result %q", s)
+	}
+	var r Result
+	r.Decision = policy.Decision(f[0])
+	nums := []*int64{&r.Remaining, &r.Total, &r.DailyUsed, &r.MonthlyUsed, &r.ThrottleKbps}
+	for i, p := range nums {
+		n, err := strconv.ParseInt(f[i+1], 10, 64)
+		if err != nil {
+			return Result{}, fmt.Errorf("malformed stored result %q: %w", s, err)
+		}
+		*p = n
+	}
+	if f[6] != "" {
+		for _, p := range strings.Split(f[6], ",") {
+			n, err := strconv.Atoi(p)
+			if err != nil {
+				return Result{}, fmt.Errorf("malformed stored result %q: %w", s, err)
+			}
+			r.Crossed = append(r.Crossed, n)
+		}
+	}
+	r.Rule = f[7]
+	if !r.Decision.Valid() {
+		return Result{}, fmt.Errorf("malformed stored result %q: unknown decision", s)
+	}
+	return r, nil
+}

@@ -1,0 +1,179 @@
+-- DPCS quota engine: judge one usage event atomically.
+-- Dedupe -> membership -> BLOCK:ACCESS -> app/category blocks -> time windows ->
+-- DAILY then MONTHLY limit -> family pool -> deduct -> threshold crossings.
+-- Semantics are those of policy.Evaluate; quota's property tests hold them equal.
+--
+-- KEYS[1] family:{f}:meta               hash  plan, thr
+-- KEYS[2] family:{f}:members            set   customer ids
+-- KEYS[3] family:{f}:customer:{c}:constraints  hash
+-- KEYS[4] family:{f}:pool:{YYYYMM}      hash  used, topup
+-- KEYS[5] family:{f}:alerts:{YYYYMM}    set   fired thresholds
+-- KEYS[6] family:{f}:customer:{c}:usage:d:{YYYYMMDD}  string
+-- KEYS[7] family:{f}:customer:{c}:usage:m:{YYYYMM}    string
+-- KEYS[8] family:{f}:evt:{eventId}      string  stored result (dedupe)
+-- ARGV: 1 customerId, 2 bytes, 3 appId, 4 category, 5 minute of day, 6 ISO weekday,
+--       7 dedupe ttl s, 8 day ttl s, 9 month ttl s, 10 default thresholds "50,30,10"
+-- Returns {duplicate 0|1, "decision|remaining|total|daily|monthly|throttle|crossed|rule"}.
+
+local stored = redis.call('GET', KEYS[8])
+if stored then
+  return {1, stored}
+end
+
+local cid = ARGV[1]
+local bytes = tonumber(ARGV[2])
+local app = ARGV[3]
+local category = ARGV[4]
+local now = tonumber(ARGV[5])
+local wd = tonumber(ARGV[6])
+
+local meta = redis.call('HMGET', KEYS[1], 'plan', 'thr')
+local provisioned = meta[1] ~= false
+local pool = redis.call('HMGET', KEYS[4], 'used', 'topup')
+local used = tonumber(pool[1]) or 0
+local total = (tonumber(meta[1]) or 0) + (tonumber(pool[2]) or 0)
+local daily = tonumber(redis.call('GET', KEYS[6])) or 0
+local monthly = tonumber(redis.call('GET', KEYS[7])) or 0
+
+local function remaining()
+  local r = total - used
+  if r < 0 then return 0 end
+  return r
+end
+
+-- HHMM -> minutes of the day, nil when malformed.
+local function hhmm(s)
+  if type(s) ~= 'string' or not string.match(s, '^%d%d%d%d$') then return nil end
+  local h, m = tonumber(string.sub(s, 1, 2)), tonumber(string.sub(s, 3, 4))
+  if h > 23 or m > 59 then return nil end
+  return h * 60 + m
+end
+
+local DAY = {MON = 1, TUE = 2, WED = 3, THU = 4, FRI = 5, SAT = 6, SUN = 7}
+
+-- "MON-FRI" / "SAT,SUN" / "FRI-MON" -> set of ISO weekdays, nil when malformed.
+local function dayset(spec)
+  local set, any = {}, false
+  for item in string.gmatch(spec, '[^,]+') do
+    local a, b = string.match(item, '^(%u+)%-(%u+)$')
+    if not a then a, b = item, item end
+    local i, j = DAY[a], DAY[b]
+    if not i or not j then return nil end
+    while true do
+      set[i] = true
+      if i == j then break end
+      i = i % 7 + 1
+    end
+    any = true
+  end
+  if not any then return nil end
+  return set
+end
+
+-- Is now inside [s, e) on an allowed day? Wrapped windows belong to their start day.
+local function inside(s, e, set)
+  local prev = (wd + 5) % 7 + 1
+  local function on(d) return set == nil or set[d] == true end
+  if s == e then return on(wd) end
+  if s < e then return on(wd) and now >= s and now < e end
+  return (now >= s and on(wd)) or (now < e and on(prev))
+end
+
+-- Byte-wise a < b (Lua's < follows the server's collation locale).
+local function less(a, b)
+  local n = math.min(#a, #b)
+  for i = 1, n do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+
+local decision, rule, throttle = nil, '', 0
+
+if redis.call('SISMEMBER', KEYS[2], cid) == 0 then
+  decision, rule = 'BLOCKED_NOT_MEMBER', 'MEMBERSHIP'
+else
+  local flat = redis.call('HGETALL', KEYS[3])
+  local c = {}
+  for i = 1, #flat, 2 do c[flat[i]] = flat[i + 1] end
+
+  if c['BLOCK:ACCESS'] == '1' then
+    decision, rule = 'BLOCKED_ACCESS', 'BLOCK:ACCESS'
+  elseif app ~= '' and c['BLOCK:APP:' .. app] == '1' then
+    decision, rule = 'BLOCKED_APP', 'BLOCK:APP:' .. app
+  elseif category ~= '' and c['BLOCK:CATEGORY:' .. category] == '1' then
+    decision, rule = 'BLOCKED_APP', 'BLOCK:CATEGORY:' .. category
+  end
+
+  if not decision then
+    local s, e = hhmm(c['BLOCK:TIME:START']), hhmm(c['BLOCK:TIME:END'])
+    if s and e and inside(s, e, nil) then
+      decision, rule = 'BLOCKED_TIME', 'BLOCK:TIME:START'
+    else
+      local best = nil
+      for k, v in pairs(c) do
+        if string.sub(k, 1, 11) == 'BLOCK:TIME:' and k ~= 'BLOCK:TIME:START' and k ~= 'BLOCK:TIME:END' then
+          local a, b, spec = string.match(v, '^(%d%d%d%d)%-(%d%d%d%d)@(.+)$')
+          if not a then a, b = string.match(v, '^(%d%d%d%d)%-(%d%d%d%d)$') end
+          local ws, we = hhmm(a), hhmm(b)
+          local set, ok = nil, true
+          if spec then
+            set = dayset(spec)
+            ok = set ~= nil
+          end
+          if ws and we and ok and inside(ws, we, set) and (best == nil or less(k, best)) then
+            best = k
+          end
+        end
+      end
+      if best then decision, rule = 'BLOCKED_TIME', best end
+    end
+  end
+
+  if not decision then
+    local dl, ml = tonumber(c['LIMIT:DATA:DAILY']), tonumber(c['LIMIT:DATA:MONTHLY'])
+    if dl and daily + bytes > dl then
+      decision, rule = 'BLOCKED_LIMIT_DAILY', 'LIMIT:DATA:DAILY'
+    elseif ml and monthly + bytes > ml then
+      decision, rule = 'BLOCKED_LIMIT_MONTHLY', 'LIMIT:DATA:MONTHLY'
+    elseif remaining() < bytes then
+      decision = 'BLOCKED_FAMILY_QUOTA'
+      if provisioned then rule = 'POOL' else rule = 'POOL:UNPROVISIONED' end
+    else
+      decision = 'ALLOWED'
+      throttle = tonumber(c['THROTTLE:SPEED']) or 0
+    end
+  end
+end
+
+local crossed = ''
+if decision == 'ALLOWED' then
+  local month_ttl, day_ttl = tonumber(ARGV[9]), tonumber(ARGV[8])
+  used = redis.call('HINCRBY', KEYS[4], 'used', bytes)
+  redis.call('EXPIRE', KEYS[4], month_ttl)
+  daily = redis.call('INCRBY', KEYS[6], bytes)
+  redis.call('EXPIRE', KEYS[6], day_ttl)
+  monthly = redis.call('INCRBY', KEYS[7], bytes)
+  redis.call('EXPIRE', KEYS[7], month_ttl)
+  if total > 0 then
+    local rem = remaining()
+    local thr = meta[2]
+    if thr == false then thr = ARGV[10] end
+    local fired = {}
+    for p in string.gmatch(thr, '%d+') do
+      local pn = tonumber(p)
+      if rem * 100 <= pn * total and redis.call('SADD', KEYS[5], p) == 1 then
+        fired[#fired + 1] = p
+      end
+    end
+    if #fired > 0 then
+      redis.call('EXPIRE', KEYS[5], month_ttl)
+      crossed = table.concat(fired, ',')
+    end
+  end
+end
+
+local result = table.concat({decision, remaining(), total, daily, monthly, throttle, crossed, rule}, '|')
+redis.call('SET', KEYS[8], result, 'EX', tonumber(ARGV[7]))
+return {0, result}
