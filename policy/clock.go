@@ -121,31 +121,40 @@ func ParseDays(s string) (Days, error) {
 	return d, nil
 }
 
-// String formats d with ranges for runs of three or more days, e.g. "MON-FRI",
-// "SAT,SUN"; "" for every day.
+// String formats d with ranges for runs of three or more days, wrapping past
+// Sunday, e.g. "MON-FRI", "SAT,SUN", "SUN-THU"; "" for every day.
 func (d Days) String() string {
 	if d == 0 || d == 0xFE {
 		return ""
 	}
+	next := func(i int) int { return i%7 + 1 }
+	prev := func(i int) int { return (i+5)%7 + 1 }
+	start := 1
+	for i := 1; i <= 7; i++ {
+		if d.Has(i) && !d.Has(prev(i)) {
+			start = i
+			break
+		}
+	}
 	var parts []string
-	for i := 1; i <= 7; {
+	for n, i := 0, start; n < 7; {
 		if !d.Has(i) {
-			i++
+			i, n = next(i), n+1
 			continue
 		}
-		j := i
-		for j < 7 && d.Has(j+1) {
-			j++
+		j, run := i, 1
+		for n+run < 7 && d.Has(next(j)) {
+			j, run = next(j), run+1
 		}
 		switch {
-		case j-i >= 2:
+		case run >= 3:
 			parts = append(parts, dayNames[i]+"-"+dayNames[j])
-		case j == i+1:
+		case run == 2:
 			parts = append(parts, dayNames[i], dayNames[j])
 		default:
 			parts = append(parts, dayNames[i])
 		}
-		i = j + 1
+		i, n = next(j), n+run
 	}
 	return strings.Join(parts, ",")
 }

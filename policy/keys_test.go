@@ -1,0 +1,241 @@
+package policy
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"pgregory.net/rapid"
+)
+
+func TestParseConstraintsErrorsNameTheKey(t *testing.T) {
+	cases := []struct {
+		name  string
+		in    map[string]string
+		field string
+		msg   string
+	}{
+		{"block access value", map[string]string{"BLOCK:ACCESS": "yes"}, "BLOCK:ACCESS", `must be "1"`},
+		{"app value", map[string]string{"BLOCK:APP:com.x": "0"}, "BLOCK:APP:com.x", `must be "1"`},
+		{"app empty", map[string]string{"BLOCK:APP:": "1"}, "BLOCK:APP:", "empty"},
+		{"app space", map[string]string{"BLOCK:APP:a b": "1"}, "BLOCK:APP:a b", "printable"},
+		{"app pipe", map[string]string{"BLOCK:APP:a|b": "1"}, "BLOCK:APP:a|b", "printable"},
+		{"category", map[string]string{"BLOCK:CATEGORY:NEWS": "1"}, "BLOCK:CATEGORY:NEWS", "unknown category"},
+		{"category value", map[string]string{"BLOCK:CATEGORY:GAME": "2"}, "BLOCK:CATEGORY:GAME", `must be "1"`},
+		{"bad HHMM", map[string]string{"BLOCK:TIME:START": "2500", "BLOCK:TIME:END": "0700"}, "BLOCK:TIME:START", "HHMM"},
+		{"bad minutes", map[string]string{"BLOCK:TIME:START": "2200", "BLOCK:TIME:END": "0760"}, "BLOCK:TIME:END", "HHMM"},
+		{"short HHMM", map[string]string{"BLOCK:TIME:START": "700", "BLOCK:TIME:END": "0700"}, "BLOCK:TIME:START", "HHMM"},
+		{"start without end", map[string]string{"BLOCK:TIME:START": "2200"}, "BLOCK:TIME:END", "required"},
+		{"end without start", map[string]string{"BLOCK:TIME:END": "0700"}, "BLOCK:TIME:START", "required"},
+		{"window format", map[string]string{"BLOCK:TIME:night": "2200"}, "BLOCK:TIME:night", "HHMM-HHMM"},
+		{"window days", map[string]string{"BLOCK:TIME:night": "2200-0700@MON-FUN"}, "BLOCK:TIME:night", "bad day"},
+		{"window empty days", map[string]string{"BLOCK:TIME:night": "2200-0700@"}, "BLOCK:TIME:night", "empty"},
+		{"window lower-case day", map[string]string{"BLOCK:TIME:night": "2200-0700@mon"}, "BLOCK:TIME:night", "bad day"},
+		{"window bad time", map[string]string{"BLOCK:TIME:night": "2200-9999"}, "BLOCK:TIME:night", "HHMM"},
+		{"negative limit", map[string]string{"LIMIT:DATA:DAILY": "-1"}, "LIMIT:DATA:DAILY", "≥ 0"},
+		{"huge limit", map[string]string{"LIMIT:DATA:MONTHLY": "99999999999999999"}, "LIMIT:DATA:MONTHLY", "≤"},
+		{"limit not a number", map[string]string{"LIMIT:DATA:MONTHLY": "2GB"}, "LIMIT:DATA:MONTHLY", "whole number"},
+		{"limit leading zero", map[string]string{"LIMIT:DATA:MONTHLY": "0100"}, "LIMIT:DATA:MONTHLY", "whole number"},
+		{"throttle zero", map[string]string{"THROTTLE:SPEED": "0"}, "THROTTLE:SPEED", "kbps"},
+		{"throttle text", map[string]string{"THROTTLE:SPEED": "fast"}, "THROTTLE:SPEED", "kbps"},
+		{"unknown prefix", map[string]string{"ALLOW:EVERYTHING": "1"}, "ALLOW:EVERYTHING", "unknown constraint key"},
+		{"unknown limit", map[string]string{"LIMIT:DATA:WEEKLY": "1"}, "LIMIT:DATA:WEEKLY", "unknown constraint key"},
+		{"long key", map[string]string{"BLOCK:APP:" + strings.Repeat("a", 300): "1"}, "BLOCK:APP:aaaaaaaaaaaaaaaaaaaaaa…", "longer"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseConstraints(c.in)
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("err %v, want a FieldError", err)
+			}
+			if fe.Field != c.field || !strings.Contains(fe.Msg, c.msg) {
+				t.Errorf("got %q, want field %q with %q", err, c.field, c.msg)
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Error("not ErrInvalid")
+			}
+		})
+	}
+	big := map[string]string{}
+	for i := range 300 {
+		big["BLOCK:APP:a"+strings.Repeat("b", i%50)+string(rune('a'+i%26))+strings.Repeat("c", i/26)] = "1"
+	}
+	if _, err := ParseConstraints(big); err == nil || !strings.Contains(err.Error(), "at most") {
+		t.Errorf("300 entries: %v", err)
+	}
+}
+
+func TestParseConstraintsReportsEveryProblem(t *testing.T) {
+	_, err := ParseConstraints(map[string]string{"LIMIT:DATA:DAILY": "x", "THROTTLE:SPEED": "y"})
+	if err == nil || !strings.Contains(err.Error(), "LIMIT:DATA:DAILY") || !strings.Contains(err.Error(), "THROTTLE:SPEED") {
+		t.Errorf("err %v, want both keys named", err)
+	}
+}
+
+func TestConstraintsRoundTrip(t *testing.T) {
+	in := map[string]string{
+		"BLOCK:ACCESS": "1", "BLOCK:APP:com.youtube.app": "1", "BLOCK:CATEGORY:GAME": "1",
+		"BLOCK:TIME:START": "2200", "BLOCK:TIME:END": "0700",
+		"BLOCK:TIME:school": "0900-1500@MON,TUE,WED,THU,FRI", "BLOCK:TIME:weekend": "0000-0000@SAT,SUN",
+		"BLOCK:TIME:every": "1200-1300@MON-SUN",
+		"LIMIT:DATA:DAILY": "104857600", "LIMIT:DATA:MONTHLY": "0", "THROTTLE:SPEED": "512",
+	}
+	c, err := ParseConstraints(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Constraints{
+		BlockAccess: true, BlockedApps: []string{"com.youtube.app"}, BlockedCategories: []Category{CategoryGame},
+		Night: &Window{Start: 22 * 60, End: 7 * 60},
+		Windows: map[string]Window{
+			"school":  {Start: 9 * 60, End: 15 * 60, Days: 0b00111110},
+			"weekend": {Days: 0b11000000},
+			"every":   {Start: 12 * 60, End: 13 * 60, Days: 0b11111110},
+		},
+		DailyLimit: Limit(100 << 20), MonthlyLimit: Limit(0), ThrottleKbps: 512,
+	}
+	if d := cmp.Diff(want, c); d != "" {
+		t.Fatalf("parse (-want +got):\n%s", d)
+	}
+	canon := c.Map()
+	if canon["BLOCK:TIME:school"] != "0900-1500@MON-FRI" || canon["BLOCK:TIME:every"] != "1200-1300" {
+		t.Errorf("canonical windows: %q %q", canon["BLOCK:TIME:school"], canon["BLOCK:TIME:every"])
+	}
+	again, err := ParseConstraints(canon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(c.Map(), again.Map()); d != "" {
+		t.Errorf("round trip:\n%s", d)
+	}
+	if err := c.Validate(); err != nil {
+		t.Error(err)
+	}
+	if got, err := Canonical(nil); err != nil || len(got) != 0 {
+		t.Errorf("empty: %v %v", got, err)
+	}
+	if _, err := Canonical(map[string]string{"X": "1"}); err == nil {
+		t.Error("Canonical accepted a bad key")
+	}
+}
+
+func TestDays(t *testing.T) {
+	cases := []struct {
+		in, out string
+	}{
+		{"MON-FRI", "MON-FRI"}, {"SAT,SUN", "SAT,SUN"}, {"FRI-MON", "FRI-MON"}, {"SUN-THU", "SUN-THU"}, {"MON,SAT,SUN", "SAT-MON"}, {"SUN,TUE", "TUE,SUN"}, {"MON", "MON"},
+		{"MON,WED,FRI", "MON,WED,FRI"}, {"MON-SUN", ""}, {"SUN-SAT", ""}, {"TUE-THU,SAT", "TUE-THU,SAT"},
+		{"MON,TUE", "MON,TUE"},
+	}
+	for _, c := range cases {
+		d, err := ParseDays(c.in)
+		if err != nil || d.String() != c.out {
+			t.Errorf("%s: %q %v, want %q", c.in, d.String(), err, c.out)
+		}
+	}
+	for _, bad := range []string{"", "MON-", "-FRI", "MONDAY", "MON,,TUE", "mon"} {
+		if _, err := ParseDays(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestWindowContains(t *testing.T) {
+	at := func(wd int, hhmm string) Moment {
+		m, _ := ParseHHMM(hhmm)
+		return Moment{Minute: m, Weekday: wd}
+	}
+	night, _ := ParseWindow("2200-0700")
+	school, _ := ParseWindow("2200-0700@MON-FRI")
+	day, _ := ParseWindow("0900-1500@SAT")
+	whole, _ := ParseWindow("0000-0000")
+	wholeSun, _ := ParseWindow("1200-1200@SUN")
+	cases := []struct {
+		w    Window
+		m    Moment
+		want bool
+	}{
+		{night, at(1, "2159"), false}, {night, at(1, "2200"), true}, {night, at(2, "0000"), true},
+		{night, at(2, "0659"), true}, {night, at(2, "0700"), false}, {night, at(2, "1200"), false},
+		// The after-midnight part belongs to the day the window started.
+		{school, at(5, "2300"), true}, {school, at(6, "0300"), true}, {school, at(7, "0300"), false},
+		{school, at(7, "2300"), false}, {school, at(1, "0300"), false}, {school, at(1, "2200"), true},
+		{day, at(6, "0900"), true}, {day, at(6, "1459"), true}, {day, at(6, "1500"), false}, {day, at(5, "1000"), false},
+		{whole, at(3, "0000"), true}, {whole, at(3, "2359"), true},
+		{wholeSun, at(7, "0100"), true}, {wholeSun, at(1, "0100"), false},
+	}
+	for i, c := range cases {
+		if got := c.w.Contains(c.m); got != c.want {
+			t.Errorf("case %d: %s at day %d minute %d: %v, want %v", i, c.w, c.m.Weekday, c.m.Minute, got, c.want)
+		}
+	}
+}
+
+func TestMomentOf(t *testing.T) {
+	loc, err := LoadZone("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 2026-02-28T15:30Z is 2026-03-01 00:30 KST, a Sunday.
+	m := MomentOf(time.Date(2026, 2, 28, 15, 30, 0, 0, time.UTC), loc)
+	want := Moment{Day: "20260301", Month: "202603", Minute: 30, Weekday: 7}
+	if m != want {
+		t.Errorf("got %+v, want %+v", m, want)
+	}
+	if _, err := LoadZone("Mars/Olympus"); err == nil {
+		t.Error("unknown zone accepted")
+	}
+	utc, _ := LoadZone("UTC")
+	if MomentOf(time.Date(2026, 2, 2, 10, 0, 0, 0, time.UTC), utc).Weekday != 1 {
+		t.Error("monday")
+	}
+	if FormatHHMM(22*60+5) != "2205" {
+		t.Error(FormatHHMM(22*60 + 5))
+	}
+}
+
+// Any valid typed Constraints survive Map → ParseConstraints unchanged.
+func TestConstraintsMapProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var c Constraints
+		c.BlockAccess = rapid.Bool().Draw(t, "access")
+		c.BlockedApps = rapid.SliceOfDistinct(rapid.StringMatching(`[a-z][a-z.]{0,20}`), func(s string) string { return s }).Draw(t, "apps")
+		c.BlockedCategories = rapid.SliceOfDistinct(rapid.SampledFrom(Categories()), func(c Category) Category { return c }).Draw(t, "cats")
+		if rapid.Bool().Draw(t, "night") {
+			c.Night = &Window{Start: rapid.IntRange(0, 1439).Draw(t, "s"), End: rapid.IntRange(0, 1439).Draw(t, "e")}
+		}
+		for _, n := range rapid.SliceOfDistinct(rapid.StringMatching(`[a-z]{1,8}`), func(s string) string { return s }).Draw(t, "windows") {
+			if n == "start" || n == "end" {
+				continue
+			}
+			if c.Windows == nil {
+				c.Windows = map[string]Window{}
+			}
+			d := Days(rapid.IntRange(0, 127).Draw(t, "days") << 1)
+			if d == 0xFE {
+				d = 0
+			}
+			c.Windows[n] = Window{Start: rapid.IntRange(0, 1439).Draw(t, "ws"), End: rapid.IntRange(0, 1439).Draw(t, "we"), Days: d}
+		}
+		if rapid.Bool().Draw(t, "daily") {
+			c.DailyLimit = Limit(rapid.Int64Range(0, MaxBytes).Draw(t, "dl"))
+		}
+		if rapid.Bool().Draw(t, "monthly") {
+			c.MonthlyLimit = Limit(rapid.Int64Range(0, MaxBytes).Draw(t, "ml"))
+		}
+		c.ThrottleKbps = rapid.Int64Range(0, maxThrottleKbps).Draw(t, "kbps")
+		got, err := ParseConstraints(c.Map())
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := []cmp.Option{cmpopts.EquateEmpty(), cmpopts.SortSlices(func(a, b string) bool { return a < b }),
+			cmpopts.SortSlices(func(a, b Category) bool { return a < b })}
+		if d := cmp.Diff(c, got, opts...); d != "" {
+			t.Fatalf("round trip (-want +got):\n%s", d)
+		}
+	})
+}
