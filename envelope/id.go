@@ -1,0 +1,38 @@
+package envelope
+
+import "github.com/google/uuid"
+
+// Id prefixes (seed §9.2). An id is an opaque non-empty string; DPCS writes a
+// prefix naming the kind of event followed by a UUID.
+const (
+	PrefixEvent        = "evt_"     // usage events
+	PrefixPolicy       = "pol_"     // policy updates
+	PrefixPersist      = "persist_" // usage-persist records
+	PrefixNotification = "ntf_"     // notifications
+)
+
+// IDNamespace is the UUID v5 namespace of DerivedID:
+// UUID v5 of the URL namespace and "https://github.com/dabom/dpcs/envelope".
+// It is part of the wire contract: a producer in another language derives
+// the same ids with it.
+const IDNamespace = "30859dcd-1de6-5407-ac28-15de31186c94"
+
+var idNamespace = uuid.MustParse(IDNamespace) // a valid constant; checked by a test
+
+// NewID returns prefix followed by a random (version 4) UUID, e.g.
+// "evt_550e8400-e29b-41d4-a716-446655440000".
+func NewID(prefix string) string {
+	// uuid.NewString panics only when crypto/rand fails, which since Go 1.24
+	// it never reports (the runtime aborts instead).
+	return prefix + uuid.NewString()
+}
+
+// DerivedID returns prefix followed by the version 5 UUID of
+// originID + "\x00" + purpose in IDNamespace. The same inputs always give the
+// same id, so a replayed event re-emits its downstream records under the same
+// ids and their consumers can deduplicate. purpose tells apart the several
+// records derived from one event (e.g. "persist", "quota-updated",
+// "threshold:10").
+func DerivedID(prefix, originID, purpose string) string {
+	return prefix + uuid.NewSHA1(idNamespace, []byte(originID+"\x00"+purpose)).String()
+}

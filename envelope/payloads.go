@@ -1,0 +1,347 @@
+package envelope
+
+import (
+	"errors"
+	"time"
+)
+
+// The built-in payloads. Each is a plain value type: construct it with a
+// composite literal, pass it to New, and get it back from Decode in a type
+// switch. JSON member names are those of the seed design (§9.2); every member
+// is read by its exact name, unknown members are ignored, null means absent.
+//
+// Decoding reports a required member that is missing as "required"; Validate
+// (run by Encode and by every Decode) reports values out of range.
+
+// Compile-time checks that the built-ins are payloads.
+var (
+	_ Payload      = UsagePayload{}
+	_ Payload      = PolicyUpdatedPayload{}
+	_ Payload      = UsagePersistPayload{}
+	_ Notification = QuotaUpdated{}
+	_ Notification = CustomerBlocked{}
+	_ Notification = ThresholdAlert{}
+)
+
+// UsagePayload is one chunk of data a member used (DATA_USAGE, topic
+// usage-events). Metadata is passed through untouched; its values come back
+// from Decode as encoding/json's generic types (float64, string, bool, nil,
+// []any, map[string]any) and an empty map comes back as nil.
+type UsagePayload struct {
+	FamilyID   int64          `json:"familyId"`           // > 0; the record key
+	CustomerID int64          `json:"customerId"`         // > 0
+	AppID      string         `json:"appId"`              // non-empty, e.g. "com.youtube.app"
+	BytesUsed  int64          `json:"bytesUsed"`          // ≥ 0; must be present on the wire
+	Metadata   map[string]any `json:"metadata,omitempty"` // optional, e.g. deviceId, networkType
+}
+
+func (UsagePayload) EventType() EventType { return TypeDataUsage }
+func (UsagePayload) SubType() SubType     { return "" }
+func (p UsagePayload) FamilyKey() int64   { return p.FamilyID }
+
+func (p UsagePayload) Validate() error {
+	return errors.Join(
+		positive("familyId", p.FamilyID),
+		positive("customerId", p.CustomerID),
+		nonEmpty("appId", p.AppID),
+		nonNegative("bytesUsed", p.BytesUsed),
+	)
+}
+
+func (p *UsagePayload) UnmarshalJSON(data []byte) error {
+	return decodeInto(p, data, func(o *object) UsagePayload {
+		return UsagePayload{
+			FamilyID:   o.int64("familyId", true),
+			CustomerID: o.int64("customerId", true),
+			AppID:      o.str("appId", true),
+			BytesUsed:  o.int64("bytesUsed", true),
+			Metadata:   o.anyMap("metadata"),
+		}
+	})
+}
+
+// PolicyUpdatedPayload announces a change of one member's policy
+// (POLICY_UPDATED, topic policy-updated). Constraints is the member's whole
+// constraint map after the change and Version increases with every change of
+// that member, so a consumer applies an update only when Version is newer than
+// what it holds: replays and reordering are harmless, and a change of several
+// keys is one event. PolicyKey, OldValue and NewValue describe the change for
+// people (audit, notifications); PolicyKey is empty when several keys changed.
+type PolicyUpdatedPayload struct {
+	FamilyID         int64             `json:"familyId"`            // > 0; the record key
+	TargetCustomerID int64             `json:"targetCustomerId"`    // > 0
+	PolicyKey        string            `json:"policyKey,omitempty"` // e.g. "LIMIT:DATA:DAILY"; optional
+	OldValue         *string           `json:"oldValue,omitempty"`  // nil: the key was not set
+	NewValue         *string           `json:"newValue,omitempty"`  // nil: the key was removed
+	ChangedBy        int64             `json:"changedBy"`           // ≥ 0; customer id of the owner, 0 for the system
+	Version          int64             `json:"version"`             // ≥ 1, monotonic per member
+	Constraints      map[string]string `json:"constraints"`         // required; empty (not nil) = no constraints
+}
+
+func (PolicyUpdatedPayload) EventType() EventType { return TypePolicyUpdated }
+func (PolicyUpdatedPayload) SubType() SubType     { return "" }
+func (p PolicyUpdatedPayload) FamilyKey() int64   { return p.FamilyID }
+
+func (p PolicyUpdatedPayload) Validate() error {
+	var constraints error
+	if p.Constraints == nil {
+		constraints = invalid("constraints", "required (an empty map removes every constraint)")
+	}
+	return errors.Join(
+		positive("familyId", p.FamilyID),
+		positive("targetCustomerId", p.TargetCustomerID),
+		nonNegative("changedBy", p.ChangedBy),
+		atLeast("version", p.Version, 1),
+		constraints,
+	)
+}
+
+func (p *PolicyUpdatedPayload) UnmarshalJSON(data []byte) error {
+	return decodeInto(p, data, func(o *object) PolicyUpdatedPayload {
+		return PolicyUpdatedPayload{
+			FamilyID:         o.int64("familyId", true),
+			TargetCustomerID: o.int64("targetCustomerId", true),
+			PolicyKey:        o.str("policyKey", false),
+			OldValue:         o.optStr("oldValue"),
+			NewValue:         o.optStr("newValue"),
+			ChangedBy:        o.int64("changedBy", false),
+			Version:          o.int64("version", true),
+			Constraints:      o.strMap("constraints", true),
+		}
+	})
+}
+
+// UsagePersistPayload is the processor's decision on one usage event
+// (USAGE_PERSIST, topic usage-persist), written to the database by the
+// write-behind. OriginEventID is the eventId of the usage event; the
+// envelope's own id is derived from it (DerivedID) so a replay re-emits the
+// same record.
+type UsagePersistPayload struct {
+	OriginEventID  string    `json:"originEventId"`  // non-empty
+	FamilyID       int64     `json:"familyId"`       // > 0; the record key
+	CustomerID     int64     `json:"customerId"`     // > 0
+	BytesUsed      int64     `json:"bytesUsed"`      // ≥ 0
+	AppID          string    `json:"appId"`          // as in the usage event
+	ProcessResult  string    `json:"processResult"`  // non-empty, e.g. "ALLOWED", "BLOCKED"
+	RemainingAfter int64     `json:"remainingAfter"` // ≥ 0, family bytes left after the decision
+	EventTime      time.Time `json:"eventTime"`      // the usage event's timestamp
+	Rule           string    `json:"rule,omitempty"` // the constraint key that decided a block; optional
+}
+
+func (UsagePersistPayload) EventType() EventType { return TypeUsagePersist }
+func (UsagePersistPayload) SubType() SubType     { return "" }
+func (p UsagePersistPayload) FamilyKey() int64   { return p.FamilyID }
+
+func (p UsagePersistPayload) Validate() error {
+	return errors.Join(
+		nonEmpty("originEventId", p.OriginEventID),
+		positive("familyId", p.FamilyID),
+		positive("customerId", p.CustomerID),
+		nonNegative("bytesUsed", p.BytesUsed),
+		nonEmpty("processResult", p.ProcessResult),
+		nonNegative("remainingAfter", p.RemainingAfter),
+		validTime("eventTime", p.EventTime),
+	)
+}
+
+func (p UsagePersistPayload) MarshalJSON() ([]byte, error) {
+	type plain UsagePersistPayload
+	return marshal(struct {
+		plain
+		EventTime string `json:"eventTime"`
+	}{plain(p), formatTime(p.EventTime)})
+}
+
+func (p *UsagePersistPayload) UnmarshalJSON(data []byte) error {
+	return decodeInto(p, data, func(o *object) UsagePersistPayload {
+		return UsagePersistPayload{
+			OriginEventID:  o.str("originEventId", true),
+			FamilyID:       o.int64("familyId", true),
+			CustomerID:     o.int64("customerId", true),
+			BytesUsed:      o.int64("bytesUsed", true),
+			AppID:          o.str("appId", false),
+			ProcessResult:  o.str("processResult", true),
+			RemainingAfter: o.int64("remainingAfter", true),
+			EventTime:      o.time("eventTime", true),
+			Rule:           o.str("rule", false),
+		}
+	})
+}
+
+// Notification is implemented by the three NOTIFICATION payloads (topic
+// notification-events) and by nothing else, so a type switch over it is
+// exhaustive: DecodeAs[Notification] accepts exactly those events.
+type Notification interface {
+	Payload
+	notification()
+}
+
+// QuotaUpdated reports the family pool after an allowed usage event
+// (NOTIFICATION / QUOTA_UPDATED).
+type QuotaUpdated struct {
+	FamilyID               int64   `json:"familyId"`               // > 0; the record key
+	CustomerID             int64   `json:"customerId"`             // > 0
+	FamilyRemainingBytes   int64   `json:"familyRemainingBytes"`   // ≥ 0
+	FamilyUsedPercent      float64 `json:"familyUsedPercent"`      // 0–100
+	CustomerUsedBytesToday int64   `json:"customerUsedBytesToday"` // ≥ 0
+}
+
+func (QuotaUpdated) EventType() EventType { return TypeNotification }
+func (QuotaUpdated) SubType() SubType     { return SubQuotaUpdated }
+func (p QuotaUpdated) FamilyKey() int64   { return p.FamilyID }
+func (QuotaUpdated) notification()        {}
+
+func (p QuotaUpdated) Validate() error {
+	var pct error
+	if !(p.FamilyUsedPercent >= 0 && p.FamilyUsedPercent <= 100) { // also rejects NaN
+		pct = invalid("familyUsedPercent", "must be between 0 and 100")
+	}
+	return errors.Join(
+		positive("familyId", p.FamilyID),
+		positive("customerId", p.CustomerID),
+		nonNegative("familyRemainingBytes", p.FamilyRemainingBytes),
+		pct,
+		nonNegative("customerUsedBytesToday", p.CustomerUsedBytesToday),
+	)
+}
+
+func (p *QuotaUpdated) UnmarshalJSON(data []byte) error {
+	return decodeInto(p, data, func(o *object) QuotaUpdated {
+		return QuotaUpdated{
+			FamilyID:               o.int64("familyId", true),
+			CustomerID:             o.int64("customerId", true),
+			FamilyRemainingBytes:   o.int64("familyRemainingBytes", true),
+			FamilyUsedPercent:      o.float64("familyUsedPercent", true),
+			CustomerUsedBytesToday: o.int64("customerUsedBytesToday", true),
+		}
+	})
+}
+
+// CustomerBlocked reports that a member was blocked (NOTIFICATION /
+// CUSTOMER_BLOCKED). BlockReason is the constraint key that blocked, e.g.
+// "LIMIT:DATA:DAILY".
+type CustomerBlocked struct {
+	FamilyID    int64     `json:"familyId"`           // > 0; the record key
+	CustomerID  int64     `json:"customerId"`         // > 0
+	BlockReason string    `json:"blockReason"`        // non-empty
+	BlockedAt   time.Time `json:"blockedAt"`          // required
+	Decision    string    `json:"decision,omitempty"` // the engine's decision code; optional
+}
+
+func (CustomerBlocked) EventType() EventType { return TypeNotification }
+func (CustomerBlocked) SubType() SubType     { return SubCustomerBlocked }
+func (p CustomerBlocked) FamilyKey() int64   { return p.FamilyID }
+func (CustomerBlocked) notification()        {}
+
+func (p CustomerBlocked) Validate() error {
+	return errors.Join(
+		positive("familyId", p.FamilyID),
+		positive("customerId", p.CustomerID),
+		nonEmpty("blockReason", p.BlockReason),
+		validTime("blockedAt", p.BlockedAt),
+	)
+}
+
+func (p CustomerBlocked) MarshalJSON() ([]byte, error) {
+	type plain CustomerBlocked
+	return marshal(struct {
+		plain
+		BlockedAt string `json:"blockedAt"`
+	}{plain(p), formatTime(p.BlockedAt)})
+}
+
+func (p *CustomerBlocked) UnmarshalJSON(data []byte) error {
+	return decodeInto(p, data, func(o *object) CustomerBlocked {
+		return CustomerBlocked{
+			FamilyID:    o.int64("familyId", true),
+			CustomerID:  o.int64("customerId", true),
+			BlockReason: o.str("blockReason", true),
+			BlockedAt:   o.time("blockedAt", true),
+			Decision:    o.str("decision", false),
+		}
+	})
+}
+
+// ThresholdAlert tells a family that its pool fell below ThresholdPercent
+// remaining (NOTIFICATION / THRESHOLD_ALERT). Period names the billing period
+// (e.g. "2026-02") so an alert is sent once per threshold and period.
+type ThresholdAlert struct {
+	FamilyID         int64  `json:"familyId"`         // > 0; the record key
+	ThresholdPercent int    `json:"thresholdPercent"` // 1–99, e.g. 50, 30, 10
+	Message          string `json:"message"`          // non-empty, shown to people
+	Period           string `json:"period,omitempty"` // optional
+}
+
+func (ThresholdAlert) EventType() EventType { return TypeNotification }
+func (ThresholdAlert) SubType() SubType     { return SubThresholdAlert }
+func (p ThresholdAlert) FamilyKey() int64   { return p.FamilyID }
+func (ThresholdAlert) notification()        {}
+
+func (p ThresholdAlert) Validate() error {
+	var pct error
+	if p.ThresholdPercent < 1 || p.ThresholdPercent > 99 {
+		pct = invalid("thresholdPercent", "must be between 1 and 99")
+	}
+	return errors.Join(
+		positive("familyId", p.FamilyID),
+		pct,
+		nonEmpty("message", p.Message),
+	)
+}
+
+func (p *ThresholdAlert) UnmarshalJSON(data []byte) error {
+	return decodeInto(p, data, func(o *object) ThresholdAlert {
+		return ThresholdAlert{
+			FamilyID:         o.int64("familyId", true),
+			ThresholdPercent: o.int("thresholdPercent", true),
+			Message:          o.str("message", true),
+			Period:           o.str("period", false),
+		}
+	})
+}
+
+// decodeInto is the UnmarshalJSON of every built-in payload: read the object
+// with read, and store the result only when nothing was wrong.
+func decodeInto[P any](dst *P, data []byte, read func(*object) P) error {
+	if dst == nil {
+		return errors.New("envelope: UnmarshalJSON on nil pointer")
+	}
+	o, err := parseNested("", data)
+	if err != nil {
+		return err
+	}
+	v := read(o)
+	if err := o.err(); err != nil {
+		return err
+	}
+	*dst = v
+	return nil
+}
+
+func positive(field string, v int64) error {
+	if v <= 0 {
+		return invalid(field, "must be > 0")
+	}
+	return nil
+}
+
+func nonNegative(field string, v int64) error {
+	if v < 0 {
+		return invalid(field, "must be ≥ 0")
+	}
+	return nil
+}
+
+func atLeast(field string, v, min int64) error {
+	if v < min {
+		return invalid(field, "must be ≥ %d", min)
+	}
+	return nil
+}
+
+func nonEmpty(field, v string) error {
+	if v == "" {
+		return required(field)
+	}
+	return nil
+}
