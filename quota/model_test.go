@@ -421,6 +421,4 @@ func checkEngineMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 	})
 }
 
-func TestEngineMatchesModel(t *testing.T) {
-	checkEngineMatchesModel(t, newMiniredis(t))
-}
+func TestEngineMatchesModel(t *testing.T) { eachBackend(t, checkEngineMatchesModel) }

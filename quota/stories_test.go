@@ -69,9 +69,11 @@ func kst(t *testing.T, s string) time.Time {
 }
 
 // Story 1 (SPEC §13): Last 10 MB — never a partial grant, never overspent.
-func TestStoryLast10MB(t *testing.T) {
+func TestStoryLast10MB(t *testing.T) { eachBackend(t, storyLast10MB) }
+
+func storyLast10MB(t *testing.T, rdb redis.UniversalClient) {
 	now := kst(t, "2026-02-06 14:30")
-	f := newFixture(t, newMiniredis(t), now)
+	f := newFixture(t, rdb, now)
 	f.family(100, 10*mb, 1, 2, 3, 4)
 	type step struct {
 		who       int64
@@ -105,9 +107,11 @@ func TestStoryLast10MB(t *testing.T) {
 
 // Story 2: limit cut while over — blocked at once, derived not stored, and
 // raising the limit unblocks.
-func TestStoryLimitCutWhileOver(t *testing.T) {
+func TestStoryLimitCutWhileOver(t *testing.T) { eachBackend(t, storyLimitCutWhileOver) }
+
+func storyLimitCutWhileOver(t *testing.T, rdb redis.UniversalClient) {
 	now := kst(t, "2026-02-20 10:00")
-	f := newFixture(t, newMiniredis(t), now)
+	f := newFixture(t, rdb, now)
 	f.family(100, 100*gb, 1, 3)
 	twoGB := map[string]string{policy.KeyLimitMonthly: fmt.Sprint(2 * gb)}
 	if _, err := f.e.SetConstraints(f.ctx, 100, 3, 1, twoGB); err != nil {
@@ -156,8 +160,10 @@ func TestStoryLimitCutWhileOver(t *testing.T) {
 }
 
 // Story 3: night block 22:00–07:00 KST.
-func TestStoryNightBlock(t *testing.T) {
-	f := newFixture(t, newMiniredis(t), kst(t, "2026-02-06 12:00"))
+func TestStoryNightBlock(t *testing.T) { eachBackend(t, storyNightBlock) }
+
+func storyNightBlock(t *testing.T, rdb redis.UniversalClient) {
+	f := newFixture(t, rdb, kst(t, "2026-02-06 12:00"))
 	f.family(100, 10*gb, 3)
 	f.e.SetConstraints(f.ctx, 100, 3, 1, map[string]string{policy.KeyBlockTimeStart: "2200", policy.KeyBlockTimeEnd: "0700"})
 	for _, c := range []struct {
@@ -188,9 +194,11 @@ func TestStoryNightBlock(t *testing.T) {
 
 // Story 4: thresholds fire once each per period, even hovering and replayed;
 // several at once; re-armed by a top-up; a new month re-arms everything.
-func TestStoryThresholds(t *testing.T) {
+func TestStoryThresholds(t *testing.T) { eachBackend(t, storyThresholds) }
+
+func storyThresholds(t *testing.T, rdb redis.UniversalClient) {
 	now := kst(t, "2026-02-06 12:00")
-	f := newFixture(t, newMiniredis(t), now)
+	f := newFixture(t, rdb, now)
 	f.family(100, 100*mb, 1)
 	steps := []struct {
 		bytes   int64
@@ -244,9 +252,11 @@ func TestStoryThresholds(t *testing.T) {
 }
 
 // Story 5 at the engine level: the same event 3 times is deducted once.
-func TestStoryDuplicates(t *testing.T) {
+func TestStoryDuplicates(t *testing.T) { eachBackend(t, storyDuplicates) }
+
+func storyDuplicates(t *testing.T, rdb redis.UniversalClient) {
 	now := kst(t, "2026-02-06 12:00")
-	f := newFixture(t, newMiniredis(t), now)
+	f := newFixture(t, rdb, now)
 	f.family(100, 10*mb, 1)
 	ev := Event{ID: "evt_550e8400-e29b-41d4-a716-446655440000", FamilyID: 100, CustomerID: 1, Bytes: 3 * mb, AppID: "com.youtube.app", At: now}
 	rs, err := f.e.ApplyBatch(f.ctx, []Event{ev, ev, ev})
@@ -260,9 +270,11 @@ func TestStoryDuplicates(t *testing.T) {
 	}
 }
 
-func TestUnprovisionedAndNonMember(t *testing.T) {
+func TestUnprovisionedAndNonMember(t *testing.T) { eachBackend(t, unprovisionedAndNonMember) }
+
+func unprovisionedAndNonMember(t *testing.T, rdb redis.UniversalClient) {
 	now := kst(t, "2026-02-06 12:00")
-	f := newFixture(t, newMiniredis(t), now)
+	f := newFixture(t, rdb, now)
 	f.e.AddMember(f.ctx, 7, 1)
 	if r := f.use(7, 1, 1, "x", now); r.Decision != policy.BlockedFamilyQuota || r.Rule != policy.RulePoolUnprovisioned {
 		t.Errorf("unprovisioned: %+v", r)
@@ -286,9 +298,11 @@ func TestUnprovisionedAndNonMember(t *testing.T) {
 	}
 }
 
-func TestThrottleAndAppBlocks(t *testing.T) {
+func TestThrottleAndAppBlocks(t *testing.T) { eachBackend(t, throttleAndAppBlocks) }
+
+func throttleAndAppBlocks(t *testing.T, rdb redis.UniversalClient) {
 	now := kst(t, "2026-02-06 12:00")
-	f := newFixture(t, newMiniredis(t), now)
+	f := newFixture(t, rdb, now)
 	f.family(1, gb, 1)
 	f.e.SetConstraints(f.ctx, 1, 1, 1, map[string]string{
 		"BLOCK:APP:com.youtube.app": "1", "BLOCK:CATEGORY:GAME": "1", "THROTTLE:SPEED": "512",
@@ -321,7 +335,7 @@ func TestThrottleAndAppBlocks(t *testing.T) {
 // Many goroutines applying to one family never overspend and every allowed
 // byte is accounted for exactly once.
 func TestConcurrentAppliesNeverOverspend(t *testing.T) {
-	testConcurrentNeverOverspend(t, newMiniredis(t), 16, 25)
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient) { testConcurrentNeverOverspend(t, rdb, 16, 25) })
 }
 
 func testConcurrentNeverOverspend(t *testing.T, rdb redis.UniversalClient, workers, perWorker int) {
