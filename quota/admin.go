@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -37,7 +39,7 @@ func checkMember(fid, cid int64) error {
 
 func (e *Engine) pool(ctx context.Context, fid int64, op, value string) (PoolState, error) {
 	month := policy.MomentOf(e.now(), e.loc).Month
-	ks := []string{e.k.meta(fid), e.k.pool(fid, month), e.k.alerts(fid, month)}
+	ks := []string{e.k.family(fid), e.k.pool(fid, month)}
 	v, err := poolScript.Run(ctx, e.rdb, ks, op, value, policy.MaxBytes, int64(monthTTL.Seconds())).Int64Slice()
 	if err != nil {
 		return PoolState{}, fmt.Errorf("quota: pool %s: %w", op, err)
@@ -122,7 +124,7 @@ func (e *Engine) AddMember(ctx context.Context, fid, cid int64) error {
 	if err := checkMember(fid, cid); err != nil {
 		return err
 	}
-	if err := e.rdb.SAdd(ctx, e.k.members(fid), cid).Err(); err != nil {
+	if err := e.rdb.HSet(ctx, e.k.family(fid), memberField(cid), "1").Err(); err != nil {
 		return fmt.Errorf("quota: add member: %w", err)
 	}
 	return nil
@@ -136,7 +138,7 @@ func (e *Engine) RemoveMember(ctx context.Context, fid, cid int64) error {
 		return err
 	}
 	_, err := e.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.SRem(ctx, e.k.members(fid), cid)
+		p.HDel(ctx, e.k.family(fid), memberField(cid))
 		p.Del(ctx, e.k.constraints(fid, cid))
 		return nil
 	})
@@ -183,43 +185,34 @@ type FamilyStatus struct {
 func (f FamilyStatus) UsedPercent() float64 { return usedPercent(f.Total, f.Remaining) }
 
 type poolReads struct {
-	meta    *redis.SliceCmd
-	pool    *redis.SliceCmd
-	alerts  *redis.StringSliceCmd
-	members *redis.StringSliceCmd
+	family *redis.MapStringStringCmd
+	pool   *redis.MapStringStringCmd
 }
 
 type memberReads struct {
 	cid         int64
-	member      *redis.BoolCmd
 	constraints *redis.MapStringStringCmd
 	version     *redis.StringCmd
-	daily       *redis.StringCmd
-	monthly     *redis.StringCmd
+	usage       *redis.SliceCmd
 }
 
 func (e *Engine) queuePool(ctx context.Context, p redis.Pipeliner, fid int64, m policy.Moment) poolReads {
 	return poolReads{
-		meta:    p.HMGet(ctx, e.k.meta(fid), "plan", "thr"),
-		pool:    p.HMGet(ctx, e.k.pool(fid, m.Month), "used", "topup"),
-		alerts:  p.SMembers(ctx, e.k.alerts(fid, m.Month)),
-		members: p.SMembers(ctx, e.k.members(fid)),
+		family: p.HGetAll(ctx, e.k.family(fid)),
+		pool:   p.HGetAll(ctx, e.k.pool(fid, m.Month)),
 	}
 }
 
 func (e *Engine) queueMember(ctx context.Context, p redis.Pipeliner, fid, cid int64, m policy.Moment) memberReads {
 	return memberReads{
 		cid:         cid,
-		member:      p.SIsMember(ctx, e.k.members(fid), cid),
 		constraints: p.HGetAll(ctx, e.k.constraints(fid, cid)),
 		version:     p.Get(ctx, e.k.version(fid, cid)),
-		daily:       p.Get(ctx, e.k.daily(fid, cid, m.Day)),
-		monthly:     p.Get(ctx, e.k.monthly(fid, cid, m.Month)),
+		usage:       p.HMGet(ctx, e.k.usage(fid, cid, m.Month), fieldMonth, dayField(m.Day)),
 	}
 }
 
-func intOf(v any) int64 {
-	s, _ := v.(string)
+func parseInt(s string) int64 {
 	n, _ := strconv.ParseInt(s, 10, 64)
 	return n
 }
@@ -232,45 +225,53 @@ func intCmd(c *redis.StringCmd) int64 {
 	return n
 }
 
-func (e *Engine) familyOf(fid int64, m policy.Moment, r poolReads) FamilyStatus {
-	meta, pool := r.meta.Val(), r.pool.Val()
-	f := FamilyStatus{FamilyID: fid, Month: m.Month, Thresholds: e.thresholds}
-	if len(meta) == 2 {
-		f.Provisioned = meta[0] != nil
-		f.Plan = intOf(meta[0])
-		if s, ok := meta[1].(string); ok {
-			if t, err := policy.ParseThresholds(s); err == nil {
-				f.Thresholds = t
+// familyOf decodes the family and pool hashes; members lists the member ids.
+func (e *Engine) familyOf(fid int64, m policy.Moment, r poolReads) (f FamilyStatus, members map[int64]bool) {
+	fam, pool := r.family.Val(), r.pool.Val()
+	f = FamilyStatus{FamilyID: fid, Month: m.Month, Thresholds: e.thresholds}
+	plan, ok := fam[fieldPlan]
+	f.Provisioned, f.Plan = ok, parseInt(plan)
+	if s, ok := fam[fieldThresholds]; ok {
+		if t, err := policy.ParseThresholds(s); err == nil {
+			f.Thresholds = t
+		}
+	}
+	members = map[int64]bool{}
+	for k, v := range fam {
+		if strings.HasPrefix(k, prefixMember) && v == "1" {
+			if n, err := strconv.ParseInt(k[len(prefixMember):], 10, 64); err == nil {
+				members[n] = true
 			}
 		}
 	}
-	if len(pool) == 2 {
-		f.Used, f.TopUps = intOf(pool[0]), intOf(pool[1])
-	}
+	f.Used, f.TopUps = parseInt(pool[fieldUsed]), parseInt(pool[fieldTopUp])
 	f.Total = f.Plan + f.TopUps
 	f.Remaining = policy.Pool{Total: f.Total, Used: f.Used}.Remaining()
-	for _, s := range r.alerts.Val() {
-		if n, err := strconv.Atoi(s); err == nil {
-			f.Fired = append(f.Fired, n)
+	for k := range pool {
+		if strings.HasPrefix(k, prefixAlert) {
+			if n, err := strconv.Atoi(k[len(prefixAlert):]); err == nil {
+				f.Fired = append(f.Fired, n)
+			}
 		}
 	}
 	slices.Sort(f.Fired)
 	slices.Reverse(f.Fired)
-	return f
+	return f, members
 }
 
 func (f FamilyStatus) pool() policy.Pool {
 	return policy.Pool{Provisioned: f.Provisioned, Total: f.Total, Used: f.Used}
 }
 
-func memberOf(r memberReads, pool policy.Pool, m policy.Moment) (MemberStatus, error) {
+func memberOf(r memberReads, member bool, pool policy.Pool, m policy.Moment) (MemberStatus, error) {
 	s := MemberStatus{
 		CustomerID:  r.cid,
-		Member:      r.member.Val(),
+		Member:      member,
 		Constraints: r.constraints.Val(),
 		Version:     intCmd(r.version),
-		DailyUsed:   intCmd(r.daily),
-		MonthlyUsed: intCmd(r.monthly),
+	}
+	if u := r.usage.Val(); len(u) == 2 {
+		s.MonthlyUsed, s.DailyUsed = anyInt(u[0]), anyInt(u[1])
 	}
 	c, err := policy.ParseConstraints(s.Constraints)
 	if err != nil {
@@ -279,6 +280,11 @@ func memberOf(r memberReads, pool policy.Pool, m policy.Moment) (MemberStatus, e
 	res := policy.Status(c, policy.Member{Member: s.Member, DailyUsed: s.DailyUsed, MonthlyUsed: s.MonthlyUsed}, pool, m)
 	s.Decision, s.Rule, s.ThrottleKbps = res.Decision, res.Rule, res.ThrottleKbps
 	return s, nil
+}
+
+func anyInt(v any) int64 {
+	s, _ := v.(string)
+	return parseInt(s)
 }
 
 func pipeErr(err error) error {
@@ -305,7 +311,8 @@ func (e *Engine) Status(ctx context.Context, fid, cid int64) (MemberStatus, erro
 	if err := pipeErr(err); err != nil {
 		return MemberStatus{}, fmt.Errorf("quota: status: %w", err)
 	}
-	return memberOf(mr, e.familyOf(fid, m, pr).pool(), m)
+	f, members := e.familyOf(fid, m, pr)
+	return memberOf(mr, members[cid], f.pool(), m)
 }
 
 // Enforcement is the outcome of Enforce.
@@ -343,28 +350,14 @@ func (e *Engine) Family(ctx context.Context, fid int64) (FamilyStatus, error) {
 		return FamilyStatus{}, err
 	}
 	m := policy.MomentOf(e.now(), e.loc)
+	var ids []int64
 	for range 5 {
+		// Read the pool and the members known from the last read in one
+		// transaction; read again if the membership changed in between.
 		var pr poolReads
+		mrs := make([]memberReads, len(ids))
 		_, err := e.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			pr = e.queuePool(ctx, p, fid, m)
-			return nil
-		})
-		if err := pipeErr(err); err != nil {
-			return FamilyStatus{}, fmt.Errorf("quota: family: %w", err)
-		}
-		ids := make([]int64, 0, len(pr.members.Val()))
-		for _, s := range pr.members.Val() {
-			if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-				ids = append(ids, n)
-			}
-		}
-		slices.Sort(ids)
-		// Read the pool and the members in one transaction; retry if the
-		// membership changed in between.
-		var again poolReads
-		mrs := make([]memberReads, len(ids))
-		_, err = e.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			again = e.queuePool(ctx, p, fid, m)
 			for i, cid := range ids {
 				mrs[i] = e.queueMember(ctx, p, fid, cid, m)
 			}
@@ -373,24 +366,20 @@ func (e *Engine) Family(ctx context.Context, fid int64) (FamilyStatus, error) {
 		if err := pipeErr(err); err != nil {
 			return FamilyStatus{}, fmt.Errorf("quota: family: %w", err)
 		}
-		if len(again.members.Val()) != len(ids) {
+		f, members := e.familyOf(fid, m, pr)
+		current := slices.Sorted(maps.Keys(members))
+		if !slices.Equal(current, ids) {
+			ids = current
 			continue
 		}
-		f := e.familyOf(fid, m, again)
 		for _, mr := range mrs {
-			if !mr.member.Val() {
-				f.Members = nil
-				break
-			}
-			s, err := memberOf(mr, f.pool(), m)
+			s, err := memberOf(mr, true, f.pool(), m)
 			if err != nil {
 				return FamilyStatus{}, err
 			}
 			f.Members = append(f.Members, s)
 		}
-		if len(f.Members) == len(ids) {
-			return f, nil
-		}
+		return f, nil
 	}
 	return FamilyStatus{}, fmt.Errorf("quota: family %d: membership kept changing during the snapshot", fid)
 }

@@ -146,11 +146,11 @@ func WithClock(now func() time.Time) Option {
 
 // WithDedupeTTL sets how long an event id is remembered. A consumer must reject
 // events older than this window, or a late replay would be counted twice.
-// Default: 24 h.
+// At most 30 days. Default: 24 h.
 func WithDedupeTTL(d time.Duration) Option {
 	return func(e *Engine) error {
-		if d < time.Second {
-			return fmt.Errorf("%w: dedupe TTL must be ≥ 1s", ErrInvalid)
+		if d < time.Second || d > 30*24*time.Hour {
+			return fmt.Errorf("%w: dedupe TTL must be 1s..30 days", ErrInvalid)
 		}
 		e.dedupeTTL = d
 		return nil
@@ -200,10 +200,9 @@ type Engine struct {
 	hooks      Hooks
 }
 
-const (
-	dayTTL   = 3 * 24 * time.Hour
-	monthTTL = 35 * 24 * time.Hour
-)
+// monthTTL is how long a month's pool and usage hashes live after they were
+// created: the month plus late events within any dedupe window.
+const monthTTL = 62 * 24 * time.Hour
 
 // New returns an engine on rdb: a *redis.Client, *redis.ClusterClient or
 // *redis.Ring. It does not contact Redis.
@@ -248,15 +247,11 @@ func (e *Engine) applyCall(ev Event) ([]string, []any) {
 	m := policy.MomentOf(ev.At, e.loc)
 	f, c := ev.FamilyID, ev.CustomerID
 	ks := []string{
-		e.k.meta(f), e.k.members(f), e.k.constraints(f, c),
-		e.k.pool(f, m.Month), e.k.alerts(f, m.Month),
-		e.k.daily(f, c, m.Day), e.k.monthly(f, c, m.Month),
-		e.k.event(f, ev.ID),
+		e.k.family(f), e.k.constraints(f, c), e.k.pool(f, m.Month), e.k.usage(f, c, m.Month), e.k.events(f, m.Day),
 	}
 	args := []any{
-		c, ev.Bytes, ev.AppID, string(ev.Category), m.Minute, m.Weekday,
-		int64(e.dedupeTTL / time.Second), int64(dayTTL / time.Second), int64(monthTTL / time.Second),
-		e.thresholds.String(),
+		c, ev.Bytes, ev.AppID, string(ev.Category), m.Minute, m.Weekday, m.Day[6:8], ev.ID,
+		int64(e.dedupeTTL / time.Second), int64(monthTTL / time.Second), e.thresholds.String(),
 	}
 	return ks, args
 }

@@ -57,11 +57,11 @@ func TestClusterSpreadsFamilies(t *testing.T) {
 	k := keys{}
 	slots := map[int64]bool{}
 	for f := int64(1); f <= 16; f++ {
-		s, err := rdb.ClusterKeySlot(ctx, k.meta(f)).Result()
+		s, err := rdb.ClusterKeySlot(ctx, k.family(f)).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		s2, _ := rdb.ClusterKeySlot(ctx, k.event(f, "evt_x")).Result()
+		s2, _ := rdb.ClusterKeySlot(ctx, k.events(f, "20260206")).Result()
 		if s != s2 {
 			t.Fatalf("family %d: keys in slots %d and %d", f, s, s2)
 		}

@@ -13,5 +13,4 @@ dpcs_start_cluster
 dpcs_start_mariadb
 export DPCS_TEST_KCAT=$(command -v kcat)
 
-go test -race -count=1 -tags integration -timeout 30m ${TESTFLAGS:-} ./... \
-	-args -rapid.checks="${RAPID_CHECKS:-1000}"
+GOTEST_TAGS=integration bash scripts/gotest.sh -race -count=1 -timeout 40m ${TESTFLAGS:-}

@@ -2,38 +2,46 @@
 -- Dedupe -> membership -> BLOCK:ACCESS -> app/category blocks -> time windows ->
 -- DAILY then MONTHLY limit -> family pool -> deduct -> threshold crossings.
 -- Semantics are those of policy.Evaluate; quota's property tests hold them equal.
+-- Byte counts stay below 2^46 (policy.MaxBytes), so remaining * 100 is exact.
 --
--- KEYS[1] family:{f}:meta               hash  plan, thr
--- KEYS[2] family:{f}:members            set   customer ids
--- KEYS[3] family:{f}:customer:{c}:constraints  hash
--- KEYS[4] family:{f}:pool:{YYYYMM}      hash  used, topup
--- KEYS[5] family:{f}:alerts:{YYYYMM}    set   fired thresholds
--- KEYS[6] family:{f}:customer:{c}:usage:d:{YYYYMMDD}  string
--- KEYS[7] family:{f}:customer:{c}:usage:m:{YYYYMM}    string
--- KEYS[8] family:{f}:evt:{eventId}      string  stored result (dedupe)
+-- KEYS[1] family:{f}                               hash  plan, thr, m:<cid> (members)
+-- KEYS[2] family:{f}:customer:{c}:constraints      hash  constraint key -> value
+-- KEYS[3] family:{f}:pool:{YYYYMM}                 hash  used, topup, a:<pct> (fired alerts)
+-- KEYS[4] family:{f}:customer:{c}:usage:{YYYYMM}   hash  m (month), d:<DD> (day)
+-- KEYS[5] family:{f}:evt:{YYYYMMDD}                hash  eventId -> stored result (dedupe),
+--                                                        bucketed by the event's own day
 -- ARGV: 1 customerId, 2 bytes, 3 appId, 4 category, 5 minute of day, 6 ISO weekday,
---       7 dedupe ttl s, 8 day ttl s, 9 month ttl s, 10 default thresholds "50,30,10"
+--       7 day of month "DD", 8 eventId, 9 dedupe ttl s, 10 month ttl s,
+--       11 default thresholds "50,30,10"
 -- Returns {duplicate 0|1, "decision|remaining|total|daily|monthly|throttle|crossed|rule"}.
 
-local stored = redis.call('GET', KEYS[8])
+local stored = redis.call('HGET', KEYS[5], ARGV[8])
 if stored then
   return {1, stored}
 end
 
-local cid = ARGV[1]
 local bytes = tonumber(ARGV[2])
-local app = ARGV[3]
-local category = ARGV[4]
-local now = tonumber(ARGV[5])
-local wd = tonumber(ARGV[6])
+local app, category = ARGV[3], ARGV[4]
+local now, wd = tonumber(ARGV[5]), tonumber(ARGV[6])
+local dayfield = 'd:' .. ARGV[7]
+local month_ttl = tonumber(ARGV[10])
 
-local meta = redis.call('HMGET', KEYS[1], 'plan', 'thr')
-local provisioned = meta[1] ~= false
-local pool = redis.call('HMGET', KEYS[4], 'used', 'topup')
+local fam = redis.call('HMGET', KEYS[1], 'plan', 'thr', 'm:' .. ARGV[1])
+local provisioned = fam[1] ~= false
+local thr = fam[2]
+if thr == false then thr = ARGV[11] end
+local pcts = {}
+local poolfields = {'used', 'topup'}
+for p in string.gmatch(thr, '%d+') do
+  pcts[#pcts + 1] = p
+  poolfields[#poolfields + 1] = 'a:' .. p
+end
+local pool = redis.call('HMGET', KEYS[3], unpack(poolfields))
 local used = tonumber(pool[1]) or 0
-local total = (tonumber(meta[1]) or 0) + (tonumber(pool[2]) or 0)
-local daily = tonumber(redis.call('GET', KEYS[6])) or 0
-local monthly = tonumber(redis.call('GET', KEYS[7])) or 0
+local total = (tonumber(fam[1]) or 0) + (tonumber(pool[2]) or 0)
+local usage = redis.call('HMGET', KEYS[4], 'm', dayfield)
+local monthly = tonumber(usage[1]) or 0
+local daily = tonumber(usage[2]) or 0
 
 local function remaining()
   local r = total - used
@@ -91,10 +99,10 @@ end
 
 local decision, rule, throttle = nil, '', 0
 
-if redis.call('SISMEMBER', KEYS[2], cid) == 0 then
+if fam[3] ~= '1' then
   decision, rule = 'BLOCKED_NOT_MEMBER', 'MEMBERSHIP'
 else
-  local flat = redis.call('HGETALL', KEYS[3])
+  local flat = redis.call('HGETALL', KEYS[2])
   local c = {}
   for i = 1, #flat, 2 do c[flat[i]] = flat[i + 1] end
 
@@ -106,7 +114,7 @@ else
     decision, rule = 'BLOCKED_APP', 'BLOCK:CATEGORY:' .. category
   end
 
-  if not decision then
+  if not decision and #flat > 0 then
     local s, e = hhmm(c['BLOCK:TIME:START']), hhmm(c['BLOCK:TIME:END'])
     if s and e and inside(s, e, nil) then
       decision, rule = 'BLOCKED_TIME', 'BLOCK:TIME:START'
@@ -149,31 +157,27 @@ end
 
 local crossed = ''
 if decision == 'ALLOWED' then
-  local month_ttl, day_ttl = tonumber(ARGV[9]), tonumber(ARGV[8])
-  used = redis.call('HINCRBY', KEYS[4], 'used', bytes)
-  redis.call('EXPIRE', KEYS[4], month_ttl)
-  daily = redis.call('INCRBY', KEYS[6], bytes)
-  redis.call('EXPIRE', KEYS[6], day_ttl)
-  monthly = redis.call('INCRBY', KEYS[7], bytes)
-  redis.call('EXPIRE', KEYS[7], month_ttl)
+  -- TTLs are set when a period key is created; keys that exist have theirs.
+  used = redis.call('HINCRBY', KEYS[3], 'used', bytes)
+  if pool[1] == false and pool[2] == false then redis.call('EXPIRE', KEYS[3], month_ttl) end
+  monthly = redis.call('HINCRBY', KEYS[4], 'm', bytes)
+  daily = redis.call('HINCRBY', KEYS[4], dayfield, bytes)
+  if usage[1] == false then redis.call('EXPIRE', KEYS[4], month_ttl) end
   if total > 0 then
     local rem = remaining()
-    local thr = meta[2]
-    if thr == false then thr = ARGV[10] end
     local fired = {}
-    for p in string.gmatch(thr, '%d+') do
-      local pn = tonumber(p)
-      if rem * 100 <= pn * total and redis.call('SADD', KEYS[5], p) == 1 then
+    for i, p in ipairs(pcts) do
+      if pool[i + 2] == false and rem * 100 <= tonumber(p) * total then
         fired[#fired + 1] = p
+        redis.call('HSET', KEYS[3], 'a:' .. p, '1')
       end
     end
-    if #fired > 0 then
-      redis.call('EXPIRE', KEYS[5], month_ttl)
-      crossed = table.concat(fired, ',')
-    end
+    crossed = table.concat(fired, ',')
   end
 end
 
 local result = table.concat({decision, remaining(), total, daily, monthly, throttle, crossed, rule}, '|')
-redis.call('SET', KEYS[8], result, 'EX', tonumber(ARGV[7]))
+redis.call('HSET', KEYS[5], ARGV[8], result)
+-- The bucket lives until the dedupe window has passed since its last write.
+redis.call('EXPIRE', KEYS[5], tonumber(ARGV[9]))
 return {0, result}

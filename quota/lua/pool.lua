@@ -1,5 +1,5 @@
 -- DPCS quota engine: change a family's pool and re-arm thresholds atomically.
--- KEYS[1] family:{f}:meta  KEYS[2] family:{f}:pool:{YYYYMM}  KEYS[3] family:{f}:alerts:{YYYYMM}
+-- KEYS[1] family:{f}  KEYS[2] family:{f}:pool:{YYYYMM}
 -- ARGV[1] op: "plan" (set the monthly plan), "topup" (add to this month),
 --         "thr" (set the thresholds list); ARGV[2] value; ARGV[3] max total bytes;
 --         ARGV[4] month ttl s
@@ -7,8 +7,10 @@
 -- would exceed the maximum.
 local op, value, maxtotal = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local plan = tonumber(redis.call('HGET', KEYS[1], 'plan')) or 0
-local pool = redis.call('HMGET', KEYS[2], 'used', 'topup')
-local used, topup = tonumber(pool[1]) or 0, tonumber(pool[2]) or 0
+local flat = redis.call('HGETALL', KEYS[2])
+local pool = {}
+for i = 1, #flat, 2 do pool[flat[i]] = flat[i + 1] end
+local used, topup = tonumber(pool['used']) or 0, tonumber(pool['topup']) or 0
 
 if op == 'plan' then
   plan = tonumber(value)
@@ -18,7 +20,7 @@ elseif op == 'topup' then
   topup = topup + tonumber(value)
   if plan + topup > maxtotal then return redis.error_reply('DPCS pool total would exceed the maximum') end
   redis.call('HINCRBY', KEYS[2], 'topup', value)
-  redis.call('EXPIRE', KEYS[2], tonumber(ARGV[4]))
+  if #flat == 0 then redis.call('EXPIRE', KEYS[2], tonumber(ARGV[4])) end
 elseif op == 'thr' then
   redis.call('HSET', KEYS[1], 'thr', value)
 else
@@ -29,9 +31,12 @@ local total = plan + topup
 local rem = total - used
 if rem < 0 then rem = 0 end
 -- Re-arm every fired threshold the pool is now above again.
-for _, p in ipairs(redis.call('SMEMBERS', KEYS[3])) do
-  if not (total > 0 and rem * 100 <= tonumber(p) * total) then
-    redis.call('SREM', KEYS[3], p)
+for f, _ in pairs(pool) do
+  if string.sub(f, 1, 2) == 'a:' then
+    local p = tonumber(string.sub(f, 3))
+    if not (p and total > 0 and rem * 100 <= p * total) then
+      redis.call('HDEL', KEYS[2], f)
+    end
   end
 end
 return {rem, total}
