@@ -8,4 +8,5 @@ trap dpcs_stop_servers EXIT
 
 dpcs_install
 dpcs_start_redis
+dpcs_start_mariadb
 go test -run '^$' -bench . -benchmem -count=1 -tags integration -timeout 30m ${BENCHFLAGS:-} ./...

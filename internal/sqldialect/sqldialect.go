@@ -1,0 +1,205 @@
+// Package sqldialect is the one place where DPCS's SQL differs between MySQL
+// (MariaDB) and SQLite: the insert-ignore statement, time values, parameter
+// limits, which driver errors retrying cannot fix, and running a migration
+// script. Everything else DPCS writes is plain SQL both accept with `?`
+// placeholders.
+package sqldialect
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Dialect is a SQL dialect.
+type Dialect int
+
+// The dialects DPCS speaks.
+const (
+	Unknown Dialect = iota
+	MySQL           // MySQL 8 / MariaDB 10.6+ (github.com/go-sql-driver/mysql)
+	SQLite          // SQLite 3.35+ (modernc.org/sqlite)
+)
+
+// ErrUnknown is returned when a dialect cannot be named or detected.
+var ErrUnknown = errors.New("sqldialect: unknown SQL dialect")
+
+// String returns "mysql", "sqlite" or "unknown".
+func (d Dialect) String() string {
+	switch d {
+	case MySQL:
+		return "mysql"
+	case SQLite:
+		return "sqlite"
+	}
+	return "unknown"
+}
+
+// Parse returns the dialect called name: "mysql"/"mariadb" or "sqlite"/"sqlite3".
+func Parse(name string) (Dialect, error) {
+	switch strings.ToLower(name) {
+	case "mysql", "mariadb":
+		return MySQL, nil
+	case "sqlite", "sqlite3":
+		return SQLite, nil
+	}
+	return Unknown, fmt.Errorf("%w: %q", ErrUnknown, name)
+}
+
+// Detect returns the dialect of db from the type of its driver.
+func Detect(db *sql.DB) (Dialect, error) {
+	if db == nil {
+		return Unknown, fmt.Errorf("%w: nil *sql.DB", ErrUnknown)
+	}
+	t := reflect.TypeOf(db.Driver())
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	path := strings.ToLower(t.PkgPath() + "." + t.Name())
+	switch {
+	case strings.Contains(path, "mysql"):
+		return MySQL, nil
+	case strings.Contains(path, "sqlite"):
+		return SQLite, nil
+	}
+	return Unknown, fmt.Errorf("%w: driver %s (set the dialect explicitly)", ErrUnknown, path)
+}
+
+// InsertIgnore returns a multi-row insert of rows rows into table that skips
+// rows whose unique key already exists: `INSERT IGNORE INTO` on MySQL,
+// `INSERT OR IGNORE INTO` on SQLite. Placeholders are `?`, row by row.
+// Names are not quoted: check them with ValidIdent.
+func (d Dialect) InsertIgnore(table string, cols []string, rows int) string {
+	var b strings.Builder
+	if d == SQLite {
+		b.WriteString("INSERT OR IGNORE INTO ")
+	} else {
+		b.WriteString("INSERT IGNORE INTO ")
+	}
+	b.WriteString(table)
+	b.WriteString(" (")
+	b.WriteString(strings.Join(cols, ", "))
+	b.WriteString(") VALUES ")
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", ") + ")"
+	b.Grow(rows * (len(row) + 2))
+	for i := range rows {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(row)
+	}
+	return b.String()
+}
+
+// MaxParams is the number of placeholders one statement may carry (MySQL's
+// protocol limit 65535; SQLite's default SQLITE_MAX_VARIABLE_NUMBER 32766).
+func (d Dialect) MaxParams() int {
+	if d == SQLite {
+		return 32766
+	}
+	return 65535
+}
+
+// SQLiteTimeLayout is how times are stored in SQLite: UTC, fixed width, so
+// that text order is time order and SQLite's date functions read them.
+const SQLiteTimeLayout = "2006-01-02 15:04:05.000"
+
+// Time returns t as a statement argument for a DATETIME(3) column: a UTC
+// time.Time for MySQL (the driver writes it in the connection's loc, UTC by
+// default), SQLiteTimeLayout text for SQLite.
+func (d Dialect) Time(t time.Time) any {
+	if d == SQLite {
+		return t.UTC().Format(SQLiteTimeLayout)
+	}
+	return t.UTC()
+}
+
+// IsPermanent reports whether err is a database error about the data itself
+// (a value out of range, too long, of the wrong type, a NOT NULL column left
+// empty) that fails again however often the same statement is retried.
+// Connection, lock, timeout and schema errors are not permanent: they heal
+// when the database (or its operator) does.
+func IsPermanent(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1048, // column cannot be null
+			1264, // out of range value
+			1265, // data truncated
+			1292, // incorrect datetime value
+			1366, // incorrect integer/string value
+			1406, // data too long
+			3140: // invalid JSON text
+			return true
+		}
+		return false
+	}
+	var se interface{ Code() int }
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff { // primary result code
+		case 18, // SQLITE_TOOBIG
+			19, // SQLITE_CONSTRAINT (not ignored: CHECK / NOT NULL under plain INSERT)
+			20, // SQLITE_MISMATCH
+			25: // SQLITE_RANGE
+			return true
+		}
+	}
+	return false
+}
+
+// ValidIdent checks that name is a plain SQL identifier both dialects accept
+// unquoted: a letter or underscore, then letters, digits or underscores, at
+// most 64 bytes.
+func ValidIdent(name string) error {
+	if name == "" || len(name) > 64 {
+		return fmt.Errorf("sqldialect: identifier %q must be 1..64 bytes", name)
+	}
+	for i, r := range name {
+		ok := r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (i > 0 && r >= '0' && r <= '9')
+		if !ok {
+			return fmt.Errorf("sqldialect: identifier %q: only letters, digits and '_' allowed", name)
+		}
+	}
+	return nil
+}
+
+// Exec runs a migration script: statements separated by a `;` at the end of
+// a line. Lines starting with `--` are comments. It needs no
+// multiStatements support from the driver.
+func Exec(ctx context.Context, db *sql.DB, script string) error {
+	for _, stmt := range Statements(script) {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("sqldialect: %w (in %.60q)", err, stmt)
+		}
+	}
+	return nil
+}
+
+// Statements splits script as Exec does.
+func Statements(script string) []string {
+	var out []string
+	var cur strings.Builder
+	for line := range strings.Lines(script) {
+		t := strings.TrimSpace(line)
+		if t == "" || strings.HasPrefix(t, "--") {
+			continue
+		}
+		cur.WriteString(line)
+		if strings.HasSuffix(t, ";") {
+			if s := strings.TrimSuffix(strings.TrimSpace(cur.String()), ";"); s != "" {
+				out = append(out, s)
+			}
+			cur.Reset()
+		}
+	}
+	if s := strings.TrimSpace(cur.String()); s != "" {
+		out = append(out, s)
+	}
+	return out
+}

@@ -1,0 +1,89 @@
+//go:build integration
+
+package writebehind
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dabom/dpcs/internal/sqldialect"
+)
+
+var benchSeq atomic.Int64
+
+func benchRows(n int) []UsageRecord {
+	base := int(benchSeq.Add(int64(n))) - n
+	out := usageRows(n, base)
+	for i := range out {
+		out[i].EventID = fmt.Sprintf("bench_%d_%09d", time.Now().UnixNano(), base+i)
+	}
+	return out
+}
+
+// BenchmarkMariaDB compares rows/s into usage_record on MariaDB
+// (DPCS_TEST_MYSQL_DSN) through a Sink + usage writer with a raw multi-row
+// INSERT IGNORE loop, one writer each, in the same run.
+func BenchmarkMariaDB(b *testing.B) {
+	for _, size := range []int{100, 500, 1000} {
+		b.Run(fmt.Sprintf("raw/batch=%d", size), func(b *testing.B) {
+			db, _, _ := mariaDB(b, false)
+			cols := usageColumns
+			st, err := db.Prepare(sqldialect.MySQL.InsertIgnore(UsageTable, cols, size))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			rows := benchRows(b.N)
+			b.ResetTimer()
+			start := time.Now()
+			for i := 0; i < len(rows); i += size {
+				chunk := rows[i:min(i+size, len(rows))]
+				args := make([]any, 0, len(chunk)*len(cols))
+				for _, u := range chunk {
+					args = append(args, u.EventID, u.FamilyID, u.CustomerID, u.AppID, u.BytesUsed,
+						u.ProcessResult, u.RemainingAfter, u.Rule, u.EventTime.UTC())
+				}
+				if len(chunk) == size {
+					_, err = st.Exec(args...)
+				} else {
+					_, err = db.Exec(sqldialect.MySQL.InsertIgnore(UsageTable, cols, len(chunk)), args...)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "rows/s")
+		})
+		b.Run(fmt.Sprintf("sink/batch=%d", size), func(b *testing.B) {
+			db, _, _ := mariaDB(b, false)
+			w, err := NewUsageWriter(db)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer w.Close()
+			s, err := New[UsageRecord](w, WithBatchSize(size))
+			if err != nil {
+				b.Fatal(err)
+			}
+			rows := benchRows(b.N)
+			ctx := context.Background()
+			b.ResetTimer()
+			start := time.Now()
+			for _, u := range rows {
+				if err := s.Add(ctx, u); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := s.Close(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "rows/s")
+			if w.Inserted() != int64(b.N) {
+				b.Fatalf("inserted %d of %d", w.Inserted(), b.N)
+			}
+		})
+	}
+}

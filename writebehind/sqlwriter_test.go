@@ -1,0 +1,197 @@
+package writebehind
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func usageRows(n, from int) []UsageRecord {
+	out := make([]UsageRecord, n)
+	for i := range out {
+		k := from + i
+		out[i] = UsageRecord{EventID: fmt.Sprintf("evt_%06d", k), FamilyID: int64(k%7 + 1), CustomerID: int64(k%7+1)*10 + 1,
+			AppID: "com.youtube.app", BytesUsed: int64(k), ProcessResult: "ALLOWED", RemainingAfter: 1000,
+			EventTime: t0.Add(time.Duration(k) * time.Millisecond)}
+	}
+	return out
+}
+
+func readUsage(tb testing.TB, db *sql.DB) []UsageRecord {
+	tb.Helper()
+	rows, err := db.Query("SELECT event_id, family_id, customer_id, app_id, bytes_used, process_result, remaining_after, rule, event_time FROM usage_record ORDER BY event_id")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer rows.Close()
+	var out []UsageRecord
+	for rows.Next() {
+		var u UsageRecord
+		var et any
+		if err := rows.Scan(&u.EventID, &u.FamilyID, &u.CustomerID, &u.AppID, &u.BytesUsed, &u.ProcessResult, &u.RemainingAfter, &u.Rule, &et); err != nil {
+			tb.Fatal(err)
+		}
+		switch v := et.(type) {
+		case time.Time:
+			u.EventTime = v.UTC()
+		case string:
+			u.EventTime, err = time.Parse("2006-01-02 15:04:05.000", v)
+		case []byte:
+			u.EventTime, err = time.Parse("2006-01-02 15:04:05.000", string(v))
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
+func TestUsageWriterSQLite(t *testing.T) {
+	db := openSQLite(t)
+	ctx := context.Background()
+	if err := MigrateUsage(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if err := MigrateUsage(ctx, db); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	w, err := NewUsageWriter(db, WithMaxRows(7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	rows := usageRows(30, 0)
+	rows[3].Rule = "BLOCK:APP:com.youtube.app"
+	if err := w.Write(ctx, rows[:20]); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(ctx, rows[10:]); err != nil { // 10 duplicates
+		t.Fatal(err)
+	}
+	if err := w.Write(ctx, rows[:3]); err != nil {
+		t.Fatal(err)
+	}
+	if w.Inserted() != 30 {
+		t.Errorf("Inserted() = %d, want 30", w.Inserted())
+	}
+	if diff := cmp.Diff(rows, readUsage(t, db)); diff != "" {
+		t.Errorf("rows (-want +got):\n%s", diff)
+	}
+	// The index serves family + time queries.
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM usage_record WHERE family_id = ? AND event_time >= ?", 1, "2026-02-06 14:30:00.007").Scan(&n); err != nil || n != 4 {
+		t.Errorf("family/time query: %d %v, want 4", n, err)
+	}
+
+	bad := usageRows(3, 100)
+	bad[1].ProcessResult = ""
+	err = w.Write(ctx, bad)
+	var ie *ItemError
+	if !errors.As(err, &ie) || ie.Index != 1 || !errors.Is(err, ErrPermanent) {
+		t.Errorf("invalid row: %v", err)
+	}
+	if len(readUsage(t, db)) != 30 {
+		t.Error("a batch with an invalid row was partly written")
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSQLWriterErrors(t *testing.T) {
+	db := openSQLite(t)
+	ctx := context.Background()
+	if _, err := db.Exec("CREATE TABLE t (k TEXT NOT NULL UNIQUE, v INTEGER NOT NULL CHECK (v >= 0))"); err != nil {
+		t.Fatal(err)
+	}
+	type kv struct {
+		k string
+		v int
+	}
+	w, err := NewSQLWriter(db, "t", []string{"k", "v"}, func(x kv) ([]any, error) { return []any{x.k, x.v}, nil }, WithDialect("sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// CHECK violations are skipped by OR IGNORE; a wrong value count is an item error.
+	if err := w.Write(ctx, []kv{{"a", 1}, {"b", -1}, {"a", 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if w.Inserted() != 1 {
+		t.Errorf("inserted %d, want 1", w.Inserted())
+	}
+	short, _ := NewSQLWriter(db, "t", []string{"k", "v"}, func(x kv) ([]any, error) { return []any{x.k}, nil })
+	var ie *ItemError
+	if err := short.Write(ctx, []kv{{"c", 1}}); !errors.As(err, &ie) {
+		t.Errorf("short row: %v", err)
+	}
+	// A missing table is transient (a migration may be coming), not permanent.
+	missing, _ := NewSQLWriter(db, "nope", []string{"k"}, func(x kv) ([]any, error) { return []any{x.k}, nil })
+	if err := missing.Write(ctx, []kv{{"c", 1}}); err == nil || errors.Is(err, ErrPermanent) {
+		t.Errorf("missing table: %v", err)
+	}
+	for name, f := range map[string]func() error{
+		"nil db": func() error { _, err := NewSQLWriter[kv](nil, "t", []string{"k"}, nil); return err },
+		"no cols": func() error {
+			_, err := NewSQLWriter(db, "t", nil, func(kv) ([]any, error) { return nil, nil })
+			return err
+		},
+		"ident": func() error {
+			_, err := NewSQLWriter(db, "t;", []string{"k"}, func(kv) ([]any, error) { return nil, nil })
+			return err
+		},
+		"dialect": func() error { _, err := NewUsageWriter(db, WithDialect("pg")); return err },
+		"rows":    func() error { _, err := NewUsageWriter(db, WithMaxRows(0)); return err },
+		"schema":  func() error { _, err := UsageSchema("pg"); return err },
+		"migrate": func() error { return MigrateUsage(ctx, db, WithDialect("pg")) },
+	} {
+		if err := f(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+	// Many odd batch sizes: the statement cache stays bounded.
+	for n := 1; n <= 12; n++ {
+		batch := make([]kv, n)
+		for i := range batch {
+			batch[i] = kv{fmt.Sprintf("n%d-%d", n, i), i}
+		}
+		if err := w.Write(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(w.stmts) > 8 {
+		t.Errorf("%d cached statements", len(w.stmts))
+	}
+}
+
+// The sink, the usage writer and SQLite together: duplicates and all.
+func TestSinkIntoSQLite(t *testing.T) {
+	db := openSQLite(t)
+	ctx := context.Background()
+	if err := MigrateUsage(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := NewUsageWriter(db)
+	s := newSink[UsageRecord](t, w, WithBatchSize(64))
+	rows := usageRows(500, 0)
+	for i, u := range rows {
+		_ = s.Add(ctx, u)
+		if i%20 == 0 {
+			_ = s.Add(ctx, rows[i/2]) // a redelivery
+		}
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(rows, readUsage(t, db)); diff != "" {
+		t.Errorf("rows (-want +got):\n%s", diff)
+	}
+}
