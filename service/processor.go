@@ -1,0 +1,621 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
+)
+
+// ProcessorGroup is the consumer group of the processor (seed §9.3).
+const ProcessorGroup = "processor-usage-group"
+
+// Headers on dead-letter records.
+const (
+	HeaderDLTReason    = "dlt-reason"
+	HeaderDLTTopic     = "dlt-topic"
+	HeaderDLTPartition = "dlt-partition"
+	HeaderDLTOffset    = "dlt-offset"
+)
+
+// Decider is what the processor needs from the quota engine.
+type Decider interface {
+	ApplyBatch(ctx context.Context, evs []quota.Event) ([]quota.Result, error)
+	Enforce(ctx context.Context, fid, cid, version int64, constraints map[string]string) (quota.Enforcement, error)
+}
+
+var _ Decider = (*quota.Engine)(nil)
+
+// BatchInfo describes one processed poll, for ProcessorHooks.OnBatch.
+type BatchInfo struct {
+	Records       int
+	Usage         int
+	Policies      int
+	Duplicates    int
+	DeadLettered  int
+	Decisions     map[policy.Decision]int
+	Crossings     int
+	ScriptLatency time.Duration
+	Duration      time.Duration
+}
+
+// RetryInfo describes a failed attempt that will be retried.
+type RetryInfo struct {
+	What    string
+	Attempt int
+	Wait    time.Duration
+	Err     error
+}
+
+// ProcessorHooks are optional callbacks; nil funcs are skipped.
+type ProcessorHooks struct {
+	OnBatch func(BatchInfo)
+	OnRetry func(RetryInfo)
+	// OnDeadLetter is called for every record sent to a DLT, with the reason.
+	OnDeadLetter func(topic string, reason string)
+}
+
+// ProcessorOption configures a Processor.
+type ProcessorOption func(*Processor) error
+
+// WithProcessorLogger sets the logger. Default: discard.
+func WithProcessorLogger(l *slog.Logger) ProcessorOption {
+	return func(p *Processor) error { p.log = l; return nil }
+}
+
+// WithProcessorHooks sets the hooks. Default: none.
+func WithProcessorHooks(h ProcessorHooks) ProcessorOption {
+	return func(p *Processor) error { p.hooks = h; return nil }
+}
+
+// WithMaxEventAge rejects usage events stamped longer ago than d to the DLT.
+// It must not exceed the quota engine's dedupe window, or a late replay could
+// be counted twice. Default: 23 h (the engine's default window is 24 h).
+func WithMaxEventAge(d time.Duration) ProcessorOption {
+	return func(p *Processor) error {
+		if d <= 0 {
+			return errors.New("service: max event age must be > 0")
+		}
+		p.maxAge = d
+		return nil
+	}
+}
+
+// WithMaxClockSkew rejects usage events stamped further than d in the
+// future to the DLT. Default: 5 min.
+func WithMaxClockSkew(d time.Duration) ProcessorOption {
+	return func(p *Processor) error {
+		if d < 0 {
+			return errors.New("service: max clock skew must be ≥ 0")
+		}
+		p.maxSkew = d
+		return nil
+	}
+}
+
+// WithMaxPollRecords bounds the records judged per poll (one ApplyBatch).
+// Default: 500.
+func WithMaxPollRecords(n int) ProcessorOption {
+	return func(p *Processor) error {
+		if n < 1 {
+			return errors.New("service: max poll records must be ≥ 1")
+		}
+		p.maxPoll = n
+		return nil
+	}
+}
+
+// WithRetryBackoff sets the first and the largest wait between attempts when
+// Redis or Kafka fail. Default: 100 ms, 5 s.
+func WithRetryBackoff(first, max time.Duration) ProcessorOption {
+	return func(p *Processor) error {
+		if first <= 0 || max < first {
+			return errors.New("service: retry backoff must satisfy 0 < first ≤ max")
+		}
+		p.backoffMin, p.backoffMax = first, max
+		return nil
+	}
+}
+
+// WithProcessorClock sets the clock used to judge event age. Default: time.Now.
+func WithProcessorClock(now func() time.Time) ProcessorOption {
+	return func(p *Processor) error { p.now = now; return nil }
+}
+
+// WithProcessorLocation sets the service time zone, which names the period
+// (YYYY-MM) of threshold alerts. It must be the quota engine's. Default: Asia/Seoul.
+func WithProcessorLocation(loc *time.Location) ProcessorOption {
+	return func(p *Processor) error {
+		if loc == nil {
+			return errors.New("service: nil location")
+		}
+		p.loc = loc
+		return nil
+	}
+}
+
+// WithCatalog sets the app catalog used to find an event's category.
+// Default: policy.DefaultApps().
+func WithCatalog(c policy.Catalog) ProcessorOption {
+	return func(p *Processor) error { p.catalog = c; return nil }
+}
+
+// Processor consumes usage-events and policy-updated, judges each usage event
+// with the quota engine and emits usage-persist and notification-events.
+// At least once delivered, exactly once in effect: offsets are committed only
+// after the engine ran and every emitted record was acknowledged; a replay
+// yields the stored decision and re-emits identical records (same ids).
+type Processor struct {
+	cl      *kgo.Client
+	dec     Decider
+	breaker *gobreaker.CircuitBreaker[any]
+	catalog policy.Catalog
+	log     *slog.Logger
+	hooks   ProcessorHooks
+	now     func() time.Time
+	loc     *time.Location
+
+	maxAge, maxSkew        time.Duration
+	maxPoll                int
+	backoffMin, backoffMax time.Duration
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	running  sync.WaitGroup
+}
+
+// ProcessorTopics are the topics the processor consumes.
+func ProcessorTopics() []string {
+	return []string{envelope.TopicUsageEvents, envelope.TopicPolicyUpdated}
+}
+
+// NewProcessor returns a processor judging with dec. kopts must name the
+// seed brokers (kgo.SeedBrokers) and may add TLS/SASL or tuning; the consumer
+// group, topics and commit mode are the processor's own. Call Run to start.
+func NewProcessor(dec Decider, kopts []kgo.Opt, opts ...ProcessorOption) (*Processor, error) {
+	if dec == nil {
+		return nil, errors.New("service: nil decider")
+	}
+	loc, err := policy.LoadZone(policy.DefaultZone)
+	if err != nil {
+		return nil, err
+	}
+	p := &Processor{
+		dec:        dec,
+		loc:        loc,
+		catalog:    policy.NewCatalog(policy.DefaultApps()),
+		log:        slog.New(slog.DiscardHandler),
+		now:        time.Now,
+		maxAge:     23 * time.Hour,
+		maxSkew:    5 * time.Minute,
+		maxPoll:    500,
+		backoffMin: 100 * time.Millisecond,
+		backoffMax: 5 * time.Second,
+		stop:       make(chan struct{}),
+	}
+	for _, o := range opts {
+		if err := o(p); err != nil {
+			return nil, err
+		}
+	}
+	p.breaker = gobreaker.NewCircuitBreaker[any](gobreaker.Settings{
+		Name:    "redis",
+		Timeout: 2 * time.Second,
+		ReadyToTrip: func(c gobreaker.Counts) bool {
+			return c.ConsecutiveFailures >= 3
+		},
+		// Bad input is not a Redis failure.
+		IsSuccessful: func(err error) bool { return err == nil || errors.Is(err, quota.ErrInvalid) },
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			p.log.Warn("redis circuit breaker", "from", from.String(), "to", to.String())
+		},
+	})
+	all := append(ProducerOpts(), kopts...)
+	all = append(all,
+		kgo.ConsumerGroup(ProcessorGroup),
+		kgo.ConsumeTopics(ProcessorTopics()...),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	)
+	cl, err := kgo.NewClient(all...)
+	if err != nil {
+		return nil, fmt.Errorf("service: processor kafka client: %w", err)
+	}
+	p.cl = cl
+	return p, nil
+}
+
+// ProducerOpts are the seed's producer settings (seed 000 §8.1): lz4, linger
+// 5 ms, 64 KB batches, all in-sync replicas acknowledge, idempotent writes. The
+// default partitioner hashes keys with murmur2 like Kafka's Java client.
+func ProducerOpts() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.ProducerBatchCompression(kgo.Lz4Compression(), kgo.NoCompression()),
+		kgo.ProducerLinger(5 * time.Millisecond),
+		kgo.ProducerBatchMaxBytes(64 << 10),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+	}
+}
+
+// Client returns the processor's Kafka client (for metrics such as lag).
+func (p *Processor) Client() *kgo.Client { return p.cl }
+
+// Run consumes until ctx is done or Close is called. It returns nil on a
+// clean stop. Records of a poll not yet committed are redelivered to whoever
+// owns their partitions next; that is safe (dedupe in the engine).
+func (p *Processor) Run(ctx context.Context) error {
+	p.running.Add(1)
+	defer p.running.Done()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // ends with Run
+		select {
+		case <-p.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	// A poll blocks rebalances until AllowRebalance; leaving the group on
+	// Close needs it allowed.
+	defer p.cl.AllowRebalance()
+	for {
+		fetches := p.cl.PollRecords(ctx, p.maxPoll)
+		if fetches.IsClientClosed() || ctx.Err() != nil {
+			return nil
+		}
+		fetches.EachError(func(t string, part int32, err error) {
+			p.log.Warn("fetch error", "topic", t, "partition", part, "err", err)
+		})
+		recs := fetches.Records()
+		if len(recs) == 0 {
+			p.cl.AllowRebalance()
+			continue
+		}
+		if err := p.process(ctx, recs); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if err := p.retry(ctx, "commit", func() error { return p.cl.CommitRecords(ctx, recs...) }); err != nil {
+			return nil // only ctx ends retries
+		}
+		p.cl.AllowRebalance()
+	}
+}
+
+// Close stops Run, waits for it to return, leaves the group and closes the
+// client. Records polled but not committed are redelivered to the next owner
+// of their partitions.
+func (p *Processor) Close() {
+	p.stopOnce.Do(func() { close(p.stop) })
+	p.running.Wait()
+	p.cl.AllowRebalance()
+	p.cl.Close()
+}
+
+type usageIn struct {
+	rec *kgo.Record
+	env envelope.Envelope[envelope.UsagePayload]
+}
+
+// process judges one poll's records and emits everything they cause. It
+// returns only when all of it is acknowledged, or ctx is done.
+func (p *Processor) process(ctx context.Context, recs []*kgo.Record) error {
+	start := time.Now()
+	info := BatchInfo{Records: len(recs), Decisions: map[policy.Decision]int{}}
+	var out []*kgo.Record
+	var usage []usageIn
+	now := p.now()
+	for _, r := range recs {
+		ev, err := envelope.FromRecord(r)
+		if err != nil {
+			out = append(out, p.deadLetter(r, err.Error()))
+			continue
+		}
+		switch pl := ev.Payload.(type) {
+		case envelope.UsagePayload:
+			if r.Topic != envelope.TopicUsageEvents {
+				out = append(out, p.deadLetter(r, "DATA_USAGE event on topic "+r.Topic))
+				continue
+			}
+			if reason := p.usageProblem(ev, pl, now); reason != "" {
+				out = append(out, p.deadLetter(r, reason))
+				continue
+			}
+			usage = append(usage, usageIn{rec: r, env: envelope.New(ev.EventID, ev.Timestamp, pl)})
+		case envelope.PolicyUpdatedPayload:
+			if r.Topic != envelope.TopicPolicyUpdated {
+				out = append(out, p.deadLetter(r, "POLICY_UPDATED event on topic "+r.Topic))
+				continue
+			}
+			info.Policies++
+			recs, err := p.policyUpdated(ctx, r, ev, pl)
+			if err != nil {
+				return err
+			}
+			out = append(out, recs...)
+		default:
+			out = append(out, p.deadLetter(r, fmt.Sprintf("unexpected %s event on topic %s", ev.EventType, r.Topic)))
+		}
+	}
+	info.Usage = len(usage)
+	scriptStart := time.Now()
+	results, usage, dead, err := p.apply(ctx, usage)
+	if err != nil {
+		return err
+	}
+	info.ScriptLatency = time.Since(scriptStart)
+	out = append(out, dead...)
+	for i, u := range usage {
+		res := results[i]
+		info.Decisions[res.Decision]++
+		info.Crossings += len(res.Crossed)
+		if res.Duplicate {
+			info.Duplicates++
+		}
+		recs, err := usageOutputs(u.env, res, p.loc)
+		if err != nil {
+			// Every field comes from a validated event and the engine; a
+			// failure here is a bug, not bad input. Stop rather than lose it.
+			return fmt.Errorf("service: build outputs of %s: %w", u.env.EventID, err)
+		}
+		out = append(out, recs...)
+	}
+	for _, r := range out {
+		if r.Topic != envelope.TopicUsagePersist && r.Topic != envelope.TopicNotificationEvents {
+			info.DeadLettered++
+		}
+	}
+	if err := p.produce(ctx, out); err != nil {
+		return err
+	}
+	info.Duration = time.Since(start)
+	if p.hooks.OnBatch != nil {
+		p.hooks.OnBatch(info)
+	}
+	return nil
+}
+
+func (p *Processor) usageProblem(ev envelope.Event, pl envelope.UsagePayload, now time.Time) string {
+	switch {
+	case len(ev.EventID) > 200:
+		return "eventId: longer than 200 bytes"
+	case pl.BytesUsed > policy.MaxBytes:
+		return fmt.Sprintf("payload.bytesUsed: must be ≤ %d", policy.MaxBytes)
+	case ev.Timestamp.Before(now.Add(-p.maxAge)):
+		return fmt.Sprintf("timestamp: older than the dedupe window (%s); a replay this late could be counted twice", p.maxAge)
+	case ev.Timestamp.After(now.Add(p.maxSkew)):
+		return fmt.Sprintf("timestamp: more than %s in the future", p.maxSkew)
+	}
+	return ""
+}
+
+// apply runs the batch through the engine, retrying Redis failures with
+// backoff behind the circuit breaker (fetching paused meanwhile). Events the
+// engine rejects as invalid are dead-lettered and the rest applied again
+// (already-applied ones come back as duplicates with their original result).
+func (p *Processor) apply(ctx context.Context, usage []usageIn) ([]quota.Result, []usageIn, []*kgo.Record, error) {
+	var dead []*kgo.Record
+	for len(usage) > 0 {
+		evs := make([]quota.Event, len(usage))
+		for i, u := range usage {
+			pl := u.env.Payload
+			evs[i] = quota.Event{
+				ID: u.env.EventID, FamilyID: pl.FamilyID, CustomerID: pl.CustomerID, Bytes: pl.BytesUsed,
+				AppID: pl.AppID, Category: p.catalog.Category(pl.AppID), At: u.env.Timestamp,
+			}
+		}
+		var results []quota.Result
+		err := p.retry(ctx, "redis apply", func() error {
+			r, err := p.breaker.Execute(func() (any, error) { return p.dec.ApplyBatch(ctx, evs) })
+			if err == nil {
+				results = r.([]quota.Result)
+			}
+			if errors.Is(err, quota.ErrInvalid) {
+				return permanent{err}
+			}
+			return err
+		})
+		var ee *quota.EventError
+		if errors.As(err, &ee) && ee.Index < len(usage) {
+			dead = append(dead, p.deadLetter(usage[ee.Index].rec, ee.Err.Error()))
+			usage = append(usage[:ee.Index:ee.Index], usage[ee.Index+1:]...)
+			continue
+		}
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return results, usage, dead, nil
+	}
+	return nil, nil, dead, nil
+}
+
+func (p *Processor) policyUpdated(ctx context.Context, r *kgo.Record, ev envelope.Event, pl envelope.PolicyUpdatedPayload) ([]*kgo.Record, error) {
+	var enf quota.Enforcement
+	err := p.retry(ctx, "redis enforce", func() error {
+		v, err := p.breaker.Execute(func() (any, error) {
+			return p.dec.Enforce(ctx, pl.FamilyID, pl.TargetCustomerID, pl.Version, pl.Constraints)
+		})
+		if err == nil {
+			enf = v.(quota.Enforcement)
+		}
+		if errors.Is(err, quota.ErrInvalid) {
+			return permanent{err}
+		}
+		return err
+	})
+	var perm permanent
+	if errors.As(err, &perm) {
+		return []*kgo.Record{p.deadLetter(r, perm.err.Error())}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	st := enf.Status
+	if !st.Blocked() || st.Decision == policy.BlockedNotMember {
+		return nil, nil
+	}
+	// Retroactive enforcement (SPEC §6): the member is blocked now.
+	rec, err := envelope.ToRecord(envelope.TopicNotificationEvents, envelope.New(
+		envelope.DerivedID(envelope.PrefixNotification, ev.EventID, "customer-blocked"), ev.Timestamp,
+		envelope.CustomerBlocked{FamilyID: pl.FamilyID, CustomerID: pl.TargetCustomerID,
+			BlockReason: st.Rule, BlockedAt: ev.Timestamp, Decision: string(st.Decision)}))
+	if err != nil {
+		return nil, fmt.Errorf("service: build CUSTOMER_BLOCKED for %s: %w", ev.EventID, err)
+	}
+	return []*kgo.Record{rec}, nil
+}
+
+// usageOutputs are the records one judged usage event causes: usage-persist
+// always, and QUOTA_UPDATED (allowed) or CUSTOMER_BLOCKED (blocked), and a
+// THRESHOLD_ALERT per crossed threshold. Ids derive from the origin event id
+// and timestamps are the event's own, so a replay re-emits identical records.
+func usageOutputs(in envelope.Envelope[envelope.UsagePayload], res quota.Result, loc *time.Location) ([]*kgo.Record, error) {
+	pl, id, at := in.Payload, in.EventID, in.Timestamp
+	recs := make([]*kgo.Record, 0, 2+len(res.Crossed))
+	add := func(r *kgo.Record, err error) error {
+		if err != nil {
+			return err
+		}
+		recs = append(recs, r)
+		return nil
+	}
+	err := add(envelope.ToRecord(envelope.TopicUsagePersist, envelope.New(
+		envelope.DerivedID(envelope.PrefixPersist, id, "persist"), at,
+		envelope.UsagePersistPayload{OriginEventID: id, FamilyID: pl.FamilyID, CustomerID: pl.CustomerID,
+			BytesUsed: pl.BytesUsed, AppID: pl.AppID, ProcessResult: string(res.Decision),
+			RemainingAfter: res.Remaining, EventTime: at, Rule: res.Rule})))
+	if err != nil {
+		return nil, err
+	}
+	if res.Decision == policy.Allowed {
+		err = add(envelope.ToRecord(envelope.TopicNotificationEvents, envelope.New(
+			envelope.DerivedID(envelope.PrefixNotification, id, "quota-updated"), at,
+			envelope.QuotaUpdated{FamilyID: pl.FamilyID, CustomerID: pl.CustomerID,
+				FamilyRemainingBytes: res.Remaining, FamilyUsedPercent: res.UsedPercent(),
+				CustomerUsedBytesToday: res.DailyUsed})))
+	} else {
+		err = add(envelope.ToRecord(envelope.TopicNotificationEvents, envelope.New(
+			envelope.DerivedID(envelope.PrefixNotification, id, "customer-blocked"), at,
+			envelope.CustomerBlocked{FamilyID: pl.FamilyID, CustomerID: pl.CustomerID,
+				BlockReason: res.Rule, BlockedAt: at, Decision: string(res.Decision)})))
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, pct := range res.Crossed {
+		err := add(envelope.ToRecord(envelope.TopicNotificationEvents, envelope.New(
+			envelope.DerivedID(envelope.PrefixNotification, id, "threshold:"+strconv.Itoa(pct)), at,
+			envelope.ThresholdAlert{FamilyID: pl.FamilyID, ThresholdPercent: pct,
+				Message: ThresholdMessage(pct, "ko"), Period: at.In(loc).Format("2006-01")})))
+		if err != nil {
+			return nil, err
+		}
+	}
+	return recs, nil
+}
+
+// ThresholdMessage is the alert text for a threshold in "ko" (the seed's
+// default) or "en".
+func ThresholdMessage(pct int, lang string) string {
+	if lang == "en" {
+		return fmt.Sprintf("Less than %d%% of the family data is left! Please top up.", pct)
+	}
+	return fmt.Sprintf("가족 데이터가 %d%% 미만입니다! 데이터를 충전해주세요.", pct)
+}
+
+func (p *Processor) deadLetter(r *kgo.Record, reason string) *kgo.Record {
+	if p.hooks.OnDeadLetter != nil {
+		p.hooks.OnDeadLetter(r.Topic, reason)
+	}
+	p.log.Warn("dead-lettered", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", reason)
+	headers := append([]kgo.RecordHeader(nil), r.Headers...)
+	headers = append(headers,
+		kgo.RecordHeader{Key: HeaderDLTReason, Value: []byte(reason)},
+		kgo.RecordHeader{Key: HeaderDLTTopic, Value: []byte(r.Topic)},
+		kgo.RecordHeader{Key: HeaderDLTPartition, Value: []byte(strconv.Itoa(int(r.Partition)))},
+		kgo.RecordHeader{Key: HeaderDLTOffset, Value: []byte(strconv.FormatInt(r.Offset, 10))},
+	)
+	return &kgo.Record{Topic: envelope.DLT(r.Topic), Key: r.Key, Value: r.Value, Headers: headers}
+}
+
+// produce sends every record and waits for all acknowledgements, retrying the
+// ones that failed (duplicates in Kafka are harmless: ids are deterministic).
+func (p *Processor) produce(ctx context.Context, recs []*kgo.Record) error {
+	pending := recs
+	return p.retry(ctx, "kafka produce", func() error {
+		if len(pending) == 0 {
+			return nil
+		}
+		res := p.cl.ProduceSync(ctx, pending...)
+		var failed []*kgo.Record
+		var firstErr error
+		for _, r := range res {
+			if r.Err != nil {
+				failed = append(failed, r.Record)
+				if firstErr == nil {
+					firstErr = r.Err
+				}
+			}
+		}
+		pending = failed
+		return firstErr
+	})
+}
+
+// permanent marks an error that retrying cannot fix.
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return p.err.Error() }
+func (p permanent) Unwrap() error { return p.err }
+
+// retry calls fn until it succeeds, returns a permanent error, or ctx is done;
+// waits grow exponentially from backoffMin to backoffMax. While it waits, the
+// processor fetches nothing more (Kafka buffers), and it never skips.
+func (p *Processor) retry(ctx context.Context, what string, fn func() error) error {
+	wait := p.backoffMin
+	paused := false
+	defer func() {
+		if paused {
+			p.cl.ResumeFetchTopics(ProcessorTopics()...)
+		}
+	}()
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		var perm permanent
+		if err == nil || errors.As(err, &perm) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !paused {
+			p.cl.PauseFetchTopics(ProcessorTopics()...)
+			paused = true
+		}
+		if p.hooks.OnRetry != nil {
+			p.hooks.OnRetry(RetryInfo{What: what, Attempt: attempt, Wait: wait, Err: err})
+		}
+		p.log.Warn("retrying", "what", what, "attempt", attempt, "wait", wait, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		wait = min(wait*2, p.backoffMax)
+	}
+}

@@ -1,0 +1,473 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
+)
+
+const mb = 1 << 20
+
+type harness struct {
+	t      *testing.T
+	ctx    context.Context
+	kafka  *kfake.Cluster
+	rdb    redis.UniversalClient
+	mr     *miniredis.Miniredis
+	engine *quota.Engine
+	prod   *kgo.Client
+	now    time.Time
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(DefaultPartitions, Topics()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	h := &harness{t: t, ctx: context.Background(), kafka: c, rdb: rdb, mr: mr,
+		now: time.Date(2026, 2, 6, 5, 30, 0, 0, time.UTC)} // 14:30 KST
+	h.engine, err = quota.New(rdb, quota.WithClock(func() time.Time { return h.now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.prod, err = kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.prod.Close)
+	return h
+}
+
+func (h *harness) kopts() []kgo.Opt {
+	return []kgo.Opt{kgo.SeedBrokers(h.kafka.ListenAddrs()...), kgo.HeartbeatInterval(100 * time.Millisecond)}
+}
+
+// start runs a processor until the test ends (or stop is called).
+func (h *harness) start(dec Decider, opts ...ProcessorOption) (stop func()) {
+	h.t.Helper()
+	opts = append([]ProcessorOption{WithProcessorClock(func() time.Time { return h.now }),
+		WithRetryBackoff(10*time.Millisecond, 50*time.Millisecond)}, opts...)
+	p, err := NewProcessor(dec, h.kopts(), opts...)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				h.t.Errorf("processor: %v", err)
+			}
+			p.Close()
+		})
+	}
+	h.t.Cleanup(stop)
+	return stop
+}
+
+func (h *harness) usage(id string, fid, cid, bytes int64, app string, at time.Time) *kgo.Record {
+	h.t.Helper()
+	r, err := envelope.ToRecord(envelope.TopicUsageEvents, envelope.New(id, at,
+		envelope.UsagePayload{FamilyID: fid, CustomerID: cid, AppID: app, BytesUsed: bytes}))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return r
+}
+
+func (h *harness) produce(recs ...*kgo.Record) {
+	h.t.Helper()
+	if err := h.prod.ProduceSync(h.ctx, recs...).FirstErr(); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// collect reads topic from the start until n records arrived.
+func (h *harness) collect(topic string, n int) []*kgo.Record {
+	h.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.kafka.ListenAddrs()...), kgo.ConsumeTopics(topic))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(h.ctx, 20*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for len(out) < n {
+		f := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			h.t.Fatalf("%s: got %d records, want %d", topic, len(out), n)
+		}
+		out = append(out, f.Records()...)
+	}
+	if len(out) > n {
+		h.t.Fatalf("%s: got %d records, want %d", topic, len(out), n)
+	}
+	return out
+}
+
+// settled waits until the group committed every record of the topics.
+func (h *harness) settled(topics ...string) {
+	h.t.Helper()
+	adm := kadm.NewClient(h.prod)
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		ends, err := adm.ListEndOffsets(h.ctx, topics...)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		committed, err := adm.FetchOffsets(h.ctx, ProcessorGroup)
+		if err == nil {
+			done := true
+			ends.Each(func(o kadm.ListedOffset) {
+				c, ok := committed.Lookup(o.Topic, o.Partition)
+				if o.Offset > 0 && (!ok || c.At < o.Offset) {
+					done = false
+				}
+			})
+			if done {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	h.t.Fatal("offsets not committed in time")
+}
+
+func decode[T envelope.Payload](t *testing.T, recs []*kgo.Record) []envelope.Envelope[T] {
+	t.Helper()
+	var out []envelope.Envelope[T]
+	for _, r := range recs {
+		e, err := envelope.DecodeAs[T](r.Value)
+		if err != nil {
+			t.Fatalf("%s: %v", r.Value, err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+func (h *harness) family(fid, plan int64, members ...int64) {
+	h.t.Helper()
+	if _, err := h.engine.SetPlan(h.ctx, fid, plan); err != nil {
+		h.t.Fatal(err)
+	}
+	for _, c := range members {
+		if err := h.engine.AddMember(h.ctx, fid, c); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+}
+
+// Story 1 through Kafka: decisions, persist records, notifications, commits.
+func TestProcessorLast10MB(t *testing.T) {
+	h := newHarness(t)
+	h.family(100, 10*mb, 1, 2, 3, 4)
+	h.start(h.engine)
+	h.produce(
+		h.usage("evt_dad", 100, 1, 5*mb, "com.naver.news", h.now),
+		h.usage("evt_mom", 100, 2, 3*mb, "com.kakao.talk", h.now),
+		h.usage("evt_child1", 100, 3, 8*mb, "com.youtube.app", h.now),
+		h.usage("evt_child2", 100, 4, 4*mb, "com.roblox.client", h.now),
+	)
+	persist := decode[envelope.UsagePersistPayload](t, h.collect(envelope.TopicUsagePersist, 4))
+	got := map[string]string{}
+	for _, p := range persist {
+		got[p.Payload.OriginEventID] = fmt.Sprintf("%s %d", p.Payload.ProcessResult, p.Payload.RemainingAfter/mb)
+		if p.EventID != envelope.DerivedID(envelope.PrefixPersist, p.Payload.OriginEventID, "persist") {
+			t.Errorf("persist id %s not derived from %s", p.EventID, p.Payload.OriginEventID)
+		}
+	}
+	want := map[string]string{"evt_dad": "ALLOWED 5", "evt_mom": "ALLOWED 2", "evt_child1": "BLOCKED_FAMILY_QUOTA 2", "evt_child2": "BLOCKED_FAMILY_QUOTA 2"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %q, want %q", k, got[k], v)
+		}
+	}
+	// 2 QUOTA_UPDATED, 2 CUSTOMER_BLOCKED, THRESHOLD_ALERT 50 and 30.
+	notes, err := decodeAll(h.collect(envelope.TopicNotificationEvents, 6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[envelope.SubType]int{}
+	var blocked []int64
+	var alerts []int
+	for _, n := range notes {
+		counts[n.SubType]++
+		switch p := n.Payload.(type) {
+		case envelope.CustomerBlocked:
+			blocked = append(blocked, p.CustomerID)
+			if p.BlockReason != policy.RulePool || p.Decision != string(policy.BlockedFamilyQuota) {
+				t.Errorf("blocked payload %+v", p)
+			}
+		case envelope.ThresholdAlert:
+			alerts = append(alerts, p.ThresholdPercent)
+			if p.Period != "2026-02" || !strings.Contains(p.Message, fmt.Sprintf("%d%%", p.ThresholdPercent)) {
+				t.Errorf("alert payload %+v", p)
+			}
+		}
+	}
+	if counts[envelope.SubQuotaUpdated] != 2 || counts[envelope.SubCustomerBlocked] != 2 || counts[envelope.SubThresholdAlert] != 2 {
+		t.Errorf("notification counts %v", counts)
+	}
+	if len(blocked) != 2 || blocked[0]+blocked[1] != 7 {
+		t.Errorf("blocked members %v, want 3 and 4", blocked)
+	}
+	h.settled(envelope.TopicUsageEvents)
+}
+
+func decodeAll(recs []*kgo.Record) ([]envelope.Event, error) {
+	var out []envelope.Event
+	for _, r := range recs {
+		e, err := envelope.FromRecord(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// Story 5: the same event 3 times is deducted once; every delivery re-emits
+// byte-identical downstream records (the write-behind and notifier dedupe).
+func TestProcessorDuplicates(t *testing.T) {
+	h := newHarness(t)
+	h.family(100, 10*mb, 1)
+	h.start(h.engine)
+	r := h.usage("evt_550e8400-e29b-41d4-a716-446655440000", 100, 1, 3*mb, "com.youtube.app", h.now)
+	h.produce(r, h.usage("evt_550e8400-e29b-41d4-a716-446655440000", 100, 1, 3*mb, "com.youtube.app", h.now))
+	h.produce(h.usage("evt_550e8400-e29b-41d4-a716-446655440000", 100, 1, 3*mb, "com.youtube.app", h.now))
+	persist := h.collect(envelope.TopicUsagePersist, 3)
+	for _, p := range persist[1:] {
+		if string(p.Value) != string(persist[0].Value) || string(p.Key) != string(persist[0].Key) {
+			t.Errorf("replay emitted a different record:\n%s\n%s", p.Value, persist[0].Value)
+		}
+	}
+	fs, err := h.engine.Family(h.ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs.Used != 3*mb {
+		t.Errorf("used %d, want 3 MB once", fs.Used)
+	}
+}
+
+// Bad input goes to usage-events.DLT with the reason; the partition keeps flowing.
+func TestProcessorDeadLetters(t *testing.T) {
+	h := newHarness(t)
+	h.family(100, 10*mb, 1)
+	var dlt atomic.Int64
+	h.start(h.engine, WithProcessorHooks(ProcessorHooks{OnDeadLetter: func(string, string) { dlt.Add(1) }}))
+	key := []byte("100")
+	pol, _ := envelope.ToRecord(envelope.TopicUsageEvents, envelope.New("pol_1", h.now,
+		envelope.PolicyUpdatedPayload{FamilyID: 100, TargetCustomerID: 1, Version: 1, Constraints: map[string]string{}}))
+	h.produce(
+		&kgo.Record{Topic: envelope.TopicUsageEvents, Key: key, Value: []byte(`{not json`)},
+		&kgo.Record{Topic: envelope.TopicUsageEvents, Key: key, Value: []byte(`{"eventId":"e1","eventType":"DATA_USAGE","timestamp":"2026-02-06T05:30:00Z","payload":{"familyId":100,"customerId":1,"appId":"a","bytesUsed":-5}}`)},
+		h.usage("evt_old", 100, 1, mb, "a", h.now.Add(-24*time.Hour)),
+		h.usage("evt_future", 100, 1, mb, "a", h.now.Add(time.Hour)),
+		h.usage("evt_huge", 100, 1, policy.MaxBytes+1, "a", h.now),
+		pol,
+		h.usage("evt_ok", 100, 1, mb, "a", h.now),
+	)
+	dead := h.collect(envelope.DLT(envelope.TopicUsageEvents), 6)
+	reasons := []string{"malformed", "payload.bytesUsed", "older than the dedupe window", "in the future", "payload.bytesUsed: must be ≤", "POLICY_UPDATED event on topic usage-events"}
+	for i, r := range dead {
+		reason := header(r, HeaderDLTReason)
+		if !strings.Contains(reason, reasons[i]) {
+			t.Errorf("DLT record %d reason %q, want it to mention %q", i, reason, reasons[i])
+		}
+		if header(r, HeaderDLTTopic) != envelope.TopicUsageEvents || header(r, HeaderDLTOffset) == "" || string(r.Key) != "100" {
+			t.Errorf("DLT record %d headers %v key %q", i, r.Headers, r.Key)
+		}
+	}
+	persist := decode[envelope.UsagePersistPayload](t, h.collect(envelope.TopicUsagePersist, 1))
+	if persist[0].Payload.OriginEventID != "evt_ok" {
+		t.Errorf("persisted %+v", persist[0].Payload)
+	}
+	if dlt.Load() != 6 {
+		t.Errorf("OnDeadLetter fired %d times", dlt.Load())
+	}
+	h.settled(envelope.TopicUsageEvents)
+}
+
+// Story 2 through Kafka: a policy-updated event cutting the limit below usage
+// announces CUSTOMER_BLOCKED at once; a stale one is ignored but re-announces.
+func TestProcessorPolicyUpdated(t *testing.T) {
+	h := newHarness(t)
+	h.family(100, 100*(1<<30), 3)
+	if _, err := h.engine.Apply(h.ctx, quota.Event{ID: "evt_prev", FamilyID: 100, CustomerID: 3, Bytes: 1200 * mb, At: h.now}); err != nil {
+		t.Fatal(err)
+	}
+	h.start(h.engine)
+	newV := "524288000"
+	rec, err := envelope.ToRecord(envelope.TopicPolicyUpdated, envelope.New("pol_cut", h.now,
+		envelope.PolicyUpdatedPayload{FamilyID: 100, TargetCustomerID: 3, PolicyKey: policy.KeyLimitMonthly, NewValue: &newV,
+			ChangedBy: 1, Version: 2, Constraints: map[string]string{policy.KeyLimitMonthly: newV}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, _ := envelope.ToRecord(envelope.TopicPolicyUpdated, envelope.New("pol_bad", h.now,
+		envelope.PolicyUpdatedPayload{FamilyID: 100, TargetCustomerID: 3, Version: 3, Constraints: map[string]string{"NOPE": "1"}}))
+	h.produce(rec, bad)
+	notes := decode[envelope.CustomerBlocked](t, h.collect(envelope.TopicNotificationEvents, 1))
+	p := notes[0].Payload
+	if p.CustomerID != 3 || p.BlockReason != policy.KeyLimitMonthly || p.Decision != string(policy.BlockedLimitMonthly) {
+		t.Errorf("CUSTOMER_BLOCKED %+v", p)
+	}
+	dead := h.collect(envelope.DLT(envelope.TopicPolicyUpdated), 1)
+	if !strings.Contains(header(dead[0], HeaderDLTReason), "NOPE") {
+		t.Errorf("bad policy reason %q", header(dead[0], HeaderDLTReason))
+	}
+	h.produce(h.usage("evt_next", 100, 3, 1, "a", h.now))
+	persist := decode[envelope.UsagePersistPayload](t, h.collect(envelope.TopicUsagePersist, 1))
+	if persist[0].Payload.ProcessResult != string(policy.BlockedLimitMonthly) {
+		t.Errorf("next event %+v", persist[0].Payload)
+	}
+}
+
+// flaky fails the first n calls like an unreachable Redis.
+type flaky struct {
+	Decider
+	n     atomic.Int64
+	calls atomic.Int64
+}
+
+func (f *flaky) ApplyBatch(ctx context.Context, evs []quota.Event) ([]quota.Result, error) {
+	f.calls.Add(1)
+	if f.n.Add(-1) >= 0 {
+		return nil, errors.New("dial tcp: connection refused")
+	}
+	return f.Decider.ApplyBatch(ctx, evs)
+}
+
+// Redis down: the processor pauses and retries behind the breaker, never
+// judges without Redis, never drops.
+func TestProcessorRedisOutage(t *testing.T) {
+	h := newHarness(t)
+	h.family(100, 10*mb, 1)
+	dec := &flaky{Decider: h.engine}
+	dec.n.Store(6)
+	var retries atomic.Int64
+	h.start(dec, WithProcessorHooks(ProcessorHooks{OnRetry: func(RetryInfo) { retries.Add(1) }}))
+	h.produce(h.usage("evt_a", 100, 1, mb, "a", h.now), h.usage("evt_b", 100, 1, mb, "a", h.now))
+	persist := decode[envelope.UsagePersistPayload](t, h.collect(envelope.TopicUsagePersist, 2))
+	for _, p := range persist {
+		if p.Payload.ProcessResult != "ALLOWED" {
+			t.Errorf("%+v", p.Payload)
+		}
+	}
+	if retries.Load() < 6 {
+		t.Errorf("retries %d, want ≥ 6", retries.Load())
+	}
+	h.settled(envelope.TopicUsageEvents)
+}
+
+// crashing applies to Redis, then kills its processor before anything is
+// emitted or committed: the worst moment for a crash.
+type crashing struct {
+	Decider
+	crash func()
+	once  sync.Once
+}
+
+func (c *crashing) ApplyBatch(ctx context.Context, evs []quota.Event) ([]quota.Result, error) {
+	if _, err := c.Decider.ApplyBatch(ctx, evs); err != nil {
+		return nil, err
+	}
+	c.once.Do(c.crash)
+	return nil, errors.New("crashed after applying")
+}
+
+// Story 6: a processor killed after Redis judged a batch but before emitting
+// and committing; its successor judges every event exactly once in effect
+// and emits every record.
+func TestProcessorCrashRestart(t *testing.T) {
+	h := newHarness(t)
+	h.family(100, 1000*mb, 1, 2)
+	var recs []*kgo.Record
+	for i := range 40 {
+		recs = append(recs, h.usage(fmt.Sprintf("evt_%02d", i), 100, int64(i%2+1), mb, "a", h.now))
+	}
+	c := &crashing{Decider: h.engine}
+	stop := h.start(c)
+	c.crash = func() { go stop() }
+	h.produce(recs...)
+	// Wait until the first processor judged something and died.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		fs, _ := h.engine.Family(h.ctx, 100)
+		if fs.Used > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("first processor judged nothing")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	h.start(h.engine)
+	persist := decode[envelope.UsagePersistPayload](t, h.collect(envelope.TopicUsagePersist, 40))
+	seen := map[string]bool{}
+	for _, p := range persist {
+		seen[p.Payload.OriginEventID] = true
+	}
+	fs, err := h.engine.Family(h.ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 40 || fs.Used != 40*mb {
+		t.Errorf("persisted %d distinct events, used %d MB; want 40 and 40", len(seen), fs.Used/mb)
+	}
+	h.settled(envelope.TopicUsageEvents)
+}
+
+func TestProcessorOptions(t *testing.T) {
+	bad := []ProcessorOption{WithMaxEventAge(0), WithMaxClockSkew(-1), WithMaxPollRecords(0),
+		WithRetryBackoff(0, 1), WithRetryBackoff(2, 1), WithProcessorLocation(nil)}
+	for i, o := range bad {
+		if _, err := NewProcessor(&quota.Engine{}, nil, o); err == nil {
+			t.Errorf("option %d accepted", i)
+		}
+	}
+	if _, err := NewProcessor(nil, nil); err == nil {
+		t.Error("nil decider accepted")
+	}
+	if ThresholdMessage(10, "ko") != "가족 데이터가 10% 미만입니다! 데이터를 충전해주세요." {
+		t.Error(ThresholdMessage(10, "ko"))
+	}
+	if !strings.Contains(ThresholdMessage(30, "en"), "30%") {
+		t.Error(ThresholdMessage(30, "en"))
+	}
+}

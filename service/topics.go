@@ -1,0 +1,42 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dabom/dpcs/envelope"
+)
+
+// DefaultPartitions is the partition count of DPCS topics (seed §9.1).
+const DefaultPartitions = 10
+
+// Topics lists every DPCS topic with its dead-letter topic.
+func Topics() []string {
+	var ts []string
+	for _, t := range []string{envelope.TopicUsageEvents, envelope.TopicPolicyUpdated,
+		envelope.TopicUsagePersist, envelope.TopicNotificationEvents} {
+		ts = append(ts, t, envelope.DLT(t))
+	}
+	return ts
+}
+
+// EnsureTopics creates the topics that do not exist yet, with the given
+// partition count and the broker's default replication factor.
+func EnsureTopics(ctx context.Context, cl *kgo.Client, partitions int32, topics ...string) error {
+	adm := kadm.NewClient(cl)
+	res, err := adm.CreateTopics(ctx, partitions, -1, nil, topics...)
+	if err != nil {
+		return fmt.Errorf("service: create topics: %w", err)
+	}
+	for _, r := range res.Sorted() {
+		if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("service: create topic %s: %w", r.Topic, r.Err)
+		}
+	}
+	return nil
+}
