@@ -47,6 +47,9 @@ type BatchInfo struct {
 	Crossings     int
 	ScriptLatency time.Duration
 	Duration      time.Duration
+	// Lag is how many records the polled partitions still hold after this
+	// batch (high watermark − next offset), summed.
+	Lag int64
 }
 
 // RetryInfo describes a failed attempt that will be retried.
@@ -282,7 +285,13 @@ func (p *Processor) Run(ctx context.Context) error {
 			p.cl.AllowRebalance()
 			continue
 		}
-		if err := p.process(ctx, recs); err != nil {
+		var lag int64
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if n := len(fp.Records); n > 0 {
+				lag += max(fp.HighWatermark-fp.Records[n-1].Offset-1, 0)
+			}
+		})
+		if err := p.process(ctx, recs, lag); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -312,9 +321,9 @@ type usageIn struct {
 
 // process judges one poll's records and emits everything they cause. It
 // returns only when all of it is acknowledged, or ctx is done.
-func (p *Processor) process(ctx context.Context, recs []*kgo.Record) error {
+func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) error {
 	start := time.Now()
-	info := BatchInfo{Records: len(recs), Decisions: map[policy.Decision]int{}}
+	info := BatchInfo{Records: len(recs), Decisions: map[policy.Decision]int{}, Lag: lag}
 	var out []*kgo.Record
 	var usage []usageIn
 	now := p.now()

@@ -28,7 +28,6 @@ type harness struct {
 	ctx    context.Context
 	kafka  *kfake.Cluster
 	rdb    redis.UniversalClient
-	mr     *miniredis.Miniredis
 	engine *quota.Engine
 	prod   *kgo.Client
 	now    time.Time
@@ -36,17 +35,24 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	return newHarnessOn(t, rdb)
+}
+
+// newHarnessOn builds a harness on any Redis (keys prefixed per test).
+func newHarnessOn(t *testing.T, rdb redis.UniversalClient) *harness {
+	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(DefaultPartitions, Topics()...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	h := &harness{t: t, ctx: context.Background(), kafka: c, rdb: rdb, mr: mr,
+	h := &harness{t: t, ctx: context.Background(), kafka: c, rdb: rdb,
 		now: time.Date(2026, 2, 6, 5, 30, 0, 0, time.UTC)} // 14:30 KST
-	h.engine, err = quota.New(rdb, quota.WithClock(func() time.Time { return h.now }))
+	h.engine, err = quota.New(rdb, quota.WithClock(func() time.Time { return h.now }),
+		quota.WithKeyPrefix(fmt.Sprintf("%s:%d:", t.Name(), time.Now().UnixNano())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,10 +198,23 @@ func (h *harness) family(fid, plan int64, members ...int64) {
 }
 
 // Story 1 through Kafka: decisions, persist records, notifications, commits.
-func TestProcessorLast10MB(t *testing.T) {
-	h := newHarness(t)
+func TestProcessorLast10MB(t *testing.T) { storyLast10MB(newHarness(t)) }
+
+func storyLast10MB(h *harness) {
+	t := h.t
 	h.family(100, 10*mb, 1, 2, 3, 4)
-	h.start(h.engine)
+	var mu sync.Mutex
+	decisions := map[policy.Decision]int{}
+	h.start(h.engine, WithProcessorHooks(ProcessorHooks{OnBatch: func(b BatchInfo) {
+		mu.Lock()
+		defer mu.Unlock()
+		for d, n := range b.Decisions {
+			decisions[d] += n
+		}
+		if b.Lag < 0 || b.Records < b.Usage {
+			t.Errorf("batch info %+v", b)
+		}
+	}}))
 	h.produce(
 		h.usage("evt_dad", 100, 1, 5*mb, "com.naver.news", h.now),
 		h.usage("evt_mom", 100, 2, 3*mb, "com.kakao.talk", h.now),
@@ -246,6 +265,11 @@ func TestProcessorLast10MB(t *testing.T) {
 		t.Errorf("blocked members %v, want 3 and 4", blocked)
 	}
 	h.settled(envelope.TopicUsageEvents)
+	mu.Lock()
+	defer mu.Unlock()
+	if decisions[policy.Allowed] != 2 || decisions[policy.BlockedFamilyQuota] != 2 {
+		t.Errorf("hook decisions %v", decisions)
+	}
 }
 
 func decodeAll(recs []*kgo.Record) ([]envelope.Event, error) {
@@ -262,8 +286,10 @@ func decodeAll(recs []*kgo.Record) ([]envelope.Event, error) {
 
 // Story 5: the same event 3 times is deducted once; every delivery re-emits
 // byte-identical downstream records (the write-behind and notifier dedupe).
-func TestProcessorDuplicates(t *testing.T) {
-	h := newHarness(t)
+func TestProcessorDuplicates(t *testing.T) { storyDuplicates(newHarness(t)) }
+
+func storyDuplicates(h *harness) {
+	t := h.t
 	h.family(100, 10*mb, 1)
 	h.start(h.engine)
 	r := h.usage("evt_550e8400-e29b-41d4-a716-446655440000", 100, 1, 3*mb, "com.youtube.app", h.now)
@@ -325,8 +351,10 @@ func TestProcessorDeadLetters(t *testing.T) {
 
 // Story 2 through Kafka: a policy-updated event cutting the limit below usage
 // announces CUSTOMER_BLOCKED at once; a stale one is ignored but re-announces.
-func TestProcessorPolicyUpdated(t *testing.T) {
-	h := newHarness(t)
+func TestProcessorPolicyUpdated(t *testing.T) { storyPolicyUpdated(newHarness(t)) }
+
+func storyPolicyUpdated(h *harness) {
+	t := h.t
 	h.family(100, 100*(1<<30), 3)
 	if _, err := h.engine.Apply(h.ctx, quota.Event{ID: "evt_prev", FamilyID: 100, CustomerID: 3, Bytes: 1200 * mb, At: h.now}); err != nil {
 		t.Fatal(err)
@@ -414,8 +442,10 @@ func (c *crashing) ApplyBatch(ctx context.Context, evs []quota.Event) ([]quota.R
 // Story 6: a processor killed after Redis judged a batch but before emitting
 // and committing; its successor judges every event exactly once in effect
 // and emits every record.
-func TestProcessorCrashRestart(t *testing.T) {
-	h := newHarness(t)
+func TestProcessorCrashRestart(t *testing.T) { storyCrashRestart(newHarness(t)) }
+
+func storyCrashRestart(h *harness) {
+	t := h.t
 	h.family(100, 1000*mb, 1, 2)
 	var recs []*kgo.Record
 	for i := range 40 {
