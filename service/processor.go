@@ -173,7 +173,7 @@ type Processor struct {
 	backoffMin, backoffMax time.Duration
 
 	stop     chan struct{}
-	stopOnce sync.Once
+	stopOnce sync.Once // guards stop and the client's close
 	running  sync.WaitGroup
 }
 
@@ -308,10 +308,12 @@ func (p *Processor) Run(ctx context.Context) error {
 // client. Records polled but not committed are redelivered to the next owner
 // of their partitions.
 func (p *Processor) Close() {
-	p.stopOnce.Do(func() { close(p.stop) })
-	p.running.Wait()
-	p.cl.AllowRebalance()
-	p.cl.Close()
+	p.stopOnce.Do(func() {
+		close(p.stop)
+		p.running.Wait()
+		p.cl.AllowRebalance()
+		p.cl.Close()
+	})
 }
 
 type usageIn struct {

@@ -1,0 +1,96 @@
+// Command processor is the DPCS processor deployable (SPEC §8): it judges
+// usage-events and policy-updated with the Lua quota engine on Redis (or Redis
+// Cluster) and, in the same process, writes usage-persist into usage_record.
+//
+//	DPCS_KAFKA_BROKERS=127.0.0.1:9092 DPCS_REDIS_ADDR=127.0.0.1:6379 \
+//	DPCS_MYSQL_DSN='dpcs:dpcs@tcp(127.0.0.1:3306)/dpcs?parseTime=true' go run ./examples/processor
+//
+// Without DPCS_MYSQL_DSN it writes to the SQLite file DPCS_SQLITE_PATH
+// (default dpcs.db). Run several to share the partitions of a consumer group.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service"
+	"github.com/dabom/dpcs/writebehind"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Getenv); err != nil {
+		fmt.Fprintln(os.Stderr, "processor:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, getenv func(string) string) error {
+	cfg, err := service.LoadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	if len(cfg.KafkaBrokers) == 0 {
+		return errors.New("DPCS_KAFKA_BROKERS: required")
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	rdb, err := cfg.Redis()
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	engine, err := quota.New(rdb, quota.WithLocation(cfg.Zone), quota.WithDedupeTTL(cfg.DedupeWindow))
+	if err != nil {
+		return err
+	}
+	if err := engine.Load(ctx); err != nil {
+		return err
+	}
+	db, err := cfg.SQL(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := writebehind.MigrateUsage(ctx, db); err != nil {
+		return err
+	}
+	kopts := []kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...)}
+	admin, err := kgo.NewClient(kopts...)
+	if err != nil {
+		return err
+	}
+	err = service.EnsureTopics(ctx, admin, service.DefaultPartitions, service.Topics()...)
+	admin.Close()
+	if err != nil {
+		return err
+	}
+	w, err := service.NewWorkers(engine, db, kopts, service.WorkersConfig{
+		Logger: log,
+		Processor: []service.ProcessorOption{
+			service.WithProcessorLocation(cfg.Zone),
+			service.WithMaxEventAge(cfg.DedupeWindow - time.Hour),
+			service.WithProcessorHooks(service.ProcessorHooks{OnBatch: func(b service.BatchInfo) {
+				log.Debug("batch", "records", b.Records, "usage", b.Usage, "duplicates", b.Duplicates,
+					"dlt", b.DeadLettered, "script", b.ScriptLatency, "lag", b.Lag)
+			}}),
+		},
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("processor running", "brokers", cfg.KafkaBrokers, "group", service.ProcessorGroup)
+	err = w.Run(ctx)
+	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return errors.Join(err, w.Close(shutdown))
+}

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+func TestRunNeedsBrokers(t *testing.T) {
+	err := run(context.Background(), func(string) string { return "" })
+	if err == nil || !strings.Contains(err.Error(), "DPCS_KAFKA_BROKERS") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+// The deployable starts against a broker, Redis and SQLite, creates its
+// topics, and stops cleanly on cancel.
+func TestRunStartsAndStops(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	mr := miniredis.RunT(t)
+	env := map[string]string{
+		"DPCS_KAFKA_BROKERS": strings.Join(c.ListenAddrs(), ","),
+		"DPCS_REDIS_ADDR":    mr.Addr(),
+		"DPCS_SQLITE_PATH":   filepath.Join(t.TempDir(), "dpcs.db"),
+		"DPCS_LOG_LEVEL":     "warn",
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := run(ctx, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+}

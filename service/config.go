@@ -1,0 +1,114 @@
+package service
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql" // the MySQL / MariaDB driver for DPCS_MYSQL_DSN
+	"github.com/redis/go-redis/v9"
+	_ "modernc.org/sqlite" // the embedded SQL store
+
+	"github.com/dabom/dpcs/policy"
+)
+
+// Config is the deployables' configuration, read from DPCS_* variables.
+type Config struct {
+	// KafkaBrokers (DPCS_KAFKA_BROKERS, comma-separated).
+	KafkaBrokers []string
+	// RedisAddr (DPCS_REDIS_ADDR) or RedisCluster (DPCS_REDIS_CLUSTER, comma-separated).
+	RedisAddr    string
+	RedisCluster []string
+	// MySQLDSN (DPCS_MYSQL_DSN, go-sql-driver form); when empty the SQLite
+	// file SQLitePath (DPCS_SQLITE_PATH, default dpcs.db) is used.
+	MySQLDSN   string
+	SQLitePath string
+	// Zone (DPCS_TIMEZONE, default Asia/Seoul) judges windows, days and months.
+	Zone *time.Location
+	// DedupeWindow (DPCS_DEDUPE_WINDOW, default 24h) is how long event ids are
+	// remembered; the processor rejects events older than it minus an hour.
+	DedupeWindow time.Duration
+	// LogLevel (DPCS_LOG_LEVEL: debug, info, warn, error; default info).
+	LogLevel slog.Level
+}
+
+// LoadConfig reads the configuration through getenv (os.Getenv in mains).
+// Errors name the variable.
+func LoadConfig(getenv func(string) string) (Config, error) {
+	c := Config{SQLitePath: "dpcs.db", DedupeWindow: 24 * time.Hour}
+	var errs []error
+	list := func(s string) []string {
+		var out []string
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	c.KafkaBrokers = list(getenv("DPCS_KAFKA_BROKERS"))
+	c.RedisAddr = strings.TrimSpace(getenv("DPCS_REDIS_ADDR"))
+	c.RedisCluster = list(getenv("DPCS_REDIS_CLUSTER"))
+	if c.RedisAddr != "" && len(c.RedisCluster) > 0 {
+		errs = append(errs, errors.New("DPCS_REDIS_ADDR and DPCS_REDIS_CLUSTER: set one, not both"))
+	}
+	c.MySQLDSN = getenv("DPCS_MYSQL_DSN")
+	if v := getenv("DPCS_SQLITE_PATH"); v != "" {
+		c.SQLitePath = v
+	}
+	zone, err := policy.LoadZone(getenv("DPCS_TIMEZONE"))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("DPCS_TIMEZONE: %w", err))
+	}
+	c.Zone = zone
+	if v := getenv("DPCS_DEDUPE_WINDOW"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 2*time.Hour || d > 30*24*time.Hour {
+			errs = append(errs, fmt.Errorf("DPCS_DEDUPE_WINDOW: want a duration from 2h to 720h, got %q", v))
+		}
+		c.DedupeWindow = d
+	}
+	if v := getenv("DPCS_LOG_LEVEL"); v != "" {
+		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
+			errs = append(errs, fmt.Errorf("DPCS_LOG_LEVEL: %w", err))
+		}
+	}
+	return c, errors.Join(errs...)
+}
+
+// Redis opens the configured Redis (a ClusterClient for DPCS_REDIS_CLUSTER).
+func (c Config) Redis() (redis.UniversalClient, error) {
+	switch {
+	case len(c.RedisCluster) > 0:
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.RedisCluster}), nil
+	case c.RedisAddr != "":
+		return redis.NewClient(&redis.Options{Addr: c.RedisAddr}), nil
+	}
+	return nil, errors.New("DPCS_REDIS_ADDR or DPCS_REDIS_CLUSTER: required")
+}
+
+// SQL opens the configured database: MySQL when DPCS_MYSQL_DSN is set, else
+// the SQLite file, and checks that it answers.
+func (c Config) SQL(ctx context.Context) (*sql.DB, error) {
+	driver, dsn := "mysql", c.MySQLDSN
+	if dsn == "" {
+		driver = "sqlite"
+		dsn = "file:" + c.SQLitePath + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)"
+	}
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", driver, err)
+	}
+	if driver == "sqlite" {
+		db.SetMaxOpenConns(1) // one writer; WAL readers go through the same handle
+	}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect %s: %w", driver, err)
+	}
+	return db, nil
+}
