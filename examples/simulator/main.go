@@ -1,0 +1,257 @@
+// Command simulator pumps realistic usage events into Kafka's usage-events
+// topic at a rate that can be changed while it runs, or plays one of the
+// scripted scenarios of SPEC §13.
+//
+//	go run ./examples/simulator                        # embedded Kafka, 1000 events/s, until Ctrl-C
+//	curl -X PUT localhost:8081/simulator/rate -d '{"rate":5000}'
+//	DPCS_KAFKA_BROKERS=k1:9092 DPCS_SIMULATOR_RATE=5000 DPCS_SIMULATOR_DURATION=10m go run ./examples/simulator
+//	go run ./examples/simulator -scenario last-10mb    # publish a scenario's events and print its expectations
+//
+// Configuration is read from DPCS_* environment variables (run with -h for
+// the list); flags override the most common ones. Without DPCS_KAFKA_BROKERS
+// an in-process Kafka (kfake) is started with 10-partition usage-events and
+// policy-updated topics, so the command works alone.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/simulate"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "simulator:", err)
+		os.Exit(1)
+	}
+}
+
+// config is read from the environment with the prefix DPCS_.
+type config struct {
+	KafkaBrokers    []string      `envconfig:"KAFKA_BROKERS" desc:"Kafka seed brokers (comma separated); empty starts an embedded kfake cluster"`
+	KafkaAcks       string        `envconfig:"KAFKA_ACKS" default:"1" desc:"producer acks: all, 1 or 0"`
+	KafkaPartitions int32         `envconfig:"KAFKA_PARTITIONS" default:"10" desc:"partitions per topic of the embedded cluster"`
+	Addr            string        `envconfig:"SIMULATOR_ADDR" default:"127.0.0.1:8081" desc:"control API address (empty: no API)"`
+	Rate            float64       `envconfig:"SIMULATOR_RATE" default:"1000" desc:"events per second"`
+	Duration        time.Duration `envconfig:"SIMULATOR_DURATION" desc:"how long to run; 0 runs until SIGINT/SIGTERM"`
+	Seed            uint64        `envconfig:"SIMULATOR_SEED" default:"1" desc:"population and event stream seed"`
+	Families        int           `envconfig:"SIMULATOR_FAMILIES" default:"250000" desc:"families (4 members each on average)"`
+	Diurnal         bool          `envconfig:"SIMULATOR_DIURNAL" desc:"follow the hour-of-day curve (the rate is the day's average)"`
+	Timezone        string        `envconfig:"TIMEZONE" default:"Asia/Seoul" desc:"service time zone"`
+	Scenario        string        `envconfig:"SIMULATOR_SCENARIO" desc:"play this scenario instead of random traffic; \"list\" lists them"`
+	StepDelay       time.Duration `envconfig:"SIMULATOR_STEP_DELAY" default:"200ms" desc:"pause between scenario steps"`
+	Progress        time.Duration `envconfig:"SIMULATOR_PROGRESS" default:"1s" desc:"progress line interval"`
+	ShutdownTimeout time.Duration `envconfig:"SIMULATOR_SHUTDOWN_TIMEOUT" default:"15s" desc:"how long shutdown may take to flush"`
+}
+
+func loadConfig(args []string, stdout io.Writer) (config, error) {
+	var cfg config
+	if err := envconfig.Process("DPCS", &cfg); err != nil {
+		return cfg, err
+	}
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "events per second (DPCS_SIMULATOR_RATE)")
+	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long to run, 0 = forever (DPCS_SIMULATOR_DURATION)")
+	fs.StringVar(&cfg.Scenario, "scenario", cfg.Scenario, "play a scenario, or \"list\" (DPCS_SIMULATOR_SCENARIO)")
+	fs.Usage = func() {
+		fmt.Fprintf(stdout, "usage: %s [flags]\n", args[0])
+		fs.PrintDefaults()
+		fmt.Fprintln(stdout, "\nEnvironment:")
+		envconfig.Usagef("DPCS", &config{}, stdout, envconfig.DefaultTableFormat)
+	}
+	return cfg, fs.Parse(args[1:])
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	cfg, err := loadConfig(args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if cfg.Scenario == "list" {
+		for _, n := range simulate.ScenarioNames() {
+			fmt.Fprintln(stdout, n)
+		}
+		return nil
+	}
+	loc, err := policy.LoadZone(cfg.Timezone)
+	if err != nil {
+		return err
+	}
+	acks, err := simulate.ParseAcks(cfg.KafkaAcks)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	brokers := cfg.KafkaBrokers
+	if len(brokers) == 0 {
+		cluster, err := kfake.NewCluster(kfake.NumBrokers(1),
+			kfake.SeedTopics(cfg.KafkaPartitions, envelope.TopicUsageEvents, envelope.TopicPolicyUpdated))
+		if err != nil {
+			return fmt.Errorf("embedded kafka: %w", err)
+		}
+		defer cluster.Close()
+		brokers = cluster.ListenAddrs()
+		fmt.Fprintf(stdout, "embedded Kafka (kfake) at %s, topics %s and %s with %d partitions\n",
+			brokers[0], envelope.TopicUsageEvents, envelope.TopicPolicyUpdated, cfg.KafkaPartitions)
+	}
+	client, err := kgo.NewClient(append(simulate.ProducerOptions(acks), kgo.SeedBrokers(brokers...))...)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	pub, err := simulate.NewPublisher(client, simulate.WithPublisherLogger(log))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+		defer cancel()
+		if err := pub.Close(sctx); err != nil {
+			fmt.Fprintln(stdout, "flush:", err)
+		}
+	}()
+
+	if cfg.Scenario != "" {
+		return playScenario(ctx, cfg, loc, pub, stdout)
+	}
+	return pump(ctx, cfg, loc, pub, log, stdout)
+}
+
+func pump(ctx context.Context, cfg config, loc *time.Location, pub *simulate.Publisher, log *slog.Logger, stdout io.Writer) error {
+	pop, err := simulate.NewPopulation(cfg.Seed, simulate.WithFamilies(cfg.Families))
+	if err != nil {
+		return err
+	}
+	gen, err := simulate.NewGenerator(pop, simulate.WithLocation(loc))
+	if err != nil {
+		return err
+	}
+	opts := []simulate.Option{simulate.WithRate(cfg.Rate), simulate.WithLogger(log)}
+	if cfg.Diurnal {
+		opts = append(opts, simulate.WithHourlyCurve(simulate.DefaultCurve(), loc))
+	}
+	sim, err := simulate.New(gen, pub, opts...)
+	if err != nil {
+		return err
+	}
+
+	var srv *http.Server
+	if cfg.Addr != "" {
+		ln, err := net.Listen("tcp", cfg.Addr)
+		if err != nil {
+			return fmt.Errorf("control API: %w", err)
+		}
+		srv = &http.Server{Handler: simulate.NewHandler(sim), ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(ln) // ends with Shutdown below
+		fmt.Fprintf(stdout, "control API on http://%s (docs at /docs, OpenAPI at /openapi.json)\n", ln.Addr())
+	}
+	fmt.Fprintf(stdout, "simulating %d families / %d members at %g events/s\n", pop.NumFamilies(), pop.NumMembers(), cfg.Rate)
+	if err := sim.Start(); err != nil {
+		return err
+	}
+
+	var done <-chan time.Time
+	if cfg.Duration > 0 {
+		done = time.After(cfg.Duration)
+	}
+	tick := time.NewTicker(cfg.Progress)
+	defer tick.Stop()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-done:
+			break loop
+		case <-tick.C:
+			progress(stdout, sim.Stats())
+		}
+	}
+
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if srv != nil {
+		srv.Shutdown(sctx)
+	}
+	err = sim.Stop(sctx)
+	if ferr := pub.Flush(sctx); err == nil {
+		err = ferr
+	}
+	st := sim.Stats()
+	fmt.Fprintf(stdout, "stopped: sent=%d produced=%d errors=%d\n", st.Sent, st.Produced, st.Errors)
+	return err
+}
+
+func progress(w io.Writer, st simulate.Stats) {
+	last := st.LastSecond()
+	line := fmt.Sprintf("rate=%g/s achieved=%d/s total=%d errors=%d inflight=%d", st.EffectiveRate, last.Produced, st.Produced, st.Errors, st.InFlight)
+	if st.BurstPending > 0 {
+		line += fmt.Sprintf(" burst-pending=%d", st.BurstPending)
+	}
+	if st.LastError != "" {
+		line += " last-error=" + fmt.Sprintf("%q", st.LastError)
+	}
+	fmt.Fprintln(w, line)
+}
+
+// playScenario publishes a scenario's records in order, waiting for each
+// acknowledgement, and prints the scenario (with its expectations) as JSON
+// first so a harness or a person can check the decisions.
+func playScenario(ctx context.Context, cfg config, loc *time.Location, pub *simulate.Publisher, stdout io.Writer) error {
+	s, err := simulate.ScenarioByName(cfg.Scenario, simulate.ScenarioConfig{Location: loc})
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(s); err != nil {
+		return err
+	}
+	recs, err := s.Records()
+	if err != nil {
+		return err
+	}
+	for i, r := range recs {
+		st := s.Steps[i]
+		ch := make(chan error, 1)
+		pub.SendRecord(ctx, r, func(err error) { ch <- err })
+		if err := <-ch; err != nil {
+			return fmt.Errorf("step %d: %w", i, err)
+		}
+		fmt.Fprintf(stdout, "step %d %s %s → %s/%d (%s): expect %s\n", i, st.Kind, st.Note, r.Topic, r.Partition, st.EventID, st.Expect.Decision)
+		if cfg.StepDelay > 0 && i < len(recs)-1 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(cfg.StepDelay):
+			}
+		}
+	}
+	fmt.Fprintf(stdout, "scenario %s: published %d records for family %d\n", s.Name, len(recs), s.Setup.FamilyID)
+	return nil
+}
