@@ -229,6 +229,7 @@ func NewProcessor(dec Decider, kopts []kgo.Opt, opts ...ProcessorOption) (*Proce
 		kgo.ConsumeTopics(ProcessorTopics()...),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
+		// Never charge records of an aborted producer transaction.
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	)
 	cl, err := kgo.NewClient(all...)

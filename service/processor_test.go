@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -65,7 +66,11 @@ func newHarnessOn(t *testing.T, rdb redis.UniversalClient) *harness {
 }
 
 func (h *harness) kopts() []kgo.Opt {
-	return []kgo.Opt{kgo.SeedBrokers(h.kafka.ListenAddrs()...), kgo.HeartbeatInterval(100 * time.Millisecond)}
+	opts := []kgo.Opt{kgo.SeedBrokers(h.kafka.ListenAddrs()...), kgo.HeartbeatInterval(100 * time.Millisecond)}
+	if os.Getenv("DPCS_TEST_KAFKA_DEBUG") != "" {
+		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, nil)))
+	}
+	return opts
 }
 
 // start runs a processor until the test ends (or stop is called).

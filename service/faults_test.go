@@ -1,0 +1,194 @@
+package service
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/writebehind"
+)
+
+const faultFamilies = 20
+
+func openSQLite(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "dpcs.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { db.Close() })
+	if err := writebehind.MigrateUsage(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// startWorkers runs a processor deployable until stop is called.
+func (h *harness) startWorkers(db *sql.DB) (stop func()) {
+	h.t.Helper()
+	var log *slog.Logger
+	if os.Getenv("DPCS_TEST_DEBUG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	w, err := NewWorkers(h.engine, db, h.kopts(), WorkersConfig{Logger: log,
+		Processor: []ProcessorOption{WithProcessorClock(func() time.Time { return h.now }),
+			WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond), WithMaxPollRecords(50)},
+		WriteBehind: []writebehind.Option{writebehind.WithInterval(50 * time.Millisecond), writebehind.WithBackoff(10*time.Millisecond, 100*time.Millisecond)},
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			h.t.Errorf("workers: %v", err)
+		}
+		sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
+		defer c()
+		if err := w.Close(sctx); err != nil {
+			h.t.Errorf("workers close: %v", err)
+		}
+	}
+	h.t.Cleanup(stop)
+	return stop
+}
+
+// trafficFor provisions faultFamilies families (member 4 with a 20 MB monthly
+// limit) and returns n usage records, a tenth of them replays.
+func (h *harness) trafficFor(n int, seed uint64) (recs []*kgo.Record, distinct int) {
+	h.t.Helper()
+	var fams []int64
+	for f := int64(1); f <= faultFamilies; f++ {
+		h.family(f, 200*mb, 1, 2, 3, 4)
+		if _, err := h.engine.SetConstraints(h.ctx, f, 4, 1, map[string]string{policy.KeyLimitMonthly: fmt.Sprint(20 * mb)}); err != nil {
+			h.t.Fatal(err)
+		}
+		fams = append(fams, f)
+	}
+	r := rand.New(rand.NewPCG(seed, 1))
+	for i := range n {
+		id := fmt.Sprintf("evt_%d", i)
+		if i > 10 && r.IntN(10) == 0 {
+			// A replay: an earlier event delivered again as it was (a new
+			// *kgo.Record: kgo owns a record until its produce finished).
+			old := recs[r.IntN(i)]
+			recs = append(recs, &kgo.Record{Topic: old.Topic, Key: old.Key, Value: old.Value, Headers: old.Headers})
+			continue
+		}
+		distinct++
+		f := fams[r.IntN(len(fams))]
+		recs = append(recs, h.usage(id, f, int64(r.IntN(5)+1), int64(r.IntN(5*mb)+1), "com.youtube.app", h.now))
+	}
+	return recs, distinct
+}
+
+func (h *harness) waitRows(db *sql.DB, want int) {
+	h.t.Helper()
+	var got int
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if err := db.QueryRow(`SELECT COUNT(*) FROM usage_record`).Scan(&got); err != nil {
+			h.t.Fatal(err)
+		}
+		if got == want {
+			return
+		}
+	}
+	adm := kadm.NewClient(h.prod)
+	var diag []string
+	for _, g := range []string{ProcessorGroup, writebehind.DefaultGroup} {
+		ends, _ := adm.ListEndOffsets(h.ctx, "usage-events", "usage-persist")
+		committed, _ := adm.FetchOffsets(h.ctx, g)
+		ends.Each(func(o kadm.ListedOffset) {
+			c, _ := committed.Lookup(o.Topic, o.Partition)
+			if o.Offset > 0 {
+				diag = append(diag, fmt.Sprintf("%s %s/%d end %d committed %d", g, o.Topic, o.Partition, o.Offset, c.At))
+			}
+		})
+	}
+	h.t.Fatalf("usage_record has %d rows, want %d\n%s", got, want, strings.Join(diag, "\n"))
+}
+
+func (h *harness) checkInvariants(db *sql.DB) {
+	h.t.Helper()
+	var fams []int64
+	for f := int64(1); f <= faultFamilies; f++ {
+		fams = append(fams, f)
+	}
+	if err := CheckInvariants(h.ctx, h.engine, db, fams); err != nil {
+		h.t.Fatalf("invariants:\n%v", err)
+	}
+}
+
+// Three processor deployables share the group; one leaves mid-run and the
+// others take its partitions over. Every event is judged once in effect.
+func TestThreeWorkersWithRebalance(t *testing.T) {
+	h := newHarness(t)
+	db := openSQLite(t)
+	recs, distinct := h.trafficFor(600, 7)
+	stops := []func(){h.startWorkers(db), h.startWorkers(db), h.startWorkers(db)}
+	h.produce(recs[:300]...)
+	h.waitRows(db, countDistinct(recs[:300]))
+	stops[1]() // one leaves mid-run
+	h.produce(recs[300:]...)
+	h.waitRows(db, distinct)
+	h.settled("usage-events")
+	h.checkInvariants(db)
+}
+
+// Redis goes away for a while mid-run: processing pauses and resumes, and the
+// invariants hold.
+func TestRedisDownMidRun(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	t.Cleanup(func() { rdb.Close() })
+	h := newHarnessOn(t, rdb)
+	db := openSQLite(t)
+	recs, distinct := h.trafficFor(400, 11)
+	h.startWorkers(db)
+	h.produce(recs[:200]...)
+	h.waitRows(db, countDistinct(recs[:200]))
+	mr.Close() // Redis down…
+	h.produce(recs[200:]...)
+	time.Sleep(1500 * time.Millisecond)
+	var during int
+	db.QueryRow(`SELECT COUNT(*) FROM usage_record`).Scan(&during)
+	if err := mr.Restart(); err != nil { // …and back, with its data
+		t.Fatal(err)
+	}
+	h.waitRows(db, distinct)
+	h.settled("usage-events")
+	h.checkInvariants(db)
+	if during > countDistinct(recs[:200]) {
+		t.Errorf("%d rows written while Redis was down; nothing may be judged without Redis", during-countDistinct(recs[:200]))
+	}
+}
+
+func countDistinct(recs []*kgo.Record) int {
+	seen := map[string]bool{}
+	for _, r := range recs {
+		seen[string(r.Value)] = true
+	}
+	return len(seen)
+}
