@@ -1,0 +1,256 @@
+package notify
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Channel delivers notifications outside the process (web push, a webhook).
+// Send returns nil once the notification was accepted; an error is retried
+// on the notifier's schedule unless it wraps ErrPermanent (see Permanent).
+// Send must honour ctx. A channel may see the same notification again after
+// a crash (at least once); Notification.EventID identifies it.
+type Channel interface {
+	Send(ctx context.Context, n Notification) error
+}
+
+// ChannelFunc adapts a function to Channel.
+type ChannelFunc func(ctx context.Context, n Notification) error
+
+// Send calls f.
+func (f ChannelFunc) Send(ctx context.Context, n Notification) error { return f(ctx, n) }
+
+// Permanent marks err as one retrying cannot fix: the delivery is
+// dead-lettered at once.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string        { return e.err.Error() }
+func (e permanentError) Unwrap() error        { return e.err }
+func (e permanentError) Is(target error) bool { return target == ErrPermanent }
+
+// Webhook headers.
+const (
+	HeaderSignature = "X-DPCS-Signature" // "sha256=" + hex HMAC-SHA256 of timestamp + "." + body
+	HeaderTimestamp = "X-DPCS-Timestamp" // Unix seconds, part of the signed text
+	HeaderEventID   = "X-DPCS-Event-Id"  // the notification's event id, for receiver-side dedupe
+)
+
+// Sign returns the HeaderSignature value of body sent at ts (Unix seconds).
+func Sign(secret []byte, ts int64, body []byte) string {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(strconv.AppendInt(nil, ts, 10))
+	mac.Write([]byte{'.'})
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// Verify reports whether sig is the signature of body sent at ts, in
+// constant time. Receivers should also reject old timestamps (replays).
+func Verify(secret []byte, ts int64, body []byte, sig string) bool {
+	return hmac.Equal([]byte(Sign(secret, ts, body)), []byte(sig))
+}
+
+// WebhookOption configures a Webhook.
+type WebhookOption func(*Webhook) error
+
+// WithHTTPClient sets the HTTP client. Default: a client with a 10 s
+// timeout.
+func WithHTTPClient(c *http.Client) WebhookOption {
+	return func(w *Webhook) error {
+		if c == nil {
+			return fmt.Errorf("%w: nil http client", ErrInvalid)
+		}
+		w.client = c
+		return nil
+	}
+}
+
+// WithWebhookClock sets the clock of the signed timestamp. Default: time.Now.
+func WithWebhookClock(now func() time.Time) WebhookOption {
+	return func(w *Webhook) error {
+		if now == nil {
+			return fmt.Errorf("%w: nil clock", ErrInvalid)
+		}
+		w.now = now
+		return nil
+	}
+}
+
+// Webhook is a Channel that POSTs each notification as JSON to a URL,
+// signed with HMAC-SHA256 (HeaderSignature over HeaderTimestamp + "." +
+// body). A 2xx answer is success; 408, 429 and 5xx are retried; other
+// answers are permanent failures.
+type Webhook struct {
+	url    string
+	secret []byte
+	client *http.Client
+	now    func() time.Time
+}
+
+var _ Channel = (*Webhook)(nil)
+
+// NewWebhook returns a webhook channel posting to rawURL (http or https)
+// signed with secret (at least 16 bytes).
+func NewWebhook(rawURL string, secret []byte, opts ...WebhookOption) (*Webhook, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%w: webhook URL must be http(s)://host/…, got %q", ErrInvalid, rawURL)
+	}
+	if len(secret) < 16 {
+		return nil, fmt.Errorf("%w: webhook secret must be at least 16 bytes", ErrInvalid)
+	}
+	w := &Webhook{url: rawURL, secret: bytes.Clone(secret), client: &http.Client{Timeout: 10 * time.Second}, now: time.Now}
+	for _, o := range opts {
+		if err := o(w); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// Send implements Channel.
+func (w *Webhook) Send(ctx context.Context, n Notification) error {
+	body, err := json.Marshal(n)
+	if err != nil {
+		return Permanent(fmt.Errorf("notify: webhook: encode: %w", err))
+	}
+	ts := w.now().Unix()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
+	if err != nil {
+		return Permanent(fmt.Errorf("notify: webhook: %w", err))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
+	req.Header.Set(HeaderSignature, Sign(w.secret, ts, body))
+	req.Header.Set(HeaderEventID, n.EventID)
+	resp, err := w.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("notify: webhook: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	switch c := resp.StatusCode; {
+	case c >= 200 && c < 300:
+		return nil
+	case c == http.StatusRequestTimeout || c == http.StatusTooManyRequests || c >= 500:
+		return fmt.Errorf("notify: webhook: %s", resp.Status)
+	default:
+		return Permanent(fmt.Errorf("notify: webhook: %s", resp.Status))
+	}
+}
+
+// job is one delivery to one channel.
+type job struct {
+	n   Notification
+	rec *kgo.Record // the notification-events record, for the dead letter
+}
+
+// dispatcher runs a channel's bounded queue with its own workers, so a
+// slow or failing channel never holds up the consumer or other channels.
+type dispatcher struct {
+	name  string
+	ch    Channel
+	kinds map[string]bool
+	n     *Notifier
+
+	mu     sync.RWMutex // guards closed against sends on queue
+	closed bool
+	queue  chan job
+	ctx    context.Context // cancelled when Close gives up waiting
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func (d *dispatcher) start(workers int) {
+	for range workers {
+		d.wg.Add(1)
+		go func() { // ends when queue is closed and drained
+			defer d.wg.Done()
+			for j := range d.queue {
+				d.deliver(j)
+			}
+		}()
+	}
+}
+
+// enqueue never blocks: a full queue dead-letters the notification.
+func (d *dispatcher) enqueue(j job) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if !d.closed {
+		select {
+		case d.queue <- j:
+			return
+		default:
+		}
+	}
+	d.n.deadLetterAsync(j.rec, d.name, fmt.Sprintf("channel %s: queue full, not delivered", d.name))
+}
+
+func (d *dispatcher) deliver(j job) {
+	sched := d.n.cfg.schedule
+	for attempt := 1; ; attempt++ {
+		sctx, cancel := context.WithTimeout(d.ctx, d.n.cfg.sendTimeout)
+		start := time.Now()
+		err := d.ch.Send(sctx, j.n)
+		cancel()
+		if h := d.n.cfg.hooks.OnSend; h != nil {
+			h(SendInfo{Channel: d.name, EventID: j.n.EventID, Attempt: attempt, Duration: time.Since(start), Err: err})
+		}
+		if err == nil {
+			return
+		}
+		if errors.Is(err, ErrPermanent) || attempt > len(sched) {
+			d.n.deadLetterSync(j.rec, d.name, fmt.Sprintf("channel %s: %d attempts failed: %v", d.name, attempt, err))
+			return
+		}
+		if serr := d.n.cfg.sleep(d.ctx, sched[attempt-1]); serr != nil {
+			d.n.deadLetterSync(j.rec, d.name, fmt.Sprintf("channel %s: shut down after %d failed attempts: %v", d.name, attempt, err))
+			return
+		}
+	}
+}
+
+// close stops accepting, lets the workers finish the queue (retries
+// included) until ctx ends, then cancels them: what they still hold is
+// dead-lettered.
+func (d *dispatcher) close(ctx context.Context) error {
+	d.mu.Lock()
+	if !d.closed {
+		d.closed = true
+		close(d.queue)
+	}
+	d.mu.Unlock()
+	done := make(chan struct{})
+	go func() { d.wg.Wait(); close(done) }() // ends when the workers do
+	select {
+	case <-done:
+		d.cancel()
+		return nil
+	case <-ctx.Done():
+		d.cancel()
+		<-done
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,136 @@
+package notify
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/dabom/dpcs/envelope"
+)
+
+// Lang is the language of notification texts.
+type Lang string
+
+// The languages notify writes. Korean is the default (seed 000 §9.2).
+const (
+	Korean  Lang = "ko"
+	English Lang = "en"
+)
+
+// Text returns the title and body of a notification payload in lang (Korean
+// for any language other than English). THRESHOLD_ALERT uses the seed's
+// wording; CUSTOMER_BLOCKED says why by the block reason (or the decision
+// code when present): a data limit, a time block, a manual block, an app or
+// category block, the family pool.
+func Text(p envelope.Notification, lang Lang) (title, body string) {
+	en := lang == English
+	switch p := p.(type) {
+	case envelope.ThresholdAlert:
+		if en {
+			return "Family data running low", fmt.Sprintf("Less than %d%% of the family data is left! Please top up.", p.ThresholdPercent)
+		}
+		return "가족 데이터 잔여량 알림", fmt.Sprintf("가족 데이터가 %d%% 미만입니다! 데이터를 충전해주세요.", p.ThresholdPercent)
+	case envelope.CustomerBlocked:
+		if en {
+			return "Data blocked", blockedText(p, true)
+		}
+		return "데이터 차단", blockedText(p, false)
+	case envelope.QuotaUpdated:
+		left := humanBytes(p.FamilyRemainingBytes)
+		if en {
+			return "Family data updated", fmt.Sprintf("%s of family data left (%.1f%% used).", left, p.FamilyUsedPercent)
+		}
+		return "가족 데이터 사용량", fmt.Sprintf("가족 데이터가 %s 남았습니다 (%.1f%% 사용).", left, p.FamilyUsedPercent)
+	}
+	if en {
+		return "Notification", ""
+	}
+	return "알림", ""
+}
+
+// blockedText explains a block. Decision codes and reasons are the policy
+// package's (BLOCKED_LIMIT_DAILY / LIMIT:DATA:DAILY, …); notify keeps its own
+// copy of the strings so it does not depend on the engine.
+func blockedText(p envelope.CustomerBlocked, en bool) string {
+	reason, arg := p.BlockReason, ""
+	kind := ""
+	switch {
+	case p.Decision == "BLOCKED_LIMIT_DAILY" || reason == "LIMIT:DATA:DAILY":
+		kind = "daily"
+	case p.Decision == "BLOCKED_LIMIT_MONTHLY" || reason == "LIMIT:DATA:MONTHLY":
+		kind = "monthly"
+	case p.Decision == "BLOCKED_TIME" || strings.HasPrefix(reason, "BLOCK:TIME:"):
+		kind = "time"
+	case p.Decision == "BLOCKED_ACCESS" || reason == "BLOCK:ACCESS":
+		kind = "manual"
+	case strings.HasPrefix(reason, "BLOCK:APP:"):
+		kind, arg = "app", strings.TrimPrefix(reason, "BLOCK:APP:")
+	case strings.HasPrefix(reason, "BLOCK:CATEGORY:"):
+		kind, arg = "category", strings.TrimPrefix(reason, "BLOCK:CATEGORY:")
+	case p.Decision == "BLOCKED_APP":
+		kind = "app"
+	case p.Decision == "BLOCKED_FAMILY_QUOTA" || reason == "POOL" || reason == "POOL:UNPROVISIONED":
+		kind = "family"
+	case p.Decision == "BLOCKED_NOT_MEMBER" || reason == "MEMBERSHIP":
+		kind = "member"
+	}
+	if en {
+		switch kind {
+		case "daily":
+			return "Blocked: the daily data limit was reached."
+		case "monthly":
+			return "Blocked: the monthly data limit was reached."
+		case "time":
+			return "Data is blocked during this time window."
+		case "manual":
+			return "Data use was blocked by a parent."
+		case "app":
+			if arg == "" {
+				return "This app is blocked."
+			}
+			return fmt.Sprintf("The app %s is blocked.", arg)
+		case "category":
+			return fmt.Sprintf("Apps in the %s category are blocked.", arg)
+		case "family":
+			return "Blocked: the family data is used up. Please top up."
+		case "member":
+			return "Blocked: not a member of this family plan."
+		}
+		return "Data use was blocked."
+	}
+	switch kind {
+	case "daily":
+		return "일일 데이터 한도 초과로 차단되었습니다."
+	case "monthly":
+		return "데이터 한도 초과로 차단되었습니다."
+	case "time":
+		return "차단 시간대라 데이터 사용이 차단되었습니다."
+	case "manual":
+		return "보호자가 데이터 사용을 차단했습니다."
+	case "app":
+		if arg == "" {
+			return "차단된 앱입니다."
+		}
+		return fmt.Sprintf("%s 앱 사용이 차단되었습니다.", arg)
+	case "category":
+		return fmt.Sprintf("%s 카테고리 앱 사용이 차단되었습니다.", arg)
+	case "family":
+		return "가족 데이터를 모두 사용하여 차단되었습니다. 데이터를 충전해주세요."
+	case "member":
+		return "가족 요금제 구성원이 아니어서 차단되었습니다."
+	}
+	return "데이터 사용이 차단되었습니다."
+}
+
+// humanBytes formats n in binary units with one decimal: "2.0 MB", "50.0 GB".
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "KMGTP"[exp])
+}

@@ -1,0 +1,91 @@
+package notify
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/dabom/dpcs/envelope"
+)
+
+func TestText(t *testing.T) {
+	blocked := func(reason, decision string) envelope.CustomerBlocked {
+		return envelope.CustomerBlocked{FamilyID: 1, CustomerID: 2, BlockReason: reason, BlockedAt: t0, Decision: decision}
+	}
+	for _, c := range []struct {
+		p      envelope.Notification
+		ko, en string
+	}{
+		{envelope.ThresholdAlert{FamilyID: 1, ThresholdPercent: 10, Message: "m"},
+			"가족 데이터가 10% 미만입니다! 데이터를 충전해주세요.", "Less than 10% of the family data is left! Please top up."},
+		{blocked("LIMIT:DATA:DAILY", ""), "일일 데이터 한도 초과로 차단되었습니다.", "Blocked: the daily data limit was reached."},
+		{blocked("LIMIT:DATA:MONTHLY", "BLOCKED_LIMIT_MONTHLY"), "데이터 한도 초과로 차단되었습니다.", "Blocked: the monthly data limit was reached."},
+		{blocked("BLOCK:TIME:START", ""), "차단 시간대라 데이터 사용이 차단되었습니다.", "Data is blocked during this time window."},
+		{blocked("BLOCK:TIME:night", "BLOCKED_TIME"), "차단 시간대라 데이터 사용이 차단되었습니다.", "Data is blocked during this time window."},
+		{blocked("BLOCK:ACCESS", "BLOCKED_ACCESS"), "보호자가 데이터 사용을 차단했습니다.", "Data use was blocked by a parent."},
+		{blocked("BLOCK:APP:com.youtube.app", "BLOCKED_APP"), "com.youtube.app 앱 사용이 차단되었습니다.", "The app com.youtube.app is blocked."},
+		{blocked("X", "BLOCKED_APP"), "차단된 앱입니다.", "This app is blocked."},
+		{blocked("BLOCK:CATEGORY:GAME", "BLOCKED_APP"), "GAME 카테고리 앱 사용이 차단되었습니다.", "Apps in the GAME category are blocked."},
+		{blocked("POOL", "BLOCKED_FAMILY_QUOTA"), "가족 데이터를 모두 사용하여 차단되었습니다. 데이터를 충전해주세요.", "Blocked: the family data is used up. Please top up."},
+		{blocked("POOL:UNPROVISIONED", ""), "가족 데이터를 모두 사용하여 차단되었습니다. 데이터를 충전해주세요.", "Blocked: the family data is used up. Please top up."},
+		{blocked("MEMBERSHIP", "BLOCKED_NOT_MEMBER"), "가족 요금제 구성원이 아니어서 차단되었습니다.", "Blocked: not a member of this family plan."},
+		{blocked("SOMETHING:NEW", ""), "데이터 사용이 차단되었습니다.", "Data use was blocked."},
+		{envelope.QuotaUpdated{FamilyID: 1, CustomerID: 2, FamilyRemainingBytes: 53681848320, FamilyUsedPercent: 50.5},
+			"가족 데이터가 50.0 GB 남았습니다 (50.5% 사용).", "50.0 GB of family data left (50.5% used)."},
+		{nil, "", ""},
+	} {
+		_, ko := Text(c.p, Korean)
+		_, en := Text(c.p, English)
+		_, def := Text(c.p, "fr")
+		if ko != c.ko || en != c.en || def != c.ko {
+			t.Errorf("%+v:\n ko %q\n en %q\n default %q", c.p, ko, en, def)
+		}
+	}
+	if ti, _ := Text(nil, English); ti != "Notification" {
+		t.Errorf("title of nothing: %q", ti)
+	}
+}
+
+func TestHumanBytes(t *testing.T) {
+	got := []string{humanBytes(0), humanBytes(1023), humanBytes(2 << 20), humanBytes(1536), humanBytes(1 << 62)}
+	if diff := cmp.Diff([]string{"0 B", "1023 B", "2.0 MB", "1.5 KB", "4096.0 PB"}, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestFromEventAndLocalized(t *testing.T) {
+	kst := time.FixedZone("KST", 9*3600)
+	// 2026-02-28 20:00 UTC is March 1st in Seoul: the period follows loc.
+	at := time.Date(2026, 2, 28, 20, 0, 0, 0, time.UTC)
+	n, err := FromEvent(envelope.New[envelope.Notification]("ntf_1", at, envelope.ThresholdAlert{FamilyID: 7, ThresholdPercent: 30, Message: "m"}), English, kst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Notification{EventID: "ntf_1", FamilyID: 7, Kind: envelope.SubThresholdAlert, Title: "Family data running low",
+		Body: "Less than 30% of the family data is left! Please top up.", Payload: []byte(`{"familyId":7,"thresholdPercent":30,"message":"m"}`),
+		CreatedAt: at, DedupeKey: "threshold:7:30:2026-03"}
+	if diff := cmp.Diff(want, n); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	ko, err := n.Localized(Korean)
+	if err != nil || ko.Body != "가족 데이터가 30% 미만입니다! 데이터를 충전해주세요." {
+		t.Errorf("Localized: %q %v", ko.Body, err)
+	}
+	q, err := FromEvent(envelope.New[envelope.Notification]("ntf_2", at, envelope.QuotaUpdated{FamilyID: 7, CustomerID: 3, FamilyRemainingBytes: 1}), Korean, nil)
+	if err != nil || q.MemberID != 3 || q.DedupeKey != "ntf_2" {
+		t.Errorf("quota: %+v %v", q, err)
+	}
+	if l, err := q.Localized(English); err != nil || l.Title != "Family data updated" {
+		t.Errorf("quota Localized: %+v %v", l, err)
+	}
+	if _, err := FromEvent(envelope.Envelope[envelope.Notification]{EventID: "x"}, Korean, nil); err == nil {
+		t.Error("no payload accepted")
+	}
+	if _, err := (Notification{Kind: "OTHER"}).Localized(Korean); err == nil {
+		t.Error("unknown kind localized")
+	}
+	if _, err := (Notification{Kind: envelope.SubCustomerBlocked, Payload: []byte("[")}).Localized(Korean); err == nil {
+		t.Error("bad payload localized")
+	}
+}

@@ -1,0 +1,202 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"pgregory.net/rapid"
+
+	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/writebehind"
+)
+
+func TestNewOptions(t *testing.T) {
+	hub, _ := NewHub()
+	in := newInbox(t, openSQLite(t))
+	kopts := []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}
+	if _, err := New(nil, hub, kopts); !errors.Is(err, ErrInvalid) {
+		t.Errorf("nil store: %v", err)
+	}
+	ch := ChannelFunc(func(context.Context, Notification) error { return nil })
+	for i, o := range []Option{WithGroup(""), WithTopic(""), WithDLT(""), WithGuard(nil), WithChannel("", ch),
+		WithChannel("a", nil), WithChannelQueue(0), WithChannelWorkers(0), WithRetrySchedule(-time.Second),
+		WithSendTimeout(0), WithSleep(nil), WithBackoff(0, 1), WithBackoff(2, 1), WithMaxPollRecords(0), WithLang("fr"),
+		WithLocation(nil), WithClock(nil), WithLogger(nil)} {
+		if _, err := New(in, hub, kopts, o); !errors.Is(err, ErrInvalid) {
+			t.Errorf("option %d: %v", i, err)
+		}
+	}
+	if _, err := New(in, hub, kopts, WithChannel("a", ch), WithChannel("a", ch)); !errors.Is(err, ErrInvalid) {
+		t.Errorf("channel twice: %v", err)
+	}
+	if _, err := New(in, hub, []kgo.Opt{kgo.ProducerBatchMaxBytes(0)}); err == nil {
+		t.Error("bad kgo option accepted")
+	}
+	n, err := New(in, hub, kopts, WithGroup("g"), WithTopic("t"), WithDLT("t.dead"), WithChannel("a", ch),
+		WithChannelQueue(8), WithChannelWorkers(2), WithRetrySchedule(time.Millisecond), WithSendTimeout(time.Second),
+		WithSleep(sleepTimer), WithBackoff(time.Millisecond, time.Second), WithMaxPollRecords(10), WithLang(English),
+		WithLocation(time.UTC), WithClock(time.Now), WithLogger(slog.New(slog.DiscardHandler)), WithHooks(Hooks{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Close without Run, twice; Run after Close refuses.
+	if err := n.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Run(context.Background()); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Run after Close: %v", err)
+	}
+}
+
+func TestSleepTimer(t *testing.T) {
+	if err := sleepTimer(context.Background(), time.Microsecond); err != nil {
+		t.Error(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := sleepTimer(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Error(err)
+	}
+}
+
+// A channel that hangs fills its queue: further notifications are
+// dead-lettered at once, and Close dead-letters what is still held when its
+// context ends. The inbox and hub path never waits.
+func TestChannelQueueFullAndShutdown(t *testing.T) {
+	c := newFake(t)
+	inbox := newInbox(t, openSQLite(t))
+	hub, sub := newHubSub(t, 100, Filter{MemberID: 1, Role: RoleOwner})
+	started := make(chan struct{}, 10)
+	hang := ChannelFunc(func(ctx context.Context, n Notification) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	var dead atomic.Int32
+	n, errc := startNotifier(t, c, inbox, hub, WithChannel("hang", hang), WithChannelWorkers(1), WithChannelQueue(1),
+		WithHooks(Hooks{OnDeadLetter: func(DeadLetterInfo) { dead.Add(1) }}))
+	p := producer(t, c)
+	produce(t, p, blockedRec(t, "ntf_1", 100, 2))
+	<-started // the worker holds ntf_1
+	produce(t, p, blockedRec(t, "ntf_2", 100, 2), blockedRec(t, "ntf_3", 100, 2), blockedRec(t, "ntf_4", 100, 2))
+	eventually(t, "pushed", func() bool { return len(sub.C) == 4 })
+	eventually(t, "overflow dead-lettered", func() bool { return dead.Load() == 2 }) // ntf_2 queued; 3, 4 overflow
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := n.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Close: %v", err)
+	}
+	<-errc
+	dl := readDLT(t, c, 4)
+	reasons := map[string]int{}
+	for _, r := range dl {
+		reason := header(r, writebehind.HeaderDLTReason)
+		switch {
+		case strings.Contains(reason, "queue full"):
+			reasons["full"]++
+		case strings.Contains(reason, "shut down"):
+			reasons["shutdown"]++
+		default:
+			t.Errorf("reason %q", reason)
+		}
+	}
+	if reasons["full"] != 2 || reasons["shutdown"] != 2 {
+		t.Errorf("reasons = %v", reasons)
+	}
+}
+
+// memStore is an in-memory Store with the SQL inbox's contract.
+type memStore struct {
+	rows  []Notification
+	byKey map[string]int
+	byID  map[string]int
+}
+
+func (m *memStore) Add(_ context.Context, n Notification) (Notification, bool, error) {
+	if i, ok := m.byID[n.EventID]; ok {
+		return m.rows[i], false, nil
+	}
+	if i, ok := m.byKey[n.DedupeKey]; ok {
+		return m.rows[i], false, nil
+	}
+	n.ID = int64(len(m.rows) + 1)
+	m.rows = append(m.rows, n)
+	m.byID[n.EventID], m.byKey[n.DedupeKey] = len(m.rows)-1, len(m.rows)-1
+	return n, true, nil
+}
+
+func (m *memStore) MarkDelivered(_ context.Context, id int64, at time.Time) error {
+	m.rows[id-1].DeliveredAt = &at
+	return nil
+}
+
+// Property: whatever order and multiplicity notification events arrive in
+// (replays, thresholds re-sent under new ids, with or without a guard, with
+// crashes between push and delivered mark), each dedupe key is stored once
+// under the first event id that reached it and pushed once.
+func TestDedupeProperty(t *testing.T) {
+	guard := newGuard(t)
+	groups := 0
+	rapid.Check(t, func(t *rapid.T) {
+		groups++
+		cfg := defaultConfig()
+		cfg.loc = time.UTC
+		cfg.group = "g" + strconv.Itoa(groups) // a fresh key space per check
+		if rapid.Bool().Draw(t, "guard") {
+			cfg.guard = guard
+		}
+		st := &memStore{byKey: map[string]int{}, byID: map[string]int{}}
+		hub, _ := NewHub(WithBuffer(1000))
+		sub, _ := hub.Subscribe(1, Filter{Role: RoleAdmin})
+		n := &Notifier{store: st, hub: hub, cfg: cfg}
+		first := map[string]string{}
+		for i := range rapid.IntRange(1, 30).Draw(t, "events") {
+			var p envelope.Notification
+			id := "ntf_" + rapid.SampledFrom([]string{"a", "b", "c", "d", "e", "f"}).Draw(t, "id")
+			switch id {
+			case "ntf_a", "ntf_b", "ntf_c": // three ids for the same threshold
+				p = envelope.ThresholdAlert{FamilyID: 1, ThresholdPercent: 50, Message: "m", Period: "2026-02"}
+			case "ntf_d":
+				p = envelope.ThresholdAlert{FamilyID: 1, ThresholdPercent: 50, Message: "m", Period: "2026-03"}
+			default:
+				p = envelope.CustomerBlocked{FamilyID: 1, CustomerID: 2, BlockReason: "POOL", BlockedAt: t0}
+			}
+			note, err := FromEvent(envelope.New(id, t0, p), Korean, time.UTC)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := first[note.DedupeKey]; !ok {
+				first[note.DedupeKey] = id
+			}
+			published := false
+			if err := n.deliver(context.Background(), &kgo.Record{}, note, &published); err != nil {
+				t.Fatalf("event %d: %v", i, err)
+			}
+		}
+		got := map[string]string{}
+		for _, m := range drainSub(sub) {
+			if _, dup := got[m.Data.DedupeKey]; dup {
+				t.Fatalf("%s pushed twice", m.Data.DedupeKey)
+			}
+			got[m.Data.DedupeKey] = m.Data.EventID
+		}
+		if len(st.rows) != len(first) || len(got) != len(first) {
+			t.Fatalf("rows %d, pushed %d, keys %d", len(st.rows), len(got), len(first))
+		}
+		for k, id := range first {
+			if got[k] != id {
+				t.Fatalf("%s pushed as %q, want %q", k, got[k], id)
+			}
+		}
+	})
+}
