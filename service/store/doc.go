@@ -1,0 +1,50 @@
+// Package store is DPCS's SQL store (SPEC §10, §12): families, members
+// (MEMBER / OWNER, soft delete) and back-office admins, policy templates and
+// per-member policy assignments with monotonic versions, top-ups, the audit
+// log, the transactional outbox and its ordered relay, refresh tokens with
+// rotation and reuse detection, usage reports over usage_record, and the
+// rebuild of the quota engine's Redis state from SQL. It runs on MySQL 8 /
+// MariaDB 10.6+ (github.com/go-sql-driver/mysql) and SQLite
+// (modernc.org/sqlite); dialect differences live in internal/sqldialect.
+//
+// # Setup
+//
+//	if err := store.Migrate(ctx, db); err != nil { … } // idempotent; also creates usage_record
+//	s, err := store.New(db, store.WithLocation(zone))  // zone: the quota engine's
+//
+// With SQLite, open the database with one connection (db.SetMaxOpenConns(1)),
+// as service.Config.SQL does: every transaction goes through it.
+//
+// # Policy changes
+//
+// UpdatePolicy writes, in one transaction, the member's assignment with
+// version + 1, an audit row with before and after, and an outbox row holding
+// the POLICY_UPDATED envelope. The caller then applies the returned version
+// to Redis at once, so the next event is judged by the new policy even
+// before the relay has published:
+//
+//	up, err := s.UpdatePolicy(ctx, store.PolicyChange{FamilyID: f, CustomerID: c,
+//		Set: map[string]string{"LIMIT:DATA:MONTHLY": "524288000"}, By: actor})
+//	if err != nil { … } // ErrNotFound, ErrStaleVersion, ErrInvalid …
+//	enf, err := eng.Enforce(ctx, f, c, up.Policy.Version, up.Policy.Rules)
+//	relay.Wake()
+//
+// # The relay
+//
+// NewRelay(db, kgoClient) publishes the outbox in id order (seed 004):
+// a cursor, head-of-line retries with backoff (next_retry_at), rows older
+// than the max age moved to outbox_failed, and a lease in outbox_cursor so
+// that of several running relays exactly one publishes. Run it with Run(ctx)
+// and stop it with Close(ctx). Delivery is at least once; policy-updated
+// consumers apply versions, so a repeated or older record changes nothing.
+//
+// # Rebuild
+//
+// Rebuild(ctx, db, eng, families...) restores the engine's Redis state from
+// SQL after data loss through quota.Engine.Restore: plan, thresholds,
+// members, constraints and versions, this month's top-ups and usage.
+//
+// Errors wrap the sentinels ErrNotFound, ErrConflict, ErrStaleVersion,
+// ErrInvalid, ErrBadCredentials, ErrTokenReused and ErrTokenExpired; map
+// them to HTTP in one place (the service).
+package store

@@ -1,0 +1,639 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/dabom/dpcs/internal/sqldialect"
+	"github.com/dabom/dpcs/policy"
+)
+
+// Family is a row of families.
+type Family struct {
+	ID   int64
+	Name string
+	// PlanBytes is the monthly plan: the pool every month starts with.
+	PlanBytes int64
+	// Thresholds are the family's alert levels; nil means the engine default.
+	Thresholds policy.Thresholds
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// NewFamily describes a family to create. ID 0 lets the database choose.
+type NewFamily struct {
+	ID         int64
+	Name       string
+	PlanBytes  int64
+	Thresholds policy.Thresholds // nil: the engine default
+}
+
+func checkName(field, name string) error {
+	if strings.TrimSpace(name) == "" {
+		return invalid(field, "required")
+	}
+	if !utf8.ValidString(name) || utf8.RuneCountInString(name) > 100 {
+		return invalid(field, "must be valid UTF-8 of at most 100 characters")
+	}
+	return nil
+}
+
+func checkBytes(field string, n int64, min int64) error {
+	if n < min || n > policy.MaxBytes {
+		return invalid(field, "must be %d..%d bytes", min, policy.MaxBytes)
+	}
+	return nil
+}
+
+func thresholdsArg(t policy.Thresholds) (any, error) {
+	if t == nil {
+		return nil, nil
+	}
+	c, err := t.Canonical()
+	if err != nil {
+		return nil, fmt.Errorf("%w: thresholds: %w", ErrInvalid, err)
+	}
+	return c.String(), nil
+}
+
+// CreateFamily creates a family (audited as family.create).
+func (s *Store) CreateFamily(ctx context.Context, f NewFamily, by Actor) (Family, error) {
+	if err := checkName("name", f.Name); err != nil {
+		return Family{}, err
+	}
+	if err := checkBytes("planBytes", f.PlanBytes, 0); err != nil {
+		return Family{}, err
+	}
+	if f.ID < 0 {
+		return Family{}, invalid("id", "must be ≥ 0")
+	}
+	thr, err := thresholdsArg(f.Thresholds)
+	if err != nil {
+		return Family{}, err
+	}
+	now := s.now()
+	var out Family
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		var id any
+		if f.ID > 0 {
+			id = f.ID
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO families (id, name, plan_bytes, thresholds, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?)`, id, f.Name, f.PlanBytes, thr, s.t(now), s.t(now))
+		if err != nil {
+			return dbErr("create family", err)
+		}
+		fid, err := res.LastInsertId()
+		if err != nil {
+			return dbErr("create family", err)
+		}
+		if out, err = s.family(ctx, tx, fid); err != nil {
+			return err
+		}
+		return s.audit(ctx, tx, fid, by, "family.create", familyTarget(fid), nil, out)
+	})
+	return out, err
+}
+
+func familyTarget(fid int64) string { return "family:" + strconv.FormatInt(fid, 10) }
+func memberTarget(cid int64) string { return "member:" + strconv.FormatInt(cid, 10) }
+
+const familyCols = `id, name, plan_bytes, thresholds, created_at, updated_at`
+
+func scanFamily(sc interface{ Scan(...any) error }) (Family, error) {
+	var f Family
+	var thr sql.NullString
+	var c, u sqldialect.NullTime
+	if err := sc.Scan(&f.ID, &f.Name, &f.PlanBytes, &thr, &c, &u); err != nil {
+		return Family{}, err
+	}
+	if thr.Valid {
+		t, err := policy.ParseThresholds(thr.String)
+		if err != nil {
+			return Family{}, fmt.Errorf("family %d: thresholds: %w", f.ID, err)
+		}
+		f.Thresholds = t
+	}
+	f.CreatedAt, f.UpdatedAt = c.Time, u.Time
+	return f, nil
+}
+
+func (s *Store) family(ctx context.Context, q querier, fid int64) (Family, error) {
+	f, err := scanFamily(q.QueryRowContext(ctx, `SELECT `+familyCols+` FROM families WHERE id = ?`, fid))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Family{}, notFound("family", fid)
+	}
+	if err != nil {
+		return Family{}, dbErr("get family", err)
+	}
+	return f, nil
+}
+
+// GetFamily returns the family fid.
+func (s *Store) GetFamily(ctx context.Context, fid int64) (Family, error) {
+	return s.family(ctx, s.db, fid)
+}
+
+// FamilyIDs returns the ids of families with id > after, ascending, at most
+// limit (1..10000) — for paging through every family (rebuilds, reports).
+func (s *Store) FamilyIDs(ctx context.Context, after int64, limit int) ([]int64, error) {
+	if limit <= 0 || limit > 10000 {
+		return nil, invalid("limit", "must be 1..10000")
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT id FROM families WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
+	if err != nil {
+		return nil, dbErr("family ids", err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, dbErr("family ids", err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// SearchFamilies finds families for the back office: q is a family id, a
+// member id or phone (exact), or a prefix of the family's name. At most
+// limit (1..100) families, by id.
+func (s *Store) SearchFamilies(ctx context.Context, q string, limit int) ([]Family, error) {
+	if limit <= 0 || limit > 100 {
+		return nil, invalid("limit", "must be 1..100")
+	}
+	q = strings.TrimSpace(q)
+	var rows *sql.Rows
+	var err error
+	switch n, nerr := strconv.ParseInt(q, 10, 64); {
+	case q == "":
+		rows, err = s.db.QueryContext(ctx, `SELECT `+familyCols+` FROM families ORDER BY id LIMIT ?`, limit)
+	case nerr == nil:
+		rows, err = s.db.QueryContext(ctx, `SELECT `+familyCols+` FROM families WHERE id = ?
+			OR id IN (SELECT family_id FROM members WHERE (id = ? OR phone = ?) AND family_id IS NOT NULL)
+			OR name LIKE ? ESCAPE '!' ORDER BY id LIMIT ?`, n, n, q, likePrefix(q), limit)
+	default:
+		rows, err = s.db.QueryContext(ctx, `SELECT `+familyCols+` FROM families WHERE name LIKE ? ESCAPE '!'
+			OR id IN (SELECT family_id FROM members WHERE phone = ? AND family_id IS NOT NULL) ORDER BY id LIMIT ?`,
+			likePrefix(q), q, limit)
+	}
+	if err != nil {
+		return nil, dbErr("search families", err)
+	}
+	defer rows.Close()
+	var out []Family
+	for rows.Next() {
+		f, err := scanFamily(rows)
+		if err != nil {
+			return nil, dbErr("search families", err)
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+// likePrefix escapes q for LIKE … ESCAPE '!' and appends %.
+func likePrefix(q string) string {
+	r := strings.NewReplacer("!", "!!", "%", "!%", "_", "!_")
+	return r.Replace(q) + "%"
+}
+
+// SetPlan sets the family's monthly plan (audited as family.plan). The caller
+// also calls quota.Engine.SetPlan.
+func (s *Store) SetPlan(ctx context.Context, fid, bytes int64, by Actor) (Family, error) {
+	if err := checkBytes("planBytes", bytes, 0); err != nil {
+		return Family{}, err
+	}
+	return s.updateFamily(ctx, fid, by, "family.plan", `plan_bytes = ?`, bytes)
+}
+
+// SetThresholds sets the family's alert levels (audited as family.thresholds);
+// nil restores the engine default, an empty list turns alerts off. The caller
+// also calls quota.Engine.SetThresholds.
+func (s *Store) SetThresholds(ctx context.Context, fid int64, t policy.Thresholds, by Actor) (Family, error) {
+	thr, err := thresholdsArg(t)
+	if err != nil {
+		return Family{}, err
+	}
+	return s.updateFamily(ctx, fid, by, "family.thresholds", `thresholds = ?`, thr)
+}
+
+func (s *Store) updateFamily(ctx context.Context, fid int64, by Actor, action, set string, arg any) (Family, error) {
+	var after Family
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		before, err := s.lockFamily(ctx, tx, fid)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE families SET `+set+`, updated_at = ? WHERE id = ?`, arg, s.t(s.now()), fid); err != nil {
+			return dbErr(action, err)
+		}
+		if after, err = s.family(ctx, tx, fid); err != nil {
+			return err
+		}
+		return s.audit(ctx, tx, fid, by, action, familyTarget(fid), before, after)
+	})
+	return after, err
+}
+
+func (s *Store) lockFamily(ctx context.Context, tx *sql.Tx, fid int64) (Family, error) {
+	f, err := scanFamily(tx.QueryRowContext(ctx, `SELECT `+familyCols+` FROM families WHERE id = ?`+s.d.ForUpdate(), fid))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Family{}, notFound("family", fid)
+	}
+	if err != nil {
+		return Family{}, dbErr("get family", err)
+	}
+	return f, nil
+}
+
+// TopUp is a row of topups.
+type TopUp struct {
+	ID       int64
+	FamilyID int64
+	Bytes    int64
+	// Month is the pool month it counts for, YYYYMM in the service zone.
+	Month     string
+	CreatedBy int64
+	CreatedAt time.Time
+}
+
+// AddTopUp records bytes added to this month's pool (audited as
+// family.topup). The caller also calls quota.Engine.TopUp.
+func (s *Store) AddTopUp(ctx context.Context, fid, bytes int64, by Actor) (TopUp, error) {
+	if err := checkBytes("bytes", bytes, 1); err != nil {
+		return TopUp{}, err
+	}
+	now := s.now()
+	t := TopUp{FamilyID: fid, Bytes: bytes, Month: policy.MomentOf(now, s.loc).Month, CreatedBy: by.ID, CreatedAt: now.UTC().Truncate(time.Millisecond)}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := s.lockFamily(ctx, tx, fid); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO topups (family_id, bytes, month, created_by, created_at) VALUES (?, ?, ?, ?, ?)`,
+			fid, bytes, t.Month, by.ID, s.t(now))
+		if err != nil {
+			return dbErr("top-up", err)
+		}
+		if t.ID, err = res.LastInsertId(); err != nil {
+			return dbErr("top-up", err)
+		}
+		return s.audit(ctx, tx, fid, by, "family.topup", familyTarget(fid), nil, t)
+	})
+	return t, err
+}
+
+// TopUps returns the family's top-ups of month (YYYYMM), oldest first.
+func (s *Store) TopUps(ctx context.Context, fid int64, month string) ([]TopUp, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, family_id, bytes, month, created_by, created_at FROM topups
+		WHERE family_id = ? AND month = ? ORDER BY id`, fid, month)
+	if err != nil {
+		return nil, dbErr("top-ups", err)
+	}
+	defer rows.Close()
+	var out []TopUp
+	for rows.Next() {
+		var t TopUp
+		var at sqldialect.NullTime
+		if err := rows.Scan(&t.ID, &t.FamilyID, &t.Bytes, &t.Month, &t.CreatedBy, &at); err != nil {
+			return nil, dbErr("top-ups", err)
+		}
+		t.CreatedAt = at.Time
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// Member is a row of members: a family member (MEMBER / OWNER) or a
+// back-office ADMIN (FamilyID 0).
+type Member struct {
+	ID        int64
+	FamilyID  int64
+	Name      string
+	Phone     string
+	Role      policy.Role
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	// DeletedAt is set for removed members (soft delete).
+	DeletedAt *time.Time
+	hash      string
+}
+
+// NewMember describes a member to add. ID 0 lets the database choose.
+type NewMember struct {
+	ID       int64
+	FamilyID int64 // 0 only for role ADMIN
+	Name     string
+	Phone    string // optional; unique among current members
+	Role     policy.Role
+	// Password is hashed with bcrypt; PasswordHash (from HashPassword) is
+	// used instead when set, so bulk seeding hashes once. Both empty: the
+	// member cannot log in.
+	Password     string
+	PasswordHash string
+}
+
+// HashPassword returns the bcrypt hash of password at the store's cost.
+func (s *Store) HashPassword(password string) (string, error) {
+	if password == "" || len(password) > 72 {
+		return "", invalid("password", "must be 1..72 bytes")
+	}
+	h, err := bcrypt.GenerateFromPassword([]byte(password), s.cost)
+	if err != nil {
+		return "", fmt.Errorf("%w: password: %w", ErrInvalid, err)
+	}
+	return string(h), nil
+}
+
+const memberCols = `id, family_id, name, phone, password_hash, role, created_at, updated_at, deleted_at`
+
+func scanMember(sc interface{ Scan(...any) error }) (Member, error) {
+	var m Member
+	var fid sql.NullInt64
+	var phone, hash sql.NullString
+	var role string
+	var c, u, d sqldialect.NullTime
+	if err := sc.Scan(&m.ID, &fid, &m.Name, &phone, &hash, &role, &c, &u, &d); err != nil {
+		return Member{}, err
+	}
+	m.FamilyID, m.Phone, m.hash, m.Role = fid.Int64, phone.String, hash.String, policy.Role(role)
+	m.CreatedAt, m.UpdatedAt = c.Time, u.Time
+	if d.Valid {
+		t := d.Time
+		m.DeletedAt = &t
+	}
+	return m, nil
+}
+
+func nullStr(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// AddMember adds a member to a family, or an ADMIN (FamilyID 0), audited as
+// member.add. A phone in use by a current member is ErrConflict. The caller
+// also calls quota.Engine.AddMember.
+func (s *Store) AddMember(ctx context.Context, m NewMember, by Actor) (Member, error) {
+	switch {
+	case !m.Role.Valid():
+		return Member{}, invalid("role", "must be MEMBER, OWNER or ADMIN")
+	case m.Role == policy.RoleAdmin && m.FamilyID != 0:
+		return Member{}, invalid("familyId", "must be empty for ADMIN")
+	case m.Role != policy.RoleAdmin && m.FamilyID <= 0:
+		return Member{}, invalid("familyId", "required")
+	case m.ID < 0:
+		return Member{}, invalid("id", "must be ≥ 0")
+	case len(m.Phone) > 32:
+		return Member{}, invalid("phone", "at most 32 bytes")
+	}
+	if err := checkName("name", m.Name); err != nil {
+		return Member{}, err
+	}
+	hash := m.PasswordHash
+	if hash == "" && m.Password != "" {
+		var err error
+		if hash, err = s.HashPassword(m.Password); err != nil {
+			return Member{}, err
+		}
+	}
+	now := s.now()
+	var out Member
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var fid, id any
+		if m.FamilyID > 0 {
+			if _, err := s.lockFamily(ctx, tx, m.FamilyID); err != nil {
+				return err
+			}
+			fid = m.FamilyID
+		}
+		if m.ID > 0 {
+			id = m.ID
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO members (id, family_id, name, phone, password_hash, role, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, id, fid, m.Name, nullStr(m.Phone), nullStr(hash), string(m.Role), s.t(now), s.t(now))
+		if err != nil {
+			return dbErr("add member", err)
+		}
+		cid, err := res.LastInsertId()
+		if err != nil {
+			return dbErr("add member", err)
+		}
+		if out, err = s.member(ctx, tx, cid, ""); err != nil {
+			return err
+		}
+		return s.audit(ctx, tx, m.FamilyID, by, "member.add", memberTarget(cid), nil, out)
+	})
+	return out, err
+}
+
+func (s *Store) member(ctx context.Context, q querier, cid int64, lock string) (Member, error) {
+	m, err := scanMember(q.QueryRowContext(ctx, `SELECT `+memberCols+` FROM members WHERE id = ?`+lock, cid))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Member{}, notFound("member", cid)
+	}
+	if err != nil {
+		return Member{}, dbErr("get member", err)
+	}
+	return m, nil
+}
+
+// currentMember returns the member cid of family fid, ErrNotFound if it does
+// not exist, was removed or belongs to another family.
+func (s *Store) currentMember(ctx context.Context, q querier, fid, cid int64, lock string) (Member, error) {
+	m, err := s.member(ctx, q, cid, lock)
+	if err != nil {
+		return Member{}, err
+	}
+	if m.DeletedAt != nil || m.FamilyID != fid || fid <= 0 {
+		return Member{}, notFound("member", cid)
+	}
+	return m, nil
+}
+
+// GetMember returns the current (not removed) member cid of family fid.
+func (s *Store) GetMember(ctx context.Context, fid, cid int64) (Member, error) {
+	return s.currentMember(ctx, s.db, fid, cid, "")
+}
+
+// MemberByID returns the member or admin cid, removed ones included
+// (DeletedAt set), whatever its family.
+func (s *Store) MemberByID(ctx context.Context, cid int64) (Member, error) {
+	return s.member(ctx, s.db, cid, "")
+}
+
+// MemberByPhone returns the current member or admin with that phone.
+func (s *Store) MemberByPhone(ctx context.Context, phone string) (Member, error) {
+	m, err := scanMember(s.db.QueryRowContext(ctx, `SELECT `+memberCols+` FROM members WHERE phone = ? AND deleted_at IS NULL`, phone))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Member{}, notFound("member with phone", "")
+	}
+	if err != nil {
+		return Member{}, dbErr("member by phone", err)
+	}
+	return m, nil
+}
+
+// ListMembers returns the family's current members by id; with removed, the
+// removed ones too.
+func (s *Store) ListMembers(ctx context.Context, fid int64, removed bool) ([]Member, error) {
+	return s.listMembers(ctx, s.db, fid, removed)
+}
+
+func (s *Store) listMembers(ctx context.Context, q querier, fid int64, removed bool) ([]Member, error) {
+	cond := ` AND deleted_at IS NULL`
+	if removed {
+		cond = ""
+	}
+	rows, err := q.QueryContext(ctx, `SELECT `+memberCols+` FROM members WHERE family_id = ?`+cond+` ORDER BY id`, fid)
+	if err != nil {
+		return nil, dbErr("list members", err)
+	}
+	defer rows.Close()
+	var out []Member
+	for rows.Next() {
+		m, err := scanMember(rows)
+		if err != nil {
+			return nil, dbErr("list members", err)
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// Authenticate checks a login: login is a member id (decimal) or a phone.
+// Unknown, removed or password-less members and wrong passwords are all
+// ErrBadCredentials.
+func (s *Store) Authenticate(ctx context.Context, login, password string) (Member, error) {
+	var m Member
+	var err error
+	if id, perr := strconv.ParseInt(login, 10, 64); perr == nil && id > 0 {
+		m, err = s.member(ctx, s.db, id, "")
+		if errors.Is(err, ErrNotFound) {
+			m, err = s.MemberByPhone(ctx, login)
+		}
+	} else {
+		m, err = s.MemberByPhone(ctx, login)
+	}
+	if errors.Is(err, ErrNotFound) || (err == nil && (m.DeletedAt != nil || m.hash == "")) {
+		// Spend the time of a comparison anyway, so timing does not tell
+		// unknown logins from wrong passwords.
+		s.dummyOnce.Do(func() { s.dummy, _ = bcrypt.GenerateFromPassword([]byte("dpcs"), s.cost) })
+		_ = bcrypt.CompareHashAndPassword(s.dummy, []byte(password))
+		return Member{}, ErrBadCredentials
+	}
+	if err != nil {
+		return Member{}, err
+	}
+	if bcrypt.CompareHashAndPassword([]byte(m.hash), []byte(password)) != nil {
+		return Member{}, ErrBadCredentials
+	}
+	return m, nil
+}
+
+// SetPassword replaces the member's password (audited as member.password,
+// without the hash).
+func (s *Store) SetPassword(ctx context.Context, cid int64, password string, by Actor) error {
+	hash, err := s.HashPassword(password)
+	if err != nil {
+		return err
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		m, err := s.member(ctx, tx, cid, s.d.ForUpdate())
+		if err != nil {
+			return err
+		}
+		if m.DeletedAt != nil {
+			return notFound("member", cid)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE members SET password_hash = ?, updated_at = ? WHERE id = ?`, hash, s.t(s.now()), cid); err != nil {
+			return dbErr("set password", err)
+		}
+		return s.audit(ctx, tx, m.FamilyID, by, "member.password", memberTarget(cid), nil, nil)
+	})
+}
+
+// SetRole changes a member's role to MEMBER or OWNER (audited as
+// member.role). Demoting the family's last owner is ErrConflict. Between
+// owners the last write wins.
+func (s *Store) SetRole(ctx context.Context, fid, cid int64, role policy.Role, by Actor) (Member, error) {
+	if role != policy.RoleMember && role != policy.RoleOwner {
+		return Member{}, invalid("role", "must be MEMBER or OWNER")
+	}
+	var out Member
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := s.lockFamily(ctx, tx, fid); err != nil {
+			return err
+		}
+		before, err := s.currentMember(ctx, tx, fid, cid, "")
+		if err != nil {
+			return err
+		}
+		if before.Role == policy.RoleOwner && role != policy.RoleOwner {
+			if err := s.keepAnOwner(ctx, tx, fid, cid); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE members SET role = ?, updated_at = ? WHERE id = ?`, string(role), s.t(s.now()), cid); err != nil {
+			return dbErr("set role", err)
+		}
+		if out, err = s.member(ctx, tx, cid, ""); err != nil {
+			return err
+		}
+		return s.audit(ctx, tx, fid, by, "member.role", memberTarget(cid), map[string]string{"role": string(before.Role)}, map[string]string{"role": string(role)})
+	})
+	return out, err
+}
+
+// keepAnOwner fails with ErrConflict when cid is the family's only current owner.
+func (s *Store) keepAnOwner(ctx context.Context, tx *sql.Tx, fid, cid int64) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM members WHERE family_id = ? AND role = ? AND deleted_at IS NULL AND id <> ?`,
+		fid, string(policy.RoleOwner), cid).Scan(&n); err != nil {
+		return dbErr("count owners", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: member %d is the family's last owner", ErrConflict, cid)
+	}
+	return nil
+}
+
+// RemoveMember soft-deletes a member (deleted_at set, audited as
+// member.remove): its phone is released for reuse (the audit row keeps it),
+// its refresh tokens are revoked, its policy row and usage history stay.
+// Removing the last owner is ErrConflict. The caller also calls
+// quota.Engine.RemoveMember.
+func (s *Store) RemoveMember(ctx context.Context, fid, cid int64, by Actor) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := s.lockFamily(ctx, tx, fid); err != nil {
+			return err
+		}
+		before, err := s.currentMember(ctx, tx, fid, cid, "")
+		if err != nil {
+			return err
+		}
+		if before.Role == policy.RoleOwner {
+			if err := s.keepAnOwner(ctx, tx, fid, cid); err != nil {
+				return err
+			}
+		}
+		now := s.t(s.now())
+		if _, err := tx.ExecContext(ctx, `UPDATE members SET deleted_at = ?, phone = NULL, updated_at = ? WHERE id = ?`, now, now, cid); err != nil {
+			return dbErr("remove member", err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE refresh_token SET revoked_at = ? WHERE customer_id = ? AND revoked_at IS NULL`, now, cid); err != nil {
+			return dbErr("remove member", err)
+		}
+		return s.audit(ctx, tx, fid, by, "member.remove", memberTarget(cid), before, nil)
+	})
+}

@@ -1,0 +1,290 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/dabom/dpcs/internal/sqldialect"
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/writebehind"
+)
+
+// Sentinel errors; callers branch on them with errors.Is. Every error the
+// store returns about a row wraps one of them or is a database failure.
+var (
+	// ErrNotFound: the family, member, template, policy or token does not
+	// exist (or the member was removed, or belongs to another family).
+	ErrNotFound = errors.New("store: not found")
+	// ErrConflict: a unique value (phone, template name) is taken, or the
+	// change contradicts the row's state (removing the last owner).
+	ErrConflict = errors.New("store: conflict")
+	// ErrStaleVersion: an update named an expected policy version that is
+	// no longer the current one.
+	ErrStaleVersion = errors.New("store: stale version")
+	// ErrInvalid: a bad argument; the error names the field.
+	ErrInvalid = errors.New("store: invalid argument")
+	// ErrBadCredentials: unknown login or wrong password (deliberately the
+	// same error for both).
+	ErrBadCredentials = errors.New("store: bad credentials")
+	// ErrTokenReused: a refresh token was presented again after it was
+	// rotated or revoked; its whole rotation family is now revoked.
+	ErrTokenReused = errors.New("store: refresh token reused")
+	// ErrTokenExpired: the refresh token is past its expiry.
+	ErrTokenExpired = errors.New("store: refresh token expired")
+)
+
+func invalid(field, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalid, field, fmt.Sprintf(format, args...))
+}
+
+//go:embed migrations
+var migrations embed.FS
+
+// Migrate creates every table of the store on db if missing (usage_record
+// through writebehind.MigrateUsage, then migrations/<dialect>/*.sql), in
+// db's dialect detected from its driver. Running it again changes nothing.
+func Migrate(ctx context.Context, db *sql.DB) error {
+	d, err := sqldialect.Detect(db)
+	if err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	return migrate(ctx, db, d)
+}
+
+// Migrate is the package's Migrate in the store's dialect.
+func (s *Store) Migrate(ctx context.Context) error { return migrate(ctx, s.db, s.d) }
+
+func migrate(ctx context.Context, db *sql.DB, d sqldialect.Dialect) error {
+	if err := writebehind.MigrateUsage(ctx, db, writebehind.WithDialect(d.String())); err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	dir := "migrations/" + d.String()
+	entries, err := migrations.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	for _, e := range entries { // ReadDir sorts by name: 001_, 002_, …
+		script, err := migrations.ReadFile(dir + "/" + e.Name())
+		if err != nil {
+			return fmt.Errorf("store: migrate: %w", err)
+		}
+		if err := sqldialect.Exec(ctx, db, string(script)); err != nil {
+			return fmt.Errorf("store: migrate %s: %w", e.Name(), err)
+		}
+	}
+	return nil
+}
+
+// Option configures a Store.
+type Option func(*Store) error
+
+// WithLocation sets the service time zone, which decides the month a top-up
+// counts for and the hour buckets of usage reports. It must be the quota
+// engine's zone. Default: Asia/Seoul.
+func WithLocation(loc *time.Location) Option {
+	return func(s *Store) error {
+		if loc == nil {
+			return invalid("location", "nil")
+		}
+		s.loc = loc
+		return nil
+	}
+}
+
+// WithClock sets the store's clock (row timestamps, token expiry). Default: time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) error {
+		if now == nil {
+			return invalid("clock", "nil")
+		}
+		s.now = now
+		return nil
+	}
+}
+
+// WithBcryptCost sets the bcrypt cost of password hashes (4..31). Default:
+// bcrypt.DefaultCost (10).
+func WithBcryptCost(cost int) Option {
+	return func(s *Store) error {
+		if cost < bcrypt.MinCost || cost > bcrypt.MaxCost {
+			return invalid("bcryptCost", "must be %d..%d", bcrypt.MinCost, bcrypt.MaxCost)
+		}
+		s.cost = cost
+		return nil
+	}
+}
+
+// WithRandom sets the source of refresh tokens. Default: crypto/rand.Reader.
+func WithRandom(r io.Reader) Option {
+	return func(s *Store) error {
+		if r == nil {
+			return invalid("random", "nil")
+		}
+		s.rand = r
+		return nil
+	}
+}
+
+// WithLogger sets the logger. Default: a logger discarding everything.
+func WithLogger(l *slog.Logger) Option {
+	return func(s *Store) error {
+		if l == nil {
+			return invalid("logger", "nil")
+		}
+		s.log = l
+		return nil
+	}
+}
+
+// WithDialect names the SQL dialect ("mysql" or "sqlite") instead of
+// detecting it from db's driver. Default: detected.
+func WithDialect(name string) Option {
+	return func(s *Store) error {
+		d, err := sqldialect.Parse(name)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		s.d = d
+		return nil
+	}
+}
+
+// Store is DPCS's SQL store: families, members, policies, templates, top-ups,
+// the audit log, the outbox, refresh tokens and usage reports, on MySQL /
+// MariaDB or SQLite. It is safe for concurrent use. Run Migrate first.
+type Store struct {
+	db   *sql.DB
+	d    sqldialect.Dialect
+	loc  *time.Location
+	now  func() time.Time
+	cost int
+	rand io.Reader
+	log  *slog.Logger
+
+	dummyOnce sync.Once
+	dummy     []byte // a hash compared against for unknown logins
+}
+
+// New returns a store on db. It does not contact the database.
+func New(db *sql.DB, opts ...Option) (*Store, error) {
+	if db == nil {
+		return nil, invalid("db", "nil")
+	}
+	loc, err := policy.LoadZone(policy.DefaultZone)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{db: db, loc: loc, now: time.Now, cost: bcrypt.DefaultCost, rand: rand.Reader,
+		log: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		if err := o(s); err != nil {
+			return nil, err
+		}
+	}
+	if s.d == sqldialect.Unknown {
+		if s.d, err = sqldialect.Detect(db); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+	}
+	return s, nil
+}
+
+// DB returns the store's database handle.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Location returns the store's service time zone.
+func (s *Store) Location() *time.Location { return s.loc }
+
+// Actor is who makes a change: a member (owner), an admin, or the system
+// (ID 0). Every change is written to the audit log with it.
+type Actor struct {
+	ID   int64
+	Role policy.Role
+}
+
+// System is the actor of changes nobody asked for (seeding, rebuilds).
+var System = Actor{ID: 0, Role: policy.RoleAdmin}
+
+// querier is what *sql.DB and *sql.Tx share.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// inTx runs fn in a transaction, committing when it returns nil. With
+// SQLite and one open connection every query of fn must go through tx.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	return nil
+}
+
+// t returns a time argument for the dialect.
+func (s *Store) t(at time.Time) any { return s.d.Time(at) }
+
+// audit writes one audit row; before and after are JSON-encoded (nil: NULL).
+func (s *Store) audit(ctx context.Context, q querier, familyID int64, a Actor, action, target string, before, after any) error {
+	enc := func(v any) (any, error) {
+		if v == nil {
+			return nil, nil
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		return string(b), nil
+	}
+	b, err := enc(before)
+	if err != nil {
+		return fmt.Errorf("store: audit: %w", err)
+	}
+	af, err := enc(after)
+	if err != nil {
+		return fmt.Errorf("store: audit: %w", err)
+	}
+	var fid any
+	if familyID > 0 {
+		fid = familyID
+	}
+	role := a.Role
+	if role == "" {
+		role = policy.RoleMember
+	}
+	_, err = q.ExecContext(ctx, `INSERT INTO audit_log (family_id, actor_id, actor_role, action, target, before_json, after_json, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, fid, a.ID, string(role), action, target, b, af, s.t(s.now()))
+	if err != nil {
+		return fmt.Errorf("store: audit: %w", err)
+	}
+	return nil
+}
+
+// dbErr wraps a database error, mapping unique violations to ErrConflict.
+func dbErr(op string, err error) error {
+	if sqldialect.IsDuplicate(err) {
+		return fmt.Errorf("store: %s: %w: %w", op, ErrConflict, err)
+	}
+	return fmt.Errorf("store: %s: %w", op, err)
+}
+
+func notFound(what string, id any) error { return fmt.Errorf("%w: %s %v", ErrNotFound, what, id) }

@@ -1,0 +1,673 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/store"
+	"github.com/dabom/dpcs/writebehind"
+)
+
+// clock is a settable test clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+var seoul, _ = policy.LoadZone(policy.DefaultZone)
+
+// start is a fixed instant: 2026-02-10 12:00 in Seoul.
+var start = time.Date(2026, 2, 10, 12, 0, 0, 0, seoul)
+
+type env struct {
+	ctx context.Context
+	db  *sql.DB
+	s   *store.Store
+	clk *clock
+}
+
+// opener opens a fresh, empty database for one test.
+type opener func(t *testing.T) *sql.DB
+
+func newEnv(t *testing.T, open opener) *env {
+	t.Helper()
+	db := open(t)
+	ctx := context.Background()
+	if err := store.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Migrate(ctx, db); err != nil { // idempotent
+		t.Fatalf("second Migrate: %v", err)
+	}
+	clk := &clock{t: start}
+	s, err := store.New(db, store.WithClock(clk.Now), store.WithBcryptCost(4), store.WithLocation(seoul))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{ctx: ctx, db: db, s: s, clk: clk}
+}
+
+var (
+	owner = store.Actor{ID: 1, Role: policy.RoleOwner}
+	admin = store.Actor{ID: 99, Role: policy.RoleAdmin}
+)
+
+// family creates family fid with an owner (cid fid*10+1) and a child (fid*10+2).
+func (e *env) family(t *testing.T, fid int64) {
+	t.Helper()
+	if _, err := e.s.CreateFamily(e.ctx, store.NewFamily{ID: fid, Name: fmt.Sprintf("Family %d", fid), PlanBytes: 10 << 20}, store.System); err != nil {
+		t.Fatal(err)
+	}
+	for i, role := range []policy.Role{policy.RoleOwner, policy.RoleMember} {
+		cid := fid*10 + int64(i) + 1
+		if _, err := e.s.AddMember(e.ctx, store.NewMember{ID: cid, FamilyID: fid, Name: fmt.Sprint("m", cid),
+			Phone: fmt.Sprint("010-", cid), Role: role, Password: "pw"}, store.System); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (e *env) count(t *testing.T, table string) int {
+	t.Helper()
+	var n int
+	if err := e.db.QueryRowContext(e.ctx, "SELECT COUNT(*) FROM "+table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func wantErr(t *testing.T, what string, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Errorf("%s: err = %v, want %v", what, err, want)
+	}
+}
+
+// runSuite runs every store test against databases from open.
+func runSuite(t *testing.T, open opener) {
+	for name, fn := range map[string]func(*testing.T, *env){
+		"Families":      testFamilies,
+		"Members":       testMembers,
+		"UpdatePolicy":  testUpdatePolicy,
+		"Templates":     testTemplates,
+		"PoolAndAudit":  testPoolAndAudit,
+		"Usage":         testUsage,
+		"RefreshTokens": testRefreshTokens,
+		"Relay":         testRelay,
+		"RelayExpiry":   testRelayExpiry,
+		"RelayLease":    testRelayLease,
+		"RelayRun":      testRelayRun,
+		"Rebuild":       testRebuild,
+	} {
+		t.Run(name, func(t *testing.T) { fn(t, newEnv(t, open)) })
+	}
+}
+
+func testFamilies(t *testing.T, e *env) {
+	e.family(t, 100)
+	e.family(t, 200)
+	f, err := e.s.CreateFamily(e.ctx, store.NewFamily{Name: "Kim_family", PlanBytes: 5, Thresholds: policy.Thresholds{30, 50}}, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.ID <= 200 || f.Name != "Kim_family" || !cmp.Equal(f.Thresholds, policy.Thresholds{50, 30}) || !f.CreatedAt.Equal(start) {
+		t.Errorf("CreateFamily = %+v", f)
+	}
+	_, err = e.s.CreateFamily(e.ctx, store.NewFamily{ID: 100, Name: "dup"}, admin)
+	wantErr(t, "duplicate id", err, store.ErrConflict)
+	_, err = e.s.CreateFamily(e.ctx, store.NewFamily{Name: " "}, admin)
+	wantErr(t, "empty name", err, store.ErrInvalid)
+	_, err = e.s.CreateFamily(e.ctx, store.NewFamily{Name: "x", Thresholds: policy.Thresholds{101}}, admin)
+	wantErr(t, "bad thresholds", err, store.ErrInvalid)
+	_, err = e.s.GetFamily(e.ctx, 555)
+	wantErr(t, "GetFamily(555)", err, store.ErrNotFound)
+
+	ids := func(fs []store.Family, err error) []int64 {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int64
+		for _, f := range fs {
+			out = append(out, f.ID)
+		}
+		return out
+	}
+	for q, want := range map[string][]int64{
+		"100":      {100},      // family id
+		"2002":     {200},      // member id
+		"010-1001": {100},      // phone
+		"Family":   {100, 200}, // name prefix
+		"Kim_":     {f.ID},     // '_' is literal
+		"Kim%":     nil,        // '%' is literal
+		"":         {100, 200, f.ID},
+		"nobody":   nil,
+	} {
+		if got := ids(e.s.SearchFamilies(e.ctx, q, 10)); !cmp.Equal(want, got) {
+			t.Errorf("SearchFamilies(%q) = %v, want %v", q, got, want)
+		}
+	}
+	_, err = e.s.SearchFamilies(e.ctx, "x", 0)
+	wantErr(t, "limit 0", err, store.ErrInvalid)
+	all, err := e.s.FamilyIDs(e.ctx, 100, 10)
+	if err != nil || !cmp.Equal(all, []int64{200, f.ID}) {
+		t.Errorf("FamilyIDs = %v, %v", all, err)
+	}
+	_, err = e.s.FamilyIDs(e.ctx, 0, 0)
+	wantErr(t, "FamilyIDs limit", err, store.ErrInvalid)
+}
+
+func testMembers(t *testing.T, e *env) {
+	e.family(t, 1)
+	e.family(t, 2)
+	m, err := e.s.GetMember(e.ctx, 1, 12)
+	if err != nil || m.Role != policy.RoleMember || m.Phone != "010-12" || m.FamilyID != 1 {
+		t.Fatalf("GetMember = %+v, %v", m, err)
+	}
+	_, err = e.s.GetMember(e.ctx, 2, 12) // another family's member
+	wantErr(t, "other family", err, store.ErrNotFound)
+	_, err = e.s.AddMember(e.ctx, store.NewMember{FamilyID: 1, Name: "dup", Phone: "010-12", Role: policy.RoleMember}, owner)
+	wantErr(t, "duplicate phone", err, store.ErrConflict)
+	_, err = e.s.AddMember(e.ctx, store.NewMember{FamilyID: 9, Name: "x", Role: policy.RoleMember}, owner)
+	wantErr(t, "unknown family", err, store.ErrNotFound)
+	for name, nm := range map[string]store.NewMember{
+		"role":        {FamilyID: 1, Name: "x", Role: "KING"},
+		"admin fam":   {FamilyID: 1, Name: "x", Role: policy.RoleAdmin},
+		"no family":   {Name: "x", Role: policy.RoleMember},
+		"no name":     {FamilyID: 1, Role: policy.RoleMember},
+		"long phone":  {FamilyID: 1, Name: "x", Role: policy.RoleMember, Phone: "0123456789012345678901234567890123"},
+		"long passwd": {FamilyID: 1, Name: "x", Role: policy.RoleMember, Password: string(make([]byte, 80))},
+	} {
+		_, err := e.s.AddMember(e.ctx, nm, owner)
+		wantErr(t, name, err, store.ErrInvalid)
+	}
+	adm, err := e.s.AddMember(e.ctx, store.NewMember{Name: "ops", Phone: "ops", Role: policy.RoleAdmin, Password: "secret"}, store.System)
+	if err != nil || adm.FamilyID != 0 {
+		t.Fatalf("add admin: %+v %v", adm, err)
+	}
+
+	// Login by id or phone; every failure looks the same.
+	for _, login := range []string{"11", "010-11"} {
+		if m, err := e.s.Authenticate(e.ctx, login, "pw"); err != nil || m.ID != 11 || m.Role != policy.RoleOwner {
+			t.Errorf("Authenticate(%s) = %+v, %v", login, m, err)
+		}
+	}
+	if m, err := e.s.Authenticate(e.ctx, "ops", "secret"); err != nil || m.ID != adm.ID {
+		t.Errorf("admin login = %+v, %v", m, err)
+	}
+	for _, c := range [][2]string{{"11", "wrong"}, {"404", "pw"}, {"nobody", "pw"}} {
+		_, err := e.s.Authenticate(e.ctx, c[0], c[1])
+		wantErr(t, "Authenticate "+c[0], err, store.ErrBadCredentials)
+	}
+	if err := e.s.SetPassword(e.ctx, 11, "new", owner); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.Authenticate(e.ctx, "11", "new"); err != nil {
+		t.Errorf("login with new password: %v", err)
+	}
+
+	// Roles: several owners; the last owner stays.
+	if m, err := e.s.SetRole(e.ctx, 1, 12, policy.RoleOwner, owner); err != nil || m.Role != policy.RoleOwner {
+		t.Fatalf("promote: %+v %v", m, err)
+	}
+	if _, err := e.s.SetRole(e.ctx, 1, 11, policy.RoleMember, owner); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.s.SetRole(e.ctx, 1, 12, policy.RoleMember, owner)
+	wantErr(t, "demote last owner", err, store.ErrConflict)
+	wantErr(t, "remove last owner", e.s.RemoveMember(e.ctx, 1, 12, owner), store.ErrConflict)
+	_, err = e.s.SetRole(e.ctx, 1, 12, policy.RoleAdmin, owner)
+	wantErr(t, "role ADMIN", err, store.ErrInvalid)
+	_, err = e.s.SetRole(e.ctx, 2, 12, policy.RoleOwner, owner)
+	wantErr(t, "SetRole other family", err, store.ErrNotFound)
+
+	// Soft delete: gone from lists and logins, phone reusable, history kept.
+	tok, _, err := e.s.IssueRefreshToken(e.ctx, 11, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.RemoveMember(e.ctx, 1, 11, owner); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "remove twice", e.s.RemoveMember(e.ctx, 1, 11, owner), store.ErrNotFound)
+	_, err = e.s.GetMember(e.ctx, 1, 11)
+	wantErr(t, "removed member", err, store.ErrNotFound)
+	_, err = e.s.Authenticate(e.ctx, "11", "new")
+	wantErr(t, "removed login", err, store.ErrBadCredentials)
+	_, _, err = e.s.RotateRefreshToken(e.ctx, tok, time.Hour)
+	wantErr(t, "removed member's token", err, store.ErrTokenReused)
+	if old, err := e.s.MemberByID(e.ctx, 11); err != nil || old.DeletedAt == nil || !old.DeletedAt.Equal(start) {
+		t.Errorf("MemberByID(removed) = %+v, %v", old, err)
+	}
+	if _, err := e.s.AddMember(e.ctx, store.NewMember{FamilyID: 1, Name: "new", Phone: "010-11", Role: policy.RoleMember}, owner); err != nil {
+		t.Errorf("reuse phone: %v", err)
+	}
+	ms, err := e.s.ListMembers(e.ctx, 1, false)
+	if err != nil || len(ms) != 2 {
+		t.Errorf("ListMembers = %v, %v", ms, err)
+	}
+	if all, _ := e.s.ListMembers(e.ctx, 1, true); len(all) != 3 {
+		t.Errorf("ListMembers(removed) = %d rows", len(all))
+	}
+	_, err = e.s.MemberByPhone(e.ctx, "010-404")
+	wantErr(t, "MemberByPhone", err, store.ErrNotFound)
+	hash, err := e.s.HashPassword("bulk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.AddMember(e.ctx, store.NewMember{FamilyID: 2, Name: "seeded", Phone: "p", Role: policy.RoleMember, PasswordHash: hash}, store.System); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.Authenticate(e.ctx, "p", "bulk"); err != nil {
+		t.Errorf("login with precomputed hash: %v", err)
+	}
+	if _, err := e.s.AddMember(e.ctx, store.NewMember{FamilyID: 2, Name: "nopw", Phone: "q", Role: policy.RoleMember}, store.System); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.s.Authenticate(e.ctx, "q", "")
+	wantErr(t, "password-less login", err, store.ErrBadCredentials)
+}
+
+func decodePolicy(t *testing.T, payload string) envelope.Envelope[envelope.PolicyUpdatedPayload] {
+	t.Helper()
+	ev, err := envelope.DecodeAs[envelope.PolicyUpdatedPayload]([]byte(payload))
+	if err != nil {
+		t.Fatalf("outbox payload: %v\n%s", err, payload)
+	}
+	return ev
+}
+
+func testUpdatePolicy(t *testing.T, e *env) {
+	e.family(t, 1)
+	e.family(t, 2)
+	p, err := e.s.GetPolicy(e.ctx, 1, 12)
+	if err != nil || p.Version != 0 || len(p.Rules) != 0 {
+		t.Fatalf("GetPolicy (none) = %+v, %v", p, err)
+	}
+	up, err := e.s.UpdatePolicy(e.ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12,
+		Set: map[string]string{"LIMIT:DATA:MONTHLY": "2147483648"}, By: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.Policy.Version != 1 || up.Policy.Rules["LIMIT:DATA:MONTHLY"] != "2147483648" || len(up.Previous) != 0 || up.OutboxID <= 0 {
+		t.Errorf("first update = %+v", up)
+	}
+	up2, err := e.s.UpdatePolicy(e.ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12, ExpectedVersion: 1,
+		Set: map[string]string{"LIMIT:DATA:MONTHLY": "524288000", "BLOCK:TIME:START": "2200", "BLOCK:TIME:END": "0700"}, By: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up2.Policy.Version != 2 || up2.OutboxID <= up.OutboxID {
+		t.Errorf("second update = %+v", up2)
+	}
+	// Stale version: rejected, nothing written.
+	audits, outbox := e.count(t, "audit_log"), e.count(t, "outbox")
+	_, err = e.s.UpdatePolicy(e.ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12, ExpectedVersion: 1, Remove: []string{"BLOCK:TIME:START"}, By: owner})
+	wantErr(t, "stale", err, store.ErrStaleVersion)
+	_, err = e.s.UpdatePolicy(e.ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12, Set: map[string]string{"LIMIT:DATA:DAILY": "-5"}, By: owner})
+	wantErr(t, "invalid", err, store.ErrInvalid)
+	wantErr(t, "invalid names the policy field", err, policy.ErrInvalid)
+	_, err = e.s.UpdatePolicy(e.ctx, store.PolicyChange{FamilyID: 2, CustomerID: 12, Set: map[string]string{"BLOCK:ACCESS": "1"}, By: owner})
+	wantErr(t, "other family", err, store.ErrNotFound)
+	if a, o := e.count(t, "audit_log"), e.count(t, "outbox"); a != audits || o != outbox {
+		t.Errorf("failed updates wrote rows: audit %d→%d outbox %d→%d", audits, a, outbox, o)
+	}
+	// Replace: last write wins.
+	up3, err := e.s.UpdatePolicy(e.ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12, Replace: map[string]string{"BLOCK:ACCESS": "1"},
+		Remove: []string{"BLOCK:TIME:START"}, By: store.Actor{ID: 13, Role: policy.RoleOwner}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := store.Policy{FamilyID: 1, CustomerID: 12, Rules: map[string]string{"BLOCK:ACCESS": "1"}, Version: 3, UpdatedBy: 13, UpdatedAt: start}
+	got, err := e.s.GetPolicy(e.ctx, 1, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("GetPolicy (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want, up3.Policy); diff != "" {
+		t.Errorf("UpdatePolicy result (-want +got):\n%s", diff)
+	}
+
+	// The outbox holds one POLICY_UPDATED per change, in order.
+	rows, err := e.db.QueryContext(e.ctx, `SELECT aggregate_key, topic, event_id, event_type, payload FROM outbox ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var versions []int64
+	var evs []envelope.Envelope[envelope.PolicyUpdatedPayload]
+	for rows.Next() {
+		var key, topic, id, typ, payload string
+		if err := rows.Scan(&key, &topic, &id, &typ, &payload); err != nil {
+			t.Fatal(err)
+		}
+		ev := decodePolicy(t, payload)
+		if key != "1" || topic != envelope.TopicPolicyUpdated || typ != string(envelope.TypePolicyUpdated) || ev.EventID != id {
+			t.Errorf("outbox row %s %s %s %s", key, topic, id, typ)
+		}
+		versions = append(versions, ev.Payload.Version)
+		evs = append(evs, ev)
+	}
+	if !cmp.Equal(versions, []int64{1, 2, 3}) {
+		t.Errorf("outbox versions = %v", versions)
+	}
+	p1 := evs[0].Payload
+	if p1.PolicyKey != "LIMIT:DATA:MONTHLY" || p1.OldValue != nil || p1.NewValue == nil || *p1.NewValue != "2147483648" || p1.ChangedBy != 1 || p1.TargetCustomerID != 12 {
+		t.Errorf("first event payload = %+v", p1)
+	}
+	if evs[1].Payload.PolicyKey != "" || len(evs[1].Payload.Constraints) != 3 {
+		t.Errorf("multi-key event payload = %+v", evs[1].Payload)
+	}
+	if evs[2].EventID != up3.EventID {
+		t.Errorf("event id %s, update says %s", evs[2].EventID, up3.EventID)
+	}
+	// The audit row carries before and after.
+	as, err := e.s.AuditLog(e.ctx, store.AuditFilter{FamilyID: 1, Action: "policy.update", Limit: 1})
+	if err != nil || len(as) != 1 {
+		t.Fatalf("AuditLog = %v, %v", as, err)
+	}
+	var before, after struct {
+		Version int64
+		Rules   map[string]string
+	}
+	if err := json.Unmarshal(as[0].Before, &before); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(as[0].After, &after); err != nil {
+		t.Fatal(err)
+	}
+	if before.Version != 2 || after.Version != 3 || after.Rules["BLOCK:ACCESS"] != "1" || as[0].Actor.ID != 13 || as[0].Target != "member:12" {
+		t.Errorf("audit = %+v before %+v after %+v", as[0], before, after)
+	}
+	ps, err := e.s.Policies(e.ctx, 1)
+	if err != nil || len(ps) != 2 || ps[1].Version != 3 || ps[0].Version != 0 {
+		t.Errorf("Policies = %+v, %v", ps, err)
+	}
+}
+
+func testTemplates(t *testing.T, e *env) {
+	e.family(t, 1)
+	night := policy.Template{Name: "Night", Type: "TIME", Description: "22-07", RequireRole: policy.RoleMember,
+		DefaultRules: map[string]string{"BLOCK:TIME:START": "2200", "BLOCK:TIME:END": "0700"}, Active: true}
+	tpl, err := e.s.CreateTemplate(e.ctx, night, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.s.CreateTemplate(e.ctx, night, admin)
+	wantErr(t, "duplicate name", err, store.ErrConflict)
+	_, err = e.s.CreateTemplate(e.ctx, policy.Template{Name: "bad", Type: "X", RequireRole: "KING"}, admin)
+	wantErr(t, "invalid template", err, store.ErrInvalid)
+	ownerOnly, err := e.s.CreateTemplate(e.ctx, policy.Template{Name: "Owners", Type: "LIMIT", RequireRole: policy.RoleOwner,
+		DefaultRules: map[string]string{"THROTTLE:SPEED": "1000"}, Active: true}, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	up, err := e.s.ApplyTemplate(e.ctx, 1, 12, tpl.ID, 0, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.Policy.TemplateID != tpl.ID || up.Policy.Version != 1 || !cmp.Equal(up.Policy.Rules, night.DefaultRules) {
+		t.Errorf("ApplyTemplate = %+v", up.Policy)
+	}
+	_, err = e.s.ApplyTemplate(e.ctx, 1, 12, ownerOnly.ID, 0, owner)
+	wantErr(t, "owner-only on member", err, policy.ErrRoleNotAllowed)
+	wantErr(t, "owner-only on member", err, store.ErrConflict)
+	if _, err := e.s.ApplyTemplate(e.ctx, 1, 11, ownerOnly.ID, 0, owner); err != nil {
+		t.Errorf("owner-only on owner: %v", err)
+	}
+	_, err = e.s.ApplyTemplate(e.ctx, 1, 12, 404, 0, owner)
+	wantErr(t, "unknown template", err, store.ErrNotFound)
+	_, err = e.s.ApplyTemplate(e.ctx, 1, 12, 0, 0, owner)
+	wantErr(t, "template 0", err, store.ErrInvalid)
+
+	// Editing the template does not touch the assignment; inactive ones cannot be applied.
+	edit := tpl.Template
+	edit.DefaultRules = map[string]string{"BLOCK:ACCESS": "1"}
+	edit.Active = false
+	upd, err := e.s.UpdateTemplate(e.ctx, edit, admin)
+	if err != nil || upd.Active || upd.DefaultRules["BLOCK:ACCESS"] != "1" {
+		t.Fatalf("UpdateTemplate = %+v, %v", upd, err)
+	}
+	if p, _ := e.s.GetPolicy(e.ctx, 1, 12); !cmp.Equal(p.Rules, night.DefaultRules) {
+		t.Errorf("assignment changed with the template: %v", p.Rules)
+	}
+	_, err = e.s.ApplyTemplate(e.ctx, 1, 12, tpl.ID, 0, owner)
+	wantErr(t, "inactive", err, policy.ErrTemplateInactive)
+	if all, err := e.s.ListTemplates(e.ctx, false); err != nil || len(all) != 2 {
+		t.Errorf("ListTemplates = %v, %v", all, err)
+	}
+	if act, err := e.s.ListTemplates(e.ctx, true); err != nil || len(act) != 1 || act[0].ID != ownerOnly.ID {
+		t.Errorf("ListTemplates(active) = %v, %v", act, err)
+	}
+	edit.ID = 404
+	_, err = e.s.UpdateTemplate(e.ctx, edit, admin)
+	wantErr(t, "update unknown", err, store.ErrNotFound)
+	if err := e.s.DeleteTemplate(e.ctx, tpl.ID, admin); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "delete twice", e.s.DeleteTemplate(e.ctx, tpl.ID, admin), store.ErrNotFound)
+	_, err = e.s.GetTemplate(e.ctx, tpl.ID)
+	wantErr(t, "deleted", err, store.ErrNotFound)
+	if p, _ := e.s.GetPolicy(e.ctx, 1, 12); p.TemplateID != 0 || !cmp.Equal(p.Rules, night.DefaultRules) {
+		t.Errorf("after delete: %+v", p)
+	}
+	if as, _ := e.s.AuditLog(e.ctx, store.AuditFilter{Target: fmt.Sprint("template:", tpl.ID)}); len(as) != 3 {
+		t.Errorf("template audit rows = %d, want 3", len(as))
+	}
+}
+
+func testPoolAndAudit(t *testing.T, e *env) {
+	e.family(t, 1)
+	f, err := e.s.SetPlan(e.ctx, 1, 20<<20, owner)
+	if err != nil || f.PlanBytes != 20<<20 {
+		t.Fatalf("SetPlan = %+v, %v", f, err)
+	}
+	_, err = e.s.SetPlan(e.ctx, 1, -1, owner)
+	wantErr(t, "negative plan", err, store.ErrInvalid)
+	_, err = e.s.SetPlan(e.ctx, 404, 1, owner)
+	wantErr(t, "unknown family", err, store.ErrNotFound)
+	if f, err := e.s.SetThresholds(e.ctx, 1, policy.Thresholds{20, 80}, owner); err != nil || !cmp.Equal(f.Thresholds, policy.Thresholds{80, 20}) {
+		t.Errorf("SetThresholds = %+v, %v", f, err)
+	}
+	if f, err := e.s.SetThresholds(e.ctx, 1, policy.Thresholds{}, owner); err != nil || f.Thresholds == nil || len(f.Thresholds) != 0 {
+		t.Errorf("SetThresholds(off) = %#v, %v", f.Thresholds, err)
+	}
+	if f, err := e.s.SetThresholds(e.ctx, 1, nil, owner); err != nil || f.Thresholds != nil {
+		t.Errorf("SetThresholds(default) = %#v, %v", f.Thresholds, err)
+	}
+	tu, err := e.s.AddTopUp(e.ctx, 1, 1<<20, owner)
+	if err != nil || tu.Month != "202602" || tu.ID <= 0 {
+		t.Fatalf("AddTopUp = %+v, %v", tu, err)
+	}
+	_, err = e.s.AddTopUp(e.ctx, 1, 0, owner)
+	wantErr(t, "zero top-up", err, store.ErrInvalid)
+	_, err = e.s.AddTopUp(e.ctx, 404, 1, owner)
+	wantErr(t, "top-up unknown family", err, store.ErrNotFound)
+	e.clk.Add(30 * 24 * time.Hour)
+	if _, err := e.s.AddTopUp(e.ctx, 1, 5, admin); err != nil {
+		t.Fatal(err)
+	}
+	tus, err := e.s.TopUps(e.ctx, 1, "202602")
+	if diff := cmp.Diff([]store.TopUp{tu}, tus); err != nil || diff != "" {
+		t.Errorf("TopUps (-want +got) %v:\n%s", err, diff)
+	}
+
+	all, err := e.s.AuditLog(e.ctx, store.AuditFilter{FamilyID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, a := range all {
+		actions = append(actions, a.Action)
+	}
+	wantActions := []string{"family.topup", "family.topup", "family.thresholds", "family.thresholds", "family.thresholds", "family.plan", "member.add", "member.add", "family.create"}
+	if diff := cmp.Diff(wantActions, actions); diff != "" {
+		t.Errorf("audit actions (-want +got):\n%s", diff)
+	}
+	for name, tc := range map[string]struct {
+		f    store.AuditFilter
+		want int
+	}{
+		"actor":    {store.AuditFilter{ActorID: admin.ID}, 1},
+		"since":    {store.AuditFilter{Since: start.Add(time.Hour)}, 1},
+		"until":    {store.AuditFilter{Until: start.Add(time.Hour)}, 8},
+		"page":     {store.AuditFilter{FamilyID: 1, BeforeID: all[1].ID, Limit: 2}, 2},
+		"other":    {store.AuditFilter{FamilyID: 2}, 0},
+		"combined": {store.AuditFilter{FamilyID: 1, Action: "family.plan", ActorID: owner.ID}, 1},
+	} {
+		got, err := e.s.AuditLog(e.ctx, tc.f)
+		if err != nil || len(got) != tc.want {
+			t.Errorf("%s: %d rows, %v; want %d", name, len(got), err, tc.want)
+		}
+	}
+	_, err = e.s.AuditLog(e.ctx, store.AuditFilter{Limit: 5000})
+	wantErr(t, "limit", err, store.ErrInvalid)
+	if all[0].Actor != admin || all[0].Target != "family:1" || all[0].Before != nil || all[0].After == nil {
+		t.Errorf("top-up audit = %+v", all[0])
+	}
+}
+
+func testUsage(t *testing.T, e *env) {
+	w, err := writebehind.NewUsageWriter(e.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := func(id string, cid int64, app string, n int64, result string, at time.Time) writebehind.UsageRecord {
+		return writebehind.UsageRecord{EventID: id, FamilyID: cid / 10, CustomerID: cid, AppID: app, BytesUsed: n, ProcessResult: result, EventTime: at}
+	}
+	batch := []writebehind.UsageRecord{
+		rec("a", 11, "yt", 100, "ALLOWED", start),
+		rec("b", 11, "yt", 50, "ALLOWED", start.Add(30*time.Minute)),
+		rec("c", 12, "game", 70, "ALLOWED", start.Add(90*time.Minute)),
+		rec("d", 12, "game", 500, "BLOCKED_TIME", start.Add(91*time.Minute)),
+		rec("e", 21, "yt", 999, "ALLOWED", start),                 // another family
+		rec("f", 11, "yt", 7, "ALLOWED", start.AddDate(0, -1, 0)), // last month
+	}
+	if err := w.Write(e.ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(e.ctx, batch[:3]); err != nil { // replays are ignored
+		t.Fatal(err)
+	}
+	from, to := e.s.MonthRange(start)
+	if !from.Equal(time.Date(2026, 2, 1, 0, 0, 0, 0, seoul)) || !to.Equal(time.Date(2026, 3, 1, 0, 0, 0, 0, seoul)) {
+		t.Errorf("MonthRange = %v %v", from, to)
+	}
+	r, err := e.s.Usage(e.ctx, store.UsageQuery{FamilyID: 1, From: from, To: to})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := func(hh int) time.Time { return time.Date(2026, 2, 10, hh, 0, 0, 0, seoul) }
+	want := store.UsageReport{
+		Query: store.UsageQuery{FamilyID: 1, From: from, To: to}, AllowedBytes: 220, Events: 4, Blocked: 1,
+		ByMember: []store.MemberUsage{{CustomerID: 11, AllowedBytes: 150, Events: 2}, {CustomerID: 12, AllowedBytes: 70, Events: 2, Blocked: 1}},
+		ByApp:    []store.AppUsage{{AppID: "yt", AllowedBytes: 150, Events: 2}, {AppID: "game", AllowedBytes: 70, Events: 2}},
+		ByHour:   []store.HourUsage{{Hour: h(12), AllowedBytes: 150, Events: 2}, {Hour: h(13), AllowedBytes: 70, Events: 2}},
+	}
+	if diff := cmp.Diff(want, r); diff != "" {
+		t.Errorf("family usage (-want +got):\n%s", diff)
+	}
+	m, err := e.s.Usage(e.ctx, store.UsageQuery{FamilyID: 1, CustomerID: 12, From: from, To: to})
+	if err != nil || m.AllowedBytes != 70 || len(m.ByMember) != 1 {
+		t.Errorf("member usage = %+v, %v", m, err)
+	}
+	if x, err := e.s.Usage(e.ctx, store.UsageQuery{FamilyID: 2, CustomerID: 11, From: from, To: to}); err != nil || x.Events != 0 {
+		t.Errorf("member of another family = %+v, %v", x, err)
+	}
+	for name, q := range map[string]store.UsageQuery{
+		"family": {From: from, To: to},
+		"period": {FamilyID: 1, From: to, To: from},
+		"long":   {FamilyID: 1, From: from, To: from.AddDate(2, 0, 0)},
+	} {
+		_, err := e.s.Usage(e.ctx, q)
+		wantErr(t, name, err, store.ErrInvalid)
+	}
+}
+
+func testRefreshTokens(t *testing.T, e *env) {
+	e.family(t, 1)
+	t1, rt, err := e.s.IssueRefreshToken(e.ctx, 11, time.Hour)
+	if err != nil || rt.CustomerID != 11 || len(rt.RotationID) != 32 || !rt.ExpiresAt.Equal(start.Add(time.Hour)) {
+		t.Fatalf("Issue = %+v, %v", rt, err)
+	}
+	_, _, err = e.s.IssueRefreshToken(e.ctx, 404, time.Hour)
+	wantErr(t, "unknown member", err, store.ErrNotFound)
+	_, _, err = e.s.IssueRefreshToken(e.ctx, 11, 0)
+	wantErr(t, "ttl", err, store.ErrInvalid)
+	var stored string
+	if err := e.db.QueryRowContext(e.ctx, `SELECT token_hash FROM refresh_token WHERE id = ?`, rt.ID).Scan(&stored); err != nil || stored == t1 {
+		t.Errorf("token stored in clear: %v", err)
+	}
+
+	t2, rt2, err := e.s.RotateRefreshToken(e.ctx, t1, time.Hour)
+	if err != nil || t2 == t1 || rt2.RotationID != rt.RotationID || rt2.CustomerID != 11 {
+		t.Fatalf("Rotate = %+v, %v", rt2, err)
+	}
+	t3, _, err := e.s.RotateRefreshToken(e.ctx, t2, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another login is a separate rotation family.
+	other, _, err := e.s.IssueRefreshToken(e.ctx, 11, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Reusing t1 (stolen) revokes the whole family, including the current t3.
+	_, _, err = e.s.RotateRefreshToken(e.ctx, t1, time.Hour)
+	wantErr(t, "reuse", err, store.ErrTokenReused)
+	_, _, err = e.s.RotateRefreshToken(e.ctx, t3, time.Hour)
+	wantErr(t, "current token after reuse", err, store.ErrTokenReused)
+	_, _, err = e.s.RotateRefreshToken(e.ctx, "nope", time.Hour)
+	wantErr(t, "unknown", err, store.ErrNotFound)
+	_, _, err = e.s.RotateRefreshToken(e.ctx, "nope", 0)
+	wantErr(t, "rotate ttl", err, store.ErrInvalid)
+
+	// The other session is untouched, until it expires.
+	e.clk.Add(30 * time.Minute)
+	other2, _, err := e.s.RotateRefreshToken(e.ctx, other, time.Minute)
+	if err != nil {
+		t.Fatalf("other session: %v", err)
+	}
+	e.clk.Add(time.Minute)
+	_, _, err = e.s.RotateRefreshToken(e.ctx, other2, time.Hour)
+	wantErr(t, "expired", err, store.ErrTokenExpired)
+
+	// Logout revokes a family; RevokeMemberTokens all of them.
+	t4, _, _ := e.s.IssueRefreshToken(e.ctx, 12, time.Hour)
+	if err := e.s.RevokeRefreshToken(e.ctx, t4); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = e.s.RotateRefreshToken(e.ctx, t4, time.Hour)
+	wantErr(t, "revoked", err, store.ErrTokenReused)
+	wantErr(t, "revoke unknown", e.s.RevokeRefreshToken(e.ctx, "nope"), store.ErrNotFound)
+	t5, _, _ := e.s.IssueRefreshToken(e.ctx, 12, time.Hour)
+	if err := e.s.RevokeMemberTokens(e.ctx, 12); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = e.s.RotateRefreshToken(e.ctx, t5, time.Hour)
+	wantErr(t, "member tokens revoked", err, store.ErrTokenReused)
+	n, err := e.s.PruneRefreshTokens(e.ctx, e.clk.Now().Add(45*time.Minute))
+	if err != nil || n != 5 { // the first login's 3 tokens and the other session's 2
+		t.Errorf("Prune = %d, %v", n, err)
+	}
+}

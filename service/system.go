@@ -1,0 +1,317 @@
+package service
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/simulate"
+	"github.com/dabom/dpcs/writebehind"
+)
+
+// SystemConfig configures the all-in-one: infrastructure from Config (what is
+// not given is embedded), plus the demo and the listeners.
+type SystemConfig struct {
+	Config
+	// DataDir (DPCS_DATA_DIR, default dpcs-data) holds the embedded Kafka log
+	// and the SQLite file, so a restart keeps the data.
+	DataDir string
+	// KafkaPort (DPCS_EMBEDDED_KAFKA_PORT, default 9092; 0 picks a free port)
+	// is where the embedded Kafka listens on 127.0.0.1.
+	KafkaPort int
+	// HTTPAddr (DPCS_HTTP_ADDR, default 127.0.0.1:8080) serves health,
+	// readiness and metrics; SimulatorAddr (DPCS_SIMULATOR_ADDR, default
+	// 127.0.0.1:8081) the simulator's control API.
+	HTTPAddr      string
+	SimulatorAddr string
+	// DemoFamilies (DPCS_DEMO_FAMILIES, default 2000) families are provisioned
+	// and driven by the simulator at SimulatorRate (DPCS_SIMULATOR_RATE,
+	// default 100 events/s; 0 leaves it stopped).
+	DemoFamilies  int
+	SimulatorRate float64
+}
+
+// LoadSystemConfig reads SystemConfig through getenv; errors name the variable.
+func LoadSystemConfig(getenv func(string) string) (SystemConfig, error) {
+	base, err := LoadConfig(getenv)
+	c := SystemConfig{Config: base, DataDir: "dpcs-data", KafkaPort: 9092, HTTPAddr: "127.0.0.1:8080",
+		SimulatorAddr: "127.0.0.1:8081", DemoFamilies: 2000, SimulatorRate: 100}
+	errs := []error{err}
+	str := func(name string, dst *string) {
+		if v := getenv(name); v != "" {
+			*dst = v
+		}
+	}
+	str("DPCS_DATA_DIR", &c.DataDir)
+	str("DPCS_HTTP_ADDR", &c.HTTPAddr)
+	str("DPCS_SIMULATOR_ADDR", &c.SimulatorAddr)
+	num := func(name string, dst *int, lo, hi int) {
+		if v := getenv(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < lo || n > hi {
+				errs = append(errs, fmt.Errorf("%s: want a whole number from %d to %d, got %q", name, lo, hi, v))
+				return
+			}
+			*dst = n
+		}
+	}
+	num("DPCS_EMBEDDED_KAFKA_PORT", &c.KafkaPort, 0, 65535)
+	num("DPCS_DEMO_FAMILIES", &c.DemoFamilies, 0, 250_000)
+	if v := getenv("DPCS_SIMULATOR_RATE"); v != "" {
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || r < 0 || r > 1e6 {
+			errs = append(errs, fmt.Errorf("DPCS_SIMULATOR_RATE: want events/s from 0 to 1000000, got %q", v))
+		}
+		c.SimulatorRate = r
+	}
+	if getenv("DPCS_SQLITE_PATH") == "" {
+		c.SQLitePath = filepath.Join(c.DataDir, "dpcs.db")
+	}
+	return c, errors.Join(errs...)
+}
+
+// DemoFamilyID is the seed's "Last 10 MB" family the all-in-one provisions:
+// two parents and two children sharing a 10 MB pool.
+const DemoFamilyID = 100
+
+// demoFirstFamily is the first family id of the simulated population, clear
+// of the demo family and its customer ids (family × 10 + index).
+const demoFirstFamily = 1000
+
+// System is the whole DPCS in one process: Kafka, Redis and SQL (real or
+// embedded), the processor deployable, the simulator and the HTTP endpoints.
+// End-to-end tests start it too.
+type System struct {
+	Brokers       []string
+	HTTPAddr      string
+	SimulatorAddr string
+	Engine        *quota.Engine
+	DB            *sql.DB
+	Metrics       *Metrics
+	Simulator     *simulate.Simulator
+
+	log       *slog.Logger
+	kafka     *kfake.Cluster
+	redisSrv  *miniredis.Miniredis
+	rdb       redis.UniversalClient
+	workers   *Workers
+	producer  *kgo.Client
+	publisher *simulate.Publisher
+	servers   []*http.Server
+	cancel    context.CancelFunc
+	done      chan error
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// StartSystem starts everything and returns once it runs. Close stops it.
+func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (s *System, err error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s = &System{log: log, Metrics: NewMetrics(), done: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			s.Close(context.Background())
+		}
+	}()
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	if s.Brokers = cfg.KafkaBrokers; len(s.Brokers) == 0 {
+		s.kafka, err = kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(cfg.KafkaPort),
+			kfake.DataDir(filepath.Join(cfg.DataDir, "kafka")), kfake.SeedTopics(DefaultPartitions, Topics()...))
+		if err != nil {
+			return nil, fmt.Errorf("embedded kafka: %w", err)
+		}
+		s.Brokers = s.kafka.ListenAddrs()
+	}
+	if cfg.RedisAddr == "" && len(cfg.RedisCluster) == 0 {
+		if s.redisSrv, err = miniredis.Run(); err != nil {
+			return nil, fmt.Errorf("embedded redis: %w", err)
+		}
+		cfg.RedisAddr = s.redisSrv.Addr()
+	}
+	if s.rdb, err = cfg.Redis(); err != nil {
+		return nil, err
+	}
+	if s.Engine, err = quota.New(s.rdb, quota.WithLocation(cfg.Zone), quota.WithDedupeTTL(cfg.DedupeWindow)); err != nil {
+		return nil, err
+	}
+	if err := s.Engine.Load(ctx); err != nil {
+		return nil, err
+	}
+	if s.DB, err = cfg.SQL(ctx); err != nil {
+		return nil, err
+	}
+	if err := writebehind.MigrateUsage(ctx, s.DB); err != nil {
+		return nil, err
+	}
+	kopts := []kgo.Opt{kgo.SeedBrokers(s.Brokers...)}
+	if s.producer, err = kgo.NewClient(append(simulate.ProducerOptions(kgo.LeaderAck()), kopts...)...); err != nil {
+		return nil, err
+	}
+	if err := EnsureTopics(ctx, s.producer, DefaultPartitions, Topics()...); err != nil {
+		return nil, err
+	}
+	pop, err := simulate.NewPopulation(1, simulate.WithFamilies(max(cfg.DemoFamilies, 1)), simulate.WithFirstFamilyID(demoFirstFamily))
+	if err != nil {
+		return nil, err
+	}
+	if err := s.provision(ctx, pop, cfg.DemoFamilies); err != nil {
+		return nil, err
+	}
+	hooks := s.Metrics.ProcessorHooks()
+	s.workers, err = NewWorkers(s.Engine, s.DB, kopts, WorkersConfig{Logger: log,
+		Processor: []ProcessorOption{WithProcessorLocation(cfg.Zone), WithMaxEventAge(cfg.DedupeWindow - time.Hour), WithProcessorHooks(hooks)}})
+	if err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go func() { s.done <- s.workers.Run(runCtx) }()
+
+	if s.publisher, err = simulate.NewPublisher(s.producer, simulate.WithPublisherLogger(log)); err != nil {
+		return nil, err
+	}
+	gen, err := simulate.NewGenerator(pop, simulate.WithLocation(cfg.Zone))
+	if err != nil {
+		return nil, err
+	}
+	if s.Simulator, err = simulate.New(gen, s.publisher, simulate.WithRate(cfg.SimulatorRate), simulate.WithLogger(log)); err != nil {
+		return nil, err
+	}
+	if cfg.SimulatorRate > 0 && cfg.DemoFamilies > 0 {
+		if err := s.Simulator.Start(); err != nil {
+			return nil, err
+		}
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", s.ready)
+	mux.Handle("GET /metrics", s.Metrics)
+	if s.HTTPAddr, err = s.serve(cfg.HTTPAddr, mux); err != nil {
+		return nil, fmt.Errorf("DPCS_HTTP_ADDR: %w", err)
+	}
+	if cfg.SimulatorAddr != "" {
+		if s.SimulatorAddr, err = s.serve(cfg.SimulatorAddr, simulate.NewHandler(s.Simulator)); err != nil {
+			return nil, fmt.Errorf("DPCS_SIMULATOR_ADDR: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// provision gives the demo family and the simulated population their pools
+// and members (idempotent: plans are set, members added).
+func (s *System) provision(ctx context.Context, pop *simulate.Population, families int) error {
+	if _, err := s.Engine.SetPlan(ctx, DemoFamilyID, 10<<20); err != nil {
+		return err
+	}
+	for i := range 4 {
+		if err := s.Engine.AddMember(ctx, DemoFamilyID, simulate.CustomerID(DemoFamilyID, i)); err != nil {
+			return err
+		}
+	}
+	if families == 0 {
+		return nil
+	}
+	for f := range pop.Families() {
+		if _, err := s.Engine.SetPlan(ctx, f.ID, f.PlanBytes); err != nil {
+			return err
+		}
+		for _, m := range f.Members {
+			if err := s.Engine.AddMember(ctx, f.ID, m.CustomerID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *System) serve(addr string, h http.Handler) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	s.servers = append(s.servers, srv)
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http server", "addr", addr, "err", err)
+		}
+	}()
+	return ln.Addr().String(), nil
+}
+
+func (s *System) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		http.Error(w, "redis: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	if err := s.DB.PingContext(ctx); err != nil {
+		http.Error(w, "sql: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	w.Write([]byte("ready\n"))
+}
+
+// Close stops the simulator (flushing what it sent), the HTTP servers, the
+// workers (the write-behind drains) and the embedded infrastructure.
+// Close is idempotent.
+func (s *System) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() { s.closeErr = s.close(ctx) })
+	return s.closeErr
+}
+
+func (s *System) close(ctx context.Context) error {
+	var errs []error
+	if s.Simulator != nil {
+		errs = append(errs, s.Simulator.Stop(ctx))
+	}
+	if s.publisher != nil {
+		errs = append(errs, s.publisher.Close(ctx))
+	}
+	for _, srv := range s.servers {
+		errs = append(errs, srv.Shutdown(ctx))
+	}
+	if s.cancel != nil {
+		s.cancel()
+		errs = append(errs, <-s.done)
+	}
+	if s.workers != nil {
+		errs = append(errs, s.workers.Close(ctx))
+	}
+	if s.producer != nil {
+		s.producer.Close()
+	}
+	if s.DB != nil {
+		errs = append(errs, s.DB.Close())
+	}
+	if s.rdb != nil {
+		errs = append(errs, s.rdb.Close())
+	}
+	if s.redisSrv != nil {
+		s.redisSrv.Close()
+	}
+	if s.kafka != nil {
+		s.kafka.Close()
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,101 @@
+package service
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dabom/dpcs/policy"
+)
+
+func testSystemConfig(t *testing.T) SystemConfig {
+	t.Helper()
+	cfg, err := LoadSystemConfig(env(map[string]string{
+		"DPCS_DATA_DIR": t.TempDir(), "DPCS_EMBEDDED_KAFKA_PORT": "0", "DPCS_HTTP_ADDR": "127.0.0.1:0",
+		"DPCS_SIMULATOR_ADDR": "127.0.0.1:0", "DPCS_DEMO_FAMILIES": "50", "DPCS_SIMULATOR_RATE": "400",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+// The all-in-one starts on a fresh data dir with nothing installed, judges
+// simulated traffic end to end, and its SQL history equals Redis afterwards.
+func TestSystemEndToEnd(t *testing.T) {
+	ctx := context.Background()
+	s, err := StartSystem(ctx, testSystemConfig(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if s.Metrics.Decisions()[policy.Allowed] >= 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("decisions so far: %v", s.Metrics.Decisions())
+		}
+	}
+	if got := get(t, "http://"+s.HTTPAddr+"/healthz"); got != "ok\n" {
+		t.Errorf("healthz %q", got)
+	}
+	if got := get(t, "http://"+s.HTTPAddr+"/readyz"); got != "ready\n" {
+		t.Errorf("readyz %q", got)
+	}
+	if m := get(t, "http://"+s.HTTPAddr+"/metrics"); !strings.Contains(m, `dpcs_decisions_total{decision="ALLOWED"}`) {
+		t.Errorf("metrics:\n%s", m)
+	}
+	if r := get(t, "http://"+s.SimulatorAddr+"/simulator/rate"); !strings.Contains(r, `"rate":400`) {
+		t.Errorf("simulator rate: %s", r)
+	}
+	if err := s.Simulator.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	families := []int64{DemoFamilyID}
+	for f := int64(demoFirstFamily); f < demoFirstFamily+50; f++ {
+		families = append(families, f)
+	}
+	var last error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if last = CheckInvariants(ctx, s.Engine, s.DB, families); last == nil {
+			break
+		}
+	}
+	if last != nil {
+		t.Fatalf("invariants after the run:\n%v", last)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadSystemConfig(t *testing.T) {
+	_, err := LoadSystemConfig(env(map[string]string{"DPCS_DEMO_FAMILIES": "-1", "DPCS_SIMULATOR_RATE": "fast", "DPCS_EMBEDDED_KAFKA_PORT": "99999"}))
+	for _, v := range []string{"DPCS_DEMO_FAMILIES", "DPCS_SIMULATOR_RATE", "DPCS_EMBEDDED_KAFKA_PORT"} {
+		if err == nil || !strings.Contains(err.Error(), v) {
+			t.Errorf("error %v does not name %s", err, v)
+		}
+	}
+	c, err := LoadSystemConfig(env(map[string]string{"DPCS_DATA_DIR": "/tmp/x"}))
+	if err != nil || c.SQLitePath != "/tmp/x/dpcs.db" || c.HTTPAddr != "127.0.0.1:8080" {
+		t.Errorf("%+v %v", c, err)
+	}
+}
