@@ -203,3 +203,63 @@ func Statements(script string) []string {
 	}
 	return out
 }
+
+// ForUpdate returns the row-locking suffix of a SELECT inside a transaction:
+// " FOR UPDATE" on MySQL, "" on SQLite, whose single writer already
+// serialises transactions.
+func (d Dialect) ForUpdate() string {
+	if d == SQLite {
+		return ""
+	}
+	return " FOR UPDATE"
+}
+
+// IsDuplicate reports whether err is a unique or primary key violation
+// (MySQL 1062, SQLite SQLITE_CONSTRAINT_UNIQUE / _PRIMARYKEY).
+func IsDuplicate(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1062
+	}
+	var se interface{ Code() int }
+	if errors.As(err, &se) {
+		c := se.Code()
+		return c == 2067 || c == 1555 // SQLITE_CONSTRAINT_UNIQUE, SQLITE_CONSTRAINT_PRIMARYKEY
+	}
+	return false
+}
+
+// NullTime scans a DATETIME(3) column of either dialect: a time.Time
+// (MySQL with parseTime=true), or text in SQLiteTimeLayout or MySQL's
+// "2006-01-02 15:04:05[.fff]" form (MySQL without parseTime, SQLite), read
+// as UTC. NULL leaves Valid false.
+type NullTime struct {
+	Time  time.Time
+	Valid bool
+}
+
+// Scan implements sql.Scanner.
+func (n *NullTime) Scan(v any) error {
+	n.Time, n.Valid = time.Time{}, false
+	var s string
+	switch x := v.(type) {
+	case nil:
+		return nil
+	case time.Time:
+		n.Time, n.Valid = x.UTC(), true
+		return nil
+	case string:
+		s = x
+	case []byte:
+		s = string(x)
+	default:
+		return fmt.Errorf("sqldialect: cannot scan %T into a time", v)
+	}
+	for _, layout := range []string{"2006-01-02 15:04:05.999999999", time.RFC3339Nano, "2006-01-02T15:04:05.999999999"} {
+		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			n.Time, n.Valid = t.UTC(), true
+			return nil
+		}
+	}
+	return fmt.Errorf("sqldialect: cannot parse time %q", s)
+}

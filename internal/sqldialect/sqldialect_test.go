@@ -86,3 +86,41 @@ func TestStatements(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+func TestForUpdateAndDuplicate(t *testing.T) {
+	if MySQL.ForUpdate() != " FOR UPDATE" || SQLite.ForUpdate() != "" {
+		t.Error("ForUpdate")
+	}
+	for err, want := range map[error]bool{
+		&mysql.MySQLError{Number: 1062}:                      true,
+		fmt.Errorf("x: %w", &mysql.MySQLError{Number: 1406}): false,
+		codeErr(2067):                    true,
+		codeErr(1555):                    true,
+		codeErr(19):                      false,
+		errors.New("duplicate-ish text"): false,
+	} {
+		if got := IsDuplicate(err); got != want {
+			t.Errorf("IsDuplicate(%v) = %v", err, got)
+		}
+	}
+}
+
+func TestNullTime(t *testing.T) {
+	want := time.Date(2026, 2, 6, 14, 30, 0, 5e6, time.UTC)
+	for _, v := range []any{want.In(time.FixedZone("KST", 9*3600)), "2026-02-06 14:30:00.005", []byte("2026-02-06 14:30:00.005"), "2026-02-06T14:30:00.005Z"} {
+		var n NullTime
+		if err := n.Scan(v); err != nil || !n.Valid || !n.Time.Equal(want) || n.Time.Location() != time.UTC {
+			t.Errorf("Scan(%v) = %v, %v", v, n, err)
+		}
+	}
+	var n NullTime
+	if err := n.Scan(nil); err != nil || n.Valid {
+		t.Errorf("Scan(nil) = %v, %v", n, err)
+	}
+	if err := n.Scan(42); err == nil {
+		t.Error("Scan(int) accepted")
+	}
+	if err := n.Scan("yesterday"); err == nil {
+		t.Error("Scan(yesterday) accepted")
+	}
+}

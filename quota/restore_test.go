@@ -1,0 +1,129 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/dabom/dpcs/policy"
+)
+
+func TestRestoreAfterFlush(t *testing.T) {
+	ctx := context.Background()
+	rdb := newMiniredis(t)
+	seoul, _ := policy.LoadZone(policy.DefaultZone)
+	now := time.Date(2026, 2, 10, 12, 0, 0, 0, seoul)
+	e, err := New(rdb, WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const fid = 7
+	if _, err := e.SetPlan(ctx, fid, 100); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.TopUp(ctx, fid, 20); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []int64{1, 2} {
+		if err := e.AddMember(ctx, fid, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	limits := map[string]string{"LIMIT:DATA:MONTHLY": "60", "BLOCK:APP:x": "1"}
+	if _, err := e.SetConstraints(ctx, fid, 2, 3, limits); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetThresholds(ctx, fid, policy.Thresholds{70, 20}); err != nil {
+		t.Fatal(err)
+	}
+	usage := []Usage{
+		{CustomerID: 1, At: now.AddDate(0, 0, -3), Bytes: 30},
+		{CustomerID: 2, At: now.Add(-time.Hour), Bytes: 25},
+		{CustomerID: 1, At: now.Add(-2 * time.Hour), Bytes: 10},
+	}
+	for i, u := range usage {
+		r, err := e.Apply(ctx, Event{ID: "e" + string(rune('a'+i)), FamilyID: fid, CustomerID: u.CustomerID, Bytes: u.Bytes, At: u.At})
+		if err != nil || r.Decision != policy.Allowed {
+			t.Fatalf("apply %d: %v %v", i, r, err)
+		}
+	}
+	// Last month's usage is ignored by Restore.
+	usage = append(usage, Usage{CustomerID: 1, At: now.AddDate(0, -1, 0), Bytes: 99})
+	before, err := e.Family(ctx, fid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	st := FamilyState{FamilyID: fid, Provisioned: true, Plan: 100, TopUps: 20, Thresholds: policy.Thresholds{70, 20},
+		Members: []MemberState{{CustomerID: 1}, {CustomerID: 2, Constraints: limits, Version: 3}}, Usage: usage}
+	if err := e.Restore(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	after, err := e.Family(ctx, fid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(before, after); diff != "" {
+		t.Errorf("Family after restore (-before +after):\n%s", diff)
+	}
+	// Restoring again is idempotent; a stale version stays ignored.
+	if err := e.Restore(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := e.SetConstraints(ctx, fid, 2, 3, nil); err != nil || ok {
+		t.Errorf("SetConstraints(version 3) after restore = %v, %v; want ignored", ok, err)
+	}
+	again, _ := e.Family(ctx, fid)
+	if diff := cmp.Diff(before, again); diff != "" {
+		t.Errorf("second restore (-want +got):\n%s", diff)
+	}
+	month, from, to := e.CurrentMonth()
+	if month != "202602" || !from.Equal(time.Date(2026, 2, 1, 0, 0, 0, 0, seoul)) || !to.Equal(time.Date(2026, 3, 1, 0, 0, 0, 0, seoul)) {
+		t.Errorf("CurrentMonth = %s %v %v", month, from, to)
+	}
+}
+
+func TestRestoreUnprovisionedAndDefaults(t *testing.T) {
+	ctx := context.Background()
+	e, err := New(newMiniredis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Restore(ctx, FamilyState{FamilyID: 3, Members: []MemberState{{CustomerID: 9}}}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := e.Family(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Provisioned || f.Total != 0 || len(f.Members) != 1 || f.Members[0].Version != 0 || len(f.Fired) != 0 {
+		t.Errorf("Family = %+v", f)
+	}
+}
+
+func TestRestoreInvalid(t *testing.T) {
+	ctx := context.Background()
+	e, err := New(newMiniredis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, st := range map[string]FamilyState{
+		"family":      {},
+		"plan":        {FamilyID: 1, Plan: -1},
+		"total":       {FamilyID: 1, Plan: policy.MaxBytes, TopUps: 1},
+		"thresholds":  {FamilyID: 1, Thresholds: policy.Thresholds{150}},
+		"member":      {FamilyID: 1, Members: []MemberState{{CustomerID: 0}}},
+		"version":     {FamilyID: 1, Members: []MemberState{{CustomerID: 1, Version: -1}}},
+		"constraints": {FamilyID: 1, Members: []MemberState{{CustomerID: 1, Constraints: map[string]string{"NOPE": "1"}}}},
+		"usage":       {FamilyID: 1, Usage: []Usage{{CustomerID: 1, Bytes: -1}}},
+	} {
+		if err := e.Restore(ctx, st); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+}
