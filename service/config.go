@@ -13,6 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	_ "modernc.org/sqlite" // the embedded SQL store
 
+	"github.com/dabom/dpcs/idempotency"
+	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
 )
 
@@ -34,6 +36,11 @@ type Config struct {
 	DedupeWindow time.Duration
 	// LogLevel (DPCS_LOG_LEVEL: debug, info, warn, error; default info).
 	LogLevel slog.Level
+	// WebhookURL (DPCS_WEBHOOK_URL) receives CUSTOMER_BLOCKED and
+	// THRESHOLD_ALERT notifications signed with WebhookSecret
+	// (DPCS_WEBHOOK_SECRET, at least 16 bytes). Empty: no external channel.
+	WebhookURL    string
+	WebhookSecret string
 }
 
 // LoadConfig reads the configuration through getenv (os.Getenv in mains).
@@ -77,7 +84,33 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("DPCS_LOG_LEVEL: %w", err))
 		}
 	}
+	c.WebhookURL, c.WebhookSecret = getenv("DPCS_WEBHOOK_URL"), getenv("DPCS_WEBHOOK_SECRET")
+	if c.WebhookURL != "" && len(c.WebhookSecret) < 16 {
+		errs = append(errs, errors.New("DPCS_WEBHOOK_SECRET: at least 16 bytes are required with DPCS_WEBHOOK_URL"))
+	}
 	return c, errors.Join(errs...)
+}
+
+// NotifierOptions are the notifier's options for this configuration: a Redis
+// idempotency guard in front of the inbox, and the webhook channel if set.
+func (c Config) NotifierOptions(rdb redis.UniversalClient) ([]notify.Option, error) {
+	st, err := idempotency.NewRedisStore(rdb)
+	if err != nil {
+		return nil, err
+	}
+	g, err := idempotency.New(st)
+	if err != nil {
+		return nil, err
+	}
+	opts := []notify.Option{notify.WithGuard(g), notify.WithLocation(c.Zone)}
+	if c.WebhookURL != "" {
+		wh, err := notify.NewWebhook(c.WebhookURL, []byte(c.WebhookSecret))
+		if err != nil {
+			return nil, fmt.Errorf("DPCS_WEBHOOK_URL: %w", err)
+		}
+		opts = append(opts, notify.WithChannel("webhook", wh))
+	}
+	return opts, nil
 }
 
 // Redis opens the configured Redis (a ClusterClient for DPCS_REDIS_CLUSTER).

@@ -31,7 +31,7 @@ func openSQLite(t *testing.T) *sql.DB {
 	}
 	db.SetMaxOpenConns(1)
 	t.Cleanup(func() { db.Close() })
-	if err := writebehind.MigrateUsage(context.Background(), db); err != nil {
+	if err := Migrate(context.Background(), db); err != nil {
 		t.Fatal(err)
 	}
 	return db

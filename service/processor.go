@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 )
@@ -531,7 +532,7 @@ func usageOutputs(in envelope.Envelope[envelope.UsagePayload], res quota.Result,
 		err := add(envelope.ToRecord(envelope.TopicNotificationEvents, envelope.New(
 			envelope.DerivedID(envelope.PrefixNotification, id, "threshold:"+strconv.Itoa(pct)), at,
 			envelope.ThresholdAlert{FamilyID: pl.FamilyID, ThresholdPercent: pct,
-				Message: ThresholdMessage(pct, "ko"), Period: at.In(loc).Format("2006-01")})))
+				Message: thresholdText(pct), Period: at.In(loc).Format("2006-01")})))
 		if err != nil {
 			return nil, err
 		}
@@ -539,13 +540,10 @@ func usageOutputs(in envelope.Envelope[envelope.UsagePayload], res quota.Result,
 	return recs, nil
 }
 
-// ThresholdMessage is the alert text for a threshold in "ko" (the seed's
-// default) or "en".
-func ThresholdMessage(pct int, lang string) string {
-	if lang == "en" {
-		return fmt.Sprintf("Less than %d%% of the family data is left! Please top up.", pct)
-	}
-	return fmt.Sprintf("가족 데이터가 %d%% 미만입니다! 데이터를 충전해주세요.", pct)
+// thresholdText is the alert's message in the seed's default language.
+func thresholdText(pct int) string {
+	_, body := notify.Text(envelope.ThresholdAlert{ThresholdPercent: pct}, notify.Korean)
+	return body
 }
 
 func (p *Processor) deadLetter(r *kgo.Record, reason string) *kgo.Record {

@@ -499,10 +499,7 @@ func TestProcessorOptions(t *testing.T) {
 	if _, err := NewProcessor(nil, nil); err == nil {
 		t.Error("nil decider accepted")
 	}
-	if ThresholdMessage(10, "ko") != "가족 데이터가 10% 미만입니다! 데이터를 충전해주세요." {
-		t.Error(ThresholdMessage(10, "ko"))
-	}
-	if !strings.Contains(ThresholdMessage(30, "en"), "30%") {
-		t.Error(ThresholdMessage(30, "en"))
+	if thresholdText(10) != "가족 데이터가 10% 미만입니다! 데이터를 충전해주세요." {
+		t.Error(thresholdText(10))
 	}
 }

@@ -19,9 +19,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/simulate"
-	"github.com/dabom/dpcs/writebehind"
 )
 
 // SystemConfig configures the all-in-one: infrastructure from Config (what is
@@ -104,6 +104,8 @@ type System struct {
 	DB            *sql.DB
 	Metrics       *Metrics
 	Simulator     *simulate.Simulator
+	// Hub carries live notifications (for SSE subscribers).
+	Hub *notify.Hub
 
 	log       *slog.Logger
 	kafka     *kfake.Cluster
@@ -159,7 +161,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (s *Sy
 	if s.DB, err = cfg.SQL(ctx); err != nil {
 		return nil, err
 	}
-	if err := writebehind.MigrateUsage(ctx, s.DB); err != nil {
+	if err := Migrate(ctx, s.DB); err != nil {
 		return nil, err
 	}
 	kopts := []kgo.Opt{kgo.SeedBrokers(s.Brokers...)}
@@ -177,11 +179,16 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (s *Sy
 		return nil, err
 	}
 	hooks := s.Metrics.ProcessorHooks()
-	s.workers, err = NewWorkers(s.Engine, s.DB, kopts, WorkersConfig{Logger: log,
+	nopts, err := cfg.NotifierOptions(s.rdb)
+	if err != nil {
+		return nil, err
+	}
+	s.workers, err = NewWorkers(s.Engine, s.DB, kopts, WorkersConfig{Logger: log, Notifier: nopts,
 		Processor: []ProcessorOption{WithProcessorLocation(cfg.Zone), WithMaxEventAge(cfg.DedupeWindow - time.Hour), WithProcessorHooks(hooks)}})
 	if err != nil {
 		return nil, err
 	}
+	s.Hub = s.workers.Hub
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	go func() { s.done <- s.workers.Run(runCtx) }()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/writebehind"
 )
 
@@ -17,22 +18,41 @@ import (
 type WorkersConfig struct {
 	// Logger receives both workers' logs. Default: discard.
 	Logger *slog.Logger
-	// Processor and WriteBehind are extra options of each worker.
+	// Processor, WriteBehind and Notifier are extra options of each worker.
 	Processor   []ProcessorOption
 	WriteBehind []writebehind.Option
+	Notifier    []notify.Option
+	// Hub receives live notifications for SSE subscribers. Default: a new hub.
+	Hub *notify.Hub
+}
+
+// Migrate creates the tables the workers write: usage_record and the
+// notification inbox.
+func Migrate(ctx context.Context, db *sql.DB) error {
+	if err := writebehind.MigrateUsage(ctx, db); err != nil {
+		return err
+	}
+	inbox, err := notify.NewSQLInbox(db)
+	if err != nil {
+		return err
+	}
+	return inbox.Migrate(ctx)
 }
 
 // Workers is the processor deployable of SPEC §8: the processor judging
 // usage-events and policy-updated, and in the same process the write-behind
-// runner moving usage-persist into the usage_record table.
+// runner moving usage-persist into the usage_record table and the notifier
+// storing notification-events in the inbox and pushing them to the hub.
 type Workers struct {
 	Processor   *Processor
 	WriteBehind *writebehind.Runner[writebehind.UsageRecord]
+	Notifier    *notify.Notifier
+	Hub         *notify.Hub
 	log         *slog.Logger
 }
 
-// NewWorkers builds both workers. db must hold usage_record
-// (writebehind.MigrateUsage); kopts name the brokers.
+// NewWorkers builds the workers. db must be migrated (Migrate); kopts name
+// the brokers.
 func NewWorkers(dec Decider, db *sql.DB, kopts []kgo.Opt, cfg WorkersConfig) (*Workers, error) {
 	log := cfg.Logger
 	if log == nil {
@@ -53,7 +73,25 @@ func NewWorkers(dec Decider, db *sql.DB, kopts []kgo.Opt, cfg WorkersConfig) (*W
 		proc.Close()
 		return nil, fmt.Errorf("service: write-behind runner: %w", err)
 	}
-	return &Workers{Processor: proc, WriteBehind: wb, log: log}, nil
+	hub := cfg.Hub
+	if hub == nil {
+		if hub, err = notify.NewHub(); err != nil {
+			proc.Close()
+			wb.Close(context.Background())
+			return nil, err
+		}
+	}
+	inbox, err := notify.NewSQLInbox(db)
+	if err == nil {
+		var n *notify.Notifier
+		n, err = notify.New(inbox, hub, kopts, append([]notify.Option{notify.WithLogger(log.With("worker", "notifier"))}, cfg.Notifier...)...)
+		if err == nil {
+			return &Workers{Processor: proc, WriteBehind: wb, Notifier: n, Hub: hub, log: log}, nil
+		}
+	}
+	proc.Close()
+	wb.Close(context.Background())
+	return nil, fmt.Errorf("service: notifier: %w", err)
 }
 
 // Run runs both workers until ctx ends or one of them fails, then stops the
@@ -62,8 +100,8 @@ func (w *Workers) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for i, run := range []func(context.Context) error{w.Processor.Run, w.WriteBehind.Run} {
+	errs := make([]error, 3)
+	for i, run := range []func(context.Context) error{w.Processor.Run, w.WriteBehind.Run, w.Notifier.Run} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -82,8 +120,9 @@ func (w *Workers) Run(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Close stops both workers; the write-behind runner drains within ctx.
+// Close stops the workers; the write-behind runner and the notifier's
+// channels drain within ctx. The hub is closed too.
 func (w *Workers) Close(ctx context.Context) error {
 	w.Processor.Close()
-	return w.WriteBehind.Close(ctx)
+	return errors.Join(w.WriteBehind.Close(ctx), w.Notifier.Close(ctx), w.Hub.Close(ctx))
 }

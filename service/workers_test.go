@@ -23,7 +23,7 @@ func TestWorkersHistoryEqualsRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if err := writebehind.MigrateUsage(h.ctx, db); err != nil {
+	if err := Migrate(h.ctx, db); err != nil {
 		t.Fatal(err)
 	}
 	w, err := NewWorkers(h.engine, db, h.kopts(), WorkersConfig{

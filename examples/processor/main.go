@@ -23,7 +23,6 @@ import (
 
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
-	"github.com/dabom/dpcs/writebehind"
 )
 
 func main() {
@@ -61,7 +60,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 	defer db.Close()
-	if err := writebehind.MigrateUsage(ctx, db); err != nil {
+	if err := service.Migrate(ctx, db); err != nil {
 		return err
 	}
 	kopts := []kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...)}
@@ -74,8 +73,13 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
+	nopts, err := cfg.NotifierOptions(rdb)
+	if err != nil {
+		return err
+	}
 	w, err := service.NewWorkers(engine, db, kopts, service.WorkersConfig{
-		Logger: log,
+		Logger:   log,
+		Notifier: nopts,
 		Processor: []service.ProcessorOption{
 			service.WithProcessorLocation(cfg.Zone),
 			service.WithMaxEventAge(cfg.DedupeWindow - time.Hour),
