@@ -9,9 +9,14 @@ TESTFLAGS ?=
 # Sequences the rapid property tests run in `make test` / `make integration`.
 RAPID_CHECKS ?= 1000
 
-.PHONY: all test integration bench cover lint fuzz clean
+.PHONY: all run test integration bench cover lint fuzz clean
 
 all: lint test
+
+## run: the whole system in one process (embedded Kafka, Redis and SQLite by
+## default; DPCS_KAFKA_BROKERS / DPCS_REDIS_ADDR / DPCS_MYSQL_DSN for real ones).
+run:
+	$(GO) run ./examples/dpcs
 
 ## test: every test that needs no external server (miniredis, kfake, rapid), with -race.
 test:

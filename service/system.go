@@ -20,7 +20,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/notify"
+	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/simulate"
 )
 
@@ -102,6 +104,7 @@ type System struct {
 	SimulatorAddr string
 	Engine        *quota.Engine
 	DB            *sql.DB
+	Store         *store.Store
 	Metrics       *Metrics
 	Simulator     *simulate.Simulator
 	// Hub carries live notifications (for SSE subscribers).
@@ -114,9 +117,11 @@ type System struct {
 	workers   *Workers
 	producer  *kgo.Client
 	publisher *simulate.Publisher
+	relay     *store.Relay
 	servers   []*http.Server
 	cancel    context.CancelFunc
 	done      chan error
+	relayDone chan error
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -161,6 +166,9 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (s *Sy
 	if s.DB, err = cfg.SQL(ctx); err != nil {
 		return nil, err
 	}
+	if err := store.Migrate(ctx, s.DB); err != nil {
+		return nil, err
+	}
 	if err := Migrate(ctx, s.DB); err != nil {
 		return nil, err
 	}
@@ -175,7 +183,23 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (s *Sy
 	if err != nil {
 		return nil, err
 	}
-	if err := s.provision(ctx, pop, cfg.DemoFamilies); err != nil {
+	if s.Store, err = store.New(s.DB, store.WithLocation(cfg.Zone)); err != nil {
+		return nil, err
+	}
+	seeded, err := s.seed(ctx, pop, cfg.DemoFamilies)
+	if err != nil {
+		return nil, fmt.Errorf("seed demo: %w", err)
+	}
+	// An embedded Redis starts empty: rebuild it from SQL (SPEC §6). So does a
+	// freshly seeded demo on a real Redis.
+	if s.redisSrv != nil || seeded {
+		start := time.Now()
+		if err := store.Rebuild(ctx, s.DB, s.Engine); err != nil {
+			return nil, fmt.Errorf("rebuild redis from sql: %w", err)
+		}
+		log.Info("redis rebuilt from sql", "took", time.Since(start))
+	}
+	if s.relay, err = store.NewRelay(s.DB, s.producer, store.WithRelayLogger(log)); err != nil {
 		return nil, err
 	}
 	hooks := s.Metrics.ProcessorHooks()
@@ -192,6 +216,8 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (s *Sy
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	go func() { s.done <- s.workers.Run(runCtx) }()
+	s.relayDone = make(chan error, 1)
+	go func() { s.relayDone <- s.relay.Run(runCtx) }()
 
 	if s.publisher, err = simulate.NewPublisher(s.producer, simulate.WithPublisherLogger(log)); err != nil {
 		return nil, err
@@ -223,31 +249,54 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (s *Sy
 	return s, nil
 }
 
-// provision gives the demo family and the simulated population their pools
-// and members (idempotent: plans are set, members added).
-func (s *System) provision(ctx context.Context, pop *simulate.Population, families int) error {
-	if _, err := s.Engine.SetPlan(ctx, DemoFamilyID, 10<<20); err != nil {
-		return err
+// DemoPassword is the password of every seeded demo member.
+const DemoPassword = "dpcs-demo"
+
+// seed writes the demo into an empty SQL store: the seed's "Last 10 MB"
+// family (two owners, two children, 10 MB) and the simulated population. It
+// reports whether it seeded; a store that has families is left alone.
+func (s *System) seed(ctx context.Context, pop *simulate.Population, families int) (bool, error) {
+	ids, err := s.Store.FamilyIDs(ctx, 0, 1)
+	if err != nil || len(ids) > 0 {
+		return false, err
 	}
-	for i := range 4 {
-		if err := s.Engine.AddMember(ctx, DemoFamilyID, simulate.CustomerID(DemoFamilyID, i)); err != nil {
+	hash, err := s.Store.HashPassword(DemoPassword)
+	if err != nil {
+		return false, err
+	}
+	add := func(id int64, name string, plan int64, members []store.NewMember) error {
+		if _, err := s.Store.CreateFamily(ctx, store.NewFamily{ID: id, Name: name, PlanBytes: plan}, store.System); err != nil {
 			return err
 		}
-	}
-	if families == 0 {
-		return nil
-	}
-	for f := range pop.Families() {
-		if _, err := s.Engine.SetPlan(ctx, f.ID, f.PlanBytes); err != nil {
-			return err
-		}
-		for _, m := range f.Members {
-			if err := s.Engine.AddMember(ctx, f.ID, m.CustomerID); err != nil {
+		for _, m := range members {
+			m.FamilyID, m.PasswordHash = id, hash
+			if _, err := s.Store.AddMember(ctx, m, store.System); err != nil {
 				return err
 			}
 		}
+		return nil
 	}
-	return nil
+	demo := []store.NewMember{
+		{ID: simulate.CustomerID(DemoFamilyID, 0), Name: "아빠", Phone: "010-0000-0100", Role: policy.RoleOwner},
+		{ID: simulate.CustomerID(DemoFamilyID, 1), Name: "엄마", Phone: "010-0000-0101", Role: policy.RoleOwner},
+		{ID: simulate.CustomerID(DemoFamilyID, 2), Name: "자녀1", Role: policy.RoleMember},
+		{ID: simulate.CustomerID(DemoFamilyID, 3), Name: "자녀2", Role: policy.RoleMember},
+	}
+	if err := add(DemoFamilyID, "김씨 가족 (Last 10 MB)", 10<<20, demo); err != nil {
+		return false, err
+	}
+	if families > 0 {
+		for f := range pop.Families() {
+			ms := make([]store.NewMember, len(f.Members))
+			for i, m := range f.Members {
+				ms[i] = store.NewMember{ID: m.CustomerID, Name: fmt.Sprintf("member %d", m.CustomerID), Role: m.Role}
+			}
+			if err := add(f.ID, fmt.Sprintf("family %d", f.ID), f.PlanBytes, ms); err != nil {
+				return false, err
+			}
+		}
+	}
+	return true, nil
 }
 
 func (s *System) serve(addr string, h http.Handler) (string, error) {
@@ -301,6 +350,12 @@ func (s *System) close(ctx context.Context) error {
 	if s.cancel != nil {
 		s.cancel()
 		errs = append(errs, <-s.done)
+		if err := <-s.relayDone; err != nil && !errors.Is(err, context.Canceled) {
+			errs = append(errs, err)
+		}
+	}
+	if s.relay != nil {
+		errs = append(errs, s.relay.Close(ctx))
 	}
 	if s.workers != nil {
 		errs = append(errs, s.workers.Close(ctx))
