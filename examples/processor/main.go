@@ -7,6 +7,9 @@
 //
 // Without DPCS_MYSQL_DSN it writes to the SQLite file DPCS_SQLITE_PATH
 // (default dpcs.db). Run several to share the partitions of a consumer group.
+// With neither DPCS_KAFKA_BROKERS nor a Redis address it runs on embedded
+// infrastructure (kfake on DPCS_EMBEDDED_KAFKA_PORT, miniredis rebuilt from
+// SQL, SQLite in DPCS_DATA_DIR) — the all-in-one without simulator and demo.
 package main
 
 import (
@@ -39,10 +42,13 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	if len(cfg.KafkaBrokers) == 0 {
-		return errors.New("DPCS_KAFKA_BROKERS: required")
-	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	if len(cfg.KafkaBrokers) == 0 && cfg.RedisAddr == "" && len(cfg.RedisCluster) == 0 {
+		return runEmbedded(ctx, getenv, log)
+	}
+	if len(cfg.KafkaBrokers) == 0 {
+		return errors.New("DPCS_KAFKA_BROKERS: required with a real Redis")
+	}
 	rdb, err := cfg.Redis()
 	if err != nil {
 		return err
@@ -97,4 +103,22 @@ func run(ctx context.Context, getenv func(string) string) error {
 	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return errors.Join(err, w.Close(shutdown))
+}
+
+// runEmbedded runs the workers on embedded Kafka, Redis and SQLite.
+func runEmbedded(ctx context.Context, getenv func(string) string, log *slog.Logger) error {
+	sys, err := service.LoadSystemConfig(getenv)
+	if err != nil {
+		return err
+	}
+	sys.DemoFamilies, sys.SimulatorRate, sys.SimulatorAddr = 0, 0, ""
+	s, err := service.StartSystem(ctx, sys, log)
+	if err != nil {
+		return err
+	}
+	log.Info("processor running on embedded infrastructure", "kafka", s.Brokers, "http", s.HTTPAddr, "data", sys.DataDir)
+	<-ctx.Done()
+	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return s.Close(shutdown)
 }

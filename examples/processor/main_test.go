@@ -11,10 +11,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
-func TestRunNeedsBrokers(t *testing.T) {
-	err := run(context.Background(), func(string) string { return "" })
+func TestRunNeedsBrokersWithRealRedis(t *testing.T) {
+	err := run(context.Background(), func(k string) string { return map[string]string{"DPCS_REDIS_ADDR": "127.0.0.1:1"}[k] })
 	if err == nil || !strings.Contains(err.Error(), "DPCS_KAFKA_BROKERS") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// With no infrastructure given it runs embedded and stops cleanly.
+func TestRunEmbedded(t *testing.T) {
+	env := map[string]string{"DPCS_DATA_DIR": t.TempDir(), "DPCS_EMBEDDED_KAFKA_PORT": "0",
+		"DPCS_HTTP_ADDR": "127.0.0.1:0", "DPCS_LOG_LEVEL": "warn"}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := run(ctx, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
 	}
 }
 
