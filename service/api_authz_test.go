@@ -1,0 +1,127 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/store"
+)
+
+// TestAuthorizationMatrix: MEMBER / OWNER / ADMIN × own / other family ×
+// every secured route. Another family's routes answer 404 exactly like a
+// family that does not exist; 403 only inside one's own family or on /admin.
+// {f} is the target family, {c} its child member (the MEMBER caller itself
+// in its own family), {v} a fresh member, {t} a fresh template, {n} a fresh
+// notification, {u} a unique suffix.
+func TestAuthorizationMatrix(t *testing.T) {
+	f := newAPIFixture(t)
+	type cols [6]int // MEMBER own, MEMBER other, OWNER own, OWNER other, ADMIN own, ADMIN other
+	fam := func(ok int) cols { return cols{ok, 404, ok, 404, ok, ok} }
+	own := func(ok int) cols { return cols{403, 404, ok, 404, ok, ok} }
+	adm := func(ok int) cols { return cols{403, 403, 403, 403, ok, ok} }
+	routes := []struct {
+		method, path, body string
+		want               cols
+	}{
+		{"GET", "/families/{f}", "", fam(200)},
+		{"GET", "/families/{f}/members", "", fam(200)},
+		{"GET", "/families/{f}/members/{c}/usage", "", fam(200)},
+		{"GET", "/families/{f}/members/{c}/policies", "", fam(200)},
+		{"PATCH", "/families/{f}/members/{c}/policies", `{"set":{"THROTTLE:SPEED":"1000"}}`, own(200)},
+		{"PATCH", "/families/policies", `{"familyId":{f},"customerId":{c},"set":{"BLOCK:APP:com.game":"1"}}`, own(200)},
+		{"PUT", "/families/{f}/alerts", `{"thresholds":[50,20]}`, own(200)},
+		{"POST", "/families/{f}/topups", `{"bytes":1048576}`, own(201)},
+		{"POST", "/families/{f}/members", `{"name":"new {u}"}`, own(201)},
+		{"DELETE", "/families/{f}/members/{v}", "", own(204)},
+		{"PUT", "/families/{f}/members/{c}/role", `{"role":"MEMBER"}`, own(200)},
+		{"GET", "/families/{f}/notifications", "", fam(200)},
+		{"POST", "/families/{f}/notifications/{n}/read", "", fam(204)},
+		{"GET", "/families/{f}/notifications/stream", "", fam(200)},
+		{"GET", "/admin/policy-templates", "", adm(200)},
+		{"POST", "/admin/policy-templates", `{"name":"t{u}","type":"LIMIT","defaultRules":{"LIMIT:DATA:DAILY":"1000"},"active":true}`, adm(201)},
+		{"GET", "/admin/policy-templates/{t}", "", adm(200)},
+		{"PUT", "/admin/policy-templates/{t}", `{"name":"t{u}","type":"LIMIT","defaultRules":{},"active":true}`, adm(200)},
+		{"DELETE", "/admin/policy-templates/{t}", "", adm(204)},
+		{"POST", "/admin/policy-templates/{t}/apply", `{"familyId":{f},"customerId":{c}}`, adm(200)},
+		{"GET", "/admin/families?q=family", "", adm(200)},
+		{"POST", "/admin/families", `{"name":"f{u}","planBytes":1000}`, adm(201)},
+		{"PUT", "/admin/families/{f}/plan", `{"planBytes":10737418240}`, adm(200)},
+		{"GET", "/admin/families/{f}/usage", "", adm(200)},
+		{"GET", "/admin/audit-log", "", adm(200)},
+	}
+	callers := []struct {
+		name   string
+		id     int64
+		family [2]int64 // own, other
+	}{{"MEMBER", childA, [2]int64{famA, famB}}, {"OWNER", ownerA, [2]int64{famA, famB}}, {"ADMIN", adminID, [2]int64{famA, famB}}}
+	ctx := context.Background()
+	vid := int64(5000)
+	for _, r := range routes {
+		for ci, c := range callers {
+			for ti, target := range c.family {
+				want := r.want[ci*2+ti]
+				child := map[int64]int64{famA: childA, famB: childB}[target]
+				vid++
+				expand := func(s string) string {
+					s = strings.ReplaceAll(s, "{f}", fmt.Sprint(target))
+					s = strings.ReplaceAll(s, "{c}", fmt.Sprint(child))
+					s = strings.ReplaceAll(s, "{u}", fmt.Sprint(vid))
+					if strings.Contains(s, "{v}") {
+						f.addMember(target, vid, policy.RoleMember)
+						s = strings.ReplaceAll(s, "{v}", fmt.Sprint(vid))
+					}
+					if strings.Contains(s, "{t}") {
+						tpl, err := f.store.CreateTemplate(ctx, policy.Template{Name: fmt.Sprint("tpl", vid), Type: "LIMIT", RequireRole: policy.RoleMember,
+							DefaultRules: map[string]string{"THROTTLE:SPEED": "500"}, Active: true}, store.System)
+						if err != nil {
+							t.Fatal(err)
+						}
+						s = strings.ReplaceAll(s, "{t}", fmt.Sprint(tpl.ID))
+					}
+					if strings.Contains(s, "{n}") {
+						s = strings.ReplaceAll(s, "{n}", fmt.Sprint(f.notification(target, 0, envelope.SubThresholdAlert).ID))
+					}
+					return s
+				}
+				path := expand(r.path)
+				name := fmt.Sprintf("%s %s as %s of family %d", r.method, r.path, c.name, target)
+				var body any
+				if r.body != "" {
+					body = expand(r.body)
+				}
+				if strings.HasSuffix(r.path, "/stream") && want == 200 {
+					s := f.openStream(path, f.token(c.id), "")
+					s.next(t, "ping")
+					s.close()
+					continue
+				}
+				resp, data := f.do(r.method, path, f.token(c.id), body)
+				if resp.StatusCode != want {
+					t.Errorf("%s: status %d, want %d: %s", name, resp.StatusCode, want, data)
+				}
+				if want == 404 && strings.Contains(string(data), fmt.Sprint(famB)) && !strings.Contains(string(data), "family 200 not found") {
+					t.Errorf("%s: 404 leaks: %s", name, data)
+				}
+			}
+		}
+		// no token: 401 everywhere
+		resp, _ := f.do(r.method, strings.NewReplacer("{f}", "100", "{c}", "1002", "{v}", "1003", "{t}", "1", "{n}", "1").Replace(r.path), "", nil)
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s %s without a token: %d", r.method, r.path, resp.StatusCode)
+		}
+	}
+	// a family that does not exist answers as another family does
+	f.problem(http.MethodGet, "/families/999", f.token(ownerA), nil, http.StatusNotFound, "")
+	f.problem(http.MethodGet, "/families/999", f.token(adminID), nil, http.StatusNotFound, "")
+	f.problem(http.MethodGet, "/families/999/notifications/stream", f.token(adminID), nil, http.StatusNotFound, "")
+	// a MEMBER reading a sibling: 403 (same family, no leak)
+	f.problem(http.MethodGet, "/families/100/members/1001/usage", f.token(childA), nil, http.StatusForbidden, "")
+	// an OWNER naming a member of another family inside its own: 404
+	f.problem(http.MethodGet, "/families/100/members/2002/policies", f.token(ownerA), nil, http.StatusNotFound, "")
+	f.problem(http.MethodPatch, "/families/100/members/2002/policies", f.token(ownerA), map[string]any{"set": map[string]string{"BLOCK:ACCESS": "1"}}, http.StatusNotFound, "")
+}
