@@ -2,7 +2,9 @@ package service
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -46,6 +48,10 @@ type SystemConfig struct {
 	// default 100 events/s; 0 leaves it stopped).
 	DemoFamilies  int
 	SimulatorRate float64
+	// JWTSecret (DPCS_JWT_SECRET, at least 32 bytes) signs access tokens.
+	// Empty: a random secret kept in DataDir/jwt-secret, so tokens survive
+	// restarts of the same data dir.
+	JWTSecret string
 }
 
 // LoadSystemConfig reads SystemConfig through getenv; errors name the variable.
@@ -62,6 +68,10 @@ func LoadSystemConfig(getenv func(string) string) (SystemConfig, error) {
 	str("DPCS_DATA_DIR", &c.DataDir)
 	str("DPCS_HTTP_ADDR", &c.HTTPAddr)
 	str("DPCS_SIMULATOR_ADDR", &c.SimulatorAddr)
+	str("DPCS_JWT_SECRET", &c.JWTSecret)
+	if c.JWTSecret != "" && len(c.JWTSecret) < 32 {
+		errs = append(errs, errors.New("DPCS_JWT_SECRET: at least 32 bytes"))
+	}
 	num := func(name string, dst *int, lo, hi int) {
 		if v := getenv(name); v != "" {
 			n, err := strconv.Atoi(v)
@@ -105,6 +115,7 @@ type System struct {
 	Engine        *quota.Engine
 	DB            *sql.DB
 	Store         *store.Store
+	API           *API
 	Metrics       *Metrics
 	Simulator     *simulate.Simulator
 	// Hub carries live notifications (for SSE subscribers).
@@ -234,7 +245,20 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (s *Sy
 			return nil, err
 		}
 	}
+	secret, err := jwtSecret(cfg)
+	if err != nil {
+		return nil, err
+	}
+	inbox, err := notify.NewSQLInbox(s.DB)
+	if err != nil {
+		return nil, err
+	}
+	if s.API, err = NewAPI(APIConfig{Store: s.Store, Engine: s.Engine, Hub: s.Hub, Inbox: inbox,
+		Wake: s.relay.Wake, Secret: secret, Logger: log}); err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
+	mux.Handle("/", s.API.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", s.ready)
 	mux.Handle("GET /metrics", s.Metrics)
@@ -249,8 +273,33 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (s *Sy
 	return s, nil
 }
 
-// DemoPassword is the password of every seeded demo member.
+// DemoPassword is the password of every seeded demo member and of the demo
+// back-office admin DemoAdminID.
 const DemoPassword = "dpcs-demo"
+
+// DemoAdminID is the seeded back-office admin.
+const DemoAdminID = 1
+
+// jwtSecret returns the configured secret, or the data dir's own one
+// (created on first start).
+func jwtSecret(cfg SystemConfig) ([]byte, error) {
+	if cfg.JWTSecret != "" {
+		return []byte(cfg.JWTSecret), nil
+	}
+	path := filepath.Join(cfg.DataDir, "jwt-secret")
+	if b, err := os.ReadFile(path); err == nil && len(b) >= 32 {
+		return b, nil
+	}
+	b := make([]byte, 48)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	b = []byte(hex.EncodeToString(b))
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return nil, fmt.Errorf("jwt secret: %w", err)
+	}
+	return b, nil
+}
 
 // seed writes the demo into an empty SQL store: the seed's "Last 10 MB"
 // family (two owners, two children, 10 MB) and the simulated population. It
@@ -283,6 +332,10 @@ func (s *System) seed(ctx context.Context, pop *simulate.Population, families in
 		{ID: simulate.CustomerID(DemoFamilyID, 3), Name: "자녀2", Role: policy.RoleMember},
 	}
 	if err := add(DemoFamilyID, "김씨 가족 (Last 10 MB)", 10<<20, demo); err != nil {
+		return false, err
+	}
+	if _, err := s.Store.AddMember(ctx, store.NewMember{ID: DemoAdminID, Name: "admin", Phone: "010-0000-0001",
+		Role: policy.RoleAdmin, PasswordHash: hash}, store.System); err != nil {
 		return false, err
 	}
 	if families > 0 {

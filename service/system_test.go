@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
 )
 
 func testSystemConfig(t *testing.T) SystemConfig {
@@ -66,10 +68,29 @@ func TestSystemEndToEnd(t *testing.T) {
 	if r := get(t, "http://"+s.SimulatorAddr+"/simulator/rate"); !strings.Contains(r, `"rate":400`) {
 		t.Errorf("simulator rate: %s", r)
 	}
+	// The API over HTTP: log in as the demo owner, read the dashboard, cut a
+	// child's limit and see the child blocked.
+	base := "http://" + s.HTTPAddr
+	body := do(t, "POST", base+"/auth/token", "", `{"login":"1000","password":"`+DemoPassword+`"}`, http.StatusOK)
+	var tok struct{ AccessToken string }
+	if err := json.Unmarshal([]byte(body), &tok); err != nil || tok.AccessToken == "" {
+		t.Fatalf("login: %s", body)
+	}
+	if d := do(t, "GET", base+"/families/100", tok.AccessToken, "", http.StatusOK); !strings.Contains(d, "1002") {
+		t.Errorf("dashboard: %s", d)
+	}
+	if _, err := s.Engine.Apply(ctx, quota.Event{ID: "evt_demo", FamilyID: 100, CustomerID: 1002, Bytes: 2 << 20, AppID: "com.youtube.app", At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	p := do(t, "PATCH", base+"/families/100/members/1002/policies", tok.AccessToken, `{"set":{"LIMIT:DATA:MONTHLY":"1048576"}}`, http.StatusOK)
+	if !strings.Contains(p, "BLOCKED_LIMIT_MONTHLY") {
+		t.Errorf("PATCH answer: %s", p)
+	}
+	do(t, "GET", base+"/families/100", "", "", http.StatusUnauthorized)
 	if err := s.Simulator.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	families := []int64{DemoFamilyID}
+	families := []int64{}
 	for f := int64(demoFirstFamily); f < demoFirstFamily+50; f++ {
 		families = append(families, f)
 	}
@@ -85,6 +106,30 @@ func TestSystemEndToEnd(t *testing.T) {
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func do(t *testing.T, method, url, token, body string, want int) string {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s: %d, want %d: %s", method, url, resp.StatusCode, want, b)
+	}
+	return string(b)
 }
 
 func TestLoadSystemConfig(t *testing.T) {

@@ -45,7 +45,12 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
-	banner(stdout, cfg, s)
+	tok, err := s.API.IssueTokens(ctx, service.DemoFamilyID*10)
+	if err != nil {
+		s.Close(context.Background())
+		return fmt.Errorf("demo token: %w", err)
+	}
+	banner(stdout, cfg, s, tok.AccessToken)
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
 	for done := false; !done; {
@@ -66,34 +71,36 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	return nil
 }
 
-func banner(w io.Writer, cfg service.SystemConfig, s *service.System) {
-	infra := func(embedded bool, what, real string) string {
-		if embedded {
-			return what + " (embedded)"
-		}
-		return real
+func banner(w io.Writer, cfg service.SystemConfig, s *service.System, token string) {
+	api, owner, fam, child := s.HTTPAddr, service.DemoFamilyID*10, service.DemoFamilyID, service.DemoFamilyID*10+2
+	redis := "miniredis (embedded, rebuilt from SQL at start)"
+	if cfg.RedisAddr != "" || len(cfg.RedisCluster) > 0 {
+		redis = cfg.RedisAddr + strings.Join(cfg.RedisCluster, ",")
 	}
-	fmt.Fprintf(w, `
-DPCS is running.
-  Kafka      %s   watch decisions: kcat -C -b %s -t usage-persist -X topic.partitioner=murmur2_random
-  Redis      %s
-  SQL        %s
-  health     curl http://%s/healthz   ·   curl http://%s/readyz   ·   curl http://%s/metrics
-  simulator  curl http://%s/simulator/stats
-             curl -X PUT http://%s/simulator/rate -H 'Content-Type: application/json' -d '{"rate":500}'
-             docs at http://%s/docs
-  demo       family %d ("Last 10 MB": owners %d and %d, children %d and %d, 10 MB pool), password %q
-  data       %s (delete it to start over)
-Ctrl-C stops it.
-
-`,
-		strings.Join(s.Brokers, ","), strings.Join(s.Brokers, ","),
-		infra(cfg.RedisAddr == "" && len(cfg.RedisCluster) == 0, "miniredis", cfg.RedisAddr+strings.Join(cfg.RedisCluster, ",")),
-		infra(cfg.MySQLDSN == "", "sqlite "+cfg.SQLitePath, "mysql"),
-		s.HTTPAddr, s.HTTPAddr, s.HTTPAddr,
-		s.SimulatorAddr, s.SimulatorAddr, s.SimulatorAddr,
-		service.DemoFamilyID, service.DemoFamilyID*10, service.DemoFamilyID*10+1, service.DemoFamilyID*10+2, service.DemoFamilyID*10+3,
-		service.DemoPassword, cfg.DataDir)
+	sql := "sqlite " + cfg.SQLitePath + " (embedded)"
+	if cfg.MySQLDSN != "" {
+		sql = "mysql"
+	}
+	brokers := strings.Join(s.Brokers, ",")
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	p("\nDPCS is running.")
+	p("  API        http://%s   docs: http://%s/docs   OpenAPI: http://%s/openapi.json", api, api, api)
+	p("  token      TOKEN=%s", token)
+	p("             owner %d of family %d, 30 min; log in again:", owner, fam)
+	p(`             curl -X POST http://%s/auth/token -H 'Content-Type: application/json' -d '{"login":"%d","password":"%s"}'`, api, owner, service.DemoPassword)
+	p(`  dashboard  curl -H "Authorization: Bearer $TOKEN" http://%s/families/%d`, api, fam)
+	p(`  limit      curl -X PATCH -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{"set":{"LIMIT:DATA:MONTHLY":"1048576"}}' http://%s/families/%d/members/%d/policies`, api, fam, child)
+	p(`  live       curl -N -H "Authorization: Bearer $TOKEN" http://%s/families/%d/notifications/stream`, api, fam)
+	p("  health     curl http://%s/healthz   ·   /readyz   ·   /metrics", api)
+	p("  simulator  curl http://%s/simulator/stats   (docs at http://%s/docs)", s.SimulatorAddr, s.SimulatorAddr)
+	p(`             curl -X PUT http://%s/simulator/rate -H 'Content-Type: application/json' -d '{"rate":500}'`, s.SimulatorAddr)
+	p("  Kafka      %s   watch decisions: kcat -C -b %s -t usage-persist -X topic.partitioner=murmur2_random", brokers, brokers)
+	p("  Redis      %s", redis)
+	p("  SQL        %s", sql)
+	p("  demo       family %d \"Last 10 MB\": owners %d and %d, children %d and %d, a 10 MB pool; admin %d; password %q",
+		fam, owner, owner+1, child, child+1, service.DemoAdminID, service.DemoPassword)
+	p("  data       %s (delete it to start over)", cfg.DataDir)
+	p("Ctrl-C stops it.\n")
 }
 
 func progress(w io.Writer, s *service.System) {
