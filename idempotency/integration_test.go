@@ -13,6 +13,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dabom/dpcs/internal/outageproxy"
 )
 
 // The integration tag runs the store suite, the Guard tests and the
@@ -147,8 +149,8 @@ func TestSQLStoreOutageMariaDB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newOutageProxy(t, cfg.Addr)
-	cfg.Addr = p.addr
+	p := outageproxy.New(t, cfg.Addr)
+	cfg.Addr = p.Addr()
 	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = 500*time.Millisecond, 2*time.Second, 2*time.Second
 	db, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {

@@ -17,13 +17,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/outageproxy"
 )
 
 // mariaDB opens a fresh database on the MariaDB of `make integration`
 // (DPCS_TEST_MYSQL_DSN; a missing variable fails, never skips), reached
-// through addr if not empty (an outageProxy). It is dropped afterwards, so
+// through addr if not empty (an outageproxy.Proxy). It is dropped afterwards, so
 // tests of other packages running at the same time are not disturbed.
-func mariaDB(tb testing.TB, proxy bool) (db, direct *sql.DB, _ *outageProxy) {
+func mariaDB(tb testing.TB, proxy bool) (db, direct *sql.DB, _ *outageproxy.Proxy) {
 	tb.Helper()
 	dsn := os.Getenv("DPCS_TEST_MYSQL_DSN")
 	if dsn == "" {
@@ -54,10 +55,10 @@ func mariaDB(tb testing.TB, proxy bool) (db, direct *sql.DB, _ *outageProxy) {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { direct.Close() })
-	var p *outageProxy
+	var p *outageproxy.Proxy
 	if proxy {
-		p = newOutageProxy(tb, cfg.Addr)
-		cfg.Addr = p.addr
+		p = outageproxy.New(tb, cfg.Addr)
+		cfg.Addr = p.Addr()
 		cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = time.Second, 5*time.Second, 5*time.Second
 	}
 	db, err = sql.Open("mysql", cfg.FormatDSN())

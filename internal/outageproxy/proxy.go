@@ -1,4 +1,6 @@
-package idempotency
+// Package outageproxy is a test helper: a TCP proxy that can take a server
+// "down" for its clients without touching the server other tests share.
+package outageproxy
 
 import (
 	"io"
@@ -7,11 +9,11 @@ import (
 	"testing"
 )
 
-// outageProxy forwards TCP connections to a server and can take it "down":
+// Proxy forwards TCP connections to a server and can take it "down":
 // Down closes every open connection and refuses new ones, Up accepts again
 // on the same address. To the client that is the database going away and
 // coming back, without touching a server other tests share.
-type outageProxy struct {
+type Proxy struct {
 	target string
 	addr   string
 
@@ -21,19 +23,19 @@ type outageProxy struct {
 	wg    sync.WaitGroup
 }
 
-func newOutageProxy(tb testing.TB, target string) *outageProxy {
+func New(tb testing.TB, target string) *Proxy {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p := &outageProxy{target: target, addr: ln.Addr().String(), conns: map[net.Conn]bool{}}
+	p := &Proxy{target: target, addr: ln.Addr().String(), conns: map[net.Conn]bool{}}
 	p.serve(ln)
 	tb.Cleanup(func() { p.Down(); p.wg.Wait() })
 	return p
 }
 
-func (p *outageProxy) serve(ln net.Listener) {
+func (p *Proxy) serve(ln net.Listener) {
 	p.ln = ln
 	p.wg.Go(func() {
 		for {
@@ -46,7 +48,7 @@ func (p *outageProxy) serve(ln net.Listener) {
 	})
 }
 
-func (p *outageProxy) pipe(c net.Conn) {
+func (p *Proxy) pipe(c net.Conn) {
 	s, err := net.Dial("tcp", p.target)
 	if err != nil {
 		c.Close()
@@ -72,7 +74,7 @@ func (p *outageProxy) pipe(c net.Conn) {
 }
 
 // Down refuses new connections and cuts the open ones.
-func (p *outageProxy) Down() {
+func (p *Proxy) Down() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ln != nil {
@@ -85,7 +87,7 @@ func (p *outageProxy) Down() {
 }
 
 // Up accepts connections again on the same address.
-func (p *outageProxy) Up(tb testing.TB) {
+func (p *Proxy) Up(tb testing.TB) {
 	tb.Helper()
 	ln, err := net.Listen("tcp", p.addr)
 	if err != nil {
@@ -95,3 +97,6 @@ func (p *outageProxy) Up(tb testing.TB) {
 	defer p.mu.Unlock()
 	p.serve(ln)
 }
+
+// Addr is the proxy's listening address, to give clients instead of the target's.
+func (p *Proxy) Addr() string { return p.addr }
