@@ -138,11 +138,11 @@ type System struct {
 }
 
 // StartSystem starts everything and returns once it runs. Close stops it.
-func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (s *System, err error) {
+func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *System, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s = &System{log: log, Metrics: NewMetrics(), done: make(chan error, 1)}
+	s := &System{log: log, Metrics: NewMetrics(), done: make(chan error, 1)}
 	defer func() {
 		if err != nil {
 			s.Close(context.Background())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -142,5 +143,22 @@ func TestLoadSystemConfig(t *testing.T) {
 	c, err := LoadSystemConfig(env(map[string]string{"DPCS_DATA_DIR": "/tmp/x"}))
 	if err != nil || c.SQLitePath != "/tmp/x/dpcs.db" || c.HTTPAddr != "127.0.0.1:8080" {
 		t.Errorf("%+v %v", c, err)
+	}
+}
+
+// A start that fails half-way (here: the API port is taken) returns the error
+// and releases what it had started.
+func TestStartSystemFailsCleanly(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cfg := testSystemConfig(t)
+	cfg.HTTPAddr = ln.Addr().String()
+	cfg.DemoFamilies = 0
+	s, err := StartSystem(context.Background(), cfg, nil)
+	if err == nil || s != nil || !strings.Contains(err.Error(), "DPCS_HTTP_ADDR") {
+		t.Fatalf("StartSystem on a taken port: %v, %v", s, err)
 	}
 }
