@@ -24,6 +24,9 @@ type WorkersConfig struct {
 	Notifier    []notify.Option
 	// Hub receives live notifications for SSE subscribers. Default: a new hub.
 	Hub *notify.Hub
+	// NoNotifier leaves the notifier out (when an API deployable runs it,
+	// feeding its own SSE subscribers). Default: included.
+	NoNotifier bool
 }
 
 // Migrate creates the tables the workers write: usage_record and the
@@ -73,6 +76,9 @@ func NewWorkers(dec Decider, db *sql.DB, kopts []kgo.Opt, cfg WorkersConfig) (*W
 		proc.Close()
 		return nil, fmt.Errorf("service: write-behind runner: %w", err)
 	}
+	if cfg.NoNotifier {
+		return &Workers{Processor: proc, WriteBehind: wb, log: log}, nil
+	}
 	hub := cfg.Hub
 	if hub == nil {
 		if hub, err = notify.NewHub(); err != nil {
@@ -100,8 +106,12 @@ func (w *Workers) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make([]error, 3)
-	for i, run := range []func(context.Context) error{w.Processor.Run, w.WriteBehind.Run, w.Notifier.Run} {
+	runs := []func(context.Context) error{w.Processor.Run, w.WriteBehind.Run}
+	if w.Notifier != nil {
+		runs = append(runs, w.Notifier.Run)
+	}
+	errs := make([]error, len(runs))
+	for i, run := range runs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -124,5 +134,9 @@ func (w *Workers) Run(ctx context.Context) error {
 // channels drain within ctx. The hub is closed too.
 func (w *Workers) Close(ctx context.Context) error {
 	w.Processor.Close()
-	return errors.Join(w.WriteBehind.Close(ctx), w.Notifier.Close(ctx), w.Hub.Close(ctx))
+	err := w.WriteBehind.Close(ctx)
+	if w.Notifier != nil {
+		err = errors.Join(err, w.Notifier.Close(ctx), w.Hub.Close(ctx))
+	}
+	return err
 }

@@ -67,3 +67,23 @@ func TestWorkersHistoryEqualsRedis(t *testing.T) {
 		t.Fatalf("usage_record: %d rows, %d allowed bytes; Redis used %d of %d", rows, allowed, fs.Used, 50*mb)
 	}
 }
+
+func TestWorkersWithoutNotifier(t *testing.T) {
+	h := newHarness(t)
+	db := openSQLite(t)
+	w, err := NewWorkers(h.engine, db, h.kopts(), WorkersConfig{NoNotifier: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Notifier != nil || w.Hub != nil {
+		t.Fatal("notifier built although NoNotifier")
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
+	cancel()
+	if err := w.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -5,6 +5,7 @@
 //	DPCS_KAFKA_BROKERS=127.0.0.1:9092 DPCS_REDIS_ADDR=127.0.0.1:6379 \
 //	DPCS_MYSQL_DSN='dpcs:dpcs@tcp(127.0.0.1:3306)/dpcs?parseTime=true' go run ./examples/processor
 //
+// DPCS_NOTIFIER=off leaves the notifier out, for when examples/server runs it.
 // Without DPCS_MYSQL_DSN it writes to the SQLite file DPCS_SQLITE_PATH
 // (default dpcs.db). Run several to share the partitions of a consumer group.
 // With neither DPCS_KAFKA_BROKERS nor a Redis address it runs on embedded
@@ -84,8 +85,9 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 	w, err := service.NewWorkers(engine, db, kopts, service.WorkersConfig{
-		Logger:   log,
-		Notifier: nopts,
+		Logger:     log,
+		Notifier:   nopts,
+		NoNotifier: getenv("DPCS_NOTIFIER") == "off",
 		Processor: []service.ProcessorOption{
 			service.WithProcessorLocation(cfg.Zone),
 			service.WithMaxEventAge(cfg.DedupeWindow - time.Hour),
