@@ -83,6 +83,10 @@ type Result struct {
 	// Crossed lists the thresholds (percent remaining, descending) this event
 	// crossed; each fires once per family and month until a top-up re-arms it.
 	Crossed []int
+	// Arms[i] says how many times Crossed[i] has fired this month, this time
+	// included: 1 the first time, 2 after a top-up re-armed it and the pool
+	// fell again, and so on — so each crossing can be announced once.
+	Arms []int
 }
 
 // UsedPercent is the share of the month's pool used, in percent with two
@@ -360,12 +364,20 @@ func decodeResult(s string) (Result, error) {
 		*p = n
 	}
 	if f[6] != "" {
-		for _, p := range strings.Split(f[6], ",") {
-			n, err := strconv.Atoi(p)
+		for _, c := range strings.Split(f[6], ",") {
+			pct, arm, _ := strings.Cut(c, ":")
+			n, err := strconv.Atoi(pct)
 			if err != nil {
 				return Result{}, fmt.Errorf("malformed stored result %q: %w", s, err)
 			}
+			a := 1
+			if arm != "" {
+				if a, err = strconv.Atoi(arm); err != nil {
+					return Result{}, fmt.Errorf("malformed stored result %q: %w", s, err)
+				}
+			}
 			r.Crossed = append(r.Crossed, n)
+			r.Arms = append(r.Arms, a)
 		}
 	}
 	r.Rule = f[7]

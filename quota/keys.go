@@ -16,7 +16,8 @@ func (k keys) member(fid, cid int64) string {
 	return k.family(fid) + ":customer:" + strconv.FormatInt(cid, 10) + ":"
 }
 
-// pool is the month's pool hash: used, topup and a:<pct> for fired alerts.
+// pool is the month's pool hash: used, topup, a:<pct> for fired alerts and
+// n:<pct> counting how often each fired this month.
 func (k keys) pool(fid int64, month string) string { return k.family(fid) + ":pool:" + month }
 
 // events is the dedupe bucket of one day: eventId -> stored result.
@@ -39,6 +40,7 @@ const (
 	fieldMonth      = "m"
 	prefixMember    = "m:"
 	prefixAlert     = "a:"
+	prefixArms      = "n:"
 	prefixDay       = "d:"
 )
 

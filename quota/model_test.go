@@ -29,6 +29,7 @@ type model struct {
 	topup   map[fp]int64
 	used    map[fp]int64
 	fired   map[fp]map[int]bool
+	arms    map[fp]map[int]int
 	members map[fc]bool
 	cons    map[fc]map[string]string
 	ver     map[fc]int64
@@ -57,7 +58,7 @@ func newModel(loc *time.Location) *model {
 	return &model{
 		loc: loc, defaultThr: policy.DefaultThresholds(),
 		plan: map[int64]int64{}, thr: map[int64]policy.Thresholds{},
-		topup: map[fp]int64{}, used: map[fp]int64{}, fired: map[fp]map[int]bool{},
+		topup: map[fp]int64{}, used: map[fp]int64{}, fired: map[fp]map[int]bool{}, arms: map[fp]map[int]int{},
 		members: map[fc]bool{}, cons: map[fc]map[string]string{}, ver: map[fc]int64{},
 		daily: map[fcp]int64{}, monthly: map[fcp]int64{}, results: map[fid]Result{},
 	}
@@ -110,7 +111,12 @@ func (m *model) apply(ev Event) Result {
 			for _, p := range m.thresholds(f) {
 				if policy.Reached(p, pool.Total, pool.Remaining()) && !fired[p] {
 					fired[p] = true
+					if m.arms[fp{f, mo.Month}] == nil {
+						m.arms[fp{f, mo.Month}] = map[int]int{}
+					}
+					m.arms[fp{f, mo.Month}][p]++
 					r.Crossed = append(r.Crossed, p)
+					r.Arms = append(r.Arms, m.arms[fp{f, mo.Month}][p])
 				}
 			}
 		}

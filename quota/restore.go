@@ -148,7 +148,7 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 		poolFields := []any{fieldUsed, used, fieldTopUp, st.TopUps}
 		for _, pct := range thr {
 			if total > 0 && remaining*100 <= int64(pct)*total {
-				poolFields = append(poolFields, prefixAlert+strconv.Itoa(pct), "1")
+				poolFields = append(poolFields, prefixAlert+strconv.Itoa(pct), "1", prefixArms+strconv.Itoa(pct), 1)
 			}
 		}
 		p.HSet(ctx, pool, poolFields...)

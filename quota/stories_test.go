@@ -234,8 +234,8 @@ func storyThresholds(t *testing.T, rdb redis.UniversalClient) {
 		t.Errorf("after top-up fired %v, want [50]", fs.Fired)
 	}
 	// One event down to 1 % crosses 30 and 10 at once.
-	if r := f.use(100, 1, 50*mb+mb/2, "x", now); !cmp.Equal(r.Crossed, []int{30, 10}) {
-		t.Errorf("big drop crossed %v, want [30 10]", r.Crossed)
+	if r := f.use(100, 1, 50*mb+mb/2, "x", now); !cmp.Equal(r.Crossed, []int{30, 10}) || !cmp.Equal(r.Arms, []int{2, 2}) {
+		t.Errorf("big drop crossed %v (arms %v), want [30 10] for the second time each", r.Crossed, r.Arms)
 	}
 	// A new month starts full with everything re-armed.
 	next := kst(t, "2026-03-01 00:05")

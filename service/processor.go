@@ -528,11 +528,18 @@ func usageOutputs(in envelope.Envelope[envelope.UsagePayload], res quota.Result,
 	if err != nil {
 		return nil, err
 	}
-	for _, pct := range res.Crossed {
+	for i, pct := range res.Crossed {
+		// The period names the month and, when a top-up re-armed the
+		// threshold and the pool fell again, the arm: "2026-02#2". The
+		// notifier announces each (family, threshold, period) once.
+		period := at.In(loc).Format("2006-01")
+		if i < len(res.Arms) && res.Arms[i] > 1 {
+			period += "#" + strconv.Itoa(res.Arms[i])
+		}
 		err := add(envelope.ToRecord(envelope.TopicNotificationEvents, envelope.New(
 			envelope.DerivedID(envelope.PrefixNotification, id, "threshold:"+strconv.Itoa(pct)), at,
 			envelope.ThresholdAlert{FamilyID: pl.FamilyID, ThresholdPercent: pct,
-				Message: thresholdText(pct), Period: at.In(loc).Format("2006-01")})))
+				Message: thresholdText(pct), Period: period})))
 		if err != nil {
 			return nil, err
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -501,5 +502,25 @@ func TestProcessorOptions(t *testing.T) {
 	}
 	if thresholdText(10) != "가족 데이터가 10% 미만입니다! 데이터를 충전해주세요." {
 		t.Error(thresholdText(10))
+	}
+}
+
+// A threshold re-armed by a top-up and crossed again is a new period arm, so
+// the notifier (which announces each family/threshold/period once) announces it.
+func TestThresholdPeriodCarriesTheArm(t *testing.T) {
+	loc, _ := policy.LoadZone("")
+	at := time.Date(2026, 2, 6, 5, 30, 0, 0, time.UTC)
+	in := envelope.New("evt_x", at, envelope.UsagePayload{FamilyID: 1, CustomerID: 2, AppID: "a", BytesUsed: 1})
+	recs, err := usageOutputs(in, quota.Result{Decision: policy.Allowed, Remaining: 1, Total: 10,
+		Crossed: []int{30, 10}, Arms: []int{1, 2}}, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var periods []string
+	for _, a := range decode[envelope.ThresholdAlert](t, recs[2:]) {
+		periods = append(periods, a.Payload.Period)
+	}
+	if d := cmp.Diff([]string{"2026-02", "2026-02#2"}, periods); d != "" {
+		t.Error(d)
 	}
 }

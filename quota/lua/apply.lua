@@ -6,14 +6,16 @@
 --
 -- KEYS[1] family:{f}                               hash  plan, thr, m:<cid> (members)
 -- KEYS[2] family:{f}:customer:{c}:constraints      hash  constraint key -> value
--- KEYS[3] family:{f}:pool:{YYYYMM}                 hash  used, topup, a:<pct> (fired alerts)
+-- KEYS[3] family:{f}:pool:{YYYYMM}                 hash  used, topup, a:<pct> (fired alerts),
+--                                                        n:<pct> (times fired this month)
 -- KEYS[4] family:{f}:customer:{c}:usage:{YYYYMM}   hash  m (month), d:<DD> (day)
 -- KEYS[5] family:{f}:evt:{YYYYMMDD}                hash  eventId -> stored result (dedupe),
 --                                                        bucketed by the event's own day
 -- ARGV: 1 customerId, 2 bytes, 3 appId, 4 category, 5 minute of day, 6 ISO weekday,
 --       7 day of month "DD", 8 eventId, 9 dedupe ttl s, 10 month ttl s,
 --       11 default thresholds "50,30,10"
--- Returns {duplicate 0|1, "decision|remaining|total|daily|monthly|throttle|crossed|rule"}.
+-- Returns {duplicate 0|1, "decision|remaining|total|daily|monthly|throttle|crossed|rule"},
+-- crossed being "pct:arm,…" (arm: the how-manyth time pct fired this month).
 
 local stored = redis.call('HGET', KEYS[5], ARGV[8])
 if stored then
@@ -168,7 +170,9 @@ if decision == 'ALLOWED' then
     local fired = {}
     for i, p in ipairs(pcts) do
       if pool[i + 2] == false and rem * 100 <= tonumber(p) * total then
-        fired[#fired + 1] = p
+        -- n:<pct> counts how often it fired this month (re-armed by top-ups).
+        local arm = redis.call('HINCRBY', KEYS[3], 'n:' .. p, 1)
+        fired[#fired + 1] = p .. ':' .. arm
         redis.call('HSET', KEYS[3], 'a:' .. p, '1')
       end
     end
