@@ -58,3 +58,28 @@ func FromRecord(r *kgo.Record) (Event, error) {
 	}
 	return Decode(r.Value)
 }
+
+// Headers a dead-letter record carries besides the original record's own.
+const (
+	HeaderDLTReason    = "dlt-reason"    // why the record could not be processed
+	HeaderDLTTopic     = "dlt-topic"     // the topic it came from
+	HeaderDLTPartition = "dlt-partition" // its partition, decimal
+	HeaderDLTOffset    = "dlt-offset"    // its offset, decimal
+)
+
+// DeadLetter returns the record to send to dlt (usually DLT(src.Topic)) for
+// src: the same key, value and headers, plus the reason and the origin
+// (topic, partition, offset) and any extra headers. Every DPCS consumer
+// dead-letters through it, so operators read one format.
+func DeadLetter(src *kgo.Record, dlt, reason string, extra ...kgo.RecordHeader) *kgo.Record {
+	h := make([]kgo.RecordHeader, 0, len(src.Headers)+4+len(extra))
+	h = append(h, src.Headers...)
+	h = append(h,
+		kgo.RecordHeader{Key: HeaderDLTReason, Value: []byte(reason)},
+		kgo.RecordHeader{Key: HeaderDLTTopic, Value: []byte(src.Topic)},
+		kgo.RecordHeader{Key: HeaderDLTPartition, Value: strconv.AppendInt(nil, int64(src.Partition), 10)},
+		kgo.RecordHeader{Key: HeaderDLTOffset, Value: strconv.AppendInt(nil, src.Offset, 10)},
+	)
+	h = append(h, extra...)
+	return &kgo.Record{Topic: dlt, Key: src.Key, Value: src.Value, Headers: h}
+}

@@ -208,3 +208,23 @@ func TestKfakeRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestDeadLetter(t *testing.T) {
+	src := &kgo.Record{Topic: envelope.TopicUsageEvents, Partition: 3, Offset: 42, Key: []byte("100"), Value: []byte("{bad"),
+		Headers: []kgo.RecordHeader{{Key: envelope.HeaderEventType, Value: []byte("DATA_USAGE")}}}
+	got := envelope.DeadLetter(src, envelope.DLT(src.Topic), "malformed", kgo.RecordHeader{Key: "x", Value: []byte("y")})
+	want := &kgo.Record{Topic: "usage-events.DLT", Key: []byte("100"), Value: []byte("{bad"), Headers: []kgo.RecordHeader{
+		{Key: envelope.HeaderEventType, Value: []byte("DATA_USAGE")},
+		{Key: envelope.HeaderDLTReason, Value: []byte("malformed")},
+		{Key: envelope.HeaderDLTTopic, Value: []byte("usage-events")},
+		{Key: envelope.HeaderDLTPartition, Value: []byte("3")},
+		{Key: envelope.HeaderDLTOffset, Value: []byte("42")},
+		{Key: "x", Value: []byte("y")},
+	}}
+	if d := cmp.Diff(want, got, cmpopts.EquateComparable(kgo.RecordAttrs{})); d != "" {
+		t.Error(d)
+	}
+	if len(src.Headers) != 1 {
+		t.Error("the source record's headers were changed")
+	}
+}

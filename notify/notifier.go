@@ -15,7 +15,6 @@ import (
 	"github.com/dabom/dpcs/idempotency"
 	"github.com/dabom/dpcs/internal/sqldialect"
 	"github.com/dabom/dpcs/policy"
-	"github.com/dabom/dpcs/writebehind"
 )
 
 // HeaderDLTChannel names the channel whose delivery failed on a record the
@@ -339,16 +338,10 @@ func (n *Notifier) retry(ctx context.Context, what string, fn func() error) erro
 }
 
 func (n *Notifier) dltRecord(src *kgo.Record, channel, reason string) *kgo.Record {
-	h := append(append([]kgo.RecordHeader{}, src.Headers...),
-		kgo.RecordHeader{Key: writebehind.HeaderDLTReason, Value: []byte(reason)},
-		kgo.RecordHeader{Key: writebehind.HeaderDLTTopic, Value: []byte(src.Topic)},
-		kgo.RecordHeader{Key: writebehind.HeaderDLTPartition, Value: strconv.AppendInt(nil, int64(src.Partition), 10)},
-		kgo.RecordHeader{Key: writebehind.HeaderDLTOffset, Value: strconv.AppendInt(nil, src.Offset, 10)},
-	)
 	if channel != "" {
-		h = append(h, kgo.RecordHeader{Key: HeaderDLTChannel, Value: []byte(channel)})
+		return envelope.DeadLetter(src, n.cfg.dlt, reason, kgo.RecordHeader{Key: HeaderDLTChannel, Value: []byte(channel)})
 	}
-	return &kgo.Record{Topic: n.cfg.dlt, Key: src.Key, Value: src.Value, Headers: h}
+	return envelope.DeadLetter(src, n.cfg.dlt, reason)
 }
 
 func (n *Notifier) deadLettered(src *kgo.Record, channel, reason string, err error) {

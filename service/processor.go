@@ -23,10 +23,10 @@ const ProcessorGroup = "processor-usage-group"
 
 // Headers on dead-letter records.
 const (
-	HeaderDLTReason    = "dlt-reason"
-	HeaderDLTTopic     = "dlt-topic"
-	HeaderDLTPartition = "dlt-partition"
-	HeaderDLTOffset    = "dlt-offset"
+	HeaderDLTReason    = envelope.HeaderDLTReason
+	HeaderDLTTopic     = envelope.HeaderDLTTopic
+	HeaderDLTPartition = envelope.HeaderDLTPartition
+	HeaderDLTOffset    = envelope.HeaderDLTOffset
 )
 
 // Decider is what the processor needs from the quota engine.
@@ -558,14 +558,7 @@ func (p *Processor) deadLetter(r *kgo.Record, reason string) *kgo.Record {
 		p.hooks.OnDeadLetter(r.Topic, reason)
 	}
 	p.log.Warn("dead-lettered", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", reason)
-	headers := append([]kgo.RecordHeader(nil), r.Headers...)
-	headers = append(headers,
-		kgo.RecordHeader{Key: HeaderDLTReason, Value: []byte(reason)},
-		kgo.RecordHeader{Key: HeaderDLTTopic, Value: []byte(r.Topic)},
-		kgo.RecordHeader{Key: HeaderDLTPartition, Value: []byte(strconv.Itoa(int(r.Partition)))},
-		kgo.RecordHeader{Key: HeaderDLTOffset, Value: []byte(strconv.FormatInt(r.Offset, 10))},
-	)
-	return &kgo.Record{Topic: envelope.DLT(r.Topic), Key: r.Key, Value: r.Value, Headers: headers}
+	return envelope.DeadLetter(r, envelope.DLT(r.Topic), reason)
 }
 
 // produce sends every record and waits for all acknowledgements, retrying the

@@ -4,20 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dabom/dpcs/envelope"
 )
 
-// Headers a Runner adds to a dead-lettered record (the original key, value
-// and headers are kept).
+// Headers a Runner adds to a dead-lettered record (envelope.DeadLetter: the
+// original key, value and headers are kept).
 const (
-	HeaderDLTReason    = "dlt-reason"    // why the record can never be written
-	HeaderDLTTopic     = "dlt-topic"     // the topic it was consumed from
-	HeaderDLTPartition = "dlt-partition" // its partition, decimal
-	HeaderDLTOffset    = "dlt-offset"    // its offset, decimal
+	HeaderDLTReason    = envelope.HeaderDLTReason    // why the record can never be written
+	HeaderDLTTopic     = envelope.HeaderDLTTopic     // the topic it was consumed from
+	HeaderDLTPartition = envelope.HeaderDLTPartition // its partition, decimal
+	HeaderDLTOffset    = envelope.HeaderDLTOffset    // its offset, decimal
 )
 
 // Decoder turns a consumed record into the item to write. An error means the
@@ -320,14 +321,7 @@ func (r *Runner[T]) deadLetterLocked(ctx context.Context) error {
 		if e.state != rejected {
 			continue
 		}
-		src := e.rec
-		h := append(append([]kgo.RecordHeader{}, src.Headers...),
-			kgo.RecordHeader{Key: HeaderDLTReason, Value: []byte(e.reason.Error())},
-			kgo.RecordHeader{Key: HeaderDLTTopic, Value: []byte(src.Topic)},
-			kgo.RecordHeader{Key: HeaderDLTPartition, Value: strconv.AppendInt(nil, int64(src.Partition), 10)},
-			kgo.RecordHeader{Key: HeaderDLTOffset, Value: strconv.AppendInt(nil, src.Offset, 10)},
-		)
-		out = append(out, &kgo.Record{Topic: r.cfg.dlt, Key: src.Key, Value: src.Value, Headers: h})
+		out = append(out, envelope.DeadLetter(e.rec, r.cfg.dlt, e.reason.Error()))
 		es = append(es, e)
 	}
 	if len(out) == 0 {
