@@ -9,7 +9,7 @@ TESTFLAGS ?=
 # Sequences the rapid property tests run in `make test` / `make integration`.
 RAPID_CHECKS ?= 1000
 
-.PHONY: all run test integration bench cover lint fuzz clean
+.PHONY: all run test integration bench bench-pipeline cover lint fuzz clean
 
 all: lint test
 
@@ -26,10 +26,15 @@ test:
 integration:
 	RAPID_CHECKS=$(RAPID_CHECKS) bash scripts/integration.sh
 
-## bench: per-package benchmarks; the quota benchmarks need a real redis-server
-## (started by scripts/bench.sh on a loopback port).
+## bench: per-package benchmarks, then the full pipeline (simulator → Kafka →
+## processors → real Redis → write-behind → MariaDB) over a rate ladder beside
+## the redis-benchmark ceiling; writes doc/benchmarks.md and doc/pipeline.svg.
 bench:
 	bash scripts/bench.sh
+
+## bench-pipeline: only the full-pipeline benchmark of `make bench`.
+bench-pipeline:
+	BENCH_PACKAGES=0 bash scripts/bench.sh
 
 ## cover: unit-test coverage, with the total on the last line.
 cover:

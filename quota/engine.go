@@ -260,6 +260,16 @@ func (e *Engine) applyCall(ev Event) ([]string, []any) {
 	return ks, args
 }
 
+// ApplyCommand returns the Redis command the engine sends to judge ev: the
+// EVALSHA arguments (script SHA1, keys, args) exactly as ApplyBatch sends them.
+// It is for measuring the server's ceiling with an external load generator
+// (redis-benchmark) on the engine's own script and key layout; ev is not
+// validated and nothing is sent.
+func (e *Engine) ApplyCommand(ev Event) (sha string, keys []string, args []any) {
+	keys, args = e.applyCall(ev)
+	return applyScript.Hash(), keys, args
+}
+
 // Apply judges one usage event atomically: dedupe by event id, the member's
 // constraints in SPEC §5 order, the family pool, deduction from the pool and
 // the member's day and month counters (all or nothing), and threshold crossings.

@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
-# make bench: per-package benchmarks. The quota engine is measured on a real
-# redis-server started here on a loopback port, beside a trivial EVALSHA baseline.
+# make bench: per-package benchmarks, then the full-pipeline benchmark
+# (examples/pipebench) on a real redis-server, a 3-node Redis Cluster and
+# MariaDB started here on loopback ports. The pipeline results are written into
+# doc/benchmarks.md (marked sections) and doc/pipeline.svg.
+#
+#   BENCH_PACKAGES=0   skip the per-package benchmarks
+#   BENCH_PIPELINE=0   skip the pipeline benchmark
+#   PIPEBENCH_FLAGS    extra flags for the single-Redis pipeline run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/servers.sh
@@ -9,4 +15,17 @@ trap dpcs_stop_servers EXIT
 dpcs_install
 dpcs_start_redis
 dpcs_start_mariadb
-go test -run '^$' -bench . -benchmem -count=1 -tags integration -timeout 30m ${BENCHFLAGS:-} ./...
+if [ "${BENCH_PACKAGES:-1}" != 0 ]; then
+	go test -run '^$' -bench . -benchmem -count=1 -tags integration -timeout 30m ${BENCHFLAGS:-} ./...
+fi
+if [ "${BENCH_PIPELINE:-1}" != 0 ]; then
+	dpcs_start_cluster
+	go build -o "$DPCS_TMP/pipebench" ./examples/pipebench
+	# Rate ladder, 1k vs 250k families, 1/2/3 processors, ceiling: single Redis.
+	"$DPCS_TMP/pipebench" -redis "$DPCS_TEST_REDIS_ADDR" -mysql "$DPCS_TEST_MYSQL_DSN" \
+		-doc doc/benchmarks.md -svg doc/pipeline.svg -profile-dir "${PROFILE_DIR:-$DPCS_TMP}" ${PIPEBENCH_FLAGS:-}
+	# The same max-rate step on the 3-node cluster (scaling note).
+	"$DPCS_TMP/pipebench" -redis-cluster "$DPCS_TEST_REDIS_CLUSTER" -mysql "$DPCS_TEST_MYSQL_DSN" \
+		-rates max -compare-families 0 -scale "" -profile-step "" -doc doc/benchmarks.md -section pipeline-cluster \
+		${PIPEBENCH_CLUSTER_FLAGS:-}
+fi

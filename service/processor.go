@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -67,6 +68,11 @@ type ProcessorHooks struct {
 	OnRetry func(RetryInfo)
 	// OnDeadLetter is called for every record sent to a DLT, with the reason.
 	OnDeadLetter func(topic string, reason string)
+	// OnDecided is called once the engine judged a poll's usage records,
+	// before their outputs are produced, with those records (read them, do
+	// not modify or retain them) and the time the engine returned: the
+	// decision time for produce→decision latency.
+	OnDecided func(records []*kgo.Record, decidedAt time.Time)
 }
 
 // ProcessorOption configures a Processor.
@@ -115,6 +121,21 @@ func WithMaxPollRecords(n int) ProcessorOption {
 			return errors.New("service: max poll records must be ≥ 1")
 		}
 		p.maxPoll = n
+		return nil
+	}
+}
+
+// WithApplyConcurrency splits each poll's usage events into up to n groups
+// of whole partitions, judged concurrently (one ApplyBatch each, on separate
+// connections) with each group's outputs produced as soon as it is judged.
+// A family's events share a partition, so they stay in one group, in order.
+// Default: 4; 1 judges a poll in one ApplyBatch.
+func WithApplyConcurrency(n int) ProcessorOption {
+	return func(p *Processor) error {
+		if n < 1 {
+			return errors.New("service: apply concurrency must be ≥ 1")
+		}
+		p.groups = n
 		return nil
 	}
 }
@@ -171,6 +192,7 @@ type Processor struct {
 
 	maxAge, maxSkew        time.Duration
 	maxPoll                int
+	groups                 int
 	backoffMin, backoffMax time.Duration
 
 	stop     chan struct{}
@@ -203,6 +225,7 @@ func NewProcessor(dec Decider, kopts []kgo.Opt, opts ...ProcessorOption) (*Proce
 		maxAge:     23 * time.Hour,
 		maxSkew:    5 * time.Minute,
 		maxPoll:    500,
+		groups:     4,
 		backoffMin: 100 * time.Millisecond,
 		backoffMax: 5 * time.Second,
 		stop:       make(chan struct{}),
@@ -364,27 +387,66 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 		}
 	}
 	info.Usage = len(usage)
-	scriptStart := time.Now()
-	results, usage, dead, err := p.apply(ctx, usage)
-	if err != nil {
-		return err
+	groups := p.split(usage)
+	type judged struct {
+		results      []quota.Result
+		usage        []usageIn
+		latency      time.Duration
+		deadLettered int
+		err          error
 	}
-	info.ScriptLatency = time.Since(scriptStart)
-	out = append(out, dead...)
-	for i, u := range usage {
-		res := results[i]
-		info.Decisions[res.Decision]++
-		info.Crossings += len(res.Crossed)
-		if res.Duplicate {
-			info.Duplicates++
+	done := make([]judged, len(groups))
+	var wg sync.WaitGroup
+	for i, g := range groups {
+		wg.Add(1)
+		go func() { // joined below
+			defer wg.Done()
+			j := &done[i]
+			scriptStart := time.Now()
+			results, judgedUsage, dead, err := p.apply(ctx, g)
+			if err != nil {
+				j.err = err
+				return
+			}
+			decidedAt := time.Now()
+			j.latency, j.results, j.usage = decidedAt.Sub(scriptStart), results, judgedUsage
+			if p.hooks.OnDecided != nil && len(judgedUsage) > 0 {
+				recs := make([]*kgo.Record, len(judgedUsage))
+				for k, u := range judgedUsage {
+					recs[k] = u.rec
+				}
+				p.hooks.OnDecided(recs, decidedAt)
+			}
+			// The group's outputs go out while other groups are judged.
+			outs := dead
+			for k, u := range judgedUsage {
+				recs, err := usageOutputs(u.env, results[k], p.loc)
+				if err != nil {
+					// Every field comes from a validated event and the engine; a
+					// failure here is a bug, not bad input. Stop rather than lose it.
+					j.err = fmt.Errorf("service: build outputs of %s: %w", u.env.EventID, err)
+					return
+				}
+				outs = append(outs, recs...)
+			}
+			j.deadLettered = len(dead)
+			j.err = p.produce(ctx, outs)
+		}()
+	}
+	wg.Wait()
+	for _, j := range done {
+		if j.err != nil {
+			return j.err
 		}
-		recs, err := usageOutputs(u.env, res, p.loc)
-		if err != nil {
-			// Every field comes from a validated event and the engine; a
-			// failure here is a bug, not bad input. Stop rather than lose it.
-			return fmt.Errorf("service: build outputs of %s: %w", u.env.EventID, err)
+		info.ScriptLatency = max(info.ScriptLatency, j.latency)
+		info.DeadLettered += j.deadLettered
+		for _, res := range j.results {
+			info.Decisions[res.Decision]++
+			info.Crossings += len(res.Crossed)
+			if res.Duplicate {
+				info.Duplicates++
+			}
 		}
-		out = append(out, recs...)
 	}
 	for _, r := range out {
 		if r.Topic != envelope.TopicUsagePersist && r.Topic != envelope.TopicNotificationEvents {
@@ -399,6 +461,49 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 		p.hooks.OnBatch(info)
 	}
 	return nil
+}
+
+// split divides usage into at most p.groups groups of whole partitions,
+// balanced by event count, each keeping the poll's order.
+func (p *Processor) split(usage []usageIn) [][]usageIn {
+	if len(usage) == 0 {
+		return nil
+	}
+	type part struct {
+		topic string
+		n     int32
+	}
+	count := map[part]int{}
+	var parts []part
+	for _, u := range usage {
+		k := part{u.rec.Topic, u.rec.Partition}
+		if count[k] == 0 {
+			parts = append(parts, k)
+		}
+		count[k]++
+	}
+	n := min(p.groups, len(parts))
+	if n <= 1 {
+		return [][]usageIn{usage}
+	}
+	// Largest partitions first, each to the lightest group.
+	slices.SortFunc(parts, func(a, b part) int { return count[b] - count[a] })
+	load := make([]int, n)
+	groupOf := make(map[part]int, len(parts))
+	for _, k := range parts {
+		g := slices.Index(load, slices.Min(load))
+		groupOf[k] = g
+		load[g] += count[k]
+	}
+	groups := make([][]usageIn, n)
+	for g := range groups {
+		groups[g] = make([]usageIn, 0, load[g])
+	}
+	for _, u := range usage {
+		g := groupOf[part{u.rec.Topic, u.rec.Partition}]
+		groups[g] = append(groups[g], u)
+	}
+	return groups
 }
 
 func (p *Processor) usageProblem(ev envelope.Event, pl envelope.UsagePayload, now time.Time) string {
@@ -563,23 +668,36 @@ func (p *Processor) deadLetter(r *kgo.Record, reason string) *kgo.Record {
 
 // produce sends every record and waits for all acknowledgements, retrying the
 // ones that failed (duplicates in Kafka are harmless: ids are deterministic).
+// It flushes instead of waiting out the producer's linger: the poll is not
+// committed before these are acknowledged. Safe for concurrent use.
 func (p *Processor) produce(ctx context.Context, recs []*kgo.Record) error {
 	pending := recs
 	return p.retry(ctx, "kafka produce", func() error {
 		if len(pending) == 0 {
 			return nil
 		}
-		res := p.cl.ProduceSync(ctx, pending...)
+		var mu sync.Mutex
 		var failed []*kgo.Record
 		var firstErr error
-		for _, r := range res {
-			if r.Err != nil {
-				failed = append(failed, r.Record)
-				if firstErr == nil {
-					firstErr = r.Err
+		var wg sync.WaitGroup
+		wg.Add(len(pending))
+		for _, r := range pending {
+			p.cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+				if err != nil {
+					mu.Lock()
+					failed = append(failed, r)
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
 				}
-			}
+				wg.Done()
+			})
 		}
+		if err := p.cl.Flush(ctx); err != nil {
+			return err
+		}
+		wg.Wait() // every promise has run once Flush returned
 		pending = failed
 		return firstErr
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"pgregory.net/rapid"
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/policy"
@@ -491,7 +492,7 @@ func storyCrashRestart(h *harness) {
 
 func TestProcessorOptions(t *testing.T) {
 	bad := []ProcessorOption{WithMaxEventAge(0), WithMaxClockSkew(-1), WithMaxPollRecords(0),
-		WithRetryBackoff(0, 1), WithRetryBackoff(2, 1), WithProcessorLocation(nil)}
+		WithRetryBackoff(0, 1), WithRetryBackoff(2, 1), WithProcessorLocation(nil), WithApplyConcurrency(0)}
 	for i, o := range bad {
 		if _, err := NewProcessor(&quota.Engine{}, nil, o); err == nil {
 			t.Errorf("option %d accepted", i)
@@ -523,4 +524,45 @@ func TestThresholdPeriodCarriesTheArm(t *testing.T) {
 	if d := cmp.Diff([]string{"2026-02", "2026-02#2"}, periods); d != "" {
 		t.Error(d)
 	}
+}
+
+// split keeps every partition whole and in poll order, balances groups by
+// events, and never makes more groups than asked or than partitions.
+func TestSplitKeepsPartitionsWholeAndOrdered(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(1, 6).Draw(rt, "groups")
+		p := &Processor{groups: n}
+		parts := rapid.SliceOfN(rapid.Int32Range(0, 9), 0, 300).Draw(rt, "partitions")
+		var usage []usageIn
+		for i, part := range parts {
+			usage = append(usage, usageIn{rec: &kgo.Record{Topic: envelope.TopicUsageEvents, Partition: part, Offset: int64(i)}})
+		}
+		groups := p.split(usage)
+		distinct := map[int32]bool{}
+		for _, part := range parts {
+			distinct[part] = true
+		}
+		if len(groups) > n || (len(usage) > 0 && len(groups) > len(distinct)) || (len(usage) == 0 && groups != nil) {
+			rt.Fatalf("%d groups for %d asked, %d partitions", len(groups), n, len(distinct))
+		}
+		owner := map[int32]int{}
+		total := 0
+		for g, grp := range groups {
+			last := int64(-1)
+			for _, u := range grp {
+				if o, ok := owner[u.rec.Partition]; ok && o != g {
+					rt.Fatalf("partition %d split across groups %d and %d", u.rec.Partition, o, g)
+				}
+				owner[u.rec.Partition] = g
+				if u.rec.Offset <= last {
+					rt.Fatalf("group %d out of poll order", g)
+				}
+				last = u.rec.Offset
+				total++
+			}
+		}
+		if total != len(usage) {
+			rt.Fatalf("%d events in groups, %d polled", total, len(usage))
+		}
+	})
 }

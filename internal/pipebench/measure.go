@@ -1,0 +1,196 @@
+package pipebench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/simulate"
+)
+
+// RedisMemory is used_memory summed over the server (or every cluster master).
+func RedisMemory(ctx context.Context, rdb redis.UniversalClient) (int64, error) {
+	read := func(c *redis.Client) (int64, error) {
+		info, err := c.Info(ctx, "memory").Result()
+		if err != nil {
+			return 0, err
+		}
+		return infoField(info, "used_memory")
+	}
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return read(c)
+	case *redis.ClusterClient:
+		var mu sync.Mutex
+		var total int64
+		err := c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			v, err := read(n)
+			mu.Lock()
+			total += v
+			mu.Unlock()
+			return err
+		})
+		return total, err
+	}
+	return 0, fmt.Errorf("pipebench: unsupported redis client %T", rdb)
+}
+
+func infoField(info, name string) (int64, error) {
+	sc := bufio.NewScanner(strings.NewReader(info))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
+		if ok && k == name {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("pipebench: INFO has no %s", name)
+}
+
+// processRSS is this process's resident set size in bytes (Linux), 0 when
+// unknown.
+func processRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(rest)
+			if len(f) >= 1 {
+				kb, _ := strconv.ParseInt(f[0], 10, 64)
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
+
+// CeilingConfig is a redis-benchmark run of the engine's own script.
+type CeilingConfig struct {
+	// Benchmark is the redis-benchmark binary. Default: from PATH.
+	Benchmark string
+	// Addr is the single Redis server (host:port) to measure.
+	Addr string
+	// Requests per run (default 300,000), Clients (default 4), Pipeline
+	// (default 16).
+	Requests, Clients, Pipeline int
+	// FamilyID is the family the measured calls charge (provisioned here
+	// with a pool that does not run out). Default: 1.
+	FamilyID int64
+}
+
+var rpsRe = regexp.MustCompile(`([0-9.]+) requests per second`)
+
+// Ceiling measures how many judgements per second the server does when fed
+// by redis-benchmark: pipelined EVALSHA of the engine's own apply script with
+// the engine's own keys and arguments, every call a new event id (the dedupe
+// miss path), one member charging 1 byte, so each call runs the full allowed
+// path (membership, constraints, limits, pool, deduction, thresholds, result
+// stored for replays). It returns calls per second and the command line.
+func Ceiling(ctx context.Context, eng *quota.Engine, cfg CeilingConfig) (float64, string, error) {
+	if cfg.Benchmark == "" {
+		p, err := exec.LookPath("redis-benchmark")
+		if err != nil {
+			return 0, "", fmt.Errorf("pipebench: redis-benchmark: %w", err)
+		}
+		cfg.Benchmark = p
+	}
+	host, port, ok := strings.Cut(cfg.Addr, ":")
+	if !ok {
+		return 0, "", fmt.Errorf("pipebench: redis address %q: want host:port", cfg.Addr)
+	}
+	if cfg.Requests <= 0 {
+		cfg.Requests = 300_000
+	}
+	if cfg.Clients <= 0 {
+		cfg.Clients = 4
+	}
+	if cfg.Pipeline <= 0 {
+		cfg.Pipeline = 16
+	}
+	if cfg.FamilyID <= 0 {
+		cfg.FamilyID = 1
+	}
+	cid := simulate.CustomerID(cfg.FamilyID, 0)
+	if err := eng.Restore(ctx, quota.FamilyState{FamilyID: cfg.FamilyID, Provisioned: true, Plan: policy.MaxBytes / 2,
+		Members: []quota.MemberState{{CustomerID: cid}}}); err != nil {
+		return 0, "", err
+	}
+	if err := eng.Load(ctx); err != nil {
+		return 0, "", err
+	}
+	apps := policy.DefaultApps()
+	if len(apps) == 0 {
+		return 0, "", errors.New("pipebench: no apps in the default catalog")
+	}
+	sha, keys, args := eng.ApplyCommand(quota.Event{ID: "evt_x", FamilyID: cfg.FamilyID, CustomerID: cid, Bytes: 1,
+		AppID: apps[0].ID, Category: apps[0].Category, At: time.Now()})
+	cmd := []string{"-h", host, "-p", port, "-c", strconv.Itoa(cfg.Clients), "-P", strconv.Itoa(cfg.Pipeline),
+		"-n", strconv.Itoa(cfg.Requests), "-r", "1000000000", "-q",
+		"EVALSHA", sha, strconv.Itoa(len(keys))}
+	cmd = append(cmd, keys...)
+	for i, a := range args {
+		s := fmt.Sprint(a)
+		if i == 7 { // the event id: a new one per call
+			s = "evt___rand_int__"
+		}
+		cmd = append(cmd, s)
+	}
+	out, err := exec.CommandContext(ctx, cfg.Benchmark, cmd...).CombinedOutput()
+	line := cfg.Benchmark + " " + strings.Join(quoteAll(cmd), " ")
+	if err != nil {
+		return 0, line, fmt.Errorf("pipebench: redis-benchmark: %w: %s", err, lastLine(out))
+	}
+	m := rpsRe.FindAllSubmatch(out, -1)
+	if len(m) == 0 {
+		return 0, line, fmt.Errorf("pipebench: redis-benchmark printed no rate: %s", lastLine(out))
+	}
+	rps, err := strconv.ParseFloat(string(m[len(m)-1][1]), 64)
+	if err != nil {
+		return 0, line, err
+	}
+	// Every call must have been judged: the member's month counter moved.
+	st, err := eng.Status(ctx, cfg.FamilyID, cid)
+	if err != nil {
+		return 0, line, err
+	}
+	if st.MonthlyUsed < int64(cfg.Requests)/2 {
+		return 0, line, fmt.Errorf("pipebench: redis-benchmark calls did not charge the member (month usage %d after %d calls)", st.MonthlyUsed, cfg.Requests)
+	}
+	return rps, line, nil
+}
+
+func quoteAll(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if strings.ContainsAny(a, " {},:") {
+			a = "'" + a + "'"
+		}
+		out[i] = a
+	}
+	return out
+}
+
+func lastLine(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+		b = b[i+1:]
+	}
+	if i := bytes.LastIndexByte(b, '\r'); i >= 0 {
+		b = b[i+1:]
+	}
+	return string(b)
+}
