@@ -6,6 +6,8 @@
 //	DPCS_MYSQL_DSN='dpcs:dpcs@tcp(127.0.0.1:3306)/dpcs?parseTime=true' go run ./examples/processor
 //
 // DPCS_NOTIFIER=off leaves the notifier out, for when examples/server runs it.
+// DPCS_KAFKA_SESSION_TIMEOUT (a duration, default kgo's 45s) is how soon the
+// group hands a crashed instance's partitions to the others.
 // Without DPCS_MYSQL_DSN it writes to the SQLite file DPCS_SQLITE_PATH
 // (default dpcs.db). Run several to share the partitions of a consumer group.
 // With neither DPCS_KAFKA_BROKERS nor a Redis address it runs on embedded
@@ -50,6 +52,15 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if len(cfg.KafkaBrokers) == 0 {
 		return errors.New("DPCS_KAFKA_BROKERS: required with a real Redis")
 	}
+	var groupOpts []kgo.Opt
+	if v := getenv("DPCS_KAFKA_SESSION_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second || d > 30*time.Minute {
+			return fmt.Errorf("DPCS_KAFKA_SESSION_TIMEOUT: want a duration from 1s to 30m, got %q", v)
+		}
+		// Heartbeat at most a third of the session, as Kafka advises.
+		groupOpts = append(groupOpts, kgo.SessionTimeout(d), kgo.HeartbeatInterval(min(3*time.Second, d/3)))
+	}
 	rdb, err := cfg.Redis()
 	if err != nil {
 		return err
@@ -70,7 +81,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err := service.Migrate(ctx, db); err != nil {
 		return err
 	}
-	kopts := []kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...)}
+	kopts := append([]kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...)}, groupOpts...)
 	admin, err := kgo.NewClient(kopts...)
 	if err != nil {
 		return err

@@ -18,6 +18,15 @@ func TestRunNeedsBrokersWithRealRedis(t *testing.T) {
 	}
 }
 
+func TestRunRejectsBadSessionTimeout(t *testing.T) {
+	env := map[string]string{"DPCS_KAFKA_BROKERS": "127.0.0.1:1", "DPCS_REDIS_ADDR": "127.0.0.1:1",
+		"DPCS_KAFKA_SESSION_TIMEOUT": "10"}
+	err := run(context.Background(), func(k string) string { return env[k] })
+	if err == nil || !strings.Contains(err.Error(), "DPCS_KAFKA_SESSION_TIMEOUT") {
+		t.Fatalf("err %v", err)
+	}
+}
+
 // With no infrastructure given it runs embedded and stops cleanly.
 func TestRunEmbedded(t *testing.T) {
 	env := map[string]string{"DPCS_DATA_DIR": t.TempDir(), "DPCS_EMBEDDED_KAFKA_PORT": "0",
