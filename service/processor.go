@@ -67,6 +67,8 @@ type ProcessorHooks struct {
 	OnBatch func(BatchInfo)
 	OnRetry func(RetryInfo)
 	// OnDeadLetter is called for every record sent to a DLT, with the reason.
+	// It and OnDecided may be called concurrently (one call per partition
+	// group of a poll).
 	OnDeadLetter func(topic string, reason string)
 	// OnDecided is called once the engine judged a poll's usage records,
 	// before their outputs are produced, with those records (read them, do
@@ -352,9 +354,15 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 	start := time.Now()
 	info := BatchInfo{Records: len(recs), Decisions: map[policy.Decision]int{}, Lag: lag}
 	var out []*kgo.Record
-	var usage []usageIn
+	var usageRecs []*kgo.Record
 	now := p.now()
+	// Policy updates (and strays) first, in order; usage records are decoded
+	// and judged by the partition groups below.
 	for _, r := range recs {
+		if r.Topic == envelope.TopicUsageEvents {
+			usageRecs = append(usageRecs, r)
+			continue
+		}
 		ev, err := envelope.FromRecord(r)
 		if err != nil {
 			out = append(out, p.deadLetter(r, err.Error()))
@@ -362,15 +370,7 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 		}
 		switch pl := ev.Payload.(type) {
 		case envelope.UsagePayload:
-			if r.Topic != envelope.TopicUsageEvents {
-				out = append(out, p.deadLetter(r, "DATA_USAGE event on topic "+r.Topic))
-				continue
-			}
-			if reason := p.usageProblem(ev, pl, now); reason != "" {
-				out = append(out, p.deadLetter(r, reason))
-				continue
-			}
-			usage = append(usage, usageIn{rec: r, env: envelope.New(ev.EventID, ev.Timestamp, pl)})
+			out = append(out, p.deadLetter(r, "DATA_USAGE event on topic "+r.Topic))
 		case envelope.PolicyUpdatedPayload:
 			if r.Topic != envelope.TopicPolicyUpdated {
 				out = append(out, p.deadLetter(r, "POLICY_UPDATED event on topic "+r.Topic))
@@ -386,11 +386,10 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 			out = append(out, p.deadLetter(r, fmt.Sprintf("unexpected %s event on topic %s", ev.EventType, r.Topic)))
 		}
 	}
-	info.Usage = len(usage)
-	groups := p.split(usage)
+	groups := p.split(usageRecs)
 	type judged struct {
 		results      []quota.Result
-		usage        []usageIn
+		usage        int
 		latency      time.Duration
 		deadLettered int
 		err          error
@@ -402,14 +401,17 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 		go func() { // joined below
 			defer wg.Done()
 			j := &done[i]
+			usage, dead := p.decodeUsage(g, now)
+			j.usage = len(usage)
 			scriptStart := time.Now()
-			results, judgedUsage, dead, err := p.apply(ctx, g)
+			results, judgedUsage, rejected, err := p.apply(ctx, usage)
 			if err != nil {
 				j.err = err
 				return
 			}
+			dead = append(dead, rejected...)
 			decidedAt := time.Now()
-			j.latency, j.results, j.usage = decidedAt.Sub(scriptStart), results, judgedUsage
+			j.latency, j.results = decidedAt.Sub(scriptStart), results
 			if p.hooks.OnDecided != nil && len(judgedUsage) > 0 {
 				recs := make([]*kgo.Record, len(judgedUsage))
 				for k, u := range judgedUsage {
@@ -438,6 +440,7 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 		if j.err != nil {
 			return j.err
 		}
+		info.Usage += j.usage
 		info.ScriptLatency = max(info.ScriptLatency, j.latency)
 		info.DeadLettered += j.deadLettered
 		for _, res := range j.results {
@@ -463,47 +466,70 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 	return nil
 }
 
-// split divides usage into at most p.groups groups of whole partitions,
-// balanced by event count, each keeping the poll's order.
-func (p *Processor) split(usage []usageIn) [][]usageIn {
-	if len(usage) == 0 {
+// split divides a poll's usage records into at most p.groups groups of
+// whole partitions, balanced by record count, each keeping the poll's order.
+func (p *Processor) split(recs []*kgo.Record) [][]*kgo.Record {
+	if len(recs) == 0 {
 		return nil
 	}
-	type part struct {
-		topic string
-		n     int32
-	}
-	count := map[part]int{}
-	var parts []part
-	for _, u := range usage {
-		k := part{u.rec.Topic, u.rec.Partition}
-		if count[k] == 0 {
-			parts = append(parts, k)
+	count := map[int32]int{}
+	var parts []int32
+	for _, r := range recs {
+		if count[r.Partition] == 0 {
+			parts = append(parts, r.Partition)
 		}
-		count[k]++
+		count[r.Partition]++
 	}
 	n := min(p.groups, len(parts))
 	if n <= 1 {
-		return [][]usageIn{usage}
+		return [][]*kgo.Record{recs}
 	}
 	// Largest partitions first, each to the lightest group.
-	slices.SortFunc(parts, func(a, b part) int { return count[b] - count[a] })
+	slices.SortFunc(parts, func(a, b int32) int { return count[b] - count[a] })
 	load := make([]int, n)
-	groupOf := make(map[part]int, len(parts))
-	for _, k := range parts {
+	groupOf := make(map[int32]int, len(parts))
+	for _, part := range parts {
 		g := slices.Index(load, slices.Min(load))
-		groupOf[k] = g
-		load[g] += count[k]
+		groupOf[part] = g
+		load[g] += count[part]
 	}
-	groups := make([][]usageIn, n)
+	groups := make([][]*kgo.Record, n)
 	for g := range groups {
-		groups[g] = make([]usageIn, 0, load[g])
+		groups[g] = make([]*kgo.Record, 0, load[g])
 	}
-	for _, u := range usage {
-		g := groupOf[part{u.rec.Topic, u.rec.Partition}]
-		groups[g] = append(groups[g], u)
+	for _, r := range recs {
+		g := groupOf[r.Partition]
+		groups[g] = append(groups[g], r)
 	}
 	return groups
+}
+
+// decodeUsage decodes usage-events records; what cannot be judged is
+// dead-lettered with the reason.
+func (p *Processor) decodeUsage(recs []*kgo.Record, now time.Time) (usage []usageIn, dead []*kgo.Record) {
+	usage = make([]usageIn, 0, len(recs))
+	for _, r := range recs {
+		ev, err := envelope.FromRecord(r)
+		if err != nil {
+			dead = append(dead, p.deadLetter(r, err.Error()))
+			continue
+		}
+		pl, ok := ev.Payload.(envelope.UsagePayload)
+		if !ok {
+			reason := fmt.Sprintf("unexpected %s event on topic %s", ev.EventType, r.Topic)
+			if _, policy := ev.Payload.(envelope.PolicyUpdatedPayload); policy {
+				reason = "POLICY_UPDATED event on topic " + r.Topic
+			}
+			dead = append(dead, p.deadLetter(r, reason))
+			continue
+		}
+		if reason := p.usageProblem(ev, pl, now); reason != "" {
+			dead = append(dead, p.deadLetter(r, reason))
+			continue
+		}
+		usage = append(usage, usageIn{rec: r, env: envelope.New(ev.EventID, ev.Timestamp, pl)})
+	}
+	return usage, dead
 }
 
 func (p *Processor) usageProblem(ev envelope.Event, pl envelope.UsagePayload, now time.Time) string {

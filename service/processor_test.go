@@ -533,9 +533,9 @@ func TestSplitKeepsPartitionsWholeAndOrdered(t *testing.T) {
 		n := rapid.IntRange(1, 6).Draw(rt, "groups")
 		p := &Processor{groups: n}
 		parts := rapid.SliceOfN(rapid.Int32Range(0, 9), 0, 300).Draw(rt, "partitions")
-		var usage []usageIn
+		var usage []*kgo.Record
 		for i, part := range parts {
-			usage = append(usage, usageIn{rec: &kgo.Record{Topic: envelope.TopicUsageEvents, Partition: part, Offset: int64(i)}})
+			usage = append(usage, &kgo.Record{Topic: envelope.TopicUsageEvents, Partition: part, Offset: int64(i)})
 		}
 		groups := p.split(usage)
 		distinct := map[int32]bool{}
@@ -549,15 +549,15 @@ func TestSplitKeepsPartitionsWholeAndOrdered(t *testing.T) {
 		total := 0
 		for g, grp := range groups {
 			last := int64(-1)
-			for _, u := range grp {
-				if o, ok := owner[u.rec.Partition]; ok && o != g {
-					rt.Fatalf("partition %d split across groups %d and %d", u.rec.Partition, o, g)
+			for _, r := range grp {
+				if o, ok := owner[r.Partition]; ok && o != g {
+					rt.Fatalf("partition %d split across groups %d and %d", r.Partition, o, g)
 				}
-				owner[u.rec.Partition] = g
-				if u.rec.Offset <= last {
+				owner[r.Partition] = g
+				if r.Offset <= last {
 					rt.Fatalf("group %d out of poll order", g)
 				}
-				last = u.rec.Offset
+				last = r.Offset
 				total++
 			}
 		}
