@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -41,6 +42,17 @@ func TestCeilingOnRealRedis(t *testing.T) {
 	}
 	if st.MonthlyUsed < 19_000 || st.MonthlyUsed > 20_000 {
 		t.Errorf("20,000 calls of 1 byte charged %d bytes", st.MonthlyUsed)
+	}
+	if err := ResetServerStats(ctx, rdb); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Apply(ctx, quota.Event{ID: "evt_stats", FamilyID: fid, CustomerID: 9_876_543_210, Bytes: 1,
+		AppID: "com.kakao.talk", At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	ss, err := ReadServerScript(ctx, rdb)
+	if err != nil || ss.Calls < 1 || ss.P99 <= 0 || ss.MeanPerCall <= 0 {
+		t.Errorf("server script stats %+v, %v", ss, err)
 	}
 	mem, err := RedisMemory(ctx, rdb)
 	if err != nil || mem <= 0 {

@@ -48,6 +48,87 @@ func RedisMemory(ctx context.Context, rdb redis.UniversalClient) (int64, error) 
 	return 0, fmt.Errorf("pipebench: unsupported redis client %T", rdb)
 }
 
+// eachNode calls fn for the server, or for every cluster master.
+func eachNode(ctx context.Context, rdb redis.UniversalClient, fn func(*redis.Client) error) error {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return fn(c)
+	case *redis.ClusterClient:
+		var mu sync.Mutex
+		return c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return fn(n)
+		})
+	}
+	return fmt.Errorf("pipebench: unsupported redis client %T", rdb)
+}
+
+// ServerScript is the server's own view of the apply script since the last
+// ResetServerStats: latency percentiles (Redis ≥ 7 latency tracking; the
+// worst node of a cluster) and the mean server time per call.
+type ServerScript struct {
+	Calls          int64
+	P50, P99, P999 time.Duration
+	MeanPerCall    time.Duration
+}
+
+// ResetServerStats resets the servers' command statistics (CONFIG RESETSTAT).
+func ResetServerStats(ctx context.Context, rdb redis.UniversalClient) error {
+	return eachNode(ctx, rdb, func(c *redis.Client) error { return c.ConfigResetStat(ctx).Err() })
+}
+
+// ReadServerScript reads EVALSHA's statistics from INFO latencystats and
+// INFO commandstats.
+func ReadServerScript(ctx context.Context, rdb redis.UniversalClient) (ServerScript, error) {
+	var out ServerScript
+	var usec int64
+	err := eachNode(ctx, rdb, func(c *redis.Client) error {
+		info, err := c.Info(ctx, "latencystats", "commandstats").Result()
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(info, "\n") {
+			line = strings.TrimSpace(line)
+			if rest, ok := strings.CutPrefix(line, "latency_percentiles_usec_evalsha:"); ok {
+				for _, kv := range strings.Split(rest, ",") {
+					k, v, _ := strings.Cut(kv, "=")
+					f, err := strconv.ParseFloat(v, 64)
+					if err != nil {
+						continue
+					}
+					d := time.Duration(f * float64(time.Microsecond))
+					switch k {
+					case "p50":
+						out.P50 = max(out.P50, d)
+					case "p99":
+						out.P99 = max(out.P99, d)
+					case "p99.9":
+						out.P999 = max(out.P999, d)
+					}
+				}
+			}
+			if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:"); ok {
+				for _, kv := range strings.Split(rest, ",") {
+					k, v, _ := strings.Cut(kv, "=")
+					n, _ := strconv.ParseInt(v, 10, 64)
+					switch k {
+					case "calls":
+						out.Calls += n
+					case "usec":
+						usec += n
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if out.Calls > 0 {
+		out.MeanPerCall = time.Duration(usec) * time.Microsecond / time.Duration(out.Calls)
+	}
+	return out, err
+}
+
 func infoField(info, name string) (int64, error) {
 	sc := bufio.NewScanner(strings.NewReader(info))
 	for sc.Scan() {

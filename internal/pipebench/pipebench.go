@@ -90,9 +90,13 @@ type Step struct {
 	Throughput        float64 // decided events/s in the measured window
 	// Produce→decision latency of events decided in the window.
 	P50, P99, P999, Max time.Duration
-	// Script latency: one ApplyBatch call (a poll's events) in the window.
+	// Script latency: one ApplyBatch call (a poll's partition group) in the
+	// window, seen by the client.
 	ScriptP50, ScriptP99 time.Duration
-	MeanBatch            float64
+	// Server is the apply script's latency as Redis measured it (zero
+	// when the server does not report it, e.g. miniredis).
+	Server    ServerScript
+	MeanBatch float64
 	// Backlog = produced − decided, sampled every second; MaxLag is the
 	// largest consumer lag a poll reported.
 	BacklogMax, BacklogEnd int64
@@ -479,6 +483,7 @@ func runStep(ctx context.Context, cfg Config, spec StepSpec, warmup time.Duratio
 	if err := sleep(ctx, warmup); err != nil {
 		return st, err
 	}
+	_ = ResetServerStats(ctx, cfg.Redis) // unsupported on miniredis: no server view
 	rec.start()
 	if cfg.OnStep != nil {
 		cfg.OnStep(spec.Label, true)
@@ -503,6 +508,9 @@ func runStep(ctx context.Context, cfg Config, spec StepSpec, warmup time.Duratio
 	tick.Stop()
 	el := time.Since(t0)
 	rec.stop()
+	if ss, err := ReadServerScript(ctx, cfg.Redis); err == nil {
+		st.Server = ss
+	}
 	if cfg.OnStep != nil {
 		cfg.OnStep(spec.Label, false)
 	}

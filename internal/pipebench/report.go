@@ -18,8 +18,8 @@ func (r *Report) Markdown(command, setting string) string {
 		fmt.Fprintf(&b, "Ceiling (same run, same server): **%s judgements/s** — redis-benchmark feeding the engine's own "+
 			"`apply.lua` pipelined (`EVALSHA`, 16 per round trip, 4 connections), full allowed path, a new event id per call.\n\n", thousands(r.Ceiling))
 	}
-	b.WriteString("| step | offered ev/s | families | proc. | achieved ev/s | ÷ ceiling | produce→decision p50 / p99 / p99.9 | script p50 / p99 (per poll) | mean poll | backlog max / end | max lag | write-behind rows/s | persist pending start → end | RSS |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---|---|---:|---|---:|---:|---|---:|\n")
+	b.WriteString("| step | offered ev/s | families | proc. | achieved ev/s | ÷ ceiling | produce→decision p50 / p99 / p99.9 | script p50 / p99 (client, per group) | script p50 / p99 / p99.9 (server, per event) | mean poll | backlog max / end | max lag | write-behind rows/s | persist pending start → end | RSS |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---|---|---|---:|---|---:|---:|---|---:|\n")
 	for _, s := range r.Steps {
 		ratio := "—"
 		if r.Ceiling > 0 {
@@ -29,9 +29,13 @@ func (r *Report) Markdown(command, setting string) string {
 		if s.Offered != MaxRate {
 			offered = thousands(s.Offered)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | **%s** | %s | %s / %s / %s | %s / %s | %.0f | %s / %s | %s | %s | %s → %s | %d MiB |\n",
+		server := "—"
+		if s.Server.Calls > 0 {
+			server = fmt.Sprintf("%s / %s / %s", us(s.Server.P50), us(s.Server.P99), us(s.Server.P999))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | **%s** | %s | %s / %s / %s | %s / %s | %s | %.0f | %s / %s | %s | %s | %s → %s | %d MiB |\n",
 			s.Label, offered, thousands(float64(s.Families)), s.Processors, thousands(s.Throughput), ratio,
-			ms(s.P50), ms(s.P99), ms(s.P999), ms(s.ScriptP50), ms(s.ScriptP99), s.MeanBatch,
+			ms(s.P50), ms(s.P99), ms(s.P999), ms(s.ScriptP50), ms(s.ScriptP99), server, s.MeanBatch,
 			thousands(float64(s.BacklogMax)), thousands(float64(s.BacklogEnd)), thousands(float64(s.MaxLag)),
 			thousands(s.RowsPerSec), thousands(float64(s.PersistPendingStart)), thousands(float64(s.PersistEnd)), s.RSS>>20)
 	}
@@ -58,6 +62,10 @@ func (r *Report) Markdown(command, setting string) string {
 			"and one usage_record row per event id over the whole table): **pass**.\n", r.InvariantsChecked)
 	}
 	return b.String()
+}
+
+func us(d time.Duration) string {
+	return fmt.Sprintf("%.0f µs", float64(d)/1e3)
 }
 
 func ms(d time.Duration) string {
