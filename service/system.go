@@ -397,6 +397,11 @@ func (s *System) close(ctx context.Context) error {
 	if s.publisher != nil {
 		errs = append(errs, s.publisher.Close(ctx))
 	}
+	// Live SSE streams end when the hub closes; Shutdown would otherwise
+	// wait for them until ctx expires and leave nothing for the drain.
+	if s.Hub != nil {
+		errs = append(errs, s.Hub.Close(ctx))
+	}
 	for _, srv := range s.servers {
 		errs = append(errs, srv.Shutdown(ctx))
 	}

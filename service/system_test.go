@@ -104,8 +104,22 @@ func TestSystemEndToEnd(t *testing.T) {
 	if last != nil {
 		t.Fatalf("invariants after the run:\n%v", last)
 	}
-	if err := s.Close(ctx); err != nil {
+	// A live SSE stream does not hold up the stop.
+	req, _ := http.NewRequest("GET", base+"/families/100/notifications/stream", nil)
+	req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("SSE: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := s.Close(cctx); err != nil {
 		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Close took %s with an SSE client connected", d)
 	}
 }
 

@@ -150,7 +150,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, ready c
 	cancel()
 	shutdown, stop := context.WithTimeout(context.Background(), 15*time.Second)
 	defer stop()
-	return errors.Join(firstErr, srv.Shutdown(shutdown), relay.Close(shutdown), notifier.Close(shutdown), hub.Close(shutdown))
+	// The hub first: live SSE streams end with it, or Shutdown would wait for
+	// them until the deadline.
+	hubErr := hub.Close(shutdown)
+	return errors.Join(firstErr, hubErr, srv.Shutdown(shutdown), relay.Close(shutdown), notifier.Close(shutdown))
 }
 
 func rebuild(ctx context.Context, db *sql.DB, eng *quota.Engine, args []string, log *slog.Logger) error {
