@@ -9,7 +9,7 @@ TESTFLAGS ?=
 # Sequences the rapid property tests run in `make test` / `make integration`.
 RAPID_CHECKS ?= 1000
 
-.PHONY: all run test integration bench bench-pipeline cover lint fuzz clean
+.PHONY: all run test integration e2e bench bench-pipeline cover lint fuzz clean
 
 all: lint test
 
@@ -25,6 +25,12 @@ test:
 ## integration: real redis-server (single + 3-node cluster), MariaDB and kcat on loopback.
 integration:
 	RAPID_CHECKS=$(RAPID_CHECKS) bash scripts/integration.sh
+
+## e2e: SPEC §13 stories 1–6 against the whole system, embedded and on real
+## redis-server (single + 3-node cluster) and MariaDB. (`make test` runs the
+## embedded form too.)
+e2e:
+	bash scripts/e2e.sh
 
 ## bench: per-package benchmarks, then the full pipeline (simulator → Kafka →
 ## processors → real Redis → write-behind → MariaDB) over a rate ladder beside
