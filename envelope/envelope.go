@@ -1,6 +1,7 @@
 package envelope
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"reflect"
@@ -80,7 +81,7 @@ func New[T Payload](id string, at time.Time, p T) Envelope[T] {
 // within years 0000–9999, payload present and valid (its errors prefixed
 // "payload.").
 func (e Envelope[T]) Validate() error {
-	var errs []error
+	errs := make([]error, 0, 5) // one per member at most; no allocation when valid
 	if e.EventID == "" {
 		errs = append(errs, required("eventId"))
 	}
@@ -128,6 +129,17 @@ func (e Envelope[T]) MarshalJSON() ([]byte, error) {
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
+	// Encoded on the stack and copied out: one allocation of the exact size.
+	var buf [512]byte
+	if b, ok := appendEnvelope(buf[:0], e.EventID, e.EventType, e.SubType, e.Timestamp, e.Payload); ok {
+		return bytes.Clone(b), nil
+	}
+	return e.marshalSlow()
+}
+
+// marshalSlow is MarshalJSON through encoding/json, for the payloads
+// appendEnvelope does not know and for every encoding error.
+func (e Envelope[T]) marshalSlow() ([]byte, error) {
 	b, err := marshal(wireEnvelope{
 		EventID:   e.EventID,
 		EventType: e.EventType,

@@ -37,16 +37,28 @@ func ToRecord[T Payload](topic string, e Envelope[T]) (*kgo.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &kgo.Record{
-		Topic:   topic,
-		Key:     strconv.AppendInt(nil, Payload(e.Payload).FamilyKey(), 10),
-		Value:   value,
-		Headers: []kgo.RecordHeader{{Key: HeaderEventType, Value: []byte(e.EventType)}},
-	}
+	// One allocation for the record and its headers, one for the key and
+	// the header values: producers call this for every event.
+	rh := &recordWithHeaders{}
+	small := make([]byte, 0, 20+len(e.EventType)+len(e.SubType))
+	small = strconv.AppendInt(small, Payload(e.Payload).FamilyKey(), 10)
+	key := small[:len(small):len(small)]
+	small = append(small[len(small):], e.EventType...)
+	eventType := small[:len(small):len(small)]
+	subType := append(small[len(small):], e.SubType...)
+	rh.headers[0] = kgo.RecordHeader{Key: HeaderEventType, Value: eventType}
+	n := 1
 	if e.SubType != "" {
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderSubType, Value: []byte(e.SubType)})
+		rh.headers[1] = kgo.RecordHeader{Key: HeaderSubType, Value: subType}
+		n = 2
 	}
-	return r, nil
+	rh.Record = kgo.Record{Topic: topic, Key: key, Value: value, Headers: rh.headers[:n:n]}
+	return &rh.Record, nil
+}
+
+type recordWithHeaders struct {
+	kgo.Record
+	headers [2]kgo.RecordHeader
 }
 
 // FromRecord decodes the value of r with Decode. Key and headers are not

@@ -15,6 +15,10 @@ import (
 type Registry struct {
 	mu    sync.RWMutex
 	types map[EventType]map[SubType]func() Payload
+	// builtin is set by NewRegistry: the registry holds the built-in pairs,
+	// which Register cannot replace, so Decode may read them with
+	// decodeFast.
+	builtin bool
 }
 
 // builtins is the registry of the package-level Decode: built once, never
@@ -23,7 +27,7 @@ var builtins = NewRegistry()
 
 // NewRegistry returns a registry holding the built-in payload types.
 func NewRegistry() *Registry {
-	return &Registry{types: map[EventType]map[SubType]func() Payload{
+	return &Registry{builtin: true, types: map[EventType]map[SubType]func() Payload{
 		TypeDataUsage:     {"": func() Payload { return new(UsagePayload) }},
 		TypePolicyUpdated: {"": func() Payload { return new(PolicyUpdatedPayload) }},
 		TypeUsagePersist:  {"": func() Payload { return new(UsagePersistPayload) }},
@@ -92,6 +96,23 @@ func (r *Registry) lookup(t EventType, s SubType) (func() Payload, error) {
 // Decode decodes and validates an envelope whose payload type is registered
 // in r; see the package-level Decode for the errors.
 func (r *Registry) Decode(data []byte) (Event, error) {
+	if r.builtin {
+		if ev, ok := decodeFast(data); ok {
+			// decodeFast read what decodeSlow would have, without error, so
+			// what is left is decodeSlow's validation.
+			if err := ev.Validate(); err != nil {
+				return Event{}, err
+			}
+			return ev, nil
+		}
+	}
+	return r.decodeSlow(data)
+}
+
+// decodeSlow is Decode through encoding/json: it decodes anything a
+// registered payload's UnmarshalJSON accepts and is the one place that words
+// decoding errors.
+func (r *Registry) decodeSlow(data []byte) (Event, error) {
 	o, err := parseObject(data)
 	if err != nil {
 		if errors.Is(err, errNotObject) {
