@@ -55,10 +55,13 @@ lint:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags integration $(PKGS)
 
-## fuzz: run the envelope decoder fuzzer for FUZZTIME (default 60s).
+## fuzz: run the envelope fuzzers for FUZZTIME each (default 60s): the strict
+## decoder, and the fast decoder/encoder against the encoding/json path.
 FUZZTIME ?= 60s
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./envelope
+	for f in FuzzDecode FuzzDecodeDifferential FuzzEncodeDifferential; do \
+		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./envelope || exit 1; \
+	done
 
 clean:
 	rm -f coverage.out
