@@ -9,7 +9,7 @@ TESTFLAGS ?=
 # Sequences the rapid property tests run in `make test` / `make integration`.
 RAPID_CHECKS ?= 1000
 
-.PHONY: all run test integration e2e bench bench-pipeline cover lint fuzz clean
+.PHONY: all run test integration e2e chaos bench bench-pipeline cover lint fuzz clean
 
 all: lint test
 
@@ -31,6 +31,13 @@ integration:
 ## embedded form too.)
 e2e:
 	bash scripts/e2e.sh
+
+## chaos: three processor deployables as OS processes on kfake, a real
+## redis-server (AOF) and MariaDB; kill -9 processors, rebalance 1→3→2→3,
+## restart Redis, stop MariaDB 30 s, deliver every event 3×, a 10× burst; then
+## the invariants (≈ 2–3 min; DPCS_CHAOS_* tune it, see scripts/chaos.sh).
+chaos:
+	bash scripts/chaos.sh
 
 ## bench: per-package benchmarks, then the full pipeline (simulator → Kafka →
 ## processors → real Redis → write-behind → MariaDB) over a rate ladder beside

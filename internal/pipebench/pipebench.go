@@ -97,6 +97,10 @@ type Step struct {
 	// when the server does not report it, e.g. miniredis).
 	Server    ServerScript
 	MeanBatch float64
+	// ProcessorBusy is the fraction of the window the processors spent
+	// handling polls (rather than waiting in poll), EngineBusy the part of it
+	// spent waiting for the engine; both summed over processors.
+	ProcessorBusy, EngineBusy float64
 	// Backlog = produced − decided, sampled every second; MaxLag is the
 	// largest consumer lag a poll reported.
 	BacklogMax, BacklogEnd int64
@@ -133,8 +137,10 @@ type recorder struct {
 	scripts   []int64
 	batches   int64
 	events    int64
-	maxLag    int64
-	decisions map[policy.Decision]int64
+	// busy sums the polls' processing time, scriptBusy their engine time.
+	busy, scriptBusy time.Duration
+	maxLag           int64
+	decisions        map[policy.Decision]int64
 
 	sent     atomic.Int64 // handed to the producer, always counted
 	produced atomic.Int64 // acknowledged by Kafka, always counted
@@ -146,6 +152,7 @@ type recorder struct {
 func (r *recorder) start() {
 	r.mu.Lock()
 	r.on, r.latencies, r.scripts, r.batches, r.events, r.maxLag = true, r.latencies[:0], r.scripts[:0], 0, 0, 0
+	r.busy, r.scriptBusy = 0, 0
 	r.decisions = map[policy.Decision]int64{}
 	r.mu.Unlock()
 }
@@ -183,6 +190,8 @@ func (r *recorder) batch(b service.BatchInfo) {
 		return
 	}
 	r.scripts = append(r.scripts, int64(b.ScriptLatency))
+	r.busy += b.Duration
+	r.scriptBusy += b.ScriptLatency
 	r.batches++
 	r.events += int64(b.Usage)
 	r.maxLag = max(r.maxLag, b.Lag)
@@ -525,6 +534,9 @@ func runStep(ctx context.Context, cfg Config, spec StepSpec, warmup time.Duratio
 	if rec.batches > 0 {
 		st.MeanBatch = float64(rec.events) / float64(rec.batches)
 	}
+	// Summed over processors, so up to Processors × 1.
+	st.ProcessorBusy = rec.busy.Seconds() / el.Seconds()
+	st.EngineBusy = rec.scriptBusy.Seconds() / el.Seconds()
 	st.MaxLag = rec.maxLag
 	st.Decisions = rec.decisions
 	rec.mu.Unlock()

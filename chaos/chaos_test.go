@@ -1,0 +1,903 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/notify"
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service"
+	"github.com/dabom/dpcs/simulate"
+	"github.com/dabom/dpcs/writebehind"
+)
+
+// config is the run's shape, from DPCS_CHAOS_* variables (CI defaults).
+type config struct {
+	Duration       time.Duration // DPCS_CHAOS_DURATION: traffic, faults included (100s)
+	MySQLDown      time.Duration // DPCS_CHAOS_MYSQL_DOWN: how long MariaDB stays stopped (30s)
+	RedisDown      time.Duration // DPCS_CHAOS_REDIS_DOWN: between redis-server's SIGKILL and restart (12s)
+	Burst          time.Duration // DPCS_CHAOS_BURST: length of the 10× burst (3s)
+	Drain          time.Duration // DPCS_CHAOS_DRAIN_TIMEOUT: deadline for catching up after traffic (150s)
+	SessionTimeout time.Duration // DPCS_CHAOS_SESSION_TIMEOUT: the processors' Kafka session (10s)
+	ReplayDelay    time.Duration // DPCS_CHAOS_REPLAY_DELAY: delay of each event's last copy (2s)
+	Rate           float64       // DPCS_CHAOS_RATE: distinct events per second (250)
+	Families       int           // DPCS_CHAOS_FAMILIES: provisioned families (3000)
+	Copies         int           // DPCS_CHAOS_COPIES: deliveries of every event (3)
+	Seed           uint64        // DPCS_CHAOS_SEED: population and event stream (1)
+	Processor      string        // DPCS_CHAOS_PROCESSOR: a prebuilt examples/processor; default: built here
+	Keep           bool          // DPCS_CHAOS_KEEP=1 keeps the work directory after a green run too
+}
+
+func loadConfig(t *testing.T) config {
+	t.Helper()
+	c := config{Duration: 100 * time.Second, MySQLDown: 30 * time.Second, RedisDown: 12 * time.Second,
+		Burst: 3 * time.Second, Drain: 150 * time.Second, SessionTimeout: 10 * time.Second,
+		ReplayDelay: 2 * time.Second, Rate: 250, Families: 3000, Copies: 3, Seed: 1,
+		Processor: os.Getenv("DPCS_CHAOS_PROCESSOR"), Keep: os.Getenv("DPCS_CHAOS_KEEP") == "1"}
+	var errs []error
+	dur := func(name string, dst *time.Duration, lo time.Duration) {
+		if v := os.Getenv(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < lo {
+				errs = append(errs, fmt.Errorf("%s: want a duration ≥ %s, got %q", name, lo, v))
+				return
+			}
+			*dst = d
+		}
+	}
+	num := func(name string, set func(float64), lo, hi float64) {
+		if v := os.Getenv(name); v != "" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f < lo || f > hi {
+				errs = append(errs, fmt.Errorf("%s: want a number from %g to %g, got %q", name, lo, hi, v))
+				return
+			}
+			set(f)
+		}
+	}
+	dur("DPCS_CHAOS_DURATION", &c.Duration, 0)
+	dur("DPCS_CHAOS_MYSQL_DOWN", &c.MySQLDown, time.Second)
+	dur("DPCS_CHAOS_REDIS_DOWN", &c.RedisDown, 0)
+	dur("DPCS_CHAOS_BURST", &c.Burst, time.Second)
+	dur("DPCS_CHAOS_DRAIN_TIMEOUT", &c.Drain, 10*time.Second)
+	dur("DPCS_CHAOS_SESSION_TIMEOUT", &c.SessionTimeout, 6*time.Second) // kfake's minimum
+	dur("DPCS_CHAOS_REPLAY_DELAY", &c.ReplayDelay, 0)
+	num("DPCS_CHAOS_RATE", func(f float64) { c.Rate = f }, 1, 100_000)
+	num("DPCS_CHAOS_FAMILIES", func(f float64) { c.Families = int(f) }, 10, 250_000)
+	num("DPCS_CHAOS_COPIES", func(f float64) { c.Copies = int(f) }, 1, 10)
+	num("DPCS_CHAOS_SEED", func(f float64) { c.Seed = uint64(f) }, 0, 1<<53)
+	// Ten steps of at least 4 s (a rebalance takes about a heartbeat, 3 s)
+	// around the Redis and MariaDB outages.
+	if min := c.MySQLDown + c.RedisDown + 40*time.Second; c.Duration < min {
+		errs = append(errs, fmt.Errorf("DPCS_CHAOS_DURATION: at least DPCS_CHAOS_MYSQL_DOWN + DPCS_CHAOS_REDIS_DOWN + 40s = %s, got %s", min, c.Duration))
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// harness is one run: the servers, the processors and what happened.
+type harness struct {
+	t       *testing.T
+	cfg     config
+	dir     string
+	ctx     context.Context
+	bin     string
+	brokers []string
+	kafka   *kfake.Cluster
+	redis   *Redis
+	maria   *MariaDB
+	rdb     *redis.Client
+	eng     *quota.Engine
+	db      *sql.DB
+	adm     *kadm.Client
+	admCl   *kgo.Client
+
+	mu       sync.Mutex
+	procs    []*Process // every processor ever started
+	live     []*Process // processors meant to be running
+	n        int        // processors started so far (names them)
+	kills    int        // processors SIGKILLed
+	stops    int        // processors stopped with SIGTERM
+	servers  []*Process
+	t0       time.Time // traffic start
+	events   []string  // the timeline
+	timings  []string  // measured recoveries
+	families []int64
+}
+
+func (h *harness) logf(format string, args ...any) {
+	h.t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	at := "setup"
+	if !h.t0.IsZero() {
+		at = fmt.Sprintf("t+%5.1fs", time.Since(h.t0).Seconds())
+	}
+	h.mu.Lock()
+	h.events = append(h.events, at+"  "+msg)
+	h.mu.Unlock()
+	h.t.Logf("%s  %s", at, msg)
+}
+
+func (h *harness) timing(format string, args ...any) {
+	h.t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	h.mu.Lock()
+	h.timings = append(h.timings, msg)
+	h.mu.Unlock()
+	h.logf("%s", msg)
+}
+
+// at sleeps until d after the traffic started (at once if that is past).
+func (h *harness) at(d time.Duration) {
+	if w := time.Until(h.t0.Add(d)); w > 0 {
+		time.Sleep(w)
+	}
+}
+
+func TestChaos(t *testing.T) {
+	cfg := loadConfig(t)
+	began := time.Now()
+	dir, err := os.MkdirTemp("", "dpcs-chaos-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, cfg: cfg, dir: dir, ctx: context.Background()}
+	t.Cleanup(func() {
+		if t.Failed() || cfg.Keep {
+			t.Logf("work directory (logs, data) kept: %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	t.Cleanup(h.stopAll) // runs before the directory cleanup
+	t.Cleanup(h.tailsOnFailure)
+	t.Logf("config: %+v", cfg)
+	t.Logf("work directory: %s", dir)
+
+	var phase []string
+	mark := time.Now()
+	lap := func(name string) {
+		phase = append(phase, fmt.Sprintf("%-28s %s", name, time.Since(mark).Round(100*time.Millisecond)))
+		mark = time.Now()
+	}
+
+	// 1. Build, servers, provisioning.
+	h.build()
+	h.startServers()
+	stopWatch, watchDone := make(chan struct{}), make(chan struct{})
+	go h.watchGroups(stopWatch, watchDone)
+	t.Cleanup(func() { close(stopWatch); <-watchDone }) // before stopAll
+	lap("setup: build, servers")
+	h.provision()
+	lap("setup: provision")
+
+	// 2. One processor, then traffic.
+	h.startProcessor()
+	h.waitMembers("1 processor", 1, 60*time.Second)
+	lap("setup: first processor")
+	traffic, sim := h.startTraffic()
+	h.t0 = time.Now()
+	h.logf("traffic started: %.0f events/s × %d copies", cfg.Rate, cfg.Copies)
+
+	// 3. Faults (see faults), then traffic stops.
+	h.faults(sim)
+	h.at(cfg.Duration)
+	stopCtx, cancel := context.WithTimeout(h.ctx, 60*time.Second)
+	if err := sim.Stop(stopCtx); err != nil {
+		t.Errorf("simulator stop: %v", err)
+	}
+	if err := traffic.Close(stopCtx); err != nil {
+		t.Errorf("traffic flush: %v", err)
+	}
+	cancel()
+	ts := traffic.Stats()
+	h.logf("traffic stopped: %d records, %d distinct events, %d failed", ts.Records, ts.Distinct, ts.Failed)
+	lap("traffic with faults")
+
+	// 4. Catch up.
+	produced := traffic.IDs()
+	h.drain(len(produced))
+	lap("drain")
+
+	// 5. Checks.
+	sum := h.check(produced, ts)
+	lap("checks")
+	total := time.Since(began).Round(100 * time.Millisecond)
+	h.summary(sum, ts, phase, total)
+}
+
+func (h *harness) build() {
+	h.t.Helper()
+	if h.cfg.Processor != "" {
+		h.bin = h.cfg.Processor
+		return
+	}
+	h.bin = filepath.Join(h.dir, "processor")
+	cmd := exec.Command("go", "build", "-o", h.bin, "./examples/processor")
+	cmd.Dir = ".." // the module root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		h.t.Fatalf("go build ./examples/processor: %v\n%s", err, out)
+	}
+}
+
+func lookPath(t *testing.T, name string) string {
+	t.Helper()
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	for _, d := range []string{"/usr/sbin", "/usr/bin", "/usr/local/sbin"} {
+		if p := filepath.Join(d, name); fileExists(p) {
+			return p
+		}
+	}
+	t.Fatalf("%s not found: run scripts/chaos.sh (it installs redis-server and mariadb-server)", name)
+	return ""
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+func (h *harness) startServers() {
+	t := h.t
+	t.Helper()
+	ports, err := FreePorts(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.kafka, err = kfake.NewCluster(kfake.NumBrokers(3), kfake.Ports(ports[0], ports[1], ports[2]),
+		kfake.SeedTopics(service.DefaultPartitions, service.Topics()...))
+	if err != nil {
+		t.Fatalf("kfake: %v", err)
+	}
+	h.brokers = h.kafka.ListenAddrs()
+	h.logf("kfake: brokers %v, topics %v × %d partitions", h.brokers, service.Topics(), service.DefaultPartitions)
+
+	if h.redis, err = NewRedis(lookPath(t, "redis-server"), filepath.Join(h.dir, "redis"), ports[3]); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.redis.Start(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.addServer(h.redis.Process())
+	h.logf("redis-server: %s (pid %d, appendonly, appendfsync always)", h.redis.Addr(), h.redis.Process().PID())
+
+	h.maria, err = NewMariaDB(h.ctx, lookPath(t, "mariadb-install-db"), lookPath(t, "mariadbd"), filepath.Join(h.dir, "mariadb"), ports[4])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.maria.Start(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.addServer(h.maria.Process())
+	h.logf("mariadbd: 127.0.0.1:%d (pid %d)", h.maria.Port, h.maria.Process().PID())
+
+	h.rdb = redis.NewClient(&redis.Options{Addr: h.redis.Addr()})
+	zone, err := policy.LoadZone(policy.DefaultZone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.eng, err = quota.New(h.rdb, quota.WithLocation(zone)); err != nil {
+		t.Fatal(err)
+	}
+	if h.db, err = sql.Open("mysql", h.maria.DSN()); err != nil {
+		t.Fatal(err)
+	}
+	if err := service.Migrate(h.ctx, h.db); err != nil {
+		t.Fatal(err)
+	}
+	if h.admCl, err = kgo.NewClient(kgo.SeedBrokers(h.brokers...)); err != nil {
+		t.Fatal(err)
+	}
+	h.adm = kadm.NewClient(h.admCl)
+}
+
+func (h *harness) addServer(p *Process) {
+	h.mu.Lock()
+	h.servers = append(h.servers, p)
+	h.mu.Unlock()
+}
+
+// provision writes the population into the quota engine: a plan per family,
+// its members, a monthly limit on a child of every third family, a daily
+// limit on a parent of every fourth, a video block on every seventh and
+// custom thresholds on every sixth.
+func (h *harness) provision() {
+	t := h.t
+	t.Helper()
+	pop, err := simulate.NewPopulation(h.cfg.Seed, simulate.WithFamilies(h.cfg.Families), simulate.WithFirstFamilyID(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := h.ctx
+	// Plans small enough that pools run dry and thresholds fire within a run.
+	plans := []int64{4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30}
+	limits := 0
+	for f := range pop.Families() {
+		fid := f.ID
+		h.families = append(h.families, fid)
+		if _, err := h.eng.SetPlan(ctx, fid, plans[fid%int64(len(plans))]); err != nil {
+			t.Fatal(err)
+		}
+		if fid%6 == 0 {
+			if err := h.eng.SetThresholds(ctx, fid, policy.Thresholds{75, 50, 25, 5}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, m := range f.Members {
+			if err := h.eng.AddMember(ctx, fid, m.CustomerID); err != nil {
+				t.Fatal(err)
+			}
+			c := map[string]string{}
+			switch {
+			case m.Index == 2 && fid%3 == 0:
+				c[policy.KeyLimitMonthly] = strconv.Itoa(6 << 20)
+			case m.Index == 0 && fid%4 == 1:
+				c[policy.KeyLimitDaily] = strconv.Itoa(3 << 20)
+			case m.Index == 1 && fid%7 == 0:
+				c[policy.KeyBlockCatPrefix+string(policy.CategoryVideo)] = "1"
+			}
+			if len(c) > 0 {
+				limits++
+				if _, err := h.eng.SetConstraints(ctx, fid, m.CustomerID, 1, c); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	h.logf("provisioned %d families, %d members, %d members with a limit or block, plans %v MB",
+		pop.NumFamilies(), pop.NumMembers(), limits, []int64{4, 16, 64, 256, 1024})
+}
+
+// startProcessor starts one more processor deployable.
+func (h *harness) startProcessor() *Process {
+	h.t.Helper()
+	h.mu.Lock()
+	h.n++
+	name := fmt.Sprintf("processor-%d", h.n)
+	h.mu.Unlock()
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DPCS_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env,
+		"DPCS_KAFKA_BROKERS="+strings.Join(h.brokers, ","),
+		"DPCS_REDIS_ADDR="+h.redis.Addr(),
+		"DPCS_MYSQL_DSN="+h.maria.DSN(),
+		"DPCS_KAFKA_SESSION_TIMEOUT="+h.cfg.SessionTimeout.String(),
+		"DPCS_LOG_LEVEL=info",
+	)
+	p, err := StartProcess(name, filepath.Join(h.dir, name+".log"), env, h.bin)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.mu.Lock()
+	h.procs = append(h.procs, p)
+	h.live = append(h.live, p)
+	n := len(h.live)
+	h.mu.Unlock()
+	h.logf("started %s (pid %d): %d processors running", name, p.PID(), n)
+	return p
+}
+
+// victim returns the oldest running processor and takes it off the live list.
+func (h *harness) victim() *Process {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.live) == 0 {
+		h.t.Fatal("no processor to stop")
+	}
+	p := h.live[0]
+	h.live = h.live[1:]
+	return p
+}
+
+func (h *harness) killProcessor() {
+	h.t.Helper()
+	p := h.victim()
+	if err := p.Kill(); err != nil {
+		h.t.Error(err)
+	}
+	h.mu.Lock()
+	h.kills++
+	n := len(h.live)
+	h.mu.Unlock()
+	h.logf("kill -9 %s (pid %d): %d processors running", p.Name, p.PID(), n)
+}
+
+func (h *harness) terminateProcessor() {
+	h.t.Helper()
+	p := h.victim()
+	start := time.Now()
+	err := p.Terminate(45 * time.Second)
+	h.mu.Lock()
+	h.stops++
+	n := len(h.live)
+	h.mu.Unlock()
+	if err != nil {
+		h.t.Errorf("graceful stop of %s: %v\n%s", p.Name, err, Tail(p.LogPath, 30))
+	}
+	h.logf("SIGTERM %s (pid %d): stopped cleanly in %s; %d processors running", p.Name, p.PID(), time.Since(start).Round(10*time.Millisecond), n)
+}
+
+// waitMembers waits until the processor group is stable with n members and
+// records how long that took.
+func (h *harness) waitMembers(what string, n int, timeout time.Duration) {
+	h.t.Helper()
+	start := time.Now()
+	var last string
+	for time.Since(start) < timeout {
+		gs, err := h.adm.DescribeGroups(h.ctx, service.ProcessorGroup)
+		if err == nil {
+			g := gs[service.ProcessorGroup]
+			last = fmt.Sprintf("%s with %d members", g.State, len(g.Members))
+			if g.Err == nil && g.State == "Stable" && len(g.Members) == n {
+				h.timing("group %s: stable with %d members after %s", what, n, time.Since(start).Round(100*time.Millisecond))
+				return
+			}
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	h.t.Errorf("group %s: not stable with %d members within %s (last: %s)", what, n, timeout, last)
+}
+
+func (h *harness) startTraffic() (*Traffic, *simulate.Simulator) {
+	t := h.t
+	t.Helper()
+	cl, err := kgo.NewClient(append(simulate.ProducerOptions(kgo.AllISRAcks()), kgo.SeedBrokers(h.brokers...))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	pub, err := simulate.NewPublisher(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	traffic, err := NewTraffic(pub, h.cfg.Copies, h.cfg.ReplayDelay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pop, err := simulate.NewPopulation(h.cfg.Seed, simulate.WithFamilies(h.cfg.Families), simulate.WithFirstFamilyID(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen, err := simulate.NewGenerator(pop, simulate.WithLocation(h.eng.Location()), simulate.WithStreamSeed(h.cfg.Seed+1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := simulate.New(gen, traffic, simulate.WithRate(h.cfg.Rate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return traffic, sim
+}
+
+// faults runs the schedule. u is a tenth of the traffic time outside the
+// Redis and MariaDB outages; every step starts at its time or, if an
+// earlier one ran late, right after it.
+func (h *harness) faults(sim *simulate.Simulator) {
+	cfg := h.cfg
+	M, R := cfg.MySQLDown, cfg.RedisDown
+	u := (cfg.Duration - M - R) / 10
+
+	// Rebalance: 1 → 3 → 2 → 3 processors.
+	h.at(1 * u)
+	h.startProcessor()
+	h.startProcessor()
+	h.waitMembers("1→3", 3, 60*time.Second)
+	h.at(2 * u)
+	h.terminateProcessor()
+	h.waitMembers("3→2", 2, 60*time.Second)
+	h.at(3 * u)
+	h.startProcessor()
+	h.waitMembers("2→3", 3, 60*time.Second)
+
+	// Redis killed and restarted on the same port and AOF, while the group
+	// is stable (after a SIGKILL the group waits a session timeout).
+	h.at(4 * u)
+	h.redisOutage()
+
+	// A processor killed mid-stream and restarted at once.
+	h.at(5*u + R)
+	h.killProcessor()
+	h.startProcessor()
+
+	// One 10× burst.
+	h.at(6*u + R)
+	if err := sim.SetRate(cfg.Rate * 10); err != nil {
+		h.t.Fatal(err)
+	}
+	h.logf("burst: %.0f events/s for %s", cfg.Rate*10, cfg.Burst)
+	time.Sleep(cfg.Burst)
+	if err := sim.SetRate(cfg.Rate); err != nil {
+		h.t.Fatal(err)
+	}
+	h.logf("burst over: back to %.0f events/s", cfg.Rate)
+
+	// MariaDB stopped; a processor killed while it is down and replaced
+	// once it is back (a processor cannot start without its database).
+	h.at(7*u + R)
+	h.mysqlOutage(M/3, h.killProcessor, func() { h.startProcessor() })
+
+	// Once more, a processor killed and restarted.
+	h.at(8*u + R + M)
+	h.killProcessor()
+	h.startProcessor()
+}
+
+// committed sums the processor group's committed offsets.
+func (h *harness) committed() int64 {
+	offs, err := h.adm.FetchOffsets(h.ctx, service.ProcessorGroup)
+	if err != nil {
+		return -1
+	}
+	var sum int64
+	offs.Each(func(o kadm.OffsetResponse) { sum += max(o.At, 0) })
+	return sum
+}
+
+func (h *harness) redisOutage() {
+	h.t.Helper()
+	pid := h.redis.Process().PID()
+	atKill := h.committed()
+	if err := h.redis.Kill(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.logf("kill -9 redis-server (pid %d); processor group committed %d offsets", pid, atKill)
+	time.Sleep(h.cfg.RedisDown)
+	before := h.committed()
+	if err := h.redis.Start(h.ctx); err != nil {
+		h.t.Fatal(err)
+	}
+	h.addServer(h.redis.Process())
+	back := time.Now()
+	h.logf("redis-server restarted on %s (pid %d) after %s down; committed offsets %d while it was down",
+		h.redis.Addr(), h.redis.Process().PID(), h.cfg.RedisDown, before-atKill)
+	for time.Since(back) < 60*time.Second {
+		if c := h.committed(); c > before {
+			h.timing("processors judging again within %s of Redis answering PING (committed offsets %d → %d)",
+				time.Since(back).Round(100*time.Millisecond), before, c)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	h.t.Errorf("processors did not commit anything within 60s of Redis coming back (committed %d)", before)
+}
+
+func (h *harness) usageRows() (int64, error) {
+	var n int64
+	ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
+	defer cancel()
+	err := h.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM usage_record`).Scan(&n)
+	return n, err
+}
+
+// mysqlOutage stops MariaDB for the configured time, runs during() after
+// the given time into it, starts it again, runs back() and waits until the
+// write-behind writes again.
+func (h *harness) mysqlOutage(after time.Duration, during, back func()) {
+	h.t.Helper()
+	before, _ := h.usageRows()
+	pid := h.maria.Process().PID()
+	start := time.Now()
+	if err := h.maria.Stop(); err != nil {
+		h.t.Errorf("mariadb stop: %v", err)
+	}
+	h.logf("mariadbd stopped (SIGTERM, pid %d) in %s; usage_record had %d rows", pid, time.Since(start).Round(10*time.Millisecond), before)
+	time.Sleep(after)
+	during()
+	if w := time.Until(start.Add(h.cfg.MySQLDown)); w > 0 {
+		time.Sleep(w)
+	}
+	if err := h.maria.Start(h.ctx); err != nil {
+		h.t.Fatal(err)
+	}
+	h.addServer(h.maria.Process())
+	up := time.Now()
+	h.logf("mariadbd started again on the same datadir and port (pid %d) after %s down", h.maria.Process().PID(), up.Sub(start).Round(100*time.Millisecond))
+	back()
+	for time.Since(up) < 60*time.Second {
+		if n, err := h.usageRows(); err == nil && n > before {
+			h.timing("write-behind writing again %s after MariaDB came back (usage_record %d → %d rows)",
+				time.Since(up).Round(100*time.Millisecond), before, n)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	h.t.Errorf("usage_record did not grow within 60s of MariaDB coming back (%d rows)", before)
+}
+
+type groupTopics struct {
+	group  string
+	topics []string
+}
+
+// groups are the consumer groups of the processor deployable and their topics.
+func groups() []groupTopics {
+	return []groupTopics{
+		{service.ProcessorGroup, service.ProcessorTopics()},
+		{writebehind.DefaultGroup, []string{envelope.TopicUsagePersist}},
+		{notify.DefaultGroup, []string{envelope.TopicNotificationEvents}},
+	}
+}
+
+// watchGroups adds every change of a consumer group's state or size to the
+// timeline, until stop is closed; it closes done when it returns.
+func (h *harness) watchGroups(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	last := map[string]string{}
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for _, g := range groups() {
+			ctx, cancel := context.WithTimeout(h.ctx, 2*time.Second)
+			gs, err := h.adm.DescribeGroups(ctx, g.group)
+			cancel()
+			if err != nil {
+				continue
+			}
+			d := gs[g.group]
+			now := fmt.Sprintf("%s, %d members", d.State, len(d.Members))
+			if now != last[g.group] {
+				last[g.group] = now
+				h.logf("group %s: %s", g.group, now)
+			}
+		}
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// lags returns the lag of every consumer group of the processor deployable
+// and the lines of lagging partitions.
+func (h *harness) lags() (map[string]int64, []string, error) {
+	out := map[string]int64{}
+	var lines []string
+	for _, g := range groups() {
+		n, l, err := GroupLag(h.ctx, h.adm, g.group, g.topics...)
+		if err != nil {
+			return nil, nil, err
+		}
+		out[g.group] = n
+		lines = append(lines, l...)
+	}
+	return out, lines, nil
+}
+
+// drain waits until usage_record holds want distinct events and no group
+// lags; the run fails if that does not happen before the deadline.
+func (h *harness) drain(want int) {
+	h.t.Helper()
+	start := time.Now()
+	lastLog := time.Time{}
+	var rows int64
+	var lag map[string]int64
+	var lines []string
+	for time.Since(start) < h.cfg.Drain {
+		var err error
+		if rows, err = h.usageRows(); err != nil {
+			h.logf("drain: %v", err)
+		}
+		lag, lines, err = h.lags()
+		if err != nil {
+			h.logf("drain: %v", err)
+		}
+		total := int64(0)
+		for _, n := range lag {
+			total += n
+		}
+		if err == nil && rows >= int64(want) && total == 0 {
+			h.timing("drained %s after traffic stopped: %d rows, every group at lag 0", time.Since(start).Round(100*time.Millisecond), rows)
+			return
+		}
+		if time.Since(lastLog) >= 10*time.Second {
+			h.logf("drain: usage_record %d of %d, lag %v", rows, want, lag)
+			lastLog = time.Now()
+		}
+		time.Sleep(time.Second)
+	}
+	h.t.Errorf("not drained within %s: usage_record %d rows for %d events; lag %v\n%s",
+		h.cfg.Drain, rows, want, lag, strings.Join(lines, "\n"))
+}
+
+type results struct {
+	usage    UsageStats
+	kinds    map[string]int64
+	alerts   int
+	topics   map[string]int64
+	evidence map[string]int // log lines showing the faults were met
+}
+
+func (h *harness) check(produced map[string]struct{}, ts TrafficStats) results {
+	t := h.t
+	t.Helper()
+	var r results
+	h.mu.Lock()
+	all := append(slices.Clone(h.procs), h.servers...)
+	h.mu.Unlock()
+	for _, p := range all {
+		if err := p.Unexpected(); err != nil {
+			t.Errorf("unexpected exit: %v\n%s", err, Tail(p.LogPath, 30))
+		}
+	}
+	var logs []string
+	for _, p := range all {
+		if strings.HasPrefix(p.Name, "processor-") {
+			logs = append(logs, p.LogPath)
+		}
+	}
+	r.evidence = map[string]int{
+		"processor: redis retries":          CountLines(logs, `what="redis apply"`),
+		"processor: circuit breaker moves":  CountLines(logs, `msg="redis circuit breaker"`),
+		"write-behind: writes refused":      CountLines(logs, `writebehind: write failed`, `connection refused`),
+		"write-behind: other failed writes": CountLines(logs, `writebehind: write failed`) - CountLines(logs, `writebehind: write failed`, `connection refused`),
+		"notifier: retries":                 CountLines(logs, `notify: retrying`),
+		"notifier: failed commits":          CountLines(logs, `notify: commit failed`),
+	}
+	if r.evidence["processor: redis retries"] == 0 {
+		t.Errorf("no processor log shows a failed Redis call: the Redis outage did not meet active processing")
+	}
+	if r.evidence["write-behind: writes refused"] == 0 {
+		t.Errorf("no processor log shows a write-behind batch refused by the stopped MariaDB: the outage did not meet active writing")
+	}
+	if ts.Failed > 0 {
+		t.Errorf("%d records could not be produced (last error: %v)", ts.Failed, ts.LastErr)
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, 5*time.Minute)
+	defer cancel()
+	var err error
+	if err := CheckEvents(ctx, h.db, produced); err != nil {
+		t.Errorf("usage_record vs produced events:\n%v", err)
+	}
+	if r.usage, err = Usage(ctx, h.db); err != nil {
+		t.Fatal(err)
+	}
+	if err := service.CheckInvariants(ctx, h.eng, h.db, h.families); err != nil {
+		t.Errorf("service.CheckInvariants over %d families:\n%v", len(h.families), err)
+	}
+	if r.kinds, err = NotificationStats(ctx, h.db); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckNotified(r.kinds, r.usage); err != nil {
+		t.Errorf("notifications:\n%v", err)
+	}
+	r.alerts, err = CheckThresholds(ctx, h.db, h.eng, h.families)
+	if err != nil {
+		t.Errorf("threshold alerts:\n%v", err)
+	}
+	topics := service.Topics()
+	if r.topics, err = TopicSizes(ctx, h.adm, topics...); err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range topics {
+		if strings.HasSuffix(tp, ".DLT") && r.topics[tp] > 0 {
+			dl, _ := DeadLetters(ctx, h.brokers, tp, 10)
+			t.Errorf("%s holds %d records:\n%s", tp, r.topics[tp], strings.Join(dl, "\n"))
+		}
+	}
+	if got := r.topics[envelope.TopicUsageEvents]; got != ts.Records {
+		t.Errorf("usage-events holds %d records, %d were acknowledged", got, ts.Records)
+	}
+	return r
+}
+
+func (h *harness) summary(r results, ts TrafficStats, phase []string, total time.Duration) {
+	var b strings.Builder
+	status := "PASS"
+	if h.t.Failed() {
+		status = "FAIL"
+	}
+	fmt.Fprintf(&b, "\n==================== chaos summary: %s ====================\n", status)
+	fmt.Fprintf(&b, "families %d; rate %.0f/s (burst %.0f/s for %s); every event delivered %d×\n",
+		len(h.families), h.cfg.Rate, h.cfg.Rate*10, h.cfg.Burst, h.cfg.Copies)
+	fmt.Fprintf(&b, "records produced (acked)   %d (failed %d)\n", ts.Records, ts.Failed)
+	fmt.Fprintf(&b, "distinct events            %d\n", ts.Distinct)
+	fmt.Fprintf(&b, "usage_record rows          %d (distinct ids %d)\n", r.usage.Rows, r.usage.Distinct)
+	for _, k := range slices.Sorted(maps.Keys(r.usage.ByResult)) {
+		fmt.Fprintf(&b, "  %-24s %d\n", k, r.usage.ByResult[k])
+	}
+	fmt.Fprintf(&b, "inbox                      %d QUOTA_UPDATED, %d CUSTOMER_BLOCKED, %d THRESHOLD_ALERT\n",
+		r.kinds[string(envelope.SubQuotaUpdated)], r.kinds[string(envelope.SubCustomerBlocked)], r.alerts)
+	fmt.Fprintf(&b, "topics                     usage-events %d, usage-persist %d, notification-events %d\n",
+		r.topics[envelope.TopicUsageEvents], r.topics[envelope.TopicUsagePersist], r.topics[envelope.TopicNotificationEvents])
+	h.mu.Lock()
+	fmt.Fprintf(&b, "processors                 %d started, %d kill -9, %d SIGTERM, %d running at the end\n",
+		len(h.procs), h.kills, h.stops, len(h.live))
+	fmt.Fprintf(&b, "redis-server               %d kill -9, %d starts\n", h.redis.Kills, h.redis.Starts)
+	fmt.Fprintf(&b, "mariadbd                   %d stops of %s, %d starts\n", h.maria.Stops, h.cfg.MySQLDown, h.maria.Starts)
+	b.WriteString("faults seen in the processors' logs:\n")
+	for _, k := range slices.Sorted(maps.Keys(r.evidence)) {
+		fmt.Fprintf(&b, "  %-32s %d\n", k, r.evidence[k])
+	}
+	b.WriteString("recoveries:\n")
+	for _, s := range h.timings {
+		fmt.Fprintf(&b, "  %s\n", s)
+	}
+	h.mu.Unlock()
+	b.WriteString("phases:\n")
+	for _, p := range phase {
+		fmt.Fprintf(&b, "  %s\n", p)
+	}
+	fmt.Fprintf(&b, "total                      %s\n", total)
+	h.t.Log(b.String())
+}
+
+// tailsOnFailure prints the end of every child's log when the run failed.
+func (h *harness) tailsOnFailure() {
+	if !h.t.Failed() {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	seen := map[string]bool{}
+	for _, p := range append(slices.Clone(h.procs), h.servers...) {
+		if seen[p.LogPath] {
+			continue
+		}
+		seen[p.LogPath] = true
+		h.t.Logf("---- tail of %s ----\n%s", p.LogPath, Tail(p.LogPath, 40))
+	}
+	h.t.Logf("---- timeline ----\n%s", strings.Join(h.events, "\n"))
+}
+
+// stopAll kills every child the run started (by PID) and closes the rest.
+func (h *harness) stopAll() {
+	h.mu.Lock()
+	procs := slices.Clone(h.procs)
+	h.mu.Unlock()
+	for _, p := range procs {
+		p.Kill()
+	}
+	if h.db != nil {
+		h.db.Close()
+	}
+	if h.rdb != nil {
+		h.rdb.Close()
+	}
+	if h.admCl != nil {
+		h.admCl.Close()
+	}
+	if h.redis != nil {
+		h.redis.Stop()
+	}
+	if h.maria != nil {
+		h.maria.Kill()
+	}
+	if h.kafka != nil {
+		h.kafka.Close()
+	}
+}

@@ -1,0 +1,305 @@
+package chaos
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
+)
+
+// maxListed bounds the examples an error lists.
+const maxListed = 20
+
+// GroupLag is how far a consumer group's committed offsets are behind the
+// end of its topics, summed, with one line per partition that lags.
+func GroupLag(ctx context.Context, adm *kadm.Client, group string, topics ...string) (int64, []string, error) {
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return 0, nil, fmt.Errorf("chaos: end offsets of %v: %w", topics, err)
+	}
+	if err := ends.Error(); err != nil {
+		return 0, nil, fmt.Errorf("chaos: end offsets of %v: %w", topics, err)
+	}
+	committed, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return 0, nil, fmt.Errorf("chaos: committed offsets of %s: %w", group, err)
+	}
+	var total int64
+	var lines []string
+	ends.Each(func(o kadm.ListedOffset) {
+		at := int64(0)
+		if c, ok := committed.Lookup(o.Topic, o.Partition); ok && c.At >= 0 {
+			at = c.At
+		}
+		if lag := o.Offset - at; lag > 0 {
+			total += lag
+			lines = append(lines, fmt.Sprintf("%s %s/%d: end %d, committed %d, lag %d", group, o.Topic, o.Partition, o.Offset, at, lag))
+		}
+	})
+	slices.Sort(lines)
+	return total, lines, nil
+}
+
+// TopicSizes returns the end offsets of the topics summed per topic (all
+// DPCS topics start empty, so this is how many records each holds).
+func TopicSizes(ctx context.Context, adm *kadm.Client, topics ...string) (map[string]int64, error) {
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: end offsets: %w", err)
+	}
+	if err := ends.Error(); err != nil {
+		return nil, fmt.Errorf("chaos: end offsets: %w", err)
+	}
+	out := map[string]int64{}
+	ends.Each(func(o kadm.ListedOffset) { out[o.Topic] += o.Offset })
+	return out, nil
+}
+
+// DeadLetters reads up to max records of a dead-letter topic and describes
+// each by its reason header and value.
+func DeadLetters(ctx context.Context, brokers []string, topic string, max int) ([]string, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var out []string
+	for len(out) < max && ctx.Err() == nil {
+		cl.PollRecords(ctx, max-len(out)).EachRecord(func(r *kgo.Record) {
+			reason := ""
+			for _, h := range r.Headers {
+				if h.Key == envelope.HeaderDLTReason {
+					reason = string(h.Value)
+				}
+			}
+			out = append(out, fmt.Sprintf("%s/%d@%d reason=%q value=%.200s", r.Topic, r.Partition, r.Offset, reason, r.Value))
+		})
+	}
+	return out, nil
+}
+
+// UsageStats describes usage_record.
+type UsageStats struct {
+	Rows, Distinct int64
+	ByResult       map[string]int64
+}
+
+// Usage counts usage_record's rows, distinct event ids and rows per result.
+func Usage(ctx context.Context, db *sql.DB) (UsageStats, error) {
+	s := UsageStats{ByResult: map[string]int64{}}
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*), COUNT(DISTINCT event_id) FROM usage_record`).Scan(&s.Rows, &s.Distinct); err != nil {
+		return s, fmt.Errorf("chaos: count usage_record: %w", err)
+	}
+	rows, err := db.QueryContext(ctx, `SELECT process_result, COUNT(*) FROM usage_record GROUP BY process_result`)
+	if err != nil {
+		return s, fmt.Errorf("chaos: usage_record by result: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r string
+		var n int64
+		if err := rows.Scan(&r, &n); err != nil {
+			return s, err
+		}
+		s.ByResult[r] = n
+	}
+	return s, rows.Err()
+}
+
+// Allowed is the number of ALLOWED rows.
+func (s UsageStats) Allowed() int64 { return s.ByResult[string(policy.Allowed)] }
+
+// Blocked is the number of rows of any BLOCKED_* result.
+func (s UsageStats) Blocked() int64 { return s.Rows - s.Allowed() }
+
+// CheckEvents compares usage_record's event ids with the produced ones:
+// every produced event exactly once, nothing else.
+func CheckEvents(ctx context.Context, db *sql.DB, produced map[string]struct{}) error {
+	rows, err := db.QueryContext(ctx, `SELECT event_id, COUNT(*) FROM usage_record GROUP BY event_id`)
+	if err != nil {
+		return fmt.Errorf("chaos: usage_record ids: %w", err)
+	}
+	defer rows.Close()
+	got := make(map[string]int, len(produced))
+	for rows.Next() {
+		var id string
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			return err
+		}
+		got[id] = n
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	var missing, unexpected, twice []string
+	for id := range produced {
+		if _, ok := got[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	for id, n := range got {
+		if _, ok := produced[id]; !ok {
+			unexpected = append(unexpected, id)
+		}
+		if n > 1 {
+			twice = append(twice, fmt.Sprintf("%s ×%d", id, n))
+		}
+	}
+	var errs []error
+	if len(missing) > 0 {
+		errs = append(errs, fmt.Errorf("%d of %d produced events have no usage_record row: %s", len(missing), len(produced), listed(missing)))
+	}
+	if len(unexpected) > 0 {
+		errs = append(errs, fmt.Errorf("%d usage_record rows are for events never produced: %s", len(unexpected), listed(unexpected)))
+	}
+	if len(twice) > 0 {
+		errs = append(errs, fmt.Errorf("%d events have several usage_record rows: %s", len(twice), listed(twice)))
+	}
+	return errors.Join(errs...)
+}
+
+func listed(s []string) string {
+	slices.Sort(s)
+	if len(s) > maxListed {
+		return strings.Join(s[:maxListed], ", ") + fmt.Sprintf(", … (%d more)", len(s)-maxListed)
+	}
+	return strings.Join(s, ", ")
+}
+
+// NotificationStats counts the inbox's rows by kind.
+func NotificationStats(ctx context.Context, db *sql.DB) (map[string]int64, error) {
+	rows, err := db.QueryContext(ctx, `SELECT kind, COUNT(*) FROM notification GROUP BY kind`)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: notification by kind: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var k string
+		var n int64
+		if err := rows.Scan(&k, &n); err != nil {
+			return nil, err
+		}
+		out[k] = n
+	}
+	return out, rows.Err()
+}
+
+// CheckNotified checks that every judged event was notified exactly once:
+// one QUOTA_UPDATED per allowed row, one CUSTOMER_BLOCKED per blocked row
+// (the inbox's event_id is unique, so more would be a different id).
+func CheckNotified(kinds map[string]int64, u UsageStats) error {
+	var errs []error
+	if got := kinds[string(envelope.SubQuotaUpdated)]; got != u.Allowed() {
+		errs = append(errs, fmt.Errorf("inbox holds %d QUOTA_UPDATED, usage_record %d ALLOWED rows", got, u.Allowed()))
+	}
+	if got := kinds[string(envelope.SubCustomerBlocked)]; got != u.Blocked() {
+		errs = append(errs, fmt.Errorf("inbox holds %d CUSTOMER_BLOCKED, usage_record %d blocked rows", got, u.Blocked()))
+	}
+	return errors.Join(errs...)
+}
+
+// CheckThresholds checks the THRESHOLD_ALERT rows of the inbox against the
+// engine: at most one per family/threshold/period; for every family, the
+// engine fired exactly the thresholds its pool is at or below
+// (remaining ≤ pct % of total), and the inbox holds exactly one alert for
+// each of them this month. It returns the number of alerts.
+func CheckThresholds(ctx context.Context, db *sql.DB, eng *quota.Engine, families []int64) (int, error) {
+	rows, err := db.QueryContext(ctx, `SELECT event_id, family_id, payload FROM notification WHERE kind = ?`, string(envelope.SubThresholdAlert))
+	if err != nil {
+		return 0, fmt.Errorf("chaos: threshold alerts: %w", err)
+	}
+	defer rows.Close()
+	type key struct {
+		fid    int64
+		pct    int
+		period string
+	}
+	alerts := map[key][]string{}
+	n := 0
+	for rows.Next() {
+		var id, payload string
+		var fid int64
+		if err := rows.Scan(&id, &fid, &payload); err != nil {
+			return 0, err
+		}
+		var p envelope.ThresholdAlert
+		if err := json.Unmarshal([]byte(payload), &p); err != nil {
+			return 0, fmt.Errorf("chaos: alert %s: %w", id, err)
+		}
+		k := key{fid, p.ThresholdPercent, p.Period}
+		alerts[k] = append(alerts[k], id)
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	var errs []error
+	for _, k := range slices.SortedFunc(maps.Keys(alerts), func(a, b key) int {
+		return cmp.Or(cmp.Compare(a.fid, b.fid), cmp.Compare(a.pct, b.pct), strings.Compare(a.period, b.period))
+	}) {
+		if ids := alerts[k]; len(ids) > 1 {
+			errs = append(errs, fmt.Errorf("family %d threshold %d%% period %s: %d alerts %v", k.fid, k.pct, k.period, len(ids), ids))
+		}
+	}
+	seen := map[key]bool{}
+	for _, fid := range families {
+		fs, err := eng.Family(ctx, fid)
+		if err != nil {
+			return n, fmt.Errorf("chaos: family %d: %w", fid, err)
+		}
+		period := fs.Month[:4] + "-" + fs.Month[4:]
+		var want []int
+		for _, p := range fs.Thresholds {
+			if fs.Total > 0 && fs.Used > 0 && fs.Remaining*100 <= int64(p)*fs.Total {
+				want = append(want, p)
+			}
+		}
+		fired := slices.Clone(fs.Fired)
+		slices.Sort(want)
+		slices.Sort(fired)
+		if !slices.Equal(want, fired) {
+			errs = append(errs, fmt.Errorf("family %d: pool %d of %d left with thresholds %v: engine fired %v, expected %v",
+				fid, fs.Remaining, fs.Total, fs.Thresholds, fired, want))
+		}
+		var alerted []int
+		for _, p := range fs.Thresholds {
+			k := key{fid, p, period}
+			if len(alerts[k]) > 0 {
+				alerted = append(alerted, p)
+				seen[k] = true
+			}
+		}
+		slices.Sort(alerted)
+		if !slices.Equal(fired, alerted) {
+			errs = append(errs, fmt.Errorf("family %d: engine fired %v this month (%s), inbox has alerts for %v", fid, fired, period, alerted))
+		}
+	}
+	var stray []string
+	for k := range alerts {
+		if !seen[k] {
+			stray = append(stray, fmt.Sprintf("family %d %d%% %s", k.fid, k.pct, k.period))
+		}
+	}
+	if len(stray) > 0 {
+		errs = append(errs, fmt.Errorf("%d alerts for no fired threshold of a provisioned family this month: %s", len(stray), listed(stray)))
+	}
+	return n, errors.Join(errs...)
+}

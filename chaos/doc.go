@@ -1,0 +1,35 @@
+// Package chaos is the fault-injection harness behind `make chaos` (SPEC §13
+// story 6). It runs the processor deployable as real OS processes against
+// real servers and checks afterwards that every event was judged exactly
+// once in effect and that the MySQL history equals the Redis state.
+//
+// The scenario itself is the test TestChaos (build tag chaos); it is run by
+// scripts/chaos.sh, which installs redis-server and mariadb-server when they
+// are missing:
+//
+//	bash scripts/chaos.sh                       # CI defaults, about 2½ minutes
+//	DPCS_CHAOS_DURATION=3m DPCS_CHAOS_RATE=800 bash scripts/chaos.sh
+//
+// Phase by phase, TestChaos
+//
+//  1. builds examples/processor, starts kfake inside the test process, a
+//     redis-server (AOF, appendfsync always) and a MariaDB on free loopback
+//     ports with their own temporary data directories;
+//  2. provisions a simulated population in the quota engine (small plans so
+//     pools run dry and thresholds fire, some monthly and daily limits);
+//  3. drives steady traffic from the simulator's generator, producing every
+//     event three times as three separate records, with one 10× burst;
+//  4. meanwhile rebalances the consumer group (1→3→2→3 processors), kills
+//     processors with SIGKILL and restarts them, kills and restarts
+//     redis-server on the same port and AOF directory, and stops MariaDB for
+//     30 s;
+//  5. stops traffic, waits until every distinct event is in usage_record and
+//     every consumer group has caught up, and checks service.CheckInvariants,
+//     one row per produced event, one QUOTA_UPDATED or CUSTOMER_BLOCKED per
+//     event, and exactly one THRESHOLD_ALERT per threshold the engine fired.
+//
+// This package holds the building blocks the test composes: child processes
+// with log files (Process), the servers (Redis, MariaDB), free ports, the
+// triplicating traffic driver (Traffic) and the end-of-run checks. They take
+// their settings as arguments; only the test reads the environment.
+package chaos

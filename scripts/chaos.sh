@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# make chaos: the fault-injection run of SPEC §13 story 6 (package chaos,
+# build tag chaos). Installs redis-server and mariadb-server when missing;
+# the test itself starts kfake, its own redis-server and MariaDB on free
+# loopback ports with temporary data directories, runs three processor
+# deployables as OS processes, injects faults and checks the invariants. It
+# stops every process it started, by PID, even on failure.
+#
+# Tuning (CI defaults in parentheses): DPCS_CHAOS_DURATION (100s),
+# DPCS_CHAOS_MYSQL_DOWN (30s), DPCS_CHAOS_REDIS_DOWN (12s), DPCS_CHAOS_BURST (3s),
+# DPCS_CHAOS_DRAIN_TIMEOUT (150s), DPCS_CHAOS_SESSION_TIMEOUT (10s),
+# DPCS_CHAOS_REPLAY_DELAY (2s), DPCS_CHAOS_RATE (250 events/s),
+# DPCS_CHAOS_FAMILIES (3000), DPCS_CHAOS_COPIES (3), DPCS_CHAOS_SEED (1),
+# DPCS_CHAOS_PROCESSOR (a prebuilt examples/processor), DPCS_CHAOS_KEEP=1 (keep
+# the work directory of a green run). A failed run keeps it and prints its path.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/servers.sh
+trap dpcs_stop_servers EXIT # starts nothing here; removes servers.sh's temp dir
+
+dpcs_install
+go test -tags chaos -run '^TestChaos$' -count=1 -v -timeout "${DPCS_CHAOS_TIMEOUT:-15m}" ./chaos ${TESTFLAGS:-}
