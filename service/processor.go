@@ -115,8 +115,9 @@ func WithMaxClockSkew(d time.Duration) ProcessorOption {
 	}
 }
 
-// WithMaxPollRecords bounds the records judged per poll (one ApplyBatch).
-// Default: 500.
+// WithMaxPollRecords bounds the records judged per poll. Larger polls
+// amortise the per-poll round trips (commit, flush) under load; a quiet
+// stream yields small polls whatever the bound. Default: 2000.
 func WithMaxPollRecords(n int) ProcessorOption {
 	return func(p *Processor) error {
 		if n < 1 {
@@ -226,7 +227,7 @@ func NewProcessor(dec Decider, kopts []kgo.Opt, opts ...ProcessorOption) (*Proce
 		now:        time.Now,
 		maxAge:     23 * time.Hour,
 		maxSkew:    5 * time.Minute,
-		maxPoll:    500,
+		maxPoll:    2000,
 		groups:     4,
 		backoffMin: 100 * time.Millisecond,
 		backoffMax: 5 * time.Second,
@@ -299,6 +300,21 @@ func (p *Processor) Run(ctx context.Context) error {
 	// A poll blocks rebalances until AllowRebalance; leaving the group on
 	// Close needs it allowed.
 	defer p.cl.AllowRebalance()
+	// Polls overlap by one: while a poll's outputs are acknowledged and its
+	// offsets committed (its tail), the next poll is judged. Commits stay in
+	// poll order, and rebalances are let in only with no tail running, at
+	// least every drainEvery.
+	var tail chan error
+	waitTail := func() error {
+		if tail == nil {
+			return nil
+		}
+		err := <-tail
+		tail = nil
+		return err
+	}
+	defer func() { _ = waitTail() }() // ctx is cancelled by Close first
+	lastDrain := time.Now()
 	for {
 		fetches := p.cl.PollRecords(ctx, p.maxPoll)
 		if fetches.IsClientClosed() || ctx.Err() != nil {
@@ -309,7 +325,11 @@ func (p *Processor) Run(ctx context.Context) error {
 		})
 		recs := fetches.Records()
 		if len(recs) == 0 {
+			if err := waitTail(); err != nil {
+				return nil // only ctx ends a tail early
+			}
 			p.cl.AllowRebalance()
+			lastDrain = time.Now()
 			continue
 		}
 		var lag int64
@@ -318,17 +338,79 @@ func (p *Processor) Run(ctx context.Context) error {
 				lag += max(fp.HighWatermark-fp.Records[n-1].Offset-1, 0)
 			}
 		})
-		if err := p.process(ctx, recs, lag); err != nil {
+		w, err := p.process(ctx, recs, lag)
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
-		if err := p.retry(ctx, "commit", func() error { return p.cl.CommitRecords(ctx, recs...) }); err != nil {
-			return nil // only ctx ends retries
+		if err := waitTail(); err != nil { // the previous commit goes first
+			return nil
 		}
-		p.cl.AllowRebalance()
+		tail = make(chan error, 1)
+		go func() { tail <- p.finish(ctx, w) }() // joined by waitTail
+		if time.Since(lastDrain) >= drainEvery {
+			if err := waitTail(); err != nil {
+				return nil
+			}
+			p.cl.AllowRebalance()
+			lastDrain = time.Now()
+		}
 	}
+}
+
+// drainEvery bounds how long a busy processor holds off a rebalance.
+const drainEvery = 250 * time.Millisecond
+
+// poll is a judged poll whose outputs are in flight.
+type poll struct {
+	recs  []*kgo.Record
+	info  BatchInfo
+	start time.Time
+	out   sent
+}
+
+// sent tracks produced records until Kafka acknowledged or failed each.
+type sent struct {
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	failed []*kgo.Record
+}
+
+func (s *sent) send(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) {
+	s.wg.Add(len(recs))
+	for _, r := range recs {
+		cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+			if err != nil {
+				s.mu.Lock()
+				s.failed = append(s.failed, r)
+				s.mu.Unlock()
+			}
+			s.wg.Done()
+		})
+	}
+}
+
+// finish waits until every output of w is acknowledged (producing the failed
+// ones again), then commits w's offsets. It returns only ctx's error.
+func (p *Processor) finish(ctx context.Context, w *poll) error {
+	// Send what lingers now: the commit waits for these acknowledgements.
+	if err := p.cl.Flush(ctx); err != nil {
+		return err
+	}
+	w.out.wg.Wait() // every promise has run once Flush returned
+	if err := p.produce(ctx, w.out.failed); err != nil {
+		return err
+	}
+	if err := p.retry(ctx, "commit", func() error { return p.cl.CommitRecords(ctx, w.recs...) }); err != nil {
+		return err
+	}
+	w.info.Duration = time.Since(w.start)
+	if p.hooks.OnBatch != nil {
+		p.hooks.OnBatch(w.info)
+	}
+	return nil
 }
 
 // Close stops Run, waits for it to return, leaves the group and closes the
@@ -348,11 +430,11 @@ type usageIn struct {
 	env envelope.Envelope[envelope.UsagePayload]
 }
 
-// process judges one poll's records and emits everything they cause. It
-// returns only when all of it is acknowledged, or ctx is done.
-func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) error {
-	start := time.Now()
-	info := BatchInfo{Records: len(recs), Decisions: map[policy.Decision]int{}, Lag: lag}
+// process judges one poll's records and starts producing everything they
+// cause; finish waits for the acknowledgements and commits.
+func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) (*poll, error) {
+	w := &poll{recs: recs, start: time.Now(), info: BatchInfo{Records: len(recs), Decisions: map[policy.Decision]int{}, Lag: lag}}
+	info := &w.info
 	var out []*kgo.Record
 	var usageRecs []*kgo.Record
 	now := p.now()
@@ -379,7 +461,7 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 			info.Policies++
 			recs, err := p.policyUpdated(ctx, r, ev, pl)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			out = append(out, recs...)
 		default:
@@ -432,13 +514,13 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 				outs = append(outs, recs...)
 			}
 			j.deadLettered = len(dead)
-			j.err = p.produce(ctx, outs)
+			w.out.send(ctx, p.cl, outs)
 		}()
 	}
 	wg.Wait()
 	for _, j := range done {
 		if j.err != nil {
-			return j.err
+			return nil, j.err
 		}
 		info.Usage += j.usage
 		info.ScriptLatency = max(info.ScriptLatency, j.latency)
@@ -456,14 +538,8 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 			info.DeadLettered++
 		}
 	}
-	if err := p.produce(ctx, out); err != nil {
-		return err
-	}
-	info.Duration = time.Since(start)
-	if p.hooks.OnBatch != nil {
-		p.hooks.OnBatch(info)
-	}
-	return nil
+	w.out.send(ctx, p.cl, out)
+	return w, nil
 }
 
 // split divides a poll's usage records into at most p.groups groups of

@@ -46,17 +46,17 @@ func main() {
 }
 
 type options struct {
-	redisAddr, cluster, mysql string
-	families, compareFamilies int
-	firstFamily               int64
-	rates, scale              string
-	processors                int
-	duration, warmup          time.Duration
-	doc, svg                  string
-	keep, ceiling             bool
-	profileStep, profileDir   string
-	section                   string
-	brokers                   string
+	redisAddr, cluster, mysql   string
+	families, compareFamilies   int
+	firstFamily                 int64
+	rates, scale                string
+	processors, maxPoll, groups int
+	duration, warmup            time.Duration
+	doc, svg                    string
+	keep, ceiling               bool
+	profileStep, profileDir     string
+	section                     string
+	brokers                     string
 }
 
 func run(ctx context.Context, args []string) error {
@@ -72,6 +72,8 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.rates, "rates", "5000,20000,50000,max", "offered rates in events/s, comma-separated; max = as fast as the producer goes")
 	fs.StringVar(&o.scale, "scale", "1,2,3", "also run the max rate with these processor counts (empty: skip)")
 	fs.IntVar(&o.processors, "processors", 1, "processor deployables for the rate ladder")
+	fs.IntVar(&o.maxPoll, "max-poll", 0, "records per poll of each processor (0: the processor's default)")
+	fs.IntVar(&o.groups, "apply-concurrency", 0, "partition groups judged concurrently per poll (0: the processor's default)")
 	fs.DurationVar(&o.duration, "duration", 15*time.Second, "measured time per step")
 	fs.DurationVar(&o.warmup, "warmup", 3*time.Second, "warm-up per step")
 	fs.StringVar(&o.doc, "doc", "", "write the result table into this Markdown file between pipeline markers")
@@ -155,6 +157,12 @@ func run(ctx context.Context, args []string) error {
 
 	pcfg := pipebench.Config{Brokers: brokers, Redis: rdb, DB: db, Steps: steps, Warmup: o.warmup,
 		Duration: o.duration, Progress: os.Stdout}
+	if o.maxPoll > 0 {
+		pcfg.ProcessorOptions = append(pcfg.ProcessorOptions, service.WithMaxPollRecords(o.maxPoll))
+	}
+	if o.groups > 0 {
+		pcfg.ProcessorOptions = append(pcfg.ProcessorOptions, service.WithApplyConcurrency(o.groups))
+	}
 	var cpu *os.File
 	if o.profileStep != "" {
 		pcfg.OnStep = func(l string, begin bool) {

@@ -73,6 +73,8 @@ type Config struct {
 	// MaxBacklog bounds, at the max rate, how far the producer runs ahead
 	// of the decisions (0: 5,000 events).
 	MaxBacklog int
+	// ProcessorOptions are added to every processor's options (tuning).
+	ProcessorOptions []service.ProcessorOption
 	// OnStep, if set, is called when a step's measured window begins and
 	// ends (for profiling one step).
 	OnStep func(label string, begin bool)
@@ -396,8 +398,9 @@ func (p *workerPool) scale(ctx context.Context, n int, eng *quota.Engine, cfg Co
 	kopts := []kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}
 	for range n {
 		w, err := service.NewWorkers(eng, cfg.DB, kopts, service.WorkersConfig{
-			NoNotifier:  true,
-			Processor:   []service.ProcessorOption{service.WithProcessorHooks(hooks), service.WithProcessorLocation(cfg.Zone)},
+			NoNotifier: true,
+			Processor: append([]service.ProcessorOption{service.WithProcessorHooks(hooks), service.WithProcessorLocation(cfg.Zone)},
+				cfg.ProcessorOptions...),
 			WriteBehind: []writebehind.Option{writebehind.WithHooks(wbHooks), writebehind.WithBatchSize(500)},
 		})
 		if err != nil {
