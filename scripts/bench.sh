@@ -13,6 +13,9 @@ source scripts/servers.sh
 trap dpcs_stop_servers EXIT
 
 dpcs_install
+# usage_record grows by millions of rows per run: give InnoDB room for its
+# indexes, as a production server would have.
+export DPCS_MYSQL_BUFFER_POOL=${DPCS_MYSQL_BUFFER_POOL:-2G}
 dpcs_start_redis
 dpcs_start_mariadb
 if [ "${BENCH_PACKAGES:-1}" != 0 ]; then

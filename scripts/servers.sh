@@ -91,7 +91,7 @@ dpcs_start_mariadb() {
 	mariadb-install-db --datadir="$d/data" --user=root --auth-root-authentication-method=normal \
 		>"$d/install.log" 2>&1
 	mariadbd --no-defaults --datadir="$d/data" --port="$DPCS_MYSQL_PORT" --socket="$d/s.sock" \
-		--bind-address=127.0.0.1 --user=root --skip-log-bin --innodb-buffer-pool-size=256M \
+		--bind-address=127.0.0.1 --user=root --skip-log-bin --innodb-buffer-pool-size=${DPCS_MYSQL_BUFFER_POOL:-256M} \
 		--innodb-flush-log-at-trx-commit=2 >"$d/server.log" 2>&1 &
 	DPCS_PIDS+=($!)
 	dpcs_wait "mariadb :$DPCS_MYSQL_PORT" 30 mariadb --no-defaults -uroot --socket="$d/s.sock" -e 'select 1'

@@ -114,7 +114,7 @@ func run(ctx context.Context, args []string) error {
 		if err := flush(ctx, rdb); err != nil {
 			return err
 		}
-		if _, err := db.ExecContext(ctx, "DELETE FROM usage_record"); err != nil {
+		if _, err := db.ExecContext(ctx, "TRUNCATE TABLE usage_record"); err != nil {
 			return err
 		}
 	}
