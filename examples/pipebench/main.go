@@ -214,7 +214,14 @@ func run(ctx context.Context, args []string) error {
 		"no notifier). %s warm-up and %s measured per step; the backlog is drained between steps.",
 		time.Now().Format("2006-01-02"), runtime.NumCPU(), runtime.Version(), thin(big.NumFamilies()), thin(big.NumMembers()),
 		service.DefaultPartitions, backend, o.warmup, o.duration)
-	cmdline := "go run ./examples/pipebench " + strings.Join(args, " ")
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " &?;'\"$*") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		quoted[i] = a
+	}
+	cmdline := "go run ./examples/pipebench " + strings.Join(quoted, " ")
 	md := rep.Markdown(cmdline, setting)
 	if ceilingCmd != "" {
 		md += "\nCeiling command: `" + ceilingCmd + "`\n"
