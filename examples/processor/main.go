@@ -6,6 +6,7 @@
 //	DPCS_MYSQL_DSN='dpcs:dpcs@tcp(127.0.0.1:3306)/dpcs?parseTime=true' go run ./examples/processor
 //
 // DPCS_NOTIFIER=off leaves the notifier out, for when examples/server runs it.
+// At start it waits up to DPCS_START_TIMEOUT (default 2m) for Redis and MySQL.
 // DPCS_KAFKA_SESSION_TIMEOUT (a duration, default kgo's 45s) is how soon the
 // group hands a crashed instance's partitions to the others.
 // Without DPCS_MYSQL_DSN it writes to the SQLite file DPCS_SQLITE_PATH
@@ -17,6 +18,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,6 +39,29 @@ func main() {
 	if err := run(ctx, os.Getenv); err != nil {
 		fmt.Fprintln(os.Stderr, "processor:", err)
 		os.Exit(1)
+	}
+}
+
+// await calls fn until it succeeds, ctx ends or limit has passed, waiting
+// 0.5 s, 1 s, 2 s … 10 s between attempts.
+func await(ctx context.Context, log *slog.Logger, limit time.Duration, what string, fn func() error) error {
+	deadline := time.Now().Add(limit)
+	wait := 500 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if time.Now().Add(wait).After(deadline) {
+			return fmt.Errorf("%s not reachable within DPCS_START_TIMEOUT (%s): %w", what, limit, err)
+		}
+		log.Warn("waiting for a dependency", "what", what, "retry_in", wait, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 10*time.Second)
 	}
 }
 
@@ -70,17 +95,32 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	if err := engine.Load(ctx); err != nil {
+	startWait := 2 * time.Minute
+	if v := getenv("DPCS_START_TIMEOUT"); v != "" {
+		if startWait, err = time.ParseDuration(v); err != nil || startWait < 0 {
+			return fmt.Errorf("DPCS_START_TIMEOUT: want a duration ≥ 0, got %q", v)
+		}
+	}
+	// Redis or MySQL may be down when the deployable starts (a restart during
+	// an outage): wait for them, as running workers do, instead of exiting.
+	if err := await(ctx, log, startWait, "redis", func() error { return engine.Load(ctx) }); err != nil {
 		return err
 	}
-	db, err := cfg.SQL(ctx)
+	var db *sql.DB
+	err = await(ctx, log, startWait, "sql", func() error {
+		d, err := cfg.SQL(ctx)
+		if err == nil {
+			if err = service.Migrate(ctx, d); err != nil {
+				d.Close()
+			}
+		}
+		db = d
+		return err
+	})
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if err := service.Migrate(ctx, db); err != nil {
-		return err
-	}
 	kopts := append([]kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...)}, groupOpts...)
 	admin, err := kgo.NewClient(kopts...)
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -57,5 +58,49 @@ func TestRunStartsAndStops(t *testing.T) {
 	defer cancel()
 	if err := run(ctx, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Started while Redis is down, the deployable waits for it and then runs.
+func TestRunWaitsForRedisAtStart(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	mr := miniredis.NewMiniRedis()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	env := map[string]string{
+		"DPCS_KAFKA_BROKERS": strings.Join(c.ListenAddrs(), ","),
+		"DPCS_REDIS_ADDR":    addr,
+		"DPCS_SQLITE_PATH":   filepath.Join(t.TempDir(), "dpcs.db"),
+		"DPCS_LOG_LEVEL":     "error",
+	}
+	go func() {
+		time.Sleep(1200 * time.Millisecond)
+		if err := mr.StartAddr(addr); err != nil {
+			t.Error(err)
+		}
+	}()
+	defer mr.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := run(ctx, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(start) < time.Second {
+		t.Errorf("returned after %s, before Redis was there", time.Since(start))
+	}
+	// And gives up after DPCS_START_TIMEOUT when it never comes.
+	env["DPCS_REDIS_ADDR"], env["DPCS_START_TIMEOUT"] = "127.0.0.1:1", "1s"
+	if err := run(context.Background(), func(k string) string { return env[k] }); err == nil ||
+		!strings.Contains(err.Error(), "redis not reachable") {
+		t.Errorf("err %v", err)
 	}
 }
