@@ -91,6 +91,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	return c, errors.Join(errs...)
 }
 
+// notifierLease is the notifier's idempotency claim lease.
+const notifierLease = 10 * time.Second
+
 // NotifierOptions are the notifier's options for this configuration: a Redis
 // idempotency guard in front of the inbox, and the webhook channel if set.
 func (c Config) NotifierOptions(rdb redis.UniversalClient) ([]notify.Option, error) {
@@ -98,7 +101,10 @@ func (c Config) NotifierOptions(rdb redis.UniversalClient) ([]notify.Option, err
 	if err != nil {
 		return nil, err
 	}
-	g, err := idempotency.New(st)
+	// A claim covers two SQL statements; a short lease bounds how long a
+	// notifier killed mid-claim holds up the others (its records are
+	// redelivered to them and wait out the lease inside their poll).
+	g, err := idempotency.New(st, idempotency.WithLease(notifierLease))
 	if err != nil {
 		return nil, err
 	}

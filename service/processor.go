@@ -316,7 +316,15 @@ func (p *Processor) Run(ctx context.Context) error {
 	defer func() { _ = waitTail() }() // ctx is cancelled by Close first
 	lastDrain := time.Now()
 	for {
-		fetches := p.cl.PollRecords(ctx, p.maxPoll)
+		// With a tail running (and so a rebalance held off), take only what
+		// is already buffered: blocking here could wait for records that
+		// only the held-off rebalance would bring. Nothing buffered means the
+		// tail is joined and the rebalance let in below before blocking.
+		pollCtx := ctx
+		if tail != nil {
+			pollCtx = context.Context(nil) // nil: return at once with what is buffered
+		}
+		fetches := p.cl.PollRecords(pollCtx, p.maxPoll)
 		if fetches.IsClientClosed() || ctx.Err() != nil {
 			return nil
 		}
