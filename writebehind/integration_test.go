@@ -224,7 +224,17 @@ func TestOutageMariaDB(t *testing.T) {
 	w2, _ := NewUsageWriter(db)
 	r2 := newRunner(t, c, w2, WithBatchSize(100), WithInterval(100*time.Millisecond))
 	stop2 := start(t, r2)
-	waitFor(t, "all unique rows", 60*time.Second, func() bool { return w1.Inserted()+w2.Inserted() >= unique })
+	// Wait on the table, not on the writers' counters: a batch whose COMMIT
+	// reached the server while the proxy cut the reply (the driver's
+	// "unexpected EOF") is in the table but was counted by neither writer,
+	// because its retry found every row already there.
+	countRows := func() (rows, distinct int64) {
+		if err := direct.QueryRow("SELECT COUNT(*), COUNT(DISTINCT event_id) FROM usage_record").Scan(&rows, &distinct); err != nil {
+			t.Fatal(err)
+		}
+		return rows, distinct
+	}
+	waitFor(t, "all unique rows", 90*time.Second, func() bool { _, d := countRows(); return d >= unique })
 	if err := stop2(); err != nil {
 		t.Fatal(err)
 	}
@@ -232,10 +242,7 @@ func TestOutageMariaDB(t *testing.T) {
 		t.Errorf("%d of %d records committed at the end", n, total)
 	}
 
-	var rows, distinct int64
-	if err := direct.QueryRow("SELECT COUNT(*), COUNT(DISTINCT event_id) FROM usage_record").Scan(&rows, &distinct); err != nil {
-		t.Fatal(err)
-	}
+	rows, distinct := countRows()
 	ids := eventIDs(t, direct)
 	missing := 0
 	for i := range unique {
@@ -245,7 +252,9 @@ func TestOutageMariaDB(t *testing.T) {
 	}
 	t.Logf("usage_record: %d rows, %d distinct; missing %d; inserted by runner 1 %d, runner 2 %d",
 		rows, distinct, missing, w1.Inserted(), w2.Inserted())
-	if rows != unique || distinct != unique || missing != 0 || w1.Inserted()+w2.Inserted() != unique {
+	// The counters may fall short of unique by ambiguous commits (above) but
+	// can never exceed it: a row counted twice would be a double insert.
+	if rows != unique || distinct != unique || missing != 0 || w1.Inserted()+w2.Inserted() > unique {
 		t.Errorf("want %d rows exactly once: %d rows, %d distinct, %d missing, %d inserted",
 			unique, rows, distinct, missing, w1.Inserted()+w2.Inserted())
 	}
