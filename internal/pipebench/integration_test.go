@@ -43,6 +43,10 @@ func TestCeilingOnRealRedis(t *testing.T) {
 	if st.MonthlyUsed < 19_000 || st.MonthlyUsed > 20_000 {
 		t.Errorf("20,000 calls of 1 byte charged %d bytes", st.MonthlyUsed)
 	}
+	// The ceiling run kept the server busy: its CPU shows in INFO cpu.
+	if c := cpuBetween(cpuSample{at: time.Now().Add(-time.Hour)}, sampleCPU(ctx, rdb)); c.Redis <= 0 {
+		t.Errorf("no Redis CPU: %+v", c)
+	}
 	if err := ResetServerStats(ctx, rdb); err != nil {
 		t.Fatal(err)
 	}

@@ -9,9 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -274,4 +276,101 @@ func lastLine(b []byte) string {
 		b = b[i+1:]
 	}
 	return string(b)
+}
+
+// CPU is where the machine's processor time went during a step, in cores
+// (CPU-seconds per second): Redis (INFO cpu, summed over the cluster's
+// masters), this process (the simulator, the in-process Kafka, the
+// processors and write-behind), and the whole host (Linux /proc/stat; zero
+// when unknown). Host − Redis − Process is everything else: MariaDB and
+// whatever else runs there.
+type CPU struct {
+	Redis, Process, Host float64
+	HostCores            int
+}
+
+// cpuSample is a point the step's CPU is measured between.
+type cpuSample struct {
+	at                   time.Time
+	redis, proc, hostUse time.Duration
+	hostOK               bool
+}
+
+func sampleCPU(ctx context.Context, rdb redis.UniversalClient) cpuSample {
+	s := cpuSample{at: time.Now()}
+	_ = eachNode(ctx, rdb, func(c *redis.Client) error {
+		info, err := c.Info(ctx, "cpu").Result()
+		if err != nil {
+			return err
+		}
+		for _, f := range []string{"used_cpu_user", "used_cpu_sys"} {
+			if v, err := infoFloat(info, f); err == nil {
+				s.redis += time.Duration(v * float64(time.Second))
+			}
+		}
+		return nil
+	})
+	s.proc = processCPU()
+	s.hostUse, s.hostOK = hostCPU()
+	return s
+}
+
+// cpuBetween is the CPU used between two samples.
+func cpuBetween(a, b cpuSample) CPU {
+	el := b.at.Sub(a.at).Seconds()
+	if el <= 0 {
+		return CPU{}
+	}
+	c := CPU{Redis: (b.redis - a.redis).Seconds() / el, Process: (b.proc - a.proc).Seconds() / el, HostCores: runtime.NumCPU()}
+	if a.hostOK && b.hostOK {
+		c.Host = (b.hostUse - a.hostUse).Seconds() / el
+	}
+	return c
+}
+
+func infoFloat(info, name string) (float64, error) {
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && k == name {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	return 0, fmt.Errorf("pipebench: INFO has no %s", name)
+}
+
+// processCPU is this process's user + system time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// hostCPU is the time all of the host's CPUs spent not idle (Linux
+// /proc/stat, in USER_HZ ticks of 10 ms).
+func hostCPU() (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, false
+	}
+	var busy int64
+	for i, v := range f[1:] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		// user nice system idle iowait irq softirq steal guest guest_nice:
+		// idle and iowait are idle; guest time is already in user.
+		if i == 3 || i == 4 || i >= 8 {
+			continue
+		}
+		busy += n
+	}
+	return time.Duration(busy) * 10 * time.Millisecond, true
 }

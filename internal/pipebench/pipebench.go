@@ -112,8 +112,10 @@ type Step struct {
 	RowsPerSec                      float64
 	PersistPendingStart, PersistEnd int64
 	RSS                             int64 // bytes, this process, end of step
-	Decisions                       map[policy.Decision]int64
-	DrainTime                       time.Duration
+	// CPU is where the machine's processor time went in the window.
+	CPU       CPU
+	Decisions map[policy.Decision]int64
+	DrainTime time.Duration
 }
 
 // Report is a run's result.
@@ -501,6 +503,7 @@ func runStep(ctx context.Context, cfg Config, spec StepSpec, warmup time.Duratio
 		cfg.OnStep(spec.Label, true)
 	}
 	p0, d0, w0 := rec.produced.Load(), rec.decided.Load(), rec.rows.Load()
+	cpu0 := sampleCPU(ctx, cfg.Redis)
 	st.PersistPendingStart = d0 - w0
 	t0 := time.Now()
 	tick := time.NewTicker(time.Second)
@@ -520,6 +523,7 @@ func runStep(ctx context.Context, cfg Config, spec StepSpec, warmup time.Duratio
 	tick.Stop()
 	el := time.Since(t0)
 	rec.stop()
+	st.CPU = cpuBetween(cpu0, sampleCPU(ctx, cfg.Redis))
 	if ss, err := ReadServerScript(ctx, cfg.Redis); err == nil {
 		st.Server = ss
 	}

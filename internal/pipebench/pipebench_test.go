@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +70,10 @@ func TestRunEmbedded(t *testing.T) {
 		}
 		if s.RSS <= 0 || s.MeanBatch <= 0 {
 			t.Errorf("step %s: rss %d, mean batch %.1f", s.Label, s.RSS, s.MeanBatch)
+		}
+		// This process did the work; the host saw at least that much.
+		if c := s.CPU; c.Process <= 0 || c.Host < c.Process/2 || c.HostCores < 1 {
+			t.Errorf("step %s: cpu %+v", s.Label, c)
 		}
 	}
 	// The offered rate bounds the step (miniredis under -race on a busy
@@ -167,5 +172,39 @@ func TestInfoField(t *testing.T) {
 	}
 	if processRSS() <= 0 {
 		t.Error("no RSS on Linux")
+	}
+	f, err := infoFloat("# CPU\r\nused_cpu_sys:0.5\r\nused_cpu_user:1.25\r\n", "used_cpu_user")
+	if err != nil || f != 1.25 {
+		t.Errorf("%v %v", f, err)
+	}
+	if _, err := infoFloat("used_cpu_user:x", "used_cpu_user"); err == nil {
+		t.Error("bad number accepted")
+	}
+}
+
+func TestCPUBetween(t *testing.T) {
+	if _, ok := hostCPU(); !ok {
+		t.Fatal("no /proc/stat on Linux")
+	}
+	a := cpuSample{at: time.Unix(100, 0), redis: time.Second, proc: 2 * time.Second, hostUse: 3 * time.Second, hostOK: true}
+	b := cpuSample{at: time.Unix(102, 0), redis: 2 * time.Second, proc: 3 * time.Second, hostUse: 6 * time.Second, hostOK: true}
+	c := cpuBetween(a, b)
+	if c.Redis != 0.5 || c.Process != 0.5 || c.Host != 1.5 || c.HostCores < 1 {
+		t.Errorf("%+v", c)
+	}
+	b.hostOK = false
+	if c := cpuBetween(a, b); c.Host != 0 {
+		t.Errorf("host without /proc/stat: %+v", c)
+	}
+	if c := cpuBetween(b, a); c != (CPU{}) {
+		t.Errorf("reversed samples: %+v", c)
+	}
+	// Burn some CPU: the process clock moves.
+	p0, end := processCPU(), time.Now().Add(5*time.Second)
+	for x := 0; processCPU()-p0 < 20*time.Millisecond; x++ {
+		if time.Now().After(end) {
+			t.Fatal("the process CPU clock did not move in 5 s of work")
+		}
+		_ = strconv.Itoa(x)
 	}
 }

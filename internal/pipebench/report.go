@@ -18,8 +18,8 @@ func (r *Report) Markdown(command, setting string) string {
 		fmt.Fprintf(&b, "Ceiling (same run, same server): **%s judgements/s** — redis-benchmark feeding the engine's own "+
 			"`apply.lua` pipelined (`EVALSHA`, 16 per round trip, 4 connections), full allowed path, a new event id per call.\n\n", thousands(r.Ceiling))
 	}
-	b.WriteString("| step | offered ev/s | families | proc. | achieved ev/s | ÷ ceiling | produce→decision p50 / p99 / p99.9 | script p50 / p99 (client, per group) | script p50 / p99 / p99.9 (server, per event) | mean poll | busy (engine) | backlog max / end | max lag | write-behind rows/s | persist pending start → end | RSS |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---|---|---|---:|---|---|---:|---:|---|---:|\n")
+	b.WriteString("| step | offered ev/s | families | proc. | achieved ev/s | ÷ ceiling | produce→decision p50 / p99 / p99.9 | script p50 / p99 (client, per group) | script p50 / p99 / p99.9 (server, per event) | mean poll | busy (engine) | backlog max / end | max lag | write-behind rows/s | persist pending start → end | CPU cores: Redis / bench process / rest (host of N) | RSS |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---|---|---|---:|---|---|---:|---:|---|---|---:|\n")
 	for _, s := range r.Steps {
 		ratio := "—"
 		if r.Ceiling > 0 {
@@ -33,11 +33,17 @@ func (r *Report) Markdown(command, setting string) string {
 		if s.Server.Calls > 0 {
 			server = fmt.Sprintf("%s / %s / %s", us(s.Server.P50), us(s.Server.P99), us(s.Server.P999))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | **%s** | %s | %s / %s / %s | %s / %s | %s | %.0f | %.0f%% (%.0f%%) | %s / %s | %s | %s | %s → %s | %d MiB |\n",
+		cpu := "—"
+		if c := s.CPU; c.Host > 0 {
+			cpu = fmt.Sprintf("%.2f / %.2f / %.2f (%.2f of %d)", c.Redis, c.Process, max(0, c.Host-c.Redis-c.Process), c.Host, c.HostCores)
+		} else if c.Redis > 0 || c.Process > 0 {
+			cpu = fmt.Sprintf("%.2f / %.2f / —", c.Redis, c.Process)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | **%s** | %s | %s / %s / %s | %s / %s | %s | %.0f | %.0f%% (%.0f%%) | %s / %s | %s | %s | %s → %s | %s | %d MiB |\n",
 			s.Label, offered, thousands(float64(s.Families)), s.Processors, thousands(s.Throughput), ratio,
 			ms(s.P50), ms(s.P99), ms(s.P999), ms(s.ScriptP50), ms(s.ScriptP99), server, s.MeanBatch, 100*s.ProcessorBusy, 100*s.EngineBusy,
 			thousands(float64(s.BacklogMax)), thousands(float64(s.BacklogEnd)), thousands(float64(s.MaxLag)),
-			thousands(s.RowsPerSec), thousands(float64(s.PersistPendingStart)), thousands(float64(s.PersistEnd)), s.RSS>>20)
+			thousands(s.RowsPerSec), thousands(float64(s.PersistPendingStart)), thousands(float64(s.PersistEnd)), cpu, s.RSS>>20)
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "Provisioning: %s members in %s.", thousands(float64(r.Members)), r.ProvisionTime.Round(time.Millisecond))
