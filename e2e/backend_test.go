@@ -54,6 +54,7 @@ func embedded() backend {
 		open: func(t *testing.T) *infra {
 			t.Helper()
 			m := miniredis.NewMiniRedis()
+			m.ClockTTL(true) // as the all-in-one: leases and TTLs follow the clock
 			if err := m.Start(); err != nil {
 				t.Fatal(err)
 			}

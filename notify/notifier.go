@@ -287,7 +287,12 @@ func (n *Notifier) deliver(ctx context.Context, r *kgo.Record, note Notification
 		outcome = Delivered
 	}
 	if g != nil {
-		if err := g.Complete(ctx, claim, strconv.AppendInt(nil, stored.ID, 10)); err != nil {
+		// Completed even when ctx just ended: the work is done, and a claim
+		// left behind would hold up the next notifier for the whole lease.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		err := g.Complete(cctx, claim, strconv.AppendInt(nil, stored.ID, 10))
+		cancel()
+		if err != nil {
 			// The inbox row is the durable record; a lost claim only costs
 			// a database lookup on the next replay.
 			n.cfg.log.Warn("notify: complete claim", "event", note.EventID, "err", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/idempotency"
 	"github.com/dabom/dpcs/writebehind"
 )
 
@@ -217,6 +218,59 @@ func TestStoreFailurePausesAndRetries(t *testing.T) {
 	}
 	if len(retries) != 5 || retries[0].What != "inbox" || !errors.Is(retries[0].Err, errDown) {
 		t.Errorf("retries = %+v", retries)
+	}
+	if got := drainSub(sub); len(got) != 1 {
+		t.Errorf("pushed %d, want 1", len(got))
+	}
+}
+
+// stopAtMark stops the notifier (cancels Run's context) while it marks a
+// notification delivered: the worst moment, the work done but not yet
+// recorded in the guard.
+type stopAtMark struct {
+	Store
+	stop func()
+}
+
+func (s *stopAtMark) MarkDelivered(ctx context.Context, id int64, at time.Time) error {
+	s.stop()
+	return s.Store.MarkDelivered(context.WithoutCancel(ctx), id, at)
+}
+
+// A notifier stopped right after delivering still completes its claim, so
+// the next notifier in the group sees the notification done instead of
+// waiting out the stopped one's lease.
+func TestStoppedAfterDeliveryCompletesClaim(t *testing.T) {
+	c := newFake(t)
+	inbox := newInbox(t, openSQLite(t))
+	g := newGuard(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hub, sub := newHubSub(t, 100, Filter{MemberID: 1, Role: RoleOwner})
+	n, err := New(&stopAtMark{Store: inbox, stop: cancel}, hub, clientOpts(c), WithGuard(g))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- n.Run(ctx) }()
+	produce(t, producer(t, c), blockedRec(t, "ntf_1", 100, 2))
+	if err := <-errc; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	closeCtx, done := context.WithTimeout(context.Background(), 20*time.Second)
+	defer done()
+	if err := n.Close(closeCtx); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if r := rows(t, inbox, 100); len(r) != 1 || r[0].DeliveredAt == nil {
+		t.Fatalf("inbox = %+v, want ntf_1 delivered", r)
+	}
+	cl, err := g.Claim(context.Background(), idempotency.Key(DefaultGroup, "ntf_1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl.Outcome != idempotency.Done {
+		t.Errorf("claim after the stop: %v, want done (a lease left behind holds up the next notifier)", cl.Outcome)
 	}
 	if got := drainSub(sub); len(got) != 1 {
 		t.Errorf("pushed %d, want 1", len(got))

@@ -163,6 +163,10 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		if s.redisSrv, err = miniredis.Run(); err != nil {
 			return nil, fmt.Errorf("embedded redis: %w", err)
 		}
+		// miniredis only expires keys on FastForward unless told to follow
+		// the clock; without it a claim whose holder died would be held for
+		// ever and day counters and replay records would never expire.
+		s.redisSrv.ClockTTL(true)
 		cfg.RedisAddr = s.redisSrv.Addr()
 	}
 	if s.rdb, err = cfg.Redis(); err != nil {

@@ -57,6 +57,22 @@ func TestSystemEndToEnd(t *testing.T) {
 			t.Fatalf("decisions so far: %v", s.Metrics.Decisions())
 		}
 	}
+	// The embedded Redis expires keys as the clock runs (miniredis does not
+	// by default): a lease whose holder died must end.
+	if err := s.rdb.Set(ctx, "ttl-probe", 1, 20*time.Millisecond).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if n, err := s.rdb.Exists(ctx, "ttl-probe").Result(); err != nil || n == 0 {
+			if err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a key set with a 20 ms TTL still exists after 5 s: the embedded Redis does not expire keys")
+		}
+	}
 	if got := get(t, "http://"+s.HTTPAddr+"/healthz"); got != "ok\n" {
 		t.Errorf("healthz %q", got)
 	}
