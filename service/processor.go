@@ -305,6 +305,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	// poll order, and rebalances are let in only with no tail running, at
 	// least every drainEvery.
 	var tail chan error
+	var tailOver context.Context // done once the running tail finished
 	waitTail := func() error {
 		if tail == nil {
 			return nil
@@ -316,19 +317,22 @@ func (p *Processor) Run(ctx context.Context) error {
 	defer func() { _ = waitTail() }() // ctx is cancelled by Close first
 	lastDrain := time.Now()
 	for {
-		// With a tail running (and so a rebalance held off), take only what
-		// is already buffered: blocking here could wait for records that
-		// only the held-off rebalance would bring. Nothing buffered means the
-		// tail is joined and the rebalance let in below before blocking.
+		// With a tail running (and so a rebalance held off), wait for
+		// records only until the tail finished: waiting longer could wait
+		// for records that only the held-off rebalance would bring. An empty
+		// poll joins the tail and lets the rebalance in before blocking.
 		pollCtx := ctx
 		if tail != nil {
-			pollCtx = context.Context(nil) // nil: return at once with what is buffered
+			pollCtx = tailOver
 		}
 		fetches := p.cl.PollRecords(pollCtx, p.maxPoll)
 		if fetches.IsClientClosed() || ctx.Err() != nil {
 			return nil
 		}
 		fetches.EachError(func(t string, part int32, err error) {
+			if pollCtx != ctx && errors.Is(err, context.Canceled) {
+				return // the tail finished first
+			}
 			p.log.Warn("fetch error", "topic", t, "partition", part, "err", err)
 		})
 		recs := fetches.Records()
@@ -357,7 +361,12 @@ func (p *Processor) Run(ctx context.Context) error {
 			return nil
 		}
 		tail = make(chan error, 1)
-		go func() { tail <- p.finish(ctx, w) }() // joined by waitTail
+		var over context.CancelFunc
+		tailOver, over = context.WithCancel(ctx)
+		go func(tail chan<- error) { // joined by waitTail
+			tail <- p.finish(ctx, w)
+			over()
+		}(tail)
 		if time.Since(lastDrain) >= drainEvery {
 			if err := waitTail(); err != nil {
 				return nil
