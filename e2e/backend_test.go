@@ -13,6 +13,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dabom/dpcs/internal/miniclock"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service"
 )
@@ -54,11 +55,11 @@ func embedded() backend {
 		open: func(t *testing.T) *infra {
 			t.Helper()
 			m := miniredis.NewMiniRedis()
-			m.ClockTTL(true) // as the all-in-one: leases and TTLs follow the clock
 			if err := m.Start(); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(m.Close)
+			t.Cleanup(miniclock.Follow(m, time.Second)) // as the all-in-one: leases and TTLs end
 			rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), DialTimeout: time.Second})
 			t.Cleanup(func() { rdb.Close() })
 			db, err := service.Config{SQLitePath: filepath.Join(t.TempDir(), "dpcs.db")}.SQL(context.Background())

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dabom/dpcs/internal/miniclock"
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
@@ -124,6 +125,7 @@ type System struct {
 	log       *slog.Logger
 	kafka     *kfake.Cluster
 	redisSrv  *miniredis.Miniredis
+	stopClock func() // the embedded Redis's TTL clock
 	rdb       redis.UniversalClient
 	workers   *Workers
 	producer  *kgo.Client
@@ -163,10 +165,10 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		if s.redisSrv, err = miniredis.Run(); err != nil {
 			return nil, fmt.Errorf("embedded redis: %w", err)
 		}
-		// miniredis only expires keys on FastForward unless told to follow
-		// the clock; without it a claim whose holder died would be held for
-		// ever and day counters and replay records would never expire.
-		s.redisSrv.ClockTTL(true)
+		// miniredis only expires keys when told: without this a claim whose
+		// holder died would be held for ever, and day counters and replay
+		// records would never expire.
+		s.stopClock = miniclock.Follow(s.redisSrv, time.Second)
 		cfg.RedisAddr = s.redisSrv.Addr()
 	}
 	if s.rdb, err = cfg.Redis(); err != nil {
@@ -430,6 +432,9 @@ func (s *System) close(ctx context.Context) error {
 	}
 	if s.rdb != nil {
 		errs = append(errs, s.rdb.Close())
+	}
+	if s.stopClock != nil {
+		s.stopClock()
 	}
 	if s.redisSrv != nil {
 		s.redisSrv.Close()
