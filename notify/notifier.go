@@ -151,14 +151,20 @@ func (n *Notifier) Run(ctx context.Context) error {
 	}
 }
 
-// commit commits the offsets of handled records, even when ctx just ended
-// (bounded to 5 s). A failed commit is harmless: the records come again and
-// are deduped.
+// finishing is the context for recording what was done — committing
+// offsets, completing or releasing a claim — which goes ahead even when ctx
+// just ended, bounded to 5 s.
+func finishing(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+}
+
+// commit commits the offsets of handled records, even when ctx just ended.
+// A failed commit is harmless: the records come again and are deduped.
 func (n *Notifier) commit(ctx context.Context, recs []*kgo.Record) {
 	if len(recs) == 0 {
 		return
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	cctx, cancel := finishing(ctx)
 	defer cancel()
 	err := n.cl.CommitRecords(cctx, recs...)
 	if err != nil {
@@ -256,7 +262,9 @@ func (n *Notifier) deliver(ctx context.Context, r *kgo.Record, note Notification
 	}
 	release := func() {
 		if g != nil {
-			if err := g.Release(context.WithoutCancel(ctx), claim); err != nil {
+			rctx, cancel := finishing(ctx)
+			defer cancel()
+			if err := g.Release(rctx, claim); err != nil {
 				n.cfg.log.Warn("notify: release claim", "event", note.EventID, "err", err)
 			}
 		}
@@ -289,7 +297,7 @@ func (n *Notifier) deliver(ctx context.Context, r *kgo.Record, note Notification
 	if g != nil {
 		// Completed even when ctx just ended: the work is done, and a claim
 		// left behind would hold up the next notifier for the whole lease.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		cctx, cancel := finishing(ctx)
 		err := g.Complete(cctx, claim, strconv.AppendInt(nil, stored.ID, 10))
 		cancel()
 		if err != nil {
