@@ -5,8 +5,10 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,10 +23,13 @@ var (
 	poolLua string
 	//go:embed lua/constraints.lua
 	constraintsLua string
+	//go:embed lua/state.lua
+	stateLua string
 
 	applyScript       = redis.NewScript(applyLua)
 	poolScript        = redis.NewScript(poolLua)
 	constraintsScript = redis.NewScript(constraintsLua)
+	stateScript       = redis.NewScript(stateLua)
 )
 
 // ErrInvalid is wrapped by every error about bad arguments (not Redis failures).
@@ -202,6 +207,9 @@ type Engine struct {
 	dedupeTTL  time.Duration
 	thresholds policy.Thresholds
 	hooks      Hooks
+
+	markersMu sync.Mutex
+	markers   []string // state marker keys, one per master; see markerKeys
 }
 
 // monthTTL is how long a month's pool and usage hashes live after they were
@@ -239,7 +247,7 @@ func (e *Engine) Location() *time.Location { return e.loc }
 // Load loads the engine's scripts into Redis (every master of a cluster), so
 // the first pipelined batch does not meet NOSCRIPT. Optional.
 func (e *Engine) Load(ctx context.Context) error {
-	for _, s := range []*redis.Script{applyScript, poolScript, constraintsScript} {
+	for _, s := range []*redis.Script{applyScript, poolScript, constraintsScript, stateScript} {
 		if err := s.Load(ctx, e.rdb).Err(); err != nil {
 			return fmt.Errorf("quota: load script: %w", err)
 		}
@@ -247,18 +255,26 @@ func (e *Engine) Load(ctx context.Context) error {
 	return nil
 }
 
-func (e *Engine) applyCall(ev Event) ([]string, []any) {
+func (e *Engine) applyCall(ev Event, bucket int64, gen string) ([]string, []any) {
 	m := policy.MomentOf(ev.At, e.loc)
 	f, c := ev.FamilyID, ev.CustomerID
 	ks := []string{
-		e.k.family(f), e.k.constraints(f, c), e.k.pool(f, m.Month), e.k.usage(f, c, m.Month), e.k.events(f, m.Day),
+		e.k.family(f), e.k.constraints(f, c), e.k.pool(f, m.Month), e.k.usage(f, c, m.Month),
+		e.k.events(f, bucket), e.k.events(f, bucket-1),
 	}
 	args := []any{
 		c, ev.Bytes, ev.AppID, string(ev.Category), m.Minute, m.Weekday, m.Day[6:8], ev.ID,
-		int64(e.dedupeTTL / time.Second), int64(monthTTL / time.Second), e.thresholds.String(),
+		int64(2 * e.dedupeTTL / time.Second), int64(monthTTL / time.Second), e.thresholds.String(),
+		policy.MaxBytes, gen,
 	}
 	return ks, args
 }
+
+// bucket is the dedupe bucket of an event arriving at t: an event id is
+// remembered in the bucket of its arrival for two windows, and looked up in
+// the current and the previous bucket, so a replay within the window finds it
+// whatever its own timestamp.
+func (e *Engine) bucket(t time.Time) int64 { return t.Unix() / int64(e.dedupeTTL/time.Second) }
 
 // ApplyCommand returns the Redis command the engine sends to judge ev: the
 // EVALSHA arguments (script SHA1, keys, args) exactly as ApplyBatch sends them.
@@ -266,7 +282,7 @@ func (e *Engine) applyCall(ev Event) ([]string, []any) {
 // (redis-benchmark) on the engine's own script and key layout; ev is not
 // validated and nothing is sent.
 func (e *Engine) ApplyCommand(ev Event) (sha string, keys []string, args []any) {
-	keys, args = e.applyCall(ev)
+	keys, args = e.applyCall(ev, e.bucket(e.now()), "")
 	return applyScript.Hash(), keys, args
 }
 
@@ -286,7 +302,34 @@ func (e *Engine) Apply(ctx context.Context, ev Event) (Result, error) {
 // share a slot. On a Redis error no result is returned, but earlier events of
 // the batch may have been applied; applying the batch again is safe, since
 // applied events come back as duplicates with their original results.
+//
+// ApplyBatch trusts the Redis state it finds; ApplyMarked checks it first.
 func (e *Engine) ApplyBatch(ctx context.Context, evs []Event) (results []Result, err error) {
+	return e.applyBatch(ctx, "", nil, evs)
+}
+
+// ApplyMarked is ApplyBatch for a consumer that must not judge from a Redis
+// state that lost writes (SPEC §6, "never trust Redis blindly"). In the same
+// pipeline, on every Redis node, it first checks the node's state marker —
+// generation gen, and no stream's watermark below its mark's From — then
+// judges the events, then raises the watermarks to each mark's To. If a check
+// fails, the marker changed meanwhile (a rebuild began), or a family was
+// restored by another generation, it returns a *StaleError (errors.Is
+// ErrStale) and no results: the caller must not use any decision of this
+// batch, and must not judge again until Redis is rebuilt (see BeginRebuild).
+// The batch's scripts may still have run on the untrusted state; the rebuild
+// replaces every key they touched.
+func (e *Engine) ApplyMarked(ctx context.Context, gen string, marks []Mark, evs []Event) ([]Result, error) {
+	if gen == "" {
+		return nil, fmt.Errorf("%w: empty state generation", ErrInvalid)
+	}
+	if err := validMarks(marks); err != nil {
+		return nil, err
+	}
+	return e.applyBatch(ctx, gen, marks, evs)
+}
+
+func (e *Engine) applyBatch(ctx context.Context, gen string, marks []Mark, evs []Event) (results []Result, err error) {
 	if e.hooks.OnApply != nil {
 		start := time.Now()
 		defer func() { e.hooks.OnApply(ApplyInfo{Events: len(evs), Duration: time.Since(start), Err: err}) }()
@@ -296,15 +339,32 @@ func (e *Engine) ApplyBatch(ctx context.Context, evs []Event) (results []Result,
 			return nil, &EventError{Index: i, Err: err}
 		}
 	}
-	if len(evs) == 0 {
+	guarded := gen != ""
+	if len(evs) == 0 && !guarded {
 		return nil, nil
 	}
+	var markers []string
+	if guarded {
+		if markers, err = e.markerKeys(ctx); err != nil {
+			return nil, err
+		}
+	}
+	bucket := e.bucket(e.now())
 	cmds := make([]*redis.Cmd, len(evs))
+	checks := make([]*redis.Cmd, len(markers))
+	advances := make([]*redis.Cmd, len(markers))
+	checkArgs, advanceArgs := markArgs("check", gen, marks, false), markArgs("advance", gen, marks, true)
 	run := func(idx []int) error {
 		_, err := e.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, k := range markers {
+				checks[i] = stateScript.EvalSha(ctx, p, []string{k}, checkArgs...)
+			}
 			for _, i := range idx {
-				ks, args := e.applyCall(evs[i])
+				ks, args := e.applyCall(evs[i], bucket, gen)
 				cmds[i] = applyScript.EvalSha(ctx, p, ks, args...)
+			}
+			for i, k := range markers {
+				advances[i] = stateScript.EvalSha(ctx, p, []string{k}, advanceArgs...)
 			}
 			return nil
 		})
@@ -315,20 +375,30 @@ func (e *Engine) ApplyBatch(ctx context.Context, evs []Event) (results []Result,
 		all[i] = i
 	}
 	if err := run(all); err != nil {
+		noScript := func(c *redis.Cmd) bool { return c.Err() != nil && redis.HasErrorPrefix(c.Err(), "NOSCRIPT") }
 		var missing []int
 		for i, c := range cmds {
-			if c.Err() != nil && redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			if noScript(c) {
 				missing = append(missing, i)
 			}
 		}
-		if len(missing) == 0 {
+		if len(missing) == 0 && !slices.ContainsFunc(checks, noScript) && !slices.ContainsFunc(advances, noScript) {
 			return nil, fmt.Errorf("quota: apply: %w", err)
 		}
-		if err := applyScript.Load(ctx, e.rdb).Err(); err != nil {
-			return nil, fmt.Errorf("quota: load apply script: %w", err)
+		// Redis lost its scripts (a restart): load them and run again what
+		// did not run; the guard runs again around it.
+		for _, s := range []*redis.Script{applyScript, stateScript} {
+			if err := s.Load(ctx, e.rdb).Err(); err != nil {
+				return nil, fmt.Errorf("quota: load scripts: %w", err)
+			}
 		}
 		if err := run(missing); err != nil {
 			return nil, fmt.Errorf("quota: apply: %w", err)
+		}
+	}
+	if guarded {
+		if err := guardResult(checks, advances); err != nil {
+			return nil, err
 		}
 	}
 	results = make([]Result, len(evs))
@@ -337,24 +407,53 @@ func (e *Engine) ApplyBatch(ctx context.Context, evs []Event) (results []Result,
 		if err != nil {
 			return nil, fmt.Errorf("quota: event %d: %w", i, err)
 		}
-		results[i] = r
+		if r.restoredBy != "" {
+			return nil, &StaleError{Reason: fmt.Sprintf("family %d was restored by state generation %s, not %s",
+				evs[i].FamilyID, r.restoredBy, gen)}
+		}
+		results[i] = r.Result
 	}
 	return results, nil
 }
 
-func parseApply(c *redis.Cmd) (Result, error) {
+// applied is one apply script's reply: a result, or the generation that
+// restored the family when the script refused to judge.
+type applied struct {
+	Result
+	restoredBy string
+}
+
+func parseApply(c *redis.Cmd) (applied, error) {
 	v, err := c.Slice()
 	if err != nil {
-		return Result{}, err
+		return applied{}, err
 	}
 	if len(v) != 2 {
-		return Result{}, fmt.Errorf("unexpected script reply %v", v)
+		return applied{}, fmt.Errorf("unexpected script reply %v", v)
 	}
-	dup, _ := v[0].(int64)
+	code, _ := v[0].(int64)
 	s, _ := v[1].(string)
+	if code == 2 {
+		return applied{restoredBy: s}, nil
+	}
 	r, err := decodeResult(s)
-	r.Duplicate = dup == 1
-	return r, err
+	r.Duplicate = code == 1
+	return applied{Result: r}, err
+}
+
+// encodeResult is the stored form of a result, as apply.lua writes it.
+func encodeResult(r Result) string {
+	crossed := make([]string, len(r.Crossed))
+	for i, p := range r.Crossed {
+		arm := 1
+		if i < len(r.Arms) {
+			arm = r.Arms[i]
+		}
+		crossed[i] = strconv.Itoa(p) + ":" + strconv.Itoa(arm)
+	}
+	return strings.Join([]string{string(r.Decision), strconv.FormatInt(r.Remaining, 10), strconv.FormatInt(r.Total, 10),
+		strconv.FormatInt(r.DailyUsed, 10), strconv.FormatInt(r.MonthlyUsed, 10), strconv.FormatInt(r.ThrottleKbps, 10),
+		strings.Join(crossed, ","), r.Rule}, "|")
 }
 
 // decodeResult parses "decision|remaining|total|daily|monthly|throttle|crossed|rule".

@@ -61,7 +61,7 @@ func TestClusterSpreadsFamilies(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s2, _ := rdb.ClusterKeySlot(ctx, k.events(f, "20260206")).Result()
+		s2, _ := rdb.ClusterKeySlot(ctx, k.events(f, 20260206)).Result()
 		if s != s2 {
 			t.Fatalf("family %d: keys in slots %d and %d", f, s, s2)
 		}

@@ -20,8 +20,15 @@ func (k keys) member(fid, cid int64) string {
 // n:<pct> counting how often each fired this month.
 func (k keys) pool(fid int64, month string) string { return k.family(fid) + ":pool:" + month }
 
-// events is the dedupe bucket of one day: eventId -> stored result.
-func (k keys) events(fid int64, day string) string { return k.family(fid) + ":evt:" + day }
+// events is a dedupe bucket: eventId -> stored result, for the events that
+// arrived in bucket b (b = arrival Unix time / dedupe window).
+func (k keys) events(fid int64, b int64) string {
+	return k.family(fid) + ":evt:" + strconv.FormatInt(b, 10)
+}
+
+// state is a state marker; tag picks its Redis Cluster slot (one marker per
+// master). See lua/state.lua.
+func (k keys) state(tag string) string { return k.prefix + "dpcs:state:{" + tag + "}" }
 
 func (k keys) constraints(fid, cid int64) string { return k.member(fid, cid) + "constraints" }
 func (k keys) version(fid, cid int64) string     { return k.member(fid, cid) + "ver" }
@@ -38,6 +45,7 @@ const (
 	fieldUsed       = "used"
 	fieldTopUp      = "topup"
 	fieldMonth      = "m"
+	fieldGeneration = "g"
 	prefixMember    = "m:"
 	prefixAlert     = "a:"
 	prefixArms      = "n:"

@@ -24,13 +24,30 @@ type FamilyState struct {
 	// Thresholds are the family's own alert levels; nil means the engine
 	// default.
 	Thresholds policy.Thresholds
-	// TopUps is the sum of this month's top-ups.
-	TopUps int64
+	// TopUps maps a month (YYYYMM) to the sum of its top-ups.
+	TopUps map[string]int64
 	// Members are the family's current members.
 	Members []MemberState
 	// Usage is the allowed usage of the family (current and removed
-	// members); entries outside the engine's current month are ignored.
+	// members); entries outside the accepted months (AcceptedMonths) are
+	// ignored.
 	Usage []Usage
+	// Arms maps a month (YYYYMM) and a threshold (percent) to how many times
+	// it fired that month: the highest arm of the month's crossings.
+	Arms map[string]map[int]int
+	// Judged are the events judged within the dedupe window with their
+	// results; each becomes a dedupe record again, so a replay gets its
+	// original result and re-emits identical records.
+	Judged []JudgedEvent
+	// Generation is the state generation the family is restored by (see
+	// ApplyMarked and BeginRebuild); "" writes none.
+	Generation string
+}
+
+// JudgedEvent is an event already judged, for Restore.
+type JudgedEvent struct {
+	ID     string
+	Result Result
 }
 
 // MemberState is one member's policy for Restore; Version 0 means none was set.
@@ -56,23 +73,46 @@ func (e *Engine) CurrentMonth() (month string, from, to time.Time) {
 	return policy.MomentOf(lt, e.loc).Month, from, from.AddDate(0, 1, 0)
 }
 
+// AcceptedMonths returns the months (YYYYMM, oldest first) an event judged
+// now may belong to — those the dedupe window reaches back into — and their
+// bounds [from, to): the months a rebuild must restore.
+func (e *Engine) AcceptedMonths() (months []string, from, to time.Time) {
+	_, first, _ := e.monthOf(e.now().Add(-e.dedupeTTL))
+	_, _, to = e.CurrentMonth()
+	for m := first; m.Before(to); m = m.AddDate(0, 1, 0) {
+		months = append(months, policy.MomentOf(m, e.loc).Month)
+	}
+	return months, first, to
+}
+
+func (e *Engine) monthOf(t time.Time) (month string, from, to time.Time) {
+	lt := t.In(e.loc)
+	from = time.Date(lt.Year(), lt.Month(), 1, 0, 0, 0, 0, e.loc)
+	return policy.MomentOf(lt, e.loc).Month, from, from.AddDate(0, 1, 0)
+}
+
+// DedupeWindow is how long an event id is remembered (WithDedupeTTL).
+func (e *Engine) DedupeWindow() time.Duration { return e.dedupeTTL }
+
 // Restore replaces the family's Redis state with st, atomically (one
-// MULTI/EXEC; every key is in the family's slot): membership, plan and
-// thresholds; the current month's pool (used = Σ usage, top-ups, and every
-// threshold the pool has reached marked as fired, so a rebuild does not
-// announce old crossings again); each member's constraints and policy
-// version (written as given: the source of truth wins over what Redis held);
-// and each member's month and day counters. It is the rebuild after Redis
-// lost data (SPEC §6). Not restored: the dedupe buckets, so events judged
-// before the loss must not be delivered again (their consumer offsets were
-// committed), and fired alerts of earlier months.
+// MULTI/EXEC; every key is in the family's slot): membership, plan,
+// thresholds and generation; for every accepted month (AcceptedMonths) the
+// pool (used = Σ usage, top-ups, each threshold's arm counter, and as fired
+// every threshold the pool has reached that fired at least once that month —
+// one never announced is left for the next event to announce); each member's
+// constraints and policy version (written as given: the source of truth wins
+// over what Redis held) and month and day counters; and the dedupe records
+// of the judged events. It is the rebuild after Redis lost data (SPEC §6).
 func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 	fid := st.FamilyID
 	if err := checkFamily(fid); err != nil {
 		return err
 	}
-	if st.Plan < 0 || st.TopUps < 0 || st.Plan+st.TopUps > policy.MaxBytes {
-		return fmt.Errorf("%w: plan and top-ups must be ≥ 0 and total at most %d", ErrInvalid, policy.MaxBytes)
+	months, from, to := e.AcceptedMonths()
+	for _, m := range months {
+		if st.Plan < 0 || st.TopUps[m] < 0 || st.Plan+st.TopUps[m] > policy.MaxBytes {
+			return fmt.Errorf("%w: month %s: plan and top-ups must be ≥ 0 and total at most %d", ErrInvalid, m, policy.MaxBytes)
+		}
 	}
 	thr := e.thresholds
 	var ownThr string
@@ -102,9 +142,8 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 		}
 		members = append(members, memberWrite{m.CustomerID, canon, m.Version})
 	}
-	month, from, to := e.CurrentMonth()
-	var used int64
-	usage := map[int64]map[string]int64{} // cid -> field -> bytes
+	used := map[string]int64{}                       // month -> bytes
+	usage := map[string]map[int64]map[string]int64{} // month -> cid -> field -> bytes
 	for _, u := range st.Usage {
 		if u.CustomerID <= 0 || u.Bytes < 0 || u.Bytes > policy.MaxBytes {
 			return fmt.Errorf("%w: usage of customer %d: bad customer or bytes", ErrInvalid, u.CustomerID)
@@ -112,20 +151,27 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 		if u.At.Before(from) || !u.At.Before(to) {
 			continue
 		}
-		f := usage[u.CustomerID]
+		mo := policy.MomentOf(u.At, e.loc)
+		if usage[mo.Month] == nil {
+			usage[mo.Month] = map[int64]map[string]int64{}
+		}
+		f := usage[mo.Month][u.CustomerID]
 		if f == nil {
 			f = map[string]int64{}
-			usage[u.CustomerID] = f
+			usage[mo.Month][u.CustomerID] = f
 		}
 		f[fieldMonth] += u.Bytes
-		f[dayField(policy.MomentOf(u.At, e.loc).Day)] += u.Bytes
-		used += u.Bytes
+		f[dayField(mo.Day)] += u.Bytes
+		used[mo.Month] += u.Bytes
 	}
-	total := st.Plan + st.TopUps
-	if !st.Provisioned {
-		total = st.TopUps
+	judged := make([]any, 0, 2*len(st.Judged))
+	for _, j := range st.Judged {
+		if j.ID == "" || len(j.ID) > 200 || !j.Result.Decision.Valid() {
+			return fmt.Errorf("%w: judged event %q: bad id or decision", ErrInvalid, j.ID)
+		}
+		judged = append(judged, j.ID, encodeResult(j.Result))
 	}
-	remaining := policy.Pool{Total: total, Used: used}.Remaining()
+	bucket := e.bucket(e.now())
 
 	_, err := e.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		fam := e.k.family(fid)
@@ -137,22 +183,52 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 		if st.Thresholds != nil {
 			famFields = append(famFields, fieldThresholds, ownThr)
 		}
+		if st.Generation != "" {
+			famFields = append(famFields, fieldGeneration, st.Generation)
+		}
 		for _, m := range members {
 			famFields = append(famFields, memberField(m.cid), "1")
 		}
 		if len(famFields) > 0 {
 			p.HSet(ctx, fam, famFields...)
 		}
-		pool := e.k.pool(fid, month)
-		p.Del(ctx, pool)
-		poolFields := []any{fieldUsed, used, fieldTopUp, st.TopUps}
-		for _, pct := range thr {
-			if total > 0 && remaining*100 <= int64(pct)*total {
-				poolFields = append(poolFields, prefixAlert+strconv.Itoa(pct), "1", prefixArms+strconv.Itoa(pct), 1)
+		for _, month := range months {
+			total := st.Plan + st.TopUps[month]
+			if !st.Provisioned {
+				total = st.TopUps[month]
+			}
+			remaining := policy.Pool{Total: total, Used: used[month]}.Remaining()
+			pool := e.k.pool(fid, month)
+			p.Del(ctx, pool)
+			poolFields := []any{fieldUsed, used[month], fieldTopUp, st.TopUps[month]}
+			for _, pct := range thr {
+				arms := st.Arms[month][pct]
+				if arms > 0 {
+					poolFields = append(poolFields, prefixArms+strconv.Itoa(pct), arms)
+					if total > 0 && remaining*100 <= int64(pct)*total {
+						poolFields = append(poolFields, prefixAlert+strconv.Itoa(pct), "1")
+					}
+				}
+			}
+			p.HSet(ctx, pool, poolFields...)
+			p.Expire(ctx, pool, monthTTL)
+			for _, m := range members {
+				if usage[month][m.cid] == nil {
+					p.Del(ctx, e.k.usage(fid, m.cid, month))
+				}
+			}
+			for _, cid := range slices.Sorted(maps.Keys(usage[month])) {
+				uk := e.k.usage(fid, cid, month)
+				p.Del(ctx, uk)
+				f := usage[month][cid]
+				args := make([]any, 0, 2*len(f))
+				for _, name := range slices.Sorted(maps.Keys(f)) {
+					args = append(args, name, f[name])
+				}
+				p.HSet(ctx, uk, args...)
+				p.Expire(ctx, uk, monthTTL)
 			}
 		}
-		p.HSet(ctx, pool, poolFields...)
-		p.Expire(ctx, pool, monthTTL)
 		for _, m := range members {
 			ck := e.k.constraints(fid, m.cid)
 			p.Del(ctx, ck)
@@ -168,19 +244,16 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 			} else {
 				p.Del(ctx, e.k.version(fid, m.cid))
 			}
-			if usage[m.cid] == nil {
-				p.Del(ctx, e.k.usage(fid, m.cid, month))
-			}
 		}
-		for _, cid := range slices.Sorted(maps.Keys(usage)) {
-			uk := e.k.usage(fid, cid, month)
-			p.Del(ctx, uk)
-			args := make([]any, 0, 2*len(usage[cid]))
-			for _, f := range slices.Sorted(maps.Keys(usage[cid])) {
-				args = append(args, f, usage[cid][f])
-			}
-			p.HSet(ctx, uk, args...)
-			p.Expire(ctx, uk, monthTTL)
+		// The dedupe buckets: what a stale state recorded goes, what SQL
+		// knows comes back, remembered for two windows from now.
+		for b := bucket - 2; b <= bucket+1; b++ {
+			p.Del(ctx, e.k.events(fid, b))
+		}
+		if len(judged) > 0 {
+			ek := e.k.events(fid, bucket)
+			p.HSet(ctx, ek, judged...)
+			p.Expire(ctx, ek, 2*e.dedupeTTL)
 		}
 		return nil
 	})

@@ -59,7 +59,8 @@ func TestRestoreAfterFlush(t *testing.T) {
 	if err := rdb.FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	st := FamilyState{FamilyID: fid, Provisioned: true, Plan: 100, TopUps: 20, Thresholds: policy.Thresholds{70, 20},
+	st := FamilyState{FamilyID: fid, Provisioned: true, Plan: 100, TopUps: map[string]int64{"202602": 20}, Thresholds: policy.Thresholds{70, 20},
+		Arms:    map[string]map[int]int{"202602": {70: 1}},
 		Members: []MemberState{{CustomerID: 1}, {CustomerID: 2, Constraints: limits, Version: 3}}, Usage: usage}
 	if err := e.Restore(ctx, st); err != nil {
 		t.Fatal(err)
@@ -112,10 +113,12 @@ func TestRestoreInvalid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	month, _, _ := e.CurrentMonth()
 	for name, st := range map[string]FamilyState{
 		"family":      {},
 		"plan":        {FamilyID: 1, Plan: -1},
-		"total":       {FamilyID: 1, Plan: policy.MaxBytes, TopUps: 1},
+		"total":       {FamilyID: 1, Plan: policy.MaxBytes, TopUps: map[string]int64{month: 1}},
+		"judged":      {FamilyID: 1, Judged: []JudgedEvent{{ID: "", Result: Result{Decision: policy.Allowed}}}},
 		"thresholds":  {FamilyID: 1, Thresholds: policy.Thresholds{150}},
 		"member":      {FamilyID: 1, Members: []MemberState{{CustomerID: 0}}},
 		"version":     {FamilyID: 1, Members: []MemberState{{CustomerID: 1, Version: -1}}},

@@ -2,22 +2,26 @@
 -- Dedupe -> membership -> BLOCK:ACCESS -> app/category blocks -> time windows ->
 -- DAILY then MONTHLY limit -> family pool -> deduct -> threshold crossings.
 -- Semantics are those of policy.Evaluate; quota's property tests hold them equal.
--- Byte counts stay below 2^46 (policy.MaxBytes), so remaining * 100 is exact.
+-- Byte counts stay below 2^46 (policy.MaxBytes) and the pool total is bounded
+-- by it, so remaining * 100 is exact; numbers are written as integers (%d).
 --
--- KEYS[1] family:{f}                               hash  plan, thr, m:<cid> (members)
+-- KEYS[1] family:{f}                               hash  plan, thr, g, m:<cid> (members)
 -- KEYS[2] family:{f}:customer:{c}:constraints      hash  constraint key -> value
 -- KEYS[3] family:{f}:pool:{YYYYMM}                 hash  used, topup, a:<pct> (fired alerts),
 --                                                        n:<pct> (times fired this month)
 -- KEYS[4] family:{f}:customer:{c}:usage:{YYYYMM}   hash  m (month), d:<DD> (day)
--- KEYS[5] family:{f}:evt:{YYYYMMDD}                hash  eventId -> stored result (dedupe),
---                                                        bucketed by the event's own day
+-- KEYS[5] family:{f}:evt:<b>                       hash  eventId -> stored result (dedupe),
+-- KEYS[6] family:{f}:evt:<b-1>                           by arrival: b = now / window
 -- ARGV: 1 customerId, 2 bytes, 3 appId, 4 category, 5 minute of day, 6 ISO weekday,
---       7 day of month "DD", 8 eventId, 9 dedupe ttl s, 10 month ttl s,
---       11 default thresholds "50,30,10"
+--       7 day of month "DD", 8 eventId, 9 dedupe bucket ttl s, 10 month ttl s,
+--       11 default thresholds "50,30,10", 12 max pool total, 13 state generation
+--       ("" = unchecked)
 -- Returns {duplicate 0|1, "decision|remaining|total|daily|monthly|throttle|crossed|rule"},
--- crossed being "pct:arm,…" (arm: the how-manyth time pct fired this month).
+-- crossed being "pct:arm,…" (arm: the how-manyth time pct fired this month), or
+-- {2, generation} without changing anything when the family was restored by
+-- another state generation than ARGV[13] (a rebuild is running or done).
 
-local stored = redis.call('HGET', KEYS[5], ARGV[8])
+local stored = redis.call('HGET', KEYS[5], ARGV[8]) or redis.call('HGET', KEYS[6], ARGV[8])
 if stored then
   return {1, stored}
 end
@@ -28,7 +32,10 @@ local now, wd = tonumber(ARGV[5]), tonumber(ARGV[6])
 local dayfield = 'd:' .. ARGV[7]
 local month_ttl = tonumber(ARGV[10])
 
-local fam = redis.call('HMGET', KEYS[1], 'plan', 'thr', 'm:' .. ARGV[1])
+local fam = redis.call('HMGET', KEYS[1], 'plan', 'thr', 'm:' .. ARGV[1], 'g')
+if ARGV[13] ~= '' and fam[4] and fam[4] ~= ARGV[13] then
+  return {2, fam[4]}
+end
 local provisioned = fam[1] ~= false
 local thr = fam[2]
 if thr == false then thr = ARGV[11] end
@@ -40,7 +47,9 @@ for p in string.gmatch(thr, '%d+') do
 end
 local pool = redis.call('HMGET', KEYS[3], unpack(poolfields))
 local used = tonumber(pool[1]) or 0
-local total = (tonumber(fam[1]) or 0) + (tonumber(pool[2]) or 0)
+-- A plan raised after a month's top-ups can leave an old month above the
+-- bound; the bound wins, so every later number stays exact.
+local total = math.min((tonumber(fam[1]) or 0) + (tonumber(pool[2]) or 0), tonumber(ARGV[12]))
 local usage = redis.call('HMGET', KEYS[4], 'm', dayfield)
 local monthly = tonumber(usage[1]) or 0
 local daily = tonumber(usage[2]) or 0
@@ -157,7 +166,6 @@ else
   end
 end
 
-local crossed = ''
 if decision == 'ALLOWED' then
   -- TTLs are set when a period key is created; keys that exist have theirs.
   used = redis.call('HINCRBY', KEYS[3], 'used', bytes)
@@ -165,23 +173,34 @@ if decision == 'ALLOWED' then
   monthly = redis.call('HINCRBY', KEYS[4], 'm', bytes)
   daily = redis.call('HINCRBY', KEYS[4], dayfield, bytes)
   if usage[1] == false then redis.call('EXPIRE', KEYS[4], month_ttl) end
-  if total > 0 then
-    local rem = remaining()
-    local fired = {}
-    for i, p in ipairs(pcts) do
-      if pool[i + 2] == false and rem * 100 <= tonumber(p) * total then
-        -- n:<pct> counts how often it fired this month (re-armed by top-ups).
-        local arm = redis.call('HINCRBY', KEYS[3], 'n:' .. p, 1)
-        fired[#fired + 1] = p .. ':' .. arm
-        redis.call('HSET', KEYS[3], 'a:' .. p, '1')
-      end
-    end
-    crossed = table.concat(fired, ',')
-  end
 end
 
-local result = table.concat({decision, remaining(), total, daily, monthly, throttle, crossed, rule}, '|')
+-- Crossings are judged on every event of a member, allowed or not, so a pool
+-- that fell under a threshold by a plan cut is announced with the family's
+-- next event even when every request is bigger than what is left.
+local crossed = ''
+if decision ~= 'BLOCKED_NOT_MEMBER' and total > 0 then
+  local rem = remaining()
+  local fired = {}
+  for i, p in ipairs(pcts) do
+    if pool[i + 2] == false and rem * 100 <= tonumber(p) * total then
+      -- n:<pct> counts how often it fired this month (re-armed by top-ups).
+      local arm = redis.call('HINCRBY', KEYS[3], 'n:' .. p, 1)
+      fired[#fired + 1] = p .. ':' .. arm
+      redis.call('HSET', KEYS[3], 'a:' .. p, '1')
+    end
+  end
+  if #fired > 0 and pool[1] == false and pool[2] == false and decision ~= 'ALLOWED' then
+    redis.call('EXPIRE', KEYS[3], month_ttl)
+  end
+  crossed = table.concat(fired, ',')
+end
+
+local function int(n) return string.format('%d', n) end
+local result = table.concat({decision, int(remaining()), int(total), int(daily), int(monthly), int(throttle),
+  crossed, rule}, '|')
 redis.call('HSET', KEYS[5], ARGV[8], result)
--- The bucket lives until the dedupe window has passed since its last write.
+-- A bucket lives two windows: an id judged in bucket b is found by any replay
+-- arriving within the window (in bucket b or b+1).
 redis.call('EXPIRE', KEYS[5], tonumber(ARGV[9]))
 return {0, result}

@@ -1,0 +1,262 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrStale is wrapped by every error saying the Redis state cannot be trusted:
+// it is empty, older than what was already judged, from another rebuild
+// generation, or being rebuilt. See ApplyMarked.
+var ErrStale = errors.New("quota: the redis state cannot be trusted")
+
+// StaleError says why the Redis state cannot be trusted.
+type StaleError struct {
+	// Reason is for operators, e.g. "no state marker: this Redis node lost its
+	// data or was never rebuilt from SQL".
+	Reason string
+}
+
+func (e *StaleError) Error() string { return "quota: the redis state cannot be trusted: " + e.Reason }
+
+// Is makes errors.Is(err, ErrStale) true.
+func (e *StaleError) Is(target error) bool { return target == ErrStale }
+
+// Mark places a batch in an ordered stream the consumer judges, such as a
+// Kafka partition: the state marker keeps, per stream, the position after
+// the last judged record (the watermark). A state whose watermark is below
+// From has lost judged records: it is older than what the consumer committed.
+type Mark struct {
+	// Stream names the stream, e.g. "usage-events/3"; no '|' or spaces.
+	Stream string
+	// From is the first position this batch judges: the position the
+	// consumer resumed from (its committed offset), or the end of its
+	// previous batch.
+	From int64
+	// To is the position after the batch's last record.
+	To int64
+}
+
+func validMarks(marks []Mark) error {
+	for _, m := range marks {
+		if m.Stream == "" || strings.ContainsAny(m.Stream, " |") || m.From < 0 || m.To < m.From {
+			return fmt.Errorf("%w: mark %+v: want a stream name without spaces and 0 ≤ from ≤ to", ErrInvalid, m)
+		}
+	}
+	return nil
+}
+
+func markArgs(op, gen string, marks []Mark, to bool) []any {
+	args := make([]any, 0, 2+3*len(marks))
+	args = append(args, op, gen)
+	for _, m := range marks {
+		args = append(args, m.Stream, m.From)
+		if to {
+			args = append(args, m.To)
+		}
+	}
+	return args
+}
+
+// guardResult reads the checks and advances of a marked pipeline.
+func guardResult(checks, advances []*redis.Cmd) error {
+	for _, c := range checks {
+		v, err := c.Slice()
+		if err != nil {
+			return fmt.Errorf("quota: state check: %w", err)
+		}
+		if len(v) == 2 && v[0] != int64(0) {
+			reason, _ := v[1].(string)
+			return &StaleError{Reason: reason}
+		}
+	}
+	for _, c := range advances {
+		n, err := c.Int()
+		if err != nil {
+			return fmt.Errorf("quota: state advance: %w", err)
+		}
+		if n != 1 {
+			return &StaleError{Reason: "the state generation changed while the batch was judged (a rebuild began)"}
+		}
+	}
+	return nil
+}
+
+// markerKeys returns the state marker keys: one on a single Redis (or Ring),
+// one per master on a Redis Cluster, so that a master that fails over to a
+// lagging replica or restarts empty is caught by its own marker.
+func (e *Engine) markerKeys(ctx context.Context) ([]string, error) {
+	e.markersMu.Lock()
+	defer e.markersMu.Unlock()
+	if e.markers != nil {
+		return e.markers, nil
+	}
+	cc, ok := e.rdb.(*redis.ClusterClient)
+	if !ok {
+		e.markers = []string{e.k.state("state")}
+		return e.markers, nil
+	}
+	slots, err := cc.ClusterSlots(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("quota: cluster slots: %w", err)
+	}
+	owner := func(slot int64) string {
+		for _, s := range slots {
+			if int64(s.Start) <= slot && slot <= int64(s.End) && len(s.Nodes) > 0 {
+				return s.Nodes[0].Addr
+			}
+		}
+		return ""
+	}
+	masters := map[string]bool{}
+	for _, s := range slots {
+		if len(s.Nodes) > 0 {
+			masters[s.Nodes[0].Addr] = true
+		}
+	}
+	covered := map[string]bool{}
+	var found []string
+	for n := 0; len(covered) < len(masters) && n < 100_000; n++ {
+		key := e.k.state("s" + strconv.Itoa(n))
+		slot, err := cc.ClusterKeySlot(ctx, key).Result()
+		if err != nil {
+			return nil, fmt.Errorf("quota: cluster keyslot: %w", err)
+		}
+		if a := owner(slot); a != "" && !covered[a] {
+			covered[a] = true
+			found = append(found, key)
+		}
+	}
+	if len(covered) < len(masters) {
+		return nil, fmt.Errorf("quota: found state marker slots for %d of %d masters", len(covered), len(masters))
+	}
+	e.markers = found
+	return found, nil
+}
+
+func (e *Engine) forgetMarkers() {
+	e.markersMu.Lock()
+	e.markers = nil
+	e.markersMu.Unlock()
+}
+
+// CheckState checks every node's state marker as ApplyMarked does, without
+// judging or advancing anything: nil when the state has generation gen and no
+// stream is behind its mark's From, a *StaleError when not.
+func (e *Engine) CheckState(ctx context.Context, gen string, marks []Mark) error {
+	at := make([]Mark, len(marks))
+	for i, m := range marks {
+		at[i] = Mark{Stream: m.Stream, From: m.From, To: m.From}
+	}
+	_, err := e.ApplyMarked(ctx, gen, at, nil)
+	return err
+}
+
+// Advance checks the markers as CheckState does and raises the watermarks to
+// each mark's To: for work judged outside ApplyMarked (policy updates) once
+// it is done.
+func (e *Engine) Advance(ctx context.Context, gen string, marks []Mark) error {
+	_, err := e.ApplyMarked(ctx, gen, marks, nil)
+	return err
+}
+
+// StateInfo is a node's state marker.
+type StateInfo struct {
+	// Key is the marker's key (its hash tag picks the node).
+	Key string
+	// Generation is the state generation; "" when the node has no marker
+	// (it lost its data or was never rebuilt); "rebuilding:<next>" while a
+	// rebuild runs.
+	Generation string
+	// Watermarks are the positions after the last judged record, per stream.
+	Watermarks map[string]int64
+}
+
+func parseMarker(key string, flat []any) StateInfo {
+	st := StateInfo{Key: key, Watermarks: map[string]int64{}}
+	for i := 0; i+1 < len(flat); i += 2 {
+		f, _ := flat[i].(string)
+		v, _ := flat[i+1].(string)
+		switch {
+		case f == fieldGeneration:
+			st.Generation = v
+		case strings.HasPrefix(f, "w:"):
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				st.Watermarks[f[2:]] = n
+			}
+		}
+	}
+	return st
+}
+
+func (e *Engine) stateOp(ctx context.Context, op, gen string, extra ...any) ([]StateInfo, error) {
+	keys, err := e.markerKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]StateInfo, 0, len(keys))
+	for _, k := range keys {
+		c := stateScript.Run(ctx, e.rdb, []string{k}, append([]any{op, gen}, extra...)...)
+		if c.Err() != nil {
+			return nil, fmt.Errorf("quota: state %s: %w", op, c.Err())
+		}
+		v, _ := c.Val().([]any) // finish answers 1
+		out = append(out, parseMarker(k, v))
+	}
+	return out, nil
+}
+
+// State returns every node's state marker.
+func (e *Engine) State(ctx context.Context) ([]StateInfo, error) { return e.stateOp(ctx, "get", "") }
+
+// RebuildingPrefix starts the generation a marker has while a rebuild runs.
+const RebuildingPrefix = "rebuilding:"
+
+// BeginRebuild starts a rebuild towards generation next: every node's marker
+// gets generation "rebuilding:<next>", so from now on every ApplyMarked of
+// the old generation fails (its results unused), and the apply script refuses
+// families already restored by next. It returns the watermarks the markers
+// held (the highest per stream over the nodes): every batch whose results
+// were used is within them.
+func (e *Engine) BeginRebuild(ctx context.Context, next string) (map[string]int64, error) {
+	if next == "" || strings.HasPrefix(next, RebuildingPrefix) {
+		return nil, fmt.Errorf("%w: bad generation %q", ErrInvalid, next)
+	}
+	e.forgetMarkers() // the cluster's topology may have changed
+	states, err := e.stateOp(ctx, "begin", RebuildingPrefix+next)
+	if err != nil {
+		return nil, err
+	}
+	wm := map[string]int64{}
+	for _, st := range states {
+		for s, n := range st.Watermarks {
+			wm[s] = max(wm[s], n)
+		}
+	}
+	return wm, nil
+}
+
+// FinishRebuild ends a rebuild: every node's marker is replaced by generation
+// gen with the given watermarks (the positions the restored state reflects,
+// e.g. the consumers' committed offsets), and judging with gen may resume.
+func (e *Engine) FinishRebuild(ctx context.Context, gen string, watermarks map[string]int64) error {
+	if gen == "" || strings.HasPrefix(gen, RebuildingPrefix) {
+		return fmt.Errorf("%w: bad generation %q", ErrInvalid, gen)
+	}
+	var extra []any
+	for _, s := range slices.Sorted(maps.Keys(watermarks)) {
+		if err := validMarks([]Mark{{Stream: s, From: watermarks[s], To: watermarks[s]}}); err != nil {
+			return err
+		}
+		extra = append(extra, s, watermarks[s])
+	}
+	_, err := e.stateOp(ctx, "finish", gen, extra...)
+	return err
+}

@@ -1,0 +1,131 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dabom/dpcs/policy"
+)
+
+func checkStateMarker(t *testing.T, rdb redis.UniversalClient) {
+	ctx := context.Background()
+	e, err := New(rdb, WithKeyPrefix(uniquePrefix()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	ev := func(id string) Event { return Event{ID: id, FamilyID: 1, CustomerID: 1, Bytes: 10, At: now} }
+	stale := func(what string, err error, want string) {
+		t.Helper()
+		var se *StaleError
+		if !errors.As(err, &se) || !errors.Is(err, ErrStale) || !strings.Contains(se.Reason, want) {
+			t.Fatalf("%s: %v, want a stale state error saying %q", what, err, want)
+		}
+	}
+	// Never rebuilt (or lost everything): nothing is judged.
+	_, err = e.ApplyMarked(ctx, "g1", []Mark{{Stream: "usage/0", From: 0, To: 1}}, []Event{ev("a")})
+	stale("empty Redis", err, "no state marker")
+
+	// A rebuild to g1 that reflects usage/0 up to 5.
+	wm, err := e.BeginRebuild(ctx, "g1")
+	if err != nil || len(wm) != 0 {
+		t.Fatalf("BeginRebuild = %v, %v", wm, err)
+	}
+	if err := e.Restore(ctx, FamilyState{FamilyID: 1, Provisioned: true, Plan: 100, Members: []MemberState{{CustomerID: 1}}, Generation: "g1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.FinishRebuild(ctx, "g1", map[string]int64{"usage/0": 5}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.ApplyMarked(ctx, "g1", []Mark{{Stream: "usage/0", From: 3, To: 7}}, []Event{ev("a")})
+	if err != nil {
+		t.Fatalf("replaying from before the watermark: %v", err)
+	}
+	rs, err := e.ApplyMarked(ctx, "g1", []Mark{{Stream: "usage/0", From: 7, To: 9}, {Stream: "usage/1", From: 0, To: 4}}, []Event{ev("b")})
+	if err != nil || len(rs) != 1 || rs[0].Decision != policy.Allowed || rs[0].Remaining != 80 {
+		t.Fatalf("next batch = %+v, %v", rs, err)
+	}
+	states, err := e.State(ctx)
+	if err != nil || len(states) == 0 {
+		t.Fatal(states, err)
+	}
+	want := map[string]int64{"usage/0": 9, "usage/1": 4}
+	for _, st := range states {
+		if st.Generation != "g1" || !cmp.Equal(st.Watermarks, want) {
+			t.Errorf("marker %s = %+v, want g1 %v", st.Key, st, want)
+		}
+	}
+	// Another generation is not this state.
+	_, err = e.ApplyMarked(ctx, "g0", []Mark{{Stream: "usage/0", From: 9, To: 10}}, []Event{ev("c")})
+	stale("other generation", err, "generation is g1, expected g0")
+
+	// Redis comes back from a snapshot taken before usage/0 reached 9: the
+	// consumer resumes at its committed 9, the state knows only up to 7.
+	if err := e.FinishRebuild(ctx, "g1", map[string]int64{"usage/0": 7}); err != nil {
+		t.Fatal(err)
+	}
+	rs, err = e.ApplyMarked(ctx, "g1", []Mark{{Stream: "usage/0", From: 9, To: 10}}, []Event{ev("c")})
+	stale("rolled-back state", err, "older than what was committed")
+	if rs != nil {
+		t.Errorf("stale batch returned results %v", rs)
+	}
+	if err := e.CheckState(ctx, "g1", []Mark{{Stream: "usage/0", From: 9}}); !errors.Is(err, ErrStale) {
+		t.Errorf("CheckState of the rolled-back state = %v", err)
+	}
+
+	// A rebuild begins: the old generation's batches fail, their watermarks come back.
+	wm, err = e.BeginRebuild(ctx, "g2")
+	if err != nil || wm["usage/0"] != 7 {
+		t.Fatalf("BeginRebuild = %v, %v", wm, err)
+	}
+	_, err = e.ApplyMarked(ctx, "g1", []Mark{{Stream: "usage/0", From: 7, To: 8}}, []Event{ev("d")})
+	stale("during a rebuild", err, "rebuilding:g2")
+	// A family restored by the new generation refuses the old one's events.
+	if err := e.Restore(ctx, FamilyState{FamilyID: 1, Provisioned: true, Plan: 100, Members: []MemberState{{CustomerID: 1}}, Generation: "g2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.FinishRebuild(ctx, "g1", nil); err != nil { // a straggler's view: marker g1 again
+		t.Fatal(err)
+	}
+	_, err = e.ApplyMarked(ctx, "g1", []Mark{{Stream: "usage/0", From: 0, To: 1}}, []Event{ev("e")})
+	stale("family of another generation", err, "restored by state generation g2")
+	f, _ := e.Family(ctx, 1)
+	if f.Used != 0 {
+		t.Errorf("a refused event was charged: used %d", f.Used)
+	}
+	if err := e.FinishRebuild(ctx, "g2", nil); err != nil {
+		t.Fatal(err)
+	}
+	if rs, err := e.ApplyMarked(ctx, "g2", []Mark{{Stream: "usage/0", From: 0, To: 1}}, []Event{ev("e")}); err != nil || rs[0].Decision != policy.Allowed {
+		t.Errorf("after the rebuild = %v, %v", rs, err)
+	}
+	// Bad arguments.
+	for _, bad := range [][]Mark{{{Stream: ""}}, {{Stream: "a b"}}, {{Stream: "a", From: 2, To: 1}}} {
+		if _, err := e.ApplyMarked(ctx, "g2", bad, nil); !errors.Is(err, ErrInvalid) {
+			t.Errorf("marks %v: %v, want ErrInvalid", bad, err)
+		}
+	}
+	if _, err := e.ApplyMarked(ctx, "", nil, nil); !errors.Is(err, ErrInvalid) {
+		t.Errorf("empty generation: %v", err)
+	}
+	if _, err := e.BeginRebuild(ctx, "rebuilding:x"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("BeginRebuild(rebuilding:x): %v", err)
+	}
+}
+
+func TestStateMarker(t *testing.T) { eachBackend(t, checkStateMarker) }
+
+var prefixSeq atomic.Int64
+
+// uniquePrefix is a key prefix no other test uses (real servers are shared).
+func uniquePrefix() string {
+	return fmt.Sprintf("t%d:%d:", time.Now().UnixNano(), prefixSeq.Add(1))
+}
