@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -38,6 +39,33 @@ type Decider interface {
 
 var _ Decider = (*quota.Engine)(nil)
 
+// MarkedDecider is what the processor needs from the quota engine to judge
+// only from a Redis state it can trust (WithStateGuard): quota.Engine's
+// ApplyMarked, CheckState and Advance.
+type MarkedDecider interface {
+	Decider
+	ApplyMarked(ctx context.Context, gen string, marks []quota.Mark, evs []quota.Event) ([]quota.Result, error)
+	CheckState(ctx context.Context, gen string, marks []quota.Mark) error
+	Advance(ctx context.Context, gen string, marks []quota.Mark) error
+}
+
+var _ MarkedDecider = (*quota.Engine)(nil)
+
+// StateGuard keeps the processor from judging with a Redis state that lost
+// writes (SPEC §6): it knows the state generation to judge with and brings
+// Redis back when the engine reports the state stale. *Recovery is the
+// implementation; it must be safe for concurrent use.
+type StateGuard interface {
+	// Generation returns the generation to judge with; "" when Redis was
+	// never rebuilt from SQL (the processor then asks Recover for one).
+	Generation(ctx context.Context) (string, error)
+	// Recover is called with the engine's *quota.StaleError for a batch
+	// judged with generation used; it returns once Redis can be trusted
+	// again, with the generation to judge with (it waits for a rebuild by
+	// another processor or an operator, or runs one).
+	Recover(ctx context.Context, used string, cause error) (string, error)
+}
+
 // BatchInfo describes one processed poll, for ProcessorHooks.OnBatch.
 type BatchInfo struct {
 	Records       int
@@ -52,6 +80,15 @@ type BatchInfo struct {
 	// Lag is how many records the polled partitions still hold after this
 	// batch (high watermark − next offset), summed.
 	Lag int64
+}
+
+// StaleInfo describes a pause of judging because Redis could not be trusted.
+type StaleInfo struct {
+	// Stale is true when judging pauses and false when it resumes.
+	Stale  bool
+	Reason string
+	// Paused is how long judging was paused (when resuming).
+	Paused time.Duration
 }
 
 // RetryInfo describes a failed attempt that will be retried.
@@ -70,6 +107,10 @@ type ProcessorHooks struct {
 	// It and OnDecided may be called concurrently (one call per partition
 	// group of a poll).
 	OnDeadLetter func(topic string, reason string)
+	// OnStale is called when the engine reports the Redis state stale
+	// (judging pauses until Recover returns) and, with Stale false, when
+	// judging resumes.
+	OnStale func(StaleInfo)
 	// OnDecided is called once the engine judged a poll's usage records,
 	// before their outputs are produced, with those records (read them, do
 	// not modify or retain them) and the time the engine returned: the
@@ -155,6 +196,23 @@ func WithRetryBackoff(first, max time.Duration) ProcessorOption {
 	}
 }
 
+// WithStateGuard makes the processor judge only from a Redis state it can
+// trust (SPEC §6): every batch is judged with quota.Engine.ApplyMarked,
+// marked with its Kafka positions; when the engine reports the state stale
+// (Redis came back empty, from an older snapshot or another generation), the
+// processor pauses fetching, says so (log at error level, OnStale, Stale),
+// lets g bring Redis back, and judges the batch again. The decider must be a
+// MarkedDecider. Default: none (the state is trusted).
+func WithStateGuard(g StateGuard) ProcessorOption {
+	return func(p *Processor) error {
+		if g == nil {
+			return errors.New("service: nil state guard")
+		}
+		p.guard = g
+		return nil
+	}
+}
+
 // WithProcessorClock sets the clock used to judge event age. Default: time.Now.
 func WithProcessorClock(now func() time.Time) ProcessorOption {
 	return func(p *Processor) error { p.now = now; return nil }
@@ -198,10 +256,23 @@ type Processor struct {
 	groups                 int
 	backoffMin, backoffMax time.Duration
 
+	guard  StateGuard
+	marked MarkedDecider
+	// positions is, per "topic/partition", where this processor's next batch
+	// begins: the end of its last judged batch (cleared when the partition
+	// is revoked), for the marks of WithStateGuard.
+	posMu     sync.Mutex
+	positions map[string]int64
+	paused    atomic.Bool
+
 	stop     chan struct{}
 	stopOnce sync.Once // guards stop and the client's close
 	running  sync.WaitGroup
 }
+
+// Stale reports whether judging is paused because Redis cannot be trusted
+// (for readiness).
+func (p *Processor) Stale() bool { return p.paused.Load() }
 
 // ProcessorTopics are the topics the processor consumes.
 func ProcessorTopics() []string {
@@ -238,14 +309,23 @@ func NewProcessor(dec Decider, kopts []kgo.Opt, opts ...ProcessorOption) (*Proce
 			return nil, err
 		}
 	}
+	if p.guard != nil {
+		md, ok := dec.(MarkedDecider)
+		if !ok {
+			return nil, errors.New("service: a state guard needs a decider with ApplyMarked (quota.Engine)")
+		}
+		p.marked, p.positions = md, map[string]int64{}
+	}
 	p.breaker = gobreaker.NewCircuitBreaker[any](gobreaker.Settings{
 		Name:    "redis",
 		Timeout: 2 * time.Second,
 		ReadyToTrip: func(c gobreaker.Counts) bool {
 			return c.ConsecutiveFailures >= 3
 		},
-		// Bad input is not a Redis failure.
-		IsSuccessful: func(err error) bool { return err == nil || errors.Is(err, quota.ErrInvalid) },
+		// Bad input and a stale state are not Redis failures.
+		IsSuccessful: func(err error) bool {
+			return err == nil || errors.Is(err, quota.ErrInvalid) || errors.Is(err, quota.ErrStale)
+		},
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			p.log.Warn("redis circuit breaker", "from", from.String(), "to", to.String())
 		},
@@ -258,6 +338,8 @@ func NewProcessor(dec Decider, kopts []kgo.Opt, opts ...ProcessorOption) (*Proce
 		kgo.BlockRebalanceOnPoll(),
 		// Never charge records of an aborted producer transaction.
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) { p.forget(lost) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) { p.forget(lost) }),
 	)
 	cl, err := kgo.NewClient(all...)
 	if err != nil {
@@ -457,34 +539,19 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 	now := p.now()
 	// Policy updates (and strays) first, in order; usage records are decoded
 	// and judged by the partition groups below.
+	var policyRecs []*kgo.Record
 	for _, r := range recs {
 		if r.Topic == envelope.TopicUsageEvents {
 			usageRecs = append(usageRecs, r)
-			continue
-		}
-		ev, err := envelope.FromRecord(r)
-		if err != nil {
-			out = append(out, p.deadLetter(r, err.Error()))
-			continue
-		}
-		switch pl := ev.Payload.(type) {
-		case envelope.UsagePayload:
-			out = append(out, p.deadLetter(r, "DATA_USAGE event on topic "+r.Topic))
-		case envelope.PolicyUpdatedPayload:
-			if r.Topic != envelope.TopicPolicyUpdated {
-				out = append(out, p.deadLetter(r, "POLICY_UPDATED event on topic "+r.Topic))
-				continue
-			}
-			info.Policies++
-			recs, err := p.policyUpdated(ctx, r, ev, pl)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, recs...)
-		default:
-			out = append(out, p.deadLetter(r, fmt.Sprintf("unexpected %s event on topic %s", ev.EventType, r.Topic)))
+		} else {
+			policyRecs = append(policyRecs, r)
 		}
 	}
+	policyOut, policies, err := p.policies(ctx, policyRecs)
+	if err != nil {
+		return nil, err
+	}
+	info.Policies, out = policies, policyOut
 	groups := p.split(usageRecs)
 	type judged struct {
 		results      []quota.Result
@@ -503,7 +570,7 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 			usage, dead := p.decodeUsage(g, now)
 			j.usage = len(usage)
 			scriptStart := time.Now()
-			results, judgedUsage, rejected, err := p.apply(ctx, usage)
+			results, judgedUsage, rejected, err := p.apply(ctx, usage, p.marksOf(g))
 			if err != nil {
 				j.err = err
 				return
@@ -557,6 +624,186 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 	}
 	w.out.send(ctx, p.cl, out)
 	return w, nil
+}
+
+// policies handles a poll's policy-updated records (and strays) in order and
+// returns what they cause and how many policy updates there were. With a
+// state guard the state is checked before and the watermarks advanced after;
+// if the state went stale meanwhile, Redis is recovered and the records are
+// handled again (versioned updates are idempotent).
+func (p *Processor) policies(ctx context.Context, recs []*kgo.Record) ([]*kgo.Record, int, error) {
+	if len(recs) == 0 {
+		return nil, 0, nil
+	}
+	marks := p.marksOf(recs)
+	for {
+		var gen string
+		if p.guard != nil {
+			err := p.retry(ctx, "redis state check", func() error {
+				var err error
+				if gen, err = p.generation(ctx); err == nil {
+					err = p.marked.CheckState(ctx, gen, marks)
+				}
+				return stalePermanent(err)
+			})
+			if p.stale(ctx, gen, err) {
+				continue
+			}
+			if err != nil {
+				return nil, 0, err
+			}
+		}
+		var out []*kgo.Record
+		policies := 0
+		for _, r := range recs {
+			ev, err := envelope.FromRecord(r)
+			if err != nil {
+				out = append(out, p.deadLetter(r, err.Error()))
+				continue
+			}
+			switch pl := ev.Payload.(type) {
+			case envelope.UsagePayload:
+				out = append(out, p.deadLetter(r, "DATA_USAGE event on topic "+r.Topic))
+			case envelope.PolicyUpdatedPayload:
+				if r.Topic != envelope.TopicPolicyUpdated {
+					out = append(out, p.deadLetter(r, "POLICY_UPDATED event on topic "+r.Topic))
+					continue
+				}
+				policies++
+				recs, err := p.policyUpdated(ctx, r, ev, pl)
+				if err != nil {
+					return nil, 0, err
+				}
+				out = append(out, recs...)
+			default:
+				out = append(out, p.deadLetter(r, fmt.Sprintf("unexpected %s event on topic %s", ev.EventType, r.Topic)))
+			}
+		}
+		if p.guard != nil {
+			err := p.retry(ctx, "redis state advance", func() error {
+				return stalePermanent(p.marked.Advance(ctx, gen, marks))
+			})
+			if p.stale(ctx, gen, err) {
+				continue
+			}
+			if err != nil {
+				return nil, 0, err
+			}
+			p.advanced(marks)
+		}
+		return out, policies, nil
+	}
+}
+
+// stalePermanent makes a stale state a permanent error for retry: waiting
+// does not fix it, a rebuild does.
+func stalePermanent(err error) error {
+	if errors.Is(err, quota.ErrStale) {
+		return permanent{err}
+	}
+	return err
+}
+
+// generation is the state generation to judge with.
+func (p *Processor) generation(ctx context.Context) (string, error) {
+	gen, err := p.guard.Generation(ctx)
+	if err == nil && gen == "" {
+		err = &quota.StaleError{Reason: "Redis was never rebuilt from SQL (no state generation yet)"}
+	}
+	return gen, err
+}
+
+// stale reports whether err says the Redis state is stale; if so it pauses
+// fetching, says so, and returns once the guard recovered Redis (true: judge
+// again). With ctx done it returns false and err stands.
+func (p *Processor) stale(ctx context.Context, used string, err error) bool {
+	var se *quota.StaleError
+	if !errors.As(err, &se) {
+		return false
+	}
+	start := time.Now()
+	if !p.paused.Swap(true) {
+		p.log.Error("the Redis state cannot be trusted: judging paused until Redis is rebuilt from SQL", "reason", se.Reason)
+		if p.hooks.OnStale != nil {
+			p.hooks.OnStale(StaleInfo{Stale: true, Reason: se.Reason})
+		}
+	}
+	p.cl.PauseFetchTopics(ProcessorTopics()...)
+	defer p.cl.ResumeFetchTopics(ProcessorTopics()...)
+	gen, rerr := p.guard.Recover(ctx, used, err)
+	if rerr != nil {
+		if ctx.Err() == nil {
+			p.log.Error("recovering the Redis state failed", "err", rerr)
+		}
+		return false
+	}
+	if p.paused.Swap(false) {
+		p.log.Warn("the Redis state is trusted again: judging resumes", "generation", gen, "paused", time.Since(start))
+		if p.hooks.OnStale != nil {
+			p.hooks.OnStale(StaleInfo{Reason: se.Reason, Paused: time.Since(start)})
+		}
+	}
+	return true
+}
+
+// marksOf returns the marks of a batch's records: per partition, from where
+// this processor's previous batch ended (or its committed offset, or the
+// first record) to after the last record.
+func (p *Processor) marksOf(recs []*kgo.Record) []quota.Mark {
+	if p.guard == nil {
+		return nil
+	}
+	var committed map[string]map[int32]kgo.EpochOffset
+	idx := map[string]int{}
+	var marks []quota.Mark
+	p.posMu.Lock()
+	defer p.posMu.Unlock()
+	for _, r := range recs {
+		key := r.Topic + "/" + strconv.Itoa(int(r.Partition))
+		i, ok := idx[key]
+		if !ok {
+			from := r.Offset
+			if pos, ok := p.positions[key]; ok {
+				from = min(from, pos)
+			} else {
+				if committed == nil {
+					committed = p.cl.CommittedOffsets()
+				}
+				if c, ok := committed[r.Topic][r.Partition]; ok && c.Offset >= 0 {
+					from = min(from, c.Offset)
+				}
+			}
+			idx[key] = len(marks)
+			marks = append(marks, quota.Mark{Stream: key, From: from, To: r.Offset + 1})
+			continue
+		}
+		marks[i].To = max(marks[i].To, r.Offset+1)
+	}
+	return marks
+}
+
+// advanced records where this processor's next batches begin.
+func (p *Processor) advanced(marks []quota.Mark) {
+	p.posMu.Lock()
+	defer p.posMu.Unlock()
+	for _, m := range marks {
+		p.positions[m.Stream] = m.To
+	}
+}
+
+// forget drops the positions of revoked or lost partitions: their next
+// batches begin where the group committed.
+func (p *Processor) forget(parts map[string][]int32) {
+	if p.positions == nil {
+		return
+	}
+	p.posMu.Lock()
+	defer p.posMu.Unlock()
+	for t, ps := range parts {
+		for _, part := range ps {
+			delete(p.positions, t+"/"+strconv.Itoa(int(part)))
+		}
+	}
 }
 
 // split divides a poll's usage records into at most p.groups groups of
@@ -643,9 +890,12 @@ func (p *Processor) usageProblem(ev envelope.Event, pl envelope.UsagePayload, no
 // backoff behind the circuit breaker (fetching paused meanwhile). Events the
 // engine rejects as invalid are dead-lettered and the rest applied again
 // (already-applied ones come back as duplicates with their original result).
-func (p *Processor) apply(ctx context.Context, usage []usageIn) ([]quota.Result, []usageIn, []*kgo.Record, error) {
+// With a state guard the batch is judged with its marks (even when no event
+// is left, so the watermarks move); a stale state is recovered and the batch
+// judged again.
+func (p *Processor) apply(ctx context.Context, usage []usageIn, marks []quota.Mark) ([]quota.Result, []usageIn, []*kgo.Record, error) {
 	var dead []*kgo.Record
-	for len(usage) > 0 {
+	for len(usage) > 0 || len(marks) > 0 {
 		evs := make([]quota.Event, len(usage))
 		for i, u := range usage {
 			pl := u.env.Payload
@@ -655,15 +905,26 @@ func (p *Processor) apply(ctx context.Context, usage []usageIn) ([]quota.Result,
 			}
 		}
 		var results []quota.Result
+		var gen string
 		err := p.retry(ctx, "redis apply", func() error {
-			r, err := p.breaker.Execute(func() (any, error) { return p.dec.ApplyBatch(ctx, evs) })
+			r, err := p.breaker.Execute(func() (any, error) {
+				if p.guard == nil {
+					return p.dec.ApplyBatch(ctx, evs)
+				}
+				var err error
+				gen, err = p.generation(ctx)
+				if err != nil {
+					return nil, err
+				}
+				return p.marked.ApplyMarked(ctx, gen, marks, evs)
+			})
 			if err == nil {
-				results = r.([]quota.Result)
+				results, _ = r.([]quota.Result)
 			}
 			if errors.Is(err, quota.ErrInvalid) {
 				return permanent{err}
 			}
-			return err
+			return stalePermanent(err)
 		})
 		var ee *quota.EventError
 		if errors.As(err, &ee) && ee.Index < len(usage) {
@@ -671,8 +932,14 @@ func (p *Processor) apply(ctx context.Context, usage []usageIn) ([]quota.Result,
 			usage = append(usage[:ee.Index:ee.Index], usage[ee.Index+1:]...)
 			continue
 		}
+		if p.stale(ctx, gen, err) {
+			continue
+		}
 		if err != nil {
 			return nil, nil, nil, err
+		}
+		if p.guard != nil {
+			p.advanced(marks)
 		}
 		return results, usage, dead, nil
 	}

@@ -1,0 +1,311 @@
+package service
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/store"
+	"github.com/dabom/dpcs/writebehind"
+)
+
+// RebuildFunc rebuilds every family's Redis state from SQL, restored by
+// generation gen, and reports how many families were rebuilt and failed.
+type RebuildFunc func(ctx context.Context, gen string) (families, failed int, err error)
+
+// RecoveryInfo describes a finished rebuild, for RecoveryConfig.OnRecovered.
+type RecoveryInfo struct {
+	Generation string
+	Reason     string
+	// Drain is how long it took until SQL held every judged event; Rebuild
+	// how long rebuilding the families took; Total the whole recovery.
+	Drain, Rebuild, Total time.Duration
+	Families, Failed      int
+}
+
+// RecoveryConfig configures a Recovery. Store, Engine, Admin and Rebuild are required.
+type RecoveryConfig struct {
+	Store   *store.Store
+	Engine  *quota.Engine
+	Admin   *kadm.Client
+	Rebuild RebuildFunc
+	// Manual leaves the rebuild to an operator (`server rebuild`): the
+	// processors stay paused until SQL names a new generation. Default: automatic.
+	Manual bool
+	// Owner names this instance in the rebuild lease. Default: a random id.
+	Owner string
+	// Quiet is how long the processors' committed offsets and usage-persist
+	// must stay unchanged (with the write-behind caught up) before SQL is
+	// taken to hold every judged event. Default: 3 s.
+	Quiet time.Duration
+	// Lease is how long the rebuild lease lasts without renewal. Default: 30 s.
+	Lease time.Duration
+	// WriteBehindGroup is the write-behind's consumer group. Default: writebehind.DefaultGroup.
+	WriteBehindGroup string
+	// Logger: default discard.
+	Logger *slog.Logger
+	// OnRecovered is called after every rebuild this instance ran.
+	OnRecovered func(RecoveryInfo)
+}
+
+// Recovery is the processor's StateGuard: it knows the state generation SQL
+// names and, when the engine reports Redis stale, rebuilds Redis from SQL —
+// one instance at a time (a lease row in SQL), only once every judged event
+// is in SQL — and writes the new generation. Safe for concurrent use.
+type Recovery struct {
+	cfg RecoveryConfig
+	log *slog.Logger
+
+	mu  sync.Mutex // one recovery at a time in this process
+	gmu sync.Mutex
+	gen string // cached generation; "" = unknown
+}
+
+var _ StateGuard = (*Recovery)(nil)
+
+// NewRecovery returns a Recovery.
+func NewRecovery(cfg RecoveryConfig) (*Recovery, error) {
+	if cfg.Store == nil || cfg.Engine == nil || cfg.Admin == nil || cfg.Rebuild == nil {
+		return nil, errors.New("service: recovery needs a store, an engine, a kafka admin client and a rebuild function")
+	}
+	if cfg.Owner == "" {
+		cfg.Owner = "recovery-" + randomID()
+	}
+	if cfg.Quiet <= 0 {
+		cfg.Quiet = 3 * time.Second
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = 30 * time.Second
+	}
+	if cfg.WriteBehindGroup == "" {
+		cfg.WriteBehindGroup = writebehind.DefaultGroup
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Recovery{cfg: cfg, log: log}, nil
+}
+
+func randomID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Generation returns the generation SQL names (cached after the first read).
+func (r *Recovery) Generation(ctx context.Context) (string, error) {
+	r.gmu.Lock()
+	gen := r.gen
+	r.gmu.Unlock()
+	if gen != "" {
+		return gen, nil
+	}
+	st, err := r.cfg.Store.RedisState(ctx)
+	if err != nil {
+		return "", err
+	}
+	r.setGen(st.Generation)
+	return st.Generation, nil
+}
+
+func (r *Recovery) setGen(gen string) {
+	r.gmu.Lock()
+	r.gen = gen
+	r.gmu.Unlock()
+}
+
+// Recover brings Redis back after the engine reported it stale for a batch
+// judged with generation used: when SQL already names another generation
+// (another instance or an operator rebuilt), it returns that one; else it
+// takes the rebuild lease and rebuilds (or, Manual, waits for an operator;
+// or waits for the instance holding the lease). It returns only with a
+// generation to judge with, or ctx's error.
+func (r *Recovery) Recover(ctx context.Context, used string, cause error) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	waiting := time.Time{}
+	for attempt := 0; ; attempt++ {
+		st, err := r.cfg.Store.RedisState(ctx)
+		switch {
+		case err != nil:
+			r.log.Warn("recovery: reading redis_state", "err", err)
+		case st.Generation != used:
+			r.setGen(st.Generation)
+			return st.Generation, nil
+		case r.cfg.Manual:
+			if waiting.IsZero() || time.Since(waiting) > time.Minute {
+				waiting = time.Now()
+				r.log.Error("recovery is manual: waiting for an operator to rebuild Redis from SQL (`server rebuild`)", "cause", cause)
+			}
+		default:
+			ok, err := r.cfg.Store.AcquireRebuild(ctx, r.cfg.Owner, used, r.cfg.Lease)
+			if err != nil {
+				r.log.Warn("recovery: rebuild lease", "err", err)
+				break
+			}
+			if !ok {
+				if waiting.IsZero() || time.Since(waiting) > 30*time.Second {
+					waiting = time.Now()
+					r.log.Warn("recovery: another instance is rebuilding Redis; waiting", "owner", st.Owner)
+				}
+				break
+			}
+			gen, err := r.rebuild(ctx, used, cause)
+			if err == nil {
+				r.setGen(gen)
+				return gen, nil
+			}
+			_ = r.cfg.Store.ReleaseRebuild(context.WithoutCancel(ctx), r.cfg.Owner)
+			if ctx.Err() != nil {
+				return "", ctx.Err()
+			}
+			r.log.Error("recovery: rebuild failed; trying again", "err", err)
+		}
+		t := time.NewTimer(min(250*time.Millisecond*time.Duration(attempt+1), 2*time.Second))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// rebuild runs one rebuild under the lease.
+func (r *Recovery) rebuild(ctx context.Context, prev string, cause error) (string, error) {
+	start := time.Now()
+	next := "g" + strconv.FormatInt(time.Now().UnixMilli(), 36) + "-" + randomID()
+	reason := fmt.Sprint(cause)
+	r.log.Error("rebuilding Redis from SQL", "generation", next, "previous", prev, "reason", reason)
+	if _, err := r.cfg.Engine.BeginRebuild(ctx, next); err != nil {
+		return "", err
+	}
+	if err := r.drain(ctx, prev); err != nil {
+		return "", err
+	}
+	drained := time.Now()
+	families, failed, err := r.cfg.Rebuild(ctx, next)
+	if err != nil && families == 0 {
+		return "", err
+	}
+	if err != nil {
+		r.log.Error("rebuild: some families could not be rebuilt", "failed", failed, "err", err)
+	}
+	committed, err := r.committed(ctx, ProcessorGroup, ProcessorTopics()...)
+	if err != nil {
+		return "", err
+	}
+	if err := r.cfg.Engine.FinishRebuild(ctx, next, committed); err != nil {
+		return "", err
+	}
+	info := RecoveryInfo{Generation: next, Reason: reason, Drain: drained.Sub(start), Rebuild: time.Since(drained),
+		Total: time.Since(start), Families: families, Failed: failed}
+	if err := r.cfg.Store.RebuildDone(ctx, r.cfg.Owner, next, store.RedisState{Reason: reason,
+		Families: int64(families), Failed: int64(failed), Duration: info.Total}); err != nil {
+		return "", err
+	}
+	r.log.Warn("Redis rebuilt from SQL", "generation", next, "families", families, "failed", failed,
+		"drain", info.Drain, "rebuild", info.Rebuild, "total", info.Total)
+	if r.cfg.OnRecovered != nil {
+		r.cfg.OnRecovered(info)
+	}
+	return next, nil
+}
+
+// drain waits until SQL holds every judged event: the write-behind has
+// written usage-persist to its end, and neither that end nor the processors'
+// committed offsets moved for Quiet (every processor paused, its last
+// outputs acknowledged). The lease is renewed meanwhile.
+func (r *Recovery) drain(ctx context.Context, prev string) error {
+	var lastEnds, lastProc map[string]int64
+	var quietSince time.Time
+	var said time.Time
+	for {
+		if ok, err := r.cfg.Store.AcquireRebuild(ctx, r.cfg.Owner, prev, r.cfg.Lease); err != nil || !ok {
+			return fmt.Errorf("service: recovery lost its lease while draining (%v)", err)
+		}
+		ends, err := r.ends(ctx, envelope.TopicUsagePersist)
+		if err != nil {
+			return err
+		}
+		written, err := r.committed(ctx, r.cfg.WriteBehindGroup, envelope.TopicUsagePersist)
+		if err != nil {
+			return err
+		}
+		proc, err := r.committed(ctx, ProcessorGroup, ProcessorTopics()...)
+		if err != nil {
+			return err
+		}
+		behind := int64(0)
+		for k, e := range ends {
+			behind += max(e-written[k], 0)
+		}
+		if !maps.Equal(ends, lastEnds) || !maps.Equal(proc, lastProc) || behind > 0 {
+			quietSince = time.Now()
+		}
+		lastEnds, lastProc = ends, proc
+		if behind == 0 && time.Since(quietSince) >= r.cfg.Quiet {
+			return nil
+		}
+		if time.Since(said) > 10*time.Second {
+			said = time.Now()
+			r.log.Warn("recovery: waiting until SQL holds every judged event", "usagePersistNotWritten", behind)
+		}
+		t := time.NewTimer(200 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (r *Recovery) ends(ctx context.Context, topics ...string) (map[string]int64, error) {
+	ls, err := r.cfg.Admin.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("service: recovery: end offsets: %w", err)
+	}
+	out := map[string]int64{}
+	var ferr error
+	ls.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			ferr = o.Err
+		}
+		out[o.Topic+"/"+strconv.Itoa(int(o.Partition))] = o.Offset
+	})
+	if ferr != nil {
+		return nil, fmt.Errorf("service: recovery: end offsets: %w", ferr)
+	}
+	return out, nil
+}
+
+// committed returns group's committed offsets of topics, as "topic/partition".
+func (r *Recovery) committed(ctx context.Context, group string, topics ...string) (map[string]int64, error) {
+	os, err := r.cfg.Admin.FetchOffsetsForTopics(ctx, group, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("service: recovery: committed offsets of %s: %w", group, err)
+	}
+	out := map[string]int64{}
+	for _, t := range slices.Sorted(maps.Keys(os)) {
+		for p, o := range os[t] {
+			if o.Err == nil && o.At >= 0 {
+				out[t+"/"+strconv.Itoa(int(p))] = o.At
+			}
+		}
+	}
+	return out, nil
+}
