@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dabom/dpcs/e2e"
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
@@ -38,7 +39,7 @@ type config struct {
 	MySQLDown      time.Duration // DPCS_CHAOS_MYSQL_DOWN: how long MariaDB stays stopped (30s)
 	RedisDown      time.Duration // DPCS_CHAOS_REDIS_DOWN: between redis-server's SIGKILL and restart (12s)
 	Burst          time.Duration // DPCS_CHAOS_BURST: length of the 10× burst (3s)
-	Drain          time.Duration // DPCS_CHAOS_DRAIN_TIMEOUT: deadline for catching up after traffic (150s)
+	Drain          time.Duration // DPCS_CHAOS_DRAIN_TIMEOUT: how long catching up after traffic may go without progress (150s)
 	SessionTimeout time.Duration // DPCS_CHAOS_SESSION_TIMEOUT: the processors' Kafka session (10s)
 	ReplayDelay    time.Duration // DPCS_CHAOS_REPLAY_DELAY: delay of each event's last copy (2s)
 	Rate           float64       // DPCS_CHAOS_RATE: distinct events per second (250)
@@ -196,7 +197,7 @@ func TestChaos(t *testing.T) {
 
 	// 2. One processor, then traffic.
 	h.startProcessor()
-	h.waitMembers("1 processor", 1, 60*time.Second)
+	h.waitMembers("1 processor", 1)
 	lap("setup: first processor")
 	traffic, sim := h.startTraffic()
 	h.t0 = time.Now()
@@ -447,26 +448,30 @@ func (h *harness) terminateProcessor() {
 }
 
 // waitMembers waits until the processor group is stable with n members and
-// records how long that took.
-func (h *harness) waitMembers(what string, n int, timeout time.Duration) {
+// records how long that took. Every change of the group's state or size is
+// progress; it fails after e2e.DefaultStall without any.
+func (h *harness) waitMembers(what string, n int) {
 	h.t.Helper()
 	start := time.Now()
 	var last string
-	for time.Since(start) < timeout {
-		gs, err := h.adm.DescribeGroups(h.ctx, service.ProcessorGroup)
-		if err == nil {
-			g := gs[service.ProcessorGroup]
-			last = fmt.Sprintf("%s with %d members", g.State, len(g.Members))
-			if g.Err == nil && g.State == "Stable" && len(g.Members) == n {
-				h.timing("group %s: stable with %d members after %s", what, n, time.Since(start).Round(100*time.Millisecond))
-				return
+	var changes int64
+	err := e2e.Wait{What: fmt.Sprintf("group %s to be stable with %d members", what, n), Poll: 250 * time.Millisecond}.Until(h.ctx,
+		func(ctx context.Context) (e2e.Progress, error) {
+			gs, err := h.adm.DescribeGroups(ctx, service.ProcessorGroup)
+			if err != nil {
+				return e2e.Progress{}, err
 			}
-		} else {
-			last = err.Error()
-		}
-		time.Sleep(250 * time.Millisecond)
+			g := gs[service.ProcessorGroup]
+			if now := fmt.Sprintf("%s with %d members", g.State, len(g.Members)); now != last {
+				last, changes = now, changes+1
+			}
+			return e2e.Progress{Done: g.Err == nil && g.State == "Stable" && len(g.Members) == n, At: changes, Seen: last}, g.Err
+		})
+	if err != nil {
+		h.t.Error(err)
+		return
 	}
-	h.t.Errorf("group %s: not stable with %d members within %s (last: %s)", what, n, timeout, last)
+	h.timing("group %s: stable with %d members after %s", what, n, time.Since(start).Round(100*time.Millisecond))
 }
 
 func (h *harness) startTraffic() (*Traffic, *simulate.Simulator) {
@@ -515,13 +520,13 @@ func (h *harness) faults(sim *simulate.Simulator) {
 	h.at(1 * u)
 	h.startProcessor()
 	h.startProcessor()
-	h.waitMembers("1→3", 3, 60*time.Second)
+	h.waitMembers("1→3", 3)
 	h.at(2 * u)
 	h.terminateProcessor()
-	h.waitMembers("3→2", 2, 60*time.Second)
+	h.waitMembers("3→2", 2)
 	h.at(3 * u)
 	h.startProcessor()
-	h.waitMembers("2→3", 3, 60*time.Second)
+	h.waitMembers("2→3", 3)
 
 	// Redis killed and restarted on the same port and AOF, while the group
 	// is stable (after a SIGKILL the group waits a session timeout).
@@ -557,26 +562,36 @@ func (h *harness) faults(sim *simulate.Simulator) {
 }
 
 // committed sums the processor group's committed offsets.
-func (h *harness) committed() int64 {
-	offs, err := h.adm.FetchOffsets(h.ctx, service.ProcessorGroup)
+func (h *harness) committed(ctx context.Context) (int64, error) {
+	offs, err := h.adm.FetchOffsets(ctx, service.ProcessorGroup)
 	if err != nil {
-		return -1
+		return 0, err
 	}
 	var sum int64
 	offs.Each(func(o kadm.OffsetResponse) { sum += max(o.At, 0) })
-	return sum
+	return sum, nil
+}
+
+// call runs f with its own bounded context (one request to a server).
+func call[T any](h *harness, f func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(h.ctx, e2e.DefaultCall)
+	defer cancel()
+	return f(ctx)
 }
 
 func (h *harness) redisOutage() {
 	h.t.Helper()
 	pid := h.redis.Process().PID()
-	atKill := h.committed()
+	atKill, _ := call(h, h.committed)
 	if err := h.redis.Kill(); err != nil {
 		h.t.Fatal(err)
 	}
 	h.logf("kill -9 redis-server (pid %d); processor group committed %d offsets", pid, atKill)
 	time.Sleep(h.cfg.RedisDown)
-	before := h.committed()
+	before, err := call(h, h.committed)
+	if err != nil {
+		h.t.Errorf("committed offsets while Redis was down: %v", err)
+	}
 	if err := h.redis.Start(h.ctx); err != nil {
 		h.t.Fatal(err)
 	}
@@ -584,21 +599,23 @@ func (h *harness) redisOutage() {
 	back := time.Now()
 	h.logf("redis-server restarted on %s (pid %d) after %s down; committed offsets %d while it was down",
 		h.redis.Addr(), h.redis.Process().PID(), h.cfg.RedisDown, before-atKill)
-	for time.Since(back) < 60*time.Second {
-		if c := h.committed(); c > before {
-			h.timing("processors judging again within %s of Redis answering PING (committed offsets %d → %d)",
-				time.Since(back).Round(100*time.Millisecond), before, c)
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
+	var c int64
+	err = e2e.Wait{What: fmt.Sprintf("the processors to commit again after Redis came back (committed %d)", before),
+		Poll: 200 * time.Millisecond}.Until(h.ctx, func(ctx context.Context) (e2e.Progress, error) {
+		var err error
+		c, err = h.committed(ctx)
+		return e2e.Progress{Done: err == nil && c > before, Seen: fmt.Sprintf("committed %d", c)}, err
+	})
+	if err != nil {
+		h.t.Error(err)
+		return
 	}
-	h.t.Errorf("processors did not commit anything within 60s of Redis coming back (committed %d)", before)
+	h.timing("processors judging again within %s of Redis answering PING (committed offsets %d → %d)",
+		time.Since(back).Round(100*time.Millisecond), before, c)
 }
 
-func (h *harness) usageRows() (int64, error) {
+func (h *harness) usageRows(ctx context.Context) (int64, error) {
 	var n int64
-	ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
-	defer cancel()
 	err := h.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM usage_record`).Scan(&n)
 	return n, err
 }
@@ -608,7 +625,7 @@ func (h *harness) usageRows() (int64, error) {
 // write-behind writes again.
 func (h *harness) mysqlOutage(after time.Duration, during, back func()) {
 	h.t.Helper()
-	before, _ := h.usageRows()
+	before, _ := call(h, h.usageRows)
 	pid := h.maria.Process().PID()
 	start := time.Now()
 	if err := h.maria.Stop(); err != nil {
@@ -627,15 +644,19 @@ func (h *harness) mysqlOutage(after time.Duration, during, back func()) {
 	up := time.Now()
 	h.logf("mariadbd started again on the same datadir and port (pid %d) after %s down", h.maria.Process().PID(), up.Sub(start).Round(100*time.Millisecond))
 	back()
-	for time.Since(up) < 60*time.Second {
-		if n, err := h.usageRows(); err == nil && n > before {
-			h.timing("write-behind writing again %s after MariaDB came back (usage_record %d → %d rows)",
-				time.Since(up).Round(100*time.Millisecond), before, n)
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
+	var n int64
+	err := e2e.Wait{What: fmt.Sprintf("usage_record to grow after MariaDB came back (%d rows)", before),
+		Poll: 200 * time.Millisecond}.Until(h.ctx, func(ctx context.Context) (e2e.Progress, error) {
+		var err error
+		n, err = h.usageRows(ctx)
+		return e2e.Progress{Done: err == nil && n > before, Seen: fmt.Sprintf("%d rows", n)}, err
+	})
+	if err != nil {
+		h.t.Error(err)
+		return
 	}
-	h.t.Errorf("usage_record did not grow within 60s of MariaDB coming back (%d rows)", before)
+	h.timing("write-behind writing again %s after MariaDB came back (usage_record %d → %d rows)",
+		time.Since(up).Round(100*time.Millisecond), before, n)
 }
 
 type groupTopics struct {
@@ -682,56 +703,63 @@ func (h *harness) watchGroups(stop <-chan struct{}, done chan<- struct{}) {
 	}
 }
 
-// lags returns the lag of every consumer group of the processor deployable
-// and the lines of lagging partitions.
-func (h *harness) lags() (map[string]int64, []string, error) {
+// lags returns the lag of every consumer group of the processor deployable,
+// the lines of lagging partitions, and the sum of their committed offsets.
+func (h *harness) lags(ctx context.Context) (map[string]int64, []string, int64, error) {
 	out := map[string]int64{}
 	var lines []string
+	var committed int64
 	for _, g := range groups() {
-		n, l, err := GroupLag(h.ctx, h.adm, g.group, g.topics...)
+		n, l, err := GroupLag(ctx, h.adm, g.group, g.topics...)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 		out[g.group] = n
 		lines = append(lines, l...)
+		offs, err := h.adm.FetchOffsets(ctx, g.group)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		offs.Each(func(o kadm.OffsetResponse) { committed += max(o.At, 0) })
 	}
-	return out, lines, nil
+	return out, lines, committed, nil
 }
 
 // drain waits until usage_record holds want distinct events and no group
-// lags; the run fails if that does not happen before the deadline.
+// lags. It waits as long as rows are written or offsets committed; the run
+// fails after DPCS_CHAOS_DRAIN_TIMEOUT without either.
 func (h *harness) drain(want int) {
 	h.t.Helper()
 	start := time.Now()
 	lastLog := time.Time{}
-	var rows int64
-	var lag map[string]int64
-	var lines []string
-	for time.Since(start) < h.cfg.Drain {
-		var err error
-		if rows, err = h.usageRows(); err != nil {
-			h.logf("drain: %v", err)
-		}
-		lag, lines, err = h.lags()
+	err := e2e.Wait{What: fmt.Sprintf("usage_record to hold the %d events and every group to reach lag 0", want),
+		Stall: h.cfg.Drain, Poll: time.Second}.Until(h.ctx, func(ctx context.Context) (e2e.Progress, error) {
+		rows, err := h.usageRows(ctx)
 		if err != nil {
-			h.logf("drain: %v", err)
+			return e2e.Progress{}, fmt.Errorf("count usage_record: %w", err)
+		}
+		lag, lines, committed, err := h.lags(ctx)
+		if err != nil {
+			return e2e.Progress{}, err
 		}
 		total := int64(0)
 		for _, n := range lag {
 			total += n
 		}
-		if err == nil && rows >= int64(want) && total == 0 {
+		if rows >= int64(want) && total == 0 {
 			h.timing("drained %s after traffic stopped: %d rows, every group at lag 0", time.Since(start).Round(100*time.Millisecond), rows)
-			return
+			return e2e.Progress{Done: true}, nil
 		}
 		if time.Since(lastLog) >= 10*time.Second {
 			h.logf("drain: usage_record %d of %d, lag %v", rows, want, lag)
 			lastLog = time.Now()
 		}
-		time.Sleep(time.Second)
+		return e2e.Progress{At: rows + committed, Seen: fmt.Sprintf("usage_record %d rows for %d events; lag %v\n%s",
+			rows, want, lag, strings.Join(lines, "\n"))}, nil
+	})
+	if err != nil {
+		h.t.Error(err)
 	}
-	h.t.Errorf("not drained within %s: usage_record %d rows for %d events; lag %v\n%s",
-		h.cfg.Drain, rows, want, lag, strings.Join(lines, "\n"))
 }
 
 type results struct {

@@ -174,9 +174,9 @@ func openSSE(ctx context.Context, c *apiClient, token string, fid int64) (*sseSt
 	select {
 	case <-ready:
 		return s, nil
-	case <-time.After(20 * time.Second):
+	case <-time.After(DefaultStall):
 		s.Close()
-		return nil, errors.New("SSE: no ping within 20 s")
+		return nil, fmt.Errorf("SSE: no ping within %v", DefaultStall)
 	}
 }
 

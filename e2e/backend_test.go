@@ -107,21 +107,3 @@ func logger() *slog.Logger {
 	}
 	return slog.New(slog.DiscardHandler)
 }
-
-// eventually polls cond every 20 ms until it returns nil or the deadline
-// passes; then it returns cond's last error.
-func eventually(ctx context.Context, d time.Duration, cond func() error) error {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	for {
-		err := cond()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}

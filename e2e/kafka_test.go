@@ -72,78 +72,99 @@ func groupTopics() map[string][]string {
 }
 
 // behind lists the partitions of topics group has not committed to their
-// end ("" when it is caught up).
-func (w *watcher) behind(ctx context.Context, group string, topics ...string) (string, error) {
+// end ("" when it is caught up) and sums its committed offsets (which only
+// grow while the group works).
+func (w *watcher) behind(ctx context.Context, group string, topics ...string) (string, int64, error) {
 	ends, err := w.adm.ListEndOffsets(ctx, topics...)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	committed, err := w.adm.FetchOffsets(ctx, group)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	var lag []string
+	var sum int64
 	ends.Each(func(o kadm.ListedOffset) {
 		if o.Err != nil {
 			lag = append(lag, fmt.Sprintf("%s/%d: %v", o.Topic, o.Partition, o.Err))
 			return
 		}
 		c, ok := committed.Lookup(o.Topic, o.Partition)
+		if ok && c.At > 0 {
+			sum += c.At
+		}
 		if o.Offset > 0 && (!ok || c.At < o.Offset) {
 			lag = append(lag, fmt.Sprintf("%s/%d committed %d of %d", o.Topic, o.Partition, c.At, o.Offset))
 		}
 	})
 	slices.Sort(lag)
-	return strings.Join(lag, ", "), nil
+	return strings.Join(lag, ", "), sum, nil
 }
 
 // caughtUp waits until each group committed everything in its topics, in
 // the order given (upstream first: what the processor emits is then already
 // in the notifier's topic), then reads the tapped topics up to their ends.
-func (w *watcher) caughtUp(ctx context.Context, d time.Duration, groups ...string) error {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
+// Each wait goes on while the group commits (or the tap reads) and fails
+// after DefaultStall without progress, saying which partitions lag.
+func (w *watcher) caughtUp(ctx context.Context, groups ...string) error {
 	for _, g := range groups {
-		err := eventually(ctx, d, func() error {
-			lag, err := w.behind(ctx, g, groupTopics()[g]...)
-			if err == nil && lag != "" {
-				err = fmt.Errorf("group %s is behind: %s", g, lag)
-			}
-			return err
-		})
+		topics := groupTopics()[g]
+		err := Wait{What: fmt.Sprintf("group %s to commit %v to the end", g, topics)}.Until(ctx,
+			func(ctx context.Context) (Progress, error) {
+				lag, at, err := w.behind(ctx, g, topics...)
+				return Progress{Done: err == nil && lag == "", At: at, Seen: lag}, err
+			})
 		if err != nil {
 			return err
 		}
 	}
-	ends, err := w.adm.ListEndOffsets(ctx, tappedTopics()...)
-	if err != nil {
-		return err
-	}
+	var ends kadm.ListedOffsets
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.read(ctx, func() bool {
-		done := true
+	return w.read(ctx, "the watcher to read the output topics to their ends", func(ctx context.Context) (bool, string, error) {
+		if ends == nil { // once, after the groups caught up; retried until it answers
+			l, err := w.adm.ListEndOffsets(ctx, tappedTopics()...)
+			if err == nil {
+				err = l.Error()
+			}
+			if err != nil {
+				return false, "", err
+			}
+			ends = l
+		}
+		var short []string
 		ends.Each(func(o kadm.ListedOffset) {
-			if o.Offset > 0 && w.next[o.Topic][o.Partition] < o.Offset {
-				done = false
+			if at := w.next[o.Topic][o.Partition]; o.Offset > 0 && at < o.Offset {
+				short = append(short, fmt.Sprintf("%s/%d read %d of %d", o.Topic, o.Partition, at, o.Offset))
 			}
 		})
-		return done
+		slices.Sort(short)
+		return len(short) == 0, strings.Join(short, ", "), nil
 	})
 }
 
-// read polls the tapped topics until done holds or ctx ends. w.mu is held.
-func (w *watcher) read(ctx context.Context, done func() bool) error {
-	for !done() {
-		if ctx.Err() != nil {
-			return fmt.Errorf("reading the output topics: %w", ctx.Err())
+// read polls the tapped topics until done says so; what names the wait. It
+// goes on while records arrive and fails after DefaultStall without any.
+// w.mu is held.
+func (w *watcher) read(ctx context.Context, what string, done func(context.Context) (bool, string, error)) error {
+	return Wait{What: what, Poll: time.Millisecond}.Until(ctx, func(ctx context.Context) (Progress, error) {
+		ok, seen, err := done(ctx)
+		if err != nil || ok {
+			return Progress{Done: ok, Seen: seen}, err
 		}
 		pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		fs := w.tap.PollFetches(pctx)
 		cancel()
 		fs.EachRecord(w.add)
-	}
-	return nil
+		var at int64
+		for _, ps := range w.next {
+			for _, n := range ps {
+				at += n
+			}
+		}
+		return Progress{At: at, Seen: seen}, nil
+	})
 }
 
 func (w *watcher) add(r *kgo.Record) {
@@ -173,15 +194,12 @@ func (w *watcher) add(r *kgo.Record) {
 
 // await reads until a record with eventID was emitted (the outbox relay
 // publishes policy updates on its own schedule).
-func (w *watcher) await(ctx context.Context, d time.Duration, eventID string) error {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
+func (w *watcher) await(ctx context.Context, eventID string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err := w.read(ctx, func() bool { return len(w.recs[eventID]) > 0 }); err != nil {
-		return fmt.Errorf("event %s never appeared: %w", eventID, err)
-	}
-	return nil
+	return w.read(ctx, "event "+eventID+" on the output topics", func(context.Context) (bool, string, error) {
+		return len(w.recs[eventID]) > 0, fmt.Sprintf("records of %d events read, none of %s", len(w.recs), eventID), nil
+	})
 }
 
 // deadFor returns the reasons records about eventID were dead-lettered.

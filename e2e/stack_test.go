@@ -15,12 +15,10 @@ import (
 	"github.com/dabom/dpcs/writebehind"
 )
 
-// Deadlines: generous, because the machine may be shared and -race is slow;
-// every wait polls for its condition and returns as soon as it holds.
-const (
-	stepTimeout  = 60 * time.Second // one event judged and notified
-	flushTimeout = 60 * time.Second // the write-behind's 5 s batches written
-)
+// closeTimeout bounds closing a system or a deployable, which drains what
+// it holds; generous, because the machine may be shared and -race is slow.
+// Waits for work have no such bound: they wait on progress (Wait).
+const closeTimeout = DefaultStall
 
 // stack is one whole DPCS (service.StartSystem) on a backend, as its users
 // see it: the HTTP API, Kafka to publish events into and to watch, and SQL
@@ -66,7 +64,7 @@ func startStack(t *testing.T, b backend) *stack {
 	}
 	s := &stack{t: t, sys: sys, zone: cfg.Zone, api: newAPIClient(sys.HTTPAddr), base: familyBase()}
 	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, closeTimeout)
 		defer cancel()
 		start := time.Now()
 		if err := sys.Close(cctx); err != nil {
@@ -97,11 +95,10 @@ func startStack(t *testing.T, b backend) *stack {
 // write-behind wrote every decision to SQL), and the watcher read it all.
 func (s *stack) settle(ctx context.Context, persisted bool) error {
 	groups := []string{service.ProcessorGroup, notify.DefaultGroup}
-	d := stepTimeout
 	if persisted {
-		groups, d = append(groups, writebehind.DefaultGroup), flushTimeout
+		groups = append(groups, writebehind.DefaultGroup)
 	}
-	return s.watch.caughtUp(ctx, d, groups...)
+	return s.watch.caughtUp(ctx, groups...)
 }
 
 // duplicates is the processor's count of replays recognised, from /metrics.

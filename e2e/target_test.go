@@ -147,7 +147,7 @@ func (p *pipeline) changePolicy(ctx context.Context, token string, cid int64, c 
 	if v.Standing.Status == "BLOCKED" {
 		p.blocks++
 	}
-	return v, p.s.watch.await(ctx, stepTimeout, v.EventID)
+	return v, p.s.watch.await(ctx, v.EventID)
 }
 
 func (p *pipeline) Usage(ctx context.Context, ev simulate.Event) (simulate.Outcome, error) {
@@ -435,21 +435,27 @@ func (p *pipeline) verifyNotifications(ctx context.Context) error {
 	// Every stored notification was pushed live, once. The push happens
 	// before the notifier commits, but travels on its own connection.
 	var got map[string]int
-	err = eventually(ctx, stepTimeout, func() error {
-		var err error
-		if got, err = p.sse.received(); err != nil {
-			return err
-		}
-		for id := range ids {
-			if got[id] == 0 {
-				return fmt.Errorf("SSE: notification %s (in the inbox) was not pushed", id)
+	var sseErr error
+	err = Wait{What: fmt.Sprintf("the %d notifications in the inbox to be pushed over SSE", len(ids))}.Until(ctx,
+		func(context.Context) (Progress, error) {
+			if got, sseErr = p.sse.received(); sseErr != nil {
+				return Progress{Done: true}, nil // the stream is broken for good
 			}
-		}
-		return nil
-	})
-	if err != nil {
-		errs = append(errs, err)
-	}
+			var missing []string
+			var pushed int64
+			for id := range ids {
+				if got[id] == 0 {
+					missing = append(missing, id)
+				}
+			}
+			for _, n := range got {
+				pushed += int64(n)
+			}
+			slices.Sort(missing)
+			return Progress{Done: len(missing) == 0, At: pushed, Seen: fmt.Sprintf("%d pushed; not pushed: %s",
+				pushed, strings.Join(missing[:min(len(missing), 10)], ", "))}, nil
+		})
+	errs = append(errs, err, sseErr)
 	for id, n := range got {
 		switch {
 		case ids[id] == 0:
