@@ -114,6 +114,9 @@ type ApplyInfo struct {
 	Events   int
 	Duration time.Duration
 	Err      error
+	// Replicas is how many replicas acknowledged the batch's writes (on a
+	// Cluster, the fewest of any master it wrote to); 0 without WithReplicaAck.
+	Replicas int
 }
 
 // Hooks are optional callbacks for observability; nil funcs are skipped.
@@ -202,6 +205,7 @@ type Engine struct {
 	dedupeTTL  time.Duration
 	thresholds policy.Thresholds
 	hooks      Hooks
+	ack        replicaAck
 }
 
 // monthTTL is how long a month's pool and usage hashes live after they were
@@ -229,6 +233,9 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Engine, error) {
 		if err := o(e); err != nil {
 			return nil, err
 		}
+	}
+	if err := e.ack.check(rdb); err != nil {
+		return nil, err
 	}
 	return e, nil
 }
@@ -286,10 +293,15 @@ func (e *Engine) Apply(ctx context.Context, ev Event) (Result, error) {
 // share a slot. On a Redis error no result is returned, but earlier events of
 // the batch may have been applied; applying the batch again is safe, since
 // applied events come back as duplicates with their original results.
+// With WithReplicaAck it returns results only once enough replicas
+// acknowledged the batch's writes, else a *NotReplicatedError.
 func (e *Engine) ApplyBatch(ctx context.Context, evs []Event) (results []Result, err error) {
+	var replicas int
 	if e.hooks.OnApply != nil {
 		start := time.Now()
-		defer func() { e.hooks.OnApply(ApplyInfo{Events: len(evs), Duration: time.Since(start), Err: err}) }()
+		defer func() {
+			e.hooks.OnApply(ApplyInfo{Events: len(evs), Duration: time.Since(start), Err: err, Replicas: replicas})
+		}()
 	}
 	for i, ev := range evs {
 		if err := ev.validate(); err != nil {
@@ -298,6 +310,10 @@ func (e *Engine) ApplyBatch(ctx context.Context, evs []Event) (results []Result,
 	}
 	if len(evs) == 0 {
 		return nil, nil
+	}
+	if e.ack.replicas > 0 {
+		results, replicas, err = e.applyAcked(ctx, evs)
+		return results, err
 	}
 	cmds := make([]*redis.Cmd, len(evs))
 	run := func(idx []int) error {
