@@ -22,9 +22,13 @@ var trivialScript = redis.NewScript(`return 1`)
 
 func benchEngine(b *testing.B) (*Engine, redis.UniversalClient) {
 	b.Helper()
-	rdb := realRedis(b)
+	return benchEngineOn(b, realRedis(b))
+}
+
+func benchEngineOn(b *testing.B, rdb redis.UniversalClient, opts ...Option) (*Engine, redis.UniversalClient) {
+	b.Helper()
 	ctx := context.Background()
-	e, err := New(rdb, WithKeyPrefix(fmt.Sprintf("bench%d:", time.Now().UnixNano())))
+	e, err := New(rdb, append([]Option{WithKeyPrefix(fmt.Sprintf("bench%d:", time.Now().UnixNano()))}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -118,6 +122,36 @@ func BenchmarkApplyBatch(b *testing.B) {
 				}
 			}
 			report(b, b.N*size)
+		})
+	}
+}
+
+// BenchmarkApplyBatchReplicaAck is the price of WithReplicaAck: batches of
+// 256 on the primary of `make integration`'s replicated pair, without and with
+// WAIT for its one replica.
+func BenchmarkApplyBatchReplicaAck(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		opts []Option
+	}{
+		{"off", nil},
+		{"ack1", []Option{WithReplicaAck(1, 100*time.Millisecond)}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			primary, _ := realReplicated(b)
+			e, _ := benchEngineOn(b, primary, bc.opts...)
+			ctx, now := context.Background(), time.Now()
+			evs := make([]Event, 256)
+			b.ResetTimer()
+			for b.Loop() {
+				for i := range evs {
+					evs[i] = benchEvent(now)
+				}
+				if _, err := e.ApplyBatch(ctx, evs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			report(b, b.N*len(evs))
 		})
 	}
 }

@@ -119,6 +119,9 @@ type ApplyInfo struct {
 	Events   int
 	Duration time.Duration
 	Err      error
+	// Replicas is how many replicas acknowledged the batch's writes (on a
+	// Cluster, the fewest of any master it wrote to); 0 without WithReplicaAck.
+	Replicas int
 }
 
 // Hooks are optional callbacks for observability; nil funcs are skipped.
@@ -207,6 +210,7 @@ type Engine struct {
 	dedupeTTL  time.Duration
 	thresholds policy.Thresholds
 	hooks      Hooks
+	ack        replicaAck
 
 	markersMu sync.Mutex
 	markers   []string // state marker keys, one per master; see markerKeys
@@ -237,6 +241,9 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Engine, error) {
 		if err := o(e); err != nil {
 			return nil, err
 		}
+	}
+	if err := e.ack.check(rdb); err != nil {
+		return nil, err
 	}
 	return e, nil
 }
@@ -302,6 +309,8 @@ func (e *Engine) Apply(ctx context.Context, ev Event) (Result, error) {
 // share a slot. On a Redis error no result is returned, but earlier events of
 // the batch may have been applied; applying the batch again is safe, since
 // applied events come back as duplicates with their original results.
+// With WithReplicaAck it returns results only once enough replicas
+// acknowledged the batch's writes, else a *NotReplicatedError.
 //
 // ApplyBatch trusts the Redis state it finds; ApplyMarked checks it first.
 func (e *Engine) ApplyBatch(ctx context.Context, evs []Event) (results []Result, err error) {
@@ -330,9 +339,12 @@ func (e *Engine) ApplyMarked(ctx context.Context, gen string, marks []Mark, evs 
 }
 
 func (e *Engine) applyBatch(ctx context.Context, gen string, marks []Mark, evs []Event) (results []Result, err error) {
+	var replicas int
 	if e.hooks.OnApply != nil {
 		start := time.Now()
-		defer func() { e.hooks.OnApply(ApplyInfo{Events: len(evs), Duration: time.Since(start), Err: err}) }()
+		defer func() {
+			e.hooks.OnApply(ApplyInfo{Events: len(evs), Duration: time.Since(start), Err: err, Replicas: replicas})
+		}()
 	}
 	for i, ev := range evs {
 		if err := ev.validate(); err != nil {
@@ -350,6 +362,9 @@ func (e *Engine) applyBatch(ctx context.Context, gen string, marks []Mark, evs [
 		}
 	}
 	bucket := e.bucket(e.now())
+	if e.ack.replicas > 0 && len(evs) > 0 {
+		return e.applyAckedMarked(ctx, gen, marks, markers, evs, bucket, &replicas)
+	}
 	cmds := make([]*redis.Cmd, len(evs))
 	checks := make([]*redis.Cmd, len(markers))
 	advances := make([]*redis.Cmd, len(markers))

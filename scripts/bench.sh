@@ -17,6 +17,7 @@ dpcs_install
 # indexes, as a production server would have.
 export DPCS_MYSQL_BUFFER_POOL=${DPCS_MYSQL_BUFFER_POOL:-2G}
 dpcs_start_redis
+dpcs_start_replica
 dpcs_start_mariadb
 if [ "${BENCH_PACKAGES:-1}" != 0 ]; then
 	go test -run '^$' -bench . -benchmem -count=1 -tags integration -timeout 30m ${BENCHFLAGS:-} ./...

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make integration: real redis-server (single + 3-node cluster), MariaDB and kcat
+# make integration: real redis-server (single, primary + replica, 3-node cluster), MariaDB and kcat
 # on loopback ports; runs every test built with the `integration` tag. Stops what
 # it started, even on failure.
 set -euo pipefail
@@ -9,6 +9,7 @@ trap dpcs_stop_servers EXIT
 
 dpcs_install
 dpcs_start_redis
+dpcs_start_replica
 dpcs_start_cluster
 dpcs_start_mariadb
 export DPCS_TEST_KCAT=$(command -v kcat)

@@ -6,10 +6,13 @@
 #   dpcs_install            apt-get install redis-server mariadb-server kcat when missing
 #   dpcs_start_redis        single redis-server        -> DPCS_TEST_REDIS_ADDR
 #   dpcs_start_cluster      3-node Redis Cluster      -> DPCS_TEST_REDIS_CLUSTER
+#   dpcs_start_replica      redis-server + 1 replica  -> DPCS_TEST_REDIS_PRIMARY_ADDR,
+#                                                        DPCS_TEST_REDIS_REPLICA_ADDR
 #   dpcs_start_mariadb      MariaDB, database "dpcs"  -> DPCS_TEST_MYSQL_DSN
 
 DPCS_REDIS_PORT=${DPCS_REDIS_PORT:-26379}
 DPCS_CLUSTER_PORTS=${DPCS_CLUSTER_PORTS:-"27001 27002 27003"}
+DPCS_REPLICA_PORTS=${DPCS_REPLICA_PORTS:-"26380 26381"} # primary, replica
 DPCS_MYSQL_PORT=${DPCS_MYSQL_PORT:-23306}
 DPCS_PIDS=()
 DPCS_TMP=$(mktemp -d /tmp/dpcs-servers.XXXXXX)
@@ -68,6 +71,18 @@ dpcs_start_redis() {
 	dpcs_redis "$DPCS_REDIS_PORT"
 	export DPCS_TEST_REDIS_ADDR="127.0.0.1:$DPCS_REDIS_PORT"
 	dpcs_log "redis at $DPCS_TEST_REDIS_ADDR"
+}
+
+# A primary and its replica, apart from DPCS_TEST_REDIS_ADDR: tests stop and
+# restart its replication. Full resyncs start at once (no diskless delay).
+dpcs_start_replica() {
+	local primary replica
+	read -r primary replica <<<"$DPCS_REPLICA_PORTS"
+	dpcs_redis "$primary" --repl-diskless-sync-delay 0
+	dpcs_redis "$replica" --replicaof 127.0.0.1 "$primary" --enable-debug-command local
+	dpcs_wait "replica :$replica" 20 bash -c "redis-cli -p $replica info replication | grep -q master_link_status:up"
+	export DPCS_TEST_REDIS_PRIMARY_ADDR="127.0.0.1:$primary" DPCS_TEST_REDIS_REPLICA_ADDR="127.0.0.1:$replica"
+	dpcs_log "redis primary at $DPCS_TEST_REDIS_PRIMARY_ADDR, replica at $DPCS_TEST_REDIS_REPLICA_ADDR"
 }
 
 dpcs_start_cluster() {

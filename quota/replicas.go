@@ -1,0 +1,312 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotReplicated is wrapped by a *NotReplicatedError.
+var ErrNotReplicated = errors.New("quota: batch not acknowledged by enough replicas")
+
+// NotReplicatedError reports a batch whose writes fewer replicas acknowledged
+// within WithReplicaAck's timeout than it asks for. The writes were made on the
+// master: applying the batch again is safe and returns their stored results
+// (Duplicate) once enough replicas acknowledge them.
+type NotReplicatedError struct {
+	// Addr is the master that lacked acknowledgements (a cluster batch may
+	// write to several; this is the one with the fewest).
+	Addr string
+	// Acked replicas acknowledged in time; Want were asked for.
+	Acked, Want int
+	Timeout     time.Duration
+}
+
+func (e *NotReplicatedError) Error() string {
+	return fmt.Sprintf("quota: %d of %d replicas of %s acknowledged the batch within %v", e.Acked, e.Want, e.Addr, e.Timeout)
+}
+
+func (e *NotReplicatedError) Unwrap() error { return ErrNotReplicated }
+
+// replicaAck is WithReplicaAck's setting; replicas 0 is off.
+type replicaAck struct {
+	replicas int
+	timeout  time.Duration
+}
+
+// WithReplicaAck makes ApplyBatch wait until replicas replicas acknowledged the
+// batch's writes (Redis WAIT, sent on the connection that made them, after
+// the scripts), for at most timeout. When fewer acknowledge in time, ApplyBatch
+// returns a *NotReplicatedError (ErrNotReplicated) instead of the results, so a
+// caller that retries produces no decision a failover to a replica could lose;
+// the retry returns the stored results, marked Duplicate.
+//
+// WAIT makes a failover lose no acknowledged batch only when the failover picks
+// a replica that acknowledged it (Sentinel and Cluster prefer the replica with
+// the largest replication offset); it does not make Redis durable against
+// losing the master and every acknowledging replica at once.
+//
+// It costs one replica round trip per batch (per master written to, in
+// parallel, on a Cluster), and a failed batch blocks for timeout. It needs a
+// *redis.Client (also from redis.NewFailoverClient) or a *redis.ClusterClient
+// (New rejects a Ring), replicas ≥ 1, and 1 ms ≤ timeout < the client's
+// ReadTimeout. Default: off (ApplyBatch returns once the master ran the scripts).
+func WithReplicaAck(replicas int, timeout time.Duration) Option {
+	return func(e *Engine) error {
+		if replicas < 1 {
+			return fmt.Errorf("%w: replica ack needs at least 1 replica, got %d", ErrInvalid, replicas)
+		}
+		if timeout < time.Millisecond {
+			return fmt.Errorf("%w: replica ack timeout must be at least 1ms, got %v", ErrInvalid, timeout)
+		}
+		e.ack = replicaAck{replicas: replicas, timeout: timeout}
+		return nil
+	}
+}
+
+// check checks that rdb can send WAIT on the connection that wrote,
+// and that the client will wait for WAIT's reply.
+func (a replicaAck) check(rdb redis.UniversalClient) error {
+	if a.replicas == 0 {
+		return nil
+	}
+	var read time.Duration
+	switch c := rdb.(type) {
+	case *redis.Client:
+		read = c.Options().ReadTimeout
+	case *redis.ClusterClient:
+		read = c.Options().ReadTimeout
+	default:
+		// A Ring's pipeline spreads over shards with no way to address one
+		// shard's connection; WAIT elsewhere would not cover the writes.
+		return fmt.Errorf("%w: replica ack needs a *redis.Client or *redis.ClusterClient, got %T", ErrInvalid, rdb)
+	}
+	if read > 0 && a.timeout >= read {
+		return fmt.Errorf("%w: replica ack timeout %v must be below the client's ReadTimeout %v", ErrInvalid, a.timeout, read)
+	}
+	return nil
+}
+
+// replicaAck is the key a batch whose events were all replays writes before
+// WAIT (see ackGroup.run).
+func (k keys) replicaAck(fid int64) string { return k.family(fid) + ":replica-ack" }
+
+// ackGroup is the part of a batch one master judges, on one connection.
+type ackGroup struct {
+	rdb *redis.Client
+	idx []int // event indices
+}
+
+// applyAcked is ApplyBatch with WithReplicaAck: the events are grouped by the
+// master that owns them (one group on a single Redis), each group runs as one
+// pipeline that ends in WAIT on that master's connection, and the batch is
+// acknowledged when every group's WAIT reached the replicas asked for. It
+// returns the fewest acknowledgements of any group.
+func (e *Engine) applyAcked(ctx context.Context, evs []Event, bucket int64, gen string) ([]Result, int, error) {
+	groups, err := e.ackGroups(ctx, evs)
+	if err != nil {
+		return nil, 0, err
+	}
+	cmds := make([]*redis.Cmd, len(evs))
+	acked := make([]int, len(groups))
+	errs := make([]error, len(groups))
+	if len(groups) == 1 {
+		acked[0], errs[0] = e.runAcked(ctx, groups[0], evs, cmds, bucket, gen)
+	} else {
+		var wg sync.WaitGroup
+		for i, g := range groups {
+			wg.Go(func() { acked[i], errs[i] = e.runAcked(ctx, g, evs, cmds, bucket, gen) })
+		}
+		wg.Wait()
+	}
+	if err := errors.Join(errs...); err != nil {
+		if c, ok := e.rdb.(*redis.ClusterClient); ok && slices.ContainsFunc(errs, isRedirect) {
+			c.ReloadState(ctx) // the retry groups by the new slot owners
+		}
+		return nil, 0, err
+	}
+	results := make([]Result, len(evs))
+	for i, c := range cmds {
+		r, err := parseApply(c)
+		if err != nil {
+			return nil, 0, fmt.Errorf("quota: event %d: %w", i, err)
+		}
+		if r.restoredBy != "" {
+			return nil, 0, &StaleError{Reason: fmt.Sprintf("family %d was restored by state generation %s, not %s",
+				evs[i].FamilyID, r.restoredBy, gen)}
+		}
+		results[i] = r.Result
+	}
+	fewest := 0
+	for i, n := range acked {
+		if i == 0 || n < acked[fewest] {
+			fewest = i
+		}
+	}
+	if n := acked[fewest]; n < e.ack.replicas {
+		return nil, n, &NotReplicatedError{Addr: groups[fewest].rdb.Options().Addr, Acked: n, Want: e.ack.replicas, Timeout: e.ack.timeout}
+	}
+	return results, acked[fewest], nil
+}
+
+// ackGroups groups the events by master: one group on a *redis.Client, one per
+// master owning an event's family on a *redis.ClusterClient (all keys of an
+// event share its family's slot).
+func (e *Engine) ackGroups(ctx context.Context, evs []Event) ([]ackGroup, error) {
+	switch c := e.rdb.(type) {
+	case *redis.Client:
+		idx := make([]int, len(evs))
+		for i := range idx {
+			idx[i] = i
+		}
+		return []ackGroup{{rdb: c, idx: idx}}, nil
+	case *redis.ClusterClient:
+		var groups []ackGroup
+		at := map[*redis.Client]int{}
+		for i, ev := range evs {
+			node, err := c.MasterForKey(ctx, e.k.family(ev.FamilyID))
+			if err != nil {
+				return nil, fmt.Errorf("quota: master of family %d: %w", ev.FamilyID, err)
+			}
+			g, ok := at[node]
+			if !ok {
+				g = len(groups)
+				at[node] = g
+				groups = append(groups, ackGroup{rdb: node})
+			}
+			groups[g].idx = append(groups[g].idx, i)
+		}
+		return groups, nil
+	}
+	return nil, fmt.Errorf("%w: replica ack on %T", ErrInvalid, e.rdb) // New rejects it
+}
+
+// runAcked runs a group's scripts and WAIT in one pipeline: go-redis sends a
+// *redis.Client pipeline on one connection (a retry re-sends all of it on
+// another), and WAIT counts the replicas that acknowledged that connection's
+// last write. It fills cmds at the group's indices and returns WAIT's count.
+//
+// A script that judges an event writes its result; a replay writes nothing.
+// When every event of the group was a replay, the writes WAIT must cover were
+// made earlier, maybe on another connection, so the group then writes a
+// short-lived barrier key and WAITs again: replication is ordered, so a replica
+// that acknowledged the barrier has every earlier write of that master.
+func (e *Engine) runAcked(ctx context.Context, g ackGroup, evs []Event, cmds []*redis.Cmd, bucket int64, gen string) (int, error) {
+	run := func(idx []int) (*redis.IntCmd, error) {
+		var wait *redis.IntCmd
+		_, err := g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, i := range idx {
+				ks, args := e.applyCall(evs[i], bucket, gen)
+				cmds[i] = applyScript.EvalSha(ctx, p, ks, args...)
+			}
+			wait = e.wait(ctx, p)
+			return nil
+		})
+		return wait, err
+	}
+	wait, err := run(g.idx)
+	if err != nil {
+		var missing []int
+		for _, i := range g.idx {
+			if c := cmds[i]; c.Err() != nil && redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+				missing = append(missing, i)
+			}
+		}
+		if len(missing) == 0 || wait.Err() != nil {
+			return 0, fmt.Errorf("quota: apply: %w", err)
+		}
+		if err := applyScript.Load(ctx, g.rdb).Err(); err != nil {
+			return 0, fmt.Errorf("quota: load apply script: %w", err)
+		}
+		// The first WAIT covered the events that ran; this one covers the
+		// rest, on its own connection.
+		again, err := run(missing)
+		if err != nil {
+			return 0, fmt.Errorf("quota: apply: %w", err)
+		}
+		if again.Val() < wait.Val() {
+			wait = again
+		}
+	}
+	for _, i := range g.idx {
+		if !replayed(cmds[i]) {
+			return int(wait.Val()), nil
+		}
+	}
+	_, err = g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, e.k.replicaAck(evs[g.idx[0]].FamilyID), 1, time.Second)
+		wait = e.wait(ctx, p)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("quota: replica ack barrier: %w", err)
+	}
+	return int(wait.Val()), nil
+}
+
+// wait queues WAIT on p. (Pipeliner has no Wait method.)
+func (e *Engine) wait(ctx context.Context, p redis.Pipeliner) *redis.IntCmd {
+	cmd := redis.NewIntCmd(ctx, "wait", e.ack.replicas, int64(e.ack.timeout/time.Millisecond))
+	_ = p.Process(ctx, cmd) // queued; its reply and error come with Exec
+	return cmd
+}
+
+// replayed reports a script reply {1, stored}: the event was judged before
+// and the script wrote nothing.
+func replayed(c *redis.Cmd) bool {
+	v, err := c.Slice()
+	if err != nil || len(v) == 0 {
+		return false
+	}
+	dup, _ := v[0].(int64)
+	return dup == 1
+}
+
+// isRedirect reports a MOVED or ASK reply: a slot moved between grouping and
+// running. A node's own client does not follow redirects; the batch fails and
+// its retry is grouped afresh.
+func isRedirect(err error) bool {
+	return redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")
+}
+
+// applyAckedMarked is applyAcked with the state guard: the markers are
+// checked before (a round trip of its own, since the acknowledged groups run
+// on their masters' own connections) and advanced after the scripts; the
+// advance checks again, so a state that changed in between is reported
+// stale and the batch's results are not used.
+func (e *Engine) applyAckedMarked(ctx context.Context, gen string, marks []Mark, markers []string, evs []Event, bucket int64, replicas *int) ([]Result, error) {
+	if gen != "" {
+		if err := e.guardOnly(ctx, markers, markArgs("check", gen, marks, false)); err != nil {
+			return nil, err
+		}
+	}
+	results, n, err := e.applyAcked(ctx, evs, bucket, gen)
+	*replicas = n
+	if err != nil {
+		return nil, err
+	}
+	if gen != "" {
+		if err := e.guardOnly(ctx, markers, markArgs("advance", gen, marks, true)); err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
+
+// guardOnly runs one state op on every marker and reads it as a check
+// (op "check") or an advance.
+func (e *Engine) guardOnly(ctx context.Context, markers []string, args []any) error {
+	cmds := make([]*redis.Cmd, len(markers))
+	for i, k := range markers {
+		cmds[i] = stateScript.Run(ctx, e.rdb, []string{k}, args...)
+	}
+	if args[0] == "check" {
+		return guardResult(cmds, nil)
+	}
+	return guardResult(nil, cmds)
+}
