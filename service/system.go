@@ -211,7 +211,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	// freshly seeded demo on a real Redis.
 	if s.redisSrv != nil || seeded {
 		start := time.Now()
-		if err := store.Rebuild(ctx, s.DB, s.Engine); err != nil {
+		if _, err := store.Rebuild(ctx, s.DB, s.Engine); err != nil {
 			return nil, fmt.Errorf("rebuild redis from sql: %w", err)
 		}
 		log.Info("redis rebuilt from sql", "took", time.Since(start))

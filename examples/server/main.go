@@ -166,7 +166,7 @@ func rebuild(ctx context.Context, db *sql.DB, eng *quota.Engine, args []string, 
 		ids = append(ids, id)
 	}
 	start := time.Now()
-	if err := store.Rebuild(ctx, db, eng, ids...); err != nil {
+	if _, err := store.Rebuild(ctx, db, eng, ids...); err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}
 	log.Info("redis rebuilt from sql", "families", len(ids), "took", time.Since(start))
