@@ -208,7 +208,7 @@ func newRig(t *testing.T, b backend) *rig {
 		}
 		r.fams = append(r.fams, fid)
 	}
-	if err := store.Rebuild(ctx, r.inf.direct, r.eng, r.fams...); err != nil {
+	if _, err := store.Rebuild(ctx, r.inf.direct, r.eng, r.fams...); err != nil {
 		t.Fatal(err)
 	}
 	return r

@@ -121,6 +121,12 @@ type System struct {
 	Simulator     *simulate.Simulator
 	// Hub carries live notifications (for SSE subscribers).
 	Hub *notify.Hub
+	// Rebuild is what the start-time rebuild of Redis from SQL did (zero
+	// when none ran). Families it could not restore are logged and listed
+	// here, and the system runs without them: Redis does not know their
+	// members, so their events are refused (BLOCKED_NOT_MEMBER, never
+	// charged) until the family's SQL rows are fixed and it is rebuilt.
+	Rebuild store.RebuildReport
 
 	log       *slog.Logger
 	kafka     *kfake.Cluster
@@ -210,11 +216,19 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	// An embedded Redis starts empty: rebuild it from SQL (SPEC §6). So does a
 	// freshly seeded demo on a real Redis.
 	if s.redisSrv != nil || seeded {
+		// One family the engine refuses must not keep every other family
+		// from being served: log it and start without it.
 		start := time.Now()
-		if err := store.Rebuild(ctx, s.DB, s.Engine); err != nil {
-			return nil, fmt.Errorf("rebuild redis from sql: %w", err)
+		rep, rerr := store.Rebuild(ctx, s.DB, s.Engine)
+		if rerr != nil && !errors.Is(rerr, store.ErrRebuildIncomplete) {
+			return nil, fmt.Errorf("rebuild redis from sql: %w", rerr)
 		}
-		log.Info("redis rebuilt from sql", "took", time.Since(start))
+		s.Rebuild = rep
+		for _, f := range s.Rebuild.Failed {
+			log.Error("redis rebuild: family not restored from sql; its members' events are refused (BLOCKED_NOT_MEMBER) until its rows are fixed and it is rebuilt (doc/runbook.md)",
+				"familyId", f.FamilyID, "err", f.Err)
+		}
+		log.Info("redis rebuilt from sql", "families", s.Rebuild.Rebuilt, "failed", len(s.Rebuild.Failed), "took", time.Since(start))
 	}
 	if s.relay, err = store.NewRelay(s.DB, s.producer, store.WithRelayLogger(log)); err != nil {
 		return nil, err

@@ -1,17 +1,23 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/store"
 )
 
 func testSystemConfig(t *testing.T) SystemConfig {
@@ -190,5 +196,103 @@ func TestStartSystemFailsCleanly(t *testing.T) {
 	s, err := StartSystem(context.Background(), cfg, nil)
 	if err == nil || s != nil || !strings.Contains(err.Error(), "DPCS_HTTP_ADDR") {
 		t.Fatalf("StartSystem on a taken port: %v, %v", s, err)
+	}
+}
+
+// syncBuffer is a log sink safe for the system's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// One family whose SQL state the engine refuses (a plan plus top-ups over
+// policy.MaxBytes, as the API wrote it before it checked) must not keep the
+// all-in-one from starting: the other families are rebuilt, the failure is
+// logged with the family's id and reason, and the family's events are
+// refused rather than judged against a made-up pool.
+func TestSystemStartsWithAFamilyItCannotRebuild(t *testing.T) {
+	ctx := context.Background()
+	cfg := testSystemConfig(t)
+	cfg.DemoFamilies, cfg.SimulatorRate = 0, 0
+	db, err := cfg.SQL(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.New(db, store.WithLocation(cfg.Zone), store.WithBcryptCost(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fid := range []int64{1, 2, 3} {
+		if _, err := st.CreateFamily(ctx, store.NewFamily{ID: fid, Name: fmt.Sprint("family ", fid), PlanBytes: 10 * mib}, store.System); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.AddMember(ctx, store.NewMember{ID: fid*10 + 1, FamilyID: fid, Name: "owner", Role: policy.RoleOwner}, store.System); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Family 2's top-up, written directly as the old code did: this month's
+	// and next month's, so the test does not depend on the month turning
+	// before the rebuild.
+	now := time.Now()
+	for _, at := range []time.Time{now, now.AddDate(0, 1, 0)} {
+		if _, err := db.ExecContext(ctx, `INSERT INTO topups (family_id, bytes, month, created_by, created_at) VALUES (2, ?, ?, 1, ?)`,
+			policy.MaxBytes, policy.MomentOf(at, cfg.Zone).Month, now.UTC().Format(time.RFC3339)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	var logs syncBuffer
+	s, err := StartSystem(ctx, cfg, slog.New(slog.NewJSONHandler(&logs, nil)))
+	if err != nil {
+		t.Fatalf("StartSystem with one family it cannot rebuild: %v\nlogs:\n%s", err, logs.String())
+	}
+	defer s.Close(ctx)
+
+	if s.Rebuild.Rebuilt != 2 || len(s.Rebuild.Failed) != 1 || s.Rebuild.Failed[0].FamilyID != 2 ||
+		!errors.Is(s.Rebuild.Failed[0], quota.ErrInvalid) {
+		t.Errorf("start-time rebuild report = %+v, want families 1 and 3 rebuilt and 2 failed (quota.ErrInvalid)", s.Rebuild)
+	}
+	for _, fid := range []int64{1, 3} {
+		fs, err := s.Engine.Family(ctx, fid)
+		if err != nil || !fs.Provisioned || fs.Total != 10*mib || len(fs.Members) != 1 {
+			t.Errorf("family %d after start: %+v, %v", fid, fs, err)
+		}
+	}
+	r, err := s.Engine.Apply(ctx, quota.Event{ID: "evt_poisoned", FamilyID: 2, CustomerID: 21, Bytes: 1, AppID: "web", At: time.Now()})
+	if err != nil || r.Decision != policy.BlockedNotMember {
+		t.Errorf("event of the family that was not rebuilt = %+v, %v; want %s", r, err, policy.BlockedNotMember)
+	}
+	var reported bool
+	for line := range strings.Lines(logs.String()) {
+		var rec struct {
+			Level    string
+			FamilyID int64
+			Err      string
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Level == "ERROR" && rec.FamilyID == 2 &&
+			strings.Contains(rec.Err, "plan and top-ups") {
+			reported = true
+		}
+	}
+	if !reported {
+		t.Errorf("no ERROR log naming family 2 (familyId) and why (err):\n%s", logs.String())
 	}
 }

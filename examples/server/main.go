@@ -10,7 +10,8 @@
 // Run the processor deployable beside it with DPCS_NOTIFIER=off (this
 // server's notifier feeds its SSE subscribers). `go run ./examples/server
 // rebuild [familyId…]` recomputes Redis from SQL after Redis lost data (every
-// family when none is named) and exits.
+// family when none is named), prints a report (families restored, each
+// family that failed and why) and exits, with status 1 if any family failed.
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -38,14 +40,15 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, nil); err != nil {
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, nil); err != nil {
 		fmt.Fprintln(os.Stderr, "server:", err)
 		os.Exit(1)
 	}
 }
 
 // run serves until ctx ends; ready (if not nil) receives the API address.
-func run(ctx context.Context, args []string, getenv func(string) string, ready chan<- string) error {
+// Commands (rebuild) print their report to stdout.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, ready chan<- string) error {
 	cfg, err := service.LoadSystemConfig(getenv)
 	if err != nil {
 		return err
@@ -78,7 +81,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, ready c
 		return err
 	}
 	if len(args) > 0 && args[0] == "rebuild" {
-		return rebuild(ctx, db, engine, args[1:], log)
+		return rebuild(ctx, db, engine, args[1:], stdout)
 	}
 	st, err := store.New(db, store.WithLocation(cfg.Zone), store.WithLogger(log))
 	if err != nil {
@@ -156,7 +159,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, ready c
 	return errors.Join(firstErr, hubErr, srv.Shutdown(shutdown), relay.Close(shutdown), notifier.Close(shutdown))
 }
 
-func rebuild(ctx context.Context, db *sql.DB, eng *quota.Engine, args []string, log *slog.Logger) error {
+// rebuild restores the named families (every family when none is named),
+// prints what it did and every family it could not restore with the reason,
+// and fails when any failed, so scripts see it in the exit status.
+func rebuild(ctx context.Context, db *sql.DB, eng *quota.Engine, args []string, stdout io.Writer) error {
 	var ids []int64
 	for _, a := range args {
 		id, err := strconv.ParseInt(a, 10, 64)
@@ -166,9 +172,17 @@ func rebuild(ctx context.Context, db *sql.DB, eng *quota.Engine, args []string, 
 		ids = append(ids, id)
 	}
 	start := time.Now()
-	if err := store.Rebuild(ctx, db, eng, ids...); err != nil {
+	rep, err := store.Rebuild(ctx, db, eng, ids...)
+	fmt.Fprintf(stdout, "families restored: %d, failed: %d, took: %s\n", rep.Rebuilt, len(rep.Failed), time.Since(start).Round(time.Millisecond))
+	for _, f := range rep.Failed {
+		fmt.Fprintf(stdout, "failed family %d: %v\n", f.FamilyID, f.Err)
+	}
+	switch {
+	case errors.Is(err, store.ErrRebuildIncomplete):
+		return fmt.Errorf("rebuild: %d of %d families failed (listed in the report); fix their SQL rows and rebuild them (doc/runbook.md)",
+			len(rep.Failed), rep.Rebuilt+len(rep.Failed))
+	case err != nil:
 		return fmt.Errorf("rebuild: %w", err)
 	}
-	log.Info("redis rebuilt from sql", "families", len(ids), "took", time.Since(start))
 	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -13,13 +14,14 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
 	"github.com/dabom/dpcs/service/store"
 )
 
 func TestRunNeedsInfrastructure(t *testing.T) {
-	err := run(context.Background(), nil, func(string) string { return "" }, nil)
+	err := run(context.Background(), nil, func(string) string { return "" }, io.Discard, nil)
 	if err == nil || !strings.Contains(err.Error(), "DPCS_KAFKA_BROKERS") {
 		t.Fatalf("err %v", err)
 	}
@@ -56,7 +58,7 @@ func TestRunServesAndRebuilds(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	if err := run(context.Background(), []string{"rebuild", "7"}, getenv, nil); err != nil {
+	if err := run(context.Background(), []string{"rebuild", "7"}, getenv, io.Discard, nil); err != nil {
 		t.Fatal(err)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
@@ -65,14 +67,14 @@ func TestRunServesAndRebuilds(t *testing.T) {
 	if fs, err := eng.Family(context.Background(), 7); err != nil || fs.Total != 1<<20 {
 		t.Fatalf("after rebuild: %+v %v", fs, err)
 	}
-	if err := run(context.Background(), []string{"rebuild", "x"}, getenv, nil); err == nil {
+	if err := run(context.Background(), []string{"rebuild", "x"}, getenv, io.Discard, nil); err == nil {
 		t.Error("bad family id accepted")
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, getenv, ready) }()
+	go func() { done <- run(ctx, nil, getenv, io.Discard, ready) }()
 	var addr string
 	select {
 	case addr = <-ready:
@@ -103,5 +105,75 @@ func TestRunServesAndRebuilds(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// rebuild restores every family it can, prints what it did and which
+// families failed and why, and fails (exit status 1) when any did.
+func TestRebuildReportsFailedFamilies(t *testing.T) {
+	ctx := context.Background()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	mr := miniredis.RunT(t)
+	env := map[string]string{
+		"DPCS_KAFKA_BROKERS": strings.Join(c.ListenAddrs(), ","), "DPCS_REDIS_ADDR": mr.Addr(),
+		"DPCS_SQLITE_PATH": filepath.Join(t.TempDir(), "dpcs.db"), "DPCS_LOG_LEVEL": "warn",
+		"DPCS_JWT_SECRET": strings.Repeat("s", 32),
+	}
+	getenv := func(k string) string { return env[k] }
+	cfg, err := service.LoadConfig(getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := cfg.SQL(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.New(db, store.WithLocation(cfg.Zone))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fid := range []int64{7, 8, 9} {
+		if _, err := st.CreateFamily(ctx, store.NewFamily{ID: fid, Name: "f", PlanBytes: 1 << 20}, store.System); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Family 8: a top-up over the maximum, written before the API checked
+	// it (this month's and next month's, whichever the rebuild sees).
+	now := time.Now()
+	for _, at := range []time.Time{now, now.AddDate(0, 1, 0)} {
+		if _, err := db.ExecContext(ctx, `INSERT INTO topups (family_id, bytes, month, created_by, created_at) VALUES (8, ?, ?, 1, ?)`,
+			policy.MaxBytes, policy.MomentOf(at, cfg.Zone).Month, now.UTC().Format(time.RFC3339)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	var out bytes.Buffer
+	err = run(ctx, []string{"rebuild"}, getenv, &out, nil)
+	if err == nil || !strings.Contains(err.Error(), "1 of 3 families") {
+		t.Errorf("rebuild with a failing family: err = %v, want one naming 1 of 3 families", err)
+	}
+	for _, want := range []string{"families restored: 2, failed: 1", "failed family 8: ", "plan and top-ups"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report does not say %q:\n%s", want, out.String())
+		}
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	eng, err := quota.New(rdb, quota.WithLocation(cfg.Zone))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fid := range []int64{7, 9} {
+		if fs, err := eng.Family(ctx, fid); err != nil || fs.Total != 1<<20 {
+			t.Errorf("family %d after rebuild: %+v %v", fid, fs, err)
+		}
 	}
 }

@@ -208,12 +208,33 @@ func likePrefix(q string) string {
 }
 
 // SetPlan sets the family's monthly plan (audited as family.plan). The caller
-// also calls quota.Engine.SetPlan.
+// also calls quota.Engine.SetPlan. A plan that would take the pool of the
+// current or the previous month (plan + that month's top-ups) over
+// policy.MaxBytes is a *PoolLimitError and changes nothing.
 func (s *Store) SetPlan(ctx context.Context, fid, bytes int64, by Actor) (Family, error) {
 	if err := checkBytes("planBytes", bytes, 0); err != nil {
 		return Family{}, err
 	}
-	return s.updateFamily(ctx, fid, by, "family.plan", `plan_bytes = ?`, bytes)
+	check := func(tx *sql.Tx) error {
+		// The plan is the base of every month's pool: it must fit beside
+		// the top-ups of each month the engine still judges events for.
+		var worst string
+		most := int64(-1)
+		for _, month := range s.judgedMonths(s.now()) {
+			sum, err := s.topUpSum(ctx, tx, fid, month)
+			if err != nil {
+				return err
+			}
+			if sum > most {
+				worst, most = month, sum
+			}
+		}
+		if room := policy.MaxBytes - most; bytes > room {
+			return &PoolLimitError{Field: "planBytes", Month: worst, Max: max(room, 0)}
+		}
+		return nil
+	}
+	return s.updateFamily(ctx, fid, by, "family.plan", check, `plan_bytes = ?`, bytes)
 }
 
 // SetThresholds sets the family's alert levels (audited as family.thresholds);
@@ -224,15 +245,23 @@ func (s *Store) SetThresholds(ctx context.Context, fid int64, t policy.Threshold
 	if err != nil {
 		return Family{}, err
 	}
-	return s.updateFamily(ctx, fid, by, "family.thresholds", `thresholds = ?`, thr)
+	return s.updateFamily(ctx, fid, by, "family.thresholds", nil, `thresholds = ?`, thr)
 }
 
-func (s *Store) updateFamily(ctx context.Context, fid int64, by Actor, action, set string, arg any) (Family, error) {
+// updateFamily sets one column of the locked family row, after check (when
+// not nil) accepted the change.
+func (s *Store) updateFamily(ctx context.Context, fid int64, by Actor, action string, check func(*sql.Tx) error,
+	set string, arg any) (Family, error) {
 	var after Family
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		before, err := s.lockFamily(ctx, tx, fid)
 		if err != nil {
 			return err
+		}
+		if check != nil {
+			if err := check(tx); err != nil {
+				return err
+			}
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE families SET `+set+`, updated_at = ? WHERE id = ?`, arg, s.t(s.now()), fid); err != nil {
 			return dbErr(action, err)
@@ -256,6 +285,38 @@ func (s *Store) lockFamily(ctx context.Context, tx *sql.Tx, fid int64) (Family, 
 	return f, nil
 }
 
+// PoolLimitError is a top-up or plan the store refused because a month's
+// pool — the plan plus that month's top-ups — would exceed policy.MaxBytes,
+// which the quota engine refuses to hold (a top-up the engine refuses after
+// its row was written would also make every later rebuild of the family
+// fail). It wraps ErrInvalid and says what the caller can still do.
+type PoolLimitError struct {
+	// Field is the argument refused: "bytes" (a top-up) or "planBytes".
+	Field string
+	// Month (YYYYMM, service zone) is the pool that would overflow: for a
+	// top-up the current month; for a plan the current or the previous
+	// month (the engine still judges late events against last month's pool),
+	// whichever holds more top-ups.
+	Month string
+	// Max is the largest value of Field still accepted: the bytes that can
+	// still be topped up in Month, or the largest plan Month allows.
+	Max int64
+}
+
+func (e *PoolLimitError) Error() string {
+	head := fmt.Sprintf("%s: the plan plus %s's top-ups may total at most %d bytes: ", e.Field, e.Month, policy.MaxBytes)
+	switch {
+	case e.Field == "planBytes":
+		return head + fmt.Sprintf("with that month's top-ups the plan can be at most %d bytes", e.Max)
+	case e.Max <= 0:
+		return head + "the pool of that month is full, nothing can be topped up"
+	}
+	return head + fmt.Sprintf("at most %d bytes can still be topped up that month", e.Max)
+}
+
+// Unwrap makes a PoolLimitError an ErrInvalid.
+func (e *PoolLimitError) Unwrap() error { return ErrInvalid }
+
 // TopUp is a row of topups.
 type TopUp struct {
 	ID       int64
@@ -268,7 +329,9 @@ type TopUp struct {
 }
 
 // AddTopUp records bytes added to this month's pool (audited as
-// family.topup). The caller also calls quota.Engine.TopUp.
+// family.topup). The caller also calls quota.Engine.TopUp. A top-up that
+// would take the plan plus this month's top-ups over policy.MaxBytes is a
+// *PoolLimitError and writes nothing.
 func (s *Store) AddTopUp(ctx context.Context, fid, bytes int64, by Actor) (TopUp, error) {
 	if err := checkBytes("bytes", bytes, 1); err != nil {
 		return TopUp{}, err
@@ -276,8 +339,16 @@ func (s *Store) AddTopUp(ctx context.Context, fid, bytes int64, by Actor) (TopUp
 	now := s.now()
 	t := TopUp{FamilyID: fid, Bytes: bytes, Month: policy.MomentOf(now, s.loc).Month, CreatedBy: by.ID, CreatedAt: now.UTC().Truncate(time.Millisecond)}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := s.lockFamily(ctx, tx, fid); err != nil {
+		f, err := s.lockFamily(ctx, tx, fid)
+		if err != nil {
 			return err
+		}
+		sum, err := s.topUpSum(ctx, tx, fid, t.Month)
+		if err != nil {
+			return err
+		}
+		if room := policy.MaxBytes - f.PlanBytes - sum; bytes > room {
+			return &PoolLimitError{Field: "bytes", Month: t.Month, Max: max(room, 0)}
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO topups (family_id, bytes, month, created_by, created_at) VALUES (?, ?, ?, ?, ?)`,
 			fid, bytes, t.Month, by.ID, s.t(now))
@@ -290,6 +361,25 @@ func (s *Store) AddTopUp(ctx context.Context, fid, bytes int64, by Actor) (TopUp
 		return s.audit(ctx, tx, fid, by, "family.topup", familyTarget(fid), nil, t)
 	})
 	return t, err
+}
+
+// judgedMonths returns the pool months (YYYYMM, service zone) whose events the
+// quota engine still judges at now: the current month, then the previous one
+// (late events).
+func (s *Store) judgedMonths(now time.Time) [2]string {
+	lt := now.In(s.loc)
+	mid := time.Date(lt.Year(), lt.Month(), 1, 12, 0, 0, 0, s.loc) // noon: clear of DST gaps at midnight
+	return [2]string{policy.MomentOf(mid, s.loc).Month, policy.MomentOf(mid.AddDate(0, -1, 0), s.loc).Month}
+}
+
+// topUpSum returns the sum of the family's top-ups of month.
+func (s *Store) topUpSum(ctx context.Context, q querier, fid int64, month string) (int64, error) {
+	var sum int64
+	if err := q.QueryRowContext(ctx, `SELECT COALESCE(SUM(bytes), 0) FROM topups WHERE family_id = ? AND month = ?`, fid, month).
+		Scan(&sum); err != nil {
+		return 0, dbErr("top-ups", err)
+	}
+	return sum, nil
 }
 
 // TopUps returns the family's top-ups of month (YYYYMM), oldest first.

@@ -3,12 +3,39 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/dabom/dpcs/internal/sqldialect"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 )
+
+// ErrRebuildIncomplete: Rebuild restored some families but not all; its
+// RebuildReport lists the ones that failed and why.
+var ErrRebuildIncomplete = errors.New("store: rebuild incomplete")
+
+// RebuildReport is what Rebuild did.
+type RebuildReport struct {
+	// Rebuilt counts the families whose Redis state was restored.
+	Rebuilt int
+	// Failed lists the families that could not be restored, in the order
+	// they were tried. Their Redis state is whatever it was before.
+	Failed []FamilyError
+}
+
+// FamilyError is why one family could not be rebuilt: its SQL rows could
+// not be read, or the engine refused them (quota.ErrInvalid, e.g. a plan plus
+// top-ups over policy.MaxBytes).
+type FamilyError struct {
+	FamilyID int64
+	Err      error
+}
+
+func (e FamilyError) Error() string { return fmt.Sprintf("family %d: %v", e.FamilyID, e.Err) }
+
+// Unwrap returns the family's error.
+func (e FamilyError) Unwrap() error { return e.Err }
 
 // Rebuild recomputes the Redis state of the given families (every family
 // when none is given) from SQL after Redis lost data (SPEC §6): plan,
@@ -17,39 +44,73 @@ import (
 // the month of the engine's clock in the engine's zone. Each family is
 // written atomically with quota.Engine.Restore. Run it after the
 // write-behind drained usage-persist, so usage_record holds every judged
-// event. It stops at the first error.
-func Rebuild(ctx context.Context, db *sql.DB, eng *quota.Engine, families ...int64) error {
+// event.
+//
+// One family's failure does not stop the others: every family is tried, and
+// when some failed the error wraps ErrRebuildIncomplete and every
+// FamilyError (so errors.Is sees their causes too), and the report lists
+// them. Failing to list the families and a cancelled ctx stop the rebuild at
+// once with an error that does not wrap ErrRebuildIncomplete; the report
+// then covers what was done before.
+func Rebuild(ctx context.Context, db *sql.DB, eng *quota.Engine, families ...int64) (RebuildReport, error) {
+	var rep RebuildReport
 	if db == nil || eng == nil {
-		return invalid("rebuild", "db and engine are required")
+		return rep, invalid("rebuild", "db and engine are required")
 	}
 	s, err := New(db, WithLocation(eng.Location()))
 	if err != nil {
-		return err
+		return rep, err
 	}
-	if len(families) > 0 {
-		for _, fid := range families {
-			if err := s.rebuildFamily(ctx, eng, fid); err != nil {
-				return err
+	rebuild := func(ids []int64) error {
+		for _, fid := range ids {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("store: rebuild: %w", err)
+			}
+			err := s.rebuildFamily(ctx, eng, fid)
+			switch {
+			case err == nil:
+				rep.Rebuilt++
+			case ctx.Err() != nil: // the family is not to blame
+				return fmt.Errorf("store: rebuild: %w", ctx.Err())
+			default:
+				rep.Failed = append(rep.Failed, FamilyError{FamilyID: fid, Err: err})
 			}
 		}
 		return nil
 	}
-	var after int64
-	for {
-		ids, err := s.FamilyIDs(ctx, after, 1000)
+	if len(families) > 0 {
+		if err := rebuild(families); err != nil {
+			return rep, err
+		}
+		return rep, rep.err()
+	}
+	const page = 1000
+	for after := int64(0); ; {
+		ids, err := s.FamilyIDs(ctx, after, page)
 		if err != nil {
-			return err
+			return rep, fmt.Errorf("store: rebuild: list families: %w", err)
 		}
-		for _, fid := range ids {
-			if err := s.rebuildFamily(ctx, eng, fid); err != nil {
-				return err
-			}
+		if err := rebuild(ids); err != nil {
+			return rep, err
 		}
-		if len(ids) < 1000 {
-			return nil
+		if len(ids) < page {
+			return rep, rep.err()
 		}
 		after = ids[len(ids)-1]
 	}
+}
+
+// err is nil when every family was rebuilt, else ErrRebuildIncomplete
+// wrapping every failure.
+func (r RebuildReport) err() error {
+	if len(r.Failed) == 0 {
+		return nil
+	}
+	errs := make([]error, len(r.Failed))
+	for i, f := range r.Failed {
+		errs[i] = f
+	}
+	return fmt.Errorf("%w: %d of %d families failed: %w", ErrRebuildIncomplete, len(r.Failed), r.Rebuilt+len(r.Failed), errors.Join(errs...))
 }
 
 func (s *Store) rebuildFamily(ctx context.Context, eng *quota.Engine, fid int64) error {

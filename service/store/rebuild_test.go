@@ -1,7 +1,10 @@
 package store_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,8 +113,8 @@ func testRebuild(t *testing.T, e *env) {
 	if err := rdb.FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Rebuild(ctx, e.db, eng); err != nil { // every family
-		t.Fatal(err)
+	if rep, err := store.Rebuild(ctx, e.db, eng); err != nil || rep.Rebuilt != 2 || len(rep.Failed) != 0 { // every family
+		t.Fatalf("Rebuild = %+v, %v; want 2 families rebuilt", rep, err)
 	}
 	for _, fid := range families {
 		after, err := eng.Family(ctx, fid)
@@ -132,13 +135,92 @@ func testRebuild(t *testing.T, e *env) {
 		r.Decision != policy.BlockedLimitMonthly {
 		t.Errorf("next event of 12 = %+v, %v", r, err)
 	}
-	if err := store.Rebuild(ctx, e.db, eng, 2); err != nil { // one family, again
+	if _, err := store.Rebuild(ctx, e.db, eng, 2); err != nil { // one family, again
 		t.Fatal(err)
 	}
-	if err := store.Rebuild(ctx, e.db, eng, 404); err == nil {
+	if _, err := store.Rebuild(ctx, e.db, eng, 404); err == nil {
 		t.Error("Rebuild(unknown family) succeeded")
 	}
-	if err := store.Rebuild(ctx, nil, eng); err == nil {
+	if _, err := store.Rebuild(ctx, nil, eng); err == nil {
 		t.Error("Rebuild(nil db) succeeded")
+	}
+}
+
+// testRebuildReport: a family the engine refuses to restore (SQL written by
+// code that did not check the pool's maximum) does not stop the rebuild of
+// the others; it is reported with its id and reason. Failing to list the
+// families and a cancelled context stop the rebuild.
+func testRebuildReport(t *testing.T, e *env) {
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	eng, err := quota.New(rdb, quota.WithClock(e.clk.Now), quota.WithLocation(seoul))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := e.ctx
+	for _, fid := range []int64{1, 2, 3} {
+		e.family(t, fid)
+	}
+	// Family 2: plan 10 MiB + a top-up of the maximum, as the API wrote it
+	// before top-ups were checked in SQL.
+	if _, err := e.db.ExecContext(ctx, `INSERT INTO topups (family_id, bytes, month, created_by, created_at)
+		VALUES (2, ?, '202602', 1, '2026-02-10 03:00:00')`, policy.MaxBytes); err != nil {
+		t.Fatal(err)
+	}
+
+	type failure struct {
+		FamilyID int64
+		Invalid  bool // the engine refused the state
+		NotFound bool
+	}
+	failures := func(r store.RebuildReport) []failure {
+		var out []failure
+		for _, f := range r.Failed {
+			out = append(out, failure{f.FamilyID, errors.Is(f, quota.ErrInvalid), errors.Is(f, store.ErrNotFound)})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name     string
+		families []int64
+		rebuilt  int
+		failed   []failure
+	}{
+		{"every family", nil, 2, []failure{{FamilyID: 2, Invalid: true}}},
+		{"named families", []int64{404, 2, 3}, 1, []failure{{FamilyID: 404, NotFound: true}, {FamilyID: 2, Invalid: true}}},
+	} {
+		if err := rdb.FlushAll(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := store.Rebuild(ctx, e.db, eng, tc.families...)
+		if !errors.Is(err, store.ErrRebuildIncomplete) {
+			t.Errorf("%s: err = %v, want ErrRebuildIncomplete", tc.name, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "family 2") {
+			t.Errorf("%s: err %q does not name family 2", tc.name, err)
+		}
+		if rep.Rebuilt != tc.rebuilt {
+			t.Errorf("%s: Rebuilt = %d, want %d", tc.name, rep.Rebuilt, tc.rebuilt)
+		}
+		if diff := cmp.Diff(tc.failed, failures(rep)); diff != "" {
+			t.Errorf("%s: failures (-want +got):\n%s", tc.name, diff)
+		}
+		// Family 3 comes after the failing one and is rebuilt all the same.
+		if st, err := eng.Family(ctx, 3); err != nil || !st.Provisioned || st.Total != 10<<20 || len(st.Members) != 2 {
+			t.Errorf("%s: family 3 after the rebuild: %+v, %v", tc.name, st, err)
+		}
+	}
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	rep, err := store.Rebuild(cancelled, e.db, eng, 1, 3)
+	if !errors.Is(err, context.Canceled) || errors.Is(err, store.ErrRebuildIncomplete) || len(rep.Failed) != 0 {
+		t.Errorf("cancelled: %+v, %v; want context.Canceled and no family blamed", rep, err)
+	}
+	e.db.Close()
+	rep, err = store.Rebuild(ctx, e.db, eng)
+	if err == nil || errors.Is(err, store.ErrRebuildIncomplete) || rep.Rebuilt != 0 || len(rep.Failed) != 0 {
+		t.Errorf("unreadable family list: %+v, %v; want a hard error", rep, err)
 	}
 }

@@ -115,6 +115,8 @@ func runSuite(t *testing.T, open opener) {
 		"RelayLease":    testRelayLease,
 		"RelayRun":      testRelayRun,
 		"Rebuild":       testRebuild,
+		"RebuildReport": testRebuildReport,
+		"PoolLimit":     testPoolLimit,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, newEnv(t, open)) })
 	}

@@ -1,0 +1,126 @@
+package store_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/store"
+)
+
+// testPoolLimit: a top-up or plan the quota engine would refuse (a month's
+// plan + top-ups over policy.MaxBytes) is refused by the store before
+// anything is written, for the current month and for the previous one, whose
+// late events the engine still judges against plan + that month's top-ups.
+func testPoolLimit(t *testing.T, e *env) {
+	e.family(t, 1) // plan 10 MiB
+	const plan = int64(10 << 20)
+	rows := func() [2]int { return [2]int{e.count(t, "topups"), e.count(t, "audit_log")} }
+	refused := func(what string, err error, want store.PoolLimitError) {
+		t.Helper()
+		wantErr(t, what, err, store.ErrInvalid)
+		var pl *store.PoolLimitError
+		if !errors.As(err, &pl) {
+			t.Fatalf("%s: err = %v, want a *store.PoolLimitError", what, err)
+		}
+		if diff := cmp.Diff(want, *pl); diff != "" {
+			t.Errorf("%s: PoolLimitError (-want +got):\n%s", what, diff)
+		}
+	}
+
+	// February: top up to exactly the maximum, then 1 byte more is refused.
+	if _, err := e.s.AddTopUp(e.ctx, 1, policy.MaxBytes-plan-5, owner); err != nil {
+		t.Fatal(err)
+	}
+	before := rows()
+	_, err := e.s.AddTopUp(e.ctx, 1, 6, owner)
+	refused("top-up over the maximum", err, store.PoolLimitError{Field: "bytes", Month: "202602", Max: 5})
+	_, err = e.s.SetPlan(e.ctx, 1, plan+6, admin)
+	refused("plan over the maximum", err, store.PoolLimitError{Field: "planBytes", Month: "202602", Max: plan + 5})
+	if got := rows(); got != before {
+		t.Errorf("refused changes wrote rows: topups, audit_log = %v, want %v", got, before)
+	}
+	if f, _ := e.s.GetFamily(e.ctx, 1); f.PlanBytes != plan {
+		t.Errorf("plan after a refused change = %d, want %d", f.PlanBytes, plan)
+	}
+	if _, err := e.s.AddTopUp(e.ctx, 1, 5, owner); err != nil {
+		t.Fatalf("top-up to exactly the maximum: %v", err)
+	}
+	if _, err := e.s.SetPlan(e.ctx, 1, plan-1, admin); err != nil {
+		t.Fatalf("lowering the plan: %v", err)
+	}
+
+	// March: February's top-ups still count against a plan raise (its late
+	// events are judged against plan + February's top-ups), not against a
+	// top-up, which only adds to March.
+	e.clk.Add(30 * 24 * time.Hour)
+	_, err = e.s.SetPlan(e.ctx, 1, plan+1, admin)
+	refused("plan raise over last month's pool", err, store.PoolLimitError{Field: "planBytes", Month: "202602", Max: plan})
+	if _, err := e.s.SetPlan(e.ctx, 1, plan, admin); err != nil {
+		t.Fatalf("plan at last month's maximum: %v", err)
+	}
+	if _, err := e.s.AddTopUp(e.ctx, 1, policy.MaxBytes-plan, owner); err != nil {
+		t.Fatalf("March top-up up to the maximum: %v", err)
+	}
+	_, err = e.s.AddTopUp(e.ctx, 1, 1, owner)
+	refused("March top-up over the maximum", err, store.PoolLimitError{Field: "bytes", Month: "202603", Max: 0})
+
+	// May: no month the engine still judges has top-ups.
+	e.clk.Add(61 * 24 * time.Hour)
+	if _, err := e.s.SetPlan(e.ctx, 1, policy.MaxBytes, admin); err != nil {
+		t.Fatalf("plan of the maximum without recent top-ups: %v", err)
+	}
+	_, err = e.s.AddTopUp(e.ctx, 1, 1, owner)
+	refused("top-up on a maximal plan", err, store.PoolLimitError{Field: "bytes", Month: "202605", Max: 0})
+
+	// Concurrent top-ups never overshoot: the check holds the family row.
+	e.family(t, 2)
+	if _, err := e.s.SetPlan(e.ctx, 2, 0, admin); err != nil {
+		t.Fatal(err)
+	}
+	const n, each = 8, policy.MaxBytes / 4
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { _, errs[i] = e.s.AddTopUp(e.ctx, 2, each, owner) })
+	}
+	wg.Wait()
+	ok := 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case !errors.Is(err, store.ErrInvalid):
+			t.Errorf("concurrent top-up %d: %v", i, err)
+		}
+	}
+	tus, err := e.s.TopUps(e.ctx, 2, "202605")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok != 4 || len(tus) != 4 {
+		t.Errorf("concurrent top-ups of MaxBytes/4: %d accepted, %d recorded; want 4 and 4", ok, len(tus))
+	}
+}
+
+func TestPoolLimitErrorText(t *testing.T) {
+	for _, tc := range []struct {
+		err  store.PoolLimitError
+		want string
+	}{
+		{store.PoolLimitError{Field: "bytes", Month: "202602", Max: 5},
+			"bytes: the plan plus 202602's top-ups may total at most 70368744177664 bytes: at most 5 bytes can still be topped up that month"},
+		{store.PoolLimitError{Field: "bytes", Month: "202602", Max: 0},
+			"bytes: the plan plus 202602's top-ups may total at most 70368744177664 bytes: the pool of that month is full, nothing can be topped up"},
+		{store.PoolLimitError{Field: "planBytes", Month: "202601", Max: 7},
+			"planBytes: the plan plus 202601's top-ups may total at most 70368744177664 bytes: with that month's top-ups the plan can be at most 7 bytes"},
+	} {
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("%+v.Error():\n got %s\nwant %s", tc.err, got, tc.want)
+		}
+	}
+}
