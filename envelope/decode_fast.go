@@ -219,6 +219,16 @@ func (s *scanner) persist() (Payload, bool) {
 			return seen.first(1<<7) && s.timeMember(&p.EventTime)
 		case "rule":
 			return seen.first(1<<8) && s.stringMember(&p.Rule, false)
+		case "totalBytes":
+			return seen.first(1<<9) && s.intMember(&p.TotalBytes, false)
+		case "dailyUsedBytes":
+			return seen.first(1<<10) && s.intMember(&p.DailyUsedBytes, false)
+		case "monthlyUsedBytes":
+			return seen.first(1<<11) && s.intMember(&p.MonthlyUsedBytes, false)
+		case "throttleKbps":
+			return seen.first(1<<12) && s.intMember(&p.ThrottleKbps, false)
+		case "crossed":
+			return seen.first(1<<13) && s.crossings(&p.Crossed)
 		}
 		return s.skip(0)
 	})
@@ -278,10 +288,7 @@ func (s *scanner) threshold() (Payload, bool) {
 		case "familyId":
 			return seen.first(1<<0) && s.intMember(&p.FamilyID, true)
 		case "thresholdPercent":
-			var n int64
-			ok := seen.first(1<<1) && s.intMember(&n, true) && int64(int(n)) == n
-			p.ThresholdPercent = int(n)
-			return ok
+			return seen.first(1<<1) && s.intMemberInt(&p.ThresholdPercent)
 		case "message":
 			return seen.first(1<<2) && s.stringMember(&p.Message, true)
 		case "period":
@@ -290,6 +297,32 @@ func (s *scanner) threshold() (Payload, bool) {
 		return s.skip(0)
 	})
 	return p, ok && seen&required == required
+}
+
+// crossings reads an optional array of {"percent":…,"arm":…} objects as
+// object.crossings does; [] reads as nil.
+func (s *scanner) crossings(dst *[]Crossing) bool {
+	if s.null() {
+		return true
+	}
+	var out []Crossing
+	ok := s.array(func() bool {
+		var c Crossing
+		var seen members
+		ok := s.object(func(key []byte) bool {
+			switch string(key) {
+			case "percent":
+				return seen.first(1<<0) && s.intMemberInt(&c.Percent)
+			case "arm":
+				return seen.first(1<<1) && s.intMemberInt(&c.Arm)
+			}
+			return s.skip(1)
+		})
+		out = append(out, c)
+		return ok && seen == 1<<2-1
+	})
+	*dst = out
+	return ok
 }
 
 // Member readers. A required member that is null is an error ("required"),
@@ -320,6 +353,14 @@ func (s *scanner) intMember(dst *int64, required bool) bool {
 	}
 	var ok bool
 	*dst, ok = s.int64()
+	return ok
+}
+
+// intMemberInt reads a required integer that fits in an int.
+func (s *scanner) intMemberInt(dst *int) bool {
+	var n int64
+	ok := s.intMember(&n, true) && int64(int(n)) == n
+	*dst = int(n)
 	return ok
 }
 

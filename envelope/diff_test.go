@@ -87,6 +87,25 @@ func corpus(tb testing.TB) [][]byte {
 	const usage = `{"eventId":"evt_1","eventType":"DATA_USAGE","timestamp":"2026-02-06T14:30:00Z","payload":{"familyId":100,"customerId":12345,"appId":"a","bytesUsed":5}}`
 	const blocked = `{"eventId":"n","eventType":"NOTIFICATION","subType":"CUSTOMER_BLOCKED","timestamp":"2026-02-06T14:30:00Z","payload":{"familyId":1,"customerId":2,"blockReason":"r","blockedAt":"2026-02-06T14:32:00Z","decision":null}}`
 	const quota = `{"eventId":"n","eventType":"NOTIFICATION","subType":"QUOTA_UPDATED","timestamp":"2026-02-06T14:30:00Z","payload":{"familyId":1,"customerId":2,"familyRemainingBytes":3,"familyUsedPercent":50.5,"customerUsedBytesToday":4}}`
+	const persist = `{"eventId":"p","eventType":"USAGE_PERSIST","timestamp":"2026-02-06T14:30:00Z","payload":{"originEventId":"e","familyId":1,"customerId":2,"bytesUsed":3,"appId":"a","processResult":"ALLOWED","remainingAfter":4,"eventTime":"2026-02-06T14:30:00Z","crossed":[{"percent":50,"arm":1}]}}`
+	// The threshold crossings of usage-persist: every shape of the array,
+	// its elements and their members.
+	for _, c := range []string{
+		`null`, `[]`, ` [ ] `, `[{"percent":50,"arm":1},{"percent":30,"arm":2}]`, `[{"arm":1,"percent":50}]`,
+		`[{"percent":50,"arm":1,"note":{"a":[null]}}]`, `[{"percent":50,"arm":1},]`, `[{"percent":50,"arm":1}`, `[{"percent":50,"arm":1}}`,
+		`[{"percent":50}]`, `[{"arm":1}]`, `[{"percent":null,"arm":1}]`, `[{"percent":50,"arm":null}]`, `[{}]`,
+		`[{"percent":50,"percent":30,"arm":1}]`, `[{"percent":50,"arm":1,"arm":2}]`, `[{"perc\u0065nt":50,"arm":1}]`,
+		`[{"percent":"50","arm":1}]`, `[{"percent":50.0,"arm":1}]`, `[{"percent":5e1,"arm":1}]`, `[{"percent":50,"arm":9223372036854775808}]`,
+		`[{"percent":0,"arm":1}]`, `[{"percent":101,"arm":1}]`, `[{"percent":-1,"arm":0}]`, `[{"percent":100,"arm":9223372036854775807}]`,
+		`[null]`, `[1]`, `["x"]`, `[[]]`, `[{"percent":50,"arm":1},null]`, `{}`, `{"percent":50,"arm":1}`, `"50:1"`, `1`, `true`,
+	} {
+		out = append(out, []byte(strings.Replace(persist, `[{"percent":50,"arm":1}]`, c, 1)))
+	}
+	for _, m := range []string{"totalBytes", "dailyUsedBytes", "monthlyUsedBytes", "throttleKbps"} {
+		for _, v := range []string{`null`, `0`, `-0`, `-1`, `1`, `9223372036854775807`, `9223372036854775808`, `1.5`, `"1"`, `[]`} {
+			out = append(out, []byte(strings.Replace(persist, `"crossed"`, `"`+m+`":`+v+`,"crossed"`, 1)))
+		}
+	}
 	// Numbers, valid and not, where integers, floats, free-form and
 	// skipped values go.
 	for _, n := range []string{`0`, `-0`, `1`, `-1`, `1.`, `.5`, `-.5`, `1.e5`, `1e`, `1e+`, `1E-2`, `1.5e+3`, `01`, `-01`, `00`, `-`, `+1`, `1_0`, `0x10`, `Infinity`, `NaN`, `1e400`, `4.9e-324`, `1e-400`, `99.999999999999999999`} {
@@ -283,7 +302,8 @@ func TestDecodeDifferential(t *testing.T) {
 // members come out in sorted order, not the canonical one).
 func genMutation(t *rapid.T, data []byte) []byte {
 	values := []string{`null`, `0`, `-1`, `1`, `1.5`, `1e2`, `9223372036854775808`, `""`, `"x"`, `"\u0041"`, `"2026-02-06T14:30:00Z"`,
-		`"2026-02-06T14:30:00+09:00"`, `"2026-02-29T14:30:00Z"`, `"2024-02-29T14:30:00.25Z"`, `"2026-02-06T14:30:60Z"`, `true`, `{}`, `[]`, `{"a":"b"}`, `{"a":1}`, `"DATA_USAGE"`, `"NOTIFICATION"`, `"QUOTA_UPDATED"`, `"USAGE_PERSIST"`}
+		`"2026-02-06T14:30:00+09:00"`, `"2026-02-29T14:30:00Z"`, `"2024-02-29T14:30:00.25Z"`, `"2026-02-06T14:30:60Z"`, `true`, `{}`, `[]`, `{"a":"b"}`, `{"a":1}`, `"DATA_USAGE"`, `"NOTIFICATION"`, `"QUOTA_UPDATED"`, `"USAGE_PERSIST"`,
+		`[{"percent":50,"arm":1}]`, `[{"percent":50,"arm":1},{"arm":2,"percent":30,"x":[1]}]`, `[{"percent":0,"arm":1}]`, `[{"percent":50}]`, `[null]`, `[1]`}
 	switch rapid.IntRange(0, 3).Draw(t, "how") {
 	case 0: // insert a token
 		tokens := append(values, ` `, `,`, `:`, `{`, `}`, `[`, `]`, `"`, `\`, "\xff", `,"eventId":"x"`, `,"payload":{}`, `,"x":1`)
@@ -315,7 +335,8 @@ func genMutation(t *rapid.T, data []byte) []byte {
 	names := []string{"eventId", "eventType", "subType", "timestamp", "payload", "familyId", "customerId", "appId", "bytesUsed",
 		"metadata", "targetCustomerId", "policyKey", "oldValue", "newValue", "changedBy", "version", "constraints", "originEventId",
 		"processResult", "remainingAfter", "eventTime", "rule", "familyRemainingBytes", "familyUsedPercent", "customerUsedBytesToday",
-		"blockReason", "blockedAt", "decision", "thresholdPercent", "message", "period", "unknown"}
+		"blockReason", "blockedAt", "decision", "thresholdPercent", "message", "period", "totalBytes", "dailyUsedBytes",
+		"monthlyUsedBytes", "throttleKbps", "crossed", "unknown"}
 	name := rapid.SampledFrom(names).Draw(t, "member")
 	if rapid.IntRange(0, 4).Draw(t, "delete") == 0 {
 		delete(obj, name)
@@ -421,6 +442,9 @@ func FuzzEncodeDifferential(f *testing.F) {
 			envelope.UsagePayload{FamilyID: n, CustomerID: 1, AppID: s1, BytesUsed: n, Metadata: map[string]any{s1: s2, s2: []any{pct, s1, nil, true}}},
 			envelope.PolicyUpdatedPayload{FamilyID: n, TargetCustomerID: 1, PolicyKey: s1, OldValue: &s2, NewValue: &s1, ChangedBy: n, Version: n, Constraints: map[string]string{s1: s2, s2: s1, "": ""}},
 			envelope.UsagePersistPayload{OriginEventID: id, FamilyID: n, CustomerID: n, BytesUsed: n, AppID: s1, ProcessResult: s2, RemainingAfter: n, EventTime: ts, Rule: s2},
+			envelope.UsagePersistPayload{OriginEventID: id, FamilyID: n, CustomerID: n, BytesUsed: n, AppID: s1, ProcessResult: s2, RemainingAfter: n, EventTime: ts,
+				TotalBytes: n, DailyUsedBytes: n / 2, MonthlyUsedBytes: -n, ThrottleKbps: n % 4096,
+				Crossed: []envelope.Crossing{{Percent: int(n % 101), Arm: int(n)}, {Percent: 10, Arm: 1}}},
 			envelope.QuotaUpdated{FamilyID: n, CustomerID: n, FamilyRemainingBytes: n, FamilyUsedPercent: pct, CustomerUsedBytesToday: n},
 			envelope.CustomerBlocked{FamilyID: n, CustomerID: n, BlockReason: s1, BlockedAt: ts, Decision: s2},
 			envelope.ThresholdAlert{FamilyID: n, ThresholdPercent: int(n % 100), Message: s1, Period: s2},

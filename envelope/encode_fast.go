@@ -133,6 +133,30 @@ func (p *UsagePersistPayload) appendJSON(b []byte) []byte {
 		b = append(b, `,"rule":`...)
 		b = appendString(b, p.Rule)
 	}
+	if p.TotalBytes != 0 {
+		b = appendInt(b, `,"totalBytes":`, p.TotalBytes)
+	}
+	if p.DailyUsedBytes != 0 {
+		b = appendInt(b, `,"dailyUsedBytes":`, p.DailyUsedBytes)
+	}
+	if p.MonthlyUsedBytes != 0 {
+		b = appendInt(b, `,"monthlyUsedBytes":`, p.MonthlyUsedBytes)
+	}
+	if p.ThrottleKbps != 0 {
+		b = appendInt(b, `,"throttleKbps":`, p.ThrottleKbps)
+	}
+	if len(p.Crossed) > 0 {
+		b = append(b, `,"crossed":[`...)
+		for i, c := range p.Crossed {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendInt(b, `{"percent":`, int64(c.Percent))
+			b = appendInt(b, `,"arm":`, int64(c.Arm))
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
 	b = append(b, `,"eventTime":`...)
 	b = appendTime(b, p.EventTime)
 	return append(b, '}')

@@ -56,6 +56,9 @@ func TestDecodeFastAccepts(t *testing.T) {
 		strings.Replace(usage, `2026-02-06T14:30:00Z`, `9999-12-31T23:59:59Z`, 1),
 		strings.Replace(usage, `2026-02-06T14:30:00Z`, `2026-02-06T23:30:00+09:00`, 1),
 		strings.Replace(usage, `2026-02-06T14:30:00Z`, `0001-01-01T00:00:00Z`, 1), // decoded, then "required"
+		`{"eventId":"p","eventType":"USAGE_PERSIST","timestamp":"2026-02-06T14:30:00Z","payload":{"originEventId":"e","familyId":1,"customerId":2,"bytesUsed":3,"appId":"a","processResult":"ALLOWED","remainingAfter":4,"eventTime":"2026-02-06T14:30:00Z","totalBytes":10,"dailyUsedBytes":3,"monthlyUsedBytes":3,"throttleKbps":0,"crossed":[{"percent":50,"arm":1},{"arm":2,"percent":30,"x":null}]}}`,
+		`{"eventId":"p","eventType":"USAGE_PERSIST","timestamp":"2026-02-06T14:30:00Z","payload":{"originEventId":"e","familyId":1,"customerId":2,"bytesUsed":3,"appId":"a","processResult":"ALLOWED","remainingAfter":4,"eventTime":"2026-02-06T14:30:00Z","totalBytes":null,"crossed":[]}}`,
+		`{"eventId":"p","eventType":"USAGE_PERSIST","timestamp":"2026-02-06T14:30:00Z","payload":{"originEventId":"e","familyId":1,"customerId":2,"bytesUsed":3,"appId":"a","processResult":"ALLOWED","remainingAfter":4,"eventTime":"2026-02-06T14:30:00Z","crossed":null}}`,
 	} {
 		if _, ok := decodeFast([]byte(in)); !ok {
 			t.Errorf("decodeFast gave up on %s", in)

@@ -25,6 +25,9 @@ var update = flag.Bool("update", false, "rewrite testdata/*.canonical.json from 
 // data_usage.json without the "subType": null line, as the seed's Java
 // encoder (NON_NULL) writes it. testdata/*.canonical.json hold this package's
 // exact encoding of each; regenerate them with go test -run Golden -update.
+// usage_persist_result.json is usage_persist.json with the optional members
+// that carry the rest of the engine's result (totalBytes … crossed), a DPCS
+// addition for rebuilding Redis from the database.
 
 // goldenFiles returns the seed examples (not the canonical encodings).
 func goldenFiles(tb testing.TB) []string {
@@ -39,8 +42,8 @@ func goldenFiles(tb testing.TB) []string {
 			out = append(out, f)
 		}
 	}
-	if len(out) != 7 {
-		tb.Fatalf("want 7 golden files, found %d: %v", len(out), out)
+	if len(out) != 8 {
+		tb.Fatalf("want 8 golden files, found %d: %v", len(out), out)
 	}
 	return out
 }
@@ -94,6 +97,17 @@ var wantGolden = map[string]envelope.Event{
 			OriginEventID: "evt_550e8400-...", FamilyID: 100, CustomerID: 12345,
 			BytesUsed: 5242880, AppID: "com.youtube.app", ProcessResult: "ALLOWED",
 			RemainingAfter: 4823449, EventTime: at("2026-02-06T14:30:00Z"),
+		},
+	},
+	"usage_persist_result.json": {
+		EventID: "persist_8c9d0e1f-...", EventType: envelope.TypeUsagePersist,
+		Timestamp: at("2026-02-06T14:30:01Z"),
+		Payload: envelope.UsagePersistPayload{
+			OriginEventID: "evt_550e8400-...", FamilyID: 100, CustomerID: 12345,
+			BytesUsed: 5242880, AppID: "com.youtube.app", ProcessResult: "ALLOWED",
+			RemainingAfter: 4823449, EventTime: at("2026-02-06T14:30:00Z"),
+			TotalBytes: 10737418240, DailyUsedBytes: 10485760, MonthlyUsedBytes: 734003200,
+			ThrottleKbps: 1024, Crossed: []envelope.Crossing{{Percent: 50, Arm: 1}, {Percent: 30, Arm: 2}},
 		},
 	},
 	"notification_quota_updated.json": {

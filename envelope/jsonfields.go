@@ -215,6 +215,38 @@ func (o *object) anyMap(name string) map[string]any {
 	return m
 }
 
+// crossings reads an optional array of threshold crossings, each an object
+// with the required integers "percent" and "arm". An empty array reads as
+// nil, so that it encodes (omitted) and decodes back the same. A bad element
+// is named as name[i], a bad member of it as name[i].percent.
+func (o *object) crossings(name string) []Crossing {
+	r, ok := o.present(name, false)
+	if !ok {
+		return nil
+	}
+	var elems []json.RawMessage
+	if r[0] != '[' || json.Unmarshal(r, &elems) != nil {
+		o.add(malformed(name, "must be an array"))
+		return nil
+	}
+	var out []Crossing
+	for i, raw := range elems {
+		path := fmt.Sprintf("%s[%d]", name, i)
+		e, err := parseNested(path, raw)
+		if err != nil {
+			o.add(err)
+			continue
+		}
+		c := Crossing{Percent: e.int("percent", true), Arm: e.int("arm", true)}
+		if err := e.err(); err != nil {
+			o.add(prefixed(path, err))
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
 const timeFormatMsg = "must be an RFC 3339 timestamp such as 2026-02-06T14:30:00Z"
 
 // parseTime parses an RFC 3339 timestamp (offsets and fractions allowed) and

@@ -2,6 +2,7 @@ package envelope
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -116,16 +117,36 @@ func (p *PolicyUpdatedPayload) UnmarshalJSON(data []byte) error {
 // write-behind. OriginEventID is the eventId of the usage event; the
 // envelope's own id is derived from it (DerivedID) so a replay re-emits the
 // same record.
+//
+// TotalBytes through Crossed carry the rest of the engine's result, so that
+// Redis can be rebuilt from the database with each event's original result
+// (its dedupe record) and each threshold's arm count. They are optional and
+// omitted when zero or empty: records written before they existed decode
+// with zeros, and older consumers ignore them.
 type UsagePersistPayload struct {
-	OriginEventID  string    `json:"originEventId"`  // non-empty
-	FamilyID       int64     `json:"familyId"`       // > 0; the record key
-	CustomerID     int64     `json:"customerId"`     // > 0
-	BytesUsed      int64     `json:"bytesUsed"`      // ≥ 0
-	AppID          string    `json:"appId"`          // as in the usage event
-	ProcessResult  string    `json:"processResult"`  // non-empty, e.g. "ALLOWED", "BLOCKED"
-	RemainingAfter int64     `json:"remainingAfter"` // ≥ 0, family bytes left after the decision
-	EventTime      time.Time `json:"eventTime"`      // the usage event's timestamp
-	Rule           string    `json:"rule,omitempty"` // the constraint key that decided a block; optional
+	OriginEventID    string     `json:"originEventId"`              // non-empty
+	FamilyID         int64      `json:"familyId"`                   // > 0; the record key
+	CustomerID       int64      `json:"customerId"`                 // > 0
+	BytesUsed        int64      `json:"bytesUsed"`                  // ≥ 0
+	AppID            string     `json:"appId"`                      // as in the usage event
+	ProcessResult    string     `json:"processResult"`              // non-empty, e.g. "ALLOWED", "BLOCKED"
+	RemainingAfter   int64      `json:"remainingAfter"`             // ≥ 0, family bytes left after the decision
+	EventTime        time.Time  `json:"eventTime"`                  // the usage event's timestamp
+	Rule             string     `json:"rule,omitempty"`             // the constraint key that decided a block; optional
+	TotalBytes       int64      `json:"totalBytes,omitempty"`       // ≥ 0, the month's pool (plan + top-ups) at the decision; optional
+	DailyUsedBytes   int64      `json:"dailyUsedBytes,omitempty"`   // ≥ 0, the member's usage of the event's day after it; optional
+	MonthlyUsedBytes int64      `json:"monthlyUsedBytes,omitempty"` // ≥ 0, the member's usage of the event's month after it; optional
+	ThrottleKbps     int64      `json:"throttleKbps,omitempty"`     // ≥ 0, the member's THROTTLE:SPEED with ALLOWED; optional
+	Crossed          []Crossing `json:"crossed,omitempty"`          // the thresholds this event crossed; optional, [] reads as nil
+}
+
+// Crossing is one threshold a usage event crossed: Percent is the threshold
+// (percent of the pool remaining) and Arm how many times it has fired this
+// month, this time included — 1 the first time, 2 after a top-up re-armed it
+// and the pool fell below it again.
+type Crossing struct {
+	Percent int `json:"percent"` // 1–100
+	Arm     int `json:"arm"`     // ≥ 1
 }
 
 func (UsagePersistPayload) EventType() EventType { return TypeUsagePersist }
@@ -141,7 +162,26 @@ func (p UsagePersistPayload) Validate() error {
 		nonEmpty("processResult", p.ProcessResult),
 		nonNegative("remainingAfter", p.RemainingAfter),
 		validTime("eventTime", p.EventTime),
+		nonNegative("totalBytes", p.TotalBytes),
+		nonNegative("dailyUsedBytes", p.DailyUsedBytes),
+		nonNegative("monthlyUsedBytes", p.MonthlyUsedBytes),
+		nonNegative("throttleKbps", p.ThrottleKbps),
+		validCrossed("crossed", p.Crossed),
 	)
+}
+
+// validCrossed reports thresholds out of 1–100 and arms below 1.
+func validCrossed(field string, cs []Crossing) error {
+	var errs []error
+	for i, c := range cs {
+		if c.Percent < 1 || c.Percent > 100 {
+			errs = append(errs, invalid(fmt.Sprintf("%s[%d].percent", field, i), "must be between 1 and 100"))
+		}
+		if c.Arm < 1 {
+			errs = append(errs, invalid(fmt.Sprintf("%s[%d].arm", field, i), "must be ≥ 1"))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (p UsagePersistPayload) MarshalJSON() ([]byte, error) {
@@ -155,15 +195,20 @@ func (p UsagePersistPayload) MarshalJSON() ([]byte, error) {
 func (p *UsagePersistPayload) UnmarshalJSON(data []byte) error {
 	return decodeInto(p, data, func(o *object) UsagePersistPayload {
 		return UsagePersistPayload{
-			OriginEventID:  o.str("originEventId", true),
-			FamilyID:       o.int64("familyId", true),
-			CustomerID:     o.int64("customerId", true),
-			BytesUsed:      o.int64("bytesUsed", true),
-			AppID:          o.str("appId", false),
-			ProcessResult:  o.str("processResult", true),
-			RemainingAfter: o.int64("remainingAfter", true),
-			EventTime:      o.time("eventTime", true),
-			Rule:           o.str("rule", false),
+			OriginEventID:    o.str("originEventId", true),
+			FamilyID:         o.int64("familyId", true),
+			CustomerID:       o.int64("customerId", true),
+			BytesUsed:        o.int64("bytesUsed", true),
+			AppID:            o.str("appId", false),
+			ProcessResult:    o.str("processResult", true),
+			RemainingAfter:   o.int64("remainingAfter", true),
+			EventTime:        o.time("eventTime", true),
+			Rule:             o.str("rule", false),
+			TotalBytes:       o.int64("totalBytes", false),
+			DailyUsedBytes:   o.int64("dailyUsedBytes", false),
+			MonthlyUsedBytes: o.int64("monthlyUsedBytes", false),
+			ThrottleKbps:     o.int64("throttleKbps", false),
+			Crossed:          o.crossings("crossed"),
 		}
 	})
 }

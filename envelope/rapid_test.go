@@ -116,7 +116,7 @@ var genPolicy = rapid.Custom(func(t *rapid.T) envelope.Payload {
 })
 
 var genPersist = rapid.Custom(func(t *rapid.T) envelope.Payload {
-	return envelope.UsagePersistPayload{
+	p := envelope.UsagePersistPayload{
 		OriginEventID:  genText(1).Draw(t, "originEventId"),
 		FamilyID:       genID(t, "familyId"),
 		CustomerID:     genID(t, "customerId"),
@@ -127,6 +127,32 @@ var genPersist = rapid.Custom(func(t *rapid.T) envelope.Payload {
 		EventTime:      genTime.Draw(t, "eventTime"),
 		Rule:           genText(0).Draw(t, "rule"),
 	}
+	// The engine's result: absent (a record of an older processor), or
+	// present with zeros, large numbers and crossings (rarely invalid).
+	if rapid.Bool().Draw(t, "hasResult") {
+		optional := func(label string) int64 {
+			if rapid.Bool().Draw(t, label+"-zero") {
+				return 0
+			}
+			return genCount(t, label)
+		}
+		p.TotalBytes = optional("totalBytes")
+		p.DailyUsedBytes = optional("dailyUsedBytes")
+		p.MonthlyUsedBytes = optional("monthlyUsedBytes")
+		p.ThrottleKbps = optional("throttleKbps")
+		switch n := rapid.IntRange(-1, 4).Draw(t, "crossed"); n {
+		case -1:
+			p.Crossed = []envelope.Crossing{} // written as absent, read back as nil
+		default:
+			for range n {
+				p.Crossed = append(p.Crossed, envelope.Crossing{
+					Percent: rapid.OneOf(rapid.IntRange(1, 100), rapid.IntRange(-2, 102)).Draw(t, "percent"),
+					Arm:     int(sometimes(t, rapid.Int64Range(1, 1<<31), rapid.Int64Range(-3, 0), "arm")),
+				})
+			}
+		}
+	}
+	return p
 })
 
 var genQuota = rapid.Custom(func(t *rapid.T) envelope.Payload {
@@ -171,6 +197,9 @@ func normalize(e envelope.Event) envelope.Event {
 	switch p := e.Payload.(type) {
 	case envelope.UsagePersistPayload:
 		p.EventTime = p.EventTime.UTC()
+		if len(p.Crossed) == 0 {
+			p.Crossed = nil
+		}
 		e.Payload = p
 	case envelope.CustomerBlocked:
 		p.BlockedAt = p.BlockedAt.UTC()

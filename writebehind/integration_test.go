@@ -18,6 +18,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/outageproxy"
+	"github.com/dabom/dpcs/internal/sqldialect"
 )
 
 // mariaDB opens a fresh database on the MariaDB of `make integration`
@@ -25,6 +26,16 @@ import (
 // through addr if not empty (an outageproxy.Proxy). It is dropped afterwards, so
 // tests of other packages running at the same time are not disturbed.
 func mariaDB(tb testing.TB, proxy bool) (db, direct *sql.DB, _ *outageproxy.Proxy) {
+	tb.Helper()
+	db, direct, p := emptyMariaDB(tb, proxy)
+	if err := MigrateUsage(context.Background(), direct); err != nil {
+		tb.Fatal(err)
+	}
+	return db, direct, p
+}
+
+// emptyMariaDB is mariaDB without the migration: a database with no tables.
+func emptyMariaDB(tb testing.TB, proxy bool) (db, direct *sql.DB, _ *outageproxy.Proxy) {
 	tb.Helper()
 	dsn := os.Getenv("DPCS_TEST_MYSQL_DSN")
 	if dsn == "" {
@@ -67,10 +78,41 @@ func mariaDB(tb testing.TB, proxy bool) (db, direct *sql.DB, _ *outageproxy.Prox
 	}
 	db.SetMaxIdleConns(8)
 	tb.Cleanup(func() { db.Close() })
-	if err := MigrateUsage(context.Background(), direct); err != nil {
-		tb.Fatal(err)
-	}
 	return db, direct, p
+}
+
+func TestMigrateOldTableMariaDB(t *testing.T) {
+	_, db, _ := emptyMariaDB(t, false)
+	testMigrateOldTable(t, db, "mysql")
+}
+
+// Several services starting at once all migrate an old table: each column
+// is added once, and every MigrateUsage succeeds.
+func TestMigrateConcurrentlyMariaDB(t *testing.T) {
+	_, db, _ := emptyMariaDB(t, false)
+	ctx := context.Background()
+	old, err := os.ReadFile("testdata/usage_record_v1_mysql.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sqldialect.Exec(ctx, db, string(old)); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 4)
+	for range cap(errs) {
+		go func() { errs <- MigrateUsage(ctx, db) }()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	cols := columnsOf(t, db, sqldialect.MySQL)
+	for _, c := range usageColumns {
+		if !cols[c] {
+			t.Errorf("column %s missing", c)
+		}
+	}
 }
 
 func eventIDs(tb testing.TB, db *sql.DB) map[string]bool {

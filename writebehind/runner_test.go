@@ -339,6 +339,23 @@ func TestDecodeUsageRecord(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
+	// The engine's result comes along.
+	full := envelope.UsagePersistPayload{OriginEventID: "evt_y", FamilyID: 3, CustomerID: 31, BytesUsed: 1024, AppID: "a",
+		ProcessResult: "ALLOWED", RemainingAfter: 1 << 30, EventTime: t0, TotalBytes: 10 << 30, DailyUsedBytes: 4096,
+		MonthlyUsedBytes: 8192, ThrottleKbps: 512, Crossed: []envelope.Crossing{{Percent: 50, Arm: 1}, {Percent: 30, Arm: 2}}}
+	fr, err := envelope.ToRecord(envelope.TopicUsagePersist, envelope.New("persist_y", t0, full))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err = DecodeUsageRecord(fr); err != nil {
+		t.Fatal(err)
+	}
+	want = UsageRecord{EventID: "evt_y", FamilyID: 3, CustomerID: 31, AppID: "a", BytesUsed: 1024,
+		ProcessResult: "ALLOWED", RemainingAfter: 1 << 30, EventTime: t0, TotalBytes: 10 << 30, DailyUsed: 4096,
+		MonthlyUsed: 8192, ThrottleKbps: 512, Crossed: []envelope.Crossing{{Percent: 50, Arm: 1}, {Percent: 30, Arm: 2}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("with the result (-want +got):\n%s", diff)
+	}
 	if _, err := DecodeUsageRecord(nil); !errors.Is(err, envelope.ErrMalformed) {
 		t.Errorf("nil record: %v", err)
 	}

@@ -5,10 +5,15 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/sqldialect"
 )
 
 func usageRows(n, from int) []UsageRecord {
@@ -18,13 +23,20 @@ func usageRows(n, from int) []UsageRecord {
 		out[i] = UsageRecord{EventID: fmt.Sprintf("evt_%06d", k), FamilyID: int64(k%7 + 1), CustomerID: int64(k%7+1)*10 + 1,
 			AppID: "com.youtube.app", BytesUsed: int64(k), ProcessResult: "ALLOWED", RemainingAfter: 1000,
 			EventTime: t0.Add(time.Duration(k) * time.Millisecond)}
+		if k%3 != 0 { // the engine's result; rows of older records have none
+			out[i].TotalBytes, out[i].DailyUsed, out[i].MonthlyUsed, out[i].ThrottleKbps = 1<<40+int64(k), int64(k), int64(2*k), int64(k%2)*512
+		}
+		if k%5 == 1 {
+			out[i].Crossed = []envelope.Crossing{{Percent: 50, Arm: 1}, {Percent: 30, Arm: k}}
+		}
 	}
 	return out
 }
 
 func readUsage(tb testing.TB, db *sql.DB) []UsageRecord {
 	tb.Helper()
-	rows, err := db.Query("SELECT event_id, family_id, customer_id, app_id, bytes_used, process_result, remaining_after, rule, event_time FROM usage_record ORDER BY event_id")
+	rows, err := db.Query(`SELECT event_id, family_id, customer_id, app_id, bytes_used, process_result, remaining_after, rule, event_time,
+		total_bytes, daily_used, monthly_used, throttle_kbps, crossed FROM usage_record ORDER BY event_id`)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -33,7 +45,12 @@ func readUsage(tb testing.TB, db *sql.DB) []UsageRecord {
 	for rows.Next() {
 		var u UsageRecord
 		var et any
-		if err := rows.Scan(&u.EventID, &u.FamilyID, &u.CustomerID, &u.AppID, &u.BytesUsed, &u.ProcessResult, &u.RemainingAfter, &u.Rule, &et); err != nil {
+		var crossed string
+		if err := rows.Scan(&u.EventID, &u.FamilyID, &u.CustomerID, &u.AppID, &u.BytesUsed, &u.ProcessResult, &u.RemainingAfter, &u.Rule, &et,
+			&u.TotalBytes, &u.DailyUsed, &u.MonthlyUsed, &u.ThrottleKbps, &crossed); err != nil {
+			tb.Fatal(err)
+		}
+		if u.Crossed, err = ParseCrossed(crossed); err != nil {
 			tb.Fatal(err)
 		}
 		switch v := et.(type) {
@@ -104,6 +121,106 @@ func TestUsageWriterSQLite(t *testing.T) {
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// testMigrateOldTable checks MigrateUsage on a usage_record created before
+// total_bytes … crossed existed (testdata/usage_record_v1_<dialect>.sql,
+// holding one row): the columns are added with their defaults, the old row
+// reads with zeros, a new row keeps the engine's result, and migrating
+// again changes nothing.
+func testMigrateOldTable(t *testing.T, db *sql.DB, dialect string) {
+	ctx := context.Background()
+	old, err := os.ReadFile(filepath.Join("testdata", "usage_record_v1_"+dialect+".sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sqldialect.Exec(ctx, db, string(old)); err != nil {
+		t.Fatal(err)
+	}
+	d, err := sqldialect.Parse(dialect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := columnsOf(t, db, d)
+	if before["crossed"] || before["total_bytes"] {
+		t.Fatalf("test setup: the old table has the new columns: %v", before)
+	}
+	rows := usageRows(2, 0)
+	rows[1].TotalBytes, rows[1].DailyUsed, rows[1].MonthlyUsed, rows[1].ThrottleKbps = 10<<30, 3<<20, 9<<20, 1024
+	rows[1].Crossed = []envelope.Crossing{{Percent: 50, Arm: 1}, {Percent: 30, Arm: 2}}
+	r := rows[0]
+	if _, err := db.ExecContext(ctx, `INSERT INTO usage_record (event_id, family_id, customer_id, app_id, bytes_used, process_result, remaining_after, rule, event_time)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.EventID, r.FamilyID, r.CustomerID, r.AppID, r.BytesUsed, r.ProcessResult, r.RemainingAfter, r.Rule, d.Time(r.EventTime)); err != nil {
+		t.Fatal(err)
+	}
+	rows[0].TotalBytes, rows[0].DailyUsed, rows[0].MonthlyUsed, rows[0].ThrottleKbps, rows[0].Crossed = 0, 0, 0, 0, nil
+
+	for i := range 2 { // the second run finds nothing to do
+		if err := MigrateUsage(ctx, db, WithDialect(dialect)); err != nil {
+			t.Fatalf("MigrateUsage #%d: %v", i+1, err)
+		}
+	}
+	after := columnsOf(t, db, d)
+	for _, c := range usageColumns {
+		if !after[c] {
+			t.Errorf("column %s missing after MigrateUsage", c)
+		}
+	}
+	if len(after) != len(before)+5 {
+		t.Errorf("columns: %d before, %d after, want 5 more", len(before), len(after))
+	}
+	w, err := NewUsageWriter(db, WithDialect(dialect))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Write(ctx, rows); err != nil { // rows[0] is there already
+		t.Fatal(err)
+	}
+	if w.Inserted() != 1 {
+		t.Errorf("inserted %d rows, want 1", w.Inserted())
+	}
+	if diff := cmp.Diff(rows, readUsage(t, db)); diff != "" {
+		t.Errorf("rows (-want +got):\n%s", diff)
+	}
+}
+
+// columnsOf returns usage_record's columns, failing the test on errors.
+func columnsOf(tb testing.TB, db *sql.DB, d sqldialect.Dialect) map[string]bool {
+	tb.Helper()
+	cols, err := usageColumnSet(context.Background(), db, d)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cols
+}
+
+func TestMigrateOldTableSQLite(t *testing.T) { testMigrateOldTable(t, openSQLite(t), "sqlite") }
+
+// A fresh table already has every column: nothing is altered.
+func TestMigrateFreshTableSQLite(t *testing.T) {
+	db := openSQLite(t)
+	ctx := context.Background()
+	if err := MigrateUsage(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	var ddl string
+	if err := db.QueryRow(`SELECT sql FROM sqlite_master WHERE name = 'usage_record'`).Scan(&ddl); err != nil {
+		t.Fatal(err)
+	}
+	if err := MigrateUsage(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	var again string
+	if err := db.QueryRow(`SELECT sql FROM sqlite_master WHERE name = 'usage_record'`).Scan(&again); err != nil {
+		t.Fatal(err)
+	}
+	if ddl != again {
+		t.Errorf("the table changed on the second migration:\n%s\n%s", ddl, again)
+	}
+	if _, err := usageColumnSet(ctx, openSQLite(t), sqldialect.SQLite); err == nil {
+		t.Error("usageColumnSet on a database without usage_record succeeded")
 	}
 }
 

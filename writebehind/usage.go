@@ -6,6 +6,8 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -20,10 +22,16 @@ var (
 	usageMySQL string
 	//go:embed migrations/sqlite/usage_record.sql
 	usageSQLite string
+	//go:embed migrations/mysql/usage_record_columns.sql
+	usageColumnsMySQL string
+	//go:embed migrations/sqlite/usage_record_columns.sql
+	usageColumnsSQLite string
 )
 
 // UsageRecord is one row of usage_record: the processor's decision on one
-// usage event.
+// usage event. TotalBytes through Crossed are the rest of the engine's
+// result (zero in rows of records written before they existed), kept so
+// Redis can be rebuilt from this table.
 type UsageRecord struct {
 	EventID        string // the usage event's id (originEventId); UNIQUE
 	FamilyID       int64
@@ -34,6 +42,11 @@ type UsageRecord struct {
 	RemainingAfter int64
 	Rule           string // the constraint key that decided a block; "" when allowed
 	EventTime      time.Time
+	TotalBytes     int64               // the month's pool (plan + top-ups) at the decision
+	DailyUsed      int64               // the member's usage of the event's day, after it
+	MonthlyUsed    int64               // the member's usage of the event's month, after it
+	ThrottleKbps   int64               // the member's THROTTLE:SPEED, with ALLOWED only
+	Crossed        []envelope.Crossing // thresholds crossed, with their arms; column crossed as FormatCrossed writes it
 }
 
 // UsageRecordOf returns the row of a usage-persist event. The row's event_id
@@ -44,6 +57,8 @@ func UsageRecordOf(e envelope.Envelope[envelope.UsagePersistPayload]) UsageRecor
 		EventID: p.OriginEventID, FamilyID: p.FamilyID, CustomerID: p.CustomerID, AppID: p.AppID,
 		BytesUsed: p.BytesUsed, ProcessResult: p.ProcessResult, RemainingAfter: p.RemainingAfter,
 		Rule: p.Rule, EventTime: p.EventTime,
+		TotalBytes: p.TotalBytes, DailyUsed: p.DailyUsedBytes, MonthlyUsed: p.MonthlyUsedBytes,
+		ThrottleKbps: p.ThrottleKbps, Crossed: p.Crossed,
 	}
 }
 
@@ -66,7 +81,9 @@ func DecodeUsageRecord(r *kgo.Record) (UsageRecord, error) {
 }
 
 // Validate checks that u fits usage_record: ids and the result non-empty,
-// byte counts ≥ 0, strings within their columns, an event time.
+// byte counts and the throttle ≥ 0, strings within their columns, an event
+// time, crossings with thresholds 1–100 and arms ≥ 1 that fit the crossed
+// column. Fields are named as in the persist payload.
 func (u UsageRecord) Validate() error {
 	var errs []error
 	str := func(field, v string, maxLen int, required bool) {
@@ -87,11 +104,21 @@ func (u UsageRecord) Validate() error {
 	if u.CustomerID <= 0 {
 		errs = append(errs, &envelope.FieldError{Field: "payload.customerId", Msg: "must be > 0"})
 	}
-	if u.BytesUsed < 0 {
-		errs = append(errs, &envelope.FieldError{Field: "payload.bytesUsed", Msg: "must be ≥ 0"})
+	for _, n := range []struct {
+		field string
+		v     int64
+	}{
+		{"bytesUsed", u.BytesUsed}, {"remainingAfter", u.RemainingAfter}, {"totalBytes", u.TotalBytes},
+		{"dailyUsedBytes", u.DailyUsed}, {"monthlyUsedBytes", u.MonthlyUsed}, {"throttleKbps", u.ThrottleKbps},
+	} {
+		if n.v < 0 {
+			errs = append(errs, &envelope.FieldError{Field: "payload." + n.field, Msg: "must be ≥ 0"})
+		}
 	}
-	if u.RemainingAfter < 0 {
-		errs = append(errs, &envelope.FieldError{Field: "payload.remainingAfter", Msg: "must be ≥ 0"})
+	if err := validCrossed(u.Crossed); err != nil {
+		errs = append(errs, err)
+	} else if n := len(FormatCrossed(u.Crossed)); n > maxCrossedLen {
+		errs = append(errs, &envelope.FieldError{Field: "payload.crossed", Msg: fmt.Sprintf("too many crossings: %d characters, at most %d", n, maxCrossedLen)})
 	}
 	if y := u.EventTime.UTC().Year(); u.EventTime.IsZero() || y < 1000 || y > 9999 {
 		errs = append(errs, &envelope.FieldError{Field: "payload.eventTime", Msg: "must be a time in years 1000..9999"})
@@ -102,7 +129,8 @@ func (u UsageRecord) Validate() error {
 // UsageColumns are the columns a usage writer fills (id and created_at are
 // left to the database).
 var usageColumns = []string{"event_id", "family_id", "customer_id", "app_id", "bytes_used",
-	"process_result", "remaining_after", "rule", "event_time"}
+	"process_result", "remaining_after", "rule", "event_time",
+	"total_bytes", "daily_used", "monthly_used", "throttle_kbps", "crossed"}
 
 // UsageTable is the usage history table.
 const UsageTable = "usage_record"
@@ -114,7 +142,8 @@ func NewUsageWriter(db *sql.DB, opts ...SQLOption) (*SQLWriter[UsageRecord], err
 			return nil, err
 		}
 		return []any{u.EventID, u.FamilyID, u.CustomerID, u.AppID, u.BytesUsed,
-			u.ProcessResult, u.RemainingAfter, u.Rule, u.EventTime}, nil
+			u.ProcessResult, u.RemainingAfter, u.Rule, u.EventTime,
+			u.TotalBytes, u.DailyUsed, u.MonthlyUsed, u.ThrottleKbps, FormatCrossed(u.Crossed)}, nil
 	}, opts...)
 }
 
@@ -134,7 +163,10 @@ func UsageSchema(dialect string) (string, error) {
 }
 
 // MigrateUsage creates usage_record and its indexes on db if they do not
-// exist, in db's dialect (detected from its driver unless given).
+// exist, in db's dialect (detected from its driver unless given), and adds
+// to an existing table the columns it lacks (those of
+// migrations/<dialect>/usage_record_columns.sql, each added only when
+// missing). Running it again changes nothing.
 func MigrateUsage(ctx context.Context, db *sql.DB, opts ...SQLOption) error {
 	c := sqlConfig{}
 	for _, o := range opts {
@@ -153,5 +185,70 @@ func MigrateUsage(ctx context.Context, db *sql.DB, opts ...SQLOption) error {
 	if err := sqldialect.Exec(ctx, db, script); err != nil {
 		return fmt.Errorf("writebehind: migrate usage_record: %w", err)
 	}
+	if err := addUsageColumns(ctx, db, c.dialect); err != nil {
+		return fmt.Errorf("writebehind: migrate usage_record: %w", err)
+	}
 	return nil
+}
+
+// addColumn matches the statements of usage_record_columns.sql.
+var addColumn = regexp.MustCompile(`(?is)^ALTER TABLE usage_record ADD COLUMN ([a-z_]+) `)
+
+// addUsageColumns runs each ALTER TABLE … ADD COLUMN of
+// usage_record_columns.sql whose column usage_record lacks. Two processes
+// migrating at once may both try to add a column: the loser's error is
+// ignored when the column is there afterwards.
+func addUsageColumns(ctx context.Context, db *sql.DB, d sqldialect.Dialect) error {
+	script := usageColumnsMySQL
+	if d == sqldialect.SQLite {
+		script = usageColumnsSQLite
+	}
+	have, err := usageColumnSet(ctx, db, d)
+	if err != nil {
+		return err
+	}
+	for _, stmt := range sqldialect.Statements(script) {
+		m := addColumn.FindStringSubmatch(stmt)
+		if m == nil {
+			return fmt.Errorf("usage_record_columns.sql: not an ADD COLUMN of usage_record: %.60q", stmt)
+		}
+		if have[m[1]] {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			if now, err2 := usageColumnSet(ctx, db, d); err2 == nil && now[m[1]] {
+				continue
+			}
+			return fmt.Errorf("add column %s: %w", m[1], err)
+		}
+	}
+	return nil
+}
+
+// usageColumnSet returns the names of usage_record's columns, lower case.
+func usageColumnSet(ctx context.Context, db *sql.DB, d sqldialect.Dialect) (map[string]bool, error) {
+	q := `SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'usage_record'`
+	if d == sqldialect.SQLite {
+		q = `SELECT name FROM pragma_table_info('usage_record')`
+	}
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("list columns: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("list columns: %w", err)
+		}
+		out[strings.ToLower(name)] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list columns: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("list columns: usage_record not found")
+	}
+	return out, nil
 }

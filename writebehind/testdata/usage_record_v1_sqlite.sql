@@ -1,0 +1,20 @@
+-- usage_record as first released (before total_bytes … crossed), for the
+-- migration tests: MigrateUsage must bring such a table up to date.
+-- usage_record for SQLite; see migrations/mysql/usage_record.sql. Times are
+-- UTC text 'YYYY-MM-DD HH:MM:SS.SSS', so text order is time order.
+CREATE TABLE IF NOT EXISTS usage_record (
+  id              INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,
+  event_id        TEXT    NOT NULL,
+  family_id       INTEGER NOT NULL,
+  customer_id     INTEGER NOT NULL,
+  app_id          TEXT    NOT NULL DEFAULT '',
+  bytes_used      INTEGER NOT NULL,
+  process_result  TEXT    NOT NULL,
+  remaining_after INTEGER NOT NULL,
+  rule            TEXT    NOT NULL DEFAULT '',
+  event_time      TEXT    NOT NULL,
+  created_at      TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))
+);
+CREATE UNIQUE INDEX IF NOT EXISTS uk_usage_record_event_id ON usage_record (event_id);
+CREATE INDEX IF NOT EXISTS idx_usage_record_family_time ON usage_record (family_id, event_time);
+CREATE INDEX IF NOT EXISTS idx_usage_record_customer_time ON usage_record (customer_id, event_time);
