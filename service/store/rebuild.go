@@ -9,6 +9,7 @@ import (
 	"github.com/dabom/dpcs/internal/sqldialect"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/writebehind"
 )
 
 // ErrRebuildIncomplete: Rebuild restored some families but not all; its
@@ -39,9 +40,11 @@ func (e FamilyError) Unwrap() error { return e.Err }
 
 // Rebuild recomputes the Redis state of the given families (every family
 // when none is given) from SQL after Redis lost data (SPEC §6): plan,
-// thresholds, current members, each member's constraints and version, the
-// current month's top-ups, and the month's allowed usage from usage_record —
-// the month of the engine's clock in the engine's zone. Each family is
+// thresholds, current members, each member's constraints and version, and
+// for every month the engine still accepts events for (quota.Engine.
+// AcceptedMonths) the top-ups, the allowed usage and the threshold arms from
+// usage_record; and the dedupe records of the events written within the
+// dedupe window, with their whole results. Each family is
 // written atomically with quota.Engine.Restore. Run it after the
 // write-behind drained usage-persist, so usage_record holds every judged
 // event.
@@ -53,6 +56,13 @@ func (e FamilyError) Unwrap() error { return e.Err }
 // once with an error that does not wrap ErrRebuildIncomplete; the report
 // then covers what was done before.
 func Rebuild(ctx context.Context, db *sql.DB, eng *quota.Engine, families ...int64) (RebuildReport, error) {
+	return RebuildGeneration(ctx, db, eng, "", families...)
+}
+
+// RebuildGeneration is Rebuild with every family restored by state
+// generation gen (quota.FamilyState.Generation; "" for none): the rebuild of
+// a recovery, see service.Recovery.
+func RebuildGeneration(ctx context.Context, db *sql.DB, eng *quota.Engine, gen string, families ...int64) (RebuildReport, error) {
 	var rep RebuildReport
 	if db == nil || eng == nil {
 		return rep, invalid("rebuild", "db and engine are required")
@@ -66,7 +76,7 @@ func Rebuild(ctx context.Context, db *sql.DB, eng *quota.Engine, families ...int
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("store: rebuild: %w", err)
 			}
-			err := s.rebuildFamily(ctx, eng, fid)
+			err := s.rebuildFamily(ctx, eng, fid, gen)
 			switch {
 			case err == nil:
 				rep.Rebuilt++
@@ -113,16 +123,21 @@ func (r RebuildReport) err() error {
 	return fmt.Errorf("%w: %d of %d families failed: %w", ErrRebuildIncomplete, len(r.Failed), r.Rebuilt+len(r.Failed), errors.Join(errs...))
 }
 
-func (s *Store) rebuildFamily(ctx context.Context, eng *quota.Engine, fid int64) error {
+func (s *Store) rebuildFamily(ctx context.Context, eng *quota.Engine, fid int64, gen string) error {
 	f, err := s.GetFamily(ctx, fid)
 	if err != nil {
 		return fmt.Errorf("store: rebuild family %d: %w", fid, err)
 	}
-	month, from, to := eng.CurrentMonth()
-	st := quota.FamilyState{FamilyID: fid, Provisioned: true, Plan: f.PlanBytes, Thresholds: f.Thresholds}
-	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(SUM(bytes), 0) FROM topups WHERE family_id = ? AND month = ?`, fid, month).
-		Scan(&st.TopUps); err != nil {
-		return dbErr("rebuild: top-ups", err)
+	months, from, to := eng.AcceptedMonths()
+	st := quota.FamilyState{FamilyID: fid, Provisioned: true, Plan: f.PlanBytes, Thresholds: f.Thresholds,
+		TopUps: map[string]int64{}, Arms: map[string]map[int]int{}, Generation: gen}
+	for _, m := range months {
+		var sum int64
+		if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(SUM(bytes), 0) FROM topups WHERE family_id = ? AND month = ?`, fid, m).
+			Scan(&sum); err != nil {
+			return dbErr("rebuild: top-ups", err)
+		}
+		st.TopUps[m] = sum
 	}
 	ps, err := s.Policies(ctx, fid)
 	if err != nil {
@@ -131,21 +146,51 @@ func (s *Store) rebuildFamily(ctx context.Context, eng *quota.Engine, fid int64)
 	for _, p := range ps {
 		st.Members = append(st.Members, quota.MemberState{CustomerID: p.CustomerID, Constraints: p.Rules, Version: p.Version})
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT customer_id, bytes_used, event_time FROM usage_record
-		WHERE family_id = ? AND event_time >= ? AND event_time < ? AND process_result = ?`,
-		fid, s.t(from), s.t(to), string(policy.Allowed))
+	// Every judged event of the accepted months: allowed usage, the arms of
+	// the thresholds crossed, and — for those written within the dedupe
+	// window — the dedupe records (a row is written after its event was
+	// judged, so created_at ≥ the judging time).
+	since := s.now().Add(-eng.DedupeWindow())
+	rows, err := s.db.QueryContext(ctx, `SELECT event_id, customer_id, bytes_used, process_result, remaining_after, rule,
+		total_bytes, daily_used, monthly_used, throttle_kbps, crossed, event_time, created_at
+		FROM usage_record WHERE family_id = ? AND (event_time >= ? AND event_time < ? OR created_at >= ?)`,
+		fid, s.t(from), s.t(to), s.t(since))
 	if err != nil {
 		return dbErr("rebuild: usage", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var u quota.Usage
-		var at sqldialect.NullTime
-		if err := rows.Scan(&u.CustomerID, &u.Bytes, &at); err != nil {
+		var id, decision, rule, crossed string
+		var cid, bytes, remaining, total, daily, monthly, throttle int64
+		var at, created sqldialect.NullTime
+		if err := rows.Scan(&id, &cid, &bytes, &decision, &remaining, &rule, &total, &daily, &monthly, &throttle, &crossed, &at, &created); err != nil {
 			return dbErr("rebuild: usage", err)
 		}
-		u.At = at.Time
-		st.Usage = append(st.Usage, u)
+		cs, err := writebehind.ParseCrossed(crossed)
+		if err != nil {
+			return fmt.Errorf("store: rebuild family %d: event %s: %w", fid, id, err)
+		}
+		inMonths := !at.Time.Before(from) && at.Time.Before(to)
+		if inMonths && decision == string(policy.Allowed) {
+			st.Usage = append(st.Usage, quota.Usage{CustomerID: cid, At: at.Time, Bytes: bytes})
+		}
+		if inMonths {
+			month := policy.MomentOf(at.Time, eng.Location()).Month
+			for _, c := range cs {
+				if st.Arms[month] == nil {
+					st.Arms[month] = map[int]int{}
+				}
+				st.Arms[month][c.Percent] = max(st.Arms[month][c.Percent], c.Arm)
+			}
+		}
+		if !created.Time.Before(since) {
+			r := quota.Result{Decision: policy.Decision(decision), Rule: rule, Remaining: remaining, Total: total,
+				DailyUsed: daily, MonthlyUsed: monthly, ThrottleKbps: throttle}
+			for _, c := range cs {
+				r.Crossed, r.Arms = append(r.Crossed, c.Percent), append(r.Arms, c.Arm)
+			}
+			st.Judged = append(st.Judged, quota.JudgedEvent{ID: id, Result: r})
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return dbErr("rebuild: usage", err)

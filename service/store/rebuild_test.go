@@ -10,8 +10,10 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
@@ -74,6 +76,11 @@ func testRebuild(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	seq := 0
+	type judgedEvent struct {
+		ev quota.Event
+		r  quota.Result
+	}
+	var judged []judgedEvent
 	judge := func(fid, cid, n int64, app string, at time.Time) {
 		t.Helper()
 		seq++
@@ -82,8 +89,14 @@ func testRebuild(t *testing.T, e *env) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		judged = append(judged, judgedEvent{ev, r})
+		var cs []envelope.Crossing
+		for i, p := range r.Crossed {
+			cs = append(cs, envelope.Crossing{Percent: p, Arm: r.Arms[i]})
+		}
 		if err := w.Write(ctx, []writebehind.UsageRecord{{EventID: ev.ID, FamilyID: fid, CustomerID: cid, AppID: app, BytesUsed: n,
-			ProcessResult: string(r.Decision), RemainingAfter: r.Remaining, Rule: r.Rule, EventTime: at}}); err != nil {
+			ProcessResult: string(r.Decision), RemainingAfter: r.Remaining, Rule: r.Rule, EventTime: at,
+			TotalBytes: r.Total, DailyUsed: r.DailyUsed, MonthlyUsed: r.MonthlyUsed, ThrottleKbps: r.ThrottleKbps, Crossed: cs}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -123,6 +136,16 @@ func testRebuild(t *testing.T, e *env) {
 		}
 		if diff := cmp.Diff(before[fid], after); diff != "" {
 			t.Errorf("family %d after rebuild (-before +after):\n%s", fid, diff)
+		}
+	}
+	// Every judged event's replay gets its original result, crossings and
+	// arms included (the dedupe records came back from usage_record).
+	for _, j := range judged {
+		r, err := eng.Apply(ctx, j.ev)
+		want := j.r
+		want.Duplicate = true
+		if err != nil || !cmp.Equal(want, r, cmpopts.EquateEmpty()) {
+			t.Errorf("replay of %s after rebuild = %+v, %v; want %+v", j.ev.ID, r, err, want)
 		}
 	}
 	// Family 2 has last month's history, which CheckInvariants (comparing
