@@ -996,11 +996,24 @@ func usageOutputs(in envelope.Envelope[envelope.UsagePayload], res quota.Result,
 		recs = append(recs, r)
 		return nil
 	}
+	// The persist record carries the whole result, so Redis can be rebuilt
+	// from usage_record with each event's dedupe record and each
+	// threshold's arm count.
+	var crossed []envelope.Crossing
+	for i, pct := range res.Crossed {
+		arm := 1
+		if i < len(res.Arms) {
+			arm = res.Arms[i]
+		}
+		crossed = append(crossed, envelope.Crossing{Percent: pct, Arm: arm})
+	}
 	err := add(envelope.ToRecord(envelope.TopicUsagePersist, envelope.New(
 		envelope.DerivedID(envelope.PrefixPersist, id, "persist"), at,
 		envelope.UsagePersistPayload{OriginEventID: id, FamilyID: pl.FamilyID, CustomerID: pl.CustomerID,
 			BytesUsed: pl.BytesUsed, AppID: pl.AppID, ProcessResult: string(res.Decision),
-			RemainingAfter: res.Remaining, EventTime: at, Rule: res.Rule})))
+			RemainingAfter: res.Remaining, EventTime: at, Rule: res.Rule,
+			TotalBytes: res.Total, DailyUsedBytes: res.DailyUsed, MonthlyUsedBytes: res.MonthlyUsed,
+			ThrottleKbps: res.ThrottleKbps, Crossed: crossed})))
 	if err != nil {
 		return nil, err
 	}

@@ -242,6 +242,26 @@ func storyLast10MB(h *harness) {
 			t.Errorf("%s: %q, want %q", k, got[k], v)
 		}
 	}
+	// Each record carries the engine's whole result: the pool, the member's
+	// day and month after the event, and the thresholds it crossed with
+	// their arms (dad leaves 50 % of the pool, mom 20 %).
+	wantPersist := map[string]envelope.UsagePersistPayload{
+		"evt_dad": {OriginEventID: "evt_dad", CustomerID: 1, BytesUsed: 5 * mb, AppID: "com.naver.news", ProcessResult: "ALLOWED",
+			RemainingAfter: 5 * mb, DailyUsedBytes: 5 * mb, MonthlyUsedBytes: 5 * mb, Crossed: []envelope.Crossing{{Percent: 50, Arm: 1}}},
+		"evt_mom": {OriginEventID: "evt_mom", CustomerID: 2, BytesUsed: 3 * mb, AppID: "com.kakao.talk", ProcessResult: "ALLOWED",
+			RemainingAfter: 2 * mb, DailyUsedBytes: 3 * mb, MonthlyUsedBytes: 3 * mb, Crossed: []envelope.Crossing{{Percent: 30, Arm: 1}}},
+		"evt_child1": {OriginEventID: "evt_child1", CustomerID: 3, BytesUsed: 8 * mb, AppID: "com.youtube.app",
+			ProcessResult: "BLOCKED_FAMILY_QUOTA", RemainingAfter: 2 * mb, Rule: policy.RulePool},
+		"evt_child2": {OriginEventID: "evt_child2", CustomerID: 4, BytesUsed: 4 * mb, AppID: "com.roblox.client",
+			ProcessResult: "BLOCKED_FAMILY_QUOTA", RemainingAfter: 2 * mb, Rule: policy.RulePool},
+	}
+	for _, p := range persist {
+		w := wantPersist[p.Payload.OriginEventID]
+		w.FamilyID, w.TotalBytes, w.EventTime = 100, 10*mb, h.now
+		if diff := cmp.Diff(w, p.Payload); diff != "" {
+			t.Errorf("usage-persist of %s (-want +got):\n%s", p.Payload.OriginEventID, diff)
+		}
+	}
 	// 2 QUOTA_UPDATED, 2 CUSTOMER_BLOCKED, THRESHOLD_ALERT 50 and 30.
 	notes, err := decodeAll(h.collect(envelope.TopicNotificationEvents, 6))
 	if err != nil {
@@ -523,6 +543,54 @@ func TestThresholdPeriodCarriesTheArm(t *testing.T) {
 	}
 	if d := cmp.Diff([]string{"2026-02", "2026-02#2"}, periods); d != "" {
 		t.Error(d)
+	}
+}
+
+// The usage-persist record carries the whole quota.Result, so a rebuild from
+// usage_record can restore the event's dedupe record and the thresholds'
+// arms; an arm the engine did not report counts as the first.
+func TestUsagePersistCarriesTheResult(t *testing.T) {
+	loc, _ := policy.LoadZone("")
+	at := time.Date(2026, 2, 6, 5, 30, 0, 0, time.UTC)
+	in := envelope.New("evt_x", at, envelope.UsagePayload{FamilyID: 1, CustomerID: 2, AppID: "a", BytesUsed: 7})
+	for _, tt := range []struct {
+		name string
+		res  quota.Result
+		want envelope.UsagePersistPayload
+	}{
+		{"allowed, throttled, two crossings",
+			quota.Result{Decision: policy.Allowed, Remaining: 1, Total: 10, DailyUsed: 7, MonthlyUsed: 9, ThrottleKbps: 512,
+				Crossed: []int{30, 10}, Arms: []int{1, 3}},
+			envelope.UsagePersistPayload{ProcessResult: "ALLOWED", RemainingAfter: 1, TotalBytes: 10, DailyUsedBytes: 7,
+				MonthlyUsedBytes: 9, ThrottleKbps: 512, Crossed: []envelope.Crossing{{Percent: 30, Arm: 1}, {Percent: 10, Arm: 3}}}},
+		{"arms missing",
+			quota.Result{Decision: policy.Allowed, Remaining: 1, Total: 10, DailyUsed: 7, MonthlyUsed: 7, Crossed: []int{50}},
+			envelope.UsagePersistPayload{ProcessResult: "ALLOWED", RemainingAfter: 1, TotalBytes: 10, DailyUsedBytes: 7,
+				MonthlyUsedBytes: 7, Crossed: []envelope.Crossing{{Percent: 50, Arm: 1}}}},
+		{"blocked",
+			quota.Result{Decision: policy.BlockedLimitDaily, Rule: "LIMIT:DATA:DAILY", Remaining: 4, Total: 10, DailyUsed: 3, MonthlyUsed: 5},
+			envelope.UsagePersistPayload{ProcessResult: "BLOCKED_LIMIT_DAILY", Rule: "LIMIT:DATA:DAILY", RemainingAfter: 4,
+				TotalBytes: 10, DailyUsedBytes: 3, MonthlyUsedBytes: 5}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			recs, err := usageOutputs(in, tt.res, loc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			persist := decode[envelope.UsagePersistPayload](t, recs[:1])[0]
+			want := tt.want
+			want.OriginEventID, want.FamilyID, want.CustomerID, want.BytesUsed, want.AppID, want.EventTime = "evt_x", 1, 2, 7, "a", at
+			if diff := cmp.Diff(want, persist.Payload); diff != "" {
+				t.Errorf("usage-persist (-want +got):\n%s", diff)
+			}
+			again, err := usageOutputs(in, tt.res, loc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(again[0].Value) != string(recs[0].Value) {
+				t.Errorf("the same result gave different records:\n%s\n%s", recs[0].Value, again[0].Value)
+			}
+		})
 	}
 }
 
