@@ -23,8 +23,12 @@ type apiClient struct {
 	hc   *http.Client
 }
 
+// newAPIClient bounds each request by DefaultStall. Requests are not
+// retried (a POST may have been applied), so the bound is generous: on a
+// loaded 2-core machine under -race, five members created at once (each a
+// bcrypt hash) took more than the 30 s it used to be.
 func newAPIClient(addr string) *apiClient {
-	return &apiClient{base: "http://" + addr, hc: &http.Client{Timeout: 30 * time.Second}}
+	return &apiClient{base: "http://" + addr, hc: &http.Client{Timeout: DefaultStall}}
 }
 
 // call sends in as JSON (nil: no body) with the bearer token (empty: none),

@@ -22,6 +22,11 @@
 //     (DPCS_TEST_REDIS_CLUSTER) with MariaDB (DPCS_TEST_MYSQL_DSN) and kfake;
 //     outages go through internal/outageproxy.
 //
-// The package's only API is the inbox check other harnesses (chaos runs,
-// benchmarks) can run after theirs.
+// Every wait in the suite waits on progress (Wait): it goes on while what
+// it watches advances — offsets committed, rows written, records read — and
+// fails only after DefaultStall without progress, saying what it awaited and
+// what it saw last. A single slow request is retried, never fatal.
+//
+// The package's API is what other harnesses (chaos runs, benchmarks) use
+// too: the inbox check they run after theirs, and Wait.
 package e2e
