@@ -281,13 +281,15 @@ func (a *API) registerAdmin() {
 		func(ctx context.Context, in *struct {
 			FamilyPath
 			Body struct {
-				PlanBytes int64 `json:"planBytes" minimum:"0" maximum:"70368744177664"`
+				PlanBytes int64 `json:"planBytes" minimum:"0" maximum:"70368744177664" doc:"The plan plus the top-ups of this or last month may total at most 70368744177664 bytes (2^46); a 422 says the largest plan allowed"`
 			}
 		}) (*struct{ Body FamilyView }, error) {
 			p, err := a.admin(ctx)
 			if err != nil {
 				return nil, err
 			}
+			// As for top-ups, the store refuses a plan the engine would refuse
+			// (this or last month's pool over policy.MaxBytes) before writing.
 			f, err := a.cfg.Store.SetPlan(ctx, in.FamilyID, in.Body.PlanBytes, p.actor())
 			if err != nil {
 				return nil, a.problem(ctx, err, "body.planBytes")

@@ -366,7 +366,7 @@ type TopUpView struct {
 type topUpInput struct {
 	FamilyPath
 	Body struct {
-		Bytes int64 `json:"bytes" minimum:"1" maximum:"70368744177664" doc:"Bytes added to this month's pool"`
+		Bytes int64 `json:"bytes" minimum:"1" maximum:"70368744177664" doc:"Bytes added to this month's pool; the plan plus the month's top-ups may total at most 70368744177664 bytes (2^46), a 422 says how many can still be added"`
 	}
 }
 
@@ -554,6 +554,10 @@ func (a *API) registerFamily() {
 		if err != nil {
 			return nil, err
 		}
+		// The store refuses, inside the transaction holding the family row,
+		// a top-up the engine would refuse (plan + month's top-ups over
+		// policy.MaxBytes): a 422 then has written nothing, and no row the
+		// engine refuses can reach SQL and fail every later rebuild.
 		t, err := a.cfg.Store.AddTopUp(ctx, in.FamilyID, in.Body.Bytes, p.actor())
 		if err != nil {
 			return nil, a.problem(ctx, err, "body.bytes")

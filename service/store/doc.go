@@ -42,7 +42,13 @@
 //
 // Rebuild(ctx, db, eng, families...) restores the engine's Redis state from
 // SQL after data loss through quota.Engine.Restore: plan, thresholds,
-// members, constraints and versions, this month's top-ups and usage.
+// members, constraints and versions, this month's top-ups and usage. A family
+// that fails does not stop the others: the RebuildReport lists it and the
+// error wraps ErrRebuildIncomplete.
+//
+// AddTopUp and SetPlan refuse (*PoolLimitError) a change that would take a
+// month's pool, plan + top-ups, over policy.MaxBytes — the engine would
+// refuse it, now and at every rebuild.
 //
 // Errors wrap the sentinels ErrNotFound, ErrConflict, ErrStaleVersion,
 // ErrInvalid, ErrBadCredentials, ErrTokenReused and ErrTokenExpired; map

@@ -230,7 +230,7 @@ func (s *Store) SetPlan(ctx context.Context, fid, bytes int64, by Actor) (Family
 			}
 		}
 		if room := policy.MaxBytes - most; bytes > room {
-			return &PoolLimitError{Field: "planBytes", Month: worst, Max: max(room, 0)}
+			return &PoolLimitError{Field: "planBytes", Month: worst, Max: room}
 		}
 		return nil
 	}
@@ -299,13 +299,17 @@ type PoolLimitError struct {
 	// whichever holds more top-ups.
 	Month string
 	// Max is the largest value of Field still accepted: the bytes that can
-	// still be topped up in Month, or the largest plan Month allows.
+	// still be topped up in Month (≤ 0: none), or the largest plan Month
+	// allows (< 0: none, the month's top-ups alone are over the maximum —
+	// rows written before the store checked them).
 	Max int64
 }
 
 func (e *PoolLimitError) Error() string {
 	head := fmt.Sprintf("%s: the plan plus %s's top-ups may total at most %d bytes: ", e.Field, e.Month, policy.MaxBytes)
 	switch {
+	case e.Field == "planBytes" && e.Max < 0:
+		return head + "that month's top-ups alone are over it, so no plan fits until an operator corrects them"
 	case e.Field == "planBytes":
 		return head + fmt.Sprintf("with that month's top-ups the plan can be at most %d bytes", e.Max)
 	case e.Max <= 0:
@@ -348,7 +352,7 @@ func (s *Store) AddTopUp(ctx context.Context, fid, bytes int64, by Actor) (TopUp
 			return err
 		}
 		if room := policy.MaxBytes - f.PlanBytes - sum; bytes > room {
-			return &PoolLimitError{Field: "bytes", Month: t.Month, Max: max(room, 0)}
+			return &PoolLimitError{Field: "bytes", Month: t.Month, Max: room}
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO topups (family_id, bytes, month, created_by, created_at) VALUES (?, ?, ?, ?, ?)`,
 			fid, bytes, t.Month, by.ID, s.t(now))

@@ -77,6 +77,20 @@ func testPoolLimit(t *testing.T, e *env) {
 	_, err = e.s.AddTopUp(e.ctx, 1, 1, owner)
 	refused("top-up on a maximal plan", err, store.PoolLimitError{Field: "bytes", Month: "202605", Max: 0})
 
+	// Rows written before the store checked: top-ups alone over the maximum.
+	// No plan fits, and the error says so.
+	e.family(t, 3)
+	for range 2 {
+		if _, err := e.db.ExecContext(e.ctx, `INSERT INTO topups (family_id, bytes, month, created_by, created_at)
+			VALUES (3, ?, '202605', 1, '2026-05-12 03:00:00')`, policy.MaxBytes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = e.s.SetPlan(e.ctx, 3, 0, admin)
+	refused("plan beside top-ups over the maximum", err, store.PoolLimitError{Field: "planBytes", Month: "202605", Max: -policy.MaxBytes})
+	_, err = e.s.AddTopUp(e.ctx, 3, 1, owner)
+	refused("top-up beside top-ups over the maximum", err, store.PoolLimitError{Field: "bytes", Month: "202605", Max: -policy.MaxBytes - plan})
+
 	// Concurrent top-ups never overshoot: the check holds the family row.
 	e.family(t, 2)
 	if _, err := e.s.SetPlan(e.ctx, 2, 0, admin); err != nil {
@@ -116,6 +130,8 @@ func TestPoolLimitErrorText(t *testing.T) {
 			"bytes: the plan plus 202602's top-ups may total at most 70368744177664 bytes: at most 5 bytes can still be topped up that month"},
 		{store.PoolLimitError{Field: "bytes", Month: "202602", Max: 0},
 			"bytes: the plan plus 202602's top-ups may total at most 70368744177664 bytes: the pool of that month is full, nothing can be topped up"},
+		{store.PoolLimitError{Field: "planBytes", Month: "202601", Max: -1},
+			"planBytes: the plan plus 202601's top-ups may total at most 70368744177664 bytes: that month's top-ups alone are over it, so no plan fits until an operator corrects them"},
 		{store.PoolLimitError{Field: "planBytes", Month: "202601", Max: 7},
 			"planBytes: the plan plus 202601's top-ups may total at most 70368744177664 bytes: with that month's top-ups the plan can be at most 7 bytes"},
 	} {
