@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/quota"
@@ -22,8 +25,8 @@ import (
 )
 
 // RebuildFunc rebuilds every family's Redis state from SQL, restored by
-// generation gen, and reports how many families were rebuilt and failed.
-type RebuildFunc func(ctx context.Context, gen string) (families, failed int, err error)
+// generation gen (store.RebuildGeneration).
+type RebuildFunc func(ctx context.Context, gen string) (store.RebuildReport, error)
 
 // RecoveryInfo describes a finished rebuild, for RecoveryConfig.OnRecovered.
 type RecoveryInfo struct {
@@ -33,6 +36,8 @@ type RecoveryInfo struct {
 	// how long rebuilding the families took; Total the whole recovery.
 	Drain, Rebuild, Total time.Duration
 	Families, Failed      int
+	// Report lists the families that could not be rebuilt.
+	Report store.RebuildReport
 }
 
 // RecoveryConfig configures a Recovery. Store, Engine, Admin and Rebuild are required.
@@ -197,8 +202,9 @@ func (r *Recovery) rebuild(ctx context.Context, prev string, cause error) (strin
 		return "", err
 	}
 	drained := time.Now()
-	families, failed, err := r.cfg.Rebuild(ctx, next)
-	if err != nil && families == 0 {
+	rep, err := r.cfg.Rebuild(ctx, next)
+	families, failed := rep.Rebuilt, len(rep.Failed)
+	if err != nil && !errors.Is(err, store.ErrRebuildIncomplete) {
 		return "", err
 	}
 	if err != nil {
@@ -212,7 +218,7 @@ func (r *Recovery) rebuild(ctx context.Context, prev string, cause error) (strin
 		return "", err
 	}
 	info := RecoveryInfo{Generation: next, Reason: reason, Drain: drained.Sub(start), Rebuild: time.Since(drained),
-		Total: time.Since(start), Families: families, Failed: failed}
+		Total: time.Since(start), Families: families, Failed: failed, Report: rep}
 	if err := r.cfg.Store.RebuildDone(ctx, r.cfg.Owner, next, store.RedisState{Reason: reason,
 		Families: int64(families), Failed: int64(failed), Duration: info.Total}); err != nil {
 		return "", err
@@ -296,6 +302,9 @@ func (r *Recovery) ends(ctx context.Context, topics ...string) (map[string]int64
 // committed returns group's committed offsets of topics, as "topic/partition".
 func (r *Recovery) committed(ctx context.Context, group string, topics ...string) (map[string]int64, error) {
 	os, err := r.cfg.Admin.FetchOffsetsForTopics(ctx, group, topics...)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return map[string]int64{}, nil // nothing committed yet
+	}
 	if err != nil {
 		return nil, fmt.Errorf("service: recovery: committed offsets of %s: %w", group, err)
 	}
@@ -308,4 +317,75 @@ func (r *Recovery) committed(ctx context.Context, group string, topics ...string
 		}
 	}
 	return out, nil
+}
+
+// NewDeployableRecovery builds the Recovery of a processor deployable: the
+// SQL store on db, a Kafka admin client of its own on kopts (closed by the
+// returned func), and store.RebuildGeneration as the rebuild.
+func NewDeployableRecovery(eng *quota.Engine, db *sql.DB, kopts []kgo.Opt, log *slog.Logger, manual bool, onRecovered func(RecoveryInfo)) (*Recovery, func(), error) {
+	st, err := store.New(db, store.WithLocation(eng.Location()))
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := kgo.NewClient(kopts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("service: recovery kafka client: %w", err)
+	}
+	r, err := NewRecovery(RecoveryConfig{Store: st, Engine: eng, Admin: kadm.NewClient(cl), Manual: manual, Logger: log,
+		OnRecovered: onRecovered,
+		Rebuild: func(ctx context.Context, gen string) (store.RebuildReport, error) {
+			return store.RebuildGeneration(ctx, db, eng, gen)
+		}})
+	if err != nil {
+		cl.Close()
+		return nil, nil, err
+	}
+	return r, cl.Close, nil
+}
+
+// Bootstrap rebuilds Redis from SQL now, as a new generation, without waiting
+// for the write-behind (for a start with an empty embedded Redis, before any
+// worker runs). It returns what the rebuild did.
+func (r *Recovery) Bootstrap(ctx context.Context, reason string) (RecoveryInfo, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st, err := r.cfg.Store.RedisState(ctx)
+	if err != nil {
+		return RecoveryInfo{}, err
+	}
+	ok, err := r.cfg.Store.AcquireRebuild(ctx, r.cfg.Owner, st.Generation, r.cfg.Lease)
+	if err != nil {
+		return RecoveryInfo{}, err
+	}
+	if !ok {
+		return RecoveryInfo{}, fmt.Errorf("service: another instance (%s) is rebuilding Redis", st.Owner)
+	}
+	start := time.Now()
+	next := "g" + strconv.FormatInt(time.Now().UnixMilli(), 36) + "-" + randomID()
+	fail := func(err error) (RecoveryInfo, error) {
+		_ = r.cfg.Store.ReleaseRebuild(context.WithoutCancel(ctx), r.cfg.Owner)
+		return RecoveryInfo{}, err
+	}
+	if _, err := r.cfg.Engine.BeginRebuild(ctx, next); err != nil {
+		return fail(err)
+	}
+	rep, rerr := r.cfg.Rebuild(ctx, next)
+	families, failed := rep.Rebuilt, len(rep.Failed)
+	if rerr != nil && !errors.Is(rerr, store.ErrRebuildIncomplete) {
+		return fail(rerr)
+	}
+	committed, err := r.committed(ctx, ProcessorGroup, ProcessorTopics()...)
+	if err != nil {
+		return fail(err)
+	}
+	if err := r.cfg.Engine.FinishRebuild(ctx, next, committed); err != nil {
+		return fail(err)
+	}
+	info := RecoveryInfo{Generation: next, Reason: reason, Rebuild: time.Since(start), Total: time.Since(start), Families: families, Failed: failed, Report: rep}
+	if err := r.cfg.Store.RebuildDone(ctx, r.cfg.Owner, next, store.RedisState{Reason: reason, Families: int64(families),
+		Failed: int64(failed), Duration: info.Total}); err != nil {
+		return RecoveryInfo{}, err
+	}
+	r.setGen(next)
+	return info, rerr
 }

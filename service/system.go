@@ -139,10 +139,12 @@ type System struct {
 	relay     *store.Relay
 	servers   []*http.Server
 	cancel    context.CancelFunc
-	done      chan error
-	relayDone chan error
-	closeOnce sync.Once
-	closeErr  error
+	// closeRecovery closes the recovery's Kafka admin client.
+	closeRecovery func()
+	done          chan error
+	relayDone     chan error
+	closeOnce     sync.Once
+	closeErr      error
 }
 
 // StartSystem starts everything and returns once it runs. Close stops it.
@@ -215,20 +217,27 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	}
 	// An embedded Redis starts empty: rebuild it from SQL (SPEC §6). So does a
 	// freshly seeded demo on a real Redis.
+	// Redis is judged only from a state SQL vouches for (SPEC §6): the
+	// processor checks a state generation and per-partition watermarks with
+	// every batch and rebuilds Redis from SQL when they do not match.
+	rec, closeRec, err := NewDeployableRecovery(s.Engine, s.DB, kopts, log, false, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.closeRecovery = closeRec
 	if s.redisSrv != nil || seeded {
 		// One family the engine refuses must not keep every other family
 		// from being served: log it and start without it.
-		start := time.Now()
-		rep, rerr := store.Rebuild(ctx, s.DB, s.Engine)
+		info, rerr := rec.Bootstrap(ctx, "start")
 		if rerr != nil && !errors.Is(rerr, store.ErrRebuildIncomplete) {
 			return nil, fmt.Errorf("rebuild redis from sql: %w", rerr)
 		}
-		s.Rebuild = rep
+		s.Rebuild = info.Report
 		for _, f := range s.Rebuild.Failed {
 			log.Error("redis rebuild: family not restored from sql; its members' events are refused (BLOCKED_NOT_MEMBER) until its rows are fixed and it is rebuilt (doc/runbook.md)",
 				"familyId", f.FamilyID, "err", f.Err)
 		}
-		log.Info("redis rebuilt from sql", "families", s.Rebuild.Rebuilt, "failed", len(s.Rebuild.Failed), "took", time.Since(start))
+		log.Info("redis rebuilt from sql", "generation", info.Generation, "families", info.Families, "failed", info.Failed, "took", info.Total)
 	}
 	if s.relay, err = store.NewRelay(s.DB, s.producer, store.WithRelayLogger(log)); err != nil {
 		return nil, err
@@ -239,7 +248,8 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		return nil, err
 	}
 	s.workers, err = NewWorkers(s.Engine, s.DB, kopts, WorkersConfig{Logger: log, Notifier: nopts,
-		Processor: []ProcessorOption{WithProcessorLocation(cfg.Zone), WithMaxEventAge(cfg.DedupeWindow - time.Hour), WithProcessorHooks(hooks)}})
+		Processor: []ProcessorOption{WithProcessorLocation(cfg.Zone), WithMaxEventAge(cfg.DedupeWindow - time.Hour), WithProcessorHooks(hooks),
+			WithStateGuard(rec)}})
 	if err != nil {
 		return nil, err
 	}
@@ -398,6 +408,10 @@ func (s *System) ready(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "sql: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
+	if s.workers.Processor.Stale() {
+		http.Error(w, "redis: state being rebuilt from sql; judging paused", http.StatusServiceUnavailable)
+		return
+	}
 	w.Write([]byte("ready\n"))
 }
 
@@ -411,6 +425,9 @@ func (s *System) Close(ctx context.Context) error {
 
 func (s *System) close(ctx context.Context) error {
 	var errs []error
+	if s.closeRecovery != nil {
+		defer s.closeRecovery()
+	}
 	if s.Simulator != nil {
 		errs = append(errs, s.Simulator.Stop(ctx))
 	}

@@ -151,9 +151,15 @@ func (s *Store) rebuildFamily(ctx context.Context, eng *quota.Engine, fid int64,
 	// window — the dedupe records (a row is written after its event was
 	// judged, so created_at ≥ the judging time).
 	since := s.now().Add(-eng.DedupeWindow())
-	rows, err := s.db.QueryContext(ctx, `SELECT event_id, customer_id, bytes_used, process_result, remaining_after, rule,
-		total_bytes, daily_used, monthly_used, throttle_kbps, crossed, event_time, created_at
-		FROM usage_record WHERE family_id = ? AND (event_time >= ? AND event_time < ? OR created_at >= ?)`,
+	// created_at is the database's clock in the session's zone (see JudgedSince).
+	created, createdArg := "created_at", "?"
+	if s.d == sqldialect.MySQL {
+		created = "CONVERT_TZ(created_at, @@session.time_zone, '+00:00')"
+		createdArg = "CONVERT_TZ(?, '+00:00', @@session.time_zone)"
+	}
+	rows, err := s.db.QueryContext(ctx, fmt.Sprintf(`SELECT event_id, customer_id, bytes_used, process_result, remaining_after, rule,
+		total_bytes, daily_used, monthly_used, throttle_kbps, crossed, event_time, %s
+		FROM usage_record WHERE family_id = ? AND (event_time >= ? AND event_time < ? OR created_at >= %s)`, created, createdArg),
 		fid, s.t(from), s.t(to), s.t(since))
 	if err != nil {
 		return dbErr("rebuild: usage", err)
