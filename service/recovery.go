@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -168,10 +167,9 @@ func (r *Recovery) Recover(ctx context.Context, used string, cause error) (strin
 				}
 				break
 			}
-			gen, err := r.rebuild(ctx, used, cause)
-			if err == nil {
-				r.setGen(gen)
-				return gen, nil
+			info, err := r.rebuild(ctx, used, fmt.Sprint(cause), true)
+			if err == nil || errors.Is(err, store.ErrRebuildIncomplete) {
+				return info.Generation, nil
 			}
 			_ = r.cfg.Store.ReleaseRebuild(context.WithoutCancel(ctx), r.cfg.Owner)
 			if ctx.Err() != nil {
@@ -189,46 +187,50 @@ func (r *Recovery) Recover(ctx context.Context, used string, cause error) (strin
 	}
 }
 
-// rebuild runs one rebuild under the lease.
-func (r *Recovery) rebuild(ctx context.Context, prev string, cause error) (string, error) {
+// rebuild runs one rebuild under the lease: mark the state as being rebuilt,
+// wait until SQL holds every judged event (unless !drain), rebuild every
+// family with a new generation, write it to Redis (with the processors'
+// committed offsets as watermarks) and to SQL.
+func (r *Recovery) rebuild(ctx context.Context, prev, reason string, drain bool) (RecoveryInfo, error) {
 	start := time.Now()
 	next := "g" + strconv.FormatInt(time.Now().UnixMilli(), 36) + "-" + randomID()
-	reason := fmt.Sprint(cause)
 	r.log.Error("rebuilding Redis from SQL", "generation", next, "previous", prev, "reason", reason)
 	if _, err := r.cfg.Engine.BeginRebuild(ctx, next); err != nil {
-		return "", err
+		return RecoveryInfo{}, err
 	}
-	if err := r.drain(ctx, prev); err != nil {
-		return "", err
+	if drain {
+		if err := r.drain(ctx, prev); err != nil {
+			return RecoveryInfo{}, err
+		}
 	}
 	drained := time.Now()
-	rep, err := r.cfg.Rebuild(ctx, next)
-	families, failed := rep.Rebuilt, len(rep.Failed)
-	if err != nil && !errors.Is(err, store.ErrRebuildIncomplete) {
-		return "", err
+	rep, rerr := r.cfg.Rebuild(ctx, next)
+	if rerr != nil && !errors.Is(rerr, store.ErrRebuildIncomplete) {
+		return RecoveryInfo{}, rerr
 	}
-	if err != nil {
-		r.log.Error("rebuild: some families could not be rebuilt", "failed", failed, "err", err)
+	for _, f := range rep.Failed {
+		r.log.Error("rebuild: family not restored from sql (doc/runbook.md)", "familyId", f.FamilyID, "err", f.Err)
 	}
 	committed, err := r.committed(ctx, ProcessorGroup, ProcessorTopics()...)
 	if err != nil {
-		return "", err
+		return RecoveryInfo{}, err
 	}
 	if err := r.cfg.Engine.FinishRebuild(ctx, next, committed); err != nil {
-		return "", err
+		return RecoveryInfo{}, err
 	}
 	info := RecoveryInfo{Generation: next, Reason: reason, Drain: drained.Sub(start), Rebuild: time.Since(drained),
-		Total: time.Since(start), Families: families, Failed: failed, Report: rep}
+		Total: time.Since(start), Families: rep.Rebuilt, Failed: len(rep.Failed), Report: rep}
 	if err := r.cfg.Store.RebuildDone(ctx, r.cfg.Owner, next, store.RedisState{Reason: reason,
-		Families: int64(families), Failed: int64(failed), Duration: info.Total}); err != nil {
-		return "", err
+		Families: int64(info.Families), Failed: int64(info.Failed), Duration: info.Total}); err != nil {
+		return RecoveryInfo{}, err
 	}
-	r.log.Warn("Redis rebuilt from SQL", "generation", next, "families", families, "failed", failed,
+	r.setGen(next)
+	r.log.Warn("Redis rebuilt from SQL", "generation", next, "families", info.Families, "failed", info.Failed,
 		"drain", info.Drain, "rebuild", info.Rebuild, "total", info.Total)
 	if r.cfg.OnRecovered != nil {
 		r.cfg.OnRecovered(info)
 	}
-	return next, nil
+	return info, rerr
 }
 
 // drain waits until SQL holds every judged event: the write-behind has
@@ -282,12 +284,18 @@ func (r *Recovery) drain(ctx context.Context, prev string) error {
 
 func (r *Recovery) ends(ctx context.Context, topics ...string) (map[string]int64, error) {
 	ls, err := r.cfg.Admin.ListEndOffsets(ctx, topics...)
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return map[string]int64{}, nil // nothing written yet
+	}
 	if err != nil {
 		return nil, fmt.Errorf("service: recovery: end offsets: %w", err)
 	}
 	out := map[string]int64{}
 	var ferr error
 	ls.Each(func(o kadm.ListedOffset) {
+		if errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
+			return
+		}
 		if o.Err != nil {
 			ferr = o.Err
 		}
@@ -301,7 +309,7 @@ func (r *Recovery) ends(ctx context.Context, topics ...string) (map[string]int64
 
 // committed returns group's committed offsets of topics, as "topic/partition".
 func (r *Recovery) committed(ctx context.Context, group string, topics ...string) (map[string]int64, error) {
-	os, err := r.cfg.Admin.FetchOffsetsForTopics(ctx, group, topics...)
+	os, err := r.cfg.Admin.FetchOffsets(ctx, group)
 	if errors.Is(err, kerr.GroupIDNotFound) {
 		return map[string]int64{}, nil // nothing committed yet
 	}
@@ -309,7 +317,7 @@ func (r *Recovery) committed(ctx context.Context, group string, topics ...string
 		return nil, fmt.Errorf("service: recovery: committed offsets of %s: %w", group, err)
 	}
 	out := map[string]int64{}
-	for _, t := range slices.Sorted(maps.Keys(os)) {
+	for _, t := range topics {
 		for p, o := range os[t] {
 			if o.Err == nil && o.At >= 0 {
 				out[t+"/"+strconv.Itoa(int(p))] = o.At
@@ -344,9 +352,21 @@ func NewDeployableRecovery(eng *quota.Engine, db *sql.DB, kopts []kgo.Opt, log *
 }
 
 // Bootstrap rebuilds Redis from SQL now, as a new generation, without waiting
-// for the write-behind (for a start with an empty embedded Redis, before any
-// worker runs). It returns what the rebuild did.
+// for the write-behind: for a start with an empty embedded Redis, before any
+// worker runs. The error wraps store.ErrRebuildIncomplete when some families
+// failed (listed in the info's report).
 func (r *Recovery) Bootstrap(ctx context.Context, reason string) (RecoveryInfo, error) {
+	return r.rebuildNow(ctx, reason, false)
+}
+
+// RebuildNow is an operator's rebuild (`server rebuild`): under the lease,
+// with every processor paused by the state marker and SQL drained, as a
+// recovery does.
+func (r *Recovery) RebuildNow(ctx context.Context, reason string) (RecoveryInfo, error) {
+	return r.rebuildNow(ctx, reason, true)
+}
+
+func (r *Recovery) rebuildNow(ctx context.Context, reason string, drain bool) (RecoveryInfo, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st, err := r.cfg.Store.RedisState(ctx)
@@ -360,32 +380,9 @@ func (r *Recovery) Bootstrap(ctx context.Context, reason string) (RecoveryInfo, 
 	if !ok {
 		return RecoveryInfo{}, fmt.Errorf("service: another instance (%s) is rebuilding Redis", st.Owner)
 	}
-	start := time.Now()
-	next := "g" + strconv.FormatInt(time.Now().UnixMilli(), 36) + "-" + randomID()
-	fail := func(err error) (RecoveryInfo, error) {
+	info, err := r.rebuild(ctx, st.Generation, reason, drain)
+	if err != nil && !errors.Is(err, store.ErrRebuildIncomplete) {
 		_ = r.cfg.Store.ReleaseRebuild(context.WithoutCancel(ctx), r.cfg.Owner)
-		return RecoveryInfo{}, err
 	}
-	if _, err := r.cfg.Engine.BeginRebuild(ctx, next); err != nil {
-		return fail(err)
-	}
-	rep, rerr := r.cfg.Rebuild(ctx, next)
-	families, failed := rep.Rebuilt, len(rep.Failed)
-	if rerr != nil && !errors.Is(rerr, store.ErrRebuildIncomplete) {
-		return fail(rerr)
-	}
-	committed, err := r.committed(ctx, ProcessorGroup, ProcessorTopics()...)
-	if err != nil {
-		return fail(err)
-	}
-	if err := r.cfg.Engine.FinishRebuild(ctx, next, committed); err != nil {
-		return fail(err)
-	}
-	info := RecoveryInfo{Generation: next, Reason: reason, Rebuild: time.Since(start), Total: time.Since(start), Families: families, Failed: failed, Report: rep}
-	if err := r.cfg.Store.RebuildDone(ctx, r.cfg.Owner, next, store.RedisState{Reason: reason, Families: int64(families),
-		Failed: int64(failed), Duration: info.Total}); err != nil {
-		return RecoveryInfo{}, err
-	}
-	r.setGen(next)
-	return info, rerr
+	return info, err
 }

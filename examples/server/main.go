@@ -81,7 +81,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	if len(args) > 0 && args[0] == "rebuild" {
-		return rebuild(ctx, db, engine, args[1:], stdout)
+		return rebuild(ctx, db, engine, []kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...)}, log, args[1:], stdout)
 	}
 	st, err := store.New(db, store.WithLocation(cfg.Zone), store.WithLogger(log))
 	if err != nil {
@@ -161,8 +161,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 // rebuild restores the named families (every family when none is named),
 // prints what it did and every family it could not restore with the reason,
-// and fails when any failed, so scripts see it in the exit status.
-func rebuild(ctx context.Context, db *sql.DB, eng *quota.Engine, args []string, stdout io.Writer) error {
+// and fails when any failed, so scripts see it in the exit status. A rebuild
+// of every family is a new state generation, run as a recovery does: under
+// the rebuild lease, with the processors paused by the state marker, once SQL
+// holds every judged event. Named families are restored in the current
+// generation.
+func rebuild(ctx context.Context, db *sql.DB, eng *quota.Engine, kopts []kgo.Opt, log *slog.Logger, args []string, stdout io.Writer) error {
 	var ids []int64
 	for _, a := range args {
 		id, err := strconv.ParseInt(a, 10, 64)
@@ -172,7 +176,31 @@ func rebuild(ctx context.Context, db *sql.DB, eng *quota.Engine, args []string, 
 		ids = append(ids, id)
 	}
 	start := time.Now()
-	rep, err := store.Rebuild(ctx, db, eng, ids...)
+	var rep store.RebuildReport
+	var err error
+	if len(ids) == 0 {
+		rec, closeRec, rerr := service.NewDeployableRecovery(eng, db, kopts, log, false, nil)
+		if rerr != nil {
+			return fmt.Errorf("rebuild: %w", rerr)
+		}
+		defer closeRec()
+		var info service.RecoveryInfo
+		info, err = rec.RebuildNow(ctx, "operator: server rebuild")
+		rep = info.Report
+		if err == nil || errors.Is(err, store.ErrRebuildIncomplete) {
+			fmt.Fprintf(stdout, "generation: %s (waited %s for SQL to hold every judged event)\n", info.Generation, info.Drain.Round(time.Millisecond))
+		}
+	} else {
+		st, serr := store.New(db, store.WithLocation(eng.Location()))
+		if serr != nil {
+			return serr
+		}
+		state, serr := st.RedisState(ctx)
+		if serr != nil {
+			return fmt.Errorf("rebuild: %w", serr)
+		}
+		rep, err = store.RebuildGeneration(ctx, db, eng, state.Generation, ids...)
+	}
 	fmt.Fprintf(stdout, "families restored: %d, failed: %d, took: %s\n", rep.Rebuilt, len(rep.Failed), time.Since(start).Round(time.Millisecond))
 	for _, f := range rep.Failed {
 		fmt.Fprintf(stdout, "failed family %d: %v\n", f.FamilyID, f.Err)
