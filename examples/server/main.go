@@ -62,7 +62,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, ready c
 		return err
 	}
 	defer rdb.Close()
-	engine, err := quota.New(rdb, quota.WithLocation(cfg.Zone), quota.WithDedupeTTL(cfg.DedupeWindow))
+	engine, err := quota.New(rdb, cfg.EngineOptions()...)
 	if err != nil {
 		return err
 	}
