@@ -33,6 +33,16 @@
 //   - Thresholds fire once per family and month; a top-up or a larger plan that
 //     lifts the pool above a fired threshold re-arms it.
 //
+// # Replication
+//
+// Redis replicates asynchronously: a failover to a replica that missed the
+// last writes would lose decisions already announced. WithReplicaAck(n,
+// timeout) makes ApplyBatch end each master's pipeline with WAIT n timeout, on
+// the connection that ran the batch's scripts, and return a
+// *NotReplicatedError (ErrNotReplicated) unless n replicas acknowledged — the
+// writes stay on the master, and a retry returns their stored results once the
+// replicas have them. Off by default.
+//
 // Status is the dry run (blocked now, and why); Enforce applies a versioned
 // policy update and reports the member's standing at once (retroactive
 // enforcement). Keys are described in doc/redis-keys.md.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -19,8 +18,9 @@ var ErrNotReplicated = errors.New("quota: batch not acknowledged by enough repli
 // master: applying the batch again is safe and returns their stored results
 // (Duplicate) once enough replicas acknowledge them.
 type NotReplicatedError struct {
-	// Addr is the master that lacked acknowledgements (a cluster batch may
-	// write to several; this is the one with the fewest).
+	// Addr is the address (client option) of the master that lacked
+	// acknowledgements: a cluster batch may write to several; this is the one
+	// with the fewest.
 	Addr string
 	// Acked replicas acknowledged in time; Want were asked for.
 	Acked, Want int
@@ -93,7 +93,7 @@ func (a replicaAck) check(rdb redis.UniversalClient) error {
 }
 
 // replicaAck is the key a batch whose events were all replays writes before
-// WAIT (see ackGroup.run).
+// WAIT (see runAcked).
 func (k keys) replicaAck(fid int64) string { return k.family(fid) + ":replica-ack" }
 
 // ackGroup is the part of a batch one master judges, on one connection.
@@ -125,16 +125,13 @@ func (e *Engine) applyAcked(ctx context.Context, evs []Event, bucket int64, gen 
 		wg.Wait()
 	}
 	if err := errors.Join(errs...); err != nil {
-		if c, ok := e.rdb.(*redis.ClusterClient); ok && slices.ContainsFunc(errs, isRedirect) {
-			c.ReloadState(ctx) // the retry groups by the new slot owners
-		}
-		return nil, 0, err
+		return nil, 0, e.redirected(ctx, err)
 	}
 	results := make([]Result, len(evs))
 	for i, c := range cmds {
 		r, err := parseApply(c)
 		if err != nil {
-			return nil, 0, fmt.Errorf("quota: event %d: %w", i, err)
+			return nil, 0, e.redirected(ctx, fmt.Errorf("quota: event %d: %w", i, err))
 		}
 		if r.restoredBy != "" {
 			return nil, 0, &StaleError{Reason: fmt.Sprintf("family %d was restored by state generation %s, not %s",
@@ -267,11 +264,28 @@ func replayed(c *redis.Cmd) bool {
 	return dup == 1
 }
 
-// isRedirect reports a MOVED or ASK reply: a slot moved between grouping and
-// running. A node's own client does not follow redirects; the batch fails and
-// its retry is grouped afresh.
-func isRedirect(err error) bool {
-	return redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")
+// redirected returns err, and on a Cluster reloads the slot map when err
+// holds a MOVED or ASK reply: a slot moved between grouping and running. A
+// node's own client does not follow redirects; the batch fails and its retry
+// is grouped by the new owners.
+func (e *Engine) redirected(ctx context.Context, err error) error {
+	c, ok := e.rdb.(*redis.ClusterClient)
+	if !ok {
+		return err
+	}
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	for _, err := range errs {
+		if redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK") {
+			c.ReloadState(ctx)
+			break
+		}
+	}
+	return err
 }
 
 // applyAckedMarked is applyAcked with the state guard: the markers are

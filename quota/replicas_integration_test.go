@@ -237,12 +237,12 @@ func TestReplicaAck(t *testing.T) {
 }
 
 // On a cluster, every master that judged events of the batch gets WAIT on
-// the connection that ran them. The test cluster has no replicas, so the
-// batch is applied and not acknowledged.
+// the connection that ran them. The cluster of `make integration` has one
+// replica per master (DPCS_TEST_REDIS_CLUSTER_REPLICAS).
 func TestReplicaAckCluster(t *testing.T) {
 	addrs := os.Getenv("DPCS_TEST_REDIS_CLUSTER")
-	if addrs == "" {
-		t.Fatal("DPCS_TEST_REDIS_CLUSTER is not set (run `make integration`)")
+	if addrs == "" || os.Getenv("DPCS_TEST_REDIS_CLUSTER_REPLICAS") == "" {
+		t.Fatal("DPCS_TEST_REDIS_CLUSTER with DPCS_TEST_REDIS_CLUSTER_REPLICAS is not set (run `make integration`)")
 	}
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ",")})
 	defer rdb.Close()
@@ -256,30 +256,40 @@ func TestReplicaAckCluster(t *testing.T) {
 	})
 	ctx := context.Background()
 	prefix := fmt.Sprintf("%s:%d:", t.Name(), time.Now().UnixNano())
-	e, err := New(rdb, WithKeyPrefix(prefix), WithReplicaAck(1, 50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
+	var infos []ApplyInfo
+	engine := func(replicas int, timeout time.Duration) *Engine {
+		e, err := New(rdb, WithKeyPrefix(prefix), WithReplicaAck(replicas, timeout),
+			WithHooks(Hooks{OnApply: func(i ApplyInfo) { infos = append(infos, i) }}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
 	}
 	plain, err := New(rdb, WithKeyPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var evs []Event
-	masters := map[string]int{} // events per master
+	if err := plain.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	masters := map[string][]int64{} // the families of each master, in batch order
 	for f := int64(1); f <= 16; f++ {
 		provision(t, plain, f)
-		evs = append(evs, Event{ID: fmt.Sprintf("evt_c%d", f), FamilyID: f, CustomerID: 1, Bytes: 1, At: kst(t, "2026-02-06 14:30")})
 		node, err := rdb.MasterForKey(ctx, plain.k.family(f))
 		if err != nil {
 			t.Fatal(err)
 		}
-		masters[node.Options().Addr]++
+		masters[node.Options().Addr] = append(masters[node.Options().Addr], f)
 	}
 	if len(masters) < 2 {
 		t.Fatalf("16 families on %d masters", len(masters))
 	}
-	if err := e.Load(ctx); err != nil {
-		t.Fatal(err)
+	batch := func(name string) []Event {
+		var evs []Event
+		for f := int64(1); f <= 16; f++ {
+			evs = append(evs, Event{ID: fmt.Sprintf("evt_%s%d", name, f), FamilyID: f, CustomerID: 1, Bytes: 1, At: kst(t, "2026-02-06 14:30")})
+		}
+		return evs
 	}
 	take := func() map[string][]string {
 		mu.Lock()
@@ -292,42 +302,55 @@ func TestReplicaAckCluster(t *testing.T) {
 		}
 		return got
 	}
-	take()
-	check := func(step string, want map[string][]string) {
-		t.Helper()
-		_, err := e.ApplyBatch(ctx, evs)
-		var nr *NotReplicatedError
-		if !errors.As(err, &nr) || nr.Acked != 0 || nr.Want != 1 {
-			t.Fatalf("%s: got %v, want not replicated (0 of 1)", step, err)
-		}
-		if diff := cmp.Diff(want, take()); diff != "" {
-			t.Errorf("%s: pipelines by node (-want +got):\n%s", step, diff)
-		}
-	}
-	want := map[string][]string{}
-	for addr, n := range masters {
-		want[addr] = []string{strings.Repeat("evalsha | ", n) + "wait 1 50"}
-	}
-	check("first", want)
-	for addr, n := range masters {
-		// The barrier key lands on the master of the group's first family.
-		var first int64
-		for _, ev := range evs {
-			if node, _ := rdb.MasterForKey(ctx, plain.k.family(ev.FamilyID)); node.Options().Addr == addr {
-				first = ev.FamilyID
-				break
+	pipes := func(wait string, barrier bool) map[string][]string {
+		want := map[string][]string{}
+		for addr, fs := range masters {
+			want[addr] = []string{strings.Repeat("evalsha | ", len(fs)) + wait}
+			if barrier {
+				want[addr] = append(want[addr], "set "+plain.k.replicaAck(fs[0])+" | "+wait)
 			}
 		}
-		want[addr] = []string{strings.Repeat("evalsha | ", n) + "wait 1 50", "set " + e.k.replicaAck(first) + " | wait 1 50"}
+		return want
 	}
-	check("replay", want)
-	got, err := plain.ApplyBatch(ctx, evs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, r := range got {
-		if !r.Duplicate {
-			t.Errorf("event %d was not applied", i)
+	take()
+
+	t.Run("acknowledged", func(t *testing.T) {
+		res, err := engine(1, time.Second).ApplyBatch(ctx, batch("ok"))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		if res[0].Duplicate || infos[len(infos)-1].Replicas != 1 {
+			t.Errorf("got %+v and ApplyInfo %+v, want a new result and Replicas 1", res[0], infos[len(infos)-1])
+		}
+		if diff := cmp.Diff(pipes("wait 1 1000", false), take()); diff != "" {
+			t.Errorf("pipelines by master (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("fewer replicas than asked", func(t *testing.T) {
+		e, evs := engine(2, 50*time.Millisecond), batch("two")
+		for _, step := range []struct {
+			name    string
+			barrier bool
+		}{{"first", false}, {"replay", true}} {
+			_, err := e.ApplyBatch(ctx, evs)
+			var nr *NotReplicatedError
+			if !errors.As(err, &nr) || nr.Acked != 1 || nr.Want != 2 || masters[nr.Addr] == nil {
+				t.Fatalf("%s: got %v, want 1 of 2 replicas of a master", step.name, err)
+			}
+			if diff := cmp.Diff(pipes("wait 2 50", step.barrier), take()); diff != "" {
+				t.Errorf("%s: pipelines by master (-want +got):\n%s", step.name, diff)
+			}
+		}
+		// Applied although not acknowledged.
+		got, err := plain.ApplyBatch(ctx, evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range got {
+			if !r.Duplicate {
+				t.Errorf("event %d was not applied", i)
+			}
+		}
+	})
 }

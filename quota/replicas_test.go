@@ -28,6 +28,7 @@ func TestWithReplicaAckValidates(t *testing.T) {
 	}{
 		{"client", client(0), 1, 100 * time.Millisecond, true},
 		{"cluster", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}), 2, time.Second, true},
+		{"sentinel failover client", redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}}), 1, time.Second, true},
 		{"no read timeout", client(-1), 1, time.Minute, true},
 		{"zero replicas", client(0), 0, time.Second, false},
 		{"negative replicas", client(0), -1, time.Second, false},

@@ -10,6 +10,8 @@ trap dpcs_stop_servers EXIT
 dpcs_install
 dpcs_start_redis
 dpcs_start_replica
+# A replica per cluster master, for the replica-acknowledgement tests.
+DPCS_CLUSTER_REPLICA_PORTS=${DPCS_CLUSTER_REPLICA_PORTS:-"27004 27005 27006"}
 dpcs_start_cluster
 dpcs_start_mariadb
 export DPCS_TEST_KCAT=$(command -v kcat)

@@ -6,6 +6,8 @@
 #   dpcs_install            apt-get install redis-server mariadb-server kcat when missing
 #   dpcs_start_redis        single redis-server        -> DPCS_TEST_REDIS_ADDR
 #   dpcs_start_cluster      3-node Redis Cluster      -> DPCS_TEST_REDIS_CLUSTER
+#                           with a replica per master when DPCS_CLUSTER_REPLICA_PORTS
+#                           is set                    -> DPCS_TEST_REDIS_CLUSTER_REPLICAS=1
 #   dpcs_start_replica      redis-server + 1 replica  -> DPCS_TEST_REDIS_PRIMARY_ADDR,
 #                                                        DPCS_TEST_REDIS_REPLICA_ADDR
 #   dpcs_start_mariadb      MariaDB, database "dpcs"  -> DPCS_TEST_MYSQL_DSN
@@ -86,18 +88,25 @@ dpcs_start_replica() {
 }
 
 dpcs_start_cluster() {
-	local p addrs=()
-	for p in $DPCS_CLUSTER_PORTS; do
+	local p addrs=() replicas=() opts=()
+	for p in $DPCS_CLUSTER_PORTS ${DPCS_CLUSTER_REPLICA_PORTS:-}; do
 		dpcs_redis "$p" --cluster-enabled yes --cluster-config-file "$DPCS_TMP/nodes-$p.conf"
-		addrs+=("127.0.0.1:$p")
 	done
-	redis-cli --cluster create "${addrs[@]}" --cluster-yes >"$DPCS_TMP/cluster-create.log" 2>&1
-	for p in $DPCS_CLUSTER_PORTS; do
+	for p in $DPCS_CLUSTER_PORTS; do addrs+=("127.0.0.1:$p"); done
+	for p in ${DPCS_CLUSTER_REPLICA_PORTS:-}; do replicas+=("127.0.0.1:$p"); done
+	# With replicas, redis-cli makes the first nodes listed the masters.
+	[ ${#replicas[@]} -gt 0 ] && opts=(--cluster-replicas 1)
+	redis-cli --cluster create "${addrs[@]}" "${replicas[@]}" "${opts[@]}" --cluster-yes >"$DPCS_TMP/cluster-create.log" 2>&1
+	for p in $DPCS_CLUSTER_PORTS ${DPCS_CLUSTER_REPLICA_PORTS:-}; do
 		dpcs_wait "cluster :$p" 20 bash -c "redis-cli -p $p cluster info | grep -q cluster_state:ok"
+	done
+	for p in ${DPCS_CLUSTER_REPLICA_PORTS:-}; do
+		dpcs_wait "cluster replica :$p" 20 bash -c "redis-cli -p $p info replication | grep -q master_link_status:up"
 	done
 	DPCS_TEST_REDIS_CLUSTER=$(IFS=,; echo "${addrs[*]}")
 	export DPCS_TEST_REDIS_CLUSTER
-	dpcs_log "redis cluster at $DPCS_TEST_REDIS_CLUSTER"
+	if [ ${#replicas[@]} -gt 0 ]; then export DPCS_TEST_REDIS_CLUSTER_REPLICAS=1; fi
+	dpcs_log "redis cluster at $DPCS_TEST_REDIS_CLUSTER${replicas:+ with replicas ${replicas[*]}}"
 }
 
 dpcs_start_mariadb() {

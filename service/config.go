@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/dabom/dpcs/idempotency"
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
 )
 
 // Config is the deployables' configuration, read from DPCS_* variables.
@@ -25,6 +27,13 @@ type Config struct {
 	// RedisAddr (DPCS_REDIS_ADDR) or RedisCluster (DPCS_REDIS_CLUSTER, comma-separated).
 	RedisAddr    string
 	RedisCluster []string
+	// ReplicaAck (DPCS_REDIS_REPLICA_ACK, default 0: off) is how many
+	// replicas must acknowledge a batch's writes (Redis WAIT, per master)
+	// before its decisions are produced; ReplicaAckTimeout
+	// (DPCS_REDIS_REPLICA_ACK_TIMEOUT, default 100ms) bounds the wait, after
+	// which the batch is retried. See quota.WithReplicaAck.
+	ReplicaAck        int
+	ReplicaAckTimeout time.Duration
 	// MySQLDSN (DPCS_MYSQL_DSN, go-sql-driver form); when empty the SQLite
 	// file SQLitePath (DPCS_SQLITE_PATH, default dpcs.db) is used.
 	MySQLDSN   string
@@ -46,7 +55,7 @@ type Config struct {
 // LoadConfig reads the configuration through getenv (os.Getenv in mains).
 // Errors name the variable.
 func LoadConfig(getenv func(string) string) (Config, error) {
-	c := Config{SQLitePath: "dpcs.db", DedupeWindow: 24 * time.Hour}
+	c := Config{SQLitePath: "dpcs.db", DedupeWindow: 24 * time.Hour, ReplicaAckTimeout: 100 * time.Millisecond}
 	var errs []error
 	list := func(s string) []string {
 		var out []string
@@ -62,6 +71,23 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	c.RedisCluster = list(getenv("DPCS_REDIS_CLUSTER"))
 	if c.RedisAddr != "" && len(c.RedisCluster) > 0 {
 		errs = append(errs, errors.New("DPCS_REDIS_ADDR and DPCS_REDIS_CLUSTER: set one, not both"))
+	}
+	if v := getenv("DPCS_REDIS_REPLICA_ACK"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("DPCS_REDIS_REPLICA_ACK: want a number of replicas ≥ 0, got %q", v))
+		}
+		c.ReplicaAck = n
+	}
+	if v := getenv("DPCS_REDIS_REPLICA_ACK_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Millisecond || d >= 3*time.Second {
+			errs = append(errs, fmt.Errorf("DPCS_REDIS_REPLICA_ACK_TIMEOUT: want a duration from 1ms to below 3s (the Redis read timeout), got %q", v))
+		}
+		c.ReplicaAckTimeout = d
+	}
+	if c.ReplicaAck > 0 && c.RedisAddr == "" && len(c.RedisCluster) == 0 {
+		errs = append(errs, errors.New("DPCS_REDIS_REPLICA_ACK: needs DPCS_REDIS_ADDR or DPCS_REDIS_CLUSTER (the embedded Redis has no replicas)"))
 	}
 	c.MySQLDSN = getenv("DPCS_MYSQL_DSN")
 	if v := getenv("DPCS_SQLITE_PATH"); v != "" {
@@ -117,6 +143,17 @@ func (c Config) NotifierOptions(rdb redis.UniversalClient) ([]notify.Option, err
 		opts = append(opts, notify.WithChannel("webhook", wh))
 	}
 	return opts, nil
+}
+
+// EngineOptions are the quota engine's options for this configuration: the
+// zone, the dedupe window and, when DPCS_REDIS_REPLICA_ACK is set, the
+// replica acknowledgement.
+func (c Config) EngineOptions() []quota.Option {
+	opts := []quota.Option{quota.WithLocation(c.Zone), quota.WithDedupeTTL(c.DedupeWindow)}
+	if c.ReplicaAck > 0 {
+		opts = append(opts, quota.WithReplicaAck(c.ReplicaAck, c.ReplicaAckTimeout))
+	}
+	return opts
 }
 
 // Redis opens the configured Redis (a ClusterClient for DPCS_REDIS_CLUSTER).

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dabom/dpcs/quota"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -47,5 +49,50 @@ func TestLoadConfig(t *testing.T) {
 	c.MySQLDSN = "nobody:x@tcp(127.0.0.1:1)/none?timeout=100ms"
 	if _, err := c.SQL(context.Background()); err == nil {
 		t.Error("unreachable MySQL, no error")
+	}
+}
+
+func TestLoadConfigReplicaAck(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     map[string]string
+		replica int
+		timeout time.Duration
+		errVar  string // the variable the error names; "" for none
+	}{
+		{"off by default", map[string]string{"DPCS_REDIS_ADDR": "r:6379"}, 0, 100 * time.Millisecond, ""},
+		{"on", map[string]string{"DPCS_REDIS_ADDR": "r:6379", "DPCS_REDIS_REPLICA_ACK": "1"}, 1, 100 * time.Millisecond, ""},
+		{"cluster, own timeout", map[string]string{"DPCS_REDIS_CLUSTER": "r:7000", "DPCS_REDIS_REPLICA_ACK": "2", "DPCS_REDIS_REPLICA_ACK_TIMEOUT": "250ms"}, 2, 250 * time.Millisecond, ""},
+		{"not a number", map[string]string{"DPCS_REDIS_ADDR": "r:6379", "DPCS_REDIS_REPLICA_ACK": "one"}, 0, 0, "DPCS_REDIS_REPLICA_ACK"},
+		{"negative", map[string]string{"DPCS_REDIS_ADDR": "r:6379", "DPCS_REDIS_REPLICA_ACK": "-1"}, 0, 0, "DPCS_REDIS_REPLICA_ACK"},
+		{"timeout past the read timeout", map[string]string{"DPCS_REDIS_ADDR": "r:6379", "DPCS_REDIS_REPLICA_ACK": "1", "DPCS_REDIS_REPLICA_ACK_TIMEOUT": "3s"}, 0, 0, "DPCS_REDIS_REPLICA_ACK_TIMEOUT"},
+		{"timeout zero", map[string]string{"DPCS_REDIS_ADDR": "r:6379", "DPCS_REDIS_REPLICA_ACK": "1", "DPCS_REDIS_REPLICA_ACK_TIMEOUT": "0s"}, 0, 0, "DPCS_REDIS_REPLICA_ACK_TIMEOUT"},
+		{"embedded redis", map[string]string{"DPCS_REDIS_REPLICA_ACK": "1"}, 0, 0, "DPCS_REDIS_REPLICA_ACK"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := LoadConfig(env(tt.env))
+			if tt.errVar != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.errVar+":") {
+					t.Fatalf("error %v does not name %s", err, tt.errVar)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.ReplicaAck != tt.replica || c.ReplicaAckTimeout != tt.timeout {
+				t.Errorf("got %d replicas, %v; want %d, %v", c.ReplicaAck, c.ReplicaAckTimeout, tt.replica, tt.timeout)
+			}
+			// The options are valid for the configured client.
+			rdb, err := c.Redis()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rdb.Close()
+			if _, err := quota.New(rdb, c.EngineOptions()...); err != nil {
+				t.Errorf("engine options: %v", err)
+			}
+		})
 	}
 }

@@ -182,7 +182,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if s.rdb, err = cfg.Redis(); err != nil {
 		return nil, err
 	}
-	if s.Engine, err = quota.New(s.rdb, quota.WithLocation(cfg.Zone), quota.WithDedupeTTL(cfg.DedupeWindow)); err != nil {
+	if s.Engine, err = quota.New(s.rdb, cfg.EngineOptions()...); err != nil {
 		return nil, err
 	}
 	if err := s.Engine.Load(ctx); err != nil {

@@ -91,7 +91,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 	defer rdb.Close()
-	engine, err := quota.New(rdb, quota.WithLocation(cfg.Zone), quota.WithDedupeTTL(cfg.DedupeWindow))
+	engine, err := quota.New(rdb, cfg.EngineOptions()...)
 	if err != nil {
 		return err
 	}

@@ -65,7 +65,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	defer rdb.Close()
-	engine, err := quota.New(rdb, quota.WithLocation(cfg.Zone), quota.WithDedupeTTL(cfg.DedupeWindow))
+	engine, err := quota.New(rdb, cfg.EngineOptions()...)
 	if err != nil {
 		return err
 	}
