@@ -50,12 +50,18 @@ type Config struct {
 	// (DPCS_WEBHOOK_SECRET, at least 16 bytes). Empty: no external channel.
 	WebhookURL    string
 	WebhookSecret string
+	// Recovery (DPCS_RECOVERY: auto, manual, off; default auto) is what the
+	// processor does when Redis cannot be trusted (it came back empty, from
+	// an older snapshot or another generation): auto rebuilds it from SQL
+	// and resumes; manual pauses judging until an operator runs `server
+	// rebuild`; off judges whatever Redis holds (the state is trusted).
+	Recovery string
 }
 
 // LoadConfig reads the configuration through getenv (os.Getenv in mains).
 // Errors name the variable.
 func LoadConfig(getenv func(string) string) (Config, error) {
-	c := Config{SQLitePath: "dpcs.db", DedupeWindow: 24 * time.Hour, ReplicaAckTimeout: 100 * time.Millisecond}
+	c := Config{SQLitePath: "dpcs.db", DedupeWindow: 24 * time.Hour, ReplicaAckTimeout: 100 * time.Millisecond, Recovery: "auto"}
 	var errs []error
 	list := func(s string) []string {
 		var out []string
@@ -88,6 +94,13 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.ReplicaAck > 0 && c.RedisAddr == "" && len(c.RedisCluster) == 0 {
 		errs = append(errs, errors.New("DPCS_REDIS_REPLICA_ACK: needs DPCS_REDIS_ADDR or DPCS_REDIS_CLUSTER (the embedded Redis has no replicas)"))
+	}
+	switch v := getenv("DPCS_RECOVERY"); v {
+	case "":
+	case "auto", "manual", "off":
+		c.Recovery = v
+	default:
+		errs = append(errs, fmt.Errorf("DPCS_RECOVERY: want auto, manual or off, got %q", v))
 	}
 	c.MySQLDSN = getenv("DPCS_MYSQL_DSN")
 	if v := getenv("DPCS_SQLITE_PATH"); v != "" {

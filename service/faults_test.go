@@ -38,15 +38,15 @@ func openSQLite(t *testing.T) *sql.DB {
 }
 
 // startWorkers runs a processor deployable until stop is called.
-func (h *harness) startWorkers(db *sql.DB) (stop func()) {
+func (h *harness) startWorkers(db *sql.DB, opts ...ProcessorOption) (stop func()) {
 	h.t.Helper()
 	var log *slog.Logger
 	if os.Getenv("DPCS_TEST_DEBUG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	w, err := NewWorkers(h.engine, db, h.kopts(), WorkersConfig{Logger: log,
-		Processor: []ProcessorOption{WithProcessorClock(func() time.Time { return h.now }),
-			WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond), WithMaxPollRecords(50)},
+	popts := append([]ProcessorOption{WithProcessorClock(func() time.Time { return h.now }),
+		WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond), WithMaxPollRecords(50)}, opts...)
+	w, err := NewWorkers(h.engine, db, h.kopts(), WorkersConfig{Logger: log, Processor: popts,
 		WriteBehind: []writebehind.Option{writebehind.WithInterval(50 * time.Millisecond), writebehind.WithBackoff(10*time.Millisecond, 100*time.Millisecond)},
 	})
 	if err != nil {

@@ -6,6 +6,9 @@
 //	DPCS_MYSQL_DSN='dpcs:dpcs@tcp(127.0.0.1:3306)/dpcs?parseTime=true' go run ./examples/processor
 //
 // DPCS_NOTIFIER=off leaves the notifier out, for when examples/server runs it.
+// DPCS_RECOVERY (auto, manual, off; default auto) is what happens when Redis
+// comes back empty or stale: rebuilt from SQL automatically, left to an
+// operator (`server rebuild`), or not checked (doc/runbook.md).
 // At start it waits up to DPCS_START_TIMEOUT (default 2m) for Redis and MySQL.
 // DPCS_KAFKA_SESSION_TIMEOUT (a duration, default kgo's 45s) is how soon the
 // group hands a crashed instance's partitions to the others.
@@ -135,18 +138,29 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
+	var guard []service.ProcessorOption
+	if cfg.Recovery != "off" {
+		// Judge only from a Redis state SQL vouches for; rebuild it (or wait
+		// for an operator) when it came back empty or stale.
+		rec, closeRec, err := service.NewDeployableRecovery(engine, db, kopts, log, cfg.Recovery == "manual", nil)
+		if err != nil {
+			return err
+		}
+		defer closeRec()
+		guard = append(guard, service.WithStateGuard(rec))
+	}
 	w, err := service.NewWorkers(engine, db, kopts, service.WorkersConfig{
 		Logger:     log,
 		Notifier:   nopts,
 		NoNotifier: getenv("DPCS_NOTIFIER") == "off",
-		Processor: []service.ProcessorOption{
+		Processor: append([]service.ProcessorOption{
 			service.WithProcessorLocation(cfg.Zone),
 			service.WithMaxEventAge(cfg.DedupeWindow - time.Hour),
 			service.WithProcessorHooks(service.ProcessorHooks{OnBatch: func(b service.BatchInfo) {
 				log.Debug("batch", "records", b.Records, "usage", b.Usage, "duplicates", b.Duplicates,
 					"dlt", b.DeadLettered, "script", b.ScriptLatency, "lag", b.Lag)
 			}}),
-		},
+		}, guard...),
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,214 @@
+package service
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/store"
+)
+
+// recoveryRig is a processor deployable with the state guard over miniredis,
+// kfake and SQLite, its families provisioned in SQL and Redis rebuilt from it.
+type recoveryRig struct {
+	h         *harness
+	mr        *miniredis.Miniredis
+	db        *sql.DB
+	rec       *Recovery
+	mu        sync.Mutex
+	stale     []StaleInfo
+	recovered []RecoveryInfo
+}
+
+func newRecoveryRig(t *testing.T) *recoveryRig {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	r := &recoveryRig{h: newHarnessOn(t, rdb), mr: mr, db: openSQLite(t)}
+	ctx := r.h.ctx
+	if err := store.Migrate(ctx, r.db); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.New(r.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash, err := st.HashPassword("pw-for-recovery-tests")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for f := int64(1); f <= faultFamilies; f++ {
+		if _, err := st.CreateFamily(ctx, store.NewFamily{ID: f, Name: fmt.Sprint("family ", f), PlanBytes: 20 * mb}, store.System); err != nil {
+			t.Fatal(err)
+		}
+		for c := int64(1); c <= 4; c++ {
+			if _, err := st.AddMember(ctx, store.NewMember{ID: f*10 + c, FamilyID: f, Name: "m", Role: policy.RoleMember, PasswordHash: hash}, store.System); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := st.UpdatePolicy(ctx, store.PolicyChange{FamilyID: f, CustomerID: f*10 + 4,
+			Set: map[string]string{policy.KeyLimitMonthly: fmt.Sprint(4 * mb)}, By: store.System}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var closeRec func()
+	r.rec, closeRec, err = NewDeployableRecovery(r.h.engine, r.db, r.h.kopts(), nil, false, func(i RecoveryInfo) {
+		r.mu.Lock()
+		r.recovered = append(r.recovered, i)
+		r.mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeRec)
+	if _, err := r.rec.Bootstrap(ctx, "test start"); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *recoveryRig) start() {
+	r.h.startWorkers(r.db, WithStateGuard(r.rec), WithProcessorHooks(ProcessorHooks{OnStale: func(s StaleInfo) {
+		r.mu.Lock()
+		r.stale = append(r.stale, s)
+		r.mu.Unlock()
+	}}))
+}
+
+// traffic is n usage events over the rig's families, a tenth of them replays,
+// enough to take many families and member 4 of each to their limits.
+func (r *recoveryRig) traffic(n int, seed int) (recs []*kgo.Record, distinct int) {
+	for i := range n {
+		if i > 10 && (i*7+seed)%10 == 0 {
+			old := recs[(i*13+seed)%i]
+			recs = append(recs, &kgo.Record{Topic: old.Topic, Key: old.Key, Value: old.Value, Headers: old.Headers})
+			continue
+		}
+		distinct++
+		f := int64((i*31+seed)%faultFamilies) + 1
+		c := f*10 + int64((i*17+seed)%4) + 1
+		recs = append(recs, r.h.usage(fmt.Sprintf("evt_%d_%d", seed, i), f, c, int64((i*7919+seed)%(3*mb))+1, "com.youtube.app", r.h.now))
+	}
+	return recs, distinct
+}
+
+// check: every event once in usage_record, invariants (no overdraft, no
+// member over a limit, SQL = Redis), nobody judged BLOCKED_NOT_MEMBER, and a
+// detection and a rebuild happened.
+func (r *recoveryRig) check(t *testing.T, wantRecoveries int) {
+	t.Helper()
+	r.h.checkInvariants(r.db)
+	var notMember int
+	if err := r.db.QueryRow(`SELECT COUNT(*) FROM usage_record WHERE process_result = ?`, string(policy.BlockedNotMember)).Scan(&notMember); err != nil {
+		t.Fatal(err)
+	}
+	if notMember > 0 {
+		t.Errorf("%d events judged BLOCKED_NOT_MEMBER from a Redis that lost its state", notMember)
+	}
+	var over int
+	if err := r.db.QueryRow(`SELECT COUNT(*) FROM (SELECT family_id, SUM(bytes_used) s FROM usage_record WHERE process_result = 'ALLOWED'
+		GROUP BY family_id) t WHERE s > ?`, 20*mb).Scan(&over); err != nil {
+		t.Fatal(err)
+	}
+	if over > 0 {
+		t.Errorf("%d families over their plan in SQL", over)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.recovered) < wantRecoveries {
+		t.Errorf("%d recoveries, want %d", len(r.recovered), wantRecoveries)
+	}
+	for _, i := range r.recovered {
+		if i.Families != faultFamilies || i.Failed != 0 {
+			t.Errorf("recovery %+v: want %d families rebuilt", i, faultFamilies)
+		}
+		t.Logf("recovered: %s after %q in %s (drain %s, rebuild %s)", i.Generation, i.Reason, i.Total, i.Drain, i.Rebuild)
+	}
+	if len(r.stale) < 2*wantRecoveries || !r.stale[0].Stale {
+		t.Errorf("stale reports %+v: want a pause and a resume per recovery", r.stale)
+	}
+}
+
+// Redis comes back empty mid-run (a restart without persistence): the
+// processor notices before judging anything, rebuilds from SQL and goes on.
+func TestRecoveryAfterRedisLoss(t *testing.T) {
+	r := newRecoveryRig(t)
+	r.start()
+	recs, distinct := r.traffic(400, 1)
+	r.h.produce(recs[:200]...)
+	r.h.waitRows(r.db, countDistinct(recs[:200]))
+	r.mr.FlushAll() // Redis lost everything
+	r.h.produce(recs[200:]...)
+	r.h.waitRows(r.db, distinct)
+	r.h.settled("usage-events")
+	r.check(t, 1)
+}
+
+// Redis comes back from a snapshot taken earlier (a failover to a lagging
+// replica, a restore): the watermarks are behind the committed offsets, the
+// processor notices and rebuilds; nobody is charged twice or overspends.
+func TestRecoveryAfterRedisRollback(t *testing.T) {
+	r := newRecoveryRig(t)
+	r.start()
+	recs, distinct := r.traffic(450, 2)
+	r.h.produce(recs[:150]...)
+	r.h.waitRows(r.db, countDistinct(recs[:150]))
+	snap := r.snapshot(t)
+	r.h.produce(recs[150:300]...)
+	r.h.waitRows(r.db, countDistinct(recs[:300]))
+	r.restore(t, snap) // back to the state of 150 events ago
+	r.h.produce(recs[300:]...)
+	r.h.waitRows(r.db, distinct)
+	r.h.settled("usage-events")
+	r.check(t, 1)
+}
+
+// snapshot copies every key (strings and hashes: all the engine writes), as
+// an RDB snapshot would. (miniredis's DUMP knows strings only.)
+func (r *recoveryRig) snapshot(t *testing.T) map[string]any {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := r.h.rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := map[string]any{}
+	for _, k := range keys {
+		switch typ := r.h.rdb.Type(ctx, k).Val(); typ {
+		case "string":
+			snap[k] = r.h.rdb.Get(ctx, k).Val()
+		case "hash":
+			snap[k] = r.h.rdb.HGetAll(ctx, k).Val()
+		default:
+			t.Fatalf("snapshot: key %s of type %s", k, typ)
+		}
+	}
+	return snap
+}
+
+// restore replaces everything with the snapshot.
+func (r *recoveryRig) restore(t *testing.T, snap map[string]any) {
+	t.Helper()
+	ctx := context.Background()
+	r.mr.FlushAll()
+	for k, v := range snap {
+		var err error
+		switch v := v.(type) {
+		case string:
+			err = r.h.rdb.Set(ctx, k, v, 0).Err()
+		case map[string]string:
+			err = r.h.rdb.HSet(ctx, k, v).Err()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
