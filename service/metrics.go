@@ -24,6 +24,13 @@ type Metrics struct {
 	lag         int64
 	scriptSum   time.Duration
 	scriptCount uint64
+	// stale is 1 while judging is paused because Redis cannot be trusted;
+	// stalePauses counts such pauses.
+	stale       int
+	stalePauses uint64
+	recoveries  uint64
+	recoverySum time.Duration
+	lastRecover RecoveryInfo
 }
 
 // NewMetrics returns empty metrics.
@@ -54,7 +61,26 @@ func (m *Metrics) ProcessorHooks() ProcessorHooks {
 			m.retries++
 			m.mu.Unlock()
 		},
+		OnStale: func(s StaleInfo) {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			if s.Stale {
+				m.stale = 1
+				m.stalePauses++
+			} else {
+				m.stale = 0
+			}
+		},
 	}
+}
+
+// OnRecovered is a RecoveryConfig.OnRecovered that feeds m.
+func (m *Metrics) OnRecovered(i RecoveryInfo) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.recoveries++
+	m.recoverySum += i.Total
+	m.lastRecover = i
 }
 
 // Decisions returns the count of every decision so far.
@@ -91,11 +117,16 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 		{"dpcs_processor_dead_letters_total", "Records sent to a DLT.", m.deadLetters},
 		{"dpcs_threshold_crossings_total", "Family pool thresholds crossed.", m.crossings},
 		{"dpcs_processor_retries_total", "Retried Redis/Kafka operations.", m.retries},
+		{"dpcs_redis_stale_pauses_total", "Times judging paused because the Redis state could not be trusted.", m.stalePauses},
 	}
 	for _, c := range counters {
 		p("# HELP %s %s\n# TYPE %s counter\n%s %d\n", c.name, c.help, c.name, c.name, c.v)
 	}
 	p("# HELP dpcs_processor_lag Records left in the polled partitions after the last batch.\n# TYPE dpcs_processor_lag gauge\ndpcs_processor_lag %d\n", m.lag)
+	p("# HELP dpcs_redis_state_stale 1 while judging is paused because the Redis state cannot be trusted (empty, older than what was committed, or another generation).\n# TYPE dpcs_redis_state_stale gauge\ndpcs_redis_state_stale %d\n", m.stale)
+	p("# HELP dpcs_redis_rebuild_seconds Rebuilds of Redis from SQL run by this instance, and their time.\n# TYPE dpcs_redis_rebuild_seconds summary\ndpcs_redis_rebuild_seconds_sum %g\ndpcs_redis_rebuild_seconds_count %d\n",
+		m.recoverySum.Seconds(), m.recoveries)
+	p("# HELP dpcs_redis_rebuild_last_families Families restored by this instance's last rebuild.\n# TYPE dpcs_redis_rebuild_last_families gauge\ndpcs_redis_rebuild_last_families %d\n", m.lastRecover.Families)
 	p("# HELP dpcs_script_seconds Time of one ApplyBatch call.\n# TYPE dpcs_script_seconds summary\ndpcs_script_seconds_sum %g\ndpcs_script_seconds_count %d\n",
 		m.scriptSum.Seconds(), m.scriptCount)
 	return n, nil

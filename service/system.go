@@ -220,7 +220,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	// Redis is judged only from a state SQL vouches for (SPEC §6): the
 	// processor checks a state generation and per-partition watermarks with
 	// every batch and rebuilds Redis from SQL when they do not match.
-	rec, closeRec, err := NewDeployableRecovery(s.Engine, s.DB, kopts, log, false, nil)
+	rec, closeRec, err := NewDeployableRecovery(s.Engine, s.DB, kopts, log, false, s.Metrics.OnRecovered)
 	if err != nil {
 		return nil, err
 	}
