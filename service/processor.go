@@ -737,6 +737,11 @@ func (p *Processor) stale(ctx context.Context, used string, err error) bool {
 		}
 		return false
 	}
+	// The rebuilt state's watermarks are the group's committed offsets: the
+	// next batches begin there, not where this processor's last ones ended.
+	p.posMu.Lock()
+	clear(p.positions)
+	p.posMu.Unlock()
 	if p.paused.Swap(false) {
 		p.log.Warn("the Redis state is trusted again: judging resumes", "generation", gen, "paused", time.Since(start))
 		if p.hooks.OnStale != nil {
