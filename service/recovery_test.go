@@ -212,3 +212,34 @@ func (r *recoveryRig) restore(t *testing.T, snap map[string]any) {
 		}
 	}
 }
+
+// Two processor deployables, each with its own Recovery: when Redis comes
+// back empty, one rebuilds and the other waits for the new generation.
+func TestRecoveryOneRebuilderOfTwo(t *testing.T) {
+	r := newRecoveryRig(t)
+	other, closeOther, err := NewDeployableRecovery(r.h.engine, r.db, r.h.kopts(), nil, false, func(i RecoveryInfo) {
+		r.mu.Lock()
+		r.recovered = append(r.recovered, i)
+		r.mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeOther)
+	r.start()
+	r.h.startWorkers(r.db, WithStateGuard(other))
+	recs, distinct := r.traffic(400, 3)
+	r.h.produce(recs[:200]...)
+	r.h.waitRows(r.db, countDistinct(recs[:200]))
+	r.mr.FlushAll()
+	r.h.produce(recs[200:]...)
+	r.h.waitRows(r.db, distinct)
+	r.h.settled("usage-events")
+	r.mu.Lock()
+	n := len(r.recovered)
+	r.mu.Unlock()
+	if n != 2 { // the start's bootstrap and one recovery
+		t.Errorf("%d rebuilds (the start's included), want 2: one rebuilder of two", n)
+	}
+	r.check(t, 1)
+}
