@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,13 +29,35 @@ func TestRunRejectsBadSessionTimeout(t *testing.T) {
 	}
 }
 
-// With no infrastructure given it runs embedded and stops cleanly.
+// With no infrastructure given it runs embedded (ready on its HTTP port)
+// and stops cleanly. It waits for readiness, however slow the machine, rather
+// than guessing how long a start takes.
 func TestRunEmbedded(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
 	env := map[string]string{"DPCS_DATA_DIR": t.TempDir(), "DPCS_EMBEDDED_KAFKA_PORT": "0",
-		"DPCS_HTTP_ADDR": "127.0.0.1:0", "DPCS_LOG_LEVEL": "warn"}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		"DPCS_HTTP_ADDR": addr, "DPCS_LOG_LEVEL": "warn"}
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := run(ctx, func(k string) string { return env[k] }); err != nil {
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, func(k string) string { return env[k] }) }()
+	for ready := false; !ready; {
+		select {
+		case err := <-done:
+			t.Fatalf("run ended before it was ready: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
+			ready = resp.StatusCode == http.StatusOK
+			resp.Body.Close()
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 }
