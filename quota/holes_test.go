@@ -2,6 +2,7 @@ package quota
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -194,5 +195,32 @@ func TestRestoreContinuesArms(t *testing.T) {
 	r, err := e.Apply(ctx, Event{ID: "e", FamilyID: 1, CustomerID: 1, Bytes: 11 * mb, At: now})
 	if err != nil || len(r.Crossed) != 1 || r.Crossed[0] != 50 || r.Arms[0] != 3 {
 		t.Errorf("crossing after restore = %+v, %v; want 50 %% on its third arm", r, err)
+	}
+}
+
+// A top-up or plan taking the month's pool past policy.MaxBytes was refused
+// with a bare Redis error reply, not ErrInvalid: a caller could not tell a
+// bad argument from a Redis failure (the API answered 500, a retry loop
+// retried it). Found by TestRecoveryMatchesModel.
+func TestPoolPastTheBoundIsInvalid(t *testing.T) {
+	ctx := context.Background()
+	seoul, _ := policy.LoadZone(policy.DefaultZone)
+	now := time.Date(2026, 3, 10, 12, 0, 0, 0, seoul)
+	e := holeEngine(t, &now)
+	if _, err := e.SetPlan(ctx, 1, policy.MaxBytes-2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.TopUp(ctx, 1, 2); err != nil {
+		t.Fatalf("top-up to the bound: %v", err)
+	}
+	if _, err := e.TopUp(ctx, 1, 1); !errors.Is(err, ErrInvalid) {
+		t.Errorf("top-up past the bound: %v, want ErrInvalid", err)
+	}
+	if _, err := e.SetPlan(ctx, 1, policy.MaxBytes-1); !errors.Is(err, ErrInvalid) {
+		t.Errorf("plan past the bound beside this month's top-ups: %v, want ErrInvalid", err)
+	}
+	f, err := e.Family(ctx, 1)
+	if err != nil || f.Plan != policy.MaxBytes-2 || f.TopUps != 2 {
+		t.Errorf("after the refusals: plan %d top-ups %d (%v), want both unchanged", f.Plan, f.TopUps, err)
 	}
 }
