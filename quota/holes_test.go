@@ -3,6 +3,7 @@ package quota
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -222,5 +223,47 @@ func TestPoolPastTheBoundIsInvalid(t *testing.T) {
 	f, err := e.Family(ctx, 1)
 	if err != nil || f.Plan != policy.MaxBytes-2 || f.TopUps != 2 {
 		t.Errorf("after the refusals: plan %d top-ups %d (%v), want both unchanged", f.Plan, f.TopUps, err)
+	}
+}
+
+// Restore wrote the arm counters and fired marks only for the family's
+// current thresholds: one that fired before the family turned it off came
+// back unfired and at arm 0, so turning it on again announced the same
+// (family, month, threshold, arm 1) a second time. Found by
+// TestRecoveryMatchesModel.
+func TestRestoreKeepsArmsOfThresholdsTurnedOff(t *testing.T) {
+	ctx := context.Background()
+	seoul, _ := policy.LoadZone(policy.DefaultZone)
+	now := time.Date(2026, 3, 10, 12, 0, 0, 0, seoul)
+	e := holeEngine(t, &now)
+	if _, err := e.SetPlan(ctx, 1, 100*mb); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.AddMember(ctx, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	first, err := e.Apply(ctx, Event{ID: "e1", FamilyID: 1, CustomerID: 1, Bytes: 60 * mb, At: now})
+	if err != nil || len(first.Crossed) != 1 || first.Crossed[0] != 50 || first.Arms[0] != 1 {
+		t.Fatalf("60 of 100 MB = %+v, %v; want 50 %% on arm 1", first, err)
+	}
+	if err := e.SetThresholds(ctx, 1, policy.Thresholds{30}); err != nil {
+		t.Fatal(err)
+	}
+	// Redis is lost and rebuilt from SQL, which has the crossing.
+	st := FamilyState{FamilyID: 1, Provisioned: true, Plan: 100 * mb, Thresholds: policy.Thresholds{30},
+		Members: []MemberState{{CustomerID: 1}}, Usage: []Usage{{CustomerID: 1, At: now, Bytes: 60 * mb}},
+		Arms: map[string]map[int]int{"202603": {50: 1}}, Judged: []JudgedEvent{{ID: "e1", Result: first}}}
+	if err := e.Restore(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetThresholds(ctx, 1, policy.Thresholds{50, 30}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.Apply(ctx, Event{ID: "e2", FamilyID: 1, CustomerID: 1, Bytes: mb, At: now})
+	if err != nil || len(r.Crossed) != 0 {
+		t.Errorf("next event = %+v, %v; want nothing announced (50 %% was announced on arm 1 already)", r, err)
+	}
+	if f, _ := e.Family(ctx, 1); !slices.Equal(f.Fired, []int{50}) {
+		t.Errorf("fired after the rebuild = %v, want [50]", f.Fired)
 	}
 }

@@ -97,8 +97,9 @@ func (e *Engine) DedupeWindow() time.Duration { return e.dedupeTTL }
 // Restore replaces the family's Redis state with st, atomically (one
 // MULTI/EXEC; every key is in the family's slot): membership, plan,
 // thresholds and generation; for every accepted month (AcceptedMonths) the
-// pool (used = Σ usage, top-ups, each threshold's arm counter, and as fired
-// every threshold the pool has reached that fired at least once that month —
+// pool (used = Σ usage, top-ups, the arm counter of every threshold that
+// fired that month — in the family's list or not — and as fired every such
+// threshold the pool has reached —
 // one never announced is left for the next event to announce); each member's
 // constraints and policy version (written as given: the source of truth wins
 // over what Redis held) and month and day counters; and the dedupe records
@@ -201,7 +202,17 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 			pool := e.k.pool(fid, month)
 			p.Del(ctx, pool)
 			poolFields := []any{fieldUsed, used[month], fieldTopUp, st.TopUps[month]}
-			for _, pct := range thr {
+			// Every threshold that fired this month, in the family's list
+			// or not (turned off since): turned on again, it must not be
+			// announced again on an arm already announced.
+			pcts := slices.Clone(thr)
+			for pct := range st.Arms[month] {
+				if !slices.Contains(pcts, pct) {
+					pcts = append(pcts, pct)
+				}
+			}
+			slices.Sort(pcts)
+			for _, pct := range pcts {
 				arms := st.Arms[month][pct]
 				if arms > 0 {
 					poolFields = append(poolFields, prefixArms+strconv.Itoa(pct), arms)
