@@ -267,3 +267,46 @@ func TestRestoreKeepsArmsOfThresholdsTurnedOff(t *testing.T) {
 		t.Errorf("fired after the rebuild = %v, want [50]", f.Fired)
 	}
 }
+
+// A rebuild minutes before a month's end restored only the months the dedupe
+// window reaches back into: the next month's pool, already charged by events
+// stamped a little ahead of the clock (a consumer takes them within its clock
+// skew), was dropped or left as a stale state held it, and the family could
+// spend its new month twice. Found by TestRecoveryMatchesModel.
+func TestRestoreKeepsEventsStampedInTheNextMonth(t *testing.T) {
+	ctx := context.Background()
+	seoul, _ := policy.LoadZone(policy.DefaultZone)
+	now := time.Date(2026, 3, 31, 23, 58, 0, 0, seoul)
+	e := holeEngine(t, &now)
+	if _, err := e.SetPlan(ctx, 1, 100*mb); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.AddMember(ctx, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	april := now.Add(4 * time.Minute)
+	first, err := e.Apply(ctx, Event{ID: "e1", FamilyID: 1, CustomerID: 1, Bytes: 60 * mb, At: april})
+	if err != nil || first.Decision != policy.Allowed {
+		t.Fatalf("an April event at 23:58 = %+v, %v", first, err)
+	}
+	months, _, to := e.AcceptedMonths()
+	if !slices.Contains(months, "202604") || !to.Equal(time.Date(2026, 5, 1, 0, 0, 0, 0, seoul)) {
+		t.Errorf("AcceptedMonths at 23:58 on March 31 = %v up to %v, want April in them", months, to)
+	}
+	st := FamilyState{FamilyID: 1, Provisioned: true, Plan: 100 * mb, Members: []MemberState{{CustomerID: 1}},
+		Usage: []Usage{{CustomerID: 1, At: april, Bytes: 60 * mb}}, Judged: []JudgedEvent{{ID: "e1", Result: first}}}
+	if err := e.rdb.FlushAll(ctx).Err(); err != nil { // Redis came back empty
+		t.Fatal(err)
+	}
+	if err := e.Restore(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.Apply(ctx, Event{ID: "e2", FamilyID: 1, CustomerID: 1, Bytes: 50 * mb, At: april})
+	if err != nil || r.Decision != policy.BlockedFamilyQuota || r.Remaining != 40*mb {
+		t.Errorf("50 MB more in April after the rebuild = %+v, %v; want blocked with 40 MB left", r, err)
+	}
+	now = april
+	if f, _ := e.Family(ctx, 1); f.Used != 60*mb {
+		t.Errorf("April's pool after the rebuild: used %d, want %d", f.Used, 60*mb)
+	}
+}

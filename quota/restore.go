@@ -74,11 +74,14 @@ func (e *Engine) CurrentMonth() (month string, from, to time.Time) {
 }
 
 // AcceptedMonths returns the months (YYYYMM, oldest first) an event judged
-// now may belong to — those the dedupe window reaches back into — and their
-// bounds [from, to): the months a rebuild must restore.
+// now may belong to — those the dedupe window reaches into, back and ahead
+// (a consumer takes events stamped a little ahead of its clock, within a
+// skew that must stay under the window, so minutes before a month's end the
+// next month may already be charged) — and their bounds [from, to): the
+// months a rebuild must restore.
 func (e *Engine) AcceptedMonths() (months []string, from, to time.Time) {
 	_, first, _ := e.monthOf(e.now().Add(-e.dedupeTTL))
-	_, _, to = e.CurrentMonth()
+	_, _, to = e.monthOf(e.now().Add(e.dedupeTTL))
 	for m := first; m.Before(to); m = m.AddDate(0, 1, 0) {
 		months = append(months, policy.MomentOf(m, e.loc).Month)
 	}
