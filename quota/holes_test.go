@@ -310,3 +310,38 @@ func TestRestoreKeepsEventsStampedInTheNextMonth(t *testing.T) {
 		t.Errorf("April's pool after the rebuild: used %d, want %d", f.Used, 60*mb)
 	}
 }
+
+// Restore replaced the usage counters of the family's members and of the
+// customers with usage in SQL only: a customer a stale state still held as a
+// member (removed since, in SQL) kept what a batch judged on that state
+// charged it — a batch whose results were never used — against ApplyMarked's
+// promise that the rebuild replaces every key such a batch touched; its next
+// events reported that phantom usage (and the records kept it). Found by
+// TestRecoveryMatchesModel.
+func TestRestoreClearsCountersOfFormerMembers(t *testing.T) {
+	ctx := context.Background()
+	seoul, _ := policy.LoadZone(policy.DefaultZone)
+	now := time.Date(2026, 3, 10, 12, 0, 0, 0, seoul)
+	e := holeEngine(t, &now)
+	if _, err := e.SetPlan(ctx, 1, 100*mb); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []int64{1, 2} {
+		if err := e.AddMember(ctx, 1, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Redis is a snapshot from before customer 2 was removed; a batch
+	// judged on it charges customer 2 before the stale state is noticed.
+	if r, err := e.Apply(ctx, Event{ID: "stale", FamilyID: 1, CustomerID: 2, Bytes: mb, At: now}); err != nil || r.Decision != policy.Allowed {
+		t.Fatalf("event on the stale state = %+v, %v", r, err)
+	}
+	st := FamilyState{FamilyID: 1, Provisioned: true, Plan: 100 * mb, Members: []MemberState{{CustomerID: 1}}}
+	if err := e.Restore(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.Apply(ctx, Event{ID: "stale", FamilyID: 1, CustomerID: 2, Bytes: mb, At: now})
+	if err != nil || r.Decision != policy.BlockedNotMember || r.DailyUsed != 0 || r.MonthlyUsed != 0 || r.Remaining != 100*mb {
+		t.Errorf("the event judged again after the rebuild = %+v, %v; want BLOCKED_NOT_MEMBER with no usage", r, err)
+	}
+}

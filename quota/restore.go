@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -105,7 +106,10 @@ func (e *Engine) DedupeWindow() time.Duration { return e.dedupeTTL }
 // threshold the pool has reached —
 // one never announced is left for the next event to announce); each member's
 // constraints and policy version (written as given: the source of truth wins
-// over what Redis held) and month and day counters; and the dedupe records
+// over what Redis held) and month and day counters; the counters and
+// constraints of customers Redis held as members that st does not (removed
+// since: a batch judged on a stale state may have charged them); and the
+// dedupe records
 // of the judged events. It is the rebuild after Redis lost data (SPEC §6).
 func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 	fid := st.FamilyID
@@ -176,8 +180,26 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 		judged = append(judged, j.ID, encodeResult(j.Result))
 	}
 	bucket := e.bucket(e.now())
+	// Customers the state in Redis holds as members but the source of truth
+	// does not (removed since a snapshot was taken): a batch judged on that
+	// state may have charged them, and their counters go too. Judging never
+	// adds members, so no straggler adds one between this read and the write.
+	held, err := e.rdb.HKeys(ctx, e.k.family(fid)).Result()
+	if err != nil {
+		return fmt.Errorf("quota: restore family %d: %w", fid, err)
+	}
+	var former []int64
+	for _, f := range held {
+		if !strings.HasPrefix(f, prefixMember) {
+			continue
+		}
+		cid, err := strconv.ParseInt(f[len(prefixMember):], 10, 64)
+		if err == nil && !slices.ContainsFunc(members, func(m memberWrite) bool { return m.cid == cid }) {
+			former = append(former, cid)
+		}
+	}
 
-	_, err := e.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = e.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		fam := e.k.family(fid)
 		p.Del(ctx, fam)
 		var famFields []any
@@ -231,6 +253,11 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 					p.Del(ctx, e.k.usage(fid, m.cid, month))
 				}
 			}
+			for _, cid := range former {
+				if usage[month][cid] == nil {
+					p.Del(ctx, e.k.usage(fid, cid, month))
+				}
+			}
 			for _, cid := range slices.Sorted(maps.Keys(usage[month])) {
 				uk := e.k.usage(fid, cid, month)
 				p.Del(ctx, uk)
@@ -242,6 +269,9 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 				p.HSet(ctx, uk, args...)
 				p.Expire(ctx, uk, monthTTL)
 			}
+		}
+		for _, cid := range former { // as RemoveMember: the version stays
+			p.Del(ctx, e.k.constraints(fid, cid))
 		}
 		for _, m := range members {
 			ck := e.k.constraints(fid, m.cid)
