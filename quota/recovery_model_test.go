@@ -291,7 +291,7 @@ func rollBack(ctx context.Context, rdb redis.UniversalClient, prefix string, sna
 	return err
 }
 
-func sameKeys(a, b map[string]keyDump) bool {
+func sameSnapshot(a, b map[string]keyDump) bool {
 	return maps.EqualFunc(a, b, func(x, y keyDump) bool {
 		if (x.str == nil) != (y.str == nil) {
 			return false
@@ -600,7 +600,7 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 					// one may go unnoticed.
 					cur, err := takeSnapshot(ctx, rdb, prefix)
 					must(err)
-					if !sameKeys(cur, s.keys) {
+					if !sameSnapshot(cur, s.keys) {
 						rt.Skip("API writes without a judged batch since the snapshot: not detectable by the marker")
 					}
 				}
