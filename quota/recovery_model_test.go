@@ -306,6 +306,10 @@ func sameSnapshot(a, b map[string]keyDump) bool {
 func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
 	loc, _ := policy.LoadZone(policy.DefaultZone)
+	var losses, rollbacks, detected int // over every sequence, for the log
+	defer func() {
+		t.Logf("Redis lost %d and rolled back %d times; %d stale states detected and rebuilt", losses, rollbacks, detected)
+	}()
 	rapid.Check(t, func(rt *rapid.T) {
 		base := time.Date(2026, time.Month(rapid.IntRange(1, 12).Draw(rt, "month")), 1, 0, 0, 0, 0, loc)
 		now := base.Add(-time.Duration(rapid.IntRange(0, 48*60).Draw(rt, "startBeforeMonth")) * time.Minute)
@@ -433,6 +437,7 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 				if got != nil {
 					rt.Fatalf("a stale batch returned results %v", got)
 				}
+				detected++
 				recover()
 				got, err = e.ApplyMarked(ctx, gen, marks, evs)
 			}
@@ -588,6 +593,7 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 			"loseRedis": func(rt *rapid.T) {
 				must(dropPrefix(ctx, rdb, prefix))
 				lost = true
+				losses++
 			},
 			"rollback": func(rt *rapid.T) {
 				if len(snapshots) == 0 {
@@ -605,6 +611,7 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 					}
 				}
 				must(rollBack(ctx, rdb, prefix, s.keys))
+				rollbacks++
 				lost = lost || s.pos < pos || s.gen != gen
 			},
 			"": func(rt *rapid.T) {

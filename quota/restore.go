@@ -103,14 +103,13 @@ func (e *Engine) DedupeWindow() time.Duration { return e.dedupeTTL }
 // thresholds and generation; for every accepted month (AcceptedMonths) the
 // pool (used = Σ usage, top-ups, the arm counter of every threshold that
 // fired that month — in the family's list or not — and as fired every such
-// threshold the pool has reached —
-// one never announced is left for the next event to announce); each member's
-// constraints and policy version (written as given: the source of truth wins
-// over what Redis held) and month and day counters; the counters and
-// constraints of customers Redis held as members that st does not (removed
-// since: a batch judged on a stale state may have charged them); and the
-// dedupe records
-// of the judged events. It is the rebuild after Redis lost data (SPEC §6).
+// threshold the pool has reached; one never announced is left for the next
+// event to announce); each member's constraints and policy version (written
+// as given: the source of truth wins over what Redis held) and month and day
+// counters; the counters and constraints of customers Redis held as members
+// that st does not (removed since: a batch judged on a stale state may have
+// charged them); and the dedupe records of the judged events. It is the
+// rebuild after Redis lost data (SPEC §6).
 func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 	fid := st.FamilyID
 	if err := checkFamily(fid); err != nil {
