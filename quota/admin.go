@@ -37,10 +37,17 @@ func checkMember(fid, cid int64) error {
 	return nil
 }
 
+// poolBoundReply is in pool.lua's error reply to a change past the bound
+// (matched as text: servers differ in how they prefix script errors).
+const poolBoundReply = "pool total would exceed the maximum"
+
 func (e *Engine) pool(ctx context.Context, fid int64, op, value string) (PoolState, error) {
 	month := policy.MomentOf(e.now(), e.loc).Month
 	ks := []string{e.k.family(fid), e.k.pool(fid, month)}
 	v, err := poolScript.Run(ctx, e.rdb, ks, op, value, policy.MaxBytes, int64(monthTTL.Seconds())).Int64Slice()
+	if err != nil && strings.Contains(err.Error(), poolBoundReply) {
+		return PoolState{}, fmt.Errorf("%w: %s: plan plus this month's top-ups would exceed %d bytes", ErrInvalid, op, policy.MaxBytes)
+	}
 	if err != nil {
 		return PoolState{}, fmt.Errorf("quota: pool %s: %w", op, err)
 	}
@@ -62,7 +69,8 @@ func (e *Engine) SetPlan(ctx context.Context, fid, bytes int64) (PoolState, erro
 
 // TopUp adds bytes to the family's pool for the current month (in the
 // engine's zone, by its clock) and re-arms the thresholds the pool is above again.
-// The plan plus the month's top-ups may not exceed policy.MaxBytes.
+// The plan plus the month's top-ups may not exceed policy.MaxBytes (a
+// change past it is refused with an error wrapping ErrInvalid; SetPlan too).
 func (e *Engine) TopUp(ctx context.Context, fid, bytes int64) (PoolState, error) {
 	if err := checkFamily(fid); err != nil {
 		return PoolState{}, err

@@ -2,6 +2,8 @@ package quota
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -194,5 +196,152 @@ func TestRestoreContinuesArms(t *testing.T) {
 	r, err := e.Apply(ctx, Event{ID: "e", FamilyID: 1, CustomerID: 1, Bytes: 11 * mb, At: now})
 	if err != nil || len(r.Crossed) != 1 || r.Crossed[0] != 50 || r.Arms[0] != 3 {
 		t.Errorf("crossing after restore = %+v, %v; want 50 %% on its third arm", r, err)
+	}
+}
+
+// A top-up or plan taking the month's pool past policy.MaxBytes was refused
+// with a bare Redis error reply, not ErrInvalid: a caller could not tell a
+// bad argument from a Redis failure (the API answered 500, a retry loop
+// retried it). Found by TestRecoveryMatchesModel.
+func TestPoolPastTheBoundIsInvalid(t *testing.T) {
+	ctx := context.Background()
+	seoul, _ := policy.LoadZone(policy.DefaultZone)
+	now := time.Date(2026, 3, 10, 12, 0, 0, 0, seoul)
+	e := holeEngine(t, &now)
+	if _, err := e.SetPlan(ctx, 1, policy.MaxBytes-2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.TopUp(ctx, 1, 2); err != nil {
+		t.Fatalf("top-up to the bound: %v", err)
+	}
+	if _, err := e.TopUp(ctx, 1, 1); !errors.Is(err, ErrInvalid) {
+		t.Errorf("top-up past the bound: %v, want ErrInvalid", err)
+	}
+	if _, err := e.SetPlan(ctx, 1, policy.MaxBytes-1); !errors.Is(err, ErrInvalid) {
+		t.Errorf("plan past the bound beside this month's top-ups: %v, want ErrInvalid", err)
+	}
+	f, err := e.Family(ctx, 1)
+	if err != nil || f.Plan != policy.MaxBytes-2 || f.TopUps != 2 {
+		t.Errorf("after the refusals: plan %d top-ups %d (%v), want both unchanged", f.Plan, f.TopUps, err)
+	}
+}
+
+// Restore wrote the arm counters and fired marks only for the family's
+// current thresholds: one that fired before the family turned it off came
+// back unfired and at arm 0, so turning it on again announced the same
+// (family, month, threshold, arm 1) a second time. Found by
+// TestRecoveryMatchesModel.
+func TestRestoreKeepsArmsOfThresholdsTurnedOff(t *testing.T) {
+	ctx := context.Background()
+	seoul, _ := policy.LoadZone(policy.DefaultZone)
+	now := time.Date(2026, 3, 10, 12, 0, 0, 0, seoul)
+	e := holeEngine(t, &now)
+	if _, err := e.SetPlan(ctx, 1, 100*mb); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.AddMember(ctx, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	first, err := e.Apply(ctx, Event{ID: "e1", FamilyID: 1, CustomerID: 1, Bytes: 60 * mb, At: now})
+	if err != nil || len(first.Crossed) != 1 || first.Crossed[0] != 50 || first.Arms[0] != 1 {
+		t.Fatalf("60 of 100 MB = %+v, %v; want 50 %% on arm 1", first, err)
+	}
+	if err := e.SetThresholds(ctx, 1, policy.Thresholds{30}); err != nil {
+		t.Fatal(err)
+	}
+	// Redis is lost and rebuilt from SQL, which has the crossing.
+	st := FamilyState{FamilyID: 1, Provisioned: true, Plan: 100 * mb, Thresholds: policy.Thresholds{30},
+		Members: []MemberState{{CustomerID: 1}}, Usage: []Usage{{CustomerID: 1, At: now, Bytes: 60 * mb}},
+		Arms: map[string]map[int]int{"202603": {50: 1}}, Judged: []JudgedEvent{{ID: "e1", Result: first}}}
+	if err := e.Restore(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetThresholds(ctx, 1, policy.Thresholds{50, 30}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.Apply(ctx, Event{ID: "e2", FamilyID: 1, CustomerID: 1, Bytes: mb, At: now})
+	if err != nil || len(r.Crossed) != 0 {
+		t.Errorf("next event = %+v, %v; want nothing announced (50 %% was announced on arm 1 already)", r, err)
+	}
+	if f, _ := e.Family(ctx, 1); !slices.Equal(f.Fired, []int{50}) {
+		t.Errorf("fired after the rebuild = %v, want [50]", f.Fired)
+	}
+}
+
+// A rebuild minutes before a month's end restored only the months the dedupe
+// window reaches back into: the next month's pool, already charged by events
+// stamped a little ahead of the clock (a consumer takes them within its clock
+// skew), was dropped or left as a stale state held it, and the family could
+// spend its new month twice. Found by TestRecoveryMatchesModel.
+func TestRestoreKeepsEventsStampedInTheNextMonth(t *testing.T) {
+	ctx := context.Background()
+	seoul, _ := policy.LoadZone(policy.DefaultZone)
+	now := time.Date(2026, 3, 31, 23, 58, 0, 0, seoul)
+	e := holeEngine(t, &now)
+	if _, err := e.SetPlan(ctx, 1, 100*mb); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.AddMember(ctx, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	april := now.Add(4 * time.Minute)
+	first, err := e.Apply(ctx, Event{ID: "e1", FamilyID: 1, CustomerID: 1, Bytes: 60 * mb, At: april})
+	if err != nil || first.Decision != policy.Allowed {
+		t.Fatalf("an April event at 23:58 = %+v, %v", first, err)
+	}
+	months, _, to := e.AcceptedMonths()
+	if !slices.Contains(months, "202604") || !to.Equal(time.Date(2026, 5, 1, 0, 0, 0, 0, seoul)) {
+		t.Errorf("AcceptedMonths at 23:58 on March 31 = %v up to %v, want April in them", months, to)
+	}
+	st := FamilyState{FamilyID: 1, Provisioned: true, Plan: 100 * mb, Members: []MemberState{{CustomerID: 1}},
+		Usage: []Usage{{CustomerID: 1, At: april, Bytes: 60 * mb}}, Judged: []JudgedEvent{{ID: "e1", Result: first}}}
+	if err := e.rdb.FlushAll(ctx).Err(); err != nil { // Redis came back empty
+		t.Fatal(err)
+	}
+	if err := e.Restore(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.Apply(ctx, Event{ID: "e2", FamilyID: 1, CustomerID: 1, Bytes: 50 * mb, At: april})
+	if err != nil || r.Decision != policy.BlockedFamilyQuota || r.Remaining != 40*mb {
+		t.Errorf("50 MB more in April after the rebuild = %+v, %v; want blocked with 40 MB left", r, err)
+	}
+	now = april
+	if f, _ := e.Family(ctx, 1); f.Used != 60*mb {
+		t.Errorf("April's pool after the rebuild: used %d, want %d", f.Used, 60*mb)
+	}
+}
+
+// Restore replaced the usage counters of the family's members and of the
+// customers with usage in SQL only: a customer a stale state still held as a
+// member (removed since, in SQL) kept what a batch judged on that state
+// charged it — a batch whose results were never used — against ApplyMarked's
+// promise that the rebuild replaces every key such a batch touched; its next
+// events reported that phantom usage (and the records kept it). Found by
+// TestRecoveryMatchesModel.
+func TestRestoreClearsCountersOfFormerMembers(t *testing.T) {
+	ctx := context.Background()
+	seoul, _ := policy.LoadZone(policy.DefaultZone)
+	now := time.Date(2026, 3, 10, 12, 0, 0, 0, seoul)
+	e := holeEngine(t, &now)
+	if _, err := e.SetPlan(ctx, 1, 100*mb); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []int64{1, 2} {
+		if err := e.AddMember(ctx, 1, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Redis is a snapshot from before customer 2 was removed; a batch
+	// judged on it charges customer 2 before the stale state is noticed.
+	if r, err := e.Apply(ctx, Event{ID: "stale", FamilyID: 1, CustomerID: 2, Bytes: mb, At: now}); err != nil || r.Decision != policy.Allowed {
+		t.Fatalf("event on the stale state = %+v, %v", r, err)
+	}
+	st := FamilyState{FamilyID: 1, Provisioned: true, Plan: 100 * mb, Members: []MemberState{{CustomerID: 1}}}
+	if err := e.Restore(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.Apply(ctx, Event{ID: "stale", FamilyID: 1, CustomerID: 2, Bytes: mb, At: now})
+	if err != nil || r.Decision != policy.BlockedNotMember || r.DailyUsed != 0 || r.MonthlyUsed != 0 || r.Remaining != 100*mb {
+		t.Errorf("the event judged again after the rebuild = %+v, %v; want BLOCKED_NOT_MEMBER with no usage", r, err)
 	}
 }

@@ -79,7 +79,10 @@ func (m *model) thresholds(f int64) policy.Thresholds {
 
 func (m *model) pool(f int64, month string) policy.Pool {
 	_, ok := m.plan[f]
-	return policy.Pool{Provisioned: ok, Total: m.plan[f] + m.topup[fp{f, month}], Used: m.used[fp{f, month}]}
+	// The engine bounds a month's total (a plan raised after an old month's
+	// top-ups can take it over) at policy.MaxBytes.
+	total := min(m.plan[f]+m.topup[fp{f, month}], policy.MaxBytes)
+	return policy.Pool{Provisioned: ok, Total: total, Used: m.used[fp{f, month}]}
 }
 
 func (m *model) constraints(f, c int64) policy.Constraints {

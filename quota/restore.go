@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -74,11 +75,14 @@ func (e *Engine) CurrentMonth() (month string, from, to time.Time) {
 }
 
 // AcceptedMonths returns the months (YYYYMM, oldest first) an event judged
-// now may belong to — those the dedupe window reaches back into — and their
-// bounds [from, to): the months a rebuild must restore.
+// now may belong to — those the dedupe window reaches into, back and ahead
+// (a consumer takes events stamped a little ahead of its clock, within a
+// skew that must stay under the window, so minutes before a month's end the
+// next month may already be charged) — and their bounds [from, to): the
+// months a rebuild must restore.
 func (e *Engine) AcceptedMonths() (months []string, from, to time.Time) {
 	_, first, _ := e.monthOf(e.now().Add(-e.dedupeTTL))
-	_, _, to = e.CurrentMonth()
+	_, _, to = e.monthOf(e.now().Add(e.dedupeTTL))
 	for m := first; m.Before(to); m = m.AddDate(0, 1, 0) {
 		months = append(months, policy.MomentOf(m, e.loc).Month)
 	}
@@ -97,12 +101,15 @@ func (e *Engine) DedupeWindow() time.Duration { return e.dedupeTTL }
 // Restore replaces the family's Redis state with st, atomically (one
 // MULTI/EXEC; every key is in the family's slot): membership, plan,
 // thresholds and generation; for every accepted month (AcceptedMonths) the
-// pool (used = Σ usage, top-ups, each threshold's arm counter, and as fired
-// every threshold the pool has reached that fired at least once that month —
-// one never announced is left for the next event to announce); each member's
-// constraints and policy version (written as given: the source of truth wins
-// over what Redis held) and month and day counters; and the dedupe records
-// of the judged events. It is the rebuild after Redis lost data (SPEC §6).
+// pool (used = Σ usage, top-ups, the arm counter of every threshold that
+// fired that month — in the family's list or not — and as fired every such
+// threshold the pool has reached; one never announced is left for the next
+// event to announce); each member's constraints and policy version (written
+// as given: the source of truth wins over what Redis held) and month and day
+// counters; the counters and constraints of customers Redis held as members
+// that st does not (removed since: a batch judged on a stale state may have
+// charged them); and the dedupe records of the judged events. It is the
+// rebuild after Redis lost data (SPEC §6).
 func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 	fid := st.FamilyID
 	if err := checkFamily(fid); err != nil {
@@ -172,8 +179,26 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 		judged = append(judged, j.ID, encodeResult(j.Result))
 	}
 	bucket := e.bucket(e.now())
+	// Customers the state in Redis holds as members but the source of truth
+	// does not (removed since a snapshot was taken): a batch judged on that
+	// state may have charged them, and their counters go too. Judging never
+	// adds members, so no straggler adds one between this read and the write.
+	held, err := e.rdb.HKeys(ctx, e.k.family(fid)).Result()
+	if err != nil {
+		return fmt.Errorf("quota: restore family %d: %w", fid, err)
+	}
+	var former []int64
+	for _, f := range held {
+		if !strings.HasPrefix(f, prefixMember) {
+			continue
+		}
+		cid, err := strconv.ParseInt(f[len(prefixMember):], 10, 64)
+		if err == nil && !slices.ContainsFunc(members, func(m memberWrite) bool { return m.cid == cid }) {
+			former = append(former, cid)
+		}
+	}
 
-	_, err := e.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = e.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		fam := e.k.family(fid)
 		p.Del(ctx, fam)
 		var famFields []any
@@ -201,7 +226,17 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 			pool := e.k.pool(fid, month)
 			p.Del(ctx, pool)
 			poolFields := []any{fieldUsed, used[month], fieldTopUp, st.TopUps[month]}
-			for _, pct := range thr {
+			// Every threshold that fired this month, in the family's list
+			// or not (turned off since): turned on again, it must not be
+			// announced again on an arm already announced.
+			pcts := slices.Clone(thr)
+			for pct := range st.Arms[month] {
+				if !slices.Contains(pcts, pct) {
+					pcts = append(pcts, pct)
+				}
+			}
+			slices.Sort(pcts)
+			for _, pct := range pcts {
 				arms := st.Arms[month][pct]
 				if arms > 0 {
 					poolFields = append(poolFields, prefixArms+strconv.Itoa(pct), arms)
@@ -217,6 +252,11 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 					p.Del(ctx, e.k.usage(fid, m.cid, month))
 				}
 			}
+			for _, cid := range former {
+				if usage[month][cid] == nil {
+					p.Del(ctx, e.k.usage(fid, cid, month))
+				}
+			}
 			for _, cid := range slices.Sorted(maps.Keys(usage[month])) {
 				uk := e.k.usage(fid, cid, month)
 				p.Del(ctx, uk)
@@ -228,6 +268,9 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 				p.HSet(ctx, uk, args...)
 				p.Expire(ctx, uk, monthTTL)
 			}
+		}
+		for _, cid := range former { // as RemoveMember: the version stays
+			p.Del(ctx, e.k.constraints(fid, cid))
 		}
 		for _, m := range members {
 			ck := e.k.constraints(fid, m.cid)
