@@ -6,13 +6,15 @@
 # deployables as OS processes, injects faults and checks the invariants. It
 # stops every process it started, by PID, even on failure.
 #
-# Tuning (CI defaults in parentheses): DPCS_CHAOS_DURATION (100s),
+# Tuning (CI defaults in parentheses): DPCS_CHAOS_DURATION (130s),
 # DPCS_CHAOS_MYSQL_DOWN (30s), DPCS_CHAOS_REDIS_DOWN (12s), DPCS_CHAOS_BURST (3s),
 # DPCS_CHAOS_DRAIN_TIMEOUT (150s), DPCS_CHAOS_SESSION_TIMEOUT (10s),
 # DPCS_CHAOS_REPLAY_DELAY (2s), DPCS_CHAOS_RATE (250 events/s),
 # DPCS_CHAOS_FAMILIES (3000), DPCS_CHAOS_COPIES (3), DPCS_CHAOS_SEED (1),
 # DPCS_CHAOS_PROCESSOR (a prebuilt examples/processor), DPCS_CHAOS_KEEP=1 (keep
 # the work directory of a green run). A failed run keeps it and prints its path.
+# Ports (default: free ones): DPCS_CHAOS_KAFKA_PORT (the first of three kfake
+# brokers), DPCS_CHAOS_REDIS_PORT, DPCS_CHAOS_MYSQL_PORT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/servers.sh
