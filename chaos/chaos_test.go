@@ -58,7 +58,7 @@ type config struct {
 
 func loadConfig(t *testing.T) config {
 	t.Helper()
-	c := config{Duration: 130 * time.Second, MySQLDown: 30 * time.Second, RedisDown: 12 * time.Second,
+	c := config{Duration: 100 * time.Second, MySQLDown: 30 * time.Second, RedisDown: 12 * time.Second,
 		Burst: 3 * time.Second, Drain: 150 * time.Second, SessionTimeout: 10 * time.Second,
 		ReplayDelay: 2 * time.Second, Rate: 250, Families: 3000, Copies: 3, Seed: 1,
 		Processor: os.Getenv("DPCS_CHAOS_PROCESSOR"), Keep: os.Getenv("DPCS_CHAOS_KEEP") == "1"}
@@ -97,10 +97,10 @@ func loadConfig(t *testing.T) config {
 	num("DPCS_CHAOS_KAFKA_PORT", func(f float64) { c.KafkaPort = int(f) }, 1024, 65533)
 	num("DPCS_CHAOS_REDIS_PORT", func(f float64) { c.RedisPort = int(f) }, 1024, 65535)
 	num("DPCS_CHAOS_MYSQL_PORT", func(f float64) { c.MySQLPort = int(f) }, 1024, 65535)
-	// Twelve steps of at least 5 s (a rebalance takes about a heartbeat, 3 s)
+	// Twelve steps of at least 4 s (a rebalance takes about a heartbeat, 3 s)
 	// around the Redis and MariaDB outages.
-	if min := c.MySQLDown + c.RedisDown + 60*time.Second; c.Duration < min {
-		errs = append(errs, fmt.Errorf("DPCS_CHAOS_DURATION: at least DPCS_CHAOS_MYSQL_DOWN + DPCS_CHAOS_REDIS_DOWN + 60s = %s, got %s", min, c.Duration))
+	if min := c.MySQLDown + c.RedisDown + 48*time.Second; c.Duration < min {
+		errs = append(errs, fmt.Errorf("DPCS_CHAOS_DURATION: at least DPCS_CHAOS_MYSQL_DOWN + DPCS_CHAOS_REDIS_DOWN + 48s = %s, got %s", min, c.Duration))
 	}
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@
 # deployables as OS processes, injects faults and checks the invariants. It
 # stops every process it started, by PID, even on failure.
 #
-# Tuning (CI defaults in parentheses): DPCS_CHAOS_DURATION (130s),
+# Tuning (CI defaults in parentheses): DPCS_CHAOS_DURATION (100s),
 # DPCS_CHAOS_MYSQL_DOWN (30s), DPCS_CHAOS_REDIS_DOWN (12s), DPCS_CHAOS_BURST (3s),
 # DPCS_CHAOS_DRAIN_TIMEOUT (150s), DPCS_CHAOS_SESSION_TIMEOUT (10s),
 # DPCS_CHAOS_REPLAY_DELAY (2s), DPCS_CHAOS_RATE (250 events/s),
