@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -29,6 +30,7 @@ import (
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
+	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/simulate"
 	"github.com/dabom/dpcs/writebehind"
 )
@@ -48,6 +50,10 @@ type config struct {
 	Seed           uint64        // DPCS_CHAOS_SEED: population and event stream (1)
 	Processor      string        // DPCS_CHAOS_PROCESSOR: a prebuilt examples/processor; default: built here
 	Keep           bool          // DPCS_CHAOS_KEEP=1 keeps the work directory after a green run too
+	// DPCS_CHAOS_KAFKA_PORT (the first of three), DPCS_CHAOS_REDIS_PORT,
+	// DPCS_CHAOS_MYSQL_PORT: loopback ports for the servers; 0 (default) picks
+	// free ones.
+	KafkaPort, RedisPort, MySQLPort int
 }
 
 func loadConfig(t *testing.T) config {
@@ -88,10 +94,13 @@ func loadConfig(t *testing.T) config {
 	num("DPCS_CHAOS_FAMILIES", func(f float64) { c.Families = int(f) }, 10, 250_000)
 	num("DPCS_CHAOS_COPIES", func(f float64) { c.Copies = int(f) }, 1, 10)
 	num("DPCS_CHAOS_SEED", func(f float64) { c.Seed = uint64(f) }, 0, 1<<53)
-	// Ten steps of at least 4 s (a rebalance takes about a heartbeat, 3 s)
+	num("DPCS_CHAOS_KAFKA_PORT", func(f float64) { c.KafkaPort = int(f) }, 1024, 65533)
+	num("DPCS_CHAOS_REDIS_PORT", func(f float64) { c.RedisPort = int(f) }, 1024, 65535)
+	num("DPCS_CHAOS_MYSQL_PORT", func(f float64) { c.MySQLPort = int(f) }, 1024, 65535)
+	// Twelve steps of at least 4 s (a rebalance takes about a heartbeat, 3 s)
 	// around the Redis and MariaDB outages.
-	if min := c.MySQLDown + c.RedisDown + 40*time.Second; c.Duration < min {
-		errs = append(errs, fmt.Errorf("DPCS_CHAOS_DURATION: at least DPCS_CHAOS_MYSQL_DOWN + DPCS_CHAOS_REDIS_DOWN + 40s = %s, got %s", min, c.Duration))
+	if min := c.MySQLDown + c.RedisDown + 48*time.Second; c.Duration < min {
+		errs = append(errs, fmt.Errorf("DPCS_CHAOS_DURATION: at least DPCS_CHAOS_MYSQL_DOWN + DPCS_CHAOS_REDIS_DOWN + 48s = %s, got %s", min, c.Duration))
 	}
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
@@ -127,6 +136,8 @@ type harness struct {
 	events   []string  // the timeline
 	timings  []string  // measured recoveries
 	families []int64
+	monthly  map[int64]int64 // customer → monthly limit, the whole run
+	daily    map[int64]int64 // customer → daily limit, the whole run
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -270,6 +281,15 @@ func (h *harness) startServers() {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if p := h.cfg.KafkaPort; p != 0 {
+		ports[0], ports[1], ports[2] = p, p+1, p+2
+	}
+	if p := h.cfg.RedisPort; p != 0 {
+		ports[3] = p
+	}
+	if p := h.cfg.MySQLPort; p != 0 {
+		ports[4] = p
+	}
 	h.kafka, err = kfake.NewCluster(kfake.NumBrokers(3), kfake.Ports(ports[0], ports[1], ports[2]),
 		kfake.SeedTopics(service.DefaultPartitions, service.Topics()...))
 	if err != nil {
@@ -323,10 +343,13 @@ func (h *harness) addServer(p *Process) {
 	h.mu.Unlock()
 }
 
-// provision writes the population into the quota engine: a plan per family,
-// its members, a monthly limit on a child of every third family, a daily
-// limit on a parent of every fourth, a video block on every seventh and
-// custom thresholds on every sixth.
+// provision writes the population into SQL, as the API would (families,
+// members, policies): a plan per family, a monthly limit on a child of every
+// third family, a daily limit on a parent of every fourth, a video block on
+// every seventh and custom thresholds on every sixth. Then it rebuilds Redis
+// from SQL as the first state generation (service.Recovery.Bootstrap), so the
+// processors' state guard trusts it and every later rebuild restores the
+// same population.
 func (h *harness) provision() {
 	t := h.t
 	t.Helper()
@@ -335,43 +358,123 @@ func (h *harness) provision() {
 		t.Fatal(err)
 	}
 	ctx := h.ctx
+	if err := store.Migrate(ctx, h.db); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.New(h.db, store.WithLocation(h.eng.Location()))
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Plans small enough that pools run dry and thresholds fire within a run.
 	plans := []int64{4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30}
-	limits := 0
+	h.monthly, h.daily = map[int64]int64{}, map[int64]int64{}
+	var fams []simulate.Family
+	members := 0
 	for f := range pop.Families() {
-		fid := f.ID
-		h.families = append(h.families, fid)
-		if _, err := h.eng.SetPlan(ctx, fid, plans[fid%int64(len(plans))]); err != nil {
-			t.Fatal(err)
-		}
-		if fid%6 == 0 {
-			if err := h.eng.SetThresholds(ctx, fid, policy.Thresholds{75, 50, 25, 5}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		h.families = append(h.families, f.ID)
+		fams = append(fams, f)
 		for _, m := range f.Members {
-			if err := h.eng.AddMember(ctx, fid, m.CustomerID); err != nil {
-				t.Fatal(err)
-			}
-			c := map[string]string{}
+			members++
 			switch {
-			case m.Index == 2 && fid%3 == 0:
-				c[policy.KeyLimitMonthly] = strconv.Itoa(6 << 20)
-			case m.Index == 0 && fid%4 == 1:
-				c[policy.KeyLimitDaily] = strconv.Itoa(3 << 20)
-			case m.Index == 1 && fid%7 == 0:
-				c[policy.KeyBlockCatPrefix+string(policy.CategoryVideo)] = "1"
-			}
-			if len(c) > 0 {
-				limits++
-				if _, err := h.eng.SetConstraints(ctx, fid, m.CustomerID, 1, c); err != nil {
-					t.Fatal(err)
-				}
+			case m.Index == 2 && f.ID%3 == 0:
+				h.monthly[m.CustomerID] = 6 << 20
+			case m.Index == 0 && f.ID%4 == 1:
+				h.daily[m.CustomerID] = 3 << 20
 			}
 		}
 	}
-	h.logf("provisioned %d families, %d members, %d members with a limit or block, plans %v MB",
-		pop.NumFamilies(), pop.NumMembers(), limits, []int64{4, 16, 64, 256, 1024})
+	one := func(f simulate.Family) error {
+		nf := store.NewFamily{ID: f.ID, Name: fmt.Sprintf("chaos family %d", f.ID), PlanBytes: plans[f.ID%int64(len(plans))]}
+		if f.ID%6 == 0 {
+			nf.Thresholds = policy.Thresholds{75, 50, 25, 5}
+		}
+		if err := retryDeadlock(func() error { _, err := st.CreateFamily(ctx, nf, store.System); return err }); err != nil {
+			return err
+		}
+		for _, m := range f.Members {
+			nm := store.NewMember{ID: m.CustomerID, FamilyID: f.ID, Name: fmt.Sprintf("member %d", m.CustomerID), Role: m.Role}
+			if err := retryDeadlock(func() error { _, err := st.AddMember(ctx, nm, store.System); return err }); err != nil {
+				return err
+			}
+			c := map[string]string{}
+			switch {
+			case h.monthly[m.CustomerID] > 0:
+				c[policy.KeyLimitMonthly] = strconv.FormatInt(h.monthly[m.CustomerID], 10)
+			case h.daily[m.CustomerID] > 0:
+				c[policy.KeyLimitDaily] = strconv.FormatInt(h.daily[m.CustomerID], 10)
+			case m.Index == 1 && f.ID%7 == 0:
+				c[policy.KeyBlockCatPrefix+string(policy.CategoryVideo)] = "1"
+			}
+			if len(c) > 0 {
+				pc := store.PolicyChange{FamilyID: f.ID, CustomerID: m.CustomerID, Set: c, By: store.System}
+				if err := retryDeadlock(func() error { _, err := st.UpdatePolicy(ctx, pc); return err }); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	start := time.Now()
+	work := make(chan simulate.Family)
+	errs := make(chan error, 8)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for f := range work {
+				if err := one(f); err != nil {
+					errs <- fmt.Errorf("provision family %d: %w", f.ID, err)
+					return
+				}
+			}
+		}()
+	}
+feed:
+	for _, f := range fams {
+		select {
+		case work <- f:
+		case err := <-errs:
+			close(work)
+			wg.Wait()
+			t.Fatal(err)
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+	h.logf("provisioned in SQL in %s: %d families, %d members, %d monthly and %d daily limits, plans %v MB",
+		time.Since(start).Round(100*time.Millisecond), len(fams), members, len(h.monthly), len(h.daily), []int64{4, 16, 64, 256, 1024})
+	rec, closeRec, err := service.NewDeployableRecovery(h.eng, h.db, []kgo.Opt{kgo.SeedBrokers(h.brokers...)}, nil, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeRec()
+	info, err := rec.Bootstrap(ctx, "chaos: provisioned in SQL")
+	if err != nil {
+		t.Fatalf("rebuild Redis from SQL: %v", err)
+	}
+	h.timing("Redis built from SQL at start: generation %s, %d families in %s", info.Generation, info.Families, info.Total.Round(10*time.Millisecond))
+}
+
+// retryDeadlock runs a transaction again (up to 5 times) when InnoDB chose
+// it as a deadlock victim or it timed out waiting for a lock: concurrent
+// provisioning transactions (their outbox and audit inserts) can deadlock,
+// and MySQL's documented answer is to run the transaction again.
+func retryDeadlock(tx func() error) error {
+	for try := 1; ; try++ {
+		err := tx()
+		var me *mysql.MySQLError
+		if err == nil || try == 5 || !errors.As(err, &me) || me.Number != 1213 && me.Number != 1205 {
+			return err
+		}
+		time.Sleep(time.Duration(try) * 10 * time.Millisecond)
+	}
 }
 
 // startProcessor starts one more processor deployable.
@@ -508,13 +611,13 @@ func (h *harness) startTraffic() (*Traffic, *simulate.Simulator) {
 	return traffic, sim
 }
 
-// faults runs the schedule. u is a tenth of the traffic time outside the
+// faults runs the schedule. u is a twelfth of the traffic time outside the
 // Redis and MariaDB outages; every step starts at its time or, if an
 // earlier one ran late, right after it.
 func (h *harness) faults(sim *simulate.Simulator) {
 	cfg := h.cfg
 	M, R := cfg.MySQLDown, cfg.RedisDown
-	u := (cfg.Duration - M - R) / 10
+	u := (cfg.Duration - M - R) / 12
 
 	// Rebalance: 1 → 3 → 2 → 3 processors.
 	h.at(1 * u)
@@ -559,6 +662,15 @@ func (h *harness) faults(sim *simulate.Simulator) {
 	h.at(8*u + R + M)
 	h.killProcessor()
 	h.startProcessor()
+
+	// Redis comes back empty: the processors must notice, one rebuilds
+	// from SQL, the others wait, and all resume.
+	h.at(9*u + R + M)
+	h.redisEmpty()
+
+	// Redis comes back from a snapshot taken seconds earlier.
+	h.at(10*u + R + M)
+	h.redisSnapshot()
 }
 
 // committed sums the processor group's committed offsets.
@@ -581,6 +693,12 @@ func call[T any](h *harness, f func(context.Context) (T, error)) (T, error) {
 
 func (h *harness) redisOutage() {
 	h.t.Helper()
+	gen := h.generation()
+	defer func() {
+		if now := h.generation(); now != gen {
+			h.t.Errorf("Redis restarted with its data (AOF, fsync always) was taken as stale: generation %s → %s", gen, now)
+		}
+	}()
 	pid := h.redis.Process().PID()
 	atKill, _ := call(h, h.committed)
 	if err := h.redis.Kill(); err != nil {
@@ -764,6 +882,9 @@ func (h *harness) drain(want int) {
 
 type results struct {
 	usage    UsageStats
+	plans    int        // family-months checked against plan + top-ups
+	limits   int        // member months and days checked against limits
+	topic    AlertStats // THRESHOLD_ALERT records on notification-events
 	kinds    map[string]int64
 	alerts   int
 	topics   map[string]int64
@@ -817,6 +938,15 @@ func (h *harness) check(produced map[string]struct{}, ts TrafficStats) results {
 	if err := service.CheckInvariants(ctx, h.eng, h.db, h.families); err != nil {
 		t.Errorf("service.CheckInvariants over %d families:\n%v", len(h.families), err)
 	}
+	if err := CheckNotMember(ctx, h.db); err != nil {
+		t.Error(err)
+	}
+	if r.plans, err = CheckPlans(ctx, h.db, h.eng.Location()); err != nil {
+		t.Errorf("nobody over plan:\n%v", err)
+	}
+	if r.limits, err = CheckMemberLimits(ctx, h.db, h.eng.Location(), h.monthly, h.daily); err != nil {
+		t.Errorf("no member over a limit:\n%v", err)
+	}
 	if r.kinds, err = NotificationStats(ctx, h.db); err != nil {
 		t.Fatal(err)
 	}
@@ -836,6 +966,9 @@ func (h *harness) check(produced map[string]struct{}, ts TrafficStats) results {
 			dl, _ := DeadLetters(ctx, h.brokers, tp, 10)
 			t.Errorf("%s holds %d records:\n%s", tp, r.topics[tp], strings.Join(dl, "\n"))
 		}
+	}
+	if r.topic, err = CheckAlertTopic(ctx, h.brokers, envelope.TopicNotificationEvents, r.topics[envelope.TopicNotificationEvents]); err != nil {
+		t.Errorf("threshold alerts on %s:\n%v", envelope.TopicNotificationEvents, err)
 	}
 	if got := r.topics[envelope.TopicUsageEvents]; got != ts.Records {
 		t.Errorf("usage-events holds %d records, %d were acknowledged", got, ts.Records)
@@ -860,6 +993,10 @@ func (h *harness) summary(r results, ts TrafficStats, phase []string, total time
 	}
 	fmt.Fprintf(&b, "inbox                      %d QUOTA_UPDATED, %d CUSTOMER_BLOCKED, %d THRESHOLD_ALERT\n",
 		r.kinds[string(envelope.SubQuotaUpdated)], r.kinds[string(envelope.SubCustomerBlocked)], r.alerts)
+	fmt.Fprintf(&b, "checked from SQL           %d family-months ≤ plan + top-ups, %d member months/days ≤ limit, %d BLOCKED_NOT_MEMBER\n",
+		r.plans, r.limits, r.usage.ByResult[string(policy.BlockedNotMember)])
+	fmt.Fprintf(&b, "alerts on the topic        %d THRESHOLD_ALERT records for %d thresholds (%d duplicate deliveries)\n",
+		r.topic.Alerts, r.topic.Keys, r.topic.Redeliver)
 	fmt.Fprintf(&b, "topics                     usage-events %d, usage-persist %d, notification-events %d\n",
 		r.topics[envelope.TopicUsageEvents], r.topics[envelope.TopicUsagePersist], r.topics[envelope.TopicNotificationEvents])
 	h.mu.Lock()

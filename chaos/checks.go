@@ -303,3 +303,253 @@ func CheckThresholds(ctx context.Context, db *sql.DB, eng *quota.Engine, familie
 	}
 	return n, errors.Join(errs...)
 }
+
+// CheckNotMember fails when usage_record holds any event judged
+// BLOCKED_NOT_MEMBER: every member the traffic uses is provisioned, so such
+// a judgement comes from a Redis that lost its state.
+func CheckNotMember(ctx context.Context, db *sql.DB) error {
+	rows, err := db.QueryContext(ctx, `SELECT event_id, family_id, customer_id FROM usage_record WHERE process_result = ?`,
+		string(policy.BlockedNotMember))
+	if err != nil {
+		return fmt.Errorf("chaos: BLOCKED_NOT_MEMBER rows: %w", err)
+	}
+	defer rows.Close()
+	var bad []string
+	for rows.Next() {
+		var id string
+		var fid, cid int64
+		if err := rows.Scan(&id, &fid, &cid); err != nil {
+			return err
+		}
+		bad = append(bad, fmt.Sprintf("%s (family %d member %d)", id, fid, cid))
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%d events of provisioned members judged %s: %s", len(bad), policy.BlockedNotMember, listed(bad))
+	}
+	return nil
+}
+
+// allowedRow is one ALLOWED usage_record row.
+type allowedRow struct {
+	fid, cid, bytes int64
+	at              time.Time
+}
+
+func allowedRows(ctx context.Context, db *sql.DB) ([]allowedRow, error) {
+	rows, err := db.QueryContext(ctx, `SELECT family_id, customer_id, bytes_used, event_time FROM usage_record WHERE process_result = ?`,
+		string(policy.Allowed))
+	if err != nil {
+		return nil, fmt.Errorf("chaos: allowed rows: %w", err)
+	}
+	defer rows.Close()
+	var out []allowedRow
+	for rows.Next() {
+		var r allowedRow
+		if err := rows.Scan(&r.fid, &r.cid, &r.bytes, &r.at); err != nil {
+			return nil, fmt.Errorf("chaos: allowed rows: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// CheckPlans checks, from SQL alone, that nobody spent over plan: for every
+// family and month (in loc), Σ bytes of its ALLOWED usage_record rows ≤ its
+// plan (families.plan_bytes) + that month's top-ups. It returns the number
+// of family-months checked.
+func CheckPlans(ctx context.Context, db *sql.DB, loc *time.Location) (int, error) {
+	plans := map[int64]int64{}
+	rows, err := db.QueryContext(ctx, `SELECT id, plan_bytes FROM families`)
+	if err != nil {
+		return 0, fmt.Errorf("chaos: plans: %w", err)
+	}
+	for rows.Next() {
+		var fid, plan int64
+		if err := rows.Scan(&fid, &plan); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		plans[fid] = plan
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	type fm struct {
+		fid   int64
+		month string
+	}
+	topups := map[fm]int64{}
+	rows, err = db.QueryContext(ctx, `SELECT family_id, month, SUM(bytes) FROM topups GROUP BY family_id, month`)
+	if err != nil {
+		return 0, fmt.Errorf("chaos: top-ups: %w", err)
+	}
+	for rows.Next() {
+		var k fm
+		var n int64
+		if err := rows.Scan(&k.fid, &k.month, &n); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		topups[k] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	allowed, err := allowedRows(ctx, db)
+	if err != nil {
+		return 0, err
+	}
+	spent := map[fm]int64{}
+	for _, r := range allowed {
+		spent[fm{r.fid, policy.MomentOf(r.at, loc).Month}] += r.bytes
+	}
+	var over []string
+	for k, n := range spent {
+		plan, ok := plans[k.fid]
+		if !ok {
+			over = append(over, fmt.Sprintf("family %d (not provisioned) allowed %d bytes in %s", k.fid, n, k.month))
+			continue
+		}
+		if limit := plan + topups[k]; n > limit {
+			over = append(over, fmt.Sprintf("family %d month %s: allowed %d bytes, plan %d + top-ups %d", k.fid, k.month, n, plan, topups[k]))
+		}
+	}
+	if len(over) > 0 {
+		return len(spent), fmt.Errorf("%d family-months over plan in usage_record: %s", len(over), listed(over))
+	}
+	return len(spent), nil
+}
+
+// CheckMemberLimits checks, from SQL alone, that no member with a monthly
+// or daily limit for the whole run was allowed more than it in a month or a
+// day (in loc). It returns the number of member-periods checked.
+func CheckMemberLimits(ctx context.Context, db *sql.DB, loc *time.Location, monthly, daily map[int64]int64) (int, error) {
+	allowed, err := allowedRows(ctx, db)
+	if err != nil {
+		return 0, err
+	}
+	type cp struct {
+		cid    int64
+		period string
+	}
+	months, days := map[cp]int64{}, map[cp]int64{}
+	for _, r := range allowed {
+		m := policy.MomentOf(r.at, loc)
+		if _, ok := monthly[r.cid]; ok {
+			months[cp{r.cid, m.Month}] += r.bytes
+		}
+		if _, ok := daily[r.cid]; ok {
+			days[cp{r.cid, m.Day}] += r.bytes
+		}
+	}
+	var over []string
+	for k, n := range months {
+		if n > monthly[k.cid] {
+			over = append(over, fmt.Sprintf("member %d month %s: allowed %d bytes, monthly limit %d", k.cid, k.period, n, monthly[k.cid]))
+		}
+	}
+	for k, n := range days {
+		if n > daily[k.cid] {
+			over = append(over, fmt.Sprintf("member %d day %s: allowed %d bytes, daily limit %d", k.cid, k.period, n, daily[k.cid]))
+		}
+	}
+	if len(over) > 0 {
+		return len(months) + len(days), fmt.Errorf("%d member periods over a limit in usage_record: %s", len(over), listed(over))
+	}
+	return len(months) + len(days), nil
+}
+
+// AlertStats is what CheckAlertTopic read.
+type AlertStats struct {
+	Records   int64 // records read from the topic
+	Alerts    int   // THRESHOLD_ALERT records
+	Keys      int   // distinct (family, threshold, period)
+	Redeliver int   // THRESHOLD_ALERT records repeating an event id already read
+}
+
+// CheckAlertTopic reads the notification topic from its start to its end
+// (as TopicSizes saw it: want records) and checks that every (family,
+// threshold percent, period) has at most one distinct THRESHOLD_ALERT event
+// id: the same event twice is a duplicate delivery, two events are an alert
+// sent twice.
+func CheckAlertTopic(ctx context.Context, brokers []string, topic string, want int64) (AlertStats, error) {
+	var s AlertStats
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return s, err
+	}
+	defer cl.Close()
+	type key struct {
+		fid    int64
+		pct    int
+		period string
+	}
+	ids := map[key]map[string]bool{}
+	var errs []error
+	stall := time.Now()
+	for s.Records < want {
+		if time.Since(stall) > 30*time.Second {
+			return s, fmt.Errorf("chaos: read %d of %d records of %s, none for 30 s", s.Records, want, topic)
+		}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		fs := cl.PollRecords(pctx, 10_000)
+		cancel()
+		if ctx.Err() != nil {
+			return s, ctx.Err()
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			s.Records++
+			stall = time.Now()
+			alert := false
+			for _, h := range r.Headers {
+				if h.Key == envelope.HeaderSubType && string(h.Value) == string(envelope.SubThresholdAlert) {
+					alert = true
+				}
+			}
+			if !alert {
+				return
+			}
+			ev, err := envelope.FromRecord(r)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err))
+				return
+			}
+			var p envelope.ThresholdAlert
+			switch v := ev.Payload.(type) {
+			case envelope.ThresholdAlert:
+				p = v
+			case *envelope.ThresholdAlert:
+				p = *v
+			default:
+				errs = append(errs, fmt.Errorf("%s/%d@%d: THRESHOLD_ALERT header with a %T payload", r.Topic, r.Partition, r.Offset, ev.Payload))
+				return
+			}
+			s.Alerts++
+			k := key{p.FamilyID, p.ThresholdPercent, p.Period}
+			if ids[k] == nil {
+				ids[k] = map[string]bool{}
+			}
+			if ids[k][ev.EventID] {
+				s.Redeliver++
+			}
+			ids[k][ev.EventID] = true
+		})
+	}
+	s.Keys = len(ids)
+	var twice []string
+	for k, set := range ids {
+		if len(set) > 1 {
+			twice = append(twice, fmt.Sprintf("family %d %d%% %s: events %v", k.fid, k.pct, k.period, slices.Sorted(maps.Keys(set))))
+		}
+	}
+	if len(twice) > 0 {
+		errs = append(errs, fmt.Errorf("%d thresholds alerted more than once on %s: %s", len(twice), topic, listed(twice)))
+	}
+	return s, errors.Join(errs...)
+}

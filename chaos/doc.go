@@ -7,7 +7,7 @@
 // scripts/chaos.sh, which installs redis-server and mariadb-server when they
 // are missing:
 //
-//	bash scripts/chaos.sh                       # CI defaults, about 2½ minutes
+//	bash scripts/chaos.sh                       # CI defaults, about 4 minutes
 //	DPCS_CHAOS_DURATION=3m DPCS_CHAOS_RATE=800 bash scripts/chaos.sh
 //
 // Phase by phase, TestChaos
@@ -15,18 +15,24 @@
 //  1. builds examples/processor, starts kfake inside the test process, a
 //     redis-server (AOF, appendfsync always) and a MariaDB on free loopback
 //     ports with their own temporary data directories;
-//  2. provisions a simulated population in the quota engine (small plans so
-//     pools run dry and thresholds fire, some monthly and daily limits);
+//  2. provisions a simulated population in SQL (small plans so pools run
+//     dry and thresholds fire, some monthly and daily limits) and builds
+//     Redis from it as the first state generation;
 //  3. drives steady traffic from the simulator's generator, producing every
 //     event three times as three separate records, with one 10× burst;
 //  4. meanwhile rebalances the consumer group (1→3→2→3 processors), kills
 //     processors with SIGKILL and restarts them, kills and restarts
-//     redis-server on the same port and AOF directory, and stops MariaDB for
-//     30 s;
+//     redis-server on the same port and AOF directory, stops MariaDB for
+//     30 s, restarts redis-server empty and then from an RDB snapshot taken
+//     seconds earlier, each time waiting until one processor rebuilt Redis
+//     from SQL and the group commits again;
 //  5. stops traffic, waits until every distinct event is in usage_record and
 //     every consumer group has caught up, and checks service.CheckInvariants,
 //     one row per produced event, one QUOTA_UPDATED or CUSTOMER_BLOCKED per
-//     event, and exactly one THRESHOLD_ALERT per threshold the engine fired.
+//     event, exactly one THRESHOLD_ALERT per threshold the engine fired (in
+//     the inbox and, by event id, on notification-events), and from SQL
+//     alone nobody over plan + top-ups, no member over a limit and no
+//     BLOCKED_NOT_MEMBER.
 //
 // This package holds the building blocks the test composes: child processes
 // with log files (Process), the servers (Redis, MariaDB), free ports, the

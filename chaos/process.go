@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -220,4 +221,40 @@ func CountLines(paths []string, subs ...string) int {
 		}
 	}
 	return n
+}
+
+// GrepLines returns the lines of the files that contain every one of subs.
+func GrepLines(paths []string, subs ...string) []string {
+	var out []string
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+	lines:
+		for line := range bytes.Lines(b) {
+			for _, s := range subs {
+				if !bytes.Contains(line, []byte(s)) {
+					continue lines
+				}
+			}
+			out = append(out, string(bytes.TrimRight(line, "\n")))
+		}
+	}
+	return out
+}
+
+// Fields picks the key=value pairs of the named keys from a log line written
+// by slog's text handler, in the order given ("families=3000 drain=3.2s").
+func Fields(line string, keys ...string) string {
+	var out []string
+	for _, k := range keys {
+		for _, f := range strings.Fields(line) {
+			if strings.HasPrefix(f, k+"=") {
+				out = append(out, f)
+				break
+			}
+		}
+	}
+	return strings.Join(out, " ")
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	_ "github.com/go-sql-driver/mysql" // MariaDB
@@ -45,14 +46,21 @@ func (r *Redis) LogPath() string { return filepath.Join(r.Dir, "redis.log") }
 // Process is the running server process (nil before Start).
 func (r *Redis) Process() *Process { return r.proc }
 
-// Start starts the server and waits until it answers PING (the AOF loaded).
-func (r *Redis) Start(ctx context.Context) error {
+// Start starts the server on its directory and waits until it answers PING
+// (the AOF loaded).
+func (r *Redis) Start(ctx context.Context) error { return r.start(ctx, true) }
+
+func (r *Redis) start(ctx context.Context, aof bool) error {
 	if r.proc != nil && r.proc.Running() {
 		return fmt.Errorf("chaos: redis already running (pid %d)", r.proc.PID())
 	}
+	appendonly := "yes"
+	if !aof {
+		appendonly = "no" // dump.rdb is loaded: Redis reads the RDB only without AOF
+	}
 	p, err := StartProcess("redis-server", r.LogPath(), nil, r.Bin,
 		"--port", strconv.Itoa(r.Port), "--bind", "127.0.0.1", "--dir", r.Dir,
-		"--daemonize", "no", "--save", "", "--appendonly", "yes", "--appendfsync", "always",
+		"--daemonize", "no", "--save", "", "--appendonly", appendonly, "--appendfsync", "always",
 		"--auto-aof-rewrite-percentage", "0", "--protected-mode", "no")
 	if err != nil {
 		return err
@@ -61,7 +69,79 @@ func (r *Redis) Start(ctx context.Context) error {
 	r.Starts++
 	c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1, DialTimeout: time.Second})
 	defer c.Close()
-	return waitFor("redis "+r.Addr(), 30*time.Second, p, func() error { return c.Ping(ctx).Err() })
+	if err := waitFor("redis "+r.Addr(), 60*time.Second, p, func() error { return c.Ping(ctx).Err() }); err != nil {
+		return err
+	}
+	if !aof { // durable again from here on, as the harness's Redis always is
+		if err := c.ConfigSet(ctx, "appendonly", "yes").Err(); err != nil {
+			return fmt.Errorf("chaos: redis %s: turn the AOF on: %w", r.Addr(), err)
+		}
+	}
+	return nil
+}
+
+// StartFresh starts the server on the same port in the new directory dir
+// (created), so nothing of the old directory is loaded: empty when rdb is
+// "", else from a copy of the RDB file rdb (a snapshot taken earlier, see
+// Snapshot). The AOF is turned on again once the server answers.
+func (r *Redis) StartFresh(ctx context.Context, dir, rdb string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("chaos: redis dir: %w", err)
+	}
+	if rdb != "" {
+		if err := copyFile(rdb, filepath.Join(dir, "dump.rdb")); err != nil {
+			return fmt.Errorf("chaos: redis snapshot: %w", err)
+		}
+	}
+	r.Dir = dir
+	return r.start(ctx, false)
+}
+
+// Snapshot has the running server write an RDB snapshot (BGSAVE), waits
+// until it is written (LASTSAVE changes and no save is in progress, with a
+// deadline) and copies it to dst. It returns when the snapshot was taken.
+func (r *Redis) Snapshot(ctx context.Context, dst string) (time.Time, error) {
+	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	defer c.Close()
+	before, err := c.LastSave(ctx).Result()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("chaos: redis LASTSAVE: %w", err)
+	}
+	if err := c.BgSave(ctx).Err(); err != nil {
+		return time.Time{}, fmt.Errorf("chaos: redis BGSAVE: %w", err)
+	}
+	var at int64
+	err = waitFor("redis BGSAVE to finish", 60*time.Second, r.proc, func() error {
+		if at, err = c.LastSave(ctx).Result(); err != nil {
+			return err
+		}
+		info, err := c.Info(ctx, "persistence").Result()
+		if err != nil {
+			return err
+		}
+		switch {
+		case strings.Contains(info, "rdb_last_bgsave_status:err"):
+			return fmt.Errorf("BGSAVE failed: %s", info)
+		case at == before || !strings.Contains(info, "rdb_bgsave_in_progress:0"):
+			return fmt.Errorf("LASTSAVE still %d, in progress: %t", at, !strings.Contains(info, "rdb_bgsave_in_progress:0"))
+		}
+		return nil
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	if err := copyFile(filepath.Join(r.Dir, "dump.rdb"), dst); err != nil {
+		return time.Time{}, fmt.Errorf("chaos: redis snapshot: %w", err)
+	}
+	return time.Unix(at, 0), nil
+}
+
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
 }
 
 // Kill sends SIGKILL to the server and waits for it to exit.

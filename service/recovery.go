@@ -204,7 +204,14 @@ func (r *Recovery) rebuild(ctx context.Context, prev, reason string, drain bool)
 		}
 	}
 	drained := time.Now()
-	rep, rerr := r.cfg.Rebuild(ctx, next)
+	// Rebuilding may outlast the lease: keep it, and stop (never finish) if
+	// another instance took it meanwhile.
+	rctx, keep := r.keepLease(ctx, prev)
+	defer keep.stop()
+	rep, rerr := r.cfg.Rebuild(rctx, next)
+	if err := keep.lost(ctx); err != nil {
+		return RecoveryInfo{}, err
+	}
 	if rerr != nil && !errors.Is(rerr, store.ErrRebuildIncomplete) {
 		return RecoveryInfo{}, rerr
 	}
@@ -213,6 +220,9 @@ func (r *Recovery) rebuild(ctx context.Context, prev, reason string, drain bool)
 	}
 	committed, err := r.committed(ctx, ProcessorGroup, ProcessorTopics()...)
 	if err != nil {
+		return RecoveryInfo{}, err
+	}
+	if err := keep.lost(ctx); err != nil { // last look before the marker names next
 		return RecoveryInfo{}, err
 	}
 	if err := r.cfg.Engine.FinishRebuild(ctx, next, committed); err != nil {
@@ -231,6 +241,76 @@ func (r *Recovery) rebuild(ctx context.Context, prev, reason string, drain bool)
 		r.cfg.OnRecovered(info)
 	}
 	return info, rerr
+}
+
+// errLeaseLost: another instance holds the rebuild lease now.
+var errLeaseLost = errors.New("service: recovery lost its rebuild lease (another instance took it after it expired)")
+
+// leaseKeeper renews the rebuild lease in the background; see keepLease.
+type leaseKeeper struct {
+	r      *Recovery
+	gen    string
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// keepLease renews the rebuild lease (taken for generation gen) every third
+// of its duration until stop; when a renewal finds it taken by another
+// instance, the returned context is cancelled with errLeaseLost.
+func (r *Recovery) keepLease(ctx context.Context, gen string) (context.Context, *leaseKeeper) {
+	k := &leaseKeeper{r: r, gen: gen, done: make(chan struct{})}
+	k.ctx, k.cancel = context.WithCancelCause(ctx)
+	k.wg.Add(1)
+	go func() {
+		defer k.wg.Done()
+		t := time.NewTicker(max(r.cfg.Lease/3, time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-k.done:
+				return
+			case <-k.ctx.Done():
+				return
+			case <-t.C:
+			}
+			ok, err := r.cfg.Store.AcquireRebuild(k.ctx, r.cfg.Owner, gen, r.cfg.Lease)
+			switch {
+			case err != nil: // SQL unreachable: the lease may still hold; try again
+				r.log.Warn("recovery: renewing the rebuild lease", "err", err)
+			case !ok:
+				k.cancel(errLeaseLost)
+				return
+			}
+		}
+	}()
+	return k.ctx, k
+}
+
+// lost renews the lease once more and returns errLeaseLost (or the SQL
+// error) when this instance no longer holds it.
+func (k *leaseKeeper) lost(ctx context.Context) error {
+	if errors.Is(context.Cause(k.ctx), errLeaseLost) {
+		return errLeaseLost
+	}
+	ok, err := k.r.cfg.Store.AcquireRebuild(ctx, k.r.cfg.Owner, k.gen, k.r.cfg.Lease)
+	if err != nil {
+		return fmt.Errorf("service: recovery: renewing the rebuild lease: %w", err)
+	}
+	if !ok {
+		return errLeaseLost
+	}
+	return nil
+}
+
+func (k *leaseKeeper) stop() {
+	k.once.Do(func() {
+		close(k.done)
+		k.wg.Wait()
+		k.cancel(nil)
+	})
 }
 
 // drain waits until SQL holds every judged event: the write-behind has

@@ -1,0 +1,186 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/dabom/dpcs/e2e"
+	"github.com/dabom/dpcs/service/store"
+)
+
+// Log messages of the state guard (service/processor.go, service/recovery.go).
+const (
+	msgStale      = `msg="the Redis state cannot be trusted: judging paused until Redis is rebuilt from SQL"`
+	msgResumes    = `msg="the Redis state is trusted again: judging resumes"`
+	msgRebuilding = `msg="rebuilding Redis from SQL"`
+	msgRebuilt    = `msg="Redis rebuilt from SQL"`
+	msgWaiting    = `msg="recovery: another instance is rebuilding Redis; waiting"`
+)
+
+// redisState reads SQL's redis_state row.
+func (h *harness) redisState(ctx context.Context) (store.RedisState, error) {
+	st, err := store.New(h.db, store.WithLocation(h.eng.Location()))
+	if err != nil {
+		return store.RedisState{}, err
+	}
+	return st.RedisState(ctx)
+}
+
+// generation is the state generation SQL names ("?" when it cannot be read).
+func (h *harness) generation() string {
+	st, err := call(h, h.redisState)
+	if err != nil {
+		h.t.Errorf("read redis_state: %v", err)
+		return "?"
+	}
+	return st.Generation
+}
+
+func (h *harness) processorLogs() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var logs []string
+	for _, p := range h.procs {
+		logs = append(logs, p.LogPath)
+	}
+	return logs
+}
+
+// redisEmpty kills redis-server and starts it at once on the same port in an
+// empty directory: Redis came back with nothing.
+func (h *harness) redisEmpty() {
+	h.t.Helper()
+	f := h.beginRedisFault()
+	if err := h.redis.Kill(); err != nil {
+		h.t.Fatal(err)
+	}
+	pid := h.redis.Process().PID()
+	if err := h.redis.StartFresh(h.ctx, filepath.Join(h.dir, "redis-empty"), ""); err != nil {
+		h.t.Fatal(err)
+	}
+	h.addServer(h.redis.Process())
+	h.logf("kill -9 redis-server (pid %d), started empty on %s (pid %d, new directory)", pid, h.redis.Addr(), h.redis.Process().PID())
+	h.awaitRecovery("Redis came back empty", f)
+}
+
+// redisSnapshot has redis-server write an RDB snapshot, lets the processors
+// judge a few seconds more (progress: 2 s of traffic committed), kills it and
+// starts it on the same port from that snapshot: Redis came back seconds old.
+func (h *harness) redisSnapshot() {
+	h.t.Helper()
+	snap := filepath.Join(h.dir, "snapshot.rdb")
+	at, err := h.redis.Snapshot(h.ctx, snap)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	from, err := call(h, h.committed)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	want := from + int64(2*h.cfg.Rate*float64(h.cfg.Copies))
+	h.logf("BGSAVE done (LASTSAVE %s); processor group committed %d offsets; judging on until %d", at.Format(time.TimeOnly), from, want)
+	var c int64
+	err = e2e.Wait{What: fmt.Sprintf("the processors to commit 2 s of traffic after the snapshot (%d → %d)", from, want),
+		Poll: 200 * time.Millisecond}.Until(h.ctx, func(ctx context.Context) (e2e.Progress, error) {
+		var err error
+		c, err = h.committed(ctx)
+		return e2e.Progress{Done: err == nil && c >= want, At: c, Seen: fmt.Sprintf("committed %d", c)}, err
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	f := h.beginRedisFault()
+	if err := h.redis.Kill(); err != nil {
+		h.t.Fatal(err)
+	}
+	pid := h.redis.Process().PID()
+	if err := h.redis.StartFresh(h.ctx, filepath.Join(h.dir, "redis-snapshot"), snap); err != nil {
+		h.t.Fatal(err)
+	}
+	h.addServer(h.redis.Process())
+	h.logf("kill -9 redis-server (pid %d) %s after the snapshot, %d offsets committed since; started from the snapshot (pid %d)",
+		pid, time.Since(at).Round(100*time.Millisecond), c-from, h.redis.Process().PID())
+	h.awaitRecovery("Redis came back from a snapshot "+time.Since(at).Round(time.Second).String()+" old", f)
+}
+
+// redisFault is the state before a Redis fault.
+type redisFault struct {
+	gen        string
+	stale      int // "judging paused" log lines so far
+	rebuilding int
+	waiting    int
+}
+
+func (h *harness) beginRedisFault() redisFault {
+	logs := h.processorLogs()
+	return redisFault{gen: h.generation(), stale: CountLines(logs, msgStale),
+		rebuilding: CountLines(logs, msgRebuilding), waiting: CountLines(logs, msgWaiting)}
+}
+
+// awaitRecovery waits until a processor rebuilt Redis from SQL (SQL names a
+// new generation) and the group commits again, checks that exactly one
+// processor rebuilt, and records the recovery's figures.
+func (h *harness) awaitRecovery(what string, f redisFault) {
+	h.t.Helper()
+	back := time.Now()
+	var st store.RedisState
+	var genAt time.Time
+	var committedAtGen, c int64
+	logs := h.processorLogs()
+	err := e2e.Wait{What: fmt.Sprintf("a processor to rebuild Redis from SQL after %s (generation %s) and the group to commit again", what, f.gen),
+		Poll: 200 * time.Millisecond}.Until(h.ctx, func(ctx context.Context) (e2e.Progress, error) {
+		var err error
+		if st, err = h.redisState(ctx); err != nil {
+			return e2e.Progress{}, err
+		}
+		if c, err = h.committed(ctx); err != nil {
+			return e2e.Progress{}, err
+		}
+		stale := CountLines(logs, msgStale) - f.stale
+		stage := int64(stale)
+		if st.Owner != "" {
+			stage += 100
+		}
+		if st.Generation != f.gen {
+			if genAt.IsZero() {
+				genAt, committedAtGen = time.Now(), c
+			}
+			stage += 1000
+		}
+		return e2e.Progress{Done: !genAt.IsZero() && c > committedAtGen, At: stage + c,
+			Seen: fmt.Sprintf("%d processors reported the state stale; redis_state generation %q, lease owner %q; committed %d",
+				stale, st.Generation, st.Owner, c)}, nil
+	})
+	if err != nil {
+		h.t.Errorf("%s: %v", what, err)
+		return
+	}
+	judging := time.Since(back)
+	logs = h.processorLogs()
+	stale := CountLines(logs, msgStale) - f.stale
+	rebuilding := CountLines(logs, msgRebuilding) - f.rebuilding
+	waited := CountLines(logs, msgWaiting) - f.waiting
+	rebuilt := GrepLines(logs, msgRebuilt, "generation="+st.Generation+" ")
+	if stale == 0 {
+		h.t.Errorf("%s: no processor logged the state stale", what)
+	}
+	if rebuilding != 1 || len(rebuilt) != 1 {
+		h.t.Errorf("%s: %d processors began a rebuild and %d logged one for generation %s; want exactly one\n%s",
+			what, rebuilding, len(rebuilt), st.Generation, strings.Join(rebuilt, "\n"))
+	}
+	if st.Families != int64(len(h.families)) || st.Failed != 0 {
+		h.t.Errorf("%s: redis_state says %d families rebuilt, %d failed; want %d, 0", what, st.Families, st.Failed, len(h.families))
+	}
+	figures := ""
+	if len(rebuilt) == 1 {
+		figures = " (" + Fields(rebuilt[0], "families", "drain", "rebuild", "total") + ")"
+	}
+	h.timing("%s: %d processors paused, 1 rebuilt from SQL, %d waited for it; redis_state: %d families in %s, rebuilt %s after Redis answered%s; judging again %s after Redis answered",
+		what, stale, waited, st.Families, st.Duration, st.RebuiltAt.Sub(back).Round(100*time.Millisecond), figures,
+		judging.Round(100*time.Millisecond))
+}
