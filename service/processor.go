@@ -264,6 +264,8 @@ type Processor struct {
 	posMu     sync.Mutex
 	positions map[string]int64
 	paused    atomic.Bool
+	// recoveries counts the recoveries this processor waited for.
+	recoveries atomic.Int64
 
 	stop     chan struct{}
 	stopOnce sync.Once // guards stop and the client's close
@@ -547,6 +549,7 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 			policyRecs = append(policyRecs, r)
 		}
 	}
+	epoch := p.recoveries.Load()
 	policyOut, policies, err := p.policies(ctx, policyRecs)
 	if err != nil {
 		return nil, err
@@ -606,6 +609,18 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 		if j.err != nil {
 			return nil, j.err
 		}
+	}
+	if p.guard != nil && p.recoveries.Load() != epoch {
+		// Redis was rebuilt while this poll was judged: groups judged before
+		// the rebuild produced decisions the rebuilt state holds (it waited
+		// for them to reach SQL), but its watermarks stop at the committed
+		// offsets. Raise them to this poll's end, which is committed next,
+		// or the next poll would find the state "behind".
+		if err := p.raise(ctx, usageRecs); err != nil {
+			return nil, err
+		}
+	}
+	for _, j := range done {
 		info.Usage += j.usage
 		info.ScriptLatency = max(info.ScriptLatency, j.latency)
 		info.DeadLettered += j.deadLettered
@@ -695,6 +710,34 @@ func (p *Processor) policies(ctx context.Context, recs []*kgo.Record) ([]*kgo.Re
 	}
 }
 
+// raise advances the watermarks of recs' partitions to after their last
+// record under the current generation (see process), recovering again if the
+// state went stale meanwhile.
+func (p *Processor) raise(ctx context.Context, recs []*kgo.Record) error {
+	for {
+		marks := p.marksOf(recs)
+		if len(marks) == 0 {
+			return nil
+		}
+		var gen string
+		err := p.retry(ctx, "redis state advance", func() error {
+			var err error
+			if gen, err = p.generation(ctx); err == nil {
+				err = p.marked.Advance(ctx, gen, marks)
+			}
+			return stalePermanent(err)
+		})
+		if p.stale(ctx, gen, err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		p.advanced(marks)
+		return nil
+	}
+}
+
 // stalePermanent makes a stale state a permanent error for retry: waiting
 // does not fix it, a rebuild does.
 func stalePermanent(err error) error {
@@ -742,6 +785,7 @@ func (p *Processor) stale(ctx context.Context, used string, err error) bool {
 	p.posMu.Lock()
 	clear(p.positions)
 	p.posMu.Unlock()
+	p.recoveries.Add(1)
 	if p.paused.Swap(false) {
 		p.log.Warn("the Redis state is trusted again: judging resumes", "generation", gen, "paused", time.Since(start))
 		if p.hooks.OnStale != nil {

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -242,4 +244,99 @@ func TestRecoveryOneRebuilderOfTwo(t *testing.T) {
 		t.Errorf("%d rebuilds (the start's included), want 2: one rebuilder of two", n)
 	}
 	r.check(t, 1)
+}
+
+// splitBrainDecider empties Redis between two concurrent groups of one poll:
+// the first group is judged on the good state, the second finds it stale.
+type splitBrainDecider struct {
+	*quota.Engine
+	mr      *miniredis.Miniredis
+	mu      sync.Mutex
+	armed   bool
+	calls   int
+	first   chan struct{}
+	tripped bool
+}
+
+func (d *splitBrainDecider) arm() {
+	d.mu.Lock()
+	d.armed = true
+	d.mu.Unlock()
+}
+
+func (d *splitBrainDecider) ApplyMarked(ctx context.Context, gen string, marks []quota.Mark, evs []quota.Event) ([]quota.Result, error) {
+	d.mu.Lock()
+	n := 0
+	if len(evs) > 0 && d.armed && !d.tripped {
+		d.calls++
+		n = d.calls
+		if n == 2 {
+			d.tripped = true
+		}
+	}
+	d.mu.Unlock()
+	switch n {
+	case 1:
+		rs, err := d.Engine.ApplyMarked(ctx, gen, marks, evs)
+		close(d.first)
+		return rs, err
+	case 2:
+		select {
+		case <-d.first:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		d.mr.FlushAll()
+	}
+	return d.Engine.ApplyMarked(ctx, gen, marks, evs)
+}
+
+// A poll's groups judged before a rebuild are committed after it: the
+// processor raises the rebuilt watermarks to the poll's end, so its next
+// poll does not find the state "behind" and rebuild a second time (found by
+// the chaos run: a second 20 s rebuild right after the first).
+func TestRecoveryMidPollRebuildsOnce(t *testing.T) {
+	r := newRecoveryRig(t)
+	d := &splitBrainDecider{Engine: r.h.engine, mr: r.mr, first: make(chan struct{})}
+	warm, warmDistinct := r.traffic(200, 6)
+	recs, distinct := r.traffic(300, 4)
+	distinct += warmDistinct
+	popts := []ProcessorOption{WithStateGuard(r.rec), WithApplyConcurrency(4), WithMaxPollRecords(300)}
+	w, err := NewWorkers(d, r.db, r.h.kopts(), WorkersConfig{Processor: append([]ProcessorOption{
+		WithProcessorClock(func() time.Time { return r.h.now }), WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond)}, popts...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(r.h.ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
+		defer c()
+		w.Close(sctx)
+	})
+	// Every partition judged and committed once, so the rebuilt watermarks
+	// are real offsets.
+	r.h.produce(warm...)
+	r.h.waitRows(r.db, warmDistinct)
+	r.h.settled("usage-events")
+	d.arm()
+	r.h.produce(recs...)
+	more, _ := r.traffic(100, 5)
+	r.h.waitRows(r.db, distinct)
+	r.h.produce(more...) // judged after the recovery, from the raised watermarks
+	r.h.waitRows(r.db, distinct+countDistinct(more))
+	r.h.settled("usage-events")
+	r.mu.Lock()
+	n := len(r.recovered)
+	r.mu.Unlock()
+	if !d.tripped {
+		t.Fatal("the poll was judged in one group: nothing tested")
+	}
+	if n != 2 { // the start's and the one the split caused
+		t.Errorf("%d rebuilds, want 2 (the start's and one recovery)", n)
+	}
+	r.h.checkInvariants(r.db)
 }
