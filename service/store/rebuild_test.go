@@ -282,7 +282,7 @@ func testRebuildPages(t *testing.T, e *env) {
 	exec(`UPDATE families SET thresholds = 'x' WHERE id = 1000`)
 	exec(`INSERT INTO policy_assignment (customer_id, family_id, rules, version, updated_by, updated_at)
 		VALUES (10011, 1001, '{"LIMIT:DATA:MONTHLY":"5"}', 2, 1, '2026-02-10 03:00:00.000'),
-		       (15001, 1500, '{', 1, 1, '2026-02-10 03:00:00.000')`)
+		       (15001, 1500, '[1]', 1, 1, '2026-02-10 03:00:00.000')`)
 	exec(`INSERT INTO usage_record (event_id, family_id, customer_id, bytes_used, process_result, remaining_after, event_time, created_at, crossed)
 		VALUES ('e1', 1999, 19991, 1000, 'ALLOWED', 0, '2026-02-10 02:00:00.000', '2026-02-10 02:00:01.000', ''),
 		       ('e2', 2004, 20041, 1000, 'ALLOWED', 0, '2026-02-10 02:00:00.000', '2026-02-10 02:00:01.000', '50:x')`)
