@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -66,12 +67,17 @@ func Rebuild(ctx context.Context, db *sql.DB, eng *quota.Engine, families ...int
 // generation gen (quota.FamilyState.Generation; "" for none): the rebuild of
 // a recovery, see service.Recovery.
 //
-// Families are read a page (rebuildPage) at a time, one query per table for
-// the whole page, and restored by rebuildWorkers concurrent
-// quota.Engine.Restore calls: one round trip per family and table would make
-// the rebuild of 100,000 families take minutes (doc/benchmarks.md, "Recovery
-// time"). When a page cannot be read as a whole, its families are read one
-// by one, so the failure is charged to the family that causes it.
+// Families are read a page at a time, one query per table for the whole
+// page, and restored by rebuildWorkers concurrent quota.Engine.Restore calls:
+// one round trip per family and table made the rebuild of 100,000 families
+// take ten minutes (doc/benchmarks.md, "Recovery time"). A page of every
+// family is an id range (rebuildPage families), which every table reads
+// through its family index; named families go rebuildNamed at a time in IN
+// lists (MariaDB turns an IN list of 1,000 values into a join it answers by
+// scanning the whole of usage_record, and plans even shorter lists that way
+// when its statistics say so). When a page cannot be read as a whole, its
+// families are read one by one, so the failure is charged to the family that
+// causes it.
 func RebuildGeneration(ctx context.Context, db *sql.DB, eng *quota.Engine, gen string, families ...int64) (RebuildReport, error) {
 	var rep RebuildReport
 	if db == nil || eng == nil {
@@ -81,40 +87,62 @@ func RebuildGeneration(ctx context.Context, db *sql.DB, eng *quota.Engine, gen s
 	if err != nil {
 		return rep, err
 	}
-	rebuild := func(ids []int64) error {
-		for len(ids) > 0 {
-			n := min(len(ids), rebuildPage)
-			if err := s.rebuildFamilies(ctx, eng, gen, ids[:n], &rep); err != nil {
-				return err
+	if len(families) > 0 {
+		for ids := families; len(ids) > 0; {
+			n := min(len(ids), rebuildNamed)
+			if err := s.rebuildFamilies(ctx, eng, gen, ids[:n], false, &rep); err != nil {
+				return rep, err
 			}
 			ids = ids[n:]
 		}
-		return nil
-	}
-	if len(families) > 0 {
-		if err := rebuild(families); err != nil {
-			return rep, err
-		}
 		return rep, rep.err()
 	}
-	for after := int64(0); ; {
-		ids, err := s.FamilyIDs(ctx, after, rebuildPage)
-		if err != nil {
-			return rep, fmt.Errorf("store: rebuild: list families: %w", err)
+	// The next page is listed and read while this one is restored.
+	type listed struct {
+		p   page
+		err error // listing failed
+	}
+	fetch := func(after int64) chan listed {
+		ch := make(chan listed, 1)
+		go func() {
+			ids, err := s.FamilyIDs(ctx, after, rebuildPage)
+			if err != nil || len(ids) == 0 {
+				ch <- listed{p: page{ids: ids}, err: err}
+				return
+			}
+			ch <- listed{p: s.readPage(ctx, eng, gen, ids, true)}
+		}()
+		return ch
+	}
+	for next := fetch(0); ; {
+		l := <-next
+		if l.err != nil {
+			return rep, fmt.Errorf("store: rebuild: list families: %w", l.err)
 		}
-		if err := rebuild(ids); err != nil {
-			return rep, err
+		ids := l.p.ids
+		full := len(ids) == rebuildPage
+		if full {
+			next = fetch(ids[len(ids)-1])
 		}
-		if len(ids) < rebuildPage {
+		if len(ids) > 0 {
+			if err := s.restorePage(ctx, eng, gen, l.p, &rep); err != nil {
+				if full {
+					<-next // the read ahead ends with ctx
+				}
+				return rep, err
+			}
+		}
+		if !full {
 			return rep, rep.err()
 		}
-		after = ids[len(ids)-1]
 	}
 }
 
 const (
-	// rebuildPage is how many families one set of queries reads.
-	rebuildPage = 1000
+	// rebuildPage is how many families one set of queries reads when
+	// rebuilding every family; rebuildNamed when rebuilding named ones.
+	rebuildPage  = 1000
+	rebuildNamed = 100
 	// rebuildWorkers is how many quota.Engine.Restore calls run at once:
 	// enough to keep Redis busy while each waits for its round trip.
 	rebuildWorkers = 4
@@ -134,19 +162,41 @@ func (r RebuildReport) err() error {
 }
 
 // rebuildFamilies reads and restores ids, adding to rep in the order of ids.
-// It returns an error only when ctx ends; rep then counts the families
-// restored before.
-func (s *Store) rebuildFamilies(ctx context.Context, eng *quota.Engine, gen string, ids []int64, rep *RebuildReport) error {
+// span says ids are every family from ids[0] to ids[len(ids)-1], ascending
+// (a page of FamilyIDs). It returns an error only when ctx ends; rep then
+// counts the families restored before.
+func (s *Store) rebuildFamilies(ctx context.Context, eng *quota.Engine, gen string, ids []int64, span bool, rep *RebuildReport) error {
+	return s.restorePage(ctx, eng, gen, s.readPage(ctx, eng, gen, ids, span), rep)
+}
+
+// page is families read from SQL for restoring (readFamilies).
+type page struct {
+	ids    []int64
+	states map[int64]quota.FamilyState
+	bad    map[int64]error
+	err    error // the page could not be read as a whole
+}
+
+func (s *Store) readPage(ctx context.Context, eng *quota.Engine, gen string, ids []int64, span bool) page {
+	if err := ctx.Err(); err != nil {
+		return page{ids: ids, err: err}
+	}
+	states, bad, err := s.readFamilies(ctx, eng, gen, ids, span)
+	return page{ids: ids, states: states, bad: bad, err: err}
+}
+
+// restorePage restores a page read by readPage, as rebuildFamilies.
+func (s *Store) restorePage(ctx context.Context, eng *quota.Engine, gen string, p page, rep *RebuildReport) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("store: rebuild: %w", err)
 	}
-	states, bad, err := s.readFamilies(ctx, eng, gen, ids)
+	ids, states, bad, err := p.ids, p.states, p.bad, p.err
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return fmt.Errorf("store: rebuild: %w", ctx.Err())
 	case err != nil && len(ids) > 1:
 		for _, fid := range ids {
-			if err := s.rebuildFamilies(ctx, eng, gen, []int64{fid}, rep); err != nil {
+			if err := s.rebuildFamilies(ctx, eng, gen, []int64{fid}, false, rep); err != nil {
 				return err
 			}
 		}
@@ -201,12 +251,20 @@ feed:
 
 // readFamilies reads the state of ids from SQL, one query per table: the
 // states to restore, and the families whose rows cannot be restored (missing,
-// or a value that does not parse) with why. An error means a query failed.
-func (s *Store) readFamilies(ctx context.Context, eng *quota.Engine, gen string, ids []int64) (map[int64]quota.FamilyState, map[int64]error, error) {
-	in := strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")
+// or a value that does not parse) with why. span: see rebuildFamilies. An
+// error means a query failed.
+func (s *Store) readFamilies(ctx context.Context, eng *quota.Engine, gen string, ids []int64, span bool) (map[int64]quota.FamilyState, map[int64]error, error) {
+	// which(col) selects the rows of ids by col; args are its arguments.
+	which := func(col string) string {
+		return col + " IN (" + strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",") + ")"
+	}
 	args := make([]any, len(ids))
 	for i, id := range ids {
 		args[i] = id
+	}
+	if span {
+		which = func(col string) string { return col + " BETWEEN ? AND ?" }
+		args = []any{ids[0], ids[len(ids)-1]}
 	}
 	states := make(map[int64]quota.FamilyState, len(ids))
 	bad := map[int64]error{}
@@ -217,7 +275,7 @@ func (s *Store) readFamilies(ctx context.Context, eng *quota.Engine, gen string,
 	}
 	months, from, to := eng.AcceptedMonths()
 
-	rows, err := s.db.QueryContext(ctx, `SELECT id, plan_bytes, thresholds FROM families WHERE id IN (`+in+`)`, args...)
+	rows, err := s.db.QueryContext(ctx, `SELECT id, plan_bytes, thresholds FROM families WHERE `+which("id"), args...)
 	if err != nil {
 		return nil, nil, dbErr("rebuild: families", err)
 	}
@@ -226,6 +284,9 @@ func (s *Store) readFamilies(ctx context.Context, eng *quota.Engine, gen string,
 		var thr sql.NullString
 		if err := sc(&fid, &plan, &thr); err != nil {
 			return err
+		}
+		if _, listed := slices.BinarySearch(ids, fid); span && !listed { // created since the page was listed
+			return nil
 		}
 		st := quota.FamilyState{FamilyID: fid, Provisioned: true, Plan: plan, TopUps: map[string]int64{},
 			Arms: map[string]map[int]int{}, Generation: gen}
@@ -254,7 +315,7 @@ func (s *Store) readFamilies(ctx context.Context, eng *quota.Engine, gen string,
 	// Current members by id, with their policy (none: version 0, no rules).
 	rows, err = s.db.QueryContext(ctx, `SELECT m.family_id, m.id, p.rules, p.version FROM members m
 		LEFT JOIN policy_assignment p ON p.customer_id = m.id
-		WHERE m.family_id IN (`+in+`) AND m.deleted_at IS NULL ORDER BY m.family_id, m.id`, args...)
+		WHERE `+which("m.family_id")+` AND m.deleted_at IS NULL ORDER BY m.family_id, m.id`, args...)
 	if err != nil {
 		return nil, nil, dbErr("rebuild: members", err)
 	}
@@ -274,7 +335,10 @@ func (s *Store) readFamilies(ctx context.Context, eng *quota.Engine, gen string,
 				m.Constraints = map[string]string{}
 			}
 		}
-		st := states[fid]
+		st, ok := states[fid]
+		if !ok {
+			return nil
+		}
 		st.Members = append(st.Members, m)
 		states[fid] = st
 		return nil
@@ -286,7 +350,7 @@ func (s *Store) readFamilies(ctx context.Context, eng *quota.Engine, gen string,
 	monthIn := strings.TrimSuffix(strings.Repeat("?,", len(months)), ",")
 	targs := append(append([]any{}, args...), anys(months)...)
 	rows, err = s.db.QueryContext(ctx, `SELECT family_id, month, COALESCE(SUM(bytes), 0) FROM topups
-		WHERE family_id IN (`+in+`) AND month IN (`+monthIn+`) GROUP BY family_id, month`, targs...)
+		WHERE `+which("family_id")+` AND month IN (`+monthIn+`) GROUP BY family_id, month`, targs...)
 	if err != nil {
 		return nil, nil, dbErr("rebuild: top-ups", err)
 	}
@@ -319,7 +383,7 @@ func (s *Store) readFamilies(ctx context.Context, eng *quota.Engine, gen string,
 	uargs := append(append([]any{}, args...), s.t(from), s.t(to), s.t(since))
 	rows, err = s.db.QueryContext(ctx, fmt.Sprintf(`SELECT family_id, event_id, customer_id, bytes_used, process_result, remaining_after, rule,
 		total_bytes, daily_used, monthly_used, throttle_kbps, crossed, event_time, %s
-		FROM usage_record WHERE family_id IN (%s) AND (event_time >= ? AND event_time < ? OR created_at >= %s)`, created, in, createdArg),
+		FROM usage_record WHERE %s AND (event_time >= ? AND event_time < ? OR created_at >= %s)`, created, which("family_id"), createdArg),
 		uargs...)
 	if err != nil {
 		return nil, nil, dbErr("rebuild: usage", err)
