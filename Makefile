@@ -9,7 +9,7 @@ TESTFLAGS ?=
 # Sequences the rapid property tests run in `make test` / `make integration`.
 RAPID_CHECKS ?= 1000
 
-.PHONY: all run test integration e2e chaos bench bench-pipeline cover lint fuzz clean
+.PHONY: all run test integration e2e chaos bench bench-pipeline bench-recovery cover lint fuzz clean
 
 all: lint test
 
@@ -41,13 +41,19 @@ chaos:
 
 ## bench: per-package benchmarks, then the full pipeline (simulator → Kafka →
 ## processors → real Redis → write-behind → MariaDB) over a rate ladder beside
-## the redis-benchmark ceiling; writes doc/benchmarks.md and doc/pipeline.svg.
+## the redis-benchmark ceiling, then the recovery (Redis rebuilt from SQL at
+## 100,000 families); writes doc/benchmarks.md and doc/pipeline.svg.
 bench:
 	bash scripts/bench.sh
 
 ## bench-pipeline: only the full-pipeline benchmark of `make bench`.
 bench-pipeline:
-	BENCH_PACKAGES=0 bash scripts/bench.sh
+	BENCH_PACKAGES=0 BENCH_RECOVERY=0 bash scripts/bench.sh
+
+## bench-recovery: only the recovery benchmark of `make bench` (Redis rebuilt
+## from SQL at 100,000 families); writes doc/benchmarks.md.
+bench-recovery:
+	BENCH_PACKAGES=0 BENCH_PIPELINE=0 bash scripts/bench.sh
 
 ## cover: unit-test coverage, with the total on the last line.
 cover:

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # make bench: per-package benchmarks, then the full-pipeline benchmark
 # (examples/pipebench) on a real redis-server, a 3-node Redis Cluster and
-# MariaDB started here on loopback ports. The pipeline results are written into
-# doc/benchmarks.md (marked sections) and doc/pipeline.svg.
+# MariaDB started here on loopback ports, then the recovery benchmark
+# (examples/recoverybench: Redis rebuilt from SQL at 100,000 families). The
+# pipeline and recovery results are written into doc/benchmarks.md (marked
+# sections) and doc/pipeline.svg.
 #
 #   BENCH_PACKAGES=0   skip the per-package benchmarks
 #   BENCH_PIPELINE=0   skip the pipeline benchmark
+#   BENCH_RECOVERY=0   skip the recovery benchmark
 #   PIPEBENCH_FLAGS    extra flags for the single-Redis pipeline run
+#   RECOVERYBENCH_FLAGS extra flags for the recovery run (e.g. -families 10000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/servers.sh
@@ -32,4 +36,10 @@ if [ "${BENCH_PIPELINE:-1}" != 0 ]; then
 	"$DPCS_TMP/pipebench" -redis-cluster "$DPCS_TEST_REDIS_CLUSTER" -mysql "$DPCS_TEST_MYSQL_DSN" \
 		-rates max -compare-families 0 -scale "" -profile-step "" -doc doc/benchmarks.md -section pipeline-cluster \
 		${PIPEBENCH_CLUSTER_FLAGS:-}
+fi
+if [ "${BENCH_RECOVERY:-1}" != 0 ]; then
+	go build -o "$DPCS_TMP/recoverybench" ./examples/recoverybench
+	# Seeds its own database dpcs_recoverybench; empties the Redis server.
+	"$DPCS_TMP/recoverybench" -redis "$DPCS_TEST_REDIS_ADDR" -mysql "$DPCS_TEST_MYSQL_DSN" \
+		-doc doc/benchmarks.md ${RECOVERYBENCH_FLAGS:-}
 fi

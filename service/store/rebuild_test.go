@@ -247,3 +247,78 @@ func testRebuildReport(t *testing.T, e *env) {
 		t.Errorf("unreadable family list: %+v, %v; want a hard error", rep, err)
 	}
 }
+
+// testRebuildPages: more families than one page of the batched reader, with
+// bad rows scattered over the pages — a top-up over the pool's maximum, a
+// thresholds value and a policy that do not parse, a crossing that does not
+// parse. Exactly those families fail, in id order, each with its reason;
+// every other family is restored, also across the page boundaries.
+func testRebuildPages(t *testing.T, e *env) {
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	eng, err := quota.New(rdb, quota.WithClock(e.clk.Now), quota.WithLocation(seoul))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := e.ctx
+	const families = 2005
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := e.db.ExecContext(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	for lo := 1; lo <= families; lo += 500 {
+		var fam, mem []string
+		for f := lo; f < min(lo+500, families+1); f++ {
+			fam = append(fam, fmt.Sprintf("(%d, 'f%d', %d, '2026-02-01 00:00:00.000', '2026-02-01 00:00:00.000')", f, f, 10<<20))
+			mem = append(mem, fmt.Sprintf("(%d, %d, 'm', 'MEMBER', '2026-02-01 00:00:00.000', '2026-02-01 00:00:00.000')", f*10+1, f))
+		}
+		exec(`INSERT INTO families (id, name, plan_bytes, created_at, updated_at) VALUES ` + strings.Join(fam, ","))
+		exec(`INSERT INTO members (id, family_id, name, role, created_at, updated_at) VALUES ` + strings.Join(mem, ","))
+	}
+	exec(`INSERT INTO topups (family_id, bytes, month, created_by, created_at) VALUES (3, ?, '202602', 1, '2026-02-10 03:00:00.000')`, policy.MaxBytes)
+	exec(`UPDATE families SET thresholds = 'x' WHERE id = 1000`)
+	exec(`INSERT INTO policy_assignment (customer_id, family_id, rules, version, updated_by, updated_at)
+		VALUES (10011, 1001, '{"LIMIT:DATA:MONTHLY":"5"}', 2, 1, '2026-02-10 03:00:00.000'),
+		       (15001, 1500, '[1]', 1, 1, '2026-02-10 03:00:00.000')`)
+	exec(`INSERT INTO usage_record (event_id, family_id, customer_id, bytes_used, process_result, remaining_after, event_time, created_at, crossed)
+		VALUES ('e1', 1999, 19991, 1000, 'ALLOWED', 0, '2026-02-10 02:00:00.000', '2026-02-10 02:00:01.000', ''),
+		       ('e2', 2004, 20041, 1000, 'ALLOWED', 0, '2026-02-10 02:00:00.000', '2026-02-10 02:00:01.000', '50:x')`)
+
+	rep, err := store.RebuildGeneration(ctx, e.db, eng, "g1")
+	if !errors.Is(err, store.ErrRebuildIncomplete) || !errors.Is(err, quota.ErrInvalid) {
+		t.Errorf("err = %v, want ErrRebuildIncomplete wrapping quota.ErrInvalid", err)
+	}
+	var failed []int64
+	for _, f := range rep.Failed {
+		failed = append(failed, f.FamilyID)
+	}
+	if diff := cmp.Diff([]int64{3, 1000, 1500, 2004}, failed); diff != "" {
+		t.Errorf("failed families (-want +got):\n%s", diff)
+	}
+	if rep.Rebuilt != families-4 {
+		t.Errorf("Rebuilt = %d, want %d", rep.Rebuilt, families-4)
+	}
+	for _, f := range rep.Failed {
+		if !strings.Contains(f.Error(), fmt.Sprintf("family %d", f.FamilyID)) {
+			t.Errorf("failure %q does not name its family", f.Error())
+		}
+	}
+	for _, f := range []int64{1, 999, 1001, 1002, 1999, 2000, 2001, 2005} {
+		st, err := eng.Family(ctx, f)
+		if err != nil || !st.Provisioned || st.Total != 10<<20 || len(st.Members) != 1 {
+			t.Errorf("family %d after the rebuild: %+v, %v", f, st, err)
+		}
+	}
+	if st, err := eng.Status(ctx, 1999, 19991); err != nil || st.MonthlyUsed != 1000 {
+		t.Errorf("family 1999's usage after the rebuild: %+v, %v", st, err)
+	}
+	if st, err := eng.Status(ctx, 1001, 10011); err != nil || st.Version != 2 || st.Constraints["LIMIT:DATA:MONTHLY"] != "5" {
+		t.Errorf("family 1001's policy after the rebuild: %+v, %v", st, err)
+	}
+	if st, err := eng.Family(ctx, 1000); err != nil || st.Provisioned {
+		t.Errorf("family 1000 (unreadable thresholds) was restored: %+v, %v", st, err)
+	}
+}

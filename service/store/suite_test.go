@@ -116,6 +116,7 @@ func runSuite(t *testing.T, open opener) {
 		"RelayRun":      testRelayRun,
 		"Rebuild":       testRebuild,
 		"RebuildReport": testRebuildReport,
+		"RebuildPages":  testRebuildPages,
 		"PoolLimit":     testPoolLimit,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, newEnv(t, open)) })

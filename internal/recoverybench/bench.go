@@ -1,0 +1,202 @@
+package recoverybench
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dabom/dpcs/internal/pipebench"
+	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service"
+	"github.com/dabom/dpcs/service/store"
+)
+
+// Config is one measurement over a seeded database.
+type Config struct {
+	// PerFamily is how many families (1..PerFamily) are also rebuilt one
+	// store.RebuildGeneration call each, the shape of a rebuild that reads and
+	// restores one family at a time, for the ratio. 0: not measured.
+	PerFamily int
+	// Quiet is the recovery's drain quiet period (service.RecoveryConfig.
+	// Quiet). Default: the recovery's default, 3 s.
+	Quiet time.Duration
+	// Progress, when set, is told what is being measured.
+	Progress func(format string, args ...any)
+}
+
+// Report is what Run measured.
+type Report struct {
+	Families int
+	// Rebuild is store.RebuildGeneration over every family.
+	Rebuild time.Duration
+	// PerFamily families were rebuilt one call each in PerFamilyTook.
+	PerFamily     int
+	PerFamilyTook time.Duration
+	// Recovery is the whole service.Recovery.RebuildNow.
+	Recovery service.RecoveryInfo
+	// MemBefore is Redis's used_memory before the first rebuild, MemAfter
+	// after the recovery.
+	MemBefore, MemAfter int64
+	// Keys is the Redis key count after the recovery (DBSIZE).
+	Keys int64
+}
+
+// Rate is families rebuilt per second by the whole rebuild.
+func (r *Report) Rate() float64 { return rate(r.Families, r.Rebuild) }
+
+// PerFamilyRate is families per second one call each.
+func (r *Report) PerFamilyRate() float64 { return rate(r.PerFamily, r.PerFamilyTook) }
+
+func rate(n int, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// Run measures on a seeded database (Seed) and the engine's Redis, which
+// should hold none of the families yet: (a) store.RebuildGeneration over every
+// family, (b) the same families one call each for cfg.PerFamily of them, (c) a
+// whole service.Recovery.RebuildNow with Kafka in process (kfake, nothing to
+// drain), and Redis's memory before and after. Any family not rebuilt is an
+// error.
+func Run(ctx context.Context, db *sql.DB, rdb redis.UniversalClient, eng *quota.Engine, cfg Config) (*Report, error) {
+	progress := cfg.Progress
+	if progress == nil {
+		progress = func(string, ...any) {}
+	}
+	var rep Report
+	var err error
+	if rep.MemBefore, err = pipebench.RedisMemory(ctx, rdb); err != nil {
+		return nil, err
+	}
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM families`).Scan(&rep.Families); err != nil {
+		return nil, fmt.Errorf("recoverybench: count families: %w", err)
+	}
+
+	progress("rebuild of %d families (store.RebuildGeneration)", rep.Families)
+	start := time.Now()
+	rr, err := store.RebuildGeneration(ctx, db, eng, "bench-rebuild")
+	rep.Rebuild = time.Since(start)
+	if err != nil {
+		return nil, err
+	}
+	if rr.Rebuilt != rep.Families {
+		return nil, fmt.Errorf("recoverybench: rebuilt %d of %d families", rr.Rebuilt, rep.Families)
+	}
+
+	rep.PerFamily = min(cfg.PerFamily, rep.Families)
+	if rep.PerFamily > 0 {
+		progress("rebuild of %d families one call each", rep.PerFamily)
+		start = time.Now()
+		for f := int64(1); f <= int64(rep.PerFamily); f++ {
+			if _, err := store.RebuildGeneration(ctx, db, eng, "bench-rebuild", f); err != nil {
+				return nil, err
+			}
+		}
+		rep.PerFamilyTook = time.Since(start)
+	}
+
+	progress("whole recovery (service.Recovery.RebuildNow)")
+	if rep.Recovery, err = recoverOnce(ctx, db, eng, cfg.Quiet); err != nil {
+		return nil, err
+	}
+	if rep.Recovery.Families != rep.Families || rep.Recovery.Failed != 0 {
+		return nil, fmt.Errorf("recoverybench: recovery rebuilt %d of %d families, %d failed",
+			rep.Recovery.Families, rep.Families, rep.Recovery.Failed)
+	}
+	if rep.MemAfter, err = pipebench.RedisMemory(ctx, rdb); err != nil {
+		return nil, err
+	}
+	if c, ok := rdb.(*redis.Client); ok {
+		if rep.Keys, err = c.DBSize(ctx).Result(); err != nil {
+			return nil, fmt.Errorf("recoverybench: dbsize: %w", err)
+		}
+	}
+	return &rep, nil
+}
+
+// recoverOnce runs service.Recovery.RebuildNow as a processor deployable
+// would: Kafka (in process) with the service's topics and nothing written, so
+// the drain is the quiet period alone.
+func recoverOnce(ctx context.Context, db *sql.DB, eng *quota.Engine, quiet time.Duration) (service.RecoveryInfo, error) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(service.DefaultPartitions, service.Topics()...))
+	if err != nil {
+		return service.RecoveryInfo{}, fmt.Errorf("recoverybench: kafka: %w", err)
+	}
+	defer c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		return service.RecoveryInfo{}, fmt.Errorf("recoverybench: kafka client: %w", err)
+	}
+	defer cl.Close()
+	st, err := store.New(db, store.WithLocation(eng.Location()))
+	if err != nil {
+		return service.RecoveryInfo{}, err
+	}
+	rec, err := service.NewRecovery(service.RecoveryConfig{Store: st, Engine: eng, Admin: kadm.NewClient(cl), Quiet: quiet,
+		Rebuild: func(ctx context.Context, gen string) (store.RebuildReport, error) {
+			return store.RebuildGeneration(ctx, db, eng, gen)
+		}})
+	if err != nil {
+		return service.RecoveryInfo{}, err
+	}
+	info, err := rec.RebuildNow(ctx, "recoverybench")
+	if errors.Is(err, store.ErrRebuildIncomplete) {
+		return info, fmt.Errorf("recoverybench: %d families failed: %w", info.Failed, err)
+	}
+	return info, err
+}
+
+// Markdown is the report as the "Recovery time" section of doc/benchmarks.md.
+func (r *Report) Markdown(seeded Seeded, command, setting string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n\n```sh\n%s\n```\n\n", setting, command)
+	fmt.Fprintf(&b, "Seeded in bulk: %s families, %s members, %s policies, %s top-ups, %s usage_record rows (%s rows in %.1f s).\n\n",
+		n(seeded.Families), n(seeded.Members), n(seeded.Policies), n(seeded.TopUps), n(seeded.UsageRows),
+		n(seeded.Rows()), seeded.Took.Seconds())
+	b.WriteString("| measured | families | took | families/s |\n|---|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "| `store.RebuildGeneration`, every family | %s | %.1f s | %s |\n", n(r.Families), r.Rebuild.Seconds(), n(int(r.Rate())))
+	if r.PerFamily > 0 {
+		fmt.Fprintf(&b, "| the same, one call per family (first %s) | %s | %.1f s | %s |\n",
+			n(r.PerFamily), n(r.PerFamily), r.PerFamilyTook.Seconds(), n(int(r.PerFamilyRate())))
+	}
+	ri := r.Recovery
+	fmt.Fprintf(&b, "| `Recovery.RebuildNow`: drain (quiet period, nothing pending) | — | %.1f s | — |\n", ri.Drain.Seconds())
+	fmt.Fprintf(&b, "| `Recovery.RebuildNow`: rebuild + finish | %s | %.1f s | %s |\n", n(ri.Families), ri.Rebuild.Seconds(), n(int(rate(ri.Families, ri.Rebuild))))
+	fmt.Fprintf(&b, "| `Recovery.RebuildNow`: total | %s | **%.1f s** | — |\n\n", n(ri.Families), ri.Total.Seconds())
+	if r.PerFamily > 0 && r.PerFamilyRate() > 0 {
+		fmt.Fprintf(&b, "Batched ÷ one call per family: **%.1f×** families/s.\n", r.Rate()/r.PerFamilyRate())
+	}
+	fmt.Fprintf(&b, "Redis `used_memory`: %.1f MiB before, %.1f MiB after (%s keys; %.0f bytes per family).\n",
+		mib(r.MemBefore), mib(r.MemAfter), n(int(r.Keys)), float64(r.MemAfter-r.MemBefore)/float64(max(r.Families, 1)))
+	return b.String()
+}
+
+func mib(v int64) float64 { return float64(v) / (1 << 20) }
+
+// n formats with thousands separators.
+func n(v int) string {
+	s := fmt.Sprint(v)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var out []byte
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	if neg {
+		return "-" + string(out)
+	}
+	return string(out)
+}
