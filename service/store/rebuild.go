@@ -25,7 +25,13 @@ type RebuildReport struct {
 	// Rebuilt counts the families whose Redis state was restored.
 	Rebuilt int
 	// Failed lists the families that could not be restored, in the order
-	// they were tried. Their Redis state is whatever it was before.
+	// they were tried. Without a generation their Redis state is whatever it
+	// was before; in a generation rebuild (RebuildGeneration) each is
+	// replaced by an empty family of the new generation, so its members'
+	// events are refused (BLOCKED_NOT_MEMBER, never charged) until it is
+	// fixed and rebuilt — a state from an older generation would otherwise
+	// be refused as stale on every event, and every rebuild would fail on it
+	// again.
 	Failed []FamilyError
 }
 
@@ -217,6 +223,11 @@ func (s *Store) restorePage(ctx context.Context, eng *quota.Engine, gen string, 
 					errs[i] = e
 				} else if e := eng.Restore(ctx, states[fid]); e != nil {
 					errs[i] = fmt.Errorf("store: rebuild family %d: %w", fid, e)
+				}
+				if errs[i] != nil && gen != "" && ctx.Err() == nil {
+					if e := eng.Restore(ctx, quota.FamilyState{FamilyID: fid, Generation: gen}); e != nil {
+						errs[i] = errors.Join(errs[i], fmt.Errorf("store: empty family %d of generation %s: %w", fid, gen, e))
+					}
 				}
 				done[i] = true
 			}

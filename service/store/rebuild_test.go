@@ -235,6 +235,28 @@ func testRebuildReport(t *testing.T, e *env) {
 		}
 	}
 
+	// In a generation rebuild a family that fails is left empty in the new
+	// generation: its events are refused as not a member, never as a state
+	// of another generation (which made every recovery rebuild again).
+	if err := eng.Restore(ctx, quota.FamilyState{FamilyID: 2, Provisioned: true, Plan: 1 << 20,
+		Members: []quota.MemberState{{CustomerID: 21}}, Generation: "g1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.BeginRebuild(ctx, "g2"); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := store.RebuildGeneration(ctx, e.db, eng, "g2"); !errors.Is(err, store.ErrRebuildIncomplete) || len(rep.Failed) != 1 {
+		t.Fatalf("RebuildGeneration = %+v, %v; want family 2 failed", rep, err)
+	}
+	if err := eng.FinishRebuild(ctx, "g2", nil); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := eng.ApplyMarked(ctx, "g2", []quota.Mark{{Stream: "usage-events/0", From: 0, To: 1}},
+		[]quota.Event{{ID: "evt_g2", FamilyID: 2, CustomerID: 21, Bytes: 1, At: e.clk.Now()}})
+	if err != nil || rs[0].Decision != policy.BlockedNotMember {
+		t.Errorf("event of the family that failed to rebuild = %v, %v; want BLOCKED_NOT_MEMBER", rs, err)
+	}
+
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	rep, err := store.Rebuild(cancelled, e.db, eng, 1, 3)
