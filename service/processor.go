@@ -611,12 +611,12 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 		}
 	}
 	if p.guard != nil && p.recoveries.Load() != epoch {
-		// Redis was rebuilt while this poll was judged: groups judged before
-		// the rebuild produced decisions the rebuilt state holds (it waited
-		// for them to reach SQL), but its watermarks stop at the committed
-		// offsets. Raise them to this poll's end, which is committed next,
-		// or the next poll would find the state "behind".
-		if err := p.raise(ctx, usageRecs); err != nil {
+		// Redis was rebuilt while this poll was judged: policy updates and
+		// groups judged before the rebuild produced decisions the rebuilt
+		// state holds (it waited for them to reach SQL), but its watermarks
+		// stop at the committed offsets. Raise them to this poll's end, which
+		// is committed next, or the next poll would find the state "behind".
+		if err := p.raise(ctx, recs); err != nil {
 			return nil, err
 		}
 	}
@@ -773,6 +773,11 @@ func (p *Processor) stale(ctx context.Context, used string, err error) bool {
 	}
 	p.cl.PauseFetchTopics(ProcessorTopics()...)
 	defer p.cl.ResumeFetchTopics(ProcessorTopics()...)
+	// Outputs of batches judged before the state went stale are in flight:
+	// have them in Kafka before the recovery waits for SQL to hold them.
+	if ferr := p.cl.Flush(ctx); ferr != nil {
+		return false
+	}
 	gen, rerr := p.guard.Recover(ctx, used, err)
 	if rerr != nil {
 		if ctx.Err() == nil {

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -121,8 +122,12 @@ func (r *Recovery) Generation(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	r.setGen(st.Generation)
-	return st.Generation, nil
+	r.gmu.Lock()
+	defer r.gmu.Unlock()
+	if r.gen == "" { // a recovery may have set a newer one meanwhile
+		r.gen = st.Generation
+	}
+	return r.gen, nil
 }
 
 func (r *Recovery) setGen(gen string) {
@@ -198,29 +203,57 @@ func (r *Recovery) rebuild(ctx context.Context, prev, reason string, drain bool)
 	if _, err := r.cfg.Engine.BeginRebuild(ctx, next); err != nil {
 		return RecoveryInfo{}, err
 	}
-	if drain {
-		if err := r.drain(ctx, prev); err != nil {
-			return RecoveryInfo{}, err
-		}
-	}
-	drained := time.Now()
 	// Rebuilding may outlast the lease: keep it, and stop (never finish) if
 	// another instance took it meanwhile.
 	rctx, keep := r.keepLease(ctx, prev)
 	defer keep.stop()
-	rep, rerr := r.cfg.Rebuild(rctx, next)
-	if err := keep.lost(ctx); err != nil {
-		return RecoveryInfo{}, err
-	}
-	if rerr != nil && !errors.Is(rerr, store.ErrRebuildIncomplete) {
-		return RecoveryInfo{}, rerr
+	var drained time.Time
+	var rep store.RebuildReport
+	var rerr error
+	var committed map[string]int64
+	for {
+		var ends map[string]int64
+		var err error
+		if drain {
+			ends, committed, err = r.drain(rctx, prev)
+		} else {
+			committed, err = r.committed(rctx, ProcessorGroup, ProcessorTopics()...)
+		}
+		if err != nil {
+			if lost := keep.lost(ctx); lost != nil {
+				return RecoveryInfo{}, lost
+			}
+			return RecoveryInfo{}, err
+		}
+		drained = time.Now()
+		rep, rerr = r.cfg.Rebuild(rctx, next)
+		if err := keep.lost(ctx); err != nil {
+			return RecoveryInfo{}, err
+		}
+		if rerr != nil && !errors.Is(rerr, store.ErrRebuildIncomplete) {
+			return RecoveryInfo{}, rerr
+		}
+		if !drain {
+			break
+		}
+		// Whatever reached Kafka or was committed after the drain ended was
+		// not in SQL when the families were read (a producer slower than the
+		// quiet window): rebuild again rather than miss it.
+		ends2, err := r.ends(rctx, envelope.TopicUsagePersist)
+		if err != nil {
+			return RecoveryInfo{}, err
+		}
+		proc2, err := r.committed(rctx, ProcessorGroup, ProcessorTopics()...)
+		if err != nil {
+			return RecoveryInfo{}, err
+		}
+		if maps.Equal(ends, ends2) && maps.Equal(committed, proc2) {
+			break
+		}
+		r.log.Warn("recovery: judged events reached Kafka while Redis was rebuilt; rebuilding again")
 	}
 	for _, f := range rep.Failed {
 		r.log.Error("rebuild: family not restored from sql (doc/runbook.md)", "familyId", f.FamilyID, "err", f.Err)
-	}
-	committed, err := r.committed(ctx, ProcessorGroup, ProcessorTopics()...)
-	if err != nil {
-		return RecoveryInfo{}, err
 	}
 	if err := keep.lost(ctx); err != nil { // last look before the marker names next
 		return RecoveryInfo{}, err
@@ -317,25 +350,25 @@ func (k *leaseKeeper) stop() {
 // written usage-persist to its end, and neither that end nor the processors'
 // committed offsets moved for Quiet (every processor paused, its last
 // outputs acknowledged). The lease is renewed meanwhile.
-func (r *Recovery) drain(ctx context.Context, prev string) error {
+func (r *Recovery) drain(ctx context.Context, prev string) (ends, proc map[string]int64, err error) {
 	var lastEnds, lastProc map[string]int64
 	var quietSince time.Time
 	var said time.Time
 	for {
 		if ok, err := r.cfg.Store.AcquireRebuild(ctx, r.cfg.Owner, prev, r.cfg.Lease); err != nil || !ok {
-			return fmt.Errorf("service: recovery lost its lease while draining (%v)", err)
+			return nil, nil, fmt.Errorf("service: recovery lost its lease while draining (%w)", cmp.Or(err, errLeaseLost))
 		}
 		ends, err := r.ends(ctx, envelope.TopicUsagePersist)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		written, err := r.committed(ctx, r.cfg.WriteBehindGroup, envelope.TopicUsagePersist)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		proc, err := r.committed(ctx, ProcessorGroup, ProcessorTopics()...)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		behind := int64(0)
 		for k, e := range ends {
@@ -346,7 +379,7 @@ func (r *Recovery) drain(ctx context.Context, prev string) error {
 		}
 		lastEnds, lastProc = ends, proc
 		if behind == 0 && time.Since(quietSince) >= r.cfg.Quiet {
-			return nil
+			return ends, proc, nil
 		}
 		if time.Since(said) > 10*time.Second {
 			said = time.Now()
@@ -356,7 +389,7 @@ func (r *Recovery) drain(ctx context.Context, prev string) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return ctx.Err()
+			return nil, nil, ctx.Err()
 		case <-t.C:
 		}
 	}
