@@ -395,6 +395,24 @@ func (r *Recovery) drain(ctx context.Context, prev string) (ends, proc map[strin
 	}
 }
 
+// Backlog returns how many usage-persist records the write-behind has yet to
+// write to SQL.
+func (r *Recovery) Backlog(ctx context.Context) (int64, error) {
+	ends, err := r.ends(ctx, envelope.TopicUsagePersist)
+	if err != nil {
+		return 0, err
+	}
+	written, err := r.committed(ctx, r.cfg.WriteBehindGroup, envelope.TopicUsagePersist)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for k, e := range ends {
+		n += max(e-written[k], 0)
+	}
+	return n, nil
+}
+
 func (r *Recovery) ends(ctx context.Context, topics ...string) (map[string]int64, error) {
 	ls, err := r.cfg.Admin.ListEndOffsets(ctx, topics...)
 	if errors.Is(err, kerr.UnknownTopicOrPartition) {

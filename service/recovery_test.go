@@ -340,3 +340,21 @@ func TestRecoveryMidPollRebuildsOnce(t *testing.T) {
 	}
 	r.h.checkInvariants(r.db)
 }
+
+// Backlog counts the usage-persist records the write-behind has not written:
+// the all-in-one's start waits for them before it rebuilds.
+func TestRecoveryBacklog(t *testing.T) {
+	r := newRecoveryRig(t)
+	if n, err := r.rec.Backlog(r.h.ctx); err != nil || n != 0 {
+		t.Fatalf("Backlog before anything = %d, %v", n, err)
+	}
+	for i := range 3 {
+		rec := &kgo.Record{Topic: "usage-persist", Key: []byte("1"), Value: []byte(fmt.Sprint(i))}
+		if err := r.h.prod.ProduceSync(r.h.ctx, rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := r.rec.Backlog(r.h.ctx); err != nil || n != 3 {
+		t.Errorf("Backlog = %d, %v; want 3 records not yet written", n, err)
+	}
+}

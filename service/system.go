@@ -225,12 +225,22 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		return nil, err
 	}
 	s.closeRecovery = closeRec
-	if s.redisSrv != nil || seeded {
+	// An embedded Redis starts empty: rebuild it from SQL now, unless the
+	// write-behind has usage-persist records still to write (a crash left
+	// them in the embedded Kafka): then the rebuild waits for them, once the
+	// workers run, as a recovery does.
+	rebuild := s.redisSrv != nil || seeded
+	var backlog int64
+	if rebuild {
+		if backlog, err = rec.Backlog(ctx); err != nil {
+			return nil, err
+		}
+	}
+	report := func(info RecoveryInfo, rerr error) error {
 		// One family the engine refuses must not keep every other family
 		// from being served: log it and start without it.
-		info, rerr := rec.Bootstrap(ctx, "start")
 		if rerr != nil && !errors.Is(rerr, store.ErrRebuildIncomplete) {
-			return nil, fmt.Errorf("rebuild redis from sql: %w", rerr)
+			return fmt.Errorf("rebuild redis from sql: %w", rerr)
 		}
 		s.Rebuild = info.Report
 		for _, f := range s.Rebuild.Failed {
@@ -238,6 +248,12 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 				"familyId", f.FamilyID, "err", f.Err)
 		}
 		log.Info("redis rebuilt from sql", "generation", info.Generation, "families", info.Families, "failed", info.Failed, "took", info.Total)
+		return nil
+	}
+	if rebuild && backlog == 0 {
+		if err := report(rec.Bootstrap(ctx, "start")); err != nil {
+			return nil, err
+		}
 	}
 	if s.relay, err = store.NewRelay(s.DB, s.producer, store.WithRelayLogger(log)); err != nil {
 		return nil, err
@@ -257,6 +273,12 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	go func() { s.done <- s.workers.Run(runCtx) }()
+	if rebuild && backlog > 0 {
+		log.Warn("usage-persist has records not yet in SQL: rebuilding Redis once the write-behind wrote them", "records", backlog)
+		if err := report(rec.RebuildNow(ctx, "start: usage-persist not yet in SQL")); err != nil {
+			return nil, err
+		}
+	}
 	s.relayDone = make(chan error, 1)
 	go func() { s.relayDone <- s.relay.Run(runCtx) }()
 
