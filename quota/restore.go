@@ -68,11 +68,7 @@ type Usage struct {
 
 // CurrentMonth returns the month key (YYYYMM) of the engine's clock in its
 // zone and the month's bounds [from, to).
-func (e *Engine) CurrentMonth() (month string, from, to time.Time) {
-	lt := e.now().In(e.loc)
-	from = time.Date(lt.Year(), lt.Month(), 1, 0, 0, 0, 0, e.loc)
-	return policy.MomentOf(lt, e.loc).Month, from, from.AddDate(0, 1, 0)
-}
+func (e *Engine) CurrentMonth() (month string, from, to time.Time) { return e.monthOf(e.now()) }
 
 // AcceptedMonths returns the months (YYYYMM, oldest first) an event judged
 // now may belong to — those the dedupe window reaches into, back and ahead

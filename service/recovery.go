@@ -1,7 +1,6 @@
 package service
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -215,7 +214,7 @@ func (r *Recovery) rebuild(ctx context.Context, prev, reason string, drain bool)
 		var ends map[string]int64
 		var err error
 		if drain {
-			ends, committed, err = r.drain(rctx, prev)
+			ends, committed, err = r.drain(rctx)
 		} else {
 			committed, err = r.committed(rctx, ProcessorGroup, ProcessorTopics()...)
 		}
@@ -285,16 +284,14 @@ type leaseKeeper struct {
 	gen    string
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	done   chan struct{}
 	wg     sync.WaitGroup
-	once   sync.Once
 }
 
 // keepLease renews the rebuild lease (taken for generation gen) every third
 // of its duration until stop; when a renewal finds it taken by another
 // instance, the returned context is cancelled with errLeaseLost.
 func (r *Recovery) keepLease(ctx context.Context, gen string) (context.Context, *leaseKeeper) {
-	k := &leaseKeeper{r: r, gen: gen, done: make(chan struct{})}
+	k := &leaseKeeper{r: r, gen: gen}
 	k.ctx, k.cancel = context.WithCancelCause(ctx)
 	k.wg.Add(1)
 	go func() {
@@ -303,8 +300,6 @@ func (r *Recovery) keepLease(ctx context.Context, gen string) (context.Context, 
 		defer t.Stop()
 		for {
 			select {
-			case <-k.done:
-				return
 			case <-k.ctx.Done():
 				return
 			case <-t.C:
@@ -338,26 +333,22 @@ func (k *leaseKeeper) lost(ctx context.Context) error {
 	return nil
 }
 
+// stop ends the renewals (idempotent).
 func (k *leaseKeeper) stop() {
-	k.once.Do(func() {
-		close(k.done)
-		k.wg.Wait()
-		k.cancel(nil)
-	})
+	k.cancel(nil)
+	k.wg.Wait()
 }
 
 // drain waits until SQL holds every judged event: the write-behind has
 // written usage-persist to its end, and neither that end nor the processors'
 // committed offsets moved for Quiet (every processor paused, its last
-// outputs acknowledged). The lease is renewed meanwhile.
-func (r *Recovery) drain(ctx context.Context, prev string) (ends, proc map[string]int64, err error) {
+// outputs acknowledged). keepLease renews the lease meanwhile and cancels ctx
+// when it is lost.
+func (r *Recovery) drain(ctx context.Context) (ends, proc map[string]int64, err error) {
 	var lastEnds, lastProc map[string]int64
 	var quietSince time.Time
 	var said time.Time
 	for {
-		if ok, err := r.cfg.Store.AcquireRebuild(ctx, r.cfg.Owner, prev, r.cfg.Lease); err != nil || !ok {
-			return nil, nil, fmt.Errorf("service: recovery lost its lease while draining (%w)", cmp.Or(err, errLeaseLost))
-		}
 		ends, err := r.ends(ctx, envelope.TopicUsagePersist)
 		if err != nil {
 			return nil, nil, err
