@@ -48,9 +48,17 @@
 //
 // AddTopUp and SetPlan refuse (*PoolLimitError) a change that would take a
 // month's pool, plan + top-ups, over policy.MaxBytes — the engine would
-// refuse it, now and at every rebuild.
+// refuse it, now and at every rebuild. AddOwnTopUp also caps a month's
+// top-ups by the family's own members (*TopUpLimitError).
+//
+// Logins (Authenticate) are a member id — a positive decimal without a
+// leading 0 — or a phone, which starts with 0 or + (AddMember refuses other
+// phones): the two never overlap, so an id cannot capture a phone's login.
 //
 // Errors wrap the sentinels ErrNotFound, ErrConflict, ErrStaleVersion,
 // ErrInvalid, ErrBadCredentials, ErrTokenReused and ErrTokenExpired; map
-// them to HTTP in one place (the service).
+// them to HTTP in one place (the service). Refusals a caller can act on are
+// *FieldError values: Field names the argument and Msg is written to be
+// shown to the caller; an error's Error() text (package prefixes, database
+// messages) is for logs only.
 package store

@@ -88,6 +88,9 @@ func (s *Store) CreateFamily(ctx context.Context, f NewFamily, by Actor) (Family
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO families (id, name, plan_bytes, thresholds, created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?)`, id, f.Name, f.PlanBytes, thr, s.t(now), s.t(now))
+		if sqldialect.IsDuplicate(err) { // the only unique key of families is its id
+			return conflict("id", "a family with this id exists: leave the id out and one is assigned", err)
+		}
 		if err != nil {
 			return dbErr("create family", err)
 		}
@@ -337,6 +340,50 @@ type TopUp struct {
 // would take the plan plus this month's top-ups over policy.MaxBytes is a
 // *PoolLimitError and writes nothing.
 func (s *Store) AddTopUp(ctx context.Context, fid, bytes int64, by Actor) (TopUp, error) {
+	return s.addTopUp(ctx, fid, bytes, by, 0)
+}
+
+// TopUpLimitError is a top-up by a family's own member refused because the
+// month's top-ups by the family's members would exceed the limit
+// (AddOwnTopUp). It wraps ErrInvalid, and a FieldError on "bytes" saying
+// how much can still be added.
+type TopUpLimitError struct {
+	// Month (YYYYMM, service zone) is the month of the top-up.
+	Month string
+	// Limit is the most the family's members may top up in a month.
+	Limit int64
+	// Left is what they can still top up in Month (≥ 0).
+	Left int64
+}
+
+func (e *TopUpLimitError) Error() string { return e.field().Error() }
+
+func (e *TopUpLimitError) field() *FieldError {
+	msg := fmt.Sprintf("the family's members may top up at most %d bytes a month: %d bytes can still be added in %s", e.Limit, e.Left, e.Month)
+	if e.Left == 0 {
+		msg = fmt.Sprintf("the family's members may top up at most %d bytes a month and %s's are used up: ask the back office", e.Limit, e.Month)
+	}
+	return &FieldError{Field: "bytes", Msg: msg, Kind: ErrInvalid}
+}
+
+// Unwrap makes a TopUpLimitError a *FieldError and an ErrInvalid.
+func (e *TopUpLimitError) Unwrap() error { return e.field() }
+
+// AddOwnTopUp is AddTopUp by a member of the family itself (an owner): it
+// also refuses, inside the same transaction, a top-up that would take the
+// month's top-ups made by the family's members (removed ones included) over
+// monthlyLimit bytes, with a *TopUpLimitError, writing nothing. Top-ups by
+// the back office and the system do not count. monthlyLimit must be ≥ 1.
+func (s *Store) AddOwnTopUp(ctx context.Context, fid, bytes int64, by Actor, monthlyLimit int64) (TopUp, error) {
+	if monthlyLimit < 1 {
+		return TopUp{}, invalid("monthlyLimit", "must be ≥ 1")
+	}
+	return s.addTopUp(ctx, fid, bytes, by, monthlyLimit)
+}
+
+// addTopUp records a top-up; with ownLimit > 0, within that monthly limit
+// of the family's members' top-ups.
+func (s *Store) addTopUp(ctx context.Context, fid, bytes int64, by Actor, ownLimit int64) (TopUp, error) {
 	if err := checkBytes("bytes", bytes, 1); err != nil {
 		return TopUp{}, err
 	}
@@ -353,6 +400,16 @@ func (s *Store) AddTopUp(ctx context.Context, fid, bytes int64, by Actor) (TopUp
 		}
 		if room := policy.MaxBytes - f.PlanBytes - sum; bytes > room {
 			return &PoolLimitError{Field: "bytes", Month: t.Month, Max: room}
+		}
+		if ownLimit > 0 {
+			var own int64
+			if err := tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(t.bytes), 0) FROM topups t JOIN members m ON m.id = t.created_by
+				WHERE t.family_id = ? AND t.month = ? AND m.family_id = t.family_id`, fid, t.Month).Scan(&own); err != nil {
+				return dbErr("top-ups", err)
+			}
+			if bytes > ownLimit-own {
+				return &TopUpLimitError{Month: t.Month, Limit: ownLimit, Left: max(ownLimit-own, 0)}
+			}
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO topups (family_id, bytes, month, created_by, created_at) VALUES (?, ?, ?, ?, ?)`,
 			fid, bytes, t.Month, by.ID, s.t(now))
@@ -443,7 +500,7 @@ func (s *Store) HashPassword(password string) (string, error) {
 	}
 	h, err := bcrypt.GenerateFromPassword([]byte(password), s.cost)
 	if err != nil {
-		return "", fmt.Errorf("%w: password: %w", ErrInvalid, err)
+		return "", &FieldError{Field: "password", Msg: "cannot be used as a password", Kind: ErrInvalid, Cause: err}
 	}
 	return string(h), nil
 }
@@ -487,9 +544,10 @@ func (s *Store) AddMember(ctx context.Context, m NewMember, by Actor) (Member, e
 	case m.Role != policy.RoleAdmin && m.FamilyID <= 0:
 		return Member{}, invalid("familyId", "required")
 	case m.ID < 0:
-		return Member{}, invalid("id", "must be ≥ 0")
-	case len(m.Phone) > 32:
-		return Member{}, invalid("phone", "at most 32 bytes")
+		return Member{}, invalid("customerId", "must be ≥ 0")
+	}
+	if err := checkPhone(m.Phone); err != nil {
+		return Member{}, err
 	}
 	if err := checkName("name", m.Name); err != nil {
 		return Member{}, err
@@ -516,6 +574,9 @@ func (s *Store) AddMember(ctx context.Context, m NewMember, by Actor) (Member, e
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO members (id, family_id, name, phone, password_hash, role, created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, id, fid, m.Name, nullStr(m.Phone), nullStr(hash), string(m.Role), s.t(now), s.t(now))
+		if sqldialect.IsDuplicate(err) {
+			return s.memberConflict(ctx, tx, m.ID, err)
+		}
 		if err != nil {
 			return dbErr("add member", err)
 		}
@@ -529,6 +590,73 @@ func (s *Store) AddMember(ctx context.Context, m NewMember, by Actor) (Member, e
 		return s.audit(ctx, tx, m.FamilyID, by, "member.add", memberTarget(cid), nil, out)
 	})
 	return out, err
+}
+
+// memberConflict says which unique key an insert of a member with id (0:
+// assigned) violated: its id or its phone (unique among current members of
+// every family — callers that must not learn about other families may not
+// choose either; see service's add-member route).
+func (s *Store) memberConflict(ctx context.Context, tx *sql.Tx, id int64, dup error) error {
+	if id > 0 {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM members WHERE id = ?`, id).Scan(&n); err != nil {
+			return dbErr("add member", err)
+		}
+		if n > 0 {
+			return conflict("customerId", "this member id is taken: leave it out and one is assigned", dup)
+		}
+	}
+	return conflict("phone", "this phone number belongs to another member", dup)
+}
+
+// checkPhone checks a phone's grammar: '0' or '+' first, then digits with
+// single spaces or hyphens between them, at least 3 digits, at most 32
+// bytes. A phone never reads as a member id (a decimal without a leading 0),
+// so a numeric login is one or the other (see Authenticate).
+func checkPhone(p string) error {
+	if p == "" {
+		return nil
+	}
+	bad := invalid("phone", "must be a phone number of at most 32 bytes: 0 or + first, then digits with single spaces or hyphens between them (e.g. 010-1234-5678 or +82 10 1234 5678)")
+	if len(p) > 32 || (p[0] != '0' && p[0] != '+') {
+		return bad
+	}
+	digits := 0
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case c >= '0' && c <= '9':
+			digits++
+		case i == 0 && c == '+':
+		case (c == ' ' || c == '-') && i > 0 && p[i-1] >= '0' && p[i-1] <= '9' && i+1 < len(p):
+		default:
+			return bad
+		}
+	}
+	if digits < 3 {
+		return bad
+	}
+	return nil
+}
+
+// loginKind tells the two login grammars apart: a member id is a positive
+// decimal without a leading 0; a phone starts with 0 or + (checkPhone).
+func loginKind(login string) (id int64, phone bool) {
+	if login == "" {
+		return 0, false
+	}
+	if login[0] == '0' || login[0] == '+' {
+		return 0, true
+	}
+	for i := 0; i < len(login); i++ {
+		if login[i] < '0' || login[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(login, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	return n, false
 }
 
 func (s *Store) member(ctx context.Context, q querier, cid int64, lock string) (Member, error) {
@@ -605,19 +733,21 @@ func (s *Store) listMembers(ctx context.Context, q querier, fid int64, removed b
 	return out, rows.Err()
 }
 
-// Authenticate checks a login: login is a member id (decimal) or a phone.
-// Unknown, removed or password-less members and wrong passwords are all
-// ErrBadCredentials.
+// Authenticate checks a login: a member id (a positive decimal without a
+// leading 0) or a phone (0 or + first, as stored). The grammars do not
+// overlap, so whoever chooses a member's id cannot make it capture another
+// person's phone login. Unknown, removed or password-less members, wrong
+// passwords and logins of neither grammar are all ErrBadCredentials.
 func (s *Store) Authenticate(ctx context.Context, login, password string) (Member, error) {
 	var m Member
 	var err error
-	if id, perr := strconv.ParseInt(login, 10, 64); perr == nil && id > 0 {
-		m, err = s.member(ctx, s.db, id, "")
-		if errors.Is(err, ErrNotFound) {
-			m, err = s.MemberByPhone(ctx, login)
-		}
-	} else {
+	switch id, phone := loginKind(login); {
+	case phone:
 		m, err = s.MemberByPhone(ctx, login)
+	case id > 0:
+		m, err = s.member(ctx, s.db, id, "")
+	default:
+		err = notFound("login", "")
 	}
 	if errors.Is(err, ErrNotFound) || (err == nil && (m.DeletedAt != nil || m.hash == "")) {
 		// Spend the time of a comparison anyway, so timing does not tell
@@ -674,7 +804,7 @@ func (s *Store) SetRole(ctx context.Context, fid, cid int64, role policy.Role, b
 			return err
 		}
 		if before.Role == policy.RoleOwner && role != policy.RoleOwner {
-			if err := s.keepAnOwner(ctx, tx, fid, cid); err != nil {
+			if err := s.keepAnOwner(ctx, tx, fid, cid, "role"); err != nil {
 				return err
 			}
 		}
@@ -689,15 +819,16 @@ func (s *Store) SetRole(ctx context.Context, fid, cid int64, role policy.Role, b
 	return out, err
 }
 
-// keepAnOwner fails with ErrConflict when cid is the family's only current owner.
-func (s *Store) keepAnOwner(ctx context.Context, tx *sql.Tx, fid, cid int64) error {
+// keepAnOwner fails with ErrConflict (a FieldError on field) when cid is the
+// family's only current owner.
+func (s *Store) keepAnOwner(ctx context.Context, tx *sql.Tx, fid, cid int64, field string) error {
 	var n int
 	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM members WHERE family_id = ? AND role = ? AND deleted_at IS NULL AND id <> ?`,
 		fid, string(policy.RoleOwner), cid).Scan(&n); err != nil {
 		return dbErr("count owners", err)
 	}
 	if n == 0 {
-		return fmt.Errorf("%w: member %d is the family's last owner", ErrConflict, cid)
+		return conflict(field, "the member is the family's last owner: make another member an owner first", nil)
 	}
 	return nil
 }
@@ -717,7 +848,7 @@ func (s *Store) RemoveMember(ctx context.Context, fid, cid int64, by Actor) erro
 			return err
 		}
 		if before.Role == policy.RoleOwner {
-			if err := s.keepAnOwner(ctx, tx, fid, cid); err != nil {
+			if err := s.keepAnOwner(ctx, tx, fid, cid, "customerId"); err != nil {
 				return err
 			}
 		}

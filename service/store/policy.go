@@ -138,8 +138,13 @@ func (s *Store) updatePolicy(ctx context.Context, c PolicyChange, action string,
 				return err
 			}
 			a, err := t.Apply(m.ID, m.Role)
-			if err != nil {
-				return fmt.Errorf("%w: %w", ErrConflict, err)
+			switch {
+			case errors.Is(err, policy.ErrTemplateInactive):
+				return conflict("templateId", "the template is inactive: activate it first", err)
+			case errors.Is(err, policy.ErrRoleNotAllowed):
+				return conflict("templateId", "the template is for owners only and the member is not an owner", err)
+			case err != nil:
+				return fmt.Errorf("%w: %w", ErrInvalid, err)
 			}
 			c.Replace = a.Rules
 		}
@@ -154,7 +159,8 @@ func (s *Store) writePolicy(ctx context.Context, tx *sql.Tx, c PolicyChange, act
 		return err
 	}
 	if c.ExpectedVersion > 0 && c.ExpectedVersion != cur.Version {
-		return fmt.Errorf("%w: member %d is at version %d, not %d", ErrStaleVersion, c.CustomerID, cur.Version, c.ExpectedVersion)
+		return &FieldError{Field: "expectedVersion", Kind: ErrStaleVersion,
+			Msg: fmt.Sprintf("the policy was changed since it was read: it is at version %d, not %d; read it again and retry", cur.Version, c.ExpectedVersion)}
 	}
 	next := maps.Clone(cur.Rules)
 	if c.Replace != nil {
@@ -348,6 +354,9 @@ func (s *Store) CreateTemplate(ctx context.Context, t policy.Template, by Actor)
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO policy_template (name, type, description, require_role, default_rules, active, created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, t.Name, t.Type, t.Description, string(t.RequireRole), rules, t.Active, now, now)
+		if sqldialect.IsDuplicate(err) { // the only unique keys are the id (assigned) and the name
+			return conflict("name", "a template with this name exists: choose another name", err)
+		}
 		if err != nil {
 			return dbErr("create template", err)
 		}
@@ -379,7 +388,9 @@ func (s *Store) UpdateTemplate(ctx context.Context, t policy.Template, by Actor)
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE policy_template SET name = ?, type = ?, description = ?, require_role = ?, default_rules = ?, active = ?, updated_at = ?
-			WHERE id = ?`, t.Name, t.Type, t.Description, string(t.RequireRole), rules, t.Active, s.t(s.now()), t.ID); err != nil {
+			WHERE id = ?`, t.Name, t.Type, t.Description, string(t.RequireRole), rules, t.Active, s.t(s.now()), t.ID); sqldialect.IsDuplicate(err) {
+			return conflict("name", "a template with this name exists: choose another name", err)
+		} else if err != nil {
 			return dbErr("update template", err)
 		}
 		if out, err = s.template(ctx, tx, t.ID); err != nil {

@@ -26,8 +26,10 @@ var (
 	// ErrNotFound: the family, member, template, policy or token does not
 	// exist (or the member was removed, or belongs to another family).
 	ErrNotFound = errors.New("store: not found")
-	// ErrConflict: a unique value (phone, template name) is taken, or the
-	// change contradicts the row's state (removing the last owner).
+	// ErrConflict: a unique value (member id or phone, family id, template
+	// name) is taken, or the change contradicts the row's state (removing
+	// the last owner, applying an inactive template); a *FieldError says
+	// which and what to do.
 	ErrConflict = errors.New("store: conflict")
 	// ErrStaleVersion: an update named an expected policy version that is
 	// no longer the current one.
@@ -44,8 +46,44 @@ var (
 	ErrTokenExpired = errors.New("store: refresh token expired")
 )
 
+// FieldError is a refusal the caller can act on: an argument the store
+// refuses (Kind ErrInvalid), a value that conflicts with other rows or the
+// row's state (ErrConflict) or a stale expected version (ErrStaleVersion).
+// Field names the argument as the HTTP API names it ("phone", "customerId",
+// "bytes") and Msg says what is wrong and what to do, in words fit to show
+// the caller: never database text, and nothing about rows the caller may not
+// see beyond what the API already lets it see. Cause (optional) is the error
+// behind it, for logs and errors.Is; its text is not for callers.
+type FieldError struct {
+	Field string
+	Msg   string
+	Kind  error
+	Cause error
+}
+
+func (e *FieldError) Error() string {
+	s := e.Kind.Error() + ": " + e.Field + ": " + e.Msg
+	if e.Cause != nil {
+		s += ": " + e.Cause.Error()
+	}
+	return s
+}
+
+// Unwrap returns Kind and Cause, so errors.Is matches either.
+func (e *FieldError) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{e.Kind}
+	}
+	return []error{e.Kind, e.Cause}
+}
+
 func invalid(field, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrInvalid, field, fmt.Sprintf(format, args...))
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...), Kind: ErrInvalid}
+}
+
+// conflict is a FieldError of kind ErrConflict; cause may be nil.
+func conflict(field, msg string, cause error) error {
+	return &FieldError{Field: field, Msg: msg, Kind: ErrConflict, Cause: cause}
 }
 
 //go:embed migrations

@@ -118,6 +118,9 @@ func runSuite(t *testing.T, open opener) {
 		"RebuildReport": testRebuildReport,
 		"RebuildPages":  testRebuildPages,
 		"PoolLimit":     testPoolLimit,
+		"LoginGrammar":  testLoginGrammar,
+		"Conflicts":     testConflicts,
+		"OwnTopUpLimit": testOwnTopUpLimit,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, newEnv(t, open)) })
 	}
@@ -201,7 +204,7 @@ func testMembers(t *testing.T, e *env) {
 		_, err := e.s.AddMember(e.ctx, nm, owner)
 		wantErr(t, name, err, store.ErrInvalid)
 	}
-	adm, err := e.s.AddMember(e.ctx, store.NewMember{Name: "ops", Phone: "ops", Role: policy.RoleAdmin, Password: "secret"}, store.System)
+	adm, err := e.s.AddMember(e.ctx, store.NewMember{Name: "ops", Phone: "+82-2-0000", Role: policy.RoleAdmin, Password: "secret"}, store.System)
 	if err != nil || adm.FamilyID != 0 {
 		t.Fatalf("add admin: %+v %v", adm, err)
 	}
@@ -212,7 +215,7 @@ func testMembers(t *testing.T, e *env) {
 			t.Errorf("Authenticate(%s) = %+v, %v", login, m, err)
 		}
 	}
-	if m, err := e.s.Authenticate(e.ctx, "ops", "secret"); err != nil || m.ID != adm.ID {
+	if m, err := e.s.Authenticate(e.ctx, "+82-2-0000", "secret"); err != nil || m.ID != adm.ID {
 		t.Errorf("admin login = %+v, %v", m, err)
 	}
 	for _, c := range [][2]string{{"11", "wrong"}, {"404", "pw"}, {"nobody", "pw"}} {
@@ -275,16 +278,16 @@ func testMembers(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.s.AddMember(e.ctx, store.NewMember{FamilyID: 2, Name: "seeded", Phone: "p", Role: policy.RoleMember, PasswordHash: hash}, store.System); err != nil {
+	if _, err := e.s.AddMember(e.ctx, store.NewMember{FamilyID: 2, Name: "seeded", Phone: "010-7001", Role: policy.RoleMember, PasswordHash: hash}, store.System); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.s.Authenticate(e.ctx, "p", "bulk"); err != nil {
+	if _, err := e.s.Authenticate(e.ctx, "010-7001", "bulk"); err != nil {
 		t.Errorf("login with precomputed hash: %v", err)
 	}
-	if _, err := e.s.AddMember(e.ctx, store.NewMember{FamilyID: 2, Name: "nopw", Phone: "q", Role: policy.RoleMember}, store.System); err != nil {
+	if _, err := e.s.AddMember(e.ctx, store.NewMember{FamilyID: 2, Name: "nopw", Phone: "010-7002", Role: policy.RoleMember}, store.System); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.s.Authenticate(e.ctx, "q", "")
+	_, err = e.s.Authenticate(e.ctx, "010-7002", "")
 	wantErr(t, "password-less login", err, store.ErrBadCredentials)
 }
 
