@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -22,6 +23,10 @@ const (
 	DefaultAccessTTL    = 30 * time.Minute
 	DefaultRefreshTTL   = 7 * 24 * time.Hour
 	DefaultPingInterval = 15 * time.Second
+	// DefaultOwnerTopUpMax and DefaultOwnerTopUpMonthly bound owners'
+	// top-ups: 10 GiB per top-up, 50 GiB a month per family.
+	DefaultOwnerTopUpMax     = int64(10) << 30
+	DefaultOwnerTopUpMonthly = int64(50) << 30
 )
 
 // APIConfig holds what the HTTP API needs. Store, Engine, Hub, Inbox and
@@ -50,6 +55,12 @@ type APIConfig struct {
 	PingInterval time.Duration
 	// Title and Version name the OpenAPI document. Default: "DPCS API", "1.0.0".
 	Title, Version string
+	// OwnerTopUpMax is the most an OWNER may add to the family's pool in one
+	// top-up, and OwnerTopUpMonthly the most the family's own members may
+	// add in a month, all together (admins are bounded only by the pool's
+	// maximum, policy.MaxBytes). Defaults: 10 GiB and 50 GiB. Negative (in
+	// either): owners may not top up at all (403).
+	OwnerTopUpMax, OwnerTopUpMonthly int64
 }
 
 // API is DPCS's HTTP API (SPEC §10): huma v2 on a net/http ServeMux, OpenAPI
@@ -102,6 +113,12 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	if cfg.PingInterval == 0 {
 		cfg.PingInterval = DefaultPingInterval
 	}
+	if cfg.OwnerTopUpMax == 0 {
+		cfg.OwnerTopUpMax = DefaultOwnerTopUpMax
+	}
+	if cfg.OwnerTopUpMonthly == 0 {
+		cfg.OwnerTopUpMonthly = DefaultOwnerTopUpMonthly
+	}
 	if cfg.Title == "" {
 		cfg.Title = "DPCS API"
 	}
@@ -148,11 +165,21 @@ func secured() []map[string][]string { return []map[string][]string{{bearerSchem
 
 // problem maps an error of the store, the engine, the inbox or the policy
 // package to an RFC 9457 problem — the one place domain errors become HTTP
-// statuses. loc names the request part (e.g. "body.set") validation errors of
-// policy keys are reported under; errors that are already huma status errors
-// pass through.
+// statuses. loc names the request part (e.g. "body.set") validation errors
+// are reported under; errors that are already huma status errors pass
+// through.
+//
+// Error policy: an answer's texts are written for the caller and say what it
+// can fix. They come from this package's fixed strings or from errors built
+// to be shown — *policy.FieldError (the caller's own constraint keys and
+// values), *store.FieldError (Field and Msg; never database text, never
+// another family's rows), *store.PoolLimitError — and never from an error's
+// own Error() text, which carries package prefixes ("store: …") and driver
+// or database messages. Anything else is answered with a generic text and
+// logged.
 func (a *API) problem(ctx context.Context, err error, loc string) error {
 	var se huma.StatusError
+	var fe *store.FieldError
 	switch {
 	case err == nil:
 		return nil
@@ -167,12 +194,26 @@ func (a *API) problem(ctx context.Context, err error, loc string) error {
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, notify.ErrNotFound):
 		return huma.Error404NotFound(notFoundText(err))
 	case errors.Is(err, store.ErrStaleVersion):
-		return huma.Error409Conflict(err.Error(), &huma.ErrorDetail{Location: "body.expectedVersion", Message: "not the current version"})
+		msg := "not the current version: read the policy again and retry"
+		if errors.As(err, &fe) {
+			msg = fe.Msg
+		}
+		return huma.Error409Conflict("the policy was changed since it was read",
+			&huma.ErrorDetail{Location: "body.expectedVersion", Message: msg})
 	case errors.Is(err, store.ErrConflict):
-		return huma.Error409Conflict(err.Error())
+		if errors.As(err, &fe) && fe.Kind == store.ErrConflict {
+			return huma.Error409Conflict(fe.Msg, &huma.ErrorDetail{Location: at(loc, fe.Field), Message: fe.Msg})
+		}
+		a.log.WarnContext(ctx, "api: conflict without a text for the caller", "err", err)
+		return huma.Error409Conflict("the change conflicts with the current data: read it again and retry")
 	case errors.Is(err, store.ErrInvalid), errors.Is(err, policy.ErrInvalid),
 		errors.Is(err, quota.ErrInvalid), errors.Is(err, notify.ErrInvalid):
-		return huma.Error422UnprocessableEntity("validation failed", fieldDetails(err, loc)...)
+		details := fieldDetails(err, loc)
+		if len(details) == 0 {
+			a.log.WarnContext(ctx, "api: refusal without a text for the caller", "err", err)
+			details = append(details, &huma.ErrorDetail{Location: loc, Message: "value not accepted"})
+		}
+		return huma.Error422UnprocessableEntity("validation failed", details...)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return huma.NewError(http.StatusServiceUnavailable, "request cancelled or timed out")
 	}
@@ -180,8 +221,7 @@ func (a *API) problem(ctx context.Context, err error, loc string) error {
 	return huma.Error500InternalServerError("internal error")
 }
 
-// notFoundText keeps 404 texts uniform: the store's message may name a
-// family or member id the caller asked about, never more.
+// notFoundText keeps 404 texts uniform: never more than what was asked about.
 func notFoundText(err error) string {
 	if errors.Is(err, notify.ErrNotFound) {
 		return "notification not found"
@@ -189,19 +229,34 @@ func notFoundText(err error) string {
 	return "not found"
 }
 
-// fieldDetails lists every *policy.FieldError in err's tree as an error
-// detail located at loc.<key>; without any, one detail with err's text at loc.
+// at is the location of field under loc: loc itself when it already names
+// the field ("body.bytes", "bytes"), else loc.field.
+func at(loc, field string) string {
+	switch {
+	case field == "" || loc == field || strings.HasSuffix(loc, "."+field):
+		return loc
+	case loc == "":
+		return field
+	}
+	return loc + "." + field
+}
+
+// fieldDetails lists the refusals in err's tree written for the caller —
+// *policy.FieldError, *store.FieldError, *store.PoolLimitError — each as an
+// error detail located at loc.<field>; none when err holds none of them.
 func fieldDetails(err error, loc string) []error {
 	var out []error
 	var walk func(error)
 	walk = func(e error) {
-		var fe *policy.FieldError
-		if errors.As(e, &fe) && e == error(fe) {
-			l := loc
-			if fe.Field != "" {
-				l = loc + "." + fe.Field
-			}
-			out = append(out, &huma.ErrorDetail{Location: l, Message: fe.Error()})
+		switch x := e.(type) {
+		case *policy.FieldError:
+			out = append(out, &huma.ErrorDetail{Location: at(loc, x.Field), Message: x.Error()})
+			return
+		case *store.FieldError:
+			out = append(out, &huma.ErrorDetail{Location: at(loc, x.Field), Message: x.Msg})
+			return
+		case *store.PoolLimitError:
+			out = append(out, &huma.ErrorDetail{Location: at(loc, x.Field), Message: x.Error()})
 			return
 		}
 		switch u := e.(type) {
@@ -216,9 +271,6 @@ func fieldDetails(err error, loc string) []error {
 		}
 	}
 	walk(err)
-	if len(out) == 0 {
-		out = append(out, &huma.ErrorDetail{Location: loc, Message: err.Error()})
-	}
 	return out
 }
 

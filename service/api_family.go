@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -366,7 +367,7 @@ type TopUpView struct {
 type topUpInput struct {
 	FamilyPath
 	Body struct {
-		Bytes int64 `json:"bytes" minimum:"1" maximum:"70368744177664" doc:"Bytes added to this month's pool; the plan plus the month's top-ups may total at most 70368744177664 bytes (2^46), a 422 says how many can still be added"`
+		Bytes int64 `json:"bytes" minimum:"1" maximum:"70368744177664" doc:"Bytes added to this month's pool. Owners: at most 10 GiB per top-up and 50 GiB a month per family by default (the operator's limits); everyone: the plan plus the month's top-ups may total at most 70368744177664 bytes (2^46). A 422 says how many can still be added"`
 	}
 }
 
@@ -375,9 +376,9 @@ type topUpOutput struct{ Body TopUpView }
 type addMemberInput struct {
 	FamilyPath
 	Body struct {
-		CustomerID int64  `json:"customerId,omitempty" minimum:"0" doc:"0: assigned by the server"`
+		CustomerID int64  `json:"customerId,omitempty" minimum:"0" doc:"Admins only; 0 or absent: assigned by the server"`
 		Name       string `json:"name" minLength:"1" maxLength:"100"`
-		Phone      string `json:"phone,omitempty" maxLength:"32"`
+		Phone      string `json:"phone,omitempty" maxLength:"32" doc:"Admins only: the member's phone, a login; 0 or + first, then digits with single spaces or hyphens (010-1234-5678, +82 10 1234 5678)"`
 		Role       string `json:"role,omitempty" enum:"MEMBER,OWNER" default:"MEMBER"`
 		Password   string `json:"password,omitempty" maxLength:"128" doc:"Empty: the member cannot log in"`
 	}
@@ -549,6 +550,15 @@ func (a *API) registerFamily() {
 	topOp := op("post-topup", http.MethodPost, "/families/{familyId}/topups", "Add data to this month's pool",
 		http.StatusForbidden, http.StatusUnprocessableEntity)
 	topOp.DefaultStatus = http.StatusCreated
+	owners := "Owners may top up within the operator's limits: at most " + gibText(a.cfg.OwnerTopUpMax) +
+		" per top-up and " + gibText(a.cfg.OwnerTopUpMonthly) + " a month for the family's members together; over them " +
+		"the answer is 422 naming what can still be added."
+	if a.cfg.OwnerTopUpMax < 0 || a.cfg.OwnerTopUpMonthly < 0 {
+		owners = "The operator turned owners' top-ups off: owners get 403."
+	}
+	topOp.Description = "Adds bytes to the family's pool for the rest of the month (SPEC §10; the \"top-up where allowed\" " +
+		"of ask-for-more). " + owners + " Admins are bounded only by the pool's maximum: the plan plus the month's " +
+		"top-ups may total at most 2^46 bytes. Audited; members (not owners) get 403."
 	huma.Register(a.api, topOp, func(ctx context.Context, in *topUpInput) (*topUpOutput, error) {
 		p, err := a.family(ctx, in.FamilyID, ownerOnly)
 		if err != nil {
@@ -556,9 +566,18 @@ func (a *API) registerFamily() {
 		}
 		// The store refuses, inside the transaction holding the family row,
 		// a top-up the engine would refuse (plan + month's top-ups over
-		// policy.MaxBytes): a 422 then has written nothing, and no row the
-		// engine refuses can reach SQL and fail every later rebuild.
-		t, err := a.cfg.Store.AddTopUp(ctx, in.FamilyID, in.Body.Bytes, p.actor())
+		// policy.MaxBytes) or over an owner's monthly limit: a 422 then has
+		// written nothing, and no row the engine refuses can reach SQL and
+		// fail every later rebuild.
+		var t store.TopUp
+		if p.Role == policy.RoleAdmin {
+			t, err = a.cfg.Store.AddTopUp(ctx, in.FamilyID, in.Body.Bytes, p.actor())
+		} else {
+			if err := a.ownerTopUp(in.Body.Bytes); err != nil {
+				return nil, err
+			}
+			t, err = a.cfg.Store.AddOwnTopUp(ctx, in.FamilyID, in.Body.Bytes, p.actor(), a.cfg.OwnerTopUpMonthly)
+		}
 		if err != nil {
 			return nil, a.problem(ctx, err, "body.bytes")
 		}
@@ -573,10 +592,29 @@ func (a *API) registerFamily() {
 	addOp := op("add-member", http.MethodPost, "/families/{familyId}/members", "Add a member",
 		http.StatusForbidden, http.StatusConflict, http.StatusUnprocessableEntity)
 	addOp.DefaultStatus = http.StatusCreated
+	addOp.Description = "Adds a member (or, as owner, another OWNER) to the family; it logs in with its member id " +
+		"(in the answer) or its phone, and the password given. Owners cannot choose the member id or the phone: " +
+		"both are unique across every family, so a refusal would tell an owner about other families' members; the " +
+		"server assigns the id and the back office (admins) sets phones. An owner sending either gets 422 whatever " +
+		"the value. Admins may give both; a taken id or phone is 409 naming the field."
 	huma.Register(a.api, addOp, func(ctx context.Context, in *addMemberInput) (*memberOutput, error) {
 		p, err := a.family(ctx, in.FamilyID, ownerOnly)
 		if err != nil {
 			return nil, err
+		}
+		if p.Role != policy.RoleAdmin {
+			var refused []error
+			if in.Body.CustomerID != 0 {
+				refused = append(refused, &huma.ErrorDetail{Location: "body.customerId",
+					Message: "assigned by the server: leave it out", Value: in.Body.CustomerID})
+			}
+			if in.Body.Phone != "" {
+				refused = append(refused, &huma.ErrorDetail{Location: "body.phone",
+					Message: "set by the back office: leave it out, the member logs in with its member id"})
+			}
+			if len(refused) > 0 {
+				return nil, huma.Error422UnprocessableEntity("validation failed", refused...)
+			}
 		}
 		if _, err := a.cfg.Store.GetFamily(ctx, in.FamilyID); err != nil {
 			return nil, a.problem(ctx, err, "path.familyId")
@@ -626,4 +664,26 @@ func (a *API) registerFamily() {
 			}
 			return &memberOutput{Body: memberView(m)}, nil
 		})
+}
+
+// ownerTopUp checks an owner's top-up against the per-top-up limit (the
+// monthly one is the store's, in the transaction that writes it).
+func (a *API) ownerTopUp(bytes int64) error {
+	switch {
+	case a.cfg.OwnerTopUpMax < 0 || a.cfg.OwnerTopUpMonthly < 0:
+		return huma.Error403Forbidden("top-ups are made by the back office: ask an admin")
+	case bytes > a.cfg.OwnerTopUpMax:
+		return huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "body.bytes",
+			Message: fmt.Sprintf("an owner may add at most %d bytes per top-up", a.cfg.OwnerTopUpMax), Value: bytes})
+	}
+	return nil
+}
+
+// gibText renders a byte limit for route docs: "10 GiB" or "1500 bytes".
+func gibText(n int64) string {
+	switch {
+	case n > 0 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

@@ -23,7 +23,8 @@ func TestPoolLimitRefusedBeforeWriting(t *testing.T) {
 	ctx := context.Background()
 	owner, admin := f.token(ownerA), f.token(adminID)
 	room := policy.MaxBytes - 10*gib // the fixture's plan is 10 GiB
-	f.call(http.MethodPost, "/families/100/topups", owner, map[string]any{"bytes": room - 5}, http.StatusCreated, nil)
+	// (an admin: owners are bounded far lower, see TestOwnerTopUps)
+	f.call(http.MethodPost, "/families/100/topups", admin, map[string]any{"bytes": room - 5}, http.StatusCreated, nil)
 
 	type state struct {
 		Plan   int64
@@ -58,7 +59,7 @@ func TestPoolLimitRefusedBeforeWriting(t *testing.T) {
 		body                      map[string]any
 		loc, says                 string
 	}{
-		{"top-up over the maximum", http.MethodPost, "/families/100/topups", owner, map[string]any{"bytes": 6},
+		{"top-up over the maximum", http.MethodPost, "/families/100/topups", admin, map[string]any{"bytes": 6},
 			"body.bytes", "at most 5 bytes can still be topped up"},
 		{"plan over the maximum", http.MethodPut, "/admin/families/100/plan", admin, map[string]any{"planBytes": 10*gib + 6},
 			"body.planBytes", fmt.Sprintf("the plan can be at most %d bytes", 10*gib+5)},

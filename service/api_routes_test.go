@@ -62,26 +62,37 @@ func TestFamilyRoutes(t *testing.T) {
 
 	// members and roles
 	var m MemberView
-	f.call(http.MethodPost, "/families/100/members", owner, map[string]any{"name": "grandma", "phone": "010-5555", "role": "OWNER", "password": "pw"}, http.StatusCreated, &m)
-	if m.Role != "OWNER" || m.FamilyID != famA || m.CustomerID == 0 {
+	f.call(http.MethodPost, "/families/100/members", owner, map[string]any{"name": "grandma", "role": "OWNER", "password": "pw"}, http.StatusCreated, &m)
+	if m.Role != "OWNER" || m.FamilyID != famA || m.CustomerID == 0 || m.Phone != "" {
 		t.Fatalf("member %+v", m)
 	}
+	f.call(http.MethodPost, "/auth/token", "", map[string]string{"login": fmt.Sprint(m.CustomerID), "password": "pw"}, http.StatusOK, nil)
+	// owners choose neither ids nor phones (unique across families); admins do
+	f.problem(http.MethodPost, "/families/100/members", owner, map[string]any{"name": "x", "phone": "010-5555"}, http.StatusUnprocessableEntity, "body.phone")
+	f.problem(http.MethodPost, "/families/100/members", owner, map[string]any{"name": "x", "customerId": 4242}, http.StatusUnprocessableEntity, "body.customerId")
+	var aunt MemberView
+	f.call(http.MethodPost, "/families/100/members", f.token(adminID), map[string]any{"name": "aunt", "phone": "010-5555", "customerId": 4242, "password": "pw"}, http.StatusCreated, &aunt)
+	if aunt.CustomerID != 4242 || aunt.Phone != "010-5555" || aunt.Role != "MEMBER" {
+		t.Fatalf("admin's member %+v", aunt)
+	}
 	f.call(http.MethodPost, "/auth/token", "", map[string]string{"login": "010-5555", "password": "pw"}, http.StatusOK, nil)
-	f.problem(http.MethodPost, "/families/100/members", owner, map[string]any{"name": "dup", "phone": "010-5555"}, http.StatusConflict, "")
+	f.problem(http.MethodPost, "/families/100/members", f.token(adminID), map[string]any{"name": "dup", "phone": "010-5555"}, http.StatusConflict, "body.phone")
+	f.problem(http.MethodPost, "/families/100/members", f.token(adminID), map[string]any{"name": "dup", "customerId": 4242}, http.StatusConflict, "body.customerId")
+	f.problem(http.MethodPost, "/families/100/members", f.token(adminID), map[string]any{"name": "x", "phone": "5555"}, http.StatusUnprocessableEntity, "body.phone")
 	f.problem(http.MethodPost, "/families/100/members", owner, map[string]any{"name": "x", "role": "ADMIN"}, http.StatusUnprocessableEntity, "body.role")
 	f.problem(http.MethodPost, "/families/100/members", owner, map[string]any{"name": ""}, http.StatusUnprocessableEntity, "body.name")
 	var ms struct {
 		Members []MemberView `json:"members"`
 	}
 	f.call(http.MethodGet, "/families/100/members", child, nil, http.StatusOK, &ms)
-	if len(ms.Members) != 4 {
+	if len(ms.Members) != 5 {
 		t.Fatalf("members %+v", ms)
 	}
 	f.call(http.MethodPut, fmt.Sprintf("/families/100/members/%d/role", m.CustomerID), owner, map[string]string{"role": "MEMBER"}, http.StatusOK, &m)
 	if m.Role != "MEMBER" {
 		t.Fatalf("role %+v", m)
 	}
-	f.problem(http.MethodPut, "/families/100/members/1001/role", owner, map[string]string{"role": "MEMBER"}, http.StatusConflict, "")
+	f.problem(http.MethodPut, "/families/100/members/1001/role", owner, map[string]string{"role": "MEMBER"}, http.StatusConflict, "body.role")
 	f.problem(http.MethodPut, "/families/100/members/1002/role", owner, map[string]string{"role": "KING"}, http.StatusUnprocessableEntity, "body.role")
 	f.call(http.MethodPut, "/families/100/members/1002/role", owner, map[string]string{"role": "OWNER"}, http.StatusOK, nil)
 	// the promotion takes effect at once for the child's existing token

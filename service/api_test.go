@@ -181,6 +181,11 @@ func (f *apiFixture) do(method, path, token string, body any, hdr ...string) (*h
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	if resp.StatusCode >= 400 {
+		if w := internalText(data); w != "" {
+			f.t.Errorf("%s %s: %d answer carries internal text %q: %s", method, path, resp.StatusCode, w, data)
+		}
+	}
 	return resp, data
 }
 
