@@ -50,6 +50,9 @@ type APIConfig struct {
 	PingInterval time.Duration
 	// Title and Version name the OpenAPI document. Default: "DPCS API", "1.0.0".
 	Title, Version string
+	// Build is what GET /version answers. Default: this binary's
+	// (BuildVersion).
+	Build VersionInfo
 }
 
 // API is DPCS's HTTP API (SPEC §10): huma v2 on a net/http ServeMux, OpenAPI
@@ -130,6 +133,7 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	a.registerFamily()
 	a.registerStream()
 	a.registerAdmin()
+	a.registerVersion()
 	return a, nil
 }
 
