@@ -9,7 +9,7 @@ TESTFLAGS ?=
 # Sequences the rapid property tests run in `make test` / `make integration`.
 RAPID_CHECKS ?= 1000
 
-.PHONY: all run test integration e2e chaos bench bench-pipeline bench-recovery cover lint fuzz clean
+.PHONY: all run test integration e2e chaos bench bench-pipeline bench-recovery cover lint fuzz release clean
 
 all: lint test
 
@@ -76,5 +76,13 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./envelope || exit 1; \
 	done
 
+## release: the deployables (dpcs, dpcs-processor, dpcs-server, dpcs-simulator)
+## for linux/amd64 and linux/arm64 into dist/ with SHA256SUMS, -trimpath,
+## version and commit linked in (VERSION=v0.1.0; PLATFORMS to narrow; see
+## scripts/release.sh). Not run in CI; needs a clean work tree.
+release:
+	bash scripts/release.sh
+
 clean:
 	rm -f coverage.out
+	rm -rf dist

@@ -61,6 +61,9 @@ type APIConfig struct {
 	// maximum, policy.MaxBytes). Defaults: 10 GiB and 50 GiB. Negative (in
 	// either): owners may not top up at all (403).
 	OwnerTopUpMax, OwnerTopUpMonthly int64
+	// Build is what GET /version answers. Default: this binary's
+	// (BuildVersion).
+	Build VersionInfo
 }
 
 // API is DPCS's HTTP API (SPEC §10): huma v2 on a net/http ServeMux, OpenAPI
@@ -147,6 +150,7 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	a.registerFamily()
 	a.registerStream()
 	a.registerAdmin()
+	a.registerVersion()
 	return a, nil
 }
 

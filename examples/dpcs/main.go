@@ -21,11 +21,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dabom/dpcs/internal/buildinfo"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service"
 )
 
 func main() {
+	if buildinfo.Asked(os.Args[1:]) {
+		buildinfo.Print(os.Stdout, "dpcs")
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Getenv, os.Stdout, os.Stderr); err != nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/dabom/dpcs/internal/buildinfo"
 	"github.com/dabom/dpcs/internal/pipebench"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
@@ -60,8 +61,12 @@ type options struct {
 }
 
 func run(ctx context.Context, args []string) error {
+	if buildinfo.Asked(args) {
+		return buildinfo.Print(os.Stdout, "dpcs pipebench")
+	}
 	var o options
 	fs := flag.NewFlagSet("pipebench", flag.ContinueOnError)
+	fs.Bool("version", false, "print the version and exit")
 	fs.StringVar(&o.redisAddr, "redis", os.Getenv("DPCS_REDIS_ADDR"), "Redis address (host:port)")
 	fs.StringVar(&o.cluster, "redis-cluster", os.Getenv("DPCS_REDIS_CLUSTER"), "Redis Cluster addresses, comma-separated (instead of -redis)")
 	fs.StringVar(&o.mysql, "mysql", os.Getenv("DPCS_MYSQL_DSN"), "MySQL/MariaDB DSN (go-sql-driver form)")

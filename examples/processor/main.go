@@ -32,11 +32,16 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dabom/dpcs/internal/buildinfo"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
 )
 
 func main() {
+	if buildinfo.Asked(os.Args[1:]) {
+		buildinfo.Print(os.Stdout, "dpcs processor")
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Getenv); err != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dabom/dpcs/internal/buildinfo"
 	"github.com/dabom/dpcs/internal/pipebench"
 	"github.com/dabom/dpcs/internal/recoverybench"
 	"github.com/dabom/dpcs/quota"
@@ -43,7 +44,11 @@ func main() {
 const database = "dpcs_recoverybench"
 
 func run(ctx context.Context, args []string) error {
+	if buildinfo.Asked(args) {
+		return buildinfo.Print(os.Stdout, "dpcs recoverybench")
+	}
 	fs := flag.NewFlagSet("recoverybench", flag.ContinueOnError)
+	fs.Bool("version", false, "print the version and exit")
 	addr := fs.String("redis", "", "redis-server address (emptied with FLUSHALL)")
 	dsn := fs.String("mysql", "", "MariaDB/MySQL DSN; the database "+database+" is dropped and created on its server")
 	var pop recoverybench.Population

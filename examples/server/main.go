@@ -31,6 +31,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dabom/dpcs/internal/buildinfo"
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
@@ -49,6 +50,9 @@ func main() {
 // run serves until ctx ends; ready (if not nil) receives the API address.
 // Commands (rebuild) print their report to stdout.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, ready chan<- string) error {
+	if buildinfo.Asked(args) {
+		return buildinfo.Print(stdout, "dpcs server")
+	}
 	cfg, err := service.LoadSystemConfig(getenv)
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/dabom/dpcs/internal/buildinfo"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
@@ -175,5 +176,22 @@ func TestRebuildReportsFailedFamilies(t *testing.T) {
 		if fs, err := eng.Family(ctx, fid); err != nil || fs.Total != 1<<20 {
 			t.Errorf("family %d after rebuild: %+v %v", fid, fs, err)
 		}
+	}
+}
+
+// -version prints the build and exits before any configuration is checked
+// (run without infrastructure fails, TestRunNeedsInfrastructure). The test
+// binary carries no version or commit, as a CI build (-buildvcs=false) does not.
+func TestRunVersion(t *testing.T) {
+	var b strings.Builder
+	if err := run(context.Background(), []string{"-version"}, func(string) string { return "" }, &b, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := buildinfo.Read().Line("dpcs server") + "\n"
+	if b.String() != want {
+		t.Errorf("printed %q, want %q", b.String(), want)
+	}
+	if !strings.HasPrefix(want, "dpcs server devel (commit unknown, unknown, go") {
+		t.Errorf("a test binary should print devel and unknown: %q", want)
 	}
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/buildinfo"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/simulate"
 )
@@ -74,6 +75,7 @@ func loadConfig(args []string, stdout io.Writer) (config, error) {
 	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "events per second (DPCS_SIMULATOR_RATE)")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long to run, 0 = forever (DPCS_SIMULATOR_DURATION)")
 	fs.StringVar(&cfg.Scenario, "scenario", cfg.Scenario, "play a scenario, or \"list\" (DPCS_SIMULATOR_SCENARIO)")
+	fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(stdout, "usage: %s [flags]\n", args[0])
 		fs.PrintDefaults()
@@ -84,6 +86,9 @@ func loadConfig(args []string, stdout io.Writer) (config, error) {
 }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
+	if buildinfo.Asked(args[1:]) {
+		return buildinfo.Print(stdout, "dpcs simulator")
+	}
 	cfg, err := loadConfig(args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -166,7 +171,10 @@ func pump(ctx context.Context, cfg config, loc *time.Location, pub *simulate.Pub
 		if err != nil {
 			return fmt.Errorf("control API: %w", err)
 		}
-		srv = &http.Server{Handler: simulate.NewHandler(sim), ReadHeaderTimeout: 5 * time.Second}
+		mux := http.NewServeMux()
+		mux.Handle("/", simulate.NewHandler(sim))
+		mux.Handle("GET /version", buildinfo.Handler())
+		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(ln) // ends with Shutdown below
 		fmt.Fprintf(stdout, "control API on http://%s (docs at /docs, OpenAPI at /openapi.json)\n", ln.Addr())
 	}

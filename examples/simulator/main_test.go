@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"regexp"
@@ -102,6 +103,21 @@ func TestRunProgressAndRateChange(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("PUT rate: %s", resp.Status)
 	}
+	// The control port says which build runs.
+	var v map[string]any
+	if resp, err = http.Get(base + "/version"); err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&v)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /version: %s %v", resp.Status, err)
+	}
+	for _, k := range []string{"version", "commit", "commitTime", "modified", "goVersion"} {
+		if v[k] == nil || v[k] == "" {
+			t.Errorf("GET /version: no %s in %v", k, v)
+		}
+	}
 	// Within a few seconds a progress line shows the new rate achieved
 	// (judged loosely: at least 5× the old rate).
 	var achieved int
@@ -154,5 +170,21 @@ func TestRunScenarioAndList(t *testing.T) {
 	t.Setenv("DPCS_KAFKA_ACKS", "2")
 	if err := run(context.Background(), []string{"simulator"}, io.Discard); err == nil {
 		t.Error("bad acks accepted")
+	}
+}
+
+// -version prints one line naming the program and the build and exits,
+// without starting anything (no Kafka here: DPCS_KAFKA_BROKERS is a closed port).
+func TestRunVersion(t *testing.T) {
+	setEnv(t, map[string]string{"DPCS_KAFKA_BROKERS": "127.0.0.1:1", "DPCS_SIMULATOR_SCENARIO": ""})
+	line := regexp.MustCompile(`^dpcs simulator \S+ \(commit \S+, \S+, go[0-9.]+\S*\)\n$`)
+	for _, args := range [][]string{{"simulator", "-version"}, {"simulator", "-rate", "5", "--version"}} {
+		var b strings.Builder
+		if err := run(context.Background(), args, &b); err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		if !line.MatchString(b.String()) {
+			t.Errorf("%q printed %q, want a line like %q", args, b.String(), "dpcs simulator v0.1.0 (commit 5102705, 2026-11-23, go1.26.8)")
+		}
 	}
 }
