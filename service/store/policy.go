@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/internal/sqldialect"
 	"github.com/dabom/dpcs/policy"
 )
@@ -240,7 +241,7 @@ func singleChange(a, b map[string]string) (string, bool) {
 
 // enqueue writes an outbox row for env on topic inside tx.
 func enqueueRecord[T envelope.Payload](ctx context.Context, s *Store, q querier, topic string, env envelope.Envelope[T]) (int64, error) {
-	rec, err := envelope.ToRecord(topic, env)
+	rec, err := kafkarecord.New(topic, env)
 	if err != nil {
 		return 0, fmt.Errorf("%w: outbox event: %w", ErrInvalid, err)
 	}
