@@ -419,7 +419,9 @@ func testPolicyNoOp(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	// Nothing to change on a member without a policy.
-	rows := func() [3]int { return [3]int{e.count(t, "policy_assignment"), e.count(t, "audit_log"), e.count(t, "outbox")} }
+	rows := func() [3]int {
+		return [3]int{e.count(t, "policy_assignment"), e.count(t, "audit_log"), e.count(t, "outbox")}
+	}
 	before := rows()
 	up, err := e.s.UpdatePolicy(e.ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12, Remove: []string{"BLOCK:ACCESS"}, By: owner})
 	if err != nil {
