@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 )
@@ -84,7 +85,7 @@ func DeadLetters(ctx context.Context, brokers []string, topic string, max int) (
 		cl.PollRecords(ctx, max-len(out)).EachRecord(func(r *kgo.Record) {
 			reason := ""
 			for _, h := range r.Headers {
-				if h.Key == envelope.HeaderDLTReason {
+				if h.Key == kafkarecord.HeaderDLTReason {
 					reason = string(h.Value)
 				}
 			}
@@ -508,14 +509,14 @@ func CheckAlertTopic(ctx context.Context, brokers []string, topic string, want i
 			stall = time.Now()
 			alert := false
 			for _, h := range r.Headers {
-				if h.Key == envelope.HeaderSubType && string(h.Value) == string(envelope.SubThresholdAlert) {
+				if h.Key == kafkarecord.HeaderSubType && string(h.Value) == string(envelope.SubThresholdAlert) {
 					alert = true
 				}
 			}
 			if !alert {
 				return
 			}
-			ev, err := envelope.FromRecord(r)
+			ev, err := kafkarecord.Decode(r)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err))
 				return

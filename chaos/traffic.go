@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/simulate"
 )
 
@@ -66,7 +67,7 @@ var _ simulate.Sink = (*Traffic)(nil)
 // Send implements simulate.Sink: done gets the outcome of the first copy.
 // ctx bounds only the wait to queue the delayed copy.
 func (t *Traffic) Send(ctx context.Context, ev simulate.Event, done func(error)) {
-	rec, err := envelope.ToRecord(envelope.TopicUsageEvents, ev)
+	rec, err := kafkarecord.New(envelope.TopicUsageEvents, ev)
 	if err != nil {
 		t.fail(err)
 		done(err)

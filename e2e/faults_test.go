@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
@@ -244,7 +245,7 @@ func (r *rig) send(evs []simulate.Event) {
 	r.t.Helper()
 	recs := make([]*kgo.Record, len(evs))
 	for i, ev := range evs {
-		rec, err := envelope.ToRecord(envelope.TopicUsageEvents, ev)
+		rec, err := kafkarecord.New(envelope.TopicUsageEvents, ev)
 		if err != nil {
 			r.t.Fatal(err)
 		}

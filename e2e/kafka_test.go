@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/service"
 	"github.com/dabom/dpcs/writebehind"
@@ -172,7 +173,7 @@ func (w *watcher) add(r *kgo.Record) {
 		w.next[r.Topic] = map[int32]int64{}
 	}
 	w.next[r.Topic][r.Partition] = r.Offset + 1
-	ev, err := envelope.FromRecord(r)
+	ev, err := kafkarecord.Decode(r)
 	if strings.HasSuffix(r.Topic, envelope.DLT("")) {
 		id := "(undecodable)"
 		if err == nil {
@@ -180,7 +181,7 @@ func (w *watcher) add(r *kgo.Record) {
 		}
 		var reason string
 		for _, h := range r.Headers {
-			if h.Key == envelope.HeaderDLTReason {
+			if h.Key == kafkarecord.HeaderDLTReason {
 				reason = string(h.Value)
 			}
 		}

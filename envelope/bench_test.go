@@ -41,19 +41,6 @@ func BenchmarkEncode(b *testing.B) {
 	}
 }
 
-func BenchmarkToRecord(b *testing.B) {
-	ev, err := envelope.Decode(readFile(b, "testdata/notification_quota_updated.json"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := envelope.ToRecord(envelope.TopicNotificationEvents, ev); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 // The write-behind decodes every usage-persist record.
 func BenchmarkDecodeAsPersist(b *testing.B) {
 	data := readFile(b, "testdata/usage_persist.canonical.json")

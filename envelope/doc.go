@@ -1,6 +1,7 @@
 // Package envelope is the wire format of every DPCS Kafka topic: one JSON
 // envelope around a typed payload, with strict validation, deterministic ids
-// and kgo record helpers.
+// and the topic names (package envelope/kafkarecord carries envelopes in
+// Kafka records).
 //
 // # The envelope
 //
@@ -38,18 +39,17 @@
 // # Producing
 //
 // Build the payload as a plain struct, wrap it with New (which fills in
-// eventType and subType), and encode it, or turn it into a record directly:
+// eventType and subType), and encode it:
 //
 //	e := envelope.New(envelope.NewID(envelope.PrefixEvent), time.Now(), envelope.UsagePayload{
 //		FamilyID: 100, CustomerID: 12345, AppID: "com.youtube.app", BytesUsed: 5242880,
 //	})
-//	rec, err := envelope.ToRecord(envelope.TopicUsageEvents, e) // key "100", value JSON, eventType header
+//	value, err := envelope.Encode(e) // the record value; the key is "100" (e.Payload.FamilyKey())
 //	if err != nil {
 //		return err // a *FieldError naming the invalid field
 //	}
-//	client.Produce(ctx, rec, nil)
 //
-// Encode (and ToRecord, and json.Marshal of an Envelope) validates first, so
+// Encode (and json.Marshal of an Envelope) validates first, so
 // this package never writes an event it would refuse to read. The encoding is
 // canonical: members in the order shown above, subType only when set,
 // timestamps in UTC with "Z" and a fraction only when non-zero, no HTML
@@ -65,9 +65,9 @@
 //
 // A consumer of several types decodes an Event and switches on the payload:
 //
-//	ev, err := envelope.FromRecord(rec)
+//	ev, err := envelope.Decode(value)
 //	if err != nil {
-//		return toDLT(rec, err) // err names the field: "payload.bytesUsed: must be ≥ 0"
+//		return toDLT(value, err) // err names the field: "payload.bytesUsed: must be ≥ 0"
 //	}
 //	switch p := ev.Payload.(type) {
 //	case envelope.QuotaUpdated:
@@ -128,12 +128,13 @@
 //
 // # Kafka
 //
-// ToRecord and FromRecord convert to and from *kgo.Record. Headers
-// (eventType, subType) are informational; the value is authoritative, so a
-// record from a plain client such as kcat decodes the same. kgo's default
-// partitioner hashes keys with murmur2 exactly like Kafka's Java client;
-// producers in other languages must do the same (librdkafka/kcat:
-// topic.partitioner=murmur2_random). DLT names the dead-letter topic.
+// This package links no Kafka client. Package envelope/kafkarecord converts
+// to and from franz-go's *kgo.Record (kafkarecord.New, kafkarecord.Decode)
+// and builds dead-letter records. The topic names are constants here
+// (TopicUsageEvents, …); DLT names a topic's dead-letter topic. Keys are
+// partitioned with murmur2 exactly like Kafka's Java client; producers in
+// other languages must do the same (librdkafka/kcat:
+// topic.partitioner=murmur2_random).
 //
 // # Extending
 //

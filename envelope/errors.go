@@ -14,7 +14,7 @@ var (
 	ErrMalformed = errors.New("malformed event")
 
 	// ErrUnknownType is wrapped when eventType/subType name no registered
-	// payload, or (DecodeAs, FromRecord callers) name a different payload
+	// payload, or (DecodeAs, kafkarecord.Decode callers) name a different payload
 	// than the one asked for. A consumer that wants to skip events it does
 	// not understand, rather than dead-letter them, tests for this.
 	ErrUnknownType = errors.New("unknown event type")

@@ -58,7 +58,9 @@
 // claimed with `INSERT IGNORE` (MySQL/MariaDB) or `INSERT OR IGNORE`
 // (SQLite), with lease expiry stored as a timestamp. Migrate creates the
 // table; Purge deletes expired rows. Dialect differences live in
-// internal/sqldialect.
+// internal/sqldialect. The package imports no SQL driver: open the *sql.DB
+// with the driver of your choice; the dialect is detected from its type or
+// named with WithDialect.
 //
 // Both pass one shared test suite, and a property test claims one key from
 // many goroutines at once through every store.

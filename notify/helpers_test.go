@@ -16,6 +16,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/idempotency"
 )
 
@@ -105,7 +106,7 @@ func produce(tb testing.TB, cl *kgo.Client, recs ...*kgo.Record) {
 
 func record[P envelope.Notification](tb testing.TB, id string, at time.Time, p P) *kgo.Record {
 	tb.Helper()
-	r, err := envelope.ToRecord(envelope.TopicNotificationEvents, envelope.New(id, at, p))
+	r, err := kafkarecord.New(envelope.TopicNotificationEvents, envelope.New(id, at, p))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/idempotency"
 	"github.com/dabom/dpcs/internal/sqldialect"
 	"github.com/dabom/dpcs/policy"
@@ -217,7 +218,7 @@ func (p permanent) Unwrap() error { return p.err }
 // handle processes one record completely; it returns an error only when ctx
 // ended first.
 func (n *Notifier) handle(ctx context.Context, r *kgo.Record) error {
-	ev, err := envelope.FromRecord(r)
+	ev, err := kafkarecord.Decode(r)
 	if err != nil {
 		return n.deadLetter(ctx, r, err.Error())
 	}
@@ -352,9 +353,9 @@ func (n *Notifier) retry(ctx context.Context, what string, fn func() error) erro
 
 func (n *Notifier) dltRecord(src *kgo.Record, channel, reason string) *kgo.Record {
 	if channel != "" {
-		return envelope.DeadLetter(src, n.cfg.dlt, reason, kgo.RecordHeader{Key: HeaderDLTChannel, Value: []byte(channel)})
+		return kafkarecord.DeadLetter(src, n.cfg.dlt, reason, kgo.RecordHeader{Key: HeaderDLTChannel, Value: []byte(channel)})
 	}
-	return envelope.DeadLetter(src, n.cfg.dlt, reason)
+	return kafkarecord.DeadLetter(src, n.cfg.dlt, reason)
 }
 
 func (n *Notifier) deadLettered(src *kgo.Record, channel, reason string, err error) {

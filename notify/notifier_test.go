@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/idempotency"
 	"github.com/dabom/dpcs/writebehind"
 )
@@ -145,7 +146,7 @@ func TestMalformedToDLTAndFlowContinues(t *testing.T) {
 	hub, sub := newHubSub(t, 100, Filter{MemberID: 1, Role: RoleOwner})
 	n, errc := startNotifier(t, c, inbox, hub)
 	p := producer(t, c)
-	usage, err := envelope.ToRecord(envelope.TopicNotificationEvents, envelope.New("evt_u", t0,
+	usage, err := kafkarecord.New(envelope.TopicNotificationEvents, envelope.New("evt_u", t0,
 		envelope.UsagePayload{FamilyID: 100, CustomerID: 1, AppID: "a", BytesUsed: 1}))
 	if err != nil {
 		t.Fatal(err)
@@ -374,7 +375,7 @@ func TestChannelRetryScheduleAndDLT(t *testing.T) {
 	}
 	byID := map[string]*kgo.Record{}
 	for _, r := range dl {
-		ev, err := envelope.FromRecord(r)
+		ev, err := kafkarecord.Decode(r)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -40,8 +40,14 @@ type Moment struct {
 	Weekday int
 }
 
-// MomentOf returns t seen in loc.
+// MomentOf returns t seen in loc. A nil loc is DefaultZone (loaded with
+// LoadZone on every such call: a caller in a loop loads the zone once and
+// passes it).
 func MomentOf(t time.Time, loc *time.Location) Moment {
+	if loc == nil {
+		// LoadZone never fails for DefaultZone: it falls back to fixed UTC+9.
+		loc, _ = LoadZone(DefaultZone)
+	}
 	lt := t.In(loc)
 	wd := int(lt.Weekday())
 	if wd == 0 {

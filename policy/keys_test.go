@@ -193,6 +193,10 @@ func TestMomentOf(t *testing.T) {
 	if MomentOf(time.Date(2026, 2, 2, 10, 0, 0, 0, time.UTC), utc).Weekday != 1 {
 		t.Error("monday")
 	}
+	// A nil zone is DefaultZone, not a panic.
+	if got := MomentOf(time.Date(2026, 2, 28, 15, 30, 0, 0, time.UTC), nil); got != want {
+		t.Errorf("MomentOf(t, nil) = %+v, want %+v (Asia/Seoul)", got, want)
+	}
 	if FormatHHMM(22*60+5) != "2205" {
 		t.Error(FormatHHMM(22*60 + 5))
 	}

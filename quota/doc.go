@@ -6,12 +6,18 @@
 // # Use
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"}) // or a ClusterClient
-//	eng, err := quota.New(rdb) // Asia/Seoul, 24 h dedupe window, 50/30/10 % alerts
+//	eng, err := quota.New(rdb, // Asia/Seoul, 24 h dedupe window, 50/30/10 % alerts
+//		quota.WithCatalog(policy.NewCatalog(policy.DefaultApps()))) // app id → category
 //	eng.SetPlan(ctx, 100, 10<<20)         // family 100 gets 10 MB a month
 //	eng.AddMember(ctx, 100, 1)            // and a member
 //	res, err := eng.Apply(ctx, quota.Event{ID: "evt_…", FamilyID: 100, CustomerID: 1,
 //		Bytes: 5 << 20, AppID: "com.youtube.app", At: eventTime})
 //	// res.Decision == policy.Allowed, res.Remaining == 5 MB, res.Crossed == [50]
+//
+// An event's Category decides BLOCK:CATEGORY constraints. An event that
+// names only its app gets its category from the engine's catalog
+// (WithCatalog); without a catalog an empty Category means "no category", and
+// category blocks do not apply to that event.
 //
 // ApplyBatch sends many events in one pipeline and keeps their order (events of
 // one family share a Redis Cluster slot, so they keep it on a cluster too).

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,7 +45,10 @@ type Event struct {
 	CustomerID int64
 	Bytes      int64
 	AppID      string
-	// Category is the app's category for BLOCK:CATEGORY constraints ("" if unknown).
+	// Category is the app's category for BLOCK:CATEGORY constraints. When
+	// empty, an engine given a catalog (WithCatalog) looks AppID up in it;
+	// without one, or for an app the catalog does not know, the event has no
+	// category and no category block applies to it.
 	Category policy.Category
 	// At is the event's own timestamp: time windows, days and months are judged at it.
 	At time.Time
@@ -194,6 +198,21 @@ func WithDefaultThresholds(t policy.Thresholds) Option {
 	}
 }
 
+// WithCatalog gives the engine the app catalog (app id → category) that
+// fills in the Category of an event that carries none, so that an event
+// naming only its app is judged against BLOCK:CATEGORY constraints. A
+// Category set on the event wins. The catalog is copied. Default: none, and
+// an event with an empty Category is judged as an app of no category.
+func WithCatalog(c policy.Catalog) Option {
+	return func(e *Engine) error {
+		if c == nil {
+			return fmt.Errorf("%w: nil catalog", ErrInvalid)
+		}
+		e.catalog = maps.Clone(c)
+		return nil
+	}
+}
+
 // WithHooks sets observability callbacks. Default: none.
 func WithHooks(h Hooks) Option {
 	return func(e *Engine) error { e.hooks = h; return nil }
@@ -209,6 +228,7 @@ type Engine struct {
 	now        func() time.Time
 	dedupeTTL  time.Duration
 	thresholds policy.Thresholds
+	catalog    policy.Catalog // nil: no lookup
 	hooks      Hooks
 	ack        replicaAck
 
@@ -265,12 +285,16 @@ func (e *Engine) Load(ctx context.Context) error {
 func (e *Engine) applyCall(ev Event, bucket int64, gen string) ([]string, []any) {
 	m := policy.MomentOf(ev.At, e.loc)
 	f, c := ev.FamilyID, ev.CustomerID
+	category := ev.Category
+	if category == "" && e.catalog != nil {
+		category = e.catalog.Category(ev.AppID)
+	}
 	ks := []string{
 		e.k.family(f), e.k.constraints(f, c), e.k.pool(f, m.Month), e.k.usage(f, c, m.Month),
 		e.k.events(f, bucket), e.k.events(f, bucket-1),
 	}
 	args := []any{
-		c, ev.Bytes, ev.AppID, string(ev.Category), m.Minute, m.Weekday, m.Day[6:8], ev.ID,
+		c, ev.Bytes, ev.AppID, string(category), m.Minute, m.Weekday, m.Day[6:8], ev.ID,
 		int64(2 * e.dedupeTTL / time.Second), int64(monthTTL / time.Second), e.thresholds.String(),
 		policy.MaxBytes, gen,
 	}

@@ -503,3 +503,59 @@ func TestHooksAndRedisDown(t *testing.T) {
 		t.Error("Status with Redis down: no error")
 	}
 }
+
+// An event that names only its app is judged against category blocks when
+// the engine has a catalog (WithCatalog); a category the event carries wins.
+// Without a catalog an empty Category means "no category".
+func TestCatalogFillsCategory(t *testing.T) { eachBackend(t, catalogFillsCategory) }
+
+func catalogFillsCategory(t *testing.T, rdb redis.UniversalClient) {
+	now := kst(t, "2026-02-06 12:00")
+	catalog := policy.NewCatalog(policy.DefaultApps())
+	cases := []struct {
+		name    string
+		catalog policy.Catalog
+		app     string
+		cat     policy.Category
+		want    policy.Decision
+		rule    string
+	}{
+		{"catalog fills an empty category", catalog, "com.roblox.client", "", policy.BlockedApp, "BLOCK:CATEGORY:GAME"},
+		{"the event's category wins", catalog, "com.roblox.client", policy.CategoryMessaging, policy.Allowed, ""},
+		{"an app the catalog does not know", catalog, "some.unknown.app", "", policy.Allowed, ""},
+		{"no catalog: empty is no category", nil, "com.roblox.client", "", policy.Allowed, ""},
+		{"no catalog: the event's category", nil, "com.roblox.client", policy.CategoryGame, policy.BlockedApp, "BLOCK:CATEGORY:GAME"},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			opts := []Option{WithClock(func() time.Time { return now }), WithKeyPrefix(fmt.Sprintf("%s:%d:", t.Name(), time.Now().UnixNano()))}
+			if c.catalog != nil {
+				opts = append(opts, WithCatalog(c.catalog))
+			}
+			e, err := New(rdb, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if _, err := e.SetPlan(ctx, 1, gb); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.AddMember(ctx, 1, 1); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.SetConstraints(ctx, 1, 1, 1, map[string]string{"BLOCK:CATEGORY:GAME": "1"}); err != nil {
+				t.Fatal(err)
+			}
+			r, err := e.Apply(ctx, Event{ID: fmt.Sprint("e", i), FamilyID: 1, CustomerID: 1, Bytes: 1, AppID: c.app, Category: c.cat, At: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Decision != c.want || r.Rule != c.rule {
+				t.Errorf("%s (%q): %s %q, want %s %q", c.app, c.cat, r.Decision, r.Rule, c.want, c.rule)
+			}
+		})
+	}
+	if _, err := New(rdb, WithCatalog(nil)); !errors.Is(err, ErrInvalid) {
+		t.Errorf("WithCatalog(nil): %v, want ErrInvalid", err)
+	}
+}

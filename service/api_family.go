@@ -328,6 +328,15 @@ func (a *API) changePolicy(ctx context.Context, fid, cid int64, patch PolicyPatc
 func (a *API) enforced(ctx context.Context, up store.PolicyUpdate) PolicyView {
 	v := policyView(up.Policy)
 	v.EventID = up.EventID
+	if up.Unchanged {
+		// Nothing was written and there is no event to relay: only report
+		// the standing.
+		if st, err := a.cfg.Engine.Status(ctx, up.Policy.FamilyID, up.Policy.CustomerID); err == nil {
+			s := standing(st)
+			v.Standing = &s
+		}
+		return v
+	}
 	enf, err := a.cfg.Engine.Enforce(ctx, up.Policy.FamilyID, up.Policy.CustomerID, up.Policy.Version, up.Policy.Rules)
 	if err != nil {
 		a.log.WarnContext(ctx, "api: enforce after policy update", "family", up.Policy.FamilyID,
@@ -486,7 +495,8 @@ func (a *API) registerFamily() {
 	patchDoc := "Sets and removes constraint keys (or replaces the map). The change is committed with an audit row " +
 		"and a policy-updated event, and applied to the quota engine at once: the member's next event is judged by it, " +
 		"and the answer's standing says whether the member is blocked now (e.g. BLOCKED_LIMIT_MONTHLY when usage " +
-		"already exceeds a new limit). Validation errors name the constraint key."
+		"already exceeds a new limit). Validation errors name the constraint key. " +
+		"A change that changes nothing is answered with the current version and writes nothing (no event, no audit row)."
 	patchOp := op("patch-member-policies", http.MethodPatch, "/families/{familyId}/members/{customerId}/policies",
 		"Change a member's policy", http.StatusForbidden, http.StatusConflict, http.StatusUnprocessableEntity)
 	patchOp.Description = patchDoc

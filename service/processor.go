@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
@@ -25,10 +26,10 @@ const ProcessorGroup = "processor-usage-group"
 
 // Headers on dead-letter records.
 const (
-	HeaderDLTReason    = envelope.HeaderDLTReason
-	HeaderDLTTopic     = envelope.HeaderDLTTopic
-	HeaderDLTPartition = envelope.HeaderDLTPartition
-	HeaderDLTOffset    = envelope.HeaderDLTOffset
+	HeaderDLTReason    = kafkarecord.HeaderDLTReason
+	HeaderDLTTopic     = kafkarecord.HeaderDLTTopic
+	HeaderDLTPartition = kafkarecord.HeaderDLTPartition
+	HeaderDLTOffset    = kafkarecord.HeaderDLTOffset
 )
 
 // Decider is what the processor needs from the quota engine.
@@ -671,7 +672,7 @@ func (p *Processor) policies(ctx context.Context, recs []*kgo.Record) ([]*kgo.Re
 		var out []*kgo.Record
 		policies := 0
 		for _, r := range recs {
-			ev, err := envelope.FromRecord(r)
+			ev, err := kafkarecord.Decode(r)
 			if err != nil {
 				out = append(out, p.deadLetter(r, err.Error()))
 				continue
@@ -903,7 +904,7 @@ func (p *Processor) split(recs []*kgo.Record) [][]*kgo.Record {
 func (p *Processor) decodeUsage(recs []*kgo.Record, now time.Time) (usage []usageIn, dead []*kgo.Record) {
 	usage = make([]usageIn, 0, len(recs))
 	for _, r := range recs {
-		ev, err := envelope.FromRecord(r)
+		ev, err := kafkarecord.Decode(r)
 		if err != nil {
 			dead = append(dead, p.deadLetter(r, err.Error()))
 			continue
@@ -1026,7 +1027,7 @@ func (p *Processor) policyUpdated(ctx context.Context, r *kgo.Record, ev envelop
 		return nil, nil
 	}
 	// Retroactive enforcement (SPEC §6): the member is blocked now.
-	rec, err := envelope.ToRecord(envelope.TopicNotificationEvents, envelope.New(
+	rec, err := kafkarecord.New(envelope.TopicNotificationEvents, envelope.New(
 		envelope.DerivedID(envelope.PrefixNotification, ev.EventID, "customer-blocked"), ev.Timestamp,
 		envelope.CustomerBlocked{FamilyID: pl.FamilyID, CustomerID: pl.TargetCustomerID,
 			BlockReason: st.Rule, BlockedAt: ev.Timestamp, Decision: string(st.Decision)}))
@@ -1061,7 +1062,7 @@ func usageOutputs(in envelope.Envelope[envelope.UsagePayload], res quota.Result,
 		}
 		crossed = append(crossed, envelope.Crossing{Percent: pct, Arm: arm})
 	}
-	err := add(envelope.ToRecord(envelope.TopicUsagePersist, envelope.New(
+	err := add(kafkarecord.New(envelope.TopicUsagePersist, envelope.New(
 		envelope.DerivedID(envelope.PrefixPersist, id, "persist"), at,
 		envelope.UsagePersistPayload{OriginEventID: id, FamilyID: pl.FamilyID, CustomerID: pl.CustomerID,
 			BytesUsed: pl.BytesUsed, AppID: pl.AppID, ProcessResult: string(res.Decision),
@@ -1072,13 +1073,13 @@ func usageOutputs(in envelope.Envelope[envelope.UsagePayload], res quota.Result,
 		return nil, err
 	}
 	if res.Decision == policy.Allowed {
-		err = add(envelope.ToRecord(envelope.TopicNotificationEvents, envelope.New(
+		err = add(kafkarecord.New(envelope.TopicNotificationEvents, envelope.New(
 			envelope.DerivedID(envelope.PrefixNotification, id, "quota-updated"), at,
 			envelope.QuotaUpdated{FamilyID: pl.FamilyID, CustomerID: pl.CustomerID,
 				FamilyRemainingBytes: res.Remaining, FamilyUsedPercent: res.UsedPercent(),
 				CustomerUsedBytesToday: res.DailyUsed})))
 	} else {
-		err = add(envelope.ToRecord(envelope.TopicNotificationEvents, envelope.New(
+		err = add(kafkarecord.New(envelope.TopicNotificationEvents, envelope.New(
 			envelope.DerivedID(envelope.PrefixNotification, id, "customer-blocked"), at,
 			envelope.CustomerBlocked{FamilyID: pl.FamilyID, CustomerID: pl.CustomerID,
 				BlockReason: res.Rule, BlockedAt: at, Decision: string(res.Decision)})))
@@ -1094,7 +1095,7 @@ func usageOutputs(in envelope.Envelope[envelope.UsagePayload], res quota.Result,
 		if i < len(res.Arms) && res.Arms[i] > 1 {
 			period += "#" + strconv.Itoa(res.Arms[i])
 		}
-		err := add(envelope.ToRecord(envelope.TopicNotificationEvents, envelope.New(
+		err := add(kafkarecord.New(envelope.TopicNotificationEvents, envelope.New(
 			envelope.DerivedID(envelope.PrefixNotification, id, "threshold:"+strconv.Itoa(pct)), at,
 			envelope.ThresholdAlert{FamilyID: pl.FamilyID, ThresholdPercent: pct,
 				Message: thresholdText(pct), Period: period})))
@@ -1116,7 +1117,7 @@ func (p *Processor) deadLetter(r *kgo.Record, reason string) *kgo.Record {
 		p.hooks.OnDeadLetter(r.Topic, reason)
 	}
 	p.log.Warn("dead-lettered", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", reason)
-	return envelope.DeadLetter(r, envelope.DLT(r.Topic), reason)
+	return kafkarecord.DeadLetter(r, envelope.DLT(r.Topic), reason)
 }
 
 // produce sends every record and waits for all acknowledgements, retrying the

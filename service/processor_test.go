@@ -20,6 +20,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 )
@@ -103,7 +104,7 @@ func (h *harness) start(dec Decider, opts ...ProcessorOption) (stop func()) {
 
 func (h *harness) usage(id string, fid, cid, bytes int64, app string, at time.Time) *kgo.Record {
 	h.t.Helper()
-	r, err := envelope.ToRecord(envelope.TopicUsageEvents, envelope.New(id, at,
+	r, err := kafkarecord.New(envelope.TopicUsageEvents, envelope.New(id, at,
 		envelope.UsagePayload{FamilyID: fid, CustomerID: cid, AppID: app, BytesUsed: bytes}))
 	if err != nil {
 		h.t.Fatal(err)
@@ -302,7 +303,7 @@ func storyLast10MB(h *harness) {
 func decodeAll(recs []*kgo.Record) ([]envelope.Event, error) {
 	var out []envelope.Event
 	for _, r := range recs {
-		e, err := envelope.FromRecord(r)
+		e, err := kafkarecord.Decode(r)
 		if err != nil {
 			return nil, err
 		}
@@ -344,7 +345,7 @@ func TestProcessorDeadLetters(t *testing.T) {
 	var dlt atomic.Int64
 	h.start(h.engine, WithProcessorHooks(ProcessorHooks{OnDeadLetter: func(string, string) { dlt.Add(1) }}))
 	key := []byte("100")
-	pol, _ := envelope.ToRecord(envelope.TopicUsageEvents, envelope.New("pol_1", h.now,
+	pol, _ := kafkarecord.New(envelope.TopicUsageEvents, envelope.New("pol_1", h.now,
 		envelope.PolicyUpdatedPayload{FamilyID: 100, TargetCustomerID: 1, Version: 1, Constraints: map[string]string{}}))
 	h.produce(
 		&kgo.Record{Topic: envelope.TopicUsageEvents, Key: key, Value: []byte(`{not json`)},
@@ -388,13 +389,13 @@ func storyPolicyUpdated(h *harness) {
 	}
 	h.start(h.engine)
 	newV := "524288000"
-	rec, err := envelope.ToRecord(envelope.TopicPolicyUpdated, envelope.New("pol_cut", h.now,
+	rec, err := kafkarecord.New(envelope.TopicPolicyUpdated, envelope.New("pol_cut", h.now,
 		envelope.PolicyUpdatedPayload{FamilyID: 100, TargetCustomerID: 3, PolicyKey: policy.KeyLimitMonthly, NewValue: &newV,
 			ChangedBy: 1, Version: 2, Constraints: map[string]string{policy.KeyLimitMonthly: newV}}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad, _ := envelope.ToRecord(envelope.TopicPolicyUpdated, envelope.New("pol_bad", h.now,
+	bad, _ := kafkarecord.New(envelope.TopicPolicyUpdated, envelope.New("pol_bad", h.now,
 		envelope.PolicyUpdatedPayload{FamilyID: 100, TargetCustomerID: 3, Version: 3, Constraints: map[string]string{"NOPE": "1"}}))
 	h.produce(rec, bad)
 	notes := decode[envelope.CustomerBlocked](t, h.collect(envelope.TopicNotificationEvents, 1))

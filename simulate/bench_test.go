@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
 )
 
 // BenchmarkGenerate measures drawing one event from the default population.
@@ -26,7 +27,7 @@ func BenchmarkGenerateEncode(b *testing.B) {
 	g := mustGenerator(b, mustPopulation(b, 1))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := envelope.ToRecord(envelope.TopicUsageEvents, g.Next()); err != nil {
+		if _, err := kafkarecord.New(envelope.TopicUsageEvents, g.Next()); err != nil {
 			b.Fatal(err)
 		}
 	}

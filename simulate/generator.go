@@ -43,8 +43,11 @@ func (c Curve) Factor(h int) float64 {
 	return max(c[h], 0) * 24 / sum
 }
 
-// FactorAt is Factor of the hour of t in loc.
+// FactorAt is Factor of the hour of t in loc (nil: policy.DefaultZone).
 func (c Curve) FactorAt(t time.Time, loc *time.Location) float64 {
+	if loc == nil {
+		loc, _ = policy.LoadZone(policy.DefaultZone) // never fails for the default
+	}
 	return c.Factor(t.In(loc).Hour())
 }
 

@@ -194,6 +194,9 @@ func TestCurve(t *testing.T) {
 	if got := c.FactorAt(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC), loc); got != c.Factor(21) || got < 1.5 {
 		t.Errorf("FactorAt = %v", got)
 	}
+	if got := c.FactorAt(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC), nil); got != c.Factor(21) {
+		t.Errorf("FactorAt(t, nil) = %v, want the Asia/Seoul factor %v", got, c.Factor(21))
+	}
 	if (Curve{}).Factor(3) != 1 || c.Factor(24) != 1 {
 		t.Error("degenerate Factor")
 	}

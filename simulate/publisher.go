@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
 )
 
 // ErrClosed is the outcome of a Send on a closed Publisher.
@@ -128,7 +129,7 @@ func WithPublisherLogger(l *slog.Logger) PublisherOption {
 
 // Publisher produces usage events to Kafka through a caller-owned
 // *kgo.Client (build it with ProducerOptions): each event becomes a record
-// keyed by its familyId (envelope.ToRecord), so one family's events stay in
+// keyed by its familyId (kafkarecord.New), so one family's events stay in
 // order on one partition. It bounds the records in flight, counts
 // acknowledgements and failures, and reports each outcome to the caller. It is
 // the Kafka Sink of a Simulator and safe for concurrent use.
@@ -175,7 +176,7 @@ func NewPublisher(client *kgo.Client, opts ...PublisherOption) (*Publisher, erro
 // while the in-flight bound is reached, until ctx is done. Records keep ctx:
 // cancelling it fails the records still buffered (see kgo.Client.Produce).
 func (p *Publisher) Send(ctx context.Context, ev Event, done func(error)) {
-	r, err := envelope.ToRecord(p.topic, ev)
+	r, err := kafkarecord.New(p.topic, ev)
 	if err != nil {
 		p.fail(&PublishError{Topic: p.topic, Key: fmt.Sprint(ev.Payload.FamilyID), Err: err}, done)
 		return
@@ -184,7 +185,7 @@ func (p *Publisher) Send(ctx context.Context, ev Event, done func(error)) {
 }
 
 // SendRecord produces an already built record (any topic, e.g. a
-// POLICY_UPDATED envelope from envelope.ToRecord); done, when not nil,
+// POLICY_UPDATED envelope from kafkarecord.New); done, when not nil,
 // receives the outcome.
 func (p *Publisher) SendRecord(ctx context.Context, r *kgo.Record, done func(error)) {
 	if p.closed.Load() {

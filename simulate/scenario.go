@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/policy"
 )
 
@@ -317,7 +318,7 @@ func (s Scenario) constraintsBefore(i int, cid int64) map[string]string {
 
 // Records returns the Kafka record of every step, in order: usage steps and
 // replays to usage-events, policy steps to policy-updated, all keyed by the
-// family (envelope.ToRecord). Sending them in order and waiting for each
+// family (kafkarecord.New). Sending them in order and waiting for each
 // decision plays the scenario through the real pipeline.
 func (s Scenario) Records() ([]*kgo.Record, error) {
 	out := make([]*kgo.Record, 0, len(s.Steps))
@@ -327,12 +328,12 @@ func (s Scenario) Records() ([]*kgo.Record, error) {
 		if st.Kind == StepPolicy {
 			var ev envelope.Envelope[envelope.PolicyUpdatedPayload]
 			if ev, err = s.PolicyEvent(i); err == nil {
-				r, err = envelope.ToRecord(envelope.TopicPolicyUpdated, ev)
+				r, err = kafkarecord.New(envelope.TopicPolicyUpdated, ev)
 			}
 		} else {
 			var ev Event
 			if ev, err = s.UsageEvent(i); err == nil {
-				r, err = envelope.ToRecord(envelope.TopicUsageEvents, ev)
+				r, err = kafkarecord.New(envelope.TopicUsageEvents, ev)
 			}
 		}
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/simulate"
@@ -203,7 +204,7 @@ func TestScenarioRecords(t *testing.T) {
 			t.Fatalf("%s: %d records", s.Name, len(rs))
 		}
 		for j, r := range rs {
-			ev, err := envelope.FromRecord(r)
+			ev, err := kafkarecord.Decode(r)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,6 +14,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
 )
 
 // memWriter records every successful batch and fails on demand.
@@ -118,7 +119,7 @@ func persistRecord(tb testing.TB, origin string, family int64) *kgo.Record {
 	p := envelope.UsagePersistPayload{OriginEventID: origin, FamilyID: family, CustomerID: family*10 + 1,
 		BytesUsed: 1024, AppID: "com.youtube.app", ProcessResult: "ALLOWED", RemainingAfter: 1 << 30, EventTime: t0}
 	e := envelope.New(envelope.DerivedID(envelope.PrefixPersist, origin, "persist"), t0, p)
-	r, err := envelope.ToRecord(envelope.TopicUsagePersist, e)
+	r, err := kafkarecord.New(envelope.TopicUsagePersist, e)
 	if err != nil {
 		tb.Fatal(err)
 	}

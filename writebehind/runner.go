@@ -9,16 +9,16 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
 )
 
-// Headers a Runner adds to a dead-lettered record (envelope.DeadLetter: the
+// Headers a Runner adds to a dead-lettered record (kafkarecord.DeadLetter: the
 // original key, value and headers are kept).
 const (
-	HeaderDLTReason    = envelope.HeaderDLTReason    // why the record can never be written
-	HeaderDLTTopic     = envelope.HeaderDLTTopic     // the topic it was consumed from
-	HeaderDLTPartition = envelope.HeaderDLTPartition // its partition, decimal
-	HeaderDLTOffset    = envelope.HeaderDLTOffset    // its offset, decimal
+	HeaderDLTReason    = kafkarecord.HeaderDLTReason    // why the record can never be written
+	HeaderDLTTopic     = kafkarecord.HeaderDLTTopic     // the topic it was consumed from
+	HeaderDLTPartition = kafkarecord.HeaderDLTPartition // its partition, decimal
+	HeaderDLTOffset    = kafkarecord.HeaderDLTOffset    // its offset, decimal
 )
 
 // Decoder turns a consumed record into the item to write. An error means the
@@ -321,7 +321,7 @@ func (r *Runner[T]) deadLetterLocked(ctx context.Context) error {
 		if e.state != rejected {
 			continue
 		}
-		out = append(out, envelope.DeadLetter(e.rec, r.cfg.dlt, e.reason.Error()))
+		out = append(out, kafkarecord.DeadLetter(e.rec, r.cfg.dlt, e.reason.Error()))
 		es = append(es, e)
 	}
 	if len(out) == 0 {

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
 )
 
 func newRunner(tb testing.TB, c interface{ ListenAddrs() []string }, w Writer[UsageRecord], opts ...Option) *Runner[UsageRecord] {
@@ -130,7 +131,7 @@ func TestRunnerDeadLetters(t *testing.T) {
 	good2 := persistRecord(t, "evt_good2", 7)
 	junk := &kgo.Record{Topic: envelope.TopicUsagePersist, Key: []byte("7"), Value: []byte("{not json")}
 	usage := envelope.New("evt_u", t0, envelope.UsagePayload{FamilyID: 7, CustomerID: 71, BytesUsed: 1, AppID: "a"})
-	wrongType, err := envelope.ToRecord(envelope.TopicUsagePersist, usage)
+	wrongType, err := kafkarecord.New(envelope.TopicUsagePersist, usage)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +344,7 @@ func TestDecodeUsageRecord(t *testing.T) {
 	full := envelope.UsagePersistPayload{OriginEventID: "evt_y", FamilyID: 3, CustomerID: 31, BytesUsed: 1024, AppID: "a",
 		ProcessResult: "ALLOWED", RemainingAfter: 1 << 30, EventTime: t0, TotalBytes: 10 << 30, DailyUsedBytes: 4096,
 		MonthlyUsedBytes: 8192, ThrottleKbps: 512, Crossed: []envelope.Crossing{{Percent: 50, Arm: 1}, {Percent: 30, Arm: 2}}}
-	fr, err := envelope.ToRecord(envelope.TopicUsagePersist, envelope.New("persist_y", t0, full))
+	fr, err := kafkarecord.New(envelope.TopicUsagePersist, envelope.New("persist_y", t0, full))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +371,7 @@ func TestDecodeUsageRecord(t *testing.T) {
 	}
 	e := envelope.New("persist_1", t0, envelope.UsagePersistPayload{OriginEventID: string(make([]byte, 300)),
 		FamilyID: 1, CustomerID: 1, ProcessResult: "ALLOWED", EventTime: t0})
-	rec, _ := envelope.ToRecord(envelope.TopicUsagePersist, e)
+	rec, _ := kafkarecord.New(envelope.TopicUsagePersist, e)
 	if _, err := DecodeUsageRecord(rec); !errors.As(err, &fe) || fe.Field != "payload.originEventId" {
 		t.Errorf("long id: %v", err)
 	}

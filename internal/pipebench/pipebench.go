@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
@@ -457,7 +458,7 @@ func runStep(ctx context.Context, cfg Config, spec StepSpec, warmup time.Duratio
 			time.Sleep(200 * time.Microsecond)
 		}
 		rec.sent.Add(1)
-		r, err := envelope.ToRecord(envelope.TopicUsageEvents, ev)
+		r, err := kafkarecord.New(envelope.TopicUsageEvents, ev)
 		if err != nil {
 			done(err)
 			return

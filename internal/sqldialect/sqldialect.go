@@ -3,6 +3,11 @@
 // limits, which driver errors retrying cannot fix, and running a migration
 // script. Everything else DPCS writes is plain SQL both accept with `?`
 // placeholders.
+//
+// It imports no driver: the caller opens the *sql.DB with the driver of its
+// choice, Detect names the dialect from the driver's type, and driver errors
+// are recognised by their type's name (MySQL) or their Code method (SQLite),
+// so that a program using only SQLite, or only Redis, links no MySQL driver.
 package sqldialect
 
 import (
@@ -13,8 +18,6 @@ import (
 	"reflect"
 	"strings"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
 )
 
 // Dialect is a SQL dialect.
@@ -126,9 +129,8 @@ func (d Dialect) Time(t time.Time) any {
 // Connection, lock, timeout and schema errors are not permanent: they heal
 // when the database (or its operator) does.
 func IsPermanent(err error) bool {
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		switch me.Number {
+	if n, ok := mysqlNumber(err); ok {
+		switch n {
 		case 1048, // column cannot be null
 			1264, // out of range value
 			1265, // data truncated
@@ -217,9 +219,8 @@ func (d Dialect) ForUpdate() string {
 // IsDuplicate reports whether err is a unique or primary key violation
 // (MySQL 1062, SQLite SQLITE_CONSTRAINT_UNIQUE / _PRIMARYKEY).
 func IsDuplicate(err error) bool {
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		return me.Number == 1062
+	if n, ok := mysqlNumber(err); ok {
+		return n == 1062
 	}
 	var se interface{ Code() int }
 	if errors.As(err, &se) {
@@ -262,4 +263,38 @@ func (n *NullTime) Scan(v any) error {
 		}
 	}
 	return fmt.Errorf("sqldialect: cannot parse time %q", s)
+}
+
+// mysqlPkg is the import path of the MySQL driver whose *MySQLError values
+// mysqlNumber reads, without importing it.
+const mysqlPkg = "github.com/go-sql-driver/mysql"
+
+// mysqlNumber returns the server error number of the first
+// *mysql.MySQLError in err's tree (as errors.As walks it). The driver is
+// recognised by the error's type name and its Number field read by
+// reflection, so this package does not link the driver.
+func mysqlNumber(err error) (uint16, bool) {
+	if err == nil {
+		return 0, false
+	}
+	v := reflect.ValueOf(err)
+	if v.Kind() == reflect.Pointer && !v.IsNil() {
+		if e := v.Elem(); e.Kind() == reflect.Struct && e.Type().Name() == "MySQLError" &&
+			strings.HasSuffix(e.Type().PkgPath(), mysqlPkg) {
+			if f := e.FieldByName("Number"); f.IsValid() && f.Kind() == reflect.Uint16 {
+				return uint16(f.Uint()), true
+			}
+		}
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return mysqlNumber(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if n, ok := mysqlNumber(e); ok {
+				return n, true
+			}
+		}
+	}
+	return 0, false
 }

@@ -59,6 +59,12 @@ func TestParseAndNames(t *testing.T) {
 
 type codeErr int
 
+// MySQLError has the name and fields of the driver's error but lives in
+// another package: it is not the driver's.
+type MySQLError struct{ Number uint16 }
+
+func (e *MySQLError) Error() string { return fmt.Sprint("look-alike ", e.Number) }
+
 func (c codeErr) Error() string { return fmt.Sprint("sqlite ", int(c)) }
 func (c codeErr) Code() int     { return int(c) }
 
@@ -69,9 +75,11 @@ func TestIsPermanent(t *testing.T) {
 		&mysql.MySQLError{Number: 1205}:                      false, // lock wait timeout
 		&mysql.MySQLError{Number: 1146}:                      false, // no such table
 		mysql.ErrInvalidConn:                                 false,
-		codeErr(19 | 5<<8):                                   true,  // SQLITE_CONSTRAINT_*
-		codeErr(5):                                           false, // SQLITE_BUSY
-		errors.New("connection refused"):                     false,
+		errors.Join(errors.New("a"), fmt.Errorf("b: %w", &mysql.MySQLError{Number: 1406})): true,
+		&MySQLError{Number: 1406}:        false, // a look-alike from another package
+		codeErr(19 | 5<<8):               true,  // SQLITE_CONSTRAINT_*
+		codeErr(5):                       false, // SQLITE_BUSY
+		errors.New("connection refused"): false,
 	} {
 		if got := IsPermanent(err); got != want {
 			t.Errorf("IsPermanent(%v) = %v", err, got)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/internal/sqldialect"
 	"github.com/dabom/dpcs/policy"
 )
@@ -55,9 +56,13 @@ type PolicyUpdate struct {
 	// Previous are the rules before the change.
 	Previous map[string]string
 	// EventID is the id of the POLICY_UPDATED event written to the outbox;
-	// OutboxID its position in the outbox.
+	// OutboxID its position in the outbox. Both are zero when Unchanged.
 	EventID  string
 	OutboxID int64
+	// Unchanged is true when the change left the rules (and the template)
+	// as they were: nothing was written, and Policy is the current policy at
+	// its current version.
+	Unchanged bool
 }
 
 // GetPolicy returns the policy of the current member cid of family fid.
@@ -116,7 +121,9 @@ func (s *Store) policies(ctx context.Context, q querier, fid int64) ([]Policy, e
 // UpdatePolicy changes a member's constraints in one transaction: the
 // assignment row with version + 1, an audit row (policy.update, before and
 // after) and an outbox row carrying the POLICY_UPDATED envelope for
-// policy-updated. The new rules are validated (errors wrap ErrInvalid and
+// policy-updated. A change that leaves the canonical rules as they are
+// writes nothing and returns the current policy with Unchanged set (an
+// ExpectedVersion is still checked). The new rules are validated (errors wrap ErrInvalid and
 // name the key). The caller then calls quota.Engine.SetConstraints (or
 // Enforce) with the returned Version and Rules so the next event sees the
 // change before the relay publishes it. Concurrent writers serialise on the
@@ -173,6 +180,13 @@ func (s *Store) writePolicy(ctx context.Context, tx *sql.Tx, c PolicyChange, act
 	canon, err := policy.Canonical(next)
 	if err != nil {
 		return fmt.Errorf("%w: constraints: %w", ErrInvalid, err)
+	}
+	if maps.Equal(canon, cur.Rules) && (templateID == 0 || templateID == cur.TemplateID) {
+		// Nothing changes: no new version, no audit row, no event (a
+		// client retrying a PATCH, or saving an untouched form, would
+		// otherwise bump the version and notify the family).
+		*out = PolicyUpdate{Policy: cur, Previous: cur.Rules, Unchanged: true}
+		return nil
 	}
 	now := s.now()
 	p := Policy{FamilyID: c.FamilyID, CustomerID: c.CustomerID, TemplateID: cur.TemplateID, Rules: canon,
@@ -246,7 +260,7 @@ func singleChange(a, b map[string]string) (string, bool) {
 
 // enqueue writes an outbox row for env on topic inside tx.
 func enqueueRecord[T envelope.Payload](ctx context.Context, s *Store, q querier, topic string, env envelope.Envelope[T]) (int64, error) {
-	rec, err := envelope.ToRecord(topic, env)
+	rec, err := kafkarecord.New(topic, env)
 	if err != nil {
 		return 0, fmt.Errorf("%w: outbox event: %w", ErrInvalid, err)
 	}

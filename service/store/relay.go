@@ -13,7 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/internal/sqldialect"
 )
 
@@ -390,7 +390,7 @@ func (r *Relay) Poll(ctx context.Context) (PollResult, error) {
 	recs := make([]*kgo.Record, len(send))
 	for i, row := range send {
 		recs[i] = &kgo.Record{Topic: row.topic, Key: []byte(row.key), Value: []byte(row.payload),
-			Headers: []kgo.RecordHeader{{Key: envelope.HeaderEventType, Value: []byte(row.eventType)}}}
+			Headers: []kgo.RecordHeader{{Key: kafkarecord.HeaderEventType, Value: []byte(row.eventType)}}}
 	}
 	sctx, cancel := context.WithTimeout(ctx, r.sendTimeout)
 	results := r.p.ProduceSync(sctx, recs...)

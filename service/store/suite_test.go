@@ -106,6 +106,7 @@ func runSuite(t *testing.T, open opener) {
 		"Families":      testFamilies,
 		"Members":       testMembers,
 		"UpdatePolicy":  testUpdatePolicy,
+		"PolicyNoOp":    testPolicyNoOp,
 		"Templates":     testTemplates,
 		"PoolAndAudit":  testPoolAndAudit,
 		"Usage":         testUsage,
@@ -407,6 +408,88 @@ func testUpdatePolicy(t *testing.T, e *env) {
 	ps, err := e.s.Policies(e.ctx, 1)
 	if err != nil || len(ps) != 2 || ps[1].Version != 3 || ps[0].Version != 0 {
 		t.Errorf("Policies = %+v, %v", ps, err)
+	}
+}
+
+// A change that changes nothing (the same values set, absent keys removed,
+// the same map replaced, the same template applied again) keeps the version
+// and writes no assignment, audit or outbox row.
+func testPolicyNoOp(t *testing.T, e *env) {
+	e.family(t, 1)
+	tpl, err := e.s.CreateTemplate(e.ctx, policy.Template{Name: "Night", Type: "TIME", RequireRole: policy.RoleMember,
+		DefaultRules: map[string]string{"BLOCK:TIME:START": "2200", "BLOCK:TIME:END": "0700"}, Active: true}, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing to change on a member without a policy.
+	rows := func() [3]int {
+		return [3]int{e.count(t, "policy_assignment"), e.count(t, "audit_log"), e.count(t, "outbox")}
+	}
+	before := rows()
+	up, err := e.s.UpdatePolicy(e.ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12, Remove: []string{"BLOCK:ACCESS"}, By: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := store.PolicyUpdate{Policy: store.Policy{FamilyID: 1, CustomerID: 12, Rules: map[string]string{}},
+		Previous: map[string]string{}, Unchanged: true}
+	if diff := cmp.Diff(want, up); diff != "" {
+		t.Errorf("no-op on a member without a policy (-want +got):\n%s", diff)
+	}
+	if got := rows(); got != before {
+		t.Errorf("no-op wrote rows: policy, audit, outbox %v → %v", before, got)
+	}
+
+	rules := map[string]string{"LIMIT:DATA:MONTHLY": "524288000", "BLOCK:APP:com.roblox.client": "1"}
+	first, err := e.s.UpdatePolicy(e.ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12, Set: rules, By: owner})
+	if err != nil || first.Unchanged || first.Policy.Version != 1 {
+		t.Fatalf("first change = %+v, %v", first, err)
+	}
+	e.clk.Add(time.Minute)
+	before = rows()
+	for _, c := range []struct {
+		name   string
+		change store.PolicyChange
+	}{
+		{"same values set", store.PolicyChange{Set: map[string]string{"LIMIT:DATA:MONTHLY": "524288000"}}},
+		{"absent key removed", store.PolicyChange{Remove: []string{"BLOCK:ACCESS"}}},
+		{"empty change", store.PolicyChange{}},
+		{"same map replaced", store.PolicyChange{Replace: rules}},
+		{"set then removed", store.PolicyChange{Set: map[string]string{"BLOCK:ACCESS": "1"}, Remove: []string{"BLOCK:ACCESS"}}},
+		{"expected version current", store.PolicyChange{ExpectedVersion: 1, Set: rules}},
+	} {
+		ch := c.change
+		ch.FamilyID, ch.CustomerID, ch.By = 1, 12, store.Actor{ID: 13, Role: policy.RoleOwner}
+		up, err := e.s.UpdatePolicy(e.ctx, ch)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		want := store.PolicyUpdate{Policy: first.Policy, Previous: first.Policy.Rules, Unchanged: true}
+		if diff := cmp.Diff(want, up); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", c.name, diff)
+		}
+	}
+	_, err = e.s.UpdatePolicy(e.ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12, ExpectedVersion: 7, Set: rules, By: owner})
+	wantErr(t, "no-op at a stale version", err, store.ErrStaleVersion)
+	if got := rows(); got != before {
+		t.Errorf("no-ops wrote rows: policy, audit, outbox %v → %v", before, got)
+	}
+	if p, err := e.s.GetPolicy(e.ctx, 1, 12); err != nil || !cmp.Equal(p, first.Policy) {
+		t.Errorf("GetPolicy after no-ops = %+v, %v; want %+v", p, err, first.Policy)
+	}
+
+	// The same template applied again changes nothing; first it does.
+	applied, err := e.s.ApplyTemplate(e.ctx, 1, 12, tpl.ID, 0, owner)
+	if err != nil || applied.Unchanged || applied.Policy.Version != 2 {
+		t.Fatalf("ApplyTemplate = %+v, %v", applied, err)
+	}
+	before = rows()
+	again, err := e.s.ApplyTemplate(e.ctx, 1, 12, tpl.ID, 0, owner)
+	if err != nil || !again.Unchanged || again.Policy.Version != 2 || again.EventID != "" {
+		t.Errorf("ApplyTemplate again = %+v, %v", again, err)
+	}
+	if got := rows(); got != before {
+		t.Errorf("template re-applied wrote rows: policy, audit, outbox %v → %v", before, got)
 	}
 }
 

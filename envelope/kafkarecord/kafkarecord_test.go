@@ -1,4 +1,4 @@
-package envelope_test
+package kafkarecord_test
 
 import (
 	"context"
@@ -13,23 +13,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
 )
 
-func TestTopics(t *testing.T) {
-	got := []string{envelope.TopicUsageEvents, envelope.TopicPolicyUpdated, envelope.TopicUsagePersist, envelope.TopicNotificationEvents, envelope.DLT(envelope.TopicUsageEvents)}
-	want := []string{"usage-events", "policy-updated", "usage-persist", "notification-events", "usage-events.DLT"}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
-	}
-}
-
-func TestToRecord(t *testing.T) {
+func TestNew(t *testing.T) {
 	for _, path := range goldenFiles(t) {
 		ev, err := envelope.Decode(readFile(t, path))
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := envelope.ToRecord("some-topic", ev)
+		r, err := kafkarecord.New("some-topic", ev)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,42 +39,42 @@ func TestToRecord(t *testing.T) {
 		if diff := cmp.Diff(want, r, cmpopts.IgnoreUnexported(kgo.Record{}, kgo.RecordAttrs{})); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", path, diff)
 		}
-		back, err := envelope.FromRecord(r)
+		back, err := kafkarecord.Decode(r)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff(ev, back); diff != "" {
-			t.Errorf("%s: FromRecord (-want +got):\n%s", path, diff)
+			t.Errorf("%s: Decode (-want +got):\n%s", path, diff)
 		}
 	}
 
 	// Typed envelopes and large/negative-looking keys.
 	e := envelope.New("evt_1", at("2026-02-06T14:30:00Z"), envelope.UsagePayload{FamilyID: 9223372036854775807, CustomerID: 1, AppID: "a"})
-	r, err := envelope.ToRecord(envelope.TopicUsageEvents, e)
+	r, err := kafkarecord.New(envelope.TopicUsageEvents, e)
 	if err != nil || string(r.Key) != "9223372036854775807" {
-		t.Fatalf("ToRecord = %v, %v", r, err)
+		t.Fatalf("New = %v, %v", r, err)
 	}
 
 	e.Payload.FamilyID = 0
-	if r, err := envelope.ToRecord(envelope.TopicUsageEvents, e); r != nil || err == nil {
-		t.Errorf("ToRecord of an invalid envelope = %v, %v", r, err)
+	if r, err := kafkarecord.New(envelope.TopicUsageEvents, e); r != nil || err == nil {
+		t.Errorf("New of an invalid envelope = %v, %v", r, err)
 	}
 }
 
-func TestFromRecord(t *testing.T) {
-	if _, err := envelope.FromRecord(nil); !errors.Is(err, envelope.ErrMalformed) {
-		t.Errorf("FromRecord(nil) = %v", err)
+func TestDecode(t *testing.T) {
+	if _, err := kafkarecord.Decode(nil); !errors.Is(err, envelope.ErrMalformed) {
+		t.Errorf("Decode(nil) = %v", err)
 	}
-	if _, err := envelope.FromRecord(&kgo.Record{Key: []byte("100")}); !errors.Is(err, envelope.ErrMalformed) {
-		t.Errorf("FromRecord(tombstone) = %v", err)
+	if _, err := kafkarecord.Decode(&kgo.Record{Key: []byte("100")}); !errors.Is(err, envelope.ErrMalformed) {
+		t.Errorf("Decode(tombstone) = %v", err)
 	}
 	// Headers and key are advisory: the value wins.
 	r := &kgo.Record{
 		Key:     []byte("not-a-family"),
-		Value:   readFile(t, "testdata/data_usage.json"),
+		Value:   readFile(t, "../testdata/data_usage.json"),
 		Headers: []kgo.RecordHeader{{Key: "eventType", Value: []byte("NOTIFICATION")}, {Key: "subType", Value: []byte("QUOTA_UPDATED")}},
 	}
-	ev, err := envelope.FromRecord(r)
+	ev, err := kafkarecord.Decode(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +141,7 @@ func TestPartitioningMatchesJava(t *testing.T) {
 	}
 }
 
-// TestKfakeRoundTrip produces records made by ToRecord through a real client
+// TestKfakeRoundTrip produces records made by New through a real client
 // to an in-process broker and decodes what a consumer receives.
 func TestKfakeRoundTrip(t *testing.T) {
 	const partitions = 10
@@ -174,7 +167,7 @@ func TestKfakeRoundTrip(t *testing.T) {
 	for fam := int64(1); fam <= 30; fam++ {
 		p := envelope.QuotaUpdated{FamilyID: fam, CustomerID: fam * 10, FamilyRemainingBytes: 1 << 30, FamilyUsedPercent: 12.5}
 		ev := envelope.New[envelope.Payload](envelope.DerivedID(envelope.PrefixNotification, fmt.Sprint(fam), "quota-updated"), ts, p)
-		r, err := envelope.ToRecord(envelope.TopicNotificationEvents, ev)
+		r, err := kafkarecord.New(envelope.TopicNotificationEvents, ev)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,9 +188,9 @@ func TestKfakeRoundTrip(t *testing.T) {
 		}
 		fs.EachError(func(topic string, p int32, err error) { t.Fatalf("fetch %s[%d]: %v", topic, p, err) })
 		fs.EachRecord(func(r *kgo.Record) {
-			ev, err := envelope.FromRecord(r)
+			ev, err := kafkarecord.Decode(r)
 			if err != nil {
-				t.Fatalf("FromRecord: %v", err)
+				t.Fatalf("Decode: %v", err)
 			}
 			got[ev.EventID] = ev
 		})
@@ -211,14 +204,14 @@ func TestKfakeRoundTrip(t *testing.T) {
 
 func TestDeadLetter(t *testing.T) {
 	src := &kgo.Record{Topic: envelope.TopicUsageEvents, Partition: 3, Offset: 42, Key: []byte("100"), Value: []byte("{bad"),
-		Headers: []kgo.RecordHeader{{Key: envelope.HeaderEventType, Value: []byte("DATA_USAGE")}}}
-	got := envelope.DeadLetter(src, envelope.DLT(src.Topic), "malformed", kgo.RecordHeader{Key: "x", Value: []byte("y")})
+		Headers: []kgo.RecordHeader{{Key: kafkarecord.HeaderEventType, Value: []byte("DATA_USAGE")}}}
+	got := kafkarecord.DeadLetter(src, envelope.DLT(src.Topic), "malformed", kgo.RecordHeader{Key: "x", Value: []byte("y")})
 	want := &kgo.Record{Topic: "usage-events.DLT", Key: []byte("100"), Value: []byte("{bad"), Headers: []kgo.RecordHeader{
-		{Key: envelope.HeaderEventType, Value: []byte("DATA_USAGE")},
-		{Key: envelope.HeaderDLTReason, Value: []byte("malformed")},
-		{Key: envelope.HeaderDLTTopic, Value: []byte("usage-events")},
-		{Key: envelope.HeaderDLTPartition, Value: []byte("3")},
-		{Key: envelope.HeaderDLTOffset, Value: []byte("42")},
+		{Key: kafkarecord.HeaderEventType, Value: []byte("DATA_USAGE")},
+		{Key: kafkarecord.HeaderDLTReason, Value: []byte("malformed")},
+		{Key: kafkarecord.HeaderDLTTopic, Value: []byte("usage-events")},
+		{Key: kafkarecord.HeaderDLTPartition, Value: []byte("3")},
+		{Key: kafkarecord.HeaderDLTOffset, Value: []byte("42")},
 		{Key: "x", Value: []byte("y")},
 	}}
 	if d := cmp.Diff(want, got, cmpopts.EquateComparable(kgo.RecordAttrs{})); d != "" {

@@ -1,6 +1,6 @@
 //go:build integration
 
-package envelope_test
+package kafkarecord_test
 
 import (
 	"bytes"
@@ -17,16 +17,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
 )
 
 // TestKcatInterop checks SPEC §7's interop promise with a producer that knows
 // nothing of this package: kcat (librdkafka) produces the seed's DATA_USAGE
 // JSON, keyed "100", to an in-process kfake broker; a kgo consumer receives it
-// and FromRecord decodes it. With librdkafka's murmur2_random partitioner the
+// and Decode decodes it. With librdkafka's murmur2_random partitioner the
 // record must land where kgo's default partitioner — and Kafka's Java client —
 // put key "100".
 //
-// Run: DPCS_TEST_KCAT=/usr/bin/kcat go test -tags integration -run Kcat ./envelope
+// Run: DPCS_TEST_KCAT=/usr/bin/kcat go test -tags integration -run Kcat ./envelope/kafkarecord
 func TestKcatInterop(t *testing.T) {
 	kcat := os.Getenv("DPCS_TEST_KCAT")
 	if kcat == "" {
@@ -42,7 +43,7 @@ func TestKcatInterop(t *testing.T) {
 	defer cancel()
 
 	// kcat -P sends one message per input line: send the seed's JSON on one.
-	seed := readFile(t, "testdata/data_usage.json")
+	seed := readFile(t, "../testdata/data_usage.json")
 	var line bytes.Buffer
 	if err := json.Compact(&line, seed); err != nil {
 		t.Fatal(err)
@@ -98,17 +99,17 @@ func TestKcatInterop(t *testing.T) {
 		t.Errorf("kcat put key 100 on partition %d; kgo and Java pick %d", got.Partition, want)
 	}
 
-	ev, err := envelope.FromRecord(got)
+	ev, err := kafkarecord.Decode(got)
 	if err != nil {
-		t.Fatalf("FromRecord: %v", err)
+		t.Fatalf("Decode: %v", err)
 	}
 	if diff := cmp.Diff(dataUsageEvent, ev); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 
-	// And the other way round: kgo producing the same event with ToRecord
+	// And the other way round: kgo producing the same event with New
 	// lands on the same partition.
-	r, err := envelope.ToRecord(envelope.TopicUsageEvents, ev)
+	r, err := kafkarecord.New(envelope.TopicUsageEvents, ev)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,39 +1,27 @@
-package envelope
+package kafkarecord
 
 import (
 	"fmt"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dabom/dpcs/envelope"
 )
 
-// Topics (SPEC §7). Every record is keyed by the decimal familyId, and
-// partitioned by kgo's default partitioner, which hashes keys exactly like
-// Kafka's Java client (murmur2), so producers in any language co-partition.
-const (
-	TopicUsageEvents        = "usage-events"        // DATA_USAGE: simulator / network → processor
-	TopicPolicyUpdated      = "policy-updated"      // POLICY_UPDATED: api (outbox) → processor
-	TopicUsagePersist       = "usage-persist"       // USAGE_PERSIST: processor → write-behind
-	TopicNotificationEvents = "notification-events" // NOTIFICATION: processor → notifier
-)
-
-// DLT returns the dead-letter topic of topic, where consumers put records
-// they cannot process.
-func DLT(topic string) string { return topic + ".DLT" }
-
-// Record header keys set by ToRecord. Headers let tools route or filter
-// without parsing the value; the value is authoritative.
+// Record header keys set by New. Headers let tools route or filter without
+// parsing the value; the value is authoritative.
 const (
 	HeaderEventType = "eventType"
 	HeaderSubType   = "subType"
 )
 
-// ToRecord validates and encodes e as a record for topic: Key is the decimal
-// familyId (Payload.FamilyKey), Value the canonical JSON, and headers
-// eventType and, when set, subType. The Timestamp is left for the client to
-// set at produce time; the event's own time is in the value.
-func ToRecord[T Payload](topic string, e Envelope[T]) (*kgo.Record, error) {
-	value, err := Encode(e)
+// New validates and encodes e as a record for topic: Key is the decimal
+// familyId (Payload.FamilyKey), Value the canonical JSON (envelope.Encode),
+// and headers eventType and, when set, subType. The Timestamp is left for the
+// client to set at produce time; the event's own time is in the value.
+func New[T envelope.Payload](topic string, e envelope.Envelope[T]) (*kgo.Record, error) {
+	value, err := envelope.Encode(e)
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +29,7 @@ func ToRecord[T Payload](topic string, e Envelope[T]) (*kgo.Record, error) {
 	// the header values: producers call this for every event.
 	rh := &recordWithHeaders{}
 	small := make([]byte, 0, 20+len(e.EventType)+len(e.SubType))
-	small = strconv.AppendInt(small, Payload(e.Payload).FamilyKey(), 10)
+	small = strconv.AppendInt(small, envelope.Payload(e.Payload).FamilyKey(), 10)
 	key := small[:len(small):len(small)]
 	small = append(small[len(small):], e.EventType...)
 	eventType := small[:len(small):len(small)]
@@ -61,14 +49,15 @@ type recordWithHeaders struct {
 	headers [2]kgo.RecordHeader
 }
 
-// FromRecord decodes the value of r with Decode. Key and headers are not
-// consulted: a record from a plain Kafka client (kcat, a Java producer
-// without headers) decodes the same.
-func FromRecord(r *kgo.Record) (Event, error) {
+// Decode decodes the value of r with envelope.Decode. Key and headers are
+// not consulted: a record from a plain Kafka client (kcat, a Java producer
+// without headers) decodes the same. A nil record is an error wrapping
+// envelope.ErrMalformed.
+func Decode(r *kgo.Record) (envelope.Event, error) {
 	if r == nil {
-		return Event{}, fmt.Errorf("%w: nil record", ErrMalformed)
+		return envelope.Event{}, fmt.Errorf("%w: nil record", envelope.ErrMalformed)
 	}
-	return Decode(r.Value)
+	return envelope.Decode(r.Value)
 }
 
 // Headers a dead-letter record carries besides the original record's own.
@@ -79,10 +68,10 @@ const (
 	HeaderDLTOffset    = "dlt-offset"    // its offset, decimal
 )
 
-// DeadLetter returns the record to send to dlt (usually DLT(src.Topic)) for
-// src: the same key, value and headers, plus the reason and the origin
-// (topic, partition, offset) and any extra headers. Every DPCS consumer
-// dead-letters through it, so operators read one format.
+// DeadLetter returns the record to send to dlt (usually
+// envelope.DLT(src.Topic)) for src: the same key, value and headers, plus the
+// reason and the origin (topic, partition, offset) and any extra headers.
+// Every DPCS consumer dead-letters through it, so operators read one format.
 func DeadLetter(src *kgo.Record, dlt, reason string, extra ...kgo.RecordHeader) *kgo.Record {
 	h := make([]kgo.RecordHeader, 0, len(src.Headers)+4+len(extra))
 	h = append(h, src.Headers...)

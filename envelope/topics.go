@@ -1,0 +1,16 @@
+package envelope
+
+// Topics (SPEC §7). Every record is keyed by the decimal familyId, and
+// partitioned by Kafka's default (murmur2) partitioner, so producers in any
+// language co-partition. Package envelope/kafkarecord turns envelopes into
+// franz-go records and back.
+const (
+	TopicUsageEvents        = "usage-events"        // DATA_USAGE: simulator / network → processor
+	TopicPolicyUpdated      = "policy-updated"      // POLICY_UPDATED: api (outbox) → processor
+	TopicUsagePersist       = "usage-persist"       // USAGE_PERSIST: processor → write-behind
+	TopicNotificationEvents = "notification-events" // NOTIFICATION: processor → notifier
+)
+
+// DLT returns the dead-letter topic of topic, where consumers put records
+// they cannot process.
+func DLT(topic string) string { return topic + ".DLT" }
