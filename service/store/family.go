@@ -609,16 +609,7 @@ func (s *Store) listMembers(ctx context.Context, q querier, fid int64, removed b
 // Unknown, removed or password-less members and wrong passwords are all
 // ErrBadCredentials.
 func (s *Store) Authenticate(ctx context.Context, login, password string) (Member, error) {
-	var m Member
-	var err error
-	if id, perr := strconv.ParseInt(login, 10, 64); perr == nil && id > 0 {
-		m, err = s.member(ctx, s.db, id, "")
-		if errors.Is(err, ErrNotFound) {
-			m, err = s.MemberByPhone(ctx, login)
-		}
-	} else {
-		m, err = s.MemberByPhone(ctx, login)
-	}
+	m, err := s.memberByLogin(ctx, login)
 	if errors.Is(err, ErrNotFound) || (err == nil && (m.DeletedAt != nil || m.hash == "")) {
 		// Spend the time of a comparison anyway, so timing does not tell
 		// unknown logins from wrong passwords.
@@ -633,6 +624,18 @@ func (s *Store) Authenticate(ctx context.Context, login, password string) (Membe
 		return Member{}, ErrBadCredentials
 	}
 	return m, nil
+}
+
+// memberByLogin finds the member a login names: a member id (decimal),
+// else a phone.
+func (s *Store) memberByLogin(ctx context.Context, login string) (Member, error) {
+	if id, err := strconv.ParseInt(login, 10, 64); err == nil && id > 0 {
+		m, err := s.member(ctx, s.db, id, "")
+		if !errors.Is(err, ErrNotFound) {
+			return m, err
+		}
+	}
+	return s.MemberByPhone(ctx, login)
 }
 
 // SetPassword replaces the member's password (audited as member.password,

@@ -118,6 +118,7 @@ func runSuite(t *testing.T, open opener) {
 		"RebuildReport": testRebuildReport,
 		"RebuildPages":  testRebuildPages,
 		"PoolLimit":     testPoolLimit,
+		"LockoutAudit":  testLockoutAudit,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, newEnv(t, open)) })
 	}
