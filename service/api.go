@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -50,6 +51,18 @@ type APIConfig struct {
 	PingInterval time.Duration
 	// Title and Version name the OpenAPI document. Default: "DPCS API", "1.0.0".
 	Title, Version string
+	// Limiter keeps the brute-force counters of /auth/token and
+	// /auth/refresh. Default: a MemoryLimiter on Clock, which is this
+	// process's alone: give every instance of a scaled-out API one
+	// RedisLimiter on their shared Redis.
+	Limiter AuthLimiter
+	// Limits are the brute-force limits; zero fields take AuthLimits'
+	// defaults.
+	Limits AuthLimits
+	// TrustedProxies are the proxies whose X-Forwarded-For is believed when
+	// telling the client address of a request. Default: none, the client
+	// address is the peer's (r.RemoteAddr) and X-Forwarded-For is ignored.
+	TrustedProxies []netip.Prefix
 }
 
 // API is DPCS's HTTP API (SPEC §10): huma v2 on a net/http ServeMux, OpenAPI
@@ -69,6 +82,8 @@ type API struct {
 	log  *slog.Logger
 	now  func() time.Time
 	wake func()
+	// guard limits /auth/token and /auth/refresh.
+	guard authGuard
 }
 
 // NewAPI validates cfg and registers every route.
@@ -109,7 +124,11 @@ func NewAPI(cfg APIConfig) (*API, error) {
 		cfg.Version = "1.0.0"
 	}
 	cfg.Secret = append([]byte(nil), cfg.Secret...)
-	a := &API{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger, now: cfg.Clock, wake: cfg.Wake}
+	guard, err := newAuthGuard(cfg)
+	if err != nil {
+		return nil, err
+	}
+	a := &API{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger, now: cfg.Clock, wake: cfg.Wake, guard: guard}
 	if a.wake == nil {
 		a.wake = func() {}
 	}
@@ -124,7 +143,7 @@ func NewAPI(cfg APIConfig) (*API, error) {
 			Description: "Access token from POST /auth/token or /auth/refresh (HS256, 30 min)."},
 	}
 	a.api = humago.New(a.mux, hc)
-	a.api.UseMiddleware(a.authenticate)
+	a.api.UseMiddleware(a.authenticate, a.limitAddress)
 
 	a.registerAuth()
 	a.registerFamily()
