@@ -328,7 +328,9 @@ func (l *RedisLimiter) Allow(ctx context.Context, key string, r Rate) (time.Dura
 	if res.Allowed > 0 {
 		return 0, nil
 	}
-	return max(res.RetryAfter, time.Millisecond), nil
+	// The script computes in float seconds since 2017 (about 0.1 µs of
+	// rounding): a wait rounded up to the millisecond, plus one, is enough.
+	return res.RetryAfter.Truncate(time.Millisecond) + 2*time.Millisecond, nil
 }
 
 // Fail implements AuthLimiter.
