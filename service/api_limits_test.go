@@ -296,3 +296,22 @@ func TestLoginLimitsOnRedis(t *testing.T) {
 		t.Fatalf("after the lockout: %+v", got)
 	}
 }
+
+// TestLimitsInOpenAPI: the limited operations declare their 429.
+func TestLimitsInOpenAPI(t *testing.T) {
+	f := newAPIFixture(t)
+	_, data := f.do(http.MethodGet, "/openapi.json", "", nil)
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Responses map[string]any `json:"responses"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/auth/token", "/auth/refresh"} {
+		if doc.Paths[p]["post"].Responses["429"] == nil {
+			t.Errorf("POST %s: no 429 in %v", p, doc.Paths[p]["post"].Responses)
+		}
+	}
+}
