@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"net/netip"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -64,6 +65,18 @@ type APIConfig struct {
 	// Build is what GET /version answers. Default: this binary's
 	// (BuildVersion).
 	Build VersionInfo
+	// Limiter keeps the brute-force counters of /auth/token and
+	// /auth/refresh. Default: a MemoryLimiter on Clock, which is this
+	// process's alone: give every instance of a scaled-out API one
+	// RedisLimiter on their shared Redis.
+	Limiter AuthLimiter
+	// Limits are the brute-force limits; zero fields take AuthLimits'
+	// defaults.
+	Limits AuthLimits
+	// TrustedProxies are the proxies whose X-Forwarded-For is believed when
+	// telling the client address of a request. Default: none, the client
+	// address is the peer's (r.RemoteAddr) and X-Forwarded-For is ignored.
+	TrustedProxies []netip.Prefix
 }
 
 // API is DPCS's HTTP API (SPEC §10): huma v2 on a net/http ServeMux, OpenAPI
@@ -83,6 +96,8 @@ type API struct {
 	log  *slog.Logger
 	now  func() time.Time
 	wake func()
+	// guard limits /auth/token and /auth/refresh.
+	guard authGuard
 }
 
 // NewAPI validates cfg and registers every route.
@@ -129,7 +144,11 @@ func NewAPI(cfg APIConfig) (*API, error) {
 		cfg.Version = "1.0.0"
 	}
 	cfg.Secret = append([]byte(nil), cfg.Secret...)
-	a := &API{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger, now: cfg.Clock, wake: cfg.Wake}
+	guard, err := newAuthGuard(cfg)
+	if err != nil {
+		return nil, err
+	}
+	a := &API{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger, now: cfg.Clock, wake: cfg.Wake, guard: guard}
 	if a.wake == nil {
 		a.wake = func() {}
 	}
@@ -144,7 +163,7 @@ func NewAPI(cfg APIConfig) (*API, error) {
 			Description: "Access token from POST /auth/token or /auth/refresh (HS256, 30 min)."},
 	}
 	a.api = humago.New(a.mux, hc)
-	a.api.UseMiddleware(a.authenticate)
+	a.api.UseMiddleware(a.authenticate, a.limitAddress)
 
 	a.registerAuth()
 	a.registerFamily()

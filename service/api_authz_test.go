@@ -2,10 +2,12 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/policy"
@@ -124,4 +126,73 @@ func TestAuthorizationMatrix(t *testing.T) {
 	// an OWNER naming a member of another family inside its own: 404
 	f.problem(http.MethodGet, "/families/100/members/2002/policies", f.token(ownerA), nil, http.StatusNotFound, "")
 	f.problem(http.MethodPatch, "/families/100/members/2002/policies", f.token(ownerA), map[string]any{"set": map[string]string{"BLOCK:ACCESS": "1"}}, http.StatusNotFound, "")
+}
+
+// TestAuthorizationMatrixLimits: the brute-force limits in the matrix. Only
+// POST /auth/token and /auth/refresh are limited, each on its own budget per
+// client address; a locked login is refused from every address, with the
+// right password too, while its sessions and every other caller go on.
+func TestAuthorizationMatrixLimits(t *testing.T) {
+	f := newAPIFixtureWith(t, func(c *APIConfig) {
+		c.Limits = AuthLimits{LoginPerAddress: Rate{3, time.Minute}, LoginPerLogin: Rate{1000, time.Minute},
+			RefreshPerAddress: Rate{3, time.Minute}, LockoutAfter: 3, LockoutFor: 15 * time.Minute}
+		c.TrustedProxies = loopbackProxy
+	})
+	var child Tokens // 1002's session from before its lockout
+	f.call(http.MethodPost, "/auth/token", "", map[string]string{"login": "1002", "password": testPassword}, http.StatusOK, &child)
+	owner := f.token(ownerA)
+	// Address 192.0.2.1 spends its logins; login 1002 is locked from 192.0.2.2.
+	for range 3 {
+		if got := f.login("2002", testPassword, forwardedFrom("192.0.2.1")...); got.Status != http.StatusOK {
+			t.Fatalf("setup login: %+v", got)
+		}
+	}
+	for range 3 {
+		f.login("1002", "wrong", forwardedFrom("192.0.2.2")...)
+	}
+	var seq int
+	refreshBody := func() any {
+		var tok Tokens
+		seq++
+		resp, data := f.do(http.MethodPost, "/auth/token", "", map[string]string{"login": "1001", "password": testPassword},
+			forwardedFrom(fmt.Sprint("198.51.100.", seq))...)
+		if err := json.Unmarshal(data, &tok); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("login for a refresh token: %d %s", resp.StatusCode, data)
+		}
+		return map[string]string{"refreshToken": tok.RefreshToken}
+	}
+	login := func(login, pw string) func() any {
+		return func() any { return map[string]string{"login": login, "password": pw} }
+	}
+	rows := []struct {
+		name, method, path, token, from string
+		body                            func() any
+		want                            []int // one per request, in order
+	}{
+		{"login from the spent address", "POST", "/auth/token", "", "192.0.2.1", login("1001", testPassword), []int{429}},
+		{"login from another address", "POST", "/auth/token", "", "192.0.2.3", login("1001", testPassword), []int{200}},
+		{"locked login, right password, another address", "POST", "/auth/token", "", "192.0.2.4", login("1002", testPassword), []int{429}},
+		{"unknown login locks as a member's", "POST", "/auth/token", "", "192.0.2.5", login("777", "x"), []int{401, 401, 401}},
+		{"unknown login locked", "POST", "/auth/token", "", "192.0.2.6", login("777", "x"), []int{429}},
+		{"refresh from the spent login address", "POST", "/auth/refresh", "", "192.0.2.1", refreshBody, []int{200, 200, 200, 429}},
+		{"logout is not limited", "POST", "/auth/logout", "", "192.0.2.1", func() any { return map[string]string{"refreshToken": "x"} },
+			[]int{204, 204, 204, 204, 204}},
+		{"the locked member's session goes on", "GET", "/families/100", child.AccessToken, "192.0.2.2", nil, []int{200, 200, 200, 200}},
+		{"secured routes are not limited", "GET", "/families/100", owner, "192.0.2.1", nil, []int{200, 200, 200, 200, 200}},
+	}
+	for _, r := range rows {
+		for i, want := range r.want {
+			var body any
+			if r.body != nil {
+				body = r.body()
+			}
+			resp, data := f.do(r.method, r.path, r.token, body, forwardedFrom(r.from)...)
+			if resp.StatusCode != want {
+				t.Errorf("%s: request %d: status %d, want %d: %s", r.name, i+1, resp.StatusCode, want, data)
+			}
+			if want == http.StatusTooManyRequests && resp.Header.Get("Retry-After") == "" {
+				t.Errorf("%s: 429 without Retry-After", r.name)
+			}
+		}
+	}
 }

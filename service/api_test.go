@@ -51,7 +51,11 @@ type apiFixture struct {
 
 func (f *apiFixture) clock() time.Time { return *f.now.Load() }
 
-func newAPIFixture(t *testing.T) *apiFixture {
+func newAPIFixture(t *testing.T) *apiFixture { t.Helper(); return newAPIFixtureWith(t, nil) }
+
+// newAPIFixtureWith is newAPIFixture with the API's config changed by mod
+// (if not nil) before NewAPI.
+func newAPIFixtureWith(t *testing.T, mod func(*APIConfig)) *apiFixture {
 	t.Helper()
 	ctx := context.Background()
 	f := &apiFixture{t: t, tokens: map[int64]string{}}
@@ -86,9 +90,13 @@ func newAPIFixture(t *testing.T) *apiFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.hub.Close(context.Background()) })
-	f.api, err = NewAPI(APIConfig{Store: f.store, Engine: f.engine, Hub: f.hub, Inbox: f.inbox,
+	cfg := APIConfig{Store: f.store, Engine: f.engine, Hub: f.hub, Inbox: f.inbox,
 		Secret: []byte("0123456789abcdef0123456789abcdef"), Clock: f.clock, Wake: func() { f.wakes.Add(1) },
-		PingInterval: 50 * time.Millisecond})
+		PingInterval: 50 * time.Millisecond}
+	if mod != nil {
+		mod(&cfg)
+	}
+	f.api, err = NewAPI(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -174,14 +174,24 @@ type tokensOutput struct {
 func (a *API) registerAuth() {
 	tags := []string{"auth"}
 	huma.Register(a.api, huma.Operation{OperationID: "login", Method: http.MethodPost, Path: "/auth/token", Tags: tags,
-		Summary:     "Log in",
-		Description: "Exchanges a member id or phone and password for an access token (30 min) and a refresh token (7 days).",
-		Errors:      []int{http.StatusUnauthorized}},
+		Summary: "Log in",
+		Description: "Exchanges a member id or phone and password for an access token (30 min) and a refresh token (7 days). " +
+			"Attempts are limited per client address and per login, and a login is locked for a while after repeated " +
+			"failures (whether or not it names a member): such attempts are answered 429 with Retry-After in seconds.",
+		Errors: []int{http.StatusUnauthorized, http.StatusTooManyRequests}},
 		func(ctx context.Context, in *loginInput) (*tokensOutput, error) {
+			key := a.guard.key("login", normalLogin(in.Body.Login))
+			if err := a.admitLogin(ctx, key); err != nil {
+				return nil, err
+			}
 			m, err := a.cfg.Store.Authenticate(ctx, in.Body.Login, in.Body.Password)
+			if errors.Is(err, store.ErrBadCredentials) {
+				a.loginFailed(ctx, key, in.Body.Login)
+			}
 			if err != nil {
 				return nil, a.problem(ctx, err, "body")
 			}
+			a.loginSucceeded(ctx, key)
 			t, err := a.issue(ctx, m, "")
 			if err != nil {
 				return nil, a.problem(ctx, err, "body")
@@ -191,8 +201,9 @@ func (a *API) registerAuth() {
 	huma.Register(a.api, huma.Operation{OperationID: "refresh", Method: http.MethodPost, Path: "/auth/refresh", Tags: tags,
 		Summary: "Rotate a refresh token",
 		Description: "Exchanges a refresh token for a new pair. Each refresh token works once: presenting a rotated " +
-			"token again is taken as theft and revokes the whole session (401).",
-		Errors: []int{http.StatusUnauthorized}},
+			"token again is taken as theft and revokes the whole session (401). Refreshes are limited per client " +
+			"address (429 with Retry-After in seconds).",
+		Errors: []int{http.StatusUnauthorized, http.StatusTooManyRequests}},
 		func(ctx context.Context, in *refreshInput) (*tokensOutput, error) {
 			tok, rt, err := a.cfg.Store.RotateRefreshToken(ctx, in.Body.RefreshToken, a.cfg.RefreshTTL)
 			if errors.Is(err, store.ErrNotFound) {

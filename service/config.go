@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -56,6 +57,20 @@ type Config struct {
 	// and resumes; manual pauses judging until an operator runs `server
 	// rebuild`; off judges whatever Redis holds (the state is trusted).
 	Recovery string
+	// AuthLimits are the API's brute-force limits (see AuthLimits; unset:
+	// the defaults). DPCS_AUTH_RATE_ADDRESS (logins per client address,
+	// default 60/1m), DPCS_AUTH_RATE_LOGIN (attempts per login from all
+	// addresses, default 10/1m) and DPCS_AUTH_RATE_REFRESH (refreshes per
+	// client address, default 120/1m) are rates written N/duration;
+	// DPCS_AUTH_LOCKOUT_AFTER (consecutive failures that lock a login,
+	// default 10) and DPCS_AUTH_LOCKOUT_FOR (how long, default 15m).
+	AuthLimits AuthLimits
+	// TrustedProxies (DPCS_TRUSTED_PROXIES, comma-separated CIDRs or
+	// addresses; default none) are the reverse proxies whose
+	// X-Forwarded-For tells the client address. Without them the client
+	// address is the TCP peer's: behind a proxy, every client would share
+	// the proxy's limits.
+	TrustedProxies []netip.Prefix
 }
 
 // LoadConfig reads the configuration through getenv (os.Getenv in mains).
@@ -122,6 +137,45 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
 			errs = append(errs, fmt.Errorf("DPCS_LOG_LEVEL: %w", err))
 		}
+	}
+	for _, r := range []struct {
+		name string
+		dst  *Rate
+	}{{"DPCS_AUTH_RATE_ADDRESS", &c.AuthLimits.LoginPerAddress}, {"DPCS_AUTH_RATE_LOGIN", &c.AuthLimits.LoginPerLogin},
+		{"DPCS_AUTH_RATE_REFRESH", &c.AuthLimits.RefreshPerAddress}} {
+		if v := getenv(r.name); v != "" {
+			rate, err := ParseRate(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", r.name, err))
+			}
+			*r.dst = rate
+		}
+	}
+	if v := getenv("DPCS_AUTH_LOCKOUT_AFTER"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			errs = append(errs, fmt.Errorf("DPCS_AUTH_LOCKOUT_AFTER: want a number of failures from 1 to 1000, got %q", v))
+		}
+		c.AuthLimits.LockoutAfter = n
+	}
+	if v := getenv("DPCS_AUTH_LOCKOUT_FOR"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second || d > 24*time.Hour {
+			errs = append(errs, fmt.Errorf("DPCS_AUTH_LOCKOUT_FOR: want a duration from 1s to 24h, got %q", v))
+		}
+		c.AuthLimits.LockoutFor = d
+	}
+	for _, p := range list(getenv("DPCS_TRUSTED_PROXIES")) {
+		prefix, err := netip.ParsePrefix(p)
+		if err != nil {
+			a, aerr := netip.ParseAddr(p)
+			if aerr != nil || a.Zone() != "" {
+				errs = append(errs, fmt.Errorf("DPCS_TRUSTED_PROXIES: %q is neither a CIDR nor an address", p))
+				continue
+			}
+			prefix = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		c.TrustedProxies = append(c.TrustedProxies, prefix.Masked())
 	}
 	c.WebhookURL, c.WebhookSecret = getenv("DPCS_WEBHOOK_URL"), getenv("DPCS_WEBHOOK_SECRET")
 	if c.WebhookURL != "" && len(c.WebhookSecret) < 16 {

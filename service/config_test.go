@@ -96,3 +96,39 @@ func TestLoadConfigReplicaAck(t *testing.T) {
 		})
 	}
 }
+
+func TestLoadConfigAuthLimits(t *testing.T) {
+	c, err := LoadConfig(env(map[string]string{
+		"DPCS_AUTH_RATE_ADDRESS": "300/1m", "DPCS_AUTH_RATE_LOGIN": "5/30s", "DPCS_AUTH_RATE_REFRESH": "1000/1h",
+		"DPCS_AUTH_LOCKOUT_AFTER": "20", "DPCS_AUTH_LOCKOUT_FOR": "1h",
+		"DPCS_TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.7 ,fd00::/8,::1, 10.1.2.3/8",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := AuthLimits{LoginPerAddress: Rate{300, time.Minute}, LoginPerLogin: Rate{5, 30 * time.Second},
+		RefreshPerAddress: Rate{1000, time.Hour}, LockoutAfter: 20, LockoutFor: time.Hour}
+	if c.AuthLimits != want {
+		t.Errorf("limits %+v, want %+v", c.AuthLimits, want)
+	}
+	var proxies []string
+	for _, p := range c.TrustedProxies {
+		proxies = append(proxies, p.String())
+	}
+	if got := strings.Join(proxies, ","); got != "10.0.0.0/8,192.0.2.7/32,fd00::/8,::1/128,10.0.0.0/8" {
+		t.Errorf("proxies %s", got)
+	}
+	if c, err := LoadConfig(env(nil)); err != nil || c.AuthLimits != (AuthLimits{}) || c.TrustedProxies != nil {
+		t.Errorf("unset: %+v %v, %v (want zero limits: NewAPI's defaults)", c.AuthLimits, c.TrustedProxies, err)
+	}
+	_, err = LoadConfig(env(map[string]string{
+		"DPCS_AUTH_RATE_ADDRESS": "60", "DPCS_AUTH_RATE_LOGIN": "0/1m", "DPCS_AUTH_RATE_REFRESH": "5/forever",
+		"DPCS_AUTH_LOCKOUT_AFTER": "0", "DPCS_AUTH_LOCKOUT_FOR": "5ms", "DPCS_TRUSTED_PROXIES": "proxy.example",
+	}))
+	for _, v := range []string{"DPCS_AUTH_RATE_ADDRESS", "DPCS_AUTH_RATE_LOGIN", "DPCS_AUTH_RATE_REFRESH",
+		"DPCS_AUTH_LOCKOUT_AFTER", "DPCS_AUTH_LOCKOUT_FOR", "DPCS_TRUSTED_PROXIES"} {
+		if err == nil || !strings.Contains(err.Error(), v) {
+			t.Errorf("error %v does not name %s", err, v)
+		}
+	}
+}

@@ -305,8 +305,18 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if err != nil {
 		return nil, err
 	}
+	// Login limits: in memory (the API's default) on the embedded Redis: one
+	// process has nothing to share, and miniredis's Lua is slow and serves
+	// the quota engine. On a real Redis they are shared with other APIs.
+	var limiter AuthLimiter
+	if s.redisSrv == nil {
+		if limiter, err = NewRedisLimiter(s.rdb); err != nil {
+			return nil, err
+		}
+	}
 	if s.API, err = NewAPI(APIConfig{Store: s.Store, Engine: s.Engine, Hub: s.Hub, Inbox: inbox,
-		Wake: s.relay.Wake, Secret: secret, Logger: log}); err != nil {
+		Wake: s.relay.Wake, Secret: secret, Logger: log,
+		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies}); err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()

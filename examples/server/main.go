@@ -120,8 +120,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
+	limiter, err := service.NewRedisLimiter(rdb) // login limits shared by every API instance
+	if err != nil {
+		return err
+	}
 	api, err := service.NewAPI(service.APIConfig{Store: st, Engine: engine, Hub: hub, Inbox: inbox,
-		Wake: relay.Wake, Secret: []byte(cfg.JWTSecret), Logger: log})
+		Wake: relay.Wake, Secret: []byte(cfg.JWTSecret), Logger: log,
+		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies})
 	if err != nil {
 		return err
 	}

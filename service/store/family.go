@@ -739,16 +739,7 @@ func (s *Store) listMembers(ctx context.Context, q querier, fid int64, removed b
 // person's phone login. Unknown, removed or password-less members, wrong
 // passwords and logins of neither grammar are all ErrBadCredentials.
 func (s *Store) Authenticate(ctx context.Context, login, password string) (Member, error) {
-	var m Member
-	var err error
-	switch id, phone := loginKind(login); {
-	case phone:
-		m, err = s.MemberByPhone(ctx, login)
-	case id > 0:
-		m, err = s.member(ctx, s.db, id, "")
-	default:
-		err = notFound("login", "")
-	}
+	m, err := s.memberByLogin(ctx, login)
 	if errors.Is(err, ErrNotFound) || (err == nil && (m.DeletedAt != nil || m.hash == "")) {
 		// Spend the time of a comparison anyway, so timing does not tell
 		// unknown logins from wrong passwords.
@@ -763,6 +754,18 @@ func (s *Store) Authenticate(ctx context.Context, login, password string) (Membe
 		return Member{}, ErrBadCredentials
 	}
 	return m, nil
+}
+
+// memberByLogin finds the member a login names: a member id (decimal),
+// else a phone.
+func (s *Store) memberByLogin(ctx context.Context, login string) (Member, error) {
+	switch id, phone := loginKind(login); {
+	case phone:
+		return s.MemberByPhone(ctx, login)
+	case id > 0:
+		return s.member(ctx, s.db, id, "")
+	}
+	return Member{}, notFound("login", "")
 }
 
 // SetPassword replaces the member's password (audited as member.password,

@@ -122,6 +122,7 @@ func runSuite(t *testing.T, open opener) {
 		"LoginGrammar":  testLoginGrammar,
 		"Conflicts":     testConflicts,
 		"OwnTopUpLimit": testOwnTopUpLimit,
+		"LockoutAudit":  testLockoutAudit,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, newEnv(t, open)) })
 	}
