@@ -45,9 +45,16 @@ type APIConfig struct {
 	AccessTTL time.Duration
 	// RefreshTTL is the refresh token's lifetime. Default: 7 days.
 	RefreshTTL time.Duration
-	// PingInterval is how often an idle SSE stream sends a ping event.
-	// Default: 15 s.
+	// PingInterval is how often an idle SSE stream sends a ping event and
+	// checks its access against the store again (member removed, role
+	// changed, session ended: the stream ends). Default: 15 s.
 	PingInterval time.Duration
+	// AccessEvents carries member removals, role changes and ended sessions
+	// to every API instance, each of which ends the SSE streams they
+	// concern at once. Several instances must share one (a
+	// RedisAccessEvents); its owner closes it after the API's server.
+	// Default: NewLocalAccessEvents(), this instance only.
+	AccessEvents AccessEvents
 	// Title and Version name the OpenAPI document. Default: "DPCS API", "1.0.0".
 	Title, Version string
 }
@@ -63,12 +70,13 @@ type APIConfig struct {
 // answered inside the caller's own family (a MEMBER attempting an owner's
 // action) and on /admin routes for non-admins.
 type API struct {
-	cfg  APIConfig
-	mux  *http.ServeMux
-	api  huma.API
-	log  *slog.Logger
-	now  func() time.Time
-	wake func()
+	cfg     APIConfig
+	mux     *http.ServeMux
+	api     huma.API
+	log     *slog.Logger
+	now     func() time.Time
+	wake    func()
+	streams *liveStreams
 }
 
 // NewAPI validates cfg and registers every route.
@@ -108,11 +116,17 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	if cfg.Version == "" {
 		cfg.Version = "1.0.0"
 	}
+	if cfg.AccessEvents == nil {
+		cfg.AccessEvents = NewLocalAccessEvents()
+	}
 	cfg.Secret = append([]byte(nil), cfg.Secret...)
-	a := &API{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger, now: cfg.Clock, wake: cfg.Wake}
+	a := &API{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger, now: cfg.Clock, wake: cfg.Wake, streams: newLiveStreams()}
 	if a.wake == nil {
 		a.wake = func() {}
 	}
+	// The API lives as long as the process that made it: the subscription
+	// ends when that process closes cfg.AccessEvents.
+	cfg.AccessEvents.Subscribe(a.streams.kick)
 
 	hc := huma.DefaultConfig(cfg.Title, cfg.Version)
 	hc.CreateHooks = nil // no $schema fields / Link headers in responses
