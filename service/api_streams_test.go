@@ -175,4 +175,7 @@ func TestStreamRecheck(t *testing.T) {
 	later := f.clock().Add(DefaultAccessTTL)
 	f.now.Store(&later)
 	expiring.ended(t, "stream whose token expired by the API's clock", streamDeadline)
+	if n := f.api.streams.count(); n != 0 {
+		t.Errorf("%d streams still registered after every stream ended", n)
+	}
 }

@@ -69,13 +69,22 @@ func (a *API) IssueTokens(ctx context.Context, memberID int64) (Tokens, error) {
 	if m.DeletedAt != nil {
 		return Tokens{}, store.ErrNotFound
 	}
-	return a.issue(ctx, m, "", store.RefreshToken{})
+	return a.issue(ctx, m, "")
 }
 
-// issue mints an access token for m and, when refresh is empty, a new
+// issue starts a new session for m (login, IssueTokens): refresh must be
+// empty. A rotation continues its session with issueIn.
+func (a *API) issue(ctx context.Context, m store.Member, refresh string) (Tokens, error) {
+	if refresh != "" {
+		return Tokens{}, errors.New("service: issue starts sessions; a rotated token's goes through issueIn")
+	}
+	return a.issueIn(ctx, m, "", store.RefreshToken{})
+}
+
+// issueIn mints an access token for m and, when refresh is empty, a new
 // refresh rotation family (a session); otherwise refresh is the
 // already-rotated token rt. The access token carries the session as sid.
-func (a *API) issue(ctx context.Context, m store.Member, refresh string, rt store.RefreshToken) (Tokens, error) {
+func (a *API) issueIn(ctx context.Context, m store.Member, refresh string, rt store.RefreshToken) (Tokens, error) {
 	if refresh == "" {
 		tok, issued, err := a.cfg.Store.IssueRefreshToken(ctx, m.ID, a.cfg.RefreshTTL)
 		if err != nil {
@@ -197,7 +206,7 @@ func (a *API) registerAuth() {
 			if err != nil {
 				return nil, a.problem(ctx, err, "body")
 			}
-			t, err := a.issue(ctx, m, "", store.RefreshToken{})
+			t, err := a.issue(ctx, m, "")
 			if err != nil {
 				return nil, a.problem(ctx, err, "body")
 			}
@@ -220,7 +229,7 @@ func (a *API) registerAuth() {
 			if err != nil || m.DeletedAt != nil {
 				return nil, huma.Error401Unauthorized("unknown refresh token")
 			}
-			t, err := a.issue(ctx, m, tok, rt)
+			t, err := a.issueIn(ctx, m, tok, rt)
 			if err != nil {
 				return nil, a.problem(ctx, err, "body")
 			}
