@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -51,9 +51,16 @@ type APIConfig struct {
 	AccessTTL time.Duration
 	// RefreshTTL is the refresh token's lifetime. Default: 7 days.
 	RefreshTTL time.Duration
-	// PingInterval is how often an idle SSE stream sends a ping event.
-	// Default: 15 s.
+	// PingInterval is how often an idle SSE stream sends a ping event and
+	// checks its access against the store again (member removed, role
+	// changed, session ended: the stream ends). Default: 15 s.
 	PingInterval time.Duration
+	// AccessEvents carries member removals, role changes and ended sessions
+	// to every API instance, each of which ends the SSE streams they
+	// concern at once. Several instances must share one (a
+	// RedisAccessEvents); its owner closes it after the API's server.
+	// Default: NewLocalAccessEvents(), this instance only.
+	AccessEvents AccessEvents
 	// Title and Version name the OpenAPI document. Default: "DPCS API", "1.0.0".
 	Title, Version string
 	// OwnerTopUpMax is the most an OWNER may add to the family's pool in one
@@ -90,12 +97,13 @@ type APIConfig struct {
 // answered inside the caller's own family (a MEMBER attempting an owner's
 // action) and on /admin routes for non-admins.
 type API struct {
-	cfg  APIConfig
-	mux  *http.ServeMux
-	api  huma.API
-	log  *slog.Logger
-	now  func() time.Time
-	wake func()
+	cfg     APIConfig
+	mux     *http.ServeMux
+	api     huma.API
+	log     *slog.Logger
+	now     func() time.Time
+	wake    func()
+	streams *liveStreams
 	// guard limits /auth/token and /auth/refresh.
 	guard authGuard
 }
@@ -143,15 +151,21 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	if cfg.Version == "" {
 		cfg.Version = "1.0.0"
 	}
+	if cfg.AccessEvents == nil {
+		cfg.AccessEvents = NewLocalAccessEvents()
+	}
 	cfg.Secret = append([]byte(nil), cfg.Secret...)
 	guard, err := newAuthGuard(cfg)
 	if err != nil {
 		return nil, err
 	}
-	a := &API{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger, now: cfg.Clock, wake: cfg.Wake, guard: guard}
+	a := &API{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger, now: cfg.Clock, wake: cfg.Wake, guard: guard, streams: newLiveStreams()}
 	if a.wake == nil {
 		a.wake = func() {}
 	}
+	// The API lives as long as the process that made it: the subscription
+	// ends when that process closes cfg.AccessEvents.
+	cfg.AccessEvents.Subscribe(a.streams.kick)
 
 	hc := huma.DefaultConfig(cfg.Title, cfg.Version)
 	hc.CreateHooks = nil // no $schema fields / Link headers in responses

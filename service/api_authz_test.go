@@ -117,6 +117,35 @@ func TestAuthorizationMatrix(t *testing.T) {
 			t.Errorf("%s %s without a token: %d", r.method, r.path, resp.StatusCode)
 		}
 	}
+	// A stream opened before its access changed ends with it; the ADMIN's and
+	// the owner's streams of the family go on.
+	adminStream := f.openStream("/families/100/notifications/stream", f.token(adminID), "")
+	defer adminStream.close()
+	ownerStream := f.openStream("/families/100/notifications/stream", f.token(ownerA), "")
+	defer ownerStream.close()
+	for _, c := range []struct {
+		name         string
+		role         policy.Role
+		method, path string
+		body         any
+	}{
+		{"MEMBER removed", policy.RoleMember, http.MethodDelete, "/families/100/members/{v}", nil},
+		{"OWNER demoted", policy.RoleOwner, http.MethodPut, "/families/100/members/{v}/role", map[string]string{"role": "MEMBER"}},
+		{"MEMBER promoted", policy.RoleMember, http.MethodPut, "/families/100/members/{v}/role", map[string]string{"role": "OWNER"}},
+	} {
+		vid++
+		f.addMember(famA, vid, c.role)
+		s := f.openStream("/families/100/notifications/stream", f.token(vid), "")
+		resp, data := f.do(c.method, strings.ReplaceAll(c.path, "{v}", fmt.Sprint(vid)), f.token(ownerA), c.body)
+		if resp.StatusCode >= 300 {
+			t.Fatalf("%s: %d %s", c.name, resp.StatusCode, data)
+		}
+		s.ended(t, "stream of a "+c.name, streamDeadline)
+		s.close()
+	}
+	f.alive(t, "ADMIN's stream", adminStream)
+	f.alive(t, "OWNER's stream", ownerStream)
+
 	// a family that does not exist answers as another family does
 	f.problem(http.MethodGet, "/families/999", f.token(ownerA), nil, http.StatusNotFound, "")
 	f.problem(http.MethodGet, "/families/999", f.token(adminID), nil, http.StatusNotFound, "")
@@ -143,12 +172,12 @@ func TestAuthorizationMatrixLimits(t *testing.T) {
 	owner := f.token(ownerA)
 	// Address 192.0.2.1 spends its logins; login 1002 is locked from 192.0.2.2.
 	for range 3 {
-		if got := f.login("2002", testPassword, forwardedFrom("192.0.2.1")...); got.Status != http.StatusOK {
+		if got := f.tryLogin("2002", testPassword, forwardedFrom("192.0.2.1")...); got.Status != http.StatusOK {
 			t.Fatalf("setup login: %+v", got)
 		}
 	}
 	for range 3 {
-		f.login("1002", "wrong", forwardedFrom("192.0.2.2")...)
+		f.tryLogin("1002", "wrong", forwardedFrom("192.0.2.2")...)
 	}
 	var seq int
 	refreshBody := func() any {

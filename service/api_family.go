@@ -655,6 +655,7 @@ func (a *API) registerFamily() {
 		if err := a.cfg.Store.RemoveMember(ctx, in.FamilyID, in.CustomerID, p.actor()); err != nil {
 			return nil, a.problem(ctx, err, "path.customerId")
 		}
+		a.accessChanged(ctx, AccessEvent{Member: in.CustomerID}) // its streams end
 		if err := a.cfg.Engine.RemoveMember(ctx, in.FamilyID, in.CustomerID); err != nil {
 			return nil, a.problem(ctx, err, "path.customerId")
 		}
@@ -672,6 +673,7 @@ func (a *API) registerFamily() {
 			if err != nil {
 				return nil, a.problem(ctx, err, "body.role")
 			}
+			a.accessChanged(ctx, AccessEvent{Member: in.CustomerID}) // its streams reconnect with the new role's filter
 			return &memberOutput{Body: memberView(m)}, nil
 		})
 }

@@ -68,7 +68,7 @@ type attempt struct {
 	Body       string
 }
 
-func (f *apiFixture) login(login, password string, hdr ...string) attempt {
+func (f *apiFixture) tryLogin(login, password string, hdr ...string) attempt {
 	f.t.Helper()
 	resp, body := f.do(http.MethodPost, "/auth/token", "", map[string]string{"login": login, "password": password}, hdr...)
 	a := attempt{Status: resp.StatusCode, RetryAfter: resp.Header.Get("Retry-After")}
@@ -93,25 +93,25 @@ func TestLoginLockout(t *testing.T) {
 		c.Limits = AuthLimits{LoginPerLogin: Rate{1000, time.Minute}, LockoutAfter: 5, LockoutFor: 15 * time.Minute}
 	})
 	for i := range 4 {
-		if got := f.login("1001", "wrong"); got.Status != http.StatusUnauthorized {
+		if got := f.tryLogin("1001", "wrong"); got.Status != http.StatusUnauthorized {
 			t.Fatalf("failure %d: %+v", i+1, got)
 		}
 	}
-	if got := f.login("1001", testPassword); got.Status != http.StatusOK {
+	if got := f.tryLogin("1001", testPassword); got.Status != http.StatusOK {
 		t.Fatalf("right password after 4 failures: %+v", got)
 	}
 	for i := range 4 { // the success reset the count
-		if got := f.login("1001", "wrong"); got.Status != http.StatusUnauthorized {
+		if got := f.tryLogin("1001", "wrong"); got.Status != http.StatusUnauthorized {
 			t.Fatalf("failure %d after a success: %+v", i+1, got)
 		}
 	}
 	if rows, _ := f.store.AuditLog(context.Background(), store.AuditFilter{Action: store.ActionLockout}); len(rows) != 0 {
 		t.Fatalf("audited a lockout before one: %+v", rows)
 	}
-	if got := f.login("1001", "wrong"); got.Status != http.StatusUnauthorized {
+	if got := f.tryLogin("1001", "wrong"); got.Status != http.StatusUnauthorized {
 		t.Fatalf("5th failure: %+v", got)
 	}
-	got := f.login("1001", testPassword)
+	got := f.tryLogin("1001", testPassword)
 	if got.Status != http.StatusTooManyRequests || got.RetryAfter != "900" {
 		t.Fatalf("right password while locked: %+v, want 429 with Retry-After 900", got)
 	}
@@ -137,11 +137,11 @@ func TestLoginLockout(t *testing.T) {
 	}
 
 	f.advance(15*time.Minute - time.Second)
-	if got := f.login("+01001", testPassword); got.Status != http.StatusTooManyRequests || got.RetryAfter != "1" {
+	if got := f.tryLogin("+01001", testPassword); got.Status != http.StatusTooManyRequests || got.RetryAfter != "1" {
 		t.Fatalf("another spelling of the login, 1 s before the end: %+v", got)
 	}
 	f.advance(time.Second)
-	if got := f.login("1001", testPassword); got.Status != http.StatusOK {
+	if got := f.tryLogin("1001", testPassword); got.Status != http.StatusOK {
 		t.Fatalf("after the lockout: %+v", got)
 	}
 }
@@ -156,7 +156,7 @@ func TestLoginUnknownAnswersAsWrongPassword(t *testing.T) {
 	answers := func(login, password string) []attempt {
 		var out []attempt
 		for range 5 {
-			out = append(out, f.login(login, password))
+			out = append(out, f.tryLogin(login, password))
 		}
 		return out
 	}
@@ -191,11 +191,11 @@ func TestLoginLimitsIndependent(t *testing.T) {
 			a, b := forwardedFrom("198.51.100.1"), forwardedFrom("2001:db8:1:2::7")
 			b2 := forwardedFrom("2001:db8:1:2::8") // the same /64
 			for i := range 3 {
-				if got := f.login("1002", testPassword, a...); got.Status != http.StatusOK {
+				if got := f.tryLogin("1002", testPassword, a...); got.Status != http.StatusOK {
 					t.Fatalf("login %d from a: %+v", i+1, got)
 				}
 			}
-			got := f.login("1002", testPassword, a...)
+			got := f.tryLogin("1002", testPassword, a...)
 			if got.Status != http.StatusTooManyRequests || got.RetryAfter != "20" || !strings.Contains(got.Body, "address") {
 				t.Fatalf("4th login from a: %+v, want 429 after 20 s", got)
 			}
@@ -203,23 +203,23 @@ func TestLoginLimitsIndependent(t *testing.T) {
 			if !trusted { // every request is the proxy's: b is a
 				wantB = http.StatusTooManyRequests
 			}
-			if got := f.login("1002", testPassword, b...); got.Status != wantB {
+			if got := f.tryLogin("1002", testPassword, b...); got.Status != wantB {
 				t.Fatalf("login from b: %+v, want %d", got, wantB)
 			}
 			if !trusted {
 				return
 			}
 			c := forwardedFrom("192.0.2.50")
-			f.login("1003", "wrong", c...)
-			f.login("1003", "wrong", c...)
-			if got := f.login("1003", testPassword, b...); got.Status != http.StatusTooManyRequests || strings.Contains(got.Body, "address") {
+			f.tryLogin("1003", "wrong", c...)
+			f.tryLogin("1003", "wrong", c...)
+			if got := f.tryLogin("1003", testPassword, b...); got.Status != http.StatusTooManyRequests || strings.Contains(got.Body, "address") {
 				t.Fatalf("locked login from b: %+v", got)
 			}
-			if got := f.login("1001", testPassword, b...); got.Status != http.StatusOK {
+			if got := f.tryLogin("1001", testPassword, b...); got.Status != http.StatusOK {
 				t.Fatalf("another login from b: %+v", got)
 			}
 			// b2 is b's /64: b has used its 3 logins.
-			if got := f.login("1001", testPassword, b2...); got.Status != http.StatusTooManyRequests {
+			if got := f.tryLogin("1001", testPassword, b2...); got.Status != http.StatusTooManyRequests {
 				t.Fatalf("4th login from b's /64: %+v", got)
 			}
 		})
@@ -278,12 +278,12 @@ func TestLoginLimitsOnRedis(t *testing.T) {
 		c.Limits = AuthLimits{LoginPerLogin: Rate{1000, time.Minute}, LockoutAfter: 3, LockoutFor: time.Minute}
 	})
 	for range 3 {
-		f.login("1001", "wrong")
+		f.tryLogin("1001", "wrong")
 	}
-	if got := f.login("1001", testPassword); got.Status != http.StatusTooManyRequests || got.RetryAfter != "60" {
+	if got := f.tryLogin("1001", testPassword); got.Status != http.StatusTooManyRequests || got.RetryAfter != "60" {
 		t.Fatalf("right password while locked: %+v", got)
 	}
-	if got := f.login("1002", testPassword); got.Status != http.StatusOK {
+	if got := f.tryLogin("1002", testPassword); got.Status != http.StatusOK {
 		t.Fatalf("another login: %+v", got)
 	}
 	for _, k := range mr.Keys() {
@@ -292,7 +292,7 @@ func TestLoginLimitsOnRedis(t *testing.T) {
 		}
 	}
 	mr.FastForward(time.Minute)
-	if got := f.login("1001", testPassword); got.Status != http.StatusOK {
+	if got := f.tryLogin("1001", testPassword); got.Status != http.StatusOK {
 		t.Fatalf("after the lockout: %+v", got)
 	}
 }

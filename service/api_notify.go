@@ -11,6 +11,7 @@ import (
 	"github.com/danielgtaylor/huma/v2/sse"
 
 	"github.com/dabom/dpcs/notify"
+	"github.com/dabom/dpcs/service/store"
 )
 
 func viewer(p Principal) notify.Filter {
@@ -130,8 +131,22 @@ func (a *API) streamAuthz(ctx huma.Context, p Principal) bool {
 // the live ones of the hub (subscribed first, so nothing falls between the
 // two; ids already sent are skipped), with a ping at once and every
 // PingInterval.
+//
+// The stream lasts as long as the access that opened it: it ends when the
+// access token expires, and when a re-check finds its member removed, its
+// role or family changed or its session ended. A re-check runs at every
+// ping and whenever an AccessEvent concerns the stream; the stream is
+// registered for those before its first re-check, so a change committed
+// while it opened is not missed either.
 func (a *API) stream(ctx context.Context, in *streamInput, send sse.Sender) {
 	p, _ := principalFrom(ctx)
+	live, closeLive := a.streams.open(p.ID, p.session)
+	defer closeLive()
+	if !a.streamAccess(ctx, p) {
+		return
+	}
+	expiry := time.NewTimer(p.expires.Sub(a.now()))
+	defer expiry.Stop()
 	sub, err := a.cfg.Hub.Subscribe(in.FamilyID, viewer(p))
 	if err != nil {
 		a.log.WarnContext(ctx, "api: subscribe", "family", in.FamilyID, "err", err)
@@ -180,9 +195,34 @@ func (a *API) stream(ctx context.Context, in *streamInput, send sse.Sender) {
 				last = m.ID
 			}
 		case <-tick.C:
-			if send(sse.Message{Data: Ping{At: a.now()}}) != nil {
+			if !a.streamAccess(ctx, p) || send(sse.Message{Data: Ping{At: a.now()}}) != nil {
 				return
 			}
+		case <-live.recheck:
+			if !a.streamAccess(ctx, p) {
+				return
+			}
+		case <-expiry.C:
+			return // the client reconnects with a fresh token
 		}
 	}
+}
+
+// streamAccess reports whether the access that opened a stream still holds:
+// its token has not expired, its member is neither removed nor of another
+// family or role, its session is live. A store failure keeps the stream
+// (its token's expiry still ends it): ending every stream while the store is
+// down would only have them reconnect into 503s.
+func (a *API) streamAccess(ctx context.Context, p Principal) bool {
+	if !a.now().Before(p.expires) {
+		return false
+	}
+	m, live, err := a.cfg.Store.MemberSession(ctx, p.ID, p.session)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		if ctx.Err() == nil {
+			a.log.WarnContext(ctx, "api: stream access re-check failed; the stream goes on", "member", p.ID, "err", err)
+		}
+		return true
+	}
+	return err == nil && live && m.DeletedAt == nil && m.FamilyID == p.FamilyID && m.Role == p.Role
 }

@@ -43,6 +43,8 @@ type apiFixture struct {
 	engine *quota.Engine
 	hub    *notify.Hub
 	inbox  *notify.SQLInbox
+	mr     *miniredis.Miniredis
+	rdb    *redis.Client
 	now    atomic.Pointer[time.Time]
 	wakes  atomic.Int64
 	seq    atomic.Int64
@@ -51,11 +53,17 @@ type apiFixture struct {
 
 func (f *apiFixture) clock() time.Time { return *f.now.Load() }
 
-func newAPIFixture(t *testing.T) *apiFixture { t.Helper(); return newAPIFixtureWith(t, nil) }
-
-// newAPIFixtureWith is newAPIFixture with the API's config changed by mod
-// (if not nil) before NewAPI.
 func newAPIFixtureWith(t *testing.T, mod func(*APIConfig)) *apiFixture {
+	t.Helper()
+	if mod == nil {
+		return newAPIFixture(t)
+	}
+	return newAPIFixture(t, mod)
+}
+
+// newAPIFixture serves an API on SQLite and miniredis with two families;
+// opts change its APIConfig.
+func newAPIFixture(t *testing.T, opts ...func(*APIConfig)) *apiFixture {
 	t.Helper()
 	ctx := context.Background()
 	f := &apiFixture{t: t, tokens: map[int64]string{}}
@@ -80,10 +88,10 @@ func newAPIFixtureWith(t *testing.T, mod func(*APIConfig)) *apiFixture {
 	if err := f.inbox.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	if f.engine, err = quota.New(rdb, quota.WithClock(f.clock)); err != nil {
+	f.mr = miniredis.RunT(t)
+	f.rdb = redis.NewClient(&redis.Options{Addr: f.mr.Addr()})
+	t.Cleanup(func() { f.rdb.Close() })
+	if f.engine, err = quota.New(f.rdb, quota.WithClock(f.clock)); err != nil {
 		t.Fatal(err)
 	}
 	if f.hub, err = notify.NewHub(); err != nil {
@@ -93,8 +101,8 @@ func newAPIFixtureWith(t *testing.T, mod func(*APIConfig)) *apiFixture {
 	cfg := APIConfig{Store: f.store, Engine: f.engine, Hub: f.hub, Inbox: f.inbox,
 		Secret: []byte("0123456789abcdef0123456789abcdef"), Clock: f.clock, Wake: func() { f.wakes.Add(1) },
 		PingInterval: 50 * time.Millisecond}
-	if mod != nil {
-		mod(&cfg)
+	for _, o := range opts {
+		o(&cfg)
 	}
 	f.api, err = NewAPI(cfg)
 	if err != nil {
@@ -517,13 +525,19 @@ func (s *sseStream) next(t *testing.T, name string) sseEvent {
 // subscription is live and any resumed backlog was sent (returned first).
 func (f *apiFixture) openStream(path, token, lastID string) *sseStream {
 	f.t.Helper()
+	return f.openStreamAt(f.srv, path, token, lastID)
+}
+
+// openStreamAt is openStream on the API instance srv serves.
+func (f *apiFixture) openStreamAt(srv *httptest.Server, path, token, lastID string) *sseStream {
+	f.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.srv.URL+path, nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
-	resp, err := f.srv.Client().Do(req)
+	resp, err := srv.Client().Do(req)
 	if err != nil {
 		cancel()
 		f.t.Fatal(err)

@@ -18,10 +18,12 @@ import (
 const tokenIssuer = "dpcs"
 
 // accessClaims are the claims of an access token: sub is the member id, fam
-// the family id (0 for ADMIN), role the member's role when it was issued.
+// the family id (0 for ADMIN), role the member's role when it was issued,
+// sid the session (the refresh token rotation family) it was issued in.
 type accessClaims struct {
 	Fam  int64  `json:"fam"`
 	Role string `json:"role"`
+	Sid  string `json:"sid"`
 	jwt.RegisteredClaims
 }
 
@@ -30,6 +32,10 @@ type Principal struct {
 	ID       int64
 	FamilyID int64 // 0 for ADMIN
 	Role     policy.Role
+	// session and expires are those of the access token: a stream opened
+	// with it ends when either ends.
+	session string
+	expires time.Time
 }
 
 func (p Principal) actor() store.Actor { return store.Actor{ID: p.ID, Role: p.Role} }
@@ -66,28 +72,37 @@ func (a *API) IssueTokens(ctx context.Context, memberID int64) (Tokens, error) {
 	return a.issue(ctx, m, "")
 }
 
-// issue mints an access token for m and, when refresh is empty, a new
-// refresh rotation family; otherwise refresh is the already-rotated token.
+// issue starts a new session for m (login, IssueTokens): refresh must be
+// empty. A rotation continues its session with issueIn.
 func (a *API) issue(ctx context.Context, m store.Member, refresh string) (Tokens, error) {
-	var exp time.Time
+	if refresh != "" {
+		return Tokens{}, errors.New("service: issue starts sessions; a rotated token's goes through issueIn")
+	}
+	return a.issueIn(ctx, m, "", store.RefreshToken{})
+}
+
+// issueIn mints an access token for m and, when refresh is empty, a new
+// refresh rotation family (a session); otherwise refresh is the
+// already-rotated token rt. The access token carries the session as sid.
+func (a *API) issueIn(ctx context.Context, m store.Member, refresh string, rt store.RefreshToken) (Tokens, error) {
 	if refresh == "" {
-		tok, rt, err := a.cfg.Store.IssueRefreshToken(ctx, m.ID, a.cfg.RefreshTTL)
+		tok, issued, err := a.cfg.Store.IssueRefreshToken(ctx, m.ID, a.cfg.RefreshTTL)
 		if err != nil {
 			return Tokens{}, err
 		}
-		refresh, exp = tok, rt.ExpiresAt
+		refresh, rt = tok, issued
 	}
-	access, err := a.signAccess(m)
+	access, err := a.signAccess(m, rt.RotationID)
 	if err != nil {
 		return Tokens{}, err
 	}
 	return Tokens{AccessToken: access, TokenType: "Bearer", ExpiresIn: int64(a.cfg.AccessTTL / time.Second),
-		RefreshToken: refresh, RefreshExpiresAt: exp, MemberID: m.ID, FamilyID: m.FamilyID, Role: m.Role}, nil
+		RefreshToken: refresh, RefreshExpiresAt: rt.ExpiresAt, MemberID: m.ID, FamilyID: m.FamilyID, Role: m.Role}, nil
 }
 
-func (a *API) signAccess(m store.Member) (string, error) {
+func (a *API) signAccess(m store.Member, session string) (string, error) {
 	now := a.now()
-	c := accessClaims{Fam: m.FamilyID, Role: string(m.Role), RegisteredClaims: jwt.RegisteredClaims{
+	c := accessClaims{Fam: m.FamilyID, Role: string(m.Role), Sid: session, RegisteredClaims: jwt.RegisteredClaims{
 		Issuer:    tokenIssuer,
 		Subject:   strconv.FormatInt(m.ID, 10),
 		IssuedAt:  jwt.NewNumericDate(now),
@@ -96,26 +111,31 @@ func (a *API) signAccess(m store.Member) (string, error) {
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(a.cfg.Secret)
 }
 
-// verify checks an access token: HS256 only, issuer, expiry by the API's clock.
-func (a *API) verify(token string) (int64, error) {
+// verify checks an access token: HS256 only, issuer, expiry by the API's
+// clock, a session. It returns the member id and the token's claims.
+func (a *API) verify(token string) (int64, accessClaims, error) {
 	var c accessClaims
 	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return a.cfg.Secret, nil },
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithIssuer(tokenIssuer),
 		jwt.WithExpirationRequired(), jwt.WithTimeFunc(a.now))
 	if err != nil {
-		return 0, err
+		return 0, accessClaims{}, err
 	}
 	id, err := strconv.ParseInt(c.Subject, 10, 64)
 	if err != nil || id <= 0 {
-		return 0, errors.New("bad subject")
+		return 0, accessClaims{}, errors.New("bad subject")
 	}
-	return id, nil
+	if c.Sid == "" {
+		return 0, accessClaims{}, errors.New("no session")
+	}
+	return id, c, nil
 }
 
 // authenticate is the huma middleware checking the bearer token of every
 // operation that declares the bearer scheme. The caller's family and role are
-// read from the store, so a removed member is refused at once and a role change
-// takes effect without waiting for the token to expire.
+// read from the store with its session (one query), so a removed member or an
+// ended session (logout, refresh-token reuse) is refused at once and a role
+// change takes effect without waiting for the token to expire.
 func (a *API) authenticate(ctx huma.Context, next func(huma.Context)) {
 	if len(ctx.Operation().Security) == 0 {
 		next(ctx)
@@ -131,12 +151,12 @@ func (a *API) authenticate(ctx huma.Context, next func(huma.Context)) {
 		fail("missing bearer token")
 		return
 	}
-	id, err := a.verify(strings.TrimSpace(tok))
+	id, claims, err := a.verify(strings.TrimSpace(tok))
 	if err != nil {
 		fail("invalid or expired access token")
 		return
 	}
-	m, err := a.cfg.Store.MemberByID(ctx.Context(), id)
+	m, live, err := a.cfg.Store.MemberSession(ctx.Context(), id, claims.Sid)
 	if err != nil || m.DeletedAt != nil {
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			a.log.ErrorContext(ctx.Context(), "api: authenticate", "err", err)
@@ -146,7 +166,11 @@ func (a *API) authenticate(ctx huma.Context, next func(huma.Context)) {
 		fail("the token's member no longer exists")
 		return
 	}
-	p := Principal{ID: m.ID, FamilyID: m.FamilyID, Role: m.Role}
+	if !live {
+		fail("the token's session has ended")
+		return
+	}
+	p := Principal{ID: m.ID, FamilyID: m.FamilyID, Role: m.Role, session: claims.Sid, expires: claims.ExpiresAt.Time}
 	if ctx.Operation().OperationID == streamOperation && !a.streamAuthz(ctx, p) {
 		return
 	}
@@ -205,7 +229,7 @@ func (a *API) registerAuth() {
 			"address (429 with Retry-After in seconds).",
 		Errors: []int{http.StatusUnauthorized, http.StatusTooManyRequests}},
 		func(ctx context.Context, in *refreshInput) (*tokensOutput, error) {
-			tok, rt, err := a.cfg.Store.RotateRefreshToken(ctx, in.Body.RefreshToken, a.cfg.RefreshTTL)
+			tok, rt, err := a.rotate(ctx, in.Body.RefreshToken)
 			if errors.Is(err, store.ErrNotFound) {
 				return nil, huma.Error401Unauthorized("unknown refresh token")
 			}
@@ -216,7 +240,7 @@ func (a *API) registerAuth() {
 			if err != nil || m.DeletedAt != nil {
 				return nil, huma.Error401Unauthorized("unknown refresh token")
 			}
-			t, err := a.issue(ctx, m, tok)
+			t, err := a.issueIn(ctx, m, tok, rt)
 			if err != nil {
 				return nil, a.problem(ctx, err, "body")
 			}
@@ -224,11 +248,42 @@ func (a *API) registerAuth() {
 			return &tokensOutput{CacheControl: "no-store", Body: t}, nil
 		})
 	huma.Register(a.api, huma.Operation{OperationID: "logout", Method: http.MethodPost, Path: "/auth/logout", Tags: tags,
-		Summary: "Log out", Description: "Revokes the refresh token's session.", DefaultStatus: http.StatusNoContent},
+		Summary: "Log out", Description: "Revokes the refresh token's session: its access tokens are refused and its " +
+			"notification streams end, on every API instance.", DefaultStatus: http.StatusNoContent},
 		func(ctx context.Context, in *refreshInput) (*struct{}, error) {
-			if err := a.cfg.Store.RevokeRefreshToken(ctx, in.Body.RefreshToken); err != nil && !errors.Is(err, store.ErrNotFound) {
+			rt, err := a.cfg.Store.RevokeRefreshToken(ctx, in.Body.RefreshToken)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				return nil, a.problem(ctx, err, "body.refreshToken")
+			}
+			if err == nil {
+				a.accessChanged(ctx, AccessEvent{Member: rt.CustomerID, Session: rt.RotationID})
 			}
 			return nil, nil
 		})
 }
+
+// rotate is Store.RotateRefreshToken; a reuse, which revokes the session,
+// also ends that session's streams on every instance.
+func (a *API) rotate(ctx context.Context, token string) (string, store.RefreshToken, error) {
+	tok, rt, err := a.cfg.Store.RotateRefreshToken(ctx, token, a.cfg.RefreshTTL)
+	if reused, ok := errors.AsType[*store.TokenReusedError](err); ok {
+		a.accessChanged(ctx, AccessEvent{Member: reused.CustomerID, Session: reused.RotationID})
+	}
+	return tok, rt, err
+}
+
+// accessChanged publishes e once the store committed the change: this
+// instance's streams are told at once, the other instances' through
+// AccessEvents (when that fails, their periodic re-check ends the streams).
+// It runs to the end even if the client has gone.
+func (a *API) accessChanged(ctx context.Context, e AccessEvent) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), accessPublishTimeout)
+	defer cancel()
+	if err := a.cfg.AccessEvents.Publish(ctx, e); err != nil {
+		a.log.WarnContext(ctx, "api: access event not published; other instances' streams end at their next re-check",
+			"member", e.Member, "err", err)
+	}
+}
+
+// accessPublishTimeout bounds publishing one AccessEvent.
+const accessPublishTimeout = 2 * time.Second

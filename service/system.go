@@ -133,6 +133,7 @@ type System struct {
 	redisSrv  *miniredis.Miniredis
 	stopClock func() // the embedded Redis's TTL clock
 	rdb       redis.UniversalClient
+	access    *RedisAccessEvents
 	workers   *Workers
 	producer  *kgo.Client
 	publisher *simulate.Publisher
@@ -314,8 +315,11 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 			return nil, err
 		}
 	}
+	if s.access, err = NewRedisAccessEvents(ctx, s.rdb, "", log); err != nil {
+		return nil, err
+	}
 	if s.API, err = NewAPI(APIConfig{Store: s.Store, Engine: s.Engine, Hub: s.Hub, Inbox: inbox,
-		Wake: s.relay.Wake, Secret: secret, Logger: log,
+		Wake: s.relay.Wake, Secret: secret, Logger: log, AccessEvents: s.access,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies}); err != nil {
 		return nil, err
 	}
@@ -473,6 +477,9 @@ func (s *System) close(ctx context.Context) error {
 	}
 	for _, srv := range s.servers {
 		errs = append(errs, srv.Shutdown(ctx))
+	}
+	if s.access != nil {
+		errs = append(errs, s.access.Close())
 	}
 	if s.cancel != nil {
 		s.cancel()

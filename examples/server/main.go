@@ -124,8 +124,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
+	// Member removals, role changes and ended sessions reach every API
+	// instance's SSE streams over Redis pub/sub.
+	access, err := service.NewRedisAccessEvents(ctx, rdb, "", log)
+	if err != nil {
+		return err
+	}
+	defer access.Close()
 	api, err := service.NewAPI(service.APIConfig{Store: st, Engine: engine, Hub: hub, Inbox: inbox,
-		Wake: relay.Wake, Secret: []byte(cfg.JWTSecret), Logger: log,
+		Wake: relay.Wake, Secret: []byte(cfg.JWTSecret), Logger: log, AccessEvents: access,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies})
 	if err != nil {
 		return err

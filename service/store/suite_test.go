@@ -247,12 +247,15 @@ func testMembers(t *testing.T, e *env) {
 	wantErr(t, "SetRole other family", err, store.ErrNotFound)
 
 	// Soft delete: gone from lists and logins, phone reusable, history kept.
-	tok, _, err := e.s.IssueRefreshToken(e.ctx, 11, time.Hour)
+	tok, trt, err := e.s.IssueRefreshToken(e.ctx, 11, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := e.s.RemoveMember(e.ctx, 1, 11, owner); err != nil {
 		t.Fatal(err)
+	}
+	if m, live, err := e.s.MemberSession(e.ctx, 11, trt.RotationID); err != nil || live || m.DeletedAt == nil {
+		t.Errorf("MemberSession(removed) = %+v, live %v, %v", m, live, err)
 	}
 	wantErr(t, "remove twice", e.s.RemoveMember(e.ctx, 1, 11, owner), store.ErrNotFound)
 	_, err = e.s.GetMember(e.ctx, 1, 11)
@@ -722,9 +725,27 @@ func testRefreshTokens(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Reusing t1 (stolen) revokes the whole family, including the current t3.
+	live := func(what string, cid int64, rotation string, want bool) {
+		t.Helper()
+		m, got, err := e.s.MemberSession(e.ctx, cid, rotation)
+		if err != nil || m.ID != cid || got != want {
+			t.Errorf("%s: MemberSession(%d, %s) = %d, %v, %v; want live %v", what, cid, rotation, m.ID, got, err, want)
+		}
+	}
+	live("rotated session", 11, rt.RotationID, true)
+	live("another member's session", 12, rt.RotationID, false)
+	live("unknown session", 11, "nope", false)
+	_, _, err = e.s.MemberSession(e.ctx, 404, rt.RotationID)
+	wantErr(t, "session of an unknown member", err, store.ErrNotFound)
+	// Reusing t1 (stolen) revokes the whole family, including the current t3,
+	// and names the session it revoked.
 	_, _, err = e.s.RotateRefreshToken(e.ctx, t1, time.Hour)
 	wantErr(t, "reuse", err, store.ErrTokenReused)
+	var reused *store.TokenReusedError
+	if !errors.As(err, &reused) || reused.CustomerID != 11 || reused.RotationID != rt.RotationID {
+		t.Errorf("reuse error %#v, want customer 11 rotation %s", err, rt.RotationID)
+	}
+	live("session after reuse", 11, rt.RotationID, false)
 	_, _, err = e.s.RotateRefreshToken(e.ctx, t3, time.Hour)
 	wantErr(t, "current token after reuse", err, store.ErrTokenReused)
 	_, _, err = e.s.RotateRefreshToken(e.ctx, "nope", time.Hour)
@@ -743,17 +764,21 @@ func testRefreshTokens(t *testing.T, e *env) {
 	wantErr(t, "expired", err, store.ErrTokenExpired)
 
 	// Logout revokes a family; RevokeMemberTokens all of them.
-	t4, _, _ := e.s.IssueRefreshToken(e.ctx, 12, time.Hour)
-	if err := e.s.RevokeRefreshToken(e.ctx, t4); err != nil {
-		t.Fatal(err)
+	t4, rt4, _ := e.s.IssueRefreshToken(e.ctx, 12, time.Hour)
+	live("new session", 12, rt4.RotationID, true)
+	if got, err := e.s.RevokeRefreshToken(e.ctx, t4); err != nil || got.CustomerID != 12 || got.RotationID != rt4.RotationID || got.ID != rt4.ID {
+		t.Fatalf("RevokeRefreshToken = %+v, %v; want %+v", got, err, rt4)
 	}
+	live("session after logout", 12, rt4.RotationID, false)
 	_, _, err = e.s.RotateRefreshToken(e.ctx, t4, time.Hour)
 	wantErr(t, "revoked", err, store.ErrTokenReused)
-	wantErr(t, "revoke unknown", e.s.RevokeRefreshToken(e.ctx, "nope"), store.ErrNotFound)
-	t5, _, _ := e.s.IssueRefreshToken(e.ctx, 12, time.Hour)
+	_, err = e.s.RevokeRefreshToken(e.ctx, "nope")
+	wantErr(t, "revoke unknown", err, store.ErrNotFound)
+	t5, rt5, _ := e.s.IssueRefreshToken(e.ctx, 12, time.Hour)
 	if err := e.s.RevokeMemberTokens(e.ctx, 12); err != nil {
 		t.Fatal(err)
 	}
+	live("session after RevokeMemberTokens", 12, rt5.RotationID, false)
 	_, _, err = e.s.RotateRefreshToken(e.ctx, t5, time.Hour)
 	wantErr(t, "member tokens revoked", err, store.ErrTokenReused)
 	n, err := e.s.PruneRefreshTokens(e.ctx, e.clk.Now().Add(45*time.Minute))

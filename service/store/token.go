@@ -83,11 +83,27 @@ func (s *Store) insertToken(ctx context.Context, q querier, cid int64, rotation 
 	return token, rt, nil
 }
 
+// TokenReusedError is RotateRefreshToken's ErrTokenReused: it names the
+// session (rotation family) the reuse revoked, so the caller can end what
+// that session still has open.
+type TokenReusedError struct {
+	CustomerID int64
+	RotationID string
+}
+
+func (e *TokenReusedError) Error() string {
+	return fmt.Sprintf("%v: rotation family %s revoked", ErrTokenReused, e.RotationID)
+}
+
+// Unwrap makes errors.Is(err, ErrTokenReused) hold.
+func (e *TokenReusedError) Unwrap() error { return ErrTokenReused }
+
 // RotateRefreshToken exchanges token for a new one of the same rotation
 // family, valid for ttl, and marks token used. Errors: ErrNotFound (unknown
-// token, or its member was removed), ErrTokenExpired, and ErrTokenReused when
-// token was already rotated or revoked — then every token of its rotation
-// family is revoked (seed 002: a stolen token's reuse ends the session).
+// token, or its member was removed), ErrTokenExpired, and ErrTokenReused (a
+// *TokenReusedError) when token was already rotated or revoked — then every
+// token of its rotation family is revoked (seed 002: a stolen token's reuse
+// ends the session).
 func (s *Store) RotateRefreshToken(ctx context.Context, token string, ttl time.Duration) (string, RefreshToken, error) {
 	if ttl <= 0 {
 		return "", RefreshToken{}, invalid("ttl", "must be > 0")
@@ -112,7 +128,7 @@ func (s *Store) RotateRefreshToken(ctx context.Context, token string, ttl time.D
 			if err := s.revokeRotation(ctx, tx, rot, now); err != nil {
 				return err
 			}
-			reused = fmt.Errorf("%w: rotation family %s revoked", ErrTokenReused, rot)
+			reused = &TokenReusedError{CustomerID: cid, RotationID: rot}
 			return nil // commit the revocation
 		}
 		if !now.Before(exp.Time) {
@@ -134,7 +150,7 @@ func (s *Store) RotateRefreshToken(ctx context.Context, token string, ttl time.D
 			if err := s.revokeRotation(ctx, tx, rot, now); err != nil {
 				return err
 			}
-			reused = fmt.Errorf("%w: rotation family %s revoked", ErrTokenReused, rot)
+			reused = &TokenReusedError{CustomerID: cid, RotationID: rot}
 			return nil
 		}
 		next, rt, err = s.insertToken(ctx, tx, cid, rot, ttl)
@@ -156,19 +172,48 @@ func (s *Store) revokeRotation(ctx context.Context, q querier, rotation string, 
 	return nil
 }
 
-// RevokeRefreshToken revokes token's whole rotation family (logout).
+// RevokeRefreshToken revokes token's whole rotation family (logout) and
+// returns the revoked token (CustomerID and RotationID name the session).
 // Unknown tokens are ErrNotFound.
-func (s *Store) RevokeRefreshToken(ctx context.Context, token string) error {
-	var rot string
-	err := s.db.QueryRowContext(ctx, `SELECT rotation_id FROM refresh_token WHERE token_hash = ?`, hashToken(token)).Scan(&rot)
+func (s *Store) RevokeRefreshToken(ctx context.Context, token string) (RefreshToken, error) {
+	var rt RefreshToken
+	var created, exp sqldialect.NullTime
+	err := s.db.QueryRowContext(ctx, `SELECT id, customer_id, rotation_id, created_at, expires_at FROM refresh_token WHERE token_hash = ?`,
+		hashToken(token)).Scan(&rt.ID, &rt.CustomerID, &rt.RotationID, &created, &exp)
 	if errors.Is(err, sql.ErrNoRows) {
-		return notFound("refresh token", "")
+		return RefreshToken{}, notFound("refresh token", "")
 	}
 	if err != nil {
-		return dbErr("revoke refresh token", err)
+		return RefreshToken{}, dbErr("revoke refresh token", err)
 	}
-	return s.revokeRotation(ctx, s.db, rot, s.now())
+	rt.CreatedAt, rt.ExpiresAt = created.Time, exp.Time
+	return rt, s.revokeRotation(ctx, s.db, rt.RotationID, s.now())
 }
+
+// MemberSession returns member cid as MemberByID does (removed members
+// included, DeletedAt set) and whether its session rotation is live: some
+// refresh token of that rotation family belongs to cid and is not revoked.
+// Logout, a reuse, RevokeMemberTokens and RemoveMember end a session; so
+// does pruning all of its tokens. One query, served by the rotation_id index.
+func (s *Store) MemberSession(ctx context.Context, cid int64, rotation string) (Member, bool, error) {
+	var live bool
+	m, err := scanMember(rowScanner(func(dest ...any) error {
+		return s.db.QueryRowContext(ctx, `SELECT `+memberCols+`, EXISTS (SELECT 1 FROM refresh_token r WHERE r.rotation_id = ? AND r.customer_id = members.id AND r.revoked_at IS NULL)
+FROM members WHERE id = ?`, rotation, cid).Scan(append(dest, &live)...)
+	}))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Member{}, false, notFound("member", cid)
+	}
+	if err != nil {
+		return Member{}, false, dbErr("member session", err)
+	}
+	return m, live, nil
+}
+
+// rowScanner adapts a Scan function to scanMember.
+type rowScanner func(dest ...any) error
+
+func (f rowScanner) Scan(dest ...any) error { return f(dest...) }
 
 // RevokeMemberTokens revokes every refresh token of member cid (logout
 // everywhere, password change).

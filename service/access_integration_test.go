@@ -1,0 +1,20 @@
+//go:build integration
+
+package service
+
+import (
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestRedisAccessEventsOnRealRedis: access events cross between two
+// instances' clients on a real redis-server and on a 3-node Redis Cluster
+// (PUBLISH on one node reaches a subscriber on another).
+func TestRedisAccessEventsOnRealRedis(t *testing.T) {
+	for name, open := range map[string]func(*testing.T) redis.UniversalClient{"redis": realRedis, "cluster": realCluster} {
+		t.Run(name, func(t *testing.T) {
+			accessEventsSuite(t, newRedisBus(t, open(t)), newRedisBus(t, open(t)))
+		})
+	}
+}
