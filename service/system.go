@@ -409,7 +409,7 @@ func (s *System) serve(addr string, h http.Handler) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := NewHTTPServer(h, HTTPServerConfig{Logger: s.log})
 	s.servers = append(s.servers, srv)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -419,19 +419,28 @@ func (s *System) serve(addr string, h http.Handler) (string, error) {
 	return ln.Addr().String(), nil
 }
 
+// ready answers /readyz, which anyone reaching the address may call: it
+// names what is not ready but never the raw error (addresses, driver
+// messages), which goes to the log.
 func (s *System) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
+	notReady := func(what string, err error) {
+		if err != nil {
+			s.log.WarnContext(ctx, "readyz: not ready", "what", what, "err", err)
+		}
+		http.Error(w, "not ready: "+what, http.StatusServiceUnavailable)
+	}
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
-		http.Error(w, "redis: "+err.Error(), http.StatusServiceUnavailable)
+		notReady("redis unreachable", err)
 		return
 	}
 	if err := s.DB.PingContext(ctx); err != nil {
-		http.Error(w, "sql: "+err.Error(), http.StatusServiceUnavailable)
+		notReady("sql unreachable", err)
 		return
 	}
 	if s.workers.Processor.Stale() {
-		http.Error(w, "redis: state being rebuilt from sql; judging paused", http.StatusServiceUnavailable)
+		notReady("redis state being rebuilt from sql; judging paused", nil)
 		return
 	}
 	w.Write([]byte("ready\n"))

@@ -128,7 +128,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return fmt.Errorf("DPCS_HTTP_ADDR: %w", err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second} // no WriteTimeout: SSE
+	srv := service.NewHTTPServer(mux, service.HTTPServerConfig{Logger: log})
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 3)

@@ -33,6 +33,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/httpserver"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/simulate"
 )
@@ -166,7 +167,7 @@ func pump(ctx context.Context, cfg config, loc *time.Location, pub *simulate.Pub
 		if err != nil {
 			return fmt.Errorf("control API: %w", err)
 		}
-		srv = &http.Server{Handler: simulate.NewHandler(sim), ReadHeaderTimeout: 5 * time.Second}
+		srv = httpserver.New(simulate.NewHandler(sim), httpserver.Config{Logger: log})
 		go srv.Serve(ln) // ends with Shutdown below
 		fmt.Fprintf(stdout, "control API on http://%s (docs at /docs, OpenAPI at /openapi.json)\n", ln.Addr())
 	}
