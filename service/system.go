@@ -44,6 +44,14 @@ type SystemConfig struct {
 	// 127.0.0.1:8081) the simulator's control API.
 	HTTPAddr      string
 	SimulatorAddr string
+	// Demo (DPCS_DEMO: 1 or 0; default 1 without DPCS_MYSQL_DSN, 0 with it)
+	// seeds an empty store with the demo: the "Last 10 MB" family, the
+	// simulated population and the back-office admin DemoAdminID, all with
+	// the published DemoPassword, and starts the simulator. Without it
+	// nothing is seeded and the simulator stays stopped: a real deployment
+	// creates its first admin with `server admin create` and a password of
+	// its own (doc/security.md).
+	Demo bool
 	// DemoFamilies (DPCS_DEMO_FAMILIES, default 2000) families are provisioned
 	// and driven by the simulator at SimulatorRate (DPCS_SIMULATOR_RATE,
 	// default 100 events/s; 0 leaves it stopped).
@@ -94,6 +102,16 @@ func LoadSystemConfig(getenv func(string) string) (SystemConfig, error) {
 	}
 	if getenv("DPCS_SQLITE_PATH") == "" {
 		c.SQLitePath = filepath.Join(c.DataDir, "dpcs.db")
+	}
+	// Known passwords only where nothing real is: the embedded demo, unless
+	// asked for explicitly.
+	c.Demo = c.MySQLDSN == ""
+	if v := getenv("DPCS_DEMO"); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("DPCS_DEMO: want 1 or 0, got %q", v))
+		}
+		c.Demo = on
 	}
 	return c, errors.Join(errs...)
 }
@@ -211,9 +229,11 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if s.Store, err = store.New(s.DB, store.WithLocation(cfg.Zone)); err != nil {
 		return nil, err
 	}
-	seeded, err := s.seed(ctx, pop, cfg.DemoFamilies)
-	if err != nil {
-		return nil, fmt.Errorf("seed demo: %w", err)
+	var seeded bool
+	if cfg.Demo {
+		if seeded, err = s.seed(ctx, pop, cfg.DemoFamilies); err != nil {
+			return nil, fmt.Errorf("seed demo: %w", err)
+		}
 	}
 	// An embedded Redis starts empty: rebuild it from SQL (SPEC §6). So does a
 	// freshly seeded demo on a real Redis.
@@ -292,7 +312,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if s.Simulator, err = simulate.New(gen, s.publisher, simulate.WithRate(cfg.SimulatorRate), simulate.WithLogger(log)); err != nil {
 		return nil, err
 	}
-	if cfg.SimulatorRate > 0 && cfg.DemoFamilies > 0 {
+	if cfg.Demo && cfg.SimulatorRate > 0 && cfg.DemoFamilies > 0 {
 		if err := s.Simulator.Start(); err != nil {
 			return nil, err
 		}
@@ -326,7 +346,8 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 }
 
 // DemoPassword is the password of every seeded demo member and of the demo
-// back-office admin DemoAdminID.
+// back-office admin DemoAdminID. It is public: it is seeded only with
+// SystemConfig.Demo.
 const DemoPassword = "dpcs-demo"
 
 // DemoAdminID is the seeded back-office admin.
