@@ -50,13 +50,10 @@ func TestStreamRequestMatchesOpenAPI(t *testing.T) {
 	}
 }
 
-// The API served by NewHTTPServer with short bounds: its SSE stream (huma's
-// sse, pinging every 50 ms in the fixture) outlives the write and handler
-// timeouts many times over; other responses carry the security headers and
-// /docs keeps huma's own policy, which lets its renderer load.
-func TestNewHTTPServerServesAPI(t *testing.T) {
-	f := newAPIFixture(t)
-	cfg := HTTPServerConfig{ReadTimeout: 200 * time.Millisecond, HandlerTimeout: 150 * time.Millisecond, WriteTimeout: 250 * time.Millisecond}
+// serveAPI serves the fixture's API with NewHTTPServer(cfg) on a loopback
+// port and returns its base URL.
+func serveAPI(t *testing.T, f *apiFixture, cfg HTTPServerConfig) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +61,18 @@ func TestNewHTTPServerServesAPI(t *testing.T) {
 	srv := NewHTTPServer(f.api.Handler(), cfg)
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	base := "http://" + ln.Addr().String()
+	return "http://" + ln.Addr().String()
+}
+
+// The API served by NewHTTPServer with short bounds: its SSE stream (huma's
+// sse, pinging every 50 ms in the fixture) outlives the write and handler
+// timeouts many times over. With the default bounds, other responses carry
+// the security headers and /docs keeps huma's own policy, which lets its
+// renderer load.
+func TestNewHTTPServerServesAPI(t *testing.T) {
+	f := newAPIFixture(t)
+	cfg := HTTPServerConfig{ReadTimeout: 200 * time.Millisecond, HandlerTimeout: 150 * time.Millisecond, WriteTimeout: 250 * time.Millisecond}
+	base := serveAPI(t, f, cfg)
 
 	req, _ := http.NewRequest(http.MethodGet, base+"/families/100/notifications/stream", nil)
 	req.Header.Set("Authorization", "Bearer "+f.token(ownerA))
@@ -87,6 +95,8 @@ func TestNewHTTPServerServesAPI(t *testing.T) {
 	if lasted := time.Since(start); lasted < outlive {
 		t.Fatalf("stream ended after %v and %d pings (write timeout %v): %v", lasted, pings, cfg.WriteTimeout, sc.Err())
 	}
+
+	base = serveAPI(t, f, HTTPServerConfig{})
 
 	for _, c := range []struct{ path, csp string }{
 		{"/families/100", "default-src 'none'; frame-ancestors 'none'"},
