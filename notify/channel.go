@@ -66,9 +66,72 @@ func Sign(secret []byte, ts int64, body []byte) string {
 }
 
 // Verify reports whether sig is the signature of body sent at ts, in
-// constant time. Receivers should also reject old timestamps (replays).
+// constant time. It checks the signature only: a receiver must also reject
+// old timestamps, or a captured request can be replayed for ever.
+// VerifyRequest does both and says why it refused.
 func Verify(secret []byte, ts int64, body []byte, sig string) bool {
 	return hmac.Equal([]byte(Sign(secret, ts, body)), []byte(sig))
+}
+
+// DefaultTolerance is how far a webhook's HeaderTimestamp may be from the
+// receiver's clock, either way, for VerifyRequest with no tolerance given:
+// five minutes, as Stripe and Svix use.
+const DefaultTolerance = 5 * time.Minute
+
+// Errors of VerifyRequest. Each is also ErrUnverified: a receiver answers
+// any of them with 400 (or 401) and does not act on the request.
+var (
+	ErrUnverified = errors.New("notify: webhook request not verified")
+	// ErrSignatureMissing: HeaderSignature or HeaderTimestamp is missing, or
+	// the timestamp is not Unix seconds.
+	ErrSignatureMissing = fmt.Errorf("%w: signature headers missing or malformed", ErrUnverified)
+	// ErrSignatureMismatch: the signature is not the body's and timestamp's
+	// under this secret (tampered, or signed with another secret).
+	ErrSignatureMismatch = fmt.Errorf("%w: signature mismatch", ErrUnverified)
+	// ErrTimestampTooOld: signed longer ago than the tolerance (a replay, or
+	// a delivery delayed past it).
+	ErrTimestampTooOld = fmt.Errorf("%w: timestamp too old", ErrUnverified)
+	// ErrTimestampTooNew: signed further in the future than the tolerance
+	// (a clock far off, or a forged timestamp).
+	ErrTimestampTooNew = fmt.Errorf("%w: timestamp too new", ErrUnverified)
+)
+
+// VerifyRequest checks a received webhook request: the headers h (its
+// HeaderTimestamp and HeaderSignature) and the raw body, exactly as read,
+// against secret, at the receiver's time now. The signature must match and
+// the timestamp must be within tolerance of now either way (tolerance ≤ 0:
+// DefaultTolerance), so a captured request cannot be replayed later. It
+// returns nil, or an error that is one of ErrSignatureMissing,
+// ErrSignatureMismatch, ErrTimestampTooOld or ErrTimestampTooNew (all
+// ErrUnverified). The signature is compared in constant time and checked
+// before the timestamp, so an unsigned request learns nothing about clocks.
+//
+// Within the tolerance a replay still passes: receivers that must act once
+// dedupe on HeaderEventID (a notification may also be redelivered after a
+// crash, with a fresh timestamp and the same event id).
+func VerifyRequest(secret []byte, h http.Header, body []byte, now time.Time, tolerance time.Duration) error {
+	sig, rawTS := h.Get(HeaderSignature), h.Get(HeaderTimestamp)
+	if sig == "" || rawTS == "" {
+		return ErrSignatureMissing
+	}
+	ts, err := strconv.ParseInt(rawTS, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: %s %q is not Unix seconds", ErrSignatureMissing, HeaderTimestamp, rawTS)
+	}
+	if !Verify(secret, ts, body, sig) {
+		return ErrSignatureMismatch
+	}
+	if tolerance <= 0 {
+		tolerance = DefaultTolerance
+	}
+	sent := time.Unix(ts, 0)
+	switch age := now.Sub(sent); {
+	case age > tolerance:
+		return fmt.Errorf("%w: signed %s ago, tolerance %s", ErrTimestampTooOld, age.Round(time.Second), tolerance)
+	case -age > tolerance:
+		return fmt.Errorf("%w: signed %s ahead of the receiver's clock, tolerance %s", ErrTimestampTooNew, (-age).Round(time.Second), tolerance)
+	}
+	return nil
 }
 
 // WebhookOption configures a Webhook.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -73,5 +74,87 @@ func TestWebhookOptions(t *testing.T) {
 	}
 	if err := Permanent(io.EOF); !errors.Is(err, ErrPermanent) || !errors.Is(err, io.EOF) || err.Error() != "EOF" {
 		t.Errorf("Permanent: %v", err)
+	}
+}
+
+// VerifyRequest accepts what Webhook sent within the tolerance and rejects,
+// with an error saying why, a replay (too old), a clock far ahead (too new),
+// a tampered body, another secret and missing or malformed headers.
+func TestVerifyRequest(t *testing.T) {
+	secret := []byte("0123456789abcdef")
+	body := []byte(`{"eventId":"ntf_1"}`)
+	signed := func(ts int64, b []byte) http.Header {
+		h := http.Header{}
+		h.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
+		h.Set(HeaderSignature, Sign(secret, ts, b))
+		return h
+	}
+	sent := t0.Unix()
+	for _, c := range []struct {
+		name      string
+		h         http.Header
+		body      []byte
+		secret    []byte
+		now       time.Time
+		tolerance time.Duration
+		want      error
+	}{
+		{"fresh", signed(sent, body), body, secret, t0.Add(2 * time.Second), 0, nil},
+		{"at the default tolerance", signed(sent, body), body, secret, t0.Add(DefaultTolerance), 0, nil},
+		{"receiver clock behind, within tolerance", signed(sent, body), body, secret, t0.Add(-DefaultTolerance), 0, nil},
+		{"replayed after the default tolerance", signed(sent, body), body, secret, t0.Add(DefaultTolerance + time.Second), 0, ErrTimestampTooOld},
+		{"replayed an hour later", signed(sent, body), body, secret, t0.Add(time.Hour), 0, ErrTimestampTooOld},
+		{"old for a tighter tolerance", signed(sent, body), body, secret, t0.Add(31 * time.Second), 30 * time.Second, ErrTimestampTooOld},
+		{"from the future beyond tolerance", signed(sent, body), body, secret, t0.Add(-DefaultTolerance - time.Second), 0, ErrTimestampTooNew},
+		{"tampered body", signed(sent, body), []byte(`{"eventId":"ntf_2"}`), secret, t0, 0, ErrSignatureMismatch},
+		{"another secret", signed(sent, body), body, []byte("another secret!!"), t0, 0, ErrSignatureMismatch},
+		{"timestamp changed after signing", func() http.Header {
+			h := signed(sent, body)
+			h.Set(HeaderTimestamp, strconv.FormatInt(sent+1, 10))
+			return h
+		}(), body, secret, t0, 0, ErrSignatureMismatch},
+		{"no signature", http.Header{HeaderTimestamp: {strconv.FormatInt(sent, 10)}}, body, secret, t0, 0, ErrSignatureMissing},
+		{"no timestamp", http.Header{HeaderSignature: {Sign(secret, sent, body)}}, body, secret, t0, 0, ErrSignatureMissing},
+		{"timestamp not a number", func() http.Header {
+			h := signed(sent, body)
+			h.Set(HeaderTimestamp, "yesterday")
+			return h
+		}(), body, secret, t0, 0, ErrSignatureMissing},
+		{"signature without its scheme", func() http.Header {
+			h := signed(sent, body)
+			h.Set(HeaderSignature, strings.TrimPrefix(h.Get(HeaderSignature), "sha256="))
+			return h
+		}(), body, secret, t0, 0, ErrSignatureMismatch},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := VerifyRequest(c.secret, c.h, c.body, c.now, c.tolerance)
+			if !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
+				t.Fatalf("VerifyRequest = %v, want %v", err, c.want)
+			}
+			if err != nil && !errors.Is(err, ErrUnverified) {
+				t.Errorf("%v is not ErrUnverified", err)
+			}
+		})
+	}
+}
+
+// What Webhook.Send posts passes VerifyRequest at the receiver.
+func TestWebhookVerifiedByReceiver(t *testing.T) {
+	secret := []byte("0123456789abcdef")
+	errs := make(chan error, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		errs <- VerifyRequest(secret, r.Header, body, t0.Add(time.Second), 0)
+	}))
+	defer srv.Close()
+	wh, err := NewWebhook(srv.URL, secret, WithHTTPClient(srv.Client()), WithWebhookClock(func() time.Time { return t0 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wh.Send(context.Background(), Notification{ID: 1, EventID: "ntf_1", FamilyID: 100, Kind: "THRESHOLD_ALERT", Payload: []byte(`{}`), CreatedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errs; err != nil {
+		t.Errorf("receiver: %v", err)
 	}
 }

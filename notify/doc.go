@@ -68,6 +68,17 @@
 // sees live the notifications consumed by its own process, and every
 // notification through the inbox (List with Query.After on reconnect).
 //
+// # Webhook receivers
+//
+// A Webhook signs each POST: HeaderSignature is "sha256=" and the hex
+// HMAC-SHA256, under the shared secret, of HeaderTimestamp (Unix seconds),
+// "." and the raw body. A receiver calls VerifyRequest with the headers, the
+// body exactly as read and its clock: it refuses a bad signature and a
+// timestamp more than DefaultTolerance (5 min) away either way, so a captured
+// request cannot be replayed later (ExampleVerifyRequest). It then dedupes
+// on HeaderEventID. Answering 4xx (but 408 and 429) tells the webhook not to
+// retry.
+//
 // Observability is through Hooks (OnNotify, OnDeadLetter, OnRetry, OnSend),
 // HubHooks (OnPublish, OnDrop) and an optional *slog.Logger.
 package notify

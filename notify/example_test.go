@@ -1,10 +1,17 @@
 package notify_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"strconv"
 	"time"
 
 	_ "modernc.org/sqlite"
@@ -85,4 +92,64 @@ func ExampleSQLInbox() {
 	// ntf_1 stored as ntf_1 new: false
 	// ntf_2 stored as ntf_1 new: false
 	// 1 가족 데이터가 30% 미만입니다! 데이터를 충전해주세요.
+}
+
+// A webhook receiver reads the raw body, verifies the signature and the
+// timestamp (refusing replays of a captured request) before acting, and
+// dedupes on the event id, since a notification may come twice.
+func ExampleVerifyRequest() {
+	secret := []byte("the DPCS_WEBHOOK_SECRET, 16+ bytes")
+	seen := map[string]bool{}
+	receiver := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		if err := notify.VerifyRequest(secret, r.Header, body, time.Now(), notify.DefaultTolerance); err != nil {
+			switch {
+			case errors.Is(err, notify.ErrTimestampTooOld):
+				fmt.Println("refused: too old")
+			default:
+				fmt.Println("refused:", err)
+			}
+			// Any 4xx but 408 and 429 tells DPCS not to retry.
+			http.Error(w, "unverified", http.StatusUnauthorized)
+			return
+		}
+		id := r.Header.Get(notify.HeaderEventID)
+		if !seen[id] {
+			seen[id] = true
+			fmt.Println("accepted", id)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	srv := httptest.NewServer(receiver)
+	defer srv.Close()
+
+	hook, _ := notify.NewWebhook(srv.URL, secret)
+	n := notify.Notification{ID: 7, EventID: "ntf_7", FamilyID: 100, Kind: envelope.SubThresholdAlert, Payload: []byte(`{}`)}
+	_ = hook.Send(context.Background(), n)
+	_ = hook.Send(context.Background(), n) // a redelivery: verified, deduped
+
+	// A request captured an hour ago and replayed.
+	body, _ := json.Marshal(n)
+	ts := time.Now().Add(-time.Hour).Unix()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(body))
+	req.Header.Set(notify.HeaderTimestamp, strconv.FormatInt(ts, 10))
+	req.Header.Set(notify.HeaderSignature, notify.Sign(secret, ts, body))
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	// A tampered body.
+	req, _ = http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader([]byte(`{"familyId":200}`)))
+	req.Header.Set(notify.HeaderTimestamp, strconv.FormatInt(time.Now().Unix(), 10))
+	req.Header.Set(notify.HeaderSignature, notify.Sign(secret, time.Now().Unix(), body))
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	// Output:
+	// accepted ntf_7
+	// refused: too old
+	// refused: notify: webhook request not verified: signature mismatch
 }

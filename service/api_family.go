@@ -222,14 +222,23 @@ type HourUsageView struct {
 	Events       int64     `json:"events"`
 }
 
-// period resolves a report period: explicit from/to, or the current day or
-// month in the service zone.
+// MaxReportRange is the longest from..to a usage report may span (366 days,
+// the store's bound): one request cannot make the database aggregate years
+// of events, and the 422 names query.to.
+const MaxReportRange = store.MaxUsageRange
+
+// period resolves a report period: explicit from/to, at most MaxReportRange
+// apart, or the current day or month in the service zone.
 func (a *API) period(period string, from, to time.Time) (time.Time, time.Time, error) {
 	switch {
 	case !from.IsZero() || !to.IsZero():
 		if from.IsZero() || to.IsZero() || !from.Before(to) {
 			return from, to, huma.Error422UnprocessableEntity("validation failed",
 				&huma.ErrorDetail{Location: "query.to", Message: "from and to go together and from must be before to", Value: to})
+		}
+		if to.Sub(from) > MaxReportRange {
+			return from, to, huma.Error422UnprocessableEntity("validation failed",
+				&huma.ErrorDetail{Location: "query.to", Message: "to may be at most 366 days after from", Value: to})
 		}
 		return from, to, nil
 	case period == "day":

@@ -44,6 +44,14 @@ type SystemConfig struct {
 	// 127.0.0.1:8081) the simulator's control API.
 	HTTPAddr      string
 	SimulatorAddr string
+	// Demo (DPCS_DEMO: 1 or 0; default 1 without DPCS_MYSQL_DSN, 0 with it)
+	// seeds an empty store with the demo: the "Last 10 MB" family, the
+	// simulated population and the back-office admin DemoAdminID, all with
+	// the published DemoPassword, and starts the simulator. Without it
+	// nothing is seeded and the simulator stays stopped: a real deployment
+	// creates its first admin with `server admin create` and a password of
+	// its own (doc/security.md).
+	Demo bool
 	// DemoFamilies (DPCS_DEMO_FAMILIES, default 2000) families are provisioned
 	// and driven by the simulator at SimulatorRate (DPCS_SIMULATOR_RATE,
 	// default 100 events/s; 0 leaves it stopped).
@@ -94,6 +102,16 @@ func LoadSystemConfig(getenv func(string) string) (SystemConfig, error) {
 	}
 	if getenv("DPCS_SQLITE_PATH") == "" {
 		c.SQLitePath = filepath.Join(c.DataDir, "dpcs.db")
+	}
+	// Known passwords only where nothing real is: the embedded demo, unless
+	// asked for explicitly.
+	c.Demo = c.MySQLDSN == ""
+	if v := getenv("DPCS_DEMO"); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("DPCS_DEMO: want 1 or 0, got %q", v))
+		}
+		c.Demo = on
 	}
 	return c, errors.Join(errs...)
 }
@@ -212,9 +230,11 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if s.Store, err = store.New(s.DB, store.WithLocation(cfg.Zone)); err != nil {
 		return nil, err
 	}
-	seeded, err := s.seed(ctx, pop, cfg.DemoFamilies)
-	if err != nil {
-		return nil, fmt.Errorf("seed demo: %w", err)
+	var seeded bool
+	if cfg.Demo {
+		if seeded, err = s.seed(ctx, pop, cfg.DemoFamilies); err != nil {
+			return nil, fmt.Errorf("seed demo: %w", err)
+		}
 	}
 	// An embedded Redis starts empty: rebuild it from SQL (SPEC §6). So does a
 	// freshly seeded demo on a real Redis.
@@ -293,7 +313,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if s.Simulator, err = simulate.New(gen, s.publisher, simulate.WithRate(cfg.SimulatorRate), simulate.WithLogger(log)); err != nil {
 		return nil, err
 	}
-	if cfg.SimulatorRate > 0 && cfg.DemoFamilies > 0 {
+	if cfg.Demo && cfg.SimulatorRate > 0 && cfg.DemoFamilies > 0 {
 		if err := s.Simulator.Start(); err != nil {
 			return nil, err
 		}
@@ -340,7 +360,8 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 }
 
 // DemoPassword is the password of every seeded demo member and of the demo
-// back-office admin DemoAdminID.
+// back-office admin DemoAdminID. It is public: it is seeded only with
+// SystemConfig.Demo.
 const DemoPassword = "dpcs-demo"
 
 // DemoAdminID is the seeded back-office admin.
@@ -423,7 +444,7 @@ func (s *System) serve(addr string, h http.Handler) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := NewHTTPServer(h, HTTPServerConfig{Logger: s.log})
 	s.servers = append(s.servers, srv)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -433,19 +454,28 @@ func (s *System) serve(addr string, h http.Handler) (string, error) {
 	return ln.Addr().String(), nil
 }
 
+// ready answers /readyz, which anyone reaching the address may call: it
+// names what is not ready but never the raw error (addresses, driver
+// messages), which goes to the log.
 func (s *System) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
+	notReady := func(what string, err error) {
+		if err != nil {
+			s.log.WarnContext(ctx, "readyz: not ready", "what", what, "err", err)
+		}
+		http.Error(w, "not ready: "+what, http.StatusServiceUnavailable)
+	}
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
-		http.Error(w, "redis: "+err.Error(), http.StatusServiceUnavailable)
+		notReady("redis unreachable", err)
 		return
 	}
 	if err := s.DB.PingContext(ctx); err != nil {
-		http.Error(w, "sql: "+err.Error(), http.StatusServiceUnavailable)
+		notReady("sql unreachable", err)
 		return
 	}
 	if s.workers.Processor.Stale() {
-		http.Error(w, "redis: state being rebuilt from sql; judging paused", http.StatusServiceUnavailable)
+		notReady("redis state being rebuilt from sql; judging paused", nil)
 		return
 	}
 	w.Write([]byte("ready\n"))

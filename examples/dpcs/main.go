@@ -8,6 +8,12 @@
 // DPCS_KAFKA_BROKERS, DPCS_REDIS_ADDR (or DPCS_REDIS_CLUSTER) and
 // DPCS_MYSQL_DSN it uses real infrastructure instead. Restarting it keeps
 // the data.
+//
+// The demo's members and admin share a published password
+// (service.DemoPassword), so the demo is seeded only on embedded SQL, or
+// with DPCS_DEMO=1; with DPCS_MYSQL_DSN (or DPCS_DEMO=0) nothing is seeded
+// and the first admin is created with `go run ./examples/server admin
+// create`.
 package main
 
 import (
@@ -50,12 +56,16 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
-	tok, err := s.API.IssueTokens(ctx, service.DemoFamilyID*10)
-	if err != nil {
-		s.Close(context.Background())
-		return fmt.Errorf("demo token: %w", err)
+	var token string
+	if cfg.Demo {
+		tok, err := s.API.IssueTokens(ctx, service.DemoFamilyID*10)
+		if err != nil {
+			s.Close(context.Background())
+			return fmt.Errorf("demo token: %w", err)
+		}
+		token = tok.AccessToken
 	}
-	banner(stdout, cfg, s, tok.AccessToken)
+	banner(stdout, cfg, s, token)
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
 	for done := false; !done; {
@@ -90,20 +100,27 @@ func banner(w io.Writer, cfg service.SystemConfig, s *service.System, token stri
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	p("\nDPCS is running.")
 	p("  API        http://%s   docs: http://%s/docs   OpenAPI: http://%s/openapi.json", api, api, api)
-	p("  token      TOKEN=%s", token)
-	p("             owner %d of family %d, 30 min; log in again:", owner, fam)
-	p(`             curl -X POST http://%s/auth/token -H 'Content-Type: application/json' -d '{"login":"%d","password":"%s"}'`, api, owner, service.DemoPassword)
-	p(`  dashboard  curl -H "Authorization: Bearer $TOKEN" http://%s/families/%d`, api, fam)
-	p(`  limit      curl -X PATCH -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{"set":{"LIMIT:DATA:MONTHLY":"1048576"}}' http://%s/families/%d/members/%d/policies`, api, fam, child)
-	p(`  live       curl -N -H "Authorization: Bearer $TOKEN" http://%s/families/%d/notifications/stream`, api, fam)
+	if cfg.Demo {
+		p("  token      TOKEN=%s", token)
+		p("             owner %d of family %d, 30 min; log in again:", owner, fam)
+		p(`             curl -X POST http://%s/auth/token -H 'Content-Type: application/json' -d '{"login":"%d","password":"%s"}'`, api, owner, service.DemoPassword)
+		p(`  dashboard  curl -H "Authorization: Bearer $TOKEN" http://%s/families/%d`, api, fam)
+		p(`  limit      curl -X PATCH -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{"set":{"LIMIT:DATA:MONTHLY":"1048576"}}' http://%s/families/%d/members/%d/policies`, api, fam, child)
+		p(`  live       curl -N -H "Authorization: Bearer $TOKEN" http://%s/families/%d/notifications/stream`, api, fam)
+	}
 	p("  health     curl http://%s/healthz   ·   /readyz   ·   /metrics", api)
 	p("  simulator  curl http://%s/simulator/stats   (docs at http://%s/docs)", s.SimulatorAddr, s.SimulatorAddr)
 	p(`             curl -X PUT http://%s/simulator/rate -H 'Content-Type: application/json' -d '{"rate":500}'`, s.SimulatorAddr)
 	p("  Kafka      %s   watch decisions: kcat -C -b %s -t usage-persist -X topic.partitioner=murmur2_random", brokers, brokers)
 	p("  Redis      %s", redis)
 	p("  SQL        %s", sql)
-	p("  demo       family %d \"Last 10 MB\": owners %d and %d, children %d and %d, a 10 MB pool; admin %d; password %q",
-		fam, owner, owner+1, child, child+1, service.DemoAdminID, service.DemoPassword)
+	if cfg.Demo {
+		p("  demo       family %d \"Last 10 MB\": owners %d and %d, children %d and %d, a 10 MB pool; admin %d; password %q",
+			fam, owner, owner+1, child, child+1, service.DemoAdminID, service.DemoPassword)
+	} else {
+		p("  no demo    nothing seeded, no known password (DPCS_DEMO=1 seeds the demo); create the first admin with the same DPCS_* settings:")
+		p("             go run ./examples/server admin create --name NAME --phone PHONE   (password on stdin)")
+	}
 	p("  data       %s (delete it to start over)", cfg.DataDir)
 	p("Ctrl-C stops it.\n")
 }

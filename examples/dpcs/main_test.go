@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dabom/dpcs/service"
 )
 
 type syncBuffer struct {
@@ -48,11 +52,15 @@ func TestRunAllInOne(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+		// The banner's demo login works.
+		if code := login(t, out.String(), "1000", service.DemoPassword); code != http.StatusOK {
+			t.Errorf("round %d: the banner's demo login: %d", round, code)
+		}
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatalf("round %d: %v\n%s", round, err, out.String())
 		}
-		for _, want := range []string{"DPCS is running", "/healthz", "/simulator/rate", "family 100", "stopped"} {
+		for _, want := range []string{"DPCS is running", "/healthz", "/simulator/rate", "family 100", `"password":"dpcs-demo"`, "stopped"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("round %d: output lacks %q:\n%s", round, want, out.String())
 			}
@@ -66,5 +74,60 @@ func TestRunBadConfig(t *testing.T) {
 	}, &bytes.Buffer{}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "DPCS_DEMO_FAMILIES") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// login posts the credentials to the API the banner names and returns the
+// status.
+func login(t *testing.T, banner, login, password string) int {
+	t.Helper()
+	m := regexp.MustCompile(`API +http://(\S+)`).FindStringSubmatch(banner)
+	if m == nil {
+		t.Fatalf("no API address in the banner:\n%s", banner)
+	}
+	resp, err := http.Post("http://"+m[1]+"/auth/token", "application/json",
+		strings.NewReader(`{"login":"`+login+`","password":"`+password+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// With DPCS_DEMO=0 nothing is seeded: the banner prints no password and
+// says how to create the first admin, and the demo logins do not work.
+func TestRunWithoutDemo(t *testing.T) {
+	env := map[string]string{
+		"DPCS_DATA_DIR": t.TempDir(), "DPCS_EMBEDDED_KAFKA_PORT": "0", "DPCS_HTTP_ADDR": "127.0.0.1:0",
+		"DPCS_SIMULATOR_ADDR": "127.0.0.1:0", "DPCS_DEMO": "0", "DPCS_LOG_LEVEL": "warn",
+	}
+	var out syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, func(k string) string { return env[k] }, &out, &out) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(out.String(), "Ctrl-C stops it") {
+		select {
+		case err := <-done:
+			t.Fatalf("run ended before its banner: %v\n%s", err, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no banner after 60 s:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, id := range []string{"1", "1000"} {
+		if code := login(t, out.String(), id, service.DemoPassword); code != http.StatusUnauthorized {
+			t.Errorf("demo login %s without the demo: %d", id, code)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "admin create") || strings.Contains(out.String(), service.DemoPassword) {
+		t.Errorf("banner without the demo:\n%s", out.String())
 	}
 }

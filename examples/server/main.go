@@ -12,6 +12,12 @@
 // rebuild [familyId…]` recomputes Redis from SQL after Redis lost data (every
 // family when none is named), prints a report (families restored, each
 // family that failed and why) and exits, with status 1 if any family failed.
+//
+// A new deployment has no account: `go run ./examples/server admin create
+// --name NAME --phone PHONE` creates the first back-office admin with a
+// password read from stdin (typed without echo on a terminal), or from
+// --password-file PATH or --password-env VAR; at least 12 bytes, never
+// printed. It needs only the SQL settings and prints the new admin's id.
 package main
 
 import (
@@ -41,7 +47,13 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, nil); err != nil {
+	var err error
+	if len(os.Args) > 1 && os.Args[1] == "admin" {
+		err = admin(ctx, os.Args[2:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	} else {
+		err = run(ctx, os.Args[1:], os.Getenv, os.Stdout, nil)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "server:", err)
 		os.Exit(1)
 	}
@@ -144,7 +156,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return fmt.Errorf("DPCS_HTTP_ADDR: %w", err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second} // no WriteTimeout: SSE
+	srv := service.NewHTTPServer(mux, service.HTTPServerConfig{Logger: log})
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 3)

@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -193,5 +197,111 @@ func TestRunVersion(t *testing.T) {
 	}
 	if !strings.HasPrefix(want, "dpcs server devel (commit unknown, unknown, go") {
 		t.Errorf("a test binary should print devel and unknown: %q", want)
+	}
+}
+
+// `admin create` on an empty deployment creates an admin with the password
+// the operator gave (stdin, a file or a variable), which logs in through the
+// API by id or phone; the password is never printed; bad input and a phone
+// in use are refused and create nothing.
+func TestAdminCreate(t *testing.T) {
+	ctx := context.Background()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	mr := miniredis.RunT(t)
+	dir := t.TempDir()
+	const secret = "correct horse battery staple"
+	env := map[string]string{
+		"DPCS_KAFKA_BROKERS": strings.Join(c.ListenAddrs(), ","), "DPCS_REDIS_ADDR": mr.Addr(),
+		"DPCS_SQLITE_PATH": filepath.Join(dir, "dpcs.db"), "DPCS_HTTP_ADDR": "127.0.0.1:0", "DPCS_LOG_LEVEL": "warn",
+		"DPCS_JWT_SECRET": strings.Repeat("s", 32), "OPS_PASSWORD": "another long password",
+	}
+	getenv := func(k string) string { return env[k] }
+	file := filepath.Join(dir, "pw")
+	if err := os.WriteFile(file, []byte("a third long password\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	create := func(stdin string, args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		err := admin(ctx, append([]string{"create"}, args...), getenv, strings.NewReader(stdin), &out, &errOut)
+		for _, s := range []string{out.String(), errOut.String(), fmt.Sprint(err)} {
+			for _, pw := range []string{secret, "another long password", "a third long password", "short"} {
+				if strings.Contains(s, pw) {
+					t.Errorf("the password was printed: %q", s)
+				}
+			}
+		}
+		return out.String(), err
+	}
+	ids := map[string]string{}
+	for _, ok := range []struct {
+		phone, stdin, password string
+		args                   []string
+	}{
+		{"010-1000-0001", secret + "\n", secret, nil},
+		{"010-1000-0002", "", "another long password", []string{"--password-env", "OPS_PASSWORD"}},
+		{"010-1000-0003", "", "a third long password", []string{"--password-file", file}},
+	} {
+		out, err := create(ok.stdin, append([]string{"--name", "ops", "--phone", ok.phone}, ok.args...)...)
+		m := regexp.MustCompile(`^admin (\d+) created`).FindStringSubmatch(out)
+		if err != nil || m == nil {
+			t.Fatalf("admin create %s: %q %v", ok.phone, out, err)
+		}
+		ids[ok.phone] = m[1]
+	}
+	for _, bad := range []struct {
+		name, stdin, want string
+		args              []string
+	}{
+		{"short password", "short\n", "12 to 72 bytes", []string{"--name", "x", "--phone", "010-1"}},
+		{"no password", "", "no password", []string{"--name", "x", "--phone", "010-1"}},
+		{"unset variable", "", "OPS_NONE is empty", []string{"--name", "x", "--phone", "010-1", "--password-env", "OPS_NONE"}},
+		{"no name", secret, "--name", []string{"--phone", "010-1"}},
+		{"no phone", secret, "--phone", []string{"--name", "x"}},
+		{"phone of an admin", secret, "already admin " + ids["010-1000-0001"], []string{"--name", "x", "--phone", "010-1000-0001"}},
+	} {
+		if out, err := create(bad.stdin, bad.args...); err == nil || !strings.Contains(err.Error(), bad.want) || out != "" {
+			t.Errorf("%s: %q %v, want an error with %q", bad.name, out, err, bad.want)
+		}
+	}
+	if err := admin(ctx, []string{"delete"}, getenv, strings.NewReader(""), io.Discard, io.Discard); err == nil {
+		t.Error("admin delete accepted")
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- run(runCtx, nil, getenv, io.Discard, ready) }()
+	var addr string
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		t.Fatal(err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the server was not ready after 20 s")
+	}
+	for _, l := range []struct{ login, password string }{
+		{"010-1000-0001", secret}, {ids["010-1000-0001"], secret}, {"010-1000-0002", "another long password"},
+		{"010-1000-0003", "a third long password"},
+	} {
+		resp, err := http.Post("http://"+addr+"/auth/token", "application/json",
+			strings.NewReader(`{"login":"`+l.login+`","password":"`+l.password+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tok struct{ Role string }
+		json.NewDecoder(resp.Body).Decode(&tok)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || tok.Role != "ADMIN" {
+			t.Errorf("login %s: %d %q", l.login, resp.StatusCode, tok.Role)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -34,6 +34,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/buildinfo"
+	"github.com/dabom/dpcs/internal/httpserver"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/simulate"
 )
@@ -174,7 +175,7 @@ func pump(ctx context.Context, cfg config, loc *time.Location, pub *simulate.Pub
 		mux := http.NewServeMux()
 		mux.Handle("/", simulate.NewHandler(sim))
 		mux.Handle("GET /version", buildinfo.Handler())
-		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		srv = httpserver.New(mux, httpserver.Config{Logger: log})
 		go srv.Serve(ln) // ends with Shutdown below
 		fmt.Fprintf(stdout, "control API on http://%s (docs at /docs, OpenAPI at /openapi.json)\n", ln.Addr())
 	}

@@ -56,7 +56,11 @@ type HourUsage struct {
 	Events       int64
 }
 
-// Usage reports a family's or member's usage in a period. It is one range
+// MaxUsageRange is the longest period Usage reports (366 days, a leap year).
+const MaxUsageRange = 366 * 24 * time.Hour
+
+// Usage reports a family's or member's usage in a period of at most
+// MaxUsageRange. It is one range
 // scan of the usage_record index (family_id, event_time) or (customer_id,
 // event_time) — rows of other families are never read — summed in Go so
 // hours follow the service zone in either dialect. usage_record holds one
@@ -67,7 +71,7 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsageReport, error) {
 		return UsageReport{}, invalid("familyId", "must be > 0")
 	case q.From.IsZero() || q.To.IsZero() || !q.From.Before(q.To):
 		return UsageReport{}, invalid("period", "from must be before to")
-	case q.To.Sub(q.From) > 366*24*time.Hour:
+	case q.To.Sub(q.From) > MaxUsageRange:
 		return UsageReport{}, invalid("period", "at most 366 days")
 	}
 	sqlq := `SELECT customer_id, app_id, bytes_used, process_result, event_time FROM usage_record
