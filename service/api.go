@@ -48,6 +48,9 @@ type APIConfig struct {
 	// PingInterval is how often an idle SSE stream sends a ping event.
 	// Default: 15 s.
 	PingInterval time.Duration
+	// Metrics, when set, measures every operation (dpcs_api_request_seconds
+	// by operation id and status). Default: none.
+	Metrics *Metrics
 	// Title and Version name the OpenAPI document. Default: "DPCS API", "1.0.0".
 	Title, Version string
 }
@@ -124,6 +127,9 @@ func NewAPI(cfg APIConfig) (*API, error) {
 			Description: "Access token from POST /auth/token or /auth/refresh (HS256, 30 min)."},
 	}
 	a.api = humago.New(a.mux, hc)
+	if cfg.Metrics != nil {
+		a.api.UseMiddleware(cfg.Metrics.apiMiddleware) // first: it sees authentication failures too
+	}
 	a.api.UseMiddleware(a.authenticate)
 
 	a.registerAuth()

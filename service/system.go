@@ -12,11 +12,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -39,8 +41,8 @@ type SystemConfig struct {
 	// KafkaPort (DPCS_EMBEDDED_KAFKA_PORT, default 9092; 0 picks a free port)
 	// is where the embedded Kafka listens on 127.0.0.1.
 	KafkaPort int
-	// HTTPAddr (DPCS_HTTP_ADDR, default 127.0.0.1:8080) serves health,
-	// readiness and metrics; SimulatorAddr (DPCS_SIMULATOR_ADDR, default
+	// HTTPAddr (DPCS_HTTP_ADDR, default 127.0.0.1:8080) serves the API,
+	// health, readiness and metrics; SimulatorAddr (DPCS_SIMULATOR_ADDR, default
 	// 127.0.0.1:8081) the simulator's control API.
 	HTTPAddr      string
 	SimulatorAddr string
@@ -117,8 +119,15 @@ type System struct {
 	DB            *sql.DB
 	Store         *store.Store
 	API           *API
-	Metrics       *Metrics
-	Simulator     *simulate.Simulator
+	// AdminAddr serves /healthz, /readyz and /metrics when Config.AdminAddr
+	// was set (StartSystem takes it as given: "" or "off" serves none; the
+	// mains resolve the default with Config.AdminAddress).
+	AdminAddr string
+	// Registry holds every metric of the system (Metrics, the Kafka
+	// clients', the simulator's, the Go runtime's).
+	Registry  *prometheus.Registry
+	Metrics   *Metrics
+	Simulator *simulate.Simulator
 	// Hub carries live notifications (for SSE subscribers).
 	Hub *notify.Hub
 	// Rebuild is what the start-time rebuild of Redis from SQL did (zero
@@ -138,6 +147,7 @@ type System struct {
 	publisher *simulate.Publisher
 	relay     *store.Relay
 	servers   []*http.Server
+	admin     *AdminServer
 	cancel    context.CancelFunc
 	// closeRecovery closes the recovery's Kafka admin client.
 	closeRecovery func()
@@ -152,7 +162,10 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &System{log: log, Metrics: NewMetrics(), done: make(chan error, 1)}
+	s := &System{log: log, Registry: NewRegistry(), done: make(chan error, 1)}
+	if s.Metrics, err = NewMetrics(s.Registry); err != nil {
+		return nil, err
+	}
 	defer func() {
 		if err != nil {
 			s.Close(context.Background())
@@ -198,7 +211,8 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		return nil, err
 	}
 	kopts := []kgo.Opt{kgo.SeedBrokers(s.Brokers...)}
-	if s.producer, err = kgo.NewClient(append(simulate.ProducerOptions(kgo.LeaderAck()), kopts...)...); err != nil {
+	popts := slices.Concat(simulate.ProducerOptions(kgo.LeaderAck()), kopts, KafkaHooks(s.Registry, "producer"))
+	if s.producer, err = kgo.NewClient(popts...); err != nil {
 		return nil, err
 	}
 	if err := EnsureTopics(ctx, s.producer, DefaultPartitions, Topics()...); err != nil {
@@ -255,16 +269,15 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 			return nil, err
 		}
 	}
-	if s.relay, err = store.NewRelay(s.DB, s.producer, store.WithRelayLogger(log)); err != nil {
+	if s.relay, err = store.NewRelay(s.DB, s.producer, store.WithRelayLogger(log), store.WithRelayHooks(s.Metrics.RelayHooks())); err != nil {
 		return nil, err
 	}
-	hooks := s.Metrics.ProcessorHooks()
 	nopts, err := cfg.NotifierOptions(s.rdb)
 	if err != nil {
 		return nil, err
 	}
-	s.workers, err = NewWorkers(s.Engine, s.DB, kopts, WorkersConfig{Logger: log, Notifier: nopts,
-		Processor: []ProcessorOption{WithProcessorLocation(cfg.Zone), WithMaxEventAge(cfg.DedupeWindow - time.Hour), WithProcessorHooks(hooks),
+	s.workers, err = NewWorkers(s.Engine, s.DB, kopts, WorkersConfig{Logger: log, Notifier: nopts, Metrics: s.Metrics,
+		Processor: []ProcessorOption{WithProcessorLocation(cfg.Zone), WithMaxEventAge(cfg.DedupeWindow - time.Hour),
 			WithStateGuard(rec)}})
 	if err != nil {
 		return nil, err
@@ -292,6 +305,9 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if s.Simulator, err = simulate.New(gen, s.publisher, simulate.WithRate(cfg.SimulatorRate), simulate.WithLogger(log)); err != nil {
 		return nil, err
 	}
+	if err := RegisterSimulator(s.Registry, s.Simulator); err != nil {
+		return nil, err
+	}
 	if cfg.SimulatorRate > 0 && cfg.DemoFamilies > 0 {
 		if err := s.Simulator.Start(); err != nil {
 			return nil, err
@@ -306,16 +322,25 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		return nil, err
 	}
 	if s.API, err = NewAPI(APIConfig{Store: s.Store, Engine: s.Engine, Hub: s.Hub, Inbox: inbox,
-		Wake: s.relay.Wake, Secret: secret, Logger: log}); err != nil {
+		Wake: s.relay.Wake, Secret: secret, Logger: log, Metrics: s.Metrics}); err != nil {
 		return nil, err
 	}
+	// The API address serves the admin endpoints too (the banner points
+	// there); the admin address serves only them.
+	admin := AdminHandler(s.Registry, s.ready)
 	mux := http.NewServeMux()
 	mux.Handle("/", s.API.Handler())
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", s.ready)
-	mux.Handle("GET /metrics", s.Metrics)
+	for _, p := range []string{"GET /healthz", "GET /readyz", "GET /metrics"} {
+		mux.Handle(p, admin)
+	}
 	if s.HTTPAddr, err = s.serve(cfg.HTTPAddr, mux); err != nil {
 		return nil, fmt.Errorf("DPCS_HTTP_ADDR: %w", err)
+	}
+	if addr := cfg.AdminAddress(""); addr != "" {
+		if s.admin, err = StartAdmin(addr, admin, log); err != nil {
+			return nil, fmt.Errorf("DPCS_ADMIN_ADDR: %w", err)
+		}
+		s.AdminAddr = s.admin.Addr
 	}
 	if cfg.SimulatorAddr != "" {
 		if s.SimulatorAddr, err = s.serve(cfg.SimulatorAddr, simulate.NewHandler(s.Simulator)); err != nil {
@@ -419,22 +444,19 @@ func (s *System) serve(addr string, h http.Handler) (string, error) {
 	return ln.Addr().String(), nil
 }
 
-func (s *System) ready(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
+// ready reports whether the system can judge: Redis and SQL answer and the
+// Redis state is trusted.
+func (s *System) ready(ctx context.Context) error {
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
-		http.Error(w, "redis: "+err.Error(), http.StatusServiceUnavailable)
-		return
+		return fmt.Errorf("redis: %w", err)
 	}
 	if err := s.DB.PingContext(ctx); err != nil {
-		http.Error(w, "sql: "+err.Error(), http.StatusServiceUnavailable)
-		return
+		return fmt.Errorf("sql: %w", err)
 	}
 	if s.workers.Processor.Stale() {
-		http.Error(w, "redis: state being rebuilt from sql; judging paused", http.StatusServiceUnavailable)
-		return
+		return errors.New("redis: state being rebuilt from sql; judging paused")
 	}
-	w.Write([]byte("ready\n"))
+	return nil
 }
 
 // Close stops the simulator (flushing what it sent), the HTTP servers, the
@@ -463,6 +485,9 @@ func (s *System) close(ctx context.Context) error {
 	}
 	for _, srv := range s.servers {
 		errs = append(errs, srv.Shutdown(ctx))
+	}
+	if s.admin != nil {
+		errs = append(errs, s.admin.Close(ctx))
 	}
 	if s.cancel != nil {
 		s.cancel()
