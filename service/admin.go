@@ -2,14 +2,35 @@ package service
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 )
+
+// Ready returns the readiness check of a deployable: Redis and SQL answer
+// and, when proc is not nil, the processor is not paused on an untrusted
+// Redis state.
+func Ready(rdb redis.UniversalClient, db *sql.DB, proc *Processor) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("redis: %w", err)
+		}
+		if err := db.PingContext(ctx); err != nil {
+			return fmt.Errorf("sql: %w", err)
+		}
+		if proc != nil && proc.Stale() {
+			return errors.New("redis: state being rebuilt from sql; judging paused")
+		}
+		return nil
+	}
+}
 
 // AdminHandler serves a deployable's admin endpoints: GET /healthz ("ok"
 // while the process runs), GET /readyz ("ready", or 503 with ready's error)

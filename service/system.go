@@ -327,7 +327,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	}
 	// The API address serves the admin endpoints too (the banner points
 	// there); the admin address serves only them.
-	admin := AdminHandler(s.Registry, s.ready)
+	admin := AdminHandler(s.Registry, Ready(s.rdb, s.DB, s.workers.Processor))
 	mux := http.NewServeMux()
 	mux.Handle("/", s.API.Handler())
 	for _, p := range []string{"GET /healthz", "GET /readyz", "GET /metrics"} {
@@ -442,21 +442,6 @@ func (s *System) serve(addr string, h http.Handler) (string, error) {
 		}
 	}()
 	return ln.Addr().String(), nil
-}
-
-// ready reports whether the system can judge: Redis and SQL answer and the
-// Redis state is trusted.
-func (s *System) ready(ctx context.Context) error {
-	if err := s.rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redis: %w", err)
-	}
-	if err := s.DB.PingContext(ctx); err != nil {
-		return fmt.Errorf("sql: %w", err)
-	}
-	if s.workers.Processor.Stale() {
-		return errors.New("redis: state being rebuilt from sql; judging paused")
-	}
-	return nil
 }
 
 // Close stops the simulator (flushing what it sent), the HTTP servers, the
