@@ -496,6 +496,7 @@ func (h *harness) startProcessor() *Process {
 		"DPCS_MYSQL_DSN="+h.maria.DSN(),
 		"DPCS_KAFKA_SESSION_TIMEOUT="+h.cfg.SessionTimeout.String(),
 		"DPCS_LOG_LEVEL=info",
+		"DPCS_ADMIN_ADDR=127.0.0.1:0", // several run side by side
 	)
 	p, err := StartProcess(name, filepath.Join(h.dir, name+".log"), env, h.bin)
 	if err != nil {

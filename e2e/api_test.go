@@ -127,10 +127,11 @@ func (c *apiClient) metric(ctx context.Context, name string) (int64, error) {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		var n int64
+		// client_golang writes 1e6 and up as 1e+06: read a float.
+		var n float64
 		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
 			_, err := fmt.Sscan(v, &n)
-			return n, err
+			return int64(n), err
 		}
 	}
 	if err := sc.Err(); err != nil {

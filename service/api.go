@@ -61,6 +61,9 @@ type APIConfig struct {
 	// RedisAccessEvents); its owner closes it after the API's server.
 	// Default: NewLocalAccessEvents(), this instance only.
 	AccessEvents AccessEvents
+	// Metrics, when set, measures every operation (dpcs_api_request_seconds
+	// by operation id and status). Default: none.
+	Metrics *Metrics
 	// Title and Version name the OpenAPI document. Default: "DPCS API", "1.0.0".
 	Title, Version string
 	// OwnerTopUpMax is the most an OWNER may add to the family's pool in one
@@ -177,6 +180,9 @@ func NewAPI(cfg APIConfig) (*API, error) {
 			Description: "Access token from POST /auth/token or /auth/refresh (HS256, 30 min)."},
 	}
 	a.api = humago.New(a.mux, hc)
+	if cfg.Metrics != nil {
+		a.api.UseMiddleware(cfg.Metrics.apiMiddleware) // first: it sees authentication failures too
+	}
 	a.api.UseMiddleware(a.authenticate, a.limitAddress)
 
 	a.registerAuth()

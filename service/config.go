@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -71,6 +72,32 @@ type Config struct {
 	// address is the TCP peer's: behind a proxy, every client would share
 	// the proxy's limits.
 	TrustedProxies []netip.Prefix
+	// AdminAddr (DPCS_ADMIN_ADDR) is where a deployable serves /healthz,
+	// /readyz and /metrics. Default: the deployable's own (AdminAddress):
+	// the processor 127.0.0.1:9090, the server 127.0.0.1:9091, the simulator
+	// 127.0.0.1:9093, the all-in-one 127.0.0.1:9094; "off" serves none.
+	AdminAddr string
+}
+
+// Default admin addresses of the deployables (DPCS_ADMIN_ADDR), one each so
+// they can run side by side on one machine (9092 is Kafka's).
+const (
+	DefaultProcessorAdminAddr = "127.0.0.1:9090"
+	DefaultServerAdminAddr    = "127.0.0.1:9091"
+	DefaultSimulatorAdminAddr = "127.0.0.1:9093"
+	DefaultAllInOneAdminAddr  = "127.0.0.1:9094"
+)
+
+// AdminAddress is the admin address to listen on: DPCS_ADMIN_ADDR, else def;
+// "" when DPCS_ADMIN_ADDR is off.
+func (c Config) AdminAddress(def string) string {
+	switch c.AdminAddr {
+	case "":
+		return def
+	case "off":
+		return ""
+	}
+	return c.AdminAddr
 }
 
 // LoadConfig reads the configuration through getenv (os.Getenv in mains).
@@ -176,6 +203,12 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			prefix = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
 		}
 		c.TrustedProxies = append(c.TrustedProxies, prefix.Masked())
+	}
+	c.AdminAddr = strings.TrimSpace(getenv("DPCS_ADMIN_ADDR"))
+	if a := c.AdminAddr; a != "" && a != "off" {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			errs = append(errs, fmt.Errorf("DPCS_ADMIN_ADDR: want host:port or off, got %q", a))
+		}
 	}
 	c.WebhookURL, c.WebhookSecret = getenv("DPCS_WEBHOOK_URL"), getenv("DPCS_WEBHOOK_SECRET")
 	if c.WebhookURL != "" && len(c.WebhookSecret) < 16 {

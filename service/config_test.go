@@ -132,3 +132,33 @@ func TestLoadConfigAuthLimits(t *testing.T) {
 		}
 	}
 }
+
+func TestAdminAddress(t *testing.T) {
+	tests := []struct {
+		env, want string
+		bad       bool
+	}{
+		{env: "", want: DefaultProcessorAdminAddr},
+		{env: "off", want: ""},
+		{env: "0.0.0.0:9200", want: "0.0.0.0:9200"},
+		{env: ":9200", want: ":9200"},
+		{env: "9200", bad: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.env, func(t *testing.T) {
+			c, err := LoadConfig(env(map[string]string{"DPCS_ADMIN_ADDR": tt.env}))
+			if tt.bad {
+				if err == nil || !strings.Contains(err.Error(), "DPCS_ADMIN_ADDR") {
+					t.Fatalf("error %v does not name DPCS_ADMIN_ADDR", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.AdminAddress(DefaultProcessorAdminAddr); got != tt.want {
+				t.Errorf("AdminAddress = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,74 +1,216 @@
 package service
 
 import (
-	"fmt"
-	"io"
+	"errors"
 	"net/http"
-	"sync"
+	"strconv"
 	"time"
 
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/store"
+	"github.com/dabom/dpcs/simulate"
+	"github.com/dabom/dpcs/writebehind"
 )
 
-// Metrics counts what the workers report through their hooks and serves it
-// in the Prometheus text exposition format. Safe for concurrent use.
-type Metrics struct {
-	mu          sync.Mutex
-	decisions   map[policy.Decision]uint64
-	batches     uint64
-	records     uint64
-	duplicates  uint64
-	deadLetters uint64
-	crossings   uint64
-	retries     uint64
-	lag         int64
-	scriptSum   time.Duration
-	scriptCount uint64
-	// stale is 1 while judging is paused because Redis cannot be trusted;
-	// stalePauses counts such pauses.
-	stale       int
-	stalePauses uint64
-	recoveries  uint64
-	recoverySum time.Duration
-	lastRecover RecoveryInfo
+// NewRegistry returns a Prometheus registry holding the Go runtime and
+// process collectors (go_*, process_*). Each deployable makes one and hands
+// it to NewMetrics, KafkaHooks and MetricsHandler; nothing registers
+// globally.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
 }
 
-// NewMetrics returns empty metrics.
-func NewMetrics() *Metrics { return &Metrics{decisions: map[policy.Decision]uint64{}} }
+// MetricsHandler serves what g gathers in the Prometheus text (or, when
+// asked, OpenMetrics) format: GET /metrics.
+func MetricsHandler(g prometheus.Gatherer) http.Handler {
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{EnableOpenMetrics: true})
+}
+
+// Histogram buckets.
+var (
+	// latencyBuckets: 0.5 ms to 16 s, doubling.
+	latencyBuckets = prometheus.ExponentialBuckets(0.0005, 2, 16)
+	// sizeBuckets: 1 to 4096, doubling.
+	sizeBuckets = prometheus.ExponentialBuckets(1, 2, 13)
+	// rebuildBuckets: 50 ms to about 7 min, doubling.
+	rebuildBuckets = prometheus.ExponentialBuckets(0.05, 2, 14)
+)
+
+// Metrics adapts the hooks of the processor, the write-behind, the notifier
+// and its hub, the outbox relay, the recovery and the API to Prometheus
+// collectors registered on the registerer given to NewMetrics. The library
+// packages know nothing of Prometheus; this is the only place their hooks
+// become metrics (doc/observability.md lists them). Safe for concurrent use.
+type Metrics struct {
+	reg prometheus.Registerer
+
+	decisions                         *prometheus.CounterVec
+	batches, records, duplicates      prometheus.Counter
+	deadLetters, crossings            prometheus.Counter
+	retries                           *prometheus.CounterVec
+	lag, stale                        prometheus.Gauge
+	stalePauses                       prometheus.Counter
+	script, scriptEvents, pollRecords prometheus.Histogram
+	pollSeconds, decisionLatency      prometheus.Histogram
+	rebuild                           prometheus.Histogram
+	rebuildFamilies                   prometheus.Gauge
+
+	wbFlush, wbFlushRows       prometheus.Histogram
+	wbRows, wbRejected, wbErrs prometheus.Counter
+	wbPaused                   prometheus.Gauge
+
+	notifications  *prometheus.CounterVec
+	sends          *prometheus.HistogramVec
+	notifyDead     *prometheus.CounterVec
+	notifyRetries  *prometheus.CounterVec
+	ssePublished   prometheus.Counter
+	sseDeliveries  prometheus.Counter
+	sseDropped     *prometheus.CounterVec
+	relayPublished prometheus.Counter
+	relayLag       prometheus.Histogram
+	relayFailures  *prometheus.CounterVec
+
+	api *prometheus.HistogramVec
+}
+
+// NewMetrics registers DPCS's collectors on reg (usually NewRegistry's).
+// It fails if reg already holds them.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	if reg == nil {
+		return nil, errors.New("service: NewMetrics needs a registerer")
+	}
+	m := &Metrics{reg: reg}
+	var cs []prometheus.Collector
+	counter := func(name, help string) prometheus.Counter {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+		cs = append(cs, c)
+		return c
+	}
+	counterVec := func(name, help string, labels ...string) *prometheus.CounterVec {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+		cs = append(cs, c)
+		return c
+	}
+	gauge := func(name, help string) prometheus.Gauge {
+		g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+		cs = append(cs, g)
+		return g
+	}
+	histogram := func(name, help string, buckets []float64) prometheus.Histogram {
+		h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+		cs = append(cs, h)
+		return h
+	}
+	histogramVec := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+		h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+		cs = append(cs, h)
+		return h
+	}
+
+	// Processor.
+	m.decisions = counterVec("dpcs_decisions_total", "Usage events judged, by decision.", "decision")
+	m.batches = counter("dpcs_processor_batches_total", "Polls processed.")
+	m.records = counter("dpcs_processor_records_total", "Records processed.")
+	m.duplicates = counter("dpcs_processor_duplicates_total", "Usage events recognised as replays.")
+	m.deadLetters = counter("dpcs_processor_dead_letters_total", "Records sent to a DLT.")
+	m.crossings = counter("dpcs_threshold_crossings_total", "Family pool thresholds crossed.")
+	m.retries = counterVec("dpcs_processor_retries_total", "Retried Redis/Kafka operations, by operation.", "what")
+	m.lag = gauge("dpcs_processor_lag", "Records left in the partitions this instance polled, after its last batch.")
+	m.stale = gauge("dpcs_redis_state_stale", "1 while judging is paused because the Redis state cannot be trusted (empty, older than what was committed, or another generation).")
+	m.stalePauses = counter("dpcs_redis_stale_pauses_total", "Times judging paused because the Redis state could not be trusted.")
+	m.script = histogram("dpcs_script_seconds", "Time of one ApplyBatch call (the quota script on one group of partitions), retries included.", latencyBuckets)
+	m.scriptEvents = histogram("dpcs_script_events", "Usage events judged by one ApplyBatch call.", sizeBuckets)
+	m.pollRecords = histogram("dpcs_processor_batch_records", "Records per processed poll.", sizeBuckets)
+	m.pollSeconds = histogram("dpcs_processor_batch_seconds", "Time from a poll's start to its offsets' commit.", latencyBuckets)
+	m.decisionLatency = histogram("dpcs_decision_latency_seconds", "Time from a usage event's Kafka record timestamp (its produce) to its decision.", latencyBuckets)
+	m.rebuild = histogram("dpcs_redis_rebuild_seconds", "Rebuilds of Redis from SQL run by this instance, and their time.", rebuildBuckets)
+	m.rebuildFamilies = gauge("dpcs_redis_rebuild_last_families", "Families restored by this instance's last rebuild.")
+
+	// Write-behind.
+	m.wbFlush = histogram("dpcs_writebehind_flush_seconds", "Time to write one batch of usage_record rows, from the first attempt to success.", latencyBuckets)
+	m.wbFlushRows = histogram("dpcs_writebehind_flush_rows", "Rows per written batch.", sizeBuckets)
+	m.wbRows = counter("dpcs_writebehind_rows_total", "usage_record rows written (replays included; the insert ignores them).")
+	m.wbRejected = counter("dpcs_writebehind_rejected_total", "usage-persist records that can never be written, sent to the DLT.")
+	m.wbErrs = counter("dpcs_writebehind_errors_total", "Failed write attempts (retried).")
+	m.wbPaused = gauge("dpcs_writebehind_paused", "1 while the write-behind has paused fetching (its buffer is full or SQL is failing).")
+
+	// Notifier and hub.
+	m.notifications = counterVec("dpcs_notifier_notifications_total", "Notification events handled, by kind and outcome (delivered, duplicate).", "kind", "outcome")
+	m.sends = histogramVec("dpcs_notifier_send_seconds", "Time of one delivery attempt to an external channel, by channel and result (ok, error).", latencyBuckets, "channel", "result")
+	m.notifyDead = counterVec("dpcs_notifier_dead_letters_total", "Notification records dead-lettered, by channel (\"\" when the record could not be handled at all).", "channel")
+	m.notifyRetries = counterVec("dpcs_notifier_retries_total", "Notifier operations retried, by operation.", "what")
+	m.ssePublished = counter("dpcs_sse_published_total", "Notifications published to the live hub.")
+	m.sseDeliveries = counter("dpcs_sse_deliveries_total", "Notifications queued for live (SSE) subscribers.")
+	m.sseDropped = counterVec("dpcs_sse_dropped_total", "Live subscriptions ended by the hub, by reason (slow, closed).", "reason")
+
+	// Outbox relay.
+	m.relayPublished = counter("dpcs_relay_published_total", "Outbox rows published to Kafka (policy-updated).")
+	m.relayLag = histogram("dpcs_relay_lag_seconds", "Time an outbox row waited before it was published.", latencyBuckets)
+	m.relayFailures = counterVec("dpcs_relay_failures_total", "Failed outbox publications, by outcome (retry, expired: moved to outbox_failed).", "outcome")
+
+	// API.
+	m.api = histogramVec("dpcs_api_request_seconds", "API requests by operation (the OpenAPI operation id) and status, and their time; for the SSE stream it is the stream's lifetime.",
+		latencyBuckets, "operation", "status")
+
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	// Every decision is exported from the start, as 0 until it happens.
+	for _, d := range policy.Decisions() {
+		m.decisions.WithLabelValues(string(d))
+	}
+	return m, nil
+}
+
+// Registerer is the registerer the metrics are on.
+func (m *Metrics) Registerer() prometheus.Registerer { return m.reg }
 
 // ProcessorHooks returns hooks that feed m.
 func (m *Metrics) ProcessorHooks() ProcessorHooks {
 	return ProcessorHooks{
 		OnBatch: func(b BatchInfo) {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			m.batches++
-			m.records += uint64(b.Records)
-			m.duplicates += uint64(b.Duplicates)
-			m.deadLetters += uint64(b.DeadLettered)
-			m.crossings += uint64(b.Crossings)
-			m.lag = b.Lag
+			m.batches.Inc()
+			m.records.Add(float64(b.Records))
+			m.duplicates.Add(float64(b.Duplicates))
+			m.deadLetters.Add(float64(b.DeadLettered))
+			m.crossings.Add(float64(b.Crossings))
+			m.lag.Set(float64(b.Lag))
 			for d, n := range b.Decisions {
-				m.decisions[d] += uint64(n)
+				m.decisions.WithLabelValues(string(d)).Add(float64(n))
 			}
-			if b.Usage > 0 {
-				m.scriptSum += b.ScriptLatency
-				m.scriptCount++
+			m.pollRecords.Observe(float64(b.Records))
+			m.pollSeconds.Observe(b.Duration.Seconds())
+		},
+		OnApply: func(a ApplyInfo) {
+			m.script.Observe(a.Duration.Seconds())
+			m.scriptEvents.Observe(float64(a.Events))
+		},
+		OnDecided: func(recs []*kgo.Record, at time.Time) {
+			for _, r := range recs {
+				if !r.Timestamp.IsZero() {
+					m.decisionLatency.Observe(max(at.Sub(r.Timestamp), 0).Seconds())
+				}
 			}
 		},
-		OnRetry: func(RetryInfo) {
-			m.mu.Lock()
-			m.retries++
-			m.mu.Unlock()
-		},
+		OnRetry: func(r RetryInfo) { m.retries.WithLabelValues(r.What).Inc() },
 		OnStale: func(s StaleInfo) {
-			m.mu.Lock()
-			defer m.mu.Unlock()
 			if s.Stale {
-				m.stale = 1
-				m.stalePauses++
+				m.stale.Set(1)
+				m.stalePauses.Inc()
 			} else {
-				m.stale = 0
+				m.stale.Set(0)
 			}
 		},
 	}
@@ -76,64 +218,131 @@ func (m *Metrics) ProcessorHooks() ProcessorHooks {
 
 // OnRecovered is a RecoveryConfig.OnRecovered that feeds m.
 func (m *Metrics) OnRecovered(i RecoveryInfo) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.recoveries++
-	m.recoverySum += i.Total
-	m.lastRecover = i
+	m.rebuild.Observe(i.Total.Seconds())
+	m.rebuildFamilies.Set(float64(i.Families))
+}
+
+// WriteBehindHooks returns write-behind hooks that feed m.
+func (m *Metrics) WriteBehindHooks() writebehind.Hooks {
+	return writebehind.Hooks{
+		OnFlush: func(f writebehind.FlushInfo) {
+			m.wbFlush.Observe(f.Duration.Seconds())
+			m.wbFlushRows.Observe(float64(f.Items))
+			m.wbRows.Add(float64(f.Items))
+		},
+		OnReject: func(writebehind.RejectInfo) { m.wbRejected.Inc() },
+		OnError:  func(writebehind.ErrorInfo) { m.wbErrs.Inc() },
+		OnPause:  func(writebehind.PauseInfo) { m.wbPaused.Set(1) },
+		OnResume: func(writebehind.PauseInfo) { m.wbPaused.Set(0) },
+	}
+}
+
+// NotifierHooks returns notifier hooks that feed m.
+func (m *Metrics) NotifierHooks() notify.Hooks {
+	return notify.Hooks{
+		OnNotify: func(n notify.NotifyInfo) {
+			m.notifications.WithLabelValues(string(n.Kind), string(n.Outcome)).Inc()
+		},
+		OnSend: func(s notify.SendInfo) {
+			result := "ok"
+			if s.Err != nil {
+				result = "error"
+			}
+			m.sends.WithLabelValues(s.Channel, result).Observe(s.Duration.Seconds())
+		},
+		OnDeadLetter: func(d notify.DeadLetterInfo) { m.notifyDead.WithLabelValues(d.Channel).Inc() },
+		OnRetry:      func(r notify.RetryInfo) { m.notifyRetries.WithLabelValues(r.What).Inc() },
+	}
+}
+
+// HubHooks returns live-hub hooks that feed m.
+func (m *Metrics) HubHooks() notify.HubHooks {
+	return notify.HubHooks{
+		OnPublish: func(p notify.PublishInfo) {
+			m.ssePublished.Inc()
+			m.sseDeliveries.Add(float64(p.Delivered))
+		},
+		OnDrop: func(d notify.DropInfo) {
+			reason := "closed"
+			if errors.Is(d.Reason, notify.ErrSlowSubscriber) {
+				reason = "slow"
+			}
+			m.sseDropped.WithLabelValues(reason).Inc()
+		},
+	}
+}
+
+// RelayHooks returns outbox relay hooks that feed m.
+func (m *Metrics) RelayHooks() store.RelayHooks {
+	return store.RelayHooks{
+		OnPublished: func(p store.PublishedInfo) {
+			m.relayPublished.Inc()
+			m.relayLag.Observe(p.Lag.Seconds())
+		},
+		OnFailed: func(f store.FailedInfo) {
+			outcome := "retry"
+			if f.Expired {
+				outcome = "expired"
+			}
+			m.relayFailures.WithLabelValues(outcome).Inc()
+		},
+	}
+}
+
+// apiMiddleware measures every API operation by its OpenAPI operation id
+// (never the raw path, so ids in paths do not multiply the series).
+func (m *Metrics) apiMiddleware(ctx huma.Context, next func(huma.Context)) {
+	start := time.Now()
+	next(ctx)
+	status := ctx.Status()
+	if status == 0 {
+		status = http.StatusOK // nothing written: net/http answers 200
+	}
+	m.api.WithLabelValues(ctx.Operation().OperationID, strconv.Itoa(status)).Observe(time.Since(start).Seconds())
 }
 
 // Decisions returns the count of every decision so far.
 func (m *Metrics) Decisions() map[policy.Decision]uint64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make(map[policy.Decision]uint64, len(m.decisions))
-	for d, n := range m.decisions {
-		out[d] = n
+	out := map[policy.Decision]uint64{}
+	for _, d := range policy.Decisions() {
+		var pb dto.Metric
+		if err := m.decisions.WithLabelValues(string(d)).Write(&pb); err == nil {
+			out[d] = uint64(pb.GetCounter().GetValue())
+		}
 	}
 	return out
 }
 
-// WriteTo writes the metrics in the Prometheus text format.
-func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var n int64
-	p := func(format string, args ...any) {
-		k, _ := fmt.Fprintf(w, format, args...)
-		n += int64(k)
-	}
-	p("# HELP dpcs_decisions_total Usage events judged, by decision.\n# TYPE dpcs_decisions_total counter\n")
-	for _, d := range policy.Decisions() {
-		p("dpcs_decisions_total{decision=%q} %d\n", string(d), m.decisions[d])
-	}
-	counters := []struct {
-		name, help string
-		v          uint64
-	}{
-		{"dpcs_processor_batches_total", "Polls processed.", m.batches},
-		{"dpcs_processor_records_total", "Records processed.", m.records},
-		{"dpcs_processor_duplicates_total", "Usage events recognised as replays.", m.duplicates},
-		{"dpcs_processor_dead_letters_total", "Records sent to a DLT.", m.deadLetters},
-		{"dpcs_threshold_crossings_total", "Family pool thresholds crossed.", m.crossings},
-		{"dpcs_processor_retries_total", "Retried Redis/Kafka operations.", m.retries},
-		{"dpcs_redis_stale_pauses_total", "Times judging paused because the Redis state could not be trusted.", m.stalePauses},
-	}
-	for _, c := range counters {
-		p("# HELP %s %s\n# TYPE %s counter\n%s %d\n", c.name, c.help, c.name, c.name, c.v)
-	}
-	p("# HELP dpcs_processor_lag Records left in the polled partitions after the last batch.\n# TYPE dpcs_processor_lag gauge\ndpcs_processor_lag %d\n", m.lag)
-	p("# HELP dpcs_redis_state_stale 1 while judging is paused because the Redis state cannot be trusted (empty, older than what was committed, or another generation).\n# TYPE dpcs_redis_state_stale gauge\ndpcs_redis_state_stale %d\n", m.stale)
-	p("# HELP dpcs_redis_rebuild_seconds Rebuilds of Redis from SQL run by this instance, and their time.\n# TYPE dpcs_redis_rebuild_seconds summary\ndpcs_redis_rebuild_seconds_sum %g\ndpcs_redis_rebuild_seconds_count %d\n",
-		m.recoverySum.Seconds(), m.recoveries)
-	p("# HELP dpcs_redis_rebuild_last_families Families restored by this instance's last rebuild.\n# TYPE dpcs_redis_rebuild_last_families gauge\ndpcs_redis_rebuild_last_families %d\n", m.lastRecover.Families)
-	p("# HELP dpcs_script_seconds Time of one ApplyBatch call.\n# TYPE dpcs_script_seconds summary\ndpcs_script_seconds_sum %g\ndpcs_script_seconds_count %d\n",
-		m.scriptSum.Seconds(), m.scriptCount)
-	return n, nil
+// RegisterSimulator exports sim's statistics on reg: dpcs_simulator_sent_total,
+// _produced_total, _errors_total, _in_flight, _rate and _effective_rate.
+func RegisterSimulator(reg prometheus.Registerer, sim *simulate.Simulator) error {
+	return reg.Register(simulatorCollector{sim})
 }
 
-// ServeHTTP serves the metrics (GET /metrics).
-func (m *Metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	m.WriteTo(w)
+var (
+	simSent      = prometheus.NewDesc("dpcs_simulator_sent_total", "Usage events the simulator handed to Kafka.", nil, nil)
+	simProduced  = prometheus.NewDesc("dpcs_simulator_produced_total", "Usage events Kafka acknowledged.", nil, nil)
+	simErrors    = prometheus.NewDesc("dpcs_simulator_errors_total", "Usage events that failed to be produced.", nil, nil)
+	simInFlight  = prometheus.NewDesc("dpcs_simulator_in_flight", "Usage events sent and not yet acknowledged or failed.", nil, nil)
+	simRate      = prometheus.NewDesc("dpcs_simulator_rate", "Target rate, events per second.", nil, nil)
+	simEffective = prometheus.NewDesc("dpcs_simulator_effective_rate", "Target rate times the hour-of-day factor, events per second.", nil, nil)
+)
+
+// simulatorCollector reads one Stats snapshot per scrape.
+type simulatorCollector struct{ sim *simulate.Simulator }
+
+func (c simulatorCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{simSent, simProduced, simErrors, simInFlight, simRate, simEffective} {
+		ch <- d
+	}
+}
+
+func (c simulatorCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.sim.Stats()
+	ch <- prometheus.MustNewConstMetric(simSent, prometheus.CounterValue, float64(st.Sent))
+	ch <- prometheus.MustNewConstMetric(simProduced, prometheus.CounterValue, float64(st.Produced))
+	ch <- prometheus.MustNewConstMetric(simErrors, prometheus.CounterValue, float64(st.Errors))
+	ch <- prometheus.MustNewConstMetric(simInFlight, prometheus.GaugeValue, float64(st.InFlight))
+	ch <- prometheus.MustNewConstMetric(simRate, prometheus.GaugeValue, st.Rate)
+	ch <- prometheus.MustNewConstMetric(simEffective, prometheus.GaugeValue, st.EffectiveRate)
 }

@@ -83,6 +83,13 @@ type BatchInfo struct {
 	Lag int64
 }
 
+// ApplyInfo describes one ApplyBatch call (the quota script on one group of
+// partitions), for ProcessorHooks.OnApply.
+type ApplyInfo struct {
+	Events   int           // usage events judged
+	Duration time.Duration // from the call to the results, retries included
+}
+
 // StaleInfo describes a pause of judging because Redis could not be trusted.
 type StaleInfo struct {
 	// Stale is true when judging pauses and false when it resumes.
@@ -117,6 +124,9 @@ type ProcessorHooks struct {
 	// not modify or retain them) and the time the engine returned: the
 	// decision time for produce→decision latency.
 	OnDecided func(records []*kgo.Record, decidedAt time.Time)
+	// OnApply is called after every ApplyBatch that judged events; like
+	// OnDecided it may be called concurrently.
+	OnApply func(ApplyInfo)
 }
 
 // ProcessorOption configures a Processor.
@@ -582,6 +592,9 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 			dead = append(dead, rejected...)
 			decidedAt := time.Now()
 			j.latency, j.results = decidedAt.Sub(scriptStart), results
+			if p.hooks.OnApply != nil && len(judgedUsage) > 0 {
+				p.hooks.OnApply(ApplyInfo{Events: len(judgedUsage), Duration: j.latency})
+			}
 			if p.hooks.OnDecided != nil && len(judgedUsage) > 0 {
 				recs := make([]*kgo.Record, len(judgedUsage))
 				for k, u := range judgedUsage {

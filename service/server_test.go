@@ -140,9 +140,9 @@ func TestReadyHidesErrorDetail(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var logs syncBuffer
-			s := &System{log: slog.New(slog.NewTextHandler(&logs, nil)), rdb: c.rdb, DB: closed}
+			h := AdminHandler(NewRegistry(), Ready(c.rdb, closed, nil, slog.New(slog.NewTextHandler(&logs, nil))))
 			w := httptest.NewRecorder()
-			s.ready(w, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+			h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 			if w.Code != http.StatusServiceUnavailable || w.Body.String() != c.want {
 				t.Errorf("readyz: %d %q, want 503 %q", w.Code, w.Body.String(), c.want)
 			}

@@ -12,11 +12,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -39,8 +41,8 @@ type SystemConfig struct {
 	// KafkaPort (DPCS_EMBEDDED_KAFKA_PORT, default 9092; 0 picks a free port)
 	// is where the embedded Kafka listens on 127.0.0.1.
 	KafkaPort int
-	// HTTPAddr (DPCS_HTTP_ADDR, default 127.0.0.1:8080) serves health,
-	// readiness and metrics; SimulatorAddr (DPCS_SIMULATOR_ADDR, default
+	// HTTPAddr (DPCS_HTTP_ADDR, default 127.0.0.1:8080) serves the API,
+	// health, readiness and metrics; SimulatorAddr (DPCS_SIMULATOR_ADDR, default
 	// 127.0.0.1:8081) the simulator's control API.
 	HTTPAddr      string
 	SimulatorAddr string
@@ -135,8 +137,15 @@ type System struct {
 	DB            *sql.DB
 	Store         *store.Store
 	API           *API
-	Metrics       *Metrics
-	Simulator     *simulate.Simulator
+	// AdminAddr serves /healthz, /readyz and /metrics when Config.AdminAddr
+	// was set (StartSystem takes it as given: "" or "off" serves none; the
+	// mains resolve the default with Config.AdminAddress).
+	AdminAddr string
+	// Registry holds every metric of the system (Metrics, the Kafka
+	// clients', the simulator's, the Go runtime's).
+	Registry  *prometheus.Registry
+	Metrics   *Metrics
+	Simulator *simulate.Simulator
 	// Hub carries live notifications (for SSE subscribers).
 	Hub *notify.Hub
 	// Rebuild is what the start-time rebuild of Redis from SQL did (zero
@@ -157,6 +166,7 @@ type System struct {
 	publisher *simulate.Publisher
 	relay     *store.Relay
 	servers   []*http.Server
+	admin     *AdminServer
 	cancel    context.CancelFunc
 	// closeRecovery closes the recovery's Kafka admin client.
 	closeRecovery func()
@@ -171,7 +181,10 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &System{log: log, Metrics: NewMetrics(), done: make(chan error, 1)}
+	s := &System{log: log, Registry: NewRegistry(), done: make(chan error, 1)}
+	if s.Metrics, err = NewMetrics(s.Registry); err != nil {
+		return nil, err
+	}
 	defer func() {
 		if err != nil {
 			s.Close(context.Background())
@@ -217,7 +230,8 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		return nil, err
 	}
 	kopts := []kgo.Opt{kgo.SeedBrokers(s.Brokers...)}
-	if s.producer, err = kgo.NewClient(append(simulate.ProducerOptions(kgo.LeaderAck()), kopts...)...); err != nil {
+	popts := slices.Concat(simulate.ProducerOptions(kgo.LeaderAck()), kopts, KafkaHooks(s.Registry, "producer"))
+	if s.producer, err = kgo.NewClient(popts...); err != nil {
 		return nil, err
 	}
 	if err := EnsureTopics(ctx, s.producer, DefaultPartitions, Topics()...); err != nil {
@@ -276,16 +290,15 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 			return nil, err
 		}
 	}
-	if s.relay, err = store.NewRelay(s.DB, s.producer, store.WithRelayLogger(log)); err != nil {
+	if s.relay, err = store.NewRelay(s.DB, s.producer, store.WithRelayLogger(log), store.WithRelayHooks(s.Metrics.RelayHooks())); err != nil {
 		return nil, err
 	}
-	hooks := s.Metrics.ProcessorHooks()
 	nopts, err := cfg.NotifierOptions(s.rdb)
 	if err != nil {
 		return nil, err
 	}
-	s.workers, err = NewWorkers(s.Engine, s.DB, kopts, WorkersConfig{Logger: log, Notifier: nopts,
-		Processor: []ProcessorOption{WithProcessorLocation(cfg.Zone), WithMaxEventAge(cfg.DedupeWindow - time.Hour), WithProcessorHooks(hooks),
+	s.workers, err = NewWorkers(s.Engine, s.DB, kopts, WorkersConfig{Logger: log, Notifier: nopts, Metrics: s.Metrics,
+		Processor: []ProcessorOption{WithProcessorLocation(cfg.Zone), WithMaxEventAge(cfg.DedupeWindow - time.Hour),
 			WithStateGuard(rec)}})
 	if err != nil {
 		return nil, err
@@ -311,6 +324,9 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		return nil, err
 	}
 	if s.Simulator, err = simulate.New(gen, s.publisher, simulate.WithRate(cfg.SimulatorRate), simulate.WithLogger(log)); err != nil {
+		return nil, err
+	}
+	if err := RegisterSimulator(s.Registry, s.Simulator); err != nil {
 		return nil, err
 	}
 	if cfg.Demo && cfg.SimulatorRate > 0 && cfg.DemoFamilies > 0 {
@@ -339,17 +355,26 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		return nil, err
 	}
 	if s.API, err = NewAPI(APIConfig{Store: s.Store, Engine: s.Engine, Hub: s.Hub, Inbox: inbox,
-		Wake: s.relay.Wake, Secret: secret, Logger: log, AccessEvents: s.access,
+		Wake: s.relay.Wake, Secret: secret, Logger: log, AccessEvents: s.access, Metrics: s.Metrics,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies}); err != nil {
 		return nil, err
 	}
+	// The API address serves the admin endpoints too (the banner points
+	// there); the admin address serves only them.
+	admin := AdminHandler(s.Registry, Ready(s.rdb, s.DB, s.workers.Processor, log))
 	mux := http.NewServeMux()
 	mux.Handle("/", s.API.Handler())
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", s.ready)
-	mux.Handle("GET /metrics", s.Metrics)
+	for _, p := range []string{"GET /healthz", "GET /readyz", "GET /metrics"} {
+		mux.Handle(p, admin)
+	}
 	if s.HTTPAddr, err = s.serve(cfg.HTTPAddr, mux); err != nil {
 		return nil, fmt.Errorf("DPCS_HTTP_ADDR: %w", err)
+	}
+	if addr := cfg.AdminAddress(""); addr != "" {
+		if s.admin, err = StartAdmin(addr, admin, log); err != nil {
+			return nil, fmt.Errorf("DPCS_ADMIN_ADDR: %w", err)
+		}
+		s.AdminAddr = s.admin.Addr
 	}
 	if cfg.SimulatorAddr != "" {
 		if s.SimulatorAddr, err = s.serve(cfg.SimulatorAddr, simulate.NewHandler(s.Simulator)); err != nil {
@@ -454,33 +479,6 @@ func (s *System) serve(addr string, h http.Handler) (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// ready answers /readyz, which anyone reaching the address may call: it
-// names what is not ready but never the raw error (addresses, driver
-// messages), which goes to the log.
-func (s *System) ready(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	notReady := func(what string, err error) {
-		if err != nil {
-			s.log.WarnContext(ctx, "readyz: not ready", "what", what, "err", err)
-		}
-		http.Error(w, "not ready: "+what, http.StatusServiceUnavailable)
-	}
-	if err := s.rdb.Ping(ctx).Err(); err != nil {
-		notReady("redis unreachable", err)
-		return
-	}
-	if err := s.DB.PingContext(ctx); err != nil {
-		notReady("sql unreachable", err)
-		return
-	}
-	if s.workers.Processor.Stale() {
-		notReady("redis state being rebuilt from sql; judging paused", nil)
-		return
-	}
-	w.Write([]byte("ready\n"))
-}
-
 // Close stops the simulator (flushing what it sent), the HTTP servers, the
 // workers (the write-behind drains) and the embedded infrastructure.
 // Close is idempotent.
@@ -510,6 +508,9 @@ func (s *System) close(ctx context.Context) error {
 	}
 	if s.access != nil {
 		errs = append(errs, s.access.Close())
+	}
+	if s.admin != nil {
+		errs = append(errs, s.admin.Close(ctx))
 	}
 	if s.cancel != nil {
 		s.cancel()

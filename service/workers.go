@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -27,6 +28,11 @@ type WorkersConfig struct {
 	// NoNotifier leaves the notifier out (when an API deployable runs it,
 	// feeding its own SSE subscribers). Default: included.
 	NoNotifier bool
+	// Metrics, when set, measures the workers: their hooks feed it (options
+	// in Processor, WriteBehind and Notifier given after them win) and each
+	// worker's Kafka client gets KafkaHooks (client processor, write-behind,
+	// notifier), as does a hub created here. Default: none.
+	Metrics *Metrics
 }
 
 // Migrate creates the tables the workers write: usage_record and the
@@ -61,7 +67,19 @@ func NewWorkers(dec Decider, db *sql.DB, kopts []kgo.Opt, cfg WorkersConfig) (*W
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	proc, err := NewProcessor(dec, kopts, append([]ProcessorOption{WithProcessorLogger(log.With("worker", "processor"))}, cfg.Processor...)...)
+	procOpts := []ProcessorOption{WithProcessorLogger(log.With("worker", "processor"))}
+	wbOpts := []writebehind.Option{writebehind.WithLogger(log.With("worker", "write-behind"))}
+	nOpts := []notify.Option{notify.WithLogger(log.With("worker", "notifier"))}
+	var hubOpts []notify.HubOption
+	clientOpts := func(string) []kgo.Opt { return kopts }
+	if m := cfg.Metrics; m != nil {
+		procOpts = append(procOpts, WithProcessorHooks(m.ProcessorHooks()))
+		wbOpts = append(wbOpts, writebehind.WithHooks(m.WriteBehindHooks()))
+		nOpts = append(nOpts, notify.WithHooks(m.NotifierHooks()))
+		hubOpts = append(hubOpts, notify.WithHubHooks(m.HubHooks()))
+		clientOpts = func(name string) []kgo.Opt { return slices.Concat(kopts, KafkaHooks(m.Registerer(), name)) }
+	}
+	proc, err := NewProcessor(dec, clientOpts("processor"), append(procOpts, cfg.Processor...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -70,8 +88,7 @@ func NewWorkers(dec Decider, db *sql.DB, kopts []kgo.Opt, cfg WorkersConfig) (*W
 		proc.Close()
 		return nil, fmt.Errorf("service: usage writer: %w", err)
 	}
-	wb, err := writebehind.NewRunner(writebehind.DecodeUsageRecord, w, kopts,
-		append([]writebehind.Option{writebehind.WithLogger(log.With("worker", "write-behind"))}, cfg.WriteBehind...)...)
+	wb, err := writebehind.NewRunner(writebehind.DecodeUsageRecord, w, clientOpts("write-behind"), append(wbOpts, cfg.WriteBehind...)...)
 	if err != nil {
 		proc.Close()
 		return nil, fmt.Errorf("service: write-behind runner: %w", err)
@@ -81,7 +98,7 @@ func NewWorkers(dec Decider, db *sql.DB, kopts []kgo.Opt, cfg WorkersConfig) (*W
 	}
 	hub := cfg.Hub
 	if hub == nil {
-		if hub, err = notify.NewHub(); err != nil {
+		if hub, err = notify.NewHub(hubOpts...); err != nil {
 			proc.Close()
 			wb.Close(context.Background())
 			return nil, err
@@ -90,7 +107,7 @@ func NewWorkers(dec Decider, db *sql.DB, kopts []kgo.Opt, cfg WorkersConfig) (*W
 	inbox, err := notify.NewSQLInbox(db)
 	if err == nil {
 		var n *notify.Notifier
-		n, err = notify.New(inbox, hub, kopts, append([]notify.Option{notify.WithLogger(log.With("worker", "notifier"))}, cfg.Notifier...)...)
+		n, err = notify.New(inbox, hub, clientOpts("notifier"), append(nOpts, cfg.Notifier...)...)
 		if err == nil {
 			return &Workers{Processor: proc, WriteBehind: wb, Notifier: n, Hub: hub, log: log}, nil
 		}

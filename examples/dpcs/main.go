@@ -7,7 +7,8 @@
 // the processor, the write-behind, the notifier and the outbox relay. With
 // DPCS_KAFKA_BROKERS, DPCS_REDIS_ADDR (or DPCS_REDIS_CLUSTER) and
 // DPCS_MYSQL_DSN it uses real infrastructure instead. Restarting it keeps
-// the data.
+// the data. /healthz, /readyz and /metrics are served on the API address
+// and on DPCS_ADMIN_ADDR (default 127.0.0.1:9094; off: none).
 //
 // The demo's members and admin share a published password
 // (service.DemoPassword), so the demo is seeded only on embedded SQL, or
@@ -51,6 +52,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	cfg.AdminAddr = cfg.AdminAddress(service.DefaultAllInOneAdminAddr)
 	fmt.Fprintln(stdout, "starting DPCS…")
 	s, err := service.StartSystem(ctx, cfg, log)
 	if err != nil {
@@ -109,6 +111,9 @@ func banner(w io.Writer, cfg service.SystemConfig, s *service.System, token stri
 		p(`  live       curl -N -H "Authorization: Bearer $TOKEN" http://%s/families/%d/notifications/stream`, api, fam)
 	}
 	p("  health     curl http://%s/healthz   ·   /readyz   ·   /metrics", api)
+	if s.AdminAddr != "" {
+		p("  admin      curl http://%s/metrics   (also /healthz, /readyz; Grafana: doc/grafana-dashboard.json)", s.AdminAddr)
+	}
 	p("  simulator  curl http://%s/simulator/stats   (docs at http://%s/docs)", s.SimulatorAddr, s.SimulatorAddr)
 	p(`             curl -X PUT http://%s/simulator/rate -H 'Content-Type: application/json' -d '{"rate":500}'`, s.SimulatorAddr)
 	p("  Kafka      %s   watch decisions: kcat -C -b %s -t usage-persist -X topic.partitioner=murmur2_random", brokers, brokers)

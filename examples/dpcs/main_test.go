@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -37,7 +38,7 @@ func TestRunAllInOne(t *testing.T) {
 	env := map[string]string{
 		"DPCS_DATA_DIR": dir, "DPCS_EMBEDDED_KAFKA_PORT": "0", "DPCS_HTTP_ADDR": "127.0.0.1:0",
 		"DPCS_SIMULATOR_ADDR": "127.0.0.1:0", "DPCS_DEMO_FAMILIES": "20", "DPCS_SIMULATOR_RATE": "200",
-		"DPCS_LOG_LEVEL": "warn",
+		"DPCS_LOG_LEVEL": "warn", "DPCS_ADMIN_ADDR": "127.0.0.1:0",
 	}
 	for round := range 2 {
 		var out syncBuffer
@@ -55,6 +56,21 @@ func TestRunAllInOne(t *testing.T) {
 		// The banner's demo login works.
 		if code := login(t, out.String(), "1000", service.DemoPassword); code != http.StatusOK {
 			t.Errorf("round %d: the banner's demo login: %d", round, code)
+		}
+		// The admin address answers while it runs.
+		admin := regexp.MustCompile(`admin +curl (http://\S+/metrics)`).FindStringSubmatch(out.String())
+		if admin == nil {
+			cancel()
+			t.Fatalf("round %d: no admin line:\n%s", round, out.String())
+		}
+		resp, err := http.Get(admin[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "# TYPE dpcs_decision_latency_seconds histogram") {
+			t.Errorf("round %d: GET %s: %d\n%s", round, admin[1], resp.StatusCode, body)
 		}
 		cancel()
 		if err := <-done; err != nil {

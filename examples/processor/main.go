@@ -9,6 +9,8 @@
 // DPCS_RECOVERY (auto, manual, off; default auto) is what happens when Redis
 // comes back empty or stale: rebuilt from SQL automatically, left to an
 // operator (`server rebuild`), or not checked (doc/runbook.md).
+// It serves /healthz, /readyz and /metrics (Prometheus) on DPCS_ADMIN_ADDR
+// (default 127.0.0.1:9090; off: none) from the start, ready once it judges.
 // At start it waits up to DPCS_START_TIMEOUT (default 2m) for Redis and MySQL.
 // DPCS_KAFKA_SESSION_TIMEOUT (a duration, default kgo's 45s) is how soon the
 // group hands a crashed instance's partitions to the others.
@@ -27,6 +29,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -103,6 +106,27 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
+	reg := service.NewRegistry()
+	metrics, err := service.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	// The admin endpoints answer while the dependencies are awaited: alive,
+	// not ready until the workers run.
+	var ready atomic.Pointer[func(context.Context) error]
+	if addr := cfg.AdminAddress(service.DefaultProcessorAdminAddr); addr != "" {
+		adm, err := service.StartAdmin(addr, service.AdminHandler(reg, func(ctx context.Context) error {
+			if r := ready.Load(); r != nil {
+				return (*r)(ctx)
+			}
+			return &service.NotReadyError{What: "starting: waiting for redis, sql and kafka"}
+		}), log)
+		if err != nil {
+			return fmt.Errorf("DPCS_ADMIN_ADDR: %w", err)
+		}
+		defer adm.Close(context.Background())
+		log.Info("admin endpoints", "addr", adm.Addr, "metrics", "http://"+adm.Addr+"/metrics")
+	}
 	startWait := 2 * time.Minute
 	if v := getenv("DPCS_START_TIMEOUT"); v != "" {
 		if startWait, err = time.ParseDuration(v); err != nil || startWait < 0 {
@@ -147,29 +171,36 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if cfg.Recovery != "off" {
 		// Judge only from a Redis state SQL vouches for; rebuild it (or wait
 		// for an operator) when it came back empty or stale.
-		rec, closeRec, err := service.NewDeployableRecovery(engine, db, kopts, log, cfg.Recovery == "manual", nil)
+		rec, closeRec, err := service.NewDeployableRecovery(engine, db, kopts, log, cfg.Recovery == "manual", metrics.OnRecovered)
 		if err != nil {
 			return err
 		}
 		defer closeRec()
 		guard = append(guard, service.WithStateGuard(rec))
 	}
+	hooks := metrics.ProcessorHooks()
+	measure := hooks.OnBatch
+	hooks.OnBatch = func(b service.BatchInfo) {
+		measure(b)
+		log.Debug("batch", "records", b.Records, "usage", b.Usage, "duplicates", b.Duplicates,
+			"dlt", b.DeadLettered, "script", b.ScriptLatency, "lag", b.Lag)
+	}
 	w, err := service.NewWorkers(engine, db, kopts, service.WorkersConfig{
 		Logger:     log,
 		Notifier:   nopts,
 		NoNotifier: getenv("DPCS_NOTIFIER") == "off",
+		Metrics:    metrics,
 		Processor: append([]service.ProcessorOption{
 			service.WithProcessorLocation(cfg.Zone),
 			service.WithMaxEventAge(cfg.DedupeWindow - time.Hour),
-			service.WithProcessorHooks(service.ProcessorHooks{OnBatch: func(b service.BatchInfo) {
-				log.Debug("batch", "records", b.Records, "usage", b.Usage, "duplicates", b.Duplicates,
-					"dlt", b.DeadLettered, "script", b.ScriptLatency, "lag", b.Lag)
-			}}),
+			service.WithProcessorHooks(hooks),
 		}, guard...),
 	})
 	if err != nil {
 		return err
 	}
+	check := service.Ready(rdb, db, w.Processor, log)
+	ready.Store(&check)
 	log.Info("processor running", "brokers", cfg.KafkaBrokers, "group", service.ProcessorGroup)
 	err = w.Run(ctx)
 	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -184,11 +215,12 @@ func runEmbedded(ctx context.Context, getenv func(string) string, log *slog.Logg
 		return err
 	}
 	sys.DemoFamilies, sys.SimulatorRate, sys.SimulatorAddr = 0, 0, ""
+	sys.AdminAddr = sys.AdminAddress(service.DefaultProcessorAdminAddr)
 	s, err := service.StartSystem(ctx, sys, log)
 	if err != nil {
 		return err
 	}
-	log.Info("processor running on embedded infrastructure", "kafka", s.Brokers, "http", s.HTTPAddr, "data", sys.DataDir)
+	log.Info("processor running on embedded infrastructure", "kafka", s.Brokers, "http", s.HTTPAddr, "admin", s.AdminAddr, "data", sys.DataDir)
 	<-ctx.Done()
 	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -33,14 +35,9 @@ func TestRunRejectsBadSessionTimeout(t *testing.T) {
 // and stops cleanly. It waits for readiness, however slow the machine, rather
 // than guessing how long a start takes.
 func TestRunEmbedded(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr, admin := freeAddr(t), freeAddr(t)
 	env := map[string]string{"DPCS_DATA_DIR": t.TempDir(), "DPCS_EMBEDDED_KAFKA_PORT": "0",
-		"DPCS_HTTP_ADDR": addr, "DPCS_LOG_LEVEL": "warn"}
+		"DPCS_HTTP_ADDR": addr, "DPCS_ADMIN_ADDR": admin, "DPCS_LOG_LEVEL": "warn"}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -56,14 +53,44 @@ func TestRunEmbedded(t *testing.T) {
 			resp.Body.Close()
 		}
 	}
+	if m := get(t, "http://"+admin+"/metrics"); !strings.Contains(m, "# TYPE dpcs_decision_latency_seconds histogram") {
+		t.Errorf("admin /metrics has no latency histogram:\n%s", m)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 }
 
+// freeAddr returns a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	return string(b)
+}
+
 // The deployable starts against a broker, Redis and SQLite, creates its
-// topics, and stops cleanly on cancel.
+// topics, serves its admin endpoints (ready once the workers run; metrics
+// with histograms, the Kafka clients' and the runtime's), and stops cleanly
+// on cancel.
 func TestRunStartsAndStops(t *testing.T) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
@@ -76,10 +103,49 @@ func TestRunStartsAndStops(t *testing.T) {
 		"DPCS_REDIS_ADDR":    mr.Addr(),
 		"DPCS_SQLITE_PATH":   filepath.Join(t.TempDir(), "dpcs.db"),
 		"DPCS_LOG_LEVEL":     "warn",
+		"DPCS_ADMIN_ADDR":    freeAddr(t),
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := run(ctx, func(k string) string { return env[k] }); err != nil {
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, func(k string) string { return env[k] }) }()
+	admin := "http://" + env["DPCS_ADMIN_ADDR"]
+	var last string
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		select {
+		case err := <-done:
+			t.Fatalf("run ended before it was ready: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if resp, err := http.Get(admin + "/readyz"); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+			last = fmt.Sprintf("%d %s", resp.StatusCode, b)
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("admin /readyz not ready after 60 s; last answer: %s", last)
+		}
+	}
+	if got := get(t, admin+"/healthz"); got != "ok\n" {
+		t.Errorf("healthz %q", got)
+	}
+	m := get(t, admin+"/metrics")
+	for _, want := range []string{
+		"# TYPE dpcs_decision_latency_seconds histogram", "# TYPE dpcs_script_seconds histogram",
+		"# TYPE dpcs_writebehind_flush_seconds histogram", `dpcs_kafka_connects_total{client="processor"`,
+		`dpcs_decisions_total{decision="ALLOWED"} 0`, "go_goroutines", "process_resident_memory_bytes",
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("admin /metrics lacks %q", want)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 }
@@ -103,6 +169,7 @@ func TestRunWaitsForRedisAtStart(t *testing.T) {
 		"DPCS_REDIS_ADDR":    addr,
 		"DPCS_SQLITE_PATH":   filepath.Join(t.TempDir(), "dpcs.db"),
 		"DPCS_LOG_LEVEL":     "error",
+		"DPCS_ADMIN_ADDR":    "off",
 	}
 	go func() {
 		time.Sleep(1200 * time.Millisecond)

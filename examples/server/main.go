@@ -7,6 +7,9 @@
 //	DPCS_MYSQL_DSN='dpcs:secret@tcp(10.0.2.1:3306)/dpcs?parseTime=true' \
 //	DPCS_JWT_SECRET=… go run ./examples/server
 //
+// /healthz, /readyz and /metrics (Prometheus) are served on DPCS_ADMIN_ADDR
+// (default 127.0.0.1:9091; off: none).
+//
 // Run the processor deployable beside it with DPCS_NOTIFIER=off (this
 // server's notifier feeds its SSE subscribers). `go run ./examples/server
 // rebuild [familyId…]` recomputes Redis from SQL after Redis lost data (every
@@ -31,6 +34,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -103,8 +107,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
+	reg := service.NewRegistry()
+	metrics, err := service.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
 	kopts := []kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...)}
-	producer, err := kgo.NewClient(append(service.ProducerOpts(), kopts...)...)
+	producer, err := kgo.NewClient(slices.Concat(service.ProducerOpts(), kopts, service.KafkaHooks(reg, "producer"))...)
 	if err != nil {
 		return err
 	}
@@ -112,11 +121,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err := service.EnsureTopics(ctx, producer, service.DefaultPartitions, service.Topics()...); err != nil {
 		return err
 	}
-	relay, err := store.NewRelay(db, producer, store.WithRelayLogger(log))
+	relay, err := store.NewRelay(db, producer, store.WithRelayLogger(log), store.WithRelayHooks(metrics.RelayHooks()))
 	if err != nil {
 		return err
 	}
-	hub, err := notify.NewHub()
+	hub, err := notify.NewHub(notify.WithHubHooks(metrics.HubHooks()))
 	if err != nil {
 		return err
 	}
@@ -128,7 +137,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	notifier, err := notify.New(inbox, hub, kopts, append(nopts, notify.WithLogger(log))...)
+	notifier, err := notify.New(inbox, hub, slices.Concat(kopts, service.KafkaHooks(reg, "notifier")),
+		append(nopts, notify.WithLogger(log), notify.WithHooks(metrics.NotifierHooks()))...)
 	if err != nil {
 		return err
 	}
@@ -144,7 +154,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer access.Close()
 	api, err := service.NewAPI(service.APIConfig{Store: st, Engine: engine, Hub: hub, Inbox: inbox,
-		Wake: relay.Wake, Secret: []byte(cfg.JWTSecret), Logger: log, AccessEvents: access,
+		Wake: relay.Wake, Secret: []byte(cfg.JWTSecret), Logger: log, AccessEvents: access, Metrics: metrics,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies})
 	if err != nil {
 		return err
@@ -152,6 +162,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	mux := http.NewServeMux()
 	mux.Handle("/", api.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	if addr := cfg.AdminAddress(service.DefaultServerAdminAddr); addr != "" {
+		adm, err := service.StartAdmin(addr, service.AdminHandler(reg, service.Ready(rdb, db, nil, log)), log)
+		if err != nil {
+			return fmt.Errorf("DPCS_ADMIN_ADDR: %w", err)
+		}
+		defer adm.Close(context.Background())
+		log.Info("admin endpoints", "addr", adm.Addr, "metrics", "http://"+adm.Addr+"/metrics")
+	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("DPCS_HTTP_ADDR: %w", err)

@@ -7,6 +7,10 @@
 //	DPCS_KAFKA_BROKERS=k1:9092 DPCS_SIMULATOR_RATE=5000 DPCS_SIMULATOR_DURATION=10m go run ./examples/simulator
 //	go run ./examples/simulator -scenario last-10mb    # publish a scenario's events and print its expectations
 //
+// /healthz, /readyz (Kafka answers) and /metrics (Prometheus: the producer's
+// kprom metrics and dpcs_simulator_*) are served on DPCS_ADMIN_ADDR (default
+// 127.0.0.1:9093; off: none).
+//
 // Configuration is read from DPCS_* environment variables (run with -h for
 // the list); flags override the most common ones. Without DPCS_KAFKA_BROKERS
 // an in-process Kafka (kfake) is started with 10-partition usage-events and
@@ -25,10 +29,12 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -36,6 +42,7 @@ import (
 	"github.com/dabom/dpcs/internal/buildinfo"
 	"github.com/dabom/dpcs/internal/httpserver"
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service"
 	"github.com/dabom/dpcs/simulate"
 )
 
@@ -54,6 +61,7 @@ type config struct {
 	KafkaAcks       string        `envconfig:"KAFKA_ACKS" default:"1" desc:"producer acks: all, 1 or 0"`
 	KafkaPartitions int32         `envconfig:"KAFKA_PARTITIONS" default:"10" desc:"partitions per topic of the embedded cluster"`
 	Addr            string        `envconfig:"SIMULATOR_ADDR" default:"127.0.0.1:8081" desc:"control API address (empty: no API)"`
+	AdminAddr       string        `envconfig:"ADMIN_ADDR" default:"127.0.0.1:9093" desc:"/healthz, /readyz and /metrics address (off: none)"`
 	Rate            float64       `envconfig:"SIMULATOR_RATE" default:"1000" desc:"events per second"`
 	Duration        time.Duration `envconfig:"SIMULATOR_DURATION" desc:"how long to run; 0 runs until SIGINT/SIGTERM"`
 	Seed            uint64        `envconfig:"SIMULATOR_SEED" default:"1" desc:"population and event stream seed"`
@@ -125,11 +133,21 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "embedded Kafka (kfake) at %s, topics %s and %s with %d partitions\n",
 			brokers[0], envelope.TopicUsageEvents, envelope.TopicPolicyUpdated, cfg.KafkaPartitions)
 	}
-	client, err := kgo.NewClient(append(simulate.ProducerOptions(acks), kgo.SeedBrokers(brokers...))...)
+	reg := service.NewRegistry()
+	client, err := kgo.NewClient(slices.Concat(simulate.ProducerOptions(acks), []kgo.Opt{kgo.SeedBrokers(brokers...)}, service.KafkaHooks(reg, "simulator"))...)
 	if err != nil {
 		return err
 	}
 	defer client.Close()
+	if cfg.AdminAddr != "off" {
+		// Ready while Kafka answers.
+		adm, err := service.StartAdmin(cfg.AdminAddr, service.AdminHandler(reg, client.Ping), log)
+		if err != nil {
+			return fmt.Errorf("DPCS_ADMIN_ADDR: %w", err)
+		}
+		defer adm.Close(context.Background())
+		fmt.Fprintf(stdout, "admin on http://%s (/healthz, /readyz, /metrics)\n", adm.Addr)
+	}
 	pub, err := simulate.NewPublisher(client, simulate.WithPublisherLogger(log))
 	if err != nil {
 		return err
@@ -145,10 +163,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if cfg.Scenario != "" {
 		return playScenario(ctx, cfg, loc, pub, stdout)
 	}
-	return pump(ctx, cfg, loc, pub, log, stdout)
+	return pump(ctx, cfg, loc, pub, reg, log, stdout)
 }
 
-func pump(ctx context.Context, cfg config, loc *time.Location, pub *simulate.Publisher, log *slog.Logger, stdout io.Writer) error {
+func pump(ctx context.Context, cfg config, loc *time.Location, pub *simulate.Publisher, reg prometheus.Registerer, log *slog.Logger, stdout io.Writer) error {
 	pop, err := simulate.NewPopulation(cfg.Seed, simulate.WithFamilies(cfg.Families))
 	if err != nil {
 		return err
@@ -163,6 +181,9 @@ func pump(ctx context.Context, cfg config, loc *time.Location, pub *simulate.Pub
 	}
 	sim, err := simulate.New(gen, pub, opts...)
 	if err != nil {
+		return err
+	}
+	if err := service.RegisterSimulator(reg, sim); err != nil {
 		return err
 	}
 

@@ -63,6 +63,20 @@ func (l *lines) String() string {
 	return strings.Join(l.all, "\n")
 }
 
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	return string(b)
+}
+
 func setEnv(t *testing.T, kv map[string]string) {
 	for k, v := range kv {
 		t.Setenv(k, v)
@@ -75,6 +89,7 @@ func TestRunProgressAndRateChange(t *testing.T) {
 	setEnv(t, map[string]string{
 		"DPCS_KAFKA_BROKERS": "", "DPCS_SIMULATOR_ADDR": "127.0.0.1:0", "DPCS_SIMULATOR_RATE": "100",
 		"DPCS_SIMULATOR_FAMILIES": "1000", "DPCS_SIMULATOR_PROGRESS": "250ms", "DPCS_SIMULATOR_SCENARIO": "",
+		"DPCS_ADMIN_ADDR": "127.0.0.1:0",
 	})
 	pr, pw := io.Pipe()
 	out := newLines(pr)
@@ -83,6 +98,11 @@ func TestRunProgressAndRateChange(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- run(ctx, []string{"simulator"}, pw); pw.Close() }()
 
+	line, _, ok := out.wait(regexp.MustCompile(`^admin on http://\S+`), 0, 20*time.Second)
+	if !ok {
+		t.Fatalf("no admin line:\n%s", out)
+	}
+	admin := regexp.MustCompile(`http://\S+`).FindString(line)
 	line, next, ok := out.wait(regexp.MustCompile(`control API on (http://\S+)`), 0, 20*time.Second)
 	if !ok {
 		t.Fatalf("no control API line:\n%s", out)
@@ -128,6 +148,23 @@ func TestRunProgressAndRateChange(t *testing.T) {
 		}
 		achieved, _ = strconv.Atoi(progress.FindStringSubmatch(line)[2])
 	}
+	// The admin address: ready while Kafka answers; metrics of the producer
+	// and the simulator.
+	for path, want := range map[string]string{"/healthz": "ok\n", "/readyz": "ready\n"} {
+		if got := get(t, admin+path); got != want {
+			t.Errorf("admin %s: %q", path, got)
+		}
+	}
+	scraped := get(t, admin+"/metrics")
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^dpcs_simulator_produced_total [1-9]`), regexp.MustCompile(`(?m)^dpcs_simulator_rate 2000$`),
+		regexp.MustCompile(`(?m)^dpcs_kafka_produce_records_total\{client="simulator",.*\} [1-9]`),
+		regexp.MustCompile(`(?m)^go_goroutines `),
+	} {
+		if !want.MatchString(scraped) {
+			t.Errorf("admin /metrics lacks %s", want)
+		}
+	}
 	cancel()
 	if err := <-errc; err != nil {
 		t.Fatal(err)
@@ -144,7 +181,8 @@ func TestRunProgressAndRateChange(t *testing.T) {
 // Scenario mode publishes the scenario's records and prints its
 // expectations; "list" lists the scenarios; -h prints the environment.
 func TestRunScenarioAndList(t *testing.T) {
-	setEnv(t, map[string]string{"DPCS_KAFKA_BROKERS": "", "DPCS_SIMULATOR_STEP_DELAY": "0s", "DPCS_SIMULATOR_SCENARIO": ""})
+	setEnv(t, map[string]string{"DPCS_KAFKA_BROKERS": "", "DPCS_SIMULATOR_STEP_DELAY": "0s", "DPCS_SIMULATOR_SCENARIO": "",
+		"DPCS_ADMIN_ADDR": "off"})
 	var b strings.Builder
 	if err := run(context.Background(), []string{"simulator", "-scenario", "limit-cut-while-over"}, &b); err != nil {
 		t.Fatal(err)
