@@ -56,6 +56,10 @@ type Config struct {
 	// and resumes; manual pauses judging until an operator runs `server
 	// rebuild`; off judges whatever Redis holds (the state is trusted).
 	Recovery string
+	// Tracing (DPCS_OTLP_ENDPOINT or the standard OTEL_EXPORTER_OTLP_ENDPOINT,
+	// DPCS_TRACE_SAMPLE_RATIO; default off) exports OpenTelemetry traces;
+	// see Tracing and doc/observability.md.
+	Tracing TracingConfig
 }
 
 // LoadConfig reads the configuration through getenv (os.Getenv in mains).
@@ -127,6 +131,11 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if c.WebhookURL != "" && len(c.WebhookSecret) < 16 {
 		errs = append(errs, errors.New("DPCS_WEBHOOK_SECRET: at least 16 bytes are required with DPCS_WEBHOOK_URL"))
 	}
+	tr, err := loadTracing(getenv)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	c.Tracing = tr
 	return c, errors.Join(errs...)
 }
 

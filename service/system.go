@@ -145,6 +145,9 @@ type System struct {
 	relayDone     chan error
 	closeOnce     sync.Once
 	closeErr      error
+
+	// shutdownTracing flushes the spans not yet exported.
+	shutdownTracing func(context.Context) error
 }
 
 // StartSystem starts everything and returns once it runs. Close stops it.
@@ -161,6 +164,14 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
+	if cfg.Tracing.ServiceName == "" {
+		cfg.Tracing.ServiceName = "dpcs"
+	}
+	tp, shutdownTracing, err := Tracing(ctx, cfg.Tracing)
+	if err != nil {
+		return nil, err
+	}
+	s.shutdownTracing = shutdownTracing
 	if s.Brokers = cfg.KafkaBrokers; len(s.Brokers) == 0 {
 		s.kafka, err = kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(cfg.KafkaPort),
 			kfake.DataDir(filepath.Join(cfg.DataDir, "kafka")), kfake.SeedTopics(DefaultPartitions, Topics()...))
@@ -198,7 +209,9 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		return nil, err
 	}
 	kopts := []kgo.Opt{kgo.SeedBrokers(s.Brokers...)}
-	if s.producer, err = kgo.NewClient(append(simulate.ProducerOptions(kgo.LeaderAck()), kopts...)...); err != nil {
+	// The simulator's and the relay's records begin their traces.
+	popts := append(append(simulate.ProducerOptions(kgo.LeaderAck()), kopts...), TracingKafkaOpts(tp)...)
+	if s.producer, err = kgo.NewClient(popts...); err != nil {
 		return nil, err
 	}
 	if err := EnsureTopics(ctx, s.producer, DefaultPartitions, Topics()...); err != nil {
@@ -263,7 +276,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if err != nil {
 		return nil, err
 	}
-	s.workers, err = NewWorkers(s.Engine, s.DB, kopts, WorkersConfig{Logger: log, Notifier: nopts,
+	s.workers, err = NewWorkers(s.Engine, s.DB, kopts, WorkersConfig{Logger: log, Notifier: nopts, TracerProvider: tp,
 		Processor: []ProcessorOption{WithProcessorLocation(cfg.Zone), WithMaxEventAge(cfg.DedupeWindow - time.Hour), WithProcessorHooks(hooks),
 			WithStateGuard(rec)}})
 	if err != nil {
@@ -494,6 +507,9 @@ func (s *System) close(ctx context.Context) error {
 	}
 	if s.kafka != nil {
 		s.kafka.Close()
+	}
+	if s.shutdownTracing != nil {
+		errs = append(errs, s.shutdownTracing(ctx))
 	}
 	return errors.Join(errs...)
 }

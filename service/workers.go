@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/writebehind"
@@ -27,6 +29,12 @@ type WorkersConfig struct {
 	// NoNotifier leaves the notifier out (when an API deployable runs it,
 	// feeding its own SSE subscribers). Default: included.
 	NoNotifier bool
+	// TracerProvider traces the workers (see Tracing): NewWorkers adds the
+	// Kafka tracing hooks (TracingKafkaOpts) to every worker's client — do
+	// not add them to kopts too — and gives tp to the processor, the
+	// notifier and the hub it creates (a Hub given in Hub is the caller's
+	// to trace, notify.WithHubTracerProvider). Default: no tracing.
+	TracerProvider trace.TracerProvider
 }
 
 // Migrate creates the tables the workers write: usage_record and the
@@ -61,7 +69,16 @@ func NewWorkers(dec Decider, db *sql.DB, kopts []kgo.Opt, cfg WorkersConfig) (*W
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	proc, err := NewProcessor(dec, kopts, append([]ProcessorOption{WithProcessorLogger(log.With("worker", "processor"))}, cfg.Processor...)...)
+	popts := []ProcessorOption{WithProcessorLogger(log.With("worker", "processor"))}
+	var nopts []notify.Option
+	var hopts []notify.HubOption
+	if tp := cfg.TracerProvider; tracingOn(tp) {
+		kopts = append(slices.Clip(kopts), TracingKafkaOpts(tp)...)
+		popts = append(popts, WithProcessorTracerProvider(tp))
+		nopts = append(nopts, notify.WithTracerProvider(tp))
+		hopts = append(hopts, notify.WithHubTracerProvider(tp))
+	}
+	proc, err := NewProcessor(dec, kopts, append(popts, cfg.Processor...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +98,7 @@ func NewWorkers(dec Decider, db *sql.DB, kopts []kgo.Opt, cfg WorkersConfig) (*W
 	}
 	hub := cfg.Hub
 	if hub == nil {
-		if hub, err = notify.NewHub(); err != nil {
+		if hub, err = notify.NewHub(hopts...); err != nil {
 			proc.Close()
 			wb.Close(context.Background())
 			return nil, err
@@ -90,7 +107,7 @@ func NewWorkers(dec Decider, db *sql.DB, kopts []kgo.Opt, cfg WorkersConfig) (*W
 	inbox, err := notify.NewSQLInbox(db)
 	if err == nil {
 		var n *notify.Notifier
-		n, err = notify.New(inbox, hub, kopts, append([]notify.Option{notify.WithLogger(log.With("worker", "notifier"))}, cfg.Notifier...)...)
+		n, err = notify.New(inbox, hub, kopts, append(append(nopts, notify.WithLogger(log.With("worker", "notifier"))), cfg.Notifier...)...)
 		if err == nil {
 			return &Workers{Processor: proc, WriteBehind: wb, Notifier: n, Hub: hub, log: log}, nil
 		}
