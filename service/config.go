@@ -58,7 +58,7 @@ type Config struct {
 	Recovery string
 	// Tracing (DPCS_OTLP_ENDPOINT or the standard OTEL_EXPORTER_OTLP_ENDPOINT,
 	// DPCS_TRACE_SAMPLE_RATIO; default off) exports OpenTelemetry traces;
-	// see Tracing and doc/observability.md.
+	// see Tracing and doc/runbook.md (Tracing).
 	Tracing TracingConfig
 }
 

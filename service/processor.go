@@ -13,7 +13,6 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/plugin/kotel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -256,8 +255,7 @@ func WithProcessorTracerProvider(tp trace.TracerProvider) ProcessorOption {
 		}
 		p.kt = nil
 		if tracingOn(tp) {
-			p.kt = kotel.NewTracer(kotel.TracerProvider(tp), kotel.TracerPropagator(TracePropagator()),
-				kotel.ConsumerGroup(ProcessorGroup))
+			p.kt = tp.Tracer(TracerName)
 		}
 		return nil
 	}
@@ -278,7 +276,7 @@ type Processor struct {
 	now     func() time.Time
 	loc     *time.Location
 	// kt starts the records' process spans; nil: tracing off.
-	kt *kotel.Tracer
+	kt trace.Tracer
 
 	maxAge, maxSkew        time.Duration
 	maxPoll                int
@@ -1187,7 +1185,22 @@ func (p *Processor) deadLetter(r *kgo.Record, reason string) *kgo.Record {
 // record causes is produced in it (causedBy), and endSpans ends it.
 func (p *Processor) startSpans(recs []*kgo.Record) {
 	for _, r := range recs {
-		r.Context, _ = p.kt.WithProcessSpan(r)
+		parent := r.Context
+		if parent == nil {
+			parent = context.Background()
+		}
+		var span trace.Span
+		r.Context, span = p.kt.Start(parent, r.Topic+" process", trace.WithSpanKind(trace.SpanKindConsumer))
+		if span.IsRecording() { // attributes only for recorded spans: an unsampled one costs little
+			span.SetAttributes(
+				attribute.String("messaging.system", "kafka"),
+				attribute.String("messaging.operation.type", "process"),
+				attribute.String("messaging.destination.name", r.Topic),
+				attribute.String("messaging.consumer.group.name", ProcessorGroup),
+				attribute.Int("messaging.destination.partition.id", int(r.Partition)),
+				attribute.Int64("messaging.kafka.offset", r.Offset),
+				attribute.String("messaging.kafka.message.key", string(r.Key)))
+		}
 	}
 }
 

@@ -123,6 +123,9 @@ func Tracing(ctx context.Context, cfg TracingConfig) (trace.TracerProvider, func
 	return tp, tp.Shutdown, nil
 }
 
+// TracerName is the instrumentation scope of the service's spans.
+const TracerName = "github.com/dabom/dpcs/service"
+
 // TracePropagator is how trace context travels in Kafka record headers: W3C
 // traceparent/tracestate and baggage, so consumers in other languages
 // continue the same traces.

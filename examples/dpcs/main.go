@@ -8,6 +8,9 @@
 // DPCS_KAFKA_BROKERS, DPCS_REDIS_ADDR (or DPCS_REDIS_CLUSTER) and
 // DPCS_MYSQL_DSN it uses real infrastructure instead. Restarting it keeps
 // the data.
+//
+// DPCS_OTLP_ENDPOINT (or the standard OTEL_EXPORTER_OTLP_ENDPOINT) turns
+// OpenTelemetry tracing on (doc/runbook.md, Tracing).
 package main
 
 import (
@@ -40,6 +43,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	cfg.Tracing.ServiceName = "dpcs"
 	fmt.Fprintln(stdout, "starting DPCS…")
 	s, err := service.StartSystem(ctx, cfg, log)
 	if err != nil {

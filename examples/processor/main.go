@@ -17,6 +17,9 @@
 // With neither DPCS_KAFKA_BROKERS nor a Redis address it runs on embedded
 // infrastructure (kfake on DPCS_EMBEDDED_KAFKA_PORT, miniredis rebuilt from
 // SQL, SQLite in DPCS_DATA_DIR) — the all-in-one without simulator and demo.
+//
+// DPCS_OTLP_ENDPOINT (or the standard OTEL_EXPORTER_OTLP_ENDPOINT) turns
+// OpenTelemetry tracing on (doc/runbook.md, Tracing).
 package main
 
 import (
@@ -80,6 +83,12 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if len(cfg.KafkaBrokers) == 0 {
 		return errors.New("DPCS_KAFKA_BROKERS: required with a real Redis")
 	}
+	cfg.Tracing.ServiceName = "dpcs-processor"
+	tp, shutdownTracing, err := service.Tracing(ctx, cfg.Tracing)
+	if err != nil {
+		return err
+	}
+	defer flushTraces(log, shutdownTracing)
 	var groupOpts []kgo.Opt
 	if v := getenv("DPCS_KAFKA_SESSION_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -161,6 +170,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 					"dlt", b.DeadLettered, "script", b.ScriptLatency, "lag", b.Lag)
 			}}),
 		}, guard...),
+		TracerProvider: tp,
 	})
 	if err != nil {
 		return err
@@ -179,6 +189,7 @@ func runEmbedded(ctx context.Context, getenv func(string) string, log *slog.Logg
 		return err
 	}
 	sys.DemoFamilies, sys.SimulatorRate, sys.SimulatorAddr = 0, 0, ""
+	sys.Tracing.ServiceName = "dpcs-processor"
 	s, err := service.StartSystem(ctx, sys, log)
 	if err != nil {
 		return err
@@ -188,4 +199,13 @@ func runEmbedded(ctx context.Context, getenv func(string) string, log *slog.Logg
 	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return s.Close(shutdown)
+}
+
+// flushTraces exports the spans not yet sent (tracing on), within 5 s.
+func flushTraces(log *slog.Logger, shutdown func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := shutdown(ctx); err != nil {
+		log.Warn("flushing traces", "err", err)
+	}
 }

@@ -12,6 +12,9 @@
 // rebuild [familyId…]` recomputes Redis from SQL after Redis lost data (every
 // family when none is named), prints a report (families restored, each
 // family that failed and why) and exits, with status 1 if any family failed.
+//
+// DPCS_OTLP_ENDPOINT (or the standard OTEL_EXPORTER_OTLP_ENDPOINT) turns
+// OpenTelemetry tracing on (doc/runbook.md, Tracing).
 package main
 
 import (
@@ -60,6 +63,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return errors.New("DPCS_JWT_SECRET: required (at least 32 bytes, the same for every API instance)")
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	cfg.Tracing.ServiceName = "dpcs-server"
+	tp, shutdownTracing, err := service.Tracing(ctx, cfg.Tracing)
+	if err != nil {
+		return err
+	}
+	defer flushTraces(log, shutdownTracing)
 	rdb, err := cfg.Redis()
 	if err != nil {
 		return err
@@ -88,7 +97,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	kopts := []kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...)}
-	producer, err := kgo.NewClient(append(service.ProducerOpts(), kopts...)...)
+	// The relay's policy-updated records begin their traces.
+	producer, err := kgo.NewClient(append(append(service.ProducerOpts(), kopts...), service.TracingKafkaOpts(tp)...)...)
 	if err != nil {
 		return err
 	}
@@ -100,7 +110,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	hub, err := notify.NewHub()
+	hub, err := notify.NewHub(notify.WithHubTracerProvider(tp))
 	if err != nil {
 		return err
 	}
@@ -112,7 +122,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	notifier, err := notify.New(inbox, hub, kopts, append(nopts, notify.WithLogger(log))...)
+	notifier, err := notify.New(inbox, hub, append(kopts, service.TracingKafkaOpts(tp)...),
+		append(nopts, notify.WithLogger(log), notify.WithTracerProvider(tp))...)
 	if err != nil {
 		return err
 	}
@@ -213,4 +224,13 @@ func rebuild(ctx context.Context, db *sql.DB, eng *quota.Engine, kopts []kgo.Opt
 		return fmt.Errorf("rebuild: %w", err)
 	}
 	return nil
+}
+
+// flushTraces exports the spans not yet sent (tracing on), within 5 s.
+func flushTraces(log *slog.Logger, shutdown func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := shutdown(ctx); err != nil {
+		log.Warn("flushing traces", "err", err)
+	}
 }

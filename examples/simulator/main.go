@@ -34,6 +34,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service"
 	"github.com/dabom/dpcs/simulate"
 )
 
@@ -62,6 +63,10 @@ type config struct {
 	StepDelay       time.Duration `envconfig:"SIMULATOR_STEP_DELAY" default:"200ms" desc:"pause between scenario steps"`
 	Progress        time.Duration `envconfig:"SIMULATOR_PROGRESS" default:"1s" desc:"progress line interval"`
 	ShutdownTimeout time.Duration `envconfig:"SIMULATOR_SHUTDOWN_TIMEOUT" default:"15s" desc:"how long shutdown may take to flush"`
+	// Tracing: read (and validated, with the standard OTEL_EXPORTER_OTLP_*
+	// variables) by service.LoadTracingConfig; listed here for -h.
+	OTLPEndpoint     string  `envconfig:"OTLP_ENDPOINT" desc:"OTLP/HTTP collector base URL (http://collector:4318); empty: no tracing unless OTEL_EXPORTER_OTLP_ENDPOINT is set"`
+	TraceSampleRatio float64 `envconfig:"TRACE_SAMPLE_RATIO" default:"1" desc:"share of traces recorded, 0 to 1"`
 }
 
 func loadConfig(args []string, stdout io.Writer) (config, error) {
@@ -106,6 +111,22 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	tcfg, err := service.LoadTracingConfig(os.Getenv)
+	if err != nil {
+		return err
+	}
+	tcfg.ServiceName = "dpcs-simulator"
+	tp, shutdownTracing, err := service.Tracing(ctx, tcfg)
+	if err != nil {
+		return err
+	}
+	defer func() { // after the client closed: its publish spans have ended
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := shutdownTracing(sctx); err != nil {
+			log.Warn("flushing traces", "err", err)
+		}
+	}()
 
 	brokers := cfg.KafkaBrokers
 	if len(brokers) == 0 {
@@ -119,7 +140,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "embedded Kafka (kfake) at %s, topics %s and %s with %d partitions\n",
 			brokers[0], envelope.TopicUsageEvents, envelope.TopicPolicyUpdated, cfg.KafkaPartitions)
 	}
-	client, err := kgo.NewClient(append(simulate.ProducerOptions(acks), kgo.SeedBrokers(brokers...))...)
+	// Each usage event begins a trace (its publish span) when tracing is on.
+	client, err := kgo.NewClient(append(append(simulate.ProducerOptions(acks), kgo.SeedBrokers(brokers...)), service.TracingKafkaOpts(tp)...)...)
 	if err != nil {
 		return err
 	}
