@@ -253,9 +253,9 @@ func WithProcessorTracerProvider(tp trace.TracerProvider) ProcessorOption {
 		if tp == nil {
 			return errors.New("service: nil tracer provider")
 		}
-		p.kt = nil
+		p.tracer = nil
 		if tracingOn(tp) {
-			p.kt = tp.Tracer(TracerName)
+			p.tracer = tp.Tracer(TracerName)
 		}
 		return nil
 	}
@@ -275,8 +275,8 @@ type Processor struct {
 	hooks   ProcessorHooks
 	now     func() time.Time
 	loc     *time.Location
-	// kt starts the records' process spans; nil: tracing off.
-	kt trace.Tracer
+	// tracer starts the records' process spans; nil: tracing off.
+	tracer trace.Tracer
 
 	maxAge, maxSkew        time.Duration
 	maxPoll                int
@@ -597,7 +597,7 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 		go func() { // joined below
 			defer wg.Done()
 			j := &done[i]
-			if p.kt != nil {
+			if p.tracer != nil {
 				p.startSpans(g)
 				defer endSpans(g, &j.err)
 			}
@@ -629,7 +629,7 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 					j.err = fmt.Errorf("service: build outputs of %s: %w", u.env.EventID, err)
 					return
 				}
-				if p.kt != nil {
+				if p.tracer != nil {
 					judgedSpan(u, results[k], len(judgedUsage))
 					causedBy(recs, u.rec)
 				}
@@ -685,7 +685,7 @@ func (p *Processor) policies(ctx context.Context, recs []*kgo.Record) ([]*kgo.Re
 	if len(recs) == 0 {
 		return nil, 0, nil
 	}
-	if p.kt != nil {
+	if p.tracer != nil {
 		p.startSpans(recs)
 		var err error
 		defer endSpans(recs, &err)
@@ -737,7 +737,7 @@ func (p *Processor) judgePolicies(ctx context.Context, recs []*kgo.Record) ([]*k
 				if err != nil {
 					return nil, 0, err
 				}
-				if p.kt != nil {
+				if p.tracer != nil {
 					causedBy(recs, r)
 					if span := trace.SpanFromContext(r.Context); span.IsRecording() {
 						span.SetAttributes(attribute.String("dpcs.event_id", ev.EventID),
@@ -1173,7 +1173,7 @@ func (p *Processor) deadLetter(r *kgo.Record, reason string) *kgo.Record {
 	}
 	p.log.Warn("dead-lettered", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", reason)
 	dlt := envelope.DeadLetter(r, envelope.DLT(r.Topic), reason)
-	if p.kt != nil {
+	if p.tracer != nil {
 		trace.SpanFromContext(r.Context).SetStatus(codes.Error, "dead-lettered: "+reason)
 		causedBy([]*kgo.Record{dlt}, r)
 	}
@@ -1190,7 +1190,7 @@ func (p *Processor) startSpans(recs []*kgo.Record) {
 			parent = context.Background()
 		}
 		var span trace.Span
-		r.Context, span = p.kt.Start(parent, r.Topic+" process", trace.WithSpanKind(trace.SpanKindConsumer))
+		r.Context, span = p.tracer.Start(parent, r.Topic+" process", trace.WithSpanKind(trace.SpanKindConsumer))
 		if span.IsRecording() { // attributes only for recorded spans: an unsampled one costs little
 			span.SetAttributes(
 				attribute.String("messaging.system", "kafka"),

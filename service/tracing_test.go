@@ -450,16 +450,16 @@ func BenchmarkProcessorSpans(b *testing.B) {
 					recs[i].Context = context.Background()
 				}
 				var err error
-				if p.kt != nil { // as process does for each group
+				if p.tracer != nil { // as process does for each group
 					p.startSpans(recs)
 				}
 				for _, u := range in {
-					if p.kt != nil {
+					if p.tracer != nil {
 						judgedSpan(u, res, batch)
 						causedBy(outs, u.rec)
 					}
 				}
-				if p.kt != nil {
+				if p.tracer != nil {
 					endSpans(recs, &err)
 				}
 			}
