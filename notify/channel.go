@@ -17,6 +17,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Channel delivers notifications outside the process (web push, a webhook).
@@ -227,6 +230,8 @@ func (w *Webhook) Send(ctx context.Context, n Notification) error {
 type job struct {
 	n   Notification
 	rec *kgo.Record // the notification-events record, for the dead letter
+	// span is the notifier's span of rec, the parent of each attempt's.
+	span trace.SpanContext
 }
 
 // dispatcher runs a channel's bounded queue with its own workers, so a
@@ -274,10 +279,20 @@ func (d *dispatcher) enqueue(j job) {
 func (d *dispatcher) deliver(j job) {
 	sched := d.n.cfg.schedule
 	for attempt := 1; ; attempt++ {
-		sctx, cancel := context.WithTimeout(d.ctx, d.n.cfg.sendTimeout)
+		actx, span := d.n.cfg.tracer.Start(trace.ContextWithSpanContext(d.ctx, j.span), "notify channel send",
+			trace.WithSpanKind(trace.SpanKindClient))
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String("dpcs.channel", d.name), attribute.Int("dpcs.attempt", attempt),
+				attribute.String("dpcs.event_id", j.n.EventID))
+		}
+		sctx, cancel := context.WithTimeout(actx, d.n.cfg.sendTimeout)
 		start := time.Now()
 		err := d.ch.Send(sctx, j.n)
 		cancel()
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
 		if h := d.n.cfg.hooks.OnSend; h != nil {
 			h(SendInfo{Channel: d.name, EventID: j.n.EventID, Attempt: attempt, Duration: time.Since(start), Err: err})
 		}

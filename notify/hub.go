@@ -8,6 +8,10 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // EventName is the SSE event name of every notification message; the kind
@@ -86,6 +90,20 @@ func WithHubHooks(hk HubHooks) HubOption {
 	return func(h *Hub) error { h.hooks = hk; return nil }
 }
 
+// WithHubTracerProvider traces every publish with tp: a span "notify.Hub
+// publish" (family, kind, subscribers reached, dropped), a child of the
+// context given to PublishContext — for the notifier, the span of the
+// record that caused the notification. Default: a no-op provider.
+func WithHubTracerProvider(tp trace.TracerProvider) HubOption {
+	return func(h *Hub) error {
+		if tp == nil {
+			return fmt.Errorf("%w: nil tracer provider", ErrInvalid)
+		}
+		h.tracer = tp.Tracer(TracerName)
+		return nil
+	}
+}
+
 // Hub fans notifications out to live subscribers in this process, per
 // family and filtered by viewer (Filter.Sees). Publish never blocks: each
 // subscription has a bounded buffer, and a subscriber that has not kept up
@@ -94,6 +112,7 @@ func WithHubHooks(hk HubHooks) HubOption {
 type Hub struct {
 	buffer int
 	hooks  HubHooks
+	tracer trace.Tracer
 
 	mu     sync.RWMutex // held for reading while sending, for writing while closing channels
 	fams   map[int64]map[*Subscription]struct{}
@@ -102,7 +121,7 @@ type Hub struct {
 
 // NewHub returns an empty hub.
 func NewHub(opts ...HubOption) (*Hub, error) {
-	h := &Hub{buffer: 64, fams: map[int64]map[*Subscription]struct{}{}}
+	h := &Hub{buffer: 64, fams: map[int64]map[*Subscription]struct{}{}, tracer: noop.NewTracerProvider().Tracer(TracerName)}
 	for _, o := range opts {
 		if err := o(h); err != nil {
 			return nil, err
@@ -187,7 +206,13 @@ func (h *Hub) removeLocked(s *Subscription, reason error) bool {
 // Publish queues n for every subscriber of its family that may see it and
 // returns how many it was queued for. Subscribers whose buffer is full are
 // dropped with ErrSlowSubscriber. After Close it does nothing.
-func (h *Hub) Publish(n Notification) int {
+func (h *Hub) Publish(n Notification) int { return h.PublishContext(context.Background(), n) }
+
+// PublishContext is Publish with the context of the work that caused n:
+// the publish span (WithHubTracerProvider) is its child.
+func (h *Hub) PublishContext(ctx context.Context, n Notification) int {
+	_, span := h.tracer.Start(ctx, "notify.Hub publish")
+	defer span.End()
 	m := Message{ID: n.ID, Event: EventName, Data: n}
 	var slow []*Subscription
 	delivered := 0
@@ -216,6 +241,10 @@ func (h *Hub) Publish(n Notification) int {
 	}
 	if h.hooks.OnPublish != nil {
 		h.hooks.OnPublish(PublishInfo{FamilyID: n.FamilyID, Delivered: delivered, Dropped: dropped})
+	}
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int64("dpcs.family_id", n.FamilyID), attribute.String("dpcs.notification.kind", string(n.Kind)),
+			attribute.String("dpcs.event_id", n.EventID), attribute.Int("dpcs.hub.delivered", delivered), attribute.Int("dpcs.hub.dropped", dropped))
 	}
 	return delivered
 }

@@ -10,6 +10,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/envelope/kafkarecord"
@@ -107,6 +111,7 @@ func defaultConfig() config {
 		lang:        Korean,
 		now:         time.Now,
 		log:         slog.New(slog.DiscardHandler),
+		tracer:      noop.NewTracerProvider().Tracer(TracerName),
 	}
 }
 
@@ -215,9 +220,20 @@ type permanent struct{ err error }
 func (p permanent) Error() string { return p.err.Error() }
 func (p permanent) Unwrap() error { return p.err }
 
-// handle processes one record completely; it returns an error only when ctx
-// ended first.
+// handle processes one record completely in its own span, a child of the
+// trace the record carries (r.Context, set by the Kafka client's tracing
+// hooks); it returns an error only when ctx ended first.
 func (n *Notifier) handle(ctx context.Context, r *kgo.Record) error {
+	ctx, span := n.cfg.tracer.Start(trace.ContextWithSpan(ctx, trace.SpanFromContext(r.Context)), r.Topic+" process",
+		trace.WithSpanKind(trace.SpanKindConsumer))
+	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("messaging.system", "kafka"),
+			attribute.String("messaging.destination.name", r.Topic),
+			attribute.String("messaging.consumer.group.name", n.cfg.group),
+			attribute.Int("messaging.destination.partition.id", int(r.Partition)),
+			attribute.Int64("messaging.kafka.offset", r.Offset))
+	}
 	ev, err := kafkarecord.Decode(r)
 	if err != nil {
 		return n.deadLetter(ctx, r, err.Error())
@@ -253,7 +269,7 @@ func (n *Notifier) deliver(ctx context.Context, r *kgo.Record, note Notification
 		case err != nil:
 			return err
 		case c.Outcome == idempotency.Done:
-			n.notified(note, 0, Duplicate)
+			n.notified(ctx, note, 0, Duplicate)
 			return nil
 		case c.Outcome == idempotency.InProgress:
 			return fmt.Errorf("notify: %s is being handled elsewhere (lease ends in %v)", note.EventID, c.RetryAfter)
@@ -281,10 +297,10 @@ func (n *Notifier) deliver(ctx context.Context, r *kgo.Record, note Notification
 	outcome := Duplicate
 	if stored.EventID == note.EventID && stored.DeliveredAt == nil {
 		if !*published {
-			n.hub.Publish(stored)
+			n.hub.PublishContext(ctx, stored)
 			for _, d := range n.disp {
 				if d.kinds[string(stored.Kind)] {
-					d.enqueue(job{n: stored, rec: r})
+					d.enqueue(job{n: stored, rec: r, span: trace.SpanContextFromContext(ctx)})
 				}
 			}
 			*published = true
@@ -307,11 +323,15 @@ func (n *Notifier) deliver(ctx context.Context, r *kgo.Record, note Notification
 			n.cfg.log.Warn("notify: complete claim", "event", note.EventID, "err", err)
 		}
 	}
-	n.notified(note, stored.ID, outcome)
+	n.notified(ctx, note, stored.ID, outcome)
 	return nil
 }
 
-func (n *Notifier) notified(note Notification, id int64, o Outcome) {
+func (n *Notifier) notified(ctx context.Context, note Notification, id int64, o Outcome) {
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(attribute.String("dpcs.event_id", note.EventID), attribute.String("dpcs.notification.kind", string(note.Kind)),
+			attribute.Int64("dpcs.family_id", note.FamilyID), attribute.Int64("dpcs.inbox_id", id), attribute.String("dpcs.outcome", string(o)))
+	}
 	if h := n.cfg.hooks.OnNotify; h != nil {
 		h(NotifyInfo{EventID: note.EventID, Kind: note.Kind, FamilyID: note.FamilyID, InboxID: id, Outcome: o})
 	}
@@ -373,6 +393,7 @@ func (n *Notifier) deadLettered(src *kgo.Record, channel, reason string, err err
 // deadLetter sends a record the notifier cannot handle to the DLT, retrying
 // until it is acknowledged (the record's offset is committed after it).
 func (n *Notifier) deadLetter(ctx context.Context, r *kgo.Record, reason string) error {
+	trace.SpanFromContext(ctx).SetStatus(codes.Error, "dead-lettered: "+reason)
 	out := n.dltRecord(r, "", reason)
 	err := n.retry(ctx, "dead letter", func() error { return n.cl.ProduceSync(ctx, out).FirstErr() })
 	if err == nil {

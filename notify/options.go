@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/idempotency"
@@ -104,6 +105,7 @@ type config struct {
 	now                    func() time.Time
 	log                    *slog.Logger
 	hooks                  Hooks
+	tracer                 trace.Tracer
 }
 
 // Option configures a Notifier.
@@ -321,6 +323,26 @@ func WithLogger(l *slog.Logger) Option {
 func WithHooks(h Hooks) Option {
 	return func(c *config) error { c.hooks = h; return nil }
 }
+
+// WithTracerProvider traces the notifier with tp: a span per handled
+// record ("notification-events process", a child of the record's context —
+// the trace the processor's record carries when the Kafka client has
+// tracing hooks, e.g. service.TracingKafkaOpts), its hub publish as a child
+// (give the hub the same provider, WithHubTracerProvider), and a span per
+// channel attempt ("notify channel send"). Default: a no-op provider.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) error {
+		if tp == nil {
+			return fmt.Errorf("%w: nil tracer provider", ErrInvalid)
+		}
+		c.tracer = tp.Tracer(TracerName)
+		return nil
+	}
+}
+
+// TracerName is the instrumentation scope of the notifier's and the hub's
+// spans.
+const TracerName = "github.com/dabom/dpcs/notify"
 
 func sleepTimer(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)

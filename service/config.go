@@ -77,6 +77,10 @@ type Config struct {
 	// the processor 127.0.0.1:9090, the server 127.0.0.1:9091, the simulator
 	// 127.0.0.1:9093, the all-in-one 127.0.0.1:9094; "off" serves none.
 	AdminAddr string
+	// Tracing (DPCS_OTLP_ENDPOINT or the standard OTEL_EXPORTER_OTLP_ENDPOINT,
+	// DPCS_TRACE_SAMPLE_RATIO; default off) exports OpenTelemetry traces;
+	// see Tracing and doc/runbook.md (Tracing).
+	Tracing TracingConfig
 }
 
 // Default admin addresses of the deployables (DPCS_ADMIN_ADDR), one each so
@@ -214,6 +218,11 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if c.WebhookURL != "" && len(c.WebhookSecret) < 16 {
 		errs = append(errs, errors.New("DPCS_WEBHOOK_SECRET: at least 16 bytes are required with DPCS_WEBHOOK_URL"))
 	}
+	tr, err := loadTracing(getenv)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	c.Tracing = tr
 	return c, errors.Join(errs...)
 }
 

@@ -13,6 +13,9 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/envelope/kafkarecord"
@@ -247,6 +250,28 @@ func WithCatalog(c policy.Catalog) ProcessorOption {
 	return func(p *Processor) error { p.catalog = c; return nil }
 }
 
+// WithProcessorTracerProvider traces the processor with tp: every consumed
+// record is judged in a span of its own ("usage-events process",
+// "policy-updated process"; decision, family, member and the engine batch it
+// was judged in as attributes), a child of the trace the record carries
+// (record.Context, set by the Kafka client's tracing hooks — give the
+// processor's kgo options TracingKafkaOpts(tp), which NewWorkers does), and
+// the records it causes (usage-persist, notification-events, dead letters)
+// are produced in that span, so their consumers continue the same trace.
+// Default: no tracing (a no-op provider costs nothing on the judging path).
+func WithProcessorTracerProvider(tp trace.TracerProvider) ProcessorOption {
+	return func(p *Processor) error {
+		if tp == nil {
+			return errors.New("service: nil tracer provider")
+		}
+		p.tracer = nil
+		if tracingOn(tp) {
+			p.tracer = tp.Tracer(TracerName)
+		}
+		return nil
+	}
+}
+
 // Processor consumes usage-events and policy-updated, judges each usage event
 // with the quota engine and emits usage-persist and notification-events.
 // At least once delivered, exactly once in effect: offsets are committed only
@@ -261,6 +286,8 @@ type Processor struct {
 	hooks   ProcessorHooks
 	now     func() time.Time
 	loc     *time.Location
+	// tracer starts the records' process spans; nil: tracing off.
+	tracer trace.Tracer
 
 	maxAge, maxSkew        time.Duration
 	maxPoll                int
@@ -581,6 +608,10 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 		go func() { // joined below
 			defer wg.Done()
 			j := &done[i]
+			if p.tracer != nil {
+				p.startSpans(g)
+				defer endSpans(g, &j.err)
+			}
 			usage, dead := p.decodeUsage(g, now)
 			j.usage = len(usage)
 			scriptStart := time.Now()
@@ -611,6 +642,10 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 					// failure here is a bug, not bad input. Stop rather than lose it.
 					j.err = fmt.Errorf("service: build outputs of %s: %w", u.env.EventID, err)
 					return
+				}
+				if p.tracer != nil {
+					judgedSpan(u, results[k], len(judgedUsage))
+					causedBy(recs, u.rec)
 				}
 				outs = append(outs, recs...)
 			}
@@ -664,6 +699,19 @@ func (p *Processor) policies(ctx context.Context, recs []*kgo.Record) ([]*kgo.Re
 	if len(recs) == 0 {
 		return nil, 0, nil
 	}
+	if p.tracer != nil {
+		p.startSpans(recs)
+		var err error
+		defer endSpans(recs, &err)
+		out, n, perr := p.judgePolicies(ctx, recs)
+		err = perr
+		return out, n, perr
+	}
+	return p.judgePolicies(ctx, recs)
+}
+
+// judgePolicies is policies without the spans.
+func (p *Processor) judgePolicies(ctx context.Context, recs []*kgo.Record) ([]*kgo.Record, int, error) {
 	marks := p.marksOf(recs)
 	for {
 		var gen string
@@ -702,6 +750,14 @@ func (p *Processor) policies(ctx context.Context, recs []*kgo.Record) ([]*kgo.Re
 				recs, err := p.policyUpdated(ctx, r, ev, pl)
 				if err != nil {
 					return nil, 0, err
+				}
+				if p.tracer != nil {
+					causedBy(recs, r)
+					if span := trace.SpanFromContext(r.Context); span.IsRecording() {
+						span.SetAttributes(attribute.String("dpcs.event_id", ev.EventID),
+							attribute.Int64("dpcs.family_id", pl.FamilyID), attribute.Int64("dpcs.customer_id", pl.TargetCustomerID),
+							attribute.Int64("dpcs.policy_version", pl.Version), attribute.Int("dpcs.blocked_notifications", len(recs)))
+					}
 				}
 				out = append(out, recs...)
 			default:
@@ -1130,7 +1186,78 @@ func (p *Processor) deadLetter(r *kgo.Record, reason string) *kgo.Record {
 		p.hooks.OnDeadLetter(r.Topic, reason)
 	}
 	p.log.Warn("dead-lettered", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", reason)
-	return kafkarecord.DeadLetter(r, envelope.DLT(r.Topic), reason)
+	dlt := kafkarecord.DeadLetter(r, envelope.DLT(r.Topic), reason)
+	if p.tracer != nil {
+		trace.SpanFromContext(r.Context).SetStatus(codes.Error, "dead-lettered: "+reason)
+		causedBy([]*kgo.Record{dlt}, r)
+	}
+	return dlt
+}
+
+// startSpans starts a process span for each record, a child of the trace
+// the record carries, and keeps it in the record's Context: what the
+// record causes is produced in it (causedBy), and endSpans ends it.
+func (p *Processor) startSpans(recs []*kgo.Record) {
+	for _, r := range recs {
+		parent := r.Context
+		if parent == nil {
+			parent = context.Background()
+		}
+		var span trace.Span
+		r.Context, span = p.tracer.Start(parent, r.Topic+" process", trace.WithSpanKind(trace.SpanKindConsumer))
+		if span.IsRecording() { // attributes only for recorded spans: an unsampled one costs little
+			span.SetAttributes(
+				attribute.String("messaging.system", "kafka"),
+				attribute.String("messaging.operation.type", "process"),
+				attribute.String("messaging.destination.name", r.Topic),
+				attribute.String("messaging.consumer.group.name", ProcessorGroup),
+				attribute.Int("messaging.destination.partition.id", int(r.Partition)),
+				attribute.Int64("messaging.kafka.offset", r.Offset),
+				attribute.String("messaging.kafka.message.key", string(r.Key)))
+		}
+	}
+}
+
+// endSpans ends the records' process spans, marking them failed when *err
+// is set (the poll was not judged: it is redelivered).
+func endSpans(recs []*kgo.Record, err *error) {
+	for _, r := range recs {
+		span := trace.SpanFromContext(r.Context)
+		if *err != nil {
+			span.SetStatus(codes.Error, (*err).Error())
+		}
+		span.End()
+	}
+}
+
+// causedBy makes outs carry the trace of the record that caused them: they
+// are produced in its process span.
+func causedBy(outs []*kgo.Record, origin *kgo.Record) {
+	for _, o := range outs {
+		o.Context = origin.Context
+	}
+}
+
+// judgedSpan records the decision on u's process span.
+func judgedSpan(u usageIn, res quota.Result, batch int) {
+	span := trace.SpanFromContext(u.rec.Context)
+	if !span.IsRecording() {
+		return
+	}
+	pl := u.env.Payload
+	span.SetAttributes(
+		attribute.String("dpcs.event_id", u.env.EventID),
+		attribute.Int64("dpcs.family_id", pl.FamilyID),
+		attribute.Int64("dpcs.customer_id", pl.CustomerID),
+		attribute.Int64("dpcs.bytes", pl.BytesUsed),
+		attribute.String("dpcs.decision", string(res.Decision)),
+		attribute.Bool("dpcs.duplicate", res.Duplicate),
+		attribute.Int64("dpcs.remaining_bytes", res.Remaining),
+		attribute.Int("dpcs.engine_batch", batch),
+	)
+	if res.Rule != "" {
+		span.SetAttributes(attribute.String("dpcs.rule", res.Rule))
+	}
 }
 
 // produce sends every record and waits for all acknowledgements, retrying the

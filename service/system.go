@@ -174,6 +174,9 @@ type System struct {
 	relayDone     chan error
 	closeOnce     sync.Once
 	closeErr      error
+
+	// shutdownTracing flushes the spans not yet exported.
+	shutdownTracing func(context.Context) error
 }
 
 // StartSystem starts everything and returns once it runs. Close stops it.
@@ -193,6 +196,14 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
+	if cfg.Tracing.ServiceName == "" {
+		cfg.Tracing.ServiceName = "dpcs"
+	}
+	tp, shutdownTracing, err := Tracing(ctx, cfg.Tracing)
+	if err != nil {
+		return nil, err
+	}
+	s.shutdownTracing = shutdownTracing
 	if s.Brokers = cfg.KafkaBrokers; len(s.Brokers) == 0 {
 		s.kafka, err = kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(cfg.KafkaPort),
 			kfake.DataDir(filepath.Join(cfg.DataDir, "kafka")), kfake.SeedTopics(DefaultPartitions, Topics()...))
@@ -230,7 +241,8 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		return nil, err
 	}
 	kopts := []kgo.Opt{kgo.SeedBrokers(s.Brokers...)}
-	popts := slices.Concat(simulate.ProducerOptions(kgo.LeaderAck()), kopts, KafkaHooks(s.Registry, "producer"))
+	// The simulator's and the relay's records begin their traces.
+	popts := slices.Concat(simulate.ProducerOptions(kgo.LeaderAck()), kopts, KafkaHooks(s.Registry, "producer"), TracingKafkaOpts(tp))
 	if s.producer, err = kgo.NewClient(popts...); err != nil {
 		return nil, err
 	}
@@ -297,7 +309,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if err != nil {
 		return nil, err
 	}
-	s.workers, err = NewWorkers(s.Engine, s.DB, kopts, WorkersConfig{Logger: log, Notifier: nopts, Metrics: s.Metrics,
+	s.workers, err = NewWorkers(s.Engine, s.DB, kopts, WorkersConfig{Logger: log, Notifier: nopts, Metrics: s.Metrics, TracerProvider: tp,
 		Processor: []ProcessorOption{WithProcessorLocation(cfg.Zone), WithMaxEventAge(cfg.DedupeWindow - time.Hour),
 			WithStateGuard(rec)}})
 	if err != nil {
@@ -542,6 +554,9 @@ func (s *System) close(ctx context.Context) error {
 	}
 	if s.kafka != nil {
 		s.kafka.Close()
+	}
+	if s.shutdownTracing != nil {
+		errs = append(errs, s.shutdownTracing(ctx))
 	}
 	return errors.Join(errs...)
 }

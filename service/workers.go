@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/writebehind"
@@ -33,6 +34,12 @@ type WorkersConfig struct {
 	// worker's Kafka client gets KafkaHooks (client processor, write-behind,
 	// notifier), as does a hub created here. Default: none.
 	Metrics *Metrics
+	// TracerProvider traces the workers (see Tracing): NewWorkers adds the
+	// Kafka tracing hooks (TracingKafkaOpts) to every worker's client — do
+	// not add them to kopts too — and gives tp to the processor, the
+	// notifier and the hub it creates (a Hub given in Hub is the caller's
+	// to trace, notify.WithHubTracerProvider). Default: no tracing.
+	TracerProvider trace.TracerProvider
 }
 
 // Migrate creates the tables the workers write: usage_record and the
@@ -71,6 +78,12 @@ func NewWorkers(dec Decider, db *sql.DB, kopts []kgo.Opt, cfg WorkersConfig) (*W
 	wbOpts := []writebehind.Option{writebehind.WithLogger(log.With("worker", "write-behind"))}
 	nOpts := []notify.Option{notify.WithLogger(log.With("worker", "notifier"))}
 	var hubOpts []notify.HubOption
+	if tp := cfg.TracerProvider; tracingOn(tp) {
+		kopts = append(slices.Clip(kopts), TracingKafkaOpts(tp)...)
+		procOpts = append(procOpts, WithProcessorTracerProvider(tp))
+		nOpts = append(nOpts, notify.WithTracerProvider(tp))
+		hubOpts = append(hubOpts, notify.WithHubTracerProvider(tp))
+	}
 	clientOpts := func(string) []kgo.Opt { return kopts }
 	if m := cfg.Metrics; m != nil {
 		procOpts = append(procOpts, WithProcessorHooks(m.ProcessorHooks()))

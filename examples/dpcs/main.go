@@ -15,6 +15,9 @@
 // with DPCS_DEMO=1; with DPCS_MYSQL_DSN (or DPCS_DEMO=0) nothing is seeded
 // and the first admin is created with `go run ./examples/server admin
 // create`.
+//
+// DPCS_OTLP_ENDPOINT (or the standard OTEL_EXPORTER_OTLP_ENDPOINT) turns
+// OpenTelemetry tracing on (doc/observability.md, Tracing).
 package main
 
 import (
@@ -53,6 +56,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	cfg.AdminAddr = cfg.AdminAddress(service.DefaultAllInOneAdminAddr)
+	cfg.Tracing.ServiceName = "dpcs"
 	fmt.Fprintln(stdout, "starting DPCS…")
 	s, err := service.StartSystem(ctx, cfg, log)
 	if err != nil {

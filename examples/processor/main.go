@@ -19,6 +19,9 @@
 // With neither DPCS_KAFKA_BROKERS nor a Redis address it runs on embedded
 // infrastructure (kfake on DPCS_EMBEDDED_KAFKA_PORT, miniredis rebuilt from
 // SQL, SQLite in DPCS_DATA_DIR) — the all-in-one without simulator and demo.
+//
+// DPCS_OTLP_ENDPOINT (or the standard OTEL_EXPORTER_OTLP_ENDPOINT) turns
+// OpenTelemetry tracing on (doc/runbook.md, Tracing).
 package main
 
 import (
@@ -88,6 +91,12 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if len(cfg.KafkaBrokers) == 0 {
 		return errors.New("DPCS_KAFKA_BROKERS: required with a real Redis")
 	}
+	cfg.Tracing.ServiceName = "dpcs-processor"
+	tp, shutdownTracing, err := service.Tracing(ctx, cfg.Tracing)
+	if err != nil {
+		return err
+	}
+	defer flushTraces(log, shutdownTracing)
 	var groupOpts []kgo.Opt
 	if v := getenv("DPCS_KAFKA_SESSION_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -195,6 +204,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 			service.WithMaxEventAge(cfg.DedupeWindow - time.Hour),
 			service.WithProcessorHooks(hooks),
 		}, guard...),
+		TracerProvider: tp,
 	})
 	if err != nil {
 		return err
@@ -216,6 +226,7 @@ func runEmbedded(ctx context.Context, getenv func(string) string, log *slog.Logg
 	}
 	sys.DemoFamilies, sys.SimulatorRate, sys.SimulatorAddr = 0, 0, ""
 	sys.AdminAddr = sys.AdminAddress(service.DefaultProcessorAdminAddr)
+	sys.Tracing.ServiceName = "dpcs-processor"
 	s, err := service.StartSystem(ctx, sys, log)
 	if err != nil {
 		return err
@@ -225,4 +236,13 @@ func runEmbedded(ctx context.Context, getenv func(string) string, log *slog.Logg
 	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return s.Close(shutdown)
+}
+
+// flushTraces exports the spans not yet sent (tracing on), within 5 s.
+func flushTraces(log *slog.Logger, shutdown func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := shutdown(ctx); err != nil {
+		log.Warn("flushing traces", "err", err)
+	}
 }

@@ -21,6 +21,9 @@
 // password read from stdin (typed without echo on a terminal), or from
 // --password-file PATH or --password-env VAR; at least 12 bytes, never
 // printed. It needs only the SQL settings and prints the new admin's id.
+//
+// DPCS_OTLP_ENDPOINT (or the standard OTEL_EXPORTER_OTLP_ENDPOINT) turns
+// OpenTelemetry tracing on (doc/observability.md, Tracing).
 package main
 
 import (
@@ -80,6 +83,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return errors.New("DPCS_JWT_SECRET: required (at least 32 bytes, the same for every API instance)")
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	cfg.Tracing.ServiceName = "dpcs-server"
+	tp, shutdownTracing, err := service.Tracing(ctx, cfg.Tracing)
+	if err != nil {
+		return err
+	}
+	defer flushTraces(log, shutdownTracing)
 	rdb, err := cfg.Redis()
 	if err != nil {
 		return err
@@ -113,7 +122,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	kopts := []kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...)}
-	producer, err := kgo.NewClient(slices.Concat(service.ProducerOpts(), kopts, service.KafkaHooks(reg, "producer"))...)
+	// The relay's policy-updated records begin their traces.
+	producer, err := kgo.NewClient(slices.Concat(service.ProducerOpts(), kopts, service.KafkaHooks(reg, "producer"), service.TracingKafkaOpts(tp))...)
 	if err != nil {
 		return err
 	}
@@ -125,7 +135,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	hub, err := notify.NewHub(notify.WithHubHooks(metrics.HubHooks()))
+	hub, err := notify.NewHub(notify.WithHubHooks(metrics.HubHooks()), notify.WithHubTracerProvider(tp))
 	if err != nil {
 		return err
 	}
@@ -137,8 +147,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	notifier, err := notify.New(inbox, hub, slices.Concat(kopts, service.KafkaHooks(reg, "notifier")),
-		append(nopts, notify.WithLogger(log), notify.WithHooks(metrics.NotifierHooks()))...)
+	notifier, err := notify.New(inbox, hub, slices.Concat(kopts, service.KafkaHooks(reg, "notifier"), service.TracingKafkaOpts(tp)),
+		append(nopts, notify.WithLogger(log), notify.WithHooks(metrics.NotifierHooks()), notify.WithTracerProvider(tp))...)
 	if err != nil {
 		return err
 	}
@@ -259,4 +269,13 @@ func rebuild(ctx context.Context, db *sql.DB, eng *quota.Engine, kopts []kgo.Opt
 		return fmt.Errorf("rebuild: %w", err)
 	}
 	return nil
+}
+
+// flushTraces exports the spans not yet sent (tracing on), within 5 s.
+func flushTraces(log *slog.Logger, shutdown func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := shutdown(ctx); err != nil {
+		log.Warn("flushing traces", "err", err)
+	}
 }

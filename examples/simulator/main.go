@@ -72,6 +72,10 @@ type config struct {
 	StepDelay       time.Duration `envconfig:"SIMULATOR_STEP_DELAY" default:"200ms" desc:"pause between scenario steps"`
 	Progress        time.Duration `envconfig:"SIMULATOR_PROGRESS" default:"1s" desc:"progress line interval"`
 	ShutdownTimeout time.Duration `envconfig:"SIMULATOR_SHUTDOWN_TIMEOUT" default:"15s" desc:"how long shutdown may take to flush"`
+	// Tracing: read (and validated, with the standard OTEL_EXPORTER_OTLP_*
+	// variables) by service.LoadTracingConfig; listed here for -h.
+	OTLPEndpoint     string  `envconfig:"OTLP_ENDPOINT" desc:"OTLP/HTTP collector base URL (http://collector:4318); empty: no tracing unless OTEL_EXPORTER_OTLP_ENDPOINT is set"`
+	TraceSampleRatio float64 `envconfig:"TRACE_SAMPLE_RATIO" default:"1" desc:"share of traces recorded, 0 to 1"`
 }
 
 func loadConfig(args []string, stdout io.Writer) (config, error) {
@@ -120,6 +124,22 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	tcfg, err := service.LoadTracingConfig(os.Getenv)
+	if err != nil {
+		return err
+	}
+	tcfg.ServiceName = "dpcs-simulator"
+	tp, shutdownTracing, err := service.Tracing(ctx, tcfg)
+	if err != nil {
+		return err
+	}
+	defer func() { // after the client closed: its publish spans have ended
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := shutdownTracing(sctx); err != nil {
+			log.Warn("flushing traces", "err", err)
+		}
+	}()
 
 	brokers := cfg.KafkaBrokers
 	if len(brokers) == 0 {
@@ -134,7 +154,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			brokers[0], envelope.TopicUsageEvents, envelope.TopicPolicyUpdated, cfg.KafkaPartitions)
 	}
 	reg := service.NewRegistry()
-	client, err := kgo.NewClient(slices.Concat(simulate.ProducerOptions(acks), []kgo.Opt{kgo.SeedBrokers(brokers...)}, service.KafkaHooks(reg, "simulator"))...)
+	// Each usage event begins a trace (its publish span) when tracing is on.
+	client, err := kgo.NewClient(slices.Concat(simulate.ProducerOptions(acks), []kgo.Opt{kgo.SeedBrokers(brokers...)},
+		service.KafkaHooks(reg, "simulator"), service.TracingKafkaOpts(tp))...)
 	if err != nil {
 		return err
 	}
