@@ -194,8 +194,8 @@ func NewAPI(cfg APIConfig) (*API, error) {
 }
 
 // Handler returns the HTTP handler serving the API, its OpenAPI document and
-// docs. SSE routes stream for as long as the client listens: serve it from an
-// http.Server without WriteTimeout.
+// docs. SSE routes stream for as long as the access that opened them lasts:
+// serve it with NewHTTPServer, whose timeouts spare the stream (StreamRequest).
 func (a *API) Handler() http.Handler { return a.mux }
 
 // OpenAPI returns the API's OpenAPI document.

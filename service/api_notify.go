@@ -97,7 +97,8 @@ func (a *API) registerStream() {
 		Path: "/families/{familyId}/notifications/stream", Summary: "Live notifications (SSE)", Tags: tags, Security: secured(),
 		Description: "Server-sent events: `notification` events carry the inbox row id as the SSE id; on reconnect, " +
 			"Last-Event-ID replays what was missed from the inbox before the live events. A `ping` event is sent at once " +
-			"and then periodically. Serve without an http.Server WriteTimeout.",
+			"and then periodically. The stream ends when the access that opened it ends: the access token expires, " +
+			"the member is removed, the role changes, the session is logged out or revoked; reconnect with a fresh token.",
 		Errors: []int{http.StatusUnauthorized, http.StatusNotFound}},
 		map[string]any{notify.EventName: notify.Notification{}, "ping": Ping{}},
 		a.stream)

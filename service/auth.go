@@ -179,7 +179,7 @@ func (a *API) authenticate(ctx huma.Context, next func(huma.Context)) {
 
 type loginInput struct {
 	Body struct {
-		Login    string `json:"login" minLength:"1" maxLength:"64" doc:"Member id or phone number" example:"1000001"`
+		Login    string `json:"login" minLength:"1" maxLength:"64" doc:"A member id (digits, no leading 0) or a phone number (starting with 0 or +)" example:"1000001"`
 		Password string `json:"password" minLength:"1" maxLength:"128"`
 	}
 }

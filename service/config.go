@@ -79,7 +79,7 @@ type Config struct {
 	AdminAddr string
 	// Tracing (DPCS_OTLP_ENDPOINT or the standard OTEL_EXPORTER_OTLP_ENDPOINT,
 	// DPCS_TRACE_SAMPLE_RATIO; default off) exports OpenTelemetry traces;
-	// see Tracing and doc/runbook.md (Tracing).
+	// see Tracing and doc/observability.md (Tracing).
 	Tracing TracingConfig
 }
 

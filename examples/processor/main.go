@@ -21,7 +21,7 @@
 // SQL, SQLite in DPCS_DATA_DIR) — the all-in-one without simulator and demo.
 //
 // DPCS_OTLP_ENDPOINT (or the standard OTEL_EXPORTER_OTLP_ENDPOINT) turns
-// OpenTelemetry tracing on (doc/runbook.md, Tracing).
+// OpenTelemetry tracing on (doc/observability.md, Tracing).
 package main
 
 import (
