@@ -231,13 +231,23 @@ func TestKafkaHooks(t *testing.T) {
 			}
 		}
 	}
-	g := gather(t, reg)
-	got := map[string]float64{
-		"a": g.value("dpcs_kafka_produce_records_total", map[string]string{"client": "a"}),
-		"b": g.value("dpcs_kafka_produce_records_total", map[string]string{"client": "b"}),
+	// kprom counts a batch in a hook that may run after ProduceSync returned:
+	// wait for the counts (a deadline, not a guess), then compare.
+	want := map[string]float64{"a": 1, "b": 2}
+	var g gathered
+	var got map[string]float64
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		g = gather(t, reg)
+		got = map[string]float64{
+			"a": g.value("dpcs_kafka_produce_records_total", map[string]string{"client": "a"}),
+			"b": g.value("dpcs_kafka_produce_records_total", map[string]string{"client": "b"}),
+		}
+		if cmp.Equal(want, got) || time.Now().After(deadline) {
+			break
+		}
 	}
-	if diff := cmp.Diff(map[string]float64{"a": 1, "b": 2}, got); diff != "" {
-		t.Errorf("records produced by client (-want +got):\n%s", diff)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("records produced by client after 10 s (-want +got):\n%s", diff)
 	}
 	if g.count("dpcs_kafka_request_duration_e2e_seconds", map[string]string{"client": "a"}) == 0 {
 		t.Error("no request latency observed for client a")
