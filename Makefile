@@ -61,12 +61,14 @@ cover:
 	$(GO) tool cover -func=coverage.out | tail -n 1
 	@$(GO) tool cover -func=coverage.out | awk '/^total:/ {sub("%","",$$3); if ($$3+0 < 70) {print "coverage below 70%"; exit 1}}'
 
-## lint: formatting and vet (including integration-tagged files).
+## lint: formatting, vet (including integration-tagged files) and the OpenAPI
+## document (Redocly CLI through npx: needs Node.js; see scripts/openapi-lint.sh).
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags integration $(PKGS)
+	bash scripts/openapi-lint.sh
 
 ## fuzz: run the envelope fuzzers for FUZZTIME each (default 60s): the strict
 ## decoder, and the fast decoder/encoder against the encoding/json path.

@@ -66,6 +66,10 @@ type APIConfig struct {
 	Metrics *Metrics
 	// Title and Version name the OpenAPI document. Default: "DPCS API", "1.0.0".
 	Title, Version string
+	// ServerURL is the OpenAPI document's server: the URL clients prefix to
+	// every path. Default: "/", the host (and scheme) the document was read
+	// from; set the public base URL when a proxy serves the API under a path.
+	ServerURL string
 	// OwnerTopUpMax is the most an OWNER may add to the family's pool in one
 	// top-up, and OwnerTopUpMonthly the most the family's own members may
 	// add in a month, all together (admins are bounded only by the pool's
@@ -154,6 +158,9 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	if cfg.Version == "" {
 		cfg.Version = "1.0.0"
 	}
+	if cfg.ServerURL == "" {
+		cfg.ServerURL = "/"
+	}
 	if cfg.AccessEvents == nil {
 		cfg.AccessEvents = NewLocalAccessEvents()
 	}
@@ -175,6 +182,9 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	hc.Info.Description = "Data Pool Control System: family data pools, member policies, alerts and notifications. " +
 		"Authenticate with POST /auth/token and send the access token as `Authorization: Bearer …`. " +
 		"Requests about another family answer 404 as if it did not exist."
+	hc.Info.License = &huma.License{Name: "Apache-2.0", Identifier: "Apache-2.0"}
+	hc.Servers = []*huma.Server{{URL: cfg.ServerURL, Description: "This API"}}
+	hc.Tags = apiTags()
 	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		bearerScheme: {Type: "http", Scheme: "bearer", BearerFormat: "JWT",
 			Description: "Access token from POST /auth/token or /auth/refresh (HS256, 30 min)."},
@@ -205,6 +215,30 @@ const bearerScheme = "bearer"
 
 // secured is the Security of every operation needing an access token.
 func secured() []map[string][]string { return []map[string][]string{{bearerScheme: {}}} }
+
+// public is the Security of an operation anyone may call: an empty, non-nil
+// list, which the document shows as `security: []` (no requirement) so
+// clients and linters know no token is wanted.
+func public() []map[string][]string { return []map[string][]string{} }
+
+// Operation tags, each declared with its description in the document.
+const (
+	authTag          = "auth"
+	familiesTag      = "families"
+	notificationsTag = "notifications"
+	adminTag         = "admin"
+	systemTag        = "system"
+)
+
+func apiTags() []*huma.Tag {
+	return []*huma.Tag{
+		{Name: authTag, Description: "Sessions: log in with a member id or phone and a password, rotate the refresh token, log out. Public: no access token is needed."},
+		{Name: familiesTag, Description: "A family's dashboard, members, usage, policies, alert thresholds and top-ups. Members read; owners (and admins) change."},
+		{Name: notificationsTag, Description: "The caller's inbox of alerts and policy changes, and the same notifications live over server-sent events."},
+		{Name: adminTag, Description: "The back office, for ADMIN accounts only: policy templates, family search and provisioning, plans, usage reports, the audit log."},
+		{Name: systemTag, Description: "What is serving: the build behind the API. Public."},
+	}
+}
 
 // problem maps an error of the store, the engine, the inbox or the policy
 // package to an RFC 9457 problem — the one place domain errors become HTTP

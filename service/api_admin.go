@@ -94,21 +94,36 @@ type AuditView struct {
 	At        time.Time       `json:"at"`
 }
 
+// adminDocs describes the back-office operations (admins only: others get 403).
+var adminDocs = map[string]string{
+	"list-templates":  "Every policy template (or only the active ones), with its default rules.",
+	"create-template": "Creates a policy template: a named set of default rules that can be applied to members. Audited.",
+	"get-template":    "One policy template.",
+	"update-template": "Replaces a policy template. Members it was applied to keep their policies. Audited.",
+	"delete-template": "Deletes a policy template. Members it was applied to keep their policies. Audited.",
+	"apply-template": "Copies the template's default rules into the member's policy, as a policy change: audited, " +
+		"published and enforced at once; expectedVersion guards against a concurrent change (409).",
+	"search-families": "Families matching q: a family id, a member id or phone (exact), or a prefix of the family's name.",
+	"create-family":   "Creates a family with its monthly plan and alert thresholds and provisions its pool in the quota engine. Audited.",
+	"put-plan":        "Sets the family's monthly plan (bytes); the pool's total changes at once. Audited.",
+	"family-usage-report": "The family's usage over a month or a day (period, or from and to): totals per member, " +
+		"by app and by hour.",
+	"audit-log": "Who changed what and when (policies, roles, members, plans, templates, top-ups), with the values " +
+		"before and after, newest first; filter by family, actor, action, target and time, page with before.",
+}
+
 func (a *API) registerAdmin() {
-	tags := []string{"admin"}
+	tags := []string{adminTag}
 	op := func(id, method, path, summary string, errs ...int) huma.Operation {
-		return huma.Operation{OperationID: id, Method: method, Path: path, Summary: summary, Tags: tags, Security: secured(),
+		return huma.Operation{OperationID: id, Method: method, Path: path, Summary: summary, Description: adminDocs[id],
+			Tags: tags, Security: secured(),
 			Errors: append([]int{http.StatusUnauthorized, http.StatusForbidden}, errs...)}
 	}
 
 	huma.Register(a.api, op("list-templates", http.MethodGet, "/admin/policy-templates", "List policy templates"),
 		func(ctx context.Context, in *struct {
 			Active bool `query:"active" doc:"Only active templates"`
-		}) (*struct {
-			Body struct {
-				Templates []TemplateView `json:"templates"`
-			}
-		}, error) {
+		}) (*templatesOutput, error) {
 			if _, err := a.admin(ctx); err != nil {
 				return nil, err
 			}
@@ -116,11 +131,7 @@ func (a *API) registerAdmin() {
 			if err != nil {
 				return nil, a.problem(ctx, err, "query")
 			}
-			out := &struct {
-				Body struct {
-					Templates []TemplateView `json:"templates"`
-				}
-			}{}
+			out := &templatesOutput{}
 			out.Body.Templates = make([]TemplateView, 0, len(ts))
 			for _, t := range ts {
 				out.Body.Templates = append(out.Body.Templates, templateView(t))
@@ -190,11 +201,7 @@ func (a *API) registerAdmin() {
 		http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity)
 	huma.Register(a.api, applyOp, func(ctx context.Context, in *struct {
 		TemplatePath
-		Body struct {
-			FamilyID        int64 `json:"familyId" minimum:"1"`
-			CustomerID      int64 `json:"customerId" minimum:"1"`
-			ExpectedVersion int64 `json:"expectedVersion,omitempty" minimum:"0"`
-		}
+		Body TemplateApplication
 	}) (*policyOutput, error) {
 		p, err := a.admin(ctx)
 		if err != nil {
@@ -212,11 +219,7 @@ func (a *API) registerAdmin() {
 		func(ctx context.Context, in *struct {
 			Q     string `query:"q" maxLength:"100" doc:"A family id, a member id or phone (exact), or a prefix of the family's name"`
 			Limit int    `query:"limit" minimum:"1" maximum:"100" default:"20"`
-		}) (*struct {
-			Body struct {
-				Families []FamilyView `json:"families"`
-			}
-		}, error) {
+		}) (*familiesOutput, error) {
 			if _, err := a.admin(ctx); err != nil {
 				return nil, err
 			}
@@ -228,11 +231,7 @@ func (a *API) registerAdmin() {
 			if err != nil {
 				return nil, a.problem(ctx, err, "query.q")
 			}
-			out := &struct {
-				Body struct {
-					Families []FamilyView `json:"families"`
-				}
-			}{}
+			out := &familiesOutput{}
 			out.Body.Families = make([]FamilyView, 0, len(fs))
 			for _, f := range fs {
 				out.Body.Families = append(out.Body.Families, familyView(f))
@@ -244,12 +243,7 @@ func (a *API) registerAdmin() {
 		http.StatusConflict, http.StatusUnprocessableEntity)
 	famOp.DefaultStatus = http.StatusCreated
 	huma.Register(a.api, famOp, func(ctx context.Context, in *struct {
-		Body struct {
-			ID         int64  `json:"id,omitempty" minimum:"0" doc:"0: assigned by the server"`
-			Name       string `json:"name" minLength:"1" maxLength:"100"`
-			PlanBytes  int64  `json:"planBytes" minimum:"0" maximum:"70368744177664"`
-			Thresholds []int  `json:"thresholds,omitempty" maxItems:"10" doc:"Absent: the default 50,30,10"`
-		}
+		Body NewFamily
 	}) (*struct{ Body FamilyView }, error) {
 		p, err := a.admin(ctx)
 		if err != nil {
@@ -280,9 +274,7 @@ func (a *API) registerAdmin() {
 		http.StatusNotFound, http.StatusUnprocessableEntity),
 		func(ctx context.Context, in *struct {
 			FamilyPath
-			Body struct {
-				PlanBytes int64 `json:"planBytes" minimum:"0" maximum:"70368744177664" doc:"The plan plus the top-ups of this or last month may total at most 70368744177664 bytes (2^46); a 422 says the largest plan allowed"`
-			}
+			Body Plan
 		}) (*struct{ Body FamilyView }, error) {
 			p, err := a.admin(ctx)
 			if err != nil {
@@ -341,12 +333,7 @@ func (a *API) registerAdmin() {
 			Until    time.Time `query:"until"`
 			Before   int64     `query:"before" minimum:"0" doc:"Page below this id (the previous page's nextBefore)"`
 			Limit    int       `query:"limit" minimum:"1" maximum:"1000" default:"100"`
-		}) (*struct {
-			Body struct {
-				Entries    []AuditView `json:"entries"`
-				NextBefore int64       `json:"nextBefore,omitempty"`
-			}
-		}, error) {
+		}) (*auditOutput, error) {
 			if _, err := a.admin(ctx); err != nil {
 				return nil, err
 			}
@@ -355,12 +342,7 @@ func (a *API) registerAdmin() {
 			if err != nil {
 				return nil, a.problem(ctx, err, "query")
 			}
-			out := &struct {
-				Body struct {
-					Entries    []AuditView `json:"entries"`
-					NextBefore int64       `json:"nextBefore,omitempty"`
-				}
-			}{}
+			out := &auditOutput{}
 			out.Body.Entries = make([]AuditView, 0, len(es))
 			for _, e := range es {
 				out.Body.Entries = append(out.Body.Entries, AuditView{ID: e.ID, FamilyID: e.FamilyID, ActorID: e.Actor.ID,
@@ -392,4 +374,46 @@ type MemberUsageView struct {
 	AllowedBytes int64 `json:"allowedBytes"`
 	Events       int64 `json:"events"`
 	Blocked      int64 `json:"blocked"`
+}
+
+// TemplateList is the answer of GET /admin/policy-templates.
+type TemplateList struct {
+	Templates []TemplateView `json:"templates"`
+}
+
+type templatesOutput struct{ Body TemplateList }
+
+// FamilyList is the answer of a family search.
+type FamilyList struct {
+	Families []FamilyView `json:"families"`
+}
+
+type familiesOutput struct{ Body FamilyList }
+
+// AuditPage is a page of the audit log, newest first.
+type AuditPage struct {
+	Entries    []AuditView `json:"entries"`
+	NextBefore int64       `json:"nextBefore,omitempty" doc:"The before of the next (older) page; absent on the last page"`
+}
+
+type auditOutput struct{ Body AuditPage }
+
+// TemplateApplication is the body of POST /admin/policy-templates/{templateId}/apply.
+type TemplateApplication struct {
+	FamilyID        int64 `json:"familyId" minimum:"1"`
+	CustomerID      int64 `json:"customerId" minimum:"1"`
+	ExpectedVersion int64 `json:"expectedVersion,omitempty" minimum:"0" doc:"When > 0, the change fails with 409 unless this is the current version; 0: last write wins"`
+}
+
+// NewFamily is the body of POST /admin/families.
+type NewFamily struct {
+	ID         int64  `json:"id,omitempty" minimum:"0" doc:"0: assigned by the server"`
+	Name       string `json:"name" minLength:"1" maxLength:"100"`
+	PlanBytes  int64  `json:"planBytes" minimum:"0" maximum:"70368744177664"`
+	Thresholds []int  `json:"thresholds,omitempty" maxItems:"10" doc:"Absent: the default 50,30,10"`
+}
+
+// Plan is the body of PUT /admin/families/{familyId}/plan.
+type Plan struct {
+	PlanBytes int64 `json:"planBytes" minimum:"0" maximum:"70368744177664" doc:"The plan plus the top-ups of this or last month may total at most 70368744177664 bytes (2^46); a 422 says the largest plan allowed"`
 }

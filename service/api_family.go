@@ -305,12 +305,16 @@ type policyPatchInput struct {
 	Body PolicyPatch
 }
 
+// PolicyAliasPatch is the body of PATCH /families/policies: a PolicyPatch
+// naming the member (and, for admins, the family).
+type PolicyAliasPatch struct {
+	FamilyID   int64 `json:"familyId,omitempty" minimum:"0" doc:"Defaults to the caller's family; required for admins"`
+	CustomerID int64 `json:"customerId" minimum:"1"`
+	PolicyPatch
+}
+
 type policyAliasInput struct {
-	Body struct {
-		FamilyID   int64 `json:"familyId,omitempty" minimum:"0" doc:"Defaults to the caller's family; required for admins"`
-		CustomerID int64 `json:"customerId" minimum:"1"`
-		PolicyPatch
-	}
+	Body PolicyAliasPatch
 }
 
 type policyOutput struct{ Body PolicyView }
@@ -382,45 +386,75 @@ type TopUpView struct {
 	TotalBytes     int64     `json:"totalBytes"`
 }
 
+// TopUp is the body of a top-up request.
+type TopUp struct {
+	Bytes int64 `json:"bytes" minimum:"1" maximum:"70368744177664" doc:"Bytes added to this month's pool. Owners: at most 10 GiB per top-up and 50 GiB a month per family by default (the operator's limits); everyone: the plan plus the month's top-ups may total at most 70368744177664 bytes (2^46). A 422 says how many can still be added"`
+}
+
 type topUpInput struct {
 	FamilyPath
-	Body struct {
-		Bytes int64 `json:"bytes" minimum:"1" maximum:"70368744177664" doc:"Bytes added to this month's pool. Owners: at most 10 GiB per top-up and 50 GiB a month per family by default (the operator's limits); everyone: the plan plus the month's top-ups may total at most 70368744177664 bytes (2^46). A 422 says how many can still be added"`
-	}
+	Body TopUp
 }
 
 type topUpOutput struct{ Body TopUpView }
 
+// NewMember is the body of an add-member request.
+type NewMember struct {
+	CustomerID int64  `json:"customerId,omitempty" minimum:"0" doc:"Admins only; 0 or absent: assigned by the server"`
+	Name       string `json:"name" minLength:"1" maxLength:"100"`
+	Phone      string `json:"phone,omitempty" maxLength:"32" doc:"Admins only: the member's phone, a login; 0 or + first, then digits with single spaces or hyphens (010-1234-5678, +82 10 1234 5678)"`
+	Role       string `json:"role,omitempty" enum:"MEMBER,OWNER" default:"MEMBER"`
+	Password   string `json:"password,omitempty" maxLength:"128" doc:"Empty: the member cannot log in"`
+}
+
 type addMemberInput struct {
 	FamilyPath
-	Body struct {
-		CustomerID int64  `json:"customerId,omitempty" minimum:"0" doc:"Admins only; 0 or absent: assigned by the server"`
-		Name       string `json:"name" minLength:"1" maxLength:"100"`
-		Phone      string `json:"phone,omitempty" maxLength:"32" doc:"Admins only: the member's phone, a login; 0 or + first, then digits with single spaces or hyphens (010-1234-5678, +82 10 1234 5678)"`
-		Role       string `json:"role,omitempty" enum:"MEMBER,OWNER" default:"MEMBER"`
-		Password   string `json:"password,omitempty" maxLength:"128" doc:"Empty: the member cannot log in"`
-	}
+	Body NewMember
 }
 
 type memberOutput struct{ Body MemberView }
 
+// MemberList is a family's members.
+type MemberList struct {
+	Members []MemberView `json:"members"`
+}
+
 type membersOutput struct {
-	Body struct {
-		Members []MemberView `json:"members"`
-	}
+	Body MemberList
+}
+
+// RoleChange is the body of a role change.
+type RoleChange struct {
+	Role string `json:"role" enum:"MEMBER,OWNER"`
 }
 
 type roleInput struct {
 	MemberPath
-	Body struct {
-		Role string `json:"role" enum:"MEMBER,OWNER"`
-	}
+	Body RoleChange
+}
+
+// familyDocs describes the family operations whose registration sets no
+// description of its own.
+var familyDocs = map[string]string{
+	"get-family": "The family's pool (plan, top-ups, remaining, used %) and each member's share of the usage and " +
+		"standing (allowed, or blocked and why). Any member of the family, and admins.",
+	"list-members": "The family's current members (removed ones left out) with their roles. Any member of the family, and admins.",
+	"get-member-usage": "A member's usage over a month or a day (period, or from and to), by app and by hour. " +
+		"Members see their own; owners and admins anyone's in the family (others get 403).",
+	"get-member-policies": "The member's constraint map, its version (send it back as expectedVersion to change it safely) " +
+		"and its standing as the quota engine sees it now. Members see their own; owners and admins anyone's.",
+	"put-alerts": "Replaces the family's alert thresholds: the remaining-pool percentages (1–99) at which the family is " +
+		"notified once per month each. Owners and admins; audited.",
+	"remove-member": "Removes a member: its usage history stays, its logins and sessions end at once and its " +
+		"notification streams close. Owners and admins; the last owner cannot be removed (409).",
+	"put-member-role": "Promotes a member to OWNER or demotes an owner to MEMBER; the family keeps at least one owner (409). " +
+		"The member's open streams reconnect with the new role's view. Owners and admins; audited.",
 }
 
 func (a *API) registerFamily() {
-	tags := []string{"families"}
+	tags := []string{familiesTag}
 	op := func(id, method, path, summary string, errs ...int) huma.Operation {
-		return huma.Operation{OperationID: id, Method: method, Path: path, Summary: summary, Tags: tags,
+		return huma.Operation{OperationID: id, Method: method, Path: path, Summary: summary, Description: familyDocs[id], Tags: tags,
 			Security: secured(), Errors: append([]int{http.StatusUnauthorized, http.StatusNotFound}, errs...)}
 	}
 

@@ -26,13 +26,16 @@ type inboxInput struct {
 	Unread bool  `query:"unread" doc:"Leave out notifications the caller marked read"`
 }
 
+// InboxPage is a page of the caller's inbox.
+type InboxPage struct {
+	Items []notify.Notification `json:"items"`
+	// NextBefore is the cursor of the next (older) page; 0 when this page
+	// was the last.
+	NextBefore int64 `json:"nextBefore,omitempty" doc:"The before of the next (older) page; absent on the last page"`
+}
+
 type inboxOutput struct {
-	Body struct {
-		Items []notify.Notification `json:"items"`
-		// NextBefore is the cursor of the next (older) page; 0 when this page
-		// was the last.
-		NextBefore int64 `json:"nextBefore,omitempty"`
-	}
+	Body InboxPage
 }
 
 type readInput struct {
@@ -51,7 +54,7 @@ type Ping struct {
 }
 
 func (a *API) registerStream() {
-	tags := []string{"notifications"}
+	tags := []string{notificationsTag}
 	huma.Register(a.api, huma.Operation{OperationID: "list-notifications", Method: http.MethodGet,
 		Path: "/families/{familyId}/notifications", Summary: "The caller's inbox", Tags: tags, Security: secured(),
 		Description: "Owners and admins see every notification of the family, members the family-wide ones and their own. " +
@@ -81,7 +84,8 @@ func (a *API) registerStream() {
 
 	huma.Register(a.api, huma.Operation{OperationID: "read-notification", Method: http.MethodPost,
 		Path: "/families/{familyId}/notifications/{notificationId}/read", Summary: "Mark a notification read", Tags: tags,
-		Security: secured(), DefaultStatus: http.StatusNoContent, Errors: []int{http.StatusUnauthorized, http.StatusNotFound}},
+		Description: "Marks one of the caller's visible notifications read, for the caller only; marking it again is a no-op.",
+		Security:    secured(), DefaultStatus: http.StatusNoContent, Errors: []int{http.StatusUnauthorized, http.StatusNotFound}},
 		func(ctx context.Context, in *readInput) (*struct{}, error) {
 			p, err := a.family(ctx, in.FamilyID, anyMember)
 			if err != nil {

@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"net/http"
-	"slices"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -27,8 +26,6 @@ type versionOutput struct {
 	Body VersionInfo
 }
 
-const systemTag = "system"
-
 // registerVersion adds GET /version, public like /healthz: it tells an
 // operator or a client which build answers without needing a token.
 func (a *API) registerVersion() {
@@ -36,15 +33,11 @@ func (a *API) registerVersion() {
 	if v == (VersionInfo{}) {
 		v = BuildVersion()
 	}
-	doc := a.api.OpenAPI()
-	if !slices.ContainsFunc(doc.Tags, func(t *huma.Tag) bool { return t.Name == systemTag }) {
-		doc.Tags = append(doc.Tags, &huma.Tag{Name: systemTag, Description: "What is serving: the build behind the API."})
-	}
 	huma.Register(a.api, huma.Operation{OperationID: "get-version", Method: http.MethodGet, Path: "/version",
 		Summary: "The build serving this API",
 		Description: "Release version, git commit and commit time, whether the work tree was modified, and the Go release " +
 			"of the binary answering. Public: no token is needed. Values the binary does not carry read devel or unknown.",
-		Tags: []string{systemTag}, Security: []map[string][]string{}, // public: an empty security requirement
+		Tags: []string{systemTag}, Security: public(),
 	}, func(context.Context, *struct{}) (*versionOutput, error) {
 		return &versionOutput{Body: v}, nil
 	})

@@ -177,17 +177,23 @@ func (a *API) authenticate(ctx huma.Context, next func(huma.Context)) {
 	next(huma.WithValue(ctx, principalKey{}, p))
 }
 
+// Credentials is the body of a login.
+type Credentials struct {
+	Login    string `json:"login" minLength:"1" maxLength:"64" doc:"A member id (digits, no leading 0) or a phone number (starting with 0 or +)" example:"1000001"`
+	Password string `json:"password" minLength:"1" maxLength:"128"`
+}
+
 type loginInput struct {
-	Body struct {
-		Login    string `json:"login" minLength:"1" maxLength:"64" doc:"A member id (digits, no leading 0) or a phone number (starting with 0 or +)" example:"1000001"`
-		Password string `json:"password" minLength:"1" maxLength:"128"`
-	}
+	Body Credentials
+}
+
+// RefreshGrant is the body of a refresh or a logout: a refresh token.
+type RefreshGrant struct {
+	RefreshToken string `json:"refreshToken" minLength:"1" maxLength:"256"`
 }
 
 type refreshInput struct {
-	Body struct {
-		RefreshToken string `json:"refreshToken" minLength:"1" maxLength:"256"`
-	}
+	Body RefreshGrant
 }
 
 type tokensOutput struct {
@@ -196,8 +202,8 @@ type tokensOutput struct {
 }
 
 func (a *API) registerAuth() {
-	tags := []string{"auth"}
-	huma.Register(a.api, huma.Operation{OperationID: "login", Method: http.MethodPost, Path: "/auth/token", Tags: tags,
+	tags := []string{authTag}
+	huma.Register(a.api, huma.Operation{OperationID: "login", Method: http.MethodPost, Path: "/auth/token", Tags: tags, Security: public(),
 		Summary: "Log in",
 		Description: "Exchanges a member id or phone and password for an access token (30 min) and a refresh token (7 days). " +
 			"Attempts are limited per client address and per login, and a login is locked for a while after repeated " +
@@ -222,7 +228,7 @@ func (a *API) registerAuth() {
 			}
 			return &tokensOutput{CacheControl: "no-store", Body: t}, nil
 		})
-	huma.Register(a.api, huma.Operation{OperationID: "refresh", Method: http.MethodPost, Path: "/auth/refresh", Tags: tags,
+	huma.Register(a.api, huma.Operation{OperationID: "refresh", Method: http.MethodPost, Path: "/auth/refresh", Tags: tags, Security: public(),
 		Summary: "Rotate a refresh token",
 		Description: "Exchanges a refresh token for a new pair. Each refresh token works once: presenting a rotated " +
 			"token again is taken as theft and revokes the whole session (401). Refreshes are limited per client " +
@@ -247,9 +253,10 @@ func (a *API) registerAuth() {
 			t.RefreshExpiresAt = rt.ExpiresAt
 			return &tokensOutput{CacheControl: "no-store", Body: t}, nil
 		})
-	huma.Register(a.api, huma.Operation{OperationID: "logout", Method: http.MethodPost, Path: "/auth/logout", Tags: tags,
+	huma.Register(a.api, huma.Operation{OperationID: "logout", Method: http.MethodPost, Path: "/auth/logout", Tags: tags, Security: public(),
 		Summary: "Log out", Description: "Revokes the refresh token's session: its access tokens are refused and its " +
-			"notification streams end, on every API instance.", DefaultStatus: http.StatusNoContent},
+			"notification streams end, on every API instance. An unknown or already revoked token is answered 204 too.",
+		DefaultStatus: http.StatusNoContent, Errors: []int{http.StatusUnprocessableEntity}},
 		func(ctx context.Context, in *refreshInput) (*struct{}, error) {
 			rt, err := a.cfg.Store.RevokeRefreshToken(ctx, in.Body.RefreshToken)
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
