@@ -8,7 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"strconv"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,42 +23,46 @@ import (
 	"github.com/dabom/dpcs/quota"
 )
 
-// Config is the deployables' configuration, read from DPCS_* variables.
+// Config is the deployables' configuration, read from DPCS_* variables
+// (doc/configuration.md lists them all; TestConfigurationDoc keeps that
+// table equal to these tags).
 type Config struct {
 	// KafkaBrokers (DPCS_KAFKA_BROKERS, comma-separated).
-	KafkaBrokers []string
+	KafkaBrokers []string `envconfig:"KAFKA_BROKERS" desc:"Kafka seed brokers, comma-separated. Empty: the embedded Kafka (all-in-one, processor without a Redis address); the server requires it"`
 	// RedisAddr (DPCS_REDIS_ADDR) or RedisCluster (DPCS_REDIS_CLUSTER, comma-separated).
-	RedisAddr    string
-	RedisCluster []string
+	RedisAddr    string   `envconfig:"REDIS_ADDR" desc:"Redis host:port (one primary). Empty and no DPCS_REDIS_CLUSTER: the embedded Redis, rebuilt from SQL at start"`
+	RedisCluster []string `envconfig:"REDIS_CLUSTER" desc:"Redis Cluster seed host:port list, comma-separated, instead of DPCS_REDIS_ADDR (set one, not both)"`
 	// ReplicaAck (DPCS_REDIS_REPLICA_ACK, default 0: off) is how many
 	// replicas must acknowledge a batch's writes (Redis WAIT, per master)
 	// before its decisions are produced; ReplicaAckTimeout
 	// (DPCS_REDIS_REPLICA_ACK_TIMEOUT, default 100ms) bounds the wait, after
 	// which the batch is retried. See quota.WithReplicaAck.
-	ReplicaAck        int
-	ReplicaAckTimeout time.Duration
+	ReplicaAck        int           `envconfig:"REDIS_REPLICA_ACK" default:"0" desc:"replicas that must acknowledge a batch's Redis writes (WAIT, per master) before its decisions are produced; 0: off. Needs a real Redis"`
+	ReplicaAckTimeout time.Duration `envconfig:"REDIS_REPLICA_ACK_TIMEOUT" default:"100ms" desc:"how long a batch waits for the replicas (1ms to below 3s) before it is retried"`
 	// MySQLDSN (DPCS_MYSQL_DSN, go-sql-driver form); when empty the SQLite
 	// file SQLitePath (DPCS_SQLITE_PATH, default dpcs.db) is used.
-	MySQLDSN   string
-	SQLitePath string
-	// Zone (DPCS_TIMEZONE, default Asia/Seoul) judges windows, days and months.
-	Zone *time.Location
+	MySQLDSN   string `envconfig:"MYSQL_DSN" desc:"MySQL/MariaDB DSN (go-sql-driver form, with parseTime=true). Empty: the SQLite file DPCS_SQLITE_PATH"`
+	SQLitePath string `envconfig:"SQLITE_PATH" default:"dpcs.db" doc_default:"dpcs.db; all-in-one and embedded processor: $DPCS_DATA_DIR/dpcs.db" desc:"SQLite file used without DPCS_MYSQL_DSN"`
+	// Timezone (DPCS_TIMEZONE, default Asia/Seoul) names Zone.
+	Timezone string `envconfig:"TIMEZONE" default:"Asia/Seoul" desc:"IANA time zone that judges windows, days and months"`
+	// Zone is the loaded Timezone; it judges windows, days and months.
+	Zone *time.Location `ignored:"true"`
 	// DedupeWindow (DPCS_DEDUPE_WINDOW, default 24h) is how long event ids are
 	// remembered; the processor rejects events older than it minus an hour.
-	DedupeWindow time.Duration
+	DedupeWindow time.Duration `envconfig:"DEDUPE_WINDOW" default:"24h" desc:"how long event ids are remembered (2h to 720h); the processor rejects events older than it minus an hour"`
 	// LogLevel (DPCS_LOG_LEVEL: debug, info, warn, error; default info).
-	LogLevel slog.Level
+	LogLevel slog.Level `envconfig:"LOG_LEVEL" default:"info" desc:"log level: debug, info, warn or error"`
 	// WebhookURL (DPCS_WEBHOOK_URL) receives CUSTOMER_BLOCKED and
 	// THRESHOLD_ALERT notifications signed with WebhookSecret
 	// (DPCS_WEBHOOK_SECRET, at least 16 bytes). Empty: no external channel.
-	WebhookURL    string
-	WebhookSecret string
+	WebhookURL    string `envconfig:"WEBHOOK_URL" desc:"URL the notifier POSTs CUSTOMER_BLOCKED and THRESHOLD_ALERT notifications to, signed with DPCS_WEBHOOK_SECRET (doc/security.md, Verifying webhooks). Empty: no webhook"`
+	WebhookSecret string `envconfig:"WEBHOOK_SECRET" desc:"HMAC-SHA256 key of the webhook signatures, at least 16 bytes; required with DPCS_WEBHOOK_URL"`
 	// Recovery (DPCS_RECOVERY: auto, manual, off; default auto) is what the
 	// processor does when Redis cannot be trusted (it came back empty, from
 	// an older snapshot or another generation): auto rebuilds it from SQL
 	// and resumes; manual pauses judging until an operator runs `server
 	// rebuild`; off judges whatever Redis holds (the state is trusted).
-	Recovery string
+	Recovery string `envconfig:"RECOVERY" default:"auto" deployables:"processor" desc:"when Redis came back empty or stale: auto rebuilds it from SQL; manual pauses judging until server rebuild; off judges whatever Redis holds (doc/runbook.md)"`
 	// AuthLimits are the API's brute-force limits (see AuthLimits; unset:
 	// the defaults). DPCS_AUTH_RATE_ADDRESS (logins per client address,
 	// default 60/1m), DPCS_AUTH_RATE_LOGIN (attempts per login from all
@@ -65,22 +70,32 @@ type Config struct {
 	// client address, default 120/1m) are rates written N/duration;
 	// DPCS_AUTH_LOCKOUT_AFTER (consecutive failures that lock a login,
 	// default 10) and DPCS_AUTH_LOCKOUT_FOR (how long, default 15m).
-	AuthLimits AuthLimits
+	AuthLimits AuthLimits `envconfig:"AUTH"`
 	// TrustedProxies (DPCS_TRUSTED_PROXIES, comma-separated CIDRs or
 	// addresses; default none) are the reverse proxies whose
 	// X-Forwarded-For tells the client address. Without them the client
 	// address is the TCP peer's: behind a proxy, every client would share
 	// the proxy's limits.
-	TrustedProxies []netip.Prefix
+	TrustedProxies []netip.Prefix `envconfig:"TRUSTED_PROXIES" deployables:"server, all-in-one" desc:"reverse proxies (CIDRs or addresses, comma-separated) whose X-Forwarded-For names the client address. Empty: the TCP peer is the client"`
 	// AdminAddr (DPCS_ADMIN_ADDR) is where a deployable serves /healthz,
 	// /readyz and /metrics. Default: the deployable's own (AdminAddress):
 	// the processor 127.0.0.1:9090, the server 127.0.0.1:9091, the simulator
 	// 127.0.0.1:9093, the all-in-one 127.0.0.1:9094; "off" serves none.
-	AdminAddr string
+	AdminAddr string `envconfig:"ADMIN_ADDR" doc_default:"processor 127.0.0.1:9090, server 127.0.0.1:9091, all-in-one 127.0.0.1:9094" desc:"host:port serving /healthz, /readyz and /metrics; off: none"`
+	// KafkaSessionTimeout (DPCS_KAFKA_SESSION_TIMEOUT, 1s to 30m; 0: kgo's
+	// 45s) is how soon the processors' group hands a crashed instance's
+	// partitions to the others.
+	KafkaSessionTimeout time.Duration `envconfig:"KAFKA_SESSION_TIMEOUT" doc_default:"45s (kgo's)" deployables:"processor" desc:"consumer group session timeout (1s to 30m): how soon a crashed instance's partitions go to the others"`
+	// StartTimeout (DPCS_START_TIMEOUT, default 2m) is how long the
+	// processor waits at start for Redis and SQL.
+	StartTimeout time.Duration `envconfig:"START_TIMEOUT" default:"2m" deployables:"processor" desc:"how long the processor waits at start for Redis and SQL to answer"`
+	// Notifier (DPCS_NOTIFIER: on or off; default on) runs the notifier in
+	// the processor; off when a server runs it.
+	Notifier string `envconfig:"NOTIFIER" default:"on" deployables:"processor" desc:"on or off: off leaves the notifier to the server deployable (whose SSE streams it feeds)"`
 	// Tracing (DPCS_OTLP_ENDPOINT or the standard OTEL_EXPORTER_OTLP_ENDPOINT,
 	// DPCS_TRACE_SAMPLE_RATIO; default off) exports OpenTelemetry traces;
 	// see Tracing and doc/observability.md (Tracing).
-	Tracing TracingConfig
+	Tracing TracingConfig `ignored:"true"`
 }
 
 // Default admin addresses of the deployables (DPCS_ADMIN_ADDR), one each so
@@ -104,126 +119,85 @@ func (c Config) AdminAddress(def string) string {
 	return c.AdminAddr
 }
 
-// LoadConfig reads the configuration through getenv (os.Getenv in mains).
-// Errors name the variable.
+// LoadConfig reads the configuration through getenv (os.Getenv in mains):
+// each variable, or its default when unset or empty. Errors name the
+// variable.
 func LoadConfig(getenv func(string) string) (Config, error) {
-	c := Config{SQLitePath: "dpcs.db", DedupeWindow: 24 * time.Hour, ReplicaAckTimeout: 100 * time.Millisecond, Recovery: "auto"}
-	var errs []error
-	list := func(s string) []string {
-		var out []string
-		for _, p := range strings.Split(s, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				out = append(out, p)
-			}
-		}
-		return out
-	}
-	c.KafkaBrokers = list(getenv("DPCS_KAFKA_BROKERS"))
-	c.RedisAddr = strings.TrimSpace(getenv("DPCS_REDIS_ADDR"))
-	c.RedisCluster = list(getenv("DPCS_REDIS_CLUSTER"))
-	if c.RedisAddr != "" && len(c.RedisCluster) > 0 {
-		errs = append(errs, errors.New("DPCS_REDIS_ADDR and DPCS_REDIS_CLUSTER: set one, not both"))
-	}
-	if v := getenv("DPCS_REDIS_REPLICA_ACK"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			errs = append(errs, fmt.Errorf("DPCS_REDIS_REPLICA_ACK: want a number of replicas ≥ 0, got %q", v))
-		}
-		c.ReplicaAck = n
-	}
-	if v := getenv("DPCS_REDIS_REPLICA_ACK_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < time.Millisecond || d >= 3*time.Second {
-			errs = append(errs, fmt.Errorf("DPCS_REDIS_REPLICA_ACK_TIMEOUT: want a duration from 1ms to below 3s (the Redis read timeout), got %q", v))
-		}
-		c.ReplicaAckTimeout = d
-	}
-	if c.ReplicaAck > 0 && c.RedisAddr == "" && len(c.RedisCluster) == 0 {
-		errs = append(errs, errors.New("DPCS_REDIS_REPLICA_ACK: needs DPCS_REDIS_ADDR or DPCS_REDIS_CLUSTER (the embedded Redis has no replicas)"))
-	}
-	switch v := getenv("DPCS_RECOVERY"); v {
-	case "":
-	case "auto", "manual", "off":
-		c.Recovery = v
-	default:
-		errs = append(errs, fmt.Errorf("DPCS_RECOVERY: want auto, manual or off, got %q", v))
-	}
-	c.MySQLDSN = getenv("DPCS_MYSQL_DSN")
-	if v := getenv("DPCS_SQLITE_PATH"); v != "" {
-		c.SQLitePath = v
-	}
-	zone, err := policy.LoadZone(getenv("DPCS_TIMEZONE"))
+	var c Config
+	r, err := readEnv(getenv, &c, configDecoders())
 	if err != nil {
-		errs = append(errs, fmt.Errorf("DPCS_TIMEZONE: %w", err))
+		return c, err
 	}
-	c.Zone = zone
-	if v := getenv("DPCS_DEDUPE_WINDOW"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 2*time.Hour || d > 30*24*time.Hour {
-			errs = append(errs, fmt.Errorf("DPCS_DEDUPE_WINDOW: want a duration from 2h to 720h, got %q", v))
-		}
-		c.DedupeWindow = d
-	}
-	if v := getenv("DPCS_LOG_LEVEL"); v != "" {
-		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
-			errs = append(errs, fmt.Errorf("DPCS_LOG_LEVEL: %w", err))
-		}
-	}
-	for _, r := range []struct {
-		name string
-		dst  *Rate
-	}{{"DPCS_AUTH_RATE_ADDRESS", &c.AuthLimits.LoginPerAddress}, {"DPCS_AUTH_RATE_LOGIN", &c.AuthLimits.LoginPerLogin},
-		{"DPCS_AUTH_RATE_REFRESH", &c.AuthLimits.RefreshPerAddress}} {
-		if v := getenv(r.name); v != "" {
-			rate, err := ParseRate(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", r.name, err))
-			}
-			*r.dst = rate
-		}
-	}
-	if v := getenv("DPCS_AUTH_LOCKOUT_AFTER"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			errs = append(errs, fmt.Errorf("DPCS_AUTH_LOCKOUT_AFTER: want a number of failures from 1 to 1000, got %q", v))
-		}
-		c.AuthLimits.LockoutAfter = n
-	}
-	if v := getenv("DPCS_AUTH_LOCKOUT_FOR"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < time.Second || d > 24*time.Hour {
-			errs = append(errs, fmt.Errorf("DPCS_AUTH_LOCKOUT_FOR: want a duration from 1s to 24h, got %q", v))
-		}
-		c.AuthLimits.LockoutFor = d
-	}
-	for _, p := range list(getenv("DPCS_TRUSTED_PROXIES")) {
+	errs := c.finish(getenv, r)
+	return c, errors.Join(append(errs, r.errs()...)...)
+}
+
+// configDecoders decode the types of Config envconfig cannot.
+func configDecoders() envDecoders {
+	return envDecoders{reflect.TypeFor[[]netip.Prefix](): decodeProxies}
+}
+
+// decodeProxies reads DPCS_TRUSTED_PROXIES: CIDRs or single addresses.
+func decodeProxies(value string, field reflect.Value) error {
+	var out []netip.Prefix
+	var errs []error
+	for _, p := range trimList(strings.Split(value, ",")) {
 		prefix, err := netip.ParsePrefix(p)
 		if err != nil {
 			a, aerr := netip.ParseAddr(p)
 			if aerr != nil || a.Zone() != "" {
-				errs = append(errs, fmt.Errorf("DPCS_TRUSTED_PROXIES: %q is neither a CIDR nor an address", p))
+				errs = append(errs, fmt.Errorf("%q is neither a CIDR nor an address", p))
 				continue
 			}
 			prefix = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
 		}
-		c.TrustedProxies = append(c.TrustedProxies, prefix.Masked())
+		out = append(out, prefix.Masked())
 	}
-	c.AdminAddr = strings.TrimSpace(getenv("DPCS_ADMIN_ADDR"))
+	field.Set(reflect.ValueOf(out))
+	return errors.Join(errs...)
+}
+
+// finish checks what readEnv decoded into c and derives the rest (the zone,
+// the tracing configuration); errors name the variable.
+func (c *Config) finish(getenv func(string) string, r *envRead) []error {
+	var errs []error
+	c.KafkaBrokers, c.RedisCluster = trimList(c.KafkaBrokers), trimList(c.RedisCluster)
+	c.RedisAddr, c.AdminAddr = strings.TrimSpace(c.RedisAddr), strings.TrimSpace(c.AdminAddr)
+	if c.RedisAddr != "" && len(c.RedisCluster) > 0 {
+		errs = append(errs, errors.New("DPCS_REDIS_ADDR and DPCS_REDIS_CLUSTER: set one, not both"))
+	}
+	r.want(&errs, "DPCS_REDIS_REPLICA_ACK", c.ReplicaAck >= 0, "a number of replicas ≥ 0")
+	r.want(&errs, "DPCS_REDIS_REPLICA_ACK_TIMEOUT", c.ReplicaAckTimeout >= time.Millisecond && c.ReplicaAckTimeout < 3*time.Second,
+		"a duration from 1ms to below 3s (the Redis read timeout)")
+	if c.ReplicaAck > 0 && c.RedisAddr == "" && len(c.RedisCluster) == 0 {
+		errs = append(errs, errors.New("DPCS_REDIS_REPLICA_ACK: needs DPCS_REDIS_ADDR or DPCS_REDIS_CLUSTER (the embedded Redis has no replicas)"))
+	}
+	r.want(&errs, "DPCS_RECOVERY", slices.Contains([]string{"auto", "manual", "off"}, c.Recovery), "auto, manual or off")
+	zone, err := policy.LoadZone(c.Timezone)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("DPCS_TIMEZONE: %w", err))
+	}
+	c.Zone = zone
+	r.want(&errs, "DPCS_DEDUPE_WINDOW", c.DedupeWindow >= 2*time.Hour && c.DedupeWindow <= 30*24*time.Hour, "a duration from 2h to 720h")
+	r.want(&errs, "DPCS_AUTH_LOCKOUT_AFTER", c.AuthLimits.LockoutAfter >= 1 && c.AuthLimits.LockoutAfter <= 1000, "a number of failures from 1 to 1000")
+	r.want(&errs, "DPCS_AUTH_LOCKOUT_FOR", c.AuthLimits.LockoutFor >= time.Second && c.AuthLimits.LockoutFor <= 24*time.Hour, "a duration from 1s to 24h")
 	if a := c.AdminAddr; a != "" && a != "off" {
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			errs = append(errs, fmt.Errorf("DPCS_ADMIN_ADDR: want host:port or off, got %q", a))
 		}
 	}
-	c.WebhookURL, c.WebhookSecret = getenv("DPCS_WEBHOOK_URL"), getenv("DPCS_WEBHOOK_SECRET")
 	if c.WebhookURL != "" && len(c.WebhookSecret) < 16 {
 		errs = append(errs, errors.New("DPCS_WEBHOOK_SECRET: at least 16 bytes are required with DPCS_WEBHOOK_URL"))
 	}
+	r.want(&errs, "DPCS_KAFKA_SESSION_TIMEOUT", c.KafkaSessionTimeout >= time.Second && c.KafkaSessionTimeout <= 30*time.Minute, "a duration from 1s to 30m")
+	r.want(&errs, "DPCS_START_TIMEOUT", c.StartTimeout >= 0, "a duration ≥ 0")
+	r.want(&errs, "DPCS_NOTIFIER", c.Notifier == "on" || c.Notifier == "off", "on or off")
 	tr, err := loadTracing(getenv)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	c.Tracing = tr
-	return c, errors.Join(errs...)
+	return errs
 }
 
 // notifierLease is the notifier's idempotency claim lease.
@@ -296,4 +270,41 @@ func (c Config) SQL(ctx context.Context) (*sql.DB, error) {
 		return nil, fmt.Errorf("connect %s: %w", driver, err)
 	}
 	return db, nil
+}
+
+// SimulatorConfig is the simulator deployable's configuration
+// (examples/simulator), read from DPCS_* variables.
+type SimulatorConfig struct {
+	KafkaBrokers    []string      `envconfig:"KAFKA_BROKERS" desc:"Kafka seed brokers, comma-separated. Empty: an embedded Kafka (kfake)"`
+	KafkaAcks       string        `envconfig:"KAFKA_ACKS" default:"1" desc:"producer acks: all, 1 or 0"`
+	KafkaPartitions int32         `envconfig:"KAFKA_PARTITIONS" default:"10" desc:"partitions per topic of the embedded Kafka"`
+	Addr            string        `envconfig:"SIMULATOR_ADDR" default:"127.0.0.1:8081" desc:"host:port of the control API (empty: none)"`
+	AdminAddr       string        `envconfig:"ADMIN_ADDR" default:"127.0.0.1:9093" desc:"host:port serving /healthz, /readyz and /metrics; off: none"`
+	Rate            float64       `envconfig:"SIMULATOR_RATE" default:"1000" desc:"events per second"`
+	Duration        time.Duration `envconfig:"SIMULATOR_DURATION" desc:"how long to run; 0 runs until SIGINT/SIGTERM"`
+	Seed            uint64        `envconfig:"SIMULATOR_SEED" default:"1" desc:"population and event stream seed"`
+	Families        int           `envconfig:"SIMULATOR_FAMILIES" default:"250000" desc:"families (4 members each on average)"`
+	Diurnal         bool          `envconfig:"SIMULATOR_DIURNAL" desc:"follow the hour-of-day curve (the rate is the day's average)"`
+	Timezone        string        `envconfig:"TIMEZONE" default:"Asia/Seoul" desc:"IANA time zone of the simulated days"`
+	Scenario        string        `envconfig:"SIMULATOR_SCENARIO" desc:"play this scenario instead of random traffic; list lists them"`
+	StepDelay       time.Duration `envconfig:"SIMULATOR_STEP_DELAY" default:"200ms" desc:"pause between scenario steps"`
+	Progress        time.Duration `envconfig:"SIMULATOR_PROGRESS" default:"1s" desc:"progress line interval"`
+	ShutdownTimeout time.Duration `envconfig:"SIMULATOR_SHUTDOWN_TIMEOUT" default:"15s" desc:"how long shutdown may take to flush"`
+	// Tracing (DPCS_OTLP_ENDPOINT, DPCS_TRACE_SAMPLE_RATIO or the standard
+	// OTEL_EXPORTER_OTLP_* variables) is read as for the other deployables.
+	Tracing TracingConfig `ignored:"true"`
+}
+
+// LoadSimulatorConfig reads SimulatorConfig through getenv; errors name the
+// variable.
+func LoadSimulatorConfig(getenv func(string) string) (SimulatorConfig, error) {
+	var c SimulatorConfig
+	r, err := readEnv(getenv, &c, nil)
+	if err != nil {
+		return c, err
+	}
+	c.KafkaBrokers = trimList(c.KafkaBrokers)
+	tr, err := loadTracing(getenv)
+	c.Tracing = tr
+	return c, errors.Join(append(r.errs(), err)...)
 }

@@ -37,6 +37,13 @@ type Rate struct {
 
 func (r Rate) String() string { return fmt.Sprintf("%d/%s", r.N, r.Per) }
 
+// Decode reads a rate written "N/duration" (envconfig.Decoder).
+func (r *Rate) Decode(s string) error {
+	v, err := ParseRate(s)
+	*r = v
+	return err
+}
+
 // ParseRate reads a rate written "N/duration", e.g. "60/1m".
 func ParseRate(s string) (Rate, error) {
 	n, per, ok := strings.Cut(strings.TrimSpace(s), "/")
@@ -67,19 +74,19 @@ type AuthLimits struct {
 	// LoginPerAddress limits the logins one client address sends, whatever
 	// the login. Default: 60 per minute (a carrier NAT puts many phones
 	// behind one address).
-	LoginPerAddress Rate
+	LoginPerAddress Rate `envconfig:"RATE_ADDRESS" doc_default:"60/1m" deployables:"server, all-in-one" desc:"logins one client address may send, written N/duration"`
 	// LoginPerLogin limits the attempts on one login, from every address
 	// together. Default: 10 per minute.
-	LoginPerLogin Rate
+	LoginPerLogin Rate `envconfig:"RATE_LOGIN" doc_default:"10/1m" deployables:"server, all-in-one" desc:"attempts on one login from every address together, N/duration"`
 	// RefreshPerAddress limits the refreshes one client address sends.
 	// Default: 120 per minute.
-	RefreshPerAddress Rate
+	RefreshPerAddress Rate `envconfig:"RATE_REFRESH" doc_default:"120/1m" deployables:"server, all-in-one" desc:"token refreshes one client address may send, N/duration"`
 	// LockoutAfter consecutive failed logins lock the login for LockoutFor;
 	// a successful login resets the count, and the count is forgotten
 	// LockoutFor after its last failure. Logins that name nobody count and
 	// lock the same way. Default: 10 failures, 15 minutes.
-	LockoutAfter int
-	LockoutFor   time.Duration
+	LockoutAfter int           `envconfig:"LOCKOUT_AFTER" doc_default:"10" deployables:"server, all-in-one" desc:"consecutive failed logins (1 to 1000) that lock the login"`
+	LockoutFor   time.Duration `envconfig:"LOCKOUT_FOR" doc_default:"15m" deployables:"server, all-in-one" desc:"how long a locked login stays locked (1s to 24h)"`
 }
 
 // Defaults of AuthLimits.

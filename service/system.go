@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -37,15 +36,15 @@ type SystemConfig struct {
 	Config
 	// DataDir (DPCS_DATA_DIR, default dpcs-data) holds the embedded Kafka log
 	// and the SQLite file, so a restart keeps the data.
-	DataDir string
+	DataDir string `envconfig:"DATA_DIR" default:"dpcs-data" deployables:"all-in-one" desc:"directory of the embedded Kafka log, the SQLite file and the generated JWT secret; a restart keeps the data"`
 	// KafkaPort (DPCS_EMBEDDED_KAFKA_PORT, default 9092; 0 picks a free port)
 	// is where the embedded Kafka listens on 127.0.0.1.
-	KafkaPort int
+	KafkaPort int `envconfig:"EMBEDDED_KAFKA_PORT" default:"9092" deployables:"all-in-one" desc:"port of the embedded Kafka on 127.0.0.1 (0 picks a free one)"`
 	// HTTPAddr (DPCS_HTTP_ADDR, default 127.0.0.1:8080) serves the API,
 	// health, readiness and metrics; SimulatorAddr (DPCS_SIMULATOR_ADDR, default
 	// 127.0.0.1:8081) the simulator's control API.
-	HTTPAddr      string
-	SimulatorAddr string
+	HTTPAddr      string `envconfig:"HTTP_ADDR" default:"127.0.0.1:8080" deployables:"server, all-in-one" desc:"host:port of the API (and /healthz, /readyz, /metrics)"`
+	SimulatorAddr string `envconfig:"SIMULATOR_ADDR" default:"127.0.0.1:8081" deployables:"all-in-one" desc:"host:port of the embedded simulator's control API"`
 	// Demo (DPCS_DEMO: 1 or 0; default 1 without DPCS_MYSQL_DSN, 0 with it)
 	// seeds an empty store with the demo: the "Last 10 MB" family, the
 	// simulated population and the back-office admin DemoAdminID, all with
@@ -53,69 +52,47 @@ type SystemConfig struct {
 	// nothing is seeded and the simulator stays stopped: a real deployment
 	// creates its first admin with `server admin create` and a password of
 	// its own (doc/security.md).
-	Demo bool
+	Demo bool `envconfig:"DEMO" doc_default:"1 without DPCS_MYSQL_DSN, else 0" deployables:"all-in-one" desc:"1: seed an empty store with the demo (published password, doc/security.md) and start the simulator; 0: seed nothing"`
 	// DemoFamilies (DPCS_DEMO_FAMILIES, default 2000) families are provisioned
 	// and driven by the simulator at SimulatorRate (DPCS_SIMULATOR_RATE,
 	// default 100 events/s; 0 leaves it stopped).
-	DemoFamilies  int
-	SimulatorRate float64
+	DemoFamilies  int     `envconfig:"DEMO_FAMILIES" default:"2000" deployables:"all-in-one" desc:"simulated families the demo provisions (0 to 250000)"`
+	SimulatorRate float64 `envconfig:"SIMULATOR_RATE" default:"100" deployables:"all-in-one" desc:"events/s the embedded simulator sends (0 to 1000000; 0 leaves it stopped)"`
 	// JWTSecret (DPCS_JWT_SECRET, at least 32 bytes) signs access tokens.
 	// Empty: a random secret kept in DataDir/jwt-secret, so tokens survive
 	// restarts of the same data dir.
-	JWTSecret string
+	JWTSecret string `envconfig:"JWT_SECRET" deployables:"server, all-in-one" doc_default:"all-in-one: random, kept in $DPCS_DATA_DIR/jwt-secret; server: required" desc:"key signing access tokens, at least 32 bytes, the same for every API instance"`
 }
 
 // LoadSystemConfig reads SystemConfig through getenv; errors name the variable.
 func LoadSystemConfig(getenv func(string) string) (SystemConfig, error) {
-	base, err := LoadConfig(getenv)
-	c := SystemConfig{Config: base, DataDir: "dpcs-data", KafkaPort: 9092, HTTPAddr: "127.0.0.1:8080",
-		SimulatorAddr: "127.0.0.1:8081", DemoFamilies: 2000, SimulatorRate: 100}
-	errs := []error{err}
-	str := func(name string, dst *string) {
-		if v := getenv(name); v != "" {
-			*dst = v
-		}
+	var c SystemConfig
+	r, err := readEnv(getenv, &c, configDecoders())
+	if err != nil {
+		return c, err
 	}
-	str("DPCS_DATA_DIR", &c.DataDir)
-	str("DPCS_HTTP_ADDR", &c.HTTPAddr)
-	str("DPCS_SIMULATOR_ADDR", &c.SimulatorAddr)
-	str("DPCS_JWT_SECRET", &c.JWTSecret)
+	errs := c.Config.finish(getenv, r)
 	if c.JWTSecret != "" && len(c.JWTSecret) < 32 {
 		errs = append(errs, errors.New("DPCS_JWT_SECRET: at least 32 bytes"))
 	}
-	num := func(name string, dst *int, lo, hi int) {
-		if v := getenv(name); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < lo || n > hi {
-				errs = append(errs, fmt.Errorf("%s: want a whole number from %d to %d, got %q", name, lo, hi, v))
-				return
-			}
-			*dst = n
-		}
+	for _, n := range []struct {
+		key    string
+		v      int
+		lo, hi int
+	}{{"DPCS_EMBEDDED_KAFKA_PORT", c.KafkaPort, 0, 65535}, {"DPCS_DEMO_FAMILIES", c.DemoFamilies, 0, 250_000}} {
+		r.want(&errs, n.key, n.v >= n.lo && n.v <= n.hi, fmt.Sprintf("a whole number from %d to %d", n.lo, n.hi))
 	}
-	num("DPCS_EMBEDDED_KAFKA_PORT", &c.KafkaPort, 0, 65535)
-	num("DPCS_DEMO_FAMILIES", &c.DemoFamilies, 0, 250_000)
-	if v := getenv("DPCS_SIMULATOR_RATE"); v != "" {
-		r, err := strconv.ParseFloat(v, 64)
-		if err != nil || r < 0 || r > 1e6 {
-			errs = append(errs, fmt.Errorf("DPCS_SIMULATOR_RATE: want events/s from 0 to 1000000, got %q", v))
-		}
-		c.SimulatorRate = r
-	}
-	if getenv("DPCS_SQLITE_PATH") == "" {
+	r.want(&errs, "DPCS_SIMULATOR_RATE", c.SimulatorRate >= 0 && c.SimulatorRate <= 1e6, "events/s from 0 to 1000000")
+	if _, set := r.raw["DPCS_SQLITE_PATH"]; !set {
 		c.SQLitePath = filepath.Join(c.DataDir, "dpcs.db")
 	}
 	// Known passwords only where nothing real is: the embedded demo, unless
 	// asked for explicitly.
-	c.Demo = c.MySQLDSN == ""
-	if v := getenv("DPCS_DEMO"); v != "" {
-		on, err := strconv.ParseBool(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("DPCS_DEMO: want 1 or 0, got %q", v))
-		}
-		c.Demo = on
+	if _, set := r.raw["DPCS_DEMO"]; !set {
+		c.Demo = c.MySQLDSN == ""
 	}
-	return c, errors.Join(errs...)
+	r.want(&errs, "DPCS_DEMO", true, "1 or 0")
+	return c, errors.Join(append(errs, r.errs()...)...)
 }
 
 // DemoFamilyID is the seed's "Last 10 MB" family the all-in-one provisions:

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -25,22 +24,22 @@ type TracingConfig struct {
 	// Endpoint (DPCS_OTLP_ENDPOINT) is the base URL of an OTLP/HTTP
 	// collector, e.g. http://otel-collector:4318; spans go to its
 	// /v1/traces (as with OTEL_EXPORTER_OTLP_ENDPOINT). https uses TLS.
-	Endpoint string
+	Endpoint string `envconfig:"OTLP_ENDPOINT" desc:"OTLP/HTTP collector base URL (http://otel-collector:4318); spans go to its /v1/traces. Empty: tracing off unless the standard OTEL_EXPORTER_OTLP_ENDPOINT is set (doc/observability.md, Tracing)"`
 	// OTELEnv is set when DPCS_OTLP_ENDPOINT is empty and the standard
 	// OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is:
 	// the exporter then follows the standard OTEL_EXPORTER_OTLP_* variables
 	// (endpoint, headers, timeout, compression, certificates).
-	OTELEnv bool
+	OTELEnv bool `ignored:"true"`
 	// SampleRatio (DPCS_TRACE_SAMPLE_RATIO, 0 to 1, default 1) is the share
 	// of new traces recorded; a trace begun upstream (a record carrying a
 	// trace context) keeps the decision made where it began.
-	SampleRatio float64
+	SampleRatio float64 `envconfig:"TRACE_SAMPLE_RATIO" default:"1" desc:"share of new traces recorded, 0 to 1; a trace begun upstream keeps its decision"`
 	// ServiceName is the resource's service.name; the deployable names
 	// itself (OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override).
-	ServiceName string
+	ServiceName string `ignored:"true"`
 	// Exporter, when not nil, receives the spans instead of OTLP (tests use
 	// tracetest.NewInMemoryExporter); tracing is then on.
-	Exporter sdktrace.SpanExporter
+	Exporter sdktrace.SpanExporter `ignored:"true"`
 }
 
 // Enabled reports whether spans are exported.
@@ -48,28 +47,24 @@ func (c TracingConfig) Enabled() bool { return c.Endpoint != "" || c.OTELEnv || 
 
 // loadTracing reads the tracing variables through getenv.
 func loadTracing(getenv func(string) string) (TracingConfig, error) {
-	c := TracingConfig{SampleRatio: 1}
+	var c TracingConfig
+	r, err := readEnv(getenv, &c, nil)
+	if err != nil {
+		return c, err
+	}
 	var errs []error
-	if v := strings.TrimSpace(getenv("DPCS_OTLP_ENDPOINT")); v != "" {
-		u, err := url.Parse(v)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("DPCS_OTLP_ENDPOINT: want an OTLP/HTTP collector URL such as http://otel-collector:4318, got %q", v))
-		}
-		c.Endpoint = v
+	if c.Endpoint = strings.TrimSpace(c.Endpoint); c.Endpoint != "" {
+		u, err := url.Parse(c.Endpoint)
+		r.want(&errs, "DPCS_OTLP_ENDPOINT", err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "",
+			"an OTLP/HTTP collector URL such as http://otel-collector:4318")
 	} else if getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" {
 		c.OTELEnv = true
 	}
 	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
 		c.Endpoint, c.OTELEnv = "", false
 	}
-	if v := getenv("DPCS_TRACE_SAMPLE_RATIO"); v != "" {
-		r, err := strconv.ParseFloat(v, 64)
-		if err != nil || r < 0 || r > 1 {
-			errs = append(errs, fmt.Errorf("DPCS_TRACE_SAMPLE_RATIO: want a share from 0 to 1, got %q", v))
-		}
-		c.SampleRatio = r
-	}
-	return c, errors.Join(errs...)
+	r.want(&errs, "DPCS_TRACE_SAMPLE_RATIO", c.SampleRatio >= 0 && c.SampleRatio <= 1, "a share from 0 to 1")
+	return c, errors.Join(append(errs, r.errs()...)...)
 }
 
 // LoadTracingConfig reads DPCS_OTLP_ENDPOINT, DPCS_TRACE_SAMPLE_RATIO and

@@ -43,7 +43,11 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Getenv, os.Stdout, os.Stderr); err != nil {
+	err := service.CheckEnv(os.Environ())
+	if err == nil {
+		err = run(ctx, os.Getenv, os.Stdout, os.Stderr)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "dpcs:", err)
 		os.Exit(1)
 	}

@@ -50,7 +50,11 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Getenv); err != nil {
+	err := service.CheckEnv(os.Environ())
+	if err == nil {
+		err = run(ctx, os.Getenv)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "processor:", err)
 		os.Exit(1)
 	}
@@ -98,11 +102,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	}
 	defer flushTraces(log, shutdownTracing)
 	var groupOpts []kgo.Opt
-	if v := getenv("DPCS_KAFKA_SESSION_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < time.Second || d > 30*time.Minute {
-			return fmt.Errorf("DPCS_KAFKA_SESSION_TIMEOUT: want a duration from 1s to 30m, got %q", v)
-		}
+	if d := cfg.KafkaSessionTimeout; d > 0 {
 		// Heartbeat at most a third of the session, as Kafka advises.
 		groupOpts = append(groupOpts, kgo.SessionTimeout(d), kgo.HeartbeatInterval(min(3*time.Second, d/3)))
 	}
@@ -136,12 +136,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 		defer adm.Close(context.Background())
 		log.Info("admin endpoints", "addr", adm.Addr, "metrics", "http://"+adm.Addr+"/metrics")
 	}
-	startWait := 2 * time.Minute
-	if v := getenv("DPCS_START_TIMEOUT"); v != "" {
-		if startWait, err = time.ParseDuration(v); err != nil || startWait < 0 {
-			return fmt.Errorf("DPCS_START_TIMEOUT: want a duration ≥ 0, got %q", v)
-		}
-	}
+	startWait := cfg.StartTimeout
 	// Redis or MySQL may be down when the deployable starts (a restart during
 	// an outage): wait for them, as running workers do, instead of exiting.
 	if err := await(ctx, log, startWait, "redis", func() error { return engine.Load(ctx) }); err != nil {
@@ -197,7 +192,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	w, err := service.NewWorkers(engine, db, kopts, service.WorkersConfig{
 		Logger:     log,
 		Notifier:   nopts,
-		NoNotifier: getenv("DPCS_NOTIFIER") == "off",
+		NoNotifier: cfg.Notifier == "off",
 		Metrics:    metrics,
 		Processor: append([]service.ProcessorOption{
 			service.WithProcessorLocation(cfg.Zone),

@@ -39,6 +39,7 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -56,14 +57,34 @@ func main() {
 	defer stop()
 	var err error
 	if len(os.Args) > 1 && os.Args[1] == "admin" {
-		err = admin(ctx, os.Args[2:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
-	} else {
+		// The variable --password-env names is the operator's own.
+		if err = service.CheckEnv(os.Environ(), passwordEnv(os.Args[2:])); err == nil {
+			err = admin(ctx, os.Args[2:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+		}
+	} else if err = service.CheckEnv(os.Environ()); err == nil {
 		err = run(ctx, os.Args[1:], os.Getenv, os.Stdout, nil)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "server:", err)
 		os.Exit(1)
 	}
+}
+
+// passwordEnv is the value of admin's --password-env flag in args, if any.
+func passwordEnv(args []string) string {
+	for i, a := range args {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if name != "password-env" || !strings.HasPrefix(a, "-") {
+			continue
+		}
+		if hasValue {
+			return value
+		}
+		if i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
 }
 
 // run serves until ctx ends; ready (if not nil) receives the API address.

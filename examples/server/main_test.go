@@ -346,3 +346,19 @@ func TestAdminCreate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestPasswordEnv(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"create", "--name", "a", "--password-env", "OPS_PASSWORD"}, "OPS_PASSWORD"},
+		{[]string{"create", "-password-env=DPCS_ADMIN_PASSWORD"}, "DPCS_ADMIN_PASSWORD"},
+		{[]string{"create", "--name", "password-env"}, ""},
+		{[]string{"create", "--password-env"}, ""},
+	} {
+		if got := passwordEnv(tt.args); got != tt.want {
+			t.Errorf("passwordEnv(%q) = %q, want %q", tt.args, got, tt.want)
+		}
+	}
+}

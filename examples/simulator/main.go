@@ -31,6 +31,7 @@ import (
 	"os/signal"
 	"slices"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
@@ -49,38 +50,22 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args, os.Stdout); err != nil {
+	err := service.CheckEnv(os.Environ())
+	if err == nil {
+		err = run(ctx, os.Args, os.Stdout)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "simulator:", err)
 		os.Exit(1)
 	}
 }
 
-// config is read from the environment with the prefix DPCS_.
-type config struct {
-	KafkaBrokers    []string      `envconfig:"KAFKA_BROKERS" desc:"Kafka seed brokers (comma separated); empty starts an embedded kfake cluster"`
-	KafkaAcks       string        `envconfig:"KAFKA_ACKS" default:"1" desc:"producer acks: all, 1 or 0"`
-	KafkaPartitions int32         `envconfig:"KAFKA_PARTITIONS" default:"10" desc:"partitions per topic of the embedded cluster"`
-	Addr            string        `envconfig:"SIMULATOR_ADDR" default:"127.0.0.1:8081" desc:"control API address (empty: no API)"`
-	AdminAddr       string        `envconfig:"ADMIN_ADDR" default:"127.0.0.1:9093" desc:"/healthz, /readyz and /metrics address (off: none)"`
-	Rate            float64       `envconfig:"SIMULATOR_RATE" default:"1000" desc:"events per second"`
-	Duration        time.Duration `envconfig:"SIMULATOR_DURATION" desc:"how long to run; 0 runs until SIGINT/SIGTERM"`
-	Seed            uint64        `envconfig:"SIMULATOR_SEED" default:"1" desc:"population and event stream seed"`
-	Families        int           `envconfig:"SIMULATOR_FAMILIES" default:"250000" desc:"families (4 members each on average)"`
-	Diurnal         bool          `envconfig:"SIMULATOR_DIURNAL" desc:"follow the hour-of-day curve (the rate is the day's average)"`
-	Timezone        string        `envconfig:"TIMEZONE" default:"Asia/Seoul" desc:"service time zone"`
-	Scenario        string        `envconfig:"SIMULATOR_SCENARIO" desc:"play this scenario instead of random traffic; \"list\" lists them"`
-	StepDelay       time.Duration `envconfig:"SIMULATOR_STEP_DELAY" default:"200ms" desc:"pause between scenario steps"`
-	Progress        time.Duration `envconfig:"SIMULATOR_PROGRESS" default:"1s" desc:"progress line interval"`
-	ShutdownTimeout time.Duration `envconfig:"SIMULATOR_SHUTDOWN_TIMEOUT" default:"15s" desc:"how long shutdown may take to flush"`
-	// Tracing: read (and validated, with the standard OTEL_EXPORTER_OTLP_*
-	// variables) by service.LoadTracingConfig; listed here for -h.
-	OTLPEndpoint     string  `envconfig:"OTLP_ENDPOINT" desc:"OTLP/HTTP collector base URL (http://collector:4318); empty: no tracing unless OTEL_EXPORTER_OTLP_ENDPOINT is set"`
-	TraceSampleRatio float64 `envconfig:"TRACE_SAMPLE_RATIO" default:"1" desc:"share of traces recorded, 0 to 1"`
-}
+// config is read from the DPCS_* variables (doc/configuration.md).
+type config = service.SimulatorConfig
 
 func loadConfig(args []string, stdout io.Writer) (config, error) {
-	var cfg config
-	if err := envconfig.Process("DPCS", &cfg); err != nil {
+	cfg, err := service.LoadSimulatorConfig(os.Getenv)
+	if err != nil {
 		return cfg, err
 	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
@@ -92,8 +77,11 @@ func loadConfig(args []string, stdout io.Writer) (config, error) {
 	fs.Usage = func() {
 		fmt.Fprintf(stdout, "usage: %s [flags]\n", args[0])
 		fs.PrintDefaults()
-		fmt.Fprintln(stdout, "\nEnvironment:")
-		envconfig.Usagef("DPCS", &config{}, stdout, envconfig.DefaultTableFormat)
+		fmt.Fprintln(stdout, "\nEnvironment (doc/configuration.md):")
+		tw := tabwriter.NewWriter(stdout, 1, 0, 2, ' ', 0)
+		envconfig.Usagef(service.EnvPrefix, &config{}, tw, envconfig.DefaultTableFormat)
+		envconfig.Usagef(service.EnvPrefix, &service.TracingConfig{}, tw, "{{range .}}{{usage_key .}}\t{{usage_type .}}\t{{usage_default .}}\t{{usage_required .}}\t{{usage_description .}}\n{{end}}")
+		tw.Flush()
 	}
 	return cfg, fs.Parse(args[1:])
 }
@@ -124,10 +112,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	tcfg, err := service.LoadTracingConfig(os.Getenv)
-	if err != nil {
-		return err
-	}
+	tcfg := cfg.Tracing
 	tcfg.ServiceName = "dpcs-simulator"
 	tp, shutdownTracing, err := service.Tracing(ctx, tcfg)
 	if err != nil {
