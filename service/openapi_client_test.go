@@ -104,7 +104,7 @@ func TestOpenAPIContract(t *testing.T) {
 	f := newAPIFixture(t)
 	_, data := f.do(http.MethodGet, "/openapi.json", "", nil)
 	// scripts/openapi-lint.sh lints the document this writes.
-	if out := os.Getenv("DPCS_OPENAPI_OUT"); out != "" {
+	if out := os.Getenv("DPCS_TEST_OPENAPI_OUT"); out != "" {
 		if err := os.WriteFile(out, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
