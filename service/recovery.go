@@ -171,7 +171,7 @@ func (r *Recovery) Recover(ctx context.Context, used string, cause error) (strin
 				}
 				break
 			}
-			info, err := r.rebuild(ctx, used, fmt.Sprint(cause), true)
+			info, err := r.rebuild(ctx, used, fmt.Sprint(cause), true, false)
 			if err == nil || errors.Is(err, store.ErrRebuildIncomplete) {
 				return info.Generation, nil
 			}
@@ -195,10 +195,16 @@ func (r *Recovery) Recover(ctx context.Context, used string, cause error) (strin
 // wait until SQL holds every judged event (unless !drain), rebuild every
 // family with a new generation, write it to Redis (with the processors'
 // committed offsets as watermarks) and to SQL.
-func (r *Recovery) rebuild(ctx context.Context, prev, reason string, drain bool) (RecoveryInfo, error) {
+// A planned rebuild (a start, an operator's command) is logged at INFO; one
+// forced by an untrusted Redis state at ERROR, then WARN when done.
+func (r *Recovery) rebuild(ctx context.Context, prev, reason string, drain, planned bool) (RecoveryInfo, error) {
 	start := time.Now()
 	next := "g" + strconv.FormatInt(time.Now().UnixMilli(), 36) + "-" + randomID()
-	r.log.Error("rebuilding Redis from SQL", "generation", next, "previous", prev, "reason", reason)
+	begun, done := slog.LevelError, slog.LevelWarn
+	if planned {
+		begun, done = slog.LevelInfo, slog.LevelInfo
+	}
+	r.log.Log(ctx, begun, "rebuilding Redis from SQL", "generation", next, "previous", prev, "reason", reason)
 	if _, err := r.cfg.Engine.BeginRebuild(ctx, next); err != nil {
 		return RecoveryInfo{}, err
 	}
@@ -267,7 +273,7 @@ func (r *Recovery) rebuild(ctx context.Context, prev, reason string, drain bool)
 		return RecoveryInfo{}, err
 	}
 	r.setGen(next)
-	r.log.Warn("Redis rebuilt from SQL", "generation", next, "families", info.Families, "failed", info.Failed,
+	r.log.Log(ctx, done, "Redis rebuilt from SQL", "generation", next, "families", info.Families, "failed", info.Failed,
 		"drain", info.Drain, "rebuild", info.Rebuild, "total", info.Total)
 	if r.cfg.OnRecovered != nil {
 		r.cfg.OnRecovered(info)
@@ -502,7 +508,7 @@ func (r *Recovery) rebuildNow(ctx context.Context, reason string, drain bool) (R
 	if !ok {
 		return RecoveryInfo{}, fmt.Errorf("service: another instance (%s) is rebuilding Redis", st.Owner)
 	}
-	info, err := r.rebuild(ctx, st.Generation, reason, drain)
+	info, err := r.rebuild(ctx, st.Generation, reason, drain, true)
 	if err != nil && !errors.Is(err, store.ErrRebuildIncomplete) {
 		_ = r.cfg.Store.ReleaseRebuild(context.WithoutCancel(ctx), r.cfg.Owner)
 	}
