@@ -68,6 +68,11 @@ type Runner[T any] struct {
 	retryAt  time.Time
 	assigned map[string]map[int32]bool
 	paused   map[string][]int32
+	// unacked holds, per partition, the last record written whose offset
+	// the broker refused to commit; the commit is retried at commitAt (and
+	// with every later commit) until it succeeds or the partition goes.
+	unacked  map[topicPartition]*kgo.Record
+	commitAt time.Time
 	stopping bool
 	drainCtx context.Context
 
@@ -196,7 +201,16 @@ func (r *Runner[T]) consume(ctx context.Context) {
 		case len(r.buf) > 0:
 			wait, reason = r.firstAt.Add(r.cfg.interval).Sub(now), "interval"
 		}
-		if reason != "" && wait <= 0 {
+		if len(r.unacked) > 0 && !r.failing {
+			if w := r.commitAt.Sub(now); w <= 0 {
+				r.retryCommitLocked(ctx)
+				r.mu.Unlock()
+				continue
+			} else if reason == "" || w < wait {
+				wait, reason = w, "commit"
+			}
+		}
+		if reason != "" && reason != "commit" && wait <= 0 {
 			r.flushLocked(ctx, reason)
 			r.mu.Unlock()
 			continue
@@ -292,12 +306,7 @@ func (r *Runner[T]) flushLocked(ctx context.Context, reason string) bool {
 	for i, e := range r.buf {
 		recs[i] = e.rec
 	}
-	cerr := r.cl.CommitRecords(ctx, recs...)
-	if cerr != nil {
-		// The rows exist; the records come again after a restart or
-		// rebalance and are ignored as duplicates by the writer.
-		r.cfg.log.Warn("writebehind: commit failed", "records", len(recs), "err", cerr)
-	}
+	cerr := r.commitLocked(ctx, recs)
 	if r.cfg.hooks.OnCommit != nil {
 		r.cfg.hooks.OnCommit(CommitInfo{Records: len(recs), Err: cerr})
 	}
@@ -401,9 +410,13 @@ func (r *Runner[T]) onAssigned(_ context.Context, cl *kgo.Client, ps map[string]
 func (r *Runner[T]) onRevoked(ctx context.Context, _ *kgo.Client, ps map[string][]int32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.buf) > 0 && !r.stopping {
+	if (len(r.buf) > 0 || len(r.unacked) > 0) && !r.stopping {
 		fctx, cancel := context.WithTimeout(ctx, min(r.cfg.interval, 5*time.Second))
-		r.flushLocked(fctx, "revoke")
+		if len(r.buf) > 0 {
+			r.flushLocked(fctx, "revoke")
+		} else {
+			r.commitLocked(fctx, nil) // a refused commit: one more try before the partitions go
+		}
 		cancel()
 	}
 	r.forgetLocked(ps)
@@ -416,6 +429,57 @@ func (r *Runner[T]) onLost(_ context.Context, _ *kgo.Client, ps map[string][]int
 	r.forgetLocked(ps)
 }
 
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// commitLocked commits recs together with any earlier commit the broker
+// refused (the last record per partition). On failure the rows exist but
+// nothing outside can tell (a Redis recovery waits for this group's commits
+// to reach the end of usage-persist): the commit is kept and retried after
+// a backoff (retryCommitLocked), and with every later commit.
+func (r *Runner[T]) commitLocked(ctx context.Context, recs []*kgo.Record) error {
+	last := make(map[topicPartition]*kgo.Record, len(r.unacked)+len(recs))
+	for tp, rec := range r.unacked {
+		last[tp] = rec
+	}
+	for _, rec := range recs {
+		tp := topicPartition{rec.Topic, rec.Partition}
+		if prev, ok := last[tp]; !ok || rec.Offset > prev.Offset {
+			last[tp] = rec
+		}
+	}
+	if len(last) == 0 {
+		return nil
+	}
+	all := make([]*kgo.Record, 0, len(last))
+	for _, rec := range last {
+		all = append(all, rec)
+	}
+	err := r.cl.CommitRecords(ctx, all...)
+	if err == nil {
+		r.unacked = nil
+		return nil
+	}
+	// The rows exist: the records are not written again, only committed.
+	r.unacked = last
+	r.commitAt = time.Now().Add(r.cfg.backoff(1))
+	r.cfg.log.Warn("writebehind: commit refused; retrying", "partitions", len(last), "retryIn", r.cfg.backoff(1), "err", err)
+	return err
+}
+
+// retryCommitLocked retries a refused commit once it is due.
+func (r *Runner[T]) retryCommitLocked(ctx context.Context) {
+	if len(r.unacked) == 0 || time.Now().Before(r.commitAt) {
+		return
+	}
+	err := r.commitLocked(ctx, nil)
+	if r.cfg.hooks.OnCommit != nil {
+		r.cfg.hooks.OnCommit(CommitInfo{Records: 0, Err: err})
+	}
+}
+
 func (r *Runner[T]) forgetLocked(ps map[string][]int32) {
 	gone := map[string]map[int32]bool{}
 	for t, parts := range ps {
@@ -423,6 +487,7 @@ func (r *Runner[T]) forgetLocked(ps map[string][]int32) {
 		for _, p := range parts {
 			gone[t][p] = true
 			delete(r.assigned[t], p)
+			delete(r.unacked, topicPartition{t, p})
 		}
 	}
 	kept := r.buf[:0]
@@ -467,6 +532,11 @@ func (r *Runner[T]) drain(ctx context.Context) error {
 			return fmt.Errorf("%w: %d records left uncommitted: %w", ErrNotWritten, len(r.buf), context.Cause(ctx))
 		}
 		r.flushLocked(ctx, "close")
+	}
+	if len(r.unacked) > 0 && ctx.Err() == nil {
+		// Written but refused: one more try; if it fails too, the records
+		// come again to the next owner, whose writer ignores them.
+		r.commitLocked(ctx, nil)
 	}
 	return nil
 }

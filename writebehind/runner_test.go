@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/envelope/kafkarecord"
@@ -374,5 +376,59 @@ func TestDecodeUsageRecord(t *testing.T) {
 	rec, _ := kafkarecord.New(envelope.TopicUsagePersist, e)
 	if _, err := DecodeUsageRecord(rec); !errors.As(err, &fe) || fe.Field != "payload.originEventId" {
 		t.Errorf("long id: %v", err)
+	}
+}
+
+// A commit the broker refuses is retried: the rows are written, so the
+// records need not be written again, but until their offsets are committed
+// nothing can tell they are in SQL (a Redis recovery waits for exactly that:
+// the write-behind group committed to the end of usage-persist). Before, a
+// failed commit was only logged, and the partitions stayed uncommitted until
+// the next rebalance (seen in CI as a recovery that never finished).
+func TestRunnerRetriesFailedCommit(t *testing.T) {
+	c := newFake(t)
+	var refused atomic.Int64
+	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if refused.Load() >= 2 {
+			return nil, nil, false
+		}
+		refused.Add(1)
+		r := req.(*kmsg.OffsetCommitRequest)
+		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	p := producer(t, c)
+	var rs []*kgo.Record
+	for i := range 40 {
+		rs = append(rs, persistRecord(t, fmt.Sprintf("evt_%d", i), int64(i%20+1)))
+	}
+	produce(t, p, rs...)
+	w := &uniqueWriter{}
+	r := newRunner(t, c, w, WithBatchSize(100), WithInterval(50*time.Millisecond))
+	stop := start(t, r)
+	defer stop()
+	waitFor(t, "40 records written", 20*time.Second, func() bool { return w.distinct() == 40 })
+	var total int64
+	waitFor(t, "40 records committed after the refused commits", 20*time.Second, func() bool {
+		total = 0
+		for _, o := range committed(t, c, DefaultGroup, envelope.TopicUsagePersist) {
+			total += o
+		}
+		return total == 40
+	})
+	if refused.Load() < 1 {
+		t.Error("no commit was refused: the test did not test anything")
 	}
 }
