@@ -49,6 +49,10 @@ type entry[T any] struct {
 //     (BlockRebalanceOnPoll); on revoke the runner tries once more to write
 //     and commit what it holds, and otherwise leaves it uncommitted for the
 //     partition's next owner.
+//   - A commit the broker refuses (the batch is written) is retried after a
+//     backoff and with every later commit, without writing again, until it
+//     succeeds or the partition is revoked: a consumer of the committed
+//     offsets (a Redis recovery waiting for the write-behind) sees the end.
 //
 // The writer must tolerate the same items again (insert-ignore on a unique
 // key): records written but not yet committed before a crash or a failed
