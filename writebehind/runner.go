@@ -205,14 +205,12 @@ func (r *Runner[T]) consume(ctx context.Context) {
 		case len(r.buf) > 0:
 			wait, reason = r.firstAt.Add(r.cfg.interval).Sub(now), "interval"
 		}
-		if len(r.unacked) > 0 && !r.failing {
-			if w := r.commitAt.Sub(now); w <= 0 {
-				r.retryCommitLocked(ctx)
-				r.mu.Unlock()
-				continue
-			} else if reason == "" || w < wait {
-				wait, reason = w, "commit"
-			}
+		// A refused commit is retried after the next poll, while that poll
+		// holds rebalances off (BlockRebalanceOnPoll), as flushes are: a
+		// commit racing a rebalance would wait for onRevoked, which waits
+		// for r.mu.
+		if w := r.commitAt.Sub(now); len(r.unacked) > 0 && !r.failing && (reason == "" || w < wait) {
+			wait, reason = max(w, 0), "commit"
 		}
 		if reason != "" && reason != "commit" && wait <= 0 {
 			r.flushLocked(ctx, reason)
@@ -251,6 +249,7 @@ func (r *Runner[T]) consume(ctx context.Context) {
 		if len(r.buf) >= r.cfg.batchSize {
 			r.flushLocked(ctx, "size")
 		}
+		r.retryCommitLocked(ctx)
 		r.mu.Unlock()
 		r.cl.AllowRebalance()
 	}
