@@ -498,6 +498,13 @@ func runStep(ctx context.Context, cfg Config, spec StepSpec, warmup time.Duratio
 	if err := sleep(ctx, warmup); err != nil {
 		return st, err
 	}
+	// And flow again once the warmup is over: a group still settling (a
+	// member joining late on a loaded machine) must not be measured as a
+	// pipeline that decides nothing.
+	d = rec.decided.Load()
+	if err := waitFor(ctx, time.Minute, func() bool { return rec.decided.Load() > d }); err != nil {
+		return st, fmt.Errorf("step %s: no decision within a minute after the warmup", spec.Label)
+	}
 	_ = ResetServerStats(ctx, cfg.Redis) // unsupported on miniredis: no server view
 	rec.start()
 	if cfg.OnStep != nil {
