@@ -17,6 +17,7 @@ import (
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/store"
+	"github.com/dabom/dpcs/web"
 )
 
 // Defaults of APIConfig.
@@ -91,6 +92,9 @@ type APIConfig struct {
 	// telling the client address of a request. Default: none, the client
 	// address is the peer's (r.RemoteAddr) and X-Forwarded-For is ignored.
 	TrustedProxies []netip.Prefix
+	// NoWeb leaves out the embedded web front-ends (package web: the family
+	// app under /app/, the back office under /console/). Default: served.
+	NoWeb bool
 }
 
 // API is DPCS's HTTP API (SPEC §10): huma v2 on a net/http ServeMux, OpenAPI
@@ -200,6 +204,13 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	a.registerStream()
 	a.registerAdmin()
 	a.registerVersion()
+	if !cfg.NoWeb {
+		ui := web.Handler()
+		for _, p := range web.Prefixes() {
+			a.mux.Handle(p, ui)
+			a.mux.Handle(strings.TrimSuffix(p, "/"), ui)
+		}
+	}
 	return a, nil
 }
 
