@@ -58,8 +58,9 @@ var sdk = map[string]struct {
 	},
 }
 
-// notSDK are the module's packages that are not SDK (path prefixes).
-var notSDK = []string{"internal/", "service", "examples/", "e2e", "chaos"}
+// notSDK are the module's packages that are not SDK (path prefixes); web is
+// the deployables' embedded front-ends, served through service.
+var notSDK = []string{"internal/", "service", "examples/", "e2e", "chaos", "web"}
 
 // pkg is one package of go list's answer.
 type pkg struct {
