@@ -3,23 +3,12 @@ package notify
 import (
 	"bytes"
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/ecdh"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
-	"math/big"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -29,237 +18,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/pushtest"
 	"github.com/dabom/dpcs/writebehind"
 )
-
-// pushService is a push service for tests: each subscription is a path of
-// its server. It checks every request as a browser vendor's service would
-// (VAPID JWT signed by the announced key, for this origin, not expired; the
-// RFC 8291 headers), decrypts the body with the browser's private key and
-// auth secret, and answers with the status set for the path (201 unless
-// set).
-type pushService struct {
-	t      *testing.T
-	srv    *httptest.Server
-	vapid  string // the expected application server key, base64url
-	mu     sync.Mutex
-	keys   map[string]pushBrowser
-	status map[string]int
-	got    []pushDelivery
-	bad    []string
-}
-
-type pushBrowser struct {
-	priv *ecdh.PrivateKey
-	auth []byte
-}
-
-type pushDelivery struct {
-	Path    string
-	TTL     string
-	Urgency string
-	Msg     PushMessage
-}
-
-func newPushService(t *testing.T, vapidPublic string) *pushService {
-	p := &pushService{t: t, vapid: vapidPublic, keys: map[string]pushBrowser{}, status: map[string]int{}}
-	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
-	t.Cleanup(p.srv.Close)
-	return p
-}
-
-// subscribe makes a browser's subscription at path for member.
-func (p *pushService) subscribe(member int64, path string) PushSubscription {
-	priv, err := ecdh.P256().GenerateKey(rand.Reader)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	auth := make([]byte, 16)
-	rand.Read(auth)
-	p.mu.Lock()
-	p.keys[path] = pushBrowser{priv: priv, auth: auth}
-	p.mu.Unlock()
-	return PushSubscription{MemberID: member, Endpoint: p.srv.URL + path,
-		P256dh: base64.RawURLEncoding.EncodeToString(priv.PublicKey().Bytes()), Auth: base64.RawURLEncoding.EncodeToString(auth)}
-}
-
-func (p *pushService) setStatus(path string, code int) {
-	p.mu.Lock()
-	p.status[path] = code
-	p.mu.Unlock()
-}
-
-func (p *pushService) deliveries() ([]pushDelivery, []string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Clone(p.got), slices.Clone(p.bad)
-}
-
-func (p *pushService) serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	fail := func(format string, args ...any) {
-		p.bad = append(p.bad, r.URL.Path+": "+fmt.Sprintf(format, args...))
-		http.Error(w, "bad request", http.StatusBadRequest)
-	}
-	b, ok := p.keys[r.URL.Path]
-	if !ok {
-		fail("unknown subscription")
-		return
-	}
-	if err := checkVAPID(r.Header.Get("Authorization"), p.vapid, p.srv.URL, time.Now()); err != nil {
-		fail("vapid: %v", err)
-		return
-	}
-	if ce := r.Header.Get("Content-Encoding"); ce != "aes128gcm" {
-		fail("Content-Encoding %q", ce)
-		return
-	}
-	plain, err := decryptAES128GCM(body, b.priv, b.auth)
-	if err != nil {
-		fail("decrypt: %v", err)
-		return
-	}
-	var m PushMessage
-	dec := json.NewDecoder(bytes.NewReader(plain))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		fail("payload %q: %v", plain, err)
-		return
-	}
-	if code := p.status[r.URL.Path]; code >= 300 {
-		http.Error(w, http.StatusText(code), code)
-		return
-	}
-	p.got = append(p.got, pushDelivery{Path: r.URL.Path, TTL: r.Header.Get("TTL"), Urgency: r.Header.Get("Urgency"), Msg: m})
-	w.WriteHeader(http.StatusCreated)
-}
-
-// checkVAPID checks an RFC 8292 Authorization header: "vapid t=JWT, k=key",
-// the key the application server's, the JWT signed with it (ES256), for
-// origin, expiring in the future and within 24 h, with a contact subject.
-func checkVAPID(h, wantKey, origin string, now time.Time) error {
-	rest, ok := strings.CutPrefix(h, "vapid ")
-	if !ok {
-		return fmt.Errorf("scheme of %q", h)
-	}
-	params := map[string]string{}
-	for _, kv := range strings.Split(rest, ",") {
-		k, v, _ := strings.Cut(strings.TrimSpace(kv), "=")
-		params[k] = v
-	}
-	if params["k"] != wantKey {
-		return fmt.Errorf("k = %q, want %q", params["k"], wantKey)
-	}
-	rawKey, err := base64.RawURLEncoding.DecodeString(params["k"])
-	if err != nil {
-		return err
-	}
-	pub, err := ecdh.P256().NewPublicKey(rawKey)
-	if err != nil {
-		return err
-	}
-	x, y := new(big.Int).SetBytes(pub.Bytes()[1:33]), new(big.Int).SetBytes(pub.Bytes()[33:])
-	parts := strings.Split(params["t"], ".")
-	if len(parts) != 3 {
-		return fmt.Errorf("JWT has %d parts", len(parts))
-	}
-	var hdr struct{ Alg, Typ string }
-	if err := decodeJWTPart(parts[0], &hdr); err != nil || hdr.Alg != "ES256" {
-		return fmt.Errorf("JWT header %+v: %v", hdr, err)
-	}
-	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
-	if err != nil || len(sig) != 64 {
-		return fmt.Errorf("JWT signature: %d bytes, %v", len(sig), err)
-	}
-	digest := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
-	key := &ecdsa.PublicKey{Curve: elliptic.P256(), X: x, Y: y}
-	if !ecdsa.Verify(key, digest[:], new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])) {
-		return errors.New("JWT signature does not verify")
-	}
-	var claims struct {
-		Aud string
-		Exp int64
-		Sub string
-	}
-	if err := decodeJWTPart(parts[1], &claims); err != nil {
-		return err
-	}
-	if claims.Aud != origin {
-		return fmt.Errorf("aud = %q, want %q", claims.Aud, origin)
-	}
-	if exp := time.Unix(claims.Exp, 0); !exp.After(now) || exp.After(now.Add(24*time.Hour)) {
-		return fmt.Errorf("exp %v not within 24 h after %v", exp, now)
-	}
-	if !strings.HasPrefix(claims.Sub, "mailto:") && !strings.HasPrefix(claims.Sub, "https:") {
-		return fmt.Errorf("sub = %q", claims.Sub)
-	}
-	return nil
-}
-
-func decodeJWTPart(s string, v any) error {
-	raw, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(raw, v)
-}
-
-// decryptAES128GCM reverses RFC 8291 on the browser's side: the header
-// (salt, record size, the server's ephemeral key), ECDH with the browser's
-// key, the two HKDF steps of §3.3-3.4, AES-128-GCM, then the padding
-// delimiter of RFC 8188 §2 (one record, so 0x02).
-func decryptAES128GCM(body []byte, ua *ecdh.PrivateKey, auth []byte) ([]byte, error) {
-	if len(body) < 21 {
-		return nil, errors.New("body shorter than the header")
-	}
-	salt, rs, idlen := body[:16], binary.BigEndian.Uint32(body[16:20]), int(body[20])
-	if idlen != 65 || len(body) < 21+idlen+17 {
-		return nil, fmt.Errorf("keyid length %d, body %d bytes", idlen, len(body))
-	}
-	asRaw, ct := body[21:21+idlen], body[21+idlen:]
-	if uint32(len(ct)) > rs {
-		return nil, fmt.Errorf("record of %d bytes larger than rs %d", len(ct), rs)
-	}
-	as, err := ecdh.P256().NewPublicKey(asRaw)
-	if err != nil {
-		return nil, err
-	}
-	shared, err := ua.ECDH(as)
-	if err != nil {
-		return nil, err
-	}
-	// HKDF (RFC 5869) by hand: extract = HMAC(salt, ikm); expand of ≤ 32
-	// bytes = HMAC(prk, info || 0x01) truncated.
-	hm := func(key, data []byte) []byte { m := hmac.New(sha256.New, key); m.Write(data); return m.Sum(nil) }
-	expand := func(prk []byte, info string, n int) []byte { return hm(prk, append([]byte(info), 1))[:n] }
-	keyInfo := "WebPush: info\x00" + string(ua.PublicKey().Bytes()) + string(asRaw)
-	ikm := expand(hm(auth, shared), keyInfo, 32)
-	prk := hm(salt, ikm)
-	cek := expand(prk, "Content-Encoding: aes128gcm\x00", 16)
-	nonce := expand(prk, "Content-Encoding: nonce\x00", 12)
-	block, err := aes.NewCipher(cek)
-	if err != nil {
-		return nil, err
-	}
-	gcm, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	plain, err := gcm.Open(nil, nonce, ct, nil)
-	if err != nil {
-		return nil, err
-	}
-	i := len(plain) - 1
-	for i >= 0 && plain[i] == 0 {
-		i--
-	}
-	if i < 0 || plain[i] != 2 {
-		return nil, errors.New("no last-record padding delimiter 0x02")
-	}
-	return plain[:i], nil
-}
 
 // memSubs is an in-memory SubscriptionStore: members with roles and their
 // subscriptions, recipients by Filter.Sees.
@@ -304,6 +65,36 @@ func (m *memSubs) endpoints() []string {
 	return out
 }
 
+// pushDelivery is a pushtest.Delivery with its message decoded.
+type pushDelivery struct {
+	Path    string
+	TTL     string
+	Urgency string
+	Msg     PushMessage
+}
+
+func subscribe(ps *pushtest.Server, member int64, path string) PushSubscription {
+	e, p, a := ps.Subscribe(path)
+	return PushSubscription{MemberID: member, Endpoint: e, P256dh: p, Auth: a}
+}
+
+// deliveries decodes what ps accepted, strictly (no unknown fields).
+func deliveries(t *testing.T, ps *pushtest.Server) ([]pushDelivery, []string) {
+	t.Helper()
+	got, bad := ps.Deliveries()
+	var out []pushDelivery
+	for _, d := range got {
+		var m PushMessage
+		dec := json.NewDecoder(bytes.NewReader(d.JSON))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&m); err != nil {
+			t.Fatalf("push payload %s: %v", d.JSON, err)
+		}
+		out = append(out, pushDelivery{Path: d.Path, TTL: d.TTL, Urgency: d.Urgency, Msg: m})
+	}
+	return out, bad
+}
+
 func newVAPID(t *testing.T) VAPIDKeys {
 	t.Helper()
 	k, err := GenerateVAPIDKeys()
@@ -319,10 +110,10 @@ func newVAPID(t *testing.T) VAPIDKeys {
 // urgency; QUOTA_UPDATED is not pushed.
 func TestWebPushEndToEnd(t *testing.T) {
 	keys := newVAPID(t)
-	ps := newPushService(t, keys.Public)
+	ps := pushtest.New(t, keys.Public)
 	subs := &memSubs{roles: map[int64]Role{1: RoleOwner, 2: RoleMember, 3: RoleMember}}
-	subs.subs = []PushSubscription{ps.subscribe(1, "/owner"), ps.subscribe(2, "/child"), ps.subscribe(3, "/other")}
-	wp, err := NewWebPush(subs, keys, "mailto:ops@dpcs.example", WithPushHTTPClient(ps.srv.Client()), WithPushTTL(time.Hour))
+	subs.subs = []PushSubscription{subscribe(ps, 1, "/owner"), subscribe(ps, 2, "/child"), subscribe(ps, 3, "/other")}
+	wp, err := NewWebPush(subs, keys, "mailto:ops@dpcs.example", WithPushHTTPClient(ps.Client()), WithPushTTL(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +130,7 @@ func TestWebPushEndToEnd(t *testing.T) {
 	eventually(t, "2 push sends", func() bool { mu.Lock(); defer mu.Unlock(); return len(sends) == 2 })
 	stopNotifier(t, n, errc)
 
-	got, bad := ps.deliveries()
+	got, bad := deliveries(t, ps)
 	if len(bad) > 0 {
 		t.Fatalf("push service refused: %q", bad)
 	}
@@ -370,13 +161,13 @@ func TestWebPushEndToEnd(t *testing.T) {
 // name, while the other subscriptions still get the message.
 func TestWebPushGoneAndRetried(t *testing.T) {
 	keys := newVAPID(t)
-	ps := newPushService(t, keys.Public)
+	ps := pushtest.New(t, keys.Public)
 	subs := &memSubs{roles: map[int64]Role{1: RoleOwner, 2: RoleMember}}
-	owner, gone, expired := ps.subscribe(1, "/owner"), ps.subscribe(2, "/gone"), ps.subscribe(2, "/expired")
+	owner, gone, expired := subscribe(ps, 1, "/owner"), subscribe(ps, 2, "/gone"), subscribe(ps, 2, "/expired")
 	subs.subs = []PushSubscription{owner, gone, expired}
-	ps.setStatus("/gone", http.StatusGone)
-	ps.setStatus("/expired", http.StatusNotFound)
-	wp, err := NewWebPush(subs, keys, "https://dpcs.example/contact", WithPushHTTPClient(ps.srv.Client()))
+	ps.SetStatus("/gone", http.StatusGone)
+	ps.SetStatus("/expired", http.StatusNotFound)
+	wp, err := NewWebPush(subs, keys, "https://dpcs.example/contact", WithPushHTTPClient(ps.Client()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +189,7 @@ func TestWebPushGoneAndRetried(t *testing.T) {
 		t.Errorf("a gone subscription failed the send: %v", sends[0].Err)
 	}
 
-	ps.setStatus("/owner", http.StatusInternalServerError)
+	ps.SetStatus("/owner", http.StatusInternalServerError)
 	produce(t, pr, thresholdRec(t, "ntf_500", 100, 10, "2026-02"))
 	dl := readDLT(t, c, 1)
 	stopNotifier(t, n, errc)
@@ -414,7 +205,7 @@ func TestWebPushGoneAndRetried(t *testing.T) {
 	if diff := cmp.Diff([]string{owner.Endpoint}, subs.endpoints()); diff != "" {
 		t.Errorf("a 500 removed a subscription (-want +got):\n%s", diff)
 	}
-	if _, bad := ps.deliveries(); len(bad) > 0 {
+	if _, bad := deliveries(t, ps); len(bad) > 0 {
 		t.Errorf("push service refused: %q", bad)
 	}
 }
@@ -440,12 +231,12 @@ func TestWebPushSendOutcomes(t *testing.T) {
 		{name: "store down", status: http.StatusCreated, storeErr: errors.New("db down"), wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ps := newPushService(t, keys.Public)
+			ps := pushtest.New(t, keys.Public)
 			subs := &memSubs{roles: map[int64]Role{1: RoleOwner}, fail: tc.storeErr}
-			s := ps.subscribe(1, "/s")
+			s := subscribe(ps, 1, "/s")
 			subs.subs = []PushSubscription{s}
-			ps.setStatus("/s", tc.status)
-			wp, err := NewWebPush(subs, keys, "mailto:ops@dpcs.example", WithPushHTTPClient(ps.srv.Client()), WithPushLang(English))
+			ps.SetStatus("/s", tc.status)
+			wp, err := NewWebPush(subs, keys, "mailto:ops@dpcs.example", WithPushHTTPClient(ps.Client()), WithPushLang(English))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -457,7 +248,7 @@ func TestWebPushSendOutcomes(t *testing.T) {
 			if got := len(subs.removed) == 1; got != tc.removed {
 				t.Errorf("removed = %q", subs.removed)
 			}
-			if got, bad := ps.deliveries(); len(bad) > 0 {
+			if got, bad := deliveries(t, ps); len(bad) > 0 {
 				t.Errorf("push service refused: %q", bad)
 			} else if tc.status == http.StatusCreated && tc.storeErr == nil {
 				// A kind notify cannot render keeps the notifier's texts.
