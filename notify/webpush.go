@@ -20,9 +20,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/dabom/dpcs/envelope"
@@ -197,7 +199,9 @@ const (
 type WebPushOption func(*WebPush) error
 
 // WithPushHTTPClient sets the HTTP client. Default: a client with a 10 s
-// timeout.
+// timeout that connects only to public addresses (see PublicOnlyDialer):
+// endpoints are URLs members registered, and must not reach the
+// deployment's own network.
 func WithPushHTTPClient(c *http.Client) WebPushOption {
 	return func(w *WebPush) error {
 		if c == nil {
@@ -292,7 +296,8 @@ func WithPushLogger(l *slog.Logger) WebPushOption {
 // Send then fails if any subscription failed so, and a retry sends to every
 // subscription again — the message's Tag lets the browser replace rather
 // than repeat. Other answers (400, 401/403 for a subscription made with
-// another key, 413) are permanent failures.
+// another key, 413) are permanent failures, as is an endpoint whose address
+// is not public (ErrNotPublic) with the default client.
 type WebPush struct {
 	store   SubscriptionStore
 	key     *ecdsa.PrivateKey
@@ -325,7 +330,7 @@ func NewWebPush(store SubscriptionStore, keys VAPIDKeys, subject string, opts ..
 	}
 	w := &WebPush{
 		store: store, key: key, pub: pub, subject: subject,
-		client: &http.Client{Timeout: 10 * time.Second},
+		client: publicOnlyClient(),
 		ttl:    24 * time.Hour,
 		urgency: map[envelope.SubType]Urgency{
 			envelope.SubCustomerBlocked: UrgencyHigh, KindDataRequested: UrgencyHigh, KindDataRequestAnswered: UrgencyHigh,
@@ -422,6 +427,9 @@ func (w *WebPush) push(ctx context.Context, s PushSubscription, msg []byte, kind
 	req.Header.Set("Urgency", string(urgency))
 	req.Header.Set("Authorization", auth)
 	resp, err := w.client.Do(req)
+	if errors.Is(err, ErrNotPublic) {
+		return Permanent(err)
+	}
 	if err != nil {
 		return err
 	}
@@ -547,4 +555,36 @@ func pushContentKeys(ecdhSecret, authSecret, salt, uaPublic, asPublic []byte) (c
 		return nil, nil, err
 	}
 	return cek, nonce, nil
+}
+
+// ErrNotPublic is returned when a push endpoint resolves to an address that
+// is not public (loopback, private, link-local, multicast, unspecified).
+var ErrNotPublic = errors.New("notify: push endpoint address is not public")
+
+// PublicOnlyDialer returns a dialer refusing connections to addresses that
+// are not public unicast ones (checked on the resolved address, so a
+// hostname pointing inside the network is refused too).
+func PublicOnlyDialer() *net.Dialer {
+	return &net.Dialer{Timeout: 10 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
+		host, _, err := net.SplitHostPort(address)
+		if err != nil {
+			return err
+		}
+		ip, err := netip.ParseAddr(host)
+		if err != nil {
+			return err
+		}
+		ip = ip.Unmap()
+		if !ip.IsGlobalUnicast() || ip.IsPrivate() {
+			return fmt.Errorf("%w: %s", ErrNotPublic, ip)
+		}
+		return nil
+	}}
+}
+
+func publicOnlyClient() *http.Client {
+	// No proxy: it would connect on our behalf, past the check.
+	tr := &http.Transport{DialContext: PublicOnlyDialer().DialContext, ForceAttemptHTTP2: true, MaxIdleConns: 100,
+		IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 10 * time.Second, ExpectContinueTimeout: time.Second}
+	return &http.Client{Timeout: 10 * time.Second, Transport: tr}
 }

@@ -324,3 +324,34 @@ func TestNewWebPushValidates(t *testing.T) {
 		t.Errorf("padded keys: %v", err)
 	}
 }
+
+// The default client refuses endpoints on addresses that are not public
+// (here the loopback push service): a member cannot make the notifier POST
+// into the deployment's network. Permanent: retrying will not change it.
+func TestWebPushRefusesInternalAddresses(t *testing.T) {
+	keys := newVAPID(t)
+	ps := pushtest.New(t, keys.Public)
+	subs := &memSubs{roles: map[int64]Role{1: RoleOwner}}
+	subs.subs = []PushSubscription{subscribe(ps, 1, "/s")}
+	wp, err := NewWebPush(subs, keys, "mailto:ops@dpcs.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wp.Send(context.Background(), Notification{EventID: "e1", FamilyID: 100, Kind: envelope.SubThresholdAlert})
+	if !errors.Is(err, ErrNotPublic) || !errors.Is(err, ErrPermanent) {
+		t.Errorf("Send = %v, want ErrNotPublic, permanent", err)
+	}
+	if got, _ := ps.Deliveries(); len(got) != 0 {
+		t.Errorf("delivered %d to a loopback endpoint", len(got))
+	}
+	for _, addr := range []string{"10.1.2.3:443", "192.168.0.1:443", "169.254.169.254:80", "[::1]:443", "[fd00::1]:443", "0.0.0.0:443"} {
+		if err := PublicOnlyDialer().Control("tcp", addr, nil); !errors.Is(err, ErrNotPublic) {
+			t.Errorf("%s: %v, want ErrNotPublic", addr, err)
+		}
+	}
+	for _, addr := range []string{"142.250.196.10:443", "[2607:f8b0:4004::1]:443"} {
+		if err := PublicOnlyDialer().Control("tcp", addr, nil); err != nil {
+			t.Errorf("%s: %v", addr, err)
+		}
+	}
+}
