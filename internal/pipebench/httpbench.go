@@ -403,4 +403,3 @@ func step(name string, ops, errs int64, took time.Duration, lat []int64) HTTPSte
 	s.P50, s.P99, s.P999, s.Max = percentiles(lat)
 	return s
 }
-
