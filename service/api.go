@@ -103,6 +103,13 @@ type APIConfig struct {
 	// AllowLoopbackPush accepts push subscriptions whose endpoint is http on
 	// a loopback host (tests with a local push service). Default: https only.
 	AllowLoopbackPush bool
+	// Decisions answers POST /decisions (synchronous decisions for
+	// gateways). Default: nil, the route answers 503.
+	Decisions *SyncDecisions
+	// GatewayTokens are the credentials gateways send as `Authorization:
+	// Bearer …` to POST /decisions, and only there. Default: none, every
+	// call of the route is refused (401).
+	GatewayTokens []string
 }
 
 // API is DPCS's HTTP API (SPEC §10): huma v2 on a net/http ServeMux, OpenAPI
@@ -125,6 +132,8 @@ type API struct {
 	streams *liveStreams
 	// guard limits /auth/token and /auth/refresh.
 	guard authGuard
+	// gateways are the gateway credentials' digests.
+	gateways gatewayKeys
 }
 
 // NewAPI validates cfg and registers every route.
@@ -181,7 +190,8 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &API{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger, now: cfg.Clock, wake: cfg.Wake, guard: guard, streams: newLiveStreams()}
+	a := &API{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger, now: cfg.Clock, wake: cfg.Wake, guard: guard, streams: newLiveStreams(),
+		gateways: newGatewayKeys(cfg.GatewayTokens)}
 	if a.wake == nil {
 		a.wake = func() {}
 	}
@@ -200,6 +210,8 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		bearerScheme: {Type: "http", Scheme: "bearer", BearerFormat: "JWT",
 			Description: "Access token from POST /auth/token or /auth/refresh (HS256, 30 min)."},
+		gatewayScheme: {Type: "http", Scheme: "bearer",
+			Description: "A gateway credential (one of DPCS_GATEWAY_TOKENS), for POST /decisions only; member access tokens are refused there and it opens no other route."},
 	}
 	a.api = humago.New(a.mux, hc)
 	if cfg.Metrics != nil {
@@ -213,6 +225,7 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	a.registerPush()
 	a.registerAdmin()
 	a.registerVersion()
+	a.registerDecisions()
 	if !cfg.NoWeb {
 		ui := web.Handler()
 		for _, p := range web.Prefixes() {
@@ -256,6 +269,7 @@ func apiTags() []*huma.Tag {
 		{Name: familiesTag, Description: "A family's dashboard, members, usage, policies, alert thresholds and top-ups. Members read; owners (and admins) change."},
 		{Name: notificationsTag, Description: "The caller's inbox of alerts and policy changes, and the same notifications live over server-sent events."},
 		{Name: adminTag, Description: "The back office, for ADMIN accounts only: policy templates, family search and provisioning, plans, usage reports, the audit log."},
+		{Name: decisionsTag, Description: "Synchronous decisions for gateways that must ask before granting: usage events in, decision, remaining bytes and rule out. Gateway credential only."},
 		{Name: systemTag, Description: "What is serving: the build behind the API. Public."},
 	}
 }

@@ -59,6 +59,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"PUT", "/admin/families/{f}/plan", `{"planBytes":10737418240}`, adm(200)},
 		{"GET", "/admin/families/{f}/usage", "", adm(200)},
 		{"GET", "/admin/audit-log", "", adm(200)},
+		// A gateway credential's route: family and admin tokens are refused.
+		{"POST", "/decisions", `{"events":[{"eventId":"m{u}","timestamp":"2026-02-10T12:00:00Z","familyId":{f},"customerId":{c},"appId":"a","bytesUsed":1}]}`,
+			cols{401, 401, 401, 401, 401, 401}},
 	}
 	callers := []struct {
 		name   string
