@@ -203,6 +203,7 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	a.registerFamily()
 	a.registerStream()
 	a.registerAdmin()
+	a.registerDrift()
 	a.registerVersion()
 	if !cfg.NoWeb {
 		ui := web.Handler()

@@ -55,6 +55,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"PUT", "/admin/families/{f}/plan", `{"planBytes":10737418240}`, adm(200)},
 		{"GET", "/admin/families/{f}/usage", "", adm(200)},
 		{"GET", "/admin/audit-log", "", adm(200)},
+		{"GET", "/admin/policy-templates/{t}/drift", "", adm(200)},
+		{"POST", "/admin/policy-templates/{t}/reapply", `{"all":true}`, adm(200)},
 	}
 	callers := []struct {
 		name   string

@@ -139,7 +139,9 @@ type ReapplyResult struct {
 // its own transaction exactly as ApplyTemplate does (audited per member as
 // policy.apply_template with the rules before and after, an outbox event,
 // version checks): one member's failure leaves the others' changes. The
-// caller enforces each Update as after ApplyTemplate. An unknown template is
+// caller enforces each Update as after ApplyTemplate. A member whose policy
+// does not come from the template is ErrConflict (apply the template to it
+// instead): re-applying only brings copies back. An unknown template is
 // ErrNotFound for the whole call.
 func (s *Store) ReapplyTemplate(ctx context.Context, templateID int64, ms []Reapply, by Actor) ([]ReapplyResult, error) {
 	if _, err := s.template(ctx, s.db, templateID); err != nil {
@@ -150,8 +152,19 @@ func (s *Store) ReapplyTemplate(ctx context.Context, templateID int64, ms []Reap
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
-		up, err := s.ApplyTemplate(ctx, m.FamilyID, m.CustomerID, templateID, m.ExpectedVersion, by)
+		up, err := s.reapply(ctx, templateID, m, by)
 		out = append(out, ReapplyResult{Reapply: m, Update: up, Err: err})
 	}
 	return out, nil
+}
+
+func (s *Store) reapply(ctx context.Context, templateID int64, m Reapply, by Actor) (PolicyUpdate, error) {
+	p, err := s.GetPolicy(ctx, m.FamilyID, m.CustomerID)
+	if err != nil {
+		return PolicyUpdate{}, err
+	}
+	if p.TemplateID != templateID {
+		return PolicyUpdate{}, conflict("templateId", "the member's policy does not come from this template: apply the template instead", nil)
+	}
+	return s.ApplyTemplate(ctx, m.FamilyID, m.CustomerID, templateID, m.ExpectedVersion, by)
 }

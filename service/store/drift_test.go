@@ -144,6 +144,13 @@ func testDrift(t *testing.T, e *env) {
 	if ids, _ := drifts(store.DriftFilter{TemplateID: tpl.ID}); !cmp.Equal(ids, []int64{12}) {
 		t.Errorf("drift after re-apply = %v, want [12]", ids)
 	}
+	// A member whose policy is not a copy of the template is refused.
+	e.family(t, 3)
+	res, err = e.s.ReapplyTemplate(e.ctx, tpl.ID, []store.Reapply{{FamilyID: 3, CustomerID: 31}}, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "member without the template", res[0].Err, store.ErrConflict)
 	// Re-applying an up-to-date member writes nothing.
 	res, err = e.s.ReapplyTemplate(e.ctx, tpl.ID, []store.Reapply{{FamilyID: 1, CustomerID: 11}}, admin)
 	if err != nil || res[0].Err != nil || !res[0].Update.Unchanged {
