@@ -12,6 +12,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
@@ -92,6 +93,17 @@ type APIConfig struct {
 	// telling the client address of a request. Default: none, the client
 	// address is the peer's (r.RemoteAddr) and X-Forwarded-For is ignored.
 	TrustedProxies []netip.Prefix
+	// DeadLetters is the dead-letter browser's Kafka side (a
+	// KafkaBackOffice). Default: none; /admin/dead-letters answers 503.
+	DeadLetters DeadLetters
+	// KafkaStats gives the operations view (GET /admin/operations) the
+	// consumer groups' lags and the DLTs' record counts (a
+	// KafkaBackOffice). Default: none; the view shows only the metrics.
+	KafkaStats KafkaStats
+	// OperationsMetrics are where the operations view reads DPCS's
+	// metrics: this process's registry (all-in-one) and/or a
+	// MetricsScraper per processor's admin /metrics. Default: none.
+	OperationsMetrics []prometheus.Gatherer
 	// NoWeb leaves out the embedded web front-ends (package web: the family
 	// app under /app/, the back office under /console/). Default: served.
 	NoWeb bool
@@ -117,6 +129,8 @@ type API struct {
 	streams *liveStreams
 	// guard limits /auth/token and /auth/refresh.
 	guard authGuard
+	// ops keeps the operations view's samples.
+	ops opsSampler
 }
 
 // NewAPI validates cfg and registers every route.
@@ -204,6 +218,7 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	a.registerStream()
 	a.registerAdmin()
 	a.registerDrift()
+	a.registerOps()
 	a.registerVersion()
 	if !cfg.NoWeb {
 		ui := web.Handler()

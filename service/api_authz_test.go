@@ -57,6 +57,11 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"GET", "/admin/audit-log", "", adm(200)},
 		{"GET", "/admin/policy-templates/{t}/drift", "", adm(200)},
 		{"POST", "/admin/policy-templates/{t}/reapply", `{"all":true}`, adm(200)},
+		{"GET", "/admin/operations", "", adm(200)},
+		// No Kafka client in this fixture: authorization is checked first,
+		// then admins learn the browser is unavailable.
+		{"GET", "/admin/dead-letters", "", adm(503)},
+		{"POST", "/admin/dead-letters/replay", `{"records":[{"topic":"usage-events.DLT","partition":0,"offset":0}]}`, adm(503)},
 	}
 	callers := []struct {
 		name   string
