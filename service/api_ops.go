@@ -44,6 +44,7 @@ type DeadLetterView struct {
 	PayloadBytes    int       `json:"payloadBytes" doc:"The value's whole size"`
 	Truncated       bool      `json:"truncated,omitempty" doc:"payload holds only the first 16384 bytes"`
 	Replayed        *Replayed `json:"replayed,omitempty" doc:"Set once the record was replayed"`
+	ReplayedFrom    string    `json:"replayedFrom,omitempty" doc:"When the record is itself a replay that failed again: the dead-letter record it was replayed from, <topic>/<partition>/<offset>"`
 }
 
 // Replayed says when and by whom a dead-letter record was replayed.
@@ -278,8 +279,11 @@ func deadLetterView(d DeadLetter) DeadLetterView {
 		OriginTopic: d.Origin, OriginPartition: d.OriginPartition, OriginOffset: d.OriginOffset, Channel: d.Channel,
 		PayloadBytes: len(d.Value)}
 	for _, h := range d.Headers {
-		if h.Key == kafkarecord.HeaderEventType {
+		switch h.Key {
+		case kafkarecord.HeaderEventType:
 			v.EventType = string(h.Value)
+		case HeaderReplayedFrom:
+			v.ReplayedFrom = string(h.Value)
 		}
 	}
 	if utf8.Valid(d.Key) {

@@ -343,9 +343,20 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if s.access, err = NewRedisAccessEvents(ctx, s.rdb, "", log); err != nil {
 		return nil, err
 	}
+	// The back office's dead-letter browser and operations view: the
+	// processor's metrics are in this registry.
+	backOffice, err := NewKafkaBackOffice(s.producer, kopts...)
+	if err != nil {
+		return nil, err
+	}
+	opsMetrics, err := cfg.OperationsMetrics(s.Registry)
+	if err != nil {
+		return nil, err
+	}
 	if s.API, err = NewAPI(APIConfig{Store: s.Store, Engine: s.Engine, Hub: s.Hub, Inbox: inbox,
 		Wake: s.relay.Wake, Secret: secret, Logger: log, AccessEvents: s.access, Metrics: s.Metrics,
-		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies}); err != nil {
+		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies,
+		DeadLetters: backOffice, KafkaStats: backOffice, OperationsMetrics: opsMetrics}); err != nil {
 		return nil, err
 	}
 	// The API address serves the admin endpoints too (the banner points

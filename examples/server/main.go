@@ -184,9 +184,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	defer access.Close()
+	// The back office reads the DLTs and the groups' lags with the
+	// producer's connection, and the processors' metrics from their admin
+	// pages (DPCS_OPERATIONS_METRICS_URLS) besides this server's own.
+	backOffice, err := service.NewKafkaBackOffice(producer, kopts...)
+	if err != nil {
+		return err
+	}
+	opsMetrics, err := cfg.OperationsMetrics(reg)
+	if err != nil {
+		return err
+	}
 	api, err := service.NewAPI(service.APIConfig{Store: st, Engine: engine, Hub: hub, Inbox: inbox,
 		Wake: relay.Wake, Secret: []byte(cfg.JWTSecret), Logger: log, AccessEvents: access, Metrics: metrics,
-		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies})
+		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies,
+		DeadLetters: backOffice, KafkaStats: backOffice, OperationsMetrics: opsMetrics})
 	if err != nil {
 		return err
 	}
