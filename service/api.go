@@ -262,7 +262,7 @@ func apiTags() []*huma.Tag {
 		{Name: authTag, Description: "Sessions: log in with a member id or phone and a password, rotate the refresh token, log out. Public: no access token is needed."},
 		{Name: familiesTag, Description: "A family's dashboard, members, usage, policies, alert thresholds and top-ups. Members read; owners (and admins) change."},
 		{Name: notificationsTag, Description: "The caller's inbox of alerts and policy changes, and the same notifications live over server-sent events."},
-		{Name: adminTag, Description: "The back office, for ADMIN accounts only: policy templates, family search and provisioning, plans, usage reports, the audit log."},
+		{Name: adminTag, Description: "The back office, for ADMIN accounts only: policy templates and their drift, family search and provisioning, plans, usage reports, the audit log, the dead-letter browser and the operations view."},
 		{Name: systemTag, Description: "What is serving: the build behind the API. Public."},
 	}
 }
