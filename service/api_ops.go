@@ -22,6 +22,9 @@ import (
 	"github.com/dabom/dpcs/writebehind"
 )
 
+// replayTimeout bounds the produce of one replayed record.
+const replayTimeout = 10 * time.Second
+
 // MaxDeadLetterPayload is the most bytes of a dead-letter record's value the
 // dead-letter browser shows.
 const MaxDeadLetterPayload = 16 << 10
@@ -246,11 +249,16 @@ func (a *API) replay(ctx context.Context, r DeadLetterRecord, by store.Actor) Re
 		return out
 	}
 	out.OriginTopic = d.Origin
-	if want := strings.TrimSuffix(r.Topic, envelope.DLT("")); d.Origin != want {
-		out.Status, out.Error = "failed", fmt.Sprintf("the record's origin header names %q, not %q: it cannot be replayed", d.Origin, want)
+	if want := strings.TrimSuffix(r.Topic, envelope.DLT("")); d.Origin != want || d.OriginPartition < 0 {
+		out.Status, out.Error = "failed", fmt.Sprintf("the record's origin headers name topic %q partition %d, not a partition of %q: it cannot be replayed",
+			d.Origin, d.OriginPartition, want)
 		return out
 	}
 	rp, first, err := a.cfg.Store.ReplayDeadLetter(ctx, ref, d.Origin, by, func(ctx context.Context) error {
+		// The replay's row is locked (and SQLite's one connection held)
+		// until the broker answers: bound the wait.
+		ctx, cancel := context.WithTimeout(ctx, replayTimeout)
+		defer cancel()
 		return a.cfg.DeadLetters.Replay(ctx, d)
 	})
 	if err != nil {

@@ -46,10 +46,11 @@ func newDLTKafka(t *testing.T) *dltKafka {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	bo, err := NewKafkaBackOffice(cl, opts...)
+	bo, err := NewKafkaBackOffice(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(bo.Close)
 	return &dltKafka{c: c, cl: cl, opts: opts, bo: bo}
 }
 
@@ -158,8 +159,8 @@ func TestDeadLetterRoutes(t *testing.T) {
 	slices.SortFunc(got, func(a, b *kgo.Record) int { return strings.Compare(string(a.Key), string(b.Key)) })
 	for i, src := range []int{1, 4} {
 		r := got[i]
-		if string(r.Key) != fmt.Sprint("key-", 100+src) || string(r.Value) != fmt.Sprintf(`{"eventId":"e%d"}`, src) {
-			t.Errorf("replayed record %d: %s = %s", i, r.Key, r.Value)
+		if string(r.Key) != fmt.Sprint("key-", 100+src) || string(r.Value) != fmt.Sprintf(`{"eventId":"e%d"}`, src) || r.Partition != int32(src%2) {
+			t.Errorf("replayed record %d: %s = %s on partition %d", i, r.Key, r.Value, r.Partition)
 		}
 		var hs []string
 		for _, h := range r.Headers {

@@ -90,7 +90,8 @@ type KafkaStats interface {
 	Records(ctx context.Context, topics ...string) (map[string]int64, error)
 }
 
-// KafkaBackOffice implements DeadLetters and KafkaStats over franz-go.
+// KafkaBackOffice implements DeadLetters and KafkaStats over franz-go. Close
+// it after the API that uses it.
 type KafkaBackOffice struct {
 	cl   *kgo.Client
 	adm  *kadm.Client
@@ -104,16 +105,20 @@ var (
 )
 
 // NewKafkaBackOffice returns the dead-letter browser and Kafka statistics of
-// the back office. cl produces replays and asks the brokers for offsets and
-// lags; opts connect the short-lived consumers that read records (seed
-// brokers, TLS, SASL: what cl was made with, without its producer or
-// consumer options).
-func NewKafkaBackOffice(cl *kgo.Client, opts ...kgo.Opt) (*KafkaBackOffice, error) {
-	if cl == nil {
-		return nil, errors.New("service: NewKafkaBackOffice needs a client")
+// the back office. opts connect to the cluster (seed brokers, TLS, SASL): a
+// client made from them produces replays, each to the partition its record
+// was read from, and asks the brokers for offsets and lags; short-lived
+// consumers made from them read records.
+func NewKafkaBackOffice(opts ...kgo.Opt) (*KafkaBackOffice, error) {
+	cl, err := kgo.NewClient(slices.Concat(opts, []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())})...)
+	if err != nil {
+		return nil, fmt.Errorf("service: back office kafka client: %w", err)
 	}
 	return &KafkaBackOffice{cl: cl, adm: kadm.NewClient(cl), opts: opts, wait: time.Second}, nil
 }
+
+// Close closes the client (after in-flight replays).
+func (k *KafkaBackOffice) Close() { k.cl.Close() }
 
 // offsets returns the start and end offsets of topics' partitions.
 func (k *KafkaBackOffice) offsets(ctx context.Context, topics []string) (start, end map[TopicPartition]int64, err error) {
@@ -272,13 +277,14 @@ func (k *KafkaBackOffice) Get(ctx context.Context, tp TopicPartition, offset int
 	return DeadLetter{}, ErrDeadLetterNotFound
 }
 
-// Replay implements DeadLetters. The replayed record carries a
-// replayed-from header naming the dead-letter record.
+// Replay implements DeadLetters: the record goes back to the partition it
+// was read from (keys are co-partitioned by family), with a replayed-from
+// header naming the dead-letter record.
 func (k *KafkaBackOffice) Replay(ctx context.Context, d DeadLetter) error {
-	if d.Origin == "" {
-		return errors.New("service: dead letters: the record names no origin topic")
+	if d.Origin == "" || d.OriginPartition < 0 {
+		return errors.New("service: dead letters: the record names no origin topic or partition")
 	}
-	r := &kgo.Record{Topic: d.Origin, Key: d.Key, Value: d.Value}
+	r := &kgo.Record{Topic: d.Origin, Partition: d.OriginPartition, Key: d.Key, Value: d.Value}
 	for _, h := range d.Headers {
 		if !strings.HasPrefix(h.Key, "dlt-") && h.Key != HeaderReplayedFrom {
 			r.Headers = append(r.Headers, h)

@@ -140,11 +140,13 @@ type System struct {
 	access    *RedisAccessEvents
 	workers   *Workers
 	producer  *kgo.Client
-	publisher *simulate.Publisher
-	relay     *store.Relay
-	servers   []*http.Server
-	admin     *AdminServer
-	cancel    context.CancelFunc
+	// backOffice is the API's dead-letter browser and Kafka statistics.
+	backOffice *KafkaBackOffice
+	publisher  *simulate.Publisher
+	relay      *store.Relay
+	servers    []*http.Server
+	admin      *AdminServer
+	cancel     context.CancelFunc
 	// closeRecovery closes the recovery's Kafka admin client.
 	closeRecovery func()
 	done          chan error
@@ -345,10 +347,10 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	}
 	// The back office's dead-letter browser and operations view: the
 	// processor's metrics are in this registry.
-	backOffice, err := NewKafkaBackOffice(s.producer, kopts...)
-	if err != nil {
+	if s.backOffice, err = NewKafkaBackOffice(kopts...); err != nil {
 		return nil, err
 	}
+	backOffice := s.backOffice
 	opsMetrics, err := cfg.OperationsMetrics(s.Registry)
 	if err != nil {
 		return nil, err
@@ -524,6 +526,9 @@ func (s *System) close(ctx context.Context) error {
 	}
 	if s.workers != nil {
 		errs = append(errs, s.workers.Close(ctx))
+	}
+	if s.backOffice != nil {
+		s.backOffice.Close()
 	}
 	if s.producer != nil {
 		s.producer.Close()

@@ -99,6 +99,9 @@ func TestSystemBackOffice(t *testing.T) {
 	if again.Offset == first.Offset && again.Partition == first.Partition || again.OriginOffset == first.OriginOffset && again.OriginPartition == first.OriginPartition {
 		t.Errorf("the replayed record was not judged again: %+v", again)
 	}
+	if again.OriginPartition != first.OriginPartition {
+		t.Errorf("replayed to partition %d, read from %d", again.OriginPartition, first.OriginPartition)
+	}
 	if want := fmt.Sprintf("%s/%d/%d", first.Topic, first.Partition, first.Offset); again.ReplayedFrom != want {
 		t.Errorf("replayedFrom %q, want %q", again.ReplayedFrom, want)
 	}

@@ -184,13 +184,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	defer access.Close()
-	// The back office reads the DLTs and the groups' lags with the
-	// producer's connection, and the processors' metrics from their admin
+	// The back office reads the DLTs and the groups' lags, replays dead
+	// letters, and reads the processors' metrics from their admin
 	// pages (DPCS_OPERATIONS_METRICS_URLS) besides this server's own.
-	backOffice, err := service.NewKafkaBackOffice(producer, kopts...)
+	backOffice, err := service.NewKafkaBackOffice(kopts...)
 	if err != nil {
 		return err
 	}
+	defer backOffice.Close()
 	opsMetrics, err := cfg.OperationsMetrics(reg)
 	if err != nil {
 		return err

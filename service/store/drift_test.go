@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -204,6 +205,33 @@ func testDeadLetterReplay(t *testing.T, e *env) {
 	}
 	if d := cmp.Diff(map[store.DeadLetterRef]store.Replay{ref: want}, got); d != "" {
 		t.Errorf("Replays (-want +got):\n%s", d)
+	}
+	// Concurrent replays of one record: one produces.
+	var mu sync.Mutex
+	var produces, firsts int
+	var wg sync.WaitGroup
+	conc := store.DeadLetterRef{Topic: "usage-events.DLT", Partition: 0, Offset: 1}
+	for range 4 {
+		wg.Go(func() {
+			_, first, err := e.s.ReplayDeadLetter(e.ctx, conc, "usage-events", admin, func(context.Context) error {
+				mu.Lock()
+				produces++
+				mu.Unlock()
+				return nil
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Errorf("concurrent replay: %v", err)
+			}
+			if first {
+				firsts++
+			}
+		})
+	}
+	wg.Wait()
+	if produces != 1 || firsts != 1 {
+		t.Errorf("4 concurrent replays: %d produced, %d first; want 1 and 1", produces, firsts)
 	}
 	_, _, err = e.s.ReplayDeadLetter(e.ctx, store.DeadLetterRef{Topic: "x", Offset: -1}, "y", admin, produce)
 	wantErr(t, "negative offset", err, store.ErrInvalid)
