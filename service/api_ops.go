@@ -132,8 +132,12 @@ var opsDocs = map[string]string{
 		"request after a start has none.",
 }
 
-var errNoDeadLetters = huma.NewError(http.StatusServiceUnavailable,
-	"the dead-letter browser is not available: this server was started without a Kafka client")
+// errNoDeadLetters answers the dead-letter routes of an API without
+// APIConfig.DeadLetters.
+func errNoDeadLetters() error {
+	return huma.NewError(http.StatusServiceUnavailable,
+		"the dead-letter browser is not available: this server was started without a Kafka client")
+}
 
 func (a *API) registerOps() {
 	op := func(id, method, path, summary string, errs ...int) huma.Operation {
@@ -152,7 +156,7 @@ func (a *API) registerOps() {
 				return nil, err
 			}
 			if a.cfg.DeadLetters == nil {
-				return nil, errNoDeadLetters
+				return nil, errNoDeadLetters()
 			}
 			q := DeadLetterQuery{Topics: DeadLetterTopics(), Limit: in.Limit}
 			if in.Topic != "" {
@@ -199,7 +203,7 @@ func (a *API) registerOps() {
 				return nil, err
 			}
 			if a.cfg.DeadLetters == nil {
-				return nil, errNoDeadLetters
+				return nil, errNoDeadLetters()
 			}
 			out := DeadLetterReplayReport{Results: make([]ReplayOutcome, 0, len(in.Body.Records))}
 			for _, r := range in.Body.Records {
