@@ -12,6 +12,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
@@ -92,6 +93,17 @@ type APIConfig struct {
 	// telling the client address of a request. Default: none, the client
 	// address is the peer's (r.RemoteAddr) and X-Forwarded-For is ignored.
 	TrustedProxies []netip.Prefix
+	// DeadLetters is the dead-letter browser's Kafka side (a
+	// KafkaBackOffice). Default: none; /admin/dead-letters answers 503.
+	DeadLetters DeadLetters
+	// KafkaStats gives the operations view (GET /admin/operations) the
+	// consumer groups' lags and the DLTs' record counts (a
+	// KafkaBackOffice). Default: none; the view shows only the metrics.
+	KafkaStats KafkaStats
+	// OperationsMetrics are where the operations view reads DPCS's
+	// metrics: this process's registry (all-in-one) and/or a
+	// MetricsScraper per processor's admin /metrics. Default: none.
+	OperationsMetrics []prometheus.Gatherer
 	// NoWeb leaves out the embedded web front-ends (package web: the family
 	// app under /app/, the back office under /console/). Default: served.
 	NoWeb bool
@@ -134,6 +146,8 @@ type API struct {
 	guard authGuard
 	// gateways are the gateway credentials' digests.
 	gateways gatewayKeys
+	// ops keeps the operations view's samples.
+	ops opsSampler
 }
 
 // NewAPI validates cfg and registers every route.
@@ -224,6 +238,8 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	a.registerStream()
 	a.registerPush()
 	a.registerAdmin()
+	a.registerDrift()
+	a.registerOps()
 	a.registerVersion()
 	a.registerDecisions()
 	if !cfg.NoWeb {
@@ -268,7 +284,7 @@ func apiTags() []*huma.Tag {
 		{Name: authTag, Description: "Sessions: log in with a member id or phone and a password, rotate the refresh token, log out. Public: no access token is needed."},
 		{Name: familiesTag, Description: "A family's dashboard, members, usage, policies, alert thresholds and top-ups. Members read; owners (and admins) change."},
 		{Name: notificationsTag, Description: "The caller's inbox of alerts and policy changes, and the same notifications live over server-sent events."},
-		{Name: adminTag, Description: "The back office, for ADMIN accounts only: policy templates, family search and provisioning, plans, usage reports, the audit log."},
+		{Name: adminTag, Description: "The back office, for ADMIN accounts only: policy templates and their drift, family search and provisioning, plans, usage reports, the audit log, the dead-letter browser and the operations view."},
 		{Name: decisionsTag, Description: "Synchronous decisions for gateways that must ask before granting: usage events in, decision, remaining bytes and rule out. Gateway credential only."},
 		{Name: systemTag, Description: "What is serving: the build behind the API. Public."},
 	}

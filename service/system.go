@@ -166,11 +166,13 @@ type System struct {
 	access    *RedisAccessEvents
 	workers   *Workers
 	producer  *kgo.Client
-	publisher *simulate.Publisher
-	relay     *store.Relay
-	servers   []*http.Server
-	admin     *AdminServer
-	cancel    context.CancelFunc
+	// backOffice is the API's dead-letter browser and Kafka statistics.
+	backOffice *KafkaBackOffice
+	publisher  *simulate.Publisher
+	relay      *store.Relay
+	servers    []*http.Server
+	admin      *AdminServer
+	cancel     context.CancelFunc
 	// closeRecovery closes the recovery's Kafka admin client.
 	closeRecovery func()
 	done          chan error
@@ -383,11 +385,22 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		cfg.DecisionOptions(NewStoreGenerations(s.Store), s.Metrics, log)...); err != nil {
 		return nil, err
 	}
+	// The back office's dead-letter browser and operations view: the
+	// processor's metrics are in this registry.
+	if s.backOffice, err = NewKafkaBackOffice(kopts...); err != nil {
+		return nil, err
+	}
+	backOffice := s.backOffice
+	opsMetrics, err := cfg.OperationsMetrics(s.Registry)
+	if err != nil {
+		return nil, err
+	}
 	if s.API, err = NewAPI(APIConfig{Store: s.Store, Engine: s.Engine, Hub: s.Hub, Inbox: inbox,
 		Wake: s.relay.Wake, Secret: secret, Logger: log, AccessEvents: s.access, Metrics: s.Metrics,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies,
 		VAPIDPublicKey: vapidPublic, AllowLoopbackPush: cfg.AllowLoopbackPush,
-		Decisions: s.Decisions, GatewayTokens: gateways}); err != nil {
+		Decisions: s.Decisions, GatewayTokens: gateways,
+		DeadLetters: backOffice, KafkaStats: backOffice, OperationsMetrics: opsMetrics}); err != nil {
 		return nil, err
 	}
 	// The API address serves the admin endpoints too (the banner points
@@ -605,6 +618,9 @@ func (s *System) close(ctx context.Context) error {
 	}
 	if s.workers != nil {
 		errs = append(errs, s.workers.Close(ctx))
+	}
+	if s.backOffice != nil {
+		s.backOffice.Close()
 	}
 	if s.producer != nil {
 		s.producer.Close()

@@ -208,10 +208,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
+	// The back office reads the DLTs and the groups' lags, replays dead
+	// letters, and reads the processors' metrics from their admin
+	// pages (DPCS_OPERATIONS_METRICS_URLS) besides this server's own.
+	backOffice, err := service.NewKafkaBackOffice(kopts...)
+	if err != nil {
+		return err
+	}
+	defer backOffice.Close()
+	opsMetrics, err := cfg.OperationsMetrics(reg)
+	if err != nil {
+		return err
+	}
 	api, err := service.NewAPI(service.APIConfig{Store: st, Engine: engine, Hub: hub, Inbox: inbox,
 		Wake: relay.Wake, Secret: []byte(cfg.JWTSecret), Logger: log, AccessEvents: access, Metrics: metrics,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies,
-		VAPIDPublicKey: cfg.VAPIDPublicKey, Decisions: decisions, GatewayTokens: cfg.GatewayTokens})
+		VAPIDPublicKey: cfg.VAPIDPublicKey, Decisions: decisions, GatewayTokens: cfg.GatewayTokens,
+		DeadLetters: backOffice, KafkaStats: backOffice, OperationsMetrics: opsMetrics})
 	if err != nil {
 		return err
 	}
