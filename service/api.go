@@ -204,6 +204,7 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	a.registerStream()
 	a.registerAdmin()
 	a.registerVersion()
+	a.registerCatalog()
 	if !cfg.NoWeb {
 		ui := web.Handler()
 		for _, p := range web.Prefixes() {
