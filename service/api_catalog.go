@@ -43,15 +43,15 @@ type catalogOutput struct {
 	Body Catalog
 }
 
-// registerCatalog adds GET /catalog, public like /version: the app ids and
-// categories are no secret, and a client shows them before choosing blocks.
+// registerCatalog adds GET /catalog for any authenticated caller (member,
+// owner or admin): the choices a client shows for app and category blocks.
 func (a *API) registerCatalog() {
 	c := DefaultCatalog()
 	huma.Register(a.api, huma.Operation{OperationID: "get-catalog", Method: http.MethodGet, Path: "/catalog",
 		Summary: "The apps and app categories policies can block",
 		Description: "The categories (for BLOCK:CATEGORY:<category>) and the known apps with their category " +
-			"(for BLOCK:APP:<appId>), as the processor judges them. Public: no token is needed.",
-		Tags: []string{familiesTag}, Security: public(),
+			"(for BLOCK:APP:<appId>), as the processor judges them. Any logged-in caller may read it.",
+		Tags: []string{familiesTag}, Security: secured(), Errors: []int{http.StatusUnauthorized},
 	}, func(context.Context, *struct{}) (*catalogOutput, error) {
 		return &catalogOutput{Body: c}, nil
 	})

@@ -12,8 +12,9 @@ import (
 
 func TestCatalogRoute(t *testing.T) {
 	f := newAPIFixture(t)
+	f.call(http.MethodGet, "/catalog", "", nil, http.StatusUnauthorized, nil) // no token
 	var got Catalog
-	f.call(http.MethodGet, "/catalog", "", nil, http.StatusOK, &got) // no token: public
+	f.call(http.MethodGet, "/catalog", f.token(childA), nil, http.StatusOK, &got) // a MEMBER may read it
 	want := DefaultCatalog()
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("GET /catalog (-want +got):\n%s", diff)
@@ -64,8 +65,8 @@ func TestCatalogRouteDocumented(t *testing.T) {
 	if op.OperationID != "get-catalog" {
 		t.Errorf("operationId %q", op.OperationID)
 	}
-	if op.Security == nil || len(*op.Security) != 0 {
-		t.Errorf("security %v, want [] (public)", op.Security)
+	if op.Security == nil || len(*op.Security) != 1 {
+		t.Errorf("security %v, want the bearer token", op.Security)
 	}
 	ref := op.Responses["200"].Content["application/json"].Schema.Ref
 	if ref != "#/components/schemas/Catalog" {
