@@ -133,7 +133,8 @@ export async function controlsView(root, [cid]) {
       });
       return h('fieldset.apps', h('legend', t(`cat.${c}`)),
         h('div.row', cbox, h('label', { for: `block-cat-${c}` }, t('blockCategory', { cat: t(`cat.${c}`) }))),
-        h('ul.applist', apps));
+        h('details', { open: apps.some((li) => li.firstChild.checked) },
+          h('summary', t('appsIn', { cat: t(`cat.${c}`), n: apps.length })), h('ul.applist', apps)));
     });
     return h('section.card#apps', h('h3', t('appsTitle')), groups);
   }

@@ -31,7 +31,7 @@ export async function dashboardView(root) {
     const remPct = p.totalBytes > 0 ? (100 * p.remainingBytes) / p.totalBytes : 0;
     poolBox.replaceChildren(
       h('h3#pool-h', t('poolRemaining')),
-      d.provisioned ? gauge(remPct, t('poolRemaining'), t('poolOf', { remaining: fmtBytes(p.remainingBytes), total: fmtBytes(p.totalBytes) }))
+      d.provisioned ? gauge(remPct, t('poolRemaining'), fmtBytes(p.remainingBytes))
         : h('p.error', t('noPool')),
       h('p.pool-detail', h('span#pool-remaining', { 'data-bytes': String(p.remainingBytes) }, t('poolOf', { remaining: fmtBytes(p.remainingBytes), total: fmtBytes(p.totalBytes) })),
         ' · ', t('usedPct', { pct: p.usedPercent.toFixed(1) }),
@@ -167,6 +167,10 @@ export async function blockView(root) {
   }
 
   track(on('dashboard', render));
+  // An owner's unblock (a raised limit, a removed window or block) sends no
+  // notification: while the block screen is shown, look again every 3 s.
+  const poll = setInterval(() => refreshDashboard().catch(() => {}), 3000);
+  track(() => clearInterval(poll));
   if (state.dash) render(state.dash);
   await refreshDashboard();
 }
