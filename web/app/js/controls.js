@@ -98,7 +98,7 @@ export async function controlsView(root, [cid]) {
     const form = h('form.window-form#window-form',
       h('div.row', h('label', { for: 'window-name' }, t('windowName')), name),
       h('div.row', h('label', { for: 'window-start' }, t('windowStart')), start, h('label', { for: 'window-end' }, t('windowEnd')), end),
-      h('fieldset.days', h('legend', `${t('windowDays')} (${t('everyDay')}: —)`), days),
+      h('fieldset.days', h('legend', `${t('windowDays')} (${t('noDaysEveryDay')})`), days),
       h('button.primary#window-add', { type: 'submit' }, t('addWindow')));
     form.addEventListener('submit', (e) => {
       e.preventDefault();

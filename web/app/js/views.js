@@ -49,6 +49,8 @@ export async function dashboardView(root) {
     }
     list.replaceChildren(...d.members.map((m) => memberCard(m)));
     stamp.textContent = t('updatedAt', { time: new Date(state.dashAt).toLocaleTimeString() });
+    // The first render after the page loaded: measured by the browser tests.
+    if (!performance.getEntriesByName('dpcs-dashboard').length) performance.mark('dpcs-dashboard');
   }
 
   function memberCard(m) {
