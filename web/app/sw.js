@@ -34,16 +34,19 @@ self.addEventListener('fetch', (e) => {
   }).catch(async () => (await caches.match(req, { ignoreSearch: true })) || (await caches.match('index.html')) || Response.error()));
 });
 
-// Web Push: the payload is the notification JSON ({title, body, kind, …}).
+// Web Push: the payload is the server's PushMessage ({title, body, tag, url,
+// kind, eventId, familyId, memberId?, lang}); the tag makes a redelivery
+// replace the notification instead of adding a second.
 self.addEventListener('push', (e) => {
   let n = {};
   try { n = e.data ? e.data.json() : {}; } catch { n = { body: e.data ? e.data.text() : '' }; }
-  const title = n.title || 'DPCS';
   const kind = n.kind || '';
-  const hash = kind.startsWith('DATA_REQUEST') ? '#/dashboard' : kind === 'CUSTOMER_BLOCKED' ? '#/dashboard' : '#/inbox';
-  e.waitUntil(self.registration.showNotification(title, {
-    body: n.body || '', tag: n.eventId || kind || undefined, icon: 'icons/icon-192.png', badge: 'icons/icon-192.png',
-    lang: 'ko', data: { url: base + hash },
+  const hash = kind.startsWith('DATA_REQUEST') || kind === 'CUSTOMER_BLOCKED' ? '#/dashboard' : '#/inbox';
+  let url = base + hash;
+  try { if (n.url && new URL(n.url, base).href.startsWith(base)) url = new URL(n.url, base).href; } catch { /* keep ours */ }
+  e.waitUntil(self.registration.showNotification(n.title || 'DPCS', {
+    body: n.body || '', tag: n.tag || n.eventId || undefined, icon: 'icons/icon-192.png', badge: 'icons/icon-192.png',
+    lang: n.lang || 'ko', data: { url },
   }));
 });
 

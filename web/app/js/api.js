@@ -151,7 +151,7 @@ export const declineDataRequest = (f, id, reason) =>
 // Web Push.
 export const vapidPublicKey = () => call('GET', '/push/vapid-public-key');
 export const pushSubscribe = (f, sub) => call('POST', `${fam(f)}/push-subscriptions`, sub);
-export const pushUnsubscribe = (f, endpoint) => call('DELETE', `${fam(f)}/push-subscriptions`, { endpoint });
+export const pushUnsubscribe = (f, endpoint) => call('DELETE', `${fam(f)}/push-subscriptions?endpoint=${encodeURIComponent(endpoint)}`);
 
 /**
  * openStream reads GET /families/{f}/notifications/stream with fetch (EventSource
