@@ -70,6 +70,14 @@ func TestFamilyApp(t *testing.T) {
 	browsertest.CheckAccessibility(t, owner, "app-dashboard")
 	browsertest.Screenshot(t, owner, "app-dashboard")
 
+	// The same owner on a desktop (same browser profile: already logged in).
+	desk := front(t, b.Page(t, browsertest.Desktop))
+	browsertest.Run(t, desk, "open the app on a desktop", chromedp.Navigate(sys.URL+"/app/#/dashboard"))
+	waitJS(t, desk, "the desktop dashboard", 5*time.Second, `document.querySelectorAll('#members li').length === 4 && !!document.querySelector('#share canvas')`, `document.querySelector('#main')?.innerText`)
+	browsertest.CheckAccessibility(t, desk, "app-dashboard-desktop")
+	browsertest.Screenshot(t, desk, "app-dashboard-desktop")
+	front(t, owner)
+
 	// The child uses 3 MB (through Kafka, judged by the processor).
 	useData(t, sys.KafkaAddr, fam, child, "com.youtube.app", 3, mib)
 	waitAPI(t, "the child's 3 MB in the dashboard", 15*time.Second, func() (bool, string) {
