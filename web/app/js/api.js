@@ -141,7 +141,11 @@ export const markRead = (f, id) => call('POST', `${fam(f)}/notifications/${encod
 // Ask for more (data requests).
 export const createDataRequest = (f, amountBytes, message, key = uuid()) =>
   call('POST', `${fam(f)}/data-requests`, message ? { amountBytes, message } : { amountBytes }, { 'Idempotency-Key': key });
-export const dataRequests = (f, status = 'PENDING') => call('GET', `${fam(f)}/data-requests?status=${status}`);
+/** dataRequests lists the family's requests in a state (an owner sees all, a member its own), as an array. */
+export async function dataRequests(f, status = 'PENDING') {
+  const r = await call('GET', `${fam(f)}/data-requests?status=${status}`);
+  return r?.items || r?.requests || [];
+}
 export const approveDataRequest = (f, id, grant, amountBytes) =>
   call('POST', `${fam(f)}/data-requests/${encodeURIComponent(id)}/approve`, amountBytes ? { grant, amountBytes } : { grant },
     { 'Idempotency-Key': uuid() });

@@ -31,6 +31,10 @@ export async function controlsView(root, [cid]) {
     status.dataset.status = m.status;
     status.className = m.status === 'BLOCKED' ? 'status st-blocked-text' : 'status';
     status.textContent = `${m.name}: ${m.status === 'BLOCKED' ? `${t('blocked')} — ${reasonText(m)}` : t('allowed')} · ${t('thisMonth', { bytes: fmtBytes(m.monthlyUsedBytes) })}`;
+    // Another owner (or an approved request) changed the policies: show theirs.
+    if (m.policyVersion > pol.version) {
+      api.policies(fam, id).then((p) => { if (p.version > pol.version) { pol = p; renderMember(); } }).catch(() => {});
+    }
   }
   track(on('dashboard', renderStatus));
   renderStatus(d);

@@ -67,8 +67,7 @@ export async function refreshRequests() {
   const s = api.currentSession();
   if (!s) return;
   try {
-    const r = await api.dataRequests(s.familyId, 'PENDING');
-    state.requests = r.items || [];
+    state.requests = await api.dataRequests(s.familyId, 'PENDING');
   } catch (e) {
     if (e.status === 404 || e.status === 405) state.requests = false; else throw e;
   }

@@ -85,7 +85,7 @@ export async function dashboardView(root) {
     approve.addEventListener('click', async () => {
       approve.disabled = decline.disabled = true;
       try {
-        await api.approveDataRequest(fam, r.id, sel.value, sel.value === 'TOPUP' ? r.amountBytes : undefined);
+        await api.approveDataRequest(fam, r.id, sel.value); // the amount asked for
         toast(t('approved'));
       } catch (e) { toast(t('error', { msg: e.message }), 'error'); approve.disabled = decline.disabled = false; }
       refreshRequests().catch(() => {}); refreshDashboard().catch(() => {});
