@@ -242,6 +242,7 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	a.registerOps()
 	a.registerVersion()
 	a.registerDecisions()
+	a.registerCatalog()
 	if !cfg.NoWeb {
 		ui := web.Handler()
 		for _, p := range web.Prefixes() {
