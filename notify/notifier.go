@@ -108,7 +108,7 @@ func defaultConfig() config {
 		sleep:       sleepTimer,
 		backoffMin:  100 * time.Millisecond,
 		backoffMax:  5 * time.Second,
-		maxPoll:     100,
+		maxPoll:     500,
 		lang:        Korean,
 		now:         time.Now,
 		log:         slog.New(slog.DiscardHandler),

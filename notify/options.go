@@ -265,7 +265,8 @@ func WithBackoff(min, max time.Duration) Option {
 
 // WithMaxPollRecords caps the records handled between commits: each poll's
 // records are deduped in one guard round trip and stored in one inbox
-// transaction. Default: 100.
+// transaction. Larger polls cost fewer round trips per event (and replay
+// more after a crash). Default: 500.
 func WithMaxPollRecords(n int) Option {
 	return func(c *config) error {
 		if n < 1 {
