@@ -80,6 +80,11 @@ func (s *RedisStore) Claim(ctx context.Context, key, token string, lease time.Du
 	if err != nil {
 		return Claim{}, err
 	}
+	return s.claimReply(key, v)
+}
+
+// claimReply reads claim.lua's reply for key.
+func (s *RedisStore) claimReply(key string, v []any) (Claim, error) {
 	if len(v) == 1 {
 		return Claim{Outcome: Acquired}, nil
 	}

@@ -23,7 +23,20 @@ type Store interface {
 	MarkDelivered(ctx context.Context, id int64, at time.Time) error
 }
 
-var _ Store = (*SQLInbox)(nil)
+// BatchStore is a Store that also stores a poll's notifications at once.
+// The Notifier uses it when its store has it (SQLInbox does) and falls back
+// to one Add and MarkDelivered per notification otherwise.
+type BatchStore interface {
+	Store
+	// AddBatch stores ns as Add does each, in order, atomically: all or
+	// none. stored lines up with ns: the row holding each one's event id,
+	// else the row holding its dedupe key (inserted now or before).
+	AddBatch(ctx context.Context, ns []Notification) (stored []Notification, err error)
+	// MarkDeliveredBatch is MarkDelivered of every id.
+	MarkDeliveredBatch(ctx context.Context, ids []int64, at time.Time) error
+}
+
+var _ BatchStore = (*SQLInbox)(nil)
 
 var (
 	//go:embed migrations/mysql.sql
@@ -117,12 +130,15 @@ func (s *SQLInbox) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// Add implements Store with an insert-ignore on the unique event_id and
-// dedupe_key.
-func (s *SQLInbox) Add(ctx context.Context, n Notification) (Notification, bool, error) {
+func validNote(n Notification) error {
 	if n.EventID == "" || n.DedupeKey == "" || n.FamilyID <= 0 || n.MemberID < 0 {
-		return Notification{}, false, fmt.Errorf("%w: notification needs an event id, a dedupe key and a family id", ErrInvalid)
+		return fmt.Errorf("%w: notification needs an event id, a dedupe key and a family id", ErrInvalid)
 	}
+	return nil
+}
+
+// rowArgs appends n's values in the order of inboxCols (without id).
+func (s *SQLInbox) rowArgs(args []any, n Notification) []any {
 	var member any
 	if n.MemberID > 0 {
 		member = n.MemberID
@@ -135,8 +151,17 @@ func (s *SQLInbox) Add(ctx context.Context, n Notification) (Notification, bool,
 	if payload == "" {
 		payload = "{}"
 	}
-	res, err := s.db.ExecContext(ctx, s.qInsert, n.EventID, n.DedupeKey, n.FamilyID, member, string(n.Kind),
+	return append(args, n.EventID, n.DedupeKey, n.FamilyID, member, string(n.Kind),
 		n.Title, n.Body, payload, s.dialect.Time(n.CreatedAt), delivered)
+}
+
+// Add implements Store with an insert-ignore on the unique event_id and
+// dedupe_key.
+func (s *SQLInbox) Add(ctx context.Context, n Notification) (Notification, bool, error) {
+	if err := validNote(n); err != nil {
+		return Notification{}, false, err
+	}
+	res, err := s.db.ExecContext(ctx, s.qInsert, s.rowArgs(nil, n)...)
 	if err != nil {
 		return Notification{}, false, fmt.Errorf("notify: inbox add %s: %w", n.EventID, err)
 	}
@@ -165,6 +190,97 @@ func (s *SQLInbox) Add(ctx context.Context, n Notification) (Notification, bool,
 		}
 	}
 	return Notification{}, false, fmt.Errorf("notify: inbox add %s: not inserted and not found", n.EventID)
+}
+
+// batchRows caps the rows of one multi-row statement (10 parameters each,
+// well under either dialect's limit).
+const batchRows = 500
+
+// AddBatch implements BatchStore in one transaction: a multi-row
+// insert-ignore per batchRows notifications, then one select of the rows
+// holding their event ids or dedupe keys.
+func (s *SQLInbox) AddBatch(ctx context.Context, ns []Notification) (stored []Notification, err error) {
+	if len(ns) == 0 {
+		return nil, nil
+	}
+	for _, n := range ns {
+		if err := validNote(n); err != nil {
+			return nil, err
+		}
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("notify: inbox add %d: %w", len(ns), err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback() // the error that ended the transaction is reported
+		}
+	}()
+	byEvent := make(map[string]Notification, len(ns))
+	byKey := make(map[string]Notification, len(ns))
+	cols := strings.Split(inboxCols, ", ")[1:]
+	for start := 0; start < len(ns); start += batchRows {
+		chunk := ns[start:min(start+batchRows, len(ns))]
+		args := make([]any, 0, len(chunk)*len(cols))
+		for _, n := range chunk {
+			args = s.rowArgs(args, n)
+		}
+		if _, err := tx.ExecContext(ctx, s.dialect.InsertIgnore("notification", cols, len(chunk)), args...); err != nil {
+			return nil, fmt.Errorf("notify: inbox add %d: %w", len(ns), err)
+		}
+		in := strings.TrimSuffix(strings.Repeat("?, ", len(chunk)), ", ")
+		args = args[:0]
+		for _, n := range chunk {
+			args = append(args, n.EventID)
+		}
+		for _, n := range chunk {
+			args = append(args, n.DedupeKey)
+		}
+		rows, err := tx.QueryContext(ctx, "SELECT "+inboxCols+", NULL FROM notification WHERE event_id IN ("+in+") OR dedupe_key IN ("+in+")", args...)
+		if err != nil {
+			return nil, fmt.Errorf("notify: inbox add %d: %w", len(ns), err)
+		}
+		got, err := scanAll(rows)
+		if err != nil {
+			return nil, fmt.Errorf("notify: inbox add %d: %w", len(ns), err)
+		}
+		for _, r := range got {
+			byEvent[r.EventID], byKey[r.DedupeKey] = r, r
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("notify: inbox add %d: %w", len(ns), err)
+	}
+	stored = make([]Notification, len(ns))
+	for i, n := range ns {
+		r, ok := byEvent[n.EventID]
+		if !ok {
+			if r, ok = byKey[n.DedupeKey]; !ok {
+				return nil, fmt.Errorf("notify: inbox add %s: not inserted and not found", n.EventID)
+			}
+		}
+		stored[i] = r
+	}
+	return stored, nil
+}
+
+// MarkDeliveredBatch implements BatchStore with one UPDATE per batchRows
+// ids.
+func (s *SQLInbox) MarkDeliveredBatch(ctx context.Context, ids []int64, at time.Time) error {
+	for start := 0; start < len(ids); start += batchRows {
+		chunk := ids[start:min(start+batchRows, len(ids))]
+		args := make([]any, 0, len(chunk)+1)
+		args = append(args, s.dialect.Time(at))
+		for _, id := range chunk {
+			args = append(args, id)
+		}
+		q := "UPDATE notification SET delivered_at = ? WHERE id IN (" + strings.TrimSuffix(strings.Repeat("?, ", len(chunk)), ", ") + ")"
+		if _, err := s.db.ExecContext(ctx, q, args...); err != nil {
+			return fmt.Errorf("notify: inbox mark delivered %d rows: %w", len(chunk), err)
+		}
+	}
+	return nil
 }
 
 // MarkDelivered implements Store.

@@ -70,6 +70,14 @@ func TestSQLInboxMariaDB(t *testing.T) {
 	}
 }
 
+func TestSQLInboxBatchMariaDB(t *testing.T) {
+	for _, parseTime := range []bool{true, false} {
+		t.Run(fmt.Sprint("parseTime=", parseTime), func(t *testing.T) {
+			inboxBatchSuite(t, newInbox(t, openMariaDB(t, parseTime)))
+		})
+	}
+}
+
 // Story 5 on real servers: each notification delivered 3 times is stored
 // once and pushed once, the guard on redis-server.
 func TestNotifierMariaDBRedis(t *testing.T) {

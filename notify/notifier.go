@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -107,7 +108,7 @@ func defaultConfig() config {
 		sleep:       sleepTimer,
 		backoffMin:  100 * time.Millisecond,
 		backoffMax:  5 * time.Second,
-		maxPoll:     100,
+		maxPoll:     500,
 		lang:        Korean,
 		now:         time.Now,
 		log:         slog.New(slog.DiscardHandler),
@@ -146,11 +147,8 @@ func (n *Notifier) Run(ctx context.Context) error {
 			n.cfg.log.Warn("notify: fetch error", "topic", t, "partition", p, "err", err)
 		})
 		recs := fs.Records()
-		for i, r := range recs {
-			if err := n.handle(ctx, r); err != nil { // only ctx ends handling
-				n.commit(ctx, recs[:i])
-				return nil
-			}
+		if err := n.handleBatch(ctx, recs); err != nil { // only ctx ends handling
+			return nil // nothing of this poll committed: it is redelivered and deduped
 		}
 		n.commit(ctx, recs)
 		n.cl.AllowRebalance()
@@ -220,73 +218,210 @@ type permanent struct{ err error }
 func (p permanent) Error() string { return p.err.Error() }
 func (p permanent) Unwrap() error { return p.err }
 
-// handle processes one record completely in its own span, a child of the
-// trace the record carries (r.Context, set by the Kafka client's tracing
-// hooks); it returns an error only when ctx ended first.
-func (n *Notifier) handle(ctx context.Context, r *kgo.Record) error {
-	ctx, span := n.cfg.tracer.Start(trace.ContextWithSpan(ctx, trace.SpanFromContext(r.Context)), r.Topic+" process",
-		trace.WithSpanKind(trace.SpanKindConsumer))
-	defer span.End()
-	if span.IsRecording() {
-		span.SetAttributes(attribute.String("messaging.system", "kafka"),
-			attribute.String("messaging.destination.name", r.Topic),
-			attribute.String("messaging.consumer.group.name", n.cfg.group),
-			attribute.Int("messaging.destination.partition.id", int(r.Partition)),
-			attribute.Int64("messaging.kafka.offset", r.Offset))
+// item is one record of a poll on its way through the notifier.
+type item struct {
+	rec  *kgo.Record
+	ctx  context.Context // carries the record's span
+	span trace.Span
+	note Notification
+	// first is the item of the same poll that first had this dedupe key or
+	// event id (nil: this is it); a later one is a duplicate of it.
+	first *item
+	// live: a QUOTA_UPDATED pushed without an inbox row.
+	live bool
+	// claim is the guard's claim (Outcome 0: unguarded).
+	claim idempotency.Claim
+	// published survives attempts, so a retry after a failed
+	// MarkDelivered does not push twice.
+	published bool
+	// done: handled (outcome and id set), nothing left to do.
+	done    bool
+	outcome Outcome
+	id      int64
+}
+
+// handleBatch processes one poll's records completely: it dead-letters
+// those it cannot read, then dedupes the rest in one guard round trip,
+// stores them in one inbox transaction and hands them on in order
+// (deliverBatch), retrying until that succeeds; a poll the store refuses
+// as a whole for its data goes again record by record, dead-lettering the
+// records at fault. Each record has its own span, a child of the trace it
+// carries (r.Context, set by the Kafka client's tracing hooks). It returns
+// an error only when ctx ended first.
+func (n *Notifier) handleBatch(ctx context.Context, recs []*kgo.Record) error {
+	items := make([]*item, 0, len(recs))
+	defer func() {
+		for _, it := range items {
+			it.span.End()
+		}
+	}()
+	seen := make(map[string]*item, 2*len(recs))
+	for _, r := range recs {
+		it := &item{rec: r}
+		it.ctx, it.span = n.cfg.tracer.Start(trace.ContextWithSpan(ctx, trace.SpanFromContext(r.Context)), r.Topic+" process",
+			trace.WithSpanKind(trace.SpanKindConsumer))
+		if it.span.IsRecording() {
+			it.span.SetAttributes(attribute.String("messaging.system", "kafka"),
+				attribute.String("messaging.destination.name", r.Topic),
+				attribute.String("messaging.consumer.group.name", n.cfg.group),
+				attribute.Int("messaging.destination.partition.id", int(r.Partition)),
+				attribute.Int64("messaging.kafka.offset", r.Offset))
+		}
+		note, reason := n.decode(r)
+		if reason != "" {
+			err := n.deadLetter(it.ctx, r, reason)
+			it.span.End()
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		n.prepare(it, note, seen)
+		items = append(items, it)
 	}
+	err := n.retry(ctx, "inbox", func() error { return n.deliverBatch(ctx, items) })
+	var perm permanent
+	if !errors.As(err, &perm) {
+		return err
+	}
+	// The poll's data was refused: one by one, dead-lettering what is bad.
+	for _, it := range items {
+		if it.done || it.first != nil {
+			continue
+		}
+		err := n.retry(ctx, "inbox", func() error { return n.deliverBatch(ctx, []*item{it}) })
+		if errors.As(err, &perm) {
+			err = n.deadLetter(it.ctx, it.rec, perm.Error())
+			it.done, it.outcome = true, ""
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, it := range items {
+		if it.first != nil && !it.done {
+			n.duplicateOf(it)
+		}
+	}
+	return nil
+}
+
+// prepare sets it up for deliverBatch: its notification, whether it is
+// live-only, and which earlier item of the poll (seen, by dedupe key and
+// event id) it duplicates.
+func (n *Notifier) prepare(it *item, note Notification, seen map[string]*item) {
+	it.note = note
+	it.live = note.Kind == envelope.SubQuotaUpdated && !n.cfg.storeQuota
+	if f := seen["k:"+note.DedupeKey]; f != nil {
+		it.first = f
+	} else if f := seen["e:"+note.EventID]; f != nil {
+		it.first = f
+	} else {
+		seen["k:"+note.DedupeKey], seen["e:"+note.EventID] = it, it
+	}
+}
+
+// decode reads a notification record; reason says why it cannot be.
+func (n *Notifier) decode(r *kgo.Record) (Notification, string) {
 	ev, err := kafkarecord.Decode(r)
 	if err != nil {
-		return n.deadLetter(ctx, r, err.Error())
+		return Notification{}, err.Error()
 	}
 	pl, ok := ev.Payload.(envelope.Notification)
 	if !ok {
-		return n.deadLetter(ctx, r, fmt.Sprintf("unexpected %s event on %s", ev.EventType, r.Topic))
+		return Notification{}, fmt.Sprintf("unexpected %s event on %s", ev.EventType, r.Topic)
 	}
 	note, err := FromEvent(envelope.Envelope[envelope.Notification]{EventID: ev.EventID, EventType: ev.EventType,
 		SubType: ev.SubType, Timestamp: ev.Timestamp, Payload: pl}, n.cfg.lang, n.cfg.loc)
 	if err != nil {
-		return n.deadLetter(ctx, r, err.Error())
+		return Notification{}, err.Error()
 	}
-	published := false
-	err = n.retry(ctx, "inbox", func() error { return n.deliver(ctx, r, note, &published) })
-	var perm permanent
-	if errors.As(err, &perm) {
-		return n.deadLetter(ctx, r, perm.Error())
-	}
-	return err
+	return note, ""
 }
 
-// deliver is one attempt: dedupe, store, hand on. published survives
-// attempts, so a retry after a failed MarkDelivered does not push twice.
-func (n *Notifier) deliver(ctx context.Context, r *kgo.Record, note Notification, published *bool) error {
-	var claim idempotency.Claim
-	g := n.cfg.guard
-	if g != nil {
-		c, err := g.Claim(ctx, idempotency.Key(n.cfg.group, note.DedupeKey))
-		switch {
-		case errors.Is(err, idempotency.ErrInvalid):
-			g = nil // key too long for the guard: the inbox alone dedupes
-		case err != nil:
-			return err
-		case c.Outcome == idempotency.Done:
-			n.notified(ctx, note, 0, Duplicate)
-			return nil
-		case c.Outcome == idempotency.InProgress:
-			return fmt.Errorf("notify: %s is being handled elsewhere (lease ends in %v)", note.EventID, c.RetryAfter)
-		default:
-			claim = c
+// duplicateOf reports a later item of a poll as a duplicate of the first
+// one with its dedupe key or event id, once that was handled (a first
+// item dead-lettered leaves its duplicates reported as duplicates too).
+func (n *Notifier) duplicateOf(it *item) {
+	it.done, it.outcome, it.id = true, Duplicate, it.first.id
+	n.notified(it.ctx, it.note, it.id, Duplicate)
+}
+
+// deliverBatch is one attempt at the items not yet done: claim them all
+// from the guard in one round trip, store those not live-only in one inbox
+// transaction, then in order publish each new one to the hub and queue it
+// for the channels, mark them delivered (one statement) and complete the
+// claims (one round trip). Items survive attempts: what was published is
+// not published again. A failure releases the claims taken.
+func (n *Notifier) deliverBatch(ctx context.Context, all []*item) error {
+	var todo []*item
+	for _, it := range all {
+		if !it.done && it.first == nil {
+			todo = append(todo, it)
 		}
 	}
+	if len(todo) == 0 {
+		return nil
+	}
+	var claimed []*item
 	release := func() {
-		if g != nil {
-			rctx, cancel := finishing(ctx)
-			defer cancel()
-			if err := g.Release(rctx, claim); err != nil {
-				n.cfg.log.Warn("notify: release claim", "event", note.EventID, "err", err)
+		if len(claimed) == 0 {
+			return
+		}
+		cs := make([]idempotency.Claim, len(claimed))
+		for i, it := range claimed {
+			cs[i], it.claim = it.claim, idempotency.Claim{}
+		}
+		rctx, cancel := finishing(ctx)
+		defer cancel()
+		if err := n.cfg.guard.ReleaseBatch(rctx, cs); err != nil {
+			n.cfg.log.Warn("notify: release claims", "claims", len(cs), "err", err)
+		}
+	}
+	if g := n.cfg.guard; g != nil {
+		var keys []string
+		var guarded []*item
+		for _, it := range todo {
+			k := idempotency.Key(n.cfg.group, it.note.DedupeKey)
+			if idempotency.ValidKey(k) != nil {
+				continue // too long for the guard: the inbox alone dedupes
+			}
+			keys, guarded = append(keys, k), append(guarded, it)
+		}
+		cs, err := g.ClaimBatch(ctx, keys)
+		if err != nil {
+			return err
+		}
+		var busy *item
+		for i, it := range guarded {
+			switch cs[i].Outcome {
+			case idempotency.Done:
+				it.done, it.outcome = true, Duplicate
+				n.notified(it.ctx, it.note, 0, Duplicate)
+			case idempotency.InProgress:
+				if busy == nil {
+					busy = it
+				}
+				it.claim = cs[i]
+			default:
+				it.claim = cs[i]
+				claimed = append(claimed, it)
 			}
 		}
+		if busy != nil {
+			release()
+			return fmt.Errorf("notify: %s is being handled elsewhere (lease ends in %v)", busy.note.EventID, busy.claim.RetryAfter)
+		}
+		todo = slices.DeleteFunc(todo, func(it *item) bool { return it.done })
 	}
-	stored, _, err := n.store.Add(ctx, note)
+	var store []*item
+	var notes []Notification
+	for _, it := range todo {
+		if !it.live {
+			store, notes = append(store, it), append(notes, it.note)
+		}
+	}
+	stored, err := n.addAll(ctx, notes)
 	if err != nil {
 		release()
 		if sqldialect.IsPermanent(err) {
@@ -294,36 +429,101 @@ func (n *Notifier) deliver(ctx context.Context, r *kgo.Record, note Notification
 		}
 		return err
 	}
-	outcome := Duplicate
-	if stored.EventID == note.EventID && stored.DeliveredAt == nil {
-		if !*published {
-			n.hub.PublishContext(ctx, stored)
-			for _, d := range n.disp {
-				if d.kinds[string(stored.Kind)] {
-					d.enqueue(job{n: stored, rec: r, span: trace.SpanContextFromContext(ctx)})
-				}
-			}
-			*published = true
-		}
-		if err := n.store.MarkDelivered(ctx, stored.ID, n.cfg.now()); err != nil {
-			release()
-			return err
-		}
-		outcome = Delivered
+	rows := make(map[*item]Notification, len(store))
+	for i, it := range store {
+		rows[it] = stored[i]
 	}
-	if g != nil {
+	var ids []int64
+	for _, it := range todo {
+		row, ok := rows[it]
+		if it.live {
+			row, ok = it.note, true
+		}
+		it.id, it.outcome = row.ID, Duplicate
+		if ok && row.EventID == it.note.EventID && row.DeliveredAt == nil {
+			if !it.published {
+				n.hub.PublishContext(it.ctx, row)
+				for _, d := range n.disp {
+					if d.kinds[string(row.Kind)] {
+						d.enqueue(job{n: row, rec: it.rec, span: trace.SpanContextFromContext(it.ctx)})
+					}
+				}
+				it.published = true
+			}
+			if !it.live {
+				ids = append(ids, row.ID)
+			}
+			it.outcome = Delivered
+		}
+	}
+	if err := n.markAll(ctx, ids); err != nil {
+		release()
+		return err
+	}
+	if len(claimed) > 0 {
 		// Completed even when ctx just ended: the work is done, and a claim
 		// left behind would hold up the next notifier for the whole lease.
+		cs := make([]idempotency.Claim, len(claimed))
+		results := make([][]byte, len(claimed))
+		for i, it := range claimed {
+			cs[i], results[i] = it.claim, strconv.AppendInt(nil, it.id, 10)
+		}
 		cctx, cancel := finishing(ctx)
-		err := g.Complete(cctx, claim, strconv.AppendInt(nil, stored.ID, 10))
+		err := n.cfg.guard.CompleteBatch(cctx, cs, results)
 		cancel()
 		if err != nil {
-			// The inbox row is the durable record; a lost claim only costs
-			// a database lookup on the next replay.
-			n.cfg.log.Warn("notify: complete claim", "event", note.EventID, "err", err)
+			// The inbox rows are the durable record; a lost claim only
+			// costs a database lookup on the next replay.
+			n.cfg.log.Warn("notify: complete claims", "claims", len(cs), "err", err)
 		}
 	}
-	n.notified(ctx, note, stored.ID, outcome)
+	for _, it := range todo {
+		it.done = true
+		n.notified(it.ctx, it.note, it.id, it.outcome)
+	}
+	for _, it := range all {
+		if it.first != nil && it.first.done && !it.done {
+			n.duplicateOf(it)
+		}
+	}
+	return nil
+}
+
+// addAll stores notes in one transaction when the store is a BatchStore,
+// else one by one.
+func (n *Notifier) addAll(ctx context.Context, notes []Notification) ([]Notification, error) {
+	if len(notes) == 0 {
+		return nil, nil
+	}
+	if bs, ok := n.store.(BatchStore); ok {
+		return bs.AddBatch(ctx, notes)
+	}
+	out := make([]Notification, len(notes))
+	for i, note := range notes {
+		s, _, err := n.store.Add(ctx, note)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+// markAll marks ids delivered in one statement when the store is a
+// BatchStore, else one by one.
+func (n *Notifier) markAll(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	at := n.cfg.now()
+	if bs, ok := n.store.(BatchStore); ok {
+		return bs.MarkDeliveredBatch(ctx, ids, at)
+	}
+	for _, id := range ids {
+		if err := n.store.MarkDelivered(ctx, id, at); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

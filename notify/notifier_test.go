@@ -57,38 +57,64 @@ func newHubSub(t *testing.T, family int64, f Filter) (*Hub, *Subscription) {
 }
 
 // Story 5 at the notifier: every notification delivered 3 times is stored
-// once and pushed once.
+// once and pushed once; QUOTA_UPDATED is stored only when asked to
+// (WithStoreQuotaUpdated), pushed live either way.
 func TestStory5DuplicatesStoredAndPushedOnce(t *testing.T) {
-	c := newFake(t)
-	inbox := newInbox(t, openSQLite(t))
-	hub, sub := newHubSub(t, 100, Filter{MemberID: 1, Role: RoleOwner})
-	var delivered, dups atomic.Int32
-	n, errc := startNotifier(t, c, inbox, hub, WithGuard(newGuard(t)), WithHooks(Hooks{OnNotify: func(i NotifyInfo) {
-		if i.Outcome == Delivered {
-			delivered.Add(1)
-		} else {
-			dups.Add(1)
-		}
-	}}))
-	recs := []*kgo.Record{
-		blockedRec(t, envelope.DerivedID("ntf_", "evt_a", "customer-blocked"), 100, 3),
-		quotaRec(t, envelope.DerivedID("ntf_", "evt_b", "quota-updated"), 100, 1),
-		thresholdRec(t, envelope.DerivedID("ntf_", "evt_b", "threshold:10"), 100, 10, "2026-02"),
-	}
-	p := producer(t, c)
-	for range 3 {
-		produce(t, p, recs...)
-	}
-	eventually(t, "9 records handled", func() bool { return delivered.Load()+dups.Load() == 9 })
-	stopNotifier(t, n, errc)
-	if got := len(rows(t, inbox, 100)); got != 3 {
-		t.Errorf("inbox rows = %d, want 3", got)
-	}
-	if got := drainSub(sub); len(got) != 3 {
-		t.Errorf("pushed %d messages, want 3: %+v", len(got), got)
-	}
-	if delivered.Load() != 3 || dups.Load() != 6 {
-		t.Errorf("delivered %d, duplicates %d; want 3, 6", delivered.Load(), dups.Load())
+	for _, tc := range []struct {
+		name       string
+		storeQuota bool
+		kinds      []envelope.SubType // of the inbox rows, oldest first
+	}{
+		{"live-only quota", false, []envelope.SubType{envelope.SubCustomerBlocked, envelope.SubThresholdAlert}},
+		{"stored quota", true, []envelope.SubType{envelope.SubCustomerBlocked, envelope.SubQuotaUpdated, envelope.SubThresholdAlert}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newFake(t)
+			inbox := newInbox(t, openSQLite(t))
+			hub, sub := newHubSub(t, 100, Filter{MemberID: 1, Role: RoleOwner})
+			var delivered, dups atomic.Int32
+			n, errc := startNotifier(t, c, inbox, hub, WithGuard(newGuard(t)), WithStoreQuotaUpdated(tc.storeQuota),
+				WithHooks(Hooks{OnNotify: func(i NotifyInfo) {
+					if i.Outcome == Delivered {
+						delivered.Add(1)
+					} else {
+						dups.Add(1)
+					}
+				}}))
+			recs := []*kgo.Record{
+				blockedRec(t, envelope.DerivedID("ntf_", "evt_a", "customer-blocked"), 100, 3),
+				quotaRec(t, envelope.DerivedID("ntf_", "evt_b", "quota-updated"), 100, 1),
+				thresholdRec(t, envelope.DerivedID("ntf_", "evt_b", "threshold:10"), 100, 10, "2026-02"),
+			}
+			p := producer(t, c)
+			for range 3 {
+				produce(t, p, recs...)
+			}
+			eventually(t, "9 records handled", func() bool { return delivered.Load()+dups.Load() == 9 })
+			stopNotifier(t, n, errc)
+			var kinds []envelope.SubType
+			got := rows(t, inbox, 100)
+			for i := range got {
+				kinds = append(kinds, got[len(got)-1-i].Kind)
+			}
+			if diff := cmp.Diff(tc.kinds, kinds); diff != "" {
+				t.Errorf("inbox rows (-want +got):\n%s", diff)
+			}
+			var pushed []envelope.SubType
+			for _, m := range drainSub(sub) {
+				pushed = append(pushed, m.Data.Kind)
+				if (m.ID == 0) != (m.Data.Kind == envelope.SubQuotaUpdated && !tc.storeQuota) {
+					t.Errorf("pushed %s with SSE id %d", m.Data.Kind, m.ID)
+				}
+			}
+			want := []envelope.SubType{envelope.SubCustomerBlocked, envelope.SubQuotaUpdated, envelope.SubThresholdAlert}
+			if diff := cmp.Diff(want, pushed); diff != "" {
+				t.Errorf("pushed (-want +got):\n%s", diff)
+			}
+			if delivered.Load() != 3 || dups.Load() != 6 {
+				t.Errorf("delivered %d, duplicates %d; want 3, 6", delivered.Load(), dups.Load())
+			}
+		})
 	}
 }
 

@@ -21,8 +21,8 @@ type Outcome string
 
 // The outcomes reported to Hooks.OnNotify.
 const (
-	// Delivered: stored in the inbox, published to the hub, queued for the
-	// channels.
+	// Delivered: stored in the inbox (a live-only QUOTA_UPDATED is not, see
+	// WithStoreQuotaUpdated), published to the hub, queued for the channels.
 	Delivered Outcome = "delivered"
 	// Duplicate: the event (or, for a threshold alert, its family, threshold
 	// and period) was handled before; nothing was stored or pushed.
@@ -35,7 +35,7 @@ type NotifyInfo struct {
 	EventID  string
 	Kind     envelope.SubType
 	FamilyID int64
-	InboxID  int64 // the inbox row (for a duplicate, the existing one; 0 when the guard answered)
+	InboxID  int64 // the inbox row (for a duplicate, the existing one; 0 when the guard answered or the update was live-only)
 	Outcome  Outcome
 }
 
@@ -100,6 +100,7 @@ type config struct {
 	sleep                  func(context.Context, time.Duration) error
 	backoffMin, backoffMax time.Duration
 	maxPoll                int
+	storeQuota             bool
 	lang                   Lang
 	loc                    *time.Location
 	now                    func() time.Time
@@ -262,7 +263,10 @@ func WithBackoff(min, max time.Duration) Option {
 	}
 }
 
-// WithMaxPollRecords caps the records handled between commits. Default: 100.
+// WithMaxPollRecords caps the records handled between commits: each poll's
+// records are deduped in one guard round trip and stored in one inbox
+// transaction. Larger polls cost fewer round trips per event (and replay
+// more after a crash). Default: 500.
 func WithMaxPollRecords(n int) Option {
 	return func(c *config) error {
 		if n < 1 {
@@ -271,6 +275,18 @@ func WithMaxPollRecords(n int) Option {
 		c.maxPoll = n
 		return nil
 	}
+}
+
+// WithStoreQuotaUpdated says whether QUOTA_UPDATED notifications are
+// stored in the inbox too. They come with every allowed usage event, and the
+// dashboard shows the pool anyway, so by default they are live-only: pushed
+// to the hub (SSE) and the channels that take them, with no inbox row (their
+// SSE messages carry no id, and a client reconnecting with Last-Event-ID
+// does not get them again). With a guard (WithGuard) a live-only update is
+// still pushed once; without one a redelivered record is pushed again.
+// CUSTOMER_BLOCKED and THRESHOLD_ALERT are always stored. Default: false.
+func WithStoreQuotaUpdated(store bool) Option {
+	return func(c *config) error { c.storeQuota = store; return nil }
 }
 
 // WithLang sets the language of the texts stored in the inbox.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace/noop"
 	"pgregory.net/rapid"
 
 	"github.com/dabom/dpcs/envelope"
@@ -142,7 +143,8 @@ func (m *memStore) MarkDelivered(_ context.Context, id int64, at time.Time) erro
 
 // Property: whatever order and multiplicity notification events arrive in
 // (replays, thresholds re-sent under new ids, with or without a guard, with
-// crashes between push and delivered mark), each dedupe key is stored once
+// crashes between push and delivered mark), however they fall into polls
+// (duplicates within one poll and across polls), each dedupe key is stored once
 // under the first event id that reached it and pushed once.
 func TestDedupeProperty(t *testing.T) {
 	guard := newGuard(t)
@@ -160,7 +162,20 @@ func TestDedupeProperty(t *testing.T) {
 		sub, _ := hub.Subscribe(1, Filter{Role: RoleAdmin})
 		n := &Notifier{store: st, hub: hub, cfg: cfg}
 		first := map[string]string{}
-		for i := range rapid.IntRange(1, 30).Draw(t, "events") {
+		var items []*item
+		seen := map[string]*item{}
+		poll := func() { // one poll's worth: deduped, stored and pushed as a batch
+			if err := n.deliverBatch(context.Background(), items); err != nil {
+				t.Fatalf("poll of %d: %v", len(items), err)
+			}
+			for _, it := range items {
+				if !it.done {
+					t.Fatalf("%s left undone", it.note.EventID)
+				}
+			}
+			items, seen = nil, map[string]*item{}
+		}
+		for range rapid.IntRange(1, 30).Draw(t, "events") {
 			var p envelope.Notification
 			id := "ntf_" + rapid.SampledFrom([]string{"a", "b", "c", "d", "e", "f"}).Draw(t, "id")
 			switch id {
@@ -178,11 +193,14 @@ func TestDedupeProperty(t *testing.T) {
 			if _, ok := first[note.DedupeKey]; !ok {
 				first[note.DedupeKey] = id
 			}
-			published := false
-			if err := n.deliver(context.Background(), &kgo.Record{}, note, &published); err != nil {
-				t.Fatalf("event %d: %v", i, err)
+			it := &item{rec: &kgo.Record{}, ctx: context.Background(), span: noop.Span{}}
+			n.prepare(it, note, seen)
+			items = append(items, it)
+			if rapid.Bool().Draw(t, "end poll") {
+				poll()
 			}
 		}
+		poll()
 		got := map[string]string{}
 		for _, m := range drainSub(sub) {
 			if _, dup := got[m.Data.DedupeKey]; dup {

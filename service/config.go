@@ -108,6 +108,12 @@ type Config struct {
 	// operations view (GET /admin/operations) scrapes besides its own
 	// registry; see Config.OperationsMetrics.
 	OperationsMetricsURLs []string `envconfig:"OPERATIONS_METRICS_URLS" deployables:"server" desc:"the processors' admin /metrics URLs (http or https, comma-separated) that GET /admin/operations reads decisions, lag and Redis state from, e.g. http://processor-1:9090/metrics. Empty: the server's own metrics only (the all-in-one has the processor's)"`
+	// StoreQuotaUpdated (DPCS_NOTIFIER_STORE_QUOTA_UPDATED, default false)
+	// stores every QUOTA_UPDATED in the inbox too; by default they are
+	// pushed live (SSE) only, as the dashboard shows the pool anyway (see
+	// notify.WithStoreQuotaUpdated). CUSTOMER_BLOCKED and THRESHOLD_ALERT
+	// are always stored.
+	StoreQuotaUpdated bool `envconfig:"NOTIFIER_STORE_QUOTA_UPDATED" default:"false" desc:"true stores every QUOTA_UPDATED in the notification inbox too; false (default) pushes them to live SSE streams only, one inbox write fewer per allowed usage event. CUSTOMER_BLOCKED and THRESHOLD_ALERT are always stored"`
 	// Tracing (DPCS_OTLP_ENDPOINT or the standard OTEL_EXPORTER_OTLP_ENDPOINT,
 	// DPCS_TRACE_SAMPLE_RATIO; default off) exports OpenTelemetry traces;
 	// see Tracing and doc/observability.md (Tracing).
@@ -221,7 +227,8 @@ func (c *Config) finish(getenv func(string) string, r *envRead) []error {
 const notifierLease = 10 * time.Second
 
 // NotifierOptions are the notifier's options for this configuration: a Redis
-// idempotency guard in front of the inbox, and the webhook channel if set.
+// idempotency guard in front of the inbox, whether QUOTA_UPDATED is stored,
+// and the webhook channel if set.
 func (c Config) NotifierOptions(rdb redis.UniversalClient) ([]notify.Option, error) {
 	st, err := idempotency.NewRedisStore(rdb)
 	if err != nil {
@@ -234,7 +241,7 @@ func (c Config) NotifierOptions(rdb redis.UniversalClient) ([]notify.Option, err
 	if err != nil {
 		return nil, err
 	}
-	opts := []notify.Option{notify.WithGuard(g), notify.WithLocation(c.Zone)}
+	opts := []notify.Option{notify.WithGuard(g), notify.WithLocation(c.Zone), notify.WithStoreQuotaUpdated(c.StoreQuotaUpdated)}
 	if c.WebhookURL != "" {
 		wh, err := notify.NewWebhook(c.WebhookURL, []byte(c.WebhookSecret))
 		if err != nil {

@@ -162,3 +162,29 @@ func TestAdminAddress(t *testing.T) {
 		})
 	}
 }
+
+func TestLoadConfigStoreQuotaUpdated(t *testing.T) {
+	for _, tc := range []struct {
+		value   string
+		want    bool
+		wantErr bool
+	}{
+		{"", false, false},
+		{"true", true, false},
+		{"false", false, false},
+		{"sometimes", false, true},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			c, err := LoadConfig(env(map[string]string{"DPCS_NOTIFIER_STORE_QUOTA_UPDATED": tc.value}))
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
+			}
+			if err == nil && c.StoreQuotaUpdated != tc.want {
+				t.Errorf("StoreQuotaUpdated = %v, want %v", c.StoreQuotaUpdated, tc.want)
+			}
+			if err != nil && !strings.Contains(err.Error(), "DPCS_NOTIFIER_STORE_QUOTA_UPDATED") {
+				t.Errorf("error does not name the variable: %v", err)
+			}
+		})
+	}
+}

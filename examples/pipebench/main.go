@@ -58,6 +58,7 @@ type options struct {
 	profileStep, profileDir     string
 	section                     string
 	brokers                     string
+	notifier, storeQuota        bool
 }
 
 func run(ctx context.Context, args []string) error {
@@ -87,6 +88,8 @@ func run(ctx context.Context, args []string) error {
 	fs.BoolVar(&o.keep, "keep", false, "do not FLUSHALL Redis and empty usage_record first")
 	fs.BoolVar(&o.ceiling, "ceiling", true, "measure the redis-benchmark ceiling (single Redis only)")
 	fs.StringVar(&o.profileStep, "profile-step", "max", "write CPU and allocation profiles of this step's window (empty: none)")
+	fs.BoolVar(&o.notifier, "notifier", true, "run the notifier in the processor deployables and measure it (notifications/s, alert latency to a live subscriber)")
+	fs.BoolVar(&o.storeQuota, "store-quota-updated", false, "the notifier stores every QUOTA_UPDATED in the inbox too (DPCS_NOTIFIER_STORE_QUOTA_UPDATED)")
 	fs.StringVar(&o.profileDir, "profile-dir", os.TempDir(), "where the profiles go")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -161,7 +164,7 @@ func run(ctx context.Context, args []string) error {
 	}
 
 	pcfg := pipebench.Config{Brokers: brokers, Redis: rdb, DB: db, Steps: steps, Warmup: o.warmup,
-		Duration: o.duration, Progress: os.Stdout}
+		Duration: o.duration, Progress: os.Stdout, Notifier: o.notifier, StoreQuotaUpdated: o.storeQuota}
 	if o.maxPoll > 0 {
 		pcfg.ProcessorOptions = append(pcfg.ProcessorOptions, service.WithMaxPollRecords(o.maxPoll))
 	}
@@ -215,10 +218,10 @@ func run(ctx context.Context, args []string) error {
 	}
 	setting := fmt.Sprintf("Run %s on %d CPUs (%s): population %s families / %s members, Kafka = kfake in process "+
 		"(%d partitions), %s, MariaDB (usage_record via write-behind, batches of 500), the simulator's producer "+
-		"(lz4, linger 5 ms, acks=1) in the same process as the processor deployables (processor + write-behind, "+
-		"no notifier). %s warm-up and %s measured per step; the backlog is drained between steps.",
+		"(lz4, linger 5 ms, acks=1) in the same process as the processor deployables (processor + write-behind%s). "+
+		"%s warm-up and %s measured per step; the backlog is drained between steps.",
 		time.Now().Format("2006-01-02"), runtime.NumCPU(), runtime.Version(), thin(big.NumFamilies()), thin(big.NumMembers()),
-		service.DefaultPartitions, backend, o.warmup, o.duration)
+		service.DefaultPartitions, backend, notifierSetting(o), o.warmup, o.duration)
 	quoted := make([]string, len(args))
 	for i, a := range args {
 		if a == "" || strings.ContainsAny(a, " &?;'\"$*") {
@@ -305,4 +308,15 @@ func split(s string) []string {
 		}
 	}
 	return out
+}
+
+// notifierSetting describes the notifier's part of the deployables.
+func notifierSetting(o options) string {
+	switch {
+	case !o.notifier:
+		return ", no notifier"
+	case o.storeQuota:
+		return " + notifier: guard on the same Redis, inbox in MariaDB storing every notification"
+	}
+	return " + notifier: guard on the same Redis, inbox in MariaDB, QUOTA_UPDATED live-only"
 }

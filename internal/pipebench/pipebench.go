@@ -79,6 +79,14 @@ type Config struct {
 	// OnStep, if set, is called when a step's measured window begins and
 	// ends (for profiling one step).
 	OnStep func(label string, begin bool)
+	// Notifier runs the notifier in the processor deployables, as they do
+	// by default, and measures it (Step.Notified, alert latency to a hub
+	// subscriber of each of the first NotifyFamilies families of every
+	// population, 0: 1,000). StoreQuotaUpdated stores QUOTA_UPDATED in the
+	// inbox too (notify.WithStoreQuotaUpdated).
+	Notifier          bool
+	NotifyFamilies    int
+	StoreQuotaUpdated bool
 }
 
 // Step is one step's measurements.
@@ -117,6 +125,14 @@ type Step struct {
 	CPU       CPU
 	Decisions map[policy.Decision]int64
 	DrainTime time.Duration
+	// Notifier (Config.Notifier): notifications handled per second in the
+	// window, and the latency to a live hub subscriber (what SSE streams
+	// read) of the notifications of every kind (Live of them) and of the
+	// alerts alone (Alerts of them), from the usage event's timestamp.
+	Notified           float64
+	LiveP50, LiveP99   time.Duration
+	AlertP50, AlertP99 time.Duration
+	Live, Alerts       int
 }
 
 // Report is a run's result.
@@ -152,6 +168,8 @@ type recorder struct {
 	decided  atomic.Int64 // judged by the engine, always counted
 	rows     atomic.Int64 // written by write-behind, always counted
 	failed   atomic.Int64
+	// notifier measures the notifier (Config.Notifier), else nil.
+	notifier *notifierBench
 }
 
 func (r *recorder) start() {
@@ -252,6 +270,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := service.EnsureTopics(ctx, producer, service.DefaultPartitions, service.Topics()...); err != nil {
 		return nil, err
 	}
+	if cfg.Notifier {
+		nb := newNotifierBench(pops, cfg.NotifyFamilies)
+		defer nb.close() // after pool.stop, deferred below
+		rec.notifier = nb
+	}
 	var pool workerPool
 	defer pool.stop()
 	for _, spec := range cfg.Steps {
@@ -333,6 +356,9 @@ func (cfg *Config) defaults() error {
 	if cfg.ProvisionWorkers <= 0 {
 		cfg.ProvisionWorkers = 16
 	}
+	if cfg.NotifyFamilies <= 0 {
+		cfg.NotifyFamilies = 1000
+	}
 	return nil
 }
 
@@ -399,9 +425,21 @@ func (p *workerPool) scale(ctx context.Context, n int, eng *quota.Engine, cfg Co
 	hooks := service.ProcessorHooks{OnBatch: rec.batch, OnDecided: rec.onDecided}
 	wbHooks := writebehind.Hooks{OnFlush: func(f writebehind.FlushInfo) { rec.rows.Add(int64(f.Items)) }}
 	kopts := []kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}
+	wcfg := service.WorkersConfig{NoNotifier: true}
+	if nb := rec.notifier; nb != nil {
+		nopts, err := nb.options(cfg)
+		if err != nil {
+			return false, err
+		}
+		hub, err := nb.attach()
+		if err != nil {
+			return false, err
+		}
+		wcfg = service.WorkersConfig{Notifier: nopts, Hub: hub}
+	}
 	for range n {
 		w, err := service.NewWorkers(eng, cfg.DB, kopts, service.WorkersConfig{
-			NoNotifier: true,
+			NoNotifier: wcfg.NoNotifier, Notifier: wcfg.Notifier, Hub: wcfg.Hub,
 			Processor: append([]service.ProcessorOption{service.WithProcessorHooks(hooks), service.WithProcessorLocation(cfg.Zone)},
 				cfg.ProcessorOptions...),
 			WriteBehind: []writebehind.Option{writebehind.WithHooks(wbHooks), writebehind.WithBatchSize(500)},
@@ -511,6 +549,11 @@ func runStep(ctx context.Context, cfg Config, spec StepSpec, warmup time.Duratio
 		cfg.OnStep(spec.Label, true)
 	}
 	p0, d0, w0 := rec.produced.Load(), rec.decided.Load(), rec.rows.Load()
+	var n0 int64
+	if nb := rec.notifier; nb != nil {
+		nb.start()
+		n0 = nb.handled.Load()
+	}
 	cpu0 := sampleCPU(ctx, cfg.Redis)
 	st.PersistPendingStart = d0 - w0
 	t0 := time.Now()
@@ -555,6 +598,12 @@ func runStep(ctx context.Context, cfg Config, spec StepSpec, warmup time.Duratio
 	st.MaxLag = rec.maxLag
 	st.Decisions = rec.decisions
 	rec.mu.Unlock()
+	if nb := rec.notifier; nb != nil {
+		nb.stop(&st)
+		st.Notified = float64(nb.handled.Load()-n0) / el.Seconds()
+		cfg.progress("%s: notifier %.0f notifications/s; event → live subscriber p50 %s p99 %s (%d notifications), alerts p50 %s p99 %s (%d)",
+			spec.Label, st.Notified, st.LiveP50, st.LiveP99, st.Live, st.AlertP50, st.AlertP99, st.Alerts)
+	}
 	st.RSS = processRSS()
 	stopSim()
 	drain := time.Now()
