@@ -123,6 +123,7 @@ func runSuite(t *testing.T, open opener) {
 		"Conflicts":     testConflicts,
 		"OwnTopUpLimit": testOwnTopUpLimit,
 		"LockoutAudit":  testLockoutAudit,
+		"DataRequests":  testDataRequests,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, newEnv(t, open)) })
 	}
