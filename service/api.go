@@ -201,6 +201,7 @@ func NewAPI(cfg APIConfig) (*API, error) {
 
 	a.registerAuth()
 	a.registerFamily()
+	a.registerRequests()
 	a.registerStream()
 	a.registerAdmin()
 	a.registerVersion()
