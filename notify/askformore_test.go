@@ -14,7 +14,9 @@ import (
 // "Ask for more": a DATA_REQUESTED is for the family's owners only (not for
 // the member who asked, nor the others); a DATA_REQUEST_ANSWERED for the
 // member who asked (and the owners) — live on the hub and in the inbox.
-func TestAskForMoreAudience(t *testing.T) {
+func TestAskForMoreAudience(t *testing.T) { askForMoreAudience(t, newInbox(t, openSQLite(t))) }
+
+func askForMoreAudience(t *testing.T, in *SQLInbox) {
 	ctx := context.Background()
 	at := t0
 	mk := func(id string, p envelope.Notification) Notification {
@@ -52,7 +54,6 @@ func TestAskForMoreAudience(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	in := newInbox(t, openSQLite(t))
 	for _, n := range []Notification{asked, answered} {
 		stored, _, err := in.Add(ctx, n)
 		if err != nil {
