@@ -28,6 +28,10 @@ const (
 	SubQuotaUpdated    SubType = "QUOTA_UPDATED"    // QuotaUpdated
 	SubCustomerBlocked SubType = "CUSTOMER_BLOCKED" // CustomerBlocked
 	SubThresholdAlert  SubType = "THRESHOLD_ALERT"  // ThresholdAlert
+	// SubDataRequested and SubDataRequestAnswered are "ask for more": a member
+	// asked its family's owners for extra data, and an owner answered.
+	SubDataRequested       SubType = "DATA_REQUESTED"        // DataRequested
+	SubDataRequestAnswered SubType = "DATA_REQUEST_ANSWERED" // DataRequestAnswered
 )
 
 // Payload is implemented by every payload type. The built-in payloads have

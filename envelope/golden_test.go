@@ -28,6 +28,8 @@ var update = flag.Bool("update", false, "rewrite testdata/*.canonical.json from 
 // usage_persist_result.json is usage_persist.json with the optional members
 // that carry the rest of the engine's result (totalBytes … crossed), a DPCS
 // addition for rebuilding Redis from the database.
+// notification_data_requested.json and notification_data_request_answered.json
+// are DPCS's own "ask for more" notifications (no seed example).
 
 // goldenFiles returns the seed examples (not the canonical encodings).
 func goldenFiles(tb testing.TB) []string {
@@ -42,8 +44,8 @@ func goldenFiles(tb testing.TB) []string {
 			out = append(out, f)
 		}
 	}
-	if len(out) != 8 {
-		tb.Fatalf("want 8 golden files, found %d: %v", len(out), out)
+	if len(out) != 10 {
+		tb.Fatalf("want 10 golden files, found %d: %v", len(out), out)
 	}
 	return out
 }
@@ -132,6 +134,22 @@ var wantGolden = map[string]envelope.Event{
 		Payload: envelope.ThresholdAlert{
 			FamilyID: 100, ThresholdPercent: 10,
 			Message: "가족 데이터가 10% 미만입니다! 데이터를 충전해주세요.",
+		},
+	},
+	"notification_data_requested.json": {
+		EventID: "ntf_3d5c8a0e-6f21-5b7e-9a4d-1c2b3a4d5e6f", EventType: envelope.TypeNotification,
+		SubType: envelope.SubDataRequested, Timestamp: at("2026-02-06T21:05:00Z"),
+		Payload: envelope.DataRequested{
+			FamilyID: 100, RequestID: 7, CustomerID: 12346, AmountBytes: 1 << 30,
+			Message: "숙제 자료를 받아야 해요", RequestedAt: at("2026-02-06T21:05:00Z"),
+		},
+	},
+	"notification_data_request_answered.json": {
+		EventID: "ntf_8e1f4b2c-0a93-5d6e-b7c8-9f0a1b2c3d4e", EventType: envelope.TypeNotification,
+		SubType: envelope.SubDataRequestAnswered, Timestamp: at("2026-02-06T21:07:30Z"),
+		Payload: envelope.DataRequestAnswered{
+			FamilyID: 100, RequestID: 7, CustomerID: 12346, Status: envelope.AnswerApproved,
+			Grant: envelope.GrantDay, AmountBytes: 512 << 20, AnsweredBy: 12345, AnsweredAt: at("2026-02-06T21:07:30Z"),
 		},
 	},
 }

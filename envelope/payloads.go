@@ -22,6 +22,8 @@ var (
 	_ Notification = QuotaUpdated{}
 	_ Notification = CustomerBlocked{}
 	_ Notification = ThresholdAlert{}
+	_ Notification = DataRequested{}
+	_ Notification = DataRequestAnswered{}
 )
 
 // UsagePayload is one chunk of data a member used (DATA_USAGE, topic
@@ -213,7 +215,7 @@ func (p *UsagePersistPayload) UnmarshalJSON(data []byte) error {
 	})
 }
 
-// Notification is implemented by the three NOTIFICATION payloads (topic
+// Notification is implemented by the NOTIFICATION payloads (topic
 // notification-events) and by nothing else, so a type switch over it is
 // exhaustive: DecodeAs[Notification] accepts exactly those events.
 type Notification interface {
@@ -341,6 +343,132 @@ func (p *ThresholdAlert) UnmarshalJSON(data []byte) error {
 			ThresholdPercent: o.int("thresholdPercent", true),
 			Message:          o.str("message", true),
 			Period:           o.str("period", false),
+		}
+	})
+}
+
+// DataRequested tells a family's owners that a member asked for extra data
+// (NOTIFICATION / DATA_REQUESTED, "ask for more"). Only owners (and the back
+// office) are its audience.
+type DataRequested struct {
+	FamilyID    int64     `json:"familyId"`          // > 0; the record key
+	RequestID   int64     `json:"requestId"`         // > 0: the data request
+	CustomerID  int64     `json:"customerId"`        // > 0: the member who asks
+	AmountBytes int64     `json:"amountBytes"`       // > 0: what it asks for
+	Message     string    `json:"message,omitempty"` // optional, the member's words
+	RequestedAt time.Time `json:"requestedAt"`       // required
+}
+
+func (DataRequested) EventType() EventType { return TypeNotification }
+func (DataRequested) SubType() SubType     { return SubDataRequested }
+func (p DataRequested) FamilyKey() int64   { return p.FamilyID }
+func (DataRequested) notification()        {}
+
+func (p DataRequested) Validate() error {
+	return errors.Join(
+		positive("familyId", p.FamilyID),
+		positive("requestId", p.RequestID),
+		positive("customerId", p.CustomerID),
+		positive("amountBytes", p.AmountBytes),
+		validTime("requestedAt", p.RequestedAt),
+	)
+}
+
+func (p DataRequested) MarshalJSON() ([]byte, error) {
+	type plain DataRequested
+	return marshal(struct {
+		plain
+		RequestedAt string `json:"requestedAt"`
+	}{plain(p), formatTime(p.RequestedAt)})
+}
+
+func (p *DataRequested) UnmarshalJSON(data []byte) error {
+	return decodeInto(p, data, func(o *object) DataRequested {
+		return DataRequested{
+			FamilyID:    o.int64("familyId", true),
+			RequestID:   o.int64("requestId", true),
+			CustomerID:  o.int64("customerId", true),
+			AmountBytes: o.int64("amountBytes", true),
+			Message:     o.str("message", false),
+			RequestedAt: o.time("requestedAt", true),
+		}
+	})
+}
+
+// The answers a DataRequestAnswered carries, and the grants of an approval.
+const (
+	AnswerApproved = "APPROVED"
+	AnswerDeclined = "DECLINED"
+	GrantDay       = "DAY"   // the member's limits raised for the rest of the day
+	GrantMonth     = "MONTH" // the member's limits raised for the rest of the month
+	GrantTopUp     = "TOPUP" // the family's pool topped up
+)
+
+// DataRequestAnswered tells the member who asked for extra data how an owner
+// answered (NOTIFICATION / DATA_REQUEST_ANSWERED): APPROVED with a grant and
+// the bytes granted, or DECLINED with an optional reason.
+type DataRequestAnswered struct {
+	FamilyID    int64     `json:"familyId"`         // > 0; the record key
+	RequestID   int64     `json:"requestId"`        // > 0
+	CustomerID  int64     `json:"customerId"`       // > 0: the member who asked
+	Status      string    `json:"status"`           // APPROVED or DECLINED
+	Grant       string    `json:"grant,omitempty"`  // DAY, MONTH or TOPUP; required when APPROVED, absent when DECLINED
+	AmountBytes int64     `json:"amountBytes"`      // > 0: granted (APPROVED) or asked for (DECLINED)
+	Reason      string    `json:"reason,omitempty"` // optional, the owner's words
+	AnsweredBy  int64     `json:"answeredBy"`       // ≥ 0: the owner (0: the back office)
+	AnsweredAt  time.Time `json:"answeredAt"`       // required
+}
+
+func (DataRequestAnswered) EventType() EventType { return TypeNotification }
+func (DataRequestAnswered) SubType() SubType     { return SubDataRequestAnswered }
+func (p DataRequestAnswered) FamilyKey() int64   { return p.FamilyID }
+func (DataRequestAnswered) notification()        {}
+
+func (p DataRequestAnswered) Validate() error {
+	var status, grant error
+	switch p.Status {
+	case AnswerApproved:
+		if p.Grant != GrantDay && p.Grant != GrantMonth && p.Grant != GrantTopUp {
+			grant = invalid("grant", "must be DAY, MONTH or TOPUP when approved")
+		}
+	case AnswerDeclined:
+		if p.Grant != "" {
+			grant = invalid("grant", "must be absent when declined")
+		}
+	default:
+		status = invalid("status", "must be APPROVED or DECLINED")
+	}
+	return errors.Join(
+		positive("familyId", p.FamilyID),
+		positive("requestId", p.RequestID),
+		positive("customerId", p.CustomerID),
+		status, grant,
+		positive("amountBytes", p.AmountBytes),
+		nonNegative("answeredBy", p.AnsweredBy),
+		validTime("answeredAt", p.AnsweredAt),
+	)
+}
+
+func (p DataRequestAnswered) MarshalJSON() ([]byte, error) {
+	type plain DataRequestAnswered
+	return marshal(struct {
+		plain
+		AnsweredAt string `json:"answeredAt"`
+	}{plain(p), formatTime(p.AnsweredAt)})
+}
+
+func (p *DataRequestAnswered) UnmarshalJSON(data []byte) error {
+	return decodeInto(p, data, func(o *object) DataRequestAnswered {
+		return DataRequestAnswered{
+			FamilyID:    o.int64("familyId", true),
+			RequestID:   o.int64("requestId", true),
+			CustomerID:  o.int64("customerId", true),
+			Status:      o.str("status", true),
+			Grant:       o.str("grant", false),
+			AmountBytes: o.int64("amountBytes", true),
+			Reason:      o.str("reason", false),
+			AnsweredBy:  o.int64("answeredBy", true),
+			AnsweredAt:  o.time("answeredAt", true),
 		}
 	})
 }

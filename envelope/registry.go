@@ -32,9 +32,11 @@ func NewRegistry() *Registry {
 		TypePolicyUpdated: {"": func() Payload { return new(PolicyUpdatedPayload) }},
 		TypeUsagePersist:  {"": func() Payload { return new(UsagePersistPayload) }},
 		TypeNotification: {
-			SubQuotaUpdated:    func() Payload { return new(QuotaUpdated) },
-			SubCustomerBlocked: func() Payload { return new(CustomerBlocked) },
-			SubThresholdAlert:  func() Payload { return new(ThresholdAlert) },
+			SubQuotaUpdated:        func() Payload { return new(QuotaUpdated) },
+			SubCustomerBlocked:     func() Payload { return new(CustomerBlocked) },
+			SubThresholdAlert:      func() Payload { return new(ThresholdAlert) },
+			SubDataRequested:       func() Payload { return new(DataRequested) },
+			SubDataRequestAnswered: func() Payload { return new(DataRequestAnswered) },
 		},
 	}}
 }

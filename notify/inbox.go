@@ -314,8 +314,8 @@ func (s *SQLInbox) List(ctx context.Context, q Query) ([]Notification, error) {
 	b.WriteString(" WHERE n.family_id = ?")
 	args := []any{q.Viewer.MemberID, q.FamilyID}
 	if q.Viewer.Role == RoleMember {
-		b.WriteString(" AND (n.member_id IS NULL OR n.member_id = ?)")
-		args = append(args, q.Viewer.MemberID)
+		b.WriteString(" AND (n.member_id IS NULL OR n.member_id = ?) AND n.kind <> ?")
+		args = append(args, q.Viewer.MemberID, string(OwnersOnlyKind))
 	}
 	if q.Unread {
 		b.WriteString(" AND r.read_at IS NULL")
@@ -354,14 +354,15 @@ func (s *SQLInbox) MarkRead(ctx context.Context, familyID int64, viewer Filter, 
 		return fmt.Errorf("%w: marking read needs the viewer's member id", ErrInvalid)
 	}
 	var member sql.NullInt64
-	err := s.db.QueryRowContext(ctx, "SELECT member_id FROM notification WHERE id = ? AND family_id = ?", id, familyID).Scan(&member)
+	var kind string
+	err := s.db.QueryRowContext(ctx, "SELECT member_id, kind FROM notification WHERE id = ? AND family_id = ?", id, familyID).Scan(&member, &kind)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ErrNotFound
 	}
 	if err != nil {
 		return fmt.Errorf("notify: inbox mark read %d: %w", id, err)
 	}
-	if !viewer.Sees(Notification{MemberID: member.Int64}) {
+	if !viewer.Sees(Notification{MemberID: member.Int64, Kind: envelope.SubType(kind)}) {
 		return ErrNotFound
 	}
 	q := s.dialect.InsertIgnore("notification_read", []string{"notification_id", "member_id", "read_at"}, 1)

@@ -66,6 +66,7 @@ func TestSQLInboxMariaDB(t *testing.T) {
 	for _, parseTime := range []bool{true, false} {
 		t.Run(fmt.Sprint("parseTime=", parseTime), func(t *testing.T) {
 			inboxSuite(t, newInbox(t, openMariaDB(t, parseTime)))
+			askForMoreAudience(t, newInbox(t, openMariaDB(t, parseTime)))
 		})
 	}
 }

@@ -34,6 +34,10 @@ func Text(p envelope.Notification, lang Lang) (title, body string) {
 			return "Data blocked", blockedText(p, true)
 		}
 		return "데이터 차단", blockedText(p, false)
+	case envelope.DataRequested:
+		return requestedText(p, en)
+	case envelope.DataRequestAnswered:
+		return answeredText(p, en)
 	case envelope.QuotaUpdated:
 		left := humanBytes(p.FamilyRemainingBytes)
 		if en {
@@ -119,6 +123,69 @@ func blockedText(p envelope.CustomerBlocked, en bool) string {
 		return "가족 요금제 구성원이 아니어서 차단되었습니다."
 	}
 	return "데이터 사용이 차단되었습니다."
+}
+
+// requestedText is DATA_REQUESTED for the owners: who asked (by member id:
+// notify does not know names), how much, and the member's message.
+func requestedText(p envelope.DataRequested, en bool) (title, body string) {
+	amount := humanBytes(p.AmountBytes)
+	if en {
+		body = fmt.Sprintf("Member %d asks for %s more data.", p.CustomerID, amount)
+		if p.Message != "" {
+			body += fmt.Sprintf(" \"%s\"", p.Message)
+		}
+		return "Data request", body
+	}
+	body = fmt.Sprintf("구성원 %d님이 데이터 %s 추가를 요청했습니다.", p.CustomerID, amount)
+	if p.Message != "" {
+		body += fmt.Sprintf(" \"%s\"", p.Message)
+	}
+	return "데이터 추가 요청", body
+}
+
+// answeredText is DATA_REQUEST_ANSWERED for the member who asked.
+func answeredText(p envelope.DataRequestAnswered, en bool) (title, body string) {
+	amount := humanBytes(p.AmountBytes)
+	if p.Status == envelope.AnswerDeclined {
+		if en {
+			body = fmt.Sprintf("Your request for %s more data was declined.", amount)
+			if p.Reason != "" {
+				body += fmt.Sprintf(" \"%s\"", p.Reason)
+			}
+			return "Data request declined", body
+		}
+		body = fmt.Sprintf("데이터 %s 추가 요청이 거절되었습니다.", amount)
+		if p.Reason != "" {
+			body += fmt.Sprintf(" \"%s\"", p.Reason)
+		}
+		return "데이터 요청 거절", body
+	}
+	if en {
+		switch p.Grant {
+		case envelope.GrantDay:
+			body = fmt.Sprintf("Approved: %s more data for today.", amount)
+		case envelope.GrantMonth:
+			body = fmt.Sprintf("Approved: %s more data for this month.", amount)
+		default:
+			body = fmt.Sprintf("Approved: %s was added to the family data.", amount)
+		}
+		if p.Reason != "" {
+			body += fmt.Sprintf(" \"%s\"", p.Reason)
+		}
+		return "Data request approved", body
+	}
+	switch p.Grant {
+	case envelope.GrantDay:
+		body = fmt.Sprintf("승인되었습니다: 오늘 데이터 %s가 추가되었습니다.", amount)
+	case envelope.GrantMonth:
+		body = fmt.Sprintf("승인되었습니다: 이번 달 데이터 %s가 추가되었습니다.", amount)
+	default:
+		body = fmt.Sprintf("승인되었습니다: 가족 데이터에 %s가 충전되었습니다.", amount)
+	}
+	if p.Reason != "" {
+		body += fmt.Sprintf(" \"%s\"", p.Reason)
+	}
+	return "데이터 요청 승인", body
 }
 
 // humanBytes formats n in binary units with one decimal: "2.0 MB", "50.0 GB".

@@ -66,10 +66,19 @@ func (f Filter) validate() error {
 
 // Sees reports whether the viewer may see n: owners and admins see all of
 // their family's notifications, members the family-wide ones (MemberID 0)
-// and their own. The family is checked by the caller (Hub, inbox query).
+// and their own, except a DATA_REQUESTED, which is for owners only (its
+// MemberID is the member who asked). The family is checked by the caller
+// (Hub, inbox query).
 func (f Filter) Sees(n Notification) bool {
-	return f.Role == RoleOwner || f.Role == RoleAdmin || n.MemberID == 0 || n.MemberID == f.MemberID
+	if f.Role == RoleOwner || f.Role == RoleAdmin {
+		return true
+	}
+	return n.Kind != OwnersOnlyKind && (n.MemberID == 0 || n.MemberID == f.MemberID)
 }
+
+// OwnersOnlyKind is the notification kind only owners and admins see: a
+// member's request for more data, addressed to the family's owners.
+const OwnersOnlyKind = envelope.SubDataRequested
 
 // Notification is one notification as stored in the inbox, pushed to live
 // subscribers and handed to channels. Its JSON form is what the HTTP API and
@@ -82,7 +91,8 @@ type Notification struct {
 	EventID  string `json:"eventId"`
 	FamilyID int64  `json:"familyId"`
 	// MemberID is the member the notification is about; 0 for family-wide
-	// notifications (THRESHOLD_ALERT), which every member sees.
+	// notifications (THRESHOLD_ALERT), which every member sees. For
+	// DATA_REQUESTED it is the member who asked, and only owners see it.
 	MemberID int64            `json:"memberId,omitempty"`
 	Kind     envelope.SubType `json:"kind"`
 	Title    string           `json:"title"`
@@ -135,6 +145,10 @@ func FromEvent(e envelope.Envelope[envelope.Notification], lang Lang, loc *time.
 		n.MemberID = p.CustomerID
 	case envelope.CustomerBlocked:
 		n.MemberID = p.CustomerID
+	case envelope.DataRequested:
+		n.MemberID = p.CustomerID
+	case envelope.DataRequestAnswered:
+		n.MemberID = p.CustomerID
 	case envelope.ThresholdAlert:
 		period := p.Period
 		if period == "" {
@@ -158,6 +172,10 @@ func (n Notification) Localized(lang Lang) (Notification, error) {
 		p, err = unmarshalAs[envelope.CustomerBlocked](n.Payload)
 	case envelope.SubThresholdAlert:
 		p, err = unmarshalAs[envelope.ThresholdAlert](n.Payload)
+	case envelope.SubDataRequested:
+		p, err = unmarshalAs[envelope.DataRequested](n.Payload)
+	case envelope.SubDataRequestAnswered:
+		p, err = unmarshalAs[envelope.DataRequestAnswered](n.Payload)
 	default:
 		return n, fmt.Errorf("%w: unknown kind %q", ErrInvalid, n.Kind)
 	}

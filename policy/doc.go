@@ -14,6 +14,8 @@
 //	BLOCK:TIME:START / END    "HHMM"               the daily window; START > END wraps midnight, START = END is all day
 //	BLOCK:TIME:<name>         "HHMM-HHMM[@DAYS]"   named windows, DAYS like MON-FRI or SAT,SUN
 //	LIMIT:DATA:DAILY|MONTHLY  bytes                per-member limit for the period
+//	LIMIT:DATA:EXTRA:<period> bytes                extra allowance for a day YYYYMMDD or a month YYYYMM:
+//	                                               while current, raises both set limits ("ask for more")
 //	THROTTLE:SPEED            kbps                 returned with ALLOWED
 //
 // New policy kinds are new keys, not new code paths. ParseConstraints turns a

@@ -86,7 +86,8 @@ type Result struct {
 // Evaluate judges one request in the order of SPEC §5, first match wins:
 // membership → BLOCK:ACCESS → app, then category blocks → time windows (the
 // START/END window, then named windows in key order) → daily, then monthly
-// limit (used + request > limit) → family pool (remaining < request) → allow.
+// limit (used + request > limit, each limit raised by the extras of the
+// event's day and month, see Constraints.EffectiveLimits) → family pool (remaining < request) → allow.
 // It is all or nothing: an allowed request deducts exactly req.Bytes.
 func Evaluate(c Constraints, m Member, p Pool, req Request) Result {
 	if d, rule := standing(c, m, req.At); d != Allowed {
@@ -101,10 +102,11 @@ func Evaluate(c Constraints, m Member, p Pool, req Request) Result {
 	if d, rule := timeBlock(c, req.At); d != Allowed {
 		return Result{Decision: d, Rule: rule}
 	}
-	if c.DailyLimit != nil && m.DailyUsed+req.Bytes > *c.DailyLimit {
+	daily, monthly := c.EffectiveLimits(req.At)
+	if daily != nil && m.DailyUsed+req.Bytes > *daily {
 		return Result{Decision: BlockedLimitDaily, Rule: KeyLimitDaily}
 	}
-	if c.MonthlyLimit != nil && m.MonthlyUsed+req.Bytes > *c.MonthlyLimit {
+	if monthly != nil && m.MonthlyUsed+req.Bytes > *monthly {
 		return Result{Decision: BlockedLimitMonthly, Rule: KeyLimitMonthly}
 	}
 	if p.Remaining() < req.Bytes {
@@ -125,10 +127,11 @@ func Status(c Constraints, m Member, p Pool, at Moment) Result {
 	if d, rule := timeBlock(c, at); d != Allowed {
 		return Result{Decision: d, Rule: rule}
 	}
-	if c.DailyLimit != nil && m.DailyUsed >= *c.DailyLimit {
+	daily, monthly := c.EffectiveLimits(at)
+	if daily != nil && m.DailyUsed >= *daily {
 		return Result{Decision: BlockedLimitDaily, Rule: KeyLimitDaily}
 	}
-	if c.MonthlyLimit != nil && m.MonthlyUsed >= *c.MonthlyLimit {
+	if monthly != nil && m.MonthlyUsed >= *monthly {
 		return Result{Decision: BlockedLimitMonthly, Rule: KeyLimitMonthly}
 	}
 	if p.Remaining() <= 0 {

@@ -21,6 +21,7 @@ func TestEvaluateOrder(t *testing.T) {
 	member := Member{Member: true, DailyUsed: 90, MonthlyUsed: 900}
 	pool := Pool{Provisioned: true, Total: 1000, Used: 950}
 	noon := Moment{Minute: 12 * 60, Weekday: 3}
+	today := Moment{Day: "20261123", Month: "202611", Minute: 12 * 60, Weekday: 1}
 	all := map[string]string{
 		"BLOCK:ACCESS": "1", "BLOCK:APP:yt": "1", "BLOCK:CATEGORY:GAME": "1",
 		"BLOCK:TIME:START": "1100", "BLOCK:TIME:END": "1300",
@@ -58,6 +59,11 @@ func TestEvaluateOrder(t *testing.T) {
 		{"unprovisioned zero bytes", nil, member, Pool{}, Request{At: noon}, Result{Decision: Allowed}},
 		{"overdrawn pool counts as empty", nil, member, Pool{Provisioned: true, Total: 10, Used: 20}, Request{Bytes: 1, At: noon}, Result{Decision: BlockedFamilyQuota, Rule: RulePool}},
 		{"limit zero blocks any byte", map[string]string{"LIMIT:DATA:DAILY": "0"}, Member{Member: true}, pool, Request{Bytes: 1, At: noon}, Result{Decision: BlockedLimitDaily, Rule: KeyLimitDaily}},
+		{"today's extra lifts monthly", map[string]string{"LIMIT:DATA:MONTHLY": "905", "LIMIT:DATA:EXTRA:20261123": "5"}, member, pool, Request{Bytes: 10, At: today}, Result{Decision: Allowed, Deduct: 10}},
+		{"today's extra exact edge", map[string]string{"LIMIT:DATA:MONTHLY": "905", "LIMIT:DATA:EXTRA:20261123": "5"}, member, pool, Request{Bytes: 11, At: today}, Result{Decision: BlockedLimitMonthly, Rule: KeyLimitMonthly}},
+		{"month's extra lifts daily", map[string]string{"LIMIT:DATA:DAILY": "100", "LIMIT:DATA:EXTRA:202611": "20"}, member, pool, Request{Bytes: 30, At: today}, Result{Decision: Allowed, Deduct: 30}},
+		{"yesterday's extra ignored", map[string]string{"LIMIT:DATA:MONTHLY": "905", "LIMIT:DATA:EXTRA:20261122": "500"}, member, pool, Request{Bytes: 6, At: today}, Result{Decision: BlockedLimitMonthly, Rule: KeyLimitMonthly}},
+		{"extra makes no limit", map[string]string{"LIMIT:DATA:EXTRA:20261123": "1"}, member, pool, Request{Bytes: 50, At: today}, Result{Decision: Allowed, Deduct: 50}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -79,7 +85,7 @@ func TestEvaluateNamedWindowsReportSmallestKey(t *testing.T) {
 
 func TestStatus(t *testing.T) {
 	pool := Pool{Provisioned: true, Total: 100, Used: 10}
-	noon := Moment{Minute: 720, Weekday: 1}
+	noon := Moment{Day: "20261123", Month: "202611", Minute: 720, Weekday: 1}
 	cases := []struct {
 		name   string
 		cons   map[string]string
@@ -96,6 +102,8 @@ func TestStatus(t *testing.T) {
 		{"over monthly", map[string]string{"LIMIT:DATA:MONTHLY": "500"}, Member{Member: true, MonthlyUsed: 1200}, pool, Result{Decision: BlockedLimitMonthly, Rule: KeyLimitMonthly}},
 		{"pool empty", nil, Member{Member: true}, Pool{Provisioned: true, Total: 5, Used: 5}, Result{Decision: BlockedFamilyQuota, Rule: RulePool}},
 		{"pool unprovisioned", nil, Member{Member: true}, Pool{}, Result{Decision: BlockedFamilyQuota, Rule: RulePoolUnprovisioned}},
+		{"monthly lifted by today's extra", map[string]string{"LIMIT:DATA:MONTHLY": "500", "LIMIT:DATA:EXTRA:20261123": "800"}, Member{Member: true, MonthlyUsed: 1200}, pool, Result{Decision: Allowed}},
+		{"at lifted monthly", map[string]string{"LIMIT:DATA:MONTHLY": "500", "LIMIT:DATA:EXTRA:202611": "700"}, Member{Member: true, MonthlyUsed: 1200}, pool, Result{Decision: BlockedLimitMonthly, Rule: KeyLimitMonthly}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

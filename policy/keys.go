@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Constraint keys (SPEC §5). A member's constraints are stored as a map of these
@@ -19,6 +20,7 @@ const (
 	KeyBlockTimeEnd      = "BLOCK:TIME:END"
 	KeyLimitDaily        = "LIMIT:DATA:DAILY"
 	KeyLimitMonthly      = "LIMIT:DATA:MONTHLY"
+	KeyLimitExtraPrefix  = "LIMIT:DATA:EXTRA:"
 	KeyThrottleSpeed     = "THROTTLE:SPEED"
 	blockValue           = "1"
 	maxKeyLen            = 200
@@ -86,6 +88,11 @@ type Constraints struct {
 	// DailyLimit and MonthlyLimit are per-member limits in bytes; nil means none.
 	DailyLimit   *int64
 	MonthlyLimit *int64
+	// Extras are period-scoped extra allowances, LIMIT:DATA:EXTRA:<period>=bytes,
+	// keyed by period: a day (YYYYMMDD) or a month (YYYYMM). While its period is
+	// the event's current day or month, an extra raises both limits; see
+	// EffectiveLimits. Extras of other periods have no effect.
+	Extras map[string]int64
 	// ThrottleKbps is returned with ALLOWED so the network can shape speed; 0 = none.
 	ThrottleKbps int64
 }
@@ -180,6 +187,21 @@ func ParseConstraints(m map[string]string) (Constraints, error) {
 			} else {
 				c.MonthlyLimit = &n
 			}
+		case strings.HasPrefix(k, KeyLimitExtraPrefix):
+			period := k[len(KeyLimitExtraPrefix):]
+			if !validPeriod(period) {
+				errs = append(errs, fieldErr(k, "period must be a day YYYYMMDD or a month YYYYMM, got %q", period))
+				continue
+			}
+			n, err := parseBytes(v)
+			if err != nil {
+				errs = append(errs, fieldErr(k, "%v", err))
+				continue
+			}
+			if c.Extras == nil {
+				c.Extras = make(map[string]int64)
+			}
+			c.Extras[period] = n
 		case k == KeyThrottleSpeed:
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n <= 0 || n > maxThrottleKbps || strconv.FormatInt(n, 10) != v {
@@ -188,7 +210,7 @@ func ParseConstraints(m map[string]string) (Constraints, error) {
 			}
 			c.ThrottleKbps = n
 		default:
-			errs = append(errs, fieldErr(k, "unknown constraint key (want BLOCK:ACCESS, BLOCK:APP:<app>, BLOCK:CATEGORY:<c>, BLOCK:TIME:START|END|<name>, LIMIT:DATA:DAILY|MONTHLY or THROTTLE:SPEED)"))
+			errs = append(errs, fieldErr(k, "unknown constraint key (want BLOCK:ACCESS, BLOCK:APP:<app>, BLOCK:CATEGORY:<c>, BLOCK:TIME:START|END|<name>, LIMIT:DATA:DAILY|MONTHLY, LIMIT:DATA:EXTRA:<YYYYMMDD|YYYYMM> or THROTTLE:SPEED)"))
 		}
 	}
 	switch {
@@ -215,6 +237,63 @@ func validName(key, name string) error {
 		}
 	}
 	return nil
+}
+
+// validPeriod reports whether p is a calendar day YYYYMMDD or a month YYYYMM
+// (years 2000–9999), the forms Moment.Day and Moment.Month take.
+func validPeriod(p string) bool {
+	layout := ""
+	switch len(p) {
+	case 8:
+		layout = "20060102"
+	case 6:
+		layout = "200601"
+	default:
+		return false
+	}
+	t, err := time.Parse(layout, p)
+	return err == nil && t.Format(layout) == p && t.Year() >= 2000
+}
+
+// ExtraKey is the constraint key of an extra allowance for period, a day
+// YYYYMMDD or a month YYYYMM (Moment.Day / Moment.Month).
+func ExtraKey(period string) string { return KeyLimitExtraPrefix + period }
+
+// Extra is the extra allowance in effect at the moment at: the sum of the
+// extras for its day and for its month.
+func (c Constraints) Extra(at Moment) int64 {
+	return c.Extras[at.Day] + c.Extras[at.Month]
+}
+
+// EffectiveLimits returns the member's daily and monthly limits at the moment
+// at: each set limit raised by Extra(at). A limit that is not set stays nil (no
+// limit); an extra never creates one. Every value stays below 3 × MaxBytes.
+func (c Constraints) EffectiveLimits(at Moment) (daily, monthly *int64) {
+	extra := c.Extra(at)
+	if c.DailyLimit != nil {
+		daily = Limit(*c.DailyLimit + extra)
+	}
+	if c.MonthlyLimit != nil {
+		monthly = Limit(*c.MonthlyLimit + extra)
+	}
+	return daily, monthly
+}
+
+// DropExpiredExtras removes the extras whose period ended before the moment
+// at (days before at.Day, months before at.Month) and reports whether any was
+// removed. Policy writes call it so stale keys do not pile up.
+func (c *Constraints) DropExpiredExtras(at Moment) bool {
+	dropped := false
+	for p := range c.Extras {
+		if (len(p) == 8 && p < at.Day) || (len(p) == 6 && p < at.Month) {
+			delete(c.Extras, p)
+			dropped = true
+		}
+	}
+	if len(c.Extras) == 0 {
+		c.Extras = nil
+	}
+	return dropped
 }
 
 func parseBytes(v string) (int64, error) {
@@ -256,6 +335,9 @@ func (c Constraints) Map() map[string]string {
 	}
 	if c.MonthlyLimit != nil {
 		m[KeyLimitMonthly] = strconv.FormatInt(*c.MonthlyLimit, 10)
+	}
+	for period, n := range c.Extras {
+		m[KeyLimitExtraPrefix+period] = strconv.FormatInt(n, 10)
 	}
 	if c.ThrottleKbps > 0 {
 		m[KeyThrottleSpeed] = strconv.FormatInt(c.ThrottleKbps, 10)

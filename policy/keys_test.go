@@ -43,6 +43,15 @@ func TestParseConstraintsErrorsNameTheKey(t *testing.T) {
 		{"throttle text", map[string]string{"THROTTLE:SPEED": "fast"}, "THROTTLE:SPEED", "kbps"},
 		{"unknown prefix", map[string]string{"ALLOW:EVERYTHING": "1"}, "ALLOW:EVERYTHING", "unknown constraint key"},
 		{"unknown limit", map[string]string{"LIMIT:DATA:WEEKLY": "1"}, "LIMIT:DATA:WEEKLY", "unknown constraint key"},
+		{"extra no period", map[string]string{"LIMIT:DATA:EXTRA:": "1"}, "LIMIT:DATA:EXTRA:", "YYYYMMDD"},
+		{"extra bad day", map[string]string{"LIMIT:DATA:EXTRA:20260230": "1"}, "LIMIT:DATA:EXTRA:20260230", "YYYYMMDD"},
+		{"extra bad month", map[string]string{"LIMIT:DATA:EXTRA:202613": "1"}, "LIMIT:DATA:EXTRA:202613", "YYYYMM"},
+		{"extra year", map[string]string{"LIMIT:DATA:EXTRA:2026": "1"}, "LIMIT:DATA:EXTRA:2026", "YYYYMM"},
+		{"extra ancient", map[string]string{"LIMIT:DATA:EXTRA:190001": "1"}, "LIMIT:DATA:EXTRA:190001", "YYYYMM"},
+		{"extra text", map[string]string{"LIMIT:DATA:EXTRA:TODAY": "1"}, "LIMIT:DATA:EXTRA:TODAY", "YYYYMM"},
+		{"extra negative", map[string]string{"LIMIT:DATA:EXTRA:20261123": "-5"}, "LIMIT:DATA:EXTRA:20261123", "≥ 0"},
+		{"extra huge", map[string]string{"LIMIT:DATA:EXTRA:202611": "99999999999999999"}, "LIMIT:DATA:EXTRA:202611", "≤"},
+		{"extra not a number", map[string]string{"LIMIT:DATA:EXTRA:202611": "1GB"}, "LIMIT:DATA:EXTRA:202611", "whole number"},
 		{"long key", map[string]string{"BLOCK:APP:" + strings.Repeat("a", 300): "1"}, "BLOCK:APP:aaaaaaaaaaaaaaaaaaaaaa…", "longer"},
 	}
 	for _, c := range cases {
@@ -83,6 +92,7 @@ func TestConstraintsRoundTrip(t *testing.T) {
 		"BLOCK:TIME:school": "0900-1500@MON,TUE,WED,THU,FRI", "BLOCK:TIME:weekend": "0000-0000@SAT,SUN",
 		"BLOCK:TIME:every": "1200-1300@MON-SUN",
 		"LIMIT:DATA:DAILY": "104857600", "LIMIT:DATA:MONTHLY": "0", "THROTTLE:SPEED": "512",
+		"LIMIT:DATA:EXTRA:20261123": "1024", "LIMIT:DATA:EXTRA:202611": "2048",
 	}
 	c, err := ParseConstraints(in)
 	if err != nil {
@@ -97,6 +107,7 @@ func TestConstraintsRoundTrip(t *testing.T) {
 			"every":   {Start: 12 * 60, End: 13 * 60, Days: 0b11111110},
 		},
 		DailyLimit: Limit(100 << 20), MonthlyLimit: Limit(0), ThrottleKbps: 512,
+		Extras: map[string]int64{"20261123": 1024, "202611": 2048},
 	}
 	if d := cmp.Diff(want, c); d != "" {
 		t.Fatalf("parse (-want +got):\n%s", d)
@@ -232,6 +243,12 @@ func TestConstraintsMapProperty(t *testing.T) {
 			c.MonthlyLimit = Limit(rapid.Int64Range(0, MaxBytes).Draw(t, "ml"))
 		}
 		c.ThrottleKbps = rapid.Int64Range(0, maxThrottleKbps).Draw(t, "kbps")
+		for _, p := range rapid.SliceOfDistinct(rapid.SampledFrom([]string{"20261123", "20261130", "202611", "202612", "20000101", "999912"}), func(s string) string { return s }).Draw(t, "extras") {
+			if c.Extras == nil {
+				c.Extras = map[string]int64{}
+			}
+			c.Extras[p] = rapid.Int64Range(0, MaxBytes).Draw(t, "extra")
+		}
 		got, err := ParseConstraints(c.Map())
 		if err != nil {
 			t.Fatal(err)
@@ -242,4 +259,39 @@ func TestConstraintsMapProperty(t *testing.T) {
 			t.Fatalf("round trip (-want +got):\n%s", d)
 		}
 	})
+}
+
+func TestEffectiveLimitsAndExpiredExtras(t *testing.T) {
+	day := Moment{Day: "20261123", Month: "202611"}
+	cases := []struct {
+		name       string
+		cons       map[string]string
+		at         Moment
+		wantD      *int64
+		wantM      *int64
+		wantExtras map[string]int64 // after DropExpiredExtras(at)
+	}{
+		{"no limits stay none", map[string]string{"LIMIT:DATA:EXTRA:20261123": "5"}, day, nil, nil, map[string]int64{"20261123": 5}},
+		{"today raises both", map[string]string{"LIMIT:DATA:DAILY": "10", "LIMIT:DATA:MONTHLY": "100", "LIMIT:DATA:EXTRA:20261123": "5"}, day, Limit(15), Limit(105), map[string]int64{"20261123": 5}},
+		{"month raises both", map[string]string{"LIMIT:DATA:DAILY": "10", "LIMIT:DATA:MONTHLY": "100", "LIMIT:DATA:EXTRA:202611": "7"}, day, Limit(17), Limit(107), map[string]int64{"202611": 7}},
+		{"day and month sum", map[string]string{"LIMIT:DATA:MONTHLY": "100", "LIMIT:DATA:EXTRA:202611": "7", "LIMIT:DATA:EXTRA:20261123": "5"}, day, nil, Limit(112), map[string]int64{"202611": 7, "20261123": 5}},
+		{"other periods ignored", map[string]string{"LIMIT:DATA:MONTHLY": "100", "LIMIT:DATA:EXTRA:202610": "7", "LIMIT:DATA:EXTRA:20261122": "5", "LIMIT:DATA:EXTRA:20261124": "3", "LIMIT:DATA:EXTRA:202612": "1"}, day, nil, Limit(100), map[string]int64{"20261124": 3, "202612": 1}},
+		{"max sums stay exact", map[string]string{"LIMIT:DATA:DAILY": "70368744177664", "LIMIT:DATA:EXTRA:202611": "70368744177664", "LIMIT:DATA:EXTRA:20261123": "70368744177664"}, day, Limit(3 * MaxBytes), nil, map[string]int64{"202611": MaxBytes, "20261123": MaxBytes}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pc, err := ParseConstraints(c.cons)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, m := pc.EffectiveLimits(c.at)
+			if diff := cmp.Diff([]*int64{c.wantD, c.wantM}, []*int64{d, m}); diff != "" {
+				t.Errorf("limits (-want +got):\n%s", diff)
+			}
+			pc.DropExpiredExtras(c.at)
+			if diff := cmp.Diff(c.wantExtras, pc.Extras, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("after drop (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

@@ -260,6 +260,25 @@ func genConstraints(t *rapid.T) map[string]string {
 	return c.Map()
 }
 
+// genExtras adds period-scoped extra allowances (LIMIT:DATA:EXTRA:<period>)
+// to cons for periods around now: yesterday, today, tomorrow and the previous,
+// current and next month, so the engine's clock, stepping over days and months,
+// meets extras that are current, expired and not yet in effect.
+func genExtras(t *rapid.T, cons map[string]string, now time.Time, loc *time.Location) map[string]string {
+	lt := now.In(loc)
+	first := time.Date(lt.Year(), lt.Month(), 1, 12, 0, 0, 0, loc)
+	periods := []string{
+		lt.AddDate(0, 0, -1).Format("20060102"), lt.Format("20060102"), lt.AddDate(0, 0, 1).Format("20060102"),
+		first.AddDate(0, -1, 0).Format("200601"), first.Format("200601"), first.AddDate(0, 1, 0).Format("200601"),
+	}
+	for _, p := range periods {
+		if rapid.IntRange(0, 2).Draw(t, "extra") == 0 {
+			cons[policy.ExtraKey(p)] = fmt.Sprint(rapid.Int64Range(0, 30*mb).Draw(t, "extraBytes"))
+		}
+	}
+	return cons
+}
+
 var checkSeq atomic.Int64
 
 // checkEngineMatchesModel is the differential property: random operation
@@ -416,7 +435,7 @@ func checkEngineMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 				c := rapid.Int64Range(1, 4).Draw(rt, "customer")
 				cur := m.ver[fc{f, c}]
 				v := rapid.Int64Range(max(cur-2, 1), cur+3).Draw(rt, "version")
-				cons := genConstraints(rt)
+				cons := genExtras(rt, genConstraints(rt), now, loc)
 				got, err := e.SetConstraints(ctx, f, c, v, cons)
 				must(err)
 				compare("setConstraints applied", m.setConstraints(f, c, v, cons), got)
@@ -425,7 +444,7 @@ func checkEngineMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 				f := rapid.SampledFrom(families).Draw(rt, "family")
 				c := rapid.Int64Range(1, 4).Draw(rt, "customer")
 				v := m.ver[fc{f, c}] + rapid.Int64Range(0, 1).Draw(rt, "bump")
-				cons := genConstraints(rt)
+				cons := genExtras(rt, genConstraints(rt), now, loc)
 				if v == 0 {
 					v = 1
 				}

@@ -95,10 +95,12 @@ func (l *ledger) add(ev Event, r Result, at time.Time, cons policy.Constraints) 
 		if ev.Bytes > 0 && l.used[pool] > r.Total {
 			return fmt.Sprintf("event %s: family %d used %d of %d in %s", ev.ID, f, l.used[pool], r.Total, mo.Month)
 		}
-		if lim := cons.DailyLimit; lim != nil && r.DailyUsed > *lim {
+		// Limits as raised by the extras of the event's day and month.
+		daily, monthly := cons.EffectiveLimits(mo)
+		if lim := daily; lim != nil && r.DailyUsed > *lim {
 			return fmt.Sprintf("event %s: customer %d used %d of a daily limit of %d", ev.ID, c, r.DailyUsed, *lim)
 		}
-		if lim := cons.MonthlyLimit; lim != nil && r.MonthlyUsed > *lim {
+		if lim := monthly; lim != nil && r.MonthlyUsed > *lim {
 			return fmt.Sprintf("event %s: customer %d used %d of a monthly limit of %d", ev.ID, c, r.MonthlyUsed, *lim)
 		}
 	}
@@ -557,7 +559,7 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 				c := rapid.SampledFrom(ms).Draw(rt, "customer")
 				cur := m.ver[fc{f, c}]
 				v := rapid.Int64Range(max(cur-2, 1), cur+3).Draw(rt, "version")
-				cons := genConstraints(rt)
+				cons := genExtras(rt, genConstraints(rt), now, loc)
 				got, err := e.SetConstraints(ctx, f, c, v, cons)
 				must(err)
 				if applied := m.setConstraints(f, c, v, cons); admin() {

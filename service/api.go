@@ -235,6 +235,7 @@ func NewAPI(cfg APIConfig) (*API, error) {
 
 	a.registerAuth()
 	a.registerFamily()
+	a.registerRequests()
 	a.registerStream()
 	a.registerPush()
 	a.registerAdmin()

@@ -19,7 +19,7 @@ import (
 // family that does not exist; 403 only inside one's own family or on /admin.
 // {f} is the target family, {c} its child member (the MEMBER caller itself
 // in its own family), {v} a fresh member, {t} a fresh template, {n} a fresh
-// notification, {u} a unique suffix.
+// notification, {r} a fresh data request of {c}, {u} a unique suffix.
 func TestAuthorizationMatrix(t *testing.T) {
 	f := newAPIFixture(t)
 	type cols [6]int // MEMBER own, MEMBER other, OWNER own, OWNER other, ADMIN own, ADMIN other
@@ -43,6 +43,11 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"POST", "/families/{f}/members", `{"name":"new {u}"}`, own(201)},
 		{"DELETE", "/families/{f}/members/{v}", "", own(204)},
 		{"PUT", "/families/{f}/members/{c}/role", `{"role":"MEMBER"}`, own(200)},
+		{"POST", "/families/{f}/data-requests", `{"amountBytes":1048576,"message":"{u}"}`, cols{201, 404, 201, 404, 403, 403}},
+		{"GET", "/families/{f}/data-requests", "", fam(200)},
+		{"GET", "/families/{f}/data-requests/{r}", "", fam(200)},
+		{"POST", "/families/{f}/data-requests/{r}/approve", `{"grant":"TOPUP","amountBytes":1048576}`, own(200)},
+		{"POST", "/families/{f}/data-requests/{r}/decline", `{"reason":"not now"}`, own(200)},
 		{"GET", "/families/{f}/notifications", "", fam(200)},
 		{"POST", "/families/{f}/notifications/{n}/read", "", fam(204)},
 		{"GET", "/families/{f}/notifications/stream", "", fam(200)},
@@ -107,6 +112,14 @@ func TestAuthorizationMatrix(t *testing.T) {
 						}
 						s = strings.ReplaceAll(s, "{s}", fmt.Sprint("s", vid))
 					}
+					if strings.Contains(s, "{r}") {
+						r, _, err := f.store.CreateDataRequest(ctx, store.NewDataRequest{FamilyID: target, CustomerID: child,
+							AmountBytes: 1 << 20, MaxAmount: 1 << 30, MaxPending: 1 << 20})
+						if err != nil {
+							t.Fatal(err)
+						}
+						s = strings.ReplaceAll(s, "{r}", fmt.Sprint(r.ID))
+					}
 					if strings.Contains(s, "{n}") {
 						s = strings.ReplaceAll(s, "{n}", fmt.Sprint(f.notification(target, 0, envelope.SubThresholdAlert).ID))
 					}
@@ -134,7 +147,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 			}
 		}
 		// no token: 401 everywhere
-		resp, _ := f.do(r.method, strings.NewReplacer("{f}", "100", "{c}", "1002", "{v}", "1003", "{t}", "1", "{n}", "1", "{s}", "s1").Replace(r.path), "", nil)
+		resp, _ := f.do(r.method, strings.NewReplacer("{f}", "100", "{c}", "1002", "{v}", "1003", "{t}", "1", "{n}", "1", "{s}", "s1", "{r}", "1").Replace(r.path), "", nil)
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("%s %s without a token: %d", r.method, r.path, resp.StatusCode)
 		}

@@ -104,6 +104,12 @@ func TestErrorsCarryNoInternals(t *testing.T) {
 	if err := json.Unmarshal([]byte(testPushKeys(t)), &pushKeys); err != nil {
 		t.Fatal(err)
 	}
+	dr, _, err := f.store.CreateDataRequest(ctx, store.NewDataRequest{FamilyID: famA, CustomerID: childA, AmountBytes: 1 << 20,
+		MaxAmount: 1 << 30, MaxPending: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drPath := fmt.Sprintf("/families/100/data-requests/%d", dr.ID)
 	f.call(http.MethodPatch, "/families/100/members/1002/policies", owner, map[string]any{"set": map[string]string{"THROTTLE:SPEED": "100"}}, http.StatusOK, nil)
 
 	for _, c := range []struct {
@@ -158,6 +164,17 @@ func TestErrorsCarryNoInternals(t *testing.T) {
 		{"push other family", "POST", "/families/200/push-subscriptions", owner, pushBody("https://push.example/x", pushKeys), 404},
 		{"unsubscribe unknown", "DELETE", "/families/100/push-subscriptions?endpoint=https%3A%2F%2Fpush.example%2Fnone", owner, nil, 404},
 		{"unsubscribe without endpoint", "DELETE", "/families/100/push-subscriptions", owner, nil, 422},
+		// ask for more
+		{"data request no bytes", "POST", "/families/100/data-requests", child, map[string]any{"amountBytes": 0}, 422},
+		{"data request too long a message", "POST", "/families/100/data-requests", child, map[string]any{"amountBytes": 1, "message": strings.Repeat("말", 201)}, 422},
+		{"data request as admin", "POST", "/families/100/data-requests", admin, map[string]any{"amountBytes": 1}, 403},
+		{"data requests bad status", "GET", "/families/100/data-requests?status=LOST", owner, nil, 422},
+		{"approve unknown request", "POST", "/families/100/data-requests/999999/approve", owner, map[string]any{"grant": "DAY"}, 404},
+		{"approve bad grant", "POST", drPath + "/approve", owner, map[string]any{"grant": "WEEK"}, 422},
+		{"approve as member", "POST", drPath + "/approve", child, map[string]any{"grant": "DAY"}, 403},
+		{"approve a raise without a limit", "POST", drPath + "/approve", owner, map[string]any{"grant": "DAY"}, 409},
+		{"approve top-up over the owner's limit", "POST", drPath + "/approve", owner, map[string]any{"grant": "TOPUP", "amountBytes": 11 << 30}, 422},
+		{"decline another family's request", "POST", fmt.Sprintf("/families/200/data-requests/%d/decline", dr.ID), ownerBTok, nil, 404},
 		// admin routes
 		{"template name taken", "POST", "/admin/policy-templates", admin, map[string]any{"name": "taken", "type": "LIMIT", "defaultRules": map[string]string{}, "active": true}, 409},
 		{"template rename to taken", "PUT", fmt.Sprintf("/admin/policy-templates/%d", off.ID), admin, map[string]any{"name": "taken", "type": "LIMIT", "defaultRules": map[string]string{}, "active": true}, 409},

@@ -277,6 +277,8 @@ type PolicyView struct {
 	Standing *Standing `json:"standing,omitempty"`
 	// EventID is the POLICY_UPDATED event of a change.
 	EventID string `json:"eventId,omitempty"`
+	// Extras are the extra allowances in effect now (granted data requests).
+	Extras []ExtraView `json:"extras,omitempty" doc:"Extra allowances in effect now (LIMIT:DATA:EXTRA:<YYYYMMDD|YYYYMM>, from approved data requests): each raises the daily and monthly limits while its day or month lasts. A replace keeps them unless it names them"`
 }
 
 func policyView(p store.Policy) PolicyView {
@@ -296,7 +298,7 @@ func policyView(p store.Policy) PolicyView {
 type PolicyPatch struct {
 	Set             map[string]string `json:"set,omitempty" doc:"Keys to set, e.g. {\"LIMIT:DATA:MONTHLY\": \"524288000\"}"`
 	Remove          []string          `json:"remove,omitempty" doc:"Keys to delete"`
-	Replace         map[string]string `json:"replace,omitempty" doc:"The whole new constraint map (set and remove then apply to it)"`
+	Replace         map[string]string `json:"replace,omitempty" doc:"The whole new constraint map (set and remove then apply to it); the member's extra allowances (LIMIT:DATA:EXTRA:…) are kept unless it names them or remove does"`
 	ExpectedVersion int64             `json:"expectedVersion,omitempty" minimum:"0" doc:"When > 0, the change fails with 409 unless this is the current version; 0: last write wins"`
 }
 
@@ -340,7 +342,7 @@ func (a *API) changePolicy(ctx context.Context, fid, cid int64, patch PolicyPatc
 // and the relay's policy-updated event brings it to Redis.
 func (a *API) enforced(ctx context.Context, up store.PolicyUpdate) PolicyView {
 	v := policyView(up.Policy)
-	v.EventID = up.EventID
+	v.EventID, v.Extras = up.EventID, a.activeExtras(up.Policy.Rules)
 	if up.Unchanged {
 		// Nothing was written and there is no event to relay: only report
 		// the standing.
@@ -528,6 +530,7 @@ func (a *API) registerFamily() {
 				return nil, a.problem(ctx, err, "path.customerId")
 			}
 			v := policyView(p)
+			v.Extras = a.activeExtras(p.Rules)
 			if ms, err := a.cfg.Engine.Status(ctx, in.FamilyID, in.CustomerID); err == nil {
 				s := standing(ms)
 				v.Standing = &s

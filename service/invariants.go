@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
@@ -18,8 +19,9 @@ import (
 //     family and each member's usage (for histories inside the engine clock's
 //     month — the check compares with the current month's counters);
 //   - no pool is overdrawn: used ≤ plan + top-ups;
-//   - no member is over a limit (which holds unless an owner lowered a limit
-//     below usage that already happened, SPEC §13 story 2).
+//   - no member is over a limit, as raised by its extra allowances (which
+//     holds unless an owner lowered a limit below usage that already
+//     happened, SPEC §13 story 2).
 //
 // The end-to-end, chaos and benchmark harnesses run it after every run.
 func CheckInvariants(ctx context.Context, eng *quota.Engine, db *sql.DB, families []int64) error {
@@ -60,11 +62,20 @@ func CheckInvariants(ctx context.Context, eng *quota.Engine, db *sql.DB, familie
 				errs = append(errs, fmt.Errorf("family %d member %d: %w", fid, m.CustomerID, err))
 				continue
 			}
-			if c.DailyLimit != nil && m.DailyUsed > *c.DailyLimit {
-				errs = append(errs, fmt.Errorf("family %d member %d: day usage %d over limit %d", fid, m.CustomerID, m.DailyUsed, *c.DailyLimit))
+			// Limits as raised by extra allowances: the month's and, as the
+			// engine's day is not known here, the largest of its days'.
+			at := policy.Moment{Month: fs.Month}
+			for p, n := range c.Extras {
+				if len(p) == 8 && strings.HasPrefix(p, fs.Month) && (at.Day == "" || n > c.Extras[at.Day]) {
+					at.Day = p
+				}
 			}
-			if c.MonthlyLimit != nil && m.MonthlyUsed > *c.MonthlyLimit {
-				errs = append(errs, fmt.Errorf("family %d member %d: month usage %d over limit %d", fid, m.CustomerID, m.MonthlyUsed, *c.MonthlyLimit))
+			daily, monthly := c.EffectiveLimits(at)
+			if daily != nil && m.DailyUsed > *daily {
+				errs = append(errs, fmt.Errorf("family %d member %d: day usage %d over limit %d", fid, m.CustomerID, m.DailyUsed, *daily))
+			}
+			if monthly != nil && m.MonthlyUsed > *monthly {
+				errs = append(errs, fmt.Errorf("family %d member %d: month usage %d over limit %d", fid, m.CustomerID, m.MonthlyUsed, *monthly))
 			}
 		}
 	}

@@ -1,6 +1,6 @@
 -- DPCS quota engine: judge one usage event atomically.
 -- Dedupe -> membership -> BLOCK:ACCESS -> app/category blocks -> time windows ->
--- DAILY then MONTHLY limit -> family pool -> deduct -> threshold crossings.
+-- DAILY then MONTHLY limit (raised by the day's and month's extras) -> family pool -> deduct -> threshold crossings.
 -- Semantics are those of policy.Evaluate; quota's property tests hold them equal.
 -- Byte counts stay below 2^46 (policy.MaxBytes) and the pool total is bounded
 -- by it, so remaining * 100 is exact; numbers are written as integers (%d).
@@ -108,6 +108,23 @@ local function less(a, b)
   return #a < #b
 end
 
+-- Effective limits: LIMIT:DATA:DAILY / MONTHLY, each (when set) raised by the
+-- period-scoped extras of the event's day and month, LIMIT:DATA:EXTRA:<YYYYMMDD>
+-- and LIMIT:DATA:EXTRA:<YYYYMM> (policy.Constraints.EffectiveLimits). No limit
+-- stays no limit; extras of other periods are ignored. The month is the last
+-- six characters of the pool key KEYS[3], the day of month is ARGV[7].
+local function effective_limits(c)
+  local dl, ml = tonumber(c['LIMIT:DATA:DAILY']), tonumber(c['LIMIT:DATA:MONTHLY'])
+  if dl or ml then
+    local month = string.sub(KEYS[3], -6)
+    local extra = (tonumber(c['LIMIT:DATA:EXTRA:' .. month .. ARGV[7]]) or 0)
+      + (tonumber(c['LIMIT:DATA:EXTRA:' .. month]) or 0)
+    if dl then dl = dl + extra end
+    if ml then ml = ml + extra end
+  end
+  return dl, ml
+end
+
 local decision, rule, throttle = nil, '', 0
 
 if fam[3] ~= '1' then
@@ -151,7 +168,7 @@ else
   end
 
   if not decision then
-    local dl, ml = tonumber(c['LIMIT:DATA:DAILY']), tonumber(c['LIMIT:DATA:MONTHLY'])
+    local dl, ml = effective_limits(c)
     if dl and daily + bytes > dl then
       decision, rule = 'BLOCKED_LIMIT_DAILY', 'LIMIT:DATA:DAILY'
     elseif ml and monthly + bytes > ml then

@@ -392,9 +392,20 @@ func (s *Store) addTopUp(ctx context.Context, fid, bytes int64, by Actor, ownLim
 	if err := checkBytes("bytes", bytes, 1); err != nil {
 		return TopUp{}, err
 	}
+	var t TopUp
+	err := s.inTx(ctx, func(tx *sql.Tx) (err error) {
+		t, err = s.insertTopUp(ctx, tx, fid, bytes, by, ownLimit)
+		return err
+	})
+	return t, err
+}
+
+// insertTopUp records a top-up inside tx (see addTopUp), audited as
+// family.topup.
+func (s *Store) insertTopUp(ctx context.Context, tx *sql.Tx, fid, bytes int64, by Actor, ownLimit int64) (TopUp, error) {
 	now := s.now()
 	t := TopUp{FamilyID: fid, Bytes: bytes, Month: policy.MomentOf(now, s.loc).Month, CreatedBy: by.ID, CreatedAt: now.UTC().Truncate(time.Millisecond)}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := func() error {
 		f, err := s.lockFamily(ctx, tx, fid)
 		if err != nil {
 			return err
@@ -425,7 +436,7 @@ func (s *Store) addTopUp(ctx context.Context, fid, bytes int64, by Actor, ownLim
 			return dbErr("top-up", err)
 		}
 		return s.audit(ctx, tx, fid, by, "family.topup", familyTarget(fid), nil, t)
-	})
+	}()
 	return t, err
 }
 

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dabom/dpcs/envelope"
@@ -172,23 +173,37 @@ func (s *Store) writePolicy(ctx context.Context, tx *sql.Tx, c PolicyChange, act
 	next := maps.Clone(cur.Rules)
 	if c.Replace != nil {
 		next = maps.Clone(c.Replace)
+		// A new map (an owner's form, a template) keeps the member's extra
+		// allowances granted on request unless it names them (or Remove
+		// does): replacing the limits must not silently take back today's
+		// "ask for more".
+		for k, v := range cur.Rules {
+			if _, named := next[k]; !named && strings.HasPrefix(k, policy.KeyLimitExtraPrefix) {
+				next[k] = v
+			}
+		}
 	}
 	maps.Copy(next, c.Set)
 	for _, k := range c.Remove {
 		delete(next, k)
 	}
-	canon, err := policy.Canonical(next)
+	now := s.now()
+	mo := policy.MomentOf(now, s.loc)
+	parsed, err := policy.ParseConstraints(next)
 	if err != nil {
 		return fmt.Errorf("%w: constraints: %w", ErrInvalid, err)
 	}
-	if maps.Equal(canon, cur.Rules) && (templateID == 0 || templateID == cur.TemplateID) {
+	// Extras of past days and months are dropped when the policy is written;
+	// they alone are no change.
+	parsed.DropExpiredExtras(mo)
+	canon := parsed.Map()
+	if maps.Equal(canon, withoutExpiredExtras(cur.Rules, mo)) && (templateID == 0 || templateID == cur.TemplateID) {
 		// Nothing changes: no new version, no audit row, no event (a
 		// client retrying a PATCH, or saving an untouched form, would
 		// otherwise bump the version and notify the family).
 		*out = PolicyUpdate{Policy: cur, Previous: cur.Rules, Unchanged: true}
 		return nil
 	}
-	now := s.now()
 	p := Policy{FamilyID: c.FamilyID, CustomerID: c.CustomerID, TemplateID: cur.TemplateID, Rules: canon,
 		Version: cur.Version + 1, UpdatedBy: c.By.ID, UpdatedAt: now.UTC().Truncate(time.Millisecond)}
 	if templateID > 0 {
@@ -240,6 +255,16 @@ func (s *Store) writePolicy(ctx context.Context, tx *sql.Tx, c PolicyChange, act
 	}
 	*out = PolicyUpdate{Policy: p, Previous: cur.Rules, EventID: env.EventID, OutboxID: id}
 	return nil
+}
+
+// withoutExpiredExtras returns rules without the extra allowances of days and
+// months before mo (rules itself when it does not parse).
+func withoutExpiredExtras(rules map[string]string, mo policy.Moment) map[string]string {
+	c, err := policy.ParseConstraints(rules)
+	if err != nil || !c.DropExpiredExtras(mo) {
+		return rules
+	}
+	return c.Map()
 }
 
 // singleChange returns the one key whose value differs between a and b.

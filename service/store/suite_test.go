@@ -125,6 +125,7 @@ func runSuite(t *testing.T, open opener) {
 		"LockoutAudit":  testLockoutAudit,
 		"PushSubs":      testPushSubscriptions,
 		"VAPIDKeys":     testVAPIDKeys,
+		"DataRequests":  testDataRequests,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, newEnv(t, open)) })
 	}
