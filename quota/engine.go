@@ -294,7 +294,7 @@ func (e *Engine) applyCall(ev Event, bucket int64, gen string) ([]string, []any)
 		e.k.events(f, bucket), e.k.events(f, bucket-1),
 	}
 	args := []any{
-		c, ev.Bytes, ev.AppID, string(category), m.Minute, m.Weekday, m.Day[6:8], ev.ID,
+		c, ev.Bytes, ev.AppID, string(category), m.Minute, m.Weekday, m.Day, ev.ID,
 		int64(2 * e.dedupeTTL / time.Second), int64(monthTTL / time.Second), e.thresholds.String(),
 		policy.MaxBytes, gen,
 	}

@@ -1,0 +1,71 @@
+package quota
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/dabom/dpcs/policy"
+)
+
+// fieldWindows is the constraints hash's compiled time windows, written with
+// the constraints whenever there are any, so that apply.lua reads only the
+// fields an event needs (HMGET) and parses no HHMM or day list: one entry per
+// window, separated by spaces, the night window (BLOCK:TIME:START/END) first,
+// then the named windows in byte order of their keys (the order the rule is
+// chosen in):
+//
+//	<start minute>/<end minute>/<days>/<rule key>
+//
+// days is seven '0'/'1' characters, Monday first. "" when there is no
+// window. A constraints hash without it (written by an earlier engine) is
+// read whole, as before. It is not a constraint: readers drop it.
+const fieldWindows = "#w"
+
+// constraintFields returns the constraints hash's fields for a canonical
+// constraint map: its entries in key order, then fieldWindows; none for an
+// empty map.
+func constraintFields(canon map[string]string) ([]any, error) {
+	if len(canon) == 0 {
+		return nil, nil
+	}
+	c, err := policy.ParseConstraints(canon)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]any, 0, 2*len(canon)+2)
+	for _, k := range slices.Sorted(maps.Keys(canon)) {
+		out = append(out, k, canon[k])
+	}
+	return append(out, fieldWindows, compileWindows(c)), nil
+}
+
+func compileWindows(c policy.Constraints) string {
+	var b strings.Builder
+	add := func(w policy.Window, rule string) {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(strconv.Itoa(w.Start))
+		b.WriteByte('/')
+		b.WriteString(strconv.Itoa(w.End))
+		b.WriteByte('/')
+		for wd := 1; wd <= 7; wd++ {
+			if w.Days.Has(wd) {
+				b.WriteByte('1')
+			} else {
+				b.WriteByte('0')
+			}
+		}
+		b.WriteByte('/')
+		b.WriteString(rule)
+	}
+	if c.Night != nil {
+		add(policy.Window{Start: c.Night.Start, End: c.Night.End}, policy.KeyBlockTimeStart)
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Windows)) {
+		add(c.Windows[name], policy.KeyBlockTimePrefix+name)
+	}
+	return b.String()
+}
