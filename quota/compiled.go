@@ -3,7 +3,6 @@ package quota
 import (
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/dabom/dpcs/policy"
@@ -12,15 +11,17 @@ import (
 // fieldWindows is the constraints hash's compiled time windows, written with
 // the constraints whenever there are any, so that apply.lua reads only the
 // fields an event needs (HMGET) and parses no HHMM or day list: one entry per
-// window, separated by spaces, the night window (BLOCK:TIME:START/END) first,
-// then the named windows in byte order of their keys (the order the rule is
-// chosen in):
+// window, the night window (BLOCK:TIME:START/END) first, then the named
+// windows in byte order of their keys (the order the rule is chosen in),
+// each
 //
-//	<start minute>/<end minute>/<days>/<rule key>
+//	<start><end><days><rule key><space>
 //
-// days is seven '0'/'1' characters, Monday first. "" when there is no
-// window. A constraints hash without it (written by an earlier engine) is
-// read whole, as before. It is not a constraint: readers drop it.
+// start and end being minutes of the day as two characters each, '0' + m/40
+// and '0' + m%40 (read with string.byte: no string is made per event), days
+// seven '0'/'1' characters, Monday first. "" when there is no window. A
+// constraints hash without it (written by an earlier engine) is read whole,
+// as before. It is not a constraint: readers drop it.
 const fieldWindows = "#w"
 
 // constraintFields returns the constraints hash's fields for a canonical
@@ -44,13 +45,10 @@ func constraintFields(canon map[string]string) ([]any, error) {
 func compileWindows(c policy.Constraints) string {
 	var b strings.Builder
 	add := func(w policy.Window, rule string) {
-		if b.Len() > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(strconv.Itoa(w.Start))
-		b.WriteByte('/')
-		b.WriteString(strconv.Itoa(w.End))
-		b.WriteByte('/')
+		b.WriteByte(byte('0' + w.Start/40))
+		b.WriteByte(byte('0' + w.Start%40))
+		b.WriteByte(byte('0' + w.End/40))
+		b.WriteByte(byte('0' + w.End%40))
 		for wd := 1; wd <= 7; wd++ {
 			if w.Days.Has(wd) {
 				b.WriteByte('1')
@@ -58,8 +56,8 @@ func compileWindows(c policy.Constraints) string {
 				b.WriteByte('0')
 			}
 		}
-		b.WriteByte('/')
 		b.WriteString(rule)
+		b.WriteByte(' ')
 	}
 	if c.Night != nil {
 		add(policy.Window{Start: c.Night.Start, End: c.Night.End}, policy.KeyBlockTimeStart)

@@ -25,9 +25,9 @@ func TestCompileWindows(t *testing.T) {
 		{"night first, then names byte-wise", map[string]string{
 			policy.KeyBlockTimeStart: "2200", policy.KeyBlockTimeEnd: "0700",
 			"BLOCK:TIME:b": "0800-1100@MON-FRI", "BLOCK:TIME:B": "1200-1200@SAT,SUN", "BLOCK:TIME:a": "0000-0100",
-		}, "1320/420/1111111/BLOCK:TIME:START 720/720/0000011/BLOCK:TIME:B 0/60/1111111/BLOCK:TIME:a " +
-			"480/660/1111100/BLOCK:TIME:b"},
-		{"wrapped days", map[string]string{"BLOCK:TIME:x": "2300-0100@FRI-MON"}, "1380/60/1000111/BLOCK:TIME:x"},
+		}, "Q0:D1111111BLOCK:TIME:START B0B00000011BLOCK:TIME:B 001D1111111BLOCK:TIME:a " +
+			"<0@D1111100BLOCK:TIME:b "},
+		{"wrapped days", map[string]string{"BLOCK:TIME:x": "2300-0100@FRI-MON"}, "RD1D1000111BLOCK:TIME:x "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -43,7 +43,7 @@ local pcts, np = {}, 0
 local poolfields = {'used', 'topup'}
 for p in string.gmatch(thr, '%d+') do
   np = np + 1
-  pcts[np] = p
+  pcts[np] = tonumber(p)
   poolfields[np + 2] = 'a:' .. p
 end
 local pool = redis.call('HMGET', KEYS[3], unpack(poolfields))
@@ -62,10 +62,13 @@ local decision, rule, throttle = nil, '', 0
 if fam[3] ~= '1' then
   decision, rule = 'BLOCKED_NOT_MEMBER', 'MEMBERSHIP'
 else
-  -- The fields this event needs, and the compiled windows (quota/compiled.go):
-  -- #w = "<start>/<end>/<days Mon..Sun as 0|1>/<rule> …", the night window
-  -- first. A hash written by an earlier engine has no #w: it is read whole
-  -- and its windows compiled here (malformed ones are ignored).
+  -- The fields this event needs, and the compiled windows #w (quota/compiled.go):
+  -- per window, start and end minute as two characters each (48 + m / 40,
+  -- 48 + m % 40), the days Mon..Sun as seven '0'/'1', the rule key and a
+  -- space; the night window first, then the rest by key. Read with
+  -- string.byte, which makes no strings. A hash written by an earlier engine
+  -- has no #w: it is read whole and its windows compiled here (malformed ones
+  -- are ignored).
   local cf = redis.call('HMGET', KEYS[2], '#w', 'BLOCK:ACCESS', 'BLOCK:APP:' .. app,
     'BLOCK:CATEGORY:' .. category, 'LIMIT:DATA:DAILY', 'LIMIT:DATA:MONTHLY', 'THROTTLE:SPEED')
   local windows = cf[1]
@@ -106,12 +109,14 @@ else
           end
         end
         if ok then
-          local e = string.format('%d/%d/%s/%s', sh * 60 + sm, eh * 60 + em, table.concat(set), k)
+          local ws, we = sh * 60 + sm, eh * 60 + em
+          local e = string.char(48 + math.floor(ws / 40), 48 + ws % 40, 48 + math.floor(we / 40), 48 + we % 40) ..
+            table.concat(set) .. k .. ' '
           if night then table.insert(w, 1, e) else w[#w + 1] = e end
         end
       end
     end
-    windows = table.concat(w, ' ')
+    windows = table.concat(w)
   end
 
   if cf[2] == '1' then
@@ -128,13 +133,18 @@ else
   if not decision and windows ~= '' then
     local prev = (wd + 5) % 7 + 1
     local best = nil
-    for s, e, days, k in string.gmatch(windows, '(%d+)/(%d+)/(%d+)/(%S+)') do
-      s, e = tonumber(s), tonumber(e)
-      local onwd = string.byte(days, wd) == 49 -- '1'
+    local pos, n = 1, #windows
+    while pos < n do
+      local a, b, c, d = string.byte(windows, pos, pos + 3)
+      local s, e = (a - 48) * 40 + b - 48, (c - 48) * 40 + d - 48
+      local stop = string.find(windows, ' ', pos + 11, true)
+      local onwd = string.byte(windows, pos + 3 + wd) == 49 -- '1'
       local hit
       if s == e then hit = onwd
       elseif s < e then hit = onwd and now >= s and now < e
-      else hit = (now >= s and onwd) or (now < e and string.byte(days, prev) == 49) end
+      else hit = (now >= s and onwd) or (now < e and string.byte(windows, pos + 3 + prev) == 49) end
+      local k = hit and string.sub(windows, pos + 11, stop - 1)
+      pos = stop + 1
       if hit then
         if k == 'BLOCK:TIME:START' then
           best = k
@@ -195,7 +205,7 @@ if decision ~= 'BLOCKED_NOT_MEMBER' and total > 0 then
   local fired = nil
   for i = 1, np do
     local p = pcts[i]
-    if pool[i + 2] == false and rem * 100 <= tonumber(p) * total then
+    if pool[i + 2] == false and rem * 100 <= p * total then
       -- n:<pct> counts how often it fired this month (re-armed by top-ups).
       local arm = redis.call('HINCRBY', KEYS[3], 'n:' .. p, 1)
       fired = fired or {}
