@@ -15,11 +15,12 @@ import (
 // windows in byte order of their keys (the order the rule is chosen in),
 // each
 //
-//	<start><end><days><rule key><space>
+//	<start><end><days><name><space>
 //
 // start and end being minutes of the day as two characters each, '0' + m/40
 // and '0' + m%40 (read with string.byte: no string is made per event), days
-// seven '0'/'1' characters, Monday first. "" when there is no window. A
+// seven '0'/'1' characters, Monday first, and name the rule key after
+// BLOCK:TIME: (START for the night window). "" when there is no window. A
 // constraints hash without it (written by an earlier engine) is read whole,
 // as before. It is not a constraint: readers drop it.
 const fieldWindows = "#w"
@@ -44,7 +45,7 @@ func constraintFields(canon map[string]string) ([]any, error) {
 
 func compileWindows(c policy.Constraints) string {
 	var b strings.Builder
-	add := func(w policy.Window, rule string) {
+	add := func(w policy.Window, name string) {
 		b.WriteByte(byte('0' + w.Start/40))
 		b.WriteByte(byte('0' + w.Start%40))
 		b.WriteByte(byte('0' + w.End/40))
@@ -56,14 +57,14 @@ func compileWindows(c policy.Constraints) string {
 				b.WriteByte('0')
 			}
 		}
-		b.WriteString(rule)
+		b.WriteString(name)
 		b.WriteByte(' ')
 	}
 	if c.Night != nil {
-		add(policy.Window{Start: c.Night.Start, End: c.Night.End}, policy.KeyBlockTimeStart)
+		add(policy.Window{Start: c.Night.Start, End: c.Night.End}, policy.KeyBlockTimeStart[len(policy.KeyBlockTimePrefix):])
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Windows)) {
-		add(c.Windows[name], policy.KeyBlockTimePrefix+name)
+		add(c.Windows[name], name)
 	}
 	return b.String()
 }

@@ -25,9 +25,8 @@ func TestCompileWindows(t *testing.T) {
 		{"night first, then names byte-wise", map[string]string{
 			policy.KeyBlockTimeStart: "2200", policy.KeyBlockTimeEnd: "0700",
 			"BLOCK:TIME:b": "0800-1100@MON-FRI", "BLOCK:TIME:B": "1200-1200@SAT,SUN", "BLOCK:TIME:a": "0000-0100",
-		}, "Q0:D1111111BLOCK:TIME:START B0B00000011BLOCK:TIME:B 001D1111111BLOCK:TIME:a " +
-			"<0@D1111100BLOCK:TIME:b "},
-		{"wrapped days", map[string]string{"BLOCK:TIME:x": "2300-0100@FRI-MON"}, "RD1D1000111BLOCK:TIME:x "},
+		}, "Q0:D1111111START B0B00000011B 001D1111111a <0@D1111100b "},
+		{"wrapped days", map[string]string{"BLOCK:TIME:x": "2300-0100@FRI-MON"}, "RD1D1000111x "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -42,8 +41,9 @@ func TestCompileWindows(t *testing.T) {
 	}
 }
 
-// The compiled windows (#w) are written with every non-empty constraint set
-// and dropped by readers; an empty set leaves no hash.
+// The compiled windows (#w) are written with every non-empty constraint set,
+// by SetConstraints and Restore alike, and dropped by readers; an empty set
+// leaves no hash.
 func TestConstraintFields(t *testing.T) {
 	got, err := constraintFields(map[string]string{policy.KeyThrottleSpeed: "10", policy.KeyBlockAccess: "1"})
 	if err != nil {
@@ -64,6 +64,14 @@ func TestConstraintFields(t *testing.T) {
 	cons := map[string]string{policy.KeyBlockTimeStart: "2200", policy.KeyBlockTimeEnd: "0700"}
 	if _, err := e.SetConstraints(ctx, 1, 2, 1, cons); err != nil {
 		t.Fatal(err)
+	}
+	if err := e.Restore(ctx, FamilyState{FamilyID: 3, Members: []MemberState{{CustomerID: 4, Constraints: cons, Version: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{e.k.constraints(1, 2), e.k.constraints(3, 4)} {
+		if w, err := e.rdb.HGet(ctx, k, fieldWindows).Result(); err != nil || w != "Q0:D1111111START " {
+			t.Errorf("%s #w = %q, %v", k, w, err)
+		}
 	}
 	st, err := e.Status(ctx, 1, 2)
 	if err != nil {

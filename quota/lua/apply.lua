@@ -64,8 +64,8 @@ if fam[3] ~= '1' then
 else
   -- The fields this event needs, and the compiled windows #w (quota/compiled.go):
   -- per window, start and end minute as two characters each (48 + m / 40,
-  -- 48 + m % 40), the days Mon..Sun as seven '0'/'1', the rule key and a
-  -- space; the night window first, then the rest by key. Read with
+  -- 48 + m % 40), the days Mon..Sun as seven '0'/'1', the name (the rule
+  -- key after BLOCK:TIME:, START for the night window) and a space; the night window first, then the rest by key. Read with
   -- string.byte, which makes no strings. A hash written by an earlier engine
   -- has no #w: it is read whole and its windows compiled here (malformed ones
   -- are ignored).
@@ -111,7 +111,7 @@ else
         if ok then
           local ws, we = sh * 60 + sm, eh * 60 + em
           local e = string.char(48 + math.floor(ws / 40), 48 + ws % 40, 48 + math.floor(we / 40), 48 + we % 40) ..
-            table.concat(set) .. k .. ' '
+            table.concat(set) .. string.sub(k, 12) .. ' '
           if night then table.insert(w, 1, e) else w[#w + 1] = e end
         end
       end
@@ -129,7 +129,7 @@ else
 
   -- Time windows: is now inside [s, e) on an allowed day? Wrapped windows
   -- belong to their start day; s == e is the whole day. The night window
-  -- wins, then the named window whose key is first byte-wise.
+  -- wins, then the named window whose name is first byte-wise.
   if not decision and windows ~= '' then
     local prev = (wd + 5) % 7 + 1
     local best = nil
@@ -146,7 +146,7 @@ else
       local k = hit and string.sub(windows, pos + 11, stop - 1)
       pos = stop + 1
       if hit then
-        if k == 'BLOCK:TIME:START' then
+        if k == 'START' then
           best = k
           break
         elseif best == nil then
@@ -162,11 +162,12 @@ else
         end
       end
     end
-    if best then decision, rule = 'BLOCKED_TIME', best end
+    if best then decision, rule = 'BLOCKED_TIME', 'BLOCK:TIME:' .. best end
   end
 
   if not decision then
-    -- The member's effective limits.
+    -- The member's effective limits for the event's day (ARGV[7], YYYYMMDD)
+    -- and month.
     local dl, ml = tonumber(cf[5]), tonumber(cf[6])
 
     local r = total - used
