@@ -285,14 +285,15 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 			}
 		}
 		// The dedupe buckets: what a stale state recorded goes, what SQL
-		// knows comes back, remembered for two windows from now.
+		// knows comes back, remembered for three windows from now (marked: the
+		// script does not set the TTL again).
 		for b := bucket - 2; b <= bucket+1; b++ {
 			p.Del(ctx, e.k.events(fid, b))
 		}
 		if len(judged) > 0 {
 			ek := e.k.events(fid, bucket)
-			p.HSet(ctx, ek, judged...)
-			p.Expire(ctx, ek, 2*e.dedupeTTL)
+			p.HSet(ctx, ek, append(judged, bucketMarked, "1")...)
+			p.Expire(ctx, ek, bucketLife*e.dedupeTTL)
 		}
 		return nil
 	})

@@ -11,10 +11,11 @@
 -- KEYS[3] family:{f}:pool:{YYYYMM}                 hash  used, topup, a:<pct> (fired alerts),
 --                                                        n:<pct> (times fired this month)
 -- KEYS[4] family:{f}:customer:{c}:usage:{YYYYMM}   hash  m (month), d:<DD> (day)
--- KEYS[5] family:{f}:evt:<b>                       hash  eventId -> stored result (dedupe),
+-- KEYS[5] family:{f}:evt:<b>                       hash  eventId -> stored result (dedupe), "" = 1
+--                                                        once the bucket's TTL is set,
 -- KEYS[6] family:{f}:evt:<b-1>                           by arrival: b = now / window
 -- ARGV: 1 customerId, 2 bytes, 3 appId, 4 category, 5 minute of day, 6 ISO weekday,
---       7 day "YYYYMMDD", 8 eventId, 9 dedupe bucket ttl s, 10 month ttl s,
+--       7 day "YYYYMMDD", 8 eventId, 9 dedupe bucket ttl s (three windows), 10 month ttl s,
 --       11 default thresholds "50,30,10", 12 max pool total, 13 state generation
 --       ("" = unchecked)
 -- Returns {duplicate 0|1, "decision|remaining|total|daily|monthly|throttle|crossed|rule"},
@@ -22,7 +23,9 @@
 -- {2, generation} without changing anything when the family was restored by
 -- another state generation than ARGV[13] (a rebuild is running or done).
 
-local stored = redis.call('HGET', KEYS[5], ARGV[8]) or redis.call('HGET', KEYS[6], ARGV[8])
+-- The bucket's field "" (no event id is empty) marks that its TTL is set.
+local bucket = redis.call('HMGET', KEYS[5], ARGV[8], '')
+local stored = bucket[1] or redis.call('HGET', KEYS[6], ARGV[8])
 if stored then
   return {1, stored}
 end
@@ -224,8 +227,13 @@ end
 
 local result = decision .. '|' .. string.format('%d|%d|%d|%d|%d|', rem, total, daily, monthly, throttle) ..
   crossed .. '|' .. rule
-redis.call('HSET', KEYS[5], ARGV[8], result)
--- A bucket lives two windows: an id judged in bucket b is found by any replay
--- arriving within the window (in bucket b or b+1).
-redis.call('EXPIRE', KEYS[5], ARGV[9])
+-- A bucket lives three windows from its first write (so at least two after
+-- its last, on clocks less than a window apart): an id judged in bucket b is
+-- found by any replay arriving within the window (in bucket b or b+1).
+if bucket[2] then
+  redis.call('HSET', KEYS[5], ARGV[8], result)
+else
+  redis.call('HSET', KEYS[5], ARGV[8], result, '', '1')
+  redis.call('EXPIRE', KEYS[5], ARGV[9])
+end
 return {0, result}
