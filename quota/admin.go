@@ -110,16 +110,11 @@ func (e *Engine) SetConstraints(ctx context.Context, fid, cid, version int64, m 
 	if err != nil {
 		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	fields := make([]string, 0, len(canon))
-	for k := range canon {
-		fields = append(fields, k)
+	fields, err := constraintFields(canon)
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	slices.Sort(fields)
-	args := make([]any, 0, 1+2*len(fields))
-	args = append(args, version)
-	for _, k := range fields {
-		args = append(args, k, canon[k])
-	}
+	args := append([]any{version}, fields...)
 	n, err := constraintsScript.Run(ctx, e.rdb, []string{e.k.constraints(fid, cid), e.k.version(fid, cid)}, args...).Int()
 	if err != nil {
 		return false, fmt.Errorf("quota: set constraints: %w", err)
@@ -278,6 +273,7 @@ func memberOf(r memberReads, member bool, pool policy.Pool, m policy.Moment) (Me
 		Constraints: r.constraints.Val(),
 		Version:     intCmd(r.version),
 	}
+	delete(s.Constraints, fieldWindows) // compiled, not a constraint
 	if u := r.usage.Val(); len(u) == 2 {
 		s.MonthlyUsed, s.DailyUsed = anyInt(u[0]), anyInt(u[1])
 	}

@@ -294,17 +294,21 @@ func (e *Engine) applyCall(ev Event, bucket int64, gen string) ([]string, []any)
 		e.k.events(f, bucket), e.k.events(f, bucket-1),
 	}
 	args := []any{
-		c, ev.Bytes, ev.AppID, string(category), m.Minute, m.Weekday, m.Day[6:8], ev.ID,
-		int64(2 * e.dedupeTTL / time.Second), int64(monthTTL / time.Second), e.thresholds.String(),
+		c, ev.Bytes, ev.AppID, string(category), m.Minute, m.Weekday, m.Day, ev.ID,
+		int64(bucketLife * e.dedupeTTL / time.Second), int64(monthTTL / time.Second), e.thresholds.String(),
 		policy.MaxBytes, gen,
 	}
 	return ks, args
 }
 
+// bucketLife is how many dedupe windows a bucket lives after its first
+// write (see apply.lua).
+const bucketLife = 3
+
 // bucket is the dedupe bucket of an event arriving at t: an event id is
-// remembered in the bucket of its arrival for two windows, and looked up in
-// the current and the previous bucket, so a replay within the window finds it
-// whatever its own timestamp.
+// remembered in the bucket of its arrival for three windows from the bucket's
+// first write, and looked up in the current and the previous bucket, so a
+// replay within the window finds it whatever its own timestamp.
 func (e *Engine) bucket(t time.Time) int64 { return t.Unix() / int64(e.dedupeTTL/time.Second) }
 
 // ApplyCommand returns the Redis command the engine sends to judge ev: the

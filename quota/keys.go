@@ -21,7 +21,8 @@ func (k keys) member(fid, cid int64) string {
 func (k keys) pool(fid int64, month string) string { return k.family(fid) + ":pool:" + month }
 
 // events is a dedupe bucket: eventId -> stored result, for the events that
-// arrived in bucket b (b = arrival Unix time / dedupe window).
+// arrived in bucket b (b = arrival Unix time / dedupe window), and
+// bucketMarked once its TTL is set.
 func (k keys) events(fid int64, b int64) string {
 	return k.family(fid) + ":evt:" + strconv.FormatInt(b, 10)
 }
@@ -50,6 +51,7 @@ const (
 	prefixAlert     = "a:"
 	prefixArms      = "n:"
 	prefixDay       = "d:"
+	bucketMarked    = "" // no event id is empty
 )
 
 func memberField(cid int64) string { return prefixMember + strconv.FormatInt(cid, 10) }

@@ -128,7 +128,7 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 	}
 	type memberWrite struct {
 		cid     int64
-		canon   map[string]string
+		fields  []any // the constraints hash
 		version int64
 	}
 	members := make([]memberWrite, 0, len(st.Members))
@@ -143,7 +143,11 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 		if err != nil {
 			return fmt.Errorf("%w: customer %d: %w", ErrInvalid, m.CustomerID, err)
 		}
-		members = append(members, memberWrite{m.CustomerID, canon, m.Version})
+		fields, err := constraintFields(canon)
+		if err != nil {
+			return fmt.Errorf("%w: customer %d: %w", ErrInvalid, m.CustomerID, err)
+		}
+		members = append(members, memberWrite{m.CustomerID, fields, m.Version})
 	}
 	used := map[string]int64{}                       // month -> bytes
 	usage := map[string]map[int64]map[string]int64{} // month -> cid -> field -> bytes
@@ -271,12 +275,8 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 		for _, m := range members {
 			ck := e.k.constraints(fid, m.cid)
 			p.Del(ctx, ck)
-			if len(m.canon) > 0 {
-				args := make([]any, 0, 2*len(m.canon))
-				for _, k := range slices.Sorted(maps.Keys(m.canon)) {
-					args = append(args, k, m.canon[k])
-				}
-				p.HSet(ctx, ck, args...)
+			if len(m.fields) > 0 {
+				p.HSet(ctx, ck, m.fields...)
 			}
 			if m.version > 0 {
 				p.Set(ctx, e.k.version(fid, m.cid), m.version, 0)
@@ -285,14 +285,15 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 			}
 		}
 		// The dedupe buckets: what a stale state recorded goes, what SQL
-		// knows comes back, remembered for two windows from now.
+		// knows comes back, remembered for three windows from now (marked: the
+		// script does not set the TTL again).
 		for b := bucket - 2; b <= bucket+1; b++ {
 			p.Del(ctx, e.k.events(fid, b))
 		}
 		if len(judged) > 0 {
 			ek := e.k.events(fid, bucket)
-			p.HSet(ctx, ek, judged...)
-			p.Expire(ctx, ek, 2*e.dedupeTTL)
+			p.HSet(ctx, ek, append(judged, bucketMarked, "1")...)
+			p.Expire(ctx, ek, bucketLife*e.dedupeTTL)
 		}
 		return nil
 	})

@@ -211,6 +211,15 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		fmt.Printf("[pipebench] ceiling: %.0f judgements/s (%s)\n", rep.Ceiling, ceilingCmd)
+		if c, ok := rdb.(*redis.Client); ok {
+			cmp, err := pipebench.CompareScripts(ctx, c, eng, pipebench.CeilingConfig{Addr: o.redisAddr, FamilyID: o.firstFamily - 2})
+			if err != nil {
+				return err
+			}
+			rep.Scripts = &cmp
+			fmt.Printf("[pipebench] apply script, old → new: %v → %v per call (commandstats), %v → %v CPU per call, %.0f → %.0f calls/s\n",
+				cmp.Old.PerCall, cmp.New.PerCall, cmp.Old.CPUPerCall, cmp.New.CPUPerCall, cmp.Old.Rate, cmp.New.Rate)
+		}
 	}
 	backend := "single redis-server " + o.redisAddr
 	if o.cluster != "" {

@@ -5,6 +5,7 @@ package pipebench
 import (
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -65,4 +66,38 @@ func TestCeilingOnRealRedis(t *testing.T) {
 	if _, _, err := Ceiling(ctx, eng, CeilingConfig{Addr: "nohostport"}); err == nil {
 		t.Error("bad address accepted")
 	}
+}
+
+// The first apply script and the engine's own run one after the other on the
+// same member, each charging it once per call, each with its own server time.
+func TestCompareScriptsOnRealRedis(t *testing.T) {
+	addr := os.Getenv("DPCS_TEST_REDIS_ADDR")
+	if addr == "" {
+		t.Fatal("DPCS_TEST_REDIS_ADDR is not set (make integration sets it)")
+	}
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	eng, err := quota.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requests := 20_000
+	if n, err := strconv.Atoi(os.Getenv("DPCS_COMPARE_REQUESTS")); err == nil && n > 0 {
+		requests = n
+	}
+	c, err := CompareScripts(ctx, rdb, eng, CeilingConfig{Addr: addr, Requests: requests, FamilyID: 987_654_322})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]ScriptCost{"old": c.Old, "new": c.New} {
+		if s.Rate <= 0 || s.PerCall <= 0 || s.CPUPerCall <= 0 || !strings.Contains(s.Command, "EVALSHA") {
+			t.Errorf("%s script: %+v", name, s)
+		}
+	}
+	if c.Old.Command == c.New.Command {
+		t.Errorf("the same command measured twice: %s", c.Old.Command)
+	}
+	t.Logf("old: %.0f calls/s, %v per call, %v CPU per call; new: %.0f calls/s, %v per call, %v CPU per call",
+		c.Old.Rate, c.Old.PerCall, c.Old.CPUPerCall, c.New.Rate, c.New.PerCall, c.New.CPUPerCall)
 }

@@ -141,6 +141,9 @@ type Report struct {
 	// Ceiling is redis-benchmark's pipelined EVALSHA rate of the engine's own
 	// script on the same server, if measured (see Ceiling).
 	Ceiling float64
+	// Scripts is the engine's apply script beside its first version, if
+	// measured (see CompareScripts).
+	Scripts *ScriptComparison
 	// ProvisionTime and the Redis memory per provisioned member (before
 	// traffic) and after the run (counters and dedupe records added).
 	ProvisionTime       time.Duration

@@ -94,8 +94,11 @@ func TestRunEmbedded(t *testing.T) {
 	}
 
 	rep.Ceiling = 1000
+	rep.Scripts = &ScriptComparison{Old: ScriptCost{Rate: 40_000, PerCall: 22_400 * time.Nanosecond, CPUPerCall: 25 * time.Microsecond},
+		New: ScriptCost{Rate: 80_000, PerCall: 10_500 * time.Nanosecond, CPUPerCall: 12 * time.Microsecond}}
 	md := rep.Markdown("go run ./examples/pipebench", "setting")
-	for _, want := range []string{"| 40 | 40 |", "| max | max |", "÷ ceiling", "**pass**", "1,000 judgements/s"} {
+	for _, want := range []string{"| 40 | 40 |", "| max | max |", "÷ ceiling", "**pass**", "1,000 judgements/s",
+		"| `apply_v1.lua` (first) | 22.4 µs | 25.0 µs | 40,000 |", "| `apply.lua` | 10.5 µs | 12.0 µs | 80,000 |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}

@@ -18,6 +18,15 @@ func (r *Report) Markdown(command, setting string) string {
 		fmt.Fprintf(&b, "Ceiling (same run, same server): **%s judgements/s** — redis-benchmark feeding the engine's own "+
 			"`apply.lua` pipelined (`EVALSHA`, 16 per round trip, 4 connections), full allowed path, a new event id per call.\n\n", thousands(r.Ceiling))
 	}
+	if c := r.Scripts; c != nil {
+		fmt.Fprintf(&b, "Apply script, first version beside the engine's (same run, same server; redis-benchmark as for the ceiling, "+
+			"best of alternating rounds; one member with every feature on: daily and monthly limits, night and named windows, "+
+			"app and category blocks, throttle, own thresholds; the allowed path):\n\n"+
+			"| script | server time per call (commandstats) | Redis CPU per call (INFO cpu) | calls/s |\n|---|---:|---:|---:|\n"+
+			"| `apply_v1.lua` (first) | %s | %s | %s |\n| `apply.lua` | %s | %s | %s |\n\n",
+			micros(c.Old.PerCall), micros(c.Old.CPUPerCall), thousands(c.Old.Rate),
+			micros(c.New.PerCall), micros(c.New.CPUPerCall), thousands(c.New.Rate))
+	}
 	b.WriteString("| step | offered ev/s | families | proc. | achieved ev/s | ÷ ceiling | produce→decision p50 / p99 / p99.9 | script p50 / p99 (client, per group) | script p50 / p99 / p99.9 (server, per event) | mean poll | busy (engine) | backlog max / end | max lag | write-behind rows/s | persist pending start → end | CPU cores: Redis / bench process / rest (host of N) | RSS |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---|---|---|---:|---|---|---:|---:|---|---|---:|\n")
 	for _, s := range r.Steps {
@@ -232,4 +241,9 @@ func ReplaceSection(path, begin, end, body string) error {
 		s += "\n" + block + "\n"
 	}
 	return os.WriteFile(path, []byte(s), 0o644)
+}
+
+// micros formats d in microseconds with one decimal.
+func micros(d time.Duration) string {
+	return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond))
 }

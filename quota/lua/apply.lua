@@ -6,14 +6,16 @@
 -- by it, so remaining * 100 is exact; numbers are written as integers (%d).
 --
 -- KEYS[1] family:{f}                               hash  plan, thr, g, m:<cid> (members)
--- KEYS[2] family:{f}:customer:{c}:constraints      hash  constraint key -> value
+-- KEYS[2] family:{f}:customer:{c}:constraints      hash  constraint key -> value, #w (compiled
+--                                                        windows, see quota/compiled.go)
 -- KEYS[3] family:{f}:pool:{YYYYMM}                 hash  used, topup, a:<pct> (fired alerts),
 --                                                        n:<pct> (times fired this month)
 -- KEYS[4] family:{f}:customer:{c}:usage:{YYYYMM}   hash  m (month), d:<DD> (day)
--- KEYS[5] family:{f}:evt:<b>                       hash  eventId -> stored result (dedupe),
+-- KEYS[5] family:{f}:evt:<b>                       hash  eventId -> stored result (dedupe), "" = 1
+--                                                        once the bucket's TTL is set,
 -- KEYS[6] family:{f}:evt:<b-1>                           by arrival: b = now / window
 -- ARGV: 1 customerId, 2 bytes, 3 appId, 4 category, 5 minute of day, 6 ISO weekday,
---       7 day of month "DD", 8 eventId, 9 dedupe bucket ttl s, 10 month ttl s,
+--       7 day "YYYYMMDD", 8 eventId, 9 dedupe bucket ttl s (three windows), 10 month ttl s,
 --       11 default thresholds "50,30,10", 12 max pool total, 13 state generation
 --       ("" = unchecked)
 -- Returns {duplicate 0|1, "decision|remaining|total|daily|monthly|throttle|crossed|rule"},
@@ -21,164 +23,178 @@
 -- {2, generation} without changing anything when the family was restored by
 -- another state generation than ARGV[13] (a rebuild is running or done).
 
-local stored = redis.call('HGET', KEYS[5], ARGV[8]) or redis.call('HGET', KEYS[6], ARGV[8])
+-- The bucket's field "" (no event id is empty) marks that its TTL is set.
+local bucket = redis.call('HMGET', KEYS[5], ARGV[8], '')
+local stored = bucket[1] or redis.call('HGET', KEYS[6], ARGV[8])
 if stored then
   return {1, stored}
 end
 
+-- No local functions: a closure is built on every call. Numbers are parsed
+-- once, strings matched only where a constraint asks for it.
 local bytes = tonumber(ARGV[2])
 local app, category = ARGV[3], ARGV[4]
 local now, wd = tonumber(ARGV[5]), tonumber(ARGV[6])
-local dayfield = 'd:' .. ARGV[7]
-local month_ttl = tonumber(ARGV[10])
+local dayfield = 'd:' .. string.sub(ARGV[7], 7, 8)
 
 local fam = redis.call('HMGET', KEYS[1], 'plan', 'thr', 'm:' .. ARGV[1], 'g')
 if ARGV[13] ~= '' and fam[4] and fam[4] ~= ARGV[13] then
   return {2, fam[4]}
 end
-local provisioned = fam[1] ~= false
-local thr = fam[2]
-if thr == false then thr = ARGV[11] end
-local pcts = {}
+local thr = fam[2] or ARGV[11]
+local pcts, np = {}, 0
 local poolfields = {'used', 'topup'}
 for p in string.gmatch(thr, '%d+') do
-  pcts[#pcts + 1] = p
-  poolfields[#poolfields + 1] = 'a:' .. p
+  np = np + 1
+  pcts[np] = tonumber(p)
+  poolfields[np + 2] = 'a:' .. p
 end
 local pool = redis.call('HMGET', KEYS[3], unpack(poolfields))
 local used = tonumber(pool[1]) or 0
 -- A plan raised after a month's top-ups can leave an old month above the
 -- bound; the bound wins, so every later number stays exact.
-local total = math.min((tonumber(fam[1]) or 0) + (tonumber(pool[2]) or 0), tonumber(ARGV[12]))
+local total = (tonumber(fam[1]) or 0) + (tonumber(pool[2]) or 0)
+local maxtotal = tonumber(ARGV[12])
+if total > maxtotal then total = maxtotal end
 local usage = redis.call('HMGET', KEYS[4], 'm', dayfield)
 local monthly = tonumber(usage[1]) or 0
 local daily = tonumber(usage[2]) or 0
-
-local function remaining()
-  local r = total - used
-  if r < 0 then return 0 end
-  return r
-end
-
--- HHMM -> minutes of the day, nil when malformed.
-local function hhmm(s)
-  if type(s) ~= 'string' or not string.match(s, '^%d%d%d%d$') then return nil end
-  local h, m = tonumber(string.sub(s, 1, 2)), tonumber(string.sub(s, 3, 4))
-  if h > 23 or m > 59 then return nil end
-  return h * 60 + m
-end
-
-local DAY = {MON = 1, TUE = 2, WED = 3, THU = 4, FRI = 5, SAT = 6, SUN = 7}
-
--- "MON-FRI" / "SAT,SUN" / "FRI-MON" -> set of ISO weekdays, nil when malformed.
-local function dayset(spec)
-  local set, any = {}, false
-  for item in string.gmatch(spec, '[^,]+') do
-    local a, b = string.match(item, '^(%u+)%-(%u+)$')
-    if not a then a, b = item, item end
-    local i, j = DAY[a], DAY[b]
-    if not i or not j then return nil end
-    while true do
-      set[i] = true
-      if i == j then break end
-      i = i % 7 + 1
-    end
-    any = true
-  end
-  if not any then return nil end
-  return set
-end
-
--- Is now inside [s, e) on an allowed day? Wrapped windows belong to their start day.
-local function inside(s, e, set)
-  local prev = (wd + 5) % 7 + 1
-  local function on(d) return set == nil or set[d] == true end
-  if s == e then return on(wd) end
-  if s < e then return on(wd) and now >= s and now < e end
-  return (now >= s and on(wd)) or (now < e and on(prev))
-end
-
--- Byte-wise a < b (Lua's < follows the server's collation locale).
-local function less(a, b)
-  local n = math.min(#a, #b)
-  for i = 1, n do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then return x < y end
-  end
-  return #a < #b
-end
-
--- Effective limits: LIMIT:DATA:DAILY / MONTHLY, each (when set) raised by the
--- period-scoped extras of the event's day and month, LIMIT:DATA:EXTRA:<YYYYMMDD>
--- and LIMIT:DATA:EXTRA:<YYYYMM> (policy.Constraints.EffectiveLimits). No limit
--- stays no limit; extras of other periods are ignored. The month is the last
--- six characters of the pool key KEYS[3], the day of month is ARGV[7].
-local function effective_limits(c)
-  local dl, ml = tonumber(c['LIMIT:DATA:DAILY']), tonumber(c['LIMIT:DATA:MONTHLY'])
-  if dl or ml then
-    local month = string.sub(KEYS[3], -6)
-    local extra = (tonumber(c['LIMIT:DATA:EXTRA:' .. month .. ARGV[7]]) or 0)
-      + (tonumber(c['LIMIT:DATA:EXTRA:' .. month]) or 0)
-    if dl then dl = dl + extra end
-    if ml then ml = ml + extra end
-  end
-  return dl, ml
-end
 
 local decision, rule, throttle = nil, '', 0
 
 if fam[3] ~= '1' then
   decision, rule = 'BLOCKED_NOT_MEMBER', 'MEMBERSHIP'
 else
-  local flat = redis.call('HGETALL', KEYS[2])
-  local c = {}
-  for i = 1, #flat, 2 do c[flat[i]] = flat[i + 1] end
+  -- The fields this event needs, and the compiled windows #w (quota/compiled.go):
+  -- per window, start and end minute as two characters each (48 + m / 40,
+  -- 48 + m % 40), the days Mon..Sun as seven '0'/'1', the name (the rule
+  -- key after BLOCK:TIME:, START for the night window) and a space; the night window first, then the rest by key. Read with
+  -- string.byte, which makes no strings. A hash written by an earlier engine
+  -- has no #w: it is read whole and its windows compiled here (malformed ones
+  -- are ignored).
+  local cf = redis.call('HMGET', KEYS[2], '#w', 'BLOCK:ACCESS', 'BLOCK:APP:' .. app,
+    'BLOCK:CATEGORY:' .. category, 'LIMIT:DATA:DAILY', 'LIMIT:DATA:MONTHLY', 'THROTTLE:SPEED',
+    'LIMIT:DATA:EXTRA:' .. ARGV[7], 'LIMIT:DATA:EXTRA:' .. string.sub(ARGV[7], 1, 6))
+  local windows = cf[1]
+  if not windows then
+    local flat = redis.call('HGETALL', KEYS[2])
+    local c, w = {}, {}
+    for i = 1, #flat, 2 do c[flat[i]] = flat[i + 1] end
+    cf = {false, c['BLOCK:ACCESS'], c['BLOCK:APP:' .. app], c['BLOCK:CATEGORY:' .. category],
+      c['LIMIT:DATA:DAILY'], c['LIMIT:DATA:MONTHLY'], c['THROTTLE:SPEED'],
+      c['LIMIT:DATA:EXTRA:' .. ARGV[7]], c['LIMIT:DATA:EXTRA:' .. string.sub(ARGV[7], 1, 6)]}
+    local DAY = {MON = 1, TUE = 2, WED = 3, THU = 4, FRI = 5, SAT = 6, SUN = 7}
+    for k, v in pairs(c) do
+      local night = k == 'BLOCK:TIME:START'
+      local sh, sm, eh, em, spec
+      if night then
+        sh, sm = string.match(v, '^(%d%d)(%d%d)$')
+        eh, em = string.match(c['BLOCK:TIME:END'] or '', '^(%d%d)(%d%d)$')
+      elseif string.sub(k, 1, 11) == 'BLOCK:TIME:' and k ~= 'BLOCK:TIME:END' then
+        sh, sm, eh, em, spec = string.match(v, '^(%d%d)(%d%d)%-(%d%d)(%d%d)@(.+)$')
+        if not sh then sh, sm, eh, em = string.match(v, '^(%d%d)(%d%d)%-(%d%d)(%d%d)$') end
+      end
+      sh, sm, eh, em = tonumber(sh), tonumber(sm), tonumber(eh), tonumber(em)
+      if sh and eh and sh <= 23 and sm <= 59 and eh <= 23 and em <= 59 then
+        -- Days: "MON-FRI" / "SAT,SUN" / "FRI-MON".
+        local set, ok = {1, 1, 1, 1, 1, 1, 1}, true
+        if spec then
+          set, ok = {0, 0, 0, 0, 0, 0, 0}, false
+          for item in string.gmatch(spec, '[^,]+') do
+            local a, b = string.match(item, '^(%u+)%-(%u+)$')
+            if not a then a, b = item, item end
+            local d, j = DAY[a], DAY[b]
+            if not d or not j then ok = false break end
+            while true do
+              set[d] = 1
+              if d == j then break end
+              d = d % 7 + 1
+            end
+            ok = true
+          end
+        end
+        if ok then
+          local ws, we = sh * 60 + sm, eh * 60 + em
+          local e = string.char(48 + math.floor(ws / 40), 48 + ws % 40, 48 + math.floor(we / 40), 48 + we % 40) ..
+            table.concat(set) .. string.sub(k, 12) .. ' '
+          if night then table.insert(w, 1, e) else w[#w + 1] = e end
+        end
+      end
+    end
+    windows = table.concat(w)
+  end
 
-  if c['BLOCK:ACCESS'] == '1' then
+  if cf[2] == '1' then
     decision, rule = 'BLOCKED_ACCESS', 'BLOCK:ACCESS'
-  elseif app ~= '' and c['BLOCK:APP:' .. app] == '1' then
+  elseif app ~= '' and cf[3] == '1' then
     decision, rule = 'BLOCKED_APP', 'BLOCK:APP:' .. app
-  elseif category ~= '' and c['BLOCK:CATEGORY:' .. category] == '1' then
+  elseif category ~= '' and cf[4] == '1' then
     decision, rule = 'BLOCKED_APP', 'BLOCK:CATEGORY:' .. category
   end
 
-  if not decision and #flat > 0 then
-    local s, e = hhmm(c['BLOCK:TIME:START']), hhmm(c['BLOCK:TIME:END'])
-    if s and e and inside(s, e, nil) then
-      decision, rule = 'BLOCKED_TIME', 'BLOCK:TIME:START'
-    else
-      local best = nil
-      for k, v in pairs(c) do
-        if string.sub(k, 1, 11) == 'BLOCK:TIME:' and k ~= 'BLOCK:TIME:START' and k ~= 'BLOCK:TIME:END' then
-          local a, b, spec = string.match(v, '^(%d%d%d%d)%-(%d%d%d%d)@(.+)$')
-          if not a then a, b = string.match(v, '^(%d%d%d%d)%-(%d%d%d%d)$') end
-          local ws, we = hhmm(a), hhmm(b)
-          local set, ok = nil, true
-          if spec then
-            set = dayset(spec)
-            ok = set ~= nil
+  -- Time windows: is now inside [s, e) on an allowed day? Wrapped windows
+  -- belong to their start day; s == e is the whole day. The night window
+  -- wins, then the named window whose name is first byte-wise.
+  if not decision and windows ~= '' then
+    local prev = (wd + 5) % 7 + 1
+    local best = nil
+    local pos, n = 1, #windows
+    while pos < n do
+      local a, b, c, d = string.byte(windows, pos, pos + 3)
+      local s, e = (a - 48) * 40 + b - 48, (c - 48) * 40 + d - 48
+      local stop = string.find(windows, ' ', pos + 11, true)
+      local onwd = string.byte(windows, pos + 3 + wd) == 49 -- '1'
+      local hit
+      if s == e then hit = onwd
+      elseif s < e then hit = onwd and now >= s and now < e
+      else hit = (now >= s and onwd) or (now < e and string.byte(windows, pos + 3 + prev) == 49) end
+      local k = hit and string.sub(windows, pos + 11, stop - 1)
+      pos = stop + 1
+      if hit then
+        if k == 'START' then
+          best = k
+          break
+        elseif best == nil then
+          best = k
+        else
+          -- Byte-wise k < best (Lua's < follows the server's collation locale).
+          local less = #k < #best
+          for j = 1, math.min(#k, #best) do
+            local x, y = string.byte(k, j), string.byte(best, j)
+            if x ~= y then less = x < y break end
           end
-          if ws and we and ok and inside(ws, we, set) and (best == nil or less(k, best)) then
-            best = k
-          end
+          if less then best = k end
         end
       end
-      if best then decision, rule = 'BLOCKED_TIME', best end
     end
+    if best then decision, rule = 'BLOCKED_TIME', 'BLOCK:TIME:' .. best end
   end
 
   if not decision then
-    local dl, ml = effective_limits(c)
+    -- The member's effective limits for the event's day (ARGV[7], YYYYMMDD)
+    -- and month: LIMIT:DATA:DAILY / MONTHLY, each (when set) raised by the
+    -- extras of that day and month, LIMIT:DATA:EXTRA:<YYYYMMDD> and
+    -- LIMIT:DATA:EXTRA:<YYYYMM> (policy.Constraints.EffectiveLimits). No
+    -- limit stays no limit; extras of other periods are not read.
+    local dl, ml = tonumber(cf[5]), tonumber(cf[6])
+    if dl or ml then
+      local extra = (tonumber(cf[8]) or 0) + (tonumber(cf[9]) or 0)
+      if dl then dl = dl + extra end
+      if ml then ml = ml + extra end
+    end
+
+    local r = total - used
+    if r < 0 then r = 0 end
     if dl and daily + bytes > dl then
       decision, rule = 'BLOCKED_LIMIT_DAILY', 'LIMIT:DATA:DAILY'
     elseif ml and monthly + bytes > ml then
       decision, rule = 'BLOCKED_LIMIT_MONTHLY', 'LIMIT:DATA:MONTHLY'
-    elseif remaining() < bytes then
+    elseif r < bytes then
       decision = 'BLOCKED_FAMILY_QUOTA'
-      if provisioned then rule = 'POOL' else rule = 'POOL:UNPROVISIONED' end
+      if fam[1] then rule = 'POOL' else rule = 'POOL:UNPROVISIONED' end
     else
       decision = 'ALLOWED'
-      throttle = tonumber(c['THROTTLE:SPEED']) or 0
+      throttle = tonumber(cf[7]) or 0
     end
   end
 end
@@ -186,38 +202,48 @@ end
 if decision == 'ALLOWED' then
   -- TTLs are set when a period key is created; keys that exist have theirs.
   used = redis.call('HINCRBY', KEYS[3], 'used', bytes)
-  if pool[1] == false and pool[2] == false then redis.call('EXPIRE', KEYS[3], month_ttl) end
-  monthly = redis.call('HINCRBY', KEYS[4], 'm', bytes)
-  daily = redis.call('HINCRBY', KEYS[4], dayfield, bytes)
-  if usage[1] == false then redis.call('EXPIRE', KEYS[4], month_ttl) end
+  if pool[1] == false and pool[2] == false then redis.call('EXPIRE', KEYS[3], ARGV[10]) end
+  monthly, daily = monthly + bytes, daily + bytes
+  redis.call('HSET', KEYS[4], 'm', string.format('%d', monthly), dayfield, string.format('%d', daily))
+  if usage[1] == false then redis.call('EXPIRE', KEYS[4], ARGV[10]) end
 end
+
+local rem = total - used
+if rem < 0 then rem = 0 end
 
 -- Crossings are judged on every event of a member, allowed or not, so a pool
 -- that fell under a threshold by a plan cut is announced with the family's
 -- next event even when every request is bigger than what is left.
 local crossed = ''
 if decision ~= 'BLOCKED_NOT_MEMBER' and total > 0 then
-  local rem = remaining()
-  local fired = {}
-  for i, p in ipairs(pcts) do
-    if pool[i + 2] == false and rem * 100 <= tonumber(p) * total then
+  local fired = nil
+  for i = 1, np do
+    local p = pcts[i]
+    if pool[i + 2] == false and rem * 100 <= p * total then
       -- n:<pct> counts how often it fired this month (re-armed by top-ups).
       local arm = redis.call('HINCRBY', KEYS[3], 'n:' .. p, 1)
+      fired = fired or {}
       fired[#fired + 1] = p .. ':' .. arm
       redis.call('HSET', KEYS[3], 'a:' .. p, '1')
     end
   end
-  if #fired > 0 and pool[1] == false and pool[2] == false and decision ~= 'ALLOWED' then
-    redis.call('EXPIRE', KEYS[3], month_ttl)
+  if fired then
+    if pool[1] == false and pool[2] == false and decision ~= 'ALLOWED' then
+      redis.call('EXPIRE', KEYS[3], ARGV[10])
+    end
+    crossed = table.concat(fired, ',')
   end
-  crossed = table.concat(fired, ',')
 end
 
-local function int(n) return string.format('%d', n) end
-local result = table.concat({decision, int(remaining()), int(total), int(daily), int(monthly), int(throttle),
-  crossed, rule}, '|')
-redis.call('HSET', KEYS[5], ARGV[8], result)
--- A bucket lives two windows: an id judged in bucket b is found by any replay
--- arriving within the window (in bucket b or b+1).
-redis.call('EXPIRE', KEYS[5], tonumber(ARGV[9]))
+local result = decision .. '|' .. string.format('%d|%d|%d|%d|%d|', rem, total, daily, monthly, throttle) ..
+  crossed .. '|' .. rule
+-- A bucket lives three windows from its first write (so at least two after
+-- its last, on clocks less than a window apart): an id judged in bucket b is
+-- found by any replay arriving within the window (in bucket b or b+1).
+if bucket[2] then
+  redis.call('HSET', KEYS[5], ARGV[8], result)
+else
+  redis.call('HSET', KEYS[5], ARGV[8], result, '', '1')
+  redis.call('EXPIRE', KEYS[5], ARGV[9])
+end
 return {0, result}
