@@ -9,7 +9,7 @@ TESTFLAGS ?=
 # Sequences the rapid property tests run in `make test` / `make integration`.
 RAPID_CHECKS ?= 1000
 
-.PHONY: all run test integration e2e chaos bench bench-pipeline bench-recovery cover lint fuzz release clean
+.PHONY: all run test integration e2e chaos bench bench-pipeline bench-recovery cover lint fuzz release screenshots clean
 
 all: lint test
 
@@ -54,6 +54,12 @@ bench-pipeline:
 ## from SQL at 100,000 families); writes doc/benchmarks.md.
 bench-recovery:
 	BENCH_PACKAGES=0 BENCH_PIPELINE=0 bash scripts/bench.sh
+
+## screenshots: the family app's and the back office's main screens (phone
+## and desktop) into doc/screenshots, taken by the browser tests in Debian's
+## headless Chromium (installed with apt when missing).
+screenshots:
+	bash scripts/screenshots.sh
 
 ## cover: unit-test coverage, with the total on the last line.
 cover:

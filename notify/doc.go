@@ -26,7 +26,11 @@
 //     event name EventName and the Notification as JSON data; WriteTo
 //     writes one SSE frame.
 //   - Channel: external delivery (Send). Webhook POSTs JSON signed with
-//     HMAC-SHA256. Each channel has its own bounded queue and workers;
+//     HMAC-SHA256. WebPush sends Web Push messages (RFC 8030) to the
+//     browsers of the members who see a notification (a SubscriptionStore
+//     names them), encrypted (RFC 8291) and VAPID-signed (RFC 8292); a
+//     subscription the push service reports gone (404, 410) is removed; use
+//     it with WithChannel(name, wp, DefaultWebPushKinds()...). Each channel has its own bounded queue and workers;
 //     a failed send is retried after 1 s, 5 s and 30 s and then sent to the
 //     DLT with the reason (and a dlt-channel header). A full queue
 //     dead-letters too, so a failing channel never holds up the inbox, the

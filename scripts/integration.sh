@@ -8,6 +8,7 @@ source scripts/servers.sh
 trap dpcs_stop_servers EXIT
 
 dpcs_install
+dpcs_install_browser
 dpcs_start_redis
 dpcs_start_replica
 # A replica per cluster master, for the replica-acknowledgement tests.

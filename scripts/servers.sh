@@ -4,6 +4,8 @@
 # is recorded and stopped by dpcs_stop_servers (installed as an EXIT trap).
 #
 #   dpcs_install            apt-get install redis-server mariadb-server kcat when missing
+#   dpcs_install_browser    apt-get install chromium and a Korean font when missing
+#                                                     -> DPCS_TEST_REQUIRE_BROWSER=1
 #   dpcs_start_redis        single redis-server        -> DPCS_TEST_REDIS_ADDR
 #   dpcs_start_cluster      3-node Redis Cluster      -> DPCS_TEST_REDIS_CLUSTER
 #                           with a replica per master when DPCS_CLUSTER_REPLICA_PORTS
@@ -45,6 +47,21 @@ dpcs_install() {
 		apt-get update -q >/dev/null
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server redis-tools mariadb-server kcat >/dev/null
 	fi
+}
+
+# Debian's Chromium for the browser tests (internal/browsertest), with a
+# Korean font (the family app is Korean by default; without one, screenshots
+# show boxes). The browser tests fail rather than skip from here on.
+dpcs_install_browser() {
+	local missing=()
+	[ -x /usr/bin/chromium ] || missing+=(chromium)
+	[ -d /usr/share/fonts/truetype/nanum ] || missing+=(fonts-nanum)
+	if [ ${#missing[@]} -gt 0 ]; then
+		dpcs_log "installing ${missing[*]}"
+		apt-get update -q >/dev/null
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null
+	fi
+	export DPCS_TEST_REQUIRE_BROWSER=1
 }
 
 dpcs_wait() { # dpcs_wait what seconds cmd...

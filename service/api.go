@@ -95,6 +95,14 @@ type APIConfig struct {
 	// NoWeb leaves out the embedded web front-ends (package web: the family
 	// app under /app/, the back office under /console/). Default: served.
 	NoWeb bool
+	// VAPIDPublicKey is the Web Push application server key (base64url)
+	// GET /push/vapid-public-key answers; the notifier's web push channel
+	// must sign with its private key. Default: "" (that route answers 404;
+	// browsers can still store subscriptions).
+	VAPIDPublicKey string
+	// AllowLoopbackPush accepts push subscriptions whose endpoint is http on
+	// a loopback host (tests with a local push service). Default: https only.
+	AllowLoopbackPush bool
 }
 
 // API is DPCS's HTTP API (SPEC §10): huma v2 on a net/http ServeMux, OpenAPI
@@ -202,6 +210,7 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	a.registerAuth()
 	a.registerFamily()
 	a.registerStream()
+	a.registerPush()
 	a.registerAdmin()
 	a.registerVersion()
 	if !cfg.NoWeb {

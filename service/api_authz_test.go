@@ -26,6 +26,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 	fam := func(ok int) cols { return cols{ok, 404, ok, 404, ok, ok} }
 	own := func(ok int) cols { return cols{403, 404, ok, 404, ok, ok} }
 	adm := func(ok int) cols { return cols{403, 403, 403, 403, ok, ok} }
+	push := func(ok int) cols { return cols{ok, 404, ok, 404, 403, 403} } // the caller's own; an admin has none
+	pushKeys := testPushKeys(t)
 	routes := []struct {
 		method, path, body string
 		want               cols
@@ -44,6 +46,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"GET", "/families/{f}/notifications", "", fam(200)},
 		{"POST", "/families/{f}/notifications/{n}/read", "", fam(204)},
 		{"GET", "/families/{f}/notifications/stream", "", fam(200)},
+		{"POST", "/families/{f}/push-subscriptions", `{"endpoint":"https://push.example/{u}","expirationTime":null,"keys":` + pushKeys + `}`, push(201)},
+		{"DELETE", "/families/{f}/push-subscriptions?endpoint=https%3A%2F%2Fpush.example%2F{s}", "", push(204)},
 		{"GET", "/admin/policy-templates", "", adm(200)},
 		{"POST", "/admin/policy-templates", `{"name":"t{u}","type":"LIMIT","defaultRules":{"LIMIT:DATA:DAILY":"1000"},"active":true}`, adm(201)},
 		{"GET", "/admin/policy-templates/{t}", "", adm(200)},
@@ -85,6 +89,14 @@ func TestAuthorizationMatrix(t *testing.T) {
 						}
 						s = strings.ReplaceAll(s, "{t}", fmt.Sprint(tpl.ID))
 					}
+					if strings.Contains(s, "{s}") { // the caller's subscription, where it may have one
+						if c.name != "ADMIN" && target == c.family[0] {
+							if _, err := f.store.SavePushSubscription(ctx, target, c.id, testPushSubscription(t, fmt.Sprint("https://push.example/s", vid)), false); err != nil {
+								t.Fatal(err)
+							}
+						}
+						s = strings.ReplaceAll(s, "{s}", fmt.Sprint("s", vid))
+					}
 					if strings.Contains(s, "{n}") {
 						s = strings.ReplaceAll(s, "{n}", fmt.Sprint(f.notification(target, 0, envelope.SubThresholdAlert).ID))
 					}
@@ -112,7 +124,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 			}
 		}
 		// no token: 401 everywhere
-		resp, _ := f.do(r.method, strings.NewReplacer("{f}", "100", "{c}", "1002", "{v}", "1003", "{t}", "1", "{n}", "1").Replace(r.path), "", nil)
+		resp, _ := f.do(r.method, strings.NewReplacer("{f}", "100", "{c}", "1002", "{v}", "1003", "{t}", "1", "{n}", "1", "{s}", "s1").Replace(r.path), "", nil)
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("%s %s without a token: %d", r.method, r.path, resp.StatusCode)
 		}

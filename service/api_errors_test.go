@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -99,6 +100,10 @@ func TestErrorsCarryNoInternals(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := f.notification(famA, 0, envelope.SubThresholdAlert)
+	pushKeys := map[string]string{}
+	if err := json.Unmarshal([]byte(testPushKeys(t)), &pushKeys); err != nil {
+		t.Fatal(err)
+	}
 	f.call(http.MethodPatch, "/families/100/members/1002/policies", owner, map[string]any{"set": map[string]string{"THROTTLE:SPEED": "100"}}, http.StatusOK, nil)
 
 	for _, c := range []struct {
@@ -142,6 +147,17 @@ func TestErrorsCarryNoInternals(t *testing.T) {
 		{"notifications bad limit", "GET", "/families/100/notifications?limit=5000", owner, nil, 422},
 		{"read unknown notification", "POST", "/families/100/notifications/999999/read", owner, nil, 404},
 		{"read another family's notification", "POST", fmt.Sprintf("/families/200/notifications/%d/read", n.ID), ownerBTok, nil, 404},
+		// push subscriptions
+		{"push key not configured", "GET", "/push/vapid-public-key", "", nil, 404},
+		{"push http endpoint", "POST", "/families/100/push-subscriptions", child, pushBody("http://push.example/x", pushKeys), 422},
+		{"push loopback http, not allowed here", "POST", "/families/100/push-subscriptions", child, pushBody("http://127.0.0.1:9/x", pushKeys), 422},
+		{"push bad p256dh", "POST", "/families/100/push-subscriptions", child, pushBody("https://push.example/x", map[string]string{"p256dh": strings.Repeat("A", 87), "auth": pushKeys["auth"]}), 422},
+		{"push short auth", "POST", "/families/100/push-subscriptions", child, pushBody("https://push.example/x", map[string]string{"p256dh": pushKeys["p256dh"], "auth": "AAAA"}), 422},
+		{"push no keys", "POST", "/families/100/push-subscriptions", child, map[string]any{"endpoint": "https://push.example/x"}, 422},
+		{"push as admin", "POST", "/families/100/push-subscriptions", admin, pushBody("https://push.example/x", pushKeys), 403},
+		{"push other family", "POST", "/families/200/push-subscriptions", owner, pushBody("https://push.example/x", pushKeys), 404},
+		{"unsubscribe unknown", "DELETE", "/families/100/push-subscriptions?endpoint=https%3A%2F%2Fpush.example%2Fnone", owner, nil, 404},
+		{"unsubscribe without endpoint", "DELETE", "/families/100/push-subscriptions", owner, nil, 422},
 		// admin routes
 		{"template name taken", "POST", "/admin/policy-templates", admin, map[string]any{"name": "taken", "type": "LIMIT", "defaultRules": map[string]string{}, "active": true}, 409},
 		{"template rename to taken", "PUT", fmt.Sprintf("/admin/policy-templates/%d", off.ID), admin, map[string]any{"name": "taken", "type": "LIMIT", "defaultRules": map[string]string{}, "active": true}, 409},

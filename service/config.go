@@ -57,6 +57,17 @@ type Config struct {
 	// (DPCS_WEBHOOK_SECRET, at least 16 bytes). Empty: no external channel.
 	WebhookURL    string `envconfig:"WEBHOOK_URL" desc:"URL the notifier POSTs CUSTOMER_BLOCKED and THRESHOLD_ALERT notifications to, signed with DPCS_WEBHOOK_SECRET (doc/security.md, Verifying webhooks). Empty: no webhook"`
 	WebhookSecret string `envconfig:"WEBHOOK_SECRET" desc:"HMAC-SHA256 key of the webhook signatures, at least 16 bytes; required with DPCS_WEBHOOK_URL"`
+	// VAPIDPublicKey, VAPIDPrivateKey (DPCS_VAPID_PUBLIC_KEY,
+	// DPCS_VAPID_PRIVATE_KEY: base64url, as `server vapid-keys` prints them)
+	// and VAPIDSubject (DPCS_VAPID_SUBJECT, mailto: or https:) turn on the
+	// notifier's Web Push channel and the API's GET /push/vapid-public-key.
+	// Unset on the processor and the server: no push (logged at start). The
+	// all-in-one without keys generates a pair once and keeps it in its SQL
+	// store. PushKinds (DPCS_PUSH_KINDS) are the notification kinds pushed.
+	VAPIDPublicKey  string   `envconfig:"VAPID_PUBLIC_KEY" deployables:"processor, server, all-in-one" doc_default:"all-in-one: generated once, kept in its SQL store; processor, server: none (no web push)" desc:"Web Push application server public key (uncompressed P-256, base64url; server vapid-keys makes a pair). Set with DPCS_VAPID_PRIVATE_KEY and DPCS_VAPID_SUBJECT, the same on every processor and server"`
+	VAPIDPrivateKey string   `envconfig:"VAPID_PRIVATE_KEY" deployables:"processor, server, all-in-one" desc:"Web Push application server private key (P-256 scalar, base64url): a secret (doc/security.md, Web Push keys)"`
+	VAPIDSubject    string   `envconfig:"VAPID_SUBJECT" deployables:"processor, server, all-in-one" doc_default:"all-in-one: mailto:dpcs@localhost; processor, server: required with the keys" desc:"contact the push services' operators can reach: a mailto: or https: URI"`
+	PushKinds       []string `envconfig:"PUSH_KINDS" default:"CUSTOMER_BLOCKED,THRESHOLD_ALERT,DATA_REQUESTED,DATA_REQUEST_ANSWERED" deployables:"processor, server, all-in-one" desc:"notification kinds sent as Web Push messages, comma-separated"`
 	// Recovery (DPCS_RECOVERY: auto, manual, off; default auto) is what the
 	// processor does when Redis cannot be trusted (it came back empty, from
 	// an older snapshot or another generation): auto rebuilds it from SQL
@@ -189,6 +200,7 @@ func (c *Config) finish(getenv func(string) string, r *envRead) []error {
 	if c.WebhookURL != "" && len(c.WebhookSecret) < 16 {
 		errs = append(errs, errors.New("DPCS_WEBHOOK_SECRET: at least 16 bytes are required with DPCS_WEBHOOK_URL"))
 	}
+	errs = append(errs, c.checkPush()...)
 	r.want(&errs, "DPCS_KAFKA_SESSION_TIMEOUT", c.KafkaSessionTimeout >= time.Second && c.KafkaSessionTimeout <= 30*time.Minute, "a duration from 1s to 30m")
 	r.want(&errs, "DPCS_START_TIMEOUT", c.StartTimeout >= 0, "a duration ≥ 0")
 	r.want(&errs, "DPCS_NOTIFIER", c.Notifier == "on" || c.Notifier == "off", "on or off")

@@ -167,7 +167,7 @@ func TestOpenAPIContract(t *testing.T) {
 		}
 	}
 	slices.Sort(public)
-	want := []string{"get-version", "login", "logout", "refresh"}
+	want := []string{"get-vapid-public-key", "get-version", "login", "logout", "refresh"}
 	if diff := cmp.Diff(want, public); diff != "" {
 		t.Errorf("public operations (-want +got):\n%s", diff)
 	}

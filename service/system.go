@@ -61,7 +61,11 @@ type SystemConfig struct {
 	// JWTSecret (DPCS_JWT_SECRET, at least 32 bytes) signs access tokens.
 	// Empty: a random secret kept in DataDir/jwt-secret, so tokens survive
 	// restarts of the same data dir.
-	JWTSecret string `envconfig:"JWT_SECRET" deployables:"server, all-in-one" doc_default:"all-in-one: random, kept in $DPCS_DATA_DIR/jwt-secret; server: required" desc:"key signing access tokens, at least 32 bytes, the same for every API instance"`
+	// AllowLoopbackPush accepts push subscriptions to http endpoints on a
+	// loopback host (tests with a local push service); not read from the
+	// environment.
+	AllowLoopbackPush bool   `ignored:"true"`
+	JWTSecret         string `envconfig:"JWT_SECRET" deployables:"server, all-in-one" doc_default:"all-in-one: random, kept in $DPCS_DATA_DIR/jwt-secret; server: required" desc:"key signing access tokens, at least 32 bytes, the same for every API instance"`
 }
 
 // LoadSystemConfig reads SystemConfig through getenv; errors name the variable.
@@ -286,6 +290,11 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if err != nil {
 		return nil, err
 	}
+	pushOpt, vapidPublic, err := cfg.systemPush(ctx, s.Store, log)
+	if err != nil {
+		return nil, err
+	}
+	nopts = append(nopts, pushOpt)
 	s.workers, err = NewWorkers(s.Engine, s.DB, kopts, WorkersConfig{Logger: log, Notifier: nopts, Metrics: s.Metrics, TracerProvider: tp,
 		Processor: []ProcessorOption{WithProcessorLocation(cfg.Zone), WithMaxEventAge(cfg.DedupeWindow - time.Hour),
 			WithStateGuard(rec)}})
@@ -345,7 +354,8 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	}
 	if s.API, err = NewAPI(APIConfig{Store: s.Store, Engine: s.Engine, Hub: s.Hub, Inbox: inbox,
 		Wake: s.relay.Wake, Secret: secret, Logger: log, AccessEvents: s.access, Metrics: s.Metrics,
-		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies}); err != nil {
+		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies,
+		VAPIDPublicKey: vapidPublic, AllowLoopbackPush: cfg.AllowLoopbackPush}); err != nil {
 		return nil, err
 	}
 	// The API address serves the admin endpoints too (the banner points

@@ -111,6 +111,12 @@ func banner(w io.Writer, cfg service.SystemConfig, s *service.System, token stri
 	p("\nDPCS is running.")
 	p("  API        http://%s   docs: http://%s/docs   OpenAPI: http://%s/openapi.json", api, api, api)
 	if cfg.Demo {
+		p("  family app http://%s/app/       log in as owner %d (or phone 010-0000-0100), child %d; password %q", api, owner, child, service.DemoPassword)
+		p("  console    http://%s/console/   log in as admin %d (or phone 010-0000-0001); password %q", api, service.DemoAdminID, service.DemoPassword)
+	} else {
+		p("  family app http://%s/app/   ·   console http://%s/console/", api, api)
+	}
+	if cfg.Demo {
 		p("  token      TOKEN=%s", token)
 		p("             owner %d of family %d, 30 min; log in again:", owner, fam)
 		p(`             curl -X POST http://%s/auth/token -H 'Content-Type: application/json' -d '{"login":"%d","password":"%s"}'`, api, owner, service.DemoPassword)

@@ -57,6 +57,23 @@ func TestRunAllInOne(t *testing.T) {
 		if code := login(t, out.String(), "1000", service.DemoPassword); code != http.StatusOK {
 			t.Errorf("round %d: the banner's demo login: %d", round, code)
 		}
+		// The banner's front-end links serve their pages.
+		for _, re := range []string{`family app +(http://\S+/app/)`, `console +(http://\S+/console/)`} {
+			m := regexp.MustCompile(re).FindStringSubmatch(out.String())
+			if m == nil {
+				cancel()
+				t.Fatalf("round %d: no %s line:\n%s", round, re, out.String())
+			}
+			resp, err := http.Get(m[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			page, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "<html") {
+				t.Errorf("round %d: %s: %d %.200s", round, m[1], resp.StatusCode, page)
+			}
+		}
 		// The admin address answers while it runs.
 		admin := regexp.MustCompile(`admin +curl (http://\S+/metrics)`).FindStringSubmatch(out.String())
 		if admin == nil {

@@ -171,6 +171,13 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Notifier == "on" {
+		push, err := cfg.WebPushOptions(db, log)
+		if err != nil {
+			return err
+		}
+		nopts = append(nopts, push...)
+	}
 	var guard []service.ProcessorOption
 	if cfg.Recovery != "off" {
 		// Judge only from a Redis state SQL vouches for; rebuild it (or wait

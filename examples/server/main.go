@@ -22,6 +22,11 @@
 // --password-file PATH or --password-env VAR; at least 12 bytes, never
 // printed. It needs only the SQL settings and prints the new admin's id.
 //
+// Web Push needs a VAPID key pair: `go run ./examples/server vapid-keys`
+// prints a new one as DPCS_VAPID_PUBLIC_KEY and DPCS_VAPID_PRIVATE_KEY lines
+// (set them, with DPCS_VAPID_SUBJECT, on every server and processor; the
+// private key is a secret, doc/security.md). It needs no other setting.
+//
 // DPCS_OTLP_ENDPOINT (or the standard OTEL_EXPORTER_OTLP_ENDPOINT) turns
 // OpenTelemetry tracing on (doc/observability.md, Tracing).
 package main
@@ -92,6 +97,9 @@ func passwordEnv(args []string) string {
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, ready chan<- string) error {
 	if buildinfo.Asked(args) {
 		return buildinfo.Print(stdout, "dpcs server")
+	}
+	if len(args) > 0 && args[0] == "vapid-keys" {
+		return vapidKeys(stdout)
 	}
 	cfg, err := service.LoadSystemConfig(getenv)
 	if err != nil {
@@ -168,6 +176,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
+	push, err := cfg.WebPushOptions(db, log)
+	if err != nil {
+		return err
+	}
+	nopts = append(nopts, push...)
 	notifier, err := notify.New(inbox, hub, slices.Concat(kopts, service.KafkaHooks(reg, "notifier"), service.TracingKafkaOpts(tp)),
 		append(nopts, notify.WithLogger(log), notify.WithHooks(metrics.NotifierHooks()), notify.WithTracerProvider(tp))...)
 	if err != nil {
@@ -186,7 +199,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	defer access.Close()
 	api, err := service.NewAPI(service.APIConfig{Store: st, Engine: engine, Hub: hub, Inbox: inbox,
 		Wake: relay.Wake, Secret: []byte(cfg.JWTSecret), Logger: log, AccessEvents: access, Metrics: metrics,
-		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies})
+		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies,
+		VAPIDPublicKey: cfg.VAPIDPublicKey})
 	if err != nil {
 		return err
 	}
@@ -299,4 +313,14 @@ func flushTraces(log *slog.Logger, shutdown func(context.Context) error) {
 	if err := shutdown(ctx); err != nil {
 		log.Warn("flushing traces", "err", err)
 	}
+}
+
+// vapidKeys prints a new VAPID key pair as environment lines.
+func vapidKeys(stdout io.Writer) error {
+	k, err := notify.GenerateVAPIDKeys()
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "DPCS_VAPID_PUBLIC_KEY=%s\nDPCS_VAPID_PRIVATE_KEY=%s\n", k.Public, k.Private)
+	return err
 }

@@ -362,3 +362,27 @@ func TestPasswordEnv(t *testing.T) {
 		}
 	}
 }
+
+// vapid-keys prints a usable pair as environment lines, with no other
+// configuration, and LoadConfig accepts it.
+func TestRunVAPIDKeys(t *testing.T) {
+	var b strings.Builder
+	if err := run(context.Background(), []string{"vapid-keys"}, func(string) string { return "" }, &b, nil); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"DPCS_VAPID_SUBJECT": "mailto:ops@dpcs.example"}
+	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			t.Fatalf("line %q", line)
+		}
+		vars[k] = v
+	}
+	cfg, err := service.LoadConfig(func(k string) string { return vars[k] })
+	if err != nil {
+		t.Fatalf("printed keys refused: %v\n%s", err, b.String())
+	}
+	if _, ok := cfg.VAPIDKeys(); !ok {
+		t.Errorf("no keys from %q", b.String())
+	}
+}

@@ -45,7 +45,7 @@ var sdk = map[string]struct {
 			"github.com/twmb/franz-go", "github.com/twmb/franz-go/pkg/kmsg"},
 		noStd: []string{"net/http"},
 	},
-	"notify": { // Kafka consumer, Redis hub, SQL inbox, webhooks (net/http), OpenTelemetry's trace API (not its SDK)
+	"notify": { // Kafka consumer, Redis hub, SQL inbox, webhooks and Web Push (net/http, standard crypto only), OpenTelemetry's trace API (not its SDK)
 		modules: []string{"github.com/cespare/xxhash/v2", "github.com/google/uuid", "github.com/klauspost/compress",
 			"github.com/pierrec/lz4/v4", "github.com/redis/go-redis/v9", "github.com/twmb/franz-go",
 			"github.com/twmb/franz-go/pkg/kmsg", "go.opentelemetry.io/otel", "go.opentelemetry.io/otel/trace",

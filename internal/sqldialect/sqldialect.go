@@ -230,6 +230,24 @@ func IsDuplicate(err error) bool {
 	return false
 }
 
+// IsTxConflict reports whether err ended a transaction that lost a race with
+// another one and may be run again from the start: MySQL's deadlock (1213,
+// the transaction was rolled back) and lock wait timeout (1205), SQLite's
+// SQLITE_BUSY and SQLITE_LOCKED.
+func IsTxConflict(err error) bool {
+	if n, ok := mysqlNumber(err); ok {
+		return n == 1213 || n == 1205
+	}
+	var se interface{ Code() int }
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff { // primary result code
+		case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
+			return true
+		}
+	}
+	return false
+}
+
 // NullTime scans a DATETIME(3) column of either dialect: a time.Time
 // (MySQL with parseTime=true), or text in SQLiteTimeLayout or MySQL's
 // "2006-01-02 15:04:05[.fff]" form (MySQL without parseTime, SQLite), read

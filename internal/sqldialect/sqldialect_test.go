@@ -113,6 +113,23 @@ func TestForUpdateAndDuplicate(t *testing.T) {
 	}
 }
 
+func TestIsTxConflict(t *testing.T) {
+	for err, want := range map[error]bool{
+		&mysql.MySQLError{Number: 1213}:                      true,
+		fmt.Errorf("x: %w", &mysql.MySQLError{Number: 1205}): true,
+		&mysql.MySQLError{Number: 1062}:                      false,
+		codeErr(5):                                           true,
+		codeErr(6 | 1<<8):                                    true,
+		codeErr(19):                                          false,
+		errors.New("deadlock-ish text"):                      false,
+		nil:                                                  false,
+	} {
+		if got := IsTxConflict(err); got != want {
+			t.Errorf("IsTxConflict(%v) = %v", err, got)
+		}
+	}
+}
+
 func TestNullTime(t *testing.T) {
 	want := time.Date(2026, 2, 6, 14, 30, 0, 5e6, time.UTC)
 	for _, v := range []any{want.In(time.FixedZone("KST", 9*3600)), "2026-02-06 14:30:00.005", []byte("2026-02-06 14:30:00.005"), "2026-02-06T14:30:00.005Z"} {

@@ -838,7 +838,7 @@ func (s *Store) keepAnOwner(ctx context.Context, tx *sql.Tx, fid, cid int64, fie
 
 // RemoveMember soft-deletes a member (deleted_at set, audited as
 // member.remove): its phone is released for reuse (the audit row keeps it),
-// its refresh tokens are revoked, its policy row and usage history stay.
+// its refresh tokens are revoked and its push subscriptions deleted, its policy row and usage history stay.
 // Removing the last owner is ErrConflict. The caller also calls
 // quota.Engine.RemoveMember.
 func (s *Store) RemoveMember(ctx context.Context, fid, cid int64, by Actor) error {
@@ -860,6 +860,9 @@ func (s *Store) RemoveMember(ctx context.Context, fid, cid int64, by Actor) erro
 			return dbErr("remove member", err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE refresh_token SET revoked_at = ? WHERE customer_id = ? AND revoked_at IS NULL`, now, cid); err != nil {
+			return dbErr("remove member", err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM push_subscriptions WHERE member_id = ?`, cid); err != nil {
 			return dbErr("remove member", err)
 		}
 		return s.audit(ctx, tx, fid, by, "member.remove", memberTarget(cid), before, nil)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	mrand "math/rand/v2"
 	"sync"
 	"time"
 
@@ -261,9 +262,33 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
+// txAttempts is how often inTx runs a transaction that loses a race
+// (sqldialect.IsTxConflict) before giving up.
+const txAttempts = 4
+
 // inTx runs fn in a transaction, committing when it returns nil. With
 // SQLite and one open connection every query of fn must go through tx.
+//
+// A transaction that loses a race with another (a MySQL deadlock or lock
+// wait timeout, SQLite busy) is rolled back and run again from the start,
+// up to txAttempts times with a short randomised backoff: fn may therefore
+// run more than once and must only set, never accumulate, state outside tx.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	var err error
+	for attempt := 1; ; attempt++ {
+		if err = s.tryTx(ctx, fn); err == nil || !sqldialect.IsTxConflict(err) || attempt == txAttempts {
+			return err
+		}
+		backoff := time.Duration(attempt) * (5*time.Millisecond + time.Duration(mrand.Int64N(int64(10*time.Millisecond))))
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+	}
+}
+
+func (s *Store) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)

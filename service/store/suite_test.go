@@ -123,6 +123,8 @@ func runSuite(t *testing.T, open opener) {
 		"Conflicts":     testConflicts,
 		"OwnTopUpLimit": testOwnTopUpLimit,
 		"LockoutAudit":  testLockoutAudit,
+		"PushSubs":      testPushSubscriptions,
+		"VAPIDKeys":     testVAPIDKeys,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, newEnv(t, open)) })
 	}

@@ -1,0 +1,590 @@
+package notify
+
+import (
+	"bytes"
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/ecdh"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/hkdf"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dabom/dpcs/envelope"
+)
+
+// The ask-for-more notification kinds (sent to a family's owners when a
+// member asks for more data, and to the member when an owner answers). They
+// are named here as strings so the push channel can deliver them by
+// default; the envelope package defines the events.
+const (
+	KindDataRequested       envelope.SubType = "DATA_REQUESTED"
+	KindDataRequestAnswered envelope.SubType = "DATA_REQUEST_ANSWERED"
+)
+
+// DefaultWebPushKinds returns the kinds a web push channel delivers unless
+// configured otherwise: CUSTOMER_BLOCKED, THRESHOLD_ALERT and the
+// ask-for-more kinds. Pass them (or another set) to WithChannel.
+func DefaultWebPushKinds() []envelope.SubType {
+	return []envelope.SubType{envelope.SubCustomerBlocked, envelope.SubThresholdAlert, KindDataRequested, KindDataRequestAnswered}
+}
+
+// PushSubscription is a browser's push subscription (the Push API's
+// PushSubscription): where to post and the keys to encrypt for.
+type PushSubscription struct {
+	MemberID int64  `json:"memberId"`
+	Endpoint string `json:"endpoint"`
+	// P256dh is the user agent's P-256 public key, uncompressed (65 bytes),
+	// base64url; Auth its 16-byte authentication secret, base64url.
+	P256dh string `json:"p256dh"`
+	Auth   string `json:"auth"`
+}
+
+// SubscriptionStore is what WebPush needs of the subscriptions' store.
+type SubscriptionStore interface {
+	// PushRecipients returns the push subscriptions of the members of
+	// family who see a notification about member (0: family-wide), by the
+	// rule of Filter.Sees: the owners' and member's own or, for a
+	// family-wide one, every member's.
+	PushRecipients(ctx context.Context, familyID, memberID int64) ([]PushSubscription, error)
+	// RemovePushSubscription deletes the subscription with this endpoint
+	// (none: nil). WebPush calls it when the push service says the
+	// subscription is gone (404, 410).
+	RemovePushSubscription(ctx context.Context, endpoint string) error
+}
+
+// VAPIDKeys is an application server's key pair (RFC 8292): Public is the
+// uncompressed P-256 point (65 bytes) and Private the scalar (32 bytes),
+// both base64url without padding — the forms browsers (applicationServerKey)
+// and the webpush tools use.
+type VAPIDKeys struct {
+	Public  string `json:"public"`
+	Private string `json:"private"`
+}
+
+// GenerateVAPIDKeys returns a new key pair.
+func GenerateVAPIDKeys() (VAPIDKeys, error) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return VAPIDKeys{}, fmt.Errorf("notify: generate VAPID keys: %w", err)
+	}
+	pub, err := k.PublicKey.Bytes()
+	if err != nil {
+		return VAPIDKeys{}, fmt.Errorf("notify: generate VAPID keys: %w", err)
+	}
+	priv, err := k.Bytes()
+	if err != nil {
+		return VAPIDKeys{}, fmt.Errorf("notify: generate VAPID keys: %w", err)
+	}
+	return VAPIDKeys{Public: base64.RawURLEncoding.EncodeToString(pub), Private: base64.RawURLEncoding.EncodeToString(priv)}, nil
+}
+
+// parse checks that the pair is a P-256 key pair that belongs together.
+func (k VAPIDKeys) parse() (*ecdsa.PrivateKey, []byte, error) {
+	priv, err := decodeB64(k.Private)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: VAPID private key is not base64url: %v", ErrInvalid, err)
+	}
+	key, err := ecdsa.ParseRawPrivateKey(elliptic.P256(), priv)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: VAPID private key: %v", ErrInvalid, err)
+	}
+	pub, err := decodeB64(k.Public)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: VAPID public key is not base64url: %v", ErrInvalid, err)
+	}
+	own, err := key.PublicKey.Bytes()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: VAPID private key: %v", ErrInvalid, err)
+	}
+	if !bytes.Equal(own, pub) {
+		return nil, nil, fmt.Errorf("%w: the VAPID public key is not the private key's", ErrInvalid)
+	}
+	return key, pub, nil
+}
+
+// Validate reports whether k is a usable key pair.
+func (k VAPIDKeys) Validate() error {
+	_, _, err := k.parse()
+	return err
+}
+
+// ValidatePushSubscription checks a subscription as a browser sends it: an
+// https endpoint (http only to a loopback host when allowLoopbackHTTP, for
+// tests), a 65-byte uncompressed P-256 public key on the curve and a
+// 16-byte auth secret, both base64url (padding allowed).
+func ValidatePushSubscription(s PushSubscription, allowLoopbackHTTP bool) error {
+	u, err := url.Parse(s.Endpoint)
+	if err != nil || u.Host == "" || u.User != nil {
+		return fmt.Errorf("%w: push endpoint must be an absolute https URL", ErrInvalid)
+	}
+	switch u.Scheme {
+	case "https":
+	case "http":
+		ip := net.ParseIP(u.Hostname())
+		if !allowLoopbackHTTP || !(u.Hostname() == "localhost" || (ip != nil && ip.IsLoopback())) {
+			return fmt.Errorf("%w: push endpoint must be https", ErrInvalid)
+		}
+	default:
+		return fmt.Errorf("%w: push endpoint must be https", ErrInvalid)
+	}
+	if len(s.Endpoint) > 2048 {
+		return fmt.Errorf("%w: push endpoint longer than 2048 bytes", ErrInvalid)
+	}
+	pub, err := decodeB64(s.P256dh)
+	if err != nil || len(pub) != 65 {
+		return fmt.Errorf("%w: keys.p256dh must be a 65-byte P-256 public key, base64url", ErrInvalid)
+	}
+	if _, err := ecdh.P256().NewPublicKey(pub); err != nil {
+		return fmt.Errorf("%w: keys.p256dh is not a P-256 point", ErrInvalid)
+	}
+	auth, err := decodeB64(s.Auth)
+	if err != nil || len(auth) != 16 {
+		return fmt.Errorf("%w: keys.auth must be a 16-byte secret, base64url", ErrInvalid)
+	}
+	return nil
+}
+
+// decodeB64 accepts base64url with or without padding (browsers send it
+// without, some libraries with).
+func decodeB64(s string) ([]byte, error) {
+	return base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
+}
+
+// PushMessage is the JSON a push carries, decrypted by the browser and
+// handed to the service worker's push event. Tag is the event id: shown as
+// the notification's tag, a redelivery (at least once) replaces the
+// notification instead of adding a second.
+type PushMessage struct {
+	Title    string           `json:"title"`
+	Body     string           `json:"body"`
+	Tag      string           `json:"tag"`
+	URL      string           `json:"url"`
+	Kind     envelope.SubType `json:"kind"`
+	EventID  string           `json:"eventId"`
+	FamilyID int64            `json:"familyId"`
+	MemberID int64            `json:"memberId,omitempty"`
+	Lang     Lang             `json:"lang"`
+}
+
+// Urgency is RFC 8030's Urgency header value.
+type Urgency string
+
+// The urgencies of RFC 8030 §5.3.
+const (
+	UrgencyVeryLow Urgency = "very-low"
+	UrgencyLow     Urgency = "low"
+	UrgencyNormal  Urgency = "normal"
+	UrgencyHigh    Urgency = "high"
+)
+
+// WebPushOption configures a WebPush.
+type WebPushOption func(*WebPush) error
+
+// WithPushHTTPClient sets the HTTP client. Default: a client with a 10 s
+// timeout that connects only to public addresses (see PublicOnlyDialer):
+// endpoints are URLs members registered, and must not reach the
+// deployment's own network.
+func WithPushHTTPClient(c *http.Client) WebPushOption {
+	return func(w *WebPush) error {
+		if c == nil {
+			return fmt.Errorf("%w: nil http client", ErrInvalid)
+		}
+		w.client = c
+		return nil
+	}
+}
+
+// WithPushTTL sets how long a push service keeps a message for an offline
+// browser (the TTL header, whole seconds). Default: 24 h.
+func WithPushTTL(d time.Duration) WebPushOption {
+	return func(w *WebPush) error {
+		if d < 0 || d > 28*24*time.Hour {
+			return fmt.Errorf("%w: push TTL must be 0..28 days", ErrInvalid)
+		}
+		w.ttl = d
+		return nil
+	}
+}
+
+// WithPushUrgency sets the Urgency of pushes of kind. Default: high for
+// CUSTOMER_BLOCKED and the ask-for-more kinds, normal for any other.
+func WithPushUrgency(kind envelope.SubType, u Urgency) WebPushOption {
+	return func(w *WebPush) error {
+		switch u {
+		case UrgencyVeryLow, UrgencyLow, UrgencyNormal, UrgencyHigh:
+		default:
+			return fmt.Errorf("%w: urgency %q", ErrInvalid, u)
+		}
+		w.urgency[kind] = u
+		return nil
+	}
+}
+
+// WithPushLang sets the language of the pushed texts. Default: Korean.
+func WithPushLang(l Lang) WebPushOption {
+	return func(w *WebPush) error {
+		if l != Korean && l != English {
+			return fmt.Errorf("%w: language %q", ErrInvalid, l)
+		}
+		w.lang = l
+		return nil
+	}
+}
+
+// WithPushURL sets the page a click on the notification opens (a path of
+// the app). Default: "/app/#inbox".
+func WithPushURL(u string) WebPushOption {
+	return func(w *WebPush) error {
+		if u == "" {
+			return fmt.Errorf("%w: empty push URL", ErrInvalid)
+		}
+		w.url = u
+		return nil
+	}
+}
+
+// WithPushClock sets the clock of the VAPID token's expiry. Default:
+// time.Now.
+func WithPushClock(now func() time.Time) WebPushOption {
+	return func(w *WebPush) error {
+		if now == nil {
+			return fmt.Errorf("%w: nil clock", ErrInvalid)
+		}
+		w.now = now
+		return nil
+	}
+}
+
+// WithPushLogger sets the logger (removed subscriptions at DEBUG).
+// Default: discard.
+func WithPushLogger(l *slog.Logger) WebPushOption {
+	return func(w *WebPush) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalid)
+		}
+		w.log = l
+		return nil
+	}
+}
+
+// WebPush is a Channel that sends each notification as a Web Push message
+// (RFC 8030) to the push subscriptions of the members who see it,
+// encrypted for each browser (RFC 8291, aes128gcm) and authenticated with
+// the application server's VAPID key (RFC 8292).
+//
+// A 2xx answer is success; 404 and 410 mean the subscription is gone: it is
+// removed from the store and not retried. 408, 429, 5xx and transport
+// errors are retried (the notifier's schedule, then the dead-letter topic);
+// Send then fails if any subscription failed so, and a retry sends to every
+// subscription again — the message's Tag lets the browser replace rather
+// than repeat. Other answers (400, 401/403 for a subscription made with
+// another key, 413) are permanent failures, as is an endpoint whose address
+// is not public (ErrNotPublic) with the default client.
+type WebPush struct {
+	store   SubscriptionStore
+	key     *ecdsa.PrivateKey
+	pub     []byte
+	subject string
+	client  *http.Client
+	ttl     time.Duration
+	urgency map[envelope.SubType]Urgency
+	lang    Lang
+	url     string
+	now     func() time.Time
+	log     *slog.Logger
+}
+
+var _ Channel = (*WebPush)(nil)
+
+// NewWebPush returns a web push channel reading subscriptions from store,
+// signing with keys, whose VAPID subject (a contact for the push services'
+// operators) is a mailto: or https: URI.
+func NewWebPush(store SubscriptionStore, keys VAPIDKeys, subject string, opts ...WebPushOption) (*WebPush, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%w: nil subscription store", ErrInvalid)
+	}
+	key, pub, err := keys.parse()
+	if err != nil {
+		return nil, err
+	}
+	if !strings.HasPrefix(subject, "mailto:") && !strings.HasPrefix(subject, "https://") || len(subject) < len("mailto:")+3 {
+		return nil, fmt.Errorf("%w: VAPID subject must be a mailto: or https: URI, got %q", ErrInvalid, subject)
+	}
+	w := &WebPush{
+		store: store, key: key, pub: pub, subject: subject,
+		client: publicOnlyClient(),
+		ttl:    24 * time.Hour,
+		urgency: map[envelope.SubType]Urgency{
+			envelope.SubCustomerBlocked: UrgencyHigh, KindDataRequested: UrgencyHigh, KindDataRequestAnswered: UrgencyHigh,
+		},
+		lang: Korean,
+		url:  "/app/#inbox",
+		now:  time.Now,
+		log:  slog.New(slog.DiscardHandler),
+	}
+	for _, o := range opts {
+		if err := o(w); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// PublicKey returns the application server key (base64url), what a
+// browser's pushManager.subscribe takes as applicationServerKey.
+func (w *WebPush) PublicKey() string { return base64.RawURLEncoding.EncodeToString(w.pub) }
+
+// Send implements Channel.
+func (w *WebPush) Send(ctx context.Context, n Notification) error {
+	subs, err := w.store.PushRecipients(ctx, n.FamilyID, n.MemberID)
+	if err != nil {
+		return fmt.Errorf("notify: web push: subscriptions of family %d: %w", n.FamilyID, err)
+	}
+	if len(subs) == 0 {
+		return nil
+	}
+	msg, err := json.Marshal(w.message(n))
+	if err != nil {
+		return Permanent(fmt.Errorf("notify: web push: encode: %w", err))
+	}
+	var retry, permanent []error
+	for _, s := range subs {
+		err := w.push(ctx, s, msg, n.Kind)
+		switch {
+		case err == nil:
+		case errors.Is(err, errGone):
+			if rerr := w.store.RemovePushSubscription(ctx, s.Endpoint); rerr != nil {
+				retry = append(retry, fmt.Errorf("remove gone subscription: %w", rerr))
+				continue
+			}
+			w.log.Debug("notify: web push subscription gone, removed", "member", s.MemberID, "err", err)
+		case errors.Is(err, ErrPermanent):
+			permanent = append(permanent, err)
+		default:
+			retry = append(retry, err)
+		}
+	}
+	if len(retry) > 0 {
+		return fmt.Errorf("notify: web push: %d of %d subscriptions failed: %w", len(retry)+len(permanent), len(subs), errors.Join(append(retry, permanent...)...))
+	}
+	if len(permanent) > 0 {
+		return Permanent(fmt.Errorf("notify: web push: %d of %d subscriptions refused: %w", len(permanent), len(subs), errors.Join(permanent...)))
+	}
+	return nil
+}
+
+func (w *WebPush) message(n Notification) PushMessage {
+	title, body := n.Title, n.Body
+	if l, err := n.Localized(w.lang); err == nil { // kinds notify cannot render keep the notifier's texts
+		title, body = l.Title, l.Body
+	}
+	return PushMessage{Title: title, Body: body, Tag: n.EventID, URL: w.url, Kind: n.Kind, EventID: n.EventID,
+		FamilyID: n.FamilyID, MemberID: n.MemberID, Lang: w.lang}
+}
+
+// errGone marks a push service's 404 or 410: the subscription expired or
+// was unsubscribed.
+var errGone = errors.New("push subscription gone")
+
+func (w *WebPush) push(ctx context.Context, s PushSubscription, msg []byte, kind envelope.SubType) error {
+	body, err := encryptPush(s, msg)
+	if err != nil {
+		return Permanent(err)
+	}
+	auth, err := w.vapid(s.Endpoint)
+	if err != nil {
+		return Permanent(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.Endpoint, bytes.NewReader(body))
+	if err != nil {
+		return Permanent(err)
+	}
+	urgency := w.urgency[kind]
+	if urgency == "" {
+		urgency = UrgencyNormal
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	req.Header.Set("Content-Encoding", "aes128gcm")
+	req.Header.Set("TTL", strconv.FormatInt(int64(w.ttl/time.Second), 10))
+	req.Header.Set("Urgency", string(urgency))
+	req.Header.Set("Authorization", auth)
+	resp, err := w.client.Do(req)
+	if errors.Is(err, ErrNotPublic) {
+		return Permanent(err)
+	}
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	switch c := resp.StatusCode; {
+	case c >= 200 && c < 300:
+		return nil
+	case c == http.StatusNotFound || c == http.StatusGone:
+		return fmt.Errorf("%w: %s", errGone, resp.Status)
+	case c == http.StatusRequestTimeout || c == http.StatusTooManyRequests || c >= 500:
+		return fmt.Errorf("push service: %s", resp.Status)
+	default:
+		return Permanent(fmt.Errorf("push service: %s", resp.Status))
+	}
+}
+
+// vapid returns the Authorization header of RFC 8292 §3 for endpoint: a
+// JWT (ES256) for the endpoint's origin, valid 12 hours, and the public key.
+func (w *WebPush) vapid(endpoint string) (string, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return "", fmt.Errorf("push endpoint: %w", err)
+	}
+	header := base64.RawURLEncoding.EncodeToString([]byte(`{"typ":"JWT","alg":"ES256"}`))
+	claims, err := json.Marshal(struct {
+		Aud string `json:"aud"`
+		Exp int64  `json:"exp"`
+		Sub string `json:"sub"`
+	}{u.Scheme + "://" + u.Host, w.now().Add(12 * time.Hour).Unix(), w.subject})
+	if err != nil {
+		return "", err
+	}
+	signing := header + "." + base64.RawURLEncoding.EncodeToString(claims)
+	digest := sha256.Sum256([]byte(signing))
+	r, s, err := ecdsa.Sign(rand.Reader, w.key, digest[:])
+	if err != nil {
+		return "", fmt.Errorf("vapid sign: %w", err)
+	}
+	sig := make([]byte, 64)
+	r.FillBytes(sig[:32])
+	s.FillBytes(sig[32:])
+	return "vapid t=" + signing + "." + base64.RawURLEncoding.EncodeToString(sig) + ", k=" + base64.RawURLEncoding.EncodeToString(w.pub), nil
+}
+
+// pushRecordSize is the record size written in the aes128gcm header; a
+// message is one record, so it only bounds the message (RFC 8291 §4: push
+// services accept at least 4096 bytes of body).
+const pushRecordSize = 4096
+
+// encryptPush encrypts msg for s as RFC 8291 §3-4 say: an ephemeral ECDH
+// key pair, the auth secret and a random salt give the content key and
+// nonce; the body is the aes128gcm header (salt, record size, the
+// ephemeral public key) and one record, msg + the 0x02 delimiter,
+// unpadded (every byte counts on a metered phone).
+func encryptPush(s PushSubscription, msg []byte) ([]byte, error) {
+	uaRaw, err := decodeB64(s.P256dh)
+	if err != nil {
+		return nil, fmt.Errorf("push subscription p256dh: %w", err)
+	}
+	ua, err := ecdh.P256().NewPublicKey(uaRaw)
+	if err != nil {
+		return nil, fmt.Errorf("push subscription p256dh: %w", err)
+	}
+	authSecret, err := decodeB64(s.Auth)
+	if err != nil {
+		return nil, fmt.Errorf("push subscription auth: %w", err)
+	}
+	as, err := ecdh.P256().GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	asPub := as.PublicKey().Bytes()
+	shared, err := as.ECDH(ua)
+	if err != nil {
+		return nil, fmt.Errorf("push ecdh: %w", err)
+	}
+	salt := make([]byte, 16)
+	if _, err := rand.Read(salt); err != nil {
+		return nil, err
+	}
+	cek, nonce, err := pushContentKeys(shared, authSecret, salt, uaRaw, asPub)
+	if err != nil {
+		return nil, err
+	}
+	if len(msg)+1+16 > pushRecordSize-(16+4+1+len(asPub)) {
+		return nil, fmt.Errorf("push message of %d bytes too large", len(msg))
+	}
+	block, err := aes.NewCipher(cek)
+	if err != nil {
+		return nil, err
+	}
+	gcm, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, 16+4+1+len(asPub)+len(msg)+1+gcm.Overhead())
+	out = append(out, salt...)
+	out = binary.BigEndian.AppendUint32(out, pushRecordSize)
+	out = append(out, byte(len(asPub)))
+	out = append(out, asPub...)
+	plain := append(append(make([]byte, 0, len(msg)+1), msg...), 0x02) // last record: delimiter 2, no padding
+	return gcm.Seal(out, nonce, plain, nil), nil
+}
+
+// pushContentKeys derives the content encryption key (16 bytes) and nonce
+// (12 bytes) of RFC 8291 §3.3-3.4 from the ECDH secret, the subscription's
+// auth secret, the record's salt and both public keys (uncompressed).
+func pushContentKeys(ecdhSecret, authSecret, salt, uaPublic, asPublic []byte) (cek, nonce []byte, err error) {
+	info := "WebPush: info\x00" + string(uaPublic) + string(asPublic)
+	ikm, err := hkdf.Key(sha256.New, ecdhSecret, authSecret, info, 32)
+	if err != nil {
+		return nil, nil, err
+	}
+	prk, err := hkdf.Extract(sha256.New, ikm, salt)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cek, err = hkdf.Expand(sha256.New, prk, "Content-Encoding: aes128gcm\x00", 16); err != nil {
+		return nil, nil, err
+	}
+	if nonce, err = hkdf.Expand(sha256.New, prk, "Content-Encoding: nonce\x00", 12); err != nil {
+		return nil, nil, err
+	}
+	return cek, nonce, nil
+}
+
+// ErrNotPublic is returned when a push endpoint resolves to an address that
+// is not public (loopback, private, link-local, multicast, unspecified).
+var ErrNotPublic = errors.New("notify: push endpoint address is not public")
+
+// PublicOnlyDialer returns a dialer refusing connections to addresses that
+// are not public unicast ones (checked on the resolved address, so a
+// hostname pointing inside the network is refused too).
+func PublicOnlyDialer() *net.Dialer {
+	return &net.Dialer{Timeout: 10 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
+		host, _, err := net.SplitHostPort(address)
+		if err != nil {
+			return err
+		}
+		ip, err := netip.ParseAddr(host)
+		if err != nil {
+			return err
+		}
+		ip = ip.Unmap()
+		if !ip.IsGlobalUnicast() || ip.IsPrivate() {
+			return fmt.Errorf("%w: %s", ErrNotPublic, ip)
+		}
+		return nil
+	}}
+}
+
+func publicOnlyClient() *http.Client {
+	// No proxy: it would connect on our behalf, past the check.
+	tr := &http.Transport{DialContext: PublicOnlyDialer().DialContext, ForceAttemptHTTP2: true, MaxIdleConns: 100,
+		IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 10 * time.Second, ExpectContinueTimeout: time.Second}
+	return &http.Client{Timeout: 10 * time.Second, Transport: tr}
+}

@@ -1,0 +1,357 @@
+package notify
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdh"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/pushtest"
+	"github.com/dabom/dpcs/writebehind"
+)
+
+// memSubs is an in-memory SubscriptionStore: members with roles and their
+// subscriptions, recipients by Filter.Sees.
+type memSubs struct {
+	mu      sync.Mutex
+	roles   map[int64]Role // member → role (one family)
+	subs    []PushSubscription
+	removed []string
+	fail    error
+}
+
+func (m *memSubs) PushRecipients(ctx context.Context, family, member int64) ([]PushSubscription, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fail != nil {
+		return nil, m.fail
+	}
+	var out []PushSubscription
+	for _, s := range m.subs {
+		if (Filter{MemberID: s.MemberID, Role: m.roles[s.MemberID]}).Sees(Notification{MemberID: member}) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+func (m *memSubs) RemovePushSubscription(ctx context.Context, endpoint string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.removed = append(m.removed, endpoint)
+	m.subs = slices.DeleteFunc(m.subs, func(s PushSubscription) bool { return s.Endpoint == endpoint })
+	return nil
+}
+
+func (m *memSubs) endpoints() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, s := range m.subs {
+		out = append(out, s.Endpoint)
+	}
+	return out
+}
+
+// pushDelivery is a pushtest.Delivery with its message decoded.
+type pushDelivery struct {
+	Path    string
+	TTL     string
+	Urgency string
+	Msg     PushMessage
+}
+
+func subscribe(ps *pushtest.Server, member int64, path string) PushSubscription {
+	e, p, a := ps.Subscribe(path)
+	return PushSubscription{MemberID: member, Endpoint: e, P256dh: p, Auth: a}
+}
+
+// deliveries decodes what ps accepted, strictly (no unknown fields).
+func deliveries(t *testing.T, ps *pushtest.Server) ([]pushDelivery, []string) {
+	t.Helper()
+	got, bad := ps.Deliveries()
+	var out []pushDelivery
+	for _, d := range got {
+		var m PushMessage
+		dec := json.NewDecoder(bytes.NewReader(d.JSON))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&m); err != nil {
+			t.Fatalf("push payload %s: %v", d.JSON, err)
+		}
+		out = append(out, pushDelivery{Path: d.Path, TTL: d.TTL, Urgency: d.Urgency, Msg: m})
+	}
+	return out, bad
+}
+
+func newVAPID(t *testing.T) VAPIDKeys {
+	t.Helper()
+	k, err := GenerateVAPIDKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// The channel end to end: notification events through kfake and the
+// notifier to a push service that verifies VAPID and decrypts each
+// message; each goes to the members who see it, in Korean, with TTL and
+// urgency; QUOTA_UPDATED is not pushed.
+func TestWebPushEndToEnd(t *testing.T) {
+	keys := newVAPID(t)
+	ps := pushtest.New(t, keys.Public)
+	subs := &memSubs{roles: map[int64]Role{1: RoleOwner, 2: RoleMember, 3: RoleMember}}
+	subs.subs = []PushSubscription{subscribe(ps, 1, "/owner"), subscribe(ps, 2, "/child"), subscribe(ps, 3, "/other")}
+	wp, err := NewWebPush(subs, keys, "mailto:ops@dpcs.example", WithPushHTTPClient(ps.Client()), WithPushTTL(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wp.PublicKey() != keys.Public {
+		t.Errorf("PublicKey = %q, want %q", wp.PublicKey(), keys.Public)
+	}
+	c := newFake(t)
+	hub, _ := newHubSub(t, 100, Filter{MemberID: 1, Role: RoleOwner})
+	var mu sync.Mutex
+	var sends []SendInfo
+	n, errc := startNotifier(t, c, newInbox(t, openSQLite(t)), hub, WithChannel("webpush", wp, DefaultWebPushKinds()...),
+		WithHooks(Hooks{OnSend: func(i SendInfo) { mu.Lock(); sends = append(sends, i); mu.Unlock() }}))
+	produce(t, producer(t, c), blockedRec(t, "ntf_b", 100, 2), quotaRec(t, "ntf_q", 100, 2), thresholdRec(t, "ntf_t", 100, 30, "2026-02"))
+	eventually(t, "2 push sends", func() bool { mu.Lock(); defer mu.Unlock(); return len(sends) == 2 })
+	stopNotifier(t, n, errc)
+
+	got, bad := deliveries(t, ps)
+	if len(bad) > 0 {
+		t.Fatalf("push service refused: %q", bad)
+	}
+	for _, s := range sends {
+		if s.Err != nil {
+			t.Errorf("send %s: %v", s.EventID, s.Err)
+		}
+	}
+	slices.SortFunc(got, func(a, b pushDelivery) int { return strings.Compare(a.Msg.EventID+a.Path, b.Msg.EventID+b.Path) })
+	blocked := PushMessage{Title: "데이터 차단", Body: "가족 데이터를 모두 사용하여 차단되었습니다. 데이터를 충전해주세요.", Tag: "ntf_b",
+		URL: "/app/#inbox", Kind: envelope.SubCustomerBlocked, EventID: "ntf_b", FamilyID: 100, MemberID: 2, Lang: Korean}
+	threshold := PushMessage{Title: "가족 데이터 잔여량 알림", Body: "가족 데이터가 30% 미만입니다! 데이터를 충전해주세요.", Tag: "ntf_t",
+		URL: "/app/#inbox", Kind: envelope.SubThresholdAlert, EventID: "ntf_t", FamilyID: 100, Lang: Korean}
+	want := []pushDelivery{
+		{Path: "/child", TTL: "3600", Urgency: "high", Msg: blocked},
+		{Path: "/owner", TTL: "3600", Urgency: "high", Msg: blocked},
+		{Path: "/child", TTL: "3600", Urgency: "normal", Msg: threshold},
+		{Path: "/other", TTL: "3600", Urgency: "normal", Msg: threshold},
+		{Path: "/owner", TTL: "3600", Urgency: "normal", Msg: threshold},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("deliveries (-want +got):\n%s", diff)
+	}
+}
+
+// A 410 (or 404) answer removes the subscription and is not an error; a
+// 500 is retried on the schedule and then dead-lettered with the channel's
+// name, while the other subscriptions still get the message.
+func TestWebPushGoneAndRetried(t *testing.T) {
+	keys := newVAPID(t)
+	ps := pushtest.New(t, keys.Public)
+	subs := &memSubs{roles: map[int64]Role{1: RoleOwner, 2: RoleMember}}
+	owner, gone, expired := subscribe(ps, 1, "/owner"), subscribe(ps, 2, "/gone"), subscribe(ps, 2, "/expired")
+	subs.subs = []PushSubscription{owner, gone, expired}
+	ps.SetStatus("/gone", http.StatusGone)
+	ps.SetStatus("/expired", http.StatusNotFound)
+	wp, err := NewWebPush(subs, keys, "https://dpcs.example/contact", WithPushHTTPClient(ps.Client()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newFake(t)
+	hub, _ := newHubSub(t, 100, Filter{MemberID: 1, Role: RoleOwner})
+	sl := &fakeSleep{}
+	var mu sync.Mutex
+	var sends []SendInfo
+	n, errc := startNotifier(t, c, newInbox(t, openSQLite(t)), hub, WithSleep(sl.sleep), WithChannelWorkers(1),
+		WithChannel("webpush", wp, DefaultWebPushKinds()...),
+		WithHooks(Hooks{OnSend: func(i SendInfo) { mu.Lock(); sends = append(sends, i); mu.Unlock() }}))
+	pr := producer(t, c)
+	produce(t, pr, blockedRec(t, "ntf_gone", 100, 2))
+	eventually(t, "the first push sent", func() bool { mu.Lock(); defer mu.Unlock(); return len(sends) == 1 })
+	if diff := cmp.Diff([]string{owner.Endpoint}, subs.endpoints()); diff != "" {
+		t.Errorf("subscriptions left after 410/404 (-want +got):\n%s", diff)
+	}
+	if sends[0].Err != nil {
+		t.Errorf("a gone subscription failed the send: %v", sends[0].Err)
+	}
+
+	ps.SetStatus("/owner", http.StatusInternalServerError)
+	produce(t, pr, thresholdRec(t, "ntf_500", 100, 10, "2026-02"))
+	dl := readDLT(t, c, 1)
+	stopNotifier(t, n, errc)
+	if got := header(dl[0], HeaderDLTChannel); got != "webpush" {
+		t.Errorf("dlt-channel = %q", got)
+	}
+	if r := header(dl[0], writebehind.HeaderDLTReason); !strings.Contains(r, "4 attempts failed") || !strings.Contains(r, "500") {
+		t.Errorf("dlt reason = %q", r)
+	}
+	if diff := cmp.Diff([]time.Duration{time.Second, 5 * time.Second, 30 * time.Second}, sl.got()); diff != "" {
+		t.Errorf("retry waits (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{owner.Endpoint}, subs.endpoints()); diff != "" {
+		t.Errorf("a 500 removed a subscription (-want +got):\n%s", diff)
+	}
+	if _, bad := deliveries(t, ps); len(bad) > 0 {
+		t.Errorf("push service refused: %q", bad)
+	}
+}
+
+// Send's answer for each kind of push service reply, and a store error.
+func TestWebPushSendOutcomes(t *testing.T) {
+	keys := newVAPID(t)
+	for _, tc := range []struct {
+		name      string
+		status    int
+		storeErr  error
+		wantErr   bool
+		permanent bool
+		removed   bool
+	}{
+		{name: "created", status: http.StatusCreated},
+		{name: "gone", status: http.StatusGone, removed: true},
+		{name: "not found", status: http.StatusNotFound, removed: true},
+		{name: "server error", status: http.StatusBadGateway, wantErr: true},
+		{name: "too many", status: http.StatusTooManyRequests, wantErr: true},
+		{name: "wrong key", status: http.StatusForbidden, wantErr: true, permanent: true},
+		{name: "too large", status: http.StatusRequestEntityTooLarge, wantErr: true, permanent: true},
+		{name: "store down", status: http.StatusCreated, storeErr: errors.New("db down"), wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ps := pushtest.New(t, keys.Public)
+			subs := &memSubs{roles: map[int64]Role{1: RoleOwner}, fail: tc.storeErr}
+			s := subscribe(ps, 1, "/s")
+			subs.subs = []PushSubscription{s}
+			ps.SetStatus("/s", tc.status)
+			wp, err := NewWebPush(subs, keys, "mailto:ops@dpcs.example", WithPushHTTPClient(ps.Client()), WithPushLang(English))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = wp.Send(context.Background(), Notification{EventID: "e1", FamilyID: 100, MemberID: 1, Kind: KindDataRequested,
+				Title: "데이터 요청", Body: "더 필요해요"})
+			if (err != nil) != tc.wantErr || errors.Is(err, ErrPermanent) != tc.permanent {
+				t.Errorf("Send = %v, want error %v permanent %v", err, tc.wantErr, tc.permanent)
+			}
+			if got := len(subs.removed) == 1; got != tc.removed {
+				t.Errorf("removed = %q", subs.removed)
+			}
+			if got, bad := deliveries(t, ps); len(bad) > 0 {
+				t.Errorf("push service refused: %q", bad)
+			} else if tc.status == http.StatusCreated && tc.storeErr == nil {
+				// A kind notify cannot render keeps the notifier's texts.
+				want := []pushDelivery{{Path: "/s", TTL: "86400", Urgency: "high", Msg: PushMessage{Title: "데이터 요청", Body: "더 필요해요",
+					Tag: "e1", URL: "/app/#inbox", Kind: KindDataRequested, EventID: "e1", FamilyID: 100, MemberID: 1, Lang: English}}}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("deliveries (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}
+
+func TestValidatePushSubscription(t *testing.T) {
+	priv, err := ecdh.P256().GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p256 := base64.RawURLEncoding.EncodeToString(priv.PublicKey().Bytes())
+	auth := base64.RawURLEncoding.EncodeToString(make([]byte, 16))
+	offCurve := append([]byte{4}, bytes.Repeat([]byte{1}, 64)...)
+	for _, tc := range []struct {
+		name     string
+		s        PushSubscription
+		loopback bool
+		ok       bool
+	}{
+		{name: "https", s: PushSubscription{Endpoint: "https://fcm.googleapis.com/fcm/send/abc", P256dh: p256, Auth: auth}, ok: true},
+		{name: "padded base64", s: PushSubscription{Endpoint: "https://push.example/x", P256dh: base64.URLEncoding.EncodeToString(priv.PublicKey().Bytes()), Auth: base64.URLEncoding.EncodeToString(make([]byte, 16))}, ok: true},
+		{name: "http loopback allowed", s: PushSubscription{Endpoint: "http://127.0.0.1:1234/x", P256dh: p256, Auth: auth}, loopback: true, ok: true},
+		{name: "http loopback not allowed", s: PushSubscription{Endpoint: "http://127.0.0.1:1234/x", P256dh: p256, Auth: auth}},
+		{name: "http elsewhere", s: PushSubscription{Endpoint: "http://push.example/x", P256dh: p256, Auth: auth}, loopback: true},
+		{name: "not a URL", s: PushSubscription{Endpoint: "push.example/x", P256dh: p256, Auth: auth}},
+		{name: "ftp", s: PushSubscription{Endpoint: "ftp://push.example/x", P256dh: p256, Auth: auth}},
+		{name: "short key", s: PushSubscription{Endpoint: "https://push.example/x", P256dh: p256[:40], Auth: auth}},
+		{name: "off curve", s: PushSubscription{Endpoint: "https://push.example/x", P256dh: base64.RawURLEncoding.EncodeToString(offCurve), Auth: auth}},
+		{name: "short auth", s: PushSubscription{Endpoint: "https://push.example/x", P256dh: p256, Auth: auth[:10]}},
+		{name: "not base64", s: PushSubscription{Endpoint: "https://push.example/x", P256dh: p256, Auth: "!!!!!!!!!!!!!!!!!!!!!!"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ValidatePushSubscription(tc.s, tc.loopback)
+			if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrInvalid)) {
+				t.Errorf("ValidatePushSubscription = %v, want ok %v", err, tc.ok)
+			}
+		})
+	}
+}
+
+func TestNewWebPushValidates(t *testing.T) {
+	keys, other := newVAPID(t), newVAPID(t)
+	subs := &memSubs{}
+	for _, tc := range []struct {
+		name    string
+		keys    VAPIDKeys
+		subject string
+	}{
+		{name: "mismatched pair", keys: VAPIDKeys{Public: other.Public, Private: keys.Private}, subject: "mailto:a@b.example"},
+		{name: "bad private", keys: VAPIDKeys{Public: keys.Public, Private: "xx"}, subject: "mailto:a@b.example"},
+		{name: "bad subject", keys: keys, subject: "ops@dpcs.example"},
+		{name: "http subject", keys: keys, subject: "http://dpcs.example"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := NewWebPush(subs, tc.keys, tc.subject); !errors.Is(err, ErrInvalid) {
+				t.Errorf("NewWebPush = %v, want ErrInvalid", err)
+			}
+		})
+	}
+	if err := keys.Validate(); err != nil {
+		t.Errorf("generated keys: %v", err)
+	}
+	padded := VAPIDKeys{Public: keys.Public + "=", Private: keys.Private + "="}
+	if _, err := NewWebPush(subs, padded, "mailto:a@b.example"); err != nil {
+		t.Errorf("padded keys: %v", err)
+	}
+}
+
+// The default client refuses endpoints on addresses that are not public
+// (here the loopback push service): a member cannot make the notifier POST
+// into the deployment's network. Permanent: retrying will not change it.
+func TestWebPushRefusesInternalAddresses(t *testing.T) {
+	keys := newVAPID(t)
+	ps := pushtest.New(t, keys.Public)
+	subs := &memSubs{roles: map[int64]Role{1: RoleOwner}}
+	subs.subs = []PushSubscription{subscribe(ps, 1, "/s")}
+	wp, err := NewWebPush(subs, keys, "mailto:ops@dpcs.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wp.Send(context.Background(), Notification{EventID: "e1", FamilyID: 100, Kind: envelope.SubThresholdAlert})
+	if !errors.Is(err, ErrNotPublic) || !errors.Is(err, ErrPermanent) {
+		t.Errorf("Send = %v, want ErrNotPublic, permanent", err)
+	}
+	if got, _ := ps.Deliveries(); len(got) != 0 {
+		t.Errorf("delivered %d to a loopback endpoint", len(got))
+	}
+	for _, addr := range []string{"10.1.2.3:443", "192.168.0.1:443", "169.254.169.254:80", "[::1]:443", "[fd00::1]:443", "0.0.0.0:443"} {
+		if err := PublicOnlyDialer().Control("tcp", addr, nil); !errors.Is(err, ErrNotPublic) {
+			t.Errorf("%s: %v, want ErrNotPublic", addr, err)
+		}
+	}
+	for _, addr := range []string{"142.250.196.10:443", "[2607:f8b0:4004::1]:443"} {
+		if err := PublicOnlyDialer().Control("tcp", addr, nil); err != nil {
+			t.Errorf("%s: %v", addr, err)
+		}
+	}
+}

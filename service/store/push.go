@@ -1,0 +1,142 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/dabom/dpcs/notify"
+	"github.com/dabom/dpcs/policy"
+)
+
+var _ notify.SubscriptionStore = (*Store)(nil)
+
+// SavePushSubscription stores a browser's push subscription for member cid
+// of family fid (a current member), checked with
+// notify.ValidatePushSubscription (allowLoopbackHTTP: http endpoints on a
+// loopback host, for tests). An endpoint already stored is taken over: its
+// keys replaced and its member set to cid (one browser, whoever subscribed
+// last from it). Returns the stored subscription.
+func (s *Store) SavePushSubscription(ctx context.Context, fid, cid int64, sub notify.PushSubscription, allowLoopbackHTTP bool) (notify.PushSubscription, error) {
+	if err := notify.ValidatePushSubscription(sub, allowLoopbackHTTP); err != nil {
+		msg, _ := strings.CutPrefix(err.Error(), notify.ErrInvalid.Error()+": ")
+		field := "endpoint"
+		if strings.Contains(msg, "keys.") {
+			field, _, _ = strings.Cut(msg, " ")
+		}
+		return notify.PushSubscription{}, invalid(field, "%s", msg)
+	}
+	for _, r := range sub.Endpoint {
+		if r > 0x7e || r < 0x21 {
+			return notify.PushSubscription{}, invalid("endpoint", "must be an ASCII URL")
+		}
+	}
+	sub.MemberID = cid
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := s.currentMember(ctx, tx, fid, cid, ""); err != nil {
+			return err
+		}
+		now := s.t(s.now())
+		if _, err := tx.ExecContext(ctx, `DELETE FROM push_subscriptions WHERE endpoint = ?`, sub.Endpoint); err != nil {
+			return dbErr("save push subscription", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO push_subscriptions (member_id, endpoint, p256dh, auth, created_at) VALUES (?, ?, ?, ?, ?)`,
+			cid, sub.Endpoint, sub.P256dh, sub.Auth, now); err != nil {
+			return dbErr("save push subscription", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return notify.PushSubscription{}, err
+	}
+	return sub, nil
+}
+
+// DeletePushSubscription deletes member cid's subscription with endpoint;
+// ErrNotFound if cid has none with it (another member's is not touched).
+func (s *Store) DeletePushSubscription(ctx context.Context, cid int64, endpoint string) error {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM push_subscriptions WHERE member_id = ? AND endpoint = ?`, cid, endpoint)
+	if err != nil {
+		return dbErr("delete push subscription", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return dbErr("delete push subscription", err)
+	} else if n == 0 {
+		return notFound("push subscription", "")
+	}
+	return nil
+}
+
+// PushSubscriptions returns member cid's subscriptions, oldest first.
+func (s *Store) PushSubscriptions(ctx context.Context, cid int64) ([]notify.PushSubscription, error) {
+	return s.pushSubs(ctx, `SELECT member_id, endpoint, p256dh, auth FROM push_subscriptions WHERE member_id = ? ORDER BY id`, cid)
+}
+
+// PushRecipients implements notify.SubscriptionStore: the subscriptions of
+// the current members of family fid who see a notification about member cid
+// (0: family-wide) — its owners and cid, or everyone for 0 — the rule of
+// notify.Filter.Sees, the SSE stream's.
+func (s *Store) PushRecipients(ctx context.Context, fid, cid int64) ([]notify.PushSubscription, error) {
+	return s.pushSubs(ctx, `SELECT p.member_id, p.endpoint, p.p256dh, p.auth FROM push_subscriptions p
+		JOIN members m ON m.id = p.member_id
+		WHERE m.family_id = ? AND m.deleted_at IS NULL AND (? = 0 OR m.role = ? OR m.id = ?)
+		ORDER BY p.id`, fid, cid, string(policy.RoleOwner), cid)
+}
+
+func (s *Store) pushSubs(ctx context.Context, query string, args ...any) ([]notify.PushSubscription, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, dbErr("push subscriptions", err)
+	}
+	defer rows.Close()
+	var out []notify.PushSubscription
+	for rows.Next() {
+		var p notify.PushSubscription
+		if err := rows.Scan(&p.MemberID, &p.Endpoint, &p.P256dh, &p.Auth); err != nil {
+			return nil, dbErr("push subscriptions", err)
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbErr("push subscriptions", err)
+	}
+	return out, nil
+}
+
+// RemovePushSubscription implements notify.SubscriptionStore: it deletes
+// the subscription with endpoint, whoever's it is (the push service said it
+// is gone); none is not an error.
+func (s *Store) RemovePushSubscription(ctx context.Context, endpoint string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM push_subscriptions WHERE endpoint = ?`, endpoint); err != nil {
+		return dbErr("remove push subscription", err)
+	}
+	return nil
+}
+
+// VAPIDKeys returns the VAPID key pair kept in the store; when there is
+// none yet it stores generate's, once: concurrent callers (several
+// processes on one database) all get the pair that was stored first.
+func (s *Store) VAPIDKeys(ctx context.Context, generate func() (notify.VAPIDKeys, error)) (notify.VAPIDKeys, error) {
+	var k notify.VAPIDKeys
+	err := s.db.QueryRowContext(ctx, `SELECT public_key, private_key FROM vapid_keys WHERE id = 1`).Scan(&k.Public, &k.Private)
+	if err == nil {
+		return k, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return k, dbErr("vapid keys", err)
+	}
+	gen, err := generate()
+	if err != nil {
+		return k, fmt.Errorf("store: vapid keys: %w", err)
+	}
+	q := s.d.InsertIgnore("vapid_keys", []string{"id", "public_key", "private_key", "created_at"}, 1)
+	if _, err := s.db.ExecContext(ctx, q, 1, gen.Public, gen.Private, s.t(s.now())); err != nil {
+		return k, dbErr("vapid keys", err)
+	}
+	if err := s.db.QueryRowContext(ctx, `SELECT public_key, private_key FROM vapid_keys WHERE id = 1`).Scan(&k.Public, &k.Private); err != nil {
+		return k, dbErr("vapid keys", err)
+	}
+	return k, nil
+}

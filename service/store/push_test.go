@@ -1,0 +1,136 @@
+package store_test
+
+import (
+	"crypto/ecdh"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/dabom/dpcs/notify"
+	"github.com/dabom/dpcs/service/store"
+)
+
+func pushSub(t *testing.T, endpoint string) notify.PushSubscription {
+	t.Helper()
+	k, err := ecdh.P256().GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return notify.PushSubscription{Endpoint: endpoint, P256dh: base64.RawURLEncoding.EncodeToString(k.PublicKey().Bytes()),
+		Auth: base64.RawURLEncoding.EncodeToString(make([]byte, 16))}
+}
+
+func testPushSubscriptions(t *testing.T, e *env) {
+	e.family(t, 1) // owner 11, child 12
+	e.family(t, 2) // owner 21, child 22
+	if _, err := e.s.AddMember(e.ctx, store.NewMember{ID: 13, FamilyID: 1, Name: "m13", Role: "MEMBER"}, store.System); err != nil {
+		t.Fatal(err)
+	}
+	save := func(fid, cid int64, s notify.PushSubscription) notify.PushSubscription {
+		t.Helper()
+		got, err := e.s.SavePushSubscription(e.ctx, fid, cid, s, false)
+		if err != nil {
+			t.Fatalf("save %d %s: %v", cid, s.Endpoint, err)
+		}
+		return got
+	}
+	o := save(1, 11, pushSub(t, "https://push.example/o"))
+	c := save(1, 12, pushSub(t, "https://push.example/c"))
+	m := save(1, 13, pushSub(t, "https://push.example/m"))
+	other := save(2, 21, pushSub(t, "https://push.example/other"))
+	// The same browser again: keys replaced, still one row.
+	c = save(1, 12, pushSub(t, "https://push.example/c"))
+
+	for _, tc := range []struct {
+		name        string
+		fid, member int64
+		want        []notify.PushSubscription
+	}{
+		{name: "about the child: owners and the child", fid: 1, member: 12, want: []notify.PushSubscription{o, c}},
+		{name: "family-wide: everyone", fid: 1, member: 0, want: []notify.PushSubscription{o, m, c}},
+		{name: "about the owner", fid: 1, member: 11, want: []notify.PushSubscription{o}},
+		{name: "another family", fid: 2, member: 22, want: []notify.PushSubscription{other}},
+	} {
+		got, err := e.s.PushRecipients(e.ctx, tc.fid, tc.member)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sortSubs := cmp.Transformer("sort", func(in []notify.PushSubscription) map[string]notify.PushSubscription {
+			out := map[string]notify.PushSubscription{}
+			for _, s := range in {
+				out[s.Endpoint] = s
+			}
+			return out
+		})
+		if diff := cmp.Diff(tc.want, got, sortSubs); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
+	}
+
+	// Invalid subscriptions, an unknown or foreign member.
+	bad := pushSub(t, "http://push.example/x")
+	_, err := e.s.SavePushSubscription(e.ctx, 1, 11, bad, true)
+	wantErr(t, "http endpoint", err, store.ErrInvalid)
+	var fe *store.FieldError
+	short := pushSub(t, "https://push.example/x")
+	short.Auth = "AAAA"
+	if _, err := e.s.SavePushSubscription(e.ctx, 1, 11, short, false); !errors.As(err, &fe) || fe.Field != "keys.auth" {
+		t.Errorf("short auth: %v", err)
+	}
+	_, err = e.s.SavePushSubscription(e.ctx, 1, 21, pushSub(t, "https://push.example/y"), false)
+	wantErr(t, "member of another family", err, store.ErrNotFound)
+	if _, err := e.s.SavePushSubscription(e.ctx, 1, 11, pushSub(t, "http://127.0.0.1:9/p"), true); err != nil {
+		t.Errorf("loopback http in tests: %v", err)
+	}
+
+	// Another member subscribing from the same browser takes it over.
+	o2 := save(1, 13, pushSub(t, "https://push.example/o"))
+	if got, _ := e.s.PushSubscriptions(e.ctx, 13); len(got) != 2 || got[1] != o2 {
+		t.Errorf("taken over: %+v", got)
+	}
+
+	// Delete: only the caller's own.
+	wantErr(t, "delete another's", e.s.DeletePushSubscription(e.ctx, 11, "https://push.example/c"), store.ErrNotFound)
+	if err := e.s.DeletePushSubscription(e.ctx, 12, "https://push.example/c"); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "delete twice", e.s.DeletePushSubscription(e.ctx, 12, "https://push.example/c"), store.ErrNotFound)
+
+	// Gone (the push service's 410): removed whoever's; again is fine.
+	for range 2 {
+		if err := e.s.RemovePushSubscription(e.ctx, "https://push.example/other"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := e.s.PushRecipients(e.ctx, 2, 0); len(got) != 0 {
+		t.Errorf("after 410: %+v", got)
+	}
+
+	// Removing a member removes their subscriptions.
+	if err := e.s.RemoveMember(e.ctx, 1, 13, owner); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.s.PushSubscriptions(e.ctx, 13); len(got) != 0 {
+		t.Errorf("removed member's subscriptions: %+v", got)
+	}
+	if n := e.count(t, "push_subscriptions"); n != 1 { // 11's loopback one
+		t.Errorf("rows left = %d, want 1", n)
+	}
+}
+
+func testVAPIDKeys(t *testing.T, e *env) {
+	first, err := e.s.VAPIDKeys(e.ctx, notify.GenerateVAPIDKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Validate(); err != nil {
+		t.Fatalf("stored keys: %v", err)
+	}
+	again, err := e.s.VAPIDKeys(e.ctx, func() (notify.VAPIDKeys, error) { return notify.VAPIDKeys{}, errors.New("must not generate") })
+	if err != nil || again != first {
+		t.Errorf("second call = %+v, %v; want the stored pair", again, err)
+	}
+}
