@@ -57,7 +57,7 @@ async function render() {
     cleanup = (await screen(root, { args, query })) || null;
   } catch (e) {
     if (e instanceof api.ApiError && e.status === 401) { await api.logout(); return; }
-    say(e.message || String(e), true);
+    fill(root, h("h1", {}, title), h("p", { class: "conflict", role: "alert" }, e.message || String(e)));
   }
 }
 

@@ -72,7 +72,7 @@ function renderMembers(card, dash, phones, state, reload, openEditor) {
       h("th", { scope: "row" }, m.name, h("div", { class: "muted mono" }, `#${m.customerId}`)),
       h("td", {}, info.phone || h("span", { class: "muted" }, "—")),
       h("td", {}, h("div", { class: "actions" }, role.wrap,
-        h("button", { type: "button", class: "secondary", "aria-label": `Save role of ${m.name}`,
+        h("button", { type: "button", class: "secondary", "aria-label": `Set role of ${m.name}`,
           onclick: () => busy(async () => { await api.setRole(dash.familyId, m.customerId, role.input.value); await reload(); },
             `${m.name} is now ${role.input.value}.`) }, "Set"))),
       h("td", {}, decisionBadge(m.decision), m.rule ? h("div", { class: "muted mono" }, m.rule) : null),

@@ -68,7 +68,9 @@ export async function operationsScreen(root) {
       tile("Redis", h("span", { class: `badge ${redis[1]}` }, redis[0]), "ops-redis"),
       tile("Kafka", h("span", { class: `badge ${kafka}` }, o.kafka || "unknown")));
     const kv = (title, obj, fmt = (v) => num(v)) => h("section", { class: "card" }, table(title, ["Name", ["Value", "num"]],
-      Object.keys(obj || {}).sort().map((k) => h("tr", {}, h("th", { scope: "row", class: "mono" }, k), h("td", { class: "num" }, fmt(obj[k]))))));
+      Object.keys(obj || {}).length
+        ? Object.keys(obj).sort().map((k) => h("tr", {}, h("th", { scope: "row", class: "mono" }, k), h("td", { class: "num" }, fmt(obj[k]))))
+        : h("tr", {}, h("td", { colspan: 2, class: "muted" }, "None in this window"))));
     fill(detail,
       kv("Decisions/s by code", o.decisionsPerSecond, (v) => num(v, 1)),
       kv("Processor lag by topic", o.processorLag),

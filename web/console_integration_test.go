@@ -1,0 +1,294 @@
+//go:build integration
+
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/google/go-cmp/cmp"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dabom/dpcs/internal/browsertest"
+)
+
+// The back office's stories (issue 15) in a real browser against the
+// all-in-one: an admin signs in, finds the demo family by an owner's phone,
+// edits a policy template, sees the drift of the members it was applied to,
+// re-applies it, finds the change in the audit log as a diff, watches the
+// operations view and replays a dead-lettered record. axe-core runs on every
+// screen; screenshots go to $DPCS_TEST_SCREENSHOTS.
+func TestConsoleStories(t *testing.T) {
+	sys := browsertest.StartSystem(t)
+	admin := sys.Token(t, sys.Admin)
+	routes := openAPIPaths(t, sys)
+	b := browsertest.New(t)
+	ctx := b.Page(t, browsertest.Desktop)
+	console := sys.URL + "/console/"
+
+	// Sign in with the admin's phone, as an agent would.
+	browsertest.Run(t, ctx, "open the console", chromedp.Navigate(console), chromedp.WaitVisible("#login-name", chromedp.ByID))
+	browsertest.CheckAccessibility(t, ctx, "console-login")
+	browsertest.Run(t, ctx, "sign in",
+		chromedp.SendKeys("#login-name", sys.Admin.Phone, chromedp.ByID),
+		chromedp.SendKeys("#login-password", sys.Password, chromedp.ByID),
+		chromedp.Click("#login-form button[type=submit]", chromedp.ByQuery))
+	waitJS(t, ctx, "the search screen after signing in", `!!document.querySelector('[data-screen=search] input[type=search]')`)
+
+	t.Run("find the family by phone", func(t *testing.T) {
+		browsertest.Run(t, ctx, "search by the owner's phone",
+			chromedp.SendKeys(`[data-screen=search] input[type=search]`, sys.Owner.Phone, chromedp.ByQuery),
+			chromedp.Click(`[data-screen=search] button[type=submit]`, chromedp.ByQuery))
+		link := fmt.Sprintf(`#search-results a[href="#/family/%d"]`, sys.FamilyID)
+		waitJS(t, ctx, "the demo family in the results", fmt.Sprintf(`!!document.querySelector(%q)`, link))
+		browsertest.CheckAccessibility(t, ctx, "console-search")
+		browsertest.Screenshot(t, ctx, "console-search")
+
+		browsertest.Run(t, ctx, "open the family", chromedp.Click(link, chromedp.ByQuery))
+		waitJS(t, ctx, "the family's members and pool", `document.querySelectorAll('tr[data-member]').length === 4 && !!document.querySelector('#pool-remaining')`)
+		var pool struct {
+			Pool struct {
+				RemainingBytes int64 `json:"remainingBytes"`
+			} `json:"pool"`
+			Name string `json:"name"`
+		}
+		sys.Call(t, admin, http.MethodGet, fmt.Sprintf("/families/%d", sys.FamilyID), nil, &pool)
+		var h1 string
+		browsertest.Run(t, ctx, "read the heading", chromedp.Text("[data-screen=search] h1", &h1, chromedp.ByQuery))
+		if !strings.Contains(h1, pool.Name) {
+			t.Errorf("family page heading %q lacks the family's name %q", h1, pool.Name)
+		}
+		// Open a member's policies: the editor shows the version it edits.
+		browsertest.Run(t, ctx, "open the child's policies",
+			chromedp.Click(fmt.Sprintf(`tr[data-member="%d"] button[aria-label^="Policies"]`, sys.Child.ID), chromedp.ByQuery))
+		waitJS(t, ctx, "the policy editor", `!document.querySelector('#policy-editor').hidden && !!document.querySelector('#policy-editor form')`)
+		browsertest.CheckAccessibility(t, ctx, "console-family")
+		browsertest.Screenshot(t, ctx, "console-family")
+	})
+
+	t.Run("a stale policy edit is refused clearly", func(t *testing.T) {
+		// The editor reads version v (> 0: a policy never written has version
+		// 0, which the API takes as "last write wins"); another owner changes
+		// the policy meanwhile; saving must show the conflict and change
+		// nothing.
+		path := fmt.Sprintf("/families/%d/members/%d/policies", sys.FamilyID, sys.Child.ID)
+		sys.Call(t, admin, http.MethodPatch, path, map[string]any{"set": map[string]string{"THROTTLE:SPEED": "1024"}}, nil)
+		browsertest.Run(t, ctx, "reopen the child's policies",
+			chromedp.Click(fmt.Sprintf(`tr[data-member="%d"] button[aria-label^="Policies"]`, sys.Child.ID), chromedp.ByQuery))
+		waitJS(t, ctx, "the editor at version 1", `document.querySelector('#policy-editor caption') && document.querySelector('#policy-editor caption').textContent.includes('version 1')`)
+		sys.Call(t, admin, http.MethodPatch, path, map[string]any{"set": map[string]string{"THROTTLE:SPEED": "512"}}, nil)
+		browsertest.Run(t, ctx, "set a daily limit in the stale editor",
+			chromedp.SendKeys("#new-key", "LIMIT:DATA:DAILY", chromedp.ByID),
+			chromedp.SendKeys("#new-value", "1048576", chromedp.ByID),
+			chromedp.Click(`#policy-editor button[type=submit]`, chromedp.ByQuery))
+		waitJS(t, ctx, "the conflict message", `document.querySelector('#policy-conflict').textContent.includes('someone changed this policy')`)
+		var pol struct {
+			Rules map[string]string `json:"rules"`
+		}
+		sys.Call(t, admin, http.MethodGet, path, nil, &pol)
+		if _, ok := pol.Rules["LIMIT:DATA:DAILY"]; ok {
+			t.Fatalf("a stale edit was saved: %v", pol.Rules)
+		}
+	})
+
+	t.Run("edit a template, see the drift, re-apply, audit diff", func(t *testing.T) {
+		if !routes["/admin/policy-templates/{templateId}/drift"] || !routes["/admin/policy-templates/{templateId}/reapply"] {
+			t.Skip("the template drift routes are not in this build's /openapi.json")
+		}
+		// A template applied to both children (the setup, through the API).
+		var tpl struct {
+			ID int64 `json:"id"`
+		}
+		sys.Call(t, admin, http.MethodPost, "/admin/policy-templates", map[string]any{
+			"name": "Child basic", "type": "LIMIT", "requireRole": "MEMBER", "active": true,
+			"defaultRules": map[string]string{"LIMIT:DATA:MONTHLY": "1073741824", "BLOCK:TIME:START": "2200", "BLOCK:TIME:END": "0700"},
+		}, &tpl, http.StatusCreated)
+		for _, c := range []browsertest.Login{sys.Child, sys.Child2} {
+			sys.Call(t, admin, http.MethodPost, fmt.Sprintf("/admin/policy-templates/%d/apply", tpl.ID),
+				map[string]any{"familyId": sys.FamilyID, "customerId": c.ID}, nil)
+		}
+
+		// The admin lowers the template's monthly limit to 500 MB in the editor.
+		browsertest.Run(t, ctx, "open the templates", chromedp.Navigate(console+"#/templates"))
+		edit := fmt.Sprintf(`tr[data-template="%d"] button[aria-label^="Edit"]`, tpl.ID)
+		waitJS(t, ctx, "the template in the list", fmt.Sprintf(`!!document.querySelector(%q)`, edit))
+		browsertest.CheckAccessibility(t, ctx, "console-templates")
+		browsertest.Run(t, ctx, "edit the template",
+			chromedp.Click(edit, chromedp.ByQuery),
+			chromedp.WaitVisible(`#template-editor textarea`, chromedp.ByQuery),
+			chromedp.SetValue(`#template-editor textarea`, "LIMIT:DATA:MONTHLY=524288000\nBLOCK:TIME:START=2200\nBLOCK:TIME:END=0700", chromedp.ByQuery),
+			chromedp.Click(`#template-editor button[type=submit]`, chromedp.ByQuery))
+		waitJS(t, ctx, "the saved template in the list", fmt.Sprintf(`document.querySelector('tr[data-template="%d"]').textContent.includes('LIMIT:DATA:MONTHLY=524288000')`, tpl.ID))
+
+		// Its drift: both children, each with the changed key previewed.
+		browsertest.Run(t, ctx, "open the drift", chromedp.Click(fmt.Sprintf(`tr[data-template="%d"] a.drift-link`, tpl.ID), chromedp.ByQuery))
+		waitJS(t, ctx, "two drifted members", `document.querySelector('#drift-count') && document.querySelector('#drift-count').textContent === '2'`)
+		var preview string
+		browsertest.Run(t, ctx, "read the preview", chromedp.Evaluate(fmt.Sprintf(`document.querySelector('input[data-member="%d"]').closest('tr').textContent`, sys.Child.ID), &preview))
+		for _, want := range []string{"LIMIT:DATA:MONTHLY", "changed", "1073741824", "524288000"} {
+			if !strings.Contains(preview, want) {
+				t.Errorf("drift preview %q lacks %q", preview, want)
+			}
+		}
+		browsertest.CheckAccessibility(t, ctx, "console-templates-drift")
+		browsertest.Screenshot(t, ctx, "console-templates-drift")
+
+		browsertest.Run(t, ctx, "re-apply to all selected",
+			chromedp.Click("#drift-all", chromedp.ByID),
+			chromedp.Click("#reapply-selected", chromedp.ByID))
+		waitJS(t, ctx, "no drift left and the report", `!!document.querySelector('#drift-none') && !document.querySelector('#reapply-report').hidden`)
+		for _, c := range []browsertest.Login{sys.Child, sys.Child2} {
+			var pol struct {
+				Rules map[string]string `json:"rules"`
+			}
+			sys.Call(t, admin, http.MethodGet, fmt.Sprintf("/families/%d/members/%d/policies", sys.FamilyID, c.ID), nil, &pol)
+			if got := pol.Rules["LIMIT:DATA:MONTHLY"]; got != "524288000" {
+				t.Errorf("%v: monthly limit %q after the re-apply, want 524288000", c, got)
+			}
+		}
+
+		// The audit log, filtered by the family and the action, shows the
+		// re-apply as a diff of the monthly limit.
+		browsertest.Run(t, ctx, "open the audit log", chromedp.Navigate(fmt.Sprintf("%s#/audit?familyId=%d&action=policy.apply_template", console, sys.FamilyID)))
+		waitJS(t, ctx, "the re-apply's diff", `[...document.querySelectorAll('tr[data-audit] .diff tr.changed')].some(r => r.textContent.includes('LIMIT:DATA:MONTHLY') && r.querySelector('del') && r.querySelector('del').textContent.includes('1073741824') && r.querySelector('ins').textContent.includes('524288000'))`)
+		browsertest.CheckAccessibility(t, ctx, "console-audit")
+		browsertest.Screenshot(t, ctx, "console-audit")
+	})
+
+	t.Run("operations", func(t *testing.T) {
+		if !routes["/admin/operations"] {
+			t.Skip("GET /admin/operations is not in this build's /openapi.json")
+		}
+		browsertest.Run(t, ctx, "open the operations view", chromedp.Navigate(console+"#/operations"))
+		waitJS(t, ctx, "the operations figures", `!!document.querySelector('#ops-redis .badge')`)
+		// It polls: a second sample arrives on its own.
+		var first string
+		browsertest.Run(t, ctx, "read the time", chromedp.Text("#ops-at", &first, chromedp.ByID))
+		waitJS(t, ctx, "a second sample", fmt.Sprintf(`document.querySelector('#ops-at').textContent !== %q`, first))
+		browsertest.CheckAccessibility(t, ctx, "console-operations")
+		browsertest.Screenshot(t, ctx, "console-operations")
+	})
+
+	t.Run("replay a dead letter", func(t *testing.T) {
+		if !routes["/admin/dead-letters"] || !routes["/admin/dead-letters/replay"] {
+			t.Skip("the dead-letter routes are not in this build's /openapi.json")
+		}
+		if sys.KafkaAddr == "" {
+			t.Fatal("the harness exposes no Kafka address")
+		}
+		// A malformed usage event from a plain Kafka client: the processor
+		// dead-letters it to usage-events.DLT.
+		cl, err := kgo.NewClient(kgo.SeedBrokers(sys.KafkaAddr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		marker := "malformed-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		pctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		rec := &kgo.Record{Topic: "usage-events", Key: []byte(strconv.FormatInt(sys.FamilyID, 10)),
+			Value: []byte(`{"eventId":"` + marker + `","eventType":"DATA_USAGE","payload":{"familyId":`)}
+		if err := cl.ProduceSync(pctx, rec).FirstErr(); err != nil {
+			t.Fatalf("produce the malformed record: %v", err)
+		}
+
+		// The browser shows it once the processor dead-lettered it.
+		row := `[...document.querySelectorAll('tbody tr[data-record]')].find(r => r.textContent.includes(` + strconv.Quote(marker) + `) && !r.textContent.includes('replay of'))`
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			browsertest.Run(t, ctx, "open the dead letters", chromedp.Navigate(console+"#/dead-letters?topic=usage-events.DLT"), chromedp.Reload())
+			waitJS(t, ctx, "the dead-letter list", `!!document.querySelector('#dlt-empty') || document.querySelectorAll('tbody tr[data-record]').length > 0`)
+			var found bool
+			browsertest.Run(t, ctx, "look for the record", chromedp.Evaluate(`!!(`+row+`)`, &found))
+			if found {
+				break
+			}
+			if time.Now().After(deadline) {
+				var seen string
+				browsertest.Run(t, ctx, "read the list", chromedp.Evaluate(`document.querySelector('main').innerText.slice(0, 2000)`, &seen))
+				t.Fatalf("the malformed record %s was not listed in 30 s; the page shows: %s", marker, seen)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		browsertest.CheckAccessibility(t, ctx, "console-dead-letters")
+		var id string
+		browsertest.Run(t, ctx, "select and replay it",
+			chromedp.Evaluate(`(() => { const r = `+row+`; r.querySelector('input[type=checkbox]').click(); return r.dataset.record })()`, &id),
+			chromedp.Click("#replay-selected", chromedp.ByID))
+		waitJS(t, ctx, "the replay report", `!document.querySelector('#replay-report').hidden && document.querySelector('#replay-report').textContent.includes('1 replayed')`)
+		waitJS(t, ctx, "the record marked replayed", fmt.Sprintf(`(() => { const r = document.querySelector('tbody tr[data-record=%q] td[data-replayed]'); return !!r && r.dataset.replayed === 'yes' })()`, id))
+		browsertest.Screenshot(t, ctx, "console-dead-letters")
+
+		// Replayed to usage-events, still malformed, it is dead-lettered again,
+		// naming the record it was replayed from.
+		var list struct {
+			Records []struct {
+				ReplayedFrom string `json:"replayedFrom"`
+				Payload      string `json:"payload"`
+			} `json:"records"`
+		}
+		deadline = time.Now().Add(30 * time.Second)
+		for {
+			sys.Call(t, admin, http.MethodGet, "/admin/dead-letters?topic=usage-events.DLT", nil, &list)
+			var from []string
+			for _, r := range list.Records {
+				if strings.Contains(r.Payload, marker) && r.ReplayedFrom != "" {
+					from = append(from, r.ReplayedFrom)
+				}
+			}
+			if len(from) > 0 {
+				if diff := cmp.Diff([]string{id}, from); diff != "" {
+					t.Fatalf("the replay's dead letter names another origin (-want +got):\n%s", diff)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the replayed record %s was not judged again (dead-lettered anew) in 30 s: %d records in usage-events.DLT", id, len(list.Records))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
+}
+
+// openAPIPaths returns the paths of the running system's /openapi.json.
+func openAPIPaths(t *testing.T, sys *browsertest.System) map[string]bool {
+	t.Helper()
+	var doc struct {
+		Paths map[string]json.RawMessage `json:"paths"`
+	}
+	sys.Call(t, "", http.MethodGet, "/openapi.json", nil, &doc)
+	out := map[string]bool{}
+	for p := range doc.Paths {
+		out[p] = true
+	}
+	return out
+}
+
+// waitJS waits (20 s at most) until the JavaScript expression is true in the
+// page of ctx; on a timeout it fails naming what was awaited and what the page
+// showed.
+func waitJS(t *testing.T, ctx context.Context, what, expr string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var ok bool
+		err := chromedp.Run(ctx, chromedp.Evaluate(`(() => { try { return !!(`+expr+`) } catch (e) { return false } })()`, &ok))
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			var status, body string
+			_ = chromedp.Run(ctx, chromedp.Evaluate(`document.querySelector('#status') ? document.querySelector('#status').textContent : ''`, &status),
+				chromedp.Evaluate(`document.body.innerText.slice(0, 1500)`, &body))
+			t.Fatalf("waited 20 s for %s (err %v); status %q; the page shows:\n%s", what, err, status, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
