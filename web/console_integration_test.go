@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/google/go-cmp/cmp"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -34,24 +35,24 @@ func TestConsoleStories(t *testing.T) {
 	console := sys.URL + "/console/"
 
 	// Sign in with the admin's phone, as an agent would.
-	browsertest.Run(t, ctx, "open the console", chromedp.Navigate(console), chromedp.WaitVisible("#login-name", chromedp.ByID))
+	run(t, ctx, "open the console", chromedp.Navigate(console), chromedp.WaitVisible("#login-name", chromedp.ByID))
 	browsertest.CheckAccessibility(t, ctx, "console-login")
-	browsertest.Run(t, ctx, "sign in",
+	run(t, ctx, "sign in",
 		chromedp.SendKeys("#login-name", sys.Admin.Phone, chromedp.ByID),
 		chromedp.SendKeys("#login-password", sys.Password, chromedp.ByID),
 		chromedp.Click("#login-form button[type=submit]", chromedp.ByQuery))
 	waitJS(t, ctx, "the search screen after signing in", `!!document.querySelector('[data-screen=search] input[type=search]')`)
 
 	t.Run("find the family by phone", func(t *testing.T) {
-		browsertest.Run(t, ctx, "search by the owner's phone",
+		run(t, ctx, "search by the owner's phone",
 			chromedp.SendKeys(`[data-screen=search] input[type=search]`, sys.Owner.Phone, chromedp.ByQuery),
 			chromedp.Click(`[data-screen=search] button[type=submit]`, chromedp.ByQuery))
 		link := fmt.Sprintf(`#search-results a[href="#/family/%d"]`, sys.FamilyID)
 		waitJS(t, ctx, "the demo family in the results", fmt.Sprintf(`!!document.querySelector(%q)`, link))
 		browsertest.CheckAccessibility(t, ctx, "console-search")
-		browsertest.Screenshot(t, ctx, "console-search")
+		shot(t, ctx, "console-search")
 
-		browsertest.Run(t, ctx, "open the family", chromedp.Click(link, chromedp.ByQuery))
+		run(t, ctx, "open the family", chromedp.Click(link, chromedp.ByQuery))
 		waitJS(t, ctx, "the family's members and pool", `document.querySelectorAll('tr[data-member]').length === 4 && !!document.querySelector('#pool-remaining')`)
 		var pool struct {
 			Pool struct {
@@ -61,16 +62,16 @@ func TestConsoleStories(t *testing.T) {
 		}
 		sys.Call(t, admin, http.MethodGet, fmt.Sprintf("/families/%d", sys.FamilyID), nil, &pool)
 		var h1 string
-		browsertest.Run(t, ctx, "read the heading", chromedp.Text("[data-screen=search] h1", &h1, chromedp.ByQuery))
+		run(t, ctx, "read the heading", chromedp.Text("[data-screen=search] h1", &h1, chromedp.ByQuery))
 		if !strings.Contains(h1, pool.Name) {
 			t.Errorf("family page heading %q lacks the family's name %q", h1, pool.Name)
 		}
 		// Open a member's policies: the editor shows the version it edits.
-		browsertest.Run(t, ctx, "open the child's policies",
+		run(t, ctx, "open the child's policies",
 			chromedp.Click(fmt.Sprintf(`tr[data-member="%d"] button[aria-label^="Policies"]`, sys.Child.ID), chromedp.ByQuery))
 		waitJS(t, ctx, "the policy editor", `!document.querySelector('#policy-editor').hidden && !!document.querySelector('#policy-editor form')`)
 		browsertest.CheckAccessibility(t, ctx, "console-family")
-		browsertest.Screenshot(t, ctx, "console-family")
+		shot(t, ctx, "console-family")
 	})
 
 	t.Run("a stale policy edit is refused clearly", func(t *testing.T) {
@@ -80,11 +81,11 @@ func TestConsoleStories(t *testing.T) {
 		// nothing.
 		path := fmt.Sprintf("/families/%d/members/%d/policies", sys.FamilyID, sys.Child.ID)
 		sys.Call(t, admin, http.MethodPatch, path, map[string]any{"set": map[string]string{"THROTTLE:SPEED": "1024"}}, nil)
-		browsertest.Run(t, ctx, "reopen the child's policies",
+		run(t, ctx, "reopen the child's policies",
 			chromedp.Click(fmt.Sprintf(`tr[data-member="%d"] button[aria-label^="Policies"]`, sys.Child.ID), chromedp.ByQuery))
 		waitJS(t, ctx, "the editor at version 1", `document.querySelector('#policy-editor caption') && document.querySelector('#policy-editor caption').textContent.includes('version 1')`)
 		sys.Call(t, admin, http.MethodPatch, path, map[string]any{"set": map[string]string{"THROTTLE:SPEED": "512"}}, nil)
-		browsertest.Run(t, ctx, "set a daily limit in the stale editor",
+		run(t, ctx, "set a daily limit in the stale editor",
 			chromedp.SendKeys("#new-key", "LIMIT:DATA:DAILY", chromedp.ByID),
 			chromedp.SendKeys("#new-value", "1048576", chromedp.ByID),
 			chromedp.Click(`#policy-editor button[type=submit]`, chromedp.ByQuery))
@@ -116,11 +117,11 @@ func TestConsoleStories(t *testing.T) {
 		}
 
 		// The admin lowers the template's monthly limit to 500 MB in the editor.
-		browsertest.Run(t, ctx, "open the templates", chromedp.Navigate(console+"#/templates"))
+		run(t, ctx, "open the templates", chromedp.Navigate(console+"#/templates"))
 		edit := fmt.Sprintf(`tr[data-template="%d"] button[aria-label^="Edit"]`, tpl.ID)
 		waitJS(t, ctx, "the template in the list", fmt.Sprintf(`!!document.querySelector(%q)`, edit))
 		browsertest.CheckAccessibility(t, ctx, "console-templates")
-		browsertest.Run(t, ctx, "edit the template",
+		run(t, ctx, "edit the template",
 			chromedp.Click(edit, chromedp.ByQuery),
 			chromedp.WaitVisible(`#template-editor textarea`, chromedp.ByQuery),
 			chromedp.SetValue(`#template-editor textarea`, "LIMIT:DATA:MONTHLY=524288000\nBLOCK:TIME:START=2200\nBLOCK:TIME:END=0700", chromedp.ByQuery),
@@ -128,19 +129,19 @@ func TestConsoleStories(t *testing.T) {
 		waitJS(t, ctx, "the saved template in the list", fmt.Sprintf(`document.querySelector('tr[data-template="%d"]').textContent.includes('LIMIT:DATA:MONTHLY=524288000')`, tpl.ID))
 
 		// Its drift: both children, each with the changed key previewed.
-		browsertest.Run(t, ctx, "open the drift", chromedp.Click(fmt.Sprintf(`tr[data-template="%d"] a.drift-link`, tpl.ID), chromedp.ByQuery))
+		run(t, ctx, "open the drift", chromedp.Click(fmt.Sprintf(`tr[data-template="%d"] a.drift-link`, tpl.ID), chromedp.ByQuery))
 		waitJS(t, ctx, "two drifted members", `document.querySelector('#drift-count') && document.querySelector('#drift-count').textContent === '2'`)
 		var preview string
-		browsertest.Run(t, ctx, "read the preview", chromedp.Evaluate(fmt.Sprintf(`document.querySelector('input[data-member="%d"]').closest('tr').textContent`, sys.Child.ID), &preview))
+		run(t, ctx, "read the preview", chromedp.Evaluate(fmt.Sprintf(`document.querySelector('input[data-member="%d"]').closest('tr').textContent`, sys.Child.ID), &preview))
 		for _, want := range []string{"LIMIT:DATA:MONTHLY", "changed", "1073741824", "524288000"} {
 			if !strings.Contains(preview, want) {
 				t.Errorf("drift preview %q lacks %q", preview, want)
 			}
 		}
 		browsertest.CheckAccessibility(t, ctx, "console-templates-drift")
-		browsertest.Screenshot(t, ctx, "console-templates-drift")
+		shot(t, ctx, "console-templates-drift")
 
-		browsertest.Run(t, ctx, "re-apply to all selected",
+		run(t, ctx, "re-apply to all selected",
 			chromedp.Click("#drift-all", chromedp.ByID),
 			chromedp.Click("#reapply-selected", chromedp.ByID))
 		waitJS(t, ctx, "no drift left and the report", `!!document.querySelector('#drift-none') && !document.querySelector('#reapply-report').hidden`)
@@ -156,24 +157,24 @@ func TestConsoleStories(t *testing.T) {
 
 		// The audit log, filtered by the family and the action, shows the
 		// re-apply as a diff of the monthly limit.
-		browsertest.Run(t, ctx, "open the audit log", chromedp.Navigate(fmt.Sprintf("%s#/audit?familyId=%d&action=policy.apply_template", console, sys.FamilyID)))
+		run(t, ctx, "open the audit log", chromedp.Navigate(fmt.Sprintf("%s#/audit?familyId=%d&action=policy.apply_template", console, sys.FamilyID)))
 		waitJS(t, ctx, "the re-apply's diff", `[...document.querySelectorAll('tr[data-audit] .diff tr.changed')].some(r => r.textContent.includes('LIMIT:DATA:MONTHLY') && r.querySelector('del') && r.querySelector('del').textContent.includes('1073741824') && r.querySelector('ins').textContent.includes('524288000'))`)
 		browsertest.CheckAccessibility(t, ctx, "console-audit")
-		browsertest.Screenshot(t, ctx, "console-audit")
+		shot(t, ctx, "console-audit")
 	})
 
 	t.Run("operations", func(t *testing.T) {
 		if !routes["/admin/operations"] {
 			t.Skip("GET /admin/operations is not in this build's /openapi.json")
 		}
-		browsertest.Run(t, ctx, "open the operations view", chromedp.Navigate(console+"#/operations"))
+		run(t, ctx, "open the operations view", chromedp.Navigate(console+"#/operations"))
 		waitJS(t, ctx, "the operations figures", `!!document.querySelector('#ops-redis .badge')`)
 		// It polls: a second sample arrives on its own.
 		var first string
-		browsertest.Run(t, ctx, "read the time", chromedp.Text("#ops-at", &first, chromedp.ByID))
+		run(t, ctx, "read the time", chromedp.Text("#ops-at", &first, chromedp.ByID))
 		waitJS(t, ctx, "a second sample", fmt.Sprintf(`document.querySelector('#ops-at').textContent !== %q`, first))
 		browsertest.CheckAccessibility(t, ctx, "console-operations")
-		browsertest.Screenshot(t, ctx, "console-operations")
+		shot(t, ctx, "console-operations")
 	})
 
 	t.Run("replay a dead letter", func(t *testing.T) {
@@ -203,28 +204,28 @@ func TestConsoleStories(t *testing.T) {
 		row := `[...document.querySelectorAll('tbody tr[data-record]')].find(r => r.textContent.includes(` + strconv.Quote(marker) + `) && !r.textContent.includes('replay of'))`
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			browsertest.Run(t, ctx, "open the dead letters", chromedp.Navigate(console+"#/dead-letters?topic=usage-events.DLT"), chromedp.Reload())
+			run(t, ctx, "open the dead letters", chromedp.Navigate(console+"#/dead-letters?topic=usage-events.DLT"), chromedp.Reload())
 			waitJS(t, ctx, "the dead-letter list", `!!document.querySelector('#dlt-empty') || document.querySelectorAll('tbody tr[data-record]').length > 0`)
 			var found bool
-			browsertest.Run(t, ctx, "look for the record", chromedp.Evaluate(`!!(`+row+`)`, &found))
+			run(t, ctx, "look for the record", chromedp.Evaluate(`!!(`+row+`)`, &found))
 			if found {
 				break
 			}
 			if time.Now().After(deadline) {
 				var seen string
-				browsertest.Run(t, ctx, "read the list", chromedp.Evaluate(`document.querySelector('main').innerText.slice(0, 2000)`, &seen))
+				run(t, ctx, "read the list", chromedp.Evaluate(`document.querySelector('main').innerText.slice(0, 2000)`, &seen))
 				t.Fatalf("the malformed record %s was not listed in 30 s; the page shows: %s", marker, seen)
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
 		browsertest.CheckAccessibility(t, ctx, "console-dead-letters")
 		var id string
-		browsertest.Run(t, ctx, "select and replay it",
+		run(t, ctx, "select and replay it",
 			chromedp.Evaluate(`(() => { const r = `+row+`; r.querySelector('input[type=checkbox]').click(); return r.dataset.record })()`, &id),
 			chromedp.Click("#replay-selected", chromedp.ByID))
 		waitJS(t, ctx, "the replay report", `!document.querySelector('#replay-report').hidden && document.querySelector('#replay-report').textContent.includes('1 replayed')`)
 		waitJS(t, ctx, "the record marked replayed", fmt.Sprintf(`(() => { const r = document.querySelector('tbody tr[data-record=%q] td[data-replayed]'); return !!r && r.dataset.replayed === 'yes' })()`, id))
-		browsertest.Screenshot(t, ctx, "console-dead-letters")
+		shot(t, ctx, "console-dead-letters")
 
 		// Replayed to usage-events, still malformed, it is dead-lettered again,
 		// naming the record it was replayed from.
@@ -271,6 +272,24 @@ func openAPIPaths(t *testing.T, sys *browsertest.System) map[string]bool {
 	return out
 }
 
+// shot brings the tab to the front and writes its screenshot: a tab that
+// went hidden (visibilityState "hidden", seen after a few navigations)
+// renders no frame, and a screenshot then waits until the tab's deadline.
+func shot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	run(t, ctx, "bring the tab to the front", page.BringToFront())
+	browsertest.Screenshot(t, ctx, name)
+}
+
+// run runs chromedp actions in the tab ctx, failing t on an error and
+// logging how long the step took.
+func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action) {
+	t.Helper()
+	start := time.Now()
+	browsertest.Run(t, ctx, what, actions...)
+	t.Logf("%s: %v", what, time.Since(start).Round(time.Millisecond))
+}
+
 // waitJS waits (20 s at most) until the JavaScript expression is true in the
 // page of ctx; on a timeout it fails naming what was awaited and what the page
 // showed.
@@ -281,6 +300,7 @@ func waitJS(t *testing.T, ctx context.Context, what, expr string) {
 		var ok bool
 		err := chromedp.Run(ctx, chromedp.Evaluate(`(() => { try { return !!(`+expr+`) } catch (e) { return false } })()`, &ok))
 		if err == nil && ok {
+			t.Logf("%s: after %v", what, time.Since(deadline.Add(-20*time.Second)).Round(time.Millisecond))
 			return
 		}
 		if time.Now().After(deadline) {
