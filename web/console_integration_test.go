@@ -4,6 +4,7 @@ package web_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -44,6 +45,31 @@ func TestConsoleStories(t *testing.T) {
 	waitJS(t, ctx, "the search screen after signing in", `!!document.querySelector('[data-screen=search] input[type=search]')`)
 
 	t.Run("find the family by phone", func(t *testing.T) {
+		// The seed's "Last 10 MB" story gives the family some usage: dad 5,
+		// mom 3, child1 8, child2 4 MB → allow, allow, block, block.
+		produceUsage(t, sys, []usage{{sys.Owner.ID, 5 << 20}, {sys.Owner2.ID, 3 << 20}, {sys.Child.ID, 8 << 20}, {sys.Child2.ID, 4 << 20}})
+		var fam struct {
+			Pool struct {
+				RemainingBytes int64 `json:"remainingBytes"`
+			} `json:"pool"`
+		}
+		var rep struct {
+			Events  int64 `json:"events"`
+			Blocked int64 `json:"blocked"`
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			sys.Call(t, admin, http.MethodGet, fmt.Sprintf("/families/%d", sys.FamilyID), nil, &fam)
+			sys.Call(t, admin, http.MethodGet, fmt.Sprintf("/admin/families/%d/usage", sys.FamilyID), nil, &rep)
+			if fam.Pool.RemainingBytes == 2<<20 && rep.Events+rep.Blocked >= 4 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the 4 usage events were not judged and persisted in 30 s: remaining %d, want %d; usage report %+v", fam.Pool.RemainingBytes, 2<<20, rep)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+
 		run(t, ctx, "search by the owner's phone",
 			chromedp.SendKeys(`[data-screen=search] input[type=search]`, sys.Owner.Phone, chromedp.ByQuery),
 			chromedp.Click(`[data-screen=search] button[type=submit]`, chromedp.ByQuery))
@@ -61,11 +87,16 @@ func TestConsoleStories(t *testing.T) {
 			Name string `json:"name"`
 		}
 		sys.Call(t, admin, http.MethodGet, fmt.Sprintf("/families/%d", sys.FamilyID), nil, &pool)
-		var h1 string
-		run(t, ctx, "read the heading", chromedp.Text("[data-screen=search] h1", &h1, chromedp.ByQuery))
+		var h1, remaining string
+		run(t, ctx, "read the heading and the pool", chromedp.Text("[data-screen=search] h1", &h1, chromedp.ByQuery),
+			chromedp.AttributeValue("#pool-remaining", "data-value", &remaining, nil, chromedp.ByID))
 		if !strings.Contains(h1, pool.Name) {
 			t.Errorf("family page heading %q lacks the family's name %q", h1, pool.Name)
 		}
+		if remaining != strconv.FormatInt(pool.Pool.RemainingBytes, 10) {
+			t.Errorf("the page shows %s bytes remaining, the API %d", remaining, pool.Pool.RemainingBytes)
+		}
+		waitJS(t, ctx, "the usage charts", `[...document.querySelectorAll('.chart-box')].filter(b => !b.hidden).length >= 3`)
 		// Open a member's policies: the editor shows the version it edits.
 		run(t, ctx, "open the child's policies",
 			chromedp.Click(fmt.Sprintf(`tr[data-member="%d"] button[aria-label^="Policies"]`, sys.Child.ID), chromedp.ByQuery))
@@ -256,6 +287,43 @@ func TestConsoleStories(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	})
+}
+
+type usage struct {
+	customerID, bytes int64
+}
+
+// produceUsage publishes one DATA_USAGE envelope per use to usage-events
+// with a plain Kafka client, keyed by family so they are judged in order.
+func produceUsage(t *testing.T, sys *browsertest.System, uses []usage) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(sys.KafkaAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, u := range uses {
+		id := make([]byte, 16)
+		rand.Read(id)
+		id[6] = id[6]&0x0f | 0x40
+		id[8] = id[8]&0x3f | 0x80
+		ev := map[string]any{
+			"eventId":   fmt.Sprintf("evt_%x-%x-%x-%x-%x", id[0:4], id[4:6], id[6:8], id[8:10], id[10:]),
+			"eventType": "DATA_USAGE", "subType": nil, "timestamp": time.Now().UTC().Format(time.RFC3339Nano),
+			"payload": map[string]any{"familyId": sys.FamilyID, "customerId": u.customerID, "appId": "com.youtube.app",
+				"bytesUsed": u.bytes, "metadata": map[string]string{"deviceId": "device_test", "networkType": "5G"}},
+		}
+		v, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &kgo.Record{Topic: "usage-events", Key: []byte(strconv.FormatInt(sys.FamilyID, 10)), Value: v}
+		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			t.Fatalf("produce a usage event: %v", err)
+		}
+	}
 }
 
 // openAPIPaths returns the paths of the running system's /openapi.json.

@@ -51,7 +51,7 @@ function renderPool(card, dash) {
     h("div", { class: "meter", role: "meter", "aria-label": "Pool remaining", "aria-valuemin": 0, "aria-valuemax": 100,
       "aria-valuenow": Math.round(100 - p.usedPercent), "aria-valuetext": `${bytes(p.remainingBytes)} of ${bytes(p.totalBytes)} remaining` }, meter),
     h("dl", { class: "stats" },
-      stat("Remaining", bytes(p.remainingBytes), "pool-remaining"),
+      stat("Remaining", bytes(p.remainingBytes), "pool-remaining", p.remainingBytes),
       stat("Used", `${bytes(p.usedBytes)} (${num(p.usedPercent, 1)} %)`),
       stat("Plan", bytes(p.planBytes), "pool-plan"),
       stat("Top-ups", bytes(p.topUpBytes)),
@@ -59,8 +59,8 @@ function renderPool(card, dash) {
       stat("Fired", (p.fired || []).map((t) => `${t}%`).join(", ") || "none")));
 }
 
-function stat(label, value, id) {
-  return h("div", { class: "stat" }, h("dt", {}, label), h("dd", { id }, value));
+function stat(label, value, id, raw) {
+  return h("div", { class: "stat" }, h("dt", {}, label), h("dd", { id, "data-value": raw }, value));
 }
 
 function renderMembers(card, dash, phones, state, reload, openEditor) {
@@ -185,12 +185,25 @@ async function renderEditor(card, familyId, customerId, name, reload) {
       pol.updatedAt ? h("span", { class: "muted" }, ` · last changed ${when(pol.updatedAt)} by #${pol.updatedBy || "?"}`) : null),
     form, h("h3", {}, `Usage of ${name} (this month, by hour)`), usageChart.box);
   const u = await api.memberUsage(familyId, customerId, "month");
-  chart(usageChart.canvas, {
+  if (!empty(usageChart, (u.byHour || []).length, `No usage by ${name} this month.`)) chart(usageChart.canvas, {
     type: "bar",
     data: { labels: (u.byHour || []).map((x) => hourLabel(x.hour)),
       datasets: [{ label: "MB allowed", data: (u.byHour || []).map((x) => x.allowedBytes / MB), backgroundColor: PALETTE[0] }] },
     options: { maintainAspectRatio: false, animation: false, plugins: { legend: { display: false } } },
   });
+}
+
+/** empty shows msg instead of the chart when there is nothing to draw; reports whether it did. */
+function empty(c, n, msg) {
+  c.box.hidden = n === 0;
+  let note = c.box.previousElementSibling;
+  if (!note || !note.classList.contains("empty-note")) {
+    note = h("p", { class: "muted empty-note" });
+    c.box.before(note);
+  }
+  note.textContent = n === 0 ? msg : "";
+  note.hidden = n !== 0;
+  return n === 0;
 }
 
 function hourLabel(h0) {
@@ -212,15 +225,18 @@ async function renderUsage(card, familyId, state, dash) {
   async function draw() {
     const u = await api.familyUsage(familyId, period.input.value);
     summary.textContent = `${bytes(u.allowedBytes)} allowed in ${num(u.events)} events, ${num(u.blocked)} blocked, ${when(u.from)} – ${when(u.to)}.`;
-    const opts = { maintainAspectRatio: false, animation: false, plugins: { legend: { display: false } } };
-    chart(byHour.canvas, { type: "bar", options: opts, data: {
+    // A fresh options object per chart: Chart.js writes into the one it is given.
+    const opts = () => ({ maintainAspectRatio: false, animation: false, plugins: { legend: { display: false } },
+      scales: { y: { beginAtZero: true, title: { display: true, text: "MB" } } } });
+    const none = "No usage in this period.";
+    if (!empty(byHour, (u.byHour || []).length, none)) chart(byHour.canvas, { type: "bar", options: opts(), data: {
       labels: (u.byHour || []).map((x) => hourLabel(x.hour)),
       datasets: [{ label: "MB allowed", data: (u.byHour || []).map((x) => x.allowedBytes / MB), backgroundColor: PALETTE[0] }] } });
-    chart(byMember.canvas, { type: "bar", options: opts, data: {
+    if (!empty(byMember, (u.byMember || []).length, none)) chart(byMember.canvas, { type: "bar", options: opts(), data: {
       labels: (u.byMember || []).map((x) => names.get(x.customerId) || `#${x.customerId}`),
       datasets: [{ label: "MB allowed", data: (u.byMember || []).map((x) => x.allowedBytes / MB), backgroundColor: PALETTE.slice(0, (u.byMember || []).length) }] } });
     const apps = [...(u.byApp || [])].sort((a, b) => b.allowedBytes - a.allowedBytes).slice(0, 10);
-    chart(byApp.canvas, { type: "bar", options: { ...opts, indexAxis: "y" }, data: {
+    if (!empty(byApp, apps.length, none)) chart(byApp.canvas, { type: "bar", options: { ...opts(), indexAxis: "y", scales: { x: { beginAtZero: true, title: { display: true, text: "MB" } } } }, data: {
       labels: apps.map((x) => x.appId), datasets: [{ label: "MB allowed", data: apps.map((x) => x.allowedBytes / MB), backgroundColor: PALETTE[2] }] } });
   }
   period.input.addEventListener("change", () => busy(draw));
