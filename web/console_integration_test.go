@@ -212,9 +212,6 @@ func TestConsoleStories(t *testing.T) {
 		if !routes["/admin/dead-letters"] || !routes["/admin/dead-letters/replay"] {
 			t.Skip("the dead-letter routes are not in this build's /openapi.json")
 		}
-		if sys.KafkaAddr == "" {
-			t.Fatal("the harness exposes no Kafka address")
-		}
 		// A malformed usage event from a plain Kafka client: the processor
 		// dead-letters it to usage-events.DLT.
 		cl, err := kgo.NewClient(kgo.SeedBrokers(sys.KafkaAddr))
@@ -287,6 +284,8 @@ func TestConsoleStories(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	})
+
+	t.Run("sign out", func(t *testing.T) { signOut(t, ctx) })
 }
 
 type usage struct {
@@ -297,6 +296,9 @@ type usage struct {
 // with a plain Kafka client, keyed by family so they are judged in order.
 func produceUsage(t *testing.T, sys *browsertest.System, uses []usage) {
 	t.Helper()
+	if sys.KafkaAddr == "" {
+		t.Fatal("the harness exposes no Kafka address")
+	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(sys.KafkaAddr))
 	if err != nil {
 		t.Fatal(err)
@@ -338,6 +340,13 @@ func openAPIPaths(t *testing.T, sys *browsertest.System) map[string]bool {
 		out[p] = true
 	}
 	return out
+}
+
+// sign out: the session ends and the sign-in form is back.
+func signOut(t *testing.T, ctx context.Context) {
+	t.Helper()
+	run(t, ctx, "sign out", chromedp.Click("#logout", chromedp.ByID))
+	waitJS(t, ctx, "the sign-in form", `!document.querySelector('#login').hidden && document.querySelector('#nav').hidden && sessionStorage.length === 0`)
 }
 
 // shot brings the tab to the front and writes its screenshot: a tab that

@@ -75,5 +75,12 @@ document.getElementById("login-form").addEventListener("submit", async (ev) => {
 });
 document.getElementById("logout").addEventListener("click", () => api.logout());
 api.onSession(() => render());
-window.addEventListener("hashchange", () => { say(""); render(); });
+window.addEventListener("hashchange", async () => {
+  say("");
+  await render();
+  // After a navigation, keyboard and screen-reader users start at the new
+  // screen's content, unless the screen focused a field itself.
+  const a = document.activeElement;
+  if (!a || a === document.body || a.closest("#nav")) document.getElementById("main").focus({ preventScroll: true });
+});
 render();
