@@ -188,7 +188,15 @@ func TestConsoleStories(t *testing.T) {
 
 		// The audit log, filtered by the family and the action, shows the
 		// re-apply as a diff of the monthly limit.
-		run(t, ctx, "open the audit log", chromedp.Navigate(fmt.Sprintf("%s#/audit?familyId=%d&action=policy.apply_template", console, sys.FamilyID)))
+		run(t, ctx, "open the audit log", chromedp.Navigate(console+"#/audit"))
+		waitJS(t, ctx, "the audit filters", `!!document.querySelector('[data-screen=audit] input[name=familyId]')`)
+		run(t, ctx, "filter by family, actor, action and time",
+			chromedp.SendKeys(`input[name=familyId]`, strconv.FormatInt(sys.FamilyID, 10), chromedp.ByQuery),
+			chromedp.SendKeys(`input[name=actorId]`, strconv.FormatInt(sys.Admin.ID, 10), chromedp.ByQuery),
+			chromedp.SendKeys(`input[name=action]`, "policy.apply_template", chromedp.ByQuery),
+			chromedp.SetValue(`input[name=since]`, time.Now().Add(-24*time.Hour).Format("2006-01-02T15:04"), chromedp.ByQuery),
+			chromedp.Click(`[data-screen=audit] form button[type=submit]`, chromedp.ByQuery))
+		waitJS(t, ctx, "the filters in the address", fmt.Sprintf(`location.hash.includes('familyId=%d') && location.hash.includes('actorId=%d') && location.hash.includes('since=')`, sys.FamilyID, sys.Admin.ID))
 		waitJS(t, ctx, "the re-apply's diff", `[...document.querySelectorAll('tr[data-audit] .diff tr.changed')].some(r => r.textContent.includes('LIMIT:DATA:MONTHLY') && r.querySelector('del') && r.querySelector('del').textContent.includes('1073741824') && r.querySelector('ins').textContent.includes('524288000'))`)
 		browsertest.CheckAccessibility(t, ctx, "console-audit")
 		shot(t, ctx, "console-audit")
@@ -200,10 +208,19 @@ func TestConsoleStories(t *testing.T) {
 		}
 		run(t, ctx, "open the operations view", chromedp.Navigate(console+"#/operations"))
 		waitJS(t, ctx, "the operations figures", `!!document.querySelector('#ops-redis .badge')`)
-		// It polls: a second sample arrives on its own.
-		var first string
-		run(t, ctx, "read the time", chromedp.Text("#ops-at", &first, chromedp.ByID))
-		waitJS(t, ctx, "a second sample", fmt.Sprintf(`document.querySelector('#ops-at').textContent !== %q`, first))
+		// It polls: usage judged now shows up as decisions per second on its
+		// own, in the tiles and on the live chart (the family's pool is
+		// nearly spent: these are blocked).
+		var uses []usage
+		for range 40 {
+			uses = append(uses, usage{sys.Child.ID, 1 << 20})
+		}
+		produceUsage(t, sys, uses)
+		waitJS(t, ctx, "decisions per second above 0 in the tiles", `Number(document.querySelector('#ops-total').textContent) > 0`)
+		waitJS(t, ctx, "a code's line above 0 on the live chart", `(() => {
+			const c = Chart.getChart(document.querySelector('canvas[aria-label^="Decisions per second"]'));
+			return !!c && c.data.datasets.some(d => d.data.some(v => v > 0));
+		})()`)
 		browsertest.CheckAccessibility(t, ctx, "console-operations")
 		shot(t, ctx, "console-operations")
 	})

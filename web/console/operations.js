@@ -6,6 +6,13 @@ import { h, fill, field, table, when, num, bytes, say, busy, chart, chartBox, PA
 const POLL_MS = 3000;
 const KEEP = 60; // samples on the live charts (3 minutes)
 
+// One colour per decision code, the same on every visit.
+const CODE_COLOURS = {
+  ALLOWED: "#1b6b35", BLOCKED_ACCESS: "#b3261e", BLOCKED_APP: "#8a4b00", BLOCKED_TIME: "#6b2fa0",
+  BLOCKED_LIMIT_DAILY: "#00696f", BLOCKED_LIMIT_MONTHLY: "#a1286a", BLOCKED_FAMILY_QUOTA: "#0b57d0",
+  BLOCKED_NOT_MEMBER: "#5f6368",
+};
+
 const sum = (o) => Object.values(o || {}).reduce((a, b) => a + Number(b || 0), 0);
 
 export async function operationsScreen(root) {
@@ -37,7 +44,7 @@ export async function operationsScreen(root) {
       if (!codeSeries.has(code)) {
         const arr = new Array(n - 1).fill(0);
         codeSeries.set(code, arr);
-        const c = code === "ALLOWED" ? "#1b6b35" : PALETTE[(codeSeries.size) % PALETTE.length];
+        const c = CODE_COLOURS[code] || PALETTE[codeSeries.size % PALETTE.length];
         decChart.data.datasets.push({ label: code, data: arr, borderColor: c, backgroundColor: c });
       }
     }
