@@ -130,6 +130,72 @@ func TestConsoleStories(t *testing.T) {
 		}
 	})
 
+	t.Run("manage members and top up", func(t *testing.T) {
+		// Remove asks for confirmation: accept it.
+		chromedp.ListenTarget(ctx, func(ev any) {
+			if _, ok := ev.(*page.EventJavascriptDialogOpening); ok {
+				go chromedp.Run(ctx, page.HandleJavaScriptDialog(true))
+			}
+		})
+		run(t, ctx, "open the family", chromedp.Navigate(fmt.Sprintf("%s#/family/%d", console, sys.FamilyID)), chromedp.Reload())
+		waitJS(t, ctx, "the family's four members", `document.querySelectorAll('tr[data-member]').length === 4`)
+		run(t, ctx, "add a member",
+			chromedp.SendKeys(`form[aria-label="Add a member"] input[name=name]`, "할머니", chromedp.ByQuery),
+			chromedp.Click(`form[aria-label="Add a member"] button[type=submit]`, chromedp.ByQuery))
+		waitJS(t, ctx, "five members", `document.querySelectorAll('tr[data-member]').length === 5`)
+		var list struct {
+			Members []struct {
+				CustomerID int64  `json:"customerId"`
+				Name       string `json:"name"`
+				Role       string `json:"role"`
+			} `json:"members"`
+		}
+		member := func(name string) (id int64, role string) {
+			sys.Call(t, admin, http.MethodGet, fmt.Sprintf("/families/%d/members", sys.FamilyID), nil, &list)
+			for _, m := range list.Members {
+				if m.Name == name {
+					return m.CustomerID, m.Role
+				}
+			}
+			return 0, ""
+		}
+		id, role := member("할머니")
+		if id == 0 || role != "MEMBER" {
+			t.Fatalf("the added member: id %d role %q in %+v", id, role, list.Members)
+		}
+		row := fmt.Sprintf(`tr[data-member="%d"]`, id)
+		run(t, ctx, "make her an owner",
+			chromedp.SetValue(row+` select`, "OWNER", chromedp.ByQuery),
+			chromedp.Click(row+` button[aria-label^="Set role"]`, chromedp.ByQuery))
+		waitJS(t, ctx, "the role change confirmed", `document.querySelector('#status').textContent.includes('is now OWNER')`)
+		if _, role := member("할머니"); role != "OWNER" {
+			t.Fatalf("her role is %q after the change, want OWNER", role)
+		}
+		run(t, ctx, "remove her", chromedp.Click(row+` button[aria-label^="Remove"]`, chromedp.ByQuery))
+		waitJS(t, ctx, "four members again", `document.querySelectorAll('tr[data-member]').length === 4`)
+		if id, _ := member("할머니"); id != 0 {
+			t.Fatalf("member %d is still listed after the removal", id)
+		}
+
+		var before string
+		run(t, ctx, "read the pool", chromedp.AttributeValue("#pool-remaining", "data-value", &before, nil, chromedp.ByID))
+		run(t, ctx, "top up 5 MB",
+			chromedp.SendKeys(`input[name=topup]`, "5", chromedp.ByQuery),
+			chromedp.Click(`form:has(input[name=topup]) button[type=submit]`, chromedp.ByQuery))
+		b0, _ := strconv.ParseInt(before, 10, 64)
+		waitJS(t, ctx, "the pool 5 MB larger", fmt.Sprintf(`document.querySelector('#pool-remaining').dataset.value === '%d'`, b0+5<<20))
+		var fam struct {
+			Pool struct {
+				RemainingBytes int64 `json:"remainingBytes"`
+				TopUpBytes     int64 `json:"topUpBytes"`
+			} `json:"pool"`
+		}
+		sys.Call(t, admin, http.MethodGet, fmt.Sprintf("/families/%d", sys.FamilyID), nil, &fam)
+		if fam.Pool.RemainingBytes != b0+5<<20 || fam.Pool.TopUpBytes != 5<<20 {
+			t.Fatalf("after a 5 MB top-up the API has %+v, the page showed %d before", fam.Pool, b0)
+		}
+	})
+
 	t.Run("edit a template, see the drift, re-apply, audit diff", func(t *testing.T) {
 		if !routes["/admin/policy-templates/{templateId}/drift"] || !routes["/admin/policy-templates/{templateId}/reapply"] {
 			t.Skip("the template drift routes are not in this build's /openapi.json")
