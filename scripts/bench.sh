@@ -9,6 +9,8 @@
 #   BENCH_PACKAGES=0   skip the per-package benchmarks
 #   BENCH_PIPELINE=0   skip the pipeline benchmark
 #   BENCH_RECOVERY=0   skip the recovery benchmark
+#   BENCH_HTTP=0       skip the synchronous endpoint benchmark (examples/httpbench)
+#   HTTPBENCH_FLAGS    extra flags for it (e.g. -families 20000 -duration 8s)
 #   PIPEBENCH_FLAGS    extra flags for the single-Redis pipeline run
 #   RECOVERYBENCH_FLAGS extra flags for the recovery run (e.g. -families 10000)
 set -euo pipefail
@@ -42,4 +44,11 @@ if [ "${BENCH_RECOVERY:-1}" != 0 ]; then
 	# Seeds its own database dpcs_recoverybench; empties the Redis server.
 	"$DPCS_TMP/recoverybench" -redis "$DPCS_TEST_REDIS_ADDR" -mysql "$DPCS_TEST_MYSQL_DSN" \
 		-doc doc/benchmarks.md ${RECOVERYBENCH_FLAGS:-}
+fi
+if [ "${BENCH_HTTP:-1}" != 0 ]; then
+	go build -o "$DPCS_TMP/httpbench" ./examples/httpbench
+	# POST /decisions: closed loop c=50 and 5k/s at 250k families, beside a
+	# trivial EVALSHA debit over the same connections; empties the Redis server.
+	"$DPCS_TMP/httpbench" -redis "$DPCS_TEST_REDIS_ADDR" -families 250000 -c 50 -rate 5000 \
+		-doc doc/benchmarks.md ${HTTPBENCH_FLAGS:-}
 fi

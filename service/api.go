@@ -12,6 +12,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
@@ -92,6 +93,17 @@ type APIConfig struct {
 	// telling the client address of a request. Default: none, the client
 	// address is the peer's (r.RemoteAddr) and X-Forwarded-For is ignored.
 	TrustedProxies []netip.Prefix
+	// DeadLetters is the dead-letter browser's Kafka side (a
+	// KafkaBackOffice). Default: none; /admin/dead-letters answers 503.
+	DeadLetters DeadLetters
+	// KafkaStats gives the operations view (GET /admin/operations) the
+	// consumer groups' lags and the DLTs' record counts (a
+	// KafkaBackOffice). Default: none; the view shows only the metrics.
+	KafkaStats KafkaStats
+	// OperationsMetrics are where the operations view reads DPCS's
+	// metrics: this process's registry (all-in-one) and/or a
+	// MetricsScraper per processor's admin /metrics. Default: none.
+	OperationsMetrics []prometheus.Gatherer
 	// NoWeb leaves out the embedded web front-ends (package web: the family
 	// app under /app/, the back office under /console/). Default: served.
 	NoWeb bool
@@ -103,6 +115,13 @@ type APIConfig struct {
 	// AllowLoopbackPush accepts push subscriptions whose endpoint is http on
 	// a loopback host (tests with a local push service). Default: https only.
 	AllowLoopbackPush bool
+	// Decisions answers POST /decisions (synchronous decisions for
+	// gateways). Default: nil, the route answers 503.
+	Decisions *SyncDecisions
+	// GatewayTokens are the credentials gateways send as `Authorization:
+	// Bearer …` to POST /decisions, and only there. Default: none, every
+	// call of the route is refused (401).
+	GatewayTokens []string
 }
 
 // API is DPCS's HTTP API (SPEC §10): huma v2 on a net/http ServeMux, OpenAPI
@@ -125,6 +144,10 @@ type API struct {
 	streams *liveStreams
 	// guard limits /auth/token and /auth/refresh.
 	guard authGuard
+	// gateways are the gateway credentials' digests.
+	gateways gatewayKeys
+	// ops keeps the operations view's samples.
+	ops opsSampler
 }
 
 // NewAPI validates cfg and registers every route.
@@ -181,7 +204,8 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &API{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger, now: cfg.Clock, wake: cfg.Wake, guard: guard, streams: newLiveStreams()}
+	a := &API{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger, now: cfg.Clock, wake: cfg.Wake, guard: guard, streams: newLiveStreams(),
+		gateways: newGatewayKeys(cfg.GatewayTokens)}
 	if a.wake == nil {
 		a.wake = func() {}
 	}
@@ -200,6 +224,8 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		bearerScheme: {Type: "http", Scheme: "bearer", BearerFormat: "JWT",
 			Description: "Access token from POST /auth/token or /auth/refresh (HS256, 30 min)."},
+		gatewayScheme: {Type: "http", Scheme: "bearer",
+			Description: "A gateway credential (one of DPCS_GATEWAY_TOKENS), for POST /decisions only; member access tokens are refused there and it opens no other route."},
 	}
 	a.api = humago.New(a.mux, hc)
 	if cfg.Metrics != nil {
@@ -212,7 +238,11 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	a.registerStream()
 	a.registerPush()
 	a.registerAdmin()
+	a.registerDrift()
+	a.registerOps()
 	a.registerVersion()
+	a.registerDecisions()
+	a.registerCatalog()
 	if !cfg.NoWeb {
 		ui := web.Handler()
 		for _, p := range web.Prefixes() {
@@ -255,7 +285,8 @@ func apiTags() []*huma.Tag {
 		{Name: authTag, Description: "Sessions: log in with a member id or phone and a password, rotate the refresh token, log out. Public: no access token is needed."},
 		{Name: familiesTag, Description: "A family's dashboard, members, usage, policies, alert thresholds and top-ups. Members read; owners (and admins) change."},
 		{Name: notificationsTag, Description: "The caller's inbox of alerts and policy changes, and the same notifications live over server-sent events."},
-		{Name: adminTag, Description: "The back office, for ADMIN accounts only: policy templates, family search and provisioning, plans, usage reports, the audit log."},
+		{Name: adminTag, Description: "The back office, for ADMIN accounts only: policy templates and their drift, family search and provisioning, plans, usage reports, the audit log, the dead-letter browser and the operations view."},
+		{Name: decisionsTag, Description: "Synchronous decisions for gateways that must ask before granting: usage events in, decision, remaining bytes and rule out. Gateway credential only."},
 		{Name: systemTag, Description: "What is serving: the build behind the API. Public."},
 	}
 }

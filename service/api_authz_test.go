@@ -59,6 +59,16 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"PUT", "/admin/families/{f}/plan", `{"planBytes":10737418240}`, adm(200)},
 		{"GET", "/admin/families/{f}/usage", "", adm(200)},
 		{"GET", "/admin/audit-log", "", adm(200)},
+		// A gateway credential's route: family and admin tokens are refused.
+		{"POST", "/decisions", `{"events":[{"eventId":"m{u}","timestamp":"2026-02-10T12:00:00Z","familyId":{f},"customerId":{c},"appId":"a","bytesUsed":1}]}`,
+			cols{401, 401, 401, 401, 401, 401}},
+		{"GET", "/admin/policy-templates/{t}/drift", "", adm(200)},
+		{"POST", "/admin/policy-templates/{t}/reapply", `{"all":true}`, adm(200)},
+		{"GET", "/admin/operations", "", adm(200)},
+		// No Kafka client in this fixture: authorization is checked first,
+		// then admins learn the browser is unavailable.
+		{"GET", "/admin/dead-letters", "", adm(503)},
+		{"POST", "/admin/dead-letters/replay", `{"records":[{"topic":"usage-events.DLT","partition":0,"offset":0}]}`, adm(503)},
 	}
 	callers := []struct {
 		name   string

@@ -141,6 +141,10 @@ func (a *API) authenticate(ctx huma.Context, next func(huma.Context)) {
 		next(ctx)
 		return
 	}
+	if _, gw := ctx.Operation().Security[0][gatewayScheme]; gw {
+		a.authenticateGateway(ctx, next)
+		return
+	}
 	fail := func(msg string) {
 		ctx.SetHeader("WWW-Authenticate", `Bearer realm="dpcs", error="invalid_token"`)
 		huma.WriteErr(a.api, ctx, http.StatusUnauthorized, msg)

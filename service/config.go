@@ -103,6 +103,11 @@ type Config struct {
 	// Notifier (DPCS_NOTIFIER: on or off; default on) runs the notifier in
 	// the processor; off when a server runs it.
 	Notifier string `envconfig:"NOTIFIER" default:"on" deployables:"processor" desc:"on or off: off leaves the notifier to the server deployable (whose SSE streams it feeds)"`
+	// OperationsMetricsURLs (DPCS_OPERATIONS_METRICS_URLS, comma-separated;
+	// default none) are the processors' admin /metrics pages the server's
+	// operations view (GET /admin/operations) scrapes besides its own
+	// registry; see Config.OperationsMetrics.
+	OperationsMetricsURLs []string `envconfig:"OPERATIONS_METRICS_URLS" deployables:"server" desc:"the processors' admin /metrics URLs (http or https, comma-separated) that GET /admin/operations reads decisions, lag and Redis state from, e.g. http://processor-1:9090/metrics. Empty: the server's own metrics only (the all-in-one has the processor's)"`
 	// Tracing (DPCS_OTLP_ENDPOINT or the standard OTEL_EXPORTER_OTLP_ENDPOINT,
 	// DPCS_TRACE_SAMPLE_RATIO; default off) exports OpenTelemetry traces;
 	// see Tracing and doc/observability.md (Tracing).

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/simulate"
 	"github.com/dabom/dpcs/writebehind"
@@ -40,6 +41,8 @@ func MetricsHandler(g prometheus.Gatherer) http.Handler {
 var (
 	// latencyBuckets: 0.5 ms to 16 s, doubling.
 	latencyBuckets = prometheus.ExponentialBuckets(0.0005, 2, 16)
+	// fineLatencyBuckets: 100 µs to 3.3 s, doubling.
+	fineLatencyBuckets = prometheus.ExponentialBuckets(0.0001, 2, 16)
 	// sizeBuckets: 1 to 4096, doubling.
 	sizeBuckets = prometheus.ExponentialBuckets(1, 2, 13)
 	// rebuildBuckets: 50 ms to about 7 min, doubling.
@@ -81,6 +84,9 @@ type Metrics struct {
 	relayFailures  *prometheus.CounterVec
 
 	api *prometheus.HistogramVec
+
+	syncEvents, syncRequests, syncSeconds prometheus.Histogram
+	syncRefused                           *prometheus.CounterVec
 }
 
 // NewMetrics registers DPCS's collectors on reg (usually NewRegistry's).
@@ -158,6 +164,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.relayLag = histogram("dpcs_relay_lag_seconds", "Time an outbox row waited before it was published.", latencyBuckets)
 	m.relayFailures = counterVec("dpcs_relay_failures_total", "Failed outbox publications, by outcome (retry, expired: moved to outbox_failed).", "outcome")
 
+	// Synchronous decisions (POST /decisions).
+	m.syncEvents = histogram("dpcs_sync_decision_batch_events", "Events judged together by one group commit of POST /decisions.", sizeBuckets)
+	m.syncRequests = histogram("dpcs_sync_decision_batch_requests", "Requests answered together by one group commit of POST /decisions.", sizeBuckets)
+	m.syncSeconds = histogram("dpcs_sync_decision_batch_seconds", "Time of one group commit of POST /decisions: judging, then producing its records until Kafka acknowledged them.", fineLatencyBuckets)
+	m.syncRefused = counterVec("dpcs_sync_decision_refused_total", "Group commits of POST /decisions refused (503), by reason (kafka, stale, other).", "reason")
+
 	// API.
 	m.api = histogramVec("dpcs_api_request_seconds", "API requests by operation (the OpenAPI operation id) and status, and their time; for the SSE stream it is the stream's lifetime.",
 		latencyBuckets, "operation", "status")
@@ -214,6 +226,25 @@ func (m *Metrics) ProcessorHooks() ProcessorHooks {
 			}
 		},
 	}
+}
+
+// DecisionHooks returns SyncDecisions hooks that feed m: the group
+// commits' sizes, times and refusals.
+func (m *Metrics) DecisionHooks() DecisionHooks {
+	return DecisionHooks{OnBatch: func(b DecisionBatchInfo) {
+		m.syncEvents.Observe(float64(b.Events))
+		m.syncRequests.Observe(float64(b.Requests))
+		m.syncSeconds.Observe(b.Duration.Seconds())
+		switch {
+		case b.Err == nil:
+		case errors.Is(b.Err, ErrKafkaUnavailable):
+			m.syncRefused.WithLabelValues("kafka").Inc()
+		case errors.Is(b.Err, quota.ErrStale):
+			m.syncRefused.WithLabelValues("stale").Inc()
+		default:
+			m.syncRefused.WithLabelValues("other").Inc()
+		}
+	}}
 }
 
 // OnRecovered is a RecoveryConfig.OnRecovered that feeds m.

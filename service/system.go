@@ -64,8 +64,20 @@ type SystemConfig struct {
 	// AllowLoopbackPush accepts push subscriptions to http endpoints on a
 	// loopback host (tests with a local push service); not read from the
 	// environment.
-	AllowLoopbackPush bool   `ignored:"true"`
-	JWTSecret         string `envconfig:"JWT_SECRET" deployables:"server, all-in-one" doc_default:"all-in-one: random, kept in $DPCS_DATA_DIR/jwt-secret; server: required" desc:"key signing access tokens, at least 32 bytes, the same for every API instance"`
+	AllowLoopbackPush bool `ignored:"true"`
+	// GatewayTokens (DPCS_GATEWAY_TOKENS, comma-separated, each at least 32
+	// bytes) are the credentials of POST /decisions. Empty: the server
+	// refuses every call of it; the all-in-one generates one, kept in
+	// DataDir/gateway-token and printed in its banner.
+	GatewayTokens []string `envconfig:"GATEWAY_TOKENS" deployables:"server, all-in-one" doc_default:"all-in-one: random, kept in $DPCS_DATA_DIR/gateway-token; server: none (POST /decisions refused)" desc:"credentials (comma-separated, each at least 32 bytes) gateways send as Authorization: Bearer to POST /decisions, and only there"`
+	// DecisionLinger (DPCS_DECISION_LINGER, default 200µs) and
+	// DecisionMaxBatch (DPCS_DECISION_MAX_BATCH, default 256) shape the
+	// group commits of POST /decisions; DecisionTimeout
+	// (DPCS_DECISION_TIMEOUT, default 2s) bounds one.
+	DecisionLinger   time.Duration `envconfig:"DECISION_LINGER" default:"200us" deployables:"server, all-in-one" desc:"how long a group commit of POST /decisions waits for more callers (0 to 100ms)"`
+	DecisionMaxBatch int           `envconfig:"DECISION_MAX_BATCH" default:"256" deployables:"server, all-in-one" desc:"events that end a group commit's wait (1 to 10000)"`
+	DecisionTimeout  time.Duration `envconfig:"DECISION_TIMEOUT" default:"2s" deployables:"server, all-in-one" desc:"bound of one group commit, judging and producing its records to Kafka; past it the callers get 503 (10ms to below 3s, the recovery's quiet window)"`
+	JWTSecret        string        `envconfig:"JWT_SECRET" deployables:"server, all-in-one" doc_default:"all-in-one: random, kept in $DPCS_DATA_DIR/jwt-secret; server: required" desc:"key signing access tokens, at least 32 bytes, the same for every API instance"`
 }
 
 // LoadSystemConfig reads SystemConfig through getenv; errors name the variable.
@@ -86,6 +98,12 @@ func LoadSystemConfig(getenv func(string) string) (SystemConfig, error) {
 	}{{"DPCS_EMBEDDED_KAFKA_PORT", c.KafkaPort, 0, 65535}, {"DPCS_DEMO_FAMILIES", c.DemoFamilies, 0, 250_000}} {
 		r.want(&errs, n.key, n.v >= n.lo && n.v <= n.hi, fmt.Sprintf("a whole number from %d to %d", n.lo, n.hi))
 	}
+	c.GatewayTokens = trimList(c.GatewayTokens)
+	r.want(&errs, "DPCS_GATEWAY_TOKENS", !slices.ContainsFunc(c.GatewayTokens, func(t string) bool { return len(t) < 32 }),
+		"credentials of at least 32 bytes each, comma-separated")
+	r.want(&errs, "DPCS_DECISION_LINGER", c.DecisionLinger >= 0 && c.DecisionLinger <= 100*time.Millisecond, "a duration from 0 to 100ms")
+	r.want(&errs, "DPCS_DECISION_MAX_BATCH", c.DecisionMaxBatch >= 1 && c.DecisionMaxBatch <= 10_000, "a whole number from 1 to 10000")
+	r.want(&errs, "DPCS_DECISION_TIMEOUT", c.DecisionTimeout >= 10*time.Millisecond && c.DecisionTimeout < 3*time.Second, "a duration from 10ms to below 3s")
 	r.want(&errs, "DPCS_SIMULATOR_RATE", c.SimulatorRate >= 0 && c.SimulatorRate <= 1e6, "events/s from 0 to 1000000")
 	if _, set := r.raw["DPCS_SQLITE_PATH"]; !set {
 		c.SQLitePath = filepath.Join(c.DataDir, "dpcs.db")
@@ -135,6 +153,10 @@ type System struct {
 	// members, so their events are refused (BLOCKED_NOT_MEMBER, never
 	// charged) until the family's SQL rows are fixed and it is rebuilt.
 	Rebuild store.RebuildReport
+	// Decisions serves POST /decisions; GatewayToken is a credential for it
+	// (the first of DPCS_GATEWAY_TOKENS, or the data dir's generated one).
+	Decisions    *SyncDecisions
+	GatewayToken string
 
 	log       *slog.Logger
 	kafka     *kfake.Cluster
@@ -144,11 +166,13 @@ type System struct {
 	access    *RedisAccessEvents
 	workers   *Workers
 	producer  *kgo.Client
-	publisher *simulate.Publisher
-	relay     *store.Relay
-	servers   []*http.Server
-	admin     *AdminServer
-	cancel    context.CancelFunc
+	// backOffice is the API's dead-letter browser and Kafka statistics.
+	backOffice *KafkaBackOffice
+	publisher  *simulate.Publisher
+	relay      *store.Relay
+	servers    []*http.Server
+	admin      *AdminServer
+	cancel     context.CancelFunc
 	// closeRecovery closes the recovery's Kafka admin client.
 	closeRecovery func()
 	done          chan error
@@ -352,10 +376,31 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if s.access, err = NewRedisAccessEvents(ctx, s.rdb, "", log); err != nil {
 		return nil, err
 	}
+	gateways, err := gatewayTokens(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.GatewayToken = gateways[0]
+	if s.Decisions, err = NewSyncDecisions(s.Engine, slices.Concat(kopts, KafkaHooks(s.Registry, "decisions")),
+		cfg.DecisionOptions(NewStoreGenerations(s.Store), s.Metrics, log)...); err != nil {
+		return nil, err
+	}
+	// The back office's dead-letter browser and operations view: the
+	// processor's metrics are in this registry.
+	if s.backOffice, err = NewKafkaBackOffice(kopts...); err != nil {
+		return nil, err
+	}
+	backOffice := s.backOffice
+	opsMetrics, err := cfg.OperationsMetrics(s.Registry)
+	if err != nil {
+		return nil, err
+	}
 	if s.API, err = NewAPI(APIConfig{Store: s.Store, Engine: s.Engine, Hub: s.Hub, Inbox: inbox,
 		Wake: s.relay.Wake, Secret: secret, Logger: log, AccessEvents: s.access, Metrics: s.Metrics,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies,
-		VAPIDPublicKey: vapidPublic, AllowLoopbackPush: cfg.AllowLoopbackPush}); err != nil {
+		VAPIDPublicKey: vapidPublic, AllowLoopbackPush: cfg.AllowLoopbackPush,
+		Decisions: s.Decisions, GatewayTokens: gateways,
+		DeadLetters: backOffice, KafkaStats: backOffice, OperationsMetrics: opsMetrics}); err != nil {
 		return nil, err
 	}
 	// The API address serves the admin endpoints too (the banner points
@@ -410,6 +455,53 @@ func jwtSecret(cfg SystemConfig) ([]byte, error) {
 		return nil, fmt.Errorf("jwt secret: %w", err)
 	}
 	return b, nil
+}
+
+// gatewayTokens returns the configured gateway credentials, or the data
+// dir's own one (created on first start).
+func gatewayTokens(cfg SystemConfig) ([]string, error) {
+	if len(cfg.GatewayTokens) > 0 {
+		return cfg.GatewayTokens, nil
+	}
+	path := filepath.Join(cfg.DataDir, "gateway-token")
+	if b, err := os.ReadFile(path); err == nil && len(b) >= 32 {
+		return []string{string(b)}, nil
+	}
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	tok := "gw_" + hex.EncodeToString(b)
+	if err := os.WriteFile(path, []byte(tok), 0o600); err != nil {
+		return nil, fmt.Errorf("gateway token: %w", err)
+	}
+	return []string{tok}, nil
+}
+
+// DecisionOptions are the SyncDecisions options c asks for: its linger,
+// batch bound, timeout, zone and dedupe window, judged only from the state
+// generation gens names, measured by m (when not nil).
+func (c SystemConfig) DecisionOptions(gens GenerationSource, m *Metrics, log *slog.Logger) []DecisionOption {
+	opts := []DecisionOption{WithDecisionLinger(c.DecisionLinger), WithDecisionGuard(gens)}
+	if c.DecisionTimeout > 0 {
+		opts = append(opts, WithDecisionTimeout(c.DecisionTimeout))
+	}
+	if c.Zone != nil {
+		opts = append(opts, WithDecisionLocation(c.Zone))
+	}
+	if c.DedupeWindow > time.Hour {
+		opts = append(opts, WithDecisionAgeLimits(c.DedupeWindow-time.Hour, 5*time.Minute))
+	}
+	if c.DecisionMaxBatch > 0 {
+		opts = append(opts, WithDecisionMaxBatch(c.DecisionMaxBatch))
+	}
+	if m != nil {
+		opts = append(opts, WithDecisionHooks(m.DecisionHooks()))
+	}
+	if log != nil {
+		opts = append(opts, WithDecisionLogger(log))
+	}
+	return opts
 }
 
 // seed writes the demo into an empty SQL store: the seed's "Last 10 MB"
@@ -505,6 +597,9 @@ func (s *System) close(ctx context.Context) error {
 	for _, srv := range s.servers {
 		errs = append(errs, srv.Shutdown(ctx))
 	}
+	if s.Decisions != nil {
+		errs = append(errs, s.Decisions.Close(ctx))
+	}
 	if s.access != nil {
 		errs = append(errs, s.access.Close())
 	}
@@ -523,6 +618,9 @@ func (s *System) close(ctx context.Context) error {
 	}
 	if s.workers != nil {
 		errs = append(errs, s.workers.Close(ctx))
+	}
+	if s.backOffice != nil {
+		s.backOffice.Close()
 	}
 	if s.producer != nil {
 		s.producer.Close()

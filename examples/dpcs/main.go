@@ -124,6 +124,8 @@ func banner(w io.Writer, cfg service.SystemConfig, s *service.System, token stri
 		p(`  limit      curl -X PATCH -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{"set":{"LIMIT:DATA:MONTHLY":"1048576"}}' http://%s/families/%d/members/%d/policies`, api, fam, child)
 		p(`  live       curl -N -H "Authorization: Bearer $TOKEN" http://%s/families/%d/notifications/stream`, api, fam)
 	}
+	p("  gateway    GATEWAY=%s   (synchronous decisions; DPCS_GATEWAY_TOKENS sets your own)", s.GatewayToken)
+	p(`             curl -X POST -H "Authorization: Bearer $GATEWAY" -H 'Content-Type: application/json' -d '{"events":[{"eventId":"evt_demo_1","timestamp":"'$(date -u +%%FT%%TZ)'","familyId":%d,"customerId":%d,"appId":"com.youtube.app","bytesUsed":1048576}]}' http://%s/decisions`, fam, child, api)
 	p("  health     curl http://%s/healthz   ·   /readyz   ·   /metrics", api)
 	if s.AdminAddr != "" {
 		p("  admin      curl http://%s/metrics   (also /healthz, /readyz; Grafana: doc/grafana-dashboard.json)", s.AdminAddr)

@@ -10,6 +10,10 @@
 // /healthz, /readyz and /metrics (Prometheus) are served on DPCS_ADMIN_ADDR
 // (default 127.0.0.1:9091; off: none).
 //
+// POST /decisions answers gateways synchronously (decision, remaining,
+// rule) with a credential of DPCS_GATEWAY_TOKENS; without one it refuses
+// every call.
+//
 // Run the processor deployable beside it with DPCS_NOTIFIER=off (this
 // server's notifier feeds its SSE subscribers). `go run ./examples/server
 // rebuild [familyId…]` recomputes Redis from SQL after Redis lost data (every
@@ -197,10 +201,30 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	defer access.Close()
+	// POST /decisions: gateways' synchronous decisions, judged only from
+	// the state generation SQL names, their records produced before answering.
+	decisions, err := service.NewSyncDecisions(engine, slices.Concat(kopts, service.KafkaHooks(reg, "decisions")),
+		cfg.DecisionOptions(service.NewStoreGenerations(st), metrics, log)...)
+	if err != nil {
+		return err
+	}
+	// The back office reads the DLTs and the groups' lags, replays dead
+	// letters, and reads the processors' metrics from their admin
+	// pages (DPCS_OPERATIONS_METRICS_URLS) besides this server's own.
+	backOffice, err := service.NewKafkaBackOffice(kopts...)
+	if err != nil {
+		return err
+	}
+	defer backOffice.Close()
+	opsMetrics, err := cfg.OperationsMetrics(reg)
+	if err != nil {
+		return err
+	}
 	api, err := service.NewAPI(service.APIConfig{Store: st, Engine: engine, Hub: hub, Inbox: inbox,
 		Wake: relay.Wake, Secret: []byte(cfg.JWTSecret), Logger: log, AccessEvents: access, Metrics: metrics,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies,
-		VAPIDPublicKey: cfg.VAPIDPublicKey})
+		VAPIDPublicKey: cfg.VAPIDPublicKey, Decisions: decisions, GatewayTokens: cfg.GatewayTokens,
+		DeadLetters: backOffice, KafkaStats: backOffice, OperationsMetrics: opsMetrics})
 	if err != nil {
 		return err
 	}
@@ -247,7 +271,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// The hub first: live SSE streams end with it, or Shutdown would wait for
 	// them until the deadline.
 	hubErr := hub.Close(shutdown)
-	return errors.Join(firstErr, hubErr, srv.Shutdown(shutdown), relay.Close(shutdown), notifier.Close(shutdown))
+	srvErr := srv.Shutdown(shutdown)
+	return errors.Join(firstErr, hubErr, srvErr, decisions.Close(shutdown), relay.Close(shutdown), notifier.Close(shutdown))
 }
 
 // rebuild restores the named families (every family when none is named),

@@ -168,7 +168,8 @@ func (s *Store) FamilyIDs(ctx context.Context, after int64, limit int) ([]int64,
 }
 
 // SearchFamilies finds families for the back office: q is a family id, a
-// member id or phone (exact), or a prefix of the family's name. At most
+// member id or phone (exact; a phone's spaces and hyphens are ignored, and
+// removed members are not searched), or a prefix of the family's name. At most
 // limit (1..100) families, by id.
 func (s *Store) SearchFamilies(ctx context.Context, q string, limit int) ([]Family, error) {
 	if limit <= 0 || limit > 100 {
@@ -177,17 +178,21 @@ func (s *Store) SearchFamilies(ctx context.Context, q string, limit int) ([]Fami
 	q = strings.TrimSpace(q)
 	var rows *sql.Rows
 	var err error
+	// Phones are stored as typed (010-1234-5678, +82 10 1234 5678): compare
+	// them without their separators, so any spelling of one finds it.
+	const bare = `REPLACE(REPLACE(phone, '-', ''), ' ', '')`
+	phone := strings.NewReplacer("-", "", " ", "").Replace(q)
 	switch n, nerr := strconv.ParseInt(q, 10, 64); {
 	case q == "":
 		rows, err = s.db.QueryContext(ctx, `SELECT `+familyCols+` FROM families ORDER BY id LIMIT ?`, limit)
 	case nerr == nil:
 		rows, err = s.db.QueryContext(ctx, `SELECT `+familyCols+` FROM families WHERE id = ?
-			OR id IN (SELECT family_id FROM members WHERE (id = ? OR phone = ?) AND family_id IS NOT NULL)
-			OR name LIKE ? ESCAPE '!' ORDER BY id LIMIT ?`, n, n, q, likePrefix(q), limit)
+			OR id IN (SELECT family_id FROM members WHERE (id = ? OR `+bare+` = ?) AND family_id IS NOT NULL AND deleted_at IS NULL)
+			OR name LIKE ? ESCAPE '!' ORDER BY id LIMIT ?`, n, n, phone, likePrefix(q), limit)
 	default:
 		rows, err = s.db.QueryContext(ctx, `SELECT `+familyCols+` FROM families WHERE name LIKE ? ESCAPE '!'
-			OR id IN (SELECT family_id FROM members WHERE phone = ? AND family_id IS NOT NULL) ORDER BY id LIMIT ?`,
-			likePrefix(q), q, limit)
+			OR id IN (SELECT family_id FROM members WHERE `+bare+` = ? AND family_id IS NOT NULL AND deleted_at IS NULL) ORDER BY id LIMIT ?`,
+			likePrefix(q), phone, limit)
 	}
 	if err != nil {
 		return nil, dbErr("search families", err)

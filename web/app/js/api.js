@@ -1,0 +1,227 @@
+// api.js: every call the family app makes to the public DPCS API, the
+// session (access + refresh token, refreshed before expiry) and the live
+// notification stream. Route shapes follow /openapi.json; the ask-for-more
+// and Web Push routes are built against their agreed contract and kept here
+// so a rename at merge is a one-line change.
+
+const SESSION = 'dpcs.session';
+
+export class APIError extends Error {
+  constructor(status, problem) {
+    super(problem?.detail || problem?.title || `HTTP ${status}`);
+    this.status = status;
+    this.problem = problem;
+  }
+}
+
+let session = load();
+let refreshTimer = 0;
+let refreshing = null;
+const listeners = new Set();
+
+function load() {
+  try { return JSON.parse(localStorage.getItem(SESSION)) || null; } catch { return null; }
+}
+
+function save(s) {
+  session = s;
+  if (s) localStorage.setItem(SESSION, JSON.stringify(s));
+  else localStorage.removeItem(SESSION);
+  schedule();
+  for (const f of listeners) f(s);
+}
+
+/** The current session: {accessToken, refreshToken, expiresAt (ms), memberId, familyId, role} or null. */
+export function currentSession() { return session; }
+/** onSession(f) calls f(session) whenever the session changes (login, refresh, logout). */
+export function onSession(f) { listeners.add(f); return () => listeners.delete(f); }
+
+function fromTokens(tk) {
+  return {
+    accessToken: tk.accessToken, refreshToken: tk.refreshToken,
+    expiresAt: Date.now() + tk.expiresIn * 1000, refreshExpiresAt: Date.parse(tk.refreshExpiresAt),
+    memberId: tk.memberId, familyId: tk.familyId, role: tk.role,
+  };
+}
+
+// schedule refreshes the access token a minute before it expires.
+function schedule() {
+  clearTimeout(refreshTimer);
+  if (!session) return;
+  const wait = Math.max(1000, session.expiresAt - Date.now() - 60_000);
+  refreshTimer = setTimeout(() => refresh().catch(() => {}), Math.min(wait, 2 ** 31 - 1));
+}
+schedule();
+
+async function raw(method, path, body, headers = {}, token = session?.accessToken) {
+  const h = { Accept: 'application/json', ...headers };
+  if (token) h.Authorization = `Bearer ${token}`;
+  if (body !== undefined) h['Content-Type'] = 'application/json';
+  const res = await fetch(path, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body) });
+  if (res.status === 204) return null;
+  const text = await res.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch { data = { detail: text }; }
+  if (!res.ok) throw new APIError(res.status, data);
+  return data;
+}
+
+/** refresh exchanges the refresh token (single use) for a new pair; one at a time. */
+export function refresh() {
+  if (!session) return Promise.reject(new APIError(401, { detail: 'not logged in' }));
+  if (!refreshing) {
+    const rt = session.refreshToken;
+    refreshing = raw('POST', '/auth/refresh', { refreshToken: rt }, {}, null)
+      .then((tk) => { save(fromTokens(tk)); return session; })
+      .catch((e) => { if (e.status === 401 || e.status === 400) save(null); throw e; })
+      .finally(() => { refreshing = null; });
+  }
+  return refreshing;
+}
+
+/** call is an authenticated request; a 401 refreshes the session once and retries. */
+export async function call(method, path, body, headers) {
+  if (session && session.expiresAt - Date.now() < 5000) await refresh();
+  try {
+    return await raw(method, path, body, headers);
+  } catch (e) {
+    if (e.status !== 401 || !session) throw e;
+    await refresh();
+    return raw(method, path, body, headers);
+  }
+}
+
+export async function login(loginId, password) {
+  const tk = await raw('POST', '/auth/token', { login: loginId, password }, {}, null);
+  save(fromTokens(tk));
+  return session;
+}
+
+export async function logout() {
+  const rt = session?.refreshToken;
+  save(null);
+  if (rt) await raw('POST', '/auth/logout', { refreshToken: rt }, {}, null).catch(() => {});
+}
+
+export function uuid() {
+  if (crypto.randomUUID) return crypto.randomUUID();
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6] & 0x0f) | 0x40; b[8] = (b[8] & 0x3f) | 0x80;
+  const h = [...b].map((x) => x.toString(16).padStart(2, '0')).join('');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+
+const fam = (f) => `/families/${encodeURIComponent(f)}`;
+const mem = (f, c) => `${fam(f)}/members/${encodeURIComponent(c)}`;
+
+// Family and members.
+export const dashboard = (f) => call('GET', fam(f));
+export const members = (f) => call('GET', `${fam(f)}/members`);
+export const addMember = (f, m) => call('POST', `${fam(f)}/members`, m);
+export const removeMember = (f, c) => call('DELETE', mem(f, c));
+export const setRole = (f, c, role) => call('PUT', `${mem(f, c)}/role`, { role });
+export const usage = (f, c, period = 'month') => call('GET', `${mem(f, c)}/usage?period=${period}`);
+export const policies = (f, c) => call('GET', `${mem(f, c)}/policies`);
+/** patchPolicies: {set?, remove?} with the version check (409 when another owner changed it). */
+export const patchPolicies = (f, c, version, change) =>
+  call('PATCH', `${mem(f, c)}/policies`, { expectedVersion: version, ...change });
+export const setAlerts = (f, thresholds) => call('PUT', `${fam(f)}/alerts`, { thresholds });
+export const topUp = (f, bytes) => call('POST', `${fam(f)}/topups`, { bytes }, { 'Idempotency-Key': uuid() });
+export const catalog = () => call('GET', '/catalog');
+
+// Inbox.
+export function inbox(f, { before, unread, limit = 30 } = {}) {
+  const q = new URLSearchParams({ limit: String(limit) });
+  if (before) q.set('before', String(before));
+  if (unread) q.set('unread', 'true');
+  return call('GET', `${fam(f)}/notifications?${q}`);
+}
+export const markRead = (f, id) => call('POST', `${fam(f)}/notifications/${encodeURIComponent(id)}/read`);
+
+// Ask for more (data requests).
+export const createDataRequest = (f, amountBytes, message, key = uuid()) =>
+  call('POST', `${fam(f)}/data-requests`, message ? { amountBytes, message } : { amountBytes }, { 'Idempotency-Key': key });
+/** dataRequests lists the family's requests in a state (an owner sees all, a member its own), as an array. */
+export async function dataRequests(f, status = 'PENDING') {
+  const r = await call('GET', `${fam(f)}/data-requests?status=${status}`);
+  return r?.items || r?.requests || [];
+}
+export const approveDataRequest = (f, id, grant, amountBytes) =>
+  call('POST', `${fam(f)}/data-requests/${encodeURIComponent(id)}/approve`, amountBytes ? { grant, amountBytes } : { grant },
+    { 'Idempotency-Key': uuid() });
+export const declineDataRequest = (f, id, reason) =>
+  call('POST', `${fam(f)}/data-requests/${encodeURIComponent(id)}/decline`, reason ? { reason } : {}, { 'Idempotency-Key': uuid() });
+
+// Web Push.
+export const vapidPublicKey = () => call('GET', '/push/vapid-public-key');
+export const pushSubscribe = (f, sub) => call('POST', `${fam(f)}/push-subscriptions`, sub);
+export const pushUnsubscribe = (f, endpoint) => call('DELETE', `${fam(f)}/push-subscriptions?endpoint=${encodeURIComponent(endpoint)}`);
+
+/**
+ * openStream reads GET /families/{f}/notifications/stream with fetch (EventSource
+ * cannot send the Authorization header), parses the SSE frames and calls
+ * onMessage({id, event, data}) for each; onState(true|false) says whether it is
+ * connected. It reconnects with Last-Event-ID (backoff 1 s … 15 s) until
+ * close() is called.
+ */
+export function openStream(f, { onMessage, onState, lastEventId = '' }) {
+  let closed = false;
+  let ctrl = null;
+  let delay = 1000;
+  let lastId = lastEventId;
+  async function run() {
+    while (!closed) {
+      ctrl = new AbortController();
+      try {
+        if (session && session.expiresAt - Date.now() < 5000) await refresh();
+        const h = { Accept: 'text/event-stream', Authorization: `Bearer ${session?.accessToken}` };
+        if (lastId) h['Last-Event-ID'] = lastId;
+        const res = await fetch(`${fam(f)}/notifications/stream`, { headers: h, signal: ctrl.signal, cache: 'no-store' });
+        if (res.status === 401) { await refresh(); continue; }
+        if (!res.ok || !res.body) throw new APIError(res.status, null);
+        onState?.(true);
+        delay = 1000;
+        const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buf = '';
+        let frame = { data: [] };
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buf += value;
+          let nl;
+          while ((nl = buf.search(/\r\n|\r|\n/)) >= 0) {
+            const line = buf.slice(0, nl);
+            buf = buf.slice(nl + (buf[nl] === '\r' && buf[nl + 1] === '\n' ? 2 : 1));
+            if (line === '') {
+              if (frame.data.length) {
+                if (frame.id) lastId = frame.id;
+                let data = frame.data.join('\n');
+                try { data = JSON.parse(data); } catch { /* keep text */ }
+                try { onMessage({ id: frame.id, event: frame.event || 'message', data }); } catch (e) { console.error(e); }
+              }
+              frame = { data: [] };
+              continue;
+            }
+            if (line.startsWith(':')) continue;
+            const c = line.indexOf(':');
+            const field = c < 0 ? line : line.slice(0, c);
+            const val = c < 0 ? '' : line.slice(c + 1).replace(/^ /, '');
+            if (field === 'data') frame.data.push(val);
+            else if (field === 'event') frame.event = val;
+            else if (field === 'id') frame.id = val;
+            else if (field === 'retry' && /^\d+$/.test(val)) delay = Number(val);
+          }
+        }
+      } catch (e) {
+        if (closed) return;
+        if (e.status === 401 || e.status === 400) { closed = true; onState?.(false); return; }
+      }
+      if (closed) return;
+      onState?.(false);
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(delay * 2, 15000);
+    }
+  }
+  run();
+  return { close() { closed = true; ctrl?.abort(); }, get lastEventId() { return lastId; } };
+}

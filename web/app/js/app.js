@@ -1,0 +1,131 @@
+// app.js: the family app's shell — hash router, navigation, language switch,
+// login, settings, live connection state and the service worker.
+import * as api from './api.js';
+import { t, lang, setLang } from './i18n.js';
+import { h } from './util.js';
+import { state, on, startLive, stopLive, refreshDashboard, refreshUnread, refreshRequests } from './store.js';
+import { dashboardView, blockView, usageView, inboxView } from './views.js';
+import { controlsView } from './controls.js';
+import { go, leaveScreen } from './ui.js';
+import { settingsView } from './settings.js';
+
+const main = document.getElementById('main');
+
+const routes = {
+  login: loginView,
+  dashboard: dashboardView,
+  block: blockView,
+  usage: usageView,
+  inbox: inboxView,
+  controls: controlsView,
+  settings: settingsView,
+};
+
+function route() {
+  leaveScreen();
+  const [name = 'dashboard', ...args] = location.hash.replace(/^#\/?/, '').split('/').filter(Boolean);
+  const s = api.currentSession();
+  if (!s && name !== 'login') { location.replace('#/login'); return; }
+  if (s && name === 'login') { location.replace('#/dashboard'); return; }
+  const view = routes[name] || dashboardView;
+  renderChrome(name);
+  main.replaceChildren();
+  main.dataset.screen = name;
+  Promise.resolve(view(main, args)).catch((e) => {
+    main.append(h('p.error', { role: 'alert' }, t('error', { msg: e.message })));
+  });
+}
+
+function renderChrome(name) {
+  const s = api.currentSession();
+  document.title = t('appTitle');
+  document.getElementById('skip').textContent = t('skip');
+  document.getElementById('app-title').textContent = t('appTitle');
+  const lb = document.getElementById('lang');
+  lb.textContent = t('switchLang');
+  lb.setAttribute('lang', lang === 'ko' ? 'en' : 'ko');
+  const nav = document.getElementById('nav');
+  nav.hidden = !s;
+  nav.setAttribute('aria-label', t('navMain'));
+  const live = document.getElementById('live');
+  live.hidden = !s;
+  updateLive();
+  if (!s) { nav.replaceChildren(); return; }
+  const items = [
+    ['dashboard', t('navDashboard'), '#/dashboard'],
+    ['usage', t('navUsage'), '#/usage'],
+    ['inbox', t('navInbox'), '#/inbox'],
+    s.role !== 'MEMBER' ? ['controls', t('navControls'), '#/controls'] : null,
+    ['settings', t('navSettings'), '#/settings'],
+  ].filter(Boolean);
+  nav.replaceChildren(h('ul', items.map(([k, label, href]) => h('li',
+    h('a', { href, 'aria-current': k === name || (k === 'dashboard' && name === 'block') ? 'page' : null, id: `nav-${k}` },
+      label, k === 'inbox' ? h('span.badge#unread', { hidden: !state.unread, 'aria-label': t('unreadCount', { n: state.unread }) }, String(state.unread)) : null)))));
+}
+
+function updateLive() {
+  const el = document.getElementById('live');
+  el.textContent = state.offline ? t('offline', { time: new Date(state.dashAt).toLocaleTimeString() }) : state.live ? t('liveOn') : t('liveOff');
+  el.className = state.offline ? 'live live-off' : state.live ? 'live live-on' : 'live live-off';
+}
+
+on('live', updateLive);
+on('dashboard', updateLive);
+on('unread', (n) => {
+  const b = document.getElementById('unread');
+  if (!b) return;
+  b.textContent = String(n);
+  b.hidden = !n;
+  b.setAttribute('aria-label', t('unreadCount', { n }));
+});
+
+async function loginView(root) {
+  const id = h('input#login-id', { name: 'login', autocomplete: 'username', required: true, inputMode: 'tel' });
+  const pw = h('input#login-password', { name: 'password', type: 'password', autocomplete: 'current-password', required: true });
+  const msg = h('p.error#login-error', { role: 'alert' });
+  const btn = h('button.primary#login-submit', { type: 'submit' }, t('loginBtn'));
+  const form = h('form.card.login', { novalidate: false },
+    h('h2', t('loginTitle')),
+    h('label', { for: 'login-id' }, t('loginId')), id,
+    h('label', { for: 'login-password' }, t('password')), pw,
+    btn, msg);
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    msg.textContent = '';
+    btn.disabled = true; btn.textContent = t('loggingIn');
+    try {
+      await api.login(id.value.trim(), pw.value);
+      started();
+      go('#/dashboard');
+    } catch (err) {
+      msg.textContent = t('loginFailed', { msg: err.message });
+      btn.disabled = false; btn.textContent = t('loginBtn');
+    }
+  });
+  root.append(form);
+  id.focus();
+}
+
+function started() {
+  startLive();
+  refreshDashboard().catch(() => {});
+  refreshUnread().catch(() => {});
+  if (api.currentSession()) refreshRequests().catch(() => {});
+}
+
+api.onSession((s) => { if (!s) { stopLive(); state.dash = null; if (location.hash !== '#/login') location.hash = '#/login'; } });
+
+document.getElementById('lang').addEventListener('click', () => {
+  setLang(lang === 'ko' ? 'en' : 'ko');
+  route();
+});
+
+window.addEventListener('hashchange', route);
+setLang(lang);
+if (api.currentSession()) started();
+route();
+
+if ('serviceWorker' in navigator) {
+  navigator.serviceWorker.register(new URL('../sw.js', import.meta.url).href, { scope: new URL('../', import.meta.url).pathname })
+    .catch(() => { /* the app works without it */ });
+}

@@ -1,0 +1,214 @@
+// controls.js: owner controls, each applied at once — per member: limits
+// (sliders), instant block, time windows, app and category blocks; per
+// family: alert thresholds, top-ups, members and roles.
+import * as api from './api.js';
+import { t } from './i18n.js';
+import { h, fmtBytes, reasonText, parseWindow, formatWindow, fmtClock, DAYS, MB } from './util.js';
+import { state, on, refreshDashboard, loadCatalog } from './store.js';
+import { toast, go, track } from './ui.js';
+
+export async function controlsView(root, [cid]) {
+  const s = api.currentSession();
+  if (s.role === 'MEMBER') { root.append(h('p.error', { role: 'alert' }, t('ownersOnly'))); return; }
+  const d = state.dash || await refreshDashboard();
+  const id = Number(cid) || d.members.find((m) => m.role === 'MEMBER')?.customerId || d.members[0].customerId;
+  const fam = s.familyId;
+  let pol = await api.policies(fam, id);
+  const catalog = await loadCatalog().catch(() => ({ categories: [], apps: [] }));
+
+  const pick = h('select#controls-member', d.members.map((m) => h('option', { value: String(m.customerId), selected: m.customerId === id }, m.name)));
+  pick.addEventListener('change', () => go(`#/controls/${pick.value}`));
+  const status = h('p#controls-status', { role: 'status' });
+  const memberBox = h('div#member-controls');
+  root.append(
+    h('section.card', h('h2', t('controlsTitle')), h('label', { for: 'controls-member' }, t('memberPick')), pick, status),
+    memberBox,
+    thresholdsBox(), topupBox(), membersBox());
+
+  function renderStatus(dash) {
+    const m = dash?.members.find((x) => x.customerId === id);
+    if (!m) return;
+    status.dataset.status = m.status;
+    status.className = m.status === 'BLOCKED' ? 'status st-blocked-text' : 'status';
+    status.textContent = `${m.name}: ${m.status === 'BLOCKED' ? `${t('blocked')} — ${reasonText(m)}` : t('allowed')} · ${t('thisMonth', { bytes: fmtBytes(m.monthlyUsedBytes) })}`;
+    // Another owner (or an approved request) changed the policies: show theirs.
+    if (m.policyVersion > pol.version) {
+      api.policies(fam, id).then((p) => { if (p.version > pol.version) { pol = p; renderMember(); } }).catch(() => {});
+    }
+  }
+  track(on('dashboard', renderStatus));
+  renderStatus(d);
+
+  // apply sends one change with the version check and re-renders from the answer.
+  async function apply(change) {
+    try {
+      pol = await api.patchPolicies(fam, id, pol.version, change);
+      toast(t('applied'));
+    } catch (e) {
+      if (e.status === 409) { pol = await api.policies(fam, id); toast(t('conflict'), 'error'); } else toast(t('error', { msg: e.message }), 'error');
+    }
+    renderMember();
+    refreshDashboard().catch(() => {});
+  }
+
+  function renderMember() {
+    const focused = document.activeElement?.id;
+    memberBox.replaceChildren(accessBox(), limitBox('LIMIT:DATA:MONTHLY', 'monthly', t('monthlyLimit')),
+      limitBox('LIMIT:DATA:DAILY', 'daily', t('dailyLimit')), windowsBox(), appsBox());
+    if (focused) document.getElementById(focused)?.focus();
+  }
+
+  function accessBox() {
+    const on_ = pol.rules['BLOCK:ACCESS'] === '1';
+    const btn = h(`button#access-toggle${on_ ? '' : '.danger'}`, { type: 'button', 'aria-pressed': String(on_) }, on_ ? t('unblockNow') : t('blockNow'));
+    btn.addEventListener('click', () => apply(on_ ? { remove: ['BLOCK:ACCESS'] } : { set: { 'BLOCK:ACCESS': '1' } }));
+    return h('section.card', h('h3', t('accessTitle')), h('p', on_ ? t('accessOn') : t('accessOff')), btn);
+  }
+
+  function limitBox(key, name, title) {
+    const cur = pol.rules[key];
+    const pool = state.dash?.pool.totalBytes || 0;
+    const max = Math.max(pool, Number(cur) || 0, 1024 * MB);
+    const step = Math.max(1, Math.round(max / 200));
+    const enabled = h(`input#${name}-enabled`, { type: 'checkbox', checked: cur !== undefined });
+    const slider = h(`input#${name}-slider`, { type: 'range', min: '0', max: String(max), step: String(step), value: String(cur ?? max), disabled: cur === undefined });
+    const out = h(`output#${name}-value`, { for: `${name}-slider` }, cur === undefined ? t('noLimit') : fmtBytes(Number(cur)));
+    slider.setAttribute('aria-valuetext', cur === undefined ? t('noLimit') : fmtBytes(Number(cur)));
+    slider.addEventListener('input', () => { out.textContent = fmtBytes(Number(slider.value)); slider.setAttribute('aria-valuetext', out.textContent); });
+    slider.addEventListener('change', () => apply({ set: { [key]: String(Math.round(Number(slider.value))) } }));
+    enabled.addEventListener('change', () => apply(enabled.checked ? { set: { [key]: String(Math.round(Number(slider.value))) } } : { remove: [key] }));
+    return h('section.card', h('h3', { id: `${name}-h` }, title),
+      h('div.row', enabled, h('label', { for: `${name}-enabled` }, title)),
+      h('label', { for: `${name}-slider` }, `${title}: `, out), slider);
+  }
+
+  function windowsBox() {
+    const rows = [];
+    if (pol.rules['BLOCK:TIME:START'] !== undefined) {
+      const st = pol.rules['BLOCK:TIME:START'];
+      const en = pol.rules['BLOCK:TIME:END'] || st;
+      rows.push(windowRow(t('defaultWindow'), st, en, [], ['BLOCK:TIME:START', 'BLOCK:TIME:END']));
+    }
+    for (const [k, v] of Object.entries(pol.rules)) {
+      const m = /^BLOCK:TIME:(.+)$/.exec(k);
+      if (!m || m[1] === 'START' || m[1] === 'END') continue;
+      const w = parseWindow(v);
+      if (w) rows.push(windowRow(m[1], w.start, w.end, w.days, [k]));
+    }
+    const name = h('input#window-name', { required: true, pattern: '[A-Za-z0-9_-]{1,32}', value: 'night', maxLength: 32 });
+    const start = h('input#window-start', { type: 'time', required: true, value: '22:00' });
+    const end = h('input#window-end', { type: 'time', required: true, value: '07:00' });
+    const days = DAYS.map((dd) => h('label.day', h('input', { type: 'checkbox', value: dd, id: `window-day-${dd}` }), t(`day.${dd}`)));
+    const form = h('form.window-form#window-form',
+      h('div.row', h('label', { for: 'window-name' }, t('windowName')), name),
+      h('div.row', h('label', { for: 'window-start' }, t('windowStart')), start, h('label', { for: 'window-end' }, t('windowEnd')), end),
+      h('fieldset.days', h('legend', `${t('windowDays')} (${t('noDaysEveryDay')})`), days),
+      h('button.primary#window-add', { type: 'submit' }, t('addWindow')));
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      if (!form.reportValidity()) return;
+      const hhmm = (v) => v.replace(':', '').slice(0, 4);
+      const sel = days.map((l) => l.firstChild).filter((c) => c.checked).map((c) => c.value);
+      apply({ set: { [`BLOCK:TIME:${name.value}`]: formatWindow(hhmm(start.value), hhmm(end.value), sel) } });
+    });
+    return h('section.card#windows', h('h3', t('windowsTitle')), h('ul.windows', rows), form);
+  }
+
+  function windowRow(name, start, end, days, keys) {
+    const del = h('button.small', { type: 'button', 'aria-label': `${t('remove')}: ${name}` }, t('remove'));
+    del.addEventListener('click', () => apply({ remove: keys }));
+    const crosses = start > end;
+    return h('li', { id: `window-${name}` }, h('strong', name), ` ${fmtClock(start)}–${fmtClock(end)} `,
+      days.length ? days.map((x) => t(`day.${x}`)).join(' ') : t('everyDay'),
+      crosses ? h('span.muted', ` (${t('crossesMidnight')})`) : null, ' ', del);
+  }
+
+  function appsBox() {
+    const groups = catalog.categories.map((c) => {
+      const ckey = `BLOCK:CATEGORY:${c}`;
+      const cbox = h('input', { type: 'checkbox', id: `block-cat-${c}`, checked: pol.rules[ckey] === '1' });
+      cbox.addEventListener('change', () => apply(cbox.checked ? { set: { [ckey]: '1' } } : { remove: [ckey] }));
+      const apps = catalog.apps.filter((a) => a.category === c).map((a) => {
+        const key = `BLOCK:APP:${a.id}`;
+        const idAttr = `block-app-${a.id.replace(/[^\w-]/g, '_')}`;
+        const box = h('input', { type: 'checkbox', id: idAttr, checked: pol.rules[key] === '1' });
+        box.addEventListener('change', () => apply(box.checked ? { set: { [key]: '1' } } : { remove: [key] }));
+        return h('li', box, h('label', { for: idAttr }, a.id));
+      });
+      return h('fieldset.apps', h('legend', t(`cat.${c}`)),
+        h('div.row', cbox, h('label', { for: `block-cat-${c}` }, t('blockCategory', { cat: t(`cat.${c}`) }))),
+        h('details', { open: apps.some((li) => li.firstChild.checked) },
+          h('summary', t('appsIn', { cat: t(`cat.${c}`), n: apps.length })), h('ul.applist', apps)));
+    });
+    return h('section.card#apps', h('h3', t('appsTitle')), groups);
+  }
+
+  function thresholdsBox() {
+    const input = h('input#thresholds', { value: (d.pool.thresholds || []).join(','), inputMode: 'numeric', pattern: '^\\s*(\\d{1,2}\\s*(,\\s*\\d{1,2}\\s*)*)?$', 'aria-describedby': 'thresholds-hint' });
+    const form = h('form.card#thresholds-form', h('h3', t('thresholdsTitle')),
+      h('label', { for: 'thresholds' }, t('thresholdsTitle')), input, h('p.muted#thresholds-hint', t('thresholdsHint')),
+      h('button.primary', { type: 'submit' }, t('save')));
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      if (!form.reportValidity()) return;
+      const list = input.value.split(',').map((x) => x.trim()).filter(Boolean).map(Number);
+      try { await api.setAlerts(fam, list); toast(t('applied')); refreshDashboard().catch(() => {}); } catch (err) { toast(t('error', { msg: err.message }), 'error'); }
+    });
+    return form;
+  }
+
+  function topupBox() {
+    const btns = [100, 500, 1024].map((mb) => {
+      const b = h('button', { type: 'button', id: `topup-${mb}` }, t('topupBtn', { bytes: fmtBytes(mb * MB) }));
+      b.addEventListener('click', async () => {
+        b.disabled = true;
+        try { await api.topUp(fam, mb * MB); toast(t('toppedUp', { bytes: fmtBytes(mb * MB) })); refreshDashboard().catch(() => {}); } catch (e) { toast(t('error', { msg: e.message }), 'error'); }
+        b.disabled = false;
+      });
+      return b;
+    });
+    return h('section.card#topup', h('h3', t('topupTitle')), h('div.row', btns));
+  }
+
+  function membersBox() {
+    const list = h('ul.memberlist#member-admin');
+    const box = h('section.card#members-admin', h('h3', t('membersTitle')), list);
+    async function load() {
+      const ms = (await api.members(fam)).members || [];
+      list.replaceChildren(...ms.map((m) => {
+        const role = h('select', { id: `role-${m.customerId}`, 'aria-label': `${t('role')}: ${m.name}` },
+          ['MEMBER', 'OWNER'].map((r) => h('option', { value: r, selected: m.role === r }, r === 'OWNER' ? t('owner') : t('member'))));
+        role.addEventListener('change', async () => {
+          try { await api.setRole(fam, m.customerId, role.value); toast(t('applied')); } catch (e) { toast(t('error', { msg: e.message }), 'error'); }
+          load(); refreshDashboard().catch(() => {});
+        });
+        const del = h('button.small.danger', { type: 'button', 'aria-label': `${t('remove')}: ${m.name}` }, t('remove'));
+        del.addEventListener('click', async () => {
+          if (!confirm(t('removeConfirm', { name: m.name }))) return;
+          try { await api.removeMember(fam, m.customerId); toast(t('applied')); } catch (e) { toast(t('error', { msg: e.message }), 'error'); }
+          load(); refreshDashboard().catch(() => {});
+        });
+        return h('li', h('span', m.name), role, m.customerId === s.memberId ? null : del);
+      }));
+    }
+    const name = h('input#new-name', { required: true, maxLength: 100, autocomplete: 'off' });
+    const pw = h('input#new-password', { type: 'password', maxLength: 128, autocomplete: 'new-password' });
+    const role = h('select#new-role', ['MEMBER', 'OWNER'].map((r) => h('option', { value: r }, r === 'OWNER' ? t('owner') : t('member'))));
+    const form = h('form#add-member', h('h4', t('addMember')),
+      h('label', { for: 'new-name' }, t('name')), name, h('label', { for: 'new-password' }, t('password')), pw,
+      h('label', { for: 'new-role' }, t('role')), role, h('button.primary', { type: 'submit' }, t('add')));
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      try {
+        await api.addMember(fam, { name: name.value.trim(), password: pw.value || undefined, role: role.value });
+        name.value = ''; pw.value = ''; toast(t('applied'));
+      } catch (err) { toast(t('error', { msg: err.message }), 'error'); }
+      load(); refreshDashboard().catch(() => {});
+    });
+    box.append(form);
+    load().catch((e) => list.append(h('li.error', e.message)));
+    return box;
+  }
+
+  renderMember();
+}

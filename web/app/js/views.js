@@ -1,0 +1,265 @@
+// views.js: the family dashboard, the block screen (with "ask for more"),
+// usage detail and the notification centre.
+import * as api from './api.js';
+import { t } from './i18n.js';
+import { h, fmtBytes, fmtTime, reasonText, untilText, MB } from './util.js';
+import { chartBox, gauge } from './charts.js';
+import { state, on, refreshDashboard, refreshRequests, refreshUnread, loadCatalog, emit } from './store.js';
+import { toast, go, track } from './ui.js';
+
+const me = () => api.currentSession();
+const isOwner = () => me()?.role !== 'MEMBER';
+const myCard = (d) => d?.members?.find((m) => m.customerId === me().memberId);
+
+// ---------------------------------------------------------------- dashboard
+
+export async function dashboardView(root) {
+  const poolBox = h('section.card.pool#pool', { 'aria-labelledby': 'pool-h' });
+  const reqBox = h('section.card#requests', { 'aria-labelledby': 'requests-h', hidden: true });
+  const shareBox = h('section.card#share', { 'aria-labelledby': 'share-h' });
+  const list = h('ul.members#members', { 'aria-labelledby': 'members-h' });
+  const stamp = h('p.muted#dash-updated');
+  root.append(h('h2.sr-only', t('navDashboard')), poolBox, reqBox, shareBox,
+    h('section.card', h('h3#members-h', t('members')), list, stamp));
+  let shareFig = null;
+
+  function render(d) {
+    if (!d) return;
+    const self = myCard(d);
+    if (self && self.status === 'BLOCKED' && me().role === 'MEMBER' && !state.offline) { go('#/block'); return; }
+    const p = d.pool;
+    const remPct = p.totalBytes > 0 ? (100 * p.remainingBytes) / p.totalBytes : 0;
+    poolBox.replaceChildren(
+      h('h3#pool-h', t('poolRemaining')),
+      d.provisioned ? gauge(remPct, t('poolRemaining'), fmtBytes(p.remainingBytes))
+        : h('p.error', t('noPool')),
+      h('p.pool-detail', h('span#pool-remaining', { 'data-bytes': String(p.remainingBytes) }, t('poolOf', { remaining: fmtBytes(p.remainingBytes), total: fmtBytes(p.totalBytes) })),
+        ' · ', t('usedPct', { pct: p.usedPercent.toFixed(1) }),
+        p.topUpBytes ? ` · ${t('topUps', { bytes: fmtBytes(p.topUpBytes) })}` : ''),
+    );
+    const labels = d.members.map((m) => m.name);
+    const values = d.members.map((m) => m.monthlyUsedBytes);
+    if (shareFig?.chart && shareFig.labelsKey === labels.join('\u0000')) {
+      shareFig.chart.data.datasets[0].data = values;
+      shareFig.chart.update('none');
+    } else {
+      shareFig = chartBox(t('shareTitle'), 'doughnut', labels, values);
+      shareFig.labelsKey = labels.join('\u0000');
+      shareBox.replaceChildren(h('h3#share-h.sr-only', t('shareTitle')), shareFig);
+    }
+    list.replaceChildren(...d.members.map((m) => memberCard(m)));
+    stamp.textContent = t('updatedAt', { time: new Date(state.dashAt).toLocaleTimeString() });
+    // The first render after the page loaded: measured by the browser tests.
+    if (!performance.getEntriesByName('dpcs-dashboard').length) performance.mark('dpcs-dashboard');
+  }
+
+  function memberCard(m) {
+    const blocked = m.status === 'BLOCKED';
+    const mine = m.customerId === me().memberId;
+    return h(`li.member${blocked ? '.is-blocked' : ''}`, { id: `member-${m.customerId}`, 'data-status': m.status, 'data-decision': m.decision },
+      h('div.member-head',
+        h('strong', m.name, mine ? ` (${t('you')})` : ''),
+        h('span.role', m.role === 'OWNER' ? t('owner') : t('member')),
+        h(`span.badge-status.${blocked ? 'st-blocked' : 'st-ok'}`, blocked ? t('blocked') : t('allowed'))),
+      blocked ? h('p.reason', { id: `reason-${m.customerId}` }, reasonText(m)) : null,
+      h('p.muted', `${t('thisMonth', { bytes: fmtBytes(m.monthlyUsedBytes) })} · ${t('today', { bytes: fmtBytes(m.dailyUsedBytes) })} · ${m.sharePercent.toFixed(1)}%`),
+      h('p.links',
+        (isOwner() || mine) ? h('a', { href: `#/usage/${m.customerId}` }, t('navUsage')) : null,
+        isOwner() ? h('a', { href: `#/controls/${m.customerId}`, id: `controls-link-${m.customerId}` }, t('navControls')) : null,
+        mine && blocked ? h('a', { href: '#/block' }, t('askMore')) : null));
+  }
+
+  function renderRequests(items) {
+    if (!isOwner() || !items || !items.length) { reqBox.hidden = true; reqBox.replaceChildren(); return; }
+    reqBox.hidden = false;
+    const names = new Map((state.dash?.members || []).map((m) => [m.customerId, m.name]));
+    reqBox.replaceChildren(h('h3#requests-h', t('requestsTitle')),
+      h('ul.requests', items.map((r) => requestItem(r, names.get(r.customerId) || String(r.customerId)))));
+  }
+
+  function requestItem(r, name) {
+    const sel = h('select', { id: `grant-${r.id}` }, ['DAY', 'MONTH', 'TOPUP'].map((g) => h('option', { value: g }, t(`grant.${g}`))));
+    const approve = h('button.primary', { type: 'button', id: `approve-${r.id}` }, t('approve'));
+    const decline = h('button', { type: 'button', id: `decline-${r.id}` }, t('decline'));
+    const fam = me().familyId;
+    approve.addEventListener('click', async () => {
+      approve.disabled = decline.disabled = true;
+      try {
+        await api.approveDataRequest(fam, r.id, sel.value); // the amount asked for
+        toast(t('approved'));
+      } catch (e) { toast(t('error', { msg: e.message }), 'error'); approve.disabled = decline.disabled = false; }
+      refreshRequests().catch(() => {}); refreshDashboard().catch(() => {});
+    });
+    decline.addEventListener('click', async () => {
+      approve.disabled = decline.disabled = true;
+      try { await api.declineDataRequest(fam, r.id); toast(t('declined')); } catch (e) { toast(t('error', { msg: e.message }), 'error'); }
+      refreshRequests().catch(() => {});
+    });
+    return h('li.request', { id: `request-${r.id}`, 'data-customer': String(r.customerId) },
+      h('p', h('strong', t('requestFrom', { name, bytes: fmtBytes(r.amountBytes) })), r.message ? h('q', r.message) : null,
+        h('span.muted', ` ${fmtTime(r.createdAt)}`)),
+      h('div.row', h('label', { for: `grant-${r.id}` }, t('grant')), sel, approve, decline));
+  }
+
+  track(on('dashboard', render));
+  track(on('requests', renderRequests));
+  if (state.dash) render(state.dash);
+  else poolBox.append(h('p', t('loading')));
+  renderRequests(state.requests);
+  await refreshDashboard();
+  if (isOwner()) refreshRequests().catch(() => {});
+}
+
+// ---------------------------------------------------------------- block screen
+
+export async function blockView(root) {
+  const s = me();
+  const body = h('div');
+  root.append(h('section.card.block#block', { 'aria-labelledby': 'block-h' }, h('h2#block-h', t('blockTitle')), body), askBox());
+  let rules = null;
+  try { rules = (await api.policies(s.familyId, s.memberId)).rules; } catch { /* the reason is enough */ }
+
+  function render(d) {
+    const self = myCard(d);
+    if (!self) return;
+    if (self.status !== 'BLOCKED') { toast(t('allowed')); go('#/dashboard'); return; }
+    const owners = d.members.filter((m) => m.role === 'OWNER').map((m) => m.name);
+    body.replaceChildren(h('dl.facts',
+      h('dt', t('why')), h('dd#block-reason', { 'data-decision': self.decision }, reasonText(self)),
+      h('dt', t('until')), h('dd#block-until', untilText(self, rules)),
+      h('dt', t('whoToAsk')), h('dd#block-owners', owners.join(', '))));
+  }
+
+  function askBox() {
+    const amount = h('select#ask-amount', [50, 100, 200, 500, 1024].map((mb) => h('option', { value: String(mb * MB) }, fmtBytes(mb * MB))));
+    amount.value = String(100 * MB);
+    const msg = h('textarea#ask-message', { maxLength: 200, rows: 2 });
+    const status = h('p#ask-status', { role: 'status' });
+    const pending = h('ul.requests#my-requests');
+    const send = h('button.primary#ask-send', { type: 'submit' }, t('askSend'));
+    const form = h('form.card#ask', { 'aria-labelledby': 'ask-h' },
+      h('h3#ask-h', t('askMore')),
+      h('label', { for: 'ask-amount' }, t('askAmount')), amount,
+      h('label', { for: 'ask-message' }, t('askMessage')), msg, send, status,
+      h('h4', t('askPending')), pending);
+    let key = api.uuid(); // one key per request the member means to send: a retry is not a second request
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      send.disabled = true;
+      try {
+        await api.createDataRequest(s.familyId, Number(amount.value), msg.value.trim(), key);
+        key = api.uuid();
+        status.textContent = t('askSent');
+        msg.value = '';
+        refreshRequests().catch(() => {});
+      } catch (err) {
+        status.textContent = err.status === 404 ? t('askUnavailable') : t('askFailed', { msg: err.message });
+      } finally { send.disabled = false; }
+    });
+    const renderMine = (items) => {
+      if (items === false) { status.textContent = t('askUnavailable'); pending.replaceChildren(); return; }
+      const mine = (items || []).filter((r) => r.customerId === s.memberId);
+      pending.replaceChildren(...(mine.length ? mine.map((r) => h('li', { id: `my-request-${r.id}` }, `${fmtBytes(r.amountBytes)} · ${fmtTime(r.createdAt)}`, r.message ? h('q', r.message) : null))
+        : [h('li.muted', t('noRequests'))]));
+    };
+    track(on('requests', renderMine));
+    renderMine(state.requests);
+    refreshRequests().catch(() => {});
+    return form;
+  }
+
+  track(on('dashboard', render));
+  // An owner's unblock (a raised limit, a removed window or block) sends no
+  // notification: while the block screen is shown, look again every 3 s.
+  const poll = setInterval(() => refreshDashboard().catch(() => {}), 3000);
+  track(() => clearInterval(poll));
+  if (state.dash) render(state.dash);
+  await refreshDashboard();
+}
+
+// ---------------------------------------------------------------- usage
+
+export async function usageView(root, [cid]) {
+  const s = me();
+  const id = Number(cid) || s.memberId;
+  if (s.role === 'MEMBER' && id !== s.memberId) { go('#/usage'); return; }
+  const d = state.dash || await refreshDashboard();
+  const pick = h('select#usage-member', { disabled: s.role === 'MEMBER' },
+    d.members.filter((m) => s.role !== 'MEMBER' || m.customerId === s.memberId)
+      .map((m) => h('option', { value: String(m.customerId), selected: m.customerId === id }, m.name)));
+  pick.addEventListener('change', () => go(`#/usage/${pick.value}`));
+  const body = h('div.charts#usage-charts', h('p', t('loading')));
+  root.append(h('section.card', h('h2', t('usageTitle')), h('label', { for: 'usage-member' }, t('whose')), pick), body);
+  const [u, cat] = await Promise.all([api.usage(s.familyId, id, 'month'), loadCatalog().catch(() => null)]);
+  const hours = new Array(24).fill(0);
+  const now = new Date();
+  const daysInMonth = new Date(now.getFullYear(), now.getMonth() + 1, 0).getDate();
+  const days = new Array(daysInMonth).fill(0);
+  for (const b of u.byHour || []) {
+    const at = new Date(b.hour);
+    if (at.getMonth() === now.getMonth()) days[at.getDate() - 1] += b.allowedBytes;
+    if (at.toDateString() === now.toDateString()) hours[at.getHours()] += b.allowedBytes;
+  }
+  const apps = [...(u.byApp || [])].sort((a, b) => b.allowedBytes - a.allowedBytes);
+  const catOf = new Map((cat?.apps || []).map((a) => [a.id, a.category]));
+  const byCat = new Map();
+  for (const a of apps) {
+    const c = catOf.get(a.appId) || 'OTHER';
+    byCat.set(c, (byCat.get(c) || 0) + a.allowedBytes);
+  }
+  body.replaceChildren(
+    h('p#usage-total', t('totalMonth', { bytes: fmtBytes(u.monthlyUsedBytes), n: u.blocked })),
+    chartBox(t('byHour'), 'bar', hours.map((_, i) => `${i}`), hours, { id: 'chart-hour' }),
+    apps.length ? chartBox(t('byApp'), 'bar', apps.slice(0, 10).map((a) => a.appId.split('.').slice(-2).join('.')), apps.slice(0, 10).map((a) => a.allowedBytes), { id: 'chart-app' })
+      : h('p.muted', t('noUsage')),
+    byCat.size ? chartBox(t('byCategory'), 'doughnut', [...byCat.keys()].map((c) => t(`cat.${c}`)), [...byCat.values()], { id: 'chart-category' }) : null,
+    chartBox(t('byDay'), 'bar', days.map((_, i) => `${i + 1}`), days, { id: 'chart-day' }),
+  );
+}
+
+// ---------------------------------------------------------------- inbox
+
+export async function inboxView(root) {
+  const s = me();
+  const list = h('ul.notes#notes', { 'aria-live': 'polite' });
+  const allBtn = h('button#mark-all', { type: 'button' }, t('markAllRead'));
+  const more = h('button#more', { type: 'button', hidden: true }, t('loadMore'));
+  root.append(h('section.card', h('div.row.spread', h('h2', t('inboxTitle')), allBtn), list, more));
+  let next = 0;
+  const seen = new Set();
+
+  function item(n) {
+    seen.add(n.id);
+    const read = h('button.small', { type: 'button', hidden: !!n.readAt, 'aria-label': `${t('markRead')}: ${n.title}` }, t('markRead'));
+    const li = h(`li.note${n.readAt ? '' : '.unread'}`, { id: `note-${n.id}`, 'data-kind': n.kind },
+      h('div.note-head', h('strong', n.title), n.readAt ? null : h('span.badge-status.st-new', t('unread'))),
+      h('p', n.body), h('p.muted', fmtTime(n.createdAt)), read);
+    read.addEventListener('click', async () => {
+      try {
+        await api.markRead(s.familyId, n.id);
+        n.readAt = new Date().toISOString();
+        li.classList.remove('unread'); read.hidden = true; li.querySelector('.st-new')?.remove();
+        state.unread = Math.max(0, state.unread - 1); emit('unread', state.unread);
+      } catch (e) { toast(t('error', { msg: e.message }), 'error'); }
+    });
+    li.markRead = () => read.click();
+    return li;
+  }
+
+  async function page() {
+    const p = await api.inbox(s.familyId, { before: next || undefined });
+    for (const n of p.items || []) if (!seen.has(n.id)) list.append(item(n));
+    next = p.nextBefore || 0;
+    more.hidden = !next;
+    if (!list.children.length) list.append(h('li.muted#no-notes', t('noNotes')));
+  }
+  more.addEventListener('click', () => page().catch((e) => toast(e.message, 'error')));
+  allBtn.addEventListener('click', () => { for (const li of list.querySelectorAll('li.unread')) li.markRead(); });
+  track(on('note', (n) => {
+    if (seen.has(n.id)) return;
+    list.querySelector('#no-notes')?.remove();
+    list.prepend(item(n));
+  }));
+  await page();
+  refreshUnread().catch(() => {});
+}

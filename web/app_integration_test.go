@@ -1,0 +1,505 @@
+//go:build integration
+
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
+	"github.com/dabom/dpcs/internal/browsertest"
+)
+
+const mib = 1 << 20
+
+// The family app's stories in a real browser against the all-in-one and its
+// demo family 100 (a 10 MB pool): the owner's dashboard matches the API; a
+// limit cut below a child's use blocks the child's card live (measured, ≤ 1 s)
+// and shows the child the block screen with the reason; ask for more (when
+// the server has the routes); a night window takes effect; the inbox updates
+// live; axe-core on every screen; phone-sized screenshots of the main screens.
+func TestFamilyApp(t *testing.T) {
+	sys := browsertest.StartSystem(t)
+	b := browsertest.New(t)
+	ownerTok := sys.Token(t, sys.Owner)
+	fam := sys.FamilyID
+	child := sys.Child.ID
+
+	// The owner logs in with the phone number and sees the pool the API reports.
+	owner := front(t, b.Page(t, browsertest.Phone))
+	browsertest.Run(t, owner, "open the app", chromedp.Navigate(sys.URL+"/app/"), chromedp.WaitVisible("#login-id", chromedp.ByID))
+	browsertest.CheckAccessibility(t, owner, "app-login")
+	browsertest.Screenshot(t, owner, "app-login")
+	login(t, owner, sys.Owner.Phone, sys.Password)
+	var dash dashboard
+	sys.Call(t, ownerTok, http.MethodGet, fmt.Sprintf("/families/%d", fam), nil, &dash)
+	waitJS(t, owner, "the pool shown equals the API's", 5*time.Second,
+		fmt.Sprintf(`document.querySelector('#pool-remaining')?.dataset.bytes === %q`, strconv.FormatInt(dash.Pool.RemainingBytes, 10)),
+		`document.querySelector('#pool-remaining')?.dataset.bytes`)
+	waitJS(t, owner, "the share chart is drawn", 5*time.Second, `!!document.querySelector('#share canvas') && !!window.Chart`, `!!window.Chart`)
+
+	// Page weight: everything the page loaded from /app/ (login, then the
+	// dashboard with its chart library), as the server sends it compressed,
+	// ≤ 250 KB. (The browser's transferSize is 0 for what the service worker
+	// answered, so each file is fetched again here.)
+	var loaded []string
+	browsertest.Run(t, owner, "list what the page loaded", chromedp.Evaluate(pageFilesJS, &loaded))
+	weight := pageWeight(t, sys.URL, loaded)
+	t.Logf("page weight (login + dashboard): %d files, %.1f KB compressed", len(loaded), float64(weight)/1024)
+	if weight > 250*1024 || len(loaded) < 10 {
+		t.Errorf("page weight %d bytes in %d files (%v), want ≤ 250 KB", weight, len(loaded), loaded)
+	}
+
+	// First dashboard render of a logged-in owner opening the app.
+	browsertest.Run(t, owner, "reload the dashboard", chromedp.Reload())
+	waitJS(t, owner, "the dashboard renders", 5*time.Second, `!!document.querySelector('#pool-remaining') && document.querySelectorAll('#members li').length === 4`, `document.querySelector('#main')?.innerText`)
+	t.Logf("first dashboard render (navigation start → dashboard drawn): %v", renderTime(t, owner))
+	browsertest.CheckAccessibility(t, owner, "app-dashboard")
+	browsertest.Screenshot(t, owner, "app-dashboard")
+
+	// The same owner on a desktop (same browser profile: already logged in).
+	desk := front(t, b.Page(t, browsertest.Desktop))
+	browsertest.Run(t, desk, "open the app on a desktop", chromedp.Navigate(sys.URL+"/app/#/dashboard"))
+	waitJS(t, desk, "the desktop dashboard", 5*time.Second, `document.querySelectorAll('#members li').length === 4 && !!document.querySelector('#share canvas')`, `document.querySelector('#main')?.innerText`)
+	browsertest.CheckAccessibility(t, desk, "app-dashboard-desktop")
+	browsertest.Screenshot(t, desk, "app-dashboard-desktop")
+	front(t, owner)
+
+	// The child uses 3 MB (through Kafka, judged by the processor).
+	useData(t, sys.KafkaAddr, fam, child, "com.youtube.app", 3, mib)
+	waitAPI(t, "the child's 3 MB in the dashboard", 15*time.Second, func() (bool, string) {
+		sys.Call(t, ownerTok, http.MethodGet, fmt.Sprintf("/families/%d", fam), nil, &dash)
+		m := dash.member(child)
+		return m.MonthlyUsedBytes >= 3*mib, fmt.Sprintf("child used %d", m.MonthlyUsedBytes)
+	})
+
+	// The child's phone and the other owner's phone.
+	// Each person has an own browser (an own profile: the session is kept in localStorage).
+	kid := front(t, browsertest.New(t).Page(t, browsertest.Phone))
+	browsertest.Run(t, kid, "open the app (child)", chromedp.Navigate(sys.URL+"/app/"), chromedp.WaitVisible("#login-id", chromedp.ByID))
+	login(t, kid, strconv.FormatInt(child, 10), sys.Password)
+	mom := front(t, browsertest.New(t).Page(t, browsertest.Phone))
+	browsertest.Run(t, mom, "open the app (second owner)", chromedp.Navigate(sys.URL+"/app/"), chromedp.WaitVisible("#login-id", chromedp.ByID))
+	login(t, mom, strconv.FormatInt(sys.Owner2.ID, 10), sys.Password)
+	childCard := fmt.Sprintf(`document.querySelector('#member-%d')?.dataset.status`, child)
+	waitJS(t, mom, "the child's card shows allowed", 5*time.Second, childCard+` === 'ALLOWED'`, childCard)
+	waitLive(t, kid)
+	waitLive(t, mom)
+
+	// Usage detail: the owner looks at the child's usage (the report reads
+	// the persisted events: wait for the write-behind).
+	waitAPI(t, "the child's 3 MB in the usage report", 30*time.Second, func() (bool, string) {
+		var u struct {
+			AllowedBytes int64 `json:"allowedBytes"`
+		}
+		sys.Call(t, ownerTok, http.MethodGet, fmt.Sprintf("/families/%d/members/%d/usage", fam, child), nil, &u)
+		return u.AllowedBytes >= 3*mib, fmt.Sprintf("allowedBytes %d", u.AllowedBytes)
+	})
+	browsertest.Run(t, owner, "open the child's usage", chromedp.Navigate(fmt.Sprintf("%s/app/#/usage/%d", sys.URL, child)))
+	waitJS(t, owner, "usage charts", 5*time.Second, `document.querySelectorAll('#usage-charts canvas').length >= 3 && !!document.querySelector('#chart-app')`, `document.querySelector('#main')?.innerText`)
+	browsertest.CheckAccessibility(t, owner, "app-usage")
+	browsertest.Screenshot(t, owner, "app-usage")
+
+	// The owner moves the monthly-limit slider below the child's use.
+	browsertest.Run(t, owner, "open the controls", chromedp.Navigate(fmt.Sprintf("%s/app/#/controls/%d", sys.URL, child)))
+	waitJS(t, owner, "controls", 5*time.Second, `!!document.querySelector('#monthly-slider') && !!document.querySelector('#block-cat-VIDEO')`, `document.querySelector('#main')?.innerText`)
+	browsertest.CheckAccessibility(t, owner, "app-controls")
+	browsertest.Screenshot(t, owner, "app-controls")
+	browsertest.Run(t, owner, "turn the monthly limit on", chromedp.Click("#monthly-enabled", chromedp.ByID))
+	waitJS(t, owner, "the slider is enabled", 5*time.Second, `!document.querySelector('#monthly-slider').disabled`, `document.querySelector('#controls-status')?.textContent`)
+	start := time.Now()
+	browsertest.Run(t, owner, "move the slider to 1 MB", chromedp.Evaluate(fmt.Sprintf(`(() => {
+		const s = document.querySelector('#monthly-slider');
+		s.value = %d; s.dispatchEvent(new Event('input')); s.dispatchEvent(new Event('change'));
+	})()`, mib), nil))
+	waitJS(t, mom, "the child's card turns blocked on the other owner's phone", 5*time.Second, childCard+` === 'BLOCKED'`, childCard)
+	live := time.Since(start)
+	t.Logf("slider released → child's card blocked on another phone (SSE, no reload): %v", live.Round(time.Millisecond))
+	if live > time.Second {
+		t.Errorf("the child's card turned blocked after %v, want ≤ 1 s", live)
+	}
+	waitJS(t, kid, "the child sees the block screen", 5*time.Second, `location.hash === '#/block' && document.querySelector('#block-reason')?.dataset.decision === 'BLOCKED_LIMIT_MONTHLY'`,
+		`location.hash + ' ' + document.querySelector('#main')?.innerText`)
+	t.Logf("slider released → the child's block screen: %v", time.Since(start).Round(time.Millisecond))
+	var block struct{ Reason, Until, Owners string } // read at once: the screen re-renders on every update
+	browsertest.Run(t, kid, "read the block screen", chromedp.Evaluate(`({Reason: document.querySelector('#block-reason').textContent,
+		Until: document.querySelector('#block-until').textContent, Owners: document.querySelector('#block-owners').textContent})`, &block))
+	if !strings.Contains(block.Reason, "월 한도") || !strings.Contains(block.Until, "다음 달") ||
+		!strings.Contains(block.Owners, sys.Owner.Name) || !strings.Contains(block.Owners, sys.Owner2.Name) {
+		t.Errorf("block screen: why %q, until %q, ask %q", block.Reason, block.Until, block.Owners)
+	}
+	browsertest.CheckAccessibility(t, kid, "app-block")
+	browsertest.Screenshot(t, kid, "app-block")
+
+	t.Run("ask for more", func(t *testing.T) {
+		if !hasRoute(t, sys.URL, "/families/{familyId}/data-requests") {
+			t.Skip("the server has no /families/{familyId}/data-requests route yet (ask-for-more backend not merged)")
+		}
+		browsertest.Run(t, kid, "ask for 100 MB", chromedp.SetValue("#ask-amount", strconv.Itoa(100*mib), chromedp.ByID),
+			chromedp.SetValue("#ask-message", "숙제 동영상", chromedp.ByID), chromedp.Click("#ask-send", chromedp.ByID))
+		start := time.Now()
+		waitJS(t, mom, "the owner sees the request live", 5*time.Second, `document.querySelectorAll('#requests li.request').length > 0`, `document.querySelector('#requests')?.innerText`)
+		t.Logf("request sent → shown to the owner: %v", time.Since(start).Round(time.Millisecond))
+		browsertest.CheckAccessibility(t, mom, "app-dashboard-request")
+		browsertest.Run(t, mom, "approve for this month", chromedp.Evaluate(`(() => {
+			const li = document.querySelector('#requests li.request');
+			li.querySelector('select').value = 'MONTH';
+			li.querySelector('button.primary').click();
+		})()`, nil))
+		start = time.Now()
+		waitJS(t, kid, "the child is unblocked live", 5*time.Second, `location.hash === '#/dashboard' && document.querySelector('#member-`+strconv.FormatInt(child, 10)+`')?.dataset.status === 'ALLOWED'`,
+			`location.hash + ' ' + document.querySelector('#main')?.innerText`)
+		t.Logf("approved → the child's app unblocked: %v", time.Since(start).Round(time.Millisecond))
+	})
+
+	// Clear the limit from the controls (reloaded: another owner's approval
+	// changed the policies since): the child is allowed again.
+	browsertest.Run(t, owner, "reload the controls", chromedp.Reload())
+	waitJS(t, owner, "controls", 5*time.Second, `!!document.querySelector('#monthly-enabled')?.checked`, `document.querySelector('#main')?.innerText`)
+	browsertest.Run(t, owner, "turn the monthly limit off", chromedp.Click("#monthly-enabled", chromedp.ByID))
+	waitJS(t, owner, "the limit is off", 5*time.Second, `document.querySelector('#monthly-slider').disabled && document.querySelector('#controls-status').dataset.status === 'ALLOWED'`,
+		`document.querySelector('#controls-status')?.textContent`)
+	waitJS(t, kid, "the child is back on the dashboard", 15*time.Second, `location.hash === '#/dashboard'`, `location.hash`)
+
+	// A night window around now (the service zone) blocks the child at once;
+	// removing it allows again.
+	zone, err := time.LoadLocation("Asia/Seoul")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().In(zone)
+	from, to := now.Add(-time.Hour).Format("15:04"), now.Add(time.Hour).Format("15:04")
+	start = time.Now()
+	browsertest.Run(t, owner, "add a night window", chromedp.SetValue("#window-name", "night", chromedp.ByID),
+		chromedp.SetValue("#window-start", from, chromedp.ByID), chromedp.SetValue("#window-end", to, chromedp.ByID),
+		chromedp.Click("#window-add", chromedp.ByID))
+	waitJS(t, owner, "the window is listed and the child blocked", 5*time.Second,
+		`!!document.querySelector('#window-night') && document.querySelector('#controls-status').dataset.status === 'BLOCKED'`,
+		`document.querySelector('#windows')?.innerText + ' / ' + document.querySelector('#controls-status')?.textContent`)
+	var pol struct {
+		Rules    map[string]string `json:"rules"`
+		Standing struct{ Decision, Rule string }
+	}
+	sys.Call(t, ownerTok, http.MethodGet, fmt.Sprintf("/families/%d/members/%d/policies", fam, child), nil, &pol)
+	if pol.Rules["BLOCK:TIME:night"] == "" || pol.Standing.Decision != "BLOCKED_TIME" {
+		t.Errorf("after the window edit: rules %v standing %+v, want BLOCK:TIME:night and BLOCKED_TIME", pol.Rules, pol.Standing)
+	}
+	waitJS(t, kid, "the child sees the window's block screen", 35*time.Second, `document.querySelector('#block-reason')?.dataset.decision === 'BLOCKED_TIME'`,
+		`location.hash + ' ' + document.querySelector('#main')?.innerText`)
+	t.Logf("night window added → the child's block screen: %v", time.Since(start).Round(time.Millisecond))
+	browsertest.Run(t, owner, "remove the window", chromedp.Click(`#window-night button`, chromedp.ByQuery))
+	waitJS(t, owner, "the window is gone and the child allowed", 5*time.Second,
+		`!document.querySelector('#window-night') && document.querySelector('#controls-status').dataset.status === 'ALLOWED'`,
+		`document.querySelector('#controls-status')?.textContent`)
+
+	// The inbox updates live: the child watches it while the family passes
+	// the 50 % threshold.
+	browsertest.Run(t, kid, "open the inbox", chromedp.Navigate(sys.URL+"/app/#/inbox"))
+	waitJS(t, kid, "the inbox", 5*time.Second, `!!document.querySelector('#notes')`, `document.querySelector('#main')?.innerText`)
+	waitLive(t, kid)
+	before := countJS(t, kid, `document.querySelectorAll('#notes li.note[data-kind=THRESHOLD_ALERT]').length`)
+	useData(t, sys.KafkaAddr, fam, child, "com.kakao.talk", 3, mib)
+	waitJS(t, kid, "a threshold alert appears in the open inbox", 10*time.Second,
+		fmt.Sprintf(`document.querySelectorAll('#notes li.note[data-kind=THRESHOLD_ALERT]').length > %d`, before),
+		`document.querySelector('#notes')?.innerText`)
+	browsertest.CheckAccessibility(t, kid, "app-inbox")
+	browsertest.Screenshot(t, kid, "app-inbox")
+	browsertest.Run(t, kid, "mark it read", chromedp.Click(`#notes li.note.unread[data-kind=THRESHOLD_ALERT] button`, chromedp.ByQuery))
+	kidTok := sys.Token(t, sys.Child)
+	waitAPI(t, "the alert read in the inbox", 5*time.Second, func() (bool, string) {
+		var page struct {
+			Items []struct {
+				Kind   string `json:"kind"`
+				ReadAt string `json:"readAt"`
+			} `json:"items"`
+		}
+		sys.Call(t, kidTok, http.MethodGet, fmt.Sprintf("/families/%d/notifications", fam), nil, &page)
+		for _, n := range page.Items {
+			if n.Kind == "THRESHOLD_ALERT" && n.ReadAt != "" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v", page.Items)
+	})
+
+	// Offline: the service worker keeps the shell; with the API unreachable
+	// the app shows the last dashboard it kept, marked as such.
+	waitJS(t, owner, "the service worker controls the app", 10*time.Second, `!!navigator.serviceWorker.controller`, `navigator.serviceWorker.controller`)
+	var cached bool
+	browsertest.Run(t, owner, "look in the shell cache", chromedp.Evaluate(`(async () => {
+		const keys = await caches.keys();
+		for (const k of keys) {
+			const c = await caches.open(k);
+			if (await c.match('/app/index.html') && await c.match('/app/vendor/chart.umd.js') && await c.match('/app/js/views.js')) return true;
+		}
+		return false;
+	})()`, &cached, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))
+	if !cached {
+		t.Error("the service worker's cache lacks the app shell")
+	}
+	restore := apiUnreachable(t, owner)
+	browsertest.Run(t, owner, "reload with the API unreachable", chromedp.Navigate(sys.URL+"/app/#/dashboard"), chromedp.Reload())
+	waitJS(t, owner, "the last known dashboard offline", 10*time.Second,
+		`document.querySelector('#live')?.textContent.includes('오프라인') && !!document.querySelector('#pool-remaining')`,
+		`document.querySelector('#live')?.textContent + ' / ' + document.querySelector('#main')?.innerText`)
+	restore()
+
+	// Settings (language switch) and English.
+	browsertest.Run(t, kid, "open the settings", chromedp.Navigate(sys.URL+"/app/#/settings"))
+	waitJS(t, kid, "settings", 5*time.Second, `!!document.querySelector('#logout')`, `document.querySelector('#main')?.innerText`)
+	browsertest.CheckAccessibility(t, kid, "app-settings")
+	browsertest.Run(t, kid, "switch to English", chromedp.Click("#lang", chromedp.ByID))
+	waitJS(t, kid, "English", 5*time.Second, `document.documentElement.lang === 'en' && document.querySelector('#nav-dashboard')?.textContent === 'Dashboard'`,
+		`document.documentElement.lang + ' ' + document.querySelector('#nav')?.innerText`)
+	browsertest.Run(t, kid, "log out", chromedp.Click("#logout", chromedp.ByID))
+	waitJS(t, kid, "the login screen", 5*time.Second, `location.hash === '#/login' && !!document.querySelector('#login-id')`, `location.hash`)
+}
+
+// TestFamilyAppRender2000 measures the first dashboard render on the
+// all-in-one with 2,000 families and the simulator running (goal ≤ 1 s,
+// judged on the median of five loads).
+func TestFamilyAppRender2000(t *testing.T) {
+	sys := browsertest.StartSystem(t, browsertest.WithEnv("DPCS_DEMO_FAMILIES", "2000"), browsertest.WithEnv("DPCS_SIMULATOR_RATE", "200"))
+	b := browsertest.New(t)
+	owner := front(t, b.Page(t, browsertest.Phone))
+	browsertest.Run(t, owner, "open the app", chromedp.Navigate(sys.URL+"/app/"), chromedp.WaitVisible("#login-id", chromedp.ByID))
+	login(t, owner, sys.Owner.Phone, sys.Password)
+	// The machine is shared: judge the median of 5 loads, log each with where
+	// its time went (the app's files, the dashboard call).
+	var times []time.Duration
+	for i := range 5 {
+		browsertest.Run(t, owner, "reload the dashboard", chromedp.Reload())
+		waitJS(t, owner, "the dashboard renders", 5*time.Second, `performance.getEntriesByName('dpcs-dashboard').length > 0`, `document.querySelector('#main')?.innerText`)
+		d := renderTime(t, owner)
+		var parts struct{ Files, API float64 }
+		browsertest.Run(t, owner, "read the load's parts", chromedp.Evaluate(`(() => {
+			const rs = performance.getEntriesByType('resource');
+			const files = Math.max(0, ...rs.filter((e) => new URL(e.name).pathname.startsWith('/app/')).map((e) => e.responseEnd));
+			const api = rs.filter((e) => /\/families\/\d+$/.test(new URL(e.name).pathname)).map((e) => e.duration)[0] || 0;
+			return {Files: files, API: api};
+		})()`, &parts))
+		t.Logf("2,000 families, simulator at 200/s: first dashboard render #%d: %v (app files loaded by %.0f ms, GET /families/{id} took %.0f ms)", i+1, d, parts.Files, parts.API)
+		times = append(times, d)
+	}
+	slices.Sort(times)
+	t.Logf("first dashboard render: median %v, worst %v", times[len(times)/2], times[len(times)-1])
+	if med := times[len(times)/2]; med > time.Second {
+		t.Errorf("first dashboard render: median %v of %v, want ≤ 1 s", med, times)
+	}
+}
+
+// pageFilesJS lists the paths under /app/ the page loaded (the document,
+// styles, scripts, icons, manifest), each once.
+const pageFilesJS = `[...new Set([...performance.getEntriesByType('navigation'), ...performance.getEntriesByType('resource')]
+	.map((e) => new URL(e.name).pathname).filter((p) => p.startsWith('/app/')))]`
+
+// pageWeight sums the bytes the server sends for paths to a browser that
+// accepts gzip: bodies as compressed on the wire.
+func pageWeight(t *testing.T, base string, paths []string) int {
+	t.Helper()
+	cl := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	total := 0
+	for _, p := range paths {
+		req, err := http.NewRequest(http.MethodGet, base+p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Accept-Encoding", "gzip, deflate, br")
+		res, err := cl.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %v", p, res.StatusCode, err)
+		}
+		total += len(b)
+	}
+	return total
+}
+
+// renderTime reads the time from navigation start to the app's first
+// dashboard render (the performance mark the dashboard sets).
+func renderTime(t *testing.T, ctx context.Context) time.Duration {
+	t.Helper()
+	waitJS(t, ctx, "the dashboard render mark", 5*time.Second, `performance.getEntriesByName('dpcs-dashboard').length > 0`, `location.hash`)
+	var ms float64
+	browsertest.Run(t, ctx, "read the render mark", chromedp.Evaluate(`performance.getEntriesByName('dpcs-dashboard')[0].startTime`, &ms))
+	return time.Duration(ms * float64(time.Millisecond)).Round(time.Millisecond)
+}
+
+type dashboard struct {
+	Pool struct {
+		RemainingBytes int64 `json:"remainingBytes"`
+	} `json:"pool"`
+	Members []struct {
+		CustomerID       int64  `json:"customerId"`
+		MonthlyUsedBytes int64  `json:"monthlyUsedBytes"`
+		Status           string `json:"status"`
+	} `json:"members"`
+}
+
+func (d dashboard) member(id int64) (m struct {
+	CustomerID       int64  `json:"customerId"`
+	MonthlyUsedBytes int64  `json:"monthlyUsedBytes"`
+	Status           string `json:"status"`
+}) {
+	for _, x := range d.Members {
+		if x.CustomerID == id {
+			return x
+		}
+	}
+	return m
+}
+
+// front brings the tab to the front of its browser: a background tab draws
+// no frames (a screenshot waits for one forever) and has its timers throttled.
+func front(t *testing.T, ctx context.Context) context.Context {
+	t.Helper()
+	browsertest.Run(t, ctx, "bring the tab to the front", page.BringToFront())
+	return ctx
+}
+
+// apiUnreachable makes every API request of the tab fail as a network
+// error does (fetch rejects with a TypeError) from the next document on,
+// while the app's own files still load (from the service worker's cache or
+// the server); the returned function ends it.
+func apiUnreachable(t *testing.T, ctx context.Context) func() {
+	t.Helper()
+	var id page.ScriptIdentifier
+	browsertest.Run(t, ctx, "cut the API off", chromedp.ActionFunc(func(ctx context.Context) error {
+		var err error
+		id, err = page.AddScriptToEvaluateOnNewDocument(`(() => {
+			const real = window.fetch.bind(window);
+			window.fetch = (input, init) => {
+				const u = new URL(typeof input === 'string' ? input : input.url, location.href);
+				if (!u.pathname.startsWith('/app/')) return Promise.reject(new TypeError('Failed to fetch'));
+				return real(input, init);
+			};
+		})()`).Do(ctx)
+		return err
+	}))
+	return func() {
+		browsertest.Run(t, ctx, "reconnect the API", page.RemoveScriptToEvaluateOnNewDocument(id))
+	}
+}
+
+// login fills the login form and waits for the dashboard.
+func login(t *testing.T, ctx context.Context, id, password string) {
+	t.Helper()
+	browsertest.Run(t, ctx, "log in as "+id,
+		chromedp.SetValue("#login-id", id, chromedp.ByID),
+		chromedp.SetValue("#login-password", password, chromedp.ByID),
+		chromedp.Click("#login-submit", chromedp.ByID))
+	waitJS(t, ctx, "the dashboard after login as "+id, 10*time.Second, `!!document.querySelector('#pool-remaining')`,
+		`location.hash + ' ' + document.querySelector('#main')?.innerText`)
+}
+
+// waitLive waits until the page's live stream is connected.
+func waitLive(t *testing.T, ctx context.Context) {
+	t.Helper()
+	waitJS(t, ctx, "the live stream connected", 10*time.Second, `document.querySelector('#live')?.classList.contains('live-on')`,
+		`document.querySelector('#live')?.textContent`)
+}
+
+// waitJS polls the boolean expression cond in the page until it holds or
+// timeout passes; then it fails, showing what the expression seen evaluated to.
+func waitJS(t *testing.T, ctx context.Context, what string, timeout time.Duration, cond, seen string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var ok bool
+		if err := chromedp.Run(ctx, chromedp.Evaluate(`!!(`+cond+`)`, &ok)); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			var got any
+			_ = chromedp.Run(ctx, chromedp.Evaluate(seen, &got))
+			t.Fatalf("%s: not seen within %v; saw %v", what, timeout, got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func countJS(t *testing.T, ctx context.Context, expr string) int {
+	t.Helper()
+	var n int
+	browsertest.Run(t, ctx, "count "+expr, chromedp.Evaluate(expr, &n))
+	return n
+}
+
+// waitAPI polls check until it reports true or timeout passes.
+func waitAPI(t *testing.T, what string, timeout time.Duration, check func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, seen := check()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not seen within %v; saw %s", what, timeout, seen)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// useData publishes n usage events of size bytes for the member to the
+// usage topic, as a network would.
+func useData(t *testing.T, kafkaAddr string, fam, cust int64, app string, n int, size int64) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for range n {
+		e := envelope.New(envelope.NewID(envelope.PrefixEvent), time.Now(), envelope.UsagePayload{FamilyID: fam, CustomerID: cust, AppID: app, BytesUsed: size})
+		rec, err := kafkarecord.New(envelope.TopicUsageEvents, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = cl.ProduceSync(ctx, rec).FirstErr()
+		cancel()
+		if err != nil {
+			t.Fatalf("produce usage: %v", err)
+		}
+	}
+}
+
+// hasRoute reports whether the API's OpenAPI document has the path.
+func hasRoute(t *testing.T, base, path string) bool {
+	t.Helper()
+	res, err := http.Get(base + "/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var doc struct {
+		Paths map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	_, ok := doc.Paths[path]
+	return ok
+}
