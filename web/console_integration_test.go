@@ -42,7 +42,7 @@ func TestConsoleStories(t *testing.T) {
 		chromedp.SendKeys("#login-name", sys.Admin.Phone, chromedp.ByID),
 		chromedp.SendKeys("#login-password", sys.Password, chromedp.ByID),
 		chromedp.Click("#login-form button[type=submit]", chromedp.ByQuery))
-	waitJS(t, ctx, "the search screen after signing in", `!!document.querySelector('[data-screen=search] input[type=search]')`)
+	consoleWait(t, ctx, "the search screen after signing in", `!!document.querySelector('[data-screen=search] input[type=search]')`)
 
 	t.Run("find the family by phone", func(t *testing.T) {
 		// The seed's "Last 10 MB" story gives the family some usage: dad 5,
@@ -74,12 +74,12 @@ func TestConsoleStories(t *testing.T) {
 			chromedp.SendKeys(`[data-screen=search] input[type=search]`, sys.Owner.Phone, chromedp.ByQuery),
 			chromedp.Click(`[data-screen=search] button[type=submit]`, chromedp.ByQuery))
 		link := fmt.Sprintf(`#search-results a[href="#/family/%d"]`, sys.FamilyID)
-		waitJS(t, ctx, "the demo family in the results", fmt.Sprintf(`!!document.querySelector(%q)`, link))
+		consoleWait(t, ctx, "the demo family in the results", fmt.Sprintf(`!!document.querySelector(%q)`, link))
 		browsertest.CheckAccessibility(t, ctx, "console-search")
 		shot(t, ctx, "console-search")
 
 		run(t, ctx, "open the family", chromedp.Click(link, chromedp.ByQuery))
-		waitJS(t, ctx, "the family's members and pool", `document.querySelectorAll('tr[data-member]').length === 4 && !!document.querySelector('#pool-remaining')`)
+		consoleWait(t, ctx, "the family's members and pool", `document.querySelectorAll('tr[data-member]').length === 4 && !!document.querySelector('#pool-remaining')`)
 		var pool struct {
 			Pool struct {
 				RemainingBytes int64 `json:"remainingBytes"`
@@ -96,11 +96,11 @@ func TestConsoleStories(t *testing.T) {
 		if remaining != strconv.FormatInt(pool.Pool.RemainingBytes, 10) {
 			t.Errorf("the page shows %s bytes remaining, the API %d", remaining, pool.Pool.RemainingBytes)
 		}
-		waitJS(t, ctx, "the usage charts", `[...document.querySelectorAll('.chart-box')].filter(b => !b.hidden).length >= 3`)
+		consoleWait(t, ctx, "the usage charts", `[...document.querySelectorAll('.chart-box')].filter(b => !b.hidden).length >= 3`)
 		// Open a member's policies: the editor shows the version it edits.
 		run(t, ctx, "open the child's policies",
 			chromedp.Click(fmt.Sprintf(`tr[data-member="%d"] button[aria-label^="Policies"]`, sys.Child.ID), chromedp.ByQuery))
-		waitJS(t, ctx, "the policy editor", `!document.querySelector('#policy-editor').hidden && !!document.querySelector('#policy-editor form')`)
+		consoleWait(t, ctx, "the policy editor", `!document.querySelector('#policy-editor').hidden && !!document.querySelector('#policy-editor form')`)
 		browsertest.CheckAccessibility(t, ctx, "console-family")
 		shot(t, ctx, "console-family")
 	})
@@ -114,13 +114,13 @@ func TestConsoleStories(t *testing.T) {
 		sys.Call(t, admin, http.MethodPatch, path, map[string]any{"set": map[string]string{"THROTTLE:SPEED": "1024"}}, nil)
 		run(t, ctx, "reopen the child's policies",
 			chromedp.Click(fmt.Sprintf(`tr[data-member="%d"] button[aria-label^="Policies"]`, sys.Child.ID), chromedp.ByQuery))
-		waitJS(t, ctx, "the editor at version 1", `document.querySelector('#policy-editor caption') && document.querySelector('#policy-editor caption').textContent.includes('version 1')`)
+		consoleWait(t, ctx, "the editor at version 1", `document.querySelector('#policy-editor caption') && document.querySelector('#policy-editor caption').textContent.includes('version 1')`)
 		sys.Call(t, admin, http.MethodPatch, path, map[string]any{"set": map[string]string{"THROTTLE:SPEED": "512"}}, nil)
 		run(t, ctx, "set a daily limit in the stale editor",
 			chromedp.SendKeys("#new-key", "LIMIT:DATA:DAILY", chromedp.ByID),
 			chromedp.SendKeys("#new-value", "1048576", chromedp.ByID),
 			chromedp.Click(`#policy-editor button[type=submit]`, chromedp.ByQuery))
-		waitJS(t, ctx, "the conflict message", `document.querySelector('#policy-conflict').textContent.includes('someone changed this policy')`)
+		consoleWait(t, ctx, "the conflict message", `document.querySelector('#policy-conflict').textContent.includes('someone changed this policy')`)
 		var pol struct {
 			Rules map[string]string `json:"rules"`
 		}
@@ -138,11 +138,11 @@ func TestConsoleStories(t *testing.T) {
 			}
 		})
 		run(t, ctx, "open the family", chromedp.Navigate(fmt.Sprintf("%s#/family/%d", console, sys.FamilyID)), chromedp.Reload())
-		waitJS(t, ctx, "the family's four members", `document.querySelectorAll('tr[data-member]').length === 4`)
+		consoleWait(t, ctx, "the family's four members", `document.querySelectorAll('tr[data-member]').length === 4`)
 		run(t, ctx, "add a member",
 			chromedp.SendKeys(`form[aria-label="Add a member"] input[name=name]`, "할머니", chromedp.ByQuery),
 			chromedp.Click(`form[aria-label="Add a member"] button[type=submit]`, chromedp.ByQuery))
-		waitJS(t, ctx, "five members", `document.querySelectorAll('tr[data-member]').length === 5`)
+		consoleWait(t, ctx, "five members", `document.querySelectorAll('tr[data-member]').length === 5`)
 		var list struct {
 			Members []struct {
 				CustomerID int64  `json:"customerId"`
@@ -167,12 +167,12 @@ func TestConsoleStories(t *testing.T) {
 		run(t, ctx, "make her an owner",
 			chromedp.SetValue(row+` select`, "OWNER", chromedp.ByQuery),
 			chromedp.Click(row+` button[aria-label^="Set role"]`, chromedp.ByQuery))
-		waitJS(t, ctx, "the role change confirmed", `document.querySelector('#status').textContent.includes('is now OWNER')`)
+		consoleWait(t, ctx, "the role change confirmed", `document.querySelector('#status').textContent.includes('is now OWNER')`)
 		if _, role := member("할머니"); role != "OWNER" {
 			t.Fatalf("her role is %q after the change, want OWNER", role)
 		}
 		run(t, ctx, "remove her", chromedp.Click(row+` button[aria-label^="Remove"]`, chromedp.ByQuery))
-		waitJS(t, ctx, "four members again", `document.querySelectorAll('tr[data-member]').length === 4`)
+		consoleWait(t, ctx, "four members again", `document.querySelectorAll('tr[data-member]').length === 4`)
 		if id, _ := member("할머니"); id != 0 {
 			t.Fatalf("member %d is still listed after the removal", id)
 		}
@@ -183,7 +183,7 @@ func TestConsoleStories(t *testing.T) {
 			chromedp.SendKeys(`input[name=topup]`, "5", chromedp.ByQuery),
 			chromedp.Click(`form:has(input[name=topup]) button[type=submit]`, chromedp.ByQuery))
 		b0, _ := strconv.ParseInt(before, 10, 64)
-		waitJS(t, ctx, "the pool 5 MB larger", fmt.Sprintf(`document.querySelector('#pool-remaining').dataset.value === '%d'`, b0+5<<20))
+		consoleWait(t, ctx, "the pool 5 MB larger", fmt.Sprintf(`document.querySelector('#pool-remaining').dataset.value === '%d'`, b0+5<<20))
 		var fam struct {
 			Pool struct {
 				RemainingBytes int64 `json:"remainingBytes"`
@@ -216,18 +216,18 @@ func TestConsoleStories(t *testing.T) {
 		// The admin lowers the template's monthly limit to 500 MB in the editor.
 		run(t, ctx, "open the templates", chromedp.Navigate(console+"#/templates"))
 		edit := fmt.Sprintf(`tr[data-template="%d"] button[aria-label^="Edit"]`, tpl.ID)
-		waitJS(t, ctx, "the template in the list", fmt.Sprintf(`!!document.querySelector(%q)`, edit))
+		consoleWait(t, ctx, "the template in the list", fmt.Sprintf(`!!document.querySelector(%q)`, edit))
 		browsertest.CheckAccessibility(t, ctx, "console-templates")
 		run(t, ctx, "edit the template",
 			chromedp.Click(edit, chromedp.ByQuery),
 			chromedp.WaitVisible(`#template-editor textarea`, chromedp.ByQuery),
 			chromedp.SetValue(`#template-editor textarea`, "LIMIT:DATA:MONTHLY=524288000\nBLOCK:TIME:START=2200\nBLOCK:TIME:END=0700", chromedp.ByQuery),
 			chromedp.Click(`#template-editor button[type=submit]`, chromedp.ByQuery))
-		waitJS(t, ctx, "the saved template in the list", fmt.Sprintf(`document.querySelector('tr[data-template="%d"]').textContent.includes('LIMIT:DATA:MONTHLY=524288000')`, tpl.ID))
+		consoleWait(t, ctx, "the saved template in the list", fmt.Sprintf(`document.querySelector('tr[data-template="%d"]').textContent.includes('LIMIT:DATA:MONTHLY=524288000')`, tpl.ID))
 
 		// Its drift: both children, each with the changed key previewed.
 		run(t, ctx, "open the drift", chromedp.Click(fmt.Sprintf(`tr[data-template="%d"] a.drift-link`, tpl.ID), chromedp.ByQuery))
-		waitJS(t, ctx, "two drifted members", `document.querySelector('#drift-count') && document.querySelector('#drift-count').textContent === '2'`)
+		consoleWait(t, ctx, "two drifted members", `document.querySelector('#drift-count') && document.querySelector('#drift-count').textContent === '2'`)
 		var preview string
 		run(t, ctx, "read the preview", chromedp.Evaluate(fmt.Sprintf(`document.querySelector('input[data-member="%d"]').closest('tr').textContent`, sys.Child.ID), &preview))
 		for _, want := range []string{"LIMIT:DATA:MONTHLY", "changed", "1073741824", "524288000"} {
@@ -241,7 +241,7 @@ func TestConsoleStories(t *testing.T) {
 		run(t, ctx, "re-apply to all selected",
 			chromedp.Click("#drift-all", chromedp.ByID),
 			chromedp.Click("#reapply-selected", chromedp.ByID))
-		waitJS(t, ctx, "no drift left and the report", `!!document.querySelector('#drift-none') && !document.querySelector('#reapply-report').hidden`)
+		consoleWait(t, ctx, "no drift left and the report", `!!document.querySelector('#drift-none') && !document.querySelector('#reapply-report').hidden`)
 		for _, c := range []browsertest.Login{sys.Child, sys.Child2} {
 			var pol struct {
 				Rules map[string]string `json:"rules"`
@@ -255,15 +255,15 @@ func TestConsoleStories(t *testing.T) {
 		// The audit log, filtered by the family and the action, shows the
 		// re-apply as a diff of the monthly limit.
 		run(t, ctx, "open the audit log", chromedp.Navigate(console+"#/audit"))
-		waitJS(t, ctx, "the audit filters", `!!document.querySelector('[data-screen=audit] input[name=familyId]')`)
+		consoleWait(t, ctx, "the audit filters", `!!document.querySelector('[data-screen=audit] input[name=familyId]')`)
 		run(t, ctx, "filter by family, actor, action and time",
 			chromedp.SendKeys(`input[name=familyId]`, strconv.FormatInt(sys.FamilyID, 10), chromedp.ByQuery),
 			chromedp.SendKeys(`input[name=actorId]`, strconv.FormatInt(sys.Admin.ID, 10), chromedp.ByQuery),
 			chromedp.SendKeys(`input[name=action]`, "policy.apply_template", chromedp.ByQuery),
 			chromedp.SetValue(`input[name=since]`, time.Now().Add(-24*time.Hour).Format("2006-01-02T15:04"), chromedp.ByQuery),
 			chromedp.Click(`[data-screen=audit] form button[type=submit]`, chromedp.ByQuery))
-		waitJS(t, ctx, "the filters in the address", fmt.Sprintf(`location.hash.includes('familyId=%d') && location.hash.includes('actorId=%d') && location.hash.includes('since=')`, sys.FamilyID, sys.Admin.ID))
-		waitJS(t, ctx, "the re-apply's diff", `[...document.querySelectorAll('tr[data-audit] .diff tr.changed')].some(r => r.textContent.includes('LIMIT:DATA:MONTHLY') && r.querySelector('del') && r.querySelector('del').textContent.includes('1073741824') && r.querySelector('ins').textContent.includes('524288000'))`)
+		consoleWait(t, ctx, "the filters in the address", fmt.Sprintf(`location.hash.includes('familyId=%d') && location.hash.includes('actorId=%d') && location.hash.includes('since=')`, sys.FamilyID, sys.Admin.ID))
+		consoleWait(t, ctx, "the re-apply's diff", `[...document.querySelectorAll('tr[data-audit] .diff tr.changed')].some(r => r.textContent.includes('LIMIT:DATA:MONTHLY') && r.querySelector('del') && r.querySelector('del').textContent.includes('1073741824') && r.querySelector('ins').textContent.includes('524288000'))`)
 		browsertest.CheckAccessibility(t, ctx, "console-audit")
 		shot(t, ctx, "console-audit")
 	})
@@ -273,7 +273,7 @@ func TestConsoleStories(t *testing.T) {
 			t.Skip("GET /admin/operations is not in this build's /openapi.json")
 		}
 		run(t, ctx, "open the operations view", chromedp.Navigate(console+"#/operations"))
-		waitJS(t, ctx, "the operations figures", `!!document.querySelector('#ops-redis .badge')`)
+		consoleWait(t, ctx, "the operations figures", `!!document.querySelector('#ops-redis .badge')`)
 		// It polls: usage judged now shows up as decisions per second on its
 		// own, in the tiles and on the live chart (the family's pool is
 		// nearly spent: these are blocked).
@@ -282,8 +282,8 @@ func TestConsoleStories(t *testing.T) {
 			uses = append(uses, usage{sys.Child.ID, 1 << 20})
 		}
 		produceUsage(t, sys, uses)
-		waitJS(t, ctx, "decisions per second above 0 in the tiles", `Number(document.querySelector('#ops-total').textContent) > 0`)
-		waitJS(t, ctx, "a code's line above 0 on the live chart", `(() => {
+		consoleWait(t, ctx, "decisions per second above 0 in the tiles", `Number(document.querySelector('#ops-total').textContent) > 0`)
+		consoleWait(t, ctx, "a code's line above 0 on the live chart", `(() => {
 			const c = Chart.getChart(document.querySelector('canvas[aria-label^="Decisions per second"]'));
 			return !!c && c.data.datasets.some(d => d.data.some(v => v > 0));
 		})()`)
@@ -316,7 +316,7 @@ func TestConsoleStories(t *testing.T) {
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			run(t, ctx, "open the dead letters", chromedp.Navigate(console+"#/dead-letters?topic=usage-events.DLT"), chromedp.Reload())
-			waitJS(t, ctx, "the dead-letter list", `!!document.querySelector('#dlt-empty') || document.querySelectorAll('tbody tr[data-record]').length > 0`)
+			consoleWait(t, ctx, "the dead-letter list", `!!document.querySelector('#dlt-empty') || document.querySelectorAll('tbody tr[data-record]').length > 0`)
 			var found bool
 			run(t, ctx, "look for the record", chromedp.Evaluate(`!!(`+row+`)`, &found))
 			if found {
@@ -334,8 +334,8 @@ func TestConsoleStories(t *testing.T) {
 		run(t, ctx, "select and replay it",
 			chromedp.Evaluate(`(() => { const r = `+row+`; r.querySelector('input[type=checkbox]').click(); return r.dataset.record })()`, &id),
 			chromedp.Click("#replay-selected", chromedp.ByID))
-		waitJS(t, ctx, "the replay report", `!document.querySelector('#replay-report').hidden && document.querySelector('#replay-report').textContent.includes('1 replayed')`)
-		waitJS(t, ctx, "the record marked replayed", fmt.Sprintf(`(() => { const r = document.querySelector('tbody tr[data-record=%q] td[data-replayed]'); return !!r && r.dataset.replayed === 'yes' })()`, id))
+		consoleWait(t, ctx, "the replay report", `!document.querySelector('#replay-report').hidden && document.querySelector('#replay-report').textContent.includes('1 replayed')`)
+		consoleWait(t, ctx, "the record marked replayed", fmt.Sprintf(`(() => { const r = document.querySelector('tbody tr[data-record=%q] td[data-replayed]'); return !!r && r.dataset.replayed === 'yes' })()`, id))
 		shot(t, ctx, "console-dead-letters")
 
 		// Replayed to usage-events, still malformed, it is dead-lettered again,
@@ -429,7 +429,7 @@ func openAPIPaths(t *testing.T, sys *browsertest.System) map[string]bool {
 func signOut(t *testing.T, ctx context.Context) {
 	t.Helper()
 	run(t, ctx, "sign out", chromedp.Click("#logout", chromedp.ByID))
-	waitJS(t, ctx, "the sign-in form", `!document.querySelector('#login').hidden && document.querySelector('#nav').hidden && sessionStorage.length === 0`)
+	consoleWait(t, ctx, "the sign-in form", `!document.querySelector('#login').hidden && document.querySelector('#nav').hidden && sessionStorage.length === 0`)
 }
 
 // shot brings the tab to the front and writes its screenshot: a tab that
@@ -450,10 +450,10 @@ func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Act
 	t.Logf("%s: %v", what, time.Since(start).Round(time.Millisecond))
 }
 
-// waitJS waits (20 s at most) until the JavaScript expression is true in the
+// consoleWait waits (20 s at most) until the JavaScript expression is true in the
 // page of ctx; on a timeout it fails naming what was awaited and what the page
 // showed.
-func waitJS(t *testing.T, ctx context.Context, what, expr string) {
+func consoleWait(t *testing.T, ctx context.Context, what, expr string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
