@@ -175,6 +175,7 @@ async function renderEditor(card, familyId, customerId, name, reload) {
   keys.length ? table(`Constraints (version ${pol.version})`, ["Key", "Value", "Means", "Remove"], rows)
     : h("p", { class: "muted" }, `No constraints (version ${pol.version}): only the family pool applies.`),
   h("h3", {}, "Add or set a key"), h("div", { class: "row" }, newKey.wrap, newVal.wrap), keyList,
+  pol.version ? null : h("p", { class: "muted" }, "This member's first policy: the API has no version to check a first write against, so a concurrent first edit is not detected."),
   conflict,
   h("div", { class: "toolbar" }, h("button", { type: "submit" }, "Save policies"),
     h("button", { type: "button", class: "secondary", onclick: () => { card.hidden = true; } }, "Close")));
