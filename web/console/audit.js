@@ -1,0 +1,88 @@
+// Audit log, filterable by family, actor, action and time, with before/after as a diff.
+import * as api from "./api.js";
+import { h, fill, field, table, when } from "./ui.js";
+
+export async function auditScreen(root, { query }) {
+  const get = (k) => query.get(k) || "";
+  const fam = field("Family id", { type: "number", min: 1, name: "familyId", value: get("familyId") });
+  const actor = field("Actor id", { type: "number", min: 0, name: "actorId", value: get("actorId") });
+  const action = field("Action", { name: "action", value: get("action"), placeholder: "policy.update", list: "audit-actions" });
+  const since = field("Since", { type: "datetime-local", name: "since", value: get("since") });
+  const until = field("Until", { type: "datetime-local", name: "until", value: get("until") });
+  const actions = h("datalist", { id: "audit-actions" }, ["policy.update", "policy.apply_template", "member.add", "member.remove", "member.role",
+    "template.create", "template.update", "template.delete", "family.plan", "family.topup", "deadletter.replay"].map((a) => h("option", { value: a })));
+  const out = h("div");
+  fill(root, h("h1", {}, "Audit log"),
+    h("section", { class: "card" }, h("form", { class: "row", "aria-label": "Audit filters", onsubmit: (ev) => {
+      ev.preventDefault();
+      const p = new URLSearchParams();
+      for (const f of [fam, actor, action, since, until]) if (f.input.value) p.set(f.input.name, f.input.value.trim());
+      location.hash = `#/audit?${p}`;
+    } }, fam.wrap, actor.wrap, action.wrap, actions, since.wrap, until.wrap,
+    h("div", {}, h("button", { type: "submit" }, "Filter")),
+    h("div", {}, h("button", { type: "button", class: "secondary", onclick: () => { location.hash = "#/audit"; } }, "Clear")))),
+    out);
+
+  const filters = {
+    familyId: get("familyId"), actorId: get("actorId"), action: get("action"),
+    since: get("since") ? new Date(get("since")).toISOString() : "", until: get("until") ? new Date(get("until")).toISOString() : "",
+    limit: 50,
+  };
+  const tbody = h("tbody");
+  const more = h("div");
+  fill(out, h("section", { class: "card" }, h("table", {},
+    h("caption", {}, "Changes, newest first"),
+    h("thead", {}, h("tr", {}, ["When", "Actor", "Action", "Target", "Family", "Before → after"].map((c) => h("th", { scope: "col" }, c)))),
+    tbody), more));
+
+  async function page(before) {
+    const p = await api.auditLog({ ...filters, before });
+    const entries = p.entries || [];
+    if (!entries.length && !before) tbody.append(h("tr", {}, h("td", { colspan: 6 }, "No entries match.")));
+    for (const e of entries) {
+      tbody.append(h("tr", { "data-audit": e.id },
+        h("td", {}, when(e.at)),
+        h("td", {}, `#${e.actorId}`, h("div", { class: "muted" }, e.actorRole)),
+        h("td", { class: "mono" }, e.action),
+        h("td", { class: "mono" }, e.target),
+        h("td", {}, e.familyId ? h("a", { href: `#/family/${e.familyId}` }, `#${e.familyId}`) : "—"),
+        h("td", {}, auditDiff(e.before, e.after))));
+    }
+    fill(more, p.nextBefore ? h("button", { type: "button", class: "secondary", onclick: () => page(p.nextBefore) }, "Older entries") : null);
+  }
+  await page();
+}
+
+/** flatten turns nested JSON into path → scalar text ("rules.LIMIT:DATA:MONTHLY" → "524288000"). */
+function flatten(v, prefix = "", out = new Map()) {
+  if (v !== null && typeof v === "object" && !Array.isArray(v)) {
+    const keys = Object.keys(v);
+    if (!keys.length && prefix) out.set(prefix, "{}");
+    for (const k of keys) flatten(v[k], prefix ? `${prefix}.${k}` : k, out);
+  } else if (prefix || v !== undefined) {
+    out.set(prefix || "(value)", v === undefined ? undefined : JSON.stringify(v));
+  }
+  return out;
+}
+
+/** auditDiff renders the keys that differ between before and after (added, removed, changed). */
+export function auditDiff(before, after) {
+  const b = before === undefined || before === null ? new Map() : flatten(before);
+  const a = after === undefined || after === null ? new Map() : flatten(after);
+  const keys = [...new Set([...b.keys(), ...a.keys()])].sort();
+  const rows = [];
+  let same = 0;
+  for (const k of keys) {
+    const x = b.get(k);
+    const y = a.get(k);
+    if (x === y) { same++; continue; }
+    const change = x === undefined ? "added" : y === undefined ? "removed" : "changed";
+    rows.push(h("tr", { class: change },
+      h("td", { class: "k" }, k),
+      h("td", { class: "mono" }, x === undefined ? "" : h("del", {}, x)),
+      h("td", { class: "mono" }, y === undefined ? "" : h("ins", {}, y))));
+  }
+  if (!rows.length) return h("span", { class: "muted" }, before === undefined && after === undefined ? "—" : "no change");
+  return h("div", {}, table(null, ["Key", "Before", "After"], rows, { class: "diff" }),
+    same ? h("div", { class: "muted" }, `${same} unchanged ${same === 1 ? "key" : "keys"}`) : null);
+}

@@ -1,0 +1,474 @@
+//go:build integration
+
+package web_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+	"github.com/google/go-cmp/cmp"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dabom/dpcs/internal/browsertest"
+)
+
+// The back office's stories (issue 15) in a real browser against the
+// all-in-one: an admin signs in, finds the demo family by an owner's phone,
+// edits a policy template, sees the drift of the members it was applied to,
+// re-applies it, finds the change in the audit log as a diff, watches the
+// operations view and replays a dead-lettered record. axe-core runs on every
+// screen; screenshots go to $DPCS_TEST_SCREENSHOTS.
+func TestConsoleStories(t *testing.T) {
+	sys := browsertest.StartSystem(t)
+	admin := sys.Token(t, sys.Admin)
+	routes := openAPIPaths(t, sys)
+	b := browsertest.New(t)
+	ctx := b.Page(t, browsertest.Desktop)
+	console := sys.URL + "/console/"
+
+	// Sign in with the admin's phone, as an agent would.
+	run(t, ctx, "open the console", chromedp.Navigate(console), chromedp.WaitVisible("#login-name", chromedp.ByID))
+	browsertest.CheckAccessibility(t, ctx, "console-login")
+	run(t, ctx, "sign in",
+		chromedp.SendKeys("#login-name", sys.Admin.Phone, chromedp.ByID),
+		chromedp.SendKeys("#login-password", sys.Password, chromedp.ByID),
+		chromedp.Click("#login-form button[type=submit]", chromedp.ByQuery))
+	consoleWait(t, ctx, "the search screen after signing in", `!!document.querySelector('[data-screen=search] input[type=search]')`)
+
+	t.Run("find the family by phone", func(t *testing.T) {
+		// The seed's "Last 10 MB" story gives the family some usage: dad 5,
+		// mom 3, child1 8, child2 4 MB → allow, allow, block, block.
+		produceUsage(t, sys, []usage{{sys.Owner.ID, 5 << 20}, {sys.Owner2.ID, 3 << 20}, {sys.Child.ID, 8 << 20}, {sys.Child2.ID, 4 << 20}})
+		var fam struct {
+			Pool struct {
+				RemainingBytes int64 `json:"remainingBytes"`
+			} `json:"pool"`
+		}
+		var rep struct {
+			Events  int64 `json:"events"`
+			Blocked int64 `json:"blocked"`
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			sys.Call(t, admin, http.MethodGet, fmt.Sprintf("/families/%d", sys.FamilyID), nil, &fam)
+			sys.Call(t, admin, http.MethodGet, fmt.Sprintf("/admin/families/%d/usage", sys.FamilyID), nil, &rep)
+			if fam.Pool.RemainingBytes == 2<<20 && rep.Events+rep.Blocked >= 4 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the 4 usage events were not judged and persisted in 30 s: remaining %d, want %d; usage report %+v", fam.Pool.RemainingBytes, 2<<20, rep)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+
+		run(t, ctx, "search by the owner's phone",
+			chromedp.SendKeys(`[data-screen=search] input[type=search]`, sys.Owner.Phone, chromedp.ByQuery),
+			chromedp.Click(`[data-screen=search] button[type=submit]`, chromedp.ByQuery))
+		link := fmt.Sprintf(`#search-results a[href="#/family/%d"]`, sys.FamilyID)
+		consoleWait(t, ctx, "the demo family in the results", fmt.Sprintf(`!!document.querySelector(%q)`, link))
+		browsertest.CheckAccessibility(t, ctx, "console-search")
+		shot(t, ctx, "console-search")
+
+		run(t, ctx, "open the family", chromedp.Click(link, chromedp.ByQuery))
+		consoleWait(t, ctx, "the family's members and pool", `document.querySelectorAll('tr[data-member]').length === 4 && !!document.querySelector('#pool-remaining')`)
+		var pool struct {
+			Pool struct {
+				RemainingBytes int64 `json:"remainingBytes"`
+			} `json:"pool"`
+			Name string `json:"name"`
+		}
+		sys.Call(t, admin, http.MethodGet, fmt.Sprintf("/families/%d", sys.FamilyID), nil, &pool)
+		var h1, remaining string
+		run(t, ctx, "read the heading and the pool", chromedp.Text("[data-screen=search] h1", &h1, chromedp.ByQuery),
+			chromedp.AttributeValue("#pool-remaining", "data-value", &remaining, nil, chromedp.ByID))
+		if !strings.Contains(h1, pool.Name) {
+			t.Errorf("family page heading %q lacks the family's name %q", h1, pool.Name)
+		}
+		if remaining != strconv.FormatInt(pool.Pool.RemainingBytes, 10) {
+			t.Errorf("the page shows %s bytes remaining, the API %d", remaining, pool.Pool.RemainingBytes)
+		}
+		consoleWait(t, ctx, "the usage charts", `[...document.querySelectorAll('.chart-box')].filter(b => !b.hidden).length >= 3`)
+		// Open a member's policies: the editor shows the version it edits.
+		run(t, ctx, "open the child's policies",
+			chromedp.Click(fmt.Sprintf(`tr[data-member="%d"] button[aria-label^="Policies"]`, sys.Child.ID), chromedp.ByQuery))
+		consoleWait(t, ctx, "the policy editor", `!document.querySelector('#policy-editor').hidden && !!document.querySelector('#policy-editor form')`)
+		browsertest.CheckAccessibility(t, ctx, "console-family")
+		shot(t, ctx, "console-family")
+	})
+
+	t.Run("a stale policy edit is refused clearly", func(t *testing.T) {
+		// The editor reads version v (> 0: a policy never written has version
+		// 0, which the API takes as "last write wins"); another owner changes
+		// the policy meanwhile; saving must show the conflict and change
+		// nothing.
+		path := fmt.Sprintf("/families/%d/members/%d/policies", sys.FamilyID, sys.Child.ID)
+		sys.Call(t, admin, http.MethodPatch, path, map[string]any{"set": map[string]string{"THROTTLE:SPEED": "1024"}}, nil)
+		run(t, ctx, "reopen the child's policies",
+			chromedp.Click(fmt.Sprintf(`tr[data-member="%d"] button[aria-label^="Policies"]`, sys.Child.ID), chromedp.ByQuery))
+		consoleWait(t, ctx, "the editor at version 1", `document.querySelector('#policy-editor caption') && document.querySelector('#policy-editor caption').textContent.includes('version 1')`)
+		sys.Call(t, admin, http.MethodPatch, path, map[string]any{"set": map[string]string{"THROTTLE:SPEED": "512"}}, nil)
+		run(t, ctx, "set a daily limit in the stale editor",
+			chromedp.SendKeys("#new-key", "LIMIT:DATA:DAILY", chromedp.ByID),
+			chromedp.SendKeys("#new-value", "1048576", chromedp.ByID),
+			chromedp.Click(`#policy-editor button[type=submit]`, chromedp.ByQuery))
+		consoleWait(t, ctx, "the conflict message", `document.querySelector('#policy-conflict').textContent.includes('someone changed this policy')`)
+		var pol struct {
+			Rules map[string]string `json:"rules"`
+		}
+		sys.Call(t, admin, http.MethodGet, path, nil, &pol)
+		if _, ok := pol.Rules["LIMIT:DATA:DAILY"]; ok {
+			t.Fatalf("a stale edit was saved: %v", pol.Rules)
+		}
+	})
+
+	t.Run("manage members and top up", func(t *testing.T) {
+		// Remove asks for confirmation: accept it.
+		chromedp.ListenTarget(ctx, func(ev any) {
+			if _, ok := ev.(*page.EventJavascriptDialogOpening); ok {
+				go chromedp.Run(ctx, page.HandleJavaScriptDialog(true))
+			}
+		})
+		run(t, ctx, "open the family", chromedp.Navigate(fmt.Sprintf("%s#/family/%d", console, sys.FamilyID)), chromedp.Reload())
+		consoleWait(t, ctx, "the family's four members", `document.querySelectorAll('tr[data-member]').length === 4`)
+		run(t, ctx, "add a member",
+			chromedp.SendKeys(`form[aria-label="Add a member"] input[name=name]`, "할머니", chromedp.ByQuery),
+			chromedp.Click(`form[aria-label="Add a member"] button[type=submit]`, chromedp.ByQuery))
+		consoleWait(t, ctx, "five members", `document.querySelectorAll('tr[data-member]').length === 5`)
+		var list struct {
+			Members []struct {
+				CustomerID int64  `json:"customerId"`
+				Name       string `json:"name"`
+				Role       string `json:"role"`
+			} `json:"members"`
+		}
+		member := func(name string) (id int64, role string) {
+			sys.Call(t, admin, http.MethodGet, fmt.Sprintf("/families/%d/members", sys.FamilyID), nil, &list)
+			for _, m := range list.Members {
+				if m.Name == name {
+					return m.CustomerID, m.Role
+				}
+			}
+			return 0, ""
+		}
+		id, role := member("할머니")
+		if id == 0 || role != "MEMBER" {
+			t.Fatalf("the added member: id %d role %q in %+v", id, role, list.Members)
+		}
+		row := fmt.Sprintf(`tr[data-member="%d"]`, id)
+		run(t, ctx, "make her an owner",
+			chromedp.SetValue(row+` select`, "OWNER", chromedp.ByQuery),
+			chromedp.Click(row+` button[aria-label^="Set role"]`, chromedp.ByQuery))
+		consoleWait(t, ctx, "the role change confirmed", `document.querySelector('#status').textContent.includes('is now OWNER')`)
+		if _, role := member("할머니"); role != "OWNER" {
+			t.Fatalf("her role is %q after the change, want OWNER", role)
+		}
+		run(t, ctx, "remove her", chromedp.Click(row+` button[aria-label^="Remove"]`, chromedp.ByQuery))
+		consoleWait(t, ctx, "four members again", `document.querySelectorAll('tr[data-member]').length === 4`)
+		if id, _ := member("할머니"); id != 0 {
+			t.Fatalf("member %d is still listed after the removal", id)
+		}
+
+		var before string
+		run(t, ctx, "read the pool", chromedp.AttributeValue("#pool-remaining", "data-value", &before, nil, chromedp.ByID))
+		run(t, ctx, "top up 5 MB",
+			chromedp.SendKeys(`input[name=topup]`, "5", chromedp.ByQuery),
+			chromedp.Click(`form:has(input[name=topup]) button[type=submit]`, chromedp.ByQuery))
+		b0, _ := strconv.ParseInt(before, 10, 64)
+		consoleWait(t, ctx, "the pool 5 MB larger", fmt.Sprintf(`document.querySelector('#pool-remaining').dataset.value === '%d'`, b0+5<<20))
+		var fam struct {
+			Pool struct {
+				RemainingBytes int64 `json:"remainingBytes"`
+				TopUpBytes     int64 `json:"topUpBytes"`
+			} `json:"pool"`
+		}
+		sys.Call(t, admin, http.MethodGet, fmt.Sprintf("/families/%d", sys.FamilyID), nil, &fam)
+		if fam.Pool.RemainingBytes != b0+5<<20 || fam.Pool.TopUpBytes != 5<<20 {
+			t.Fatalf("after a 5 MB top-up the API has %+v, the page showed %d before", fam.Pool, b0)
+		}
+	})
+
+	t.Run("edit a template, see the drift, re-apply, audit diff", func(t *testing.T) {
+		if !routes["/admin/policy-templates/{templateId}/drift"] || !routes["/admin/policy-templates/{templateId}/reapply"] {
+			t.Skip("the template drift routes are not in this build's /openapi.json")
+		}
+		// A template applied to both children (the setup, through the API).
+		var tpl struct {
+			ID int64 `json:"id"`
+		}
+		sys.Call(t, admin, http.MethodPost, "/admin/policy-templates", map[string]any{
+			"name": "Child basic", "type": "LIMIT", "requireRole": "MEMBER", "active": true,
+			"defaultRules": map[string]string{"LIMIT:DATA:MONTHLY": "1073741824", "BLOCK:TIME:START": "2200", "BLOCK:TIME:END": "0700"},
+		}, &tpl, http.StatusCreated)
+		for _, c := range []browsertest.Login{sys.Child, sys.Child2} {
+			sys.Call(t, admin, http.MethodPost, fmt.Sprintf("/admin/policy-templates/%d/apply", tpl.ID),
+				map[string]any{"familyId": sys.FamilyID, "customerId": c.ID}, nil)
+		}
+
+		// The admin lowers the template's monthly limit to 500 MB in the editor.
+		run(t, ctx, "open the templates", chromedp.Navigate(console+"#/templates"))
+		edit := fmt.Sprintf(`tr[data-template="%d"] button[aria-label^="Edit"]`, tpl.ID)
+		consoleWait(t, ctx, "the template in the list", fmt.Sprintf(`!!document.querySelector(%q)`, edit))
+		browsertest.CheckAccessibility(t, ctx, "console-templates")
+		run(t, ctx, "edit the template",
+			chromedp.Click(edit, chromedp.ByQuery),
+			chromedp.WaitVisible(`#template-editor textarea`, chromedp.ByQuery),
+			chromedp.SetValue(`#template-editor textarea`, "LIMIT:DATA:MONTHLY=524288000\nBLOCK:TIME:START=2200\nBLOCK:TIME:END=0700", chromedp.ByQuery),
+			chromedp.Click(`#template-editor button[type=submit]`, chromedp.ByQuery))
+		consoleWait(t, ctx, "the saved template in the list", fmt.Sprintf(`document.querySelector('tr[data-template="%d"]').textContent.includes('LIMIT:DATA:MONTHLY=524288000')`, tpl.ID))
+
+		// Its drift: both children, each with the changed key previewed.
+		run(t, ctx, "open the drift", chromedp.Click(fmt.Sprintf(`tr[data-template="%d"] a.drift-link`, tpl.ID), chromedp.ByQuery))
+		consoleWait(t, ctx, "two drifted members", `document.querySelector('#drift-count') && document.querySelector('#drift-count').textContent === '2'`)
+		var preview string
+		run(t, ctx, "read the preview", chromedp.Evaluate(fmt.Sprintf(`document.querySelector('input[data-member="%d"]').closest('tr').textContent`, sys.Child.ID), &preview))
+		for _, want := range []string{"LIMIT:DATA:MONTHLY", "changed", "1073741824", "524288000"} {
+			if !strings.Contains(preview, want) {
+				t.Errorf("drift preview %q lacks %q", preview, want)
+			}
+		}
+		browsertest.CheckAccessibility(t, ctx, "console-templates-drift")
+		shot(t, ctx, "console-templates-drift")
+
+		run(t, ctx, "re-apply to all selected",
+			chromedp.Click("#drift-all", chromedp.ByID),
+			chromedp.Click("#reapply-selected", chromedp.ByID))
+		consoleWait(t, ctx, "no drift left and the report", `!!document.querySelector('#drift-none') && !document.querySelector('#reapply-report').hidden`)
+		for _, c := range []browsertest.Login{sys.Child, sys.Child2} {
+			var pol struct {
+				Rules map[string]string `json:"rules"`
+			}
+			sys.Call(t, admin, http.MethodGet, fmt.Sprintf("/families/%d/members/%d/policies", sys.FamilyID, c.ID), nil, &pol)
+			if got := pol.Rules["LIMIT:DATA:MONTHLY"]; got != "524288000" {
+				t.Errorf("%v: monthly limit %q after the re-apply, want 524288000", c, got)
+			}
+		}
+
+		// The audit log, filtered by the family and the action, shows the
+		// re-apply as a diff of the monthly limit.
+		run(t, ctx, "open the audit log", chromedp.Navigate(console+"#/audit"))
+		consoleWait(t, ctx, "the audit filters", `!!document.querySelector('[data-screen=audit] input[name=familyId]')`)
+		run(t, ctx, "filter by family, actor, action and time",
+			chromedp.SendKeys(`input[name=familyId]`, strconv.FormatInt(sys.FamilyID, 10), chromedp.ByQuery),
+			chromedp.SendKeys(`input[name=actorId]`, strconv.FormatInt(sys.Admin.ID, 10), chromedp.ByQuery),
+			chromedp.SendKeys(`input[name=action]`, "policy.apply_template", chromedp.ByQuery),
+			chromedp.SetValue(`input[name=since]`, time.Now().Add(-24*time.Hour).Format("2006-01-02T15:04"), chromedp.ByQuery),
+			chromedp.Click(`[data-screen=audit] form button[type=submit]`, chromedp.ByQuery))
+		consoleWait(t, ctx, "the filters in the address", fmt.Sprintf(`location.hash.includes('familyId=%d') && location.hash.includes('actorId=%d') && location.hash.includes('since=')`, sys.FamilyID, sys.Admin.ID))
+		consoleWait(t, ctx, "the re-apply's diff", `[...document.querySelectorAll('tr[data-audit] .diff tr.changed')].some(r => r.textContent.includes('LIMIT:DATA:MONTHLY') && r.querySelector('del') && r.querySelector('del').textContent.includes('1073741824') && r.querySelector('ins').textContent.includes('524288000'))`)
+		browsertest.CheckAccessibility(t, ctx, "console-audit")
+		shot(t, ctx, "console-audit")
+	})
+
+	t.Run("operations", func(t *testing.T) {
+		if !routes["/admin/operations"] {
+			t.Skip("GET /admin/operations is not in this build's /openapi.json")
+		}
+		run(t, ctx, "open the operations view", chromedp.Navigate(console+"#/operations"))
+		consoleWait(t, ctx, "the operations figures", `!!document.querySelector('#ops-redis .badge')`)
+		// It polls: usage judged now shows up as decisions per second on its
+		// own, in the tiles and on the live chart (the family's pool is
+		// nearly spent: these are blocked).
+		var uses []usage
+		for range 40 {
+			uses = append(uses, usage{sys.Child.ID, 1 << 20})
+		}
+		produceUsage(t, sys, uses)
+		consoleWait(t, ctx, "decisions per second above 0 in the tiles", `Number(document.querySelector('#ops-total').textContent) > 0`)
+		consoleWait(t, ctx, "a code's line above 0 on the live chart", `(() => {
+			const c = Chart.getChart(document.querySelector('canvas[aria-label^="Decisions per second"]'));
+			return !!c && c.data.datasets.some(d => d.data.some(v => v > 0));
+		})()`)
+		browsertest.CheckAccessibility(t, ctx, "console-operations")
+		shot(t, ctx, "console-operations")
+	})
+
+	t.Run("replay a dead letter", func(t *testing.T) {
+		if !routes["/admin/dead-letters"] || !routes["/admin/dead-letters/replay"] {
+			t.Skip("the dead-letter routes are not in this build's /openapi.json")
+		}
+		// A malformed usage event from a plain Kafka client: the processor
+		// dead-letters it to usage-events.DLT.
+		cl, err := kgo.NewClient(kgo.SeedBrokers(sys.KafkaAddr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		marker := "malformed-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		pctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		rec := &kgo.Record{Topic: "usage-events", Key: []byte(strconv.FormatInt(sys.FamilyID, 10)),
+			Value: []byte(`{"eventId":"` + marker + `","eventType":"DATA_USAGE","payload":{"familyId":`)}
+		if err := cl.ProduceSync(pctx, rec).FirstErr(); err != nil {
+			t.Fatalf("produce the malformed record: %v", err)
+		}
+
+		// The browser shows it once the processor dead-lettered it.
+		row := `[...document.querySelectorAll('tbody tr[data-record]')].find(r => r.textContent.includes(` + strconv.Quote(marker) + `) && !r.textContent.includes('replay of'))`
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			run(t, ctx, "open the dead letters", chromedp.Navigate(console+"#/dead-letters?topic=usage-events.DLT"), chromedp.Reload())
+			consoleWait(t, ctx, "the dead-letter list", `!!document.querySelector('#dlt-empty') || document.querySelectorAll('tbody tr[data-record]').length > 0`)
+			var found bool
+			run(t, ctx, "look for the record", chromedp.Evaluate(`!!(`+row+`)`, &found))
+			if found {
+				break
+			}
+			if time.Now().After(deadline) {
+				var seen string
+				run(t, ctx, "read the list", chromedp.Evaluate(`document.querySelector('main').innerText.slice(0, 2000)`, &seen))
+				t.Fatalf("the malformed record %s was not listed in 30 s; the page shows: %s", marker, seen)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		browsertest.CheckAccessibility(t, ctx, "console-dead-letters")
+		var id string
+		run(t, ctx, "select and replay it",
+			chromedp.Evaluate(`(() => { const r = `+row+`; r.querySelector('input[type=checkbox]').click(); return r.dataset.record })()`, &id),
+			chromedp.Click("#replay-selected", chromedp.ByID))
+		consoleWait(t, ctx, "the replay report", `!document.querySelector('#replay-report').hidden && document.querySelector('#replay-report').textContent.includes('1 replayed')`)
+		consoleWait(t, ctx, "the record marked replayed", fmt.Sprintf(`(() => { const r = document.querySelector('tbody tr[data-record=%q] td[data-replayed]'); return !!r && r.dataset.replayed === 'yes' })()`, id))
+		shot(t, ctx, "console-dead-letters")
+
+		// Replayed to usage-events, still malformed, it is dead-lettered again,
+		// naming the record it was replayed from.
+		var list struct {
+			Records []struct {
+				ReplayedFrom string `json:"replayedFrom"`
+				Payload      string `json:"payload"`
+			} `json:"records"`
+		}
+		deadline = time.Now().Add(30 * time.Second)
+		for {
+			sys.Call(t, admin, http.MethodGet, "/admin/dead-letters?topic=usage-events.DLT", nil, &list)
+			var from []string
+			for _, r := range list.Records {
+				if strings.Contains(r.Payload, marker) && r.ReplayedFrom != "" {
+					from = append(from, r.ReplayedFrom)
+				}
+			}
+			if len(from) > 0 {
+				if diff := cmp.Diff([]string{id}, from); diff != "" {
+					t.Fatalf("the replay's dead letter names another origin (-want +got):\n%s", diff)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the replayed record %s was not judged again (dead-lettered anew) in 30 s: %d records in usage-events.DLT", id, len(list.Records))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
+
+	t.Run("sign out", func(t *testing.T) { signOut(t, ctx) })
+}
+
+type usage struct {
+	customerID, bytes int64
+}
+
+// produceUsage publishes one DATA_USAGE envelope per use to usage-events
+// with a plain Kafka client, keyed by family so they are judged in order.
+func produceUsage(t *testing.T, sys *browsertest.System, uses []usage) {
+	t.Helper()
+	if sys.KafkaAddr == "" {
+		t.Fatal("the harness exposes no Kafka address")
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(sys.KafkaAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, u := range uses {
+		id := make([]byte, 16)
+		rand.Read(id)
+		id[6] = id[6]&0x0f | 0x40
+		id[8] = id[8]&0x3f | 0x80
+		ev := map[string]any{
+			"eventId":   fmt.Sprintf("evt_%x-%x-%x-%x-%x", id[0:4], id[4:6], id[6:8], id[8:10], id[10:]),
+			"eventType": "DATA_USAGE", "subType": nil, "timestamp": time.Now().UTC().Format(time.RFC3339Nano),
+			"payload": map[string]any{"familyId": sys.FamilyID, "customerId": u.customerID, "appId": "com.youtube.app",
+				"bytesUsed": u.bytes, "metadata": map[string]string{"deviceId": "device_test", "networkType": "5G"}},
+		}
+		v, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &kgo.Record{Topic: "usage-events", Key: []byte(strconv.FormatInt(sys.FamilyID, 10)), Value: v}
+		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			t.Fatalf("produce a usage event: %v", err)
+		}
+	}
+}
+
+// openAPIPaths returns the paths of the running system's /openapi.json.
+func openAPIPaths(t *testing.T, sys *browsertest.System) map[string]bool {
+	t.Helper()
+	var doc struct {
+		Paths map[string]json.RawMessage `json:"paths"`
+	}
+	sys.Call(t, "", http.MethodGet, "/openapi.json", nil, &doc)
+	out := map[string]bool{}
+	for p := range doc.Paths {
+		out[p] = true
+	}
+	return out
+}
+
+// sign out: the session ends and the sign-in form is back.
+func signOut(t *testing.T, ctx context.Context) {
+	t.Helper()
+	run(t, ctx, "sign out", chromedp.Click("#logout", chromedp.ByID))
+	consoleWait(t, ctx, "the sign-in form", `!document.querySelector('#login').hidden && document.querySelector('#nav').hidden && sessionStorage.length === 0`)
+}
+
+// shot brings the tab to the front and writes its screenshot: a tab that
+// went hidden (visibilityState "hidden", seen after a few navigations)
+// renders no frame, and a screenshot then waits until the tab's deadline.
+func shot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	run(t, ctx, "bring the tab to the front", page.BringToFront())
+	browsertest.Screenshot(t, ctx, name)
+}
+
+// run runs chromedp actions in the tab ctx, failing t on an error and
+// logging how long the step took.
+func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action) {
+	t.Helper()
+	start := time.Now()
+	browsertest.Run(t, ctx, what, actions...)
+	t.Logf("%s: %v", what, time.Since(start).Round(time.Millisecond))
+}
+
+// consoleWait waits (20 s at most) until the JavaScript expression is true in the
+// page of ctx; on a timeout it fails naming what was awaited and what the page
+// showed.
+func consoleWait(t *testing.T, ctx context.Context, what, expr string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var ok bool
+		err := chromedp.Run(ctx, chromedp.Evaluate(`(() => { try { return !!(`+expr+`) } catch (e) { return false } })()`, &ok))
+		if err == nil && ok {
+			t.Logf("%s: after %v", what, time.Since(deadline.Add(-20*time.Second)).Round(time.Millisecond))
+			return
+		}
+		if time.Now().After(deadline) {
+			var status, body string
+			_ = chromedp.Run(ctx, chromedp.Evaluate(`document.querySelector('#status') ? document.querySelector('#status').textContent : ''`, &status),
+				chromedp.Evaluate(`document.body.innerText.slice(0, 1500)`, &body))
+			t.Fatalf("waited 20 s for %s (err %v); status %q; the page shows:\n%s", what, err, status, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
