@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
@@ -108,7 +109,9 @@ func (b *Browser) Page(t testing.TB, vp Viewport) context.Context {
 	if vp.Mobile {
 		scale = 2
 	}
-	if err := chromedp.Run(ctx, chromedp.ActionFunc(func(ctx context.Context) error {
+	// In front: a background tab draws no frames (a screenshot waits for one
+	// until its deadline) and its timers are slowed.
+	if err := chromedp.Run(ctx, page.BringToFront(), chromedp.ActionFunc(func(ctx context.Context) error {
 		return emulation.SetDeviceMetricsOverride(vp.Width, vp.Height, scale, vp.Mobile).Do(ctx)
 	})); err != nil {
 		t.Fatalf("browsertest: open a tab: %v", err)
@@ -201,7 +204,8 @@ func Screenshot(t testing.TB, ctx context.Context, name string) {
 		t.Fatal(err)
 	}
 	// FullScreenshot encodes PNG at quality 100 and JPEG below it; keep PNG.
-	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 100)); err != nil {
+	// The tab is brought to the front first: another tab may have been.
+	if err := chromedp.Run(ctx, page.BringToFront(), chromedp.FullScreenshot(&png, 100)); err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
