@@ -497,6 +497,10 @@ func (h *harness) startProcessor() *Process {
 		"DPCS_KAFKA_SESSION_TIMEOUT="+h.cfg.SessionTimeout.String(),
 		"DPCS_LOG_LEVEL=info",
 		"DPCS_ADMIN_ADDR=127.0.0.1:0", // several run side by side
+		// The invariants count one stored QUOTA_UPDATED per allowed row
+		// (exactly once through kills and replays): store them, not only
+		// push them live (the default).
+		"DPCS_NOTIFIER_STORE_QUOTA_UPDATED=true",
 	)
 	p, err := StartProcess(name, filepath.Join(h.dir, name+".log"), env, h.bin)
 	if err != nil {

@@ -268,7 +268,8 @@ type workers struct {
 // start runs a processor deployable judging with dec until it is killed.
 func (r *rig) start(dec service.Decider) *workers {
 	r.t.Helper()
-	nopts, err := service.Config{Zone: r.zone}.NotifierOptions(r.inf.rdb)
+	// QUOTA_UPDATED stored too: the checks count one per allowed event.
+	nopts, err := service.Config{Zone: r.zone, StoreQuotaUpdated: true}.NotifierOptions(r.inf.rdb)
 	if err != nil {
 		r.t.Fatal(err)
 	}

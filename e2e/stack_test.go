@@ -50,6 +50,10 @@ func startStack(t *testing.T, b backend) *stack {
 		"DPCS_DEDUPE_WINDOW": "48h",
 		// The stories log in as the seeded admin, on MariaDB too.
 		"DPCS_DEMO": "1",
+		// The checks hold the inbox to one QUOTA_UPDATED per allowed event
+		// (exactly once across replays and faults), so QUOTA_UPDATED is
+		// stored, not only pushed live (the default; notify's tests cover it).
+		"DPCS_NOTIFIER_STORE_QUOTA_UPDATED": "true",
 	}
 	for k, v := range b.env(t) {
 		vars[k] = v

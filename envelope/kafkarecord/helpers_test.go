@@ -23,8 +23,8 @@ func goldenFiles(tb testing.TB) []string {
 			out = append(out, f)
 		}
 	}
-	if len(out) != 8 {
-		tb.Fatalf("want 8 golden files, found %d: %v", len(out), out)
+	if len(out) != 10 { // one per payload kind (two data-request notifications since #15)
+		tb.Fatalf("want 10 golden files, found %d: %v", len(out), out)
 	}
 	return out
 }
