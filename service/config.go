@@ -32,6 +32,12 @@ type Config struct {
 	// RedisAddr (DPCS_REDIS_ADDR) or RedisCluster (DPCS_REDIS_CLUSTER, comma-separated).
 	RedisAddr    string   `envconfig:"REDIS_ADDR" desc:"Redis host:port (one primary). Empty and no DPCS_REDIS_CLUSTER: the embedded Redis, rebuilt from SQL at start"`
 	RedisCluster []string `envconfig:"REDIS_CLUSTER" desc:"Redis Cluster seed host:port list, comma-separated, instead of DPCS_REDIS_ADDR (set one, not both)"`
+	// Kafka (DPCS_KAFKA_TLS*, DPCS_KAFKA_SASL_*) and RedisSec
+	// (DPCS_REDIS_USERNAME, DPCS_REDIS_PASSWORD, DPCS_REDIS_TLS*) secure the
+	// connections to real brokers and Redis; see KafkaSecurity and
+	// RedisSecurity.
+	Kafka    KafkaSecurity `envconfig:"KAFKA"`
+	RedisSec RedisSecurity `envconfig:"REDIS"`
 	// ReplicaAck (DPCS_REDIS_REPLICA_ACK, default 0: off) is how many
 	// replicas must acknowledge a batch's writes (Redis WAIT, per master)
 	// before its decisions are produced; ReplicaAckTimeout
@@ -188,6 +194,8 @@ func (c *Config) finish(getenv func(string) string, r *envRead) []error {
 	if c.RedisAddr != "" && len(c.RedisCluster) > 0 {
 		errs = append(errs, errors.New("DPCS_REDIS_ADDR and DPCS_REDIS_CLUSTER: set one, not both"))
 	}
+	errs = append(errs, c.Kafka.finish(c.KafkaBrokers)...)
+	errs = append(errs, c.RedisSec.finish(c.RedisAddr != "" || len(c.RedisCluster) > 0)...)
 	r.want(&errs, "DPCS_REDIS_REPLICA_ACK", c.ReplicaAck >= 0, "a number of replicas ≥ 0")
 	r.want(&errs, "DPCS_REDIS_REPLICA_ACK_TIMEOUT", c.ReplicaAckTimeout >= time.Millisecond && c.ReplicaAckTimeout < 3*time.Second,
 		"a duration from 1ms to below 3s (the Redis read timeout)")
@@ -263,15 +271,13 @@ func (c Config) EngineOptions() []quota.Option {
 	return opts
 }
 
-// Redis opens the configured Redis (a ClusterClient for DPCS_REDIS_CLUSTER).
+// Redis opens the configured Redis (a ClusterClient for DPCS_REDIS_CLUSTER),
+// with its password and TLS when configured (RedisSecurity).
 func (c Config) Redis() (redis.UniversalClient, error) {
-	switch {
-	case len(c.RedisCluster) > 0:
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.RedisCluster}), nil
-	case c.RedisAddr != "":
-		return redis.NewClient(&redis.Options{Addr: c.RedisAddr}), nil
+	if c.RedisAddr == "" && len(c.RedisCluster) == 0 {
+		return nil, errors.New("DPCS_REDIS_ADDR or DPCS_REDIS_CLUSTER: required")
 	}
-	return nil, errors.New("DPCS_REDIS_ADDR or DPCS_REDIS_CLUSTER: required")
+	return c.newRedis(), nil
 }
 
 // SQL opens the configured database: MySQL when DPCS_MYSQL_DSN is set, else
@@ -299,7 +305,9 @@ func (c Config) SQL(ctx context.Context) (*sql.DB, error) {
 // SimulatorConfig is the simulator deployable's configuration
 // (examples/simulator), read from DPCS_* variables.
 type SimulatorConfig struct {
-	KafkaBrokers    []string      `envconfig:"KAFKA_BROKERS" desc:"Kafka seed brokers, comma-separated. Empty: an embedded Kafka (kfake)"`
+	KafkaBrokers []string `envconfig:"KAFKA_BROKERS" desc:"Kafka seed brokers, comma-separated. Empty: an embedded Kafka (kfake)"`
+	// Kafka (DPCS_KAFKA_TLS*, DPCS_KAFKA_SASL_*): see KafkaSecurity.
+	Kafka           KafkaSecurity `envconfig:"KAFKA"`
 	KafkaAcks       string        `envconfig:"KAFKA_ACKS" default:"1" desc:"producer acks: all, 1 or 0"`
 	KafkaPartitions int32         `envconfig:"KAFKA_PARTITIONS" default:"10" desc:"partitions per topic of the embedded Kafka"`
 	Addr            string        `envconfig:"SIMULATOR_ADDR" default:"127.0.0.1:8081" desc:"host:port of the control API (empty: none)"`
@@ -328,7 +336,8 @@ func LoadSimulatorConfig(getenv func(string) string) (SimulatorConfig, error) {
 		return c, err
 	}
 	c.KafkaBrokers = trimList(c.KafkaBrokers)
+	errs := c.Kafka.finish(c.KafkaBrokers)
 	tr, err := loadTracing(getenv)
 	c.Tracing = tr
-	return c, errors.Join(append(r.errs(), err)...)
+	return c, errors.Join(append(append(errs, r.errs()...), err)...)
 }

@@ -245,7 +245,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if err := Migrate(ctx, s.DB); err != nil {
 		return nil, err
 	}
-	kopts := []kgo.Opt{kgo.SeedBrokers(s.Brokers...)}
+	kopts := append([]kgo.Opt{kgo.SeedBrokers(s.Brokers...)}, cfg.Kafka.options()...) // TLS/SASL: real brokers only
 	// The simulator's and the relay's records begin their traces.
 	popts := slices.Concat(simulate.ProducerOptions(kgo.LeaderAck()), kopts, KafkaHooks(s.Registry, "producer"), TracingKafkaOpts(tp))
 	if s.producer, err = kgo.NewClient(popts...); err != nil {

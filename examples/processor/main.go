@@ -157,7 +157,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 	defer db.Close()
-	kopts := append([]kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...)}, groupOpts...)
+	kopts := append(cfg.KafkaOptions(), groupOpts...)
 	admin, err := kgo.NewClient(kopts...)
 	if err != nil {
 		return err

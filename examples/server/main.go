@@ -143,7 +143,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	if len(args) > 0 && args[0] == "rebuild" {
-		return rebuild(ctx, db, engine, []kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...)}, log, args[1:], stdout)
+		return rebuild(ctx, db, engine, cfg.KafkaOptions(), log, args[1:], stdout)
 	}
 	st, err := store.New(db, store.WithLocation(cfg.Zone), store.WithLogger(log))
 	if err != nil {
@@ -154,7 +154,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	kopts := []kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...)}
+	kopts := cfg.KafkaOptions()
 	// The relay's policy-updated records begin their traces.
 	producer, err := kgo.NewClient(slices.Concat(service.ProducerOpts(), kopts, service.KafkaHooks(reg, "producer"), service.TracingKafkaOpts(tp))...)
 	if err != nil {

@@ -138,9 +138,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "embedded Kafka (kfake) at %s, topics %s and %s with %d partitions\n",
 			brokers[0], envelope.TopicUsageEvents, envelope.TopicPolicyUpdated, cfg.KafkaPartitions)
 	}
+	kopts := cfg.KafkaOptions() // with TLS and SASL when configured
+	if len(cfg.KafkaBrokers) == 0 {
+		kopts = []kgo.Opt{kgo.SeedBrokers(brokers...)}
+	}
 	reg := service.NewRegistry()
 	// Each usage event begins a trace (its publish span) when tracing is on.
-	client, err := kgo.NewClient(slices.Concat(simulate.ProducerOptions(acks), []kgo.Opt{kgo.SeedBrokers(brokers...)},
+	client, err := kgo.NewClient(slices.Concat(simulate.ProducerOptions(acks), kopts,
 		service.KafkaHooks(reg, "simulator"), service.TracingKafkaOpts(tp))...)
 	if err != nil {
 		return err
