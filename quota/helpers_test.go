@@ -21,10 +21,33 @@ type backend struct {
 }
 
 // eachBackend runs fn on miniredis and, under the integration tag, on a real
-// redis-server and a 3-node Redis Cluster.
+// redis-server and a 3-node Redis Cluster, side by side (each backend is its
+// own server; fn must only touch keys under its own prefix).
 func eachBackend(t *testing.T, fn func(t *testing.T, rdb redis.UniversalClient)) {
 	t.Helper()
-	for _, b := range append([]backend{{"miniredis", newMiniredis}}, realBackends()...) {
-		t.Run(b.name, func(t *testing.T) { fn(t, b.open(t)) })
+	runBackends(t, append([]backend{{"miniredis", newMiniredis}}, realBackends()...), fn)
+}
+
+// eachBackendOnce is eachBackend for the long property tests: under the
+// integration tag only on the real servers, since `make test` runs them on
+// miniredis already (with the race detector and as many checks).
+func eachBackendOnce(t *testing.T, fn func(t *testing.T, rdb redis.UniversalClient)) {
+	t.Helper()
+	bs := realBackends()
+	if len(bs) == 0 {
+		bs = []backend{{"miniredis", newMiniredis}}
+	}
+	runBackends(t, bs, fn)
+}
+
+func runBackends(t *testing.T, bs []backend, fn func(t *testing.T, rdb redis.UniversalClient)) {
+	t.Helper()
+	for _, b := range bs {
+		t.Run(b.name, func(t *testing.T) {
+			if len(bs) > 1 {
+				t.Parallel()
+			}
+			fn(t, b.open(t))
+		})
 	}
 }
