@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -42,7 +43,11 @@ func checkMember(fid, cid int64) error {
 const poolBoundReply = "pool total would exceed the maximum"
 
 func (e *Engine) pool(ctx context.Context, fid int64, op, value string) (PoolState, error) {
-	month := policy.MomentOf(e.now(), e.loc).Month
+	return e.poolOf(ctx, fid, policy.MomentOf(e.now(), e.loc).Month, op, value)
+}
+
+// poolOf runs pool.lua on month's pool.
+func (e *Engine) poolOf(ctx context.Context, fid int64, month, op, value string) (PoolState, error) {
 	ks := []string{e.k.family(fid), e.k.pool(fid, month)}
 	v, err := poolScript.Run(ctx, e.rdb, ks, op, value, policy.MaxBytes, int64(monthTTL.Seconds())).Int64Slice()
 	if err != nil && strings.Contains(err.Error(), poolBoundReply) {
@@ -79,6 +84,27 @@ func (e *Engine) TopUp(ctx context.Context, fid, bytes int64) (PoolState, error)
 		return PoolState{}, fmt.Errorf("%w: top-up must be 1..%d bytes", ErrInvalid, policy.MaxBytes)
 	}
 	return e.pool(ctx, fid, "topup", strconv.FormatInt(bytes, 10))
+}
+
+// SetTopUps raises the top-ups of the family's pool for month (YYYYMM, as
+// SQL records them) to total, the sum of the month's top-ups, and re-arms
+// the thresholds the pool is above again. It never lowers them: top-ups only
+// add, so a write that arrives late or twice changes nothing, and a write
+// after one that never reached Redis (SQL recorded the top-up, Redis was
+// down) brings Redis to SQL's total. The caller that records top-ups in SQL
+// should prefer it to TopUp, whose delta is lost or doubled in those cases.
+// The plan plus total may not exceed policy.MaxBytes (ErrInvalid).
+func (e *Engine) SetTopUps(ctx context.Context, fid int64, month string, total int64) (PoolState, error) {
+	if err := checkFamily(fid); err != nil {
+		return PoolState{}, err
+	}
+	if _, err := time.Parse("200601", month); err != nil || len(month) != 6 {
+		return PoolState{}, fmt.Errorf("%w: month %q: want YYYYMM", ErrInvalid, month)
+	}
+	if total < 0 || total > policy.MaxBytes {
+		return PoolState{}, fmt.Errorf("%w: top-ups must total 0..%d bytes", ErrInvalid, policy.MaxBytes)
+	}
+	return e.poolOf(ctx, fid, month, "topups", strconv.FormatInt(total, 10))
 }
 
 // SetThresholds sets the family's own alert levels (percent remaining); an

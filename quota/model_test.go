@@ -421,6 +421,18 @@ func checkEngineMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 				m.topup[fp{f, month}] += b
 				compare("topUp", m.rearm(f, month), got)
 			},
+			// The API's top-up: the month's total as SQL saw it, raising
+			// only (a late or repeated write changes nothing).
+			"setTopUps": func(rt *rapid.T) {
+				f := rapid.SampledFrom(families).Draw(rt, "family")
+				month := policy.MomentOf(now, loc).Month
+				cur := m.topup[fp{f, month}]
+				total := rapid.Int64Range(max(cur-10*mb, 0), cur+30*mb).Draw(rt, "total")
+				got, err := e.SetTopUps(ctx, f, month, total)
+				must(err)
+				m.topup[fp{f, month}] = max(cur, total)
+				compare("setTopUps", m.rearm(f, month), got)
+			},
 			"setThresholds": func(rt *rapid.T) {
 				f := rapid.SampledFrom(families).Draw(rt, "family")
 				var th policy.Thresholds

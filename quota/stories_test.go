@@ -434,6 +434,10 @@ func TestInvalidArguments(t *testing.T) {
 		func() error { _, err := f.e.SetPlan(f.ctx, 0, 1); return err }(),
 		func() error { _, err := f.e.SetPlan(f.ctx, 1, -1); return err }(),
 		func() error { _, err := f.e.TopUp(f.ctx, 1, 0); return err }(),
+		func() error { _, err := f.e.SetTopUps(f.ctx, 1, "2026-02", 1); return err }(),
+		func() error { _, err := f.e.SetTopUps(f.ctx, 1, "202613", 1); return err }(),
+		func() error { _, err := f.e.SetTopUps(f.ctx, 1, "202602", -1); return err }(),
+		func() error { _, err := f.e.SetTopUps(f.ctx, 1, "202602", policy.MaxBytes+1); return err }(),
 		func() error { _, err := f.e.SetConstraints(f.ctx, 1, 1, 0, nil); return err }(),
 		func() error { _, err := f.e.SetConstraints(f.ctx, 1, 0, 1, nil); return err }(),
 		func() error {

@@ -283,3 +283,28 @@ func TestOwnerTopUps(t *testing.T) {
 	f.call(http.MethodPost, "/families/200/topups", admin, map[string]any{"bytes": 1}, http.StatusCreated, nil)
 	f.call(http.MethodPost, "/families/200/topups", f.token(childB), map[string]any{"bytes": 1}, http.StatusForbidden, nil)
 }
+
+// A top-up whose Redis write failed after SQL recorded it (Redis down) must
+// not leave Redis short for the month: the next top-up that reaches Redis
+// brings it to SQL's total, and an answer never counts a top-up twice.
+func TestTopUpAfterFailedRedisWrite(t *testing.T) {
+	f := newAPIFixture(t)
+	admin := f.token(adminID)
+	var before TopUpView
+	f.call(http.MethodPost, "/families/100/topups", admin, map[string]any{"bytes": gib}, http.StatusCreated, &before)
+	f.mr.SetError("LOADING Redis is loading the dataset in memory")
+	f.problem(http.MethodPost, "/families/100/topups", admin, map[string]any{"bytes": 2 * gib}, http.StatusInternalServerError, "")
+	f.mr.SetError("")
+	var after TopUpView
+	f.call(http.MethodPost, "/families/100/topups", admin, map[string]any{"bytes": 3 * gib}, http.StatusCreated, &after)
+	if want := before.TotalBytes + 5*gib; after.TotalBytes != want {
+		t.Fatalf("total after the failed and a good top-up: %d, want %d (SQL's plan + top-ups)", after.TotalBytes, want)
+	}
+	fam, err := f.engine.Family(context.Background(), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fam.Total != before.TotalBytes+5*gib {
+		t.Errorf("Redis pool total %d, want %d", fam.Total, before.TotalBytes+5*gib)
+	}
+}

@@ -637,7 +637,9 @@ func (a *API) registerFamily() {
 		if err != nil {
 			return nil, a.problem(ctx, err, "body.bytes")
 		}
-		pool, err := a.cfg.Engine.TopUp(ctx, in.FamilyID, in.Body.Bytes)
+		// The month's total, not the delta: a top-up whose Redis write
+		// failed after SQL recorded it is made good by the next one.
+		pool, err := a.cfg.Engine.SetTopUps(ctx, in.FamilyID, t.Month, t.MonthTotal)
 		if err != nil {
 			return nil, a.problem(ctx, err, "body.bytes")
 		}

@@ -296,9 +296,10 @@ func (a *API) answered(ctx context.Context, ans store.DataRequestAnswer) (*dataR
 		pv := a.enforced(ctx, *res.Policy)
 		v.Standing, v.PolicyVersion = pv.Standing, pv.Version
 	case res.TopUp != nil:
-		pool, err := a.cfg.Engine.TopUp(ctx, r.FamilyID, res.TopUp.Bytes)
+		pool, err := a.cfg.Engine.SetTopUps(ctx, r.FamilyID, res.TopUp.Month, res.TopUp.MonthTotal)
 		if err != nil {
-			// Committed in SQL: a Redis rebuild brings it to the pool.
+			// Committed in SQL: the family's next top-up (the month's
+			// total) or a Redis rebuild brings it to the pool.
 			a.log.WarnContext(ctx, "api: top-up of an approved data request", "family", r.FamilyID, "request", r.ID, "err", err)
 		} else {
 			v.PoolRemainingBytes = &pool.Remaining

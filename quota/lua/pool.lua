@@ -1,6 +1,8 @@
 -- DPCS quota engine: change a family's pool and re-arm thresholds atomically.
 -- KEYS[1] family:{f}  KEYS[2] family:{f}:pool:{YYYYMM}
 -- ARGV[1] op: "plan" (set the monthly plan), "topup" (add to this month),
+--         "topups" (raise the month's top-up total to the value, never lower it:
+--         top-ups only add, so a repeated or late write changes nothing),
 --         "thr" (set the thresholds list); ARGV[2] value; ARGV[3] max total bytes;
 --         ARGV[4] month ttl s
 -- Returns {remaining, total} after the change, or an error reply when the total
@@ -21,6 +23,14 @@ elseif op == 'topup' then
   if plan + topup > maxtotal then return redis.error_reply('DPCS pool total would exceed the maximum') end
   redis.call('HINCRBY', KEYS[2], 'topup', value)
   if #flat == 0 then redis.call('EXPIRE', KEYS[2], tonumber(ARGV[4])) end
+elseif op == 'topups' then
+  local v = tonumber(value)
+  if v > topup then
+    if plan + v > maxtotal then return redis.error_reply('DPCS pool total would exceed the maximum') end
+    redis.call('HSET', KEYS[2], 'topup', value)
+    if #flat == 0 then redis.call('EXPIRE', KEYS[2], tonumber(ARGV[4])) end
+    topup = v
+  end
 elseif op == 'thr' then
   redis.call('HSET', KEYS[1], 'thr', value)
 else

@@ -335,13 +335,18 @@ type TopUp struct {
 	FamilyID int64
 	Bytes    int64
 	// Month is the pool month it counts for, YYYYMM in the service zone.
-	Month     string
-	CreatedBy int64
-	CreatedAt time.Time
+	Month string
+	// MonthTotal is the sum of Month's top-ups with this one, as the
+	// transaction that recorded it saw it (quota.Engine.SetTopUps); not
+	// audited.
+	MonthTotal int64 `json:"-"`
+	CreatedBy  int64
+	CreatedAt  time.Time
 }
 
 // AddTopUp records bytes added to this month's pool (audited as
-// family.topup). The caller also calls quota.Engine.TopUp. A top-up that
+// family.topup). The caller also calls quota.Engine.SetTopUps with the
+// month's total. A top-up that
 // would take the plan plus this month's top-ups over policy.MaxBytes is a
 // *PoolLimitError and writes nothing.
 func (s *Store) AddTopUp(ctx context.Context, fid, bytes int64, by Actor) (TopUp, error) {
@@ -435,7 +440,11 @@ func (s *Store) insertTopUp(ctx context.Context, tx *sql.Tx, fid, bytes int64, b
 		if t.ID, err = res.LastInsertId(); err != nil {
 			return dbErr("top-up", err)
 		}
-		return s.audit(ctx, tx, fid, by, "family.topup", familyTarget(fid), nil, t)
+		if err := s.audit(ctx, tx, fid, by, "family.topup", familyTarget(fid), nil, t); err != nil {
+			return err
+		}
+		t.MonthTotal = sum + bytes
+		return nil
 	}()
 	return t, err
 }

@@ -592,7 +592,7 @@ func testPoolAndAudit(t *testing.T, e *env) {
 		t.Errorf("SetThresholds(default) = %#v, %v", f.Thresholds, err)
 	}
 	tu, err := e.s.AddTopUp(e.ctx, 1, 1<<20, owner)
-	if err != nil || tu.Month != "202602" || tu.ID <= 0 {
+	if err != nil || tu.Month != "202602" || tu.ID <= 0 || tu.MonthTotal != 1<<20 {
 		t.Fatalf("AddTopUp = %+v, %v", tu, err)
 	}
 	_, err = e.s.AddTopUp(e.ctx, 1, 0, owner)
@@ -600,9 +600,11 @@ func testPoolAndAudit(t *testing.T, e *env) {
 	_, err = e.s.AddTopUp(e.ctx, 404, 1, owner)
 	wantErr(t, "top-up unknown family", err, store.ErrNotFound)
 	e.clk.Add(30 * 24 * time.Hour)
-	if _, err := e.s.AddTopUp(e.ctx, 1, 5, admin); err != nil {
-		t.Fatal(err)
+	// MonthTotal is the month's sum with the new one (quota.Engine.SetTopUps).
+	if mar, err := e.s.AddTopUp(e.ctx, 1, 5, admin); err != nil || mar.Month != "202603" || mar.MonthTotal != 5 {
+		t.Fatalf("AddTopUp in March = %+v, %v; want a month total of 5", mar, err)
 	}
+	tu.MonthTotal = 0 // only the recording transaction tells it
 	tus, err := e.s.TopUps(e.ctx, 1, "202602")
 	if diff := cmp.Diff([]store.TopUp{tu}, tus); err != nil || diff != "" {
 		t.Errorf("TopUps (-want +got) %v:\n%s", err, diff)
