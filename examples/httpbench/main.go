@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -40,20 +41,33 @@ func run(ctx context.Context, args []string) error {
 	families := fs.Int("families", 250_000, "families provisioned")
 	c := fs.Int("c", 50, "callers of the closed-loop step and of the EVALSHA baseline")
 	rate := fs.Float64("rate", 5000, "decisions/s of the fixed-rate step")
+	batch := fs.Int("batch", 10, "events per request of the batched closed-loop step (1: no such step)")
 	dur := fs.Duration("duration", 20*time.Second, "measured time of each step")
 	warm := fs.Duration("warmup", 3*time.Second, "warmup of each step")
 	linger := fs.Duration("linger", 0, "group-commit linger (0: the default, 200µs)")
 	maxBatch := fs.Int("max-batch", 0, "group-commit batch bound (0: the default)")
 	doc := fs.String("doc", "", "markdown file whose httpbench section receives the table")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (server and load) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if *addr == "" {
 		return fmt.Errorf("-redis is required")
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: *addr, PoolSize: 4 * *c})
 	defer rdb.Close()
-	rep, err := pipebench.RunHTTP(ctx, pipebench.HTTPConfig{Redis: rdb, Families: *families, Concurrency: *c, Rate: *rate,
+	rep, err := pipebench.RunHTTP(ctx, pipebench.HTTPConfig{Redis: rdb, Families: *families, Concurrency: *c, Rate: *rate, Batch: *batch,
 		Duration: *dur, Warmup: *warm, Linger: *linger, MaxBatch: *maxBatch, Progress: os.Stderr})
 	if err != nil {
 		return err

@@ -42,6 +42,10 @@ type HTTPConfig struct {
 	Concurrency int
 	// Rate of the fixed-rate step, decisions/s (default 5,000).
 	Rate float64
+	// Batch > 1 adds a closed-loop step whose requests carry Batch events
+	// each (a gateway asking about several usage records at once); the
+	// step's ops/s count decisions.
+	Batch int
 	// Duration of each step (default 20 s) after a warmup (default 3 s).
 	Duration, Warmup time.Duration
 	// Linger and MaxBatch of the group commits (defaults: SyncDecisions').
@@ -61,6 +65,13 @@ type HTTPStep struct {
 	PerSecond float64
 	P50, P99  time.Duration
 	P999, Max time.Duration
+	// Of the step's group commits (warmup included; none for the
+	// baseline): how many, the mean events in one, and the p50/p99 of the
+	// engine pipeline (Judge) and of Kafka's acknowledgement after it (Ack).
+	Batches            int
+	BatchEvents        float64
+	JudgeP50, JudgeP99 time.Duration
+	AckP50, AckP99     time.Duration
 }
 
 // HTTPReport is the benchmark's result.
@@ -79,10 +90,14 @@ func (r *HTTPReport) Markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s families (%s members); a group commit held %.1f events on average and took %s (engine pipeline %s, the rest Kafka's acknowledgement).\n\n",
 		thousands(float64(r.Families)), thousands(float64(r.Members)), r.Batch, ms(r.Commit), ms(r.Judge))
-	b.WriteString("| step | ops | errors | ops/s | p50 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| step | ops | errors | ops/s | p50 | p99 | p99.9 | max | events per group | group: engine p50 / p99 | group: Kafka ack p50 / p99 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range r.Steps {
-		fmt.Fprintf(&b, "| %s | %d | %d | %s | %s | %s | %s | %s |\n", s.Name, s.Ops, s.Errors, thousands(s.PerSecond),
-			ms(s.P50), ms(s.P99), ms(s.P999), ms(s.Max))
+		groups := "| — | — | —"
+		if s.Batches > 0 {
+			groups = fmt.Sprintf("| %.1f | %s / %s | %s / %s", s.BatchEvents, ms(s.JudgeP50), ms(s.JudgeP99), ms(s.AckP50), ms(s.AckP99))
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %s | %s | %s | %s | %s %s |\n", s.Name, s.Ops, s.Errors, thousands(s.PerSecond),
+			ms(s.P50), ms(s.P99), ms(s.P999), ms(s.Max), groups)
 	}
 	return b.String()
 }
@@ -142,11 +157,28 @@ func RunHTTP(ctx context.Context, cfg HTTPConfig) (*HTTPReport, error) {
 	}
 	defer kc.Close()
 	var batches, events, judgeNs, totalNs atomic.Int64
+	var groupMu sync.Mutex
+	var groupEvents int64
+	var judges, acks []int64           // of the current step
+	groupStats := func(st *HTTPStep) { // and reset for the next step
+		groupMu.Lock()
+		defer groupMu.Unlock()
+		if st.Batches = len(judges); st.Batches > 0 {
+			st.BatchEvents = float64(groupEvents) / float64(st.Batches)
+			st.JudgeP50, st.JudgeP99, _, _ = percentiles(judges)
+			st.AckP50, st.AckP99, _, _ = percentiles(acks)
+		}
+		judges, acks, groupEvents = nil, nil, 0
+	}
 	opts := []service.DecisionOption{service.WithDecisionHooks(service.DecisionHooks{OnBatch: func(b service.DecisionBatchInfo) {
 		batches.Add(1)
 		events.Add(int64(b.Events))
 		judgeNs.Add(int64(b.Judge))
 		totalNs.Add(int64(b.Duration))
+		groupMu.Lock()
+		judges, acks = append(judges, int64(b.Judge)), append(acks, int64(b.Duration-b.Judge))
+		groupEvents += int64(b.Events)
+		groupMu.Unlock()
 	}})}
 	if cfg.Linger > 0 {
 		opts = append(opts, service.WithDecisionLinger(cfg.Linger))
@@ -170,17 +202,25 @@ func RunHTTP(ctx context.Context, cfg HTTPConfig) (*HTTPReport, error) {
 	// them; its latency counts from the scheduled time).
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Concurrency * 4, MaxConnsPerHost: cfg.Concurrency * 4}}
 	var seq atomic.Int64
-	post := func(rng *rand.Rand) error {
-		fid := first + rng.Int64N(int64(cfg.Families))
-		size, err := pop.FamilySize(fid)
-		if err != nil {
-			return err
+	postN := func(rng *rand.Rand, n int) error {
+		var body strings.Builder
+		body.WriteString(`{"events":[`)
+		for i := range n {
+			fid := first + rng.Int64N(int64(cfg.Families))
+			size, err := pop.FamilySize(fid)
+			if err != nil {
+				return err
+			}
+			cid := simulate.CustomerID(fid, rng.IntN(size))
+			if i > 0 {
+				body.WriteByte(',')
+			}
+			body.WriteString(`{"eventId":"hb_` + strconv.FormatInt(seq.Add(1), 36) + `_` + strconv.FormatInt(time.Now().UnixNano(), 36) +
+				`","timestamp":"` + time.Now().UTC().Format(time.RFC3339Nano) + `","familyId":` + strconv.FormatInt(fid, 10) +
+				`,"customerId":` + strconv.FormatInt(cid, 10) + `,"appId":"com.youtube.app","bytesUsed":1024}`)
 		}
-		cid := simulate.CustomerID(fid, rng.IntN(size))
-		body := `{"events":[{"eventId":"hb_` + strconv.FormatInt(seq.Add(1), 36) + `_` + strconv.FormatInt(time.Now().UnixNano(), 36) +
-			`","timestamp":"` + time.Now().UTC().Format(time.RFC3339Nano) + `","familyId":` + strconv.FormatInt(fid, 10) +
-			`,"customerId":` + strconv.FormatInt(cid, 10) + `,"appId":"com.youtube.app","bytesUsed":1024}]}`
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srvURL+"/decisions", strings.NewReader(body))
+		body.WriteString(`]}`)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srvURL+"/decisions", strings.NewReader(body.String()))
 		if err != nil {
 			return err
 		}
@@ -192,18 +232,21 @@ func RunHTTP(ctx context.Context, cfg HTTPConfig) (*HTTPReport, error) {
 		}
 		defer resp.Body.Close()
 		var out service.DecisionList
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK || len(out.Decisions) != 1 {
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK || len(out.Decisions) != n {
 			return fmt.Errorf("POST /decisions: %d %v", resp.StatusCode, err)
 		}
 		return nil
 	}
+	post := func(rng *rand.Rand) error { return postN(rng, 1) }
 	rep := &HTTPReport{Families: cfg.Families, Members: members}
 
 	say("closed loop, c=%d, %s", cfg.Concurrency, cfg.Duration)
+	groupStats(&HTTPStep{})
 	st, err := closedLoop(ctx, fmt.Sprintf("POST /decisions closed loop c=%d", cfg.Concurrency), cfg, post)
 	if err != nil {
 		return nil, err
 	}
+	groupStats(&st)
 	rep.Steps = append(rep.Steps, st)
 	say("%s: %.0f/s p99 %s", st.Name, st.PerSecond, st.P99)
 
@@ -212,8 +255,24 @@ func RunHTTP(ctx context.Context, cfg HTTPConfig) (*HTTPReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	groupStats(&st)
 	rep.Steps = append(rep.Steps, st)
 	say("%s: %.0f/s p99 %s", st.Name, st.PerSecond, st.P99)
+
+	if cfg.Batch > 1 {
+		say("closed loop, c=%d, %d events per request, %s", cfg.Concurrency, cfg.Batch, cfg.Duration)
+		groupStats(&HTTPStep{})
+		st, err = closedLoop(ctx, fmt.Sprintf("POST /decisions closed loop c=%d, %d events per request", cfg.Concurrency, cfg.Batch),
+			cfg, func(rng *rand.Rand) error { return postN(rng, cfg.Batch) })
+		if err != nil {
+			return nil, err
+		}
+		groupStats(&st)
+		st.Ops *= int64(cfg.Batch) // decisions
+		st.PerSecond *= float64(cfg.Batch)
+		rep.Steps = append(rep.Steps, st)
+		say("%s: %.0f decisions/s p99 %s", st.Name, st.PerSecond, st.P99)
+	}
 
 	if n := batches.Load(); n > 0 {
 		rep.Batch = float64(events.Load()) / float64(n)
