@@ -82,8 +82,12 @@ type Config struct {
 	// Notifier runs the notifier in the processor deployables, as they do
 	// by default, and measures it (Step.Notified, alert latency to a hub
 	// subscriber of each of the first NotifyFamilies families of every
-	// population, 0: 1,000). StoreQuotaUpdated stores QUOTA_UPDATED in the
-	// inbox too (notify.WithStoreQuotaUpdated).
+	// population, 0: 1,000). In a population of at least 100 times as many
+	// families, those families' plans are cut to AlertPlan bytes (the
+	// median event is ≈ 1 MiB), so that their events cross thresholds and
+	// then block, and the alerts' latency is measured too.
+	// StoreQuotaUpdated stores QUOTA_UPDATED in the inbox too
+	// (notify.WithStoreQuotaUpdated).
 	Notifier          bool
 	NotifyFamilies    int
 	StoreQuotaUpdated bool
@@ -259,6 +263,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			cfg.progress("provisioned %d families, %d members in %s", s.Population.NumFamilies(), n, time.Since(start).Round(time.Millisecond))
 		}
 	}
+	if cfg.Notifier {
+		if err := alertFamilies(ctx, eng, pops, cfg.NotifyFamilies); err != nil {
+			return nil, err
+		}
+	}
 	rep.ProvisionTime = time.Since(start)
 	if memAfter, err := RedisMemory(ctx, cfg.Redis); err == nil && memErr == nil {
 		rep.BytesPerMember = float64(memAfter-memBefore) / float64(max(rep.Members, 1))
@@ -361,6 +370,28 @@ func (cfg *Config) defaults() error {
 	}
 	if cfg.NotifyFamilies <= 0 {
 		cfg.NotifyFamilies = 1000
+	}
+	return nil
+}
+
+// AlertPlan is the plan of the families whose alerts the notifier benchmark
+// measures: two median events' worth, so a family's first events cross its
+// thresholds and the next ones are blocked.
+const AlertPlan = 2 << 20
+
+// alertFamilies cuts the plans of the first n families of each population
+// of at least 100·n families to AlertPlan (see Config.Notifier).
+func alertFamilies(ctx context.Context, eng *quota.Engine, pops []*simulate.Population, n int) error {
+	for _, p := range pops {
+		if p.NumFamilies() < 100*n {
+			continue
+		}
+		first, _ := p.FamilyIDs()
+		for f := first; f < first+int64(n); f++ {
+			if _, err := eng.SetPlan(ctx, f, AlertPlan); err != nil {
+				return fmt.Errorf("alert family %d: %w", f, err)
+			}
+		}
 	}
 	return nil
 }
