@@ -63,6 +63,9 @@ func TestRunWithNotifier(t *testing.T) {
 			t.Errorf("step %s: notifier %.1f/s, %d live, p50 %s p99 %s\n%s", s.Label, s.Notified, s.Live, s.LiveP50, s.LiveP99, progress.String())
 		}
 	}
+	if md := rep.Markdown("pipebench", ""); !strings.Contains(md, "| notifications/s |") || !strings.Contains(md, "| 30 | ") {
+		t.Errorf("the report has no notifier table:\n%s", md)
+	}
 }
 
 // The notifier benchmark's alert families: in a population a hundred times

@@ -55,6 +55,18 @@ func (r *Report) Markdown(command, setting string) string {
 			thousands(s.RowsPerSec), thousands(float64(s.PersistPendingStart)), thousands(float64(s.PersistEnd)), cpu, s.RSS>>20)
 	}
 	b.WriteString("\n")
+	if slices.ContainsFunc(r.Steps, func(s Step) bool { return s.Notified > 0 }) {
+		b.WriteString("Notifier (in the processor deployables, QUOTA_UPDATED live-only unless stored): notifications handled " +
+			"per second beside the step's decisions, and the latency from the usage event's timestamp (stamped when it was " +
+			"produced) to a live subscriber of the hub feeding the SSE streams — every kind, and the alerts " +
+			"(THRESHOLD_ALERT, CUSTOMER_BLOCKED of the alert families, which have a 2 MiB plan) apart:\n\n" +
+			"| step | achieved ev/s | notifications/s | live p50 / p99 (n) | alerts p50 / p99 (n) |\n|---|---:|---:|---|---|\n")
+		for _, s := range r.Steps {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s / %s (%s) | %s / %s (%s) |\n", s.Label, thousands(s.Throughput), thousands(s.Notified),
+				ms(s.LiveP50), ms(s.LiveP99), thousands(float64(s.Live)), ms(s.AlertP50), ms(s.AlertP99), thousands(float64(s.Alerts)))
+		}
+		b.WriteString("\n")
+	}
 	fmt.Fprintf(&b, "Provisioning: %s members in %s.", thousands(float64(r.Members)), r.ProvisionTime.Round(time.Millisecond))
 	if r.BytesPerMember > 0 {
 		fmt.Fprintf(&b, " Redis memory per member: %.0f bytes provisioned (plan, membership), "+
