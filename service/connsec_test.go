@@ -251,15 +251,7 @@ func TestRedisSecurityConnects(t *testing.T) {
 			for k, v := range tc.env {
 				env[k] = v
 			}
-			cfg, err := LoadConfig(func(k string) string { return env[k] })
-			if err != nil {
-				t.Fatal(err)
-			}
-			rdb, err := cfg.Redis()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rdb.Close()
+			rdb := redisFromEnv(t, env)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			if err := rdb.Ping(ctx).Err(); (err == nil) != tc.ok {
@@ -274,15 +266,7 @@ func TestRedisSecurityCluster(t *testing.T) {
 	pki := newTestPKI(t)
 	env := map[string]string{"DPCS_REDIS_CLUSTER": "127.0.0.1:7001,127.0.0.1:7002", "DPCS_REDIS_USERNAME": "dpcs",
 		"DPCS_REDIS_PASSWORD": "s3cret", "DPCS_REDIS_TLS_CA": pki.caFile, "DPCS_REDIS_TLS_SERVER_NAME": "redis.test"}
-	cfg, err := LoadConfig(func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb, err := cfg.Redis()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
+	rdb := redisFromEnv(t, env)
 	cc, ok := rdb.(*redis.ClusterClient)
 	if !ok {
 		t.Fatalf("%T, want a cluster client", rdb)
@@ -291,4 +275,20 @@ func TestRedisSecurityCluster(t *testing.T) {
 	if o.Username != "dpcs" || o.Password != "s3cret" || o.TLSConfig == nil || o.TLSConfig.ServerName != "redis.test" || o.TLSConfig.RootCAs == nil {
 		t.Errorf("cluster options: user %q password set %v TLS %+v", o.Username, o.Password != "", o.TLSConfig)
 	}
+}
+
+// redisFromEnv opens the Redis the variables in env configure, closed when
+// the test ends.
+func redisFromEnv(t *testing.T, env map[string]string) redis.UniversalClient {
+	t.Helper()
+	cfg, err := LoadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb, err := cfg.Redis()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
 }
