@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -117,11 +118,15 @@ func refuseCommits(c *kfake.Cluster, on *atomic.Bool) {
 
 // A poll stored but never committed is replayed whole to the next notifier
 // of the group: each notification stays stored once, and nothing stored is
-// pushed again. A live-only QUOTA_UPDATED is pushed once with the guard;
-// without one its replay is pushed again (nothing durable remembers it).
+// pushed again. A live-only QUOTA_UPDATED is not claimed in the guard
+// (recentKeys dedupes it within one notifier), so its replay to another
+// notifier is pushed again, guard or not: nothing durable remembers it —
+// unless a channel takes QUOTA_UPDATED too: then the guard claims it, and
+// the replay pushes nothing.
 func TestReplayAfterCrashBeforeCommit(t *testing.T) {
-	for _, guarded := range []bool{true, false} {
-		t.Run(map[bool]string{true: "guard", false: "inbox-only"}[guarded], func(t *testing.T) {
+	for _, mode := range []string{"guard", "inbox-only", "guard, a channel takes QUOTA_UPDATED"} {
+		guarded, channel := mode != "inbox-only", strings.Contains(mode, "channel")
+		t.Run(mode, func(t *testing.T) {
 			c := newFake(t)
 			var refuse atomic.Bool
 			refuse.Store(true)
@@ -143,6 +148,10 @@ func TestReplayAfterCrashBeforeCommit(t *testing.T) {
 			var opts []Option
 			if guarded {
 				opts = append(opts, WithGuard(newGuard(t)))
+			}
+			if channel {
+				opts = append(opts, WithChannel("hook", ChannelFunc(func(context.Context, Notification) error { return nil }),
+					envelope.SubQuotaUpdated))
 			}
 			run := func(name string) (pushed map[envelope.SubType]int, outcomes map[Outcome]int, failedCommits int) {
 				hub, sub := newHubSub(t, 100, Filter{Role: RoleAdmin})
@@ -183,10 +192,10 @@ func TestReplayAfterCrashBeforeCommit(t *testing.T) {
 			}
 			refuse.Store(false)
 			pushed, outcomes, _ = run("replay")
-			want, wantOut := map[envelope.SubType]int{}, map[Outcome]int{Duplicate: 30}
-			if !guarded {
-				want[envelope.SubQuotaUpdated] = 10
-				wantOut = map[Outcome]int{Duplicate: 20, Delivered: 10}
+			want = map[envelope.SubType]int{envelope.SubQuotaUpdated: 10}
+			wantOut := map[Outcome]int{Duplicate: 20, Delivered: 10}
+			if channel {
+				want, wantOut = map[envelope.SubType]int{}, map[Outcome]int{Duplicate: 30}
 			}
 			if diff := cmp.Diff(want, pushed); diff != "" {
 				t.Errorf("replay pushed (-want +got):\n%s", diff)
@@ -206,5 +215,24 @@ func TestReplayAfterCrashBeforeCommit(t *testing.T) {
 				t.Errorf("inbox (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// recentKeys forgets the oldest key once it holds recentCap.
+func TestRecentKeys(t *testing.T) {
+	var r recentKeys
+	if r.has("a") {
+		t.Fatal("an empty set has a key")
+	}
+	for i := range recentCap {
+		r.add(fmt.Sprint("k", i))
+	}
+	r.add("k1") // already there: nothing moves
+	if !r.has("k0") || !r.has("k1") || len(r.set) != recentCap {
+		t.Fatalf("full set: has k0 %v, k1 %v, size %d", r.has("k0"), r.has("k1"), len(r.set))
+	}
+	r.add("new")
+	if r.has("k0") || !r.has("k1") || !r.has("new") || len(r.set) != recentCap {
+		t.Errorf("after one more: has k0 %v (want false), k1 %v, new %v, size %d", r.has("k0"), r.has("k1"), r.has("new"), len(r.set))
 	}
 }

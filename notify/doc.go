@@ -49,7 +49,13 @@
 // without touching the database; the inbox's unique keys are the durable
 // line. A notification is published and queued only when the inbox row is
 // its own and not yet marked delivered, so a replay never adds a row or a
-// second live push. The one window left is a crash after publishing and
+// second live push. A live-only QUOTA_UPDATED (not stored, see
+// WithStoreQuotaUpdated) that no channel takes is not claimed in the guard
+// (two Redis scripts per allowed usage event, a third of the quota engine's
+// own cost): the notifier remembers the last 65,536 it pushed and drops
+// their duplicates, so only a replay reaching another notifier (its
+// partition moved after a crash or a rebalance) pushes that snapshot of the
+// pool again. The one window left for the rest is a crash after publishing and
 // before the delivered mark: the next owner of the partition publishes
 // again (to its own subscribers) and channels may see the event twice; they
 // get the event id (HeaderEventID) to dedupe.

@@ -38,6 +38,10 @@ type Notifier struct {
 	hub   *Hub
 	cfg   config
 	disp  []*dispatcher
+	// recent holds the dedupe keys of the live-only notifications this
+	// notifier pushed lately, which the guard does not claim (see
+	// deliverBatch); only Run's goroutine touches it.
+	recent recentKeys
 
 	mu        sync.Mutex
 	started   bool
@@ -229,6 +233,9 @@ type item struct {
 	first *item
 	// live: a QUOTA_UPDATED pushed without an inbox row.
 	live bool
+	// unclaimed: live and taken by no channel, so deduped by recent
+	// instead of the guard.
+	unclaimed bool
 	// claim is the guard's claim (Outcome 0: unguarded).
 	claim idempotency.Claim
 	// published survives attempts, so a retry after a failed
@@ -360,6 +367,22 @@ func (n *Notifier) deliverBatch(ctx context.Context, all []*item) error {
 			todo = append(todo, it)
 		}
 	}
+	// A live-only notification that no channel takes is not claimed in the
+	// guard, which would cost two Redis scripts per allowed usage event (a
+	// third of the quota engine's own cost): it is a snapshot of the pool
+	// for the open streams, deduped by the keys this notifier pushed lately.
+	// So a duplicate is pushed once, as before, unless it arrives after its
+	// partition moved to another notifier (a crash or a rebalance), which
+	// then shows that snapshot again.
+	todo = slices.DeleteFunc(todo, func(it *item) bool {
+		it.unclaimed = it.live && !n.dispatched(it.note.Kind)
+		if it.unclaimed && n.recent.has(it.note.DedupeKey) {
+			it.done, it.outcome = true, Duplicate
+			n.notified(it.ctx, it.note, 0, Duplicate)
+			return true
+		}
+		return false
+	})
 	if len(todo) == 0 {
 		return nil
 	}
@@ -382,6 +405,9 @@ func (n *Notifier) deliverBatch(ctx context.Context, all []*item) error {
 		var keys []string
 		var guarded []*item
 		for _, it := range todo {
+			if it.unclaimed {
+				continue
+			}
 			k := idempotency.Key(n.cfg.group, it.note.DedupeKey)
 			if idempotency.ValidKey(k) != nil {
 				continue // too long for the guard: the inbox alone dedupes
@@ -449,6 +475,9 @@ func (n *Notifier) deliverBatch(ctx context.Context, all []*item) error {
 					}
 				}
 				it.published = true
+				if it.unclaimed {
+					n.recent.add(it.note.DedupeKey)
+				}
 			}
 			if !it.live {
 				ids = append(ids, row.ID)
@@ -487,6 +516,47 @@ func (n *Notifier) deliverBatch(ctx context.Context, all []*item) error {
 		}
 	}
 	return nil
+}
+
+// recentKeys is a bounded set of dedupe keys: the oldest goes when it is
+// full. The zero value holds recentCap keys.
+type recentKeys struct {
+	set  map[string]struct{}
+	ring []string
+	next int
+}
+
+// recentCap bounds recentKeys: at 20,000 live notifications/s, the last
+// few seconds' (a duplicate comes with a retry or a replayed poll).
+const recentCap = 1 << 16
+
+func (r *recentKeys) has(k string) bool {
+	_, ok := r.set[k]
+	return ok
+}
+
+func (r *recentKeys) add(k string) {
+	if r.set == nil {
+		r.set, r.ring = make(map[string]struct{}, recentCap), make([]string, recentCap)
+	}
+	if _, ok := r.set[k]; ok {
+		return
+	}
+	if old := r.ring[r.next]; old != "" {
+		delete(r.set, old)
+	}
+	r.ring[r.next], r.set[k] = k, struct{}{}
+	r.next = (r.next + 1) % len(r.ring)
+}
+
+// dispatched reports whether any channel takes notifications of kind.
+func (n *Notifier) dispatched(kind envelope.SubType) bool {
+	for _, d := range n.disp {
+		if d.kinds[string(kind)] {
+			return true
+		}
+	}
+	return false
 }
 
 // addAll stores notes in one transaction when the store is a BatchStore,
