@@ -222,7 +222,8 @@ type memberReads struct {
 	cid         int64
 	constraints *redis.MapStringStringCmd
 	version     *redis.StringCmd
-	usage       *redis.SliceCmd
+	usage       *redis.SliceCmd // the usage hash: m, d:<today>
+	pool        *redis.SliceCmd // the pool hash: u:<cid>, d:<cid>
 }
 
 func (e *Engine) queuePool(ctx context.Context, p redis.Pipeliner, fid int64, m policy.Moment) poolReads {
@@ -238,6 +239,7 @@ func (e *Engine) queueMember(ctx context.Context, p redis.Pipeliner, fid, cid in
 		constraints: p.HGetAll(ctx, e.k.constraints(fid, cid)),
 		version:     p.Get(ctx, e.k.version(fid, cid)),
 		usage:       p.HMGet(ctx, e.k.usage(fid, cid, m.Month), fieldMonth, dayField(m.Day)),
+		pool:        p.HMGet(ctx, e.k.pool(fid, m.Month), prefixMonthUsage+strconv.FormatInt(cid, 10), prefixDay+strconv.FormatInt(cid, 10)),
 	}
 }
 
@@ -300,9 +302,7 @@ func memberOf(r memberReads, member bool, pool policy.Pool, m policy.Moment) (Me
 		Version:     intCmd(r.version),
 	}
 	delete(s.Constraints, fieldWindows) // compiled, not a constraint
-	if u := r.usage.Val(); len(u) == 2 {
-		s.MonthlyUsed, s.DailyUsed = anyInt(u[0]), anyInt(u[1])
-	}
+	s.MonthlyUsed, s.DailyUsed = memberUsage(r, m.Day)
 	c, err := policy.ParseConstraints(s.Constraints)
 	if err != nil {
 		return s, fmt.Errorf("quota: stored constraints of customer %d are invalid: %w", r.cid, err)
@@ -310,6 +310,26 @@ func memberOf(r memberReads, member bool, pool policy.Pool, m policy.Moment) (Me
 	res := policy.Status(c, policy.Member{Member: s.Member, DailyUsed: s.DailyUsed, MonthlyUsed: s.MonthlyUsed}, pool, m)
 	s.Decision, s.Rule, s.ThrottleKbps = res.Decision, res.Rule, res.ThrottleKbps
 	return s, nil
+}
+
+// memberUsage reads a member's month and day as apply.lua does: the month
+// is u:<cid> of the pool hash (m of the usage hash in a month an earlier
+// engine began), the day the pool hash's slot when it holds that day, else
+// the usage hash's d:<DD>.
+func memberUsage(r memberReads, day string) (monthly, daily int64) {
+	u, p := r.usage.Val(), r.pool.Val()
+	if len(u) != 2 || len(p) != 2 {
+		return 0, 0
+	}
+	if s, ok := p[0].(string); ok {
+		monthly = parseInt(s)
+	} else {
+		monthly = anyInt(u[0])
+	}
+	if s, ok := p[1].(string); ok && len(s) > 3 && s[:2] == day[6:8] {
+		return monthly, parseInt(s[3:])
+	}
+	return monthly, anyInt(u[1])
 }
 
 func anyInt(v any) int64 {

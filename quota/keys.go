@@ -16,8 +16,9 @@ func (k keys) member(fid, cid int64) string {
 	return k.family(fid) + ":customer:" + strconv.FormatInt(cid, 10) + ":"
 }
 
-// pool is the month's pool hash: used, topup, a:<pct> for fired alerts and
-// n:<pct> counting how often each fired this month.
+// pool is the month's pool hash: used, topup, a:<pct> for fired alerts,
+// n:<pct> counting how often each fired this month, and per member u:<cid>
+// (the month's usage) and d:<cid> ("DD:bytes", the member's latest day).
 func (k keys) pool(fid int64, month string) string { return k.family(fid) + ":pool:" + month }
 
 // events is a dedupe bucket: eventId -> stored result, for the events that
@@ -34,7 +35,9 @@ func (k keys) state(tag string) string { return k.prefix + "dpcs:state:{" + tag 
 func (k keys) constraints(fid, cid int64) string { return k.member(fid, cid) + "constraints" }
 func (k keys) version(fid, cid int64) string     { return k.member(fid, cid) + "ver" }
 
-// usage is the member's month hash: m (month total) and d:<DD> per day.
+// usage is the member's month hash: d:<DD> for each day of the month but
+// the latest (which is d:<cid> in the pool hash). An earlier engine kept
+// every day here and m, the month total; apply.lua still reads those.
 func (k keys) usage(fid, cid int64, month string) string {
 	return k.member(fid, cid) + "usage:" + month
 }
@@ -51,7 +54,9 @@ const (
 	prefixAlert     = "a:"
 	prefixArms      = "n:"
 	prefixDay       = "d:"
-	bucketMarked    = "" // no event id is empty
+	// prefixMonthUsage is the pool hash's u:<cid>, the member's month.
+	prefixMonthUsage = "u:"
+	bucketMarked     = "" // no event id is empty
 )
 
 func memberField(cid int64) string { return prefixMember + strconv.FormatInt(cid, 10) }

@@ -150,7 +150,7 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 		members = append(members, memberWrite{m.CustomerID, fields, m.Version})
 	}
 	used := map[string]int64{}                       // month -> bytes
-	usage := map[string]map[int64]map[string]int64{} // month -> cid -> field -> bytes
+	usage := map[string]map[int64]map[string]int64{} // month -> cid -> d:<DD> -> bytes
 	for _, u := range st.Usage {
 		if u.CustomerID <= 0 || u.Bytes < 0 || u.Bytes > policy.MaxBytes {
 			return fmt.Errorf("%w: usage of customer %d: bad customer or bytes", ErrInvalid, u.CustomerID)
@@ -167,7 +167,6 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 			f = map[string]int64{}
 			usage[mo.Month][u.CustomerID] = f
 		}
-		f[fieldMonth] += u.Bytes
 		f[dayField(mo.Day)] += u.Bytes
 		used[mo.Month] += u.Bytes
 	}
@@ -245,28 +244,40 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 					}
 				}
 			}
+			// Each member's month and latest day in the pool hash, the
+			// member's other days in the usage hash (see apply.lua).
+			var usageWrites [][]any
+			for _, cid := range slices.Sorted(maps.Keys(usage[month])) {
+				f := usage[month][cid]
+				days := slices.Sorted(maps.Keys(f))
+				last := days[len(days)-1]
+				var sum int64
+				for _, b := range f {
+					sum += b
+				}
+				poolFields = append(poolFields, prefixMonthUsage+strconv.FormatInt(cid, 10), sum,
+					prefixDay+strconv.FormatInt(cid, 10), last[len(prefixDay):]+":"+strconv.FormatInt(f[last], 10))
+				var args []any
+				for _, d := range days[:len(days)-1] {
+					args = append(args, d, f[d])
+				}
+				usageWrites = append(usageWrites, append([]any{cid}, args...))
+			}
 			p.HSet(ctx, pool, poolFields...)
 			p.Expire(ctx, pool, monthTTL)
 			for _, m := range members {
-				if usage[month][m.cid] == nil {
-					p.Del(ctx, e.k.usage(fid, m.cid, month))
-				}
+				p.Del(ctx, e.k.usage(fid, m.cid, month))
 			}
 			for _, cid := range former {
-				if usage[month][cid] == nil {
-					p.Del(ctx, e.k.usage(fid, cid, month))
-				}
+				p.Del(ctx, e.k.usage(fid, cid, month))
 			}
-			for _, cid := range slices.Sorted(maps.Keys(usage[month])) {
-				uk := e.k.usage(fid, cid, month)
+			for _, w := range usageWrites {
+				uk := e.k.usage(fid, w[0].(int64), month)
 				p.Del(ctx, uk)
-				f := usage[month][cid]
-				args := make([]any, 0, 2*len(f))
-				for _, name := range slices.Sorted(maps.Keys(f)) {
-					args = append(args, name, f[name])
+				if len(w) > 1 {
+					p.HSet(ctx, uk, w[1:]...)
+					p.Expire(ctx, uk, monthTTL)
 				}
-				p.HSet(ctx, uk, args...)
-				p.Expire(ctx, uk, monthTTL)
 			}
 		}
 		for _, cid := range former { // as RemoveMember: the version stays

@@ -120,7 +120,7 @@ func CompareScripts(ctx context.Context, rdb *redis.Client, eng *quota.Engine, c
 func measureScript(ctx context.Context, rdb *redis.Client, eng *quota.Engine, cfg CeilingConfig, ev quota.Event,
 	sha string, keys []string, args []any) (ScriptCost, error) {
 	var c ScriptCost
-	st, err := eng.Status(ctx, ev.FamilyID, ev.CustomerID)
+	st, err := eng.Family(ctx, ev.FamilyID)
 	if err != nil {
 		return c, err
 	}
@@ -140,7 +140,7 @@ func measureScript(ctx context.Context, rdb *redis.Client, eng *quota.Engine, cf
 	if ss.Calls > 0 {
 		c.CPUPerCall = (after.redis - before.redis) / time.Duration(ss.Calls)
 	}
-	return c, charged(ctx, eng, ev, st.MonthlyUsed, cfg.Requests)
+	return c, charged(ctx, eng, ev, st.Used, cfg.Requests)
 }
 
 // applyV1Call is the first apply script's keys and arguments for ev, as the

@@ -9,8 +9,12 @@
 -- KEYS[2] family:{f}:customer:{c}:constraints      hash  constraint key -> value, #w (compiled
 --                                                        windows, see quota/compiled.go)
 -- KEYS[3] family:{f}:pool:{YYYYMM}                 hash  used, topup, a:<pct> (fired alerts),
---                                                        n:<pct> (times fired this month)
--- KEYS[4] family:{f}:customer:{c}:usage:{YYYYMM}   hash  m (month), d:<DD> (day)
+--                                                        n:<pct> (times fired this month),
+--                                                        u:<cid> (the member's month),
+--                                                        d:<cid> ("DD:bytes", the member's latest day)
+-- KEYS[4] family:{f}:customer:{c}:usage:{YYYYMM}   hash  d:<DD>, the member's days other than
+--                                                        the slot's (m: the month, as an earlier
+--                                                        engine kept it)
 -- KEYS[5] family:{f}:evt:<b>                       hash  eventId -> stored result (dedupe), "" = 1
 --                                                        once the bucket's TTL is set,
 -- KEYS[6] family:{f}:evt:<b-1>                           by arrival: b = now / window
@@ -35,7 +39,8 @@ end
 local bytes = tonumber(ARGV[2])
 local app, category = ARGV[3], ARGV[4]
 local now, wd = tonumber(ARGV[5]), tonumber(ARGV[6])
-local dayfield = 'd:' .. string.sub(ARGV[7], 7, 8)
+local dd = string.sub(ARGV[7], 7, 8)
+local uf, df = 'u:' .. ARGV[1], 'd:' .. ARGV[1]
 
 local fam = redis.call('HMGET', KEYS[1], 'plan', 'thr', 'm:' .. ARGV[1], 'g')
 if ARGV[13] ~= '' and fam[4] and fam[4] ~= ARGV[13] then
@@ -43,11 +48,11 @@ if ARGV[13] ~= '' and fam[4] and fam[4] ~= ARGV[13] then
 end
 local thr = fam[2] or ARGV[11]
 local pcts, np = {}, 0
-local poolfields = {'used', 'topup'}
+local poolfields = {'used', 'topup', uf, df}
 for p in string.gmatch(thr, '%d+') do
   np = np + 1
   pcts[np] = tonumber(p)
-  poolfields[np + 2] = 'a:' .. p
+  poolfields[np + 4] = 'a:' .. p
 end
 local pool = redis.call('HMGET', KEYS[3], unpack(poolfields))
 local used = tonumber(pool[1]) or 0
@@ -56,9 +61,23 @@ local used = tonumber(pool[1]) or 0
 local total = (tonumber(fam[1]) or 0) + (tonumber(pool[2]) or 0)
 local maxtotal = tonumber(ARGV[12])
 if total > maxtotal then total = maxtotal end
-local usage = redis.call('HMGET', KEYS[4], 'm', dayfield)
-local monthly = tonumber(usage[1]) or 0
-local daily = tonumber(usage[2]) or 0
+-- The member's counters live in the pool hash: u:<cid> the month, d:<cid>
+-- "DD:bytes" the member's latest day (the slot), so the pool and the member
+-- are one read and one write. Every other day of the member's month is d:<DD>
+-- in KEYS[4], read only when the event's day is not the slot's: a member's
+-- first event of a day, a late event of an earlier day, or a month begun by
+-- an earlier engine (no u:<cid> yet: its month total is KEYS[4]'s m).
+local monthly, daily = tonumber(pool[3]), 0
+local slot = pool[4]
+local sd = slot and string.sub(slot, 1, 2)
+if sd == dd then
+  daily = tonumber(string.sub(slot, 4))
+else
+  local old = redis.call('HMGET', KEYS[4], 'm', 'd:' .. dd)
+  daily = tonumber(old[2]) or 0
+  if not monthly then monthly = tonumber(old[1]) end
+end
+monthly = monthly or 0
 
 local decision, rule, throttle = nil, '', 0
 
@@ -201,11 +220,24 @@ end
 
 if decision == 'ALLOWED' then
   -- TTLs are set when a period key is created; keys that exist have theirs.
-  used = redis.call('HINCRBY', KEYS[3], 'used', bytes)
+  used, monthly, daily = used + bytes, monthly + bytes, daily + bytes
+  local u, m, d = string.format('%d', used), string.format('%d', monthly), string.format('%d', daily)
+  if sd == dd then
+    redis.call('HSET', KEYS[3], 'used', u, uf, m, df, dd .. ':' .. d)
+  elseif sd and tonumber(dd) < tonumber(sd) then
+    -- An earlier day than the slot's: its counter stays in KEYS[4].
+    redis.call('HSET', KEYS[3], 'used', u, uf, m)
+    redis.call('HSET', KEYS[4], 'd:' .. dd, d)
+    redis.call('EXPIRE', KEYS[4], ARGV[10])
+  else
+    -- A later day (or the first): the slot's day moves to KEYS[4].
+    redis.call('HSET', KEYS[3], 'used', u, uf, m, df, dd .. ':' .. d)
+    if sd then
+      redis.call('HSET', KEYS[4], 'd:' .. sd, string.sub(slot, 4))
+      redis.call('EXPIRE', KEYS[4], ARGV[10])
+    end
+  end
   if pool[1] == false and pool[2] == false then redis.call('EXPIRE', KEYS[3], ARGV[10]) end
-  monthly, daily = monthly + bytes, daily + bytes
-  redis.call('HSET', KEYS[4], 'm', string.format('%d', monthly), dayfield, string.format('%d', daily))
-  if usage[1] == false then redis.call('EXPIRE', KEYS[4], ARGV[10]) end
 end
 
 local rem = total - used
@@ -219,7 +251,7 @@ if decision ~= 'BLOCKED_NOT_MEMBER' and total > 0 then
   local fired = nil
   for i = 1, np do
     local p = pcts[i]
-    if pool[i + 2] == false and rem * 100 <= p * total then
+    if pool[i + 4] == false and rem * 100 <= p * total then
       -- n:<pct> counts how often it fired this month (re-armed by top-ups).
       local arm = redis.call('HINCRBY', KEYS[3], 'n:' .. p, 1)
       fired = fired or {}
