@@ -76,13 +76,15 @@ lint:
 	$(GO) vet -tags integration $(PKGS)
 	bash scripts/openapi-lint.sh
 
-## fuzz: run the envelope fuzzers for FUZZTIME each (default 60s): the strict
-## decoder, and the fast decoder/encoder against the encoding/json path.
+## fuzz: run the fuzzers for FUZZTIME each (default 60s): the envelope's strict
+## decoder, its fast decoder/encoder against the encoding/json path, and the
+## synchronous endpoint's fast body decoder against huma's validation.
 FUZZTIME ?= 60s
 fuzz:
 	for f in FuzzDecode FuzzDecodeDifferential FuzzEncodeDifferential; do \
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./envelope || exit 1; \
 	done
+	$(GO) test -run '^$$' -fuzz '^FuzzDecideFast$$' -fuzztime $(FUZZTIME) ./service
 
 ## release: the deployables (dpcs, dpcs-processor, dpcs-server, dpcs-simulator)
 ## for linux/amd64 and linux/arm64 into dist/ with SHA256SUMS, -trimpath,

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -148,6 +149,11 @@ type API struct {
 	gateways gatewayKeys
 	// ops keeps the operations view's samples.
 	ops opsSampler
+	// decideSlow sends every POST /decisions through huma's own body path
+	// (tests compare the two); decidedFast counts requests the fast path
+	// answered.
+	decideSlow  bool
+	decidedFast atomic.Int64
 }
 
 // NewAPI validates cfg and registers every route.

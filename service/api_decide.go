@@ -124,8 +124,9 @@ func (a *API) registerDecisions() {
 			"in Kafka; when Kafka or Redis cannot be trusted the answer is 503 and nothing is granted — retry with the " +
 			"same event ids (an event judged before the failure is answered as a duplicate, charged once). " +
 			"Authorised by a gateway credential (DPCS_GATEWAY_TOKENS), not a member's access token.",
-		MaxBodyBytes: 1 << 20,
-		Errors:       []int{http.StatusUnauthorized, http.StatusUnprocessableEntity, http.StatusServiceUnavailable}},
+		MaxBodyBytes: decideMaxBody, BodyReadTimeout: decideReadTimeout,
+		Middlewares: huma.Middlewares{a.decideFast},
+		Errors:      []int{http.StatusUnauthorized, http.StatusUnprocessableEntity, http.StatusServiceUnavailable}},
 		func(ctx context.Context, in *decideInput) (*decideOutput, error) {
 			if a.cfg.Decisions == nil {
 				return nil, huma.Error503ServiceUnavailable("synchronous decisions are not enabled on this instance")
