@@ -301,7 +301,8 @@ func memberOf(r memberReads, member bool, pool policy.Pool, m policy.Moment) (Me
 		Constraints: r.constraints.Val(),
 		Version:     intCmd(r.version),
 	}
-	delete(s.Constraints, fieldWindows) // compiled, not a constraint
+	delete(s.Constraints, fieldCompiled) // compiled, not a constraint
+	delete(s.Constraints, fieldWindows)
 	s.MonthlyUsed, s.DailyUsed = memberUsage(r, m.Day)
 	c, err := policy.ParseConstraints(s.Constraints)
 	if err != nil {

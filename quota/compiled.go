@@ -8,26 +8,39 @@ import (
 	"github.com/dabom/dpcs/policy"
 )
 
-// fieldWindows is the constraints hash's compiled time windows, written with
-// the constraints whenever there are any, so that apply.lua reads only the
-// fields an event needs (HMGET) and parses no HHMM or day list: one entry per
-// window, the night window (BLOCK:TIME:START/END) first, then the named
-// windows in byte order of their keys (the order the rule is chosen in),
-// each
+// fieldCompiled and fieldWindows are the constraints hash's compiled form,
+// its first two fields, written with the constraints whenever there are any,
+// so that apply.lua reads four fields for every constraint an event may meet
+// (with its app and category blocks: one HMGET) and parses no HHMM or day
+// list. fieldCompiled is
+//
+//	<access><extras><daily>,<monthly>,<throttle>
+//
+// access '1' when BLOCK:ACCESS is "1" else '0'; extras '1' when any
+// LIMIT:DATA:EXTRA:<period> is set (the script then reads its day's and
+// month's); daily, monthly and throttle the values of LIMIT:DATA:DAILY,
+// LIMIT:DATA:MONTHLY and THROTTLE:SPEED as stored ("" when unset): at most
+// 42 bytes, so a compact (listpack) hash stays compact. fieldWindows is the
+// time windows, one entry per window, the night window (BLOCK:TIME:START/END)
+// first, then the named windows in byte order of their keys (the order the
+// rule is chosen in), each
 //
 //	<start><end><days><name><space>
 //
 // start and end being minutes of the day as two characters each, '0' + m/40
 // and '0' + m%40 (read with string.byte: no string is made per event), days
 // seven '0'/'1' characters, Monday first, and name the rule key after
-// BLOCK:TIME: (START for the night window). "" when there is no window. A
-// constraints hash without it (written by an earlier engine) is read whole,
-// as before. It is not a constraint: readers drop it.
-const fieldWindows = "#w"
+// BLOCK:TIME: (START for the night window); "" when there is no window. A
+// constraints hash without fieldCompiled (written by an earlier engine) is
+// read whole, as before. Neither is a constraint: readers drop them.
+const (
+	fieldCompiled = "#c"
+	fieldWindows  = "#w"
+)
 
 // constraintFields returns the constraints hash's fields for a canonical
-// constraint map: its entries in key order, then fieldWindows; none for an
-// empty map.
+// constraint map: fieldCompiled and fieldWindows first (found at once in a
+// compact hash), then its entries in key order; none for an empty map.
 func constraintFields(canon map[string]string) ([]any, error) {
 	if len(canon) == 0 {
 		return nil, nil
@@ -36,11 +49,37 @@ func constraintFields(canon map[string]string) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]any, 0, 2*len(canon)+2)
+	out := make([]any, 0, 2*len(canon)+4)
+	out = append(out, fieldCompiled, compile(canon), fieldWindows, compileWindows(c))
 	for _, k := range slices.Sorted(maps.Keys(canon)) {
 		out = append(out, k, canon[k])
 	}
-	return append(out, fieldWindows, compileWindows(c)), nil
+	return out, nil
+}
+
+// compile is fieldCompiled's value for a valid canonical constraint map
+// (its limits and throttle are integers: no comma to confuse the script).
+func compile(canon map[string]string) string {
+	var b strings.Builder
+	flag := func(on bool) {
+		if on {
+			b.WriteByte('1')
+		} else {
+			b.WriteByte('0')
+		}
+	}
+	flag(canon[policy.KeyBlockAccess] == "1")
+	extras := false
+	for k := range canon {
+		extras = extras || strings.HasPrefix(k, policy.KeyLimitExtraPrefix)
+	}
+	flag(extras)
+	b.WriteString(canon[policy.KeyLimitDaily])
+	b.WriteByte(',')
+	b.WriteString(canon[policy.KeyLimitMonthly])
+	b.WriteByte(',')
+	b.WriteString(canon[policy.KeyThrottleSpeed])
+	return b.String()
 }
 
 func compileWindows(c policy.Constraints) string {

@@ -41,20 +41,36 @@ func TestCompileWindows(t *testing.T) {
 	}
 }
 
-// The compiled windows (#w) are written with every non-empty constraint set,
-// by SetConstraints and Restore alike, and dropped by readers; an empty set
-// leaves no hash.
+// The compiled constraints (#c) are written first with every non-empty
+// constraint set, by SetConstraints and Restore alike, and dropped by
+// readers; an empty set leaves no hash.
 func TestConstraintFields(t *testing.T) {
 	got, err := constraintFields(map[string]string{policy.KeyThrottleSpeed: "10", policy.KeyBlockAccess: "1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []any{policy.KeyBlockAccess, "1", policy.KeyThrottleSpeed, "10", fieldWindows, ""}
+	want := []any{fieldCompiled, "10,,10", fieldWindows, "", policy.KeyBlockAccess, "1", policy.KeyThrottleSpeed, "10"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("fields (-want +got):\n%s", diff)
 	}
 	if got, err := constraintFields(map[string]string{}); err != nil || got != nil {
 		t.Errorf("empty set: %v, %v", got, err)
+	}
+	for _, c := range []struct {
+		in   map[string]string
+		want string
+	}{
+		{map[string]string{policy.KeyLimitDaily: "100", policy.KeyLimitMonthly: "2000"}, "00100,2000,"},
+		{map[string]string{policy.KeyLimitMonthly: "2000", policy.KeyLimitExtraPrefix + "202602": "5"}, "01,2000,"},
+		{map[string]string{policy.KeyBlockTimeStart: "2200", policy.KeyBlockTimeEnd: "0700"}, "00,,"},
+	} {
+		fields, err := constraintFields(c.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fields[0] != fieldCompiled || fields[1] != c.want {
+			t.Errorf("%v: compiled %q, want %q", c.in, fields[1], c.want)
+		}
 	}
 	ctx := context.Background()
 	e, err := New(newMiniredis(t))
@@ -69,8 +85,11 @@ func TestConstraintFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range []string{e.k.constraints(1, 2), e.k.constraints(3, 4)} {
-		if w, err := e.rdb.HGet(ctx, k, fieldWindows).Result(); err != nil || w != "Q0:D1111111START " {
-			t.Errorf("%s #w = %q, %v", k, w, err)
+		if keys, err := e.rdb.HKeys(ctx, k).Result(); err != nil || len(keys) < 2 || keys[0] != fieldCompiled || keys[1] != fieldWindows {
+			t.Errorf("%s fields %q, %v: want #c and #w first", k, keys, err)
+		}
+		if w, err := e.rdb.HMGet(ctx, k, fieldCompiled, fieldWindows).Result(); err != nil || w[0] != "00,," || w[1] != "Q0:D1111111START " {
+			t.Errorf("%s #c, #w = %q, %v", k, w, err)
 		}
 	}
 	st, err := e.Status(ctx, 1, 2)

@@ -27,7 +27,6 @@ var (
 	//go:embed lua/state.lua
 	stateLua string
 
-	applyScript       = redis.NewScript(applyLua)
 	poolScript        = redis.NewScript(poolLua)
 	constraintsScript = redis.NewScript(constraintsLua)
 	stateScript       = redis.NewScript(stateLua)
@@ -231,6 +230,8 @@ type Engine struct {
 	catalog    policy.Catalog // nil: no lookup
 	hooks      Hooks
 	ack        replicaAck
+	// apply is apply.lua with this engine's constants (applySource).
+	apply *redis.Script
 
 	markersMu sync.Mutex
 	markers   []string // state marker keys, one per master; see markerKeys
@@ -265,7 +266,19 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Engine, error) {
 	if err := e.ack.check(rdb); err != nil {
 		return nil, err
 	}
+	e.apply = redis.NewScript(applySource(e.dedupeTTL, e.thresholds))
 	return e, nil
+}
+
+// applySource is apply.lua with the engine's constants written in: each
+// argument of a call costs the server a string, a constant need not.
+func applySource(dedupeTTL time.Duration, thr policy.Thresholds) string {
+	return strings.NewReplacer(
+		"DPCS_BUCKET_TTL", strconv.FormatInt(int64(bucketLife*dedupeTTL/time.Second), 10),
+		"DPCS_MONTH_TTL", strconv.FormatInt(int64(monthTTL/time.Second), 10),
+		"DPCS_THRESHOLDS", thr.String(),
+		"DPCS_MAX_TOTAL", strconv.FormatInt(policy.MaxBytes, 10),
+	).Replace(applyLua)
 }
 
 // Location returns the engine's service time zone.
@@ -274,7 +287,7 @@ func (e *Engine) Location() *time.Location { return e.loc }
 // Load loads the engine's scripts into Redis (every master of a cluster), so
 // the first pipelined batch does not meet NOSCRIPT. Optional.
 func (e *Engine) Load(ctx context.Context) error {
-	for _, s := range []*redis.Script{applyScript, poolScript, constraintsScript, stateScript} {
+	for _, s := range []*redis.Script{e.apply, poolScript, constraintsScript, stateScript} {
 		if err := s.Load(ctx, e.rdb).Err(); err != nil {
 			return fmt.Errorf("quota: load script: %w", err)
 		}
@@ -293,11 +306,7 @@ func (e *Engine) applyCall(ev Event, bucket int64, gen string) ([]string, []any)
 		e.k.family(f), e.k.constraints(f, c), e.k.pool(f, m.Month), e.k.usage(f, c, m.Month),
 		e.k.events(f, bucket), e.k.events(f, bucket-1),
 	}
-	args := []any{
-		c, ev.Bytes, ev.AppID, string(category), m.Minute, m.Weekday, m.Day, ev.ID,
-		int64(bucketLife * e.dedupeTTL / time.Second), int64(monthTTL / time.Second), e.thresholds.String(),
-		policy.MaxBytes, gen,
-	}
+	args := []any{c, ev.Bytes, ev.AppID, string(category), m.Minute, m.Weekday, m.Day, ev.ID, gen}
 	return ks, args
 }
 
@@ -318,7 +327,7 @@ func (e *Engine) bucket(t time.Time) int64 { return t.Unix() / int64(e.dedupeTTL
 // validated and nothing is sent.
 func (e *Engine) ApplyCommand(ev Event) (sha string, keys []string, args []any) {
 	keys, args = e.applyCall(ev, e.bucket(e.now()), "")
-	return applyScript.Hash(), keys, args
+	return e.apply.Hash(), keys, args
 }
 
 // Apply judges one usage event atomically: dedupe by event id, the member's
@@ -404,7 +413,7 @@ func (e *Engine) applyBatch(ctx context.Context, gen string, marks []Mark, evs [
 			}
 			for _, i := range idx {
 				ks, args := e.applyCall(evs[i], bucket, gen)
-				cmds[i] = applyScript.EvalSha(ctx, p, ks, args...)
+				cmds[i] = e.apply.EvalSha(ctx, p, ks, args...)
 			}
 			for i, k := range markers {
 				advances[i] = stateScript.EvalSha(ctx, p, []string{k}, advanceArgs...)
@@ -430,7 +439,7 @@ func (e *Engine) applyBatch(ctx context.Context, gen string, marks []Mark, evs [
 		}
 		// Redis lost its scripts (a restart): load them and run again what
 		// did not run; the guard runs again around it.
-		for _, s := range []*redis.Script{applyScript, stateScript} {
+		for _, s := range []*redis.Script{e.apply, stateScript} {
 			if err := s.Load(ctx, e.rdb).Err(); err != nil {
 				return nil, fmt.Errorf("quota: load scripts: %w", err)
 			}

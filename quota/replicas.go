@@ -199,7 +199,7 @@ func (e *Engine) runAcked(ctx context.Context, g ackGroup, evs []Event, cmds []*
 		_, err := g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, i := range idx {
 				ks, args := e.applyCall(evs[i], bucket, gen)
-				cmds[i] = applyScript.EvalSha(ctx, p, ks, args...)
+				cmds[i] = e.apply.EvalSha(ctx, p, ks, args...)
 			}
 			wait = e.wait(ctx, p)
 			return nil
@@ -217,7 +217,7 @@ func (e *Engine) runAcked(ctx context.Context, g ackGroup, evs []Event, cmds []*
 		if len(missing) == 0 || wait.Err() != nil {
 			return 0, fmt.Errorf("quota: apply: %w", err)
 		}
-		if err := applyScript.Load(ctx, g.rdb).Err(); err != nil {
+		if err := e.apply.Load(ctx, g.rdb).Err(); err != nil {
 			return 0, fmt.Errorf("quota: load apply script: %w", err)
 		}
 		// The first WAIT covered the events that ran; this one covers the

@@ -19,13 +19,16 @@
 --                                                        once the bucket's TTL is set,
 -- KEYS[6] family:{f}:evt:<b-1>                           by arrival: b = now / window
 -- ARGV: 1 customerId, 2 bytes, 3 appId, 4 category, 5 minute of day, 6 ISO weekday,
---       7 day "YYYYMMDD", 8 eventId, 9 dedupe bucket ttl s (three windows), 10 month ttl s,
---       11 default thresholds "50,30,10", 12 max pool total, 13 state generation
---       ("" = unchecked)
+--       7 day "YYYYMMDD", 8 eventId, 9 state generation ("" = unchecked)
+-- The engine's constants are written into the script when the engine is made
+-- (quota.applySource; every argument costs the server a string per call):
+-- DPCS_BUCKET_TTL the dedupe bucket's TTL in s (three windows), DPCS_MONTH_TTL
+-- the month keys' TTL in s, DPCS_THRESHOLDS the default thresholds ("50,30,10"),
+-- DPCS_MAX_TOTAL the largest pool total.
 -- Returns {duplicate 0|1, "decision|remaining|total|daily|monthly|throttle|crossed|rule"},
 -- crossed being "pct:arm,…" (arm: the how-manyth time pct fired this month), or
 -- {2, generation} without changing anything when the family was restored by
--- another state generation than ARGV[13] (a rebuild is running or done).
+-- another state generation than ARGV[9] (a rebuild is running or done).
 
 -- The bucket's field "" (no event id is empty) marks that its TTL is set.
 local bucket = redis.call('HMGET', KEYS[5], ARGV[8], '')
@@ -43,10 +46,10 @@ local dd = string.sub(ARGV[7], 7, 8)
 local uf, df = 'u:' .. ARGV[1], 'd:' .. ARGV[1]
 
 local fam = redis.call('HMGET', KEYS[1], 'plan', 'thr', 'm:' .. ARGV[1], 'g')
-if ARGV[13] ~= '' and fam[4] and fam[4] ~= ARGV[13] then
+if ARGV[9] ~= '' and fam[4] and fam[4] ~= ARGV[9] then
   return {2, fam[4]}
 end
-local thr = fam[2] or ARGV[11]
+local thr = fam[2] or 'DPCS_THRESHOLDS'
 local pcts, np = {}, 0
 local poolfields = {'used', 'topup', uf, df}
 for p in string.gmatch(thr, '%d+') do
@@ -59,7 +62,7 @@ local used = tonumber(pool[1]) or 0
 -- A plan raised after a month's top-ups can leave an old month above the
 -- bound; the bound wins, so every later number stays exact.
 local total = (tonumber(fam[1]) or 0) + (tonumber(pool[2]) or 0)
-local maxtotal = tonumber(ARGV[12])
+local maxtotal = DPCS_MAX_TOTAL
 if total > maxtotal then total = maxtotal end
 -- The member's counters live in the pool hash: u:<cid> the month, d:<cid>
 -- "DD:bytes" the member's latest day (the slot), so the pool and the member
@@ -84,24 +87,28 @@ local decision, rule, throttle = nil, '', 0
 if fam[3] ~= '1' then
   decision, rule = 'BLOCKED_NOT_MEMBER', 'MEMBERSHIP'
 else
-  -- The fields this event needs, and the compiled windows #w (quota/compiled.go):
-  -- per window, start and end minute as two characters each (48 + m / 40,
-  -- 48 + m % 40), the days Mon..Sun as seven '0'/'1', the name (the rule
-  -- key after BLOCK:TIME:, START for the night window) and a space; the night window first, then the rest by key. Read with
-  -- string.byte, which makes no strings. A hash written by an earlier engine
-  -- has no #w: it is read whole and its windows compiled here (malformed ones
-  -- are ignored).
-  local cf = redis.call('HMGET', KEYS[2], '#w', 'BLOCK:ACCESS', 'BLOCK:APP:' .. app,
-    'BLOCK:CATEGORY:' .. category, 'LIMIT:DATA:DAILY', 'LIMIT:DATA:MONTHLY', 'THROTTLE:SPEED',
-    'LIMIT:DATA:EXTRA:' .. ARGV[7], 'LIMIT:DATA:EXTRA:' .. string.sub(ARGV[7], 1, 6))
-  local windows = cf[1]
-  if not windows then
+  -- The compiled constraints (quota/compiled.go), the hash's first fields,
+  -- and the event's app and category blocks. #c is
+  --   <access 0|1><extras 0|1><daily>,<monthly>,<throttle>
+  -- and #w the time windows: per window, start and end minute as two
+  -- characters each (48 + m / 40, 48 + m % 40), the days Mon..Sun as seven
+  -- '0'/'1', the name (the rule key after BLOCK:TIME:, START for the night
+  -- window) and a space; the night window first, then the rest by key. Read
+  -- with string.byte and string.find, which make no strings. A hash written
+  -- by an earlier engine has no #c: it is read whole, and its windows
+  -- compiled here (malformed ones are ignored).
+  local cf = redis.call('HMGET', KEYS[2], '#c', '#w', 'BLOCK:APP:' .. app, 'BLOCK:CATEGORY:' .. category)
+  local cc, windows = cf[1], cf[2] or ''
+  -- Where #c's limits end (p1, p2), or the values read whole (c).
+  local p1, p2, c
+  if cc then
+    p1 = string.find(cc, ',', 3, true)
+    p2 = string.find(cc, ',', p1 + 1, true)
+  else
     local flat = redis.call('HGETALL', KEYS[2])
-    local c, w = {}, {}
+    local w = {}
+    c = {}
     for i = 1, #flat, 2 do c[flat[i]] = flat[i + 1] end
-    cf = {false, c['BLOCK:ACCESS'], c['BLOCK:APP:' .. app], c['BLOCK:CATEGORY:' .. category],
-      c['LIMIT:DATA:DAILY'], c['LIMIT:DATA:MONTHLY'], c['THROTTLE:SPEED'],
-      c['LIMIT:DATA:EXTRA:' .. ARGV[7]], c['LIMIT:DATA:EXTRA:' .. string.sub(ARGV[7], 1, 6)]}
     local DAY = {MON = 1, TUE = 2, WED = 3, THU = 4, FRI = 5, SAT = 6, SUN = 7}
     for k, v in pairs(c) do
       local night = k == 'BLOCK:TIME:START'
@@ -143,7 +150,7 @@ else
     windows = table.concat(w)
   end
 
-  if cf[2] == '1' then
+  if (c and c['BLOCK:ACCESS'] == '1') or (cc and string.byte(cc, 1) == 49) then
     decision, rule = 'BLOCKED_ACCESS', 'BLOCK:ACCESS'
   elseif app ~= '' and cf[3] == '1' then
     decision, rule = 'BLOCKED_APP', 'BLOCK:APP:' .. app
@@ -195,9 +202,19 @@ else
     -- extras of that day and month, LIMIT:DATA:EXTRA:<YYYYMMDD> and
     -- LIMIT:DATA:EXTRA:<YYYYMM> (policy.Constraints.EffectiveLimits). No
     -- limit stays no limit; extras of other periods are not read.
-    local dl, ml = tonumber(cf[5]), tonumber(cf[6])
+    local dl, ml, xd, xm
+    local dk, mk = 'LIMIT:DATA:EXTRA:' .. ARGV[7], 'LIMIT:DATA:EXTRA:' .. string.sub(ARGV[7], 1, 6)
+    if c then
+      dl, ml, xd, xm = tonumber(c['LIMIT:DATA:DAILY']), tonumber(c['LIMIT:DATA:MONTHLY']), c[dk], c[mk]
+    else
+      dl, ml = tonumber(string.sub(cc, 3, p1 - 1)), tonumber(string.sub(cc, p1 + 1, p2 - 1))
+      if (dl or ml) and string.byte(cc, 2) == 49 then
+        local x = redis.call('HMGET', KEYS[2], dk, mk)
+        xd, xm = x[1], x[2]
+      end
+    end
     if dl or ml then
-      local extra = (tonumber(cf[8]) or 0) + (tonumber(cf[9]) or 0)
+      local extra = (tonumber(xd) or 0) + (tonumber(xm) or 0)
       if dl then dl = dl + extra end
       if ml then ml = ml + extra end
     end
@@ -213,7 +230,11 @@ else
       if fam[1] then rule = 'POOL' else rule = 'POOL:UNPROVISIONED' end
     else
       decision = 'ALLOWED'
-      throttle = tonumber(cf[7]) or 0
+      if c then
+        throttle = tonumber(c['THROTTLE:SPEED']) or 0
+      else
+        throttle = tonumber(string.sub(cc, p2 + 1)) or 0
+      end
     end
   end
 end
@@ -228,16 +249,16 @@ if decision == 'ALLOWED' then
     -- An earlier day than the slot's: its counter stays in KEYS[4].
     redis.call('HSET', KEYS[3], 'used', u, uf, m)
     redis.call('HSET', KEYS[4], 'd:' .. dd, d)
-    redis.call('EXPIRE', KEYS[4], ARGV[10])
+    redis.call('EXPIRE', KEYS[4], 'DPCS_MONTH_TTL')
   else
     -- A later day (or the first): the slot's day moves to KEYS[4].
     redis.call('HSET', KEYS[3], 'used', u, uf, m, df, dd .. ':' .. d)
     if sd then
       redis.call('HSET', KEYS[4], 'd:' .. sd, string.sub(slot, 4))
-      redis.call('EXPIRE', KEYS[4], ARGV[10])
+      redis.call('EXPIRE', KEYS[4], 'DPCS_MONTH_TTL')
     end
   end
-  if pool[1] == false and pool[2] == false then redis.call('EXPIRE', KEYS[3], ARGV[10]) end
+  if pool[1] == false and pool[2] == false then redis.call('EXPIRE', KEYS[3], 'DPCS_MONTH_TTL') end
 end
 
 local rem = total - used
@@ -261,7 +282,7 @@ if decision ~= 'BLOCKED_NOT_MEMBER' and total > 0 then
   end
   if fired then
     if pool[1] == false and pool[2] == false and decision ~= 'ALLOWED' then
-      redis.call('EXPIRE', KEYS[3], ARGV[10])
+      redis.call('EXPIRE', KEYS[3], 'DPCS_MONTH_TTL')
     end
     crossed = table.concat(fired, ',')
   end
@@ -276,6 +297,6 @@ if bucket[2] then
   redis.call('HSET', KEYS[5], ARGV[8], result)
 else
   redis.call('HSET', KEYS[5], ARGV[8], result, '', '1')
-  redis.call('EXPIRE', KEYS[5], ARGV[9])
+  redis.call('EXPIRE', KEYS[5], 'DPCS_BUCKET_TTL')
 end
 return {0, result}
