@@ -50,14 +50,7 @@ if ARGV[9] ~= '' and fam[4] and fam[4] ~= ARGV[9] then
   return {2, fam[4]}
 end
 local thr = fam[2] or 'DPCS_THRESHOLDS'
-local pcts, np = {}, 0
-local poolfields = {'used', 'topup', uf, df}
-for p in string.gmatch(thr, '%d+') do
-  np = np + 1
-  pcts[np] = tonumber(p)
-  poolfields[np + 4] = 'a:' .. p
-end
-local pool = redis.call('HMGET', KEYS[3], unpack(poolfields))
+local pool = redis.call('HMGET', KEYS[3], 'used', 'topup', uf, df, 'q')
 local used = tonumber(pool[1]) or 0
 -- A plan raised after a month's top-ups can leave an old month above the
 -- bound; the bound wins, so every later number stays exact.
@@ -239,26 +232,26 @@ else
   end
 end
 
+-- The pool hash's writes of this event, made in one HSET at the end.
+local pw = nil
 if decision == 'ALLOWED' then
-  -- TTLs are set when a period key is created; keys that exist have theirs.
   used, monthly, daily = used + bytes, monthly + bytes, daily + bytes
   local u, m, d = string.format('%d', used), string.format('%d', monthly), string.format('%d', daily)
+  pw = {'used', u, uf, m}
   if sd == dd then
-    redis.call('HSET', KEYS[3], 'used', u, uf, m, df, dd .. ':' .. d)
+    pw[5], pw[6] = df, dd .. ':' .. d
   elseif sd and tonumber(dd) < tonumber(sd) then
     -- An earlier day than the slot's: its counter stays in KEYS[4].
-    redis.call('HSET', KEYS[3], 'used', u, uf, m)
     redis.call('HSET', KEYS[4], 'd:' .. dd, d)
     redis.call('EXPIRE', KEYS[4], 'DPCS_MONTH_TTL')
   else
     -- A later day (or the first): the slot's day moves to KEYS[4].
-    redis.call('HSET', KEYS[3], 'used', u, uf, m, df, dd .. ':' .. d)
+    pw[5], pw[6] = df, dd .. ':' .. d
     if sd then
       redis.call('HSET', KEYS[4], 'd:' .. sd, string.sub(slot, 4))
       redis.call('EXPIRE', KEYS[4], 'DPCS_MONTH_TTL')
     end
   end
-  if pool[1] == false and pool[2] == false then redis.call('EXPIRE', KEYS[3], 'DPCS_MONTH_TTL') end
 end
 
 local rem = total - used
@@ -267,25 +260,61 @@ if rem < 0 then rem = 0 end
 -- Crossings are judged on every event of a member, allowed or not, so a pool
 -- that fell under a threshold by a plan cut is announced with the family's
 -- next event even when every request is bigger than what is left.
+-- q = "<p>|<thr>": p the largest threshold of the family's list thr that has
+-- not fired this month ("" when every one has). No threshold of thr can fire
+-- while rem * 100 > p * total, so only then is the list parsed and are the
+-- a:<pct> (fired) and n:<pct> (arms) fields read. Firing updates q here;
+-- pool.lua deletes it when it re-arms a threshold, and a changed list no
+-- longer matches its thr.
 local crossed = ''
 if decision ~= 'BLOCKED_NOT_MEMBER' and total > 0 then
-  local fired = nil
-  for i = 1, np do
-    local p = pcts[i]
-    if pool[i + 4] == false and rem * 100 <= p * total then
-      -- n:<pct> counts how often it fired this month (re-armed by top-ups).
-      local arm = redis.call('HINCRBY', KEYS[3], 'n:' .. p, 1)
-      fired = fired or {}
-      fired[#fired + 1] = p .. ':' .. arm
-      redis.call('HSET', KEYS[3], 'a:' .. p, '1')
+  local q, skip = pool[5], false
+  if q then
+    local bar = string.find(q, '|', 1, true)
+    if bar and string.sub(q, bar + 1) == thr then
+      local top = tonumber(string.sub(q, 1, bar - 1))
+      skip = not top or rem * 100 > top * total
     end
   end
-  if fired then
-    if pool[1] == false and pool[2] == false and decision ~= 'ALLOWED' then
-      redis.call('EXPIRE', KEYS[3], 'DPCS_MONTH_TTL')
+  if not skip then
+    local pcts, names, np = {}, {}, 0
+    for p in string.gmatch(thr, '%d+') do
+      np = np + 1
+      pcts[np] = tonumber(p)
+      names[np] = p
     end
-    crossed = table.concat(fired, ',')
+    local fields = {}
+    for i = 1, np do
+      fields[i], fields[np + i] = 'a:' .. names[i], 'n:' .. names[i]
+    end
+    local st = {}
+    if np > 0 then st = redis.call('HMGET', KEYS[3], unpack(fields)) end
+    local fired, top, topname = nil, nil, ''
+    pw = pw or {}
+    local n = #pw
+    for i = 1, np do
+      local p = pcts[i]
+      if st[i] == false then
+        if rem * 100 <= p * total then
+          -- n:<pct> counts how often it fired this month (re-armed by top-ups).
+          local arm = string.format('%d', (tonumber(st[np + i]) or 0) + 1)
+          fired = fired or {}
+          fired[#fired + 1] = names[i] .. ':' .. arm
+          pw[n + 1], pw[n + 2], pw[n + 3], pw[n + 4] = fields[np + i], arm, fields[i], '1'
+          n = n + 4
+        elseif not top or p > top then
+          top, topname = p, names[i]
+        end
+      end
+    end
+    pw[n + 1], pw[n + 2] = 'q', topname .. '|' .. thr
+    if fired then crossed = table.concat(fired, ',') end
   end
+end
+if pw then
+  -- TTLs are set when a period key is created; keys that exist have theirs.
+  redis.call('HSET', KEYS[3], unpack(pw))
+  if pool[1] == false and pool[2] == false then redis.call('EXPIRE', KEYS[3], 'DPCS_MONTH_TTL') end
 end
 
 local result = decision .. '|' .. string.format('%d|%d|%d|%d|%d|', rem, total, daily, monthly, throttle) ..

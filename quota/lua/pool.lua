@@ -6,7 +6,8 @@
 --         "thr" (set the thresholds list); ARGV[2] value; ARGV[3] max total bytes;
 --         ARGV[4] month ttl s
 -- Returns {remaining, total} after the change, or an error reply when the total
--- would exceed the maximum.
+-- would exceed the maximum. Re-arming a threshold deletes the pool's q (the
+-- largest unfired threshold, see apply.lua) with it.
 local op, value, maxtotal = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local plan = tonumber(redis.call('HGET', KEYS[1], 'plan')) or 0
 local flat = redis.call('HGETALL', KEYS[2])
@@ -45,7 +46,7 @@ for f, _ in pairs(pool) do
   if string.sub(f, 1, 2) == 'a:' then
     local p = tonumber(string.sub(f, 3))
     if not (p and total > 0 and rem * 100 <= p * total) then
-      redis.call('HDEL', KEYS[2], f)
+      redis.call('HDEL', KEYS[2], f, 'q') -- q: see apply.lua
     end
   end
 end
