@@ -41,7 +41,7 @@ end
 -- once, strings matched only where a constraint asks for it.
 local bytes = tonumber(ARGV[2])
 local app, category = ARGV[3], ARGV[4]
-local now, wd = tonumber(ARGV[5]), tonumber(ARGV[6])
+local now, wd = tonumber(ARGV[5]), string.byte(ARGV[6]) - 48
 local dd = string.sub(ARGV[7], 7, 8)
 local uf, df = 'u:' .. ARGV[1], 'd:' .. ARGV[1]
 
@@ -65,17 +65,20 @@ if total > maxtotal then total = maxtotal end
 -- an earlier engine (no u:<cid> yet: its month total is KEYS[4]'s m).
 local monthly, daily = tonumber(pool[3]), 0
 local slot = pool[4]
-local sd = slot and string.sub(slot, 1, 2)
-if sd == dd then
+-- today: the slot holds the event's day (found at its start, no string made).
+local today = slot and string.find(slot, dd, 1, true) == 1
+local sd = nil -- the slot's day, when it is another
+if today then
   daily = tonumber(string.sub(slot, 4))
 else
+  sd = slot and string.sub(slot, 1, 2)
   local old = redis.call('HMGET', KEYS[4], 'm', 'd:' .. dd)
   daily = tonumber(old[2]) or 0
   if not monthly then monthly = tonumber(old[1]) end
 end
 monthly = monthly or 0
 
-local decision, rule, throttle = nil, '', 0
+local decision, rule, throttle = nil, '', '0'
 
 if fam[3] ~= '1' then
   decision, rule = 'BLOCKED_NOT_MEMBER', 'MEMBERSHIP'
@@ -196,13 +199,15 @@ else
     -- LIMIT:DATA:EXTRA:<YYYYMM> (policy.Constraints.EffectiveLimits). No
     -- limit stays no limit; extras of other periods are not read.
     local dl, ml, xd, xm
-    local dk, mk = 'LIMIT:DATA:EXTRA:' .. ARGV[7], 'LIMIT:DATA:EXTRA:' .. string.sub(ARGV[7], 1, 6)
     if c then
-      dl, ml, xd, xm = tonumber(c['LIMIT:DATA:DAILY']), tonumber(c['LIMIT:DATA:MONTHLY']), c[dk], c[mk]
+      dl, ml = tonumber(c['LIMIT:DATA:DAILY']), tonumber(c['LIMIT:DATA:MONTHLY'])
+      xd, xm = c['LIMIT:DATA:EXTRA:' .. ARGV[7]], c['LIMIT:DATA:EXTRA:' .. string.sub(ARGV[7], 1, 6)]
     else
-      dl, ml = tonumber(string.sub(cc, 3, p1 - 1)), tonumber(string.sub(cc, p1 + 1, p2 - 1))
+      -- A limit is set when its field is not empty (p1 > 3, p2 > p1 + 1).
+      if p1 > 3 then dl = tonumber(string.sub(cc, 3, p1 - 1)) end
+      if p2 > p1 + 1 then ml = tonumber(string.sub(cc, p1 + 1, p2 - 1)) end
       if (dl or ml) and string.byte(cc, 2) == 49 then
-        local x = redis.call('HMGET', KEYS[2], dk, mk)
+        local x = redis.call('HMGET', KEYS[2], 'LIMIT:DATA:EXTRA:' .. ARGV[7], 'LIMIT:DATA:EXTRA:' .. string.sub(ARGV[7], 1, 6))
         xd, xm = x[1], x[2]
       end
     end
@@ -224,21 +229,26 @@ else
     else
       decision = 'ALLOWED'
       if c then
-        throttle = tonumber(c['THROTTLE:SPEED']) or 0
+        throttle = string.format('%d', tonumber(c['THROTTLE:SPEED']) or 0)
       else
-        throttle = tonumber(string.sub(cc, p2 + 1)) or 0
+        -- Stored canonical: a whole number, as '%d' writes it.
+        throttle = string.sub(cc, p2 + 1)
+        if throttle == '' then throttle = '0' end
       end
     end
   end
 end
 
--- The pool hash's writes of this event, made in one HSET at the end.
-local pw = nil
+-- The pool hash's writes of this event, made in one HSET at the end, and
+-- the member's month and day as written (allowed events).
+local pw, ms, ds = nil, nil, nil
 if decision == 'ALLOWED' then
   used, monthly, daily = used + bytes, monthly + bytes, daily + bytes
-  local u, m, d = string.format('%d', used), string.format('%d', monthly), string.format('%d', daily)
+  local u
+  u, ms, ds = string.format('%d', used), string.format('%d', monthly), string.format('%d', daily)
+  local m, d = ms, ds
   pw = {'used', u, uf, m}
-  if sd == dd then
+  if today then
     pw[5], pw[6] = df, dd .. ':' .. d
   elseif sd and tonumber(dd) < tonumber(sd) then
     -- An earlier day than the slot's: its counter stays in KEYS[4].
@@ -260,8 +270,8 @@ if rem < 0 then rem = 0 end
 -- Crossings are judged on every event of a member, allowed or not, so a pool
 -- that fell under a threshold by a plan cut is announced with the family's
 -- next event even when every request is bigger than what is left.
--- q = "<p>|<thr>": p the largest threshold of the family's list thr that has
--- not fired this month ("" when every one has). No threshold of thr can fire
+-- q = "<pp>|<thr>": pp the largest threshold of the family's list thr that
+-- has not fired this month, two digits ("--" when every one has). No threshold of thr can fire
 -- while rem * 100 > p * total, so only then is the list parsed and are the
 -- a:<pct> (fired) and n:<pct> (arms) fields read. Firing updates q here;
 -- pool.lua deletes it when it re-arms a threshold, and a changed list no
@@ -269,12 +279,9 @@ if rem < 0 then rem = 0 end
 local crossed = ''
 if decision ~= 'BLOCKED_NOT_MEMBER' and total > 0 then
   local q, skip = pool[5], false
-  if q then
-    local bar = string.find(q, '|', 1, true)
-    if bar and string.sub(q, bar + 1) == thr then
-      local top = tonumber(string.sub(q, 1, bar - 1))
-      skip = not top or rem * 100 > top * total
-    end
+  if q and #q == 3 + #thr and string.find(q, thr, 4, true) == 4 then
+    local a, b = string.byte(q, 1, 2)
+    skip = a == 45 or rem * 100 > ((a - 48) * 10 + b - 48) * total -- '-': none left
   end
   if not skip then
     local pcts, names, np = {}, {}, 0
@@ -289,7 +296,7 @@ if decision ~= 'BLOCKED_NOT_MEMBER' and total > 0 then
     end
     local st = {}
     if np > 0 then st = redis.call('HMGET', KEYS[3], unpack(fields)) end
-    local fired, top, topname = nil, nil, ''
+    local fired, top = nil, nil
     pw = pw or {}
     local n = #pw
     for i = 1, np do
@@ -303,11 +310,11 @@ if decision ~= 'BLOCKED_NOT_MEMBER' and total > 0 then
           pw[n + 1], pw[n + 2], pw[n + 3], pw[n + 4] = fields[np + i], arm, fields[i], '1'
           n = n + 4
         elseif not top or p > top then
-          top, topname = p, names[i]
+          top = p
         end
       end
     end
-    pw[n + 1], pw[n + 2] = 'q', topname .. '|' .. thr
+    pw[n + 1], pw[n + 2] = 'q', (top and string.format('%02d', top) or '--') .. '|' .. thr
     if fired then crossed = table.concat(fired, ',') end
   end
 end
@@ -317,8 +324,12 @@ if pw then
   if pool[1] == false and pool[2] == false then redis.call('EXPIRE', KEYS[3], 'DPCS_MONTH_TTL') end
 end
 
-local result = decision .. '|' .. string.format('%d|%d|%d|%d|%d|', rem, total, daily, monthly, throttle) ..
-  crossed .. '|' .. rule
+local result
+if ms then
+  result = 'ALLOWED|' .. string.format('%d|%d|', rem, total) .. ds .. '|' .. ms .. '|' .. throttle .. '|' .. crossed .. '|'
+else
+  result = decision .. '|' .. string.format('%d|%d|%d|%d|0|', rem, total, daily, monthly) .. crossed .. '|' .. rule
+end
 -- A bucket lives three windows from its first write (so at least two after
 -- its last, on clocks less than a window apart): an id judged in bucket b is
 -- found by any replay arriving within the window (in bucket b or b+1).
