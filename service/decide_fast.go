@@ -184,7 +184,7 @@ func decodeDecisionAsk(data []byte) (envs []envelope.Envelope[envelope.UsagePayl
 		return nil, false
 	}
 	seen := false
-	if !s.peek('}') {
+	if !s.byte('}') {
 		for {
 			name, ok := s.name()
 			if !ok || name != "events" || seen || !s.byte(':') {
@@ -231,9 +231,6 @@ func (s *askScanner) byte(c byte) bool {
 	}
 	return false
 }
-
-// peek skips white space and reports whether c is next, consuming it.
-func (s *askScanner) peek(c byte) bool { return s.byte(c) }
 
 func (s *askScanner) end() bool {
 	s.ws()
@@ -309,7 +306,7 @@ func (s *askScanner) int(min, max int64) (int64, bool) {
 
 // events reads the events array: 1..maxDecisionEvents events.
 func (s *askScanner) events() ([]envelope.Envelope[envelope.UsagePayload], bool) {
-	if !s.byte('[') || s.peek(']') {
+	if !s.byte('[') || s.byte(']') {
 		return nil, false
 	}
 	var envs []envelope.Envelope[envelope.UsagePayload]
@@ -348,7 +345,7 @@ func (s *askScanner) event() (envelope.Envelope[envelope.UsagePayload], bool) {
 		seen int
 		zero envelope.Envelope[envelope.UsagePayload]
 	)
-	if !s.byte('{') || s.peek('}') {
+	if !s.byte('{') || s.byte('}') {
 		return zero, false
 	}
 	for {
@@ -436,7 +433,7 @@ func (s *askScanner) skipValue(depth int) bool {
 			closing = ']'
 		}
 		s.i++
-		if s.peek(closing) {
+		if s.byte(closing) {
 			return true
 		}
 		for {
