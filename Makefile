@@ -39,8 +39,7 @@ e2e:
 chaos:
 	bash scripts/chaos.sh
 
-## bench: the synchronous endpoint (POST /decisions beside a trivial EVALSHA),
-## per-package benchmarks, then the full pipeline (simulator → Kafka →
+## bench: per-package benchmarks, then the full pipeline (simulator → Kafka →
 ## processors → real Redis → write-behind → MariaDB) over a rate ladder beside
 ## the redis-benchmark ceiling, then the recovery (Redis rebuilt from SQL at
 ## 100,000 families); writes doc/benchmarks.md and doc/pipeline.svg.

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# make bench: the synchronous endpoint (examples/httpbench), per-package
-# benchmarks, then the full-pipeline benchmark (examples/pipebench) on a real
-# redis-server, a 3-node Redis Cluster and MariaDB started here on loopback
-# ports, then the recovery benchmark (examples/recoverybench: Redis rebuilt
-# from SQL at 100,000 families). The endpoint, pipeline and recovery results
-# are written into doc/benchmarks.md (marked sections) and doc/pipeline.svg.
+# make bench: per-package benchmarks, then the full-pipeline benchmark
+# (examples/pipebench) on a real redis-server, a 3-node Redis Cluster and
+# MariaDB started here on loopback ports, then the recovery benchmark
+# (examples/recoverybench: Redis rebuilt from SQL at 100,000 families). The
+# pipeline and recovery results are written into doc/benchmarks.md (marked
+# sections) and doc/pipeline.svg.
 #
 #   BENCH_PACKAGES=0   skip the per-package benchmarks
 #   BENCH_PIPELINE=0   skip the pipeline benchmark
@@ -25,16 +25,6 @@ export DPCS_MYSQL_BUFFER_POOL=${DPCS_MYSQL_BUFFER_POOL:-2G}
 dpcs_start_redis
 dpcs_start_replica
 dpcs_start_mariadb
-if [ "${BENCH_HTTP:-1}" != 0 ]; then
-	go build -o "$DPCS_TMP/httpbench" ./examples/httpbench
-	# POST /decisions: closed loop c=50 and 5k/s at 250k families, beside a
-	# trivial EVALSHA debit over the same connections; empties the Redis server.
-	# First, on an idle host: it needs no MariaDB, and after the pipeline run
-	# MariaDB spends minutes flushing millions of rows, which took a tenth of
-	# the endpoint's decisions/s.
-	"$DPCS_TMP/httpbench" -redis "$DPCS_TEST_REDIS_ADDR" -families 250000 -c 50 -rate 5000 \
-		-doc doc/benchmarks.md ${HTTPBENCH_FLAGS:-}
-fi
 if [ "${BENCH_PACKAGES:-1}" != 0 ]; then
 	go test -run '^$' -bench . -benchmem -count=1 -tags integration -timeout 30m ${BENCHFLAGS:-} ./...
 fi
@@ -54,4 +44,11 @@ if [ "${BENCH_RECOVERY:-1}" != 0 ]; then
 	# Seeds its own database dpcs_recoverybench; empties the Redis server.
 	"$DPCS_TMP/recoverybench" -redis "$DPCS_TEST_REDIS_ADDR" -mysql "$DPCS_TEST_MYSQL_DSN" \
 		-doc doc/benchmarks.md ${RECOVERYBENCH_FLAGS:-}
+fi
+if [ "${BENCH_HTTP:-1}" != 0 ]; then
+	go build -o "$DPCS_TMP/httpbench" ./examples/httpbench
+	# POST /decisions: closed loop c=50 and 5k/s at 250k families, beside a
+	# trivial EVALSHA debit over the same connections; empties the Redis server.
+	"$DPCS_TMP/httpbench" -redis "$DPCS_TEST_REDIS_ADDR" -families 250000 -c 50 -rate 5000 \
+		-doc doc/benchmarks.md ${HTTPBENCH_FLAGS:-}
 fi
