@@ -50,16 +50,17 @@ func constraintFields(canon map[string]string) ([]any, error) {
 		return nil, err
 	}
 	out := make([]any, 0, 2*len(canon)+4)
-	out = append(out, fieldCompiled, compile(canon), fieldWindows, compileWindows(c))
+	out = append(out, fieldCompiled, compile(canon, c), fieldWindows, compileWindows(c))
 	for _, k := range slices.Sorted(maps.Keys(canon)) {
 		out = append(out, k, canon[k])
 	}
 	return out, nil
 }
 
-// compile is fieldCompiled's value for a valid canonical constraint map
-// (its limits and throttle are integers: no comma to confuse the script).
-func compile(canon map[string]string) string {
+// compile is fieldCompiled's value for a valid canonical constraint map and
+// its parsed form (the map's limits and throttle are integers as strconv
+// writes them: no comma to confuse the script, and what '%d' would write).
+func compile(canon map[string]string, c policy.Constraints) string {
 	var b strings.Builder
 	flag := func(on bool) {
 		if on {
@@ -68,12 +69,8 @@ func compile(canon map[string]string) string {
 			b.WriteByte('0')
 		}
 	}
-	flag(canon[policy.KeyBlockAccess] == "1")
-	extras := false
-	for k := range canon {
-		extras = extras || strings.HasPrefix(k, policy.KeyLimitExtraPrefix)
-	}
-	flag(extras)
+	flag(c.BlockAccess)
+	flag(len(c.Extras) > 0)
 	b.WriteString(canon[policy.KeyLimitDaily])
 	b.WriteByte(',')
 	b.WriteString(canon[policy.KeyLimitMonthly])

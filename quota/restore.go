@@ -246,7 +246,11 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 			}
 			// Each member's month and latest day in the pool hash, the
 			// member's other days in the usage hash (see apply.lua).
-			var usageWrites [][]any
+			type otherDays struct {
+				cid  int64
+				args []any // d:<DD>, bytes pairs
+			}
+			var others []otherDays
 			for _, cid := range slices.Sorted(maps.Keys(usage[month])) {
 				f := usage[month][cid]
 				days := slices.Sorted(maps.Keys(f))
@@ -257,25 +261,27 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 				}
 				poolFields = append(poolFields, prefixMonthUsage+strconv.FormatInt(cid, 10), sum,
 					prefixDay+strconv.FormatInt(cid, 10), last[len(prefixDay):]+":"+strconv.FormatInt(f[last], 10))
-				var args []any
+				o := otherDays{cid: cid}
 				for _, d := range days[:len(days)-1] {
-					args = append(args, d, f[d])
+					o.args = append(o.args, d, f[d])
 				}
-				usageWrites = append(usageWrites, append([]any{cid}, args...))
+				others = append(others, o)
 			}
 			p.HSet(ctx, pool, poolFields...)
 			p.Expire(ctx, pool, monthTTL)
+			// Every usage hash a stale state may hold goes (members, former
+			// members, customers SQL has usage of); the other days come back.
 			for _, m := range members {
 				p.Del(ctx, e.k.usage(fid, m.cid, month))
 			}
 			for _, cid := range former {
 				p.Del(ctx, e.k.usage(fid, cid, month))
 			}
-			for _, w := range usageWrites {
-				uk := e.k.usage(fid, w[0].(int64), month)
+			for _, o := range others {
+				uk := e.k.usage(fid, o.cid, month)
 				p.Del(ctx, uk)
-				if len(w) > 1 {
-					p.HSet(ctx, uk, w[1:]...)
+				if len(o.args) > 0 {
+					p.HSet(ctx, uk, o.args...)
 					p.Expire(ctx, uk, monthTTL)
 				}
 			}

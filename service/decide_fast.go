@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"strconv"
@@ -368,10 +369,10 @@ func (s *askScanner) event() (envelope.Envelope[envelope.UsagePayload], bool) {
 			}
 		case "familyId":
 			m = memFamilyID
-			e.FamilyID, ok = s.int(1, maxInt)
+			e.FamilyID, ok = s.int(1, math.MaxInt64)
 		case "customerId":
 			m = memCustomerID
-			e.CustomerID, ok = s.int(1, maxInt)
+			e.CustomerID, ok = s.int(1, math.MaxInt64)
 		case "appId":
 			m = memAppID
 			e.AppID, ok = s.str()
@@ -398,8 +399,6 @@ func (s *askScanner) event() (envelope.Envelope[envelope.UsagePayload], bool) {
 	return envelope.New(e.EventID, e.Timestamp, envelope.UsagePayload{FamilyID: e.FamilyID,
 		CustomerID: e.CustomerID, AppID: e.AppID, BytesUsed: e.BytesUsed, Metadata: e.Metadata}), true
 }
-
-const maxInt = 1<<63 - 1
 
 // metadata reads the optional metadata object through encoding/json, as
 // huma's path decodes it: the object's bytes are found first.

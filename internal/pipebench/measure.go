@@ -283,8 +283,10 @@ func benchmark(ctx context.Context, cfg CeilingConfig, sha string, keys []string
 	return rps, line, err
 }
 
-// charged checks that every call of a run was judged: the member's month
-// counter moved by at least half the calls since before.
+// charged checks that every call of a run was judged: the family pool's
+// used bytes moved by at least half the calls since before (both scripts
+// charge 1 byte a call to the pool; only the engine's keeps the member's
+// month in the pool hash).
 func charged(ctx context.Context, eng *quota.Engine, ev quota.Event, before int64, calls int) error {
 	st, err := eng.Family(ctx, ev.FamilyID)
 	if err != nil {

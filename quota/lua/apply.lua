@@ -6,8 +6,8 @@
 -- by it, so remaining * 100 is exact; numbers are written as integers (%d).
 --
 -- KEYS[1] family:{f}                               hash  plan, thr, g, m:<cid> (members)
--- KEYS[2] family:{f}:customer:{c}:constraints      hash  constraint key -> value, #w (compiled
---                                                        windows, see quota/compiled.go)
+-- KEYS[2] family:{f}:customer:{c}:constraints      hash  #c, #w (compiled constraints and windows,
+--                                                        see quota/compiled.go), constraint key -> value
 -- KEYS[3] family:{f}:pool:{YYYYMM}                 hash  used, topup, a:<pct> (fired alerts),
 --                                                        n:<pct> (times fired this month),
 --                                                        u:<cid> (the member's month),
@@ -244,19 +244,17 @@ end
 local pw, ms, ds = nil, nil, nil
 if decision == 'ALLOWED' then
   used, monthly, daily = used + bytes, monthly + bytes, daily + bytes
-  local u
-  u, ms, ds = string.format('%d', used), string.format('%d', monthly), string.format('%d', daily)
-  local m, d = ms, ds
-  pw = {'used', u, uf, m}
+  ms, ds = string.format('%d', monthly), string.format('%d', daily)
+  pw = {'used', string.format('%d', used), uf, ms}
   if today then
-    pw[5], pw[6] = df, dd .. ':' .. d
+    pw[5], pw[6] = df, dd .. ':' .. ds
   elseif sd and tonumber(dd) < tonumber(sd) then
     -- An earlier day than the slot's: its counter stays in KEYS[4].
-    redis.call('HSET', KEYS[4], 'd:' .. dd, d)
+    redis.call('HSET', KEYS[4], 'd:' .. dd, ds)
     redis.call('EXPIRE', KEYS[4], 'DPCS_MONTH_TTL')
   else
     -- A later day (or the first): the slot's day moves to KEYS[4].
-    pw[5], pw[6] = df, dd .. ':' .. d
+    pw[5], pw[6] = df, dd .. ':' .. ds
     if sd then
       redis.call('HSET', KEYS[4], 'd:' .. sd, string.sub(slot, 4))
       redis.call('EXPIRE', KEYS[4], 'DPCS_MONTH_TTL')
