@@ -9,8 +9,23 @@ TESTFLAGS ?=
 # Sequences the rapid property tests run in `make test` / `make integration`.
 RAPID_CHECKS ?= 1000
 
-.PHONY: all run test integration e2e chaos bench bench-pipeline bench-recovery cover lint fuzz release screenshots clean
+.PHONY: help all run test integration e2e chaos bench bench-pipeline bench-recovery cover lint fuzz release screenshots clean
 
+# A bare `make` runs all; help is listed first.
+.DEFAULT_GOAL := all
+
+## help: this list: every target of this Makefile with its `## target: text`
+## comment, one line each.
+help:
+	@awk '/^## [A-Za-z0-9_.-]+:/ { n++; sub(/^## /, ""); i = index($$0, ":"); \
+			name[n] = substr($$0, 1, i - 1); text[n] = substr($$0, i + 2); \
+			if (length(name[n]) > w) w = length(name[n]); open = 1; next } \
+		/^##( |$$)/ && open { sub(/^## ?/, ""); text[n] = text[n] " " $$0; next } \
+		{ open = 0 } \
+		END { print "Targets (make TARGET):"; f = "  %-" w "s  %s\n"; \
+			for (k = 1; k <= n; k++) printf f, name[k], text[k] }' $(MAKEFILE_LIST)
+
+## all: lint, then test (what a bare `make` runs).
 all: lint test
 
 ## run: the whole system in one process (embedded Kafka, Redis and SQLite by
@@ -93,6 +108,7 @@ fuzz:
 release:
 	bash scripts/release.sh
 
+## clean: remove what cover and release write (coverage.out, dist/).
 clean:
 	rm -f coverage.out
 	rm -rf dist
