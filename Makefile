@@ -82,11 +82,13 @@ cover:
 	$(GO) tool cover -func=coverage.out | tail -n 1
 	@$(GO) tool cover -func=coverage.out | awk '/^total:/ {sub("%","",$$3); if ($$3+0 < 70) {print "coverage below 70%"; exit 1}}'
 
-## lint: formatting, vet (including integration-tagged files) and the OpenAPI
-## document (Redocly CLI through npx: needs Node.js; see scripts/openapi-lint.sh).
+## lint: formatting, a tidy go.mod (go mod tidy -diff), vet (including
+## integration-tagged files) and the OpenAPI document (Redocly CLI through npx:
+## needs Node.js; see scripts/openapi-lint.sh).
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) mod tidy -diff
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags integration $(PKGS)
 	bash scripts/openapi-lint.sh
