@@ -244,7 +244,7 @@ func TestFamilyApp(t *testing.T) {
 		const keys = await caches.keys();
 		for (const k of keys) {
 			const c = await caches.open(k);
-			if (await c.match('/app/index.html') && await c.match('/app/vendor/chart.umd.js') && await c.match('/app/js/views.js')) return true;
+			if (await c.match('/app/index.html') && await c.match('/app/vendor/chart.umd.min.js') && await c.match('/app/js/views.js')) return true;
 		}
 		return false;
 	})()`, &cached, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))

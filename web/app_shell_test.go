@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"io/fs"
 	"regexp"
 	"slices"
@@ -9,9 +10,9 @@ import (
 )
 
 // The family app's service worker caches the app shell so it opens offline:
-// every file a page loads must be in its list, and every listed file must
-// exist (cache.addAll fails on one missing file and the worker never
-// installs).
+// every file a page loads must be in its list — the app's own files and the
+// shared vendor/ files its code names — and every listed file must be served
+// (cache.addAll fails on one missing file and the worker never installs).
 func TestAppShellCached(t *testing.T) {
 	sw, err := fs.ReadFile(assets, "app/sw.js")
 	if err != nil {
@@ -26,6 +27,7 @@ func TestAppShellCached(t *testing.T) {
 		listed = append(listed, string(q[1]))
 	}
 	var want []string
+	var code []byte // every app file, to see which vendor files it names
 	err = fs.WalkDir(assets, "app", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -36,10 +38,24 @@ func TestAppShellCached(t *testing.T) {
 			return nil // the worker itself; licences and notes are not loaded by pages
 		}
 		want = append(want, name)
-		return nil
+		b, err := fs.ReadFile(assets, p)
+		code = append(code, b...)
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	vendored, err := fs.ReadDir(assets, vendorDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range vendored {
+		if v := vendorDir + "/" + d.Name(); bytes.Contains(code, []byte(v)) {
+			want = append(want, v)
+		}
+	}
+	if !slices.Contains(want, "vendor/chart.umd.min.js") {
+		t.Errorf("no app file names vendor/chart.umd.min.js: the charts would not load (want %v)", want)
 	}
 	for _, w := range want {
 		if !slices.Contains(listed, w) {
@@ -50,8 +66,9 @@ func TestAppShellCached(t *testing.T) {
 		if l == "./" {
 			continue
 		}
-		if _, err := fs.Stat(assets, "app/"+l); err != nil {
-			t.Errorf("sw.js's SHELL lists %s, which does not exist: the worker would not install", l)
+		file, ok := assetFile("app/" + l)
+		if _, err := fs.Stat(assets, file); !ok || err != nil {
+			t.Errorf("sw.js's SHELL lists %s, which is not served: the worker would not install", l)
 		}
 	}
 }

@@ -2,7 +2,8 @@
 // family app under /app/ and the back office under /console/. Both are plain
 // HTML, CSS and ES modules built on the public API only; nothing is built with
 // Node and nothing is loaded from the network at run time (third-party browser
-// code is vendored under vendor/ with its licence).
+// code is vendored once, under vendor/ with its licence, and served to each
+// front-end under its own prefix).
 //
 // Handler serves the files with a Content-Security-Policy allowing only the
 // page's own origin, compressed with gzip when the browser accepts it, and
@@ -19,16 +20,25 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 )
 
-// assets holds both front-ends. Files whose names start with "." or "_" are
-// left out by embed.
+// assets holds both front-ends and the vendored browser code they share.
+// Files whose names start with "." or "_" are left out by embed.
 //
-//go:embed app console
+//go:embed app console vendor
 var assets embed.FS
+
+// vendorDir holds the third-party browser code, one copy for both front-ends
+// (vendor/README.md says what and from where). A page asks for
+// vendor/<file> relative to itself, so each front-end gets it under its own
+// prefix (/app/vendor/…, /console/vendor/…): the family app's service worker,
+// whose scope is /app/, then caches it with the shell and the charts draw
+// offline.
+const vendorDir = "vendor"
 
 // CSP is the Content-Security-Policy of every front-end response: scripts,
 // styles, images, fonts, the manifest, the service worker and API calls
@@ -75,7 +85,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasSuffix(p, "/") {
 		name = path.Join(name, "index.html")
 	}
-	a, ok := h.load(name)
+	file, ok := assetFile(name)
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	a, ok := h.load(file)
 	if !ok {
 		http.NotFound(w, r)
 		return
@@ -105,7 +120,23 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write(body)
 }
 
-// load reads and prepares an asset once.
+// assetFile returns the embedded file that serves name, a cleaned URL path
+// without its leading slash: <front-end>/vendor/<file> is vendor/<file>, any
+// other name under a front-end is itself, and a name outside the front-ends
+// is nothing.
+func assetFile(name string) (string, bool) {
+	front, rest, ok := strings.Cut(name, "/")
+	if !ok || !slices.Contains(Prefixes(), "/"+front+"/") {
+		return "", false
+	}
+	if f, ok := strings.CutPrefix(rest, vendorDir+"/"); ok {
+		return path.Join(vendorDir, f), true
+	}
+	return name, true
+}
+
+// load reads and prepares an asset once; file is its name in the embedded
+// files, so the front-ends share one asset (and ETag) for vendor/<file>.
 func (h *handler) load(name string) (*asset, bool) {
 	if v, ok := h.cache.Load(name); ok {
 		return v.(*asset), true

@@ -1,10 +1,14 @@
 package web_test
 
 import (
+	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -26,6 +30,10 @@ func TestHandler(t *testing.T) {
 		{"/app", http.MethodGet, 301, "", ""},
 		{"/app/no-such-file.js", http.MethodGet, 404, "", ""},
 		{"/app/../web.go", http.MethodGet, 404, "", ""},
+		{"/app/vendor/chart.umd.min.js", http.MethodGet, 200, "text/javascript; charset=utf-8", "Chart.js v"},
+		{"/console/vendor/chart.umd.min.js", http.MethodGet, 200, "text/javascript; charset=utf-8", "Chart.js v"},
+		{"/vendor/chart.umd.min.js", http.MethodGet, 404, "", ""}, // only under a front-end
+		{"/app/vendor/../../vendor/README.md", http.MethodGet, 404, "", ""},
 		{"/app/", http.MethodPost, 405, "", ""},
 	} {
 		req, _ := http.NewRequest(tc.method, srv.URL+tc.path, nil)
@@ -90,5 +98,74 @@ func TestHandlerGzipAndETag(t *testing.T) {
 	res2.Body.Close()
 	if res2.StatusCode != http.StatusNotModified {
 		t.Fatalf("If-None-Match: status %d, want 304", res2.StatusCode)
+	}
+}
+
+// The chart library is embedded once and served under both front-ends'
+// prefixes: the same bytes, so the same ETag.
+func TestVendorSharedByFrontEnds(t *testing.T) {
+	srv := httptest.NewServer(web.Handler())
+	defer srv.Close()
+	var etags []string
+	var bodies [][]byte
+	for _, p := range web.Prefixes() {
+		res, err := http.Get(srv.URL + p + "vendor/chart.umd.min.js")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("%svendor/chart.umd.min.js: status %d", p, res.StatusCode)
+		}
+		etags = append(etags, res.Header.Get("ETag"))
+		bodies = append(bodies, b)
+	}
+	want, err := os.ReadFile("vendor/chart.umd.min.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range web.Prefixes() {
+		if !bytes.Equal(bodies[i], want) {
+			t.Errorf("%svendor/chart.umd.min.js differs from web/vendor/chart.umd.min.js", p)
+		}
+		if etags[i] != etags[0] {
+			t.Errorf("%svendor/chart.umd.min.js: ETag %s, want %s as under %s", p, etags[i], etags[0], web.Prefixes()[0])
+		}
+	}
+}
+
+// TestVendoredSums checks the vendored files against vendor/SHA256SUMS (the
+// sums of the npm tarball's files, see vendor/README.md): every file there but
+// the README and the sums is listed, and every listed file is unchanged.
+func TestVendoredSums(t *testing.T) {
+	sums, err := os.ReadFile("vendor/SHA256SUMS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(sums)), "\n") {
+		sum, name, ok := strings.Cut(line, "  ")
+		if !ok {
+			t.Fatalf("SHA256SUMS: bad line %q", line)
+		}
+		listed[name] = true
+		b, err := os.ReadFile("vendor/" + name)
+		if err != nil {
+			t.Errorf("SHA256SUMS lists %s: %v", name, err)
+			continue
+		}
+		if got := sha256.Sum256(b); hex.EncodeToString(got[:]) != sum {
+			t.Errorf("vendor/%s: sha256 %x, SHA256SUMS says %s", name, got, sum)
+		}
+	}
+	entries, err := os.ReadDir("vendor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if n := e.Name(); n != "README.md" && n != "SHA256SUMS" && !listed[n] {
+			t.Errorf("vendor/%s is not in SHA256SUMS", n)
+		}
 	}
 }

@@ -1,11 +1,11 @@
 // sw.js: the family app's service worker (scope /app/). It keeps the app
 // shell cached so the app opens offline (the last known dashboard comes from
 // localStorage), never caches API answers, and shows Web Push notifications.
-const CACHE = 'dpcs-app-v1';
+const CACHE = 'dpcs-app-v2';
 const SHELL = [
   './', 'index.html', 'app.css', 'manifest.webmanifest', 'icons/icon.svg', 'icons/icon-192.png', 'icons/icon-512.png',
   'js/app.js', 'js/api.js', 'js/store.js', 'js/views.js', 'js/controls.js', 'js/settings.js', 'js/ui.js',
-  'js/util.js', 'js/i18n.js', 'js/charts.js', 'vendor/chart.umd.js',
+  'js/util.js', 'js/i18n.js', 'js/charts.js', 'vendor/chart.umd.min.js',
 ];
 const base = new URL('./', self.location).href;
 

@@ -1,6 +1,7 @@
-// charts.js: loads the vendored Chart.js (vendor/chart.umd.js) on first use
-// and draws the app's charts with accessible fallbacks (a role="img" canvas
-// with a label and a data table for screen readers).
+// charts.js: loads the vendored Chart.js (vendor/chart.umd.min.js: web/vendor,
+// one copy for both front-ends) on first use and draws the app's charts with
+// accessible fallbacks (a role="img" canvas with a label and a data table for
+// screen readers).
 import { h, fmtBytes } from './util.js';
 
 let loading = null;
@@ -9,7 +10,7 @@ export function loadChart() {
   if (!loading) {
     loading = new Promise((resolve, reject) => {
       const s = document.createElement('script');
-      s.src = new URL('../vendor/chart.umd.js', import.meta.url).href;
+      s.src = new URL('../vendor/chart.umd.min.js', import.meta.url).href;
       s.onload = () => resolve(window.Chart);
       s.onerror = () => reject(new Error('chart.js failed to load'));
       document.head.append(s);
