@@ -41,9 +41,9 @@ test:
 integration:
 	RAPID_CHECKS=$(RAPID_CHECKS) bash scripts/integration.sh
 
-## e2e: SPEC §13 stories 1–6 against the whole system, embedded and on real
-## redis-server (single + 3-node cluster) and MariaDB. (`make test` runs the
-## embedded form too.)
+## e2e: the acceptance stories 1–6 (doc/testing.md) against the whole system,
+## embedded and on real redis-server (single + 3-node cluster) and MariaDB.
+## (`make test` runs the embedded form too.)
 e2e:
 	bash scripts/e2e.sh
 
