@@ -1,7 +1,8 @@
-// Package chaos is the fault-injection harness behind `make chaos` (SPEC §13
-// story 6). It runs the processor deployable as real OS processes against
-// real servers and checks afterwards that every event was judged exactly
-// once in effect and that the MySQL history equals the Redis state.
+// Package chaos is the fault-injection harness behind `make chaos` (acceptance
+// story 6, doc/testing.md). It runs the processor deployable as real OS
+// processes against real servers and checks afterwards that every event was
+// judged exactly once in effect and that the MySQL history equals the Redis
+// state.
 //
 // The scenario itself is the test TestChaos (build tag chaos); it is run by
 // scripts/chaos.sh, which installs redis-server and mariadb-server when they

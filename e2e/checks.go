@@ -15,7 +15,7 @@ import (
 // AlertKey names one announcement a family may get once: a threshold
 // (percent of the pool remaining) in a period. Period is the alert's period,
 // "2026-02", or "2026-02#2" for the second arm after a top-up re-armed the
-// threshold (SPEC §6).
+// threshold (doc/wire-format.md, THRESHOLD_ALERT's period).
 type AlertKey struct {
 	FamilyID int64
 	Percent  int
@@ -69,7 +69,7 @@ func ThresholdAlerts(ctx context.Context, db *sql.DB, families []int64) (map[Ale
 	return out, rows.Err()
 }
 
-// CheckThresholdAlertsOnce checks SPEC §6 step 4 and §13 story 4 in the
+// CheckThresholdAlertsOnce checks acceptance story 4 (doc/testing.md) in the
 // inbox: each threshold of each given family was announced at most once per
 // period. It returns every violation, joined.
 func CheckThresholdAlertsOnce(ctx context.Context, db *sql.DB, families []int64) error {

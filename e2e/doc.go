@@ -1,5 +1,6 @@
-// Package e2e is DPCS's end-to-end acceptance suite: the stories of SPEC §13
-// played against the whole system, the way a carrier and a family see it.
+// Package e2e is DPCS's end-to-end acceptance suite: the acceptance stories
+// of doc/testing.md played against the whole system, the way a carrier and a
+// family see it.
 //
 // Usage events are produced into Kafka, judged by the processor with the Lua
 // quota engine in Redis, persisted by the write-behind into SQL, turned into

@@ -176,7 +176,7 @@ func newRig(t *testing.T, b backend) *rig {
 		t.Fatal(err)
 	}
 	// The families as the API would create them: SQL first, then Redis
-	// rebuilt from SQL (SPEC §6).
+	// rebuilt from SQL (doc/architecture.md, "Never trust Redis blindly").
 	if err := store.Migrate(ctx, r.inf.direct); err != nil {
 		t.Fatal(err)
 	}

@@ -12,12 +12,13 @@ import (
 	"github.com/dabom/dpcs/simulate"
 )
 
-// SPEC §13 stories 1–5 on the whole system (service.StartSystem), once per
-// backend: stories 1–4 are the simulator's scenarios, played step by step
-// with every step's decision, pool, crossings, duplicate flag and
-// notifications compared with the scenario's expectation; story 5 delivers
-// every event three times. After each story the SQL history, Redis, the
-// inbox, the SSE stream and the API's reports must agree (pipeline.verify).
+// Acceptance stories 1–5 (doc/testing.md) on the whole system
+// (service.StartSystem), once per backend: stories 1–4 are the simulator's
+// scenarios, played step by step with every step's decision, pool, crossings,
+// duplicate flag and notifications compared with the scenario's expectation;
+// story 5 delivers every event three times. After each story the SQL history,
+// Redis, the inbox, the SSE stream and the API's reports must agree
+// (pipeline.verify).
 func TestStories(t *testing.T) {
 	t.Parallel()
 	var runs []subtest

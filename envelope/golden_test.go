@@ -17,14 +17,16 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/*.canonical.json from the current encoder")
 
-// The goldens in testdata/*.json are the JSON examples of the seed design
-// (§9.2), byte for byte, except that POLICY_UPDATED gained "version" and
-// "constraints" (SPEC §7) and the three notification examples, which the seed
-// shows as fragments ({"subType": …, "payload": …}), were completed with
-// eventId, eventType and timestamp. data_usage_no_subtype.json is
-// data_usage.json without the "subType": null line, as the seed's Java
-// encoder (NON_NULL) writes it. testdata/*.canonical.json hold this package's
-// exact encoding of each; regenerate them with go test -run Golden -update.
+// The goldens in testdata/*.json are the seed's JSON examples (the events of
+// doc/wire-format.md), byte for byte, except that POLICY_UPDATED gained
+// "version" and "constraints" (DPCS additions, doc/wire-format.md) and the
+// three notification examples, which the seed shows as fragments
+// ({"subType": …, "payload": …}), were completed with eventId, eventType and
+// timestamp.
+// data_usage_no_subtype.json is data_usage.json without the "subType": null
+// line, as a Java encoder with NON_NULL writes it (doc/wire-format.md,
+// "Reading rules"). testdata/*.canonical.json hold this package's exact
+// encoding of each; regenerate them with go test -run Golden -update.
 // usage_persist_result.json is usage_persist.json with the optional members
 // that carry the rest of the engine's result (totalBytes … crossed), a DPCS
 // addition for rebuilding Redis from the database.

@@ -2,8 +2,8 @@ package envelope
 
 import "github.com/google/uuid"
 
-// Id prefixes (seed §9.2). An id is an opaque non-empty string; DPCS writes a
-// prefix naming the kind of event followed by a UUID.
+// Id prefixes (doc/wire-format.md, "Ids"). An id is an opaque non-empty
+// string; DPCS writes a prefix naming the kind of event followed by a UUID.
 const (
 	PrefixEvent        = "evt_"     // usage events
 	PrefixPolicy       = "pol_"     // policy updates

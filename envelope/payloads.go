@@ -8,7 +8,7 @@ import (
 
 // The built-in payloads. Each is a plain value type: construct it with a
 // composite literal, pass it to New, and get it back from Decode in a type
-// switch. JSON member names are those of the seed design (§9.2); every member
+// switch. JSON member names are those of doc/wire-format.md; every member
 // is read by its exact name, unknown members are ignored, null means absent.
 //
 // Decoding reports a required member that is missing as "required"; Validate

@@ -1,9 +1,9 @@
 package envelope
 
-// Topics (SPEC §7). Every record is keyed by the decimal familyId, and
-// partitioned by Kafka's default (murmur2) partitioner, so producers in any
-// language co-partition. Package envelope/kafkarecord turns envelopes into
-// franz-go records and back.
+// Topics (doc/wire-format.md, "Topics and records"). Every record is keyed by
+// the decimal familyId, and partitioned by Kafka's default (murmur2)
+// partitioner, so producers in any language co-partition. Package
+// envelope/kafkarecord turns envelopes into franz-go records and back.
 const (
 	TopicUsageEvents        = "usage-events"        // DATA_USAGE: simulator / network → processor
 	TopicPolicyUpdated      = "policy-updated"      // POLICY_UPDATED: api (outbox) → processor

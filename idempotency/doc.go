@@ -48,19 +48,18 @@
 //
 // # Stores
 //
-// RedisStore (seed 001 §2) keeps one string per key: fast, shared by all
-// workers, and Cluster-safe since every operation is a single-key script;
-// TaggedKey puts a key into the slot of related keys. It forgets keys when
-// they expire or Redis is lost.
+// RedisStore keeps one string per key: fast, shared by all workers, and
+// Cluster-safe since every operation is a single-key script; TaggedKey puts a
+// key into the slot of related keys. It forgets keys when they expire or Redis
+// is lost.
 //
-// SQLStore is the durable second line (seed 003 §9, seed 004 §3): a
+// SQLStore is the durable second line, for keys Redis has forgotten: a
 // processed-events table whose primary key is `{consumerGroup}:{eventId}`,
-// claimed with `INSERT IGNORE` (MySQL/MariaDB) or `INSERT OR IGNORE`
-// (SQLite), with lease expiry stored as a timestamp. Migrate creates the
-// table; Purge deletes expired rows. Dialect differences live in
-// internal/sqldialect. The package imports no SQL driver: open the *sql.DB
-// with the driver of your choice; the dialect is detected from its type or
-// named with WithDialect.
+// claimed with `INSERT IGNORE` (MySQL/MariaDB) or `INSERT OR IGNORE` (SQLite),
+// with lease expiry stored as a timestamp. Migrate creates the table; Purge
+// deletes expired rows. Dialect differences live in internal/sqldialect. The
+// package imports no SQL driver: open the *sql.DB with the driver of your
+// choice; the dialect is detected from its type or named with WithDialect.
 //
 // Both pass one shared test suite, and a property test claims one key from
 // many goroutines at once through every store.

@@ -94,8 +94,8 @@ const (
 )
 
 // Key returns the key of eventID for consumer group group,
-// "{group}:{eventID}" as in the processed-events table of seed 004: one
-// key space per consumer group, so two groups each process an event once.
+// "{group}:{eventID}", also the key of SQLStore's processed-events table:
+// one key space per consumer group, so two groups each process an event once.
 func Key(group, eventID string) string { return group + ":" + eventID }
 
 // TaggedKey is Key with a Redis Cluster hash tag, "{group}:{tag}:{eventID}"

@@ -64,7 +64,7 @@ func WithClock(now func() time.Time) SQLOption {
 }
 
 // SQLStore keeps claims in a processed-events table whose primary key is
-// the idempotency key (`{consumerGroup}:{eventId}`, seed 004): the durable
+// the idempotency key (`{consumerGroup}:{eventId}`, see Key): the durable
 // second line behind Redis, which forgets keys when they expire or when
 // Redis is lost. A claim is an insert-ignore of the key (MySQL
 // `INSERT IGNORE`, SQLite `INSERT OR IGNORE`); an expired claim or result is

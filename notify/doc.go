@@ -1,7 +1,7 @@
-// Package notify delivers DPCS notifications (SPEC §9, seed 000 §8.4):
-// QUOTA_UPDATED, CUSTOMER_BLOCKED and THRESHOLD_ALERT events from the
-// notification-events topic go to a member's inbox, to live subscribers
-// (SSE) and to external channels (web push, webhooks).
+// Package notify delivers DPCS notifications (doc/architecture.md,
+// "Notifications"): QUOTA_UPDATED, CUSTOMER_BLOCKED and THRESHOLD_ALERT events
+// from the notification-events topic go to a member's inbox, to live
+// subscribers (SSE) and to external channels (web push, webhooks).
 //
 // # Pieces
 //

@@ -10,7 +10,8 @@ import (
 // Lang is the language of notification texts.
 type Lang string
 
-// The languages notify writes. Korean is the default (seed 000 §9.2).
+// The languages notify writes. Korean is the default, as in the family app
+// (doc/frontends.md); English is the other.
 const (
 	Korean  Lang = "ko"
 	English Lang = "en"

@@ -30,7 +30,7 @@ var (
 // Role is what a viewer may see of a family's notifications.
 type Role string
 
-// The roles of SPEC §4.
+// The roles of doc/security.md, "Who can do what".
 const (
 	// RoleMember sees family-wide notifications and their own.
 	RoleMember Role = "MEMBER"

@@ -13,7 +13,7 @@ import (
 	"github.com/dabom/dpcs/idempotency"
 )
 
-// DefaultGroup is the Notifier's consumer group (SPEC §9).
+// DefaultGroup is the Notifier's consumer group (doc/deploy.md, "Kafka").
 const DefaultGroup = "notification-group"
 
 // Outcome says what the notifier did with a notification event.
@@ -212,8 +212,8 @@ func WithChannelWorkers(n int) Option {
 
 // WithRetrySchedule sets the waits before each retry of a failed channel
 // delivery; after the last retry fails, the notification goes to the
-// dead-letter topic. Default: 1 s, 5 s, 30 s (seed 000 §8.4: three failed
-// retries, four attempts in all).
+// dead-letter topic. Default: 1 s, 5 s, 30 s (doc/architecture.md,
+// "Notifications": three failed retries, four attempts in all).
 func WithRetrySchedule(waits ...time.Duration) Option {
 	return func(c *config) error {
 		for _, w := range waits {

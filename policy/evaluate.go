@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Decision is the outcome of judging one usage event (SPEC §5).
+// Decision is the outcome of judging one usage event (see Evaluate).
 type Decision string
 
 // The decisions, in the order the evaluator checks for them.
@@ -83,7 +83,7 @@ type Result struct {
 	ThrottleKbps int64
 }
 
-// Evaluate judges one request in the order of SPEC §5, first match wins:
+// Evaluate judges one request in this order, first match wins:
 // membership → BLOCK:ACCESS → app, then category blocks → time windows (the
 // START/END window, then named windows in key order) → daily, then monthly
 // limit (used + request > limit, each limit raised by the extras of the
@@ -115,9 +115,9 @@ func Evaluate(c Constraints, m Member, p Pool, req Request) Result {
 	return Result{Decision: Allowed, Deduct: req.Bytes, ThrottleKbps: c.ThrottleKbps}
 }
 
-// Status is the dry run of SPEC §6: would this member be blocked now, whatever
-// app it used, and why. It blocks where Evaluate would block any request of one
-// byte or more: membership, BLOCK:ACCESS, an active time window, used ≥ a limit
+// Status is the dry run: would this member be blocked now, whatever app it
+// used, and why. It blocks where Evaluate would block any request of one byte
+// or more: membership, BLOCK:ACCESS, an active time window, used ≥ a limit
 // (DAILY before MONTHLY), or an empty family pool. App and category blocks do
 // not block the member as a whole and are not reported.
 func Status(c Constraints, m Member, p Pool, at Moment) Result {

@@ -9,8 +9,9 @@ import (
 	"time"
 )
 
-// Constraint keys (SPEC §5). A member's constraints are stored as a map of these
-// keys to string values (the Redis hash family:{fid}:customer:{cid}:constraints).
+// Constraint keys (the package doc's table). A member's constraints are stored
+// as a map of these keys to string values (the Redis hash
+// family:{fid}:customer:{cid}:constraints).
 const (
 	KeyBlockAccess       = "BLOCK:ACCESS"
 	KeyBlockAppPrefix    = "BLOCK:APP:"

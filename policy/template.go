@@ -10,7 +10,7 @@ import (
 // Role is a member's role in a family, or the back-office ADMIN.
 type Role string
 
-// The roles of SPEC §4.
+// The roles of doc/security.md, "Who can do what".
 const (
 	RoleMember Role = "MEMBER"
 	RoleOwner  Role = "OWNER"
@@ -26,9 +26,9 @@ var (
 	ErrRoleNotAllowed   = errors.New("policy: template requires a role the member does not have")
 )
 
-// Template is a back-office policy template (seed 000 §5.3). Applying it copies
-// DefaultRules into a new Assignment; later edits of the template never touch
-// assignments made from it.
+// Template is a back-office policy template (doc/store.md, policy_template).
+// Applying it copies DefaultRules into a new Assignment; later edits of the
+// template never touch assignments made from it.
 type Template struct {
 	ID          int64
 	Name        string

@@ -177,7 +177,7 @@ func (e *Engine) RemoveMember(ctx context.Context, fid, cid int64) error {
 	return nil
 }
 
-// MemberStatus is a member's standing now (the dry run of SPEC §6).
+// MemberStatus is a member's standing now (the dry run, see Status).
 type MemberStatus struct {
 	CustomerID int64
 	Member     bool
@@ -375,7 +375,7 @@ type Enforcement struct {
 }
 
 // Enforce applies a policy update (SetConstraints: only if version is newer)
-// and then reports the member's standing — retroactive enforcement (SPEC §6):
+// and then reports the member's standing — retroactive enforcement:
 // a member whose usage is at or over a new limit is reported blocked at once, so
 // a CUSTOMER_BLOCKED notification can go out before the member's next event.
 // The standing is derived from usage and limits; nothing is written as

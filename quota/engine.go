@@ -331,8 +331,9 @@ func (e *Engine) ApplyCommand(ev Event) (sha string, keys []string, args []any) 
 }
 
 // Apply judges one usage event atomically: dedupe by event id, the member's
-// constraints in SPEC §5 order, the family pool, deduction from the pool and
-// the member's day and month counters (all or nothing), and threshold crossings.
+// constraints in policy.Evaluate's order, the family pool, deduction from the
+// pool and the member's day and month counters (all or nothing), and threshold
+// crossings.
 func (e *Engine) Apply(ctx context.Context, ev Event) (Result, error) {
 	rs, err := e.ApplyBatch(ctx, []Event{ev})
 	if err != nil {
@@ -355,11 +356,11 @@ func (e *Engine) ApplyBatch(ctx context.Context, evs []Event) (results []Result,
 }
 
 // ApplyMarked is ApplyBatch for a consumer that must not judge from a Redis
-// state that lost writes (SPEC §6, "never trust Redis blindly"). In the same
-// pipeline, on every Redis node, it first checks the node's state marker —
-// generation gen, and no stream's watermark below its mark's From — then
-// judges the events, then raises the watermarks to each mark's To. If a check
-// fails, the marker changed meanwhile (a rebuild began), or a family was
+// state that lost writes (doc/architecture.md, "Never trust Redis blindly").
+// In the same pipeline, on every Redis node, it first checks the node's state
+// marker — generation gen, and no stream's watermark below its mark's From —
+// then judges the events, then raises the watermarks to each mark's To. If a
+// check fails, the marker changed meanwhile (a rebuild began), or a family was
 // restored by another generation, it returns a *StaleError (errors.Is
 // ErrStale) and no results: the caller must not use any decision of this
 // batch, and must not judge again until Redis is rebuilt (see BeginRebuild).

@@ -105,7 +105,8 @@ func (e *Engine) DedupeWindow() time.Duration { return e.dedupeTTL }
 // counters; the counters and constraints of customers Redis held as members
 // that st does not (removed since: a batch judged on a stale state may have
 // charged them); and the dedupe records of the judged events. It is the
-// rebuild after Redis lost data (SPEC §6).
+// rebuild after Redis lost data (doc/architecture.md, "Never trust Redis
+// blindly").
 func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 	fid := st.FamilyID
 	if err := checkFamily(fid); err != nil {

@@ -68,7 +68,8 @@ func kst(t *testing.T, s string) time.Time {
 	return tm
 }
 
-// Story 1 (SPEC §13): Last 10 MB — never a partial grant, never overspent.
+// Story 1 (doc/testing.md, "Acceptance stories"): Last 10 MB — never a partial
+// grant, never overspent.
 func TestStoryLast10MB(t *testing.T) { eachBackend(t, storyLast10MB) }
 
 func storyLast10MB(t *testing.T, rdb redis.UniversalClient) {

@@ -1,7 +1,7 @@
 // Package simulate is DPCS's traffic simulator: a realistic carrier-scale
 // population, a usage-event generator, a rate-controlled pump whose rate can
 // be changed while it runs (in code or over HTTP), the Kafka publisher, and
-// the scripted scenarios of SPEC §13.
+// the scripted acceptance stories (doc/testing.md).
 //
 // # Population
 //
@@ -61,11 +61,11 @@
 //
 // # Scenarios
 //
-// Scenarios returns the stories of SPEC §13 (Last 10 MB, limit cut while
-// over, night block, thresholds) as data: a family to provision, steps
-// (usage events, policy updates, replays) with their times, and the
-// decision, remaining pool, threshold crossings and notifications each step
-// must produce. Scenario.Run plays one against any Target and reports every
-// mismatch; Scenario.Records gives the Kafka records to play it through the
-// real pipeline.
+// Scenarios returns acceptance stories 1–4 of doc/testing.md (Last 10 MB,
+// limit cut while over, night block, thresholds) as data: a family to
+// provision, steps (usage events, policy updates, replays) with their times,
+// and the decision, remaining pool, threshold crossings and notifications each
+// step must produce. Scenario.Run plays one against any Target and reports
+// every mismatch; Scenario.Records gives the Kafka records to play it through
+// the real pipeline.
 package simulate

@@ -19,13 +19,13 @@ import (
 // ErrClosed is the outcome of a Send on a closed Publisher.
 var ErrClosed = errors.New("simulate: publisher closed")
 
-// ProducerOptions returns the seed's producer settings (seed §8.1) as kgo
-// client options, for kgo.NewClient together with the seed brokers:
-// linger 5 ms, 64 KiB batches, lz4, a 64 MiB buffer, the given acks (the
-// seed uses kgo.LeaderAck(); idempotent writes, which need all acks, are
+// ProducerOptions returns the seed's producer settings (doc/simulator.md,
+// "Publisher") as kgo client options, for kgo.NewClient together with the seed
+// brokers: linger 5 ms, 64 KiB batches, lz4, a 64 MiB buffer, the given acks
+// (the seed uses kgo.LeaderAck(); idempotent writes, which need all acks, are
 // disabled for the others), usage-events as the default topic, and kgo's
-// sticky key partitioner, which hashes keys with murmur2 exactly like
-// Kafka's Java client so records co-partition with Java producers.
+// sticky key partitioner, which hashes keys with murmur2 exactly like Kafka's
+// Java client so records co-partition with Java producers.
 func ProducerOptions(acks kgo.Acks) []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.DefaultProduceTopic(envelope.TopicUsageEvents),

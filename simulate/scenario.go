@@ -31,14 +31,14 @@ const (
 	StepReplay StepKind = "REPLAY"
 )
 
-// Scenario is a scripted story of SPEC §13: a family to provision and steps
-// to play in order, each with the outcome the system must produce. It is
-// plain data (and JSON), so a test, the CLI and an end-to-end harness can all
-// play it: provision Setup, send each step, and compare what the system
-// decided with Step.Expect (Step.Check, or Run with a Target).
+// Scenario is a scripted acceptance story (doc/testing.md): a family to
+// provision and steps to play in order, each with the outcome the system must
+// produce. It is plain data (and JSON), so a test, the CLI and an end-to-end
+// harness can all play it: provision Setup, send each step, and compare what
+// the system decided with Step.Expect (Step.Check, or Run with a Target).
 type Scenario struct {
 	Name        string `json:"name"`  // e.g. "last-10mb"
-	Story       int    `json:"story"` // the SPEC §13 story number
+	Story       int    `json:"story"` // the story's number in doc/testing.md
 	Title       string `json:"title"`
 	Description string `json:"description"`
 	Setup       Setup  `json:"setup"`

@@ -1,9 +1,9 @@
-// Package web serves DPCS's two embedded web front-ends (SPEC §10a): the
-// family app under /app/ and the back office under /console/. Both are plain
-// HTML, CSS and ES modules built on the public API only; nothing is built with
-// Node and nothing is loaded from the network at run time (third-party browser
-// code is vendored once, under vendor/ with its licence, and served to each
-// front-end under its own prefix).
+// Package web serves DPCS's two embedded web front-ends (doc/frontends.md):
+// the family app under /app/ and the back office under /console/. Both are
+// plain HTML, CSS and ES modules built on the public API only; nothing is
+// built with Node and nothing is loaded from the network at run time
+// (third-party browser code is vendored once, under vendor/ with its licence,
+// and served to each front-end under its own prefix).
 //
 // Handler serves the files with a Content-Security-Policy allowing only the
 // page's own origin, compressed with gzip when the browser accepts it, and

@@ -20,12 +20,14 @@ import (
 	"github.com/dabom/dpcs/envelope/kafkarecord"
 )
 
-// TestKcatInterop checks SPEC §7's interop promise with a producer that knows
-// nothing of this package: kcat (librdkafka) produces the seed's DATA_USAGE
-// JSON, keyed "100", to an in-process kfake broker; a kgo consumer receives it
-// and Decode decodes it. With librdkafka's murmur2_random partitioner the
-// record must land where kgo's default partitioner — and Kafka's Java client —
-// put key "100".
+// TestKcatInterop checks the interop promise of doc/wire-format.md ("Topics
+// and records": any Kafka client that keys and partitions as it says
+// co-partitions, and its records decode) with a producer that knows nothing of
+// this package: kcat (librdkafka) produces the golden DATA_USAGE JSON
+// (../testdata/data_usage.json), keyed "100", to an in-process kfake broker; a
+// kgo consumer receives it and Decode decodes it. With librdkafka's
+// murmur2_random partitioner the record must land where kgo's default
+// partitioner — and Kafka's Java client — put key "100".
 //
 // Run: DPCS_TEST_KCAT=/usr/bin/kcat go test -tags integration -run Kcat ./envelope/kafkarecord
 func TestKcatInterop(t *testing.T) {

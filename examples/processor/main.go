@@ -1,6 +1,7 @@
-// Command processor is the DPCS processor deployable (SPEC §8): it judges
-// usage-events and policy-updated with the Lua quota engine on Redis (or Redis
-// Cluster) and, in the same process, writes usage-persist into usage_record.
+// Command processor is the DPCS processor deployable (doc/deploy.md, "The
+// binaries"; doc/architecture.md, "The decision path"): it judges usage-events
+// and policy-updated with the Lua quota engine on Redis (or Redis Cluster)
+// and, in the same process, writes usage-persist into usage_record.
 //
 //	DPCS_KAFKA_BROKERS=127.0.0.1:9092 DPCS_REDIS_ADDR=127.0.0.1:6379 \
 //	DPCS_MYSQL_DSN='dpcs:dpcs@tcp(127.0.0.1:3306)/dpcs?parseTime=true' go run ./examples/processor

@@ -1,7 +1,8 @@
-// Command server is the DPCS API deployable (SPEC §10): the huma API with
-// JWT auth, the outbox relay publishing policy-updated, and the notifier
-// feeding the API's live SSE streams and the inbox. It runs against real
-// infrastructure; `make run` is the all-in-one on embedded infrastructure.
+// Command server is the DPCS API deployable (doc/deploy.md, "The binaries"):
+// the huma API with JWT auth, the outbox relay publishing policy-updated, and
+// the notifier feeding the API's live SSE streams and the inbox. It runs
+// against real infrastructure; `make run` is the all-in-one on embedded
+// infrastructure.
 //
 //	DPCS_KAFKA_BROKERS=10.0.0.1:9092 DPCS_REDIS_ADDR=10.0.1.1:6379 \
 //	DPCS_MYSQL_DSN='dpcs:secret@tcp(10.0.2.1:3306)/dpcs?parseTime=true' \

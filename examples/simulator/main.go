@@ -1,6 +1,6 @@
 // Command simulator pumps realistic usage events into Kafka's usage-events
 // topic at a rate that can be changed while it runs, or plays one of the
-// scripted scenarios of SPEC §13.
+// scripted scenarios (doc/simulator.md, "Scenarios").
 //
 //	go run ./examples/simulator                        # embedded Kafka, 1000 events/s, until Ctrl-C
 //	curl -X PUT localhost:8081/simulator/rate -d '{"rate":5000}'
