@@ -1,6 +1,7 @@
 // Package writebehind persists a stream of items in batches: the
-// write-behind of SPEC §8 (seed 000 §7.1) that moves usage-persist records
-// from Kafka into MySQL, and a generic batching sink for any consumer.
+// write-behind of the processor deployable (doc/deploy.md, "The binaries")
+// that moves usage-persist records from Kafka into MySQL, and a generic
+// batching sink for any consumer.
 //
 // # Pieces
 //
@@ -58,12 +59,12 @@
 //
 // The embedded default store (make run, no servers) is SQLite through
 // modernc.org/sqlite: pure Go (a translation of the C library, no cgo, no
-// WebAssembly runtime), a plain database/sql driver, the most widely used
-// of the pure-Go options, measured at ≈ 53k rows/s with INSERT OR IGNORE
-// (doc NOTES). github.com/ncruces/go-sqlite3, the alternative, runs SQLite
-// compiled to WebAssembly on wazero, which is only fast where wazero has a
-// compiler back end and adds a runtime to every binary. modernc's one
-// wart: `go mod tidy` fails on a test-only dependency of it; use
-// `go mod tidy -e`. Open it with a busy timeout and WAL, e.g.
+// WebAssembly runtime), a plain database/sql driver, the most widely used of
+// the pure-Go options, measured at ≈ 53k rows/s with INSERT OR IGNORE on the
+// 2-core development machine. github.com/ncruces/go-sqlite3, the alternative,
+// runs SQLite compiled to WebAssembly on wazero, which is only fast where
+// wazero has a compiler back end and adds a runtime to every binary. Plain
+// `go mod tidy` handles its test-only dependencies (`make lint` runs
+// `go mod tidy -diff`). Open it with a busy timeout and WAL, e.g.
 // "file:dpcs.db?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)".
 package writebehind
