@@ -30,6 +30,8 @@ import (
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
+	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/recovery"
 	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/simulate"
 	"github.com/dabom/dpcs/writebehind"
@@ -291,12 +293,12 @@ func (h *harness) startServers() {
 		ports[4] = p
 	}
 	h.kafka, err = kfake.NewCluster(kfake.NumBrokers(3), kfake.Ports(ports[0], ports[1], ports[2]),
-		kfake.SeedTopics(service.DefaultPartitions, service.Topics()...))
+		kfake.SeedTopics(envelope.DefaultPartitions, envelope.Topics()...))
 	if err != nil {
 		t.Fatalf("kfake: %v", err)
 	}
 	h.brokers = h.kafka.ListenAddrs()
-	h.logf("kfake: brokers %v, topics %v × %d partitions", h.brokers, service.Topics(), service.DefaultPartitions)
+	h.logf("kfake: brokers %v, topics %v × %d partitions", h.brokers, envelope.Topics(), envelope.DefaultPartitions)
 
 	if h.redis, err = NewRedis(lookPath(t, "redis-server"), filepath.Join(h.dir, "redis"), ports[3]); err != nil {
 		t.Fatal(err)
@@ -347,7 +349,7 @@ func (h *harness) addServer(p *Process) {
 // members, policies): a plan per family, a monthly limit on a child of every
 // third family, a daily limit on a parent of every fourth, a video block on
 // every seventh and custom thresholds on every sixth. Then it rebuilds Redis
-// from SQL as the first state generation (service.Recovery.Bootstrap), so the
+// from SQL as the first state generation (recovery.Guard.Bootstrap), so the
 // processors' state guard trusts it and every later rebuild restores the
 // same population.
 func (h *harness) provision() {
@@ -450,7 +452,11 @@ feed:
 	}
 	h.logf("provisioned in SQL in %s: %d families, %d members, %d monthly and %d daily limits, plans %v MB",
 		time.Since(start).Round(100*time.Millisecond), len(fams), members, len(h.monthly), len(h.daily), []int64{4, 16, 64, 256, 1024})
-	rec, closeRec, err := service.NewDeployableRecovery(h.eng, h.db, []kgo.Opt{kgo.SeedBrokers(h.brokers...)}, nil, false, nil)
+	qs, err := judge.NewState(h.eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, closeRec, err := recovery.NewDeployable(qs, h.db, []kgo.Opt{kgo.SeedBrokers(h.brokers...)}, nil, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -565,11 +571,11 @@ func (h *harness) waitMembers(what string, n int) {
 	var changes int64
 	err := e2e.Wait{What: fmt.Sprintf("group %s to be stable with %d members", what, n), Poll: 250 * time.Millisecond}.Until(h.ctx,
 		func(ctx context.Context) (e2e.Progress, error) {
-			gs, err := h.adm.DescribeGroups(ctx, service.ProcessorGroup)
+			gs, err := h.adm.DescribeGroups(ctx, judge.ProcessorGroup)
 			if err != nil {
 				return e2e.Progress{}, err
 			}
-			g := gs[service.ProcessorGroup]
+			g := gs[judge.ProcessorGroup]
 			if now := fmt.Sprintf("%s with %d members", g.State, len(g.Members)); now != last {
 				last, changes = now, changes+1
 			}
@@ -680,7 +686,7 @@ func (h *harness) faults(sim *simulate.Simulator) {
 
 // committed sums the processor group's committed offsets.
 func (h *harness) committed(ctx context.Context) (int64, error) {
-	offs, err := h.adm.FetchOffsets(ctx, service.ProcessorGroup)
+	offs, err := h.adm.FetchOffsets(ctx, judge.ProcessorGroup)
 	if err != nil {
 		return 0, err
 	}
@@ -790,7 +796,7 @@ type groupTopics struct {
 // groups are the consumer groups of the processor deployable and their topics.
 func groups() []groupTopics {
 	return []groupTopics{
-		{service.ProcessorGroup, service.ProcessorTopics()},
+		{judge.ProcessorGroup, judge.ProcessorTopics()},
 		{writebehind.DefaultGroup, []string{envelope.TopicUsagePersist}},
 		{notify.DefaultGroup, []string{envelope.TopicNotificationEvents}},
 	}
@@ -940,8 +946,8 @@ func (h *harness) check(produced map[string]struct{}, ts TrafficStats) results {
 	if r.usage, err = Usage(ctx, h.db); err != nil {
 		t.Fatal(err)
 	}
-	if err := service.CheckInvariants(ctx, h.eng, h.db, h.families); err != nil {
-		t.Errorf("service.CheckInvariants over %d families:\n%v", len(h.families), err)
+	if err := recovery.CheckInvariants(ctx, h.eng, h.db, h.families); err != nil {
+		t.Errorf("recovery.CheckInvariants over %d families:\n%v", len(h.families), err)
 	}
 	if err := CheckNotMember(ctx, h.db); err != nil {
 		t.Error(err)
@@ -962,7 +968,7 @@ func (h *harness) check(produced map[string]struct{}, ts TrafficStats) results {
 	if err != nil {
 		t.Errorf("threshold alerts:\n%v", err)
 	}
-	topics := service.Topics()
+	topics := envelope.Topics()
 	if r.topics, err = TopicSizes(ctx, h.adm, topics...); err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/dabom/dpcs/notify"
-	"github.com/dabom/dpcs/service"
+	"github.com/dabom/dpcs/service/api"
 )
 
 // apiClient talks to the DPCS HTTP API as a client application does.
@@ -74,7 +74,7 @@ func (c *apiClient) call(ctx context.Context, method, path, token string, in, ou
 
 // login exchanges a member id and password for an access token.
 func (c *apiClient) login(ctx context.Context, id int64, password string) (string, error) {
-	var tok service.Tokens
+	var tok api.Tokens
 	err := c.call(ctx, http.MethodPost, "/auth/token", "", map[string]string{"login": fmt.Sprint(id), "password": password},
 		&tok, http.StatusOK)
 	if err == nil && tok.AccessToken == "" {

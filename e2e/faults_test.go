@@ -24,6 +24,8 @@ import (
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
+	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/recovery"
 	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/simulate"
 	"github.com/dabom/dpcs/writebehind"
@@ -68,7 +70,7 @@ func storyFaults(t *testing.T, b backend) {
 	chunk := func(i int) []simulate.Event { return evs[i*faultEvents/4 : (i+1)*faultEvents/4] }
 
 	// 1. Killed mid-stream, restarted.
-	crash := &crashingDecider{Decider: r.eng, after: 2, crashed: make(chan struct{})}
+	crash := &crashingDecider{Engine: r.eng, after: 2, crashed: make(chan struct{})}
 	w := r.start(crash)
 	r.send(chunk(0))
 	r.await("the processor to judge a third batch", crash.calls.Load, func() bool {
@@ -86,7 +88,7 @@ func storyFaults(t *testing.T, b backend) {
 	r.waitPersisted(distinct(evs[:faultEvents/4]))
 
 	// 2. Redis down while events arrive: nothing is judged, nothing dropped.
-	r.caughtUp(service.ProcessorGroup, notify.DefaultGroup, writebehind.DefaultGroup)
+	r.caughtUp(judge.ProcessorGroup, notify.DefaultGroup, writebehind.DefaultGroup)
 	judged, retries, rows := r.judged.Load(), r.redisRetries.Load(), r.rows()
 	r.inf.redisDown()
 	down := time.Now()
@@ -111,11 +113,11 @@ func storyFaults(t *testing.T, b backend) {
 		r.logf("this backend cannot take SQL down; the integration form does")
 		r.send(chunk(2))
 	} else {
-		r.caughtUp(service.ProcessorGroup, notify.DefaultGroup, writebehind.DefaultGroup)
+		r.caughtUp(judge.ProcessorGroup, notify.DefaultGroup, writebehind.DefaultGroup)
 		sqlErrs, rows := r.sqlErrors.Load(), r.rows()
 		r.inf.sqlDown()
 		r.send(chunk(2))
-		r.caughtUp(service.ProcessorGroup)
+		r.caughtUp(judge.ProcessorGroup)
 		r.await("the write-behind failing on SQL", r.sqlErrors.Load, func() bool { return r.sqlErrors.Load() > sqlErrs })
 		if n := r.rows(); n != rows {
 			t.Errorf("%d events persisted while SQL was down", n-rows)
@@ -132,7 +134,7 @@ func storyFaults(t *testing.T, b backend) {
 	r.start(r.eng)
 	r.waitPersisted(distinct(evs))
 
-	r.caughtUp(service.ProcessorGroup, notify.DefaultGroup, writebehind.DefaultGroup)
+	r.caughtUp(judge.ProcessorGroup, notify.DefaultGroup, writebehind.DefaultGroup)
 	r.verify(ctx, evs)
 }
 
@@ -158,7 +160,7 @@ func newRig(t *testing.T, b backend) *rig {
 	t.Helper()
 	ctx := context.Background()
 	r := &rig{t: t, name: b.name, ctx: ctx, inf: b.open(t), zone: storyZone(time.Now())}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(service.DefaultPartitions, service.Topics()...))
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(envelope.DefaultPartitions, envelope.Topics()...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +211,7 @@ func newRig(t *testing.T, b backend) *rig {
 		}
 		r.fams = append(r.fams, fid)
 	}
-	if _, err := store.Rebuild(ctx, r.inf.direct, r.eng, r.fams...); err != nil {
+	if _, err := recovery.Rebuild(ctx, st, mustState(t, r.eng), "", r.fams...); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -266,24 +268,24 @@ type workers struct {
 }
 
 // start runs a processor deployable judging with dec until it is killed.
-func (r *rig) start(dec service.Decider) *workers {
+func (r *rig) start(dec judge.Engine) *workers {
 	r.t.Helper()
 	// QUOTA_UPDATED stored too: the checks count one per allowed event.
 	nopts, err := service.Config{Zone: r.zone, StoreQuotaUpdated: true}.NotifierOptions(r.inf.rdb)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	hooks := service.ProcessorHooks{
-		OnBatch: func(b service.BatchInfo) { r.judged.Add(int64(b.Usage)) },
-		OnRetry: func(i service.RetryInfo) {
+	hooks := judge.ProcessorHooks{
+		OnBatch: func(b judge.BatchInfo) { r.judged.Add(int64(b.Usage)) },
+		OnRetry: func(i judge.RetryInfo) {
 			if i.What == "redis apply" {
 				r.redisRetries.Add(1)
 			}
 		},
 	}
-	w, err := service.NewWorkers(dec, r.inf.db, r.kopts, service.WorkersConfig{Logger: logger(),
-		Processor: []service.ProcessorOption{service.WithProcessorLocation(r.zone), service.WithProcessorHooks(hooks),
-			service.WithRetryBackoff(10*time.Millisecond, 200*time.Millisecond), service.WithMaxPollRecords(25)},
+	w, err := service.NewWorkers(mustState(r.t, dec), r.inf.db, r.kopts, service.WorkersConfig{Logger: logger(),
+		Processor: []judge.Option{judge.WithLocation(r.zone), judge.WithProcessorHooks(hooks),
+			judge.WithRetryBackoff(10*time.Millisecond, 200*time.Millisecond), judge.WithMaxPollRecords(25)},
 		WriteBehind: []writebehind.Option{writebehind.WithInterval(50 * time.Millisecond),
 			writebehind.WithBackoff(10*time.Millisecond, 200*time.Millisecond),
 			writebehind.WithHooks(writebehind.Hooks{OnError: func(writebehind.ErrorInfo) { r.sqlErrors.Add(1) }})},
@@ -322,7 +324,7 @@ func (h *workers) wait() {
 // commit anything — a processor dying at the worst moment, until the test
 // kills its deployable.
 type crashingDecider struct {
-	service.Decider
+	judge.Engine
 	after   int64
 	calls   atomic.Int64
 	crashed chan struct{}
@@ -331,9 +333,9 @@ type crashingDecider struct {
 
 func (c *crashingDecider) ApplyBatch(ctx context.Context, evs []quota.Event) ([]quota.Result, error) {
 	if c.calls.Add(1) <= c.after {
-		return c.Decider.ApplyBatch(ctx, evs)
+		return c.Engine.ApplyBatch(ctx, evs)
 	}
-	if _, err := c.Decider.ApplyBatch(ctx, evs); err != nil {
+	if _, err := c.Engine.ApplyBatch(ctx, evs); err != nil {
 		return nil, err
 	}
 	c.once.Do(func() { close(c.crashed) })
@@ -503,7 +505,7 @@ func (r *rig) verify(ctx context.Context, evs []simulate.Event) {
 	t := r.t
 	t.Helper()
 	// SQL history equals Redis; thresholds announced once.
-	if err := service.CheckInvariants(ctx, r.eng, r.inf.direct, r.fams); err != nil {
+	if err := recovery.CheckInvariants(ctx, r.eng, r.inf.direct, r.fams); err != nil {
 		t.Errorf("invariants:\n%v", err)
 	}
 	if err := CheckThresholdAlertsOnce(ctx, r.inf.direct, r.fams); err != nil {
@@ -662,4 +664,14 @@ func judgedOnce(evs []simulate.Event, want map[string]quota.Result, order []stri
 			len(diffs), len(sent), strings.Join(diffs[:min(len(diffs), 30)], "\n  "))
 	}
 	return nil
+}
+
+// mustState is the door to eng's state.
+func mustState(t testing.TB, eng judge.Engine) *judge.State {
+	t.Helper()
+	qs, err := judge.NewState(eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return qs
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/notify"
-	"github.com/dabom/dpcs/service"
+	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/writebehind"
 )
 
@@ -66,7 +66,7 @@ func newWatcher(t *testing.T, brokers []string) *watcher {
 // groupTopics are the topics each DPCS consumer group consumes.
 func groupTopics() map[string][]string {
 	return map[string][]string{
-		service.ProcessorGroup:   service.ProcessorTopics(),
+		judge.ProcessorGroup:     judge.ProcessorTopics(),
 		writebehind.DefaultGroup: {envelope.TopicUsagePersist},
 		notify.DefaultGroup:      {envelope.TopicNotificationEvents},
 	}

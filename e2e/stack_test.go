@@ -11,6 +11,7 @@ import (
 
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/service"
+	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/simulate"
 	"github.com/dabom/dpcs/writebehind"
 )
@@ -100,7 +101,7 @@ func startStack(t *testing.T, b backend) *stack {
 // the notifier stored everything it emitted (and, with persisted, the
 // write-behind wrote every decision to SQL), and the watcher read it all.
 func (s *stack) settle(ctx context.Context, persisted bool) error {
-	groups := []string{service.ProcessorGroup, notify.DefaultGroup}
+	groups := []string{judge.ProcessorGroup, notify.DefaultGroup}
 	if persisted {
 		groups = append(groups, writebehind.DefaultGroup)
 	}

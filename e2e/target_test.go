@@ -15,7 +15,8 @@ import (
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
-	"github.com/dabom/dpcs/service"
+	"github.com/dabom/dpcs/service/api"
+	"github.com/dabom/dpcs/service/recovery"
 	"github.com/dabom/dpcs/simulate"
 )
 
@@ -82,12 +83,12 @@ func (p *pipeline) close() {
 
 func (p *pipeline) Provision(ctx context.Context, setup simulate.Setup) error {
 	p.setup, p.owner = setup, p.s.admin
-	api, admin, fid := p.s.api, p.s.admin, setup.FamilyID
+	cl, admin, fid := p.s.api, p.s.admin, setup.FamilyID
 	fam := map[string]any{"id": fid, "name": fmt.Sprintf("e2e family %d", fid), "planBytes": setup.PoolBytes}
 	if setup.Thresholds != nil {
 		fam["thresholds"] = []int(setup.Thresholds)
 	}
-	if err := api.call(ctx, http.MethodPost, "/admin/families", admin, fam, nil, http.StatusCreated); err != nil {
+	if err := cl.call(ctx, http.MethodPost, "/admin/families", admin, fam, nil, http.StatusCreated); err != nil {
 		return err
 	}
 	var owner int64
@@ -96,19 +97,19 @@ func (p *pipeline) Provision(ctx context.Context, setup simulate.Setup) error {
 		if m.Role == policy.RoleOwner && owner == 0 {
 			owner, body["password"] = m.CustomerID, ownerPassword
 		}
-		if err := api.call(ctx, http.MethodPost, fmt.Sprintf("/families/%d/members", fid), admin, body, nil, http.StatusCreated); err != nil {
+		if err := cl.call(ctx, http.MethodPost, fmt.Sprintf("/families/%d/members", fid), admin, body, nil, http.StatusCreated); err != nil {
 			return err
 		}
 	}
 	if owner != 0 {
-		tok, err := api.login(ctx, owner, ownerPassword)
+		tok, err := cl.login(ctx, owner, ownerPassword)
 		if err != nil {
 			return err
 		}
 		p.owner, p.ownerID = tok, owner
 	}
 	// Subscribe before anything can be announced.
-	sse, err := openSSE(ctx, api, p.owner, fid)
+	sse, err := openSSE(ctx, cl, p.owner, fid)
 	if err != nil {
 		return err
 	}
@@ -131,11 +132,11 @@ func (p *pipeline) Provision(ctx context.Context, setup simulate.Setup) error {
 
 // changePolicy replaces a member's constraints through the API as the
 // caller of token and waits until the relay published the change.
-func (p *pipeline) changePolicy(ctx context.Context, token string, cid int64, c map[string]string) (service.PolicyView, error) {
+func (p *pipeline) changePolicy(ctx context.Context, token string, cid int64, c map[string]string) (api.PolicyView, error) {
 	if c == nil {
 		c = map[string]string{}
 	}
-	var v service.PolicyView
+	var v api.PolicyView
 	err := p.s.api.call(ctx, http.MethodPatch, fmt.Sprintf("/families/%d/members/%d/policies", p.fid(), cid), token,
 		map[string]any{"replace": c}, &v, http.StatusOK)
 	if err != nil {
@@ -271,7 +272,7 @@ func (p *pipeline) Policy(ctx context.Context, ev envelope.Envelope[envelope.Pol
 		p.fail("member %d: policy version %d after the change, the scenario's is %d", cid, v.Version, want)
 	}
 	// Every policy change is in the audit log, with who made it.
-	var audit struct{ Entries []service.AuditView }
+	var audit struct{ Entries []api.AuditView }
 	if err := p.s.api.call(ctx, http.MethodGet, fmt.Sprintf("/admin/audit-log?target=member:%d&limit=1", cid), p.s.admin,
 		nil, &audit, http.StatusOK); err != nil {
 		return o, err
@@ -280,7 +281,7 @@ func (p *pipeline) Policy(ctx context.Context, ev envelope.Envelope[envelope.Pol
 		p.fail("member %d: the audit log's latest entry is %+v, want the policy change by owner %d", cid, audit.Entries, p.ownerID)
 	}
 	// The status the family sees now, on the dashboard.
-	var d service.Dashboard
+	var d api.Dashboard
 	if err := p.s.api.call(ctx, http.MethodGet, fmt.Sprintf("/families/%d", p.fid()), p.owner, nil, &d, http.StatusOK); err != nil {
 		return o, err
 	}
@@ -319,7 +320,7 @@ func (p *pipeline) verify(ctx context.Context) error {
 	}
 	fid, sys := p.fid(), p.s.sys
 	errs = append(errs, p.verifyHistory(ctx))
-	if err := service.CheckInvariants(ctx, sys.Engine, sys.DB, []int64{fid}); err != nil {
+	if err := recovery.CheckInvariants(ctx, sys.Engine, sys.DB, []int64{fid}); err != nil {
 		errs = append(errs, fmt.Errorf("invariants: %w", err))
 	}
 	if err := CheckThresholdAlertsOnce(ctx, sys.DB, []int64{fid}); err != nil {
@@ -489,9 +490,9 @@ func (p *pipeline) verifyReports(ctx context.Context) error {
 			total += ev.Payload.BytesUsed
 		}
 	}
-	api, fid := p.s.api, p.fid()
-	var d service.Dashboard
-	if err := api.call(ctx, http.MethodGet, fmt.Sprintf("/families/%d", fid), p.owner, nil, &d, http.StatusOK); err != nil {
+	cl, fid := p.s.api, p.fid()
+	var d api.Dashboard
+	if err := cl.call(ctx, http.MethodGet, fmt.Sprintf("/families/%d", fid), p.owner, nil, &d, http.StatusOK); err != nil {
 		return err
 	}
 	var errs []error
@@ -505,8 +506,8 @@ func (p *pipeline) verifyReports(ctx context.Context) error {
 				m.CustomerID, mib(m.MonthlyUsedBytes), mib(allowed[m.CustomerID])))
 		}
 	}
-	var fu service.FamilyUsageView
-	if err := api.call(ctx, http.MethodGet, fmt.Sprintf("/admin/families/%d/usage", fid), p.s.admin, nil, &fu, http.StatusOK); err != nil {
+	var fu api.FamilyUsageView
+	if err := cl.call(ctx, http.MethodGet, fmt.Sprintf("/admin/families/%d/usage", fid), p.s.admin, nil, &fu, http.StatusOK); err != nil {
 		return err
 	}
 	if fu.AllowedBytes != total || fu.Events != int64(len(p.order)) {
@@ -514,8 +515,8 @@ func (p *pipeline) verifyReports(ctx context.Context) error {
 			mib(fu.AllowedBytes), fu.Events, mib(total), len(p.order)))
 	}
 	for _, m := range p.setup.Members {
-		var u service.UsageView
-		if err := api.call(ctx, http.MethodGet, fmt.Sprintf("/families/%d/members/%d/usage?period=month", fid, m.CustomerID),
+		var u api.UsageView
+		if err := cl.call(ctx, http.MethodGet, fmt.Sprintf("/families/%d/members/%d/usage?period=month", fid, m.CustomerID),
 			p.owner, nil, &u, http.StatusOK); err != nil {
 			return err
 		}

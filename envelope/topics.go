@@ -14,3 +14,15 @@ const (
 // DLT returns the dead-letter topic of topic, where consumers put records
 // they cannot process.
 func DLT(topic string) string { return topic + ".DLT" }
+
+// DefaultPartitions is the partition count of DPCS topics.
+const DefaultPartitions = 10
+
+// Topics lists every DPCS topic with its dead-letter topic.
+func Topics() []string {
+	var ts []string
+	for _, t := range []string{TopicUsageEvents, TopicPolicyUpdated, TopicUsagePersist, TopicNotificationEvents} {
+		ts = append(ts, t, DLT(t))
+	}
+	return ts
+}

@@ -53,12 +53,16 @@ type Event struct {
 	At time.Time
 }
 
+// MaxEventIDLen is the longest event id the engine takes, in bytes: the
+// one bound every producer and API that hands events to it checks.
+const MaxEventIDLen = 200
+
 func (ev Event) validate() error {
 	switch {
 	case ev.ID == "":
 		return fmt.Errorf("%w: event id is empty", ErrInvalid)
-	case len(ev.ID) > 200:
-		return fmt.Errorf("%w: event id longer than 200 bytes", ErrInvalid)
+	case len(ev.ID) > MaxEventIDLen:
+		return fmt.Errorf("%w: event id longer than %d bytes", ErrInvalid, MaxEventIDLen)
 	case ev.FamilyID <= 0:
 		return fmt.Errorf("%w: familyId must be > 0", ErrInvalid)
 	case ev.CustomerID <= 0:

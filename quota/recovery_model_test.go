@@ -26,7 +26,7 @@ import (
 // at random points (across days and months too). The model plays the SQL
 // store: plans, top-ups, thresholds, membership and policies, and the
 // write-behind's record of every judged event. Each loss must be detected by
-// the next batch (ErrStale) and repaired exactly as service.Recovery does:
+// the next batch (ErrStale) and repaired exactly as recovery.Guard does:
 // BeginRebuild, Restore of every family from the SQL view, FinishRebuild at
 // the committed position, and the batch judged again.
 
@@ -368,7 +368,7 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 			pos       int64 // the committed position: after the last judged batch
 			snapshots []snapshot
 		)
-		// recover is service.Recovery: a new generation rebuilt from SQL
+		// recover is recovery.Guard: a new generation rebuilt from SQL
 		// at the committed position.
 		recover := func() {
 			genSeq++

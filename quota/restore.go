@@ -173,7 +173,7 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 	}
 	judged := make([]any, 0, 2*len(st.Judged))
 	for _, j := range st.Judged {
-		if j.ID == "" || len(j.ID) > 200 || !j.Result.Decision.Valid() {
+		if j.ID == "" || len(j.ID) > MaxEventIDLen || !j.Result.Decision.Valid() {
 			return fmt.Errorf("%w: judged event %q: bad id or decision", ErrInvalid, j.ID)
 		}
 		judged = append(judged, j.ID, encodeResult(j.Result))

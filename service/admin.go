@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/dabom/dpcs/service/judge"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 )
@@ -33,7 +34,7 @@ func (e *NotReadyError) Unwrap() error { return e.Err }
 // and, when proc is not nil, the processor is not paused on an untrusted
 // Redis state. It answers *NotReadyError; the raw error is logged to log (if
 // not nil), never answered.
-func Ready(rdb redis.UniversalClient, db *sql.DB, proc *Processor, log *slog.Logger) func(context.Context) error {
+func Ready(rdb redis.UniversalClient, db *sql.DB, proc *judge.Processor, log *slog.Logger) func(context.Context) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/api"
 )
 
 // Config is the deployables' configuration, read from DPCS_* variables
@@ -87,7 +88,7 @@ type Config struct {
 	// client address, default 120/1m) are rates written N/duration;
 	// DPCS_AUTH_LOCKOUT_AFTER (consecutive failures that lock a login,
 	// default 10) and DPCS_AUTH_LOCKOUT_FOR (how long, default 15m).
-	AuthLimits AuthLimits `envconfig:"AUTH"`
+	AuthLimits api.AuthLimits `envconfig:"AUTH"`
 	// TrustedProxies (DPCS_TRUSTED_PROXIES, comma-separated CIDRs or
 	// addresses; default none) are the reverse proxies whose
 	// X-Forwarded-For tells the client address. Without them the client

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/dabom/dpcs/service/api"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -23,7 +24,7 @@ func (c Config) OperationsMetrics(own prometheus.Gatherer) ([]prometheus.Gathere
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("DPCS_OPERATIONS_METRICS_URLS: %q is not an http(s) URL", raw)
 		}
-		out = append(out, NewMetricsScraper(u.String(), client))
+		out = append(out, api.NewMetricsScraper(u.String(), client))
 	}
 	return out, nil
 }

@@ -3,6 +3,7 @@ package service
 import (
 	"testing"
 
+	"github.com/dabom/dpcs/service/api"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -28,7 +29,7 @@ func TestConfigOperationsMetrics(t *testing.T) {
 		}
 		var got []string
 		for _, g := range gs {
-			if s, ok := g.(*MetricsScraper); ok {
+			if s, ok := g.(*api.MetricsScraper); ok {
 				got = append(got, s.URL)
 			} else {
 				got = append(got, "own")

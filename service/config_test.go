@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/api"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -106,8 +107,8 @@ func TestLoadConfigAuthLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := AuthLimits{LoginPerAddress: Rate{300, time.Minute}, LoginPerLogin: Rate{5, 30 * time.Second},
-		RefreshPerAddress: Rate{1000, time.Hour}, LockoutAfter: 20, LockoutFor: time.Hour}
+	want := api.AuthLimits{LoginPerAddress: api.Rate{N: 300, Per: time.Minute}, LoginPerLogin: api.Rate{N: 5, Per: 30 * time.Second},
+		RefreshPerAddress: api.Rate{N: 1000, Per: time.Hour}, LockoutAfter: 20, LockoutFor: time.Hour}
 	if c.AuthLimits != want {
 		t.Errorf("limits %+v, want %+v", c.AuthLimits, want)
 	}
@@ -118,8 +119,8 @@ func TestLoadConfigAuthLimits(t *testing.T) {
 	if got := strings.Join(proxies, ","); got != "10.0.0.0/8,192.0.2.7/32,fd00::/8,::1/128,10.0.0.0/8" {
 		t.Errorf("proxies %s", got)
 	}
-	if c, err := LoadConfig(env(nil)); err != nil || c.AuthLimits != (AuthLimits{}) || c.TrustedProxies != nil {
-		t.Errorf("unset: %+v %v, %v (want zero limits: NewAPI's defaults)", c.AuthLimits, c.TrustedProxies, err)
+	if c, err := LoadConfig(env(nil)); err != nil || c.AuthLimits != (api.AuthLimits{}) || c.TrustedProxies != nil {
+		t.Errorf("unset: %+v %v, %v (want zero limits: api.New's defaults)", c.AuthLimits, c.TrustedProxies, err)
 	}
 	_, err = LoadConfig(env(map[string]string{
 		"DPCS_AUTH_RATE_ADDRESS": "60", "DPCS_AUTH_RATE_LOGIN": "0/1m", "DPCS_AUTH_RATE_REFRESH": "5/forever",

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dabom/dpcs/service/api"
 	"github.com/google/go-cmp/cmp"
 	"github.com/kelseyhightower/envconfig"
 )
@@ -30,7 +31,7 @@ type envKinds struct {
 	D    time.Duration `envconfig:"K_D" default:"3s"`
 	L    []string      `envconfig:"K_L"`
 	Lv   slog.Level    `envconfig:"K_LEVEL"` // encoding.TextUnmarshaler
-	R    Rate          `envconfig:"K_RATE"`  // envconfig.Decoder
+	R    api.Rate      `envconfig:"K_RATE"`  // envconfig.Decoder
 	Nest struct {
 		X int `envconfig:"X" default:"7"`
 	} `envconfig:"K_NEST"`
@@ -96,7 +97,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	want := Config{SQLitePath: "dpcs.db", Timezone: "Asia/Seoul", DedupeWindow: 24 * time.Hour, ReplicaAckTimeout: 100 * time.Millisecond,
 		Recovery: "auto", LogLevel: slog.LevelInfo, StartTimeout: 2 * time.Minute, Notifier: "on", Tracing: TracingConfig{SampleRatio: 1},
 		PushKinds: []string{"CUSTOMER_BLOCKED", "THRESHOLD_ALERT", "DATA_REQUESTED", "DATA_REQUEST_ANSWERED"}}
-	if d := cmp.Diff(want, c, cmp.Comparer(func(a, b Rate) bool { return a == b })); d != "" {
+	if d := cmp.Diff(want, c, cmp.Comparer(func(a, b api.Rate) bool { return a == b })); d != "" {
 		t.Errorf("defaults (-want +got):\n%s", d)
 	}
 	s, err := LoadSystemConfig(env(nil))

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,42 +16,57 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/recovery"
 	"github.com/dabom/dpcs/writebehind"
 )
 
 const faultFamilies = 20
 
+// openSQLite is a migrated SQLite database for the workers.
 func openSQLite(t *testing.T) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "dpcs.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.SetMaxOpenConns(1)
-	t.Cleanup(func() { db.Close() })
+	db := testenv.SQLite(t)
 	if err := Migrate(context.Background(), db); err != nil {
 		t.Fatal(err)
 	}
 	return db
 }
 
+// harness is a pipeline (internal/testenv) for running processor
+// deployables.
+type harness struct {
+	*testenv.Pipeline
+	t *testing.T
+}
+
+func newHarness(t *testing.T) *harness { return &harness{testenv.NewPipeline(t), t} }
+
+// newHarnessOn builds a harness on any Redis (keys prefixed per test).
+func newHarnessOn(t *testing.T, rdb redis.UniversalClient) *harness {
+	return &harness{testenv.PipelineOn(t, rdb), t}
+}
+
+const mb = 1 << 20
+
 // startWorkers runs a processor deployable until stop is called.
-func (h *harness) startWorkers(db *sql.DB, opts ...ProcessorOption) (stop func()) {
+func (h *harness) startWorkers(db *sql.DB, opts ...judge.Option) (stop func()) {
 	h.t.Helper()
 	var log *slog.Logger
 	if os.Getenv("DPCS_TEST_DEBUG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	popts := append([]ProcessorOption{WithProcessorClock(func() time.Time { return h.now }),
-		WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond), WithMaxPollRecords(50)}, opts...)
-	w, err := NewWorkers(h.engine, db, h.kopts(), WorkersConfig{Logger: log, Processor: popts,
+	popts := append([]judge.Option{judge.WithClock(func() time.Time { return h.Now }),
+		judge.WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond), judge.WithMaxPollRecords(50)}, opts...)
+	w, err := NewWorkers(mustState(h.t, h.Engine), db, h.KafkaOpts(), WorkersConfig{Logger: log, Processor: popts,
 		WriteBehind: []writebehind.Option{writebehind.WithInterval(50 * time.Millisecond), writebehind.WithBackoff(10*time.Millisecond, 100*time.Millisecond)},
 	})
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(h.ctx)
+	ctx, cancel := context.WithCancel(h.Ctx)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	stopped := false
@@ -81,8 +95,8 @@ func (h *harness) trafficFor(n int, seed uint64) (recs []*kgo.Record, distinct i
 	h.t.Helper()
 	var fams []int64
 	for f := int64(1); f <= faultFamilies; f++ {
-		h.family(f, 200*mb, 1, 2, 3, 4)
-		if _, err := h.engine.SetConstraints(h.ctx, f, 4, 1, map[string]string{policy.KeyLimitMonthly: fmt.Sprint(20 * mb)}); err != nil {
+		h.Family(f, 200*mb, 1, 2, 3, 4)
+		if _, err := h.Engine.SetConstraints(h.Ctx, f, 4, 1, map[string]string{policy.KeyLimitMonthly: fmt.Sprint(20 * mb)}); err != nil {
 			h.t.Fatal(err)
 		}
 		fams = append(fams, f)
@@ -99,7 +113,7 @@ func (h *harness) trafficFor(n int, seed uint64) (recs []*kgo.Record, distinct i
 		}
 		distinct++
 		f := fams[r.IntN(len(fams))]
-		recs = append(recs, h.usage(id, f, int64(r.IntN(5)+1), int64(r.IntN(5*mb)+1), "com.youtube.app", h.now))
+		recs = append(recs, h.Usage(id, f, int64(r.IntN(5)+1), int64(r.IntN(5*mb)+1), "com.youtube.app", h.Now))
 	}
 	return recs, distinct
 }
@@ -115,11 +129,11 @@ func (h *harness) waitRows(db *sql.DB, want int) {
 			return
 		}
 	}
-	adm := kadm.NewClient(h.prod)
+	adm := kadm.NewClient(h.Prod)
 	var diag []string
-	for _, g := range []string{ProcessorGroup, writebehind.DefaultGroup} {
-		ends, _ := adm.ListEndOffsets(h.ctx, "usage-events", "usage-persist")
-		committed, _ := adm.FetchOffsets(h.ctx, g)
+	for _, g := range []string{judge.ProcessorGroup, writebehind.DefaultGroup} {
+		ends, _ := adm.ListEndOffsets(h.Ctx, "usage-events", "usage-persist")
+		committed, _ := adm.FetchOffsets(h.Ctx, g)
 		ends.Each(func(o kadm.ListedOffset) {
 			c, _ := committed.Lookup(o.Topic, o.Partition)
 			if o.Offset > 0 {
@@ -136,7 +150,7 @@ func (h *harness) checkInvariants(db *sql.DB) {
 	for f := int64(1); f <= faultFamilies; f++ {
 		fams = append(fams, f)
 	}
-	if err := CheckInvariants(h.ctx, h.engine, db, fams); err != nil {
+	if err := recovery.CheckInvariants(h.Ctx, h.Engine, db, fams); err != nil {
 		h.t.Fatalf("invariants:\n%v", err)
 	}
 }
@@ -148,12 +162,12 @@ func TestThreeWorkersWithRebalance(t *testing.T) {
 	db := openSQLite(t)
 	recs, distinct := h.trafficFor(600, 7)
 	stops := []func(){h.startWorkers(db), h.startWorkers(db), h.startWorkers(db)}
-	h.produce(recs[:300]...)
+	h.Produce(recs[:300]...)
 	h.waitRows(db, countDistinct(recs[:300]))
 	stops[1]() // one leaves mid-run
-	h.produce(recs[300:]...)
+	h.Produce(recs[300:]...)
 	h.waitRows(db, distinct)
-	h.settled("usage-events")
+	h.Settled(judge.ProcessorGroup, "usage-events")
 	h.checkInvariants(db)
 }
 
@@ -167,10 +181,10 @@ func TestRedisDownMidRun(t *testing.T) {
 	db := openSQLite(t)
 	recs, distinct := h.trafficFor(400, 11)
 	h.startWorkers(db)
-	h.produce(recs[:200]...)
+	h.Produce(recs[:200]...)
 	h.waitRows(db, countDistinct(recs[:200]))
 	mr.Close() // Redis down…
-	h.produce(recs[200:]...)
+	h.Produce(recs[200:]...)
 	time.Sleep(1500 * time.Millisecond)
 	var during int
 	db.QueryRow(`SELECT COUNT(*) FROM usage_record`).Scan(&during)
@@ -178,7 +192,7 @@ func TestRedisDownMidRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitRows(db, distinct)
-	h.settled("usage-events")
+	h.Settled(judge.ProcessorGroup, "usage-events")
 	h.checkInvariants(db)
 	if during > countDistinct(recs[:200]) {
 		t.Errorf("%d rows written while Redis was down; nothing may be judged without Redis", during-countDistinct(recs[:200]))
@@ -191,4 +205,14 @@ func countDistinct(recs []*kgo.Record) int {
 		seen[string(r.Value)] = true
 	}
 	return len(seen)
+}
+
+// mustState is the door to eng's state.
+func mustState(t testing.TB, eng judge.Engine) *judge.State {
+	t.Helper()
+	qs, err := judge.NewState(eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return qs
 }

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/danielgtaylor/huma/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -16,6 +15,9 @@ import (
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/api"
+	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/recovery"
 	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/simulate"
 	"github.com/dabom/dpcs/writebehind"
@@ -190,9 +192,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 func (m *Metrics) Registerer() prometheus.Registerer { return m.reg }
 
 // ProcessorHooks returns hooks that feed m.
-func (m *Metrics) ProcessorHooks() ProcessorHooks {
-	return ProcessorHooks{
-		OnBatch: func(b BatchInfo) {
+func (m *Metrics) ProcessorHooks() judge.ProcessorHooks {
+	return judge.ProcessorHooks{
+		OnBatch: func(b judge.BatchInfo) {
 			m.batches.Inc()
 			m.records.Add(float64(b.Records))
 			m.duplicates.Add(float64(b.Duplicates))
@@ -205,7 +207,7 @@ func (m *Metrics) ProcessorHooks() ProcessorHooks {
 			m.pollRecords.Observe(float64(b.Records))
 			m.pollSeconds.Observe(b.Duration.Seconds())
 		},
-		OnApply: func(a ApplyInfo) {
+		OnApply: func(a judge.ApplyInfo) {
 			m.script.Observe(a.Duration.Seconds())
 			m.scriptEvents.Observe(float64(a.Events))
 		},
@@ -216,8 +218,8 @@ func (m *Metrics) ProcessorHooks() ProcessorHooks {
 				}
 			}
 		},
-		OnRetry: func(r RetryInfo) { m.retries.WithLabelValues(r.What).Inc() },
-		OnStale: func(s StaleInfo) {
+		OnRetry: func(r judge.RetryInfo) { m.retries.WithLabelValues(r.What).Inc() },
+		OnStale: func(s judge.StaleInfo) {
 			if s.Stale {
 				m.stale.Set(1)
 				m.stalePauses.Inc()
@@ -230,14 +232,14 @@ func (m *Metrics) ProcessorHooks() ProcessorHooks {
 
 // DecisionHooks returns SyncDecisions hooks that feed m: the group
 // commits' sizes, times and refusals.
-func (m *Metrics) DecisionHooks() DecisionHooks {
-	return DecisionHooks{OnBatch: func(b DecisionBatchInfo) {
+func (m *Metrics) DecisionHooks() judge.DecisionHooks {
+	return judge.DecisionHooks{OnBatch: func(b judge.DecisionBatchInfo) {
 		m.syncEvents.Observe(float64(b.Events))
 		m.syncRequests.Observe(float64(b.Requests))
 		m.syncSeconds.Observe(b.Duration.Seconds())
 		switch {
 		case b.Err == nil:
-		case errors.Is(b.Err, ErrKafkaUnavailable):
+		case errors.Is(b.Err, judge.ErrKafkaUnavailable):
 			m.syncRefused.WithLabelValues("kafka").Inc()
 		case errors.Is(b.Err, quota.ErrStale):
 			m.syncRefused.WithLabelValues("stale").Inc()
@@ -248,7 +250,7 @@ func (m *Metrics) DecisionHooks() DecisionHooks {
 }
 
 // OnRecovered is a RecoveryConfig.OnRecovered that feeds m.
-func (m *Metrics) OnRecovered(i RecoveryInfo) {
+func (m *Metrics) OnRecovered(i recovery.Info) {
 	m.rebuild.Observe(i.Total.Seconds())
 	m.rebuildFamilies.Set(float64(i.Families))
 }
@@ -320,16 +322,11 @@ func (m *Metrics) RelayHooks() store.RelayHooks {
 	}
 }
 
-// apiMiddleware measures every API operation by its OpenAPI operation id
-// (never the raw path, so ids in paths do not multiply the series).
-func (m *Metrics) apiMiddleware(ctx huma.Context, next func(huma.Context)) {
-	start := time.Now()
-	next(ctx)
-	status := ctx.Status()
-	if status == 0 {
-		status = http.StatusOK // nothing written: net/http answers 200
-	}
-	m.api.WithLabelValues(ctx.Operation().OperationID, strconv.Itoa(status)).Observe(time.Since(start).Seconds())
+// OnRequest is an api.Config.OnRequest that measures every API operation
+// by its OpenAPI operation id (never the raw path, so ids in paths do not
+// multiply the series) and status.
+func (m *Metrics) OnRequest(r api.RequestInfo) {
+	m.api.WithLabelValues(r.Operation, strconv.Itoa(r.Status)).Observe(r.Duration.Seconds())
 }
 
 // Decisions returns the count of every decision so far.

@@ -20,6 +20,8 @@ import (
 
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/recovery"
 	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/writebehind"
 )
@@ -87,14 +89,14 @@ func TestMetricsMove(t *testing.T) {
 		t.Error("NewMetrics twice on one registry: no error")
 	}
 	ph := m.ProcessorHooks()
-	ph.OnBatch(BatchInfo{Records: 3, Usage: 2, Duplicates: 1, Crossings: 1, Lag: 42, Duration: 20 * time.Millisecond,
+	ph.OnBatch(judge.BatchInfo{Records: 3, Usage: 2, Duplicates: 1, Crossings: 1, Lag: 42, Duration: 20 * time.Millisecond,
 		Decisions: map[policy.Decision]int{policy.Allowed: 2, policy.BlockedTime: 1}})
-	ph.OnApply(ApplyInfo{Events: 2, Duration: 3 * time.Millisecond})
+	ph.OnApply(judge.ApplyInfo{Events: 2, Duration: 3 * time.Millisecond})
 	produced := time.Now().Add(-250 * time.Millisecond)
 	ph.OnDecided([]*kgo.Record{{Timestamp: produced}, {Timestamp: produced}}, time.Now())
-	ph.OnRetry(RetryInfo{What: "redis apply"})
-	ph.OnStale(StaleInfo{Stale: true, Reason: "no state marker"})
-	m.OnRecovered(RecoveryInfo{Families: 7, Total: 2 * time.Second})
+	ph.OnRetry(judge.RetryInfo{What: "redis apply"})
+	ph.OnStale(judge.StaleInfo{Stale: true, Reason: "no state marker"})
+	m.OnRecovered(recovery.Info{Families: 7, Total: 2 * time.Second})
 	wb := m.WriteBehindHooks()
 	wb.OnFlush(writebehind.FlushInfo{Items: 100, Attempts: 1, Duration: 5 * time.Millisecond})
 	wb.OnPause(writebehind.PauseInfo{})
@@ -193,7 +195,7 @@ func TestMetricsMove(t *testing.T) {
 			t.Errorf("runtime metric %s missing", name)
 		}
 	}
-	ph.OnStale(StaleInfo{Reason: "no state marker", Paused: time.Second})
+	ph.OnStale(judge.StaleInfo{Reason: "no state marker", Paused: time.Second})
 	wb.OnResume(writebehind.PauseInfo{})
 	g = gather(t, reg)
 	if v, w := g.value("dpcs_redis_state_stale", nil), g.value("dpcs_writebehind_paused", nil); v != 0 || w != 0 {

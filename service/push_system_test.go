@@ -14,6 +14,7 @@ import (
 	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/internal/pushtest"
 	"github.com/dabom/dpcs/notify"
+	"github.com/dabom/dpcs/service/api"
 )
 
 // Web Push through the all-in-one: with no keys configured it generates a
@@ -38,7 +39,7 @@ func TestSystemWebPush(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := "http://" + s.HTTPAddr
-	var key VAPIDPublicKey
+	var key api.VAPIDPublicKey
 	if err := json.Unmarshal([]byte(do(t, "GET", base+"/push/vapid-public-key", "", "", 200)), &key); err != nil || key.PublicKey == "" {
 		s.Close(ctx)
 		t.Fatalf("vapid key: %+v %v", key, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dabom/dpcs/service/recovery"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -34,7 +35,7 @@ func (l msgLog) WithGroup(string) slog.Handler      { return l }
 // make chaos: 3000 families took 36 s, the lease is 30 s).
 func TestRecoveryKeepsLeaseWhileRebuilding(t *testing.T) {
 	r := newRecoveryRig(t)
-	ctx := r.h.ctx
+	ctx := r.h.Ctx
 	var cmu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time { cmu.Lock(); defer cmu.Unlock(); return now }
@@ -42,7 +43,7 @@ func TestRecoveryKeepsLeaseWhileRebuilding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := kgo.NewClient(r.h.kopts()...)
+	cl, err := kgo.NewClient(r.h.KafkaOpts()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,11 +51,11 @@ func TestRecoveryKeepsLeaseWhileRebuilding(t *testing.T) {
 	const lease = 300 * time.Millisecond
 	bLog := msgLog{msgs: make(chan string, 100)}
 	bRebuilt := make(chan struct{}, 1)
-	b, err := NewRecovery(RecoveryConfig{Store: st, Engine: r.h.engine, Admin: kadm.NewClient(cl), Owner: "b",
+	b, err := recovery.New(recovery.Config{Store: st, State: mustState(t, r.h.Engine), Admin: kadm.NewClient(cl), Owner: "b",
 		Lease: lease, Quiet: time.Millisecond, Logger: slog.New(bLog),
-		Rebuild: func(ctx context.Context, gen string) (store.RebuildReport, error) {
+		Rebuild: func(ctx context.Context, gen string) (recovery.Report, error) {
 			bRebuilt <- struct{}{}
-			return store.RebuildGeneration(ctx, r.db, r.h.engine, gen)
+			return recovery.Rebuild(ctx, st, mustState(t, r.h.Engine), gen)
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -65,9 +66,9 @@ func TestRecoveryKeepsLeaseWhileRebuilding(t *testing.T) {
 	}
 	bDone := make(chan error, 1)
 	var bGen string
-	a, err := NewRecovery(RecoveryConfig{Store: st, Engine: r.h.engine, Admin: kadm.NewClient(cl), Owner: "a",
+	a, err := recovery.New(recovery.Config{Store: st, State: mustState(t, r.h.Engine), Admin: kadm.NewClient(cl), Owner: "a",
 		Lease: lease, Quiet: time.Millisecond,
-		Rebuild: func(ctx context.Context, next string) (store.RebuildReport, error) {
+		Rebuild: func(ctx context.Context, next string) (recovery.Report, error) {
 			cmu.Lock()
 			now = now.Add(time.Hour) // the rebuild outlasts the lease taken before it
 			cmu.Unlock()
@@ -85,7 +86,7 @@ func TestRecoveryKeepsLeaseWhileRebuilding(t *testing.T) {
 			}
 			go func() {
 				var err error
-				bGen, err = b.Recover(r.h.ctx, gen, errors.New("stale"))
+				bGen, err = b.Recover(r.h.Ctx, gen, errors.New("stale"))
 				bDone <- err
 			}()
 			limit := time.After(10 * time.Second)
@@ -104,7 +105,7 @@ func TestRecoveryKeepsLeaseWhileRebuilding(t *testing.T) {
 					break wait
 				}
 			}
-			return store.RebuildGeneration(ctx, r.db, r.h.engine, next)
+			return recovery.Rebuild(ctx, st, mustState(t, r.h.Engine), next)
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +124,7 @@ func TestRecoveryKeepsLeaseWhileRebuilding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	marks, err := r.h.engine.State(ctx)
+	marks, err := r.h.Engine.State(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/recovery"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -23,10 +25,10 @@ type recoveryRig struct {
 	h         *harness
 	mr        *miniredis.Miniredis
 	db        *sql.DB
-	rec       *Recovery
+	rec       *recovery.Guard
 	mu        sync.Mutex
-	stale     []StaleInfo
-	recovered []RecoveryInfo
+	stale     []judge.StaleInfo
+	recovered []recovery.Info
 }
 
 func newRecoveryRig(t *testing.T) *recoveryRig {
@@ -35,7 +37,7 @@ func newRecoveryRig(t *testing.T) *recoveryRig {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	r := &recoveryRig{h: newHarnessOn(t, rdb), mr: mr, db: openSQLite(t)}
-	ctx := r.h.ctx
+	ctx := r.h.Ctx
 	if err := store.Migrate(ctx, r.db); err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +64,7 @@ func newRecoveryRig(t *testing.T) *recoveryRig {
 		}
 	}
 	var closeRec func()
-	r.rec, closeRec, err = NewDeployableRecovery(r.h.engine, r.db, r.h.kopts(), nil, false, func(i RecoveryInfo) {
+	r.rec, closeRec, err = recovery.NewDeployable(mustState(t, r.h.Engine), r.db, r.h.KafkaOpts(), nil, false, func(i recovery.Info) {
 		r.mu.Lock()
 		r.recovered = append(r.recovered, i)
 		r.mu.Unlock()
@@ -78,7 +80,7 @@ func newRecoveryRig(t *testing.T) *recoveryRig {
 }
 
 func (r *recoveryRig) start() {
-	r.h.startWorkers(r.db, WithStateGuard(r.rec), WithProcessorHooks(ProcessorHooks{OnStale: func(s StaleInfo) {
+	r.h.startWorkers(r.db, judge.WithStateGuard(r.rec), judge.WithProcessorHooks(judge.ProcessorHooks{OnStale: func(s judge.StaleInfo) {
 		r.mu.Lock()
 		r.stale = append(r.stale, s)
 		r.mu.Unlock()
@@ -97,7 +99,7 @@ func (r *recoveryRig) traffic(n int, seed int) (recs []*kgo.Record, distinct int
 		distinct++
 		f := int64((i*31+seed)%faultFamilies) + 1
 		c := f*10 + int64((i*17+seed)%4) + 1
-		recs = append(recs, r.h.usage(fmt.Sprintf("evt_%d_%d", seed, i), f, c, int64((i*7919+seed)%(3*mb))+1, "com.youtube.app", r.h.now))
+		recs = append(recs, r.h.Usage(fmt.Sprintf("evt_%d_%d", seed, i), f, c, int64((i*7919+seed)%(3*mb))+1, "com.youtube.app", r.h.Now))
 	}
 	return recs, distinct
 }
@@ -145,12 +147,12 @@ func TestRecoveryAfterRedisLoss(t *testing.T) {
 	r := newRecoveryRig(t)
 	r.start()
 	recs, distinct := r.traffic(400, 1)
-	r.h.produce(recs[:200]...)
+	r.h.Produce(recs[:200]...)
 	r.h.waitRows(r.db, countDistinct(recs[:200]))
 	r.mr.FlushAll() // Redis lost everything
-	r.h.produce(recs[200:]...)
+	r.h.Produce(recs[200:]...)
 	r.h.waitRows(r.db, distinct)
-	r.h.settled("usage-events")
+	r.h.Settled(judge.ProcessorGroup, "usage-events")
 	r.check(t, 1)
 }
 
@@ -161,15 +163,15 @@ func TestRecoveryAfterRedisRollback(t *testing.T) {
 	r := newRecoveryRig(t)
 	r.start()
 	recs, distinct := r.traffic(450, 2)
-	r.h.produce(recs[:150]...)
+	r.h.Produce(recs[:150]...)
 	r.h.waitRows(r.db, countDistinct(recs[:150]))
 	snap := r.snapshot(t)
-	r.h.produce(recs[150:300]...)
+	r.h.Produce(recs[150:300]...)
 	r.h.waitRows(r.db, countDistinct(recs[:300]))
 	r.restore(t, snap) // back to the state of 150 events ago
-	r.h.produce(recs[300:]...)
+	r.h.Produce(recs[300:]...)
 	r.h.waitRows(r.db, distinct)
-	r.h.settled("usage-events")
+	r.h.Settled(judge.ProcessorGroup, "usage-events")
 	r.check(t, 1)
 }
 
@@ -178,17 +180,17 @@ func TestRecoveryAfterRedisRollback(t *testing.T) {
 func (r *recoveryRig) snapshot(t *testing.T) map[string]any {
 	t.Helper()
 	ctx := context.Background()
-	keys, err := r.h.rdb.Keys(ctx, "*").Result()
+	keys, err := r.h.Redis.Keys(ctx, "*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	snap := map[string]any{}
 	for _, k := range keys {
-		switch typ := r.h.rdb.Type(ctx, k).Val(); typ {
+		switch typ := r.h.Redis.Type(ctx, k).Val(); typ {
 		case "string":
-			snap[k] = r.h.rdb.Get(ctx, k).Val()
+			snap[k] = r.h.Redis.Get(ctx, k).Val()
 		case "hash":
-			snap[k] = r.h.rdb.HGetAll(ctx, k).Val()
+			snap[k] = r.h.Redis.HGetAll(ctx, k).Val()
 		default:
 			t.Fatalf("snapshot: key %s of type %s", k, typ)
 		}
@@ -205,9 +207,9 @@ func (r *recoveryRig) restore(t *testing.T, snap map[string]any) {
 		var err error
 		switch v := v.(type) {
 		case string:
-			err = r.h.rdb.Set(ctx, k, v, 0).Err()
+			err = r.h.Redis.Set(ctx, k, v, 0).Err()
 		case map[string]string:
-			err = r.h.rdb.HSet(ctx, k, v).Err()
+			err = r.h.Redis.HSet(ctx, k, v).Err()
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -219,7 +221,7 @@ func (r *recoveryRig) restore(t *testing.T, snap map[string]any) {
 // back empty, one rebuilds and the other waits for the new generation.
 func TestRecoveryOneRebuilderOfTwo(t *testing.T) {
 	r := newRecoveryRig(t)
-	other, closeOther, err := NewDeployableRecovery(r.h.engine, r.db, r.h.kopts(), nil, false, func(i RecoveryInfo) {
+	other, closeOther, err := recovery.NewDeployable(mustState(t, r.h.Engine), r.db, r.h.KafkaOpts(), nil, false, func(i recovery.Info) {
 		r.mu.Lock()
 		r.recovered = append(r.recovered, i)
 		r.mu.Unlock()
@@ -229,14 +231,14 @@ func TestRecoveryOneRebuilderOfTwo(t *testing.T) {
 	}
 	t.Cleanup(closeOther)
 	r.start()
-	r.h.startWorkers(r.db, WithStateGuard(other))
+	r.h.startWorkers(r.db, judge.WithStateGuard(other))
 	recs, distinct := r.traffic(400, 3)
-	r.h.produce(recs[:200]...)
+	r.h.Produce(recs[:200]...)
 	r.h.waitRows(r.db, countDistinct(recs[:200]))
 	r.mr.FlushAll()
-	r.h.produce(recs[200:]...)
+	r.h.Produce(recs[200:]...)
 	r.h.waitRows(r.db, distinct)
-	r.h.settled("usage-events")
+	r.h.Settled(judge.ProcessorGroup, "usage-events")
 	r.mu.Lock()
 	n := len(r.recovered)
 	r.mu.Unlock()
@@ -297,17 +299,17 @@ func (d *splitBrainDecider) ApplyMarked(ctx context.Context, gen string, marks [
 // the chaos run: a second 20 s rebuild right after the first).
 func TestRecoveryMidPollRebuildsOnce(t *testing.T) {
 	r := newRecoveryRig(t)
-	d := &splitBrainDecider{Engine: r.h.engine, mr: r.mr, first: make(chan struct{})}
+	d := &splitBrainDecider{Engine: r.h.Engine, mr: r.mr, first: make(chan struct{})}
 	warm, warmDistinct := r.traffic(200, 6)
 	recs, distinct := r.traffic(300, 4)
 	distinct += warmDistinct
-	popts := []ProcessorOption{WithStateGuard(r.rec), WithApplyConcurrency(4), WithMaxPollRecords(300)}
-	w, err := NewWorkers(d, r.db, r.h.kopts(), WorkersConfig{Processor: append([]ProcessorOption{
-		WithProcessorClock(func() time.Time { return r.h.now }), WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond)}, popts...)})
+	popts := []judge.Option{judge.WithStateGuard(r.rec), judge.WithApplyConcurrency(4), judge.WithMaxPollRecords(300)}
+	w, err := NewWorkers(mustState(t, d), r.db, r.h.KafkaOpts(), WorkersConfig{Processor: append([]judge.Option{
+		judge.WithClock(func() time.Time { return r.h.Now }), judge.WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond)}, popts...)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(r.h.ctx)
+	ctx, cancel := context.WithCancel(r.h.Ctx)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	t.Cleanup(func() {
@@ -319,16 +321,16 @@ func TestRecoveryMidPollRebuildsOnce(t *testing.T) {
 	})
 	// Every partition judged and committed once, so the rebuilt watermarks
 	// are real offsets.
-	r.h.produce(warm...)
+	r.h.Produce(warm...)
 	r.h.waitRows(r.db, warmDistinct)
-	r.h.settled("usage-events")
+	r.h.Settled(judge.ProcessorGroup, "usage-events")
 	d.arm()
-	r.h.produce(recs...)
+	r.h.Produce(recs...)
 	more, _ := r.traffic(100, 5)
 	r.h.waitRows(r.db, distinct)
-	r.h.produce(more...) // judged after the recovery, from the raised watermarks
+	r.h.Produce(more...) // judged after the recovery, from the raised watermarks
 	r.h.waitRows(r.db, distinct+countDistinct(more))
-	r.h.settled("usage-events")
+	r.h.Settled(judge.ProcessorGroup, "usage-events")
 	r.mu.Lock()
 	n := len(r.recovered)
 	r.mu.Unlock()
@@ -345,16 +347,16 @@ func TestRecoveryMidPollRebuildsOnce(t *testing.T) {
 // the all-in-one's start waits for them before it rebuilds.
 func TestRecoveryBacklog(t *testing.T) {
 	r := newRecoveryRig(t)
-	if n, err := r.rec.Backlog(r.h.ctx); err != nil || n != 0 {
+	if n, err := r.rec.Backlog(r.h.Ctx); err != nil || n != 0 {
 		t.Fatalf("Backlog before anything = %d, %v", n, err)
 	}
 	for i := range 3 {
 		rec := &kgo.Record{Topic: "usage-persist", Key: []byte("1"), Value: []byte(fmt.Sprint(i))}
-		if err := r.h.prod.ProduceSync(r.h.ctx, rec).FirstErr(); err != nil {
+		if err := r.h.Prod.ProduceSync(r.h.Ctx, rec).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n, err := r.rec.Backlog(r.h.ctx); err != nil || n != 3 {
+	if n, err := r.rec.Backlog(r.h.Ctx); err != nil || n != 3 {
 		t.Errorf("Backlog = %d, %v; want 3 records not yet written", n, err)
 	}
 }

@@ -2,9 +2,9 @@ package service
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/dabom/dpcs/internal/httpserver"
+	"github.com/dabom/dpcs/service/api"
 )
 
 // HTTPServerConfig bounds a deployable's HTTP server (headers, body,
@@ -15,25 +15,15 @@ import (
 type HTTPServerConfig = httpserver.Config
 
 // NewHTTPServer returns the hardened server every deployable serves its API
-// with: c's bounds, the notification stream (StreamRequest) exempt from the
+// with: c's bounds, the notification stream (api.StreamRequest) exempt from the
 // handler and write timeouts (each SSE message has its own 5 s deadline),
 // and security headers on every response (X-Content-Type-Options nosniff,
 // Referrer-Policy no-referrer, X-Frame-Options DENY, Cache-Control no-store
 // and a Content-Security-Policy allowing nothing, which /docs replaces with
-// its own strict one). c.Streaming, when nil, is StreamRequest.
+// its own strict one). c.Streaming, when nil, is api.StreamRequest.
 func NewHTTPServer(h http.Handler, c HTTPServerConfig) *http.Server {
 	if c.Streaming == nil {
-		c.Streaming = StreamRequest
+		c.Streaming = api.StreamRequest
 	}
 	return httpserver.New(h, c)
-}
-
-// StreamRequest reports whether r asks for the API's live notification
-// stream (GET /families/{familyId}/notifications/stream, SSE).
-func StreamRequest(r *http.Request) bool {
-	if r.Method != http.MethodGet {
-		return false
-	}
-	p := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	return len(p) == 4 && p[0] == "families" && p[1] != "" && p[2] == "notifications" && p[3] == "stream"
 }

@@ -22,10 +22,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/miniclock"
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/api"
+	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/recovery"
 	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/simulate"
 )
@@ -132,10 +136,13 @@ type System struct {
 	Brokers       []string
 	HTTPAddr      string
 	SimulatorAddr string
-	Engine        *quota.Engine
-	DB            *sql.DB
-	Store         *store.Store
-	API           *API
+	// Engine is the quota engine, for reading the state; every write goes
+	// through State, the door to it.
+	Engine *quota.Engine
+	State  *judge.State
+	DB     *sql.DB
+	Store  *store.Store
+	API    *api.Server
 	// AdminAddr serves /healthz, /readyz and /metrics when Config.AdminAddr
 	// was set (StartSystem takes it as given: "" or "off" serves none; the
 	// mains resolve the default with Config.AdminAddress).
@@ -152,10 +159,10 @@ type System struct {
 	// here, and the system runs without them: Redis does not know their
 	// members, so their events are refused (BLOCKED_NOT_MEMBER, never
 	// charged) until the family's SQL rows are fixed and it is rebuilt.
-	Rebuild store.RebuildReport
+	Rebuild recovery.Report
 	// Decisions serves POST /decisions; GatewayToken is a credential for it
 	// (the first of DPCS_GATEWAY_TOKENS, or the data dir's generated one).
-	Decisions    *SyncDecisions
+	Decisions    *judge.Decisions
 	GatewayToken string
 
 	log       *slog.Logger
@@ -163,11 +170,11 @@ type System struct {
 	redisSrv  *miniredis.Miniredis
 	stopClock func() // the embedded Redis's TTL clock
 	rdb       redis.UniversalClient
-	access    *RedisAccessEvents
+	access    *api.RedisAccessEvents
 	workers   *Workers
 	producer  *kgo.Client
 	// backOffice is the API's dead-letter browser and Kafka statistics.
-	backOffice *KafkaBackOffice
+	backOffice *api.KafkaBackOffice
 	publisher  *simulate.Publisher
 	relay      *store.Relay
 	servers    []*http.Server
@@ -211,7 +218,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	s.shutdownTracing = shutdownTracing
 	if s.Brokers = cfg.KafkaBrokers; len(s.Brokers) == 0 {
 		s.kafka, err = kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(cfg.KafkaPort),
-			kfake.DataDir(filepath.Join(cfg.DataDir, "kafka")), kfake.SeedTopics(DefaultPartitions, Topics()...))
+			kfake.DataDir(filepath.Join(cfg.DataDir, "kafka")), kfake.SeedTopics(envelope.DefaultPartitions, envelope.Topics()...))
 		if err != nil {
 			return nil, fmt.Errorf("embedded kafka: %w", err)
 		}
@@ -236,6 +243,9 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if err := s.Engine.Load(ctx); err != nil {
 		return nil, err
 	}
+	if s.State, err = judge.NewState(s.Engine); err != nil {
+		return nil, err
+	}
 	if s.DB, err = cfg.SQL(ctx); err != nil {
 		return nil, err
 	}
@@ -251,7 +261,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if s.producer, err = kgo.NewClient(popts...); err != nil {
 		return nil, err
 	}
-	if err := EnsureTopics(ctx, s.producer, DefaultPartitions, Topics()...); err != nil {
+	if err := EnsureTopics(ctx, s.producer, envelope.DefaultPartitions, envelope.Topics()...); err != nil {
 		return nil, err
 	}
 	pop, err := simulate.NewPopulation(1, simulate.WithFamilies(max(cfg.DemoFamilies, 1)), simulate.WithFirstFamilyID(demoFirstFamily))
@@ -272,7 +282,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	// Redis is judged only from a state SQL vouches for (SPEC §6): the
 	// processor checks a state generation and per-partition watermarks with
 	// every batch and rebuilds Redis from SQL when they do not match.
-	rec, closeRec, err := NewDeployableRecovery(s.Engine, s.DB, kopts, log, false, s.Metrics.OnRecovered)
+	rec, closeRec, err := recovery.NewDeployable(s.State, s.DB, kopts, log, false, s.Metrics.OnRecovered)
 	if err != nil {
 		return nil, err
 	}
@@ -288,10 +298,10 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 			return nil, err
 		}
 	}
-	report := func(info RecoveryInfo, rerr error) error {
+	report := func(info recovery.Info, rerr error) error {
 		// One family the engine refuses must not keep every other family
 		// from being served: log it and start without it.
-		if rerr != nil && !errors.Is(rerr, store.ErrRebuildIncomplete) {
+		if rerr != nil && !errors.Is(rerr, recovery.ErrIncomplete) {
 			return fmt.Errorf("rebuild redis from sql: %w", rerr)
 		}
 		s.Rebuild = info.Report
@@ -319,9 +329,9 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		return nil, err
 	}
 	nopts = append(nopts, pushOpt)
-	s.workers, err = NewWorkers(s.Engine, s.DB, kopts, WorkersConfig{Logger: log, Notifier: nopts, Metrics: s.Metrics, TracerProvider: tp,
-		Processor: []ProcessorOption{WithProcessorLocation(cfg.Zone), WithMaxEventAge(cfg.DedupeWindow - time.Hour),
-			WithStateGuard(rec)}})
+	s.workers, err = NewWorkers(s.State, s.DB, kopts, WorkersConfig{Logger: log, Notifier: nopts, Metrics: s.Metrics, TracerProvider: tp,
+		Processor: []judge.Option{judge.WithLocation(cfg.Zone), judge.WithMaxEventAge(cfg.DedupeWindow - time.Hour),
+			judge.WithStateGuard(rec)}})
 	if err != nil {
 		return nil, err
 	}
@@ -367,13 +377,13 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	// Login limits: in memory (the API's default) on the embedded Redis: one
 	// process has nothing to share, and miniredis's Lua is slow and serves
 	// the quota engine. On a real Redis they are shared with other APIs.
-	var limiter AuthLimiter
+	var limiter api.AuthLimiter
 	if s.redisSrv == nil {
-		if limiter, err = NewRedisLimiter(s.rdb); err != nil {
+		if limiter, err = api.NewRedisLimiter(s.rdb); err != nil {
 			return nil, err
 		}
 	}
-	if s.access, err = NewRedisAccessEvents(ctx, s.rdb, "", log); err != nil {
+	if s.access, err = api.NewRedisAccessEvents(ctx, s.rdb, "", log); err != nil {
 		return nil, err
 	}
 	gateways, err := gatewayTokens(cfg)
@@ -381,13 +391,13 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		return nil, err
 	}
 	s.GatewayToken = gateways[0]
-	if s.Decisions, err = NewSyncDecisions(s.Engine, slices.Concat(kopts, KafkaHooks(s.Registry, "decisions")),
-		cfg.DecisionOptions(NewStoreGenerations(s.Store), s.Metrics, log)...); err != nil {
+	if s.Decisions, err = judge.NewDecisions(s.State, slices.Concat(kopts, KafkaHooks(s.Registry, "decisions")),
+		cfg.DecisionOptions(recovery.NewGenerations(s.Store), s.Metrics, log)...); err != nil {
 		return nil, err
 	}
 	// The back office's dead-letter browser and operations view: the
 	// processor's metrics are in this registry.
-	if s.backOffice, err = NewKafkaBackOffice(kopts...); err != nil {
+	if s.backOffice, err = api.NewKafkaBackOffice(kopts...); err != nil {
 		return nil, err
 	}
 	backOffice := s.backOffice
@@ -395,8 +405,8 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if err != nil {
 		return nil, err
 	}
-	if s.API, err = NewAPI(APIConfig{Store: s.Store, Engine: s.Engine, Hub: s.Hub, Inbox: inbox,
-		Wake: s.relay.Wake, Secret: secret, Logger: log, AccessEvents: s.access, Metrics: s.Metrics,
+	if s.API, err = api.New(api.Config{Store: s.Store, State: s.State, Hub: s.Hub, Inbox: inbox,
+		Wake: s.relay.Wake, Secret: secret, Logger: log, AccessEvents: s.access, OnRequest: s.Metrics.OnRequest,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies,
 		VAPIDPublicKey: vapidPublic, AllowLoopbackPush: cfg.AllowLoopbackPush,
 		Decisions: s.Decisions, GatewayTokens: gateways,
@@ -481,25 +491,25 @@ func gatewayTokens(cfg SystemConfig) ([]string, error) {
 // DecisionOptions are the SyncDecisions options c asks for: its linger,
 // batch bound, timeout, zone and dedupe window, judged only from the state
 // generation gens names, measured by m (when not nil).
-func (c SystemConfig) DecisionOptions(gens GenerationSource, m *Metrics, log *slog.Logger) []DecisionOption {
-	opts := []DecisionOption{WithDecisionLinger(c.DecisionLinger), WithDecisionGuard(gens)}
+func (c SystemConfig) DecisionOptions(gens judge.GenerationSource, m *Metrics, log *slog.Logger) []judge.Option {
+	opts := []judge.Option{judge.WithLinger(c.DecisionLinger), judge.WithGenerations(gens)}
 	if c.DecisionTimeout > 0 {
-		opts = append(opts, WithDecisionTimeout(c.DecisionTimeout))
+		opts = append(opts, judge.WithTimeout(c.DecisionTimeout))
 	}
 	if c.Zone != nil {
-		opts = append(opts, WithDecisionLocation(c.Zone))
+		opts = append(opts, judge.WithLocation(c.Zone))
 	}
 	if c.DedupeWindow > time.Hour {
-		opts = append(opts, WithDecisionAgeLimits(c.DedupeWindow-time.Hour, 5*time.Minute))
+		opts = append(opts, judge.WithMaxEventAge(c.DedupeWindow-time.Hour))
 	}
 	if c.DecisionMaxBatch > 0 {
-		opts = append(opts, WithDecisionMaxBatch(c.DecisionMaxBatch))
+		opts = append(opts, judge.WithMaxBatch(c.DecisionMaxBatch))
 	}
 	if m != nil {
-		opts = append(opts, WithDecisionHooks(m.DecisionHooks()))
+		opts = append(opts, judge.WithDecisionHooks(m.DecisionHooks()))
 	}
 	if log != nil {
-		opts = append(opts, WithDecisionLogger(log))
+		opts = append(opts, judge.WithLogger(log))
 	}
 	return opts
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/api"
 )
 
 // sseReader reads a notification stream of the all-in-one: each
@@ -161,7 +162,7 @@ func TestSystemAskForMore(t *testing.T) {
 	const wait = 20 * time.Second
 
 	// Ask → the owner is told live.
-	var req DataRequestView
+	var req api.DataRequestView
 	if err := json.Unmarshal([]byte(do(t, "POST", base+"/families/100/data-requests", childTok,
 		`{"amountBytes":2097152,"message":"숙제 자료"}`, http.StatusCreated)), &req); err != nil {
 		t.Fatal(err)
@@ -174,7 +175,7 @@ func TestSystemAskForMore(t *testing.T) {
 	}
 
 	// Approve DAY → allowed at once, and the child is told live.
-	var approved DataRequestView
+	var approved api.DataRequestView
 	if err := json.Unmarshal([]byte(do(t, "POST", fmt.Sprintf("%s/families/100/data-requests/%d/approve", base, req.ID), ownerTok,
 		`{"grant":"DAY"}`, http.StatusOK)), &approved); err != nil {
 		t.Fatal(err)
@@ -199,7 +200,7 @@ func TestSystemAskForMore(t *testing.T) {
 	ownerLive.await(t, "owner", envelope.SubDataRequestAnswered, wait)
 
 	// Decline → the child is told, with the reason.
-	var req2 DataRequestView
+	var req2 api.DataRequestView
 	json.Unmarshal([]byte(do(t, "POST", base+"/families/100/data-requests", childTok, `{"amountBytes":1048576}`, http.StatusCreated)), &req2)
 	ownerLive.await(t, "owner", envelope.SubDataRequested, wait)
 	do(t, "POST", fmt.Sprintf("%s/families/100/data-requests/%d/decline", base, req2.ID), ownerTok, `{"reason":"내일 다시"}`, http.StatusOK)
@@ -214,7 +215,7 @@ func TestSystemAskForMore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var req3 DataRequestView
+	var req3 api.DataRequestView
 	json.Unmarshal([]byte(do(t, "POST", base+"/families/100/data-requests", childTok, `{"amountBytes":5242880}`, http.StatusCreated)), &req3)
 	do(t, "POST", fmt.Sprintf("%s/families/100/data-requests/%d/approve", base, req3.ID), ownerTok, `{"grant":"TOPUP"}`, http.StatusOK)
 	after, err := s.Engine.Family(ctx, DemoFamilyID)

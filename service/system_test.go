@@ -17,6 +17,7 @@ import (
 
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/recovery"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -123,7 +124,7 @@ func TestSystemEndToEnd(t *testing.T) {
 	var rows, seen int64
 	moved := time.Now()
 	for {
-		if last = CheckInvariants(ctx, s.Engine, s.DB, families); last == nil {
+		if last = recovery.CheckInvariants(ctx, s.State, s.DB, families); last == nil {
 			break
 		}
 		if err := s.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM usage_record`).Scan(&rows); err == nil && rows != seen {
@@ -246,7 +247,7 @@ func TestSystemStartsWithAFamilyItCannotRebuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, fid := range []int64{1, 2, 3} {
-		if _, err := st.CreateFamily(ctx, store.NewFamily{ID: fid, Name: fmt.Sprint("family ", fid), PlanBytes: 10 * mib}, store.System); err != nil {
+		if _, err := st.CreateFamily(ctx, store.NewFamily{ID: fid, Name: fmt.Sprint("family ", fid), PlanBytes: 10 * mb}, store.System); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := st.AddMember(ctx, store.NewMember{ID: fid*10 + 1, FamilyID: fid, Name: "owner", Role: policy.RoleOwner}, store.System); err != nil {
@@ -280,7 +281,7 @@ func TestSystemStartsWithAFamilyItCannotRebuild(t *testing.T) {
 	}
 	for _, fid := range []int64{1, 3} {
 		fs, err := s.Engine.Family(ctx, fid)
-		if err != nil || !fs.Provisioned || fs.Total != 10*mib || len(fs.Members) != 1 {
+		if err != nil || !fs.Provisioned || fs.Total != 10*mb || len(fs.Members) != 1 {
 			t.Errorf("family %d after start: %+v, %v", fid, fs, err)
 		}
 	}

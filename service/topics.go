@@ -8,22 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/dabom/dpcs/envelope"
 )
-
-// DefaultPartitions is the partition count of DPCS topics (seed §9.1).
-const DefaultPartitions = 10
-
-// Topics lists every DPCS topic with its dead-letter topic.
-func Topics() []string {
-	var ts []string
-	for _, t := range []string{envelope.TopicUsageEvents, envelope.TopicPolicyUpdated,
-		envelope.TopicUsagePersist, envelope.TopicNotificationEvents} {
-		ts = append(ts, t, envelope.DLT(t))
-	}
-	return ts
-}
 
 // EnsureTopics creates the topics that do not exist yet, with the given
 // partition count and the broker's default replication factor.

@@ -19,10 +19,10 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/dabom/dpcs/envelope"
-	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/simulate"
 )
@@ -117,7 +117,7 @@ func TestTraceFollowsAnEventAcrossKafka(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
 
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(DefaultPartitions, Topics()...))
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(envelope.DefaultPartitions, envelope.Topics()...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestTraceFollowsAnEventAcrossKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	w, err := NewWorkers(engine, db, kopts, WorkersConfig{TracerProvider: tp})
+	w, err := NewWorkers(mustState(t, engine), db, kopts, WorkersConfig{TracerProvider: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestTraceFollowsAnEventAcrossKafka(t *testing.T) {
 	// The API's path: a policy change in SQL, published by the outbox relay
 	// through a traced producer, blocks the member (1 MB used, 1 KB daily
 	// limit) and causes a CUSTOMER_BLOCKED in the same trace.
-	relayClient, err := kgo.NewClient(append(append(ProducerOpts(), kopts...), TracingKafkaOpts(tp)...)...)
+	relayClient, err := kgo.NewClient(append(append(judge.ProducerOpts(), kopts...), TracingKafkaOpts(tp)...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,12 +274,12 @@ func TestTraceDeadLetter(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
-	p, err := NewProcessor(h.engine, append(h.kopts(), TracingKafkaOpts(tp)...), WithProcessorTracerProvider(tp),
-		WithProcessorClock(func() time.Time { return h.now }))
+	p, err := judge.NewProcessor(mustState(t, h.Engine), append(h.KafkaOpts(), TracingKafkaOpts(tp)...), judge.WithTracerProvider(tp),
+		judge.WithClock(func() time.Time { return h.Now }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(h.ctx)
+	ctx, cancel := context.WithCancel(h.Ctx)
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 	t.Cleanup(func() {
@@ -287,13 +287,13 @@ func TestTraceDeadLetter(t *testing.T) {
 		<-done
 		p.Close()
 	})
-	prod, err := kgo.NewClient(append(h.kopts(), TracingKafkaOpts(tp)...)...)
+	prod, err := kgo.NewClient(append(h.KafkaOpts(), TracingKafkaOpts(tp)...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(prod.Close)
 	bad := &kgo.Record{Topic: envelope.TopicUsageEvents, Key: []byte("100"), Value: []byte(`{"eventId":`)}
-	if err := prod.ProduceSync(h.ctx, bad).FirstErr(); err != nil {
+	if err := prod.ProduceSync(h.Ctx, bad).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	dlt := envelope.DLT(envelope.TopicUsageEvents)
@@ -321,12 +321,7 @@ func TestTracingOff(t *testing.T) {
 			t.Errorf("TracingKafkaOpts(%T) = %d options, want none", tp, len(opts))
 		}
 	}
-	if _, err := NewProcessor(noopDecider{}, []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, WithProcessorTracerProvider(nil)); err == nil {
-		t.Error("a nil tracer provider was accepted")
-	}
 }
-
-type noopDecider struct{ Decider }
 
 // Tracing with an exporter records spans with the service name and flushes
 // them on shutdown.
@@ -396,75 +391,6 @@ func TestLoadTracingConfig(t *testing.T) {
 			if cfg.Tracing.Enabled() != (tc.want.Endpoint != "" || tc.want.OTELEnv) {
 				t.Errorf("Enabled() = %v", cfg.Tracing.Enabled())
 			}
-		})
-	}
-}
-
-// discard is an exporter that drops what it is given.
-type discard struct{}
-
-func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
-func (discard) Shutdown(context.Context) error                             { return nil }
-
-// BenchmarkProcessorSpans measures what tracing adds to the processor per
-// judged record: starting its span, recording the decision, producing its
-// outputs in it and ending it. Off (the default, or a no-op provider) the
-// processor skips all of it.
-func BenchmarkProcessorSpans(b *testing.B) {
-	const batch = 100
-	in := make([]usageIn, batch)
-	for i := range in {
-		env := envelope.New(fmt.Sprintf("evt_%d", i), time.Now(), envelope.UsagePayload{FamilyID: 100, CustomerID: 1000, AppID: "a", BytesUsed: mb})
-		r, err := kafkarecord.New(envelope.TopicUsageEvents, env)
-		if err != nil {
-			b.Fatal(err)
-		}
-		r.Context = context.Background()
-		in[i] = usageIn{rec: r, env: env}
-	}
-	res := quota.Result{Decision: policy.Allowed, Remaining: 10 * mb}
-	outs := make([]*kgo.Record, 2)
-	for i := range outs {
-		outs[i] = &kgo.Record{}
-	}
-	for _, tc := range []struct {
-		name string
-		tp   trace.TracerProvider
-	}{
-		{"off", noop.NewTracerProvider()},
-		{"sampled", sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}))},
-		{"not-sampled", sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0))))},
-	} {
-		b.Run(tc.name, func(b *testing.B) {
-			p, err := NewProcessor(noopDecider{}, []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, WithProcessorTracerProvider(tc.tp))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer p.Close()
-			recs := make([]*kgo.Record, batch)
-			for i := range in {
-				recs[i] = in[i].rec
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				for i := range recs {
-					recs[i].Context = context.Background()
-				}
-				var err error
-				if p.tracer != nil { // as process does for each group
-					p.startSpans(recs)
-				}
-				for _, u := range in {
-					if p.tracer != nil {
-						judgedSpan(u, res, batch)
-						causedBy(outs, u.rec)
-					}
-				}
-				if p.tracer != nil {
-					endSpans(recs, &err)
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/record")
 		})
 	}
 }

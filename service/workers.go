@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dabom/dpcs/notify"
+	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/writebehind"
 )
 
@@ -21,7 +22,7 @@ type WorkersConfig struct {
 	// Logger receives both workers' logs. Default: discard.
 	Logger *slog.Logger
 	// Processor, WriteBehind and Notifier are extra options of each worker.
-	Processor   []ProcessorOption
+	Processor   []judge.Option
 	WriteBehind []writebehind.Option
 	Notifier    []notify.Option
 	// Hub receives live notifications for SSE subscribers. Default: a new hub.
@@ -60,7 +61,7 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 // runner moving usage-persist into the usage_record table and the notifier
 // storing notification-events in the inbox and pushing them to the hub.
 type Workers struct {
-	Processor   *Processor
+	Processor   *judge.Processor
 	WriteBehind *writebehind.Runner[writebehind.UsageRecord]
 	Notifier    *notify.Notifier
 	Hub         *notify.Hub
@@ -69,30 +70,30 @@ type Workers struct {
 
 // NewWorkers builds the workers. db must be migrated (Migrate); kopts name
 // the brokers.
-func NewWorkers(dec Decider, db *sql.DB, kopts []kgo.Opt, cfg WorkersConfig) (*Workers, error) {
+func NewWorkers(qs *judge.State, db *sql.DB, kopts []kgo.Opt, cfg WorkersConfig) (*Workers, error) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	procOpts := []ProcessorOption{WithProcessorLogger(log.With("worker", "processor"))}
+	procOpts := []judge.Option{judge.WithLogger(log.With("worker", "processor"))}
 	wbOpts := []writebehind.Option{writebehind.WithLogger(log.With("worker", "write-behind"))}
 	nOpts := []notify.Option{notify.WithLogger(log.With("worker", "notifier"))}
 	var hubOpts []notify.HubOption
 	if tp := cfg.TracerProvider; tracingOn(tp) {
 		kopts = append(slices.Clip(kopts), TracingKafkaOpts(tp)...)
-		procOpts = append(procOpts, WithProcessorTracerProvider(tp))
+		procOpts = append(procOpts, judge.WithTracerProvider(tp))
 		nOpts = append(nOpts, notify.WithTracerProvider(tp))
 		hubOpts = append(hubOpts, notify.WithHubTracerProvider(tp))
 	}
 	clientOpts := func(string) []kgo.Opt { return kopts }
 	if m := cfg.Metrics; m != nil {
-		procOpts = append(procOpts, WithProcessorHooks(m.ProcessorHooks()))
+		procOpts = append(procOpts, judge.WithProcessorHooks(m.ProcessorHooks()))
 		wbOpts = append(wbOpts, writebehind.WithHooks(m.WriteBehindHooks()))
 		nOpts = append(nOpts, notify.WithHooks(m.NotifierHooks()))
 		hubOpts = append(hubOpts, notify.WithHubHooks(m.HubHooks()))
 		clientOpts = func(name string) []kgo.Opt { return slices.Concat(kopts, KafkaHooks(m.Registerer(), name)) }
 	}
-	proc, err := NewProcessor(dec, clientOpts("processor"), append(procOpts, cfg.Processor...)...)
+	proc, err := judge.NewProcessor(qs, clientOpts("processor"), append(procOpts, cfg.Processor...)...)
 	if err != nil {
 		return nil, err
 	}

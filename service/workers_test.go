@@ -10,6 +10,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/writebehind"
 )
 
@@ -17,29 +18,29 @@ import (
 // the usage history in SQL equals the engine's state, duplicates included.
 func TestWorkersHistoryEqualsRedis(t *testing.T) {
 	h := newHarness(t)
-	h.family(100, 50*mb, 1, 2, 3)
+	h.Family(100, 50*mb, 1, 2, 3)
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "dpcs.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if err := Migrate(h.ctx, db); err != nil {
+	if err := Migrate(h.Ctx, db); err != nil {
 		t.Fatal(err)
 	}
-	w, err := NewWorkers(h.engine, db, h.kopts(), WorkersConfig{
-		Processor:   []ProcessorOption{WithProcessorClock(func() time.Time { return h.now })},
+	w, err := NewWorkers(mustState(t, h.Engine), db, h.KafkaOpts(), WorkersConfig{
+		Processor:   []judge.Option{judge.WithClock(func() time.Time { return h.Now })},
 		WriteBehind: []writebehind.Option{writebehind.WithInterval(50 * time.Millisecond)},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(h.ctx)
+	ctx, cancel := context.WithCancel(h.Ctx)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 
 	for i := range 60 {
-		r := h.usage(fmt.Sprintf("evt_%d", i%45), 100, int64(i%3+1), int64(i%7+1)*mb, "com.youtube.app", h.now)
-		h.produce(r) // 15 of the 60 are replays
+		r := h.Usage(fmt.Sprintf("evt_%d", i%45), 100, int64(i%3+1), int64(i%7+1)*mb, "com.youtube.app", h.Now)
+		h.Produce(r) // 15 of the 60 are replays
 	}
 	var rows, allowed int64
 	for deadline := time.Now().Add(20 * time.Second); ; {
@@ -56,10 +57,10 @@ func TestWorkersHistoryEqualsRedis(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Close(h.ctx); err != nil {
+	if err := w.Close(h.Ctx); err != nil {
 		t.Fatal(err)
 	}
-	fs, err := h.engine.Family(h.ctx, 100)
+	fs, err := h.Engine.Family(h.Ctx, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,19 +72,19 @@ func TestWorkersHistoryEqualsRedis(t *testing.T) {
 func TestWorkersWithoutNotifier(t *testing.T) {
 	h := newHarness(t)
 	db := openSQLite(t)
-	w, err := NewWorkers(h.engine, db, h.kopts(), WorkersConfig{NoNotifier: true})
+	w, err := NewWorkers(mustState(t, h.Engine), db, h.KafkaOpts(), WorkersConfig{NoNotifier: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if w.Notifier != nil || w.Hub != nil {
 		t.Fatal("notifier built although NoNotifier")
 	}
-	ctx, cancel := context.WithCancel(h.ctx)
+	ctx, cancel := context.WithCancel(h.Ctx)
 	cancel()
 	if err := w.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Close(h.ctx); err != nil {
+	if err := w.Close(h.Ctx); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -30,10 +30,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/buildinfo"
 	"github.com/dabom/dpcs/internal/pipebench"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
+	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/simulate"
 )
 
@@ -128,7 +130,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	brokers := split(o.brokers)
 	if len(brokers) == 0 {
-		kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(service.DefaultPartitions, service.Topics()...))
+		kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(envelope.DefaultPartitions, envelope.Topics()...))
 		if err != nil {
 			return err
 		}
@@ -166,10 +168,10 @@ func run(ctx context.Context, args []string) error {
 	pcfg := pipebench.Config{Brokers: brokers, Redis: rdb, DB: db, Steps: steps, Warmup: o.warmup,
 		Duration: o.duration, Progress: os.Stdout, Notifier: o.notifier, StoreQuotaUpdated: o.storeQuota}
 	if o.maxPoll > 0 {
-		pcfg.ProcessorOptions = append(pcfg.ProcessorOptions, service.WithMaxPollRecords(o.maxPoll))
+		pcfg.ProcessorOptions = append(pcfg.ProcessorOptions, judge.WithMaxPollRecords(o.maxPoll))
 	}
 	if o.groups > 0 {
-		pcfg.ProcessorOptions = append(pcfg.ProcessorOptions, service.WithApplyConcurrency(o.groups))
+		pcfg.ProcessorOptions = append(pcfg.ProcessorOptions, judge.WithApplyConcurrency(o.groups))
 	}
 	var cpu *os.File
 	if o.profileStep != "" {
@@ -230,7 +232,7 @@ func run(ctx context.Context, args []string) error {
 		"(lz4, linger 5 ms, acks=1) in the same process as the processor deployables (processor + write-behind%s). "+
 		"%s warm-up and %s measured per step; the backlog is drained between steps.",
 		time.Now().Format("2006-01-02"), runtime.NumCPU(), runtime.Version(), thin(big.NumFamilies()), thin(big.NumMembers()),
-		service.DefaultPartitions, backend, notifierSetting(o), o.warmup, o.duration)
+		envelope.DefaultPartitions, backend, notifierSetting(o), o.warmup, o.duration)
 	quoted := make([]string, len(args))
 	for i, a := range args {
 		if a == "" || strings.ContainsAny(a, " &?;'\"$*") {

@@ -39,9 +39,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/buildinfo"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
+	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/recovery"
 )
 
 func main() {
@@ -116,6 +119,10 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
+	qs, err := judge.NewState(engine) // every write to the quota state goes through it
+	if err != nil {
+		return err
+	}
 	reg := service.NewRegistry()
 	metrics, err := service.NewMetrics(reg)
 	if err != nil {
@@ -163,7 +170,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	err = service.EnsureTopics(ctx, admin, service.DefaultPartitions, service.Topics()...)
+	err = service.EnsureTopics(ctx, admin, envelope.DefaultPartitions, envelope.Topics()...)
 	admin.Close()
 	if err != nil {
 		return err
@@ -179,33 +186,33 @@ func run(ctx context.Context, getenv func(string) string) error {
 		}
 		nopts = append(nopts, push...)
 	}
-	var guard []service.ProcessorOption
+	var guard []judge.Option
 	if cfg.Recovery != "off" {
 		// Judge only from a Redis state SQL vouches for; rebuild it (or wait
 		// for an operator) when it came back empty or stale.
-		rec, closeRec, err := service.NewDeployableRecovery(engine, db, kopts, log, cfg.Recovery == "manual", metrics.OnRecovered)
+		rec, closeRec, err := recovery.NewDeployable(qs, db, kopts, log, cfg.Recovery == "manual", metrics.OnRecovered)
 		if err != nil {
 			return err
 		}
 		defer closeRec()
-		guard = append(guard, service.WithStateGuard(rec))
+		guard = append(guard, judge.WithStateGuard(rec))
 	}
 	hooks := metrics.ProcessorHooks()
 	measure := hooks.OnBatch
-	hooks.OnBatch = func(b service.BatchInfo) {
+	hooks.OnBatch = func(b judge.BatchInfo) {
 		measure(b)
 		log.Debug("batch", "records", b.Records, "usage", b.Usage, "duplicates", b.Duplicates,
 			"dlt", b.DeadLettered, "script", b.ScriptLatency, "lag", b.Lag)
 	}
-	w, err := service.NewWorkers(engine, db, kopts, service.WorkersConfig{
+	w, err := service.NewWorkers(qs, db, kopts, service.WorkersConfig{
 		Logger:     log,
 		Notifier:   nopts,
 		NoNotifier: cfg.Notifier == "off",
 		Metrics:    metrics,
-		Processor: append([]service.ProcessorOption{
-			service.WithProcessorLocation(cfg.Zone),
-			service.WithMaxEventAge(cfg.DedupeWindow - time.Hour),
-			service.WithProcessorHooks(hooks),
+		Processor: append([]judge.Option{
+			judge.WithLocation(cfg.Zone),
+			judge.WithMaxEventAge(cfg.DedupeWindow - time.Hour),
+			judge.WithProcessorHooks(hooks),
 		}, guard...),
 		TracerProvider: tp,
 	})
@@ -214,7 +221,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	}
 	check := service.Ready(rdb, db, w.Processor, log)
 	ready.Store(&check)
-	log.Info("processor running", "brokers", cfg.KafkaBrokers, "group", service.ProcessorGroup)
+	log.Info("processor running", "brokers", cfg.KafkaBrokers, "group", judge.ProcessorGroup)
 	err = w.Run(ctx)
 	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

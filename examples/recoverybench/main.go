@@ -3,7 +3,7 @@
 // again on the -mysql server) with 100,000 families and their usage history
 // in bulk, empties the Redis server (FLUSHALL), then times
 // store.RebuildGeneration over every family, the same one family per call for
-// -per-family of them, and a whole service.Recovery.RebuildNow (Kafka in
+// -per-family of them, and a whole recovery.Guard.RebuildNow (Kafka in
 // process), and prints the figures (and writes them into -doc).
 //
 //	go run ./examples/recoverybench -redis 127.0.0.1:26379 \

@@ -55,10 +55,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/buildinfo"
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
+	"github.com/dabom/dpcs/service/api"
+	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/recovery"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -132,6 +136,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
+	qs, err := judge.NewState(engine) // every write to the quota state goes through it
+	if err != nil {
+		return err
+	}
 	db, err := cfg.SQL(ctx)
 	if err != nil {
 		return err
@@ -144,7 +152,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	if len(args) > 0 && args[0] == "rebuild" {
-		return rebuild(ctx, db, engine, cfg.KafkaOptions(), log, args[1:], stdout)
+		return rebuild(ctx, db, qs, cfg.KafkaOptions(), log, args[1:], stdout)
 	}
 	st, err := store.New(db, store.WithLocation(cfg.Zone), store.WithLogger(log))
 	if err != nil {
@@ -157,12 +165,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	kopts := cfg.KafkaOptions()
 	// The relay's policy-updated records begin their traces.
-	producer, err := kgo.NewClient(slices.Concat(service.ProducerOpts(), kopts, service.KafkaHooks(reg, "producer"), service.TracingKafkaOpts(tp))...)
+	producer, err := kgo.NewClient(slices.Concat(judge.ProducerOpts(), kopts, service.KafkaHooks(reg, "producer"), service.TracingKafkaOpts(tp))...)
 	if err != nil {
 		return err
 	}
 	defer producer.Close()
-	if err := service.EnsureTopics(ctx, producer, service.DefaultPartitions, service.Topics()...); err != nil {
+	if err := service.EnsureTopics(ctx, producer, envelope.DefaultPartitions, envelope.Topics()...); err != nil {
 		return err
 	}
 	relay, err := store.NewRelay(db, producer, store.WithRelayLogger(log), store.WithRelayHooks(metrics.RelayHooks()))
@@ -191,28 +199,28 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	limiter, err := service.NewRedisLimiter(rdb) // login limits shared by every API instance
+	limiter, err := api.NewRedisLimiter(rdb) // login limits shared by every API instance
 	if err != nil {
 		return err
 	}
 	// Member removals, role changes and ended sessions reach every API
 	// instance's SSE streams over Redis pub/sub.
-	access, err := service.NewRedisAccessEvents(ctx, rdb, "", log)
+	access, err := api.NewRedisAccessEvents(ctx, rdb, "", log)
 	if err != nil {
 		return err
 	}
 	defer access.Close()
 	// POST /decisions: gateways' synchronous decisions, judged only from
 	// the state generation SQL names, their records produced before answering.
-	decisions, err := service.NewSyncDecisions(engine, slices.Concat(kopts, service.KafkaHooks(reg, "decisions")),
-		cfg.DecisionOptions(service.NewStoreGenerations(st), metrics, log)...)
+	decisions, err := judge.NewDecisions(qs, slices.Concat(kopts, service.KafkaHooks(reg, "decisions")),
+		cfg.DecisionOptions(recovery.NewGenerations(st), metrics, log)...)
 	if err != nil {
 		return err
 	}
 	// The back office reads the DLTs and the groups' lags, replays dead
 	// letters, and reads the processors' metrics from their admin
 	// pages (DPCS_OPERATIONS_METRICS_URLS) besides this server's own.
-	backOffice, err := service.NewKafkaBackOffice(kopts...)
+	backOffice, err := api.NewKafkaBackOffice(kopts...)
 	if err != nil {
 		return err
 	}
@@ -221,8 +229,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	api, err := service.NewAPI(service.APIConfig{Store: st, Engine: engine, Hub: hub, Inbox: inbox,
-		Wake: relay.Wake, Secret: []byte(cfg.JWTSecret), Logger: log, AccessEvents: access, Metrics: metrics,
+	apiServer, err := api.New(api.Config{Store: st, State: qs, Hub: hub, Inbox: inbox,
+		Wake: relay.Wake, Secret: []byte(cfg.JWTSecret), Logger: log, AccessEvents: access, OnRequest: metrics.OnRequest,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies,
 		VAPIDPublicKey: cfg.VAPIDPublicKey, Decisions: decisions, GatewayTokens: cfg.GatewayTokens,
 		DeadLetters: backOffice, KafkaStats: backOffice, OperationsMetrics: opsMetrics})
@@ -230,7 +238,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/", api.Handler())
+	mux.Handle("/", apiServer.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	if addr := cfg.AdminAddress(service.DefaultServerAdminAddr); addr != "" {
 		adm, err := service.StartAdmin(addr, service.AdminHandler(reg, service.Ready(rdb, db, nil, log)), log)
@@ -283,7 +291,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 // the rebuild lease, with the processors paused by the state marker, once SQL
 // holds every judged event. Named families are restored in the current
 // generation.
-func rebuild(ctx context.Context, db *sql.DB, eng *quota.Engine, kopts []kgo.Opt, log *slog.Logger, args []string, stdout io.Writer) error {
+func rebuild(ctx context.Context, db *sql.DB, qs *judge.State, kopts []kgo.Opt, log *slog.Logger, args []string, stdout io.Writer) error {
 	var ids []int64
 	for _, a := range args {
 		id, err := strconv.ParseInt(a, 10, 64)
@@ -293,22 +301,22 @@ func rebuild(ctx context.Context, db *sql.DB, eng *quota.Engine, kopts []kgo.Opt
 		ids = append(ids, id)
 	}
 	start := time.Now()
-	var rep store.RebuildReport
+	var rep recovery.Report
 	var err error
 	if len(ids) == 0 {
-		rec, closeRec, rerr := service.NewDeployableRecovery(eng, db, kopts, log, false, nil)
+		rec, closeRec, rerr := recovery.NewDeployable(qs, db, kopts, log, false, nil)
 		if rerr != nil {
 			return fmt.Errorf("rebuild: %w", rerr)
 		}
 		defer closeRec()
-		var info service.RecoveryInfo
+		var info recovery.Info
 		info, err = rec.RebuildNow(ctx, "operator: server rebuild")
 		rep = info.Report
-		if err == nil || errors.Is(err, store.ErrRebuildIncomplete) {
+		if err == nil || errors.Is(err, recovery.ErrIncomplete) {
 			fmt.Fprintf(stdout, "generation: %s (waited %s for SQL to hold every judged event)\n", info.Generation, info.Drain.Round(time.Millisecond))
 		}
 	} else {
-		st, serr := store.New(db, store.WithLocation(eng.Location()))
+		st, serr := store.New(db, store.WithLocation(qs.Location()))
 		if serr != nil {
 			return serr
 		}
@@ -316,14 +324,14 @@ func rebuild(ctx context.Context, db *sql.DB, eng *quota.Engine, kopts []kgo.Opt
 		if serr != nil {
 			return fmt.Errorf("rebuild: %w", serr)
 		}
-		rep, err = store.RebuildGeneration(ctx, db, eng, state.Generation, ids...)
+		rep, err = recovery.Rebuild(ctx, st, qs, state.Generation, ids...)
 	}
 	fmt.Fprintf(stdout, "families restored: %d, failed: %d, took: %s\n", rep.Rebuilt, len(rep.Failed), time.Since(start).Round(time.Millisecond))
 	for _, f := range rep.Failed {
 		fmt.Fprintf(stdout, "failed family %d: %v\n", f.FamilyID, f.Err)
 	}
 	switch {
-	case errors.Is(err, store.ErrRebuildIncomplete):
+	case errors.Is(err, recovery.ErrIncomplete):
 		return fmt.Errorf("rebuild: %d of %d families failed (listed in the report); fix their SQL rows and rebuild them (doc/runbook.md)",
 			len(rep.Failed), rep.Rebuilt+len(rep.Failed))
 	case err != nil:

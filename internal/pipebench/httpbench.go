@@ -22,9 +22,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
+	"github.com/dabom/dpcs/service/api"
+	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/simulate"
 )
@@ -135,11 +138,15 @@ func RunHTTP(ctx context.Context, cfg HTTPConfig) (*HTTPReport, error) {
 	if err := eachNode(ctx, cfg.Redis, func(n *redis.Client) error { return n.FlushAll(ctx).Err() }); err != nil {
 		return nil, err
 	}
-	eng, err := quota.New(cfg.Redis)
+	engine, err := quota.New(cfg.Redis)
 	if err != nil {
 		return nil, err
 	}
-	if err := eng.Load(ctx); err != nil {
+	if err := engine.Load(ctx); err != nil {
+		return nil, err
+	}
+	eng, err := judge.NewState(engine) // the door every write goes through
+	if err != nil {
 		return nil, err
 	}
 	pop, err := simulate.NewPopulation(1, simulate.WithFamilies(cfg.Families))
@@ -151,7 +158,7 @@ func RunHTTP(ctx context.Context, cfg HTTPConfig) (*HTTPReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(service.DefaultPartitions, service.Topics()...))
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(envelope.DefaultPartitions, envelope.Topics()...))
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +177,7 @@ func RunHTTP(ctx context.Context, cfg HTTPConfig) (*HTTPReport, error) {
 		}
 		judges, acks, groupEvents = nil, nil, 0
 	}
-	opts := []service.DecisionOption{service.WithDecisionHooks(service.DecisionHooks{OnBatch: func(b service.DecisionBatchInfo) {
+	opts := []judge.Option{judge.WithDecisionHooks(judge.DecisionHooks{OnBatch: func(b judge.DecisionBatchInfo) {
 		batches.Add(1)
 		events.Add(int64(b.Events))
 		judgeNs.Add(int64(b.Judge))
@@ -181,12 +188,12 @@ func RunHTTP(ctx context.Context, cfg HTTPConfig) (*HTTPReport, error) {
 		groupMu.Unlock()
 	}})}
 	if cfg.Linger > 0 {
-		opts = append(opts, service.WithDecisionLinger(cfg.Linger))
+		opts = append(opts, judge.WithLinger(cfg.Linger))
 	}
 	if cfg.MaxBatch > 0 {
-		opts = append(opts, service.WithDecisionMaxBatch(cfg.MaxBatch))
+		opts = append(opts, judge.WithMaxBatch(cfg.MaxBatch))
 	}
-	dec, err := service.NewSyncDecisions(eng, []kgo.Opt{kgo.SeedBrokers(kc.ListenAddrs()...)}, opts...)
+	dec, err := judge.NewDecisions(eng, []kgo.Opt{kgo.SeedBrokers(kc.ListenAddrs()...)}, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +238,7 @@ func RunHTTP(ctx context.Context, cfg HTTPConfig) (*HTTPReport, error) {
 			return err
 		}
 		defer resp.Body.Close()
-		var out service.DecisionList
+		var out api.DecisionList
 		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK || len(out.Decisions) != n {
 			return fmt.Errorf("POST /decisions: %d %v", resp.StatusCode, err)
 		}
@@ -300,7 +307,7 @@ const benchGateway = "gw_pipebench_0123456789abcdef0123456789"
 
 // serveAPI serves the real API with dec on a loopback port, its store in
 // SQLite under dir.
-func serveAPI(ctx context.Context, dir string, eng *quota.Engine, dec *service.SyncDecisions) (string, func(), error) {
+func serveAPI(ctx context.Context, dir string, eng *judge.State, dec *judge.Decisions) (string, func(), error) {
 	if dir == "" {
 		d, err := os.MkdirTemp("", "httpbench")
 		if err != nil {
@@ -331,7 +338,7 @@ func serveAPI(ctx context.Context, dir string, eng *quota.Engine, dec *service.S
 		db.Close()
 		return "", nil, err
 	}
-	api, err := service.NewAPI(service.APIConfig{Store: st, Engine: eng, Hub: hub, Inbox: inbox,
+	apiServer, err := api.New(api.Config{Store: st, State: eng, Hub: hub, Inbox: inbox,
 		Secret: []byte("httpbench-secret-0123456789abcdef0123"), NoWeb: true,
 		Decisions: dec, GatewayTokens: []string{benchGateway}})
 	if err != nil {
@@ -343,7 +350,7 @@ func serveAPI(ctx context.Context, dir string, eng *quota.Engine, dec *service.S
 		db.Close()
 		return "", nil, err
 	}
-	srv := service.NewHTTPServer(api.Handler(), service.HTTPServerConfig{})
+	srv := service.NewHTTPServer(apiServer.Handler(), service.HTTPServerConfig{})
 	go srv.Serve(ln) // ends with Shutdown below
 	return "http://" + ln.Addr().String(), func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -11,9 +11,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
+	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/simulate"
 )
 
@@ -25,7 +27,7 @@ func TestRunWithNotifier(t *testing.T) {
 		t.Skip("starts the pipeline")
 	}
 	ctx := context.Background()
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(service.DefaultPartitions, service.Topics()...))
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(envelope.DefaultPartitions, envelope.Topics()...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +79,11 @@ func TestAlertFamilies(t *testing.T) {
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	eng, err := quota.New(rdb)
+	engine, err := quota.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := judge.NewState(engine)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +107,7 @@ func TestAlertFamilies(t *testing.T) {
 		fid   int64
 		alert bool
 	}{{10_000, true}, {10_002, true}, {10_003, false}, {20_000, false}} {
-		fs, err := eng.Family(ctx, tc.fid)
+		fs, err := engine.Family(ctx, tc.fid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +120,7 @@ func TestAlertFamilies(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev := quota.Event{ID: "e1", FamilyID: f.ID, CustomerID: f.Members[0].CustomerID, Bytes: 1 << 20, AppID: "com.youtube.app", At: time.Now()}
-	r, err := eng.Apply(ctx, ev)
+	r, err := engine.Apply(ctx, ev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +128,7 @@ func TestAlertFamilies(t *testing.T) {
 		t.Errorf("a median event on an alert family: %+v, want ALLOWED with a threshold crossed", r)
 	}
 	ev.ID, ev.Bytes = "e2", 2<<20
-	if r, err = eng.Apply(ctx, ev); err != nil || r.Decision != policy.BlockedFamilyQuota {
+	if r, err = engine.Apply(ctx, ev); err != nil || r.Decision != policy.BlockedFamilyQuota {
 		t.Errorf("the next event: %+v, %v, want BLOCKED_FAMILY_QUOTA", r, err)
 	}
 }

@@ -25,6 +25,8 @@ import (
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
+	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/recovery"
 	"github.com/dabom/dpcs/simulate"
 	"github.com/dabom/dpcs/writebehind"
 )
@@ -75,7 +77,7 @@ type Config struct {
 	// of the decisions (0: 5,000 events).
 	MaxBacklog int
 	// ProcessorOptions are added to every processor's options (tuning).
-	ProcessorOptions []service.ProcessorOption
+	ProcessorOptions []judge.Option
 	// OnStep, if set, is called when a step's measured window begins and
 	// ends (for profiling one step).
 	OnStep func(label string, begin bool)
@@ -213,7 +215,7 @@ func (r *recorder) onDecided(recs []*kgo.Record, at time.Time) {
 	}
 }
 
-func (r *recorder) batch(b service.BatchInfo) {
+func (r *recorder) batch(b judge.BatchInfo) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.on || b.Usage == 0 {
@@ -237,11 +239,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	eng, err := quota.New(cfg.Redis, quota.WithLocation(cfg.Zone))
+	engine, err := quota.New(cfg.Redis, quota.WithLocation(cfg.Zone))
 	if err != nil {
 		return nil, err
 	}
-	if err := eng.Load(ctx); err != nil {
+	if err := engine.Load(ctx); err != nil {
+		return nil, err
+	}
+	eng, err := judge.NewState(engine) // the door every write goes through
+	if err != nil {
 		return nil, err
 	}
 	if err := service.Migrate(ctx, cfg.DB); err != nil {
@@ -279,7 +285,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer producer.Close()
-	if err := service.EnsureTopics(ctx, producer, service.DefaultPartitions, service.Topics()...); err != nil {
+	if err := service.EnsureTopics(ctx, producer, envelope.DefaultPartitions, envelope.Topics()...); err != nil {
 		return nil, err
 	}
 	if cfg.Notifier {
@@ -327,7 +333,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	rep.InvariantsChecked = len(fams)
-	rep.InvariantsErr = service.CheckInvariants(ctx, eng, cfg.DB, fams)
+	rep.InvariantsErr = recovery.CheckInvariants(ctx, eng, cfg.DB, fams)
 	return rep, nil
 }
 
@@ -381,7 +387,7 @@ const AlertPlan = 2 << 20
 
 // alertFamilies cuts the plans of the first n families of each population
 // of at least 100·n families to AlertPlan (see Config.Notifier).
-func alertFamilies(ctx context.Context, eng *quota.Engine, pops []*simulate.Population, n int) error {
+func alertFamilies(ctx context.Context, eng *judge.State, pops []*simulate.Population, n int) error {
 	for _, p := range pops {
 		if p.NumFamilies() < 100*n {
 			continue
@@ -403,7 +409,7 @@ func (cfg *Config) progress(format string, args ...any) {
 // Provision writes the population's families into the engine (plan and
 // members, one atomic Restore per family) with workers in parallel and
 // returns the number of members.
-func Provision(ctx context.Context, eng *quota.Engine, pop *simulate.Population, workers int) (int, error) {
+func Provision(ctx context.Context, eng *judge.State, pop *simulate.Population, workers int) (int, error) {
 	fams := make(chan simulate.Family, 256)
 	var members atomic.Int64
 	var wg sync.WaitGroup
@@ -451,12 +457,12 @@ type workerPool struct {
 	done   chan struct{}
 }
 
-func (p *workerPool) scale(ctx context.Context, n int, eng *quota.Engine, cfg Config, rec *recorder) (bool, error) {
+func (p *workerPool) scale(ctx context.Context, n int, eng *judge.State, cfg Config, rec *recorder) (bool, error) {
 	if len(p.ws) == n {
 		return false, nil
 	}
 	p.stop()
-	hooks := service.ProcessorHooks{OnBatch: rec.batch, OnDecided: rec.onDecided}
+	hooks := judge.ProcessorHooks{OnBatch: rec.batch, OnDecided: rec.onDecided}
 	wbHooks := writebehind.Hooks{OnFlush: func(f writebehind.FlushInfo) { rec.rows.Add(int64(f.Items)) }}
 	kopts := []kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}
 	wcfg := service.WorkersConfig{NoNotifier: true}
@@ -474,7 +480,7 @@ func (p *workerPool) scale(ctx context.Context, n int, eng *quota.Engine, cfg Co
 	for range n {
 		w, err := service.NewWorkers(eng, cfg.DB, kopts, service.WorkersConfig{
 			NoNotifier: wcfg.NoNotifier, Notifier: wcfg.Notifier, Hub: wcfg.Hub,
-			Processor: append([]service.ProcessorOption{service.WithProcessorHooks(hooks), service.WithProcessorLocation(cfg.Zone)},
+			Processor: append([]judge.Option{judge.WithProcessorHooks(hooks), judge.WithLocation(cfg.Zone)},
 				cfg.ProcessorOptions...),
 			WriteBehind: []writebehind.Option{writebehind.WithHooks(wbHooks), writebehind.WithBatchSize(500)},
 		})

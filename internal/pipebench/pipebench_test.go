@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/service"
 	"github.com/dabom/dpcs/simulate"
 )
@@ -26,7 +27,7 @@ func TestRunEmbedded(t *testing.T) {
 		t.Skip("starts the pipeline")
 	}
 	ctx := context.Background()
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(service.DefaultPartitions, service.Topics()...))
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(envelope.DefaultPartitions, envelope.Topics()...))
 	if err != nil {
 		t.Fatal(err)
 	}

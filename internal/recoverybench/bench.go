@@ -13,9 +13,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/pipebench"
 	"github.com/dabom/dpcs/quota"
-	"github.com/dabom/dpcs/service"
+	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/recovery"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -25,7 +27,7 @@ type Config struct {
 	// store.RebuildGeneration call each, the shape of a rebuild that reads and
 	// restores one family at a time, for the ratio. 0: not measured.
 	PerFamily int
-	// Quiet is the recovery's drain quiet period (service.RecoveryConfig.
+	// Quiet is the recovery's drain quiet period (recovery.Config.
 	// Quiet). Default: the recovery's default, 3 s.
 	Quiet time.Duration
 	// Progress, when set, is told what is being measured.
@@ -40,8 +42,8 @@ type Report struct {
 	// PerFamily families were rebuilt one call each in PerFamilyTook.
 	PerFamily     int
 	PerFamilyTook time.Duration
-	// Recovery is the whole service.Recovery.RebuildNow.
-	Recovery service.RecoveryInfo
+	// Recovery is the whole recovery.Guard.RebuildNow.
+	Recovery recovery.Info
 	// MemBefore is Redis's used_memory before the first rebuild, MemAfter
 	// after the recovery.
 	MemBefore, MemAfter int64
@@ -65,16 +67,23 @@ func rate(n int, d time.Duration) float64 {
 // Run measures on a seeded database (Seed) and the engine's Redis, which
 // should hold none of the families yet: (a) store.RebuildGeneration over every
 // family, (b) the same families one call each for cfg.PerFamily of them, (c) a
-// whole service.Recovery.RebuildNow with Kafka in process (kfake, nothing to
+// whole recovery.Guard.RebuildNow with Kafka in process (kfake, nothing to
 // drain), and Redis's memory before and after. Any family not rebuilt is an
 // error.
-func Run(ctx context.Context, db *sql.DB, rdb redis.UniversalClient, eng *quota.Engine, cfg Config) (*Report, error) {
+func Run(ctx context.Context, db *sql.DB, rdb redis.UniversalClient, engine *quota.Engine, cfg Config) (*Report, error) {
+	eng, err := judge.NewState(engine)
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.New(db, store.WithLocation(eng.Location()))
+	if err != nil {
+		return nil, err
+	}
 	progress := cfg.Progress
 	if progress == nil {
 		progress = func(string, ...any) {}
 	}
 	var rep Report
-	var err error
 	if rep.MemBefore, err = pipebench.RedisMemory(ctx, rdb); err != nil {
 		return nil, err
 	}
@@ -82,9 +91,9 @@ func Run(ctx context.Context, db *sql.DB, rdb redis.UniversalClient, eng *quota.
 		return nil, fmt.Errorf("recoverybench: count families: %w", err)
 	}
 
-	progress("rebuild of %d families (store.RebuildGeneration)", rep.Families)
+	progress("rebuild of %d families (recovery.Rebuild)", rep.Families)
 	start := time.Now()
-	rr, err := store.RebuildGeneration(ctx, db, eng, "bench-rebuild")
+	rr, err := recovery.Rebuild(ctx, st, eng, "bench-rebuild")
 	rep.Rebuild = time.Since(start)
 	if err != nil {
 		return nil, err
@@ -98,14 +107,14 @@ func Run(ctx context.Context, db *sql.DB, rdb redis.UniversalClient, eng *quota.
 		progress("rebuild of %d families one call each", rep.PerFamily)
 		start = time.Now()
 		for f := int64(1); f <= int64(rep.PerFamily); f++ {
-			if _, err := store.RebuildGeneration(ctx, db, eng, "bench-rebuild", f); err != nil {
+			if _, err := recovery.Rebuild(ctx, st, eng, "bench-rebuild", f); err != nil {
 				return nil, err
 			}
 		}
 		rep.PerFamilyTook = time.Since(start)
 	}
 
-	progress("whole recovery (service.Recovery.RebuildNow)")
+	progress("whole recovery (recovery.Guard.RebuildNow)")
 	if rep.Recovery, err = recoverOnce(ctx, db, eng, cfg.Quiet); err != nil {
 		return nil, err
 	}
@@ -124,33 +133,33 @@ func Run(ctx context.Context, db *sql.DB, rdb redis.UniversalClient, eng *quota.
 	return &rep, nil
 }
 
-// recoverOnce runs service.Recovery.RebuildNow as a processor deployable
+// recoverOnce runs recovery.Guard.RebuildNow as a processor deployable
 // would: Kafka (in process) with the service's topics and nothing written, so
 // the drain is the quiet period alone.
-func recoverOnce(ctx context.Context, db *sql.DB, eng *quota.Engine, quiet time.Duration) (service.RecoveryInfo, error) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(service.DefaultPartitions, service.Topics()...))
+func recoverOnce(ctx context.Context, db *sql.DB, eng *judge.State, quiet time.Duration) (recovery.Info, error) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(envelope.DefaultPartitions, envelope.Topics()...))
 	if err != nil {
-		return service.RecoveryInfo{}, fmt.Errorf("recoverybench: kafka: %w", err)
+		return recovery.Info{}, fmt.Errorf("recoverybench: kafka: %w", err)
 	}
 	defer c.Close()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
 	if err != nil {
-		return service.RecoveryInfo{}, fmt.Errorf("recoverybench: kafka client: %w", err)
+		return recovery.Info{}, fmt.Errorf("recoverybench: kafka client: %w", err)
 	}
 	defer cl.Close()
 	st, err := store.New(db, store.WithLocation(eng.Location()))
 	if err != nil {
-		return service.RecoveryInfo{}, err
+		return recovery.Info{}, err
 	}
-	rec, err := service.NewRecovery(service.RecoveryConfig{Store: st, Engine: eng, Admin: kadm.NewClient(cl), Quiet: quiet,
-		Rebuild: func(ctx context.Context, gen string) (store.RebuildReport, error) {
-			return store.RebuildGeneration(ctx, db, eng, gen)
+	rec, err := recovery.New(recovery.Config{Store: st, State: eng, Admin: kadm.NewClient(cl), Quiet: quiet,
+		Rebuild: func(ctx context.Context, gen string) (recovery.Report, error) {
+			return recovery.Rebuild(ctx, st, eng, gen)
 		}})
 	if err != nil {
-		return service.RecoveryInfo{}, err
+		return recovery.Info{}, err
 	}
 	info, err := rec.RebuildNow(ctx, "recoverybench")
-	if errors.Is(err, store.ErrRebuildIncomplete) {
+	if errors.Is(err, recovery.ErrIncomplete) {
 		return info, fmt.Errorf("recoverybench: %d families failed: %w", info.Failed, err)
 	}
 	return info, err

@@ -1,8 +1,8 @@
 // Package recoverybench measures how long DPCS takes to rebuild Redis from SQL
-// after Redis lost its state (service.Recovery; doc/architecture.md, "Never
+// after Redis lost its state (recovery.Guard; doc/architecture.md, "Never
 // trust Redis blindly"): it seeds a MariaDB/MySQL database in bulk with a
 // family population and its usage history, then times store.RebuildGeneration
-// over every family and a whole service.Recovery.RebuildNow (lease, marker,
+// over every family and a whole recovery.Guard.RebuildNow (lease, marker,
 // drain, rebuild, finish) against a real Redis, with Kafka in process (kfake).
 // examples/recoverybench is its command; `make bench` runs it at 100,000
 // families.

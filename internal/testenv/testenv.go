@@ -1,0 +1,141 @@
+// Package testenv is the one place tests set up what they run against: an
+// embedded Kafka (kfake) with DPCS's topics, an embedded Redis (miniredis),
+// a migrated-or-not SQLite database in the test's temporary directory, free
+// loopback addresses and plain GETs of admin endpoints. Every helper takes
+// a testing.TB, fails the test on error and registers its own cleanup.
+//
+// Only tests import it: it links kfake, miniredis and the SQLite driver,
+// which no SDK package and no door package may link (internal/sdkdeps).
+package testenv
+
+import (
+	"database/sql"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	_ "modernc.org/sqlite" // the driver SQLite opens
+
+	"github.com/dabom/dpcs/envelope"
+)
+
+// Kafka starts an embedded single-broker Kafka on a free loopback port
+// with every DPCS topic (envelope.Topics, envelope.DefaultPartitions
+// partitions each) and closes it when the test ends.
+func Kafka(tb testing.TB, opts ...kfake.Opt) *kfake.Cluster {
+	tb.Helper()
+	all := append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(envelope.DefaultPartitions, envelope.Topics()...)}, opts...)
+	c, err := kfake.NewCluster(all...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Close)
+	return c
+}
+
+// KafkaOpts are a client's options for c: its brokers and a 100 ms group
+// heartbeat, so rebalances in tests take a tenth of the default. With
+// DPCS_TEST_KAFKA_DEBUG set the client logs to stderr.
+func KafkaOpts(c *kfake.Cluster) []kgo.Opt {
+	opts := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.HeartbeatInterval(100 * time.Millisecond)}
+	if os.Getenv("DPCS_TEST_KAFKA_DEBUG") != "" {
+		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, nil)))
+	}
+	return opts
+}
+
+// Client is a Kafka client on c with opts added, closed when the test ends.
+func Client(tb testing.TB, c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
+	tb.Helper()
+	cl, err := kgo.NewClient(append(KafkaOpts(c), opts...)...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(cl.Close)
+	return cl
+}
+
+// Collect reads topic on c from its start until n records arrived (20 s at
+// most) and fails the test if more or fewer arrive.
+func Collect(tb testing.TB, c *kfake.Cluster, topic string, n int) []*kgo.Record {
+	tb.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(topic))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := contextWithTimeout(tb, 20*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for len(out) < n {
+		f := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			tb.Fatalf("%s: got %d records, want %d", topic, len(out), n)
+		}
+		out = append(out, f.Records()...)
+	}
+	if len(out) > n {
+		tb.Fatalf("%s: got %d records, want %d", topic, len(out), n)
+	}
+	return out
+}
+
+// Redis starts an embedded Redis and returns it with a client on it; both
+// close when the test ends.
+func Redis(tb testing.TB) (*miniredis.Miniredis, redis.UniversalClient) {
+	tb.Helper()
+	mr := miniredis.RunT(tb)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	tb.Cleanup(func() { rdb.Close() })
+	return mr, rdb
+}
+
+// SQLite opens a new SQLite database in the test's temporary directory, in
+// WAL mode with a 5 s busy timeout and one connection (as the embedded
+// store opens it), closed when the test ends. Nothing is migrated.
+func SQLite(tb testing.TB) *sql.DB {
+	tb.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(tb.TempDir(), "dpcs.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	tb.Cleanup(func() { db.Close() })
+	return db
+}
+
+// FreeAddr is a loopback address with a port free when it was asked for.
+// Prefer listening on 127.0.0.1:0 and reading the address back; this is for
+// programs that take an address to listen on.
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Get GETs url, wants 200 and returns the body.
+func Get(tb testing.TB, url string) string {
+	tb.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		tb.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	return string(b)
+}

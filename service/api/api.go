@@ -1,0 +1,437 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dabom/dpcs/notify"
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/store"
+	"github.com/dabom/dpcs/web"
+)
+
+// Defaults of Config.
+const (
+	DefaultAccessTTL    = 30 * time.Minute
+	DefaultRefreshTTL   = 7 * 24 * time.Hour
+	DefaultPingInterval = 15 * time.Second
+	// DefaultOwnerTopUpMax and DefaultOwnerTopUpMonthly bound owners'
+	// top-ups: 10 GiB per top-up, 50 GiB a month per family.
+	DefaultOwnerTopUpMax     = int64(10) << 30
+	DefaultOwnerTopUpMonthly = int64(50) << 30
+)
+
+// Config holds what the HTTP API needs. Store, Engine, Hub, Inbox and
+// Secret are required.
+type Config struct {
+	Store *store.Store
+	State *judge.State
+	Hub   *notify.Hub
+	Inbox *notify.SQLInbox
+	// Wake tells the outbox relay a policy change is waiting (store.Relay.Wake).
+	// Default: nil, the relay polls on its own interval.
+	Wake func()
+	// Secret signs access tokens (HS256, the only algorithm accepted); at
+	// least 32 bytes.
+	Secret []byte
+	// Clock stamps and checks access tokens. Default: time.Now.
+	Clock func() time.Time
+	// Logger reports internal errors behind 500 answers. Default: discard.
+	Logger *slog.Logger
+	// AccessTTL is the access token's lifetime. Default: 30 min.
+	AccessTTL time.Duration
+	// RefreshTTL is the refresh token's lifetime. Default: 7 days.
+	RefreshTTL time.Duration
+	// PingInterval is how often an idle SSE stream sends a ping event and
+	// checks its access against the store again (member removed, role
+	// changed, session ended: the stream ends). Default: 15 s.
+	PingInterval time.Duration
+	// AccessEvents carries member removals, role changes and ended sessions
+	// to every API instance, each of which ends the SSE streams they
+	// concern at once. Several instances must share one (a
+	// RedisAccessEvents); its owner closes it after the API's server.
+	// Default: NewLocalAccessEvents(), this instance only.
+	AccessEvents AccessEvents
+	// OnRequest, when set, is told of every operation answered (the
+	// service's metrics measure dpcs_api_request_seconds with it). It runs
+	// first, so it sees authentication failures too. Default: none.
+	OnRequest func(RequestInfo)
+	// Title and Version name the OpenAPI document. Default: "DPCS API", "1.0.0".
+	Title, Version string
+	// ServerURL is the OpenAPI document's server: the URL clients prefix to
+	// every path. Default: "/", the host (and scheme) the document was read
+	// from; set the public base URL when a proxy serves the API under a path.
+	ServerURL string
+	// OwnerTopUpMax is the most an OWNER may add to the family's pool in one
+	// top-up, and OwnerTopUpMonthly the most the family's own members may
+	// add in a month, all together (admins are bounded only by the pool's
+	// maximum, policy.MaxBytes). Defaults: 10 GiB and 50 GiB. Negative (in
+	// either): owners may not top up at all (403).
+	OwnerTopUpMax, OwnerTopUpMonthly int64
+	// Build is what GET /version answers. Default: this binary's
+	// (BuildVersion).
+	Build VersionInfo
+	// Limiter keeps the brute-force counters of /auth/token and
+	// /auth/refresh. Default: a MemoryLimiter on Clock, which is this
+	// process's alone: give every instance of a scaled-out API one
+	// RedisLimiter on their shared Redis.
+	Limiter AuthLimiter
+	// Limits are the brute-force limits; zero fields take AuthLimits'
+	// defaults.
+	Limits AuthLimits
+	// TrustedProxies are the proxies whose X-Forwarded-For is believed when
+	// telling the client address of a request. Default: none, the client
+	// address is the peer's (r.RemoteAddr) and X-Forwarded-For is ignored.
+	TrustedProxies []netip.Prefix
+	// DeadLetters is the dead-letter browser's Kafka side (a
+	// KafkaBackOffice). Default: none; /admin/dead-letters answers 503.
+	DeadLetters DeadLetters
+	// KafkaStats gives the operations view (GET /admin/operations) the
+	// consumer groups' lags and the DLTs' record counts (a
+	// KafkaBackOffice). Default: none; the view shows only the metrics.
+	KafkaStats KafkaStats
+	// OperationsMetrics are where the operations view reads DPCS's
+	// metrics: this process's registry (all-in-one) and/or a
+	// MetricsScraper per processor's admin /metrics. Default: none.
+	OperationsMetrics []prometheus.Gatherer
+	// NoWeb leaves out the embedded web front-ends (package web: the family
+	// app under /app/, the back office under /console/). Default: served.
+	NoWeb bool
+	// VAPIDPublicKey is the Web Push application server key (base64url)
+	// GET /push/vapid-public-key answers; the notifier's web push channel
+	// must sign with its private key. Default: "" (that route answers 404;
+	// browsers can still store subscriptions).
+	VAPIDPublicKey string
+	// AllowLoopbackPush accepts push subscriptions whose endpoint is http on
+	// a loopback host (tests with a local push service). Default: https only.
+	AllowLoopbackPush bool
+	// Decisions answers POST /decisions (synchronous decisions for
+	// gateways). Default: nil, the route answers 503.
+	Decisions *judge.Decisions
+	// GatewayTokens are the credentials gateways send as `Authorization:
+	// Bearer …` to POST /decisions, and only there. Default: none, every
+	// call of the route is refused (401).
+	GatewayTokens []string
+}
+
+// API is DPCS's HTTP API (SPEC §10): huma v2 on a net/http ServeMux, OpenAPI
+// 3.1 at /openapi.json and /openapi.yaml, docs at /docs.
+//
+// Authorization (SPEC §4): a MEMBER sees its own family (dashboard, its own
+// usage and policies read-only, the inbox); an OWNER manages its family; an
+// ADMIN (a member row with role ADMIN and no family) sees every family and the
+// back office. A request about another family answers 404 exactly as a family
+// that does not exist, so a caller never learns whether it exists; 403 is only
+// answered inside the caller's own family (a MEMBER attempting an owner's
+// action) and on /admin routes for non-admins.
+type Server struct {
+	cfg     Config
+	mux     *http.ServeMux
+	api     huma.API
+	log     *slog.Logger
+	now     func() time.Time
+	wake    func()
+	streams *liveStreams
+	// guard limits /auth/token and /auth/refresh.
+	guard authGuard
+	// gateways are the gateway credentials' digests.
+	gateways gatewayKeys
+	// ops keeps the operations view's samples.
+	ops opsSampler
+	// decideSlow sends every POST /decisions through huma's own body path
+	// (tests compare the two); decidedFast counts requests the fast path
+	// answered.
+	decideSlow  bool
+	decidedFast atomic.Int64
+}
+
+// NewAPI validates cfg and registers every route.
+func New(cfg Config) (*Server, error) {
+	switch {
+	case cfg.Store == nil:
+		return nil, errors.New("api: Config.Store is required")
+	case cfg.State == nil:
+		return nil, errors.New("api: Config.State is required")
+	case cfg.Hub == nil:
+		return nil, errors.New("api: Config.Hub is required")
+	case cfg.Inbox == nil:
+		return nil, errors.New("api: Config.Inbox is required")
+	case len(cfg.Secret) < 32:
+		return nil, errors.New("api: Config.Secret must be at least 32 bytes")
+	case cfg.AccessTTL < 0 || cfg.RefreshTTL < 0 || cfg.PingInterval < 0:
+		return nil, errors.New("api: Config durations must not be negative")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.AccessTTL == 0 {
+		cfg.AccessTTL = DefaultAccessTTL
+	}
+	if cfg.RefreshTTL == 0 {
+		cfg.RefreshTTL = DefaultRefreshTTL
+	}
+	if cfg.PingInterval == 0 {
+		cfg.PingInterval = DefaultPingInterval
+	}
+	if cfg.OwnerTopUpMax == 0 {
+		cfg.OwnerTopUpMax = DefaultOwnerTopUpMax
+	}
+	if cfg.OwnerTopUpMonthly == 0 {
+		cfg.OwnerTopUpMonthly = DefaultOwnerTopUpMonthly
+	}
+	if cfg.Title == "" {
+		cfg.Title = "DPCS API"
+	}
+	if cfg.Version == "" {
+		cfg.Version = "1.0.0"
+	}
+	if cfg.ServerURL == "" {
+		cfg.ServerURL = "/"
+	}
+	if cfg.AccessEvents == nil {
+		cfg.AccessEvents = NewLocalAccessEvents()
+	}
+	cfg.Secret = append([]byte(nil), cfg.Secret...)
+	guard, err := newAuthGuard(cfg)
+	if err != nil {
+		return nil, err
+	}
+	a := &Server{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger, now: cfg.Clock, wake: cfg.Wake, guard: guard, streams: newLiveStreams(),
+		gateways: newGatewayKeys(cfg.GatewayTokens)}
+	if a.wake == nil {
+		a.wake = func() {}
+	}
+	// The API lives as long as the process that made it: the subscription
+	// ends when that process closes cfg.AccessEvents.
+	cfg.AccessEvents.Subscribe(a.streams.kick)
+
+	hc := huma.DefaultConfig(cfg.Title, cfg.Version)
+	hc.CreateHooks = nil // no $schema fields / Link headers in responses
+	hc.Info.Description = "Data Pool Control System: family data pools, member policies, alerts and notifications. " +
+		"Authenticate with POST /auth/token and send the access token as `Authorization: Bearer …`. " +
+		"Requests about another family answer 404 as if it did not exist."
+	hc.Info.License = &huma.License{Name: "Apache-2.0", Identifier: "Apache-2.0"}
+	hc.Servers = []*huma.Server{{URL: cfg.ServerURL, Description: "This API"}}
+	hc.Tags = apiTags()
+	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		bearerScheme: {Type: "http", Scheme: "bearer", BearerFormat: "JWT",
+			Description: "Access token from POST /auth/token or /auth/refresh (HS256, 30 min)."},
+		gatewayScheme: {Type: "http", Scheme: "bearer",
+			Description: "A gateway credential (one of DPCS_GATEWAY_TOKENS), for POST /decisions only; member access tokens are refused there and it opens no other route."},
+	}
+	a.api = humago.New(a.mux, hc)
+	if cfg.OnRequest != nil {
+		a.api.UseMiddleware(a.measure) // first: it sees authentication failures too
+	}
+	a.api.UseMiddleware(a.authenticate, a.limitAddress)
+
+	a.registerAuth()
+	a.registerFamily()
+	a.registerRequests()
+	a.registerStream()
+	a.registerPush()
+	a.registerAdmin()
+	a.registerDrift()
+	a.registerOps()
+	a.registerVersion()
+	a.registerDecisions()
+	a.registerCatalog()
+	if !cfg.NoWeb {
+		ui := web.Handler()
+		for _, p := range web.Prefixes() {
+			a.mux.Handle(p, ui)
+			a.mux.Handle(strings.TrimSuffix(p, "/"), ui)
+		}
+	}
+	return a, nil
+}
+
+// Handler returns the HTTP handler serving the API, its OpenAPI document and
+// docs. SSE routes stream for as long as the access that opened them lasts:
+// serve it with NewHTTPServer, whose timeouts spare the stream (StreamRequest).
+func (a *Server) Handler() http.Handler { return a.mux }
+
+// OpenAPI returns the API's OpenAPI document.
+func (a *Server) OpenAPI() *huma.OpenAPI { return a.api.OpenAPI() }
+
+const bearerScheme = "bearer"
+
+// secured is the Security of every operation needing an access token.
+func secured() []map[string][]string { return []map[string][]string{{bearerScheme: {}}} }
+
+// public is the Security of an operation anyone may call: an empty, non-nil
+// list, which the document shows as `security: []` (no requirement) so
+// clients and linters know no token is wanted.
+func public() []map[string][]string { return []map[string][]string{} }
+
+// Operation tags, each declared with its description in the document.
+const (
+	authTag          = "auth"
+	familiesTag      = "families"
+	notificationsTag = "notifications"
+	adminTag         = "admin"
+	systemTag        = "system"
+)
+
+func apiTags() []*huma.Tag {
+	return []*huma.Tag{
+		{Name: authTag, Description: "Sessions: log in with a member id or phone and a password, rotate the refresh token, log out. Public: no access token is needed."},
+		{Name: familiesTag, Description: "A family's dashboard, members, usage, policies, alert thresholds and top-ups. Members read; owners (and admins) change."},
+		{Name: notificationsTag, Description: "The caller's inbox of alerts and policy changes, and the same notifications live over server-sent events."},
+		{Name: adminTag, Description: "The back office, for ADMIN accounts only: policy templates and their drift, family search and provisioning, plans, usage reports, the audit log, the dead-letter browser and the operations view."},
+		{Name: decisionsTag, Description: "Synchronous decisions for gateways that must ask before granting: usage events in, decision, remaining bytes and rule out. Gateway credential only."},
+		{Name: systemTag, Description: "What is serving: the build behind the API. Public."},
+	}
+}
+
+// problem maps an error of the store, the engine, the inbox or the policy
+// package to an RFC 9457 problem — the one place domain errors become HTTP
+// statuses. loc names the request part (e.g. "body.set") validation errors
+// are reported under; errors that are already huma status errors pass
+// through.
+//
+// Error policy: an answer's texts are written for the caller and say what it
+// can fix. They come from this package's fixed strings or from errors built
+// to be shown — *policy.FieldError (the caller's own constraint keys and
+// values), *store.FieldError (Field and Msg; never database text, never
+// another family's rows), *store.PoolLimitError — and never from an error's
+// own Error() text, which carries package prefixes ("store: …") and driver
+// or database messages. Anything else is answered with a generic text and
+// logged.
+func (a *Server) problem(ctx context.Context, err error, loc string) error {
+	var se huma.StatusError
+	var fe *store.FieldError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &se):
+		return err
+	case errors.Is(err, store.ErrBadCredentials):
+		return huma.Error401Unauthorized("bad credentials")
+	case errors.Is(err, store.ErrTokenReused):
+		return huma.Error401Unauthorized("refresh token reused: the session is revoked")
+	case errors.Is(err, store.ErrTokenExpired):
+		return huma.Error401Unauthorized("refresh token expired")
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, notify.ErrNotFound):
+		return huma.Error404NotFound(notFoundText(err))
+	case errors.Is(err, store.ErrStaleVersion):
+		msg := "not the current version: read the policy again and retry"
+		if errors.As(err, &fe) {
+			msg = fe.Msg
+		}
+		return huma.Error409Conflict("the policy was changed since it was read",
+			&huma.ErrorDetail{Location: "body.expectedVersion", Message: msg})
+	case errors.Is(err, store.ErrConflict):
+		if errors.As(err, &fe) && fe.Kind == store.ErrConflict {
+			return huma.Error409Conflict(fe.Msg, &huma.ErrorDetail{Location: at(loc, fe.Field), Message: fe.Msg})
+		}
+		a.log.WarnContext(ctx, "api: conflict without a text for the caller", "err", err)
+		return huma.Error409Conflict("the change conflicts with the current data: read it again and retry")
+	case errors.Is(err, store.ErrInvalid), errors.Is(err, policy.ErrInvalid),
+		errors.Is(err, quota.ErrInvalid), errors.Is(err, notify.ErrInvalid):
+		details := fieldDetails(err, loc)
+		if len(details) == 0 {
+			a.log.WarnContext(ctx, "api: refusal without a text for the caller", "err", err)
+			details = append(details, &huma.ErrorDetail{Location: loc, Message: "value not accepted"})
+		}
+		return huma.Error422UnprocessableEntity("validation failed", details...)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return huma.NewError(http.StatusServiceUnavailable, "request cancelled or timed out")
+	}
+	a.log.ErrorContext(ctx, "api: internal error", "err", err)
+	return huma.Error500InternalServerError("internal error")
+}
+
+// notFoundText keeps 404 texts uniform: never more than what was asked about.
+func notFoundText(err error) string {
+	if errors.Is(err, notify.ErrNotFound) {
+		return "notification not found"
+	}
+	return "not found"
+}
+
+// at is the location of field under loc: loc itself when it already names
+// the field ("body.bytes", "bytes"), else loc.field.
+func at(loc, field string) string {
+	switch {
+	case field == "" || loc == field || strings.HasSuffix(loc, "."+field):
+		return loc
+	case loc == "":
+		return field
+	}
+	return loc + "." + field
+}
+
+// fieldDetails lists the refusals in err's tree written for the caller —
+// *policy.FieldError, *store.FieldError, *store.PoolLimitError — each as an
+// error detail located at loc.<field>; none when err holds none of them.
+func fieldDetails(err error, loc string) []error {
+	var out []error
+	var walk func(error)
+	walk = func(e error) {
+		switch x := e.(type) {
+		case *policy.FieldError:
+			out = append(out, &huma.ErrorDetail{Location: at(loc, x.Field), Message: x.Error()})
+			return
+		case *store.FieldError:
+			out = append(out, &huma.ErrorDetail{Location: at(loc, x.Field), Message: x.Msg})
+			return
+		case *store.PoolLimitError:
+			out = append(out, &huma.ErrorDetail{Location: at(loc, x.Field), Message: x.Error()})
+			return
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() []error }:
+			for _, x := range u.Unwrap() {
+				walk(x)
+			}
+		case interface{ Unwrap() error }:
+			if x := u.Unwrap(); x != nil {
+				walk(x)
+			}
+		}
+	}
+	walk(err)
+	return out
+}
+
+// errNotFamily is what a caller gets for a family it may not see.
+func errNotFamily(fid int64) error {
+	return huma.Error404NotFound(fmt.Sprintf("family %d not found", fid))
+}
+
+// RequestInfo describes an answered operation, for Config.OnRequest.
+type RequestInfo struct {
+	// Operation is the OpenAPI operation id (never the raw path, so ids in
+	// paths do not multiply metric series).
+	Operation string
+	Status    int
+	Duration  time.Duration
+}
+
+// measure tells OnRequest of every operation answered.
+func (a *Server) measure(ctx huma.Context, next func(huma.Context)) {
+	start := time.Now()
+	next(ctx)
+	status := ctx.Status()
+	if status == 0 {
+		status = http.StatusOK // nothing written: net/http answers 200
+	}
+	a.cfg.OnRequest(RequestInfo{Operation: ctx.Operation().OperationID, Status: status, Duration: time.Since(start)})
+}

@@ -1,0 +1,300 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/store"
+)
+
+const tokenIssuer = "dpcs"
+
+// accessClaims are the claims of an access token: sub is the member id, fam
+// the family id (0 for ADMIN), role the member's role when it was issued,
+// sid the session (the refresh token rotation family) it was issued in.
+type accessClaims struct {
+	Fam  int64  `json:"fam"`
+	Role string `json:"role"`
+	Sid  string `json:"sid"`
+	jwt.RegisteredClaims
+}
+
+// Principal is the authenticated caller of a request.
+type Principal struct {
+	ID       int64
+	FamilyID int64 // 0 for ADMIN
+	Role     policy.Role
+	// session and expires are those of the access token: a stream opened
+	// with it ends when either ends.
+	session string
+	expires time.Time
+}
+
+func (p Principal) actor() store.Actor { return store.Actor{ID: p.ID, Role: p.Role} }
+
+type principalKey struct{}
+
+func principalFrom(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}
+
+// Tokens is a login's answer: an access JWT and a refresh token.
+type Tokens struct {
+	AccessToken      string      `json:"accessToken"`
+	TokenType        string      `json:"tokenType" example:"Bearer"`
+	ExpiresIn        int64       `json:"expiresIn" doc:"Access token lifetime in seconds"`
+	RefreshToken     string      `json:"refreshToken" doc:"Single use: exchange it at /auth/refresh; presenting it twice revokes the session"`
+	RefreshExpiresAt time.Time   `json:"refreshExpiresAt"`
+	MemberID         int64       `json:"memberId"`
+	FamilyID         int64       `json:"familyId" doc:"0 for back-office admins"`
+	Role             policy.Role `json:"role" enum:"MEMBER,OWNER,ADMIN"`
+}
+
+// IssueTokens starts a session for member (or admin) memberID without a
+// password: the all-in-one uses it to print a demo owner's token.
+func (a *Server) IssueTokens(ctx context.Context, memberID int64) (Tokens, error) {
+	m, err := a.cfg.Store.MemberByID(ctx, memberID)
+	if err != nil {
+		return Tokens{}, err
+	}
+	if m.DeletedAt != nil {
+		return Tokens{}, store.ErrNotFound
+	}
+	return a.issue(ctx, m, "")
+}
+
+// issue starts a new session for m (login, IssueTokens): refresh must be
+// empty. A rotation continues its session with issueIn.
+func (a *Server) issue(ctx context.Context, m store.Member, refresh string) (Tokens, error) {
+	if refresh != "" {
+		return Tokens{}, errors.New("api: issue starts sessions; a rotated token's goes through issueIn")
+	}
+	return a.issueIn(ctx, m, "", store.RefreshToken{})
+}
+
+// issueIn mints an access token for m and, when refresh is empty, a new
+// refresh rotation family (a session); otherwise refresh is the
+// already-rotated token rt. The access token carries the session as sid.
+func (a *Server) issueIn(ctx context.Context, m store.Member, refresh string, rt store.RefreshToken) (Tokens, error) {
+	if refresh == "" {
+		tok, issued, err := a.cfg.Store.IssueRefreshToken(ctx, m.ID, a.cfg.RefreshTTL)
+		if err != nil {
+			return Tokens{}, err
+		}
+		refresh, rt = tok, issued
+	}
+	access, err := a.signAccess(m, rt.RotationID)
+	if err != nil {
+		return Tokens{}, err
+	}
+	return Tokens{AccessToken: access, TokenType: "Bearer", ExpiresIn: int64(a.cfg.AccessTTL / time.Second),
+		RefreshToken: refresh, RefreshExpiresAt: rt.ExpiresAt, MemberID: m.ID, FamilyID: m.FamilyID, Role: m.Role}, nil
+}
+
+func (a *Server) signAccess(m store.Member, session string) (string, error) {
+	now := a.now()
+	c := accessClaims{Fam: m.FamilyID, Role: string(m.Role), Sid: session, RegisteredClaims: jwt.RegisteredClaims{
+		Issuer:    tokenIssuer,
+		Subject:   strconv.FormatInt(m.ID, 10),
+		IssuedAt:  jwt.NewNumericDate(now),
+		ExpiresAt: jwt.NewNumericDate(now.Add(a.cfg.AccessTTL)),
+	}}
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(a.cfg.Secret)
+}
+
+// verify checks an access token: HS256 only, issuer, expiry by the API's
+// clock, a session. It returns the member id and the token's claims.
+func (a *Server) verify(token string) (int64, accessClaims, error) {
+	var c accessClaims
+	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return a.cfg.Secret, nil },
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithIssuer(tokenIssuer),
+		jwt.WithExpirationRequired(), jwt.WithTimeFunc(a.now))
+	if err != nil {
+		return 0, accessClaims{}, err
+	}
+	id, err := strconv.ParseInt(c.Subject, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, accessClaims{}, errors.New("bad subject")
+	}
+	if c.Sid == "" {
+		return 0, accessClaims{}, errors.New("no session")
+	}
+	return id, c, nil
+}
+
+// authenticate is the huma middleware checking the bearer token of every
+// operation that declares the bearer scheme. The caller's family and role are
+// read from the store with its session (one query), so a removed member or an
+// ended session (logout, refresh-token reuse) is refused at once and a role
+// change takes effect without waiting for the token to expire.
+func (a *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
+	if len(ctx.Operation().Security) == 0 {
+		next(ctx)
+		return
+	}
+	if _, gw := ctx.Operation().Security[0][gatewayScheme]; gw {
+		a.authenticateGateway(ctx, next)
+		return
+	}
+	fail := func(msg string) {
+		ctx.SetHeader("WWW-Authenticate", `Bearer realm="dpcs", error="invalid_token"`)
+		huma.WriteErr(a.api, ctx, http.StatusUnauthorized, msg)
+	}
+	h := ctx.Header("Authorization")
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+		fail("missing bearer token")
+		return
+	}
+	id, claims, err := a.verify(strings.TrimSpace(tok))
+	if err != nil {
+		fail("invalid or expired access token")
+		return
+	}
+	m, live, err := a.cfg.Store.MemberSession(ctx.Context(), id, claims.Sid)
+	if err != nil || m.DeletedAt != nil {
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			a.log.ErrorContext(ctx.Context(), "api: authenticate", "err", err)
+			huma.WriteErr(a.api, ctx, http.StatusServiceUnavailable, "cannot check the token now")
+			return
+		}
+		fail("the token's member no longer exists")
+		return
+	}
+	if !live {
+		fail("the token's session has ended")
+		return
+	}
+	p := Principal{ID: m.ID, FamilyID: m.FamilyID, Role: m.Role, session: claims.Sid, expires: claims.ExpiresAt.Time}
+	if ctx.Operation().OperationID == streamOperation && !a.streamAuthz(ctx, p) {
+		return
+	}
+	next(huma.WithValue(ctx, principalKey{}, p))
+}
+
+// Credentials is the body of a login.
+type Credentials struct {
+	Login    string `json:"login" minLength:"1" maxLength:"64" doc:"A member id (digits, no leading 0) or a phone number (starting with 0 or +)" example:"1000001"`
+	Password string `json:"password" minLength:"1" maxLength:"128"`
+}
+
+type loginInput struct {
+	Body Credentials
+}
+
+// RefreshGrant is the body of a refresh or a logout: a refresh token.
+type RefreshGrant struct {
+	RefreshToken string `json:"refreshToken" minLength:"1" maxLength:"256"`
+}
+
+type refreshInput struct {
+	Body RefreshGrant
+}
+
+type tokensOutput struct {
+	CacheControl string `header:"Cache-Control"`
+	Body         Tokens
+}
+
+func (a *Server) registerAuth() {
+	tags := []string{authTag}
+	huma.Register(a.api, huma.Operation{OperationID: "login", Method: http.MethodPost, Path: "/auth/token", Tags: tags, Security: public(),
+		Summary: "Log in",
+		Description: "Exchanges a member id or phone and password for an access token (30 min) and a refresh token (7 days). " +
+			"Attempts are limited per client address and per login, and a login is locked for a while after repeated " +
+			"failures (whether or not it names a member): such attempts are answered 429 with Retry-After in seconds.",
+		Errors: []int{http.StatusUnauthorized, http.StatusTooManyRequests}},
+		func(ctx context.Context, in *loginInput) (*tokensOutput, error) {
+			key := a.guard.key("login", normalLogin(in.Body.Login))
+			if err := a.admitLogin(ctx, key); err != nil {
+				return nil, err
+			}
+			m, err := a.cfg.Store.Authenticate(ctx, in.Body.Login, in.Body.Password)
+			if errors.Is(err, store.ErrBadCredentials) {
+				a.loginFailed(ctx, key, in.Body.Login)
+			}
+			if err != nil {
+				return nil, a.problem(ctx, err, "body")
+			}
+			a.loginSucceeded(ctx, key)
+			t, err := a.issue(ctx, m, "")
+			if err != nil {
+				return nil, a.problem(ctx, err, "body")
+			}
+			return &tokensOutput{CacheControl: "no-store", Body: t}, nil
+		})
+	huma.Register(a.api, huma.Operation{OperationID: "refresh", Method: http.MethodPost, Path: "/auth/refresh", Tags: tags, Security: public(),
+		Summary: "Rotate a refresh token",
+		Description: "Exchanges a refresh token for a new pair. Each refresh token works once: presenting a rotated " +
+			"token again is taken as theft and revokes the whole session (401). Refreshes are limited per client " +
+			"address (429 with Retry-After in seconds).",
+		Errors: []int{http.StatusUnauthorized, http.StatusTooManyRequests}},
+		func(ctx context.Context, in *refreshInput) (*tokensOutput, error) {
+			tok, rt, err := a.rotate(ctx, in.Body.RefreshToken)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, huma.Error401Unauthorized("unknown refresh token")
+			}
+			if err != nil {
+				return nil, a.problem(ctx, err, "body.refreshToken")
+			}
+			m, err := a.cfg.Store.MemberByID(ctx, rt.CustomerID)
+			if err != nil || m.DeletedAt != nil {
+				return nil, huma.Error401Unauthorized("unknown refresh token")
+			}
+			t, err := a.issueIn(ctx, m, tok, rt)
+			if err != nil {
+				return nil, a.problem(ctx, err, "body")
+			}
+			t.RefreshExpiresAt = rt.ExpiresAt
+			return &tokensOutput{CacheControl: "no-store", Body: t}, nil
+		})
+	huma.Register(a.api, huma.Operation{OperationID: "logout", Method: http.MethodPost, Path: "/auth/logout", Tags: tags, Security: public(),
+		Summary: "Log out", Description: "Revokes the refresh token's session: its access tokens are refused and its " +
+			"notification streams end, on every API instance. An unknown or already revoked token is answered 204 too.",
+		DefaultStatus: http.StatusNoContent, Errors: []int{http.StatusUnprocessableEntity}},
+		func(ctx context.Context, in *refreshInput) (*struct{}, error) {
+			rt, err := a.cfg.Store.RevokeRefreshToken(ctx, in.Body.RefreshToken)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return nil, a.problem(ctx, err, "body.refreshToken")
+			}
+			if err == nil {
+				a.accessChanged(ctx, AccessEvent{Member: rt.CustomerID, Session: rt.RotationID})
+			}
+			return nil, nil
+		})
+}
+
+// rotate is Store.RotateRefreshToken; a reuse, which revokes the session,
+// also ends that session's streams on every instance.
+func (a *Server) rotate(ctx context.Context, token string) (string, store.RefreshToken, error) {
+	tok, rt, err := a.cfg.Store.RotateRefreshToken(ctx, token, a.cfg.RefreshTTL)
+	if reused, ok := errors.AsType[*store.TokenReusedError](err); ok {
+		a.accessChanged(ctx, AccessEvent{Member: reused.CustomerID, Session: reused.RotationID})
+	}
+	return tok, rt, err
+}
+
+// accessChanged publishes e once the store committed the change: this
+// instance's streams are told at once, the other instances' through
+// AccessEvents (when that fails, their periodic re-check ends the streams).
+// It runs to the end even if the client has gone.
+func (a *Server) accessChanged(ctx context.Context, e AccessEvent) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), accessPublishTimeout)
+	defer cancel()
+	if err := a.cfg.AccessEvents.Publish(ctx, e); err != nil {
+		a.log.WarnContext(ctx, "api: access event not published; other instances' streams end at their next re-check",
+			"member", e.Member, "err", err)
+	}
+}
+
+// accessPublishTimeout bounds publishing one AccessEvent.
+const accessPublishTimeout = 2 * time.Second

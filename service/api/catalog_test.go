@@ -1,0 +1,101 @@
+package api
+
+import (
+	"net/http"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/dabom/dpcs/policy"
+)
+
+func TestCatalogRoute(t *testing.T) {
+	f := newAPIFixture(t)
+	f.call(http.MethodGet, "/catalog", "", nil, http.StatusUnauthorized, nil) // no token
+	var got Catalog
+	f.call(http.MethodGet, "/catalog", f.token(childA), nil, http.StatusOK, &got) // a MEMBER may read it
+	want := DefaultCatalog()
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("GET /catalog (-want +got):\n%s", diff)
+	}
+	// Every app is in the catalog the processor judges with, under its category,
+	// and every category a constraint may name is offered.
+	cat := policy.NewCatalog(policy.DefaultApps())
+	if len(got.Apps) != len(cat) {
+		t.Errorf("%d apps, want %d", len(got.Apps), len(cat))
+	}
+	for _, app := range got.Apps {
+		if c := cat.Category(app.ID); string(c) != app.Category {
+			t.Errorf("app %s: category %q, the processor's %q", app.ID, app.Category, c)
+		}
+	}
+	wantCats := []string{"VIDEO", "GAME", "SOCIAL", "MESSAGING", "WEB", "MUSIC"}
+	if diff := cmp.Diff(wantCats, got.Categories); diff != "" {
+		t.Errorf("categories (-want +got):\n%s", diff)
+	}
+}
+
+func TestCatalogRouteDocumented(t *testing.T) {
+	f := newAPIFixture(t)
+	var doc struct {
+		Paths map[string]map[string]struct {
+			OperationID string                 `json:"operationId"`
+			Security    *[]map[string][]string `json:"security"`
+			Responses   map[string]struct {
+				Content map[string]struct {
+					Schema struct {
+						Ref string `json:"$ref"`
+					} `json:"schema"`
+				} `json:"content"`
+			} `json:"responses"`
+		} `json:"paths"`
+		Components struct {
+			Schemas map[string]struct {
+				Required   []string                  `json:"required"`
+				Properties map[string]map[string]any `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	f.call(http.MethodGet, "/openapi.json", "", nil, http.StatusOK, &doc)
+	op, ok := doc.Paths["/catalog"]["get"]
+	if !ok {
+		t.Fatalf("openapi.json has no GET /catalog: %v", doc.Paths["/catalog"])
+	}
+	if op.OperationID != "get-catalog" {
+		t.Errorf("operationId %q", op.OperationID)
+	}
+	if op.Security == nil || len(*op.Security) != 1 {
+		t.Errorf("security %v, want the bearer token", op.Security)
+	}
+	ref := op.Responses["200"].Content["application/json"].Schema.Ref
+	if ref != "#/components/schemas/Catalog" {
+		t.Fatalf("200 schema %q", ref)
+	}
+	tests := []struct {
+		schema   string
+		required []string
+		props    []string
+	}{
+		{"Catalog", []string{"categories", "apps"}, []string{"apps", "categories"}},
+		{"CatalogApp", []string{"id", "category"}, []string{"category", "id"}},
+	}
+	for _, tt := range tests {
+		s := doc.Components.Schemas[tt.schema]
+		var props []string
+		for p := range s.Properties {
+			props = append(props, p)
+		}
+		slices.Sort(props)
+		req := append([]string(nil), s.Required...)
+		slices.Sort(req)
+		want := append([]string(nil), tt.required...)
+		slices.Sort(want)
+		if diff := cmp.Diff(want, req); diff != "" {
+			t.Errorf("%s required (-want +got):\n%s", tt.schema, diff)
+		}
+		if diff := cmp.Diff(tt.props, props); diff != "" {
+			t.Errorf("%s properties (-want +got):\n%s", tt.schema, diff)
+		}
+	}
+}

@@ -1,0 +1,177 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/judge"
+)
+
+const (
+	gatewayScheme = "gateway"
+	decisionsTag  = "decisions"
+	// decideOperation is the one operation a gateway credential opens.
+	decideOperation = "decide"
+	// maxDecisionEvents bounds one request's events.
+	maxDecisionEvents = 1000
+)
+
+// gatewaySecured is the Security of the gateway route.
+func gatewaySecured() []map[string][]string { return []map[string][]string{{gatewayScheme: {}}} }
+
+// gatewayKeys are the SHA-256 digests of the gateway credentials: compared
+// in constant time, digest against digest, so neither a token's length nor
+// its prefix shows in the time of a refusal.
+type gatewayKeys [][sha256.Size]byte
+
+func newGatewayKeys(tokens []string) gatewayKeys {
+	var keys gatewayKeys
+	for _, t := range tokens {
+		if t = strings.TrimSpace(t); t != "" {
+			keys = append(keys, sha256.Sum256([]byte(t)))
+		}
+	}
+	return keys
+}
+
+// match reports whether tok is one of the credentials; it compares with
+// every one whatever the outcome.
+func (k gatewayKeys) match(tok string) bool {
+	d := sha256.Sum256([]byte(tok))
+	ok := 0
+	for _, key := range k {
+		ok |= subtle.ConstantTimeCompare(d[:], key[:])
+	}
+	return ok == 1 && len(k) > 0
+}
+
+// authenticateGateway checks the gateway credential of the decision route.
+// A family or admin access token is not one (401), and a gateway credential
+// opens nothing else: every other secured route verifies a signed access
+// token.
+func (a *Server) authenticateGateway(ctx huma.Context, next func(huma.Context)) {
+	scheme, tok, ok := strings.Cut(ctx.Header("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || !a.gateways.match(strings.TrimSpace(tok)) {
+		ctx.SetHeader("WWW-Authenticate", `Bearer realm="dpcs-gateway", error="invalid_token"`)
+		huma.WriteErr(a.api, ctx, http.StatusUnauthorized, "a gateway credential is required (DPCS_GATEWAY_TOKENS)")
+		return
+	}
+	next(ctx)
+}
+
+// UsageEvent is one usage event a gateway asks about: the DATA_USAGE
+// envelope's id and timestamp with its payload's fields.
+type UsageEvent struct {
+	EventID    string         `json:"eventId" minLength:"1" maxLength:"200" doc:"The event's unique id: a retry with the same id gets the same answer (duplicate: true) and is charged once" example:"evt_3f6c1f0e-8a53-4c47-9f0e-2b1d7c1e9a10"`
+	Timestamp  time.Time      `json:"timestamp" doc:"When the usage happened: windows, days and months are judged at it; at most 23 h old and 5 min ahead"`
+	FamilyID   int64          `json:"familyId" minimum:"1"`
+	CustomerID int64          `json:"customerId" minimum:"1"`
+	AppID      string         `json:"appId" minLength:"1" maxLength:"200" example:"com.youtube.app"`
+	BytesUsed  int64          `json:"bytesUsed" minimum:"0" maximum:"70368744177664"`
+	Metadata   map[string]any `json:"metadata,omitempty" doc:"Optional, e.g. deviceId, networkType"`
+}
+
+// DecisionAsk is the body of POST /decisions: one event or a batch.
+type DecisionAsk struct {
+	Events []UsageEvent `json:"events" minItems:"1" maxItems:"1000" doc:"One event, or a batch judged in order"`
+}
+
+// EventDecision is the engine's answer about one event.
+type EventDecision struct {
+	EventID  string          `json:"eventId"`
+	Decision policy.Decision `json:"decision" enum:"ALLOWED,BLOCKED_NOT_MEMBER,BLOCKED_ACCESS,BLOCKED_APP,BLOCKED_TIME,BLOCKED_LIMIT_DAILY,BLOCKED_LIMIT_MONTHLY,BLOCKED_FAMILY_QUOTA"`
+	Rule     string          `json:"rule,omitempty" doc:"What decided a block; empty when allowed"`
+	// Duplicate marks a retry: the original answer, nothing charged again.
+	Duplicate        bool  `json:"duplicate" doc:"The event id was judged before: this is the original answer and nothing was charged again"`
+	RemainingBytes   int64 `json:"remainingBytes" doc:"The family pool's remaining bytes after the event"`
+	TotalBytes       int64 `json:"totalBytes" doc:"The month's pool: plan plus top-ups"`
+	DailyUsedBytes   int64 `json:"dailyUsedBytes"`
+	MonthlyUsedBytes int64 `json:"monthlyUsedBytes"`
+	ThrottleKbps     int64 `json:"throttleKbps,omitempty" doc:"The member's speed limit, with ALLOWED only"`
+}
+
+// DecisionList answers POST /decisions: one decision per event, in order.
+type DecisionList struct {
+	Decisions []EventDecision `json:"decisions"`
+}
+
+type decideInput struct {
+	Body DecisionAsk
+}
+
+type decideOutput struct {
+	Body DecisionList
+}
+
+func (a *Server) registerDecisions() {
+	huma.Register(a.api, huma.Operation{OperationID: decideOperation, Method: http.MethodPost, Path: "/decisions",
+		Tags: []string{decisionsTag}, Security: gatewaySecured(),
+		Summary: "Decide usage events synchronously",
+		Description: "For gateways that must ask before granting (as online charging does): judges one usage event or a " +
+			"batch, in order, and answers each with its decision, the pool's remaining bytes and the deciding rule. " +
+			"Concurrent requests are judged together in one pipeline. Idempotent by eventId: a retry gets the original " +
+			"answer with duplicate: true. Answered only once the decisions' records (usage history, notifications) are " +
+			"in Kafka; when Kafka or Redis cannot be trusted the answer is 503 and nothing is granted — retry with the " +
+			"same event ids (an event judged before the failure is answered as a duplicate, charged once). " +
+			"Authorised by a gateway credential (DPCS_GATEWAY_TOKENS), not a member's access token.",
+		MaxBodyBytes: decideMaxBody, BodyReadTimeout: decideReadTimeout,
+		Middlewares: huma.Middlewares{a.decideFast},
+		Errors:      []int{http.StatusUnauthorized, http.StatusUnprocessableEntity, http.StatusServiceUnavailable}},
+		func(ctx context.Context, in *decideInput) (*decideOutput, error) {
+			if a.cfg.Decisions == nil {
+				return nil, huma.Error503ServiceUnavailable("synchronous decisions are not enabled on this instance")
+			}
+			if len(in.Body.Events) == 0 {
+				return nil, huma.Error422UnprocessableEntity("validation failed",
+					&huma.ErrorDetail{Location: "body.events", Message: "at least one event"})
+			}
+			envs := make([]envelope.Envelope[envelope.UsagePayload], len(in.Body.Events))
+			for i, e := range in.Body.Events {
+				envs[i] = envelope.New(e.EventID, e.Timestamp, envelope.UsagePayload{FamilyID: e.FamilyID,
+					CustomerID: e.CustomerID, AppID: e.AppID, BytesUsed: e.BytesUsed, Metadata: e.Metadata})
+			}
+			results, err := a.cfg.Decisions.Decide(ctx, envs)
+			if err != nil {
+				return nil, a.decisionProblem(ctx, err)
+			}
+			out := &decideOutput{Body: DecisionList{Decisions: make([]EventDecision, len(results))}}
+			for i, r := range results {
+				out.Body.Decisions[i] = EventDecision{EventID: envs[i].EventID, Decision: r.Decision, Rule: r.Rule,
+					Duplicate: r.Duplicate, RemainingBytes: r.Remaining, TotalBytes: r.Total, DailyUsedBytes: r.DailyUsed,
+					MonthlyUsedBytes: r.MonthlyUsed, ThrottleKbps: r.ThrottleKbps}
+			}
+			return out, nil
+		})
+}
+
+// decisionProblem fails closed: an invalid event is the caller's to fix
+// (422), anything else is 503 — nothing is granted on a guess.
+func (a *Server) decisionProblem(ctx context.Context, err error) error {
+	var ie *judge.InvalidEventError
+	switch {
+	case errors.As(err, &ie):
+		return huma.Error422UnprocessableEntity("validation failed",
+			&huma.ErrorDetail{Location: "body.events[" + strconv.Itoa(ie.Index) + "]." + strings.TrimPrefix(ie.Field, "payload."),
+				Message: ie.Reason})
+	case errors.Is(err, quota.ErrStale):
+		a.log.WarnContext(ctx, "decisions: the Redis state cannot be trusted", "err", err)
+		return huma.Error503ServiceUnavailable("the quota state is being rebuilt: nothing granted, retry shortly")
+	case errors.Is(err, judge.ErrKafkaUnavailable):
+		return huma.Error503ServiceUnavailable("the decisions' records cannot be stored now: nothing granted, retry with the same event ids")
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return huma.Error503ServiceUnavailable("request cancelled or timed out: retry with the same event ids")
+	}
+	a.log.ErrorContext(ctx, "decisions: cannot decide", "err", err)
+	return huma.Error503ServiceUnavailable("cannot decide now: nothing granted, retry with the same event ids")
+}

@@ -1,0 +1,749 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/store"
+)
+
+// access is what a route requires of the caller within a family.
+type access int
+
+const (
+	anyMember access = iota // any member of the family
+	ownerOnly               // OWNER of the family (or ADMIN)
+)
+
+// family authorizes a request about family fid: ADMIN always; others only
+// for their own family (else 404, as for a family that does not exist) and,
+// for ownerOnly, as OWNER (else 403).
+func (a *Server) family(ctx context.Context, fid int64, need access) (Principal, error) {
+	p, ok := principalFrom(ctx)
+	if !ok {
+		return p, huma.Error401Unauthorized("not authenticated")
+	}
+	if p.Role == policy.RoleAdmin {
+		return p, nil
+	}
+	if p.FamilyID != fid || fid <= 0 {
+		return p, errNotFamily(fid)
+	}
+	if need == ownerOnly && p.Role != policy.RoleOwner {
+		return p, huma.Error403Forbidden("only an owner of the family may do this")
+	}
+	return p, nil
+}
+
+// member authorizes a request about member cid of family fid: as family,
+// and a MEMBER only about itself and only for reading.
+func (a *Server) member(ctx context.Context, fid, cid int64, need access) (Principal, error) {
+	p, err := a.family(ctx, fid, anyMember)
+	if err != nil {
+		return p, err
+	}
+	if p.Role == policy.RoleMember && (cid != p.ID || need == ownerOnly) {
+		return p, huma.Error403Forbidden("members may only read their own usage and policies")
+	}
+	return p, nil
+}
+
+// FamilyPath is the path of a family route.
+type FamilyPath struct {
+	FamilyID int64 `path:"familyId" minimum:"1" doc:"Family id"`
+}
+
+// MemberPath is the path of a member route.
+type MemberPath struct {
+	FamilyID   int64 `path:"familyId" minimum:"1" doc:"Family id"`
+	CustomerID int64 `path:"customerId" minimum:"1" doc:"Member (customer) id"`
+}
+
+// Pool is a family pool's state this month.
+type Pool struct {
+	PlanBytes      int64   `json:"planBytes"`
+	TopUpBytes     int64   `json:"topUpBytes"`
+	TotalBytes     int64   `json:"totalBytes"`
+	UsedBytes      int64   `json:"usedBytes"`
+	RemainingBytes int64   `json:"remainingBytes"`
+	UsedPercent    float64 `json:"usedPercent"`
+	Thresholds     []int   `json:"thresholds" doc:"Alert levels, percent of the pool remaining"`
+	Fired          []int   `json:"fired" doc:"Thresholds already announced this month"`
+}
+
+// Standing is whether a member may use data now, and why not.
+type Standing struct {
+	Status       string `json:"status" enum:"ALLOWED,BLOCKED"`
+	Decision     string `json:"decision" doc:"ALLOWED or the block reason, e.g. BLOCKED_LIMIT_MONTHLY" example:"BLOCKED_LIMIT_MONTHLY"`
+	Rule         string `json:"rule,omitempty" doc:"The constraint that blocks"`
+	ThrottleKbps int64  `json:"throttleKbps,omitempty"`
+}
+
+func standing(s quota.MemberStatus) Standing {
+	st := Standing{Status: "ALLOWED", Decision: string(s.Decision), Rule: s.Rule, ThrottleKbps: s.ThrottleKbps}
+	if s.Blocked() {
+		st.Status = "BLOCKED"
+	}
+	return st
+}
+
+// DashboardMember is one member's line of the dashboard.
+type DashboardMember struct {
+	CustomerID       int64   `json:"customerId"`
+	Name             string  `json:"name"`
+	Role             string  `json:"role"`
+	DailyUsedBytes   int64   `json:"dailyUsedBytes"`
+	MonthlyUsedBytes int64   `json:"monthlyUsedBytes"`
+	SharePercent     float64 `json:"sharePercent" doc:"Share of the family's use this month"`
+	PolicyVersion    int64   `json:"policyVersion"`
+	Standing
+}
+
+// Dashboard is the family view of SPEC §10.
+type Dashboard struct {
+	FamilyID    int64             `json:"familyId"`
+	Name        string            `json:"name"`
+	Month       string            `json:"month" example:"202602"`
+	Provisioned bool              `json:"provisioned" doc:"false: no pool was provisioned, every request is blocked"`
+	Pool        Pool              `json:"pool"`
+	Members     []DashboardMember `json:"members"`
+}
+
+type dashboardOutput struct{ Body Dashboard }
+
+// MemberView is a member row.
+type MemberView struct {
+	CustomerID int64     `json:"customerId"`
+	FamilyID   int64     `json:"familyId"`
+	Name       string    `json:"name"`
+	Phone      string    `json:"phone,omitempty"`
+	Role       string    `json:"role"`
+	CreatedAt  time.Time `json:"createdAt"`
+	UpdatedAt  time.Time `json:"updatedAt"`
+}
+
+func memberView(m store.Member) MemberView {
+	return MemberView{CustomerID: m.ID, FamilyID: m.FamilyID, Name: m.Name, Phone: m.Phone, Role: string(m.Role),
+		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt}
+}
+
+func (a *Server) dashboard(ctx context.Context, fid int64) (Dashboard, error) {
+	f, err := a.cfg.Store.GetFamily(ctx, fid)
+	if err != nil {
+		return Dashboard{}, err
+	}
+	members, err := a.cfg.Store.ListMembers(ctx, fid, false)
+	if err != nil {
+		return Dashboard{}, err
+	}
+	st, err := a.cfg.State.Family(ctx, fid)
+	if err != nil {
+		return Dashboard{}, err
+	}
+	d := Dashboard{FamilyID: f.ID, Name: f.Name, Month: st.Month, Provisioned: st.Provisioned,
+		Pool: Pool{PlanBytes: st.Plan, TopUpBytes: st.TopUps, TotalBytes: st.Total, UsedBytes: st.Used,
+			RemainingBytes: st.Remaining, UsedPercent: st.UsedPercent(), Thresholds: nonNil(st.Thresholds), Fired: nonNil(st.Fired)},
+		Members: []DashboardMember{}}
+	status := make(map[int64]quota.MemberStatus, len(st.Members))
+	for _, ms := range st.Members {
+		status[ms.CustomerID] = ms
+	}
+	line := func(cid int64, name, role string, ms quota.MemberStatus) DashboardMember {
+		dm := DashboardMember{CustomerID: cid, Name: name, Role: role, DailyUsedBytes: ms.DailyUsed,
+			MonthlyUsedBytes: ms.MonthlyUsed, PolicyVersion: ms.Version, Standing: standing(ms)}
+		if st.Used > 0 {
+			dm.SharePercent = float64(ms.MonthlyUsed) * 100 / float64(st.Used)
+		}
+		return dm
+	}
+	for _, m := range members {
+		ms, ok := status[m.ID]
+		if !ok { // in SQL but not provisioned in Redis: judged as not a member
+			ms = quota.MemberStatus{CustomerID: m.ID, Decision: policy.BlockedNotMember}
+		}
+		delete(status, m.ID)
+		d.Members = append(d.Members, line(m.ID, m.Name, string(m.Role), ms))
+	}
+	for _, ms := range st.Members { // provisioned in Redis only (e.g. simulated population)
+		if _, ok := status[ms.CustomerID]; ok {
+			d.Members = append(d.Members, line(ms.CustomerID, "", string(policy.RoleMember), ms))
+		}
+	}
+	return d, nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+type usageInput struct {
+	MemberPath
+	Period string    `query:"period" enum:"month,day" default:"month" doc:"The current month or day in the service zone; ignored when from and to are given"`
+	From   time.Time `query:"from" doc:"Start (inclusive, RFC 3339); with to"`
+	To     time.Time `query:"to" doc:"End (exclusive, RFC 3339); with from"`
+}
+
+// UsageView is a member's usage report.
+type UsageView struct {
+	FamilyID         int64           `json:"familyId"`
+	CustomerID       int64           `json:"customerId"`
+	From             time.Time       `json:"from"`
+	To               time.Time       `json:"to"`
+	AllowedBytes     int64           `json:"allowedBytes" doc:"Bytes charged to the pool in the period (persisted events)"`
+	Events           int64           `json:"events"`
+	Blocked          int64           `json:"blocked"`
+	ByApp            []AppUsageView  `json:"byApp"`
+	ByHour           []HourUsageView `json:"byHour"`
+	DailyUsedBytes   int64           `json:"dailyUsedBytes" doc:"Live counter of today (quota engine)"`
+	MonthlyUsedBytes int64           `json:"monthlyUsedBytes" doc:"Live counter of this month (quota engine)"`
+	Standing         Standing        `json:"standing"`
+}
+
+// AppUsageView is one app's share.
+type AppUsageView struct {
+	AppID        string `json:"appId"`
+	AllowedBytes int64  `json:"allowedBytes"`
+	Events       int64  `json:"events"`
+}
+
+// HourUsageView is one hour's share.
+type HourUsageView struct {
+	Hour         time.Time `json:"hour"`
+	AllowedBytes int64     `json:"allowedBytes"`
+	Events       int64     `json:"events"`
+}
+
+// MaxReportRange is the longest from..to a usage report may span (366 days,
+// the store's bound): one request cannot make the database aggregate years
+// of events, and the 422 names query.to.
+const MaxReportRange = store.MaxUsageRange
+
+// period resolves a report period: explicit from/to, at most MaxReportRange
+// apart, or the current day or month in the service zone.
+func (a *Server) period(period string, from, to time.Time) (time.Time, time.Time, error) {
+	switch {
+	case !from.IsZero() || !to.IsZero():
+		if from.IsZero() || to.IsZero() || !from.Before(to) {
+			return from, to, huma.Error422UnprocessableEntity("validation failed",
+				&huma.ErrorDetail{Location: "query.to", Message: "from and to go together and from must be before to", Value: to})
+		}
+		if to.Sub(from) > MaxReportRange {
+			return from, to, huma.Error422UnprocessableEntity("validation failed",
+				&huma.ErrorDetail{Location: "query.to", Message: "to may be at most 366 days after from", Value: to})
+		}
+		return from, to, nil
+	case period == "day":
+		now := a.cfg.Clock().In(a.cfg.Store.Location())
+		f := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, now.Location())
+		return f, f.AddDate(0, 0, 1), nil
+	default:
+		f, t := a.cfg.Store.MonthRange(a.cfg.Clock())
+		return f, t, nil
+	}
+}
+
+func usageView(r store.UsageReport) ([]AppUsageView, []HourUsageView) {
+	apps := make([]AppUsageView, 0, len(r.ByApp))
+	for _, u := range r.ByApp {
+		apps = append(apps, AppUsageView{AppID: u.AppID, AllowedBytes: u.AllowedBytes, Events: u.Events})
+	}
+	hours := make([]HourUsageView, 0, len(r.ByHour))
+	for _, u := range r.ByHour {
+		hours = append(hours, HourUsageView{Hour: u.Hour, AllowedBytes: u.AllowedBytes, Events: u.Events})
+	}
+	return apps, hours
+}
+
+// PolicyView is a member's policy and standing.
+type PolicyView struct {
+	FamilyID   int64             `json:"familyId"`
+	CustomerID int64             `json:"customerId"`
+	Version    int64             `json:"version" doc:"Monotonic per member; send it as expectedVersion to avoid overwriting another owner's change"`
+	Rules      map[string]string `json:"rules" doc:"Constraint keys of SPEC §5, e.g. LIMIT:DATA:MONTHLY, BLOCK:ACCESS, BLOCK:APP:<appId>, BLOCK:TIME:START"`
+	TemplateID int64             `json:"templateId,omitempty"`
+	UpdatedBy  int64             `json:"updatedBy,omitempty"`
+	UpdatedAt  *time.Time        `json:"updatedAt,omitempty"`
+	// Standing is the member's standing under this policy (nil when the
+	// quota engine could not be asked).
+	Standing *Standing `json:"standing,omitempty"`
+	// EventID is the POLICY_UPDATED event of a change.
+	EventID string `json:"eventId,omitempty"`
+	// Extras are the extra allowances in effect now (granted data requests).
+	Extras []ExtraView `json:"extras,omitempty" doc:"Extra allowances in effect now (LIMIT:DATA:EXTRA:<YYYYMMDD|YYYYMM>, from approved data requests): each raises the daily and monthly limits while its day or month lasts. A replace keeps them unless it names them"`
+}
+
+func policyView(p store.Policy) PolicyView {
+	v := PolicyView{FamilyID: p.FamilyID, CustomerID: p.CustomerID, Version: p.Version, Rules: p.Rules,
+		TemplateID: p.TemplateID, UpdatedBy: p.UpdatedBy}
+	if v.Rules == nil {
+		v.Rules = map[string]string{}
+	}
+	if !p.UpdatedAt.IsZero() {
+		t := p.UpdatedAt
+		v.UpdatedAt = &t
+	}
+	return v
+}
+
+// PolicyPatch is a change of a member's constraints.
+type PolicyPatch struct {
+	Set             map[string]string `json:"set,omitempty" doc:"Keys to set, e.g. {\"LIMIT:DATA:MONTHLY\": \"524288000\"}"`
+	Remove          []string          `json:"remove,omitempty" doc:"Keys to delete"`
+	Replace         map[string]string `json:"replace,omitempty" doc:"The whole new constraint map (set and remove then apply to it); the member's extra allowances (LIMIT:DATA:EXTRA:…) are kept unless it names them or remove does"`
+	ExpectedVersion int64             `json:"expectedVersion,omitempty" minimum:"0" doc:"When > 0, the change fails with 409 unless this is the current version; 0: last write wins"`
+}
+
+type policyPatchInput struct {
+	MemberPath
+	Body PolicyPatch
+}
+
+// PolicyAliasPatch is the body of PATCH /families/policies: a PolicyPatch
+// naming the member (and, for admins, the family).
+type PolicyAliasPatch struct {
+	FamilyID   int64 `json:"familyId,omitempty" minimum:"0" doc:"Defaults to the caller's family; required for admins"`
+	CustomerID int64 `json:"customerId" minimum:"1"`
+	PolicyPatch
+}
+
+type policyAliasInput struct {
+	Body PolicyAliasPatch
+}
+
+type policyOutput struct{ Body PolicyView }
+
+// changePolicy applies a change: SQL row + audit + outbox in one transaction
+// (store), the new version to Redis at once (Enforce) so the next event is
+// judged by it, then a wake-up of the relay.
+func (a *Server) changePolicy(ctx context.Context, fid, cid int64, patch PolicyPatch, by Principal) (PolicyView, error) {
+	up, err := a.cfg.Store.UpdatePolicy(ctx, store.PolicyChange{FamilyID: fid, CustomerID: cid, Replace: patch.Replace,
+		Set: patch.Set, Remove: patch.Remove, ExpectedVersion: patch.ExpectedVersion, By: by.actor()})
+	if err != nil {
+		loc := "body.set"
+		if patch.Replace != nil {
+			loc = "body.replace"
+		}
+		return PolicyView{}, a.problem(ctx, err, loc)
+	}
+	return a.enforced(ctx, up), nil
+}
+
+// enforced pushes a committed policy update to the quota engine and wakes the
+// relay. An engine failure does not fail the request: the change is committed
+// and the relay's policy-updated event brings it to Redis.
+func (a *Server) enforced(ctx context.Context, up store.PolicyUpdate) PolicyView {
+	v := policyView(up.Policy)
+	v.EventID, v.Extras = up.EventID, a.activeExtras(up.Policy.Rules)
+	if up.Unchanged {
+		// Nothing was written and there is no event to relay: only report
+		// the standing.
+		if st, err := a.cfg.State.Status(ctx, up.Policy.FamilyID, up.Policy.CustomerID); err == nil {
+			s := standing(st)
+			v.Standing = &s
+		}
+		return v
+	}
+	enf, err := a.cfg.State.Enforce(ctx, up.Policy.FamilyID, up.Policy.CustomerID, up.Policy.Version, up.Policy.Rules)
+	if err != nil {
+		a.log.WarnContext(ctx, "api: enforce after policy update", "family", up.Policy.FamilyID,
+			"customer", up.Policy.CustomerID, "version", up.Policy.Version, "err", err)
+	} else {
+		s := standing(enf.Status)
+		v.Standing = &s
+	}
+	a.wake()
+	return v
+}
+
+// Alerts are a family's alert thresholds.
+type Alerts struct {
+	Thresholds []int `json:"thresholds" maxItems:"10" doc:"Percent of the pool remaining, each 1-99, e.g. [50,30,10]; empty turns alerts off"`
+}
+
+type alertsInput struct {
+	FamilyPath
+	Body Alerts
+}
+
+type alertsOutput struct{ Body Alerts }
+
+// TopUpView is a recorded top-up and the pool after it.
+type TopUpView struct {
+	ID             int64     `json:"id"`
+	FamilyID       int64     `json:"familyId"`
+	Bytes          int64     `json:"bytes"`
+	Month          string    `json:"month"`
+	CreatedBy      int64     `json:"createdBy"`
+	CreatedAt      time.Time `json:"createdAt"`
+	RemainingBytes int64     `json:"remainingBytes"`
+	TotalBytes     int64     `json:"totalBytes"`
+}
+
+// TopUp is the body of a top-up request.
+type TopUp struct {
+	Bytes int64 `json:"bytes" minimum:"1" maximum:"70368744177664" doc:"Bytes added to this month's pool. Owners: at most 10 GiB per top-up and 50 GiB a month per family by default (the operator's limits); everyone: the plan plus the month's top-ups may total at most 70368744177664 bytes (2^46). A 422 says how many can still be added"`
+}
+
+type topUpInput struct {
+	FamilyPath
+	Body TopUp
+}
+
+type topUpOutput struct{ Body TopUpView }
+
+// NewMember is the body of an add-member request.
+type NewMember struct {
+	CustomerID int64  `json:"customerId,omitempty" minimum:"0" doc:"Admins only; 0 or absent: assigned by the server"`
+	Name       string `json:"name" minLength:"1" maxLength:"100"`
+	Phone      string `json:"phone,omitempty" maxLength:"32" doc:"Admins only: the member's phone, a login; 0 or + first, then digits with single spaces or hyphens (010-1234-5678, +82 10 1234 5678)"`
+	Role       string `json:"role,omitempty" enum:"MEMBER,OWNER" default:"MEMBER"`
+	Password   string `json:"password,omitempty" maxLength:"128" doc:"Empty: the member cannot log in"`
+}
+
+type addMemberInput struct {
+	FamilyPath
+	Body NewMember
+}
+
+type memberOutput struct{ Body MemberView }
+
+// MemberList is a family's members.
+type MemberList struct {
+	Members []MemberView `json:"members"`
+}
+
+type membersOutput struct {
+	Body MemberList
+}
+
+// RoleChange is the body of a role change.
+type RoleChange struct {
+	Role string `json:"role" enum:"MEMBER,OWNER"`
+}
+
+type roleInput struct {
+	MemberPath
+	Body RoleChange
+}
+
+// familyDocs describes the family operations whose registration sets no
+// description of its own.
+var familyDocs = map[string]string{
+	"get-family": "The family's pool (plan, top-ups, remaining, used %) and each member's share of the usage and " +
+		"standing (allowed, or blocked and why). Any member of the family, and admins.",
+	"list-members": "The family's current members (removed ones left out) with their roles. Any member of the family, and admins.",
+	"get-member-usage": "A member's usage over a month or a day (period, or from and to), by app and by hour. " +
+		"Members see their own; owners and admins anyone's in the family (others get 403).",
+	"get-member-policies": "The member's constraint map, its version (send it back as expectedVersion to change it safely) " +
+		"and its standing as the quota engine sees it now. Members see their own; owners and admins anyone's.",
+	"put-alerts": "Replaces the family's alert thresholds: the remaining-pool percentages (1–99) at which the family is " +
+		"notified once per month each. Owners and admins; audited.",
+	"remove-member": "Removes a member: its usage history stays, its logins and sessions end at once and its " +
+		"notification streams close. Owners and admins; the last owner cannot be removed (409).",
+	"put-member-role": "Promotes a member to OWNER or demotes an owner to MEMBER; the family keeps at least one owner (409). " +
+		"The member's open streams reconnect with the new role's view. Owners and admins; audited.",
+}
+
+func (a *Server) registerFamily() {
+	tags := []string{familiesTag}
+	op := func(id, method, path, summary string, errs ...int) huma.Operation {
+		return huma.Operation{OperationID: id, Method: method, Path: path, Summary: summary, Description: familyDocs[id], Tags: tags,
+			Security: secured(), Errors: append([]int{http.StatusUnauthorized, http.StatusNotFound}, errs...)}
+	}
+
+	huma.Register(a.api, op("get-family", http.MethodGet, "/families/{familyId}", "Family dashboard"),
+		func(ctx context.Context, in *FamilyPath) (*dashboardOutput, error) {
+			if _, err := a.family(ctx, in.FamilyID, anyMember); err != nil {
+				return nil, err
+			}
+			d, err := a.dashboard(ctx, in.FamilyID)
+			if err != nil {
+				return nil, a.problem(ctx, err, "path.familyId")
+			}
+			return &dashboardOutput{Body: d}, nil
+		})
+
+	huma.Register(a.api, op("list-members", http.MethodGet, "/families/{familyId}/members", "List the family's members"),
+		func(ctx context.Context, in *FamilyPath) (*membersOutput, error) {
+			if _, err := a.family(ctx, in.FamilyID, anyMember); err != nil {
+				return nil, err
+			}
+			if _, err := a.cfg.Store.GetFamily(ctx, in.FamilyID); err != nil {
+				return nil, a.problem(ctx, err, "path.familyId")
+			}
+			ms, err := a.cfg.Store.ListMembers(ctx, in.FamilyID, false)
+			if err != nil {
+				return nil, a.problem(ctx, err, "path.familyId")
+			}
+			out := &membersOutput{}
+			out.Body.Members = make([]MemberView, 0, len(ms))
+			for _, m := range ms {
+				out.Body.Members = append(out.Body.Members, memberView(m))
+			}
+			return out, nil
+		})
+
+	usageOp := op("get-member-usage", http.MethodGet, "/families/{familyId}/members/{customerId}/usage",
+		"A member's usage by period, app and hour", http.StatusForbidden, http.StatusUnprocessableEntity)
+	huma.Register(a.api, usageOp, func(ctx context.Context, in *usageInput) (*struct{ Body UsageView }, error) {
+		if _, err := a.member(ctx, in.FamilyID, in.CustomerID, anyMember); err != nil {
+			return nil, err
+		}
+		if _, err := a.cfg.Store.GetMember(ctx, in.FamilyID, in.CustomerID); err != nil {
+			return nil, a.problem(ctx, err, "path.customerId")
+		}
+		from, to, err := a.period(in.Period, in.From, in.To)
+		if err != nil {
+			return nil, err
+		}
+		r, err := a.cfg.Store.Usage(ctx, store.UsageQuery{FamilyID: in.FamilyID, CustomerID: in.CustomerID, From: from, To: to})
+		if err != nil {
+			return nil, a.problem(ctx, err, "query")
+		}
+		ms, err := a.cfg.State.Status(ctx, in.FamilyID, in.CustomerID)
+		if err != nil {
+			return nil, a.problem(ctx, err, "path")
+		}
+		apps, hours := usageView(r)
+		return &struct{ Body UsageView }{Body: UsageView{FamilyID: in.FamilyID, CustomerID: in.CustomerID, From: from, To: to,
+			AllowedBytes: r.AllowedBytes, Events: r.Events, Blocked: r.Blocked, ByApp: apps, ByHour: hours,
+			DailyUsedBytes: ms.DailyUsed, MonthlyUsedBytes: ms.MonthlyUsed, Standing: standing(ms)}}, nil
+	})
+
+	huma.Register(a.api, op("get-member-policies", http.MethodGet, "/families/{familyId}/members/{customerId}/policies",
+		"A member's policy and standing", http.StatusForbidden),
+		func(ctx context.Context, in *MemberPath) (*policyOutput, error) {
+			if _, err := a.member(ctx, in.FamilyID, in.CustomerID, anyMember); err != nil {
+				return nil, err
+			}
+			p, err := a.cfg.Store.GetPolicy(ctx, in.FamilyID, in.CustomerID)
+			if err != nil {
+				return nil, a.problem(ctx, err, "path.customerId")
+			}
+			v := policyView(p)
+			v.Extras = a.activeExtras(p.Rules)
+			if ms, err := a.cfg.State.Status(ctx, in.FamilyID, in.CustomerID); err == nil {
+				s := standing(ms)
+				v.Standing = &s
+			}
+			return &policyOutput{Body: v}, nil
+		})
+
+	patchDoc := "Sets and removes constraint keys (or replaces the map). The change is committed with an audit row " +
+		"and a policy-updated event, and applied to the quota engine at once: the member's next event is judged by it, " +
+		"and the answer's standing says whether the member is blocked now (e.g. BLOCKED_LIMIT_MONTHLY when usage " +
+		"already exceeds a new limit). Validation errors name the constraint key. " +
+		"A change that changes nothing is answered with the current version and writes nothing (no event, no audit row)."
+	patchOp := op("patch-member-policies", http.MethodPatch, "/families/{familyId}/members/{customerId}/policies",
+		"Change a member's policy", http.StatusForbidden, http.StatusConflict, http.StatusUnprocessableEntity)
+	patchOp.Description = patchDoc
+	huma.Register(a.api, patchOp, func(ctx context.Context, in *policyPatchInput) (*policyOutput, error) {
+		p, err := a.member(ctx, in.FamilyID, in.CustomerID, ownerOnly)
+		if err != nil {
+			return nil, err
+		}
+		v, err := a.changePolicy(ctx, in.FamilyID, in.CustomerID, in.Body, p)
+		if err != nil {
+			return nil, err
+		}
+		return &policyOutput{Body: v}, nil
+	})
+
+	aliasOp := op("patch-policies", http.MethodPatch, "/families/policies",
+		"Change a member's policy (seed alias; family from the token)", http.StatusForbidden, http.StatusConflict, http.StatusUnprocessableEntity)
+	aliasOp.Description = patchDoc + " The family is the caller's own (admins name it in familyId)."
+	huma.Register(a.api, aliasOp, func(ctx context.Context, in *policyAliasInput) (*policyOutput, error) {
+		p, _ := principalFrom(ctx)
+		fid := in.Body.FamilyID
+		if fid == 0 {
+			if p.Role == policy.RoleAdmin {
+				return nil, huma.Error422UnprocessableEntity("validation failed",
+					&huma.ErrorDetail{Location: "body.familyId", Message: "admins must name the family"})
+			}
+			fid = p.FamilyID
+		}
+		p, err := a.member(ctx, fid, in.Body.CustomerID, ownerOnly)
+		if err != nil {
+			return nil, err
+		}
+		v, err := a.changePolicy(ctx, fid, in.Body.CustomerID, in.Body.PolicyPatch, p)
+		if err != nil {
+			return nil, err
+		}
+		return &policyOutput{Body: v}, nil
+	})
+
+	huma.Register(a.api, op("put-alerts", http.MethodPut, "/families/{familyId}/alerts", "Set the family's alert thresholds",
+		http.StatusForbidden, http.StatusUnprocessableEntity),
+		func(ctx context.Context, in *alertsInput) (*alertsOutput, error) {
+			p, err := a.family(ctx, in.FamilyID, ownerOnly)
+			if err != nil {
+				return nil, err
+			}
+			t, err := policy.Thresholds(nonNil(in.Body.Thresholds)).Canonical()
+			if err != nil {
+				return nil, a.problem(ctx, err, "body.thresholds")
+			}
+			f, err := a.cfg.Store.SetThresholds(ctx, in.FamilyID, t, p.actor())
+			if err != nil {
+				return nil, a.problem(ctx, err, "body.thresholds")
+			}
+			if err := a.cfg.State.SetThresholds(ctx, in.FamilyID, t); err != nil {
+				return nil, a.problem(ctx, err, "body.thresholds")
+			}
+			return &alertsOutput{Body: Alerts{Thresholds: nonNil([]int(f.Thresholds))}}, nil
+		})
+
+	topOp := op("post-topup", http.MethodPost, "/families/{familyId}/topups", "Add data to this month's pool",
+		http.StatusForbidden, http.StatusUnprocessableEntity)
+	topOp.DefaultStatus = http.StatusCreated
+	owners := "Owners may top up within the operator's limits: at most " + gibText(a.cfg.OwnerTopUpMax) +
+		" per top-up and " + gibText(a.cfg.OwnerTopUpMonthly) + " a month for the family's members together; over them " +
+		"the answer is 422 naming what can still be added."
+	if a.cfg.OwnerTopUpMax < 0 || a.cfg.OwnerTopUpMonthly < 0 {
+		owners = "The operator turned owners' top-ups off: owners get 403."
+	}
+	topOp.Description = "Adds bytes to the family's pool for the rest of the month (SPEC §10; the \"top-up where allowed\" " +
+		"of ask-for-more). " + owners + " Admins are bounded only by the pool's maximum: the plan plus the month's " +
+		"top-ups may total at most 2^46 bytes. Audited; members (not owners) get 403."
+	huma.Register(a.api, topOp, func(ctx context.Context, in *topUpInput) (*topUpOutput, error) {
+		p, err := a.family(ctx, in.FamilyID, ownerOnly)
+		if err != nil {
+			return nil, err
+		}
+		// The store refuses, inside the transaction holding the family row,
+		// a top-up the engine would refuse (plan + month's top-ups over
+		// policy.MaxBytes) or over an owner's monthly limit: a 422 then has
+		// written nothing, and no row the engine refuses can reach SQL and
+		// fail every later rebuild.
+		var t store.TopUp
+		if p.Role == policy.RoleAdmin {
+			t, err = a.cfg.Store.AddTopUp(ctx, in.FamilyID, in.Body.Bytes, p.actor())
+		} else {
+			if err := a.ownerTopUp(in.Body.Bytes); err != nil {
+				return nil, err
+			}
+			t, err = a.cfg.Store.AddOwnTopUp(ctx, in.FamilyID, in.Body.Bytes, p.actor(), a.cfg.OwnerTopUpMonthly)
+		}
+		if err != nil {
+			return nil, a.problem(ctx, err, "body.bytes")
+		}
+		// The month's total, not the delta: a top-up whose Redis write
+		// failed after SQL recorded it is made good by the next one.
+		pool, err := a.cfg.State.SetTopUps(ctx, in.FamilyID, t.Month, t.MonthTotal)
+		if err != nil {
+			return nil, a.problem(ctx, err, "body.bytes")
+		}
+		return &topUpOutput{Body: TopUpView{ID: t.ID, FamilyID: t.FamilyID, Bytes: t.Bytes, Month: t.Month, CreatedBy: t.CreatedBy,
+			CreatedAt: t.CreatedAt, RemainingBytes: pool.Remaining, TotalBytes: pool.Total}}, nil
+	})
+
+	addOp := op("add-member", http.MethodPost, "/families/{familyId}/members", "Add a member",
+		http.StatusForbidden, http.StatusConflict, http.StatusUnprocessableEntity)
+	addOp.DefaultStatus = http.StatusCreated
+	addOp.Description = "Adds a member (or, as owner, another OWNER) to the family; it logs in with its member id " +
+		"(in the answer) or its phone, and the password given. Owners cannot choose the member id or the phone: " +
+		"both are unique across every family, so a refusal would tell an owner about other families' members; the " +
+		"server assigns the id and the back office (admins) sets phones. An owner sending either gets 422 whatever " +
+		"the value. Admins may give both; a taken id or phone is 409 naming the field."
+	huma.Register(a.api, addOp, func(ctx context.Context, in *addMemberInput) (*memberOutput, error) {
+		p, err := a.family(ctx, in.FamilyID, ownerOnly)
+		if err != nil {
+			return nil, err
+		}
+		if p.Role != policy.RoleAdmin {
+			var refused []error
+			if in.Body.CustomerID != 0 {
+				refused = append(refused, &huma.ErrorDetail{Location: "body.customerId",
+					Message: "assigned by the server: leave it out", Value: in.Body.CustomerID})
+			}
+			if in.Body.Phone != "" {
+				refused = append(refused, &huma.ErrorDetail{Location: "body.phone",
+					Message: "set by the back office: leave it out, the member logs in with its member id"})
+			}
+			if len(refused) > 0 {
+				return nil, huma.Error422UnprocessableEntity("validation failed", refused...)
+			}
+		}
+		if _, err := a.cfg.Store.GetFamily(ctx, in.FamilyID); err != nil {
+			return nil, a.problem(ctx, err, "path.familyId")
+		}
+		role := policy.Role(in.Body.Role)
+		if role == "" {
+			role = policy.RoleMember
+		}
+		m, err := a.cfg.Store.AddMember(ctx, store.NewMember{ID: in.Body.CustomerID, FamilyID: in.FamilyID, Name: in.Body.Name,
+			Phone: in.Body.Phone, Role: role, Password: in.Body.Password}, p.actor())
+		if err != nil {
+			return nil, a.problem(ctx, err, "body")
+		}
+		if err := a.cfg.State.AddMember(ctx, in.FamilyID, m.ID); err != nil {
+			return nil, a.problem(ctx, err, "body")
+		}
+		return &memberOutput{Body: memberView(m)}, nil
+	})
+
+	delOp := op("remove-member", http.MethodDelete, "/families/{familyId}/members/{customerId}", "Remove a member",
+		http.StatusForbidden, http.StatusConflict)
+	delOp.DefaultStatus = http.StatusNoContent
+	huma.Register(a.api, delOp, func(ctx context.Context, in *MemberPath) (*struct{}, error) {
+		p, err := a.family(ctx, in.FamilyID, ownerOnly)
+		if err != nil {
+			return nil, err
+		}
+		if err := a.cfg.Store.RemoveMember(ctx, in.FamilyID, in.CustomerID, p.actor()); err != nil {
+			return nil, a.problem(ctx, err, "path.customerId")
+		}
+		a.accessChanged(ctx, AccessEvent{Member: in.CustomerID}) // its streams end
+		if err := a.cfg.State.RemoveMember(ctx, in.FamilyID, in.CustomerID); err != nil {
+			return nil, a.problem(ctx, err, "path.customerId")
+		}
+		return nil, nil
+	})
+
+	huma.Register(a.api, op("put-member-role", http.MethodPut, "/families/{familyId}/members/{customerId}/role",
+		"Change a member's role (promote to OWNER or demote)", http.StatusForbidden, http.StatusConflict, http.StatusUnprocessableEntity),
+		func(ctx context.Context, in *roleInput) (*memberOutput, error) {
+			p, err := a.family(ctx, in.FamilyID, ownerOnly)
+			if err != nil {
+				return nil, err
+			}
+			m, err := a.cfg.Store.SetRole(ctx, in.FamilyID, in.CustomerID, policy.Role(in.Body.Role), p.actor())
+			if err != nil {
+				return nil, a.problem(ctx, err, "body.role")
+			}
+			a.accessChanged(ctx, AccessEvent{Member: in.CustomerID}) // its streams reconnect with the new role's filter
+			return &memberOutput{Body: memberView(m)}, nil
+		})
+}
+
+// ownerTopUp checks an owner's top-up against the per-top-up limit (the
+// monthly one is the store's, in the transaction that writes it).
+func (a *Server) ownerTopUp(bytes int64) error {
+	switch {
+	case a.cfg.OwnerTopUpMax < 0 || a.cfg.OwnerTopUpMonthly < 0:
+		return huma.Error403Forbidden("top-ups are made by the back office: ask an admin")
+	case bytes > a.cfg.OwnerTopUpMax:
+		return huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "body.bytes",
+			Message: fmt.Sprintf("an owner may add at most %d bytes per top-up", a.cfg.OwnerTopUpMax), Value: bytes})
+	}
+	return nil
+}
+
+// gibText renders a byte limit for route docs: "10 GiB" or "1500 bytes".
+func gibText(n int64) string {
+	switch {
+	case n > 0 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}

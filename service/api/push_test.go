@@ -1,0 +1,98 @@
+package api
+
+import (
+	"crypto/ecdh"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/dabom/dpcs/notify"
+)
+
+// testPushSubscription is a browser's subscription at endpoint with fresh keys.
+func testPushSubscription(t *testing.T, endpoint string) notify.PushSubscription {
+	t.Helper()
+	k, err := ecdh.P256().GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := make([]byte, 16)
+	rand.Read(auth)
+	return notify.PushSubscription{Endpoint: endpoint, P256dh: base64.RawURLEncoding.EncodeToString(k.PublicKey().Bytes()),
+		Auth: base64.RawURLEncoding.EncodeToString(auth)}
+}
+
+// testPushKeys is the keys object of a subscription, as JSON.
+func testPushKeys(t *testing.T) string {
+	t.Helper()
+	s := testPushSubscription(t, "https://push.example/")
+	b, err := json.Marshal(map[string]string{"p256dh": s.P256dh, "auth": s.Auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func pushBody(endpoint string, keys map[string]string) map[string]any {
+	return map[string]any{"endpoint": endpoint, "keys": keys}
+}
+
+// The subscription routes as the family app's service worker calls them:
+// the key, subscribe with PushSubscription.toJSON() (expirationTime null),
+// again (same endpoint: replaced), from another login in the family (taken
+// over), unsubscribe, unsubscribe again (404); removing the member drops
+// its subscriptions.
+func TestPushSubscriptionRoutes(t *testing.T) {
+	keys, err := notify.GenerateVAPIDKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newAPIFixture(t, func(c *Config) { c.VAPIDPublicKey = keys.Public })
+	var key VAPIDPublicKey
+	f.call(http.MethodGet, "/push/vapid-public-key", "", nil, http.StatusOK, &key)
+	if key.PublicKey != keys.Public {
+		t.Errorf("key = %q, want %q", key.PublicKey, keys.Public)
+	}
+
+	child, owner := f.token(childA), f.token(ownerA)
+	sub := testPushSubscription(t, "https://fcm.googleapis.com/fcm/send/abc:123")
+	body := map[string]any{"endpoint": sub.Endpoint, "expirationTime": nil, "keys": map[string]string{"p256dh": sub.P256dh, "auth": sub.Auth}}
+	var got PushSubscriptionView
+	f.call(http.MethodPost, "/families/100/push-subscriptions", child, body, http.StatusCreated, &got)
+	if diff := cmp.Diff(PushSubscriptionView{MemberID: childA, Endpoint: sub.Endpoint}, got); diff != "" {
+		t.Errorf("subscribe (-want +got):\n%s", diff)
+	}
+	f.call(http.MethodPost, "/families/100/push-subscriptions", child, body, http.StatusCreated, &got)
+	stored, err := f.store.PushSubscriptions(t.Context(), childA)
+	if err != nil || len(stored) != 1 || stored[0].P256dh != sub.P256dh || stored[0].Auth != sub.Auth {
+		t.Errorf("stored = %+v, %v", stored, err)
+	}
+	// The child's subscription receives what concerns the child and the family.
+	for member, want := range map[int64]int{childA: 1, 0: 1, ownerA: 0} {
+		r, err := f.store.PushRecipients(t.Context(), famA, member)
+		if err != nil || len(r) != want {
+			t.Errorf("recipients about %d = %+v, %v; want %d", member, r, err, want)
+		}
+	}
+	// The owner logs in on the same browser: the endpoint is the owner's now.
+	f.call(http.MethodPost, "/families/100/push-subscriptions", owner, body, http.StatusCreated, &got)
+	if got.MemberID != ownerA {
+		t.Errorf("taken over by %d", got.MemberID)
+	}
+	del := "/families/100/push-subscriptions?endpoint=" + url.QueryEscape(sub.Endpoint)
+	f.problem(http.MethodDelete, del, child, nil, http.StatusNotFound, "")
+	f.call(http.MethodDelete, del, owner, nil, http.StatusNoContent, nil)
+	f.problem(http.MethodDelete, del, owner, nil, http.StatusNotFound, "")
+
+	// A removed member's subscriptions go with it.
+	f.call(http.MethodPost, "/families/100/push-subscriptions", child, body, http.StatusCreated, &got)
+	f.call(http.MethodDelete, "/families/100/members/1002", owner, nil, http.StatusNoContent, nil)
+	if stored, err := f.store.PushSubscriptions(t.Context(), childA); err != nil || len(stored) != 0 {
+		t.Errorf("removed member's subscriptions: %+v, %v", stored, err)
+	}
+}

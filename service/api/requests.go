@@ -1,0 +1,340 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/store"
+)
+
+// "Ask for more" (SPEC §10a): a member asks its family's owners for extra
+// data; an owner approves it — a limit raise for today (DAY) or this month
+// (MONTH), or a top-up of the family pool (TOPUP) — or declines it.
+const (
+	// MaxDataRequestBytes is the most a member may ask for at once (100 GiB).
+	MaxDataRequestBytes = int64(100) << 30
+	// MaxPendingDataRequests is how many unanswered requests a member may have.
+	MaxPendingDataRequests = 3
+)
+
+// DataRequestView is a data request and its answer.
+type DataRequestView struct {
+	ID          int64  `json:"id"`
+	FamilyID    int64  `json:"familyId"`
+	CustomerID  int64  `json:"customerId" doc:"The member who asks"`
+	AmountBytes int64  `json:"amountBytes" doc:"What the member asked for"`
+	Message     string `json:"message,omitempty"`
+	Status      string `json:"status" enum:"PENDING,APPROVED,DECLINED"`
+	Grant       string `json:"grant,omitempty" enum:"DAY,MONTH,TOPUP" doc:"Approved: how"`
+	// GrantedBytes and Period say what an approval granted and for when.
+	GrantedBytes int64      `json:"grantedBytes,omitempty" doc:"Approved: the bytes granted"`
+	Period       string     `json:"period,omitempty" doc:"Approved: the day (YYYYMMDD, DAY) or month (YYYYMM, MONTH and TOPUP) granted for" example:"20261123"`
+	Reason       string     `json:"reason,omitempty" doc:"The owner's words"`
+	AnsweredBy   int64      `json:"answeredBy,omitempty"`
+	AnsweredAt   *time.Time `json:"answeredAt,omitempty"`
+	CreatedAt    time.Time  `json:"createdAt"`
+	// Standing is the requester's standing after an approval (approve
+	// answers only; absent when the quota engine could not be asked).
+	Standing *Standing `json:"standing,omitempty" doc:"Approve answers: the member's standing after the grant (ALLOWED once unblocked)"`
+	// PolicyVersion is the member's policy version after a DAY or MONTH grant.
+	PolicyVersion int64 `json:"policyVersion,omitempty" doc:"DAY and MONTH approvals: the member's policy version after the raise"`
+	// Pool is the family pool after a TOPUP grant.
+	PoolRemainingBytes *int64 `json:"poolRemainingBytes,omitempty" doc:"TOPUP approvals: the pool's remaining bytes after the top-up"`
+}
+
+func dataRequestView(r store.DataRequest) DataRequestView {
+	return DataRequestView{ID: r.ID, FamilyID: r.FamilyID, CustomerID: r.CustomerID, AmountBytes: r.AmountBytes, Message: r.Message,
+		Status: r.Status, Grant: r.Grant, GrantedBytes: r.GrantedBytes, Period: r.Period, Reason: r.Reason,
+		AnsweredBy: r.AnsweredBy, AnsweredAt: r.AnsweredAt, CreatedAt: r.CreatedAt}
+}
+
+// DataRequestCreate is the body of a request for more data.
+type DataRequestCreate struct {
+	AmountBytes     int64  `json:"amountBytes" minimum:"1" maximum:"107374182400" doc:"Bytes asked for, at most 100 GiB"`
+	Message         string `json:"message,omitempty" maxLength:"200" doc:"Optional words for the owners"`
+	ClientRequestID string `json:"clientRequestId,omitempty" maxLength:"128" doc:"Idempotency key, as the Idempotency-Key header (either; both must then be equal)"`
+}
+
+type dataRequestCreateInput struct {
+	FamilyPath
+	IdempotencyKey string `header:"Idempotency-Key" maxLength:"128" doc:"Makes the request safe to retry: the same key and body answer the first request (200) instead of a new one (201)"`
+	Body           DataRequestCreate
+}
+
+type dataRequestOutput struct {
+	Status int
+	Body   DataRequestView
+}
+
+// DataRequestList is a family's data requests, newest first.
+type DataRequestList struct {
+	Requests []DataRequestView `json:"requests"`
+}
+
+type dataRequestListInput struct {
+	FamilyPath
+	Status string `query:"status" enum:"PENDING,APPROVED,DECLINED" doc:"Only requests in this state"`
+	Limit  int    `query:"limit" minimum:"0" maximum:"500" doc:"At most this many (0: 100)"`
+}
+
+// DataRequestPath is the path of a data request.
+type DataRequestPath struct {
+	FamilyID  int64 `path:"familyId" minimum:"1" doc:"Family id"`
+	RequestID int64 `path:"requestId" minimum:"1" doc:"Data request id"`
+}
+
+// DataRequestApproval is the body of an approval.
+type DataRequestApproval struct {
+	Grant       string `json:"grant" enum:"DAY,MONTH,TOPUP" doc:"DAY: raise the member's daily and monthly limits for the rest of today; MONTH: for the rest of this month; TOPUP: add to the family pool (owners within the top-up limits)"`
+	AmountBytes int64  `json:"amountBytes,omitempty" minimum:"0" maximum:"70368744177664" doc:"Bytes granted; 0 or absent: what the member asked for"`
+	Reason      string `json:"reason,omitempty" maxLength:"200" doc:"Optional words for the member"`
+}
+
+type dataRequestApproveInput struct {
+	DataRequestPath
+	Body DataRequestApproval
+}
+
+// DataRequestDecline is the body of a decline.
+type DataRequestDecline struct {
+	Reason string `json:"reason,omitempty" maxLength:"200" doc:"Optional words for the member"`
+}
+
+type dataRequestDeclineInput struct {
+	DataRequestPath
+	Body *DataRequestDecline
+}
+
+// ExtraView is an extra allowance in effect now (LIMIT:DATA:EXTRA:<period>).
+type ExtraView struct {
+	Key    string `json:"key" example:"LIMIT:DATA:EXTRA:20261123"`
+	Scope  string `json:"scope" enum:"DAY,MONTH"`
+	Period string `json:"period" doc:"YYYYMMDD (DAY) or YYYYMM (MONTH)" example:"20261123"`
+	Bytes  int64  `json:"bytes"`
+}
+
+// activeExtras lists the extra allowances of rules in effect now in the
+// engine's zone (today's, then this month's).
+func (a *Server) activeExtras(rules map[string]string) []ExtraView {
+	c, err := policy.ParseConstraints(rules)
+	if err != nil || len(c.Extras) == 0 {
+		return nil
+	}
+	mo := policy.MomentOf(a.now(), a.cfg.State.Location())
+	var out []ExtraView
+	for _, e := range []struct{ scope, period string }{{envelope.GrantDay, mo.Day}, {envelope.GrantMonth, mo.Month}} {
+		if n, ok := c.Extras[e.period]; ok {
+			out = append(out, ExtraView{Key: policy.ExtraKey(e.period), Scope: e.scope, Period: e.period, Bytes: n})
+		}
+	}
+	return out
+}
+
+var requestDocs = map[string]string{
+	"create-data-request": "The caller (a member or an owner of the family) asks the family's owners for more data. The owners are " +
+		"told at once (DATA_REQUESTED over SSE, push and the inbox). Retries are safe with an Idempotency-Key header " +
+		"(or clientRequestId): the same key and body answer the first request with 200; a key reused for another " +
+		"request is 409. A member may have at most 3 unanswered requests (409). Audited as data-request.create.",
+	"list-data-requests": "The family's data requests, newest first: owners and admins see all of them, members their own.",
+	"get-data-request":   "One data request: owners and admins any of the family's, members their own (others are 404).",
+	"approve-data-request": "Approves a pending request (owners and admins). DAY and MONTH raise the member's daily and monthly " +
+		"limits for the rest of today / this month by writing the extra allowance LIMIT:DATA:EXTRA:<YYYYMMDD|YYYYMM> " +
+		"into the member's policy (the same path as PATCH …/policies: version + 1, audit, policy-updated event, the " +
+		"quota engine at once), added to an extra already granted for that period; the member must have a daily or " +
+		"monthly limit (else 409: use TOPUP). TOPUP tops up the family pool within the owners' top-up limits (422 " +
+		"says how much can still be added). The member is told at once (DATA_REQUEST_ANSWERED) and its next event is " +
+		"judged with the grant. A request is answered once: another answer is 409 naming its state, the same answer " +
+		"again is 200 with the request as it is. Audited as data-request.approve.",
+	"decline-data-request": "Declines a pending request (owners and admins), with an optional reason; the member is told at " +
+		"once. Answered once: a different answer after it is 409, the same decline again is 200. Audited as data-request.decline.",
+}
+
+func (a *Server) registerRequests() {
+	op := func(id, method, path, summary string, errs ...int) huma.Operation {
+		return huma.Operation{OperationID: id, Method: method, Path: path, Summary: summary, Description: requestDocs[id],
+			Tags: []string{familiesTag}, Security: secured(),
+			Errors: append([]int{http.StatusUnauthorized, http.StatusNotFound}, errs...)}
+	}
+
+	createOp := op("create-data-request", http.MethodPost, "/families/{familyId}/data-requests", "Ask the owners for more data",
+		http.StatusForbidden, http.StatusConflict, http.StatusUnprocessableEntity)
+	createOp.DefaultStatus = http.StatusCreated
+	huma.Register(a.api, createOp, func(ctx context.Context, in *dataRequestCreateInput) (*dataRequestOutput, error) {
+		p, err := a.family(ctx, in.FamilyID, anyMember)
+		if err != nil {
+			return nil, err
+		}
+		if p.Role == policy.RoleAdmin {
+			return nil, huma.Error403Forbidden("a member asks for itself: admins grant data with a top-up or a policy change")
+		}
+		key := in.IdempotencyKey
+		switch {
+		case key == "":
+			key = in.Body.ClientRequestID
+		case in.Body.ClientRequestID != "" && in.Body.ClientRequestID != key:
+			return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "body.clientRequestId",
+				Message: "differs from the Idempotency-Key header: send one of them, or the same value"})
+		}
+		r, created, err := a.cfg.Store.CreateDataRequest(ctx, store.NewDataRequest{FamilyID: in.FamilyID, CustomerID: p.ID,
+			AmountBytes: in.Body.AmountBytes, Message: in.Body.Message, Key: key,
+			MaxAmount: MaxDataRequestBytes, MaxPending: MaxPendingDataRequests})
+		if err != nil {
+			if fe := (*store.FieldError)(nil); errors.As(err, &fe) && fe.Field == "Idempotency-Key" {
+				return nil, a.problem(ctx, err, "header")
+			}
+			return nil, a.problem(ctx, err, "body")
+		}
+		status := http.StatusOK
+		if created {
+			status = http.StatusCreated
+			a.wake()
+		}
+		return &dataRequestOutput{Status: status, Body: dataRequestView(r)}, nil
+	})
+
+	huma.Register(a.api, op("list-data-requests", http.MethodGet, "/families/{familyId}/data-requests", "List data requests",
+		http.StatusUnprocessableEntity),
+		func(ctx context.Context, in *dataRequestListInput) (*struct{ Body DataRequestList }, error) {
+			p, err := a.family(ctx, in.FamilyID, anyMember)
+			if err != nil {
+				return nil, err
+			}
+			q := store.DataRequestQuery{FamilyID: in.FamilyID, Status: in.Status, Limit: in.Limit}
+			if p.Role == policy.RoleMember {
+				q.CustomerID = p.ID
+			}
+			rs, err := a.cfg.Store.DataRequests(ctx, q)
+			if err != nil {
+				return nil, a.problem(ctx, err, "query")
+			}
+			out := DataRequestList{Requests: make([]DataRequestView, 0, len(rs))}
+			for _, r := range rs {
+				out.Requests = append(out.Requests, dataRequestView(r))
+			}
+			return &struct{ Body DataRequestList }{Body: out}, nil
+		})
+
+	huma.Register(a.api, op("get-data-request", http.MethodGet, "/families/{familyId}/data-requests/{requestId}", "A data request"),
+		func(ctx context.Context, in *DataRequestPath) (*dataRequestOutput, error) {
+			p, err := a.family(ctx, in.FamilyID, anyMember)
+			if err != nil {
+				return nil, err
+			}
+			r, err := a.cfg.Store.GetDataRequest(ctx, in.FamilyID, in.RequestID)
+			if err != nil {
+				return nil, a.problem(ctx, err, "path.requestId")
+			}
+			if p.Role == policy.RoleMember && r.CustomerID != p.ID {
+				return nil, huma.Error404NotFound("not found")
+			}
+			return &dataRequestOutput{Status: http.StatusOK, Body: dataRequestView(r)}, nil
+		})
+
+	approveOp := op("approve-data-request", http.MethodPost, "/families/{familyId}/data-requests/{requestId}/approve",
+		"Approve a data request", http.StatusForbidden, http.StatusConflict, http.StatusUnprocessableEntity)
+	huma.Register(a.api, approveOp, func(ctx context.Context, in *dataRequestApproveInput) (*dataRequestOutput, error) {
+		p, err := a.family(ctx, in.FamilyID, ownerOnly)
+		if err != nil {
+			return nil, err
+		}
+		ans := store.DataRequestAnswer{FamilyID: in.FamilyID, RequestID: in.RequestID, Approve: true, Grant: in.Body.Grant,
+			AmountBytes: in.Body.AmountBytes, Reason: in.Body.Reason, By: p.actor()}
+		if in.Body.Grant == envelope.GrantTopUp && p.Role != policy.RoleAdmin {
+			// The per-top-up limit needs the amount: the asked one when absent.
+			amount := in.Body.AmountBytes
+			if amount == 0 {
+				r, err := a.cfg.Store.GetDataRequest(ctx, in.FamilyID, in.RequestID)
+				if err != nil {
+					return nil, a.problem(ctx, err, "path.requestId")
+				}
+				amount = r.AmountBytes
+			}
+			if err := a.ownerTopUp(amount); err != nil {
+				return nil, renameBytes(err)
+			}
+			ans.OwnTopUpLimit = a.cfg.OwnerTopUpMonthly
+		}
+		return a.answered(ctx, ans)
+	})
+
+	declineOp := op("decline-data-request", http.MethodPost, "/families/{familyId}/data-requests/{requestId}/decline",
+		"Decline a data request", http.StatusForbidden, http.StatusConflict, http.StatusUnprocessableEntity)
+	huma.Register(a.api, declineOp, func(ctx context.Context, in *dataRequestDeclineInput) (*dataRequestOutput, error) {
+		p, err := a.family(ctx, in.FamilyID, ownerOnly)
+		if err != nil {
+			return nil, err
+		}
+		ans := store.DataRequestAnswer{FamilyID: in.FamilyID, RequestID: in.RequestID, By: p.actor()}
+		if in.Body != nil {
+			ans.Reason = in.Body.Reason
+		}
+		return a.answered(ctx, ans)
+	})
+}
+
+// answered records an answer (store: one transaction with the grant, the
+// audit rows and the member's notification), then brings the grant to the
+// quota engine at once — the policy with the extra allowance (Enforce) or the
+// top-up — so the member's next event is judged with it, and wakes the relay.
+// An identical retry enforces the current policy again (idempotent by
+// version); a top-up is never added twice.
+func (a *Server) answered(ctx context.Context, ans store.DataRequestAnswer) (*dataRequestOutput, error) {
+	res, err := a.cfg.Store.AnswerDataRequest(ctx, ans)
+	if err != nil {
+		return nil, a.problem(ctx, err, "body")
+	}
+	v := dataRequestView(res.Request)
+	r := res.Request
+	switch {
+	case res.Policy != nil:
+		pv := a.enforced(ctx, *res.Policy)
+		v.Standing, v.PolicyVersion = pv.Standing, pv.Version
+	case res.TopUp != nil:
+		pool, err := a.cfg.State.SetTopUps(ctx, r.FamilyID, res.TopUp.Month, res.TopUp.MonthTotal)
+		if err != nil {
+			// Committed in SQL: the family's next top-up (the month's
+			// total) or a Redis rebuild brings it to the pool.
+			a.log.WarnContext(ctx, "api: top-up of an approved data request", "family", r.FamilyID, "request", r.ID, "err", err)
+		} else {
+			v.PoolRemainingBytes = &pool.Remaining
+		}
+	case res.Replayed && r.Status == store.RequestApproved && (r.Grant == envelope.GrantDay || r.Grant == envelope.GrantMonth):
+		if pol, err := a.cfg.Store.GetPolicy(ctx, r.FamilyID, r.CustomerID); err == nil && pol.Version > 0 {
+			if enf, err := a.cfg.State.Enforce(ctx, r.FamilyID, r.CustomerID, pol.Version, pol.Rules); err == nil {
+				s := standing(enf.Status)
+				v.Standing, v.PolicyVersion = &s, pol.Version
+			}
+		}
+	}
+	if r.Status == store.RequestApproved && v.Standing == nil && !res.Replayed {
+		if st, err := a.cfg.State.Status(ctx, r.FamilyID, r.CustomerID); err == nil {
+			s := standing(st)
+			v.Standing = &s
+		}
+	}
+	if !res.Replayed {
+		a.wake()
+	}
+	return &dataRequestOutput{Status: http.StatusOK, Body: v}, nil
+}
+
+// renameBytes relocates an owner top-up refusal of body.bytes to
+// body.amountBytes, the approval's field.
+func renameBytes(err error) error {
+	var se *huma.ErrorModel
+	if !errors.As(err, &se) {
+		return err
+	}
+	for _, d := range se.Errors {
+		if d != nil && d.Location == "body.bytes" {
+			d.Location = "body.amountBytes"
+		}
+	}
+	return se
+}

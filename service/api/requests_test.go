@@ -1,0 +1,168 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/dabom/dpcs/policy"
+)
+
+// TestDataRequests: "ask for more" over the API — idempotent creation, the
+// pending cap, owners' answers (DAY unblocks a member blocked by its monthly
+// limit at once), answered once, identical retries, the extras shown and
+// kept by later policy changes, and refusals that say what to do.
+func TestDataRequests(t *testing.T) {
+	f := newAPIFixture(t)
+	owner, child, admin := f.token(ownerA), f.token(childA), f.token(adminID)
+	f.call(http.MethodPatch, "/families/100/members/1002/policies", owner,
+		map[string]any{"set": map[string]string{policy.KeyLimitMonthly: "1000"}}, http.StatusOK, nil)
+	if r := f.use(famA, childA, 1000); r.Decision != policy.Allowed {
+		t.Fatalf("first use: %+v", r)
+	}
+	if r := f.use(famA, childA, 1); r.Decision != policy.BlockedLimitMonthly {
+		t.Fatalf("over the limit: %+v", r)
+	}
+
+	// Create: 201, then the same key and body again: 200 with the same request.
+	body := map[string]any{"amountBytes": 500, "message": "숙제 자료"}
+	resp, data := f.do(http.MethodPost, "/families/100/data-requests", child, body, "Idempotency-Key", "k-1")
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create: %d %s", resp.StatusCode, data)
+	}
+	var r1 DataRequestView
+	decodeJSON(t, data, &r1)
+	if r1.Status != "PENDING" || r1.CustomerID != childA || r1.AmountBytes != 500 || r1.Message != "숙제 자료" {
+		t.Fatalf("created %+v", r1)
+	}
+	var again DataRequestView
+	resp, data = f.do(http.MethodPost, "/families/100/data-requests", child, body, "Idempotency-Key", "k-1")
+	decodeJSON(t, data, &again)
+	if resp.StatusCode != http.StatusOK || again.ID != r1.ID {
+		t.Errorf("retry: %d %+v", resp.StatusCode, again)
+	}
+	// The key in the body works the same; a key reused for another request is 409.
+	resp, _ = f.do(http.MethodPost, "/families/100/data-requests", child, map[string]any{"amountBytes": 500, "message": "숙제 자료", "clientRequestId": "k-1"})
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("clientRequestId retry: %d", resp.StatusCode)
+	}
+	f.call(http.MethodPost, "/families/100/data-requests", child, map[string]any{"amountBytes": 9}, http.StatusCreated, nil)
+	f.problem(http.MethodPost, "/families/100/data-requests", child, map[string]any{"amountBytes": 9, "clientRequestId": "k-1"}, http.StatusConflict, "header.Idempotency-Key")
+	if resp, data := f.do(http.MethodPost, "/families/100/data-requests", child, map[string]any{"amountBytes": 9, "clientRequestId": "a"},
+		"Idempotency-Key", "b"); resp.StatusCode != http.StatusUnprocessableEntity {
+		t.Errorf("key in header and body differ: %d %s", resp.StatusCode, data)
+	}
+
+	// The owner sees it; another member of the family does not.
+	var list DataRequestList
+	f.call(http.MethodGet, "/families/100/data-requests?status=PENDING", owner, nil, http.StatusOK, &list)
+	if len(list.Requests) != 2 { // r1 and the 9-byte one
+		t.Fatalf("owner's pending list: %+v", list)
+	}
+	f.addMember(famA, 1009, policy.RoleMember)
+	f.call(http.MethodGet, "/families/100/data-requests", f.token(1009), nil, http.StatusOK, &list)
+	if len(list.Requests) != 0 {
+		t.Errorf("a sibling sees %d requests", len(list.Requests))
+	}
+	f.problem(http.MethodGet, "/families/100/data-requests/"+itoa(r1.ID), f.token(1009), nil, http.StatusNotFound, "")
+
+	// Approve DAY with the asked amount: the member is unblocked at once.
+	var a1 DataRequestView
+	f.call(http.MethodPost, "/families/100/data-requests/"+itoa(r1.ID)+"/approve", owner, map[string]any{"grant": "DAY"}, http.StatusOK, &a1)
+	if a1.Status != "APPROVED" || a1.Grant != "DAY" || a1.GrantedBytes != 500 || a1.Period != "20260210" ||
+		a1.Standing == nil || a1.Standing.Status != "ALLOWED" || a1.PolicyVersion != 2 {
+		t.Fatalf("approve: %+v (standing %+v)", a1, a1.Standing)
+	}
+	if r := f.use(famA, childA, 400); r.Decision != policy.Allowed {
+		t.Errorf("after the grant: %+v", r)
+	}
+	// The same answer again: 200, the same request, no second grant.
+	var replay DataRequestView
+	f.call(http.MethodPost, "/families/100/data-requests/"+itoa(r1.ID)+"/approve", owner, map[string]any{"grant": "DAY", "amountBytes": 500}, http.StatusOK, &replay)
+	if replay.ID != r1.ID || replay.PolicyVersion != 2 || replay.GrantedBytes != 500 {
+		t.Errorf("replay: %+v", replay)
+	}
+	p := f.problem(http.MethodPost, "/families/100/data-requests/"+itoa(r1.ID)+"/decline", owner, nil, http.StatusConflict, "")
+	if p.Detail != "the request was already approved (DAY, 500 bytes): a request is answered once" {
+		t.Errorf("second answer: %+v", p)
+	}
+
+	// GET policies shows the extra in effect; a replacing PATCH keeps it.
+	var pv PolicyView
+	f.call(http.MethodGet, "/families/100/members/1002/policies", child, nil, http.StatusOK, &pv)
+	wantExtras := []ExtraView{{Key: "LIMIT:DATA:EXTRA:20260210", Scope: "DAY", Period: "20260210", Bytes: 500}}
+	if diff := cmp.Diff(wantExtras, pv.Extras); diff != "" {
+		t.Errorf("extras (-want +got):\n%s", diff)
+	}
+	f.call(http.MethodPatch, "/families/100/members/1002/policies", owner,
+		map[string]any{"replace": map[string]string{policy.KeyLimitMonthly: "1200"}}, http.StatusOK, &pv)
+	if diff := cmp.Diff(wantExtras, pv.Extras); diff != "" || pv.Rules["LIMIT:DATA:EXTRA:20260210"] != "500" {
+		t.Errorf("replace dropped the extra: %v (-want +got):\n%s", pv.Rules, diff)
+	}
+
+	// Decline with a reason; then a TOPUP approval as admin.
+	var pending DataRequestList
+	f.call(http.MethodGet, "/families/100/data-requests?status=PENDING", child, nil, http.StatusOK, &pending)
+	if len(pending.Requests) != 1 {
+		t.Fatalf("child's pending: %+v", pending)
+	}
+	var d DataRequestView
+	f.call(http.MethodPost, "/families/100/data-requests/"+itoa(pending.Requests[0].ID)+"/decline", owner, map[string]any{"reason": "내일"}, http.StatusOK, &d)
+	if d.Status != "DECLINED" || d.Reason != "내일" || d.Grant != "" {
+		t.Errorf("decline: %+v", d)
+	}
+	f.call(http.MethodPost, "/families/100/data-requests/"+itoa(pending.Requests[0].ID)+"/decline", owner, map[string]any{"reason": "내일"}, http.StatusOK, nil)
+	var r3, a3 DataRequestView
+	f.call(http.MethodPost, "/families/100/data-requests", child, map[string]any{"amountBytes": 1 << 20}, http.StatusCreated, &r3)
+	f.call(http.MethodPost, "/families/100/data-requests/"+itoa(r3.ID)+"/approve", admin, map[string]any{"grant": "TOPUP"}, http.StatusOK, &a3)
+	if a3.Grant != "TOPUP" || a3.GrantedBytes != 1<<20 || a3.PoolRemainingBytes == nil || a3.AnsweredBy != adminID {
+		t.Errorf("top-up approval: %+v", a3)
+	}
+
+	// Refusals.
+	var r4 DataRequestView
+	f.call(http.MethodPost, "/families/100/data-requests", child, map[string]any{"amountBytes": 100 << 30}, http.StatusCreated, &r4)
+	f.problem(http.MethodPost, "/families/100/data-requests/"+itoa(r4.ID)+"/approve", owner, map[string]any{"grant": "TOPUP"}, http.StatusUnprocessableEntity, "body.amountBytes")
+	f.problem(http.MethodPost, "/families/100/data-requests/"+itoa(r4.ID)+"/approve", owner, map[string]any{"grant": "WEEK"}, http.StatusUnprocessableEntity, "body.grant")
+	f.problem(http.MethodPost, "/families/100/data-requests/"+itoa(r4.ID)+"/approve", child, map[string]any{"grant": "DAY"}, http.StatusForbidden, "")
+	f.problem(http.MethodPost, "/families/100/data-requests/99999/approve", owner, map[string]any{"grant": "DAY"}, http.StatusNotFound, "")
+	f.problem(http.MethodPost, "/families/100/data-requests", child, map[string]any{"amountBytes": 0}, http.StatusUnprocessableEntity, "body.amountBytes")
+	f.problem(http.MethodPost, "/families/100/data-requests", child, map[string]any{"amountBytes": 1, "message": string(make([]rune, 201))}, http.StatusUnprocessableEntity, "body.message")
+	f.problem(http.MethodPost, "/families/100/data-requests", admin, map[string]any{"amountBytes": 1}, http.StatusForbidden, "")
+	f.problem(http.MethodGet, "/families/100/data-requests?status=LOST", owner, nil, http.StatusUnprocessableEntity, "")
+	// The owner has no limit: a raise would change nothing (409, use TOPUP).
+	var r5 DataRequestView
+	f.call(http.MethodPost, "/families/100/data-requests", owner, map[string]any{"amountBytes": 5}, http.StatusCreated, &r5)
+	f.problem(http.MethodPost, "/families/100/data-requests/"+itoa(r5.ID)+"/approve", owner, map[string]any{"grant": "MONTH"}, http.StatusConflict, "body.grant")
+	// At most 3 pending per member.
+	f.call(http.MethodPost, "/families/100/data-requests", child, map[string]any{"amountBytes": 1}, http.StatusCreated, nil)
+	f.call(http.MethodPost, "/families/100/data-requests", child, map[string]any{"amountBytes": 1}, http.StatusCreated, nil)
+	f.problem(http.MethodPost, "/families/100/data-requests", child, map[string]any{"amountBytes": 1}, http.StatusConflict, "body.amountBytes")
+
+	// Audited.
+	var audit struct {
+		Entries []struct {
+			Action string `json:"action"`
+		} `json:"entries"`
+	}
+	f.call(http.MethodGet, "/admin/audit-log?familyId=100&limit=500", admin, nil, http.StatusOK, &audit)
+	count := map[string]int{}
+	for _, e := range audit.Entries {
+		count[e.Action]++
+	}
+	if count["data-request.create"] != 7 || count["data-request.approve"] != 2 || count["data-request.decline"] != 1 {
+		t.Errorf("audit counts: %v", count)
+	}
+}
+
+func decodeJSON(t *testing.T, data []byte, out any) {
+	t.Helper()
+	if err := json.Unmarshal(data, out); err != nil {
+		t.Fatalf("decode %s: %v", data, err)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,356 @@
+package judge
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
+)
+
+// TracerName is the instrumentation scope of the judges' spans.
+const TracerName = "github.com/dabom/dpcs/service"
+
+// settings is what a Processor and Decisions are configured with; each
+// Option says which of the two it applies to (the other ignores it).
+type settings struct {
+	log     *slog.Logger
+	now     func() time.Time
+	loc     *time.Location
+	catalog policy.Catalog
+	// tracer starts the records' process spans; nil: tracing off.
+	tracer          trace.Tracer
+	maxAge, maxSkew time.Duration
+
+	// Processor.
+	procHooks              ProcessorHooks
+	maxPoll                int
+	groups                 int
+	backoffMin, backoffMax time.Duration
+	guard                  StateGuard
+
+	// Decisions.
+	decHooks DecisionHooks
+	gens     GenerationSource
+	linger   time.Duration
+	maxBatch int
+	timeout  time.Duration
+	slots    int
+}
+
+func defaults() (settings, error) {
+	loc, err := policy.LoadZone(policy.DefaultZone)
+	if err != nil {
+		return settings{}, err
+	}
+	return settings{
+		log:        slog.New(slog.DiscardHandler),
+		now:        time.Now,
+		loc:        loc,
+		catalog:    policy.NewCatalog(policy.DefaultApps()),
+		maxAge:     23 * time.Hour,
+		maxSkew:    5 * time.Minute,
+		maxPoll:    2000,
+		groups:     4,
+		backoffMin: 100 * time.Millisecond,
+		backoffMax: 5 * time.Second,
+		linger:     200 * time.Microsecond,
+		maxBatch:   256,
+		timeout:    2 * time.Second,
+		slots:      4,
+	}, nil
+}
+
+func newSettings(opts []Option) (settings, error) {
+	s, err := defaults()
+	if err != nil {
+		return settings{}, err
+	}
+	for _, o := range opts {
+		if err := o(&s); err != nil {
+			return settings{}, err
+		}
+	}
+	return s, nil
+}
+
+// Option configures a Processor or Decisions; each says which it applies
+// to (the other ignores it).
+type Option func(*settings) error
+
+// WithLogger sets the logger. Processor and Decisions. Default: discard.
+func WithLogger(l *slog.Logger) Option {
+	return func(s *settings) error {
+		if l == nil {
+			return errors.New("judge: nil logger")
+		}
+		s.log = l
+		return nil
+	}
+}
+
+// WithClock sets the clock events' timestamps are judged by (WithMaxEventAge,
+// WithMaxClockSkew). Processor and Decisions. Default: time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(s *settings) error {
+		if now == nil {
+			return errors.New("judge: nil clock")
+		}
+		s.now = now
+		return nil
+	}
+}
+
+// WithLocation sets the service time zone, which names the period (YYYY-MM)
+// of threshold alerts. It must be the quota engine's. Processor and
+// Decisions. Default: Asia/Seoul.
+func WithLocation(loc *time.Location) Option {
+	return func(s *settings) error {
+		if loc == nil {
+			return errors.New("judge: nil location")
+		}
+		s.loc = loc
+		return nil
+	}
+}
+
+// WithCatalog sets the app catalog that names an event's category.
+// Processor and Decisions. Default: policy.DefaultApps().
+func WithCatalog(c policy.Catalog) Option {
+	return func(s *settings) error { s.catalog = c; return nil }
+}
+
+// WithMaxEventAge refuses usage events stamped longer ago than d (the
+// processor dead-letters them, Decisions answers an invalid event). It
+// must not exceed the quota engine's dedupe window, or a late replay could
+// be counted twice. Processor and Decisions. Default: 23 h (the engine's
+// default window is 24 h).
+func WithMaxEventAge(d time.Duration) Option {
+	return func(s *settings) error {
+		if d <= 0 {
+			return errors.New("judge: max event age must be > 0")
+		}
+		s.maxAge = d
+		return nil
+	}
+}
+
+// WithMaxClockSkew refuses usage events stamped further than d in the
+// future. Processor and Decisions. Default: 5 min.
+func WithMaxClockSkew(d time.Duration) Option {
+	return func(s *settings) error {
+		if d < 0 {
+			return errors.New("judge: max clock skew must be ≥ 0")
+		}
+		s.maxSkew = d
+		return nil
+	}
+}
+
+// WithTracerProvider traces the processor with tp: every consumed record is
+// judged in a span of its own ("usage-events process", "policy-updated
+// process"; decision, family, member and the engine batch it was judged in
+// as attributes), a child of the trace the record carries (record.Context,
+// set by the Kafka client's tracing hooks: give the processor's kgo options
+// the service's TracingKafkaOpts), and the records it causes (usage-persist,
+// notification-events, dead letters) are produced in that span, so their
+// consumers continue the same trace. Processor. Default: no tracing (a
+// no-op provider costs nothing on the judging path).
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(s *settings) error {
+		if tp == nil {
+			return errors.New("judge: nil tracer provider")
+		}
+		s.tracer = nil
+		if _, off := tp.(noop.TracerProvider); !off {
+			s.tracer = tp.Tracer(TracerName)
+		}
+		return nil
+	}
+}
+
+// WithProcessorHooks sets the processor's hooks. Processor. Default: none.
+func WithProcessorHooks(h ProcessorHooks) Option {
+	return func(s *settings) error { s.procHooks = h; return nil }
+}
+
+// WithMaxPollRecords bounds the records judged per poll. Larger polls
+// amortise the per-poll round trips (commit, flush) under load; a quiet
+// stream yields small polls whatever the bound. Processor. Default: 2000.
+func WithMaxPollRecords(n int) Option {
+	return func(s *settings) error {
+		if n < 1 {
+			return errors.New("judge: max poll records must be ≥ 1")
+		}
+		s.maxPoll = n
+		return nil
+	}
+}
+
+// WithApplyConcurrency splits each poll's usage events into up to n groups
+// of whole partitions, judged concurrently (one batch each, on separate
+// connections) with each group's outputs produced as soon as it is judged.
+// A family's events share a partition, so they stay in one group, in
+// order. Processor. Default: 4; 1 judges a poll in one batch.
+func WithApplyConcurrency(n int) Option {
+	return func(s *settings) error {
+		if n < 1 {
+			return errors.New("judge: apply concurrency must be ≥ 1")
+		}
+		s.groups = n
+		return nil
+	}
+}
+
+// WithRetryBackoff sets the first and the largest wait between attempts
+// when Redis or Kafka fail. Processor. Default: 100 ms, 5 s.
+func WithRetryBackoff(first, max time.Duration) Option {
+	return func(s *settings) error {
+		if first <= 0 || max < first {
+			return errors.New("judge: retry backoff must satisfy 0 < first ≤ max")
+		}
+		s.backoffMin, s.backoffMax = first, max
+		return nil
+	}
+}
+
+// WithStateGuard makes the processor judge only from a Redis state it can
+// trust: every batch is judged marked with its Kafka positions
+// (quota.Engine.ApplyMarked); when the state is reported stale (Redis came
+// back empty, from an older snapshot or another generation), the processor
+// pauses fetching, says so (log at error level, OnStale, Stale), lets g
+// bring Redis back, and judges the batch again. Processor. Default: none
+// (the state is trusted).
+func WithStateGuard(g StateGuard) Option {
+	return func(s *settings) error {
+		if g == nil {
+			return errors.New("judge: nil state guard")
+		}
+		s.guard = g
+		return nil
+	}
+}
+
+// WithDecisionHooks sets the synchronous decisions' hooks. Decisions.
+// Default: none.
+func WithDecisionHooks(h DecisionHooks) Option {
+	return func(s *settings) error { s.decHooks = h; return nil }
+}
+
+// WithGenerations judges only from a Redis state of the generation g names
+// (quota.Engine.ApplyMarked): a state that is stale, being rebuilt or of
+// another generation is answered with an error wrapping quota.ErrStale,
+// never a guess. When g has a Forget method it is called after a stale
+// answer. Decisions. Default: none (the state is trusted).
+func WithGenerations(g GenerationSource) Option {
+	return func(s *settings) error {
+		if g == nil {
+			return errors.New("judge: nil generation source")
+		}
+		s.gens = g
+		return nil
+	}
+}
+
+// WithLinger is how long a group commit waits for more callers after the
+// first. Decisions. Default: 200 µs.
+func WithLinger(d time.Duration) Option {
+	return func(s *settings) error {
+		if d < 0 || d > 100*time.Millisecond {
+			return errors.New("judge: decision linger must be 0 to 100ms")
+		}
+		s.linger = d
+		return nil
+	}
+}
+
+// WithMaxBatch ends a group commit's lingering once it holds n events.
+// Decisions. Default: 256.
+func WithMaxBatch(n int) Option {
+	return func(s *settings) error {
+		if n < 1 {
+			return errors.New("judge: decision max batch must be ≥ 1")
+		}
+		s.maxBatch = n
+		return nil
+	}
+}
+
+// WithConcurrency is how many group commits run at once (each one pipeline
+// on its own connection); callers arriving meanwhile join the next.
+// Decisions. Default: 4.
+func WithConcurrency(n int) Option {
+	return func(s *settings) error {
+		if n < 1 {
+			return errors.New("judge: decision concurrency must be ≥ 1")
+		}
+		s.slots = n
+		return nil
+	}
+}
+
+// WithTimeout bounds one group commit: judging and producing its records
+// until Kafka acknowledged them; past it the batch's callers get
+// ErrKafkaUnavailable (or the Redis error). Keep it below the recovery's
+// quiet window (3 s). Decisions. Default: 2 s.
+func WithTimeout(d time.Duration) Option {
+	return func(s *settings) error {
+		if d <= 0 {
+			return errors.New("judge: decision timeout must be > 0")
+		}
+		s.timeout = d
+		return nil
+	}
+}
+
+// InvalidEventError is a usage event that cannot be judged: the field at
+// fault, named as in the envelope (payload.bytesUsed), and why. It wraps
+// quota.ErrInvalid. The processor dead-letters the record with its text;
+// Decisions refuses the caller's events with it.
+type InvalidEventError struct {
+	// Index is the event's position in the caller's events (Decisions).
+	Index         int
+	Field, Reason string
+}
+
+func (e *InvalidEventError) Error() string { return e.Field + ": " + e.Reason }
+func (e *InvalidEventError) Unwrap() error { return quota.ErrInvalid }
+
+// checkUsage is the one rule for which usage events are judged, beside the
+// engine's own checks: nil, or an *InvalidEventError.
+func (s *settings) checkUsage(e envelope.Envelope[envelope.UsagePayload], now time.Time) error {
+	pl := e.Payload
+	bad := func(field, reason string) error { return &InvalidEventError{Field: field, Reason: reason} }
+	switch {
+	case e.EventID == "" || len(e.EventID) > quota.MaxEventIDLen:
+		return bad("eventId", fmt.Sprintf("1 to %d bytes", quota.MaxEventIDLen))
+	case pl.FamilyID <= 0:
+		return bad("payload.familyId", "must be > 0")
+	case pl.CustomerID <= 0:
+		return bad("payload.customerId", "must be > 0")
+	case pl.AppID == "":
+		return bad("payload.appId", "must not be empty")
+	case pl.BytesUsed < 0 || pl.BytesUsed > policy.MaxBytes:
+		return bad("payload.bytesUsed", fmt.Sprintf("must be 0 to %d", policy.MaxBytes))
+	case e.Timestamp.IsZero():
+		return bad("timestamp", "required")
+	case e.Timestamp.Before(now.Add(-s.maxAge)):
+		return bad("timestamp", fmt.Sprintf("older than the dedupe window (%s); a replay this late could be counted twice", s.maxAge))
+	case e.Timestamp.After(now.Add(s.maxSkew)):
+		return bad("timestamp", fmt.Sprintf("more than %s in the future", s.maxSkew))
+	}
+	return nil
+}
+
+// event is the engine's event for a checked usage envelope.
+func (s *settings) event(e envelope.Envelope[envelope.UsagePayload]) quota.Event {
+	pl := e.Payload
+	return quota.Event{ID: e.EventID, FamilyID: pl.FamilyID, CustomerID: pl.CustomerID, Bytes: pl.BytesUsed,
+		AppID: pl.AppID, Category: s.catalog.Category(pl.AppID), At: e.Timestamp}
+}

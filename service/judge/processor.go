@@ -1,0 +1,490 @@
+package judge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
+)
+
+// ProcessorGroup is the consumer group of the processor (seed §9.3).
+const ProcessorGroup = "processor-usage-group"
+
+// Headers on dead-letter records.
+const (
+	HeaderDLTReason    = kafkarecord.HeaderDLTReason
+	HeaderDLTTopic     = kafkarecord.HeaderDLTTopic
+	HeaderDLTPartition = kafkarecord.HeaderDLTPartition
+	HeaderDLTOffset    = kafkarecord.HeaderDLTOffset
+)
+
+// StateGuard keeps the processor from judging with a Redis state that lost
+// writes (SPEC §6): it knows the state generation to judge with and brings
+// Redis back when the engine reports the state stale. *Recovery is the
+// implementation; it must be safe for concurrent use.
+type StateGuard interface {
+	// Generation returns the generation to judge with; "" when Redis was
+	// never rebuilt from SQL (the processor then asks Recover for one).
+	Generation(ctx context.Context) (string, error)
+	// Recover is called with the engine's *quota.StaleError for a batch
+	// judged with generation used; it returns once Redis can be trusted
+	// again, with the generation to judge with (it waits for a rebuild by
+	// another processor or an operator, or runs one).
+	Recover(ctx context.Context, used string, cause error) (string, error)
+}
+
+// BatchInfo describes one processed poll, for ProcessorHooks.OnBatch.
+type BatchInfo struct {
+	Records       int
+	Usage         int
+	Policies      int
+	Duplicates    int
+	DeadLettered  int
+	Decisions     map[policy.Decision]int
+	Crossings     int
+	ScriptLatency time.Duration
+	Duration      time.Duration
+	// Lag is how many records the polled partitions still hold after this
+	// batch (high watermark − next offset), summed.
+	Lag int64
+}
+
+// ApplyInfo describes one ApplyBatch call (the quota script on one group of
+// partitions), for ProcessorHooks.OnApply.
+type ApplyInfo struct {
+	Events   int           // usage events judged
+	Duration time.Duration // from the call to the results, retries included
+}
+
+// StaleInfo describes a pause of judging because Redis could not be trusted.
+type StaleInfo struct {
+	// Stale is true when judging pauses and false when it resumes.
+	Stale  bool
+	Reason string
+	// Paused is how long judging was paused (when resuming).
+	Paused time.Duration
+}
+
+// RetryInfo describes a failed attempt that will be retried.
+type RetryInfo struct {
+	What    string
+	Attempt int
+	Wait    time.Duration
+	Err     error
+}
+
+// ProcessorHooks are optional callbacks; nil funcs are skipped.
+type ProcessorHooks struct {
+	OnBatch func(BatchInfo)
+	OnRetry func(RetryInfo)
+	// OnDeadLetter is called for every record sent to a DLT, with the reason.
+	// It and OnDecided may be called concurrently (one call per partition
+	// group of a poll).
+	OnDeadLetter func(topic string, reason string)
+	// OnStale is called when the engine reports the Redis state stale
+	// (judging pauses until Recover returns) and, with Stale false, when
+	// judging resumes.
+	OnStale func(StaleInfo)
+	// OnDecided is called once the engine judged a poll's usage records,
+	// before their outputs are produced, with those records (read them, do
+	// not modify or retain them) and the time the engine returned: the
+	// decision time for produce→decision latency.
+	OnDecided func(records []*kgo.Record, decidedAt time.Time)
+	// OnApply is called after every ApplyBatch that judged events; like
+	// OnDecided it may be called concurrently.
+	OnApply func(ApplyInfo)
+}
+
+// Processor consumes usage-events and policy-updated, judges each usage event
+// with the quota engine and emits usage-persist and notification-events.
+// At least once delivered, exactly once in effect: offsets are committed only
+// after the engine ran and every emitted record was acknowledged; a replay
+// yields the stored decision and re-emits identical records (same ids).
+type Processor struct {
+	settings
+	cl      *kgo.Client
+	qs      *State
+	breaker *gobreaker.CircuitBreaker[any]
+
+	// positions is, per "topic/partition", where this processor's next batch
+	// begins: the end of its last judged batch (cleared when the partition
+	// is revoked), for the marks of WithStateGuard.
+	posMu     sync.Mutex
+	positions map[string]int64
+	paused    atomic.Bool
+	// recoveries counts the recoveries this processor waited for.
+	recoveries atomic.Int64
+
+	stop     chan struct{}
+	stopOnce sync.Once // guards stop and the client's close
+	running  sync.WaitGroup
+}
+
+// Stale reports whether judging is paused because Redis cannot be trusted
+// (for readiness).
+func (p *Processor) Stale() bool { return p.paused.Load() }
+
+// ProcessorTopics are the topics the processor consumes.
+func ProcessorTopics() []string {
+	return []string{envelope.TopicUsageEvents, envelope.TopicPolicyUpdated}
+}
+
+// NewProcessor returns a processor judging through qs. kopts must name
+// the seed brokers (kgo.SeedBrokers) and may add TLS/SASL or tuning; the
+// consumer group, topics and commit mode are the processor's own. Call Run
+// to start.
+func NewProcessor(qs *State, kopts []kgo.Opt, opts ...Option) (*Processor, error) {
+	if qs == nil {
+		return nil, errors.New("judge: nil quota state")
+	}
+	set, err := newSettings(opts)
+	if err != nil {
+		return nil, err
+	}
+	p := &Processor{settings: set, qs: qs, stop: make(chan struct{})}
+	if p.guard != nil {
+		p.positions = map[string]int64{}
+	}
+	p.breaker = gobreaker.NewCircuitBreaker[any](gobreaker.Settings{
+		Name:    "redis",
+		Timeout: 2 * time.Second,
+		ReadyToTrip: func(c gobreaker.Counts) bool {
+			return c.ConsecutiveFailures >= 3
+		},
+		// Bad input and a stale state are not Redis failures.
+		IsSuccessful: func(err error) bool {
+			return err == nil || errors.Is(err, quota.ErrInvalid) || errors.Is(err, quota.ErrStale)
+		},
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			p.log.Warn("redis circuit breaker", "from", from.String(), "to", to.String())
+		},
+	})
+	all := append(ProducerOpts(), kopts...)
+	all = append(all,
+		kgo.ConsumerGroup(ProcessorGroup),
+		kgo.ConsumeTopics(ProcessorTopics()...),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		// Never charge records of an aborted producer transaction.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) { p.forget(lost) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) { p.forget(lost) }),
+	)
+	cl, err := kgo.NewClient(all...)
+	if err != nil {
+		return nil, fmt.Errorf("judge: processor kafka client: %w", err)
+	}
+	p.cl = cl
+	return p, nil
+}
+
+// ProducerOpts are the seed's producer settings (seed 000 §8.1): lz4, linger
+// 5 ms, 64 KB batches, all in-sync replicas acknowledge, idempotent writes. The
+// default partitioner hashes keys with murmur2 like Kafka's Java client.
+func ProducerOpts() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.ProducerBatchCompression(kgo.Lz4Compression(), kgo.NoCompression()),
+		kgo.ProducerLinger(5 * time.Millisecond),
+		kgo.ProducerBatchMaxBytes(64 << 10),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+	}
+}
+
+// Client returns the processor's Kafka client (for metrics such as lag).
+func (p *Processor) Client() *kgo.Client { return p.cl }
+
+// Run consumes until ctx is done or Close is called. It returns nil on a
+// clean stop. Records of a poll not yet committed are redelivered to whoever
+// owns their partitions next; that is safe (dedupe in the engine).
+func (p *Processor) Run(ctx context.Context) error {
+	p.running.Add(1)
+	defer p.running.Done()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // ends with Run
+		select {
+		case <-p.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	// A poll blocks rebalances until AllowRebalance; leaving the group on
+	// Close needs it allowed.
+	defer p.cl.AllowRebalance()
+	// Polls overlap by one: while a poll's outputs are acknowledged and its
+	// offsets committed (its tail), the next poll is judged. Commits stay in
+	// poll order, and rebalances are let in only with no tail running, at
+	// least every drainEvery.
+	var tail chan error
+	var tailOver context.Context // done once the running tail finished
+	waitTail := func() error {
+		if tail == nil {
+			return nil
+		}
+		err := <-tail
+		tail = nil
+		return err
+	}
+	defer func() { _ = waitTail() }() // ctx is cancelled by Close first
+	lastDrain := time.Now()
+	for {
+		// With a tail running (and so a rebalance held off), wait for
+		// records only until the tail finished: waiting longer could wait
+		// for records that only the held-off rebalance would bring. An empty
+		// poll joins the tail and lets the rebalance in before blocking.
+		pollCtx := ctx
+		if tail != nil {
+			pollCtx = tailOver
+		}
+		fetches := p.cl.PollRecords(pollCtx, p.maxPoll)
+		if fetches.IsClientClosed() || ctx.Err() != nil {
+			return nil
+		}
+		fetches.EachError(func(t string, part int32, err error) {
+			if pollCtx != ctx && errors.Is(err, context.Canceled) {
+				return // the tail finished first
+			}
+			p.log.Warn("fetch error", "topic", t, "partition", part, "err", err)
+		})
+		recs := fetches.Records()
+		if len(recs) == 0 {
+			if err := waitTail(); err != nil {
+				return nil // only ctx ends a tail early
+			}
+			p.cl.AllowRebalance()
+			lastDrain = time.Now()
+			continue
+		}
+		var lag int64
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if n := len(fp.Records); n > 0 {
+				lag += max(fp.HighWatermark-fp.Records[n-1].Offset-1, 0)
+			}
+		})
+		w, err := p.process(ctx, recs, lag)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if err := waitTail(); err != nil { // the previous commit goes first
+			return nil
+		}
+		tail = make(chan error, 1)
+		var over context.CancelFunc
+		tailOver, over = context.WithCancel(ctx)
+		go func(tail chan<- error) { // joined by waitTail
+			tail <- p.finish(ctx, w)
+			over()
+		}(tail)
+		if time.Since(lastDrain) >= drainEvery {
+			if err := waitTail(); err != nil {
+				return nil
+			}
+			p.cl.AllowRebalance()
+			lastDrain = time.Now()
+		}
+	}
+}
+
+// drainEvery bounds how long a busy processor holds off a rebalance.
+const drainEvery = 250 * time.Millisecond
+
+// poll is a judged poll whose outputs are in flight.
+type poll struct {
+	recs  []*kgo.Record
+	info  BatchInfo
+	start time.Time
+	out   sent
+}
+
+// sent tracks produced records until Kafka acknowledged or failed each.
+type sent struct {
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	failed []*kgo.Record
+}
+
+func (s *sent) send(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) {
+	s.wg.Add(len(recs))
+	for _, r := range recs {
+		cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+			if err != nil {
+				s.mu.Lock()
+				s.failed = append(s.failed, r)
+				s.mu.Unlock()
+			}
+			s.wg.Done()
+		})
+	}
+}
+
+// finish waits until every output of w is acknowledged (producing the failed
+// ones again), then commits w's offsets. It returns only ctx's error.
+func (p *Processor) finish(ctx context.Context, w *poll) error {
+	// Send what lingers now: the commit waits for these acknowledgements.
+	if err := p.cl.Flush(ctx); err != nil {
+		return err
+	}
+	w.out.wg.Wait() // every promise has run once Flush returned
+	if err := p.produce(ctx, w.out.failed); err != nil {
+		return err
+	}
+	if err := p.retry(ctx, "commit", func() error { return p.cl.CommitRecords(ctx, w.recs...) }); err != nil {
+		return err
+	}
+	w.info.Duration = time.Since(w.start)
+	if p.procHooks.OnBatch != nil {
+		p.procHooks.OnBatch(w.info)
+	}
+	return nil
+}
+
+// Close stops Run, waits for it to return, leaves the group and closes the
+// client. Records polled but not committed are redelivered to the next owner
+// of their partitions.
+func (p *Processor) Close() {
+	p.stopOnce.Do(func() {
+		close(p.stop)
+		p.running.Wait()
+		p.cl.AllowRebalance()
+		p.cl.Close()
+	})
+}
+
+type usageIn struct {
+	rec *kgo.Record
+	env envelope.Envelope[envelope.UsagePayload]
+}
+
+// process judges one poll's records and starts producing everything they
+// cause; finish waits for the acknowledgements and commits.
+func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) (*poll, error) {
+	w := &poll{recs: recs, start: time.Now(), info: BatchInfo{Records: len(recs), Decisions: map[policy.Decision]int{}, Lag: lag}}
+	info := &w.info
+	var out []*kgo.Record
+	var usageRecs []*kgo.Record
+	now := p.now()
+	// Policy updates (and strays) first, in order; usage records are decoded
+	// and judged by the partition groups below.
+	var policyRecs []*kgo.Record
+	for _, r := range recs {
+		if r.Topic == envelope.TopicUsageEvents {
+			usageRecs = append(usageRecs, r)
+		} else {
+			policyRecs = append(policyRecs, r)
+		}
+	}
+	epoch := p.recoveries.Load()
+	policyOut, policies, err := p.policies(ctx, policyRecs)
+	if err != nil {
+		return nil, err
+	}
+	info.Policies, out = policies, policyOut
+	groups := p.split(usageRecs)
+	type judged struct {
+		results      []quota.Result
+		usage        int
+		latency      time.Duration
+		deadLettered int
+		err          error
+	}
+	done := make([]judged, len(groups))
+	var wg sync.WaitGroup
+	for i, g := range groups {
+		wg.Add(1)
+		go func() { // joined below
+			defer wg.Done()
+			j := &done[i]
+			if p.tracer != nil {
+				p.startSpans(g)
+				defer endSpans(g, &j.err)
+			}
+			usage, dead := p.decodeUsage(g, now)
+			j.usage = len(usage)
+			scriptStart := time.Now()
+			results, judgedUsage, rejected, err := p.apply(ctx, usage, p.marksOf(g))
+			if err != nil {
+				j.err = err
+				return
+			}
+			dead = append(dead, rejected...)
+			decidedAt := time.Now()
+			j.latency, j.results = decidedAt.Sub(scriptStart), results
+			if p.procHooks.OnApply != nil && len(judgedUsage) > 0 {
+				p.procHooks.OnApply(ApplyInfo{Events: len(judgedUsage), Duration: j.latency})
+			}
+			if p.procHooks.OnDecided != nil && len(judgedUsage) > 0 {
+				recs := make([]*kgo.Record, len(judgedUsage))
+				for k, u := range judgedUsage {
+					recs[k] = u.rec
+				}
+				p.procHooks.OnDecided(recs, decidedAt)
+			}
+			// The group's outputs go out while other groups are judged.
+			outs := dead
+			for k, u := range judgedUsage {
+				recs, err := usageOutputs(u.env, results[k], p.loc)
+				if err != nil {
+					// Every field comes from a validated event and the engine; a
+					// failure here is a bug, not bad input. Stop rather than lose it.
+					j.err = fmt.Errorf("service: build outputs of %s: %w", u.env.EventID, err)
+					return
+				}
+				if p.tracer != nil {
+					judgedSpan(u, results[k], len(judgedUsage))
+					causedBy(recs, u.rec)
+				}
+				outs = append(outs, recs...)
+			}
+			j.deadLettered = len(dead)
+			w.out.send(ctx, p.cl, outs)
+		}()
+	}
+	wg.Wait()
+	for _, j := range done {
+		if j.err != nil {
+			return nil, j.err
+		}
+	}
+	if p.guard != nil && p.recoveries.Load() != epoch {
+		// Redis was rebuilt while this poll was judged: policy updates and
+		// groups judged before the rebuild produced decisions the rebuilt
+		// state holds (it waited for them to reach SQL), but its watermarks
+		// stop at the committed offsets. Raise them to this poll's end, which
+		// is committed next, or the next poll would find the state "behind".
+		if err := p.raise(ctx, recs); err != nil {
+			return nil, err
+		}
+	}
+	for _, j := range done {
+		info.Usage += j.usage
+		info.ScriptLatency = max(info.ScriptLatency, j.latency)
+		info.DeadLettered += j.deadLettered
+		for _, res := range j.results {
+			info.Decisions[res.Decision]++
+			info.Crossings += len(res.Crossed)
+			if res.Duplicate {
+				info.Duplicates++
+			}
+		}
+	}
+	for _, r := range out {
+		if r.Topic != envelope.TopicUsagePersist && r.Topic != envelope.TopicNotificationEvents {
+			info.DeadLettered++
+		}
+	}
+	w.out.send(ctx, p.cl, out)
+	return w, nil
+}

@@ -1,0 +1,257 @@
+package judge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
+	"github.com/dabom/dpcs/quota"
+)
+
+// policies handles a poll's policy-updated records (and strays) in order and
+// returns what they cause and how many policy updates there were. With a
+// state guard the state is checked before and the watermarks advanced after;
+// if the state went stale meanwhile, Redis is recovered and the records are
+// handled again (versioned updates are idempotent).
+func (p *Processor) policies(ctx context.Context, recs []*kgo.Record) ([]*kgo.Record, int, error) {
+	if len(recs) == 0 {
+		return nil, 0, nil
+	}
+	if p.tracer != nil {
+		p.startSpans(recs)
+		var err error
+		defer endSpans(recs, &err)
+		out, n, perr := p.judgePolicies(ctx, recs)
+		err = perr
+		return out, n, perr
+	}
+	return p.judgePolicies(ctx, recs)
+}
+
+// judgePolicies is policies without the spans.
+func (p *Processor) judgePolicies(ctx context.Context, recs []*kgo.Record) ([]*kgo.Record, int, error) {
+	marks := p.marksOf(recs)
+	for {
+		var gen string
+		if p.guard != nil {
+			err := p.retry(ctx, "redis state check", func() error {
+				var err error
+				if gen, err = p.generation(ctx); err == nil {
+					err = p.qs.checkState(ctx, gen, marks)
+				}
+				return stalePermanent(err)
+			})
+			if p.stale(ctx, gen, err) {
+				continue
+			}
+			if err != nil {
+				return nil, 0, err
+			}
+		}
+		var out []*kgo.Record
+		policies := 0
+		for _, r := range recs {
+			ev, err := kafkarecord.Decode(r)
+			if err != nil {
+				out = append(out, p.deadLetter(r, err.Error()))
+				continue
+			}
+			switch pl := ev.Payload.(type) {
+			case envelope.UsagePayload:
+				out = append(out, p.deadLetter(r, "DATA_USAGE event on topic "+r.Topic))
+			case envelope.PolicyUpdatedPayload:
+				if r.Topic != envelope.TopicPolicyUpdated {
+					out = append(out, p.deadLetter(r, "POLICY_UPDATED event on topic "+r.Topic))
+					continue
+				}
+				policies++
+				recs, err := p.policyUpdated(ctx, r, ev, pl)
+				if err != nil {
+					return nil, 0, err
+				}
+				if p.tracer != nil {
+					causedBy(recs, r)
+					if span := trace.SpanFromContext(r.Context); span.IsRecording() {
+						span.SetAttributes(attribute.String("dpcs.event_id", ev.EventID),
+							attribute.Int64("dpcs.family_id", pl.FamilyID), attribute.Int64("dpcs.customer_id", pl.TargetCustomerID),
+							attribute.Int64("dpcs.policy_version", pl.Version), attribute.Int("dpcs.blocked_notifications", len(recs)))
+					}
+				}
+				out = append(out, recs...)
+			default:
+				out = append(out, p.deadLetter(r, fmt.Sprintf("unexpected %s event on topic %s", ev.EventType, r.Topic)))
+			}
+		}
+		if p.guard != nil {
+			err := p.retry(ctx, "redis state advance", func() error {
+				return stalePermanent(p.qs.advance(ctx, gen, marks))
+			})
+			if p.stale(ctx, gen, err) {
+				continue
+			}
+			if err != nil {
+				return nil, 0, err
+			}
+			p.advanced(marks)
+		}
+		return out, policies, nil
+	}
+}
+
+// raise advances the watermarks of recs' partitions to after their last
+// record under the current generation (see process), recovering again if the
+// state went stale meanwhile.
+func (p *Processor) raise(ctx context.Context, recs []*kgo.Record) error {
+	for {
+		marks := p.marksOf(recs)
+		if len(marks) == 0 {
+			return nil
+		}
+		var gen string
+		err := p.retry(ctx, "redis state advance", func() error {
+			var err error
+			if gen, err = p.generation(ctx); err == nil {
+				err = p.qs.advance(ctx, gen, marks)
+			}
+			return stalePermanent(err)
+		})
+		if p.stale(ctx, gen, err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		p.advanced(marks)
+		return nil
+	}
+}
+
+// stalePermanent makes a stale state a permanent error for retry: waiting
+// does not fix it, a rebuild does.
+func stalePermanent(err error) error {
+	if errors.Is(err, quota.ErrStale) {
+		return permanent{err}
+	}
+	return err
+}
+
+// generation is the state generation to judge with.
+func (p *Processor) generation(ctx context.Context) (string, error) {
+	gen, err := p.guard.Generation(ctx)
+	if err == nil && gen == "" {
+		err = &quota.StaleError{Reason: "Redis was never rebuilt from SQL (no state generation yet)"}
+	}
+	return gen, err
+}
+
+// stale reports whether err says the Redis state is stale; if so it pauses
+// fetching, says so, and returns once the guard recovered Redis (true: judge
+// again). With ctx done it returns false and err stands.
+func (p *Processor) stale(ctx context.Context, used string, err error) bool {
+	var se *quota.StaleError
+	if !errors.As(err, &se) {
+		return false
+	}
+	start := time.Now()
+	if !p.paused.Swap(true) {
+		p.log.Error("the Redis state cannot be trusted: judging paused until Redis is rebuilt from SQL", "reason", se.Reason)
+		if p.procHooks.OnStale != nil {
+			p.procHooks.OnStale(StaleInfo{Stale: true, Reason: se.Reason})
+		}
+	}
+	p.cl.PauseFetchTopics(ProcessorTopics()...)
+	defer p.cl.ResumeFetchTopics(ProcessorTopics()...)
+	// Outputs of batches judged before the state went stale are in flight:
+	// have them in Kafka before the recovery waits for SQL to hold them.
+	if ferr := p.cl.Flush(ctx); ferr != nil {
+		return false
+	}
+	gen, rerr := p.guard.Recover(ctx, used, err)
+	if rerr != nil {
+		if ctx.Err() == nil {
+			p.log.Error("recovering the Redis state failed", "err", rerr)
+		}
+		return false
+	}
+	// The rebuilt state's watermarks are the group's committed offsets: the
+	// next batches begin there, not where this processor's last ones ended.
+	p.posMu.Lock()
+	clear(p.positions)
+	p.posMu.Unlock()
+	p.recoveries.Add(1)
+	if p.paused.Swap(false) {
+		p.log.Warn("the Redis state is trusted again: judging resumes", "generation", gen, "paused", time.Since(start))
+		if p.procHooks.OnStale != nil {
+			p.procHooks.OnStale(StaleInfo{Reason: se.Reason, Paused: time.Since(start)})
+		}
+	}
+	return true
+}
+
+// marksOf returns the marks of a batch's records: per partition, from where
+// this processor's previous batch ended (or its committed offset, or the
+// first record) to after the last record.
+func (p *Processor) marksOf(recs []*kgo.Record) []quota.Mark {
+	if p.guard == nil {
+		return nil
+	}
+	var committed map[string]map[int32]kgo.EpochOffset
+	idx := map[string]int{}
+	var marks []quota.Mark
+	p.posMu.Lock()
+	defer p.posMu.Unlock()
+	for _, r := range recs {
+		key := r.Topic + "/" + strconv.Itoa(int(r.Partition))
+		i, ok := idx[key]
+		if !ok {
+			from := r.Offset
+			if pos, ok := p.positions[key]; ok {
+				from = min(from, pos)
+			} else {
+				if committed == nil {
+					committed = p.cl.CommittedOffsets()
+				}
+				if c, ok := committed[r.Topic][r.Partition]; ok && c.Offset >= 0 {
+					from = min(from, c.Offset)
+				}
+			}
+			idx[key] = len(marks)
+			marks = append(marks, quota.Mark{Stream: key, From: from, To: r.Offset + 1})
+			continue
+		}
+		marks[i].To = max(marks[i].To, r.Offset+1)
+	}
+	return marks
+}
+
+// advanced records where this processor's next batches begin.
+func (p *Processor) advanced(marks []quota.Mark) {
+	p.posMu.Lock()
+	defer p.posMu.Unlock()
+	for _, m := range marks {
+		p.positions[m.Stream] = m.To
+	}
+}
+
+// forget drops the positions of revoked or lost partitions: their next
+// batches begin where the group committed.
+func (p *Processor) forget(parts map[string][]int32) {
+	if p.positions == nil {
+		return
+	}
+	p.posMu.Lock()
+	defer p.posMu.Unlock()
+	for t, ps := range parts {
+		for _, part := range ps {
+			delete(p.positions, t+"/"+strconv.Itoa(int(part)))
+		}
+	}
+}

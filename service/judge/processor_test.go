@@ -1,0 +1,507 @@
+package judge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"pgregory.net/rapid"
+
+	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
+	"github.com/dabom/dpcs/internal/testenv"
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
+)
+
+const mb = 1 << 20
+
+// harness is a pipeline (internal/testenv) for running processors.
+type harness struct {
+	*testenv.Pipeline
+	t *testing.T
+}
+
+func newHarness(t *testing.T) *harness { return &harness{testenv.NewPipeline(t), t} }
+
+// newHarnessOn builds a harness on any Redis (keys prefixed per test).
+func newHarnessOn(t *testing.T, rdb redis.UniversalClient) *harness {
+	return &harness{testenv.PipelineOn(t, rdb), t}
+}
+
+// start runs a processor until the test ends (or stop is called).
+func (h *harness) start(eng Engine, opts ...Option) (stop func()) {
+	h.t.Helper()
+	opts = append([]Option{WithClock(func() time.Time { return h.Now }),
+		WithRetryBackoff(10*time.Millisecond, 50*time.Millisecond)}, opts...)
+	p, err := NewProcessor(mustState(h.t, eng), h.KafkaOpts(), opts...)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(h.Ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				h.t.Errorf("processor: %v", err)
+			}
+			p.Close()
+		})
+	}
+	h.t.Cleanup(stop)
+	return stop
+}
+
+// Story 1 through Kafka: decisions, persist records, notifications, commits.
+func TestProcessorLast10MB(t *testing.T) { storyLast10MB(newHarness(t)) }
+
+func storyLast10MB(h *harness) {
+	t := h.t
+	h.Family(100, 10*mb, 1, 2, 3, 4)
+	var mu sync.Mutex
+	decisions := map[policy.Decision]int{}
+	h.start(h.Engine, WithProcessorHooks(ProcessorHooks{OnBatch: func(b BatchInfo) {
+		mu.Lock()
+		defer mu.Unlock()
+		for d, n := range b.Decisions {
+			decisions[d] += n
+		}
+		if b.Lag < 0 || b.Records < b.Usage {
+			t.Errorf("batch info %+v", b)
+		}
+	}}))
+	h.Produce(
+		h.Usage("evt_dad", 100, 1, 5*mb, "com.naver.news", h.Now),
+		h.Usage("evt_mom", 100, 2, 3*mb, "com.kakao.talk", h.Now),
+		h.Usage("evt_child1", 100, 3, 8*mb, "com.youtube.app", h.Now),
+		h.Usage("evt_child2", 100, 4, 4*mb, "com.roblox.client", h.Now),
+	)
+	persist := testenv.Decode[envelope.UsagePersistPayload](t, h.Collect(envelope.TopicUsagePersist, 4))
+	got := map[string]string{}
+	for _, p := range persist {
+		got[p.Payload.OriginEventID] = fmt.Sprintf("%s %d", p.Payload.ProcessResult, p.Payload.RemainingAfter/mb)
+		if p.EventID != envelope.DerivedID(envelope.PrefixPersist, p.Payload.OriginEventID, "persist") {
+			t.Errorf("persist id %s not derived from %s", p.EventID, p.Payload.OriginEventID)
+		}
+	}
+	want := map[string]string{"evt_dad": "ALLOWED 5", "evt_mom": "ALLOWED 2", "evt_child1": "BLOCKED_FAMILY_QUOTA 2", "evt_child2": "BLOCKED_FAMILY_QUOTA 2"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %q, want %q", k, got[k], v)
+		}
+	}
+	// Each record carries the engine's whole result: the pool, the member's
+	// day and month after the event, and the thresholds it crossed with
+	// their arms (dad leaves 50 % of the pool, mom 20 %).
+	wantPersist := map[string]envelope.UsagePersistPayload{
+		"evt_dad": {OriginEventID: "evt_dad", CustomerID: 1, BytesUsed: 5 * mb, AppID: "com.naver.news", ProcessResult: "ALLOWED",
+			RemainingAfter: 5 * mb, DailyUsedBytes: 5 * mb, MonthlyUsedBytes: 5 * mb, Crossed: []envelope.Crossing{{Percent: 50, Arm: 1}}},
+		"evt_mom": {OriginEventID: "evt_mom", CustomerID: 2, BytesUsed: 3 * mb, AppID: "com.kakao.talk", ProcessResult: "ALLOWED",
+			RemainingAfter: 2 * mb, DailyUsedBytes: 3 * mb, MonthlyUsedBytes: 3 * mb, Crossed: []envelope.Crossing{{Percent: 30, Arm: 1}}},
+		"evt_child1": {OriginEventID: "evt_child1", CustomerID: 3, BytesUsed: 8 * mb, AppID: "com.youtube.app",
+			ProcessResult: "BLOCKED_FAMILY_QUOTA", RemainingAfter: 2 * mb, Rule: policy.RulePool},
+		"evt_child2": {OriginEventID: "evt_child2", CustomerID: 4, BytesUsed: 4 * mb, AppID: "com.roblox.client",
+			ProcessResult: "BLOCKED_FAMILY_QUOTA", RemainingAfter: 2 * mb, Rule: policy.RulePool},
+	}
+	for _, p := range persist {
+		w := wantPersist[p.Payload.OriginEventID]
+		w.FamilyID, w.TotalBytes, w.EventTime = 100, 10*mb, h.Now
+		if diff := cmp.Diff(w, p.Payload); diff != "" {
+			t.Errorf("usage-persist of %s (-want +got):\n%s", p.Payload.OriginEventID, diff)
+		}
+	}
+	// 2 QUOTA_UPDATED, 2 CUSTOMER_BLOCKED, THRESHOLD_ALERT 50 and 30.
+	notes, err := decodeAll(h.Collect(envelope.TopicNotificationEvents, 6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[envelope.SubType]int{}
+	var blocked []int64
+	var alerts []int
+	for _, n := range notes {
+		counts[n.SubType]++
+		switch p := n.Payload.(type) {
+		case envelope.CustomerBlocked:
+			blocked = append(blocked, p.CustomerID)
+			if p.BlockReason != policy.RulePool || p.Decision != string(policy.BlockedFamilyQuota) {
+				t.Errorf("blocked payload %+v", p)
+			}
+		case envelope.ThresholdAlert:
+			alerts = append(alerts, p.ThresholdPercent)
+			if p.Period != "2026-02" || !strings.Contains(p.Message, fmt.Sprintf("%d%%", p.ThresholdPercent)) {
+				t.Errorf("alert payload %+v", p)
+			}
+		}
+	}
+	if counts[envelope.SubQuotaUpdated] != 2 || counts[envelope.SubCustomerBlocked] != 2 || counts[envelope.SubThresholdAlert] != 2 {
+		t.Errorf("notification counts %v", counts)
+	}
+	if len(blocked) != 2 || blocked[0]+blocked[1] != 7 {
+		t.Errorf("blocked members %v, want 3 and 4", blocked)
+	}
+	h.Settled(ProcessorGroup, envelope.TopicUsageEvents)
+	mu.Lock()
+	defer mu.Unlock()
+	if decisions[policy.Allowed] != 2 || decisions[policy.BlockedFamilyQuota] != 2 {
+		t.Errorf("hook decisions %v", decisions)
+	}
+}
+
+func decodeAll(recs []*kgo.Record) ([]envelope.Event, error) {
+	var out []envelope.Event
+	for _, r := range recs {
+		e, err := kafkarecord.Decode(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// Story 5: the same event 3 times is deducted once; every delivery re-emits
+// byte-identical downstream records (the write-behind and notifier dedupe).
+func TestProcessorDuplicates(t *testing.T) { storyDuplicates(newHarness(t)) }
+
+func storyDuplicates(h *harness) {
+	t := h.t
+	h.Family(100, 10*mb, 1)
+	h.start(h.Engine)
+	r := h.Usage("evt_550e8400-e29b-41d4-a716-446655440000", 100, 1, 3*mb, "com.youtube.app", h.Now)
+	h.Produce(r, h.Usage("evt_550e8400-e29b-41d4-a716-446655440000", 100, 1, 3*mb, "com.youtube.app", h.Now))
+	h.Produce(h.Usage("evt_550e8400-e29b-41d4-a716-446655440000", 100, 1, 3*mb, "com.youtube.app", h.Now))
+	persist := h.Collect(envelope.TopicUsagePersist, 3)
+	for _, p := range persist[1:] {
+		if string(p.Value) != string(persist[0].Value) || string(p.Key) != string(persist[0].Key) {
+			t.Errorf("replay emitted a different record:\n%s\n%s", p.Value, persist[0].Value)
+		}
+	}
+	fs, err := h.Engine.Family(h.Ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs.Used != 3*mb {
+		t.Errorf("used %d, want 3 MB once", fs.Used)
+	}
+}
+
+// Bad input goes to usage-events.DLT with the reason; the partition keeps flowing.
+func TestProcessorDeadLetters(t *testing.T) {
+	h := newHarness(t)
+	h.Family(100, 10*mb, 1)
+	var dlt atomic.Int64
+	h.start(h.Engine, WithProcessorHooks(ProcessorHooks{OnDeadLetter: func(string, string) { dlt.Add(1) }}))
+	key := []byte("100")
+	pol, _ := kafkarecord.New(envelope.TopicUsageEvents, envelope.New("pol_1", h.Now,
+		envelope.PolicyUpdatedPayload{FamilyID: 100, TargetCustomerID: 1, Version: 1, Constraints: map[string]string{}}))
+	h.Produce(
+		&kgo.Record{Topic: envelope.TopicUsageEvents, Key: key, Value: []byte(`{not json`)},
+		&kgo.Record{Topic: envelope.TopicUsageEvents, Key: key, Value: []byte(`{"eventId":"e1","eventType":"DATA_USAGE","timestamp":"2026-02-06T05:30:00Z","payload":{"familyId":100,"customerId":1,"appId":"a","bytesUsed":-5}}`)},
+		h.Usage("evt_old", 100, 1, mb, "a", h.Now.Add(-24*time.Hour)),
+		h.Usage("evt_future", 100, 1, mb, "a", h.Now.Add(time.Hour)),
+		h.Usage("evt_huge", 100, 1, policy.MaxBytes+1, "a", h.Now),
+		pol,
+		h.Usage("evt_ok", 100, 1, mb, "a", h.Now),
+	)
+	dead := h.Collect(envelope.DLT(envelope.TopicUsageEvents), 6)
+	reasons := []string{"malformed", "payload.bytesUsed", "older than the dedupe window", "in the future", "payload.bytesUsed: must be 0 to", "POLICY_UPDATED event on topic usage-events"}
+	for i, r := range dead {
+		reason := testenv.Header(r, HeaderDLTReason)
+		if !strings.Contains(reason, reasons[i]) {
+			t.Errorf("DLT record %d reason %q, want it to mention %q", i, reason, reasons[i])
+		}
+		if testenv.Header(r, HeaderDLTTopic) != envelope.TopicUsageEvents || testenv.Header(r, HeaderDLTOffset) == "" || string(r.Key) != "100" {
+			t.Errorf("DLT record %d headers %v key %q", i, r.Headers, r.Key)
+		}
+	}
+	persist := testenv.Decode[envelope.UsagePersistPayload](t, h.Collect(envelope.TopicUsagePersist, 1))
+	if persist[0].Payload.OriginEventID != "evt_ok" {
+		t.Errorf("persisted %+v", persist[0].Payload)
+	}
+	if dlt.Load() != 6 {
+		t.Errorf("OnDeadLetter fired %d times", dlt.Load())
+	}
+	h.Settled(ProcessorGroup, envelope.TopicUsageEvents)
+}
+
+// Story 2 through Kafka: a policy-updated event cutting the limit below usage
+// announces CUSTOMER_BLOCKED at once; a stale one is ignored but re-announces.
+func TestProcessorPolicyUpdated(t *testing.T) { storyPolicyUpdated(newHarness(t)) }
+
+func storyPolicyUpdated(h *harness) {
+	t := h.t
+	h.Family(100, 100*(1<<30), 3)
+	if _, err := h.Engine.Apply(h.Ctx, quota.Event{ID: "evt_prev", FamilyID: 100, CustomerID: 3, Bytes: 1200 * mb, At: h.Now}); err != nil {
+		t.Fatal(err)
+	}
+	h.start(h.Engine)
+	newV := "524288000"
+	rec, err := kafkarecord.New(envelope.TopicPolicyUpdated, envelope.New("pol_cut", h.Now,
+		envelope.PolicyUpdatedPayload{FamilyID: 100, TargetCustomerID: 3, PolicyKey: policy.KeyLimitMonthly, NewValue: &newV,
+			ChangedBy: 1, Version: 2, Constraints: map[string]string{policy.KeyLimitMonthly: newV}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, _ := kafkarecord.New(envelope.TopicPolicyUpdated, envelope.New("pol_bad", h.Now,
+		envelope.PolicyUpdatedPayload{FamilyID: 100, TargetCustomerID: 3, Version: 3, Constraints: map[string]string{"NOPE": "1"}}))
+	h.Produce(rec, bad)
+	notes := testenv.Decode[envelope.CustomerBlocked](t, h.Collect(envelope.TopicNotificationEvents, 1))
+	p := notes[0].Payload
+	if p.CustomerID != 3 || p.BlockReason != policy.KeyLimitMonthly || p.Decision != string(policy.BlockedLimitMonthly) {
+		t.Errorf("CUSTOMER_BLOCKED %+v", p)
+	}
+	dead := h.Collect(envelope.DLT(envelope.TopicPolicyUpdated), 1)
+	if !strings.Contains(testenv.Header(dead[0], HeaderDLTReason), "NOPE") {
+		t.Errorf("bad policy reason %q", testenv.Header(dead[0], HeaderDLTReason))
+	}
+	h.Produce(h.Usage("evt_next", 100, 3, 1, "a", h.Now))
+	persist := testenv.Decode[envelope.UsagePersistPayload](t, h.Collect(envelope.TopicUsagePersist, 1))
+	if persist[0].Payload.ProcessResult != string(policy.BlockedLimitMonthly) {
+		t.Errorf("next event %+v", persist[0].Payload)
+	}
+}
+
+// flaky fails the first n calls like an unreachable Redis.
+type flaky struct {
+	Engine
+	n     atomic.Int64
+	calls atomic.Int64
+}
+
+func (f *flaky) ApplyBatch(ctx context.Context, evs []quota.Event) ([]quota.Result, error) {
+	f.calls.Add(1)
+	if f.n.Add(-1) >= 0 {
+		return nil, errors.New("dial tcp: connection refused")
+	}
+	return f.Engine.ApplyBatch(ctx, evs)
+}
+
+// Redis down: the processor pauses and retries behind the breaker, never
+// judges without Redis, never drops.
+func TestProcessorRedisOutage(t *testing.T) {
+	h := newHarness(t)
+	h.Family(100, 10*mb, 1)
+	dec := &flaky{Engine: h.Engine}
+	dec.n.Store(6)
+	var retries atomic.Int64
+	h.start(dec, WithProcessorHooks(ProcessorHooks{OnRetry: func(RetryInfo) { retries.Add(1) }}))
+	h.Produce(h.Usage("evt_a", 100, 1, mb, "a", h.Now), h.Usage("evt_b", 100, 1, mb, "a", h.Now))
+	persist := testenv.Decode[envelope.UsagePersistPayload](t, h.Collect(envelope.TopicUsagePersist, 2))
+	for _, p := range persist {
+		if p.Payload.ProcessResult != "ALLOWED" {
+			t.Errorf("%+v", p.Payload)
+		}
+	}
+	if retries.Load() < 6 {
+		t.Errorf("retries %d, want ≥ 6", retries.Load())
+	}
+	h.Settled(ProcessorGroup, envelope.TopicUsageEvents)
+}
+
+// crashing applies to Redis, then kills its processor before anything is
+// emitted or committed: the worst moment for a crash.
+type crashing struct {
+	Engine
+	crash func()
+	once  sync.Once
+}
+
+func (c *crashing) ApplyBatch(ctx context.Context, evs []quota.Event) ([]quota.Result, error) {
+	if _, err := c.Engine.ApplyBatch(ctx, evs); err != nil {
+		return nil, err
+	}
+	c.once.Do(c.crash)
+	return nil, errors.New("crashed after applying")
+}
+
+// Story 6: a processor killed after Redis judged a batch but before emitting
+// and committing; its successor judges every event exactly once in effect
+// and emits every record.
+func TestProcessorCrashRestart(t *testing.T) { storyCrashRestart(newHarness(t)) }
+
+func storyCrashRestart(h *harness) {
+	t := h.t
+	h.Family(100, 1000*mb, 1, 2)
+	var recs []*kgo.Record
+	for i := range 40 {
+		recs = append(recs, h.Usage(fmt.Sprintf("evt_%02d", i), 100, int64(i%2+1), mb, "a", h.Now))
+	}
+	c := &crashing{Engine: h.Engine}
+	stop := h.start(c)
+	c.crash = func() { go stop() }
+	h.Produce(recs...)
+	// Wait until the first processor judged something and died.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		fs, _ := h.Engine.Family(h.Ctx, 100)
+		if fs.Used > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("first processor judged nothing")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	h.start(h.Engine)
+	persist := testenv.Decode[envelope.UsagePersistPayload](t, h.Collect(envelope.TopicUsagePersist, 40))
+	seen := map[string]bool{}
+	for _, p := range persist {
+		seen[p.Payload.OriginEventID] = true
+	}
+	fs, err := h.Engine.Family(h.Ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 40 || fs.Used != 40*mb {
+		t.Errorf("persisted %d distinct events, used %d MB; want 40 and 40", len(seen), fs.Used/mb)
+	}
+	h.Settled(ProcessorGroup, envelope.TopicUsageEvents)
+}
+
+func TestProcessorOptions(t *testing.T) {
+	bad := []Option{WithMaxEventAge(0), WithMaxClockSkew(-1), WithMaxPollRecords(0),
+		WithRetryBackoff(0, 1), WithRetryBackoff(2, 1), WithLocation(nil), WithApplyConcurrency(0),
+		WithLogger(nil), WithClock(nil), WithTracerProvider(nil), WithStateGuard(nil), WithGenerations(nil),
+		WithLinger(-1), WithMaxBatch(0), WithConcurrency(0), WithTimeout(0)}
+	for i, o := range bad {
+		if _, err := NewProcessor(mustState(t, &quota.Engine{}), nil, o); err == nil {
+			t.Errorf("option %d accepted", i)
+		}
+	}
+	if _, err := NewProcessor(nil, nil); err == nil {
+		t.Error("nil decider accepted")
+	}
+	if thresholdText(10) != "가족 데이터가 10% 미만입니다! 데이터를 충전해주세요." {
+		t.Error(thresholdText(10))
+	}
+}
+
+// A threshold re-armed by a top-up and crossed again is a new period arm, so
+// the notifier (which announces each family/threshold/period once) announces it.
+func TestThresholdPeriodCarriesTheArm(t *testing.T) {
+	loc, _ := policy.LoadZone("")
+	at := time.Date(2026, 2, 6, 5, 30, 0, 0, time.UTC)
+	in := envelope.New("evt_x", at, envelope.UsagePayload{FamilyID: 1, CustomerID: 2, AppID: "a", BytesUsed: 1})
+	recs, err := usageOutputs(in, quota.Result{Decision: policy.Allowed, Remaining: 1, Total: 10,
+		Crossed: []int{30, 10}, Arms: []int{1, 2}}, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var periods []string
+	for _, a := range testenv.Decode[envelope.ThresholdAlert](t, recs[2:]) {
+		periods = append(periods, a.Payload.Period)
+	}
+	if d := cmp.Diff([]string{"2026-02", "2026-02#2"}, periods); d != "" {
+		t.Error(d)
+	}
+}
+
+// The usage-persist record carries the whole quota.Result, so a rebuild from
+// usage_record can restore the event's dedupe record and the thresholds'
+// arms; an arm the engine did not report counts as the first.
+func TestUsagePersistCarriesTheResult(t *testing.T) {
+	loc, _ := policy.LoadZone("")
+	at := time.Date(2026, 2, 6, 5, 30, 0, 0, time.UTC)
+	in := envelope.New("evt_x", at, envelope.UsagePayload{FamilyID: 1, CustomerID: 2, AppID: "a", BytesUsed: 7})
+	for _, tt := range []struct {
+		name string
+		res  quota.Result
+		want envelope.UsagePersistPayload
+	}{
+		{"allowed, throttled, two crossings",
+			quota.Result{Decision: policy.Allowed, Remaining: 1, Total: 10, DailyUsed: 7, MonthlyUsed: 9, ThrottleKbps: 512,
+				Crossed: []int{30, 10}, Arms: []int{1, 3}},
+			envelope.UsagePersistPayload{ProcessResult: "ALLOWED", RemainingAfter: 1, TotalBytes: 10, DailyUsedBytes: 7,
+				MonthlyUsedBytes: 9, ThrottleKbps: 512, Crossed: []envelope.Crossing{{Percent: 30, Arm: 1}, {Percent: 10, Arm: 3}}}},
+		{"arms missing",
+			quota.Result{Decision: policy.Allowed, Remaining: 1, Total: 10, DailyUsed: 7, MonthlyUsed: 7, Crossed: []int{50}},
+			envelope.UsagePersistPayload{ProcessResult: "ALLOWED", RemainingAfter: 1, TotalBytes: 10, DailyUsedBytes: 7,
+				MonthlyUsedBytes: 7, Crossed: []envelope.Crossing{{Percent: 50, Arm: 1}}}},
+		{"blocked",
+			quota.Result{Decision: policy.BlockedLimitDaily, Rule: "LIMIT:DATA:DAILY", Remaining: 4, Total: 10, DailyUsed: 3, MonthlyUsed: 5},
+			envelope.UsagePersistPayload{ProcessResult: "BLOCKED_LIMIT_DAILY", Rule: "LIMIT:DATA:DAILY", RemainingAfter: 4,
+				TotalBytes: 10, DailyUsedBytes: 3, MonthlyUsedBytes: 5}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			recs, err := usageOutputs(in, tt.res, loc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			persist := testenv.Decode[envelope.UsagePersistPayload](t, recs[:1])[0]
+			want := tt.want
+			want.OriginEventID, want.FamilyID, want.CustomerID, want.BytesUsed, want.AppID, want.EventTime = "evt_x", 1, 2, 7, "a", at
+			if diff := cmp.Diff(want, persist.Payload); diff != "" {
+				t.Errorf("usage-persist (-want +got):\n%s", diff)
+			}
+			again, err := usageOutputs(in, tt.res, loc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(again[0].Value) != string(recs[0].Value) {
+				t.Errorf("the same result gave different records:\n%s\n%s", recs[0].Value, again[0].Value)
+			}
+		})
+	}
+}
+
+// split keeps every partition whole and in poll order, balances groups by
+// events, and never makes more groups than asked or than partitions.
+func TestSplitKeepsPartitionsWholeAndOrdered(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(1, 6).Draw(rt, "groups")
+		p := &Processor{settings: settings{groups: n}}
+		parts := rapid.SliceOfN(rapid.Int32Range(0, 9), 0, 300).Draw(rt, "partitions")
+		var usage []*kgo.Record
+		for i, part := range parts {
+			usage = append(usage, &kgo.Record{Topic: envelope.TopicUsageEvents, Partition: part, Offset: int64(i)})
+		}
+		groups := p.split(usage)
+		distinct := map[int32]bool{}
+		for _, part := range parts {
+			distinct[part] = true
+		}
+		if len(groups) > n || (len(usage) > 0 && len(groups) > len(distinct)) || (len(usage) == 0 && groups != nil) {
+			rt.Fatalf("%d groups for %d asked, %d partitions", len(groups), n, len(distinct))
+		}
+		owner := map[int32]int{}
+		total := 0
+		for g, grp := range groups {
+			last := int64(-1)
+			for _, r := range grp {
+				if o, ok := owner[r.Partition]; ok && o != g {
+					rt.Fatalf("partition %d split across groups %d and %d", r.Partition, o, g)
+				}
+				owner[r.Partition] = g
+				if r.Offset <= last {
+					rt.Fatalf("group %d out of poll order", g)
+				}
+				last = r.Offset
+				total++
+			}
+		}
+		if total != len(usage) {
+			rt.Fatalf("%d events in groups, %d polled", total, len(usage))
+		}
+	})
+}
+
+// mustState is the door to eng's state.
+func mustState(t testing.TB, eng Engine) *State {
+	t.Helper()
+	qs, err := NewState(eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return qs
+}

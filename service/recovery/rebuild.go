@@ -1,0 +1,255 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/store"
+)
+
+// ErrIncomplete: Rebuild restored some families but not all; its Report
+// lists the ones that failed and why.
+var ErrIncomplete = errors.New("recovery: rebuild incomplete")
+
+// Report is what Rebuild did.
+type Report struct {
+	// Rebuilt counts the families whose Redis state was restored.
+	Rebuilt int
+	// Failed lists the families that could not be restored, in the order
+	// they were tried. Without a generation their Redis state is whatever it
+	// was before; in a generation rebuild each is
+	// replaced by an empty family of the new generation, so its members'
+	// events are refused (BLOCKED_NOT_MEMBER, never charged) until it is
+	// fixed and rebuilt — a state from an older generation would otherwise
+	// be refused as stale on every event, and every rebuild would fail on it
+	// again.
+	Failed []FamilyError
+}
+
+// FamilyError is why one family could not be rebuilt: its SQL rows could
+// not be read, or the engine refused them (quota.ErrInvalid, e.g. a plan plus
+// top-ups over policy.MaxBytes).
+type FamilyError struct {
+	FamilyID int64
+	Err      error
+}
+
+func (e FamilyError) Error() string { return fmt.Sprintf("family %d: %v", e.FamilyID, e.Err) }
+
+// Unwrap returns the family's error.
+func (e FamilyError) Unwrap() error { return e.Err }
+
+// Rebuild recomputes the Redis state of the given families (every family
+// when none is given) from SQL after Redis lost data, each family read by
+// store.ReadFamilies and written atomically through the door
+// (judge.State.Restore) with state generation gen ("" for none, as the
+// rebuild of a single family by an operator). Run it after the
+// write-behind drained usage-persist, so usage_record holds every judged
+// event (Guard does).
+//
+// One family's failure does not stop the others: every family is tried, and
+// when some failed the error wraps ErrIncomplete and every FamilyError (so
+// errors.Is sees their causes too), and the report lists them. In a
+// generation rebuild each failed family is replaced by an empty family of
+// the new generation (see Report). Failing to list the families and a
+// cancelled ctx stop the rebuild at once with an error that does not wrap
+// ErrIncomplete; the report then covers what was done before.
+//
+// Families are read a page at a time, one query per table for the whole
+// page, and restored by rebuildWorkers concurrent Restore calls: one round
+// trip per family and table made the rebuild of 100,000 families take ten
+// minutes (doc/benchmarks.md, "Recovery time"). A page of every family is
+// an id range (rebuildPage families), which every table reads through its
+// family index; named families go rebuildNamed at a time in IN lists
+// (MariaDB turns an IN list of 1,000 values into a join it answers by
+// scanning the whole of usage_record, and plans even shorter lists that way
+// when its statistics say so). When a page cannot be read as a whole, its
+// families are read one by one, so the failure is charged to the family
+// that causes it.
+func Rebuild(ctx context.Context, st *store.Store, qs *judge.State, gen string, families ...int64) (Report, error) {
+	var rep Report
+	if st == nil || qs == nil {
+		return rep, errors.New("recovery: rebuild needs a store and a quota state")
+	}
+	rb := rebuilder{st: st, qs: qs, gen: gen}
+	if len(families) > 0 {
+		for ids := families; len(ids) > 0; {
+			n := min(len(ids), rebuildNamed)
+			if err := rb.families(ctx, ids[:n], false, &rep); err != nil {
+				return rep, err
+			}
+			ids = ids[n:]
+		}
+		return rep, rep.err()
+	}
+	// The next page is listed and read while this one is restored.
+	type listed struct {
+		p   page
+		err error // listing failed
+	}
+	fetch := func(after int64) chan listed {
+		ch := make(chan listed, 1)
+		go func() {
+			ids, err := st.FamilyIDs(ctx, after, rebuildPage)
+			if err != nil || len(ids) == 0 {
+				ch <- listed{p: page{ids: ids}, err: err}
+				return
+			}
+			ch <- listed{p: rb.read(ctx, ids, true)}
+		}()
+		return ch
+	}
+	for next := fetch(0); ; {
+		l := <-next
+		if l.err != nil {
+			return rep, fmt.Errorf("recovery: rebuild: list families: %w", l.err)
+		}
+		ids := l.p.ids
+		full := len(ids) == rebuildPage
+		if full {
+			next = fetch(ids[len(ids)-1])
+		}
+		if len(ids) > 0 {
+			if err := rb.restore(ctx, l.p, &rep); err != nil {
+				if full {
+					<-next // the read ahead ends with ctx
+				}
+				return rep, err
+			}
+		}
+		if !full {
+			return rep, rep.err()
+		}
+	}
+}
+
+// rebuilder reads families from SQL and restores them through the door.
+type rebuilder struct {
+	st  *store.Store
+	qs  *judge.State
+	gen string
+}
+
+const (
+	// rebuildPage is how many families one set of queries reads when
+	// rebuilding every family; rebuildNamed when rebuilding named ones.
+	rebuildPage  = 1000
+	rebuildNamed = 100
+	// rebuildWorkers is how many quota.Engine.Restore calls run at once:
+	// enough to keep Redis busy while each waits for its round trip.
+	rebuildWorkers = 4
+)
+
+// err is nil when every family was rebuilt, else ErrIncomplete
+// wrapping every failure.
+func (r Report) err() error {
+	if len(r.Failed) == 0 {
+		return nil
+	}
+	errs := make([]error, len(r.Failed))
+	for i, f := range r.Failed {
+		errs[i] = f
+	}
+	return fmt.Errorf("%w: %d of %d families failed: %w", ErrIncomplete, len(r.Failed), r.Rebuilt+len(r.Failed), errors.Join(errs...))
+}
+
+// families reads and restores ids, adding to rep in the order of ids.
+// span says ids are every family from ids[0] to ids[len(ids)-1], ascending
+// (a page of FamilyIDs). It returns an error only when ctx ends; rep then
+// counts the families restored before.
+func (b rebuilder) families(ctx context.Context, ids []int64, span bool, rep *Report) error {
+	return b.restore(ctx, b.read(ctx, ids, span), rep)
+}
+
+// page is families read from SQL for restoring (store.ReadFamilies).
+type page struct {
+	ids    []int64
+	states map[int64]quota.FamilyState
+	bad    map[int64]error
+	err    error // the page could not be read as a whole
+}
+
+func (b rebuilder) read(ctx context.Context, ids []int64, span bool) page {
+	if err := ctx.Err(); err != nil {
+		return page{ids: ids, err: err}
+	}
+	states, bad, err := b.st.ReadFamilies(ctx, b.qs, ids, span)
+	for fid, st := range states {
+		st.Generation = b.gen
+		states[fid] = st
+	}
+	return page{ids: ids, states: states, bad: bad, err: err}
+}
+
+// restore restores a page read by read, as families.
+func (b rebuilder) restore(ctx context.Context, p page, rep *Report) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("recovery: rebuild: %w", err)
+	}
+	ids, states, bad, err := p.ids, p.states, p.bad, p.err
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return fmt.Errorf("recovery: rebuild: %w", ctx.Err())
+	case err != nil && len(ids) > 1:
+		for _, fid := range ids {
+			if err := b.families(ctx, []int64{fid}, false, rep); err != nil {
+				return err
+			}
+		}
+		return nil
+	case err != nil:
+		bad = map[int64]error{ids[0]: fmt.Errorf("recovery: rebuild family %d: %w", ids[0], err)}
+	}
+
+	errs := make([]error, len(ids))
+	done := make([]bool, len(ids))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(rebuildWorkers, len(ids)) {
+		wg.Go(func() {
+			for i := range next {
+				fid := ids[i]
+				if e, ok := bad[fid]; ok {
+					errs[i] = e
+				} else if e := b.qs.Restore(ctx, states[fid]); e != nil {
+					errs[i] = fmt.Errorf("recovery: rebuild family %d: %w", fid, e)
+				}
+				if errs[i] != nil && b.gen != "" && ctx.Err() == nil {
+					if e := b.qs.Restore(ctx, quota.FamilyState{FamilyID: fid, Generation: b.gen}); e != nil {
+						errs[i] = errors.Join(errs[i], fmt.Errorf("recovery: empty family %d of generation %s: %w", fid, b.gen, e))
+					}
+				}
+				done[i] = true
+			}
+		})
+	}
+feed:
+	for i := range ids {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	stopped := ctx.Err()
+	for i, fid := range ids {
+		switch {
+		case !done[i]:
+		case errs[i] == nil:
+			rep.Rebuilt++
+		case stopped != nil: // the family is not to blame
+		default:
+			rep.Failed = append(rep.Failed, FamilyError{FamilyID: fid, Err: errs[i]})
+		}
+	}
+	if stopped != nil {
+		return fmt.Errorf("recovery: rebuild: %w", stopped)
+	}
+	return nil
+}

@@ -1,0 +1,516 @@
+package recovery
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/store"
+	"github.com/dabom/dpcs/writebehind"
+)
+
+// RebuildFunc rebuilds every family's Redis state from SQL, restored by
+// generation gen (Rebuild).
+type RebuildFunc func(ctx context.Context, gen string) (Report, error)
+
+// Info describes a finished rebuild, for Config.OnRecovered.
+type Info struct {
+	Generation string
+	Reason     string
+	// Drain is how long it took until SQL held every judged event; Rebuild
+	// how long rebuilding the families took; Total the whole recovery.
+	Drain, Rebuild, Total time.Duration
+	Families, Failed      int
+	// Report lists the families that could not be rebuilt.
+	Report Report
+}
+
+// Config configures a Guard. Store, State, Admin and Rebuild are required.
+type Config struct {
+	Store   *store.Store
+	State   *judge.State
+	Admin   *kadm.Client
+	Rebuild RebuildFunc
+	// Manual leaves the rebuild to an operator (`server rebuild`): the
+	// processors stay paused until SQL names a new generation. Default: automatic.
+	Manual bool
+	// Owner names this instance in the rebuild lease. Default: a random id.
+	Owner string
+	// Quiet is how long the processors' committed offsets and usage-persist
+	// must stay unchanged (with the write-behind caught up) before SQL is
+	// taken to hold every judged event. Default: 3 s.
+	Quiet time.Duration
+	// Lease is how long the rebuild lease lasts without renewal. Default: 30 s.
+	Lease time.Duration
+	// WriteBehindGroup is the write-behind's consumer group. Default: writebehind.DefaultGroup.
+	WriteBehindGroup string
+	// Logger: default discard.
+	Logger *slog.Logger
+	// OnRecovered is called after every rebuild this instance ran.
+	OnRecovered func(Info)
+}
+
+// Guard is the processor's judge.StateGuard: it knows the state generation SQL
+// names and, when the engine reports Redis stale, rebuilds Redis from SQL —
+// one instance at a time (a lease row in SQL), only once every judged event
+// is in SQL — and writes the new generation. Safe for concurrent use.
+type Guard struct {
+	cfg Config
+	log *slog.Logger
+
+	mu  sync.Mutex // one recovery at a time in this process
+	gmu sync.Mutex
+	gen string // cached generation; "" = unknown
+}
+
+var _ judge.StateGuard = (*Guard)(nil)
+
+// New returns a Guard.
+func New(cfg Config) (*Guard, error) {
+	if cfg.Store == nil || cfg.State == nil || cfg.Admin == nil || cfg.Rebuild == nil {
+		return nil, errors.New("recovery: a guard needs a store, a quota state, a kafka admin client and a rebuild function")
+	}
+	if cfg.Owner == "" {
+		cfg.Owner = "recovery-" + randomID()
+	}
+	if cfg.Quiet <= 0 {
+		cfg.Quiet = 3 * time.Second
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = 30 * time.Second
+	}
+	if cfg.WriteBehindGroup == "" {
+		cfg.WriteBehindGroup = writebehind.DefaultGroup
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Guard{cfg: cfg, log: log}, nil
+}
+
+func randomID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Generation returns the generation SQL names (cached after the first read).
+func (r *Guard) Generation(ctx context.Context) (string, error) {
+	r.gmu.Lock()
+	gen := r.gen
+	r.gmu.Unlock()
+	if gen != "" {
+		return gen, nil
+	}
+	st, err := r.cfg.Store.RedisState(ctx)
+	if err != nil {
+		return "", err
+	}
+	r.gmu.Lock()
+	defer r.gmu.Unlock()
+	if r.gen == "" { // a recovery may have set a newer one meanwhile
+		r.gen = st.Generation
+	}
+	return r.gen, nil
+}
+
+func (r *Guard) setGen(gen string) {
+	r.gmu.Lock()
+	r.gen = gen
+	r.gmu.Unlock()
+}
+
+// Recover brings Redis back after the engine reported it stale for a batch
+// judged with generation used: when SQL already names another generation
+// (another instance or an operator rebuilt), it returns that one; else it
+// takes the rebuild lease and rebuilds (or, Manual, waits for an operator;
+// or waits for the instance holding the lease). It returns only with a
+// generation to judge with, or ctx's error.
+func (r *Guard) Recover(ctx context.Context, used string, cause error) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	waiting := time.Time{}
+	for attempt := 0; ; attempt++ {
+		st, err := r.cfg.Store.RedisState(ctx)
+		switch {
+		case err != nil:
+			r.log.Warn("recovery: reading redis_state", "err", err)
+		case st.Generation != used:
+			r.setGen(st.Generation)
+			return st.Generation, nil
+		case r.cfg.Manual:
+			if waiting.IsZero() || time.Since(waiting) > time.Minute {
+				waiting = time.Now()
+				r.log.Error("recovery is manual: waiting for an operator to rebuild Redis from SQL (`server rebuild`)", "cause", cause)
+			}
+		default:
+			ok, err := r.cfg.Store.AcquireRebuild(ctx, r.cfg.Owner, used, r.cfg.Lease)
+			if err != nil {
+				r.log.Warn("recovery: rebuild lease", "err", err)
+				break
+			}
+			if !ok {
+				if waiting.IsZero() || time.Since(waiting) > 30*time.Second {
+					waiting = time.Now()
+					r.log.Warn("recovery: another instance is rebuilding Redis; waiting", "owner", st.Owner)
+				}
+				break
+			}
+			info, err := r.rebuild(ctx, used, fmt.Sprint(cause), true, false)
+			if err == nil || errors.Is(err, ErrIncomplete) {
+				return info.Generation, nil
+			}
+			_ = r.cfg.Store.ReleaseRebuild(context.WithoutCancel(ctx), r.cfg.Owner)
+			if ctx.Err() != nil {
+				return "", ctx.Err()
+			}
+			r.log.Error("recovery: rebuild failed; trying again", "err", err)
+		}
+		t := time.NewTimer(min(250*time.Millisecond*time.Duration(attempt+1), 2*time.Second))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// rebuild runs one rebuild under the lease: mark the state as being rebuilt,
+// wait until SQL holds every judged event (unless !drain), rebuild every
+// family with a new generation, write it to Redis (with the processors'
+// committed offsets as watermarks) and to SQL.
+// A planned rebuild (a start, an operator's command) is logged at INFO; one
+// forced by an untrusted Redis state at ERROR, then WARN when done.
+func (r *Guard) rebuild(ctx context.Context, prev, reason string, drain, planned bool) (Info, error) {
+	start := time.Now()
+	next := "g" + strconv.FormatInt(time.Now().UnixMilli(), 36) + "-" + randomID()
+	begun, done := slog.LevelError, slog.LevelWarn
+	if planned {
+		begun, done = slog.LevelInfo, slog.LevelInfo
+	}
+	r.log.Log(ctx, begun, "rebuilding Redis from SQL", "generation", next, "previous", prev, "reason", reason)
+	if _, err := r.cfg.State.BeginRebuild(ctx, next); err != nil {
+		return Info{}, err
+	}
+	// Rebuilding may outlast the lease: keep it, and stop (never finish) if
+	// another instance took it meanwhile.
+	rctx, keep := r.keepLease(ctx, prev)
+	defer keep.stop()
+	var drained time.Time
+	var rep Report
+	var rerr error
+	var committed map[string]int64
+	for {
+		var ends map[string]int64
+		var err error
+		if drain {
+			ends, committed, err = r.drain(rctx)
+		} else {
+			committed, err = r.committed(rctx, judge.ProcessorGroup, judge.ProcessorTopics()...)
+		}
+		if err != nil {
+			if lost := keep.lost(ctx); lost != nil {
+				return Info{}, lost
+			}
+			return Info{}, err
+		}
+		drained = time.Now()
+		rep, rerr = r.cfg.Rebuild(rctx, next)
+		if err := keep.lost(ctx); err != nil {
+			return Info{}, err
+		}
+		if rerr != nil && !errors.Is(rerr, ErrIncomplete) {
+			return Info{}, rerr
+		}
+		if !drain {
+			break
+		}
+		// Whatever reached Kafka or was committed after the drain ended was
+		// not in SQL when the families were read (a producer slower than the
+		// quiet window): rebuild again rather than miss it.
+		ends2, err := r.ends(rctx, envelope.TopicUsagePersist)
+		if err != nil {
+			return Info{}, err
+		}
+		proc2, err := r.committed(rctx, judge.ProcessorGroup, judge.ProcessorTopics()...)
+		if err != nil {
+			return Info{}, err
+		}
+		if maps.Equal(ends, ends2) && maps.Equal(committed, proc2) {
+			break
+		}
+		r.log.Warn("recovery: judged events reached Kafka while Redis was rebuilt; rebuilding again")
+	}
+	for _, f := range rep.Failed {
+		r.log.Error("rebuild: family not restored from sql (doc/runbook.md)", "familyId", f.FamilyID, "err", f.Err)
+	}
+	if err := keep.lost(ctx); err != nil { // last look before the marker names next
+		return Info{}, err
+	}
+	if err := r.cfg.State.FinishRebuild(ctx, next, committed); err != nil {
+		return Info{}, err
+	}
+	info := Info{Generation: next, Reason: reason, Drain: drained.Sub(start), Rebuild: time.Since(drained),
+		Total: time.Since(start), Families: rep.Rebuilt, Failed: len(rep.Failed), Report: rep}
+	if err := r.cfg.Store.RebuildDone(ctx, r.cfg.Owner, next, store.RedisState{Reason: reason,
+		Families: int64(info.Families), Failed: int64(info.Failed), Duration: info.Total}); err != nil {
+		return Info{}, err
+	}
+	r.setGen(next)
+	r.log.Log(ctx, done, "Redis rebuilt from SQL", "generation", next, "families", info.Families, "failed", info.Failed,
+		"drain", info.Drain, "rebuild", info.Rebuild, "total", info.Total)
+	if r.cfg.OnRecovered != nil {
+		r.cfg.OnRecovered(info)
+	}
+	return info, rerr
+}
+
+// errLeaseLost: another instance holds the rebuild lease now.
+var errLeaseLost = errors.New("recovery: recovery lost its rebuild lease (another instance took it after it expired)")
+
+// leaseKeeper renews the rebuild lease in the background; see keepLease.
+type leaseKeeper struct {
+	r      *Guard
+	gen    string
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup
+}
+
+// keepLease renews the rebuild lease (taken for generation gen) every third
+// of its duration until stop; when a renewal finds it taken by another
+// instance, the returned context is cancelled with errLeaseLost.
+func (r *Guard) keepLease(ctx context.Context, gen string) (context.Context, *leaseKeeper) {
+	k := &leaseKeeper{r: r, gen: gen}
+	k.ctx, k.cancel = context.WithCancelCause(ctx)
+	k.wg.Add(1)
+	go func() {
+		defer k.wg.Done()
+		t := time.NewTicker(max(r.cfg.Lease/3, time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-k.ctx.Done():
+				return
+			case <-t.C:
+			}
+			ok, err := r.cfg.Store.AcquireRebuild(k.ctx, r.cfg.Owner, gen, r.cfg.Lease)
+			switch {
+			case err != nil: // SQL unreachable: the lease may still hold; try again
+				r.log.Warn("recovery: renewing the rebuild lease", "err", err)
+			case !ok:
+				k.cancel(errLeaseLost)
+				return
+			}
+		}
+	}()
+	return k.ctx, k
+}
+
+// lost renews the lease once more and returns errLeaseLost (or the SQL
+// error) when this instance no longer holds it.
+func (k *leaseKeeper) lost(ctx context.Context) error {
+	if errors.Is(context.Cause(k.ctx), errLeaseLost) {
+		return errLeaseLost
+	}
+	ok, err := k.r.cfg.Store.AcquireRebuild(ctx, k.r.cfg.Owner, k.gen, k.r.cfg.Lease)
+	if err != nil {
+		return fmt.Errorf("recovery: recovery: renewing the rebuild lease: %w", err)
+	}
+	if !ok {
+		return errLeaseLost
+	}
+	return nil
+}
+
+// stop ends the renewals (idempotent).
+func (k *leaseKeeper) stop() {
+	k.cancel(nil)
+	k.wg.Wait()
+}
+
+// drain waits until SQL holds every judged event: the write-behind has
+// written usage-persist to its end, and neither that end nor the processors'
+// committed offsets moved for Quiet (every processor paused, its last
+// outputs acknowledged). keepLease renews the lease meanwhile and cancels ctx
+// when it is lost.
+func (r *Guard) drain(ctx context.Context) (ends, proc map[string]int64, err error) {
+	var lastEnds, lastProc map[string]int64
+	var quietSince time.Time
+	var said time.Time
+	for {
+		ends, err := r.ends(ctx, envelope.TopicUsagePersist)
+		if err != nil {
+			return nil, nil, err
+		}
+		written, err := r.committed(ctx, r.cfg.WriteBehindGroup, envelope.TopicUsagePersist)
+		if err != nil {
+			return nil, nil, err
+		}
+		proc, err := r.committed(ctx, judge.ProcessorGroup, judge.ProcessorTopics()...)
+		if err != nil {
+			return nil, nil, err
+		}
+		behind := int64(0)
+		for k, e := range ends {
+			behind += max(e-written[k], 0)
+		}
+		if !maps.Equal(ends, lastEnds) || !maps.Equal(proc, lastProc) || behind > 0 {
+			quietSince = time.Now()
+		}
+		lastEnds, lastProc = ends, proc
+		if behind == 0 && time.Since(quietSince) >= r.cfg.Quiet {
+			return ends, proc, nil
+		}
+		if time.Since(said) > 10*time.Second {
+			said = time.Now()
+			r.log.Warn("recovery: waiting until SQL holds every judged event", "usagePersistNotWritten", behind)
+		}
+		t := time.NewTimer(200 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Backlog returns how many usage-persist records the write-behind has yet to
+// write to SQL.
+func (r *Guard) Backlog(ctx context.Context) (int64, error) {
+	ends, err := r.ends(ctx, envelope.TopicUsagePersist)
+	if err != nil {
+		return 0, err
+	}
+	written, err := r.committed(ctx, r.cfg.WriteBehindGroup, envelope.TopicUsagePersist)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for k, e := range ends {
+		n += max(e-written[k], 0)
+	}
+	return n, nil
+}
+
+func (r *Guard) ends(ctx context.Context, topics ...string) (map[string]int64, error) {
+	ls, err := r.cfg.Admin.ListEndOffsets(ctx, topics...)
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return map[string]int64{}, nil // nothing written yet
+	}
+	if err != nil {
+		return nil, fmt.Errorf("recovery: recovery: end offsets: %w", err)
+	}
+	out := map[string]int64{}
+	var ferr error
+	ls.Each(func(o kadm.ListedOffset) {
+		if errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
+			return
+		}
+		if o.Err != nil {
+			ferr = o.Err
+		}
+		out[o.Topic+"/"+strconv.Itoa(int(o.Partition))] = o.Offset
+	})
+	if ferr != nil {
+		return nil, fmt.Errorf("recovery: recovery: end offsets: %w", ferr)
+	}
+	return out, nil
+}
+
+// committed returns group's committed offsets of topics, as "topic/partition".
+func (r *Guard) committed(ctx context.Context, group string, topics ...string) (map[string]int64, error) {
+	os, err := r.cfg.Admin.FetchOffsets(ctx, group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return map[string]int64{}, nil // nothing committed yet
+	}
+	if err != nil {
+		return nil, fmt.Errorf("recovery: recovery: committed offsets of %s: %w", group, err)
+	}
+	out := map[string]int64{}
+	for _, t := range topics {
+		for p, o := range os[t] {
+			if o.Err == nil && o.At >= 0 {
+				out[t+"/"+strconv.Itoa(int(p))] = o.At
+			}
+		}
+	}
+	return out, nil
+}
+
+// NewDeployable builds the Guard of a processor deployable: the
+// SQL store on db, a Kafka admin client of its own on kopts (closed by the
+// returned func), and Rebuild as the rebuild.
+func NewDeployable(qs *judge.State, db *sql.DB, kopts []kgo.Opt, log *slog.Logger, manual bool, onRecovered func(Info)) (*Guard, func(), error) {
+	st, err := store.New(db, store.WithLocation(qs.Location()))
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := kgo.NewClient(kopts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("recovery: recovery kafka client: %w", err)
+	}
+	r, err := New(Config{Store: st, State: qs, Admin: kadm.NewClient(cl), Manual: manual, Logger: log,
+		OnRecovered: onRecovered,
+		Rebuild: func(ctx context.Context, gen string) (Report, error) {
+			return Rebuild(ctx, st, qs, gen)
+		}})
+	if err != nil {
+		cl.Close()
+		return nil, nil, err
+	}
+	return r, cl.Close, nil
+}
+
+// Bootstrap rebuilds Redis from SQL now, as a new generation, without waiting
+// for the write-behind: for a start with an empty embedded Redis, before any
+// worker runs. The error wraps ErrIncomplete when some families
+// failed (listed in the info's report).
+func (r *Guard) Bootstrap(ctx context.Context, reason string) (Info, error) {
+	return r.rebuildNow(ctx, reason, false)
+}
+
+// RebuildNow is an operator's rebuild (`server rebuild`): under the lease,
+// with every processor paused by the state marker and SQL drained, as a
+// recovery does.
+func (r *Guard) RebuildNow(ctx context.Context, reason string) (Info, error) {
+	return r.rebuildNow(ctx, reason, true)
+}
+
+func (r *Guard) rebuildNow(ctx context.Context, reason string, drain bool) (Info, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st, err := r.cfg.Store.RedisState(ctx)
+	if err != nil {
+		return Info{}, err
+	}
+	ok, err := r.cfg.Store.AcquireRebuild(ctx, r.cfg.Owner, st.Generation, r.cfg.Lease)
+	if err != nil {
+		return Info{}, err
+	}
+	if !ok {
+		return Info{}, fmt.Errorf("recovery: another instance (%s) is rebuilding Redis", st.Owner)
+	}
+	info, err := r.rebuild(ctx, st.Generation, reason, drain, true)
+	if err != nil && !errors.Is(err, ErrIncomplete) {
+		_ = r.cfg.Store.ReleaseRebuild(context.WithoutCancel(ctx), r.cfg.Owner)
+	}
+	return info, err
+}
