@@ -17,8 +17,8 @@ import (
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/api"
 	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/outbox"
 	"github.com/dabom/dpcs/service/recovery"
-	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/simulate"
 	"github.com/dabom/dpcs/writebehind"
 )
@@ -306,13 +306,13 @@ func (m *Metrics) HubHooks() notify.HubHooks {
 }
 
 // RelayHooks returns outbox relay hooks that feed m.
-func (m *Metrics) RelayHooks() store.RelayHooks {
-	return store.RelayHooks{
-		OnPublished: func(p store.PublishedInfo) {
+func (m *Metrics) RelayHooks() outbox.Hooks {
+	return outbox.Hooks{
+		OnPublished: func(p outbox.PublishedInfo) {
 			m.relayPublished.Inc()
 			m.relayLag.Observe(p.Lag.Seconds())
 		},
-		OnFailed: func(f store.FailedInfo) {
+		OnFailed: func(f outbox.FailedInfo) {
 			outcome := "retry"
 			if f.Expired {
 				outcome = "expired"

@@ -21,8 +21,8 @@ import (
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/outbox"
 	"github.com/dabom/dpcs/service/recovery"
-	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/writebehind"
 )
 
@@ -108,8 +108,8 @@ func TestMetricsMove(t *testing.T) {
 	hh.OnPublish(notify.PublishInfo{FamilyID: 1, Delivered: 3})
 	hh.OnDrop(notify.DropInfo{Reason: notify.ErrSlowSubscriber})
 	rh := m.RelayHooks()
-	rh.OnPublished(store.PublishedInfo{Lag: 30 * time.Millisecond})
-	rh.OnFailed(store.FailedInfo{Expired: true})
+	rh.OnPublished(outbox.PublishedInfo{Lag: 30 * time.Millisecond})
+	rh.OnFailed(outbox.FailedInfo{Expired: true})
 
 	g := gather(t, reg)
 	values := map[string]float64{}

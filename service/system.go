@@ -29,6 +29,7 @@ import (
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/api"
 	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/outbox"
 	"github.com/dabom/dpcs/service/recovery"
 	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/simulate"
@@ -176,7 +177,7 @@ type System struct {
 	// backOffice is the API's dead-letter browser and Kafka statistics.
 	backOffice *api.KafkaBackOffice
 	publisher  *simulate.Publisher
-	relay      *store.Relay
+	relay      *outbox.Relay
 	servers    []*http.Server
 	admin      *AdminServer
 	cancel     context.CancelFunc
@@ -317,7 +318,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 			return nil, err
 		}
 	}
-	if s.relay, err = store.NewRelay(s.DB, s.producer, store.WithRelayLogger(log), store.WithRelayHooks(s.Metrics.RelayHooks())); err != nil {
+	if s.relay, err = outbox.New(s.DB, s.producer, outbox.WithLogger(log), outbox.WithHooks(s.Metrics.RelayHooks())); err != nil {
 		return nil, err
 	}
 	nopts, err := cfg.NotifierOptions(s.rdb)

@@ -23,6 +23,7 @@ import (
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/outbox"
 	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/simulate"
 )
@@ -245,7 +246,7 @@ func TestTraceFollowsAnEventAcrossKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(relayClient.Close)
-	relay, err := store.NewRelay(db, relayClient)
+	relay, err := outbox.New(db, relayClient)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,6 +62,7 @@ import (
 	"github.com/dabom/dpcs/service"
 	"github.com/dabom/dpcs/service/api"
 	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/outbox"
 	"github.com/dabom/dpcs/service/recovery"
 	"github.com/dabom/dpcs/service/store"
 )
@@ -173,7 +174,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err := service.EnsureTopics(ctx, producer, envelope.DefaultPartitions, envelope.Topics()...); err != nil {
 		return err
 	}
-	relay, err := store.NewRelay(db, producer, store.WithRelayLogger(log), store.WithRelayHooks(metrics.RelayHooks()))
+	relay, err := outbox.New(db, producer, outbox.WithLogger(log), outbox.WithHooks(metrics.RelayHooks()))
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,7 @@ type Config struct {
 	State *judge.State
 	Hub   *notify.Hub
 	Inbox *notify.SQLInbox
-	// Wake tells the outbox relay a policy change is waiting (store.Relay.Wake).
+	// Wake tells the outbox relay a policy change is waiting (outbox.Relay.Wake).
 	// Default: nil, the relay polls on its own interval.
 	Wake func()
 	// Secret signs access tokens (HS256, the only algorithm accepted); at

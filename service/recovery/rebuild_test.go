@@ -28,13 +28,13 @@ func testRebuild(t *testing.T, e *env) {
 	m := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	eng, err := quota.New(rdb, quota.WithClock(e.clk.Now), quota.WithLocation(seoul))
+	eng, err := quota.New(rdb, quota.WithClock(e.Clock.Now), quota.WithLocation(seoul))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := e.ctx
+	ctx := e.Ctx
 	for _, fid := range []int64{1, 2} {
-		e.family(t, fid)
+		e.Family(t, fid)
 		if _, err := eng.SetPlan(ctx, fid, 10<<20); err != nil {
 			t.Fatal(err)
 		}
@@ -45,25 +45,25 @@ func testRebuild(t *testing.T, e *env) {
 		}
 	}
 	// A third member, removed later: its usage still counts against the pool.
-	if _, err := e.s.AddMember(ctx, store.NewMember{ID: 13, FamilyID: 1, Name: "gone", Role: policy.RoleMember}, owner); err != nil {
+	if _, err := e.S.AddMember(ctx, store.NewMember{ID: 13, FamilyID: 1, Name: "gone", Role: policy.RoleMember}, owner); err != nil {
 		t.Fatal(err)
 	}
 	if err := eng.AddMember(ctx, 1, 13); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.s.SetThresholds(ctx, 1, policy.Thresholds{80, 40}, owner); err != nil {
+	if _, err := e.S.SetThresholds(ctx, 1, policy.Thresholds{80, 40}, owner); err != nil {
 		t.Fatal(err)
 	}
 	if err := eng.SetThresholds(ctx, 1, policy.Thresholds{80, 40}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.s.AddTopUp(ctx, 1, 2<<20, owner); err != nil {
+	if _, err := e.S.AddTopUp(ctx, 1, 2<<20, owner); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := eng.TopUp(ctx, 1, 2<<20); err != nil {
 		t.Fatal(err)
 	}
-	up, err := e.s.UpdatePolicy(ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12, Set: map[string]string{"LIMIT:DATA:MONTHLY": "3000000", "BLOCK:APP:yt": "1"}, By: owner})
+	up, err := e.S.UpdatePolicy(ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12, Set: map[string]string{"LIMIT:DATA:MONTHLY": "3000000", "BLOCK:APP:yt": "1"}, By: owner})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func testRebuild(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 
-	w, err := writebehind.NewUsageWriter(e.db)
+	w, err := writebehind.NewUsageWriter(e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func testRebuild(t *testing.T, e *env) {
 	judge(1, 13, 1<<20, "web", start.Add(-2*time.Hour))
 	judge(2, 21, 1<<20, "web", start.AddDate(0, -1, 0)) // last month: not in this month's pool
 	judge(2, 22, 3<<20, "web", start)
-	if err := e.s.RemoveMember(ctx, 1, 13, owner); err != nil {
+	if err := e.S.RemoveMember(ctx, 1, 13, owner); err != nil {
 		t.Fatal(err)
 	}
 	if err := eng.RemoveMember(ctx, 1, 13); err != nil {
@@ -126,7 +126,7 @@ func testRebuild(t *testing.T, e *env) {
 	if err := rdb.FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if rep, err := recovery.Rebuild(ctx, e.s, mustState(t, eng), ""); err != nil || rep.Rebuilt != 2 || len(rep.Failed) != 0 { // every family
+	if rep, err := recovery.Rebuild(ctx, e.S, mustState(t, eng), ""); err != nil || rep.Rebuilt != 2 || len(rep.Failed) != 0 { // every family
 		t.Fatalf("Rebuild = %+v, %v; want 2 families rebuilt", rep, err)
 	}
 	for _, fid := range families {
@@ -150,7 +150,7 @@ func testRebuild(t *testing.T, e *env) {
 	}
 	// Family 2 has last month's history, which CheckInvariants (comparing
 	// all of usage_record with this month's counters) does not model.
-	if err := recovery.CheckInvariants(ctx, eng, e.db, []int64{1}); err != nil {
+	if err := recovery.CheckInvariants(ctx, eng, e.DB, []int64{1}); err != nil {
 		t.Errorf("invariants after rebuild: %v", err)
 	}
 	// The next event is judged as before the loss: 1 MB more is over 12's limit.
@@ -158,10 +158,10 @@ func testRebuild(t *testing.T, e *env) {
 		r.Decision != policy.BlockedLimitMonthly {
 		t.Errorf("next event of 12 = %+v, %v", r, err)
 	}
-	if _, err := recovery.Rebuild(ctx, e.s, mustState(t, eng), "", 2); err != nil { // one family, again
+	if _, err := recovery.Rebuild(ctx, e.S, mustState(t, eng), "", 2); err != nil { // one family, again
 		t.Fatal(err)
 	}
-	if _, err := recovery.Rebuild(ctx, e.s, mustState(t, eng), "", 404); err == nil {
+	if _, err := recovery.Rebuild(ctx, e.S, mustState(t, eng), "", 404); err == nil {
 		t.Error("Rebuild(unknown family) succeeded")
 	}
 	if _, err := recovery.Rebuild(ctx, nil, mustState(t, eng), ""); err == nil {
@@ -177,17 +177,17 @@ func testRebuildReport(t *testing.T, e *env) {
 	m := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	eng, err := quota.New(rdb, quota.WithClock(e.clk.Now), quota.WithLocation(seoul))
+	eng, err := quota.New(rdb, quota.WithClock(e.Clock.Now), quota.WithLocation(seoul))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := e.ctx
+	ctx := e.Ctx
 	for _, fid := range []int64{1, 2, 3} {
-		e.family(t, fid)
+		e.Family(t, fid)
 	}
 	// Family 2: plan 10 MiB + a top-up of the maximum, as the API wrote it
 	// before top-ups were checked in SQL.
-	if _, err := e.db.ExecContext(ctx, `INSERT INTO topups (family_id, bytes, month, created_by, created_at)
+	if _, err := e.DB.ExecContext(ctx, `INSERT INTO topups (family_id, bytes, month, created_by, created_at)
 		VALUES (2, ?, '202602', 1, '2026-02-10 03:00:00')`, policy.MaxBytes); err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func testRebuildReport(t *testing.T, e *env) {
 		if err := rdb.FlushAll(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
-		rep, err := recovery.Rebuild(ctx, e.s, mustState(t, eng), "", tc.families...)
+		rep, err := recovery.Rebuild(ctx, e.S, mustState(t, eng), "", tc.families...)
 		if !errors.Is(err, recovery.ErrIncomplete) {
 			t.Errorf("%s: err = %v, want ErrRebuildIncomplete", tc.name, err)
 		}
@@ -245,26 +245,26 @@ func testRebuildReport(t *testing.T, e *env) {
 	if _, err := eng.BeginRebuild(ctx, "g2"); err != nil {
 		t.Fatal(err)
 	}
-	if rep, err := recovery.Rebuild(ctx, e.s, mustState(t, eng), "g2"); !errors.Is(err, recovery.ErrIncomplete) || len(rep.Failed) != 1 {
+	if rep, err := recovery.Rebuild(ctx, e.S, mustState(t, eng), "g2"); !errors.Is(err, recovery.ErrIncomplete) || len(rep.Failed) != 1 {
 		t.Fatalf("RebuildGeneration = %+v, %v; want family 2 failed", rep, err)
 	}
 	if err := eng.FinishRebuild(ctx, "g2", nil); err != nil {
 		t.Fatal(err)
 	}
 	rs, err := eng.ApplyMarked(ctx, "g2", []quota.Mark{{Stream: "usage-events/0", From: 0, To: 1}},
-		[]quota.Event{{ID: "evt_g2", FamilyID: 2, CustomerID: 21, Bytes: 1, At: e.clk.Now()}})
+		[]quota.Event{{ID: "evt_g2", FamilyID: 2, CustomerID: 21, Bytes: 1, At: e.Clock.Now()}})
 	if err != nil || rs[0].Decision != policy.BlockedNotMember {
 		t.Errorf("event of the family that failed to rebuild = %v, %v; want BLOCKED_NOT_MEMBER", rs, err)
 	}
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	rep, err := recovery.Rebuild(cancelled, e.s, mustState(t, eng), "", 1, 3)
+	rep, err := recovery.Rebuild(cancelled, e.S, mustState(t, eng), "", 1, 3)
 	if !errors.Is(err, context.Canceled) || errors.Is(err, recovery.ErrIncomplete) || len(rep.Failed) != 0 {
 		t.Errorf("cancelled: %+v, %v; want context.Canceled and no family blamed", rep, err)
 	}
-	e.db.Close()
-	rep, err = recovery.Rebuild(ctx, e.s, mustState(t, eng), "")
+	e.DB.Close()
+	rep, err = recovery.Rebuild(ctx, e.S, mustState(t, eng), "")
 	if err == nil || errors.Is(err, recovery.ErrIncomplete) || rep.Rebuilt != 0 || len(rep.Failed) != 0 {
 		t.Errorf("unreadable family list: %+v, %v; want a hard error", rep, err)
 	}
@@ -279,15 +279,15 @@ func testRebuildPages(t *testing.T, e *env) {
 	m := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	eng, err := quota.New(rdb, quota.WithClock(e.clk.Now), quota.WithLocation(seoul))
+	eng, err := quota.New(rdb, quota.WithClock(e.Clock.Now), quota.WithLocation(seoul))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := e.ctx
+	ctx := e.Ctx
 	const families = 2005
 	exec := func(q string, args ...any) {
 		t.Helper()
-		if _, err := e.db.ExecContext(ctx, q, args...); err != nil {
+		if _, err := e.DB.ExecContext(ctx, q, args...); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
@@ -309,7 +309,7 @@ func testRebuildPages(t *testing.T, e *env) {
 		VALUES ('e1', 1999, 19991, 1000, 'ALLOWED', 0, '2026-02-10 02:00:00.000', '2026-02-10 02:00:01.000', ''),
 		       ('e2', 2004, 20041, 1000, 'ALLOWED', 0, '2026-02-10 02:00:00.000', '2026-02-10 02:00:01.000', '50:x')`)
 
-	rep, err := recovery.Rebuild(ctx, e.s, mustState(t, eng), "g1")
+	rep, err := recovery.Rebuild(ctx, e.S, mustState(t, eng), "g1")
 	if !errors.Is(err, recovery.ErrIncomplete) || !errors.Is(err, quota.ErrInvalid) {
 		t.Errorf("err = %v, want ErrRebuildIncomplete wrapping quota.ErrInvalid", err)
 	}

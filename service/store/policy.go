@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/dabom/dpcs/envelope"
-	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/internal/sqldialect"
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/outbox"
 )
 
 // Policy is a member's current constraints (policy_assignment). A member
@@ -249,7 +249,7 @@ func (s *Store) writePolicy(ctx context.Context, tx *sql.Tx, c PolicyChange, act
 		}
 	}
 	env := envelope.New(envelope.NewID(envelope.PrefixPolicy), now, payload)
-	id, err := s.enqueue(ctx, tx, envelope.TopicPolicyUpdated, env)
+	id, err := enqueue(ctx, s, tx, envelope.TopicPolicyUpdated, env)
 	if err != nil {
 		return err
 	}
@@ -284,25 +284,15 @@ func singleChange(a, b map[string]string) (string, bool) {
 }
 
 // enqueue writes an outbox row for env on topic inside tx.
-func enqueueRecord[T envelope.Payload](ctx context.Context, s *Store, q querier, topic string, env envelope.Envelope[T]) (int64, error) {
-	rec, err := kafkarecord.New(topic, env)
-	if err != nil {
+func enqueue[T envelope.Payload](ctx context.Context, s *Store, q querier, topic string, env envelope.Envelope[T]) (int64, error) {
+	id, err := outbox.Enqueue(ctx, q, s.d, s.now(), topic, env)
+	switch {
+	case errors.Is(err, outbox.ErrInvalid):
 		return 0, fmt.Errorf("%w: outbox event: %w", ErrInvalid, err)
-	}
-	res, err := q.ExecContext(ctx, `INSERT INTO outbox (aggregate_key, topic, event_id, event_type, payload, created_at, attempts)
-		VALUES (?, ?, ?, ?, ?, ?, 0)`, string(rec.Key), topic, env.EventID, string(env.EventType), string(rec.Value), s.t(s.now()))
-	if err != nil {
-		return 0, dbErr("outbox", err)
-	}
-	id, err := res.LastInsertId()
-	if err != nil {
+	case err != nil:
 		return 0, dbErr("outbox", err)
 	}
 	return id, nil
-}
-
-func (s *Store) enqueue(ctx context.Context, q querier, topic string, env envelope.Envelope[envelope.PolicyUpdatedPayload]) (int64, error) {
-	return enqueueRecord(ctx, s, q, topic, env)
 }
 
 // Template is a policy template row.

@@ -170,7 +170,7 @@ func (s *Store) CreateDataRequest(ctx context.Context, r NewDataRequest) (out Da
 		if err := s.audit(ctx, tx, r.FamilyID, Actor{ID: m.ID, Role: m.Role}, "data-request.create", requestTarget(id), nil, out); err != nil {
 			return err
 		}
-		_, err = enqueueRecord(ctx, s, tx, envelope.TopicNotificationEvents, envelope.New(envelope.NewID(envelope.PrefixNotification), now,
+		_, err = enqueue(ctx, s, tx, envelope.TopicNotificationEvents, envelope.New(envelope.NewID(envelope.PrefixNotification), now,
 			envelope.DataRequested{FamilyID: r.FamilyID, RequestID: id, CustomerID: m.ID, AmountBytes: r.AmountBytes,
 				Message: r.Message, RequestedAt: now}))
 		return err
@@ -398,7 +398,7 @@ func (s *Store) AnswerDataRequest(ctx context.Context, a DataRequestAnswer) (Ans
 		if !a.Approve {
 			p.AmountBytes = r.AmountBytes
 		}
-		if _, err := enqueueRecord(ctx, s, tx, envelope.TopicNotificationEvents, envelope.New(envelope.NewID(envelope.PrefixNotification), now, p)); err != nil {
+		if _, err := enqueue(ctx, s, tx, envelope.TopicNotificationEvents, envelope.New(envelope.NewID(envelope.PrefixNotification), now, p)); err != nil {
 			return err
 		}
 		out.Request = r

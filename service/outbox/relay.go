@@ -1,4 +1,4 @@
-package store
+package outbox
 
 import (
 	"context"
@@ -25,7 +25,7 @@ type Producer interface {
 
 var _ Producer = (*kgo.Client)(nil)
 
-// PublishedInfo is passed to RelayHooks.OnPublished for each published row.
+// PublishedInfo is passed to Hooks.OnPublished for each published row.
 type PublishedInfo struct {
 	OutboxID int64
 	EventID  string
@@ -36,7 +36,7 @@ type PublishedInfo struct {
 	Lag time.Duration
 }
 
-// FailedInfo is passed to RelayHooks.OnFailed for each failed publication.
+// FailedInfo is passed to Hooks.OnFailed for each failed publication.
 type FailedInfo struct {
 	OutboxID int64
 	EventID  string
@@ -48,18 +48,18 @@ type FailedInfo struct {
 	NextRetryAt time.Time
 }
 
-// RelayHooks are optional callbacks; nil funcs are skipped.
-type RelayHooks struct {
+// Hooks are optional callbacks; nil funcs are skipped.
+type Hooks struct {
 	OnPublished func(PublishedInfo)
 	OnFailed    func(FailedInfo)
 }
 
-// RelayOption configures a Relay.
-type RelayOption func(*Relay) error
+// Option configures a Relay.
+type Option func(*Relay) error
 
-// WithRelayClock sets the relay's clock (leases, retry times, max age).
+// WithClock sets the relay's clock (leases, retry times, max age).
 // Default: time.Now.
-func WithRelayClock(now func() time.Time) RelayOption {
+func WithClock(now func() time.Time) Option {
 	return func(r *Relay) error {
 		if now == nil {
 			return invalid("clock", "nil")
@@ -70,7 +70,7 @@ func WithRelayClock(now func() time.Time) RelayOption {
 }
 
 // WithBatchSize sets how many rows one poll reads (1..10000). Default: 100.
-func WithBatchSize(n int) RelayOption {
+func WithBatchSize(n int) Option {
 	return func(r *Relay) error {
 		if n < 1 || n > 10000 {
 			return invalid("batchSize", "must be 1..10000")
@@ -81,7 +81,7 @@ func WithBatchSize(n int) RelayOption {
 }
 
 // WithPollInterval sets how often Run polls when idle. Default: 1 s.
-func WithPollInterval(d time.Duration) RelayOption {
+func WithPollInterval(d time.Duration) Option {
 	return func(r *Relay) error {
 		if d <= 0 {
 			return invalid("pollInterval", "must be > 0")
@@ -93,7 +93,7 @@ func WithPollInterval(d time.Duration) RelayOption {
 
 // WithRetryBackoff sets the wait before retrying a failed row: base after the
 // first failure, doubling per failure, at most max. Default: 1 s, 30 s.
-func WithRetryBackoff(base, max time.Duration) RelayOption {
+func WithRetryBackoff(base, max time.Duration) Option {
 	return func(r *Relay) error {
 		if base <= 0 || max < base {
 			return invalid("retryBackoff", "need 0 < base ≤ max")
@@ -106,7 +106,7 @@ func WithRetryBackoff(base, max time.Duration) RelayOption {
 // WithMaxAge sets how old a row may get before a failed publication moves it
 // to outbox_failed instead of retrying (seed 004: releases the head-of-line
 // block). Default: 5 min.
-func WithMaxAge(d time.Duration) RelayOption {
+func WithMaxAge(d time.Duration) Option {
 	return func(r *Relay) error {
 		if d <= 0 {
 			return invalid("maxAge", "must be > 0")
@@ -117,7 +117,7 @@ func WithMaxAge(d time.Duration) RelayOption {
 }
 
 // WithSendTimeout bounds one ProduceSync call. Default: 5 s.
-func WithSendTimeout(d time.Duration) RelayOption {
+func WithSendTimeout(d time.Duration) Option {
 	return func(r *Relay) error {
 		if d <= 0 {
 			return invalid("sendTimeout", "must be > 0")
@@ -130,7 +130,7 @@ func WithSendTimeout(d time.Duration) RelayOption {
 // WithLease sets how long the relay's lease lasts without renewal; another
 // relay takes over after it lapsed. It must exceed the send timeout.
 // Default: 30 s.
-func WithLease(d time.Duration) RelayOption {
+func WithLease(d time.Duration) Option {
 	return func(r *Relay) error {
 		if d <= 0 {
 			return invalid("lease", "must be > 0")
@@ -142,7 +142,7 @@ func WithLease(d time.Duration) RelayOption {
 
 // WithOwner names the relay in the lease row (at most 128 bytes). Default: a
 // random id.
-func WithOwner(id string) RelayOption {
+func WithOwner(id string) Option {
 	return func(r *Relay) error {
 		if id == "" || len(id) > 128 {
 			return invalid("owner", "must be 1..128 bytes")
@@ -152,8 +152,8 @@ func WithOwner(id string) RelayOption {
 	}
 }
 
-// WithRelayLogger sets the logger. Default: discard.
-func WithRelayLogger(l *slog.Logger) RelayOption {
+// WithLogger sets the logger. Default: discard.
+func WithLogger(l *slog.Logger) Option {
 	return func(r *Relay) error {
 		if l == nil {
 			return invalid("logger", "nil")
@@ -163,13 +163,13 @@ func WithRelayLogger(l *slog.Logger) RelayOption {
 	}
 }
 
-// WithRelayHooks sets observability callbacks. Default: none.
-func WithRelayHooks(h RelayHooks) RelayOption {
+// WithHooks sets observability callbacks. Default: none.
+func WithHooks(h Hooks) Option {
 	return func(r *Relay) error { r.hooks = h; return nil }
 }
 
-// WithRelayDialect names the SQL dialect instead of detecting it. Default: detected.
-func WithRelayDialect(name string) RelayOption {
+// WithDialect names the SQL dialect instead of detecting it. Default: detected.
+func WithDialect(name string) Option {
 	return func(r *Relay) error {
 		d, err := sqldialect.Parse(name)
 		if err != nil {
@@ -204,7 +204,7 @@ type Relay struct {
 	lease       time.Duration
 	owner       string
 	log         *slog.Logger
-	hooks       RelayHooks
+	hooks       Hooks
 
 	wake      chan struct{}
 	stop      chan struct{}
@@ -215,10 +215,10 @@ type Relay struct {
 }
 
 // ErrNotLeader is returned by Poll when another relay holds the lease.
-var ErrNotLeader = errors.New("store: another relay holds the outbox lease")
+var ErrNotLeader = errors.New("outbox: another relay holds the outbox lease")
 
-// NewRelay returns a relay publishing db's outbox through p.
-func NewRelay(db *sql.DB, p Producer, opts ...RelayOption) (*Relay, error) {
+// New returns a relay publishing db's outbox through p.
+func New(db *sql.DB, p Producer, opts ...Option) (*Relay, error) {
 	if db == nil || p == nil {
 		return nil, invalid("relay", "db and producer are required")
 	}
@@ -236,7 +236,7 @@ func NewRelay(db *sql.DB, p Producer, opts ...RelayOption) (*Relay, error) {
 	if r.owner == "" {
 		b := make([]byte, 8)
 		if _, err := rand.Read(b); err != nil {
-			return nil, fmt.Errorf("store: relay owner: %w", err)
+			return nil, fmt.Errorf("outbox: relay owner: %w", err)
 		}
 		r.owner = "relay-" + hex.EncodeToString(b)
 	}
@@ -323,7 +323,7 @@ func (r *Relay) Close(ctx context.Context) error {
 	_, err := r.db.ExecContext(ctx, `UPDATE outbox_cursor SET lease_until = ?, lease_seq = lease_seq + 1 WHERE id = 1 AND owner = ?`,
 		r.d.Time(time.Unix(0, 0)), r.owner)
 	if err != nil {
-		return fmt.Errorf("store: relay: release lease: %w", err)
+		return fmt.Errorf("outbox: relay: release lease: %w", err)
 	}
 	return nil
 }
@@ -350,16 +350,16 @@ func (r *Relay) acquire(ctx context.Context, now time.Time) (int64, error) {
 	res, err := r.db.ExecContext(ctx, `UPDATE outbox_cursor SET owner = ?, lease_until = ?, lease_seq = lease_seq + 1
 		WHERE id = 1 AND (owner = ? OR lease_until < ?)`, r.owner, r.d.Time(now.Add(r.lease)), r.owner, r.d.Time(now))
 	if err != nil {
-		return 0, fmt.Errorf("store: relay: lease: %w", err)
+		return 0, fmt.Errorf("outbox: relay: lease: %w", err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
-		return 0, fmt.Errorf("store: relay: lease: %w", err)
+		return 0, fmt.Errorf("outbox: relay: lease: %w", err)
 	} else if n != 1 {
 		return 0, ErrNotLeader
 	}
 	var last int64
 	if err := r.db.QueryRowContext(ctx, `SELECT last_id FROM outbox_cursor WHERE id = 1`).Scan(&last); err != nil {
-		return 0, fmt.Errorf("store: relay: cursor: %w", err)
+		return 0, fmt.Errorf("outbox: relay: cursor: %w", err)
 	}
 	return last, nil
 }
@@ -484,14 +484,14 @@ func (r *Relay) read(ctx context.Context, cursor int64) ([]outboxRow, error) {
 	rs, err := r.db.QueryContext(ctx, `SELECT id, aggregate_key, topic, event_id, event_type, payload, created_at, attempts, next_retry_at
 		FROM outbox WHERE id > ? ORDER BY id LIMIT ?`, cursor, r.batch)
 	if err != nil {
-		return nil, fmt.Errorf("store: relay: read outbox: %w", err)
+		return nil, fmt.Errorf("outbox: relay: read outbox: %w", err)
 	}
 	defer rs.Close()
 	var out []outboxRow
 	for rs.Next() {
 		var o outboxRow
 		if err := rs.Scan(&o.id, &o.key, &o.topic, &o.eventID, &o.eventType, &o.payload, &o.createdAt, &o.attempts, &o.nextRetry); err != nil {
-			return nil, fmt.Errorf("store: relay: read outbox: %w", err)
+			return nil, fmt.Errorf("outbox: relay: read outbox: %w", err)
 		}
 		out = append(out, o)
 	}
@@ -503,13 +503,13 @@ func (r *Relay) read(ctx context.Context, cursor int64) ([]outboxRow, error) {
 func (r *Relay) commit(ctx context.Context, from, to int64, at time.Time, retry *FailedInfo, moves func(*sql.Tx) error) error {
 	tx, err := r.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("store: relay: begin: %w", err)
+		return fmt.Errorf("outbox: relay: begin: %w", err)
 	}
 	defer tx.Rollback()
 	res, err := tx.ExecContext(ctx, `UPDATE outbox_cursor SET last_id = ?, updated_at = ?, lease_seq = lease_seq + 1 WHERE id = 1 AND owner = ? AND last_id = ?`,
 		to, r.d.Time(at), r.owner, from)
 	if err != nil {
-		return fmt.Errorf("store: relay: cursor: %w", err)
+		return fmt.Errorf("outbox: relay: cursor: %w", err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return ErrNotLeader
@@ -517,21 +517,21 @@ func (r *Relay) commit(ctx context.Context, from, to int64, at time.Time, retry 
 	if to > from {
 		if _, err := tx.ExecContext(ctx, `UPDATE outbox SET published_at = ? WHERE id > ? AND id <= ? AND published_at IS NULL`,
 			r.d.Time(at), from, to); err != nil {
-			return fmt.Errorf("store: relay: mark published: %w", err)
+			return fmt.Errorf("outbox: relay: mark published: %w", err)
 		}
 	}
 	if err := moves(tx); err != nil {
-		return fmt.Errorf("store: relay: outbox_failed: %w", err)
+		return fmt.Errorf("outbox: relay: outbox_failed: %w", err)
 	}
 	if retry != nil {
 		msg := truncate(retry.Err.Error())
 		if _, err := tx.ExecContext(ctx, `UPDATE outbox SET attempts = ?, next_retry_at = ?, last_error = ? WHERE id = ?`,
 			retry.Attempts, r.d.Time(retry.NextRetryAt), msg, retry.OutboxID); err != nil {
-			return fmt.Errorf("store: relay: schedule retry: %w", err)
+			return fmt.Errorf("outbox: relay: schedule retry: %w", err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("store: relay: commit: %w", err)
+		return fmt.Errorf("outbox: relay: commit: %w", err)
 	}
 	return nil
 }

@@ -1,8 +1,10 @@
-package store_test
+package outbox_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"log/slog"
 	"strconv"
 	"sync"
 	"testing"
@@ -12,6 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/testenv"
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/outbox"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -67,22 +72,22 @@ func (p *fakeProducer) versions(t *testing.T) []string {
 
 func (e *env) change(t *testing.T, fid, cid int64, limit int) {
 	t.Helper()
-	if _, err := e.s.UpdatePolicy(e.ctx, store.PolicyChange{FamilyID: fid, CustomerID: cid,
+	if _, err := e.S.UpdatePolicy(e.Ctx, store.PolicyChange{FamilyID: fid, CustomerID: cid,
 		Set: map[string]string{"LIMIT:DATA:DAILY": strconv.Itoa(limit)}, By: owner}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (e *env) relay(t *testing.T, p store.Producer, opts ...store.RelayOption) *store.Relay {
+func (e *env) relay(t *testing.T, p outbox.Producer, opts ...outbox.Option) *outbox.Relay {
 	t.Helper()
-	r, err := store.NewRelay(e.db, p, append([]store.RelayOption{store.WithRelayClock(e.clk.Now)}, opts...)...)
+	r, err := outbox.New(e.DB, p, append([]outbox.Option{outbox.WithClock(e.Clock.Now)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r
 }
 
-func poll(t *testing.T, r *store.Relay) store.PollResult {
+func poll(t *testing.T, r *outbox.Relay) outbox.PollResult {
 	t.Helper()
 	res, err := r.Poll(context.Background())
 	if err != nil {
@@ -92,14 +97,14 @@ func poll(t *testing.T, r *store.Relay) store.PollResult {
 }
 
 func testRelay(t *testing.T, e *env) {
-	e.family(t, 1)
-	e.family(t, 2)
+	e.Family(t, 1)
+	e.Family(t, 2)
 	e.change(t, 1, 12, 100) // 1/12@1
 	e.change(t, 2, 22, 100) // 2/22@1
 	e.change(t, 1, 12, 200) // 1/12@2
 	e.change(t, 1, 11, 300) // 1/11@1
 	failures := 2
-	var hooked []store.FailedInfo
+	var hooked []outbox.FailedInfo
 	var published []int64
 	p := &fakeProducer{fail: func(r *kgo.Record) error {
 		ev, _ := envelope.DecodeAs[envelope.PolicyUpdatedPayload](r.Value)
@@ -109,32 +114,32 @@ func testRelay(t *testing.T, e *env) {
 		}
 		return nil
 	}}
-	r := e.relay(t, p, store.WithBatchSize(3), store.WithRetryBackoff(time.Second, 4*time.Second),
-		store.WithRelayHooks(store.RelayHooks{
-			OnFailed:    func(f store.FailedInfo) { hooked = append(hooked, f) },
-			OnPublished: func(i store.PublishedInfo) { published = append(published, i.OutboxID) },
+	r := e.relay(t, p, outbox.WithBatchSize(3), outbox.WithRetryBackoff(time.Second, 4*time.Second),
+		outbox.WithHooks(outbox.Hooks{
+			OnFailed:    func(f outbox.FailedInfo) { hooked = append(hooked, f) },
+			OnPublished: func(i outbox.PublishedInfo) { published = append(published, i.OutboxID) },
 		}))
 
 	// Row 2 fails: row 1 is published, rows 2.. wait (head of line).
-	if res := poll(t, r); res != (store.PollResult{Published: 1, Retrying: 1}) {
+	if res := poll(t, r); res != (outbox.PollResult{Published: 1, Retrying: 1}) {
 		t.Errorf("poll 1 = %+v", res)
 	}
-	if res := poll(t, r); res != (store.PollResult{}) {
+	if res := poll(t, r); res != (outbox.PollResult{}) {
 		t.Errorf("poll before retry time = %+v", res)
 	}
-	e.clk.Add(time.Second)
-	if res := poll(t, r); res != (store.PollResult{Retrying: 1}) {
+	e.Clock.Add(time.Second)
+	if res := poll(t, r); res != (outbox.PollResult{Retrying: 1}) {
 		t.Errorf("poll 3 = %+v", res)
 	}
-	e.clk.Add(time.Second) // backoff doubled: not yet
-	if res := poll(t, r); res != (store.PollResult{}) {
+	e.Clock.Add(time.Second) // backoff doubled: not yet
+	if res := poll(t, r); res != (outbox.PollResult{}) {
 		t.Errorf("poll before doubled backoff = %+v", res)
 	}
-	e.clk.Add(time.Second)
-	if res := poll(t, r); res != (store.PollResult{Published: 3, More: true}) {
+	e.Clock.Add(time.Second)
+	if res := poll(t, r); res != (outbox.PollResult{Published: 3, More: true}) {
 		t.Errorf("poll 5 = %+v", res)
 	}
-	if res := poll(t, r); res != (store.PollResult{}) {
+	if res := poll(t, r); res != (outbox.PollResult{}) {
 		t.Errorf("idle poll = %+v", res)
 	}
 	// Rows behind the failed one were sent in the same batch and are sent
@@ -144,17 +149,17 @@ func testRelay(t *testing.T, e *env) {
 		t.Errorf("published (-want +got):\n%s", diff)
 	}
 	if len(hooked) != 2 || hooked[0].Attempts != 1 || hooked[1].Attempts != 2 || hooked[0].Expired ||
-		!hooked[1].NextRetryAt.Equal(start.Add(3*time.Second)) {
+		!hooked[1].NextRetryAt.Equal(testenv.Start.Add(3*time.Second)) {
 		t.Errorf("failure hooks = %+v", hooked)
 	}
 	if !cmp.Equal(published, []int64{1, 2, 3, 4}) {
 		t.Errorf("published hooks = %v", published)
 	}
 	var unpublished, attempts int
-	if err := e.db.QueryRow(`SELECT COUNT(*) FROM outbox WHERE published_at IS NULL`).Scan(&unpublished); err != nil || unpublished != 0 {
+	if err := e.DB.QueryRow(`SELECT COUNT(*) FROM outbox WHERE published_at IS NULL`).Scan(&unpublished); err != nil || unpublished != 0 {
 		t.Errorf("unpublished rows = %d, %v", unpublished, err)
 	}
-	if err := e.db.QueryRow(`SELECT attempts FROM outbox WHERE id = 2`).Scan(&attempts); err != nil || attempts != 2 {
+	if err := e.DB.QueryRow(`SELECT attempts FROM outbox WHERE id = 2`).Scan(&attempts); err != nil || attempts != 2 {
 		t.Errorf("attempts of row 2 = %d, %v", attempts, err)
 	}
 	// A full batch reports More.
@@ -167,7 +172,7 @@ func testRelay(t *testing.T, e *env) {
 }
 
 func testRelayExpiry(t *testing.T, e *env) {
-	e.family(t, 1)
+	e.Family(t, 1)
 	e.change(t, 1, 12, 100)
 	e.change(t, 1, 11, 100)
 	down := true
@@ -177,29 +182,29 @@ func testRelayExpiry(t *testing.T, e *env) {
 		}
 		return nil
 	}}
-	r := e.relay(t, p, store.WithMaxAge(time.Minute), store.WithRetryBackoff(10*time.Second, 10*time.Second))
+	r := e.relay(t, p, outbox.WithMaxAge(time.Minute), outbox.WithRetryBackoff(10*time.Second, 10*time.Second))
 	for range 6 { // 0 s … 50 s: retried, never expired
 		if res := poll(t, r); res.Retrying != 1 || res.Failed != 0 {
 			t.Fatalf("poll = %+v", res)
 		}
-		e.clk.Add(10 * time.Second)
+		e.Clock.Add(10 * time.Second)
 	}
 	// At 60 s the next failure finds both rows too old: both move to outbox_failed.
-	if res := poll(t, r); res != (store.PollResult{Failed: 2}) {
+	if res := poll(t, r); res != (outbox.PollResult{Failed: 2}) {
 		t.Errorf("expiry poll = %+v", res)
 	}
-	if n := e.count(t, "outbox_failed"); n != 2 {
+	if n := e.Count(t, "outbox_failed"); n != 2 {
 		t.Errorf("outbox_failed rows = %d", n)
 	}
 	var attempts int
 	var msg string
-	if err := e.db.QueryRow(`SELECT attempts, error_message FROM outbox_failed WHERE id = 1`).Scan(&attempts, &msg); err != nil || attempts != 7 || msg != "unreachable" {
+	if err := e.DB.QueryRow(`SELECT attempts, error_message FROM outbox_failed WHERE id = 1`).Scan(&attempts, &msg); err != nil || attempts != 7 || msg != "unreachable" {
 		t.Errorf("failed row: %d %q %v", attempts, msg, err)
 	}
 	// The cursor moved on: new rows flow again.
 	down = false
 	e.change(t, 1, 12, 200)
-	if res := poll(t, r); res != (store.PollResult{Published: 1}) {
+	if res := poll(t, r); res != (outbox.PollResult{Published: 1}) {
 		t.Errorf("after expiry = %+v", res)
 	}
 	if diff := cmp.Diff([]string{"1/12@2"}, p.versions(t)); diff != "" {
@@ -208,24 +213,24 @@ func testRelayExpiry(t *testing.T, e *env) {
 }
 
 func testRelayLease(t *testing.T, e *env) {
-	e.family(t, 1)
+	e.Family(t, 1)
 	e.change(t, 1, 12, 100)
 	p1, p2 := &fakeProducer{}, &fakeProducer{}
-	r1 := e.relay(t, p1, store.WithOwner("one"), store.WithLease(30*time.Second))
-	r2 := e.relay(t, p2, store.WithOwner("two"), store.WithLease(30*time.Second))
+	r1 := e.relay(t, p1, outbox.WithOwner("one"), outbox.WithLease(30*time.Second))
+	r2 := e.relay(t, p2, outbox.WithOwner("two"), outbox.WithLease(30*time.Second))
 	if res := poll(t, r1); res.Published != 1 {
 		t.Errorf("r1 = %+v", res)
 	}
 	e.change(t, 1, 12, 200)
-	if _, err := r2.Poll(e.ctx); !errors.Is(err, store.ErrNotLeader) {
+	if _, err := r2.Poll(e.Ctx); !errors.Is(err, outbox.ErrNotLeader) {
 		t.Errorf("r2 while r1 holds the lease: %v", err)
 	}
 	// Both poll concurrently many times: only r1 publishes, each row once.
 	var wg sync.WaitGroup
-	for _, r := range []*store.Relay{r1, r2} {
+	for _, r := range []*outbox.Relay{r1, r2} {
 		wg.Go(func() {
 			for range 5 {
-				if _, err := r.Poll(e.ctx); err != nil && !errors.Is(err, store.ErrNotLeader) {
+				if _, err := r.Poll(e.Ctx); err != nil && !errors.Is(err, outbox.ErrNotLeader) {
 					t.Error(err)
 				}
 			}
@@ -236,16 +241,16 @@ func testRelayLease(t *testing.T, e *env) {
 		t.Errorf("r1 published %v, r2 %v", p1.versions(t), p2.versions(t))
 	}
 	// r1 stops renewing: after the lease lapses r2 takes over from the cursor.
-	e.clk.Add(31 * time.Second)
+	e.Clock.Add(31 * time.Second)
 	e.change(t, 1, 12, 300)
 	if res := poll(t, r2); res.Published != 1 {
 		t.Errorf("r2 after takeover = %+v", res)
 	}
-	if _, err := r1.Poll(e.ctx); !errors.Is(err, store.ErrNotLeader) {
+	if _, err := r1.Poll(e.Ctx); !errors.Is(err, outbox.ErrNotLeader) {
 		t.Errorf("r1 after losing the lease: %v", err)
 	}
 	// Close gives the lease up at once.
-	if err := r2.Close(e.ctx); err != nil {
+	if err := r2.Close(e.Ctx); err != nil {
 		t.Fatal(err)
 	}
 	e.change(t, 1, 12, 400)
@@ -255,16 +260,16 @@ func testRelayLease(t *testing.T, e *env) {
 	if !cmp.Equal(p2.versions(t), []string{"1/12@3"}) || !cmp.Equal(p1.versions(t), []string{"1/12@1", "1/12@2", "1/12@4"}) {
 		t.Errorf("r1 published %v, r2 %v", p1.versions(t), p2.versions(t))
 	}
-	if err := r2.Run(e.ctx); !errors.Is(err, store.ErrInvalid) {
+	if err := r2.Run(e.Ctx); !errors.Is(err, outbox.ErrInvalid) {
 		t.Errorf("Run after Close: %v", err)
 	}
 }
 
 func testRelayRun(t *testing.T, e *env) {
-	e.family(t, 1)
+	e.Family(t, 1)
 	published := make(chan int64, 10)
-	r := e.relay(t, &fakeProducer{}, store.WithPollInterval(time.Hour),
-		store.WithRelayHooks(store.RelayHooks{OnPublished: func(i store.PublishedInfo) { published <- i.OutboxID }}))
+	r := e.relay(t, &fakeProducer{}, outbox.WithPollInterval(time.Hour),
+		outbox.WithHooks(outbox.Hooks{OnPublished: func(i outbox.PublishedInfo) { published <- i.OutboxID }}))
 	done := make(chan error, 1)
 	go func() { done <- r.Run(context.Background()) }()
 	e.change(t, 1, 12, 100)
@@ -291,28 +296,49 @@ func testRelayRun(t *testing.T, e *env) {
 }
 
 func TestRelayOptions(t *testing.T) {
-	db := openSQLite(t)
+	db := testenv.SQLite(t)
 	p := &fakeProducer{}
-	for name, o := range map[string]store.RelayOption{
-		"clock":   store.WithRelayClock(nil),
-		"batch":   store.WithBatchSize(0),
-		"poll":    store.WithPollInterval(0),
-		"backoff": store.WithRetryBackoff(2, 1),
-		"maxAge":  store.WithMaxAge(0),
-		"send":    store.WithSendTimeout(0),
-		"lease":   store.WithLease(time.Second), // not above the 5 s send timeout
-		"owner":   store.WithOwner(""),
-		"logger":  store.WithRelayLogger(nil),
-		"dialect": store.WithRelayDialect("pg"),
+	for name, o := range map[string]outbox.Option{
+		"clock":   outbox.WithClock(nil),
+		"batch":   outbox.WithBatchSize(0),
+		"poll":    outbox.WithPollInterval(0),
+		"backoff": outbox.WithRetryBackoff(2, 1),
+		"maxAge":  outbox.WithMaxAge(0),
+		"send":    outbox.WithSendTimeout(0),
+		"lease":   outbox.WithLease(time.Second), // not above the 5 s send timeout
+		"owner":   outbox.WithOwner(""),
+		"logger":  outbox.WithLogger(nil),
+		"dialect": outbox.WithDialect("pg"),
 	} {
-		if _, err := store.NewRelay(db, p, o); !errors.Is(err, store.ErrInvalid) {
+		if _, err := outbox.New(db, p, o); !errors.Is(err, outbox.ErrInvalid) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if _, err := store.NewRelay(nil, p); !errors.Is(err, store.ErrInvalid) {
+	if _, err := outbox.New(nil, p); !errors.Is(err, outbox.ErrInvalid) {
 		t.Errorf("nil db: %v", err)
 	}
-	if _, err := store.NewRelay(db, p, store.WithRelayDialect("sqlite"), store.WithRelayLogger(discard())); err != nil {
+	if _, err := outbox.New(db, p, outbox.WithDialect("sqlite"), outbox.WithLogger(discard())); err != nil {
 		t.Error(err)
 	}
 }
+
+// env is a store test environment (internal/testenv).
+type env struct{ *testenv.StoreEnv }
+
+var owner = store.Actor{ID: 1, Role: policy.RoleOwner}
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// runRelay runs the relay tests on databases from open.
+func runRelay(t *testing.T, open func(testing.TB) *sql.DB) {
+	for name, fn := range map[string]func(*testing.T, *env){
+		"Relay":       testRelay,
+		"RelayExpiry": testRelayExpiry,
+		"RelayLease":  testRelayLease,
+		"RelayRun":    testRelayRun,
+	} {
+		t.Run(name, func(t *testing.T) { fn(t, &env{testenv.NewStoreEnv(t, open(t))}) })
+	}
+}
+
+func TestRelaySQLite(t *testing.T) { runRelay(t, testenv.SQLite) }
