@@ -148,6 +148,19 @@ func (c Config) AdminAddress(def string) string {
 	return c.AdminAddr
 }
 
+// listenAddr is the address a variable names to listen on: "" for off
+// (nothing listens), else the host:port given; anything else is an error
+// naming key. (Unset or empty takes the variable's default before this.)
+func listenAddr(errs *[]error, key, v string) string {
+	if v == "off" {
+		return ""
+	}
+	if _, _, err := net.SplitHostPort(v); err != nil {
+		*errs = append(*errs, fmt.Errorf("%s: want host:port or off, got %q", key, v))
+	}
+	return v
+}
+
 // LoadConfig reads the configuration through getenv (os.Getenv in mains):
 // each variable, or its default when unset or empty. Errors name the
 // variable.
@@ -212,10 +225,8 @@ func (c *Config) finish(getenv func(string) string, r *envRead) []error {
 	r.want(&errs, "DPCS_DEDUPE_WINDOW", c.DedupeWindow >= 2*time.Hour && c.DedupeWindow <= 30*24*time.Hour, "a duration from 2h to 720h")
 	r.want(&errs, "DPCS_AUTH_LOCKOUT_AFTER", c.AuthLimits.LockoutAfter >= 1 && c.AuthLimits.LockoutAfter <= 1000, "a number of failures from 1 to 1000")
 	r.want(&errs, "DPCS_AUTH_LOCKOUT_FOR", c.AuthLimits.LockoutFor >= time.Second && c.AuthLimits.LockoutFor <= 24*time.Hour, "a duration from 1s to 24h")
-	if a := c.AdminAddr; a != "" && a != "off" {
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			errs = append(errs, fmt.Errorf("DPCS_ADMIN_ADDR: want host:port or off, got %q", a))
-		}
+	if a := c.AdminAddr; a != "" {
+		listenAddr(&errs, "DPCS_ADMIN_ADDR", a)
 	}
 	if c.WebhookURL != "" && len(c.WebhookSecret) < 16 {
 		errs = append(errs, errors.New("DPCS_WEBHOOK_SECRET: at least 16 bytes are required with DPCS_WEBHOOK_URL"))
@@ -311,7 +322,7 @@ type SimulatorConfig struct {
 	Kafka           KafkaSecurity `envconfig:"KAFKA"`
 	KafkaAcks       string        `envconfig:"KAFKA_ACKS" default:"1" desc:"producer acks: all, 1 or 0"`
 	KafkaPartitions int32         `envconfig:"KAFKA_PARTITIONS" default:"10" desc:"partitions per topic of the embedded Kafka"`
-	Addr            string        `envconfig:"SIMULATOR_ADDR" default:"127.0.0.1:8081" desc:"host:port of the control API (empty: none)"`
+	Addr            string        `envconfig:"SIMULATOR_ADDR" default:"127.0.0.1:8081" desc:"host:port of the control API; off: none"`
 	AdminAddr       string        `envconfig:"ADMIN_ADDR" default:"127.0.0.1:9093" desc:"host:port serving /healthz, /readyz and /metrics; off: none"`
 	Rate            float64       `envconfig:"SIMULATOR_RATE" default:"1000" desc:"events per second"`
 	Duration        time.Duration `envconfig:"SIMULATOR_DURATION" desc:"how long to run; 0 runs until SIGINT/SIGTERM"`
@@ -338,6 +349,7 @@ func LoadSimulatorConfig(getenv func(string) string) (SimulatorConfig, error) {
 	}
 	c.KafkaBrokers = trimList(c.KafkaBrokers)
 	errs := c.Kafka.finish(c.KafkaBrokers)
+	c.Addr = listenAddr(&errs, "DPCS_SIMULATOR_ADDR", c.Addr)
 	tr, err := loadTracing(getenv)
 	c.Tracing = tr
 	return c, errors.Join(append(append(errs, r.errs()...), err)...)

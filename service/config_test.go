@@ -189,3 +189,35 @@ func TestLoadConfigStoreQuotaUpdated(t *testing.T) {
 		})
 	}
 }
+
+// TestListenAddrOff: "off" turns a listener off, as a reader of the
+// configuration expects; unset keeps the default; anything that is not
+// host:port is refused naming the variable. (Before, an empty
+// DPCS_SIMULATOR_ADDR meant to turn the simulator's API off took the
+// default 127.0.0.1:8081, and a test that set it failed whenever anything
+// else listened there.)
+func TestListenAddrOff(t *testing.T) {
+	for _, c := range []struct {
+		value, want, err string
+	}{
+		{"", "127.0.0.1:8081", ""},
+		{"off", "", ""},
+		{"127.0.0.1:0", "127.0.0.1:0", ""},
+		{"8081", "", "DPCS_SIMULATOR_ADDR"},
+	} {
+		get := env(map[string]string{"DPCS_SIMULATOR_ADDR": c.value})
+		sys, err := LoadSystemConfig(get)
+		sim, serr := LoadSimulatorConfig(get)
+		for _, got := range []struct {
+			addr string
+			err  error
+		}{{sys.SimulatorAddr, err}, {sim.Addr, serr}} {
+			switch {
+			case c.err != "" && (got.err == nil || !strings.Contains(got.err.Error(), c.err)):
+				t.Errorf("%q: error %v, want one naming %s", c.value, got.err, c.err)
+			case c.err == "" && (got.err != nil || got.addr != c.want):
+				t.Errorf("%q: %q, %v; want %q", c.value, got.addr, got.err, c.want)
+			}
+		}
+	}
+}

@@ -28,7 +28,7 @@ func TestSystemWebPush(t *testing.T) {
 	dir := t.TempDir()
 	cfg, err := LoadSystemConfig(env(map[string]string{
 		"DPCS_DATA_DIR": dir, "DPCS_EMBEDDED_KAFKA_PORT": "0", "DPCS_HTTP_ADDR": "127.0.0.1:0",
-		"DPCS_SIMULATOR_ADDR": "", "DPCS_DEMO_FAMILIES": "0", "DPCS_SIMULATOR_RATE": "0", "DPCS_ADMIN_ADDR": "off",
+		"DPCS_SIMULATOR_ADDR": "off", "DPCS_DEMO_FAMILIES": "0", "DPCS_SIMULATOR_RATE": "0", "DPCS_ADMIN_ADDR": "off",
 	}))
 	if err != nil {
 		t.Fatal(err)

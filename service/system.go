@@ -47,9 +47,9 @@ type SystemConfig struct {
 	KafkaPort int `envconfig:"EMBEDDED_KAFKA_PORT" default:"9092" deployables:"all-in-one" desc:"port of the embedded Kafka on 127.0.0.1 (0 picks a free one)"`
 	// HTTPAddr (DPCS_HTTP_ADDR, default 127.0.0.1:8080) serves the API,
 	// health, readiness and metrics; SimulatorAddr (DPCS_SIMULATOR_ADDR, default
-	// 127.0.0.1:8081) the simulator's control API.
+	// 127.0.0.1:8081; off: none) the simulator's control API.
 	HTTPAddr      string `envconfig:"HTTP_ADDR" default:"127.0.0.1:8080" deployables:"server, all-in-one" desc:"host:port of the API (and /healthz, /readyz, /metrics)"`
-	SimulatorAddr string `envconfig:"SIMULATOR_ADDR" default:"127.0.0.1:8081" deployables:"all-in-one" desc:"host:port of the embedded simulator's control API"`
+	SimulatorAddr string `envconfig:"SIMULATOR_ADDR" default:"127.0.0.1:8081" deployables:"all-in-one" desc:"host:port of the embedded simulator's control API; off: none"`
 	// Demo (DPCS_DEMO: 1 or 0; default 1 without DPCS_MYSQL_DSN, 0 with it)
 	// seeds an empty store with the demo: the "Last 10 MB" family, the
 	// simulated population and the back-office admin DemoAdminID, all with
@@ -93,6 +93,7 @@ func LoadSystemConfig(getenv func(string) string) (SystemConfig, error) {
 		return c, err
 	}
 	errs := c.Config.finish(getenv, r)
+	c.SimulatorAddr = listenAddr(&errs, "DPCS_SIMULATOR_ADDR", c.SimulatorAddr)
 	if c.JWTSecret != "" && len(c.JWTSecret) < 32 {
 		errs = append(errs, errors.New("DPCS_JWT_SECRET: at least 32 bytes"))
 	}

@@ -1,0 +1,419 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strconv"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/dabom/dpcs/internal/sqldialect"
+	"github.com/dabom/dpcs/policy"
+)
+
+// Member is a row of members: a family member (MEMBER / OWNER) or a
+// back-office ADMIN (FamilyID 0).
+type Member struct {
+	ID        int64
+	FamilyID  int64
+	Name      string
+	Phone     string
+	Role      policy.Role
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	// DeletedAt is set for removed members (soft delete).
+	DeletedAt *time.Time
+	hash      string
+}
+
+// NewMember describes a member to add. ID 0 lets the database choose.
+type NewMember struct {
+	ID       int64
+	FamilyID int64 // 0 only for role ADMIN
+	Name     string
+	Phone    string // optional; unique among current members
+	Role     policy.Role
+	// Password is hashed with bcrypt; PasswordHash (from HashPassword) is
+	// used instead when set, so bulk seeding hashes once. Both empty: the
+	// member cannot log in.
+	Password     string
+	PasswordHash string
+}
+
+// HashPassword returns the bcrypt hash of password at the store's cost.
+func (s *Store) HashPassword(password string) (string, error) {
+	if password == "" || len(password) > 72 {
+		return "", invalid("password", "must be 1..72 bytes")
+	}
+	h, err := bcrypt.GenerateFromPassword([]byte(password), s.cost)
+	if err != nil {
+		return "", &FieldError{Field: "password", Msg: "cannot be used as a password", Kind: ErrInvalid, Cause: err}
+	}
+	return string(h), nil
+}
+
+const memberCols = `id, family_id, name, phone, password_hash, role, created_at, updated_at, deleted_at`
+
+func scanMember(sc interface{ Scan(...any) error }) (Member, error) {
+	var m Member
+	var fid sql.NullInt64
+	var phone, hash sql.NullString
+	var role string
+	var c, u, d sqldialect.NullTime
+	if err := sc.Scan(&m.ID, &fid, &m.Name, &phone, &hash, &role, &c, &u, &d); err != nil {
+		return Member{}, err
+	}
+	m.FamilyID, m.Phone, m.hash, m.Role = fid.Int64, phone.String, hash.String, policy.Role(role)
+	m.CreatedAt, m.UpdatedAt = c.Time, u.Time
+	if d.Valid {
+		t := d.Time
+		m.DeletedAt = &t
+	}
+	return m, nil
+}
+
+func nullStr(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// AddMember adds a member to a family, or an ADMIN (FamilyID 0), audited as
+// member.add. A phone in use by a current member is ErrConflict. The caller
+// also calls quota.Engine.AddMember.
+func (s *Store) AddMember(ctx context.Context, m NewMember, by Actor) (Member, error) {
+	switch {
+	case !m.Role.Valid():
+		return Member{}, invalid("role", "must be MEMBER, OWNER or ADMIN")
+	case m.Role == policy.RoleAdmin && m.FamilyID != 0:
+		return Member{}, invalid("familyId", "must be empty for ADMIN")
+	case m.Role != policy.RoleAdmin && m.FamilyID <= 0:
+		return Member{}, invalid("familyId", "required")
+	case m.ID < 0:
+		return Member{}, invalid("customerId", "must be ≥ 0")
+	}
+	if err := checkPhone(m.Phone); err != nil {
+		return Member{}, err
+	}
+	if err := checkName("name", m.Name); err != nil {
+		return Member{}, err
+	}
+	hash := m.PasswordHash
+	if hash == "" && m.Password != "" {
+		var err error
+		if hash, err = s.HashPassword(m.Password); err != nil {
+			return Member{}, err
+		}
+	}
+	now := s.now()
+	var out Member
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var fid, id any
+		if m.FamilyID > 0 {
+			if _, err := s.lockFamily(ctx, tx, m.FamilyID); err != nil {
+				return err
+			}
+			fid = m.FamilyID
+		}
+		if m.ID > 0 {
+			id = m.ID
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO members (id, family_id, name, phone, password_hash, role, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, id, fid, m.Name, nullStr(m.Phone), nullStr(hash), string(m.Role), s.t(now), s.t(now))
+		if sqldialect.IsDuplicate(err) {
+			return s.memberConflict(ctx, tx, m.ID, err)
+		}
+		if err != nil {
+			return dbErr("add member", err)
+		}
+		cid, err := res.LastInsertId()
+		if err != nil {
+			return dbErr("add member", err)
+		}
+		if out, err = s.member(ctx, tx, cid, ""); err != nil {
+			return err
+		}
+		return s.audit(ctx, tx, m.FamilyID, by, "member.add", memberTarget(cid), nil, out)
+	})
+	return out, err
+}
+
+// memberConflict says which unique key an insert of a member with id (0:
+// assigned) violated: its id or its phone (unique among current members of
+// every family — callers that must not learn about other families may not
+// choose either; see service's add-member route).
+func (s *Store) memberConflict(ctx context.Context, tx *sql.Tx, id int64, dup error) error {
+	if id > 0 {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM members WHERE id = ?`, id).Scan(&n); err != nil {
+			return dbErr("add member", err)
+		}
+		if n > 0 {
+			return conflict("customerId", "this member id is taken: leave it out and one is assigned", dup)
+		}
+	}
+	return conflict("phone", "this phone number belongs to another member", dup)
+}
+
+// checkPhone checks a phone's grammar: '0' or '+' first, then digits with
+// single spaces or hyphens between them, at least 3 digits, at most 32
+// bytes. A phone never reads as a member id (a decimal without a leading 0),
+// so a numeric login is one or the other (see Authenticate).
+func checkPhone(p string) error {
+	if p == "" {
+		return nil
+	}
+	bad := invalid("phone", "must be a phone number of at most 32 bytes: 0 or + first, then digits with single spaces or hyphens between them (e.g. 010-1234-5678 or +82 10 1234 5678)")
+	if len(p) > 32 || (p[0] != '0' && p[0] != '+') {
+		return bad
+	}
+	digits := 0
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case c >= '0' && c <= '9':
+			digits++
+		case i == 0 && c == '+':
+		case (c == ' ' || c == '-') && i > 0 && p[i-1] >= '0' && p[i-1] <= '9' && i+1 < len(p):
+		default:
+			return bad
+		}
+	}
+	if digits < 3 {
+		return bad
+	}
+	return nil
+}
+
+// loginKind tells the two login grammars apart: a member id is a positive
+// decimal without a leading 0; a phone starts with 0 or + (checkPhone).
+func loginKind(login string) (id int64, phone bool) {
+	if login == "" {
+		return 0, false
+	}
+	if login[0] == '0' || login[0] == '+' {
+		return 0, true
+	}
+	for i := 0; i < len(login); i++ {
+		if login[i] < '0' || login[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(login, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	return n, false
+}
+
+func (s *Store) member(ctx context.Context, q querier, cid int64, lock string) (Member, error) {
+	m, err := scanMember(q.QueryRowContext(ctx, `SELECT `+memberCols+` FROM members WHERE id = ?`+lock, cid))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Member{}, notFound("member", cid)
+	}
+	if err != nil {
+		return Member{}, dbErr("get member", err)
+	}
+	return m, nil
+}
+
+// currentMember returns the member cid of family fid, ErrNotFound if it does
+// not exist, was removed or belongs to another family.
+func (s *Store) currentMember(ctx context.Context, q querier, fid, cid int64, lock string) (Member, error) {
+	m, err := s.member(ctx, q, cid, lock)
+	if err != nil {
+		return Member{}, err
+	}
+	if m.DeletedAt != nil || m.FamilyID != fid || fid <= 0 {
+		return Member{}, notFound("member", cid)
+	}
+	return m, nil
+}
+
+// GetMember returns the current (not removed) member cid of family fid.
+func (s *Store) GetMember(ctx context.Context, fid, cid int64) (Member, error) {
+	return s.currentMember(ctx, s.db, fid, cid, "")
+}
+
+// MemberByID returns the member or admin cid, removed ones included
+// (DeletedAt set), whatever its family.
+func (s *Store) MemberByID(ctx context.Context, cid int64) (Member, error) {
+	return s.member(ctx, s.db, cid, "")
+}
+
+// MemberByPhone returns the current member or admin with that phone.
+func (s *Store) MemberByPhone(ctx context.Context, phone string) (Member, error) {
+	m, err := scanMember(s.db.QueryRowContext(ctx, `SELECT `+memberCols+` FROM members WHERE phone = ? AND deleted_at IS NULL`, phone))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Member{}, notFound("member with phone", "")
+	}
+	if err != nil {
+		return Member{}, dbErr("member by phone", err)
+	}
+	return m, nil
+}
+
+// ListMembers returns the family's current members by id; with removed, the
+// removed ones too.
+func (s *Store) ListMembers(ctx context.Context, fid int64, removed bool) ([]Member, error) {
+	return s.listMembers(ctx, s.db, fid, removed)
+}
+
+func (s *Store) listMembers(ctx context.Context, q querier, fid int64, removed bool) ([]Member, error) {
+	cond := ` AND deleted_at IS NULL`
+	if removed {
+		cond = ""
+	}
+	rows, err := q.QueryContext(ctx, `SELECT `+memberCols+` FROM members WHERE family_id = ?`+cond+` ORDER BY id`, fid)
+	if err != nil {
+		return nil, dbErr("list members", err)
+	}
+	defer rows.Close()
+	var out []Member
+	for rows.Next() {
+		m, err := scanMember(rows)
+		if err != nil {
+			return nil, dbErr("list members", err)
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// Authenticate checks a login: a member id (a positive decimal without a
+// leading 0) or a phone (0 or + first, as stored). The grammars do not
+// overlap, so whoever chooses a member's id cannot make it capture another
+// person's phone login. Unknown, removed or password-less members, wrong
+// passwords and logins of neither grammar are all ErrBadCredentials.
+func (s *Store) Authenticate(ctx context.Context, login, password string) (Member, error) {
+	m, err := s.memberByLogin(ctx, login)
+	if errors.Is(err, ErrNotFound) || (err == nil && (m.DeletedAt != nil || m.hash == "")) {
+		// Spend the time of a comparison anyway, so timing does not tell
+		// unknown logins from wrong passwords.
+		s.dummyOnce.Do(func() { s.dummy, _ = bcrypt.GenerateFromPassword([]byte("dpcs"), s.cost) })
+		_ = bcrypt.CompareHashAndPassword(s.dummy, []byte(password))
+		return Member{}, ErrBadCredentials
+	}
+	if err != nil {
+		return Member{}, err
+	}
+	if bcrypt.CompareHashAndPassword([]byte(m.hash), []byte(password)) != nil {
+		return Member{}, ErrBadCredentials
+	}
+	return m, nil
+}
+
+// memberByLogin finds the member a login names: a member id (decimal),
+// else a phone.
+func (s *Store) memberByLogin(ctx context.Context, login string) (Member, error) {
+	switch id, phone := loginKind(login); {
+	case phone:
+		return s.MemberByPhone(ctx, login)
+	case id > 0:
+		return s.member(ctx, s.db, id, "")
+	}
+	return Member{}, notFound("login", "")
+}
+
+// SetPassword replaces the member's password (audited as member.password,
+// without the hash).
+func (s *Store) SetPassword(ctx context.Context, cid int64, password string, by Actor) error {
+	hash, err := s.HashPassword(password)
+	if err != nil {
+		return err
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		m, err := s.member(ctx, tx, cid, s.d.ForUpdate())
+		if err != nil {
+			return err
+		}
+		if m.DeletedAt != nil {
+			return notFound("member", cid)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE members SET password_hash = ?, updated_at = ? WHERE id = ?`, hash, s.t(s.now()), cid); err != nil {
+			return dbErr("set password", err)
+		}
+		return s.audit(ctx, tx, m.FamilyID, by, "member.password", memberTarget(cid), nil, nil)
+	})
+}
+
+// SetRole changes a member's role to MEMBER or OWNER (audited as
+// member.role). Demoting the family's last owner is ErrConflict. Between
+// owners the last write wins.
+func (s *Store) SetRole(ctx context.Context, fid, cid int64, role policy.Role, by Actor) (Member, error) {
+	if role != policy.RoleMember && role != policy.RoleOwner {
+		return Member{}, invalid("role", "must be MEMBER or OWNER")
+	}
+	var out Member
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := s.lockFamily(ctx, tx, fid); err != nil {
+			return err
+		}
+		before, err := s.currentMember(ctx, tx, fid, cid, "")
+		if err != nil {
+			return err
+		}
+		if before.Role == policy.RoleOwner && role != policy.RoleOwner {
+			if err := s.keepAnOwner(ctx, tx, fid, cid, "role"); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE members SET role = ?, updated_at = ? WHERE id = ?`, string(role), s.t(s.now()), cid); err != nil {
+			return dbErr("set role", err)
+		}
+		if out, err = s.member(ctx, tx, cid, ""); err != nil {
+			return err
+		}
+		return s.audit(ctx, tx, fid, by, "member.role", memberTarget(cid), map[string]string{"role": string(before.Role)}, map[string]string{"role": string(role)})
+	})
+	return out, err
+}
+
+// keepAnOwner fails with ErrConflict (a FieldError on field) when cid is the
+// family's only current owner.
+func (s *Store) keepAnOwner(ctx context.Context, tx *sql.Tx, fid, cid int64, field string) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM members WHERE family_id = ? AND role = ? AND deleted_at IS NULL AND id <> ?`,
+		fid, string(policy.RoleOwner), cid).Scan(&n); err != nil {
+		return dbErr("count owners", err)
+	}
+	if n == 0 {
+		return conflict(field, "the member is the family's last owner: make another member an owner first", nil)
+	}
+	return nil
+}
+
+// RemoveMember soft-deletes a member (deleted_at set, audited as
+// member.remove): its phone is released for reuse (the audit row keeps it),
+// its refresh tokens are revoked and its push subscriptions deleted, its policy row and usage history stay.
+// Removing the last owner is ErrConflict. The caller also calls
+// quota.Engine.RemoveMember.
+func (s *Store) RemoveMember(ctx context.Context, fid, cid int64, by Actor) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := s.lockFamily(ctx, tx, fid); err != nil {
+			return err
+		}
+		before, err := s.currentMember(ctx, tx, fid, cid, "")
+		if err != nil {
+			return err
+		}
+		if before.Role == policy.RoleOwner {
+			if err := s.keepAnOwner(ctx, tx, fid, cid, "customerId"); err != nil {
+				return err
+			}
+		}
+		now := s.t(s.now())
+		if _, err := tx.ExecContext(ctx, `UPDATE members SET deleted_at = ?, phone = NULL, updated_at = ? WHERE id = ?`, now, now, cid); err != nil {
+			return dbErr("remove member", err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE refresh_token SET revoked_at = ? WHERE customer_id = ? AND revoked_at IS NULL`, now, cid); err != nil {
+			return dbErr("remove member", err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM push_subscriptions WHERE member_id = ?`, cid); err != nil {
+			return dbErr("remove member", err)
+		}
+		return s.audit(ctx, tx, fid, by, "member.remove", memberTarget(cid), before, nil)
+	})
+}
