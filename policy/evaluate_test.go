@@ -130,8 +130,12 @@ func TestThresholds(t *testing.T) {
 	if err != nil || th.String() != "50,30,10" {
 		t.Fatalf("%v %v", th, err)
 	}
-	if th, err := ParseThresholds(""); err != nil || len(th) != 0 {
-		t.Errorf("empty: %v %v", th, err)
+	// An empty list is alerts off, not "no list" (nil: the engine default).
+	if th, err := ParseThresholds(""); err != nil || th == nil || len(th) != 0 {
+		t.Errorf("empty: %#v %v, want an empty, non-nil list", th, err)
+	}
+	if th, err := Thresholds(nil).Canonical(); err != nil || th == nil || len(th) != 0 {
+		t.Errorf("canonical of nil: %#v %v, want an empty, non-nil list", th, err)
 	}
 	for _, bad := range []string{"0", "100", "50,50", "x", "05", "1,2,3,4,5,6,7,8,9,10,11"} {
 		if _, err := ParseThresholds(bad); err == nil || !errors.Is(err, ErrInvalid) {

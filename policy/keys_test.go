@@ -35,6 +35,9 @@ func TestParseConstraintsErrorsNameTheKey(t *testing.T) {
 		{"window empty days", map[string]string{"BLOCK:TIME:night": "2200-0700@"}, "BLOCK:TIME:night", "empty"},
 		{"window lower-case day", map[string]string{"BLOCK:TIME:night": "2200-0700@mon"}, "BLOCK:TIME:night", "bad day"},
 		{"window bad time", map[string]string{"BLOCK:TIME:night": "2200-9999"}, "BLOCK:TIME:night", "HHMM"},
+		{"window no name", map[string]string{"BLOCK:TIME:": "2200-0700"}, "BLOCK:TIME:", "empty"},
+		{"window name space", map[string]string{"BLOCK:TIME:after school": "1500-1800"}, "BLOCK:TIME:after school", "printable"},
+		{"HHMM not digits", map[string]string{"BLOCK:TIME:START": "22h0", "BLOCK:TIME:END": "0700"}, "BLOCK:TIME:START", "HHMM"},
 		{"negative limit", map[string]string{"LIMIT:DATA:DAILY": "-1"}, "LIMIT:DATA:DAILY", "≥ 0"},
 		{"huge limit", map[string]string{"LIMIT:DATA:MONTHLY": "99999999999999999"}, "LIMIT:DATA:MONTHLY", "≤"},
 		{"limit not a number", map[string]string{"LIMIT:DATA:MONTHLY": "2GB"}, "LIMIT:DATA:MONTHLY", "whole number"},
@@ -276,6 +279,7 @@ func TestEffectiveLimitsAndExpiredExtras(t *testing.T) {
 		{"month raises both", map[string]string{"LIMIT:DATA:DAILY": "10", "LIMIT:DATA:MONTHLY": "100", "LIMIT:DATA:EXTRA:202611": "7"}, day, Limit(17), Limit(107), map[string]int64{"202611": 7}},
 		{"day and month sum", map[string]string{"LIMIT:DATA:MONTHLY": "100", "LIMIT:DATA:EXTRA:202611": "7", "LIMIT:DATA:EXTRA:20261123": "5"}, day, nil, Limit(112), map[string]int64{"202611": 7, "20261123": 5}},
 		{"other periods ignored", map[string]string{"LIMIT:DATA:MONTHLY": "100", "LIMIT:DATA:EXTRA:202610": "7", "LIMIT:DATA:EXTRA:20261122": "5", "LIMIT:DATA:EXTRA:20261124": "3", "LIMIT:DATA:EXTRA:202612": "1"}, day, nil, Limit(100), map[string]int64{"20261124": 3, "202612": 1}},
+		{"every extra expired", map[string]string{"LIMIT:DATA:DAILY": "10", ExtraKey("202610"): "7", ExtraKey("20261122"): "5"}, day, Limit(10), nil, nil},
 		{"max sums stay exact", map[string]string{"LIMIT:DATA:DAILY": "70368744177664", "LIMIT:DATA:EXTRA:202611": "70368744177664", "LIMIT:DATA:EXTRA:20261123": "70368744177664"}, day, Limit(3 * MaxBytes), nil, map[string]int64{"202611": MaxBytes, "20261123": MaxBytes}},
 	}
 	for _, c := range cases {
@@ -288,7 +292,10 @@ func TestEffectiveLimitsAndExpiredExtras(t *testing.T) {
 			if diff := cmp.Diff([]*int64{c.wantD, c.wantM}, []*int64{d, m}); diff != "" {
 				t.Errorf("limits (-want +got):\n%s", diff)
 			}
-			pc.DropExpiredExtras(c.at)
+			before := len(pc.Extras)
+			if dropped := pc.DropExpiredExtras(c.at); dropped != (before != len(c.wantExtras)) {
+				t.Errorf("DropExpiredExtras reported %v with %d extras before, %d after", dropped, before, len(c.wantExtras))
+			}
 			if diff := cmp.Diff(c.wantExtras, pc.Extras, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("after drop (-want +got):\n%s", diff)
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dabom/dpcs/policy"
 )
 
 func TestWithReplicaAckValidates(t *testing.T) {
@@ -265,5 +268,319 @@ func TestReplicaAckRedisDown(t *testing.T) {
 	_, err = e.ApplyBatch(context.Background(), ackEvents(t, 2))
 	if err == nil || errors.Is(err, ErrNotReplicated) || errors.Is(err, ErrInvalid) {
 		t.Fatalf("got %v, want a connection error", err)
+	}
+}
+
+// ackedEngine is an engine asking for replicas acknowledgements on a
+// miniredis whose WAIT replies hook rewrites; family 100 and 101 are
+// provisioned with member 1.
+func ackedEngine(t *testing.T, replicas int, hook *faultHook, opts ...Option) (*miniredis.Miniredis, *Engine, *[]ApplyInfo) {
+	t.Helper()
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	infos := &[]ApplyInfo{}
+	e, err := New(rdb, append([]Option{WithReplicaAck(replicas, 50*time.Millisecond),
+		WithHooks(Hooks{OnApply: func(i ApplyInfo) { *infos = append(*infos, i) }})}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	provision(t, e, 100, 101)
+	if err := e.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rdb.AddHook(hook)
+	return m, e, infos
+}
+
+// When enough replicas acknowledge, ApplyBatch returns the results and
+// reports the acknowledgements; a batch of replays writes a barrier for
+// WAIT to cover. Fewer than asked for is a NotReplicatedError.
+func TestReplicaAckAcknowledged(t *testing.T) {
+	hook := &faultHook{after: ackReplicas(2)}
+	m, e, infos := ackedEngine(t, 2, hook)
+	ctx := context.Background()
+	evs := ackEvents(t, 3)
+	rs, err := e.ApplyBatch(ctx, evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rs {
+		if r.Duplicate || r.Decision != policy.Allowed || r.MonthlyUsed == 0 {
+			t.Errorf("event %d: %+v, want allowed and charged", i, r)
+		}
+	}
+	if m.Exists(e.k.replicaAck(100)) {
+		t.Error("barrier written although the batch wrote")
+	}
+	again, err := e.ApplyBatch(ctx, evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range again {
+		if want := rs[i]; !r.Duplicate || r.Remaining != want.Remaining {
+			t.Errorf("replay %d: %+v, want the original %+v as a duplicate", i, r, want)
+		}
+	}
+	if !m.Exists(e.k.replicaAck(100)) || m.TTL(e.k.replicaAck(100)) != time.Second {
+		t.Errorf("no barrier with a second's TTL after a batch of replays (TTL %v)", m.TTL(e.k.replicaAck(100)))
+	}
+	hook.after = ackReplicas(1)
+	_, err = e.ApplyBatch(ctx, []Event{{ID: "evt_more", FamilyID: 101, CustomerID: 1, Bytes: 1, At: evs[0].At}})
+	var nr *NotReplicatedError
+	if !errors.As(err, &nr) || nr.Acked != 1 || nr.Want != 2 {
+		t.Fatalf("one of two replicas: %v, want a NotReplicatedError", err)
+	}
+	if want := fmt.Sprintf("quota: 1 of 2 replicas of %s acknowledged the batch within 50ms", m.Addr()); err.Error() != want {
+		t.Errorf("message %q, want %q", err, want)
+	}
+	var got []int
+	for _, i := range *infos {
+		got = append(got, i.Replicas)
+	}
+	if diff := cmp.Diff([]int{2, 2, 1}, got); diff != "" {
+		t.Errorf("OnApply replicas (-want +got):\n%s", diff)
+	}
+}
+
+// With replica acks, ApplyMarked checks the markers in a round trip of its
+// own before judging, and advances them after WAIT: a stale state judges
+// nothing, and a rebuild that begins while the batch waits for its
+// replicas makes the batch stale.
+func TestReplicaAckMarked(t *testing.T) {
+	hook := &faultHook{after: ackReplicas(1)}
+	m, e, infos := ackedEngine(t, 1, hook)
+	ctx := context.Background()
+	evs := ackEvents(t, 2)
+	sent := 0 // apply scripts
+	hook.before = func(cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if c.Name() == "evalsha" && c.Args()[1] == e.apply.Hash() {
+				sent++
+				if !slices.Contains(names(cmds), "wait") {
+					t.Errorf("apply script sent without WAIT: %v", names(cmds))
+				}
+			}
+		}
+		return nil
+	}
+	stale := func(what string, rs []Result, err error, want string) {
+		t.Helper()
+		var se *StaleError
+		if rs != nil || !errors.As(err, &se) || !strings.Contains(se.Reason, want) {
+			t.Fatalf("%s: %v, %v; want a StaleError saying %q", what, rs, err, want)
+		}
+	}
+	used := func() int64 {
+		t.Helper()
+		f, err := e.Family(ctx, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f.Used
+	}
+
+	rs, err := e.ApplyMarked(ctx, "g1", []Mark{{Stream: "usage/0", From: 0, To: 2}}, evs)
+	stale("never rebuilt", rs, err, "no state marker")
+	if sent != 0 || used() != 0 {
+		t.Fatalf("a stale state judged: %d batches sent, %d bytes used", sent, used())
+	}
+
+	if _, err := e.BeginRebuild(ctx, "g1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.FinishRebuild(ctx, "g1", map[string]int64{"usage/0": 0}); err != nil {
+		t.Fatal(err)
+	}
+	rs, err = e.ApplyMarked(ctx, "g1", []Mark{{Stream: "usage/0", From: 0, To: 2}}, evs)
+	if err != nil || len(rs) != 2 || rs[0].Decision != policy.Allowed {
+		t.Fatalf("ApplyMarked = %+v, %v", rs, err)
+	}
+	if st, err := e.State(ctx); err != nil || len(st) != 1 || st[0].Watermarks["usage/0"] != 2 || st[0].Generation != "g1" {
+		t.Errorf("State after the batch = %+v, %v; want g1 at 2", st, err)
+	}
+	if last := (*infos)[len(*infos)-1]; last.Replicas != 1 || last.Err != nil || last.Events != 2 {
+		t.Errorf("OnApply got %+v", last)
+	}
+
+	// A rebuild begins while the batch waits for its replicas.
+	rebuilder, err := New(redis.NewClient(&redis.Options{Addr: m.Addr()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rebuilder.rdb.Close()
+	hook.after = func(cmds []redis.Cmder) {
+		ackReplicas(1)(cmds)
+		if slices.Contains(names(cmds), "wait") {
+			if _, err := rebuilder.BeginRebuild(ctx, "g2"); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	more := []Event{{ID: "evt_late", FamilyID: 100, CustomerID: 1, Bytes: 1, At: evs[0].At}}
+	rs, err = e.ApplyMarked(ctx, "g1", []Mark{{Stream: "usage/0", From: 2, To: 3}}, more)
+	stale("rebuild during WAIT", rs, err, "the state generation changed while the batch was judged")
+	if st, _ := e.State(ctx); st[0].Watermarks["usage/0"] != 2 {
+		t.Errorf("watermark advanced by a stale batch: %+v", st)
+	}
+}
+
+// Redis failing at the check or at the advance fails the marked batch.
+func TestReplicaAckMarkedRedisErrors(t *testing.T) {
+	hook := &faultHook{after: ackReplicas(1)}
+	m, e, _ := ackedEngine(t, 1, hook)
+	ctx := context.Background()
+	if err := e.FinishRebuild(ctx, "g1", nil); err != nil {
+		t.Fatal(err)
+	}
+	evs := ackEvents(t, 1)
+	marks := []Mark{{Stream: "usage/0", From: 0, To: 1}}
+
+	m.SetError("ERR check down")
+	_, err := e.ApplyMarked(ctx, "g1", marks, evs)
+	if err == nil || !strings.HasPrefix(err.Error(), "quota: state check: ERR check down") || errors.Is(err, ErrStale) {
+		t.Errorf("check failing: %v", err)
+	}
+	m.SetError("")
+
+	hook.after = func(cmds []redis.Cmder) {
+		ackReplicas(1)(cmds)
+		if slices.Contains(names(cmds), "wait") {
+			m.SetError("ERR advance down")
+		}
+	}
+	_, err = e.ApplyMarked(ctx, "g1", marks, evs)
+	if err == nil || !strings.HasPrefix(err.Error(), "quota: state advance: ERR advance down") || errors.Is(err, ErrStale) {
+		t.Errorf("advance failing: %v", err)
+	}
+	m.SetError("")
+	hook.after = ackReplicas(1)
+	rs, err := e.ApplyMarked(ctx, "g1", marks, evs)
+	if err != nil || !rs[0].Duplicate {
+		t.Errorf("retry after the failures = %+v, %v; want the event judged once, a duplicate now", rs, err)
+	}
+}
+
+// With replica acks as without: a family restored by another generation
+// refuses the batch, and a corrupt dedupe record fails it.
+func TestReplicaAckRefusals(t *testing.T) {
+	hook := &faultHook{after: ackReplicas(1)}
+	m, e, _ := ackedEngine(t, 1, hook)
+	ctx := context.Background()
+	if err := e.Restore(ctx, FamilyState{FamilyID: 100, Provisioned: true, Plan: gb, Members: []MemberState{{CustomerID: 1}}, Generation: "g2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.FinishRebuild(ctx, "g1", nil); err != nil {
+		t.Fatal(err)
+	}
+	ev := ackEvents(t, 1)[0]
+	_, err := e.ApplyMarked(ctx, "g1", nil, []Event{ev})
+	if !errors.Is(err, ErrStale) || !strings.Contains(err.Error(), "family 100 was restored by state generation g2, not g1") {
+		t.Errorf("family of another generation: %v", err)
+	}
+
+	ev.FamilyID = 101
+	m.HSet(e.k.events(101, e.bucket(time.Now())), ev.ID, "garbage")
+	_, err = e.ApplyBatch(ctx, []Event{ev})
+	if err == nil || !strings.HasPrefix(err.Error(), `quota: event 0: malformed stored result "garbage"`) {
+		t.Errorf("corrupt record: %v", err)
+	}
+}
+
+// A Redis that loses its scripts and then fails to load them, or fails the
+// batch's second run, or the barrier write, fails the batch with that error.
+func TestReplicaAckRetryFailures(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		replay  bool
+		fail    func(cmds []redis.Cmder, after *bool) bool
+		wantErr string
+	}{
+		{
+			name:    "script load",
+			fail:    func(cmds []redis.Cmder, _ *bool) bool { return cmds[0].Name() == "script" },
+			wantErr: "quota: load apply script: ERR injected",
+		},
+		{
+			name: "second run",
+			fail: func(cmds []redis.Cmder, loaded *bool) bool {
+				if cmds[0].Name() == "script" {
+					*loaded = true
+				}
+				return *loaded && cmds[0].Name() == "evalsha"
+			},
+			wantErr: "quota: apply: ERR injected",
+		},
+		{
+			name:    "barrier",
+			replay:  true,
+			fail:    func(cmds []redis.Cmder, _ *bool) bool { return cmds[0].Name() == "set" },
+			wantErr: "quota: replica ack barrier: ERR injected",
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			hook := &faultHook{after: ackReplicas(1)}
+			_, e, _ := ackedEngine(t, 1, hook)
+			ctx := context.Background()
+			evs := ackEvents(t, 2)
+			if tt.replay {
+				if _, err := e.ApplyBatch(ctx, evs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := e.rdb.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			var state bool
+			hook.before = func(cmds []redis.Cmder) error {
+				if tt.fail(cmds, &state) {
+					return injected
+				}
+				return nil
+			}
+			rs, err := e.ApplyBatch(ctx, evs)
+			if rs != nil || err == nil || err.Error() != tt.wantErr || errors.Is(err, ErrNotReplicated) {
+				t.Errorf("ApplyBatch = %v, %v; want %q", rs, err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// After NOSCRIPT the batch runs twice, each run ending in its own WAIT: the
+// batch is acknowledged by the fewer of the two.
+func TestReplicaAckAfterNoScript(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		first, second int64
+	}{
+		{"second fewer", 2, 1},
+		{"first fewer", 1, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			waits := 0
+			hook := &faultHook{after: func(cmds []redis.Cmder) {
+				if slices.Contains(names(cmds), "wait") {
+					waits++
+					n := tt.first
+					if waits > 1 {
+						n = tt.second
+					}
+					ackReplicas(n)(cmds)
+				}
+			}}
+			_, e, infos := ackedEngine(t, 2, hook)
+			ctx := context.Background()
+			if err := e.rdb.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			_, err := e.ApplyBatch(ctx, ackEvents(t, 2))
+			var nr *NotReplicatedError
+			if !errors.As(err, &nr) || nr.Acked != 1 || nr.Want != 2 {
+				t.Errorf("got %v, want 1 of 2 replicas", err)
+			}
+			if waits != 2 || len(*infos) != 1 || (*infos)[0].Replicas != 1 {
+				t.Errorf("%d WAITs, OnApply %+v; want 2 WAITs and Replicas 1", waits, *infos)
+			}
+		})
 	}
 }

@@ -129,3 +129,82 @@ var prefixSeq atomic.Int64
 func uniquePrefix() string {
 	return fmt.Sprintf("t%d:%d:", time.Now().UnixNano(), prefixSeq.Add(1))
 }
+
+// Advance raises the watermarks for work judged outside ApplyMarked, after
+// the same check; CheckState only checks.
+func TestAdvanceAndCheckState(t *testing.T) {
+	ctx := context.Background()
+	e, err := New(newMiniredis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.FinishRebuild(ctx, "g1", map[string]int64{"policy/0": 5}); err != nil {
+		t.Fatal(err)
+	}
+	watermarks := func() map[string]int64 {
+		t.Helper()
+		st, err := e.State(ctx)
+		if err != nil || len(st) != 1 {
+			t.Fatalf("State = %+v, %v", st, err)
+		}
+		return st[0].Watermarks
+	}
+	if err := e.CheckState(ctx, "g1", []Mark{{Stream: "policy/0", From: 5, To: 99}}); err != nil {
+		t.Errorf("CheckState at the watermark: %v", err)
+	}
+	if diff := cmp.Diff(map[string]int64{"policy/0": 5}, watermarks()); diff != "" {
+		t.Errorf("CheckState moved the watermarks (-want +got):\n%s", diff)
+	}
+	if err := e.Advance(ctx, "g1", []Mark{{Stream: "policy/0", From: 5, To: 8}, {Stream: "policy/1", From: 0, To: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	// A replay from before the watermark never lowers it.
+	if err := e.Advance(ctx, "g1", []Mark{{Stream: "policy/0", From: 3, To: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]int64{"policy/0": 8, "policy/1": 2}, watermarks()); diff != "" {
+		t.Errorf("after Advance (-want +got):\n%s", diff)
+	}
+	for _, tt := range []struct {
+		gen   string
+		marks []Mark
+		why   string
+	}{
+		{"g1", []Mark{{Stream: "policy/0", From: 9, To: 10}}, "stream policy/0: this Redis node has judged up to position 8 but position 9 is next"},
+		{"g0", []Mark{{Stream: "policy/0", From: 8, To: 10}}, "state generation is g1, expected g0"},
+	} {
+		err := e.Advance(ctx, tt.gen, tt.marks)
+		var se *StaleError
+		if !errors.As(err, &se) || !strings.HasPrefix(se.Reason, tt.why) {
+			t.Errorf("Advance(%s, %v) = %v, want stale: %s", tt.gen, tt.marks, err, tt.why)
+		} else if err.Error() != "quota: the redis state cannot be trusted: "+se.Reason {
+			t.Errorf("message %q", err)
+		}
+	}
+	if diff := cmp.Diff(map[string]int64{"policy/0": 8, "policy/1": 2}, watermarks()); diff != "" {
+		t.Errorf("a refused Advance moved the watermarks (-want +got):\n%s", diff)
+	}
+}
+
+func TestFinishRebuildInvalid(t *testing.T) {
+	ctx := context.Background()
+	e, err := New(newMiniredis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, call := range map[string]func() error{
+		"empty generation":      func() error { return e.FinishRebuild(ctx, "", nil) },
+		"rebuilding generation": func() error { return e.FinishRebuild(ctx, RebuildingPrefix+"g", nil) },
+		"stream with a space":   func() error { return e.FinishRebuild(ctx, "g", map[string]int64{"a b": 1}) },
+		"stream with a bar":     func() error { return e.FinishRebuild(ctx, "g", map[string]int64{"a|b": 1}) },
+		"negative watermark":    func() error { return e.FinishRebuild(ctx, "g", map[string]int64{"a": -1}) },
+		"empty begin":           func() error { _, err := e.BeginRebuild(ctx, ""); return err },
+	} {
+		if err := call(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+	if st, err := e.State(ctx); err != nil || st[0].Generation != "" {
+		t.Errorf("a refused call wrote a marker: %+v, %v", st, err)
+	}
+}
