@@ -103,7 +103,7 @@ func (g *Guard) CompleteBatch(ctx context.Context, claims []Claim, results [][]b
 			d := time.Since(start)
 			for i, c := range claims {
 				e := err
-				if errs != nil {
+				if len(errs) == len(claims) { // else the store answered out of contract: err says so
 					e = errs[i]
 				}
 				g.hooks.OnComplete(CompleteInfo{Key: c.Key, Duration: d, Err: e})
@@ -155,7 +155,7 @@ func (g *Guard) ReleaseBatch(ctx context.Context, claims []Claim) (err error) {
 			d := time.Since(start)
 			for i, c := range claims {
 				e := err
-				if errs != nil {
+				if len(errs) == len(claims) { // else the store answered out of contract: err says so
 					e = errs[i]
 				}
 				g.hooks.OnRelease(CompleteInfo{Key: c.Key, Duration: d, Err: e})

@@ -398,9 +398,6 @@ func TestGuardBatchInvalid(t *testing.T) {
 // with an error (joinKeyErrs) — with hooks set too, each claim reported to
 // its hook with that error.
 func TestGuardBatchShortAnswerWithHooks(t *testing.T) {
-	t.Skip("defect in batch.go: CompleteBatch and ReleaseBatch index errs[i] for every claim in their hook defer; " +
-		"a BatchStore returning fewer answers than keys makes OnComplete/OnRelease panic (index out of range) " +
-		"instead of the batch returning joinKeyErrs' error")
 	ctx := context.Background()
 	short := &funcBatchStore{
 		funcStore: funcStore{tb: t},
