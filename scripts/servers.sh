@@ -49,7 +49,7 @@ dpcs_install() {
 	fi
 }
 
-# Debian's Chromium for the browser tests (internal/browsertest), with a
+# Debian's Chromium for the browser tests (internal/testenv/browsertest), with a
 # Korean font (the family app is Korean by default; without one, screenshots
 # show boxes). The browser tests fail rather than skip from here on.
 dpcs_install_browser() {

@@ -21,7 +21,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/envelope/kafkarecord"
-	"github.com/dabom/dpcs/internal/browsertest"
+	"github.com/dabom/dpcs/internal/testenv/browsertest"
 )
 
 const mib = 1 << 20

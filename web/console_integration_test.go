@@ -18,7 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/dabom/dpcs/internal/browsertest"
+	"github.com/dabom/dpcs/internal/testenv/browsertest"
 )
 
 // The back office's stories (issue 15) in a real browser against the

@@ -23,7 +23,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dabom/dpcs/internal/pipebench"
+	"github.com/dabom/dpcs/internal/bench/pipebench"
 )
 
 func main() {

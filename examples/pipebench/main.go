@@ -32,7 +32,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/buildinfo"
-	"github.com/dabom/dpcs/internal/pipebench"
+	"github.com/dabom/dpcs/internal/bench/pipebench"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
 	"github.com/dabom/dpcs/service/judge"

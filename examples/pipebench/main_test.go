@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dabom/dpcs/internal/pipebench"
+	"github.com/dabom/dpcs/internal/bench/pipebench"
 )
 
 func TestParseRatesAndLabels(t *testing.T) {

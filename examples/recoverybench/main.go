@@ -27,8 +27,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dabom/dpcs/internal/buildinfo"
-	"github.com/dabom/dpcs/internal/pipebench"
-	"github.com/dabom/dpcs/internal/recoverybench"
+	"github.com/dabom/dpcs/internal/bench/pipebench"
+	"github.com/dabom/dpcs/internal/bench/recoverybench"
 	"github.com/dabom/dpcs/quota"
 )
 

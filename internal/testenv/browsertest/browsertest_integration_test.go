@@ -10,7 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/dabom/dpcs/internal/browsertest"
+	"github.com/dabom/dpcs/internal/testenv/browsertest"
 )
 
 // The harness itself: the all-in-one serves the front-ends, a tab loads one,

@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
-	"github.com/dabom/dpcs/internal/pipebench"
+	"github.com/dabom/dpcs/internal/bench/pipebench"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/recovery"
