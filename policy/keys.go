@@ -346,7 +346,8 @@ func (c Constraints) Map() map[string]string {
 	return m
 }
 
-// Validate checks c by round-tripping it through its map form.
+// Validate checks c by round-tripping it through its map form (a value
+// built by hand may hold anything; one from ParseConstraints passes).
 func (c Constraints) Validate() error {
 	_, err := ParseConstraints(c.Map())
 	return err

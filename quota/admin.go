@@ -124,23 +124,28 @@ func (e *Engine) SetThresholds(ctx context.Context, fid int64, t policy.Threshol
 // SetConstraints replaces the member's constraints with m if version is newer
 // than the stored one (versions are monotonic per member; the first is 1) and
 // reports whether it did. m is validated (policy.ParseConstraints) and stored
-// in canonical form; an empty map removes every constraint.
+// in canonical form; an empty map removes every constraint. A caller that
+// holds the parsed constraints already passes them to Enforce.
 func (e *Engine) SetConstraints(ctx context.Context, fid, cid, version int64, m map[string]string) (bool, error) {
+	c, err := policy.ParseConstraints(m)
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return e.setConstraints(ctx, fid, cid, version, c)
+}
+
+// setConstraints is SetConstraints of parsed constraints.
+func (e *Engine) setConstraints(ctx context.Context, fid, cid, version int64, c policy.Constraints) (bool, error) {
 	if err := checkMember(fid, cid); err != nil {
 		return false, err
 	}
 	if version <= 0 {
 		return false, fmt.Errorf("%w: version must be ≥ 1", ErrInvalid)
 	}
-	canon, err := policy.Canonical(m)
-	if err != nil {
+	if err := c.Validate(); err != nil {
 		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	fields, err := constraintFields(canon)
-	if err != nil {
-		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	args := append([]any{version}, fields...)
+	args := append([]any{version}, constraintFields(c)...)
 	n, err := constraintsScript.Run(ctx, e.rdb, []string{e.k.constraints(fid, cid), e.k.version(fid, cid)}, args...).Int()
 	if err != nil {
 		return false, fmt.Errorf("quota: set constraints: %w", err)
@@ -374,16 +379,17 @@ type Enforcement struct {
 	Status MemberStatus
 }
 
-// Enforce applies a policy update (SetConstraints: only if version is newer)
-// and then reports the member's standing — retroactive enforcement:
+// Enforce applies a policy update of parsed constraints (policy.
+// ParseConstraints; only if version is newer, as SetConstraints) and then
+// reports the member's standing — retroactive enforcement:
 // a member whose usage is at or over a new limit is reported blocked at once, so
 // a CUSTOMER_BLOCKED notification can go out before the member's next event.
 // The standing is derived from usage and limits; nothing is written as
 // BLOCK:ACCESS, so raising the limit or a new period unblocks by itself. The
 // status is reported even when the update was stale (the API may have written
 // the same version already).
-func (e *Engine) Enforce(ctx context.Context, fid, cid, version int64, constraints map[string]string) (Enforcement, error) {
-	applied, err := e.SetConstraints(ctx, fid, cid, version, constraints)
+func (e *Engine) Enforce(ctx context.Context, fid, cid, version int64, c policy.Constraints) (Enforcement, error) {
+	applied, err := e.setConstraints(ctx, fid, cid, version, c)
 	if err != nil {
 		return Enforcement{}, err
 	}

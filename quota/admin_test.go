@@ -27,7 +27,7 @@ func TestAdminRejectsBadFamily(t *testing.T) {
 		"SetTopUps":      func(fid int64) error { _, err := e.SetTopUps(ctx, fid, "202602", 1); return err },
 		"SetThresholds":  func(fid int64) error { return e.SetThresholds(ctx, fid, policy.Thresholds{50}) },
 		"SetConstraints": func(fid int64) error { _, err := e.SetConstraints(ctx, fid, 1, 1, nil); return err },
-		"Enforce":        func(fid int64) error { _, err := e.Enforce(ctx, fid, 1, 1, nil); return err },
+		"Enforce":        func(fid int64) error { _, err := e.Enforce(ctx, fid, 1, 1, policy.Constraints{}); return err },
 		"AddMember":      func(fid int64) error { return e.AddMember(ctx, fid, 1) },
 		"RemoveMember":   func(fid int64) error { return e.RemoveMember(ctx, fid, 1) },
 		"Status":         func(fid int64) error { _, err := e.Status(ctx, fid, 1); return err },
@@ -115,16 +115,16 @@ func TestInvalidStoredConstraints(t *testing.T) {
 		t.Errorf("Family: %v, want %q", err, want)
 	}
 	// A stale update is not written, so the stored ones stay and fail the status.
-	enf, err := e.Enforce(ctx, 1, 1, 1, map[string]string{policy.KeyLimitDaily: "20"})
+	enf, err := e.Enforce(ctx, 1, 1, 1, rules(t, map[string]string{policy.KeyLimitDaily: "20"}))
 	if err == nil || !strings.HasPrefix(err.Error(), want) || enf.Applied {
 		t.Errorf("Enforce with a stale version: %+v, %v; want %q", enf, err, want)
 	}
 	// A newer one replaces them.
-	enf, err = e.Enforce(ctx, 1, 1, 2, map[string]string{policy.KeyLimitDaily: "20"})
+	enf, err = e.Enforce(ctx, 1, 1, 2, rules(t, map[string]string{policy.KeyLimitDaily: "20"}))
 	if err != nil || !enf.Applied || enf.Status.Constraints[policy.KeyLimitDaily] != "20" || enf.Status.Version != 2 {
 		t.Errorf("Enforce with a newer version: %+v, %v", enf, err)
 	}
-	if _, err := e.Enforce(ctx, 1, 1, 3, map[string]string{"NOPE": "1"}); !errors.Is(err, ErrInvalid) {
-		t.Errorf("Enforce with invalid constraints: %v, want ErrInvalid", err)
+	if _, err := e.Enforce(ctx, 1, 1, 3, policy.Constraints{DailyLimit: policy.Limit(-1)}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Enforce with invalid (hand-built) constraints: %v, want ErrInvalid", err)
 	}
 }

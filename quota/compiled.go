@@ -38,23 +38,21 @@ const (
 	fieldWindows  = "#w"
 )
 
-// constraintFields returns the constraints hash's fields for a canonical
-// constraint map: fieldCompiled and fieldWindows first (found at once in a
-// compact hash), then its entries in key order; none for an empty map.
-func constraintFields(canon map[string]string) ([]any, error) {
+// constraintFields returns the constraints hash's fields for valid
+// constraints: fieldCompiled and fieldWindows first (found at once in a
+// compact hash), then the canonical map's entries in key order; none when
+// there are no constraints.
+func constraintFields(c policy.Constraints) []any {
+	canon := c.Map()
 	if len(canon) == 0 {
-		return nil, nil
-	}
-	c, err := policy.ParseConstraints(canon)
-	if err != nil {
-		return nil, err
+		return nil
 	}
 	out := make([]any, 0, 2*len(canon)+4)
 	out = append(out, fieldCompiled, compile(canon, c), fieldWindows, compileWindows(c))
 	for _, k := range slices.Sorted(maps.Keys(canon)) {
 		out = append(out, k, canon[k])
 	}
-	return out, nil
+	return out
 }
 
 // compile is fieldCompiled's value for a valid canonical constraint map and

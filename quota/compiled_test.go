@@ -45,16 +45,13 @@ func TestCompileWindows(t *testing.T) {
 // constraint set, by SetConstraints and Restore alike, and dropped by
 // readers; an empty set leaves no hash.
 func TestConstraintFields(t *testing.T) {
-	got, err := constraintFields(map[string]string{policy.KeyThrottleSpeed: "10", policy.KeyBlockAccess: "1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := constraintFields(rules(t, map[string]string{policy.KeyThrottleSpeed: "10", policy.KeyBlockAccess: "1"}))
 	want := []any{fieldCompiled, "10,,10", fieldWindows, "", policy.KeyBlockAccess, "1", policy.KeyThrottleSpeed, "10"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("fields (-want +got):\n%s", diff)
 	}
-	if got, err := constraintFields(map[string]string{}); err != nil || got != nil {
-		t.Errorf("empty set: %v, %v", got, err)
+	if got := constraintFields(policy.Constraints{}); got != nil {
+		t.Errorf("empty set: %v", got)
 	}
 	for _, c := range []struct {
 		in   map[string]string
@@ -64,10 +61,7 @@ func TestConstraintFields(t *testing.T) {
 		{map[string]string{policy.KeyLimitMonthly: "2000", policy.KeyLimitExtraPrefix + "202602": "5"}, "01,2000,"},
 		{map[string]string{policy.KeyBlockTimeStart: "2200", policy.KeyBlockTimeEnd: "0700"}, "00,,"},
 	} {
-		fields, err := constraintFields(c.in)
-		if err != nil {
-			t.Fatal(err)
-		}
+		fields := constraintFields(rules(t, c.in))
 		if fields[0] != fieldCompiled || fields[1] != c.want {
 			t.Errorf("%v: compiled %q, want %q", c.in, fields[1], c.want)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 )
 
@@ -61,7 +62,8 @@ func ExampleEngine_Enforce() {
 	eng.Apply(ctx, quota.Event{ID: "evt_1", FamilyID: 100, CustomerID: 3, Bytes: 1200 << 20, At: time.Now()})
 
 	// An owner cuts the monthly limit to 500 MB: the member is blocked at once.
-	enf, _ := eng.Enforce(ctx, 100, 3, 1, map[string]string{"LIMIT:DATA:MONTHLY": "524288000"})
+	rules, _ := policy.ParseConstraints(map[string]string{"LIMIT:DATA:MONTHLY": "524288000"})
+	enf, _ := eng.Enforce(ctx, 100, 3, 1, rules)
 	fmt.Println(enf.Applied, enf.Status.Decision, enf.Status.Rule)
 	// Output:
 	// true BLOCKED_LIMIT_MONTHLY LIMIT:DATA:MONTHLY

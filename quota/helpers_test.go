@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/dabom/dpcs/policy"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -126,4 +127,17 @@ func ackReplicas(n int64) func(cmds []redis.Cmder) {
 			}
 		}
 	}
+}
+
+// rules parses a constraint map, as the callers of Enforce do.
+func rules(tb interface {
+	Helper()
+	Fatal(...any)
+}, m map[string]string) policy.Constraints {
+	tb.Helper()
+	c, err := policy.ParseConstraints(m)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
 }

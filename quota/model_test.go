@@ -464,7 +464,7 @@ func checkEngineMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 				if v == 0 {
 					v = 1
 				}
-				got, err := e.Enforce(ctx, f, c, v, cons)
+				got, err := e.Enforce(ctx, f, c, v, rules(rt, cons))
 				must(err)
 				applied := m.setConstraints(f, c, v, cons)
 				compare("enforce", Enforcement{Applied: applied, Status: m.status(f, c, policy.MomentOf(now, loc))}, got)

@@ -41,7 +41,7 @@ func TestRedisErrors(t *testing.T) {
 			_, err := e.SetConstraints(ctx, 1, 1, 1, map[string]string{policy.KeyLimitDaily: "1"})
 			return err
 		}},
-		{"Enforce", "quota: set constraints: ", func() error { _, err := e.Enforce(ctx, 1, 1, 1, nil); return err }},
+		{"Enforce", "quota: set constraints: ", func() error { _, err := e.Enforce(ctx, 1, 1, 1, policy.Constraints{}); return err }},
 		{"AddMember", "quota: add member: ", func() error { return e.AddMember(ctx, 1, 2) }},
 		{"RemoveMember", "quota: remove member: ", func() error { return e.RemoveMember(ctx, 1, 1) }},
 		{"Status", "quota: status: ", func() error { _, err := e.Status(ctx, 1, 1); return err }},

@@ -140,14 +140,11 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 		if m.Version < 0 {
 			return fmt.Errorf("%w: customer %d: version must be ≥ 0", ErrInvalid, m.CustomerID)
 		}
-		canon, err := policy.Canonical(m.Constraints)
+		c, err := policy.ParseConstraints(m.Constraints)
 		if err != nil {
 			return fmt.Errorf("%w: customer %d: %w", ErrInvalid, m.CustomerID, err)
 		}
-		fields, err := constraintFields(canon)
-		if err != nil {
-			return fmt.Errorf("%w: customer %d: %w", ErrInvalid, m.CustomerID, err)
-		}
+		fields := constraintFields(c)
 		members = append(members, memberWrite{m.CustomerID, fields, m.Version})
 	}
 	used := map[string]int64{}                       // month -> bytes

@@ -124,7 +124,7 @@ func storyLimitCutWhileOver(t *testing.T, rdb redis.UniversalClient) {
 			t.Fatalf("day -%d: %s", d, r.Decision)
 		}
 	}
-	enf, err := f.e.Enforce(f.ctx, 100, 3, 2, map[string]string{policy.KeyLimitMonthly: fmt.Sprint(500 * mb)})
+	enf, err := f.e.Enforce(f.ctx, 100, 3, 2, rules(t, map[string]string{policy.KeyLimitMonthly: fmt.Sprint(500 * mb)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,10 +141,10 @@ func storyLimitCutWhileOver(t *testing.T, rdb redis.UniversalClient) {
 		t.Errorf("next event: %s, want BLOCKED_LIMIT_MONTHLY", r.Decision)
 	}
 	// A stale replay of the old policy (version 1) changes nothing.
-	if enf, err := f.e.Enforce(f.ctx, 100, 3, 1, twoGB); err != nil || enf.Applied || !enf.Status.Blocked() {
+	if enf, err := f.e.Enforce(f.ctx, 100, 3, 1, rules(t, twoGB)); err != nil || enf.Applied || !enf.Status.Blocked() {
 		t.Errorf("stale update: %+v %v, want ignored and still blocked", enf, err)
 	}
-	enf, err = f.e.Enforce(f.ctx, 100, 3, 3, twoGB)
+	enf, err = f.e.Enforce(f.ctx, 100, 3, 3, rules(t, twoGB))
 	if err != nil || !enf.Applied || enf.Status.Blocked() {
 		t.Fatalf("after raise: %+v %v, want unblocked", enf, err)
 	}
@@ -152,7 +152,7 @@ func storyLimitCutWhileOver(t *testing.T, rdb redis.UniversalClient) {
 		t.Errorf("after raise: %s", r.Decision)
 	}
 	// A new month unblocks by itself too.
-	f.e.Enforce(f.ctx, 100, 3, 4, map[string]string{policy.KeyLimitMonthly: fmt.Sprint(500 * mb)})
+	f.e.Enforce(f.ctx, 100, 3, 4, rules(t, map[string]string{policy.KeyLimitMonthly: fmt.Sprint(500 * mb)}))
 	f.now = kst(t, "2026-03-01 00:00")
 	st, err := f.e.Status(f.ctx, 100, 3)
 	if err != nil || st.Blocked() || st.MonthlyUsed != 0 {

@@ -69,7 +69,11 @@ func (q *quotaTarget) Usage(ctx context.Context, ev simulate.Event) (simulate.Ou
 
 func (q *quotaTarget) Policy(ctx context.Context, ev envelope.Envelope[envelope.PolicyUpdatedPayload]) (simulate.Outcome, error) {
 	p := ev.Payload
-	enf, err := q.e.Enforce(ctx, p.FamilyID, p.TargetCustomerID, p.Version, p.Constraints)
+	rules, err := policy.ParseConstraints(p.Constraints)
+	if err != nil {
+		return simulate.Outcome{}, err
+	}
+	enf, err := q.e.Enforce(ctx, p.FamilyID, p.TargetCustomerID, p.Version, rules)
 	if err == nil && !enf.Applied {
 		err = errors.New("policy update not applied")
 	}

@@ -342,7 +342,7 @@ func (a *Server) changePolicy(ctx context.Context, fid, cid int64, patch PolicyP
 // and the relay's policy-updated event brings it to Redis.
 func (a *Server) enforced(ctx context.Context, up store.PolicyUpdate) PolicyView {
 	v := policyView(up.Policy)
-	v.EventID, v.Extras = up.EventID, a.activeExtras(up.Policy.Rules)
+	v.EventID, v.Extras = up.EventID, a.activeExtras(up.Constraints)
 	if up.Unchanged {
 		// Nothing was written and there is no event to relay: only report
 		// the standing.
@@ -352,7 +352,7 @@ func (a *Server) enforced(ctx context.Context, up store.PolicyUpdate) PolicyView
 		}
 		return v
 	}
-	enf, err := a.cfg.State.Enforce(ctx, up.Policy.FamilyID, up.Policy.CustomerID, up.Policy.Version, up.Policy.Rules)
+	enf, err := a.cfg.State.Enforce(ctx, up.Policy.FamilyID, up.Policy.CustomerID, up.Policy.Version, up.Constraints)
 	if err != nil {
 		a.log.WarnContext(ctx, "api: enforce after policy update", "family", up.Policy.FamilyID,
 			"customer", up.Policy.CustomerID, "version", up.Policy.Version, "err", err)
@@ -530,7 +530,9 @@ func (a *Server) registerFamily() {
 				return nil, a.problem(ctx, err, "path.customerId")
 			}
 			v := policyView(p)
-			v.Extras = a.activeExtras(p.Rules)
+			if c, err := policy.ParseConstraints(p.Rules); err == nil {
+				v.Extras = a.activeExtras(c)
+			}
 			if ms, err := a.cfg.State.Status(ctx, in.FamilyID, in.CustomerID); err == nil {
 				s := standing(ms)
 				v.Standing = &s

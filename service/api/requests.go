@@ -119,11 +119,10 @@ type ExtraView struct {
 	Bytes  int64  `json:"bytes"`
 }
 
-// activeExtras lists the extra allowances of rules in effect now in the
+// activeExtras lists the extra allowances of c in effect now in the
 // engine's zone (today's, then this month's).
-func (a *Server) activeExtras(rules map[string]string) []ExtraView {
-	c, err := policy.ParseConstraints(rules)
-	if err != nil || len(c.Extras) == 0 {
+func (a *Server) activeExtras(c policy.Constraints) []ExtraView {
+	if len(c.Extras) == 0 {
 		return nil
 	}
 	mo := policy.MomentOf(a.now(), a.cfg.State.Location())
@@ -306,7 +305,9 @@ func (a *Server) answered(ctx context.Context, ans store.DataRequestAnswer) (*da
 		}
 	case res.Replayed && r.Status == store.RequestApproved && (r.Grant == envelope.GrantDay || r.Grant == envelope.GrantMonth):
 		if pol, err := a.cfg.Store.GetPolicy(ctx, r.FamilyID, r.CustomerID); err == nil && pol.Version > 0 {
-			if enf, err := a.cfg.State.Enforce(ctx, r.FamilyID, r.CustomerID, pol.Version, pol.Rules); err == nil {
+			if rules, err := policy.ParseConstraints(pol.Rules); err != nil {
+				a.log.WarnContext(ctx, "api: stored policy does not parse", "family", r.FamilyID, "customer", r.CustomerID, "err", err)
+			} else if enf, err := a.cfg.State.Enforce(ctx, r.FamilyID, r.CustomerID, pol.Version, rules); err == nil {
 				s := standing(enf.Status)
 				v.Standing, v.PolicyVersion = &s, pol.Version
 			}

@@ -139,10 +139,14 @@ func (p *Processor) apply(ctx context.Context, usage []usageIn, marks []quota.Ma
 }
 
 func (p *Processor) policyUpdated(ctx context.Context, r *kgo.Record, ev envelope.Event, pl envelope.PolicyUpdatedPayload) ([]*kgo.Record, error) {
+	rules, err := policy.ParseConstraints(pl.Constraints)
+	if err != nil {
+		return []*kgo.Record{p.deadLetter(r, fmt.Errorf("%w: %w", quota.ErrInvalid, err).Error())}, nil
+	}
 	var enf quota.Enforcement
-	err := p.retry(ctx, "redis enforce", func() error {
+	err = p.retry(ctx, "redis enforce", func() error {
 		v, err := p.breaker.Execute(func() (any, error) {
-			return p.qs.Enforce(ctx, pl.FamilyID, pl.TargetCustomerID, pl.Version, pl.Constraints)
+			return p.qs.Enforce(ctx, pl.FamilyID, pl.TargetCustomerID, pl.Version, rules)
 		})
 		if err == nil {
 			enf = v.(quota.Enforcement)

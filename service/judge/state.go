@@ -16,7 +16,7 @@ type Engine interface {
 	ApplyMarked(ctx context.Context, gen string, marks []quota.Mark, evs []quota.Event) ([]quota.Result, error)
 	CheckState(ctx context.Context, gen string, marks []quota.Mark) error
 	Advance(ctx context.Context, gen string, marks []quota.Mark) error
-	Enforce(ctx context.Context, fid, cid, version int64, constraints map[string]string) (quota.Enforcement, error)
+	Enforce(ctx context.Context, fid, cid, version int64, c policy.Constraints) (quota.Enforcement, error)
 	SetPlan(ctx context.Context, fid, bytes int64) (quota.PoolState, error)
 	SetTopUps(ctx context.Context, fid int64, month string, total int64) (quota.PoolState, error)
 	SetThresholds(ctx context.Context, fid int64, t policy.Thresholds) error
@@ -79,11 +79,12 @@ func (s *State) advance(ctx context.Context, gen string, marks []quota.Mark) err
 
 // Family changes: the API and the processor's policy-updated records.
 
-// Enforce applies a member's whole constraint map at version (ignored when
-// the state holds a newer one) and reports the member's standing after it:
-// retroactive enforcement.
-func (s *State) Enforce(ctx context.Context, fid, cid, version int64, constraints map[string]string) (quota.Enforcement, error) {
-	return s.eng.Enforce(ctx, fid, cid, version, constraints)
+// Enforce applies a member's whole constraints, parsed once by the caller
+// (policy.ParseConstraints), at version (ignored when the state holds a
+// newer one) and reports the member's standing after it: retroactive
+// enforcement.
+func (s *State) Enforce(ctx context.Context, fid, cid, version int64, c policy.Constraints) (quota.Enforcement, error) {
+	return s.eng.Enforce(ctx, fid, cid, version, c)
 }
 
 // SetPlan sets the family's monthly plan (quota.Engine.SetPlan).

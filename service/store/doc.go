@@ -19,32 +19,25 @@
 //
 // UpdatePolicy writes, in one transaction, the member's assignment with
 // version + 1, an audit row with before and after, and an outbox row holding
-// the POLICY_UPDATED envelope. The caller then applies the returned version
-// to Redis at once, so the next event is judged by the new policy even
-// before the relay has published:
+// the POLICY_UPDATED envelope (service/outbox). The caller then applies the
+// returned version to Redis at once, through the door to the quota state,
+// so the next event is judged by the new policy even before the relay has
+// published:
 //
 //	up, err := s.UpdatePolicy(ctx, store.PolicyChange{FamilyID: f, CustomerID: c,
 //		Set: map[string]string{"LIMIT:DATA:MONTHLY": "524288000"}, By: actor})
 //	if err != nil { … } // ErrNotFound, ErrStaleVersion, ErrInvalid …
-//	enf, err := eng.Enforce(ctx, f, c, up.Policy.Version, up.Policy.Rules)
+//	enf, err := qs.Enforce(ctx, f, c, up.Policy.Version, up.Constraints) // qs: a *judge.State
 //	relay.Wake()
 //
-// # The relay
-//
-// NewRelay(db, kgoClient) publishes the outbox in id order (seed 004):
-// a cursor, head-of-line retries with backoff (next_retry_at), rows older
-// than the max age moved to outbox_failed, and a lease in outbox_cursor so
-// that of several running relays exactly one publishes. Run it with Run(ctx)
-// and stop it with Close(ctx). Delivery is at least once; policy-updated
-// consumers apply versions, so a repeated or older record changes nothing.
+// The outbox's relay (service/outbox) publishes the outbox in id order.
 //
 // # Rebuild
 //
-// Rebuild(ctx, db, eng, families...) restores the engine's Redis state from
-// SQL after data loss through quota.Engine.Restore: plan, thresholds,
-// members, constraints and versions, this month's top-ups and usage. A family
-// that fails does not stop the others: the RebuildReport lists it and the
-// error wraps ErrRebuildIncomplete.
+// ReadFamilies reads families' whole state for a restore of Redis (plan,
+// thresholds, members, constraints and versions, the accepted months'
+// top-ups, usage and threshold arms, the dedupe window's judged events);
+// service/recovery restores them through the door to the quota state.
 //
 // AddTopUp and SetPlan refuse (*PoolLimitError) a change that would take a
 // month's pool, plan + top-ups, over policy.MaxBytes — the engine would

@@ -52,8 +52,11 @@ type PolicyChange struct {
 // PolicyUpdate is the outcome of UpdatePolicy or ApplyTemplate.
 type PolicyUpdate struct {
 	// Policy is the member's policy after the change; pass its Version and
-	// Rules to quota.Engine.SetConstraints at once.
+	// Constraints to the quota state at once (judge.State.Enforce).
 	Policy Policy
+	// Constraints are Policy.Rules parsed: the store parsed them to
+	// validate the change, and hands them on.
+	Constraints policy.Constraints
 	// Previous are the rules before the change.
 	Previous map[string]string
 	// EventID is the id of the POLICY_UPDATED event written to the outbox;
@@ -201,7 +204,7 @@ func (s *Store) writePolicy(ctx context.Context, tx *sql.Tx, c PolicyChange, act
 		// Nothing changes: no new version, no audit row, no event (a
 		// client retrying a PATCH, or saving an untouched form, would
 		// otherwise bump the version and notify the family).
-		*out = PolicyUpdate{Policy: cur, Previous: cur.Rules, Unchanged: true}
+		*out = PolicyUpdate{Policy: cur, Constraints: parsed, Previous: cur.Rules, Unchanged: true}
 		return nil
 	}
 	p := Policy{FamilyID: c.FamilyID, CustomerID: c.CustomerID, TemplateID: cur.TemplateID, Rules: canon,
@@ -253,7 +256,7 @@ func (s *Store) writePolicy(ctx context.Context, tx *sql.Tx, c PolicyChange, act
 	if err != nil {
 		return err
 	}
-	*out = PolicyUpdate{Policy: p, Previous: cur.Rules, EventID: env.EventID, OutboxID: id}
+	*out = PolicyUpdate{Policy: p, Constraints: parsed, Previous: cur.Rules, EventID: env.EventID, OutboxID: id}
 	return nil
 }
 

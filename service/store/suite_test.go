@@ -464,7 +464,7 @@ func testPolicyNoOp(t *testing.T, e *env) {
 			t.Errorf("%s: %v", c.name, err)
 			continue
 		}
-		want := store.PolicyUpdate{Policy: first.Policy, Previous: first.Policy.Rules, Unchanged: true}
+		want := store.PolicyUpdate{Policy: first.Policy, Constraints: first.Constraints, Previous: first.Policy.Rules, Unchanged: true}
 		if diff := cmp.Diff(want, up); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", c.name, diff)
 		}
