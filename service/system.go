@@ -279,9 +279,9 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 			return nil, fmt.Errorf("seed demo: %w", err)
 		}
 	}
-	// An embedded Redis starts empty: rebuild it from SQL (SPEC §6). So does a
+	// An embedded Redis starts empty: rebuild it from SQL. So does a
 	// freshly seeded demo on a real Redis.
-	// Redis is judged only from a state SQL vouches for (SPEC §6): the
+	// Redis is judged only from a state SQL vouches for (doc/architecture.md, "Never trust Redis blindly"): the
 	// processor checks a state generation and per-partition watermarks with
 	// every batch and rebuilds Redis from SQL when they do not match.
 	rec, closeRec, err := recovery.NewDeployable(s.State, s.DB, kopts, log, false, s.Metrics.OnRecovered)

@@ -56,7 +56,7 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 	return inbox.Migrate(ctx)
 }
 
-// Workers is the processor deployable of SPEC §8: the processor judging
+// Workers is the processor deployable (doc/deploy.md, "The binaries"): the processor judging
 // usage-events and policy-updated, and in the same process the write-behind
 // runner moving usage-persist into the usage_record table and the notifier
 // storing notification-events in the inbox and pushing them to the hub.

@@ -1,4 +1,4 @@
--- Compare-and-delete: drop the claim only while it is ours (seed 001 §2-2), so
+-- Compare-and-delete: drop the claim only while it is ours (idempotency/doc.go: a claim is released only by its holder), so
 -- a worker whose lease expired never deletes the claim of the worker that
 -- took over.
 -- KEYS[1] the key

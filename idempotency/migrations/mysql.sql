@@ -1,5 +1,5 @@
 -- Processed-events table of idempotency.SQLStore (MySQL 8 / MariaDB 10.6+).
--- idempotency_key is `{consumerGroup}:{eventId}` (seed 004 §3.1), unique.
+-- idempotency_key is `{consumerGroup}:{eventId}` (one row per consumer group and event), unique.
 -- done = 0: claimed by token until expires_at; done = 1: completed with
 -- result, remembered until expires_at. Times are Unix milliseconds.
 CREATE TABLE IF NOT EXISTS processed_events (

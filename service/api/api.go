@@ -127,10 +127,10 @@ type Config struct {
 	GatewayTokens []string
 }
 
-// API is DPCS's HTTP API (SPEC §10): huma v2 on a net/http ServeMux, OpenAPI
+// Server is DPCS's HTTP API (doc/deploy.md, "The binaries"): huma v2 on a net/http ServeMux, OpenAPI
 // 3.1 at /openapi.json and /openapi.yaml, docs at /docs.
 //
-// Authorization (SPEC §4): a MEMBER sees its own family (dashboard, its own
+// Authorization (doc/security.md, "Who can do what"): a MEMBER sees its own family (dashboard, its own
 // usage and policies read-only, the inbox); an OWNER manages its family; an
 // ADMIN (a member row with role ADMIN and no family) sees every family and the
 // back office. A request about another family answers 404 exactly as a family

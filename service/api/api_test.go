@@ -416,7 +416,7 @@ func TestAuthTokens(t *testing.T) {
 	}
 }
 
-// TestStory2 is SPEC §13 story 2 at the API level: an owner cuts the monthly
+// TestStory2 is acceptance story 2 (doc/testing.md) at the API level: an owner cuts the monthly
 // limit below the child's usage; the answer and the dashboard show the child
 // blocked at once, the next event is BLOCKED_LIMIT_MONTHLY, the
 // CUSTOMER_BLOCKED notification reaches the SSE stream, and raising the limit

@@ -105,7 +105,7 @@ type DashboardMember struct {
 	Standing
 }
 
-// Dashboard is the family view of SPEC §10.
+// Dashboard is the family view: the pool and every member's share and standing.
 type Dashboard struct {
 	FamilyID    int64             `json:"familyId"`
 	Name        string            `json:"name"`
@@ -268,7 +268,7 @@ type PolicyView struct {
 	FamilyID   int64             `json:"familyId"`
 	CustomerID int64             `json:"customerId"`
 	Version    int64             `json:"version" doc:"Monotonic per member; send it as expectedVersion to avoid overwriting another owner's change"`
-	Rules      map[string]string `json:"rules" doc:"Constraint keys of SPEC §5, e.g. LIMIT:DATA:MONTHLY, BLOCK:ACCESS, BLOCK:APP:<appId>, BLOCK:TIME:START"`
+	Rules      map[string]string `json:"rules" doc:"Constraint keys (doc/architecture.md, the policy package), e.g. LIMIT:DATA:MONTHLY, BLOCK:ACCESS, BLOCK:APP:<appId>, BLOCK:TIME:START"`
 	TemplateID int64             `json:"templateId,omitempty"`
 	UpdatedBy  int64             `json:"updatedBy,omitempty"`
 	UpdatedAt  *time.Time        `json:"updatedAt,omitempty"`
@@ -614,7 +614,7 @@ func (a *Server) registerFamily() {
 	if a.cfg.OwnerTopUpMax < 0 || a.cfg.OwnerTopUpMonthly < 0 {
 		owners = "The operator turned owners' top-ups off: owners get 403."
 	}
-	topOp.Description = "Adds bytes to the family's pool for the rest of the month (SPEC §10; the \"top-up where allowed\" " +
+	topOp.Description = "Adds bytes to the family's pool for the rest of the month (the \"top-up where allowed\" " +
 		"of ask-for-more). " + owners + " Admins are bounded only by the pool's maximum: the plan plus the month's " +
 		"top-ups may total at most 2^46 bytes. Audited; members (not owners) get 403."
 	huma.Register(a.api, topOp, func(ctx context.Context, in *topUpInput) (*topUpOutput, error) {

@@ -13,7 +13,7 @@ import (
 	"github.com/dabom/dpcs/service/store"
 )
 
-// "Ask for more" (SPEC §10a): a member asks its family's owners for extra
+// "Ask for more" (doc/frontends.md): a member asks its family's owners for extra
 // data; an owner approves it — a limit raise for today (DAY) or this month
 // (MONTH), or a top-up of the family pool (TOPUP) — or declines it.
 const (

@@ -49,7 +49,7 @@ type DecisionHooks struct {
 	OnBatch func(DecisionBatchInfo)
 }
 
-// Decisions answers gateways that must ask before granting (SPEC §10a,
+// Decisions answers gateways that must ask before granting (doc/architecture.md,
 // "Synchronous decisions"). Concurrent callers are group-committed: the
 // first caller's events wait a linger for others, and the whole group is
 // judged in one engine pipeline, its records (usage-persist, notifications:

@@ -17,7 +17,7 @@ import (
 	"github.com/dabom/dpcs/quota"
 )
 
-// ProcessorGroup is the consumer group of the processor (seed §9.3).
+// ProcessorGroup is the consumer group of the processor (doc/deploy.md, "Kafka").
 const ProcessorGroup = "processor-usage-group"
 
 // Headers on dead-letter records.
@@ -29,7 +29,7 @@ const (
 )
 
 // StateGuard keeps the processor from judging with a Redis state that lost
-// writes (SPEC §6): it knows the state generation to judge with and brings
+// writes (doc/architecture.md, "Never trust Redis blindly"): it knows the state generation to judge with and brings
 // Redis back when the engine reports the state stale. *Recovery is the
 // implementation; it must be safe for concurrent use.
 type StateGuard interface {
@@ -188,7 +188,7 @@ func NewProcessor(qs *State, kopts []kgo.Opt, opts ...Option) (*Processor, error
 	return p, nil
 }
 
-// ProducerOpts are the seed's producer settings (seed 000 §8.1): lz4, linger
+// ProducerOpts are the seed's producer settings (doc/simulator.md, "Publisher"): lz4, linger
 // 5 ms, 64 KB batches, all in-sync replicas acknowledge, idempotent writes. The
 // default partitioner hashes keys with murmur2 like Kafka's Java client.
 func ProducerOpts() []kgo.Opt {

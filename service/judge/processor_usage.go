@@ -167,7 +167,7 @@ func (p *Processor) policyUpdated(ctx context.Context, r *kgo.Record, ev envelop
 	if !st.Blocked() || st.Decision == policy.BlockedNotMember {
 		return nil, nil
 	}
-	// Retroactive enforcement (SPEC §6): the member is blocked now.
+	// Retroactive enforcement: the member is blocked now, before its next event.
 	rec, err := kafkarecord.New(envelope.TopicNotificationEvents, envelope.New(
 		envelope.DerivedID(envelope.PrefixNotification, ev.EventID, "customer-blocked"), ev.Timestamp,
 		envelope.CustomerBlocked{FamilyID: pl.FamilyID, CustomerID: pl.TargetCustomerID,

@@ -104,7 +104,7 @@ func WithRetryBackoff(base, max time.Duration) Option {
 }
 
 // WithMaxAge sets how old a row may get before a failed publication moves it
-// to outbox_failed instead of retrying (seed 004: releases the head-of-line
+// to outbox_failed instead of retrying (doc/store.md, "Outbox relay": releases the head-of-line
 // block). Default: 5 min.
 func WithMaxAge(d time.Duration) Option {
 	return func(r *Relay) error {
@@ -180,7 +180,7 @@ func WithDialect(name string) Option {
 	}
 }
 
-// Relay publishes the outbox in id order (seed 004 §2): it reads the rows
+// Relay publishes the outbox in id order (doc/store.md, "Outbox relay"): it reads the rows
 // after the cursor, publishes those whose retry time has come up to the
 // first one still waiting, and advances the cursor past every row published
 // (or expired); a failed row is retried with backoff and blocks the rows

@@ -17,7 +17,7 @@ type Families interface {
 	Family(ctx context.Context, fid int64) (quota.FamilyStatus, error)
 }
 
-// CheckInvariants checks the promises of SPEC §13 story 6 for the given
+// CheckInvariants checks the promises of acceptance story 6 (doc/testing.md) for the given
 // families and returns every violation, joined:
 //
 //   - usage_record holds one row per event id;
@@ -27,7 +27,7 @@ type Families interface {
 //   - no pool is overdrawn: used ≤ plan + top-ups;
 //   - no member is over a limit, as raised by its extra allowances (which
 //     holds unless an owner lowered a limit below usage that already
-//     happened, SPEC §13 story 2).
+//     happened: acceptance story 2).
 //
 // The end-to-end, chaos and benchmark harnesses run it after every run.
 func CheckInvariants(ctx context.Context, qs Families, db *sql.DB, families []int64) error {

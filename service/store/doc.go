@@ -1,4 +1,4 @@
-// Package store is DPCS's SQL store (SPEC §10, §12): families, members
+// Package store is DPCS's SQL store (doc/store.md): families, members
 // (MEMBER / OWNER, soft delete) and back-office admins, policy templates and
 // per-member policy assignments with monotonic versions, top-ups, the audit
 // log, the transactional outbox and its ordered relay, refresh tokens with

@@ -102,7 +102,7 @@ func (e *TokenReusedError) Unwrap() error { return ErrTokenReused }
 // family, valid for ttl, and marks token used. Errors: ErrNotFound (unknown
 // token, or its member was removed), ErrTokenExpired, and ErrTokenReused (a
 // *TokenReusedError) when token was already rotated or revoked — then every
-// token of its rotation family is revoked (seed 002: a stolen token's reuse
+// token of its rotation family is revoked (doc/security.md, "Authentication flows": a stolen token's reuse
 // ends the session).
 func (s *Store) RotateRefreshToken(ctx context.Context, token string, ttl time.Duration) (string, RefreshToken, error) {
 	if ttl <= 0 {

@@ -1,4 +1,4 @@
--- usage_record: the history of every judged usage event (seed 000 §11.4),
+-- usage_record: the history of every judged usage event (doc/store.md),
 -- written by the write-behind from usage-persist. event_id is the usage
 -- event's id (the persist payload's originEventId), UNIQUE: a redelivered
 -- record is ignored. MySQL 8 / MariaDB 10.6+.

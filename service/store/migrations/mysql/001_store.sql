@@ -91,7 +91,7 @@ CREATE TABLE IF NOT EXISTS audit_log (
   KEY idx_audit_log_time (created_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
--- outbox (seed 004 §3): append-only; id is the publication order.
+-- outbox (doc/store.md, "Outbox relay"): append-only; id is the publication order.
 CREATE TABLE IF NOT EXISTS outbox (
   id            BIGINT       NOT NULL AUTO_INCREMENT,
   aggregate_key VARCHAR(64)  NOT NULL,
@@ -139,7 +139,7 @@ CREATE TABLE IF NOT EXISTS outbox_failed (
   PRIMARY KEY (id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
--- refresh_token (seed 002): only the SHA-256 of a token is stored;
+-- refresh_token (doc/security.md, "Authentication flows"): only the SHA-256 of a token is stored;
 -- rotation_id groups the tokens of one login session for reuse detection.
 CREATE TABLE IF NOT EXISTS refresh_token (
   id          BIGINT      NOT NULL AUTO_INCREMENT,

@@ -86,7 +86,7 @@ CREATE INDEX IF NOT EXISTS idx_audit_log_family ON audit_log (family_id, id);
 CREATE INDEX IF NOT EXISTS idx_audit_log_actor ON audit_log (actor_id, id);
 CREATE INDEX IF NOT EXISTS idx_audit_log_time ON audit_log (created_at);
 
--- outbox (seed 004 §3): append-only; id is the publication order.
+-- outbox (doc/store.md, "Outbox relay"): append-only; id is the publication order.
 CREATE TABLE IF NOT EXISTS outbox (
   id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,
   aggregate_key TEXT NOT NULL,
@@ -135,7 +135,7 @@ CREATE TABLE IF NOT EXISTS outbox_failed (
 );
 
 
--- refresh_token (seed 002): only the SHA-256 of a token is stored;
+-- refresh_token (doc/security.md, "Authentication flows"): only the SHA-256 of a token is stored;
 -- rotation_id groups the tokens of one login session for reuse detection.
 CREATE TABLE IF NOT EXISTS refresh_token (
   id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,
