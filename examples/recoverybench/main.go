@@ -2,7 +2,7 @@
 // SQL: it seeds a database of its own (dpcs_recoverybench, dropped and created
 // again on the -mysql server) with 100,000 families and their usage history
 // in bulk, empties the Redis server (FLUSHALL), then times
-// store.RebuildGeneration over every family, the same one family per call for
+// recovery.Rebuild over every family, the same one family per call for
 // -per-family of them, and a whole recovery.Guard.RebuildNow (Kafka in
 // process), and prints the figures (and writes them into -doc).
 //

@@ -85,7 +85,7 @@ func (r *Report) Markdown(command, setting string) string {
 	if r.InvariantsErr != nil {
 		fmt.Fprintf(&b, "**Invariants FAILED** on %d families: %v\n", r.InvariantsChecked, r.InvariantsErr)
 	} else {
-		fmt.Fprintf(&b, "Invariants after the run (`service.CheckInvariants` on %d families sampled across the populations, "+
+		fmt.Fprintf(&b, "Invariants after the run (`recovery.CheckInvariants` on %d families sampled across the populations, "+
 			"and one usage_record row per event id over the whole table): **pass**.\n", r.InvariantsChecked)
 	}
 	return b.String()

@@ -24,7 +24,7 @@ import (
 // Config is one measurement over a seeded database.
 type Config struct {
 	// PerFamily is how many families (1..PerFamily) are also rebuilt one
-	// store.RebuildGeneration call each, the shape of a rebuild that reads and
+	// recovery.Rebuild call each, the shape of a rebuild that reads and
 	// restores one family at a time, for the ratio. 0: not measured.
 	PerFamily int
 	// Quiet is the recovery's drain quiet period (recovery.Config.
@@ -37,7 +37,7 @@ type Config struct {
 // Report is what Run measured.
 type Report struct {
 	Families int
-	// Rebuild is store.RebuildGeneration over every family.
+	// Rebuild is recovery.Rebuild over every family.
 	Rebuild time.Duration
 	// PerFamily families were rebuilt one call each in PerFamilyTook.
 	PerFamily     int
@@ -65,7 +65,7 @@ func rate(n int, d time.Duration) float64 {
 }
 
 // Run measures on a seeded database (Seed) and the engine's Redis, which
-// should hold none of the families yet: (a) store.RebuildGeneration over every
+// should hold none of the families yet: (a) recovery.Rebuild over every
 // family, (b) the same families one call each for cfg.PerFamily of them, (c) a
 // whole recovery.Guard.RebuildNow with Kafka in process (kfake, nothing to
 // drain), and Redis's memory before and after. Any family not rebuilt is an
@@ -173,7 +173,7 @@ func (r *Report) Markdown(seeded Seeded, command, setting string) string {
 		n(seeded.Families), n(seeded.Members), n(seeded.Policies), n(seeded.TopUps), n(seeded.UsageRows),
 		n(seeded.Rows()), seeded.Took.Seconds())
 	b.WriteString("| measured | families | took | families/s |\n|---|---:|---:|---:|\n")
-	fmt.Fprintf(&b, "| `store.RebuildGeneration`, every family | %s | %.1f s | %s |\n", n(r.Families), r.Rebuild.Seconds(), n(int(r.Rate())))
+	fmt.Fprintf(&b, "| `recovery.Rebuild`, every family | %s | %.1f s | %s |\n", n(r.Families), r.Rebuild.Seconds(), n(int(r.Rate())))
 	if r.PerFamily > 0 {
 		fmt.Fprintf(&b, "| the same, one call per family (first %s) | %s | %.1f s | %s |\n",
 			n(r.PerFamily), n(r.PerFamily), r.PerFamilyTook.Seconds(), n(int(r.PerFamilyRate())))

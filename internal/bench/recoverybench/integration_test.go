@@ -58,7 +58,7 @@ func TestHarnessOnRealServers(t *testing.T) {
 		t.Errorf("report %+v", rep)
 	}
 	md := rep.Markdown(seeded, "go run ./examples/recoverybench", "setting")
-	for _, want := range []string{"| `store.RebuildGeneration`, every family | 1,200 |", "Batched ÷ one call per family", "12,000 usage_record rows"} {
+	for _, want := range []string{"| `recovery.Rebuild`, every family | 1,200 |", "Batched ÷ one call per family", "12,000 usage_record rows"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}

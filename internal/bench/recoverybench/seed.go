@@ -1,7 +1,7 @@
 // Package recoverybench measures how long DPCS takes to rebuild Redis from SQL
 // after Redis lost its state (recovery.Guard; doc/architecture.md, "Never
 // trust Redis blindly"): it seeds a MariaDB/MySQL database in bulk with a
-// family population and its usage history, then times store.RebuildGeneration
+// family population and its usage history, then times recovery.Rebuild
 // over every family and a whole recovery.Guard.RebuildNow (lease, marker,
 // drain, rebuild, finish) against a real Redis, with Kafka in process (kfake).
 // examples/recoverybench is its command; `make bench` runs it at 100,000
