@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -317,11 +318,25 @@ func apiTags() []*huma.Tag {
 func (a *Server) problem(ctx context.Context, err error, loc string) error {
 	var se huma.StatusError
 	var fe *store.FieldError
+	var ie *judge.InvalidEventError
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &se):
 		return err
+	case errors.As(err, &ie): // before ErrInvalid, which it wraps
+		return huma.Error422UnprocessableEntity("validation failed",
+			&huma.ErrorDetail{Location: "body.events[" + strconv.Itoa(ie.Index) + "]." + strings.TrimPrefix(ie.Field, "payload."),
+				Message: ie.Reason})
+	// The decisions fail closed: 503, nothing granted.
+	case errors.Is(err, quota.ErrStale):
+		a.log.WarnContext(ctx, "api: the Redis state cannot be trusted", "err", err)
+		return huma.Error503ServiceUnavailable("the quota state is being rebuilt: nothing granted, retry shortly")
+	case errors.Is(err, judge.ErrKafkaUnavailable):
+		return huma.Error503ServiceUnavailable("the decisions' records cannot be stored now: nothing granted, retry with the same event ids")
+	case errors.Is(err, judge.ErrUnavailable), errors.Is(err, judge.ErrDecisionsClosed):
+		a.log.ErrorContext(ctx, "api: cannot decide", "err", err)
+		return huma.Error503ServiceUnavailable("cannot decide now: nothing granted, retry with the same event ids")
 	case errors.Is(err, store.ErrBadCredentials):
 		return huma.Error401Unauthorized("bad credentials")
 	case errors.Is(err, store.ErrTokenReused):
@@ -353,10 +368,16 @@ func (a *Server) problem(ctx context.Context, err error, loc string) error {
 		return huma.Error422UnprocessableEntity("validation failed", details...)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return huma.NewError(http.StatusServiceUnavailable, "request cancelled or timed out")
+	case errors.Is(err, errKafka):
+		a.log.WarnContext(ctx, "api: kafka", "err", err)
+		return huma.Error503ServiceUnavailable("Kafka did not answer: try again")
 	}
 	a.log.ErrorContext(ctx, "api: internal error", "err", err)
 	return huma.Error500InternalServerError("internal error")
 }
+
+// errKafka marks a failed call of the back office's Kafka client.
+var errKafka = errors.New("api: kafka")
 
 // notFoundText keeps 404 texts uniform: never more than what was asked about.
 func notFoundText(err error) string {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -14,8 +12,6 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/policy"
-	"github.com/dabom/dpcs/quota"
-	"github.com/dabom/dpcs/service/judge"
 )
 
 const (
@@ -143,7 +139,7 @@ func (a *Server) registerDecisions() {
 			}
 			results, err := a.cfg.Decisions.Decide(ctx, envs)
 			if err != nil {
-				return nil, a.decisionProblem(ctx, err)
+				return nil, a.problem(ctx, err, "body")
 			}
 			out := &decideOutput{Body: DecisionList{Decisions: make([]EventDecision, len(results))}}
 			for i, r := range results {
@@ -153,25 +149,4 @@ func (a *Server) registerDecisions() {
 			}
 			return out, nil
 		})
-}
-
-// decisionProblem fails closed: an invalid event is the caller's to fix
-// (422), anything else is 503 — nothing is granted on a guess.
-func (a *Server) decisionProblem(ctx context.Context, err error) error {
-	var ie *judge.InvalidEventError
-	switch {
-	case errors.As(err, &ie):
-		return huma.Error422UnprocessableEntity("validation failed",
-			&huma.ErrorDetail{Location: "body.events[" + strconv.Itoa(ie.Index) + "]." + strings.TrimPrefix(ie.Field, "payload."),
-				Message: ie.Reason})
-	case errors.Is(err, quota.ErrStale):
-		a.log.WarnContext(ctx, "decisions: the Redis state cannot be trusted", "err", err)
-		return huma.Error503ServiceUnavailable("the quota state is being rebuilt: nothing granted, retry shortly")
-	case errors.Is(err, judge.ErrKafkaUnavailable):
-		return huma.Error503ServiceUnavailable("the decisions' records cannot be stored now: nothing granted, retry with the same event ids")
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return huma.Error503ServiceUnavailable("request cancelled or timed out: retry with the same event ids")
-	}
-	a.log.ErrorContext(ctx, "decisions: cannot decide", "err", err)
-	return huma.Error503ServiceUnavailable("cannot decide now: nothing granted, retry with the same event ids")
 }

@@ -64,7 +64,7 @@ func (a *Server) decideFast(ctx huma.Context, next func(huma.Context)) {
 	a.decidedFast.Add(1)
 	results, err := a.cfg.Decisions.Decide(ctx.Context(), envs)
 	if err != nil {
-		writeProblem(a.api, ctx, a.decisionProblem(ctx.Context(), err))
+		writeProblem(a.api, ctx, a.problem(ctx.Context(), err, "body"))
 		return
 	}
 	out := make([]byte, 0, 64+200*len(results))

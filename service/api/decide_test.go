@@ -210,8 +210,8 @@ func TestDecideEndpoint(t *testing.T) {
 		loc  string
 	}{
 		{"no id", d.event("", famA, childA, 1), "body.events[0].eventId"},
-		{"too old", UsageEvent{EventID: "old", Timestamp: d.clock().Add(-24 * time.Hour), FamilyID: famA, CustomerID: childA, AppID: "a", BytesUsed: 1}, "body.events[0]"},
-		{"future", UsageEvent{EventID: "future", Timestamp: d.clock().Add(time.Hour), FamilyID: famA, CustomerID: childA, AppID: "a", BytesUsed: 1}, "body.events[0]"},
+		{"too old", UsageEvent{EventID: "old", Timestamp: d.clock().Add(-24 * time.Hour), FamilyID: famA, CustomerID: childA, AppID: "a", BytesUsed: 1}, "body.events[0].timestamp"},
+		{"future", UsageEvent{EventID: "future", Timestamp: d.clock().Add(time.Hour), FamilyID: famA, CustomerID: childA, AppID: "a", BytesUsed: 1}, "body.events[0].timestamp"},
 		{"negative", d.event("neg", famA, childA, -1), "body.events[0].bytesUsed"},
 	} {
 		d.problem(http.MethodPost, "/decisions", testGateway, DecisionAsk{Events: []UsageEvent{c.ev}}, http.StatusUnprocessableEntity, c.loc)

@@ -175,7 +175,7 @@ func (a *Server) registerOps() {
 			}
 			page, err := a.cfg.DeadLetters.List(ctx, q)
 			if err != nil {
-				return nil, a.kafkaProblem(ctx, err)
+				return nil, a.problem(ctx, fmt.Errorf("%w: %w", errKafka, err), "")
 			}
 			refs := make([]store.DeadLetterRef, 0, len(page.Records))
 			for _, d := range page.Records {
@@ -276,15 +276,6 @@ func (a *Server) replay(ctx context.Context, r DeadLetterRecord, by store.Actor)
 		out.Status = "already-replayed"
 	}
 	return out
-}
-
-// kafkaProblem answers a failed Kafka read: 503, the error logged.
-func (a *Server) kafkaProblem(ctx context.Context, err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return a.problem(ctx, err, "")
-	}
-	a.log.WarnContext(ctx, "api: kafka", "err", err)
-	return huma.NewError(http.StatusServiceUnavailable, "Kafka did not answer: try again")
 }
 
 func deadLetterView(d DeadLetter) DeadLetterView {

@@ -24,6 +24,9 @@ var (
 	ErrKafkaUnavailable = errors.New("judge: kafka unavailable: decisions are not granted")
 	// ErrDecisionsClosed: Close was called.
 	ErrDecisionsClosed = errors.New("judge: synchronous decisions closed")
+	// ErrUnavailable wraps any other failure to judge (Redis unreachable,
+	// a state generation that cannot be read): nothing was granted.
+	ErrUnavailable = errors.New("judge: cannot decide now")
 )
 
 // GenerationSource names the Redis state generation to judge with, "" when
@@ -248,6 +251,9 @@ func (s *Decisions) run(batch []*asking, n int) {
 	results, err := s.judge(ctx, evs)
 	info.Judge = time.Since(start)
 	if err != nil {
+		if !errors.Is(err, quota.ErrStale) {
+			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
 		fail(err)
 		return
 	}
@@ -263,7 +269,7 @@ func (s *Decisions) run(batch []*asking, n int) {
 			out, err := usageOutputs(e, res, s.loc)
 			if err != nil {
 				// Every field comes from a checked event and the engine.
-				fail(fmt.Errorf("judge: build outputs of %s: %w", e.EventID, err))
+				fail(fmt.Errorf("%w: build outputs of %s: %w", ErrUnavailable, e.EventID, err))
 				return
 			}
 			recs[i] = append(recs[i], out...)
