@@ -860,3 +860,61 @@ func TestLostPartitionsDropped(t *testing.T) {
 		t.Errorf("committed %d after a loss", n)
 	}
 }
+
+// The processor's shape: the handler produces its outputs through the
+// consumer's client without waiting, and its finish step flushes and waits
+// for their acknowledgements (producing the failed ones again) while the
+// next poll is handled. Every committed record's output is in Kafka.
+func TestOutputsAcknowledgedBeforeCommit(t *testing.T) {
+	c := newCluster(t, 3, "out")
+	vals := produce(t, producer(t, c), "v", 300, 3)
+	var cs *Consumer
+	h := HandlerFunc(func(ctx context.Context, b *Batch) error {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		var failed []*kgo.Record
+		send := func(rs []*kgo.Record) {
+			wg.Add(len(rs))
+			for _, r := range rs {
+				cs.Client().Produce(ctx, r, func(r *kgo.Record, err error) {
+					if err != nil {
+						mu.Lock()
+						failed = append(failed, r)
+						mu.Unlock()
+					}
+					wg.Done()
+				})
+			}
+		}
+		outs := make([]*kgo.Record, len(b.Records))
+		for i, r := range b.Records {
+			outs[i] = &kgo.Record{Topic: "out", Value: r.Value}
+		}
+		send(outs)
+		b.Finish(func(ctx context.Context) error {
+			if err := cs.Client().Flush(ctx); err != nil {
+				return err
+			}
+			wg.Wait()
+			mu.Lock()
+			again := failed
+			failed = nil
+			mu.Unlock()
+			if len(again) > 0 {
+				send(again)
+				return fmt.Errorf("%d outputs failed", len(again))
+			}
+			return nil
+		})
+		return nil
+	})
+	cs = newConsumer(t, c, h, WithMaxPoll(20))
+	stop := start(t, cs)
+	waitFor(t, "all committed", func() bool { return total(committed(t, c, group)) == int64(len(vals)) })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := endOffset(t, c, "out"); n < int64(len(vals)) {
+		t.Errorf("%d outputs in Kafka for %d committed records", n, len(vals))
+	}
+}
