@@ -577,16 +577,13 @@ func (c *Consumer) finished(b *Batch) {
 		Duration: time.Since(b.started), Reason: b.reason})
 }
 
-// release forgets b, done or handed to a finish step: what was held back
-// becomes the next batch, and fetching resumes if b had failed.
+// release forgets b, done or handed to a finish step (see nextLocked).
 func (c *Consumer) release(b *Batch) {
 	c.mu.Lock()
 	resume := false
 	if c.pend == b {
 		c.pend = nil
-		resume = c.failing
-		c.failing, c.failures = false, 0
-		c.promoteLocked()
+		resume = c.nextLocked()
 	}
 	c.countLocked()
 	c.mu.Unlock()
@@ -595,12 +592,18 @@ func (c *Consumer) release(b *Batch) {
 	}
 }
 
-// promoteLocked makes the records held back the pending batch.
-func (c *Consumer) promoteLocked() {
-	if c.pend == nil && len(c.held) > 0 {
+// nextLocked follows a pending batch that is gone (done, handed to a finish
+// step, or emptied by a revoke): its retries end, and the records held back
+// while it was retried become the next batch. It reports whether fetching,
+// paused for the retries, must resume.
+func (c *Consumer) nextLocked() (resume bool) {
+	resume = c.failing
+	c.failing, c.failures = false, 0
+	if len(c.held) > 0 {
 		c.pend, c.firstAt = &Batch{Records: c.held, Lag: c.heldLag}, time.Now()
 		c.held, c.heldLag = nil, 0
 	}
+	return resume
 }
 
 func (c *Consumer) countLocked() {

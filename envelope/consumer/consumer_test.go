@@ -404,85 +404,70 @@ func TestRebalanceUnderLoad(t *testing.T) {
 // Close drains what is held; Run's context ending drains too (bounded by
 // WithDrainTimeout); a drain that cannot finish says what it left.
 func TestCloseDrains(t *testing.T) {
-	t.Run("Close", func(t *testing.T) {
-		c := newCluster(t, 2)
-		produce(t, producer(t, c), "v", 10, 2)
-		rec := &recorder{}
-		cs := newConsumer(t, c, rec, WithBatch(1000, time.Hour))
-		stop := start(t, cs)
-		waitFor(t, "held", func() bool { return cs.Pending() == 10 })
-		if err := stop(); err != nil {
-			t.Fatal(err)
-		}
-		if rec.handled() != 10 || total(committed(t, c, group)) != 10 {
-			t.Errorf("handled %d, committed %d; want 10, 10", rec.handled(), total(committed(t, c, group)))
-		}
-		if err := cs.Close(context.Background()); err != nil {
-			t.Errorf("second Close: %v", err)
-		}
-	})
-	t.Run("Run's context", func(t *testing.T) {
-		c := newCluster(t, 2)
-		produce(t, producer(t, c), "v", 10, 2)
-		rec := &recorder{}
-		cs := newConsumer(t, c, rec, WithBatch(1000, time.Hour), WithDrainTimeout(5*time.Second))
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- cs.Run(ctx) }()
-		waitFor(t, "held", func() bool { return cs.Pending() == 10 })
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		if rec.handled() != 10 || total(committed(t, c, group)) != 10 {
-			t.Errorf("handled %d, committed %d; want 10, 10", rec.handled(), total(committed(t, c, group)))
-		}
-		if err := cs.Close(context.Background()); err != nil {
-			t.Errorf("Close after Run: %v", err)
-		}
-	})
-	t.Run("failing", func(t *testing.T) {
-		c := newCluster(t, 2)
-		produce(t, producer(t, c), "v", 10, 2)
-		rec := &recorder{fail: func(*Batch) error { return errors.New("down") }}
-		cs := newConsumer(t, c, rec, WithBatch(1000, time.Hour))
-		done := make(chan error, 1)
-		go func() { done <- cs.Run(context.Background()) }()
-		waitFor(t, "held", func() bool { return cs.Pending() == 10 })
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		defer cancel()
-		err := cs.Close(ctx)
-		if !errors.Is(err, ErrUncommitted) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "10 records") {
-			t.Errorf("Close: %v", err)
-		}
-		if rerr := <-done; rerr != err {
-			t.Errorf("Run: %v", rerr)
-		}
-		if len(rec.seen()) < 2 {
-			t.Errorf("the drain did not retry: %d calls", len(rec.seen()))
-		}
-		if n := total(committed(t, c, group)); n != 0 {
-			t.Errorf("committed %d", n)
-		}
-	})
-	t.Run("cancelled Close", func(t *testing.T) {
-		c := newCluster(t, 2)
-		produce(t, producer(t, c), "v", 10, 2)
-		rec := &recorder{}
-		cs := newConsumer(t, c, rec, WithBatch(1000, time.Hour))
-		done := make(chan error, 1)
-		go func() { done <- cs.Run(context.Background()) }()
-		waitFor(t, "held", func() bool { return cs.Pending() == 10 })
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		if err := cs.Close(ctx); !errors.Is(err, ErrUncommitted) {
-			t.Errorf("Close: %v", err)
-		}
-		<-done
-		if len(rec.seen()) != 0 {
-			t.Errorf("handled with a cancelled context: %v", rec.seen())
-		}
-	})
+	down := func(*Batch) error { return errors.New("down") }
+	for _, tc := range []struct {
+		name      string
+		fail      func(*Batch) error
+		stop      func(t *testing.T, cs *Consumer, cancelRun context.CancelFunc) error // returns Close's error
+		wantErr   func(error) bool
+		committed int64
+		calls     func(int) bool
+	}{
+		{"Close", nil,
+			func(_ *testing.T, cs *Consumer, _ context.CancelFunc) error { return cs.Close(context.Background()) },
+			func(err error) bool { return err == nil }, 10, func(n int) bool { return n == 1 }},
+		{"Run's context", nil,
+			func(t *testing.T, cs *Consumer, cancelRun context.CancelFunc) error {
+				cancelRun()
+				waitFor(t, "drained", func() bool { return cs.Pending() == 0 })
+				return cs.Close(context.Background()) // after Run: what Run returned
+			},
+			func(err error) bool { return err == nil }, 10, func(n int) bool { return n == 1 }},
+		{"failing", down,
+			func(_ *testing.T, cs *Consumer, _ context.CancelFunc) error {
+				ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+				defer cancel()
+				return cs.Close(ctx)
+			},
+			func(err error) bool {
+				return errors.Is(err, ErrUncommitted) && errors.Is(err, context.DeadlineExceeded) && strings.Contains(err.Error(), "10 records")
+			}, 0, func(n int) bool { return n >= 2 }}, // the drain retried
+		{"cancelled Close", nil,
+			func(_ *testing.T, cs *Consumer, _ context.CancelFunc) error {
+				ctx, cancel := context.WithCancel(context.Background())
+				cancel()
+				return cs.Close(ctx)
+			},
+			func(err error) bool { return errors.Is(err, ErrUncommitted) }, 0, func(n int) bool { return n == 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, 2)
+			produce(t, producer(t, c), "v", 10, 2)
+			rec := &recorder{fail: tc.fail}
+			cs := newConsumer(t, c, rec, WithBatch(1000, time.Hour), WithDrainTimeout(5*time.Second))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- cs.Run(ctx) }()
+			waitFor(t, "held", func() bool { return cs.Pending() == 10 })
+			err := tc.stop(t, cs, cancel)
+			if !tc.wantErr(err) {
+				t.Errorf("Close: %v", err)
+			}
+			if rerr := <-done; rerr != err {
+				t.Errorf("Run: %v, Close: %v", rerr, err)
+			}
+			if n := len(rec.seen()); !tc.calls(n) {
+				t.Errorf("handler called %d times", n)
+			}
+			if n := total(committed(t, c, group)); n != tc.committed {
+				t.Errorf("committed %d, want %d", n, tc.committed)
+			}
+			if again := cs.Close(context.Background()); again != err {
+				t.Errorf("second Close: %v, first %v", again, err)
+			}
+		})
+	}
 }
 
 // Finish steps overlap the next batch's handling; batches are committed in

@@ -112,11 +112,9 @@ func (c *Consumer) forget(gone partitions) int {
 		}
 	}
 	resume := false
-	if c.pend == nil && c.failing {
-		resume = true
-		c.failing, c.failures = false, 0
+	if c.pend == nil {
+		resume = c.nextLocked()
 	}
-	c.promoteLocked()
 	c.countLocked()
 	c.mu.Unlock()
 	if resume {
