@@ -466,6 +466,7 @@ func TestCloseDrains(t *testing.T) {
 			if again := cs.Close(context.Background()); again != err {
 				t.Errorf("second Close: %v, first %v", again, err)
 			}
+			noneLeft(t)
 		})
 	}
 }
@@ -532,6 +533,7 @@ func TestOverlappedCommitsInOrder(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+	noneLeft(t)
 	if !commitsOK.Load() {
 		t.Error("a commit went backwards or before its batch's finish step")
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -134,6 +136,16 @@ func total(m map[int32]int64) int64 {
 		n += o
 	}
 	return n
+}
+
+// noneLeft waits until no goroutine runs the consumer's code: Close stops
+// every goroutine the consumer starts.
+func noneLeft(tb testing.TB) {
+	tb.Helper()
+	waitFor(tb, "the consumer's goroutines to end", func() bool {
+		buf := make([]byte, 1<<20)
+		return !strings.Contains(string(buf[:runtime.Stack(buf, true)]), "envelope/consumer.(*Consumer)")
+	})
 }
 
 func waitFor(tb testing.TB, what string, cond func() bool) {
