@@ -211,7 +211,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 // Close stops Run and waits until it has drained (bounded by ctx) and closed
 // the client; it returns what Run returned. Without Run, it runs the
-// WithBeforeClose functions and closes the client. Close is idempotent.
+// WithBeforeClose functions and closes the client. Close is idempotent. It
+// must not be called from a Handler, a finish step or a hook: it waits for
+// them.
 func (c *Consumer) Close(ctx context.Context) error {
 	c.closeOnce.Do(func() {
 		c.life.Lock()
