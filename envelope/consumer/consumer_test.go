@@ -704,14 +704,17 @@ func TestRefusedCommitRetried(t *testing.T) {
 	if n := len(rec.seen()); n > 2 { // one batch per partition at most
 		t.Errorf("handler called %d times: handled again after a refused commit?", n)
 	}
-	var failed []string
+	refusals := 0
 	for _, ci := range log.snapshot().commits {
-		if ci.Err != nil {
-			failed = append(failed, fmt.Sprint(ci.Records, " ", ci.Err))
+		switch {
+		case errors.Is(ci.Err, kerr.OffsetMetadataTooLarge):
+			refusals++
+		case ci.Err != nil: // not the broker's refusal: retried all the same
+			t.Logf("commit of %d records failed: %v", ci.Records, ci.Err)
 		}
 	}
-	if len(failed) != 2 {
-		t.Errorf("OnCommit reported %d refusals, want 2: %q", len(failed), failed)
+	if refusals != 2 {
+		t.Errorf("OnCommit reported %d refusals, want 2", refusals)
 	}
 }
 
