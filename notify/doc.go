@@ -5,12 +5,16 @@
 //
 // # Pieces
 //
-//   - Notifier: the consumer (group notification-group, franz-go). For each
-//     event it dedupes, stores the notification in the inbox, publishes it to
-//     the Hub and queues it for the channels; offsets are committed only
+//   - Notifier: the consumer (group notification-group). For each poll it
+//     dedupes, stores the notifications in the inbox, publishes them to the
+//     Hub and queues them for the channels; offsets are committed only
 //     after that. Malformed records go to notification-events.DLT with a
-//     dlt-reason header. A failing inbox pauses fetching and is retried with
-//     backoff; nothing is skipped.
+//     dlt-reason header. A failing inbox pauses fetching and the same poll
+//     is retried with backoff; nothing is skipped. The Kafka side — poll,
+//     commit, dead letters, pause and backoff, rebalances, the drain on
+//     Close — is package envelope/consumer's lifecycle, shared with the
+//     write-behind; its options (group, topic, dead-letter topic, poll size,
+//     backoff, consumer hooks) are given through WithConsumer.
 //   - Store / SQLInbox: the inbox, table notification in MySQL/MariaDB or
 //     SQLite (dialects via internal/sqldialect, schema embedded from
 //     migrations/). event_id and dedupe_key are UNIQUE; member_id is NULL
@@ -67,12 +71,14 @@
 //	hub, _ := notify.NewHub()
 //	hook, _ := notify.NewWebhook("https://push.example/dpcs", secret)
 //	n, _ := notify.New(inbox, hub, []kgo.Opt{kgo.SeedBrokers(brokers...)},
-//		notify.WithGuard(guard), notify.WithChannel("webhook", hook))
+//		notify.WithGuard(guard), notify.WithChannel("webhook", hook),
+//		notify.WithConsumer(consumer.WithMaxPoll(1000)))
 //	go n.Run(ctx)
 //	sub, _ := hub.Subscribe(familyID, notify.Filter{MemberID: me, Role: notify.RoleMember})
 //	for m := range sub.C { m.WriteTo(w) } // then sub.Err() says why it ended
 //	…
-//	n.Close(shutdownCtx); hub.Close(shutdownCtx)
+//	n.Close(shutdownCtx) // finishes the poll in hand, lets the channels finish, leaves the group
+//	hub.Close(shutdownCtx)
 //
 // The hub is per process: with several notifier instances, a subscriber
 // sees live the notifications consumed by its own process, and every
@@ -89,6 +95,8 @@
 // on HeaderEventID. Answering 4xx (but 408 and 429) tells the webhook not to
 // retry.
 //
-// Observability is through Hooks (OnNotify, OnDeadLetter, OnRetry, OnSend),
-// HubHooks (OnPublish, OnDrop) and an optional *slog.Logger.
+// Observability is through Hooks (OnNotify, OnDeadLetter, OnRetry, OnSend,
+// OnCommit), HubHooks (OnPublish, OnDrop), the consumer's own hooks
+// (WithConsumer(consumer.WithHooks(…)): batches, pauses, rebalances) and an
+// optional *slog.Logger.
 package notify

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dabom/dpcs/envelope/consumer"
 	"github.com/dabom/dpcs/idempotency"
 )
 
@@ -97,7 +98,7 @@ func TestNotifierMariaDBRedis(t *testing.T) {
 	hub, sub := newHubSub(t, 100, Filter{MemberID: 1, Role: RoleOwner})
 	var handled atomic.Int32
 	group := fmt.Sprintf("notification-group-it-%d", time.Now().UnixNano())
-	n, errc := startNotifier(t, c, inbox, hub, WithGuard(guard), WithGroup(group),
+	n, errc := startNotifier(t, c, inbox, hub, WithGuard(guard), WithConsumer(consumer.WithGroup(group)),
 		WithHooks(Hooks{OnNotify: func(NotifyInfo) { handled.Add(1) }}))
 	suffix := fmt.Sprint(time.Now().UnixNano())
 	recs := []*kgo.Record{

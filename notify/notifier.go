@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -17,46 +16,46 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/consumer"
 	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/idempotency"
+	"github.com/dabom/dpcs/internal/backoff"
 	"github.com/dabom/dpcs/internal/sqldialect"
 	"github.com/dabom/dpcs/policy"
 )
 
 // HeaderDLTChannel names the channel whose delivery failed on a record the
 // notifier dead-lettered for a channel. The other dead-letter headers are
-// writebehind's (dlt-reason, dlt-topic, dlt-partition, dlt-offset).
+// kafkarecord's (dlt-reason, dlt-topic, dlt-partition, dlt-offset).
 const HeaderDLTChannel = "dlt-channel"
 
 // Notifier consumes notification-events in the consumer group
 // notification-group: for each event it dedupes, stores the notification in
 // the inbox, publishes it to the hub and queues it for the channels, and
 // commits offsets only after all of that (see the package documentation).
+// The Kafka side is package envelope/consumer's lifecycle (configured with
+// WithConsumer); the notifier is its handler.
 type Notifier struct {
-	cl    *kgo.Client
+	c     *consumer.Consumer
 	store Store
 	hub   *Hub
 	cfg   config
 	disp  []*dispatcher
 	// recent holds the dedupe keys of the live-only notifications this
 	// notifier pushed lately, which the guard does not claim (see
-	// deliverBatch); only Run's goroutine touches it.
+	// deliverBatch). cur is the poll being handled, kept across the
+	// consumer's retries of it. The consumer calls the handler one batch
+	// at a time; only it touches them.
 	recent recentKeys
-
-	mu        sync.Mutex
-	started   bool
-	stop      chan struct{}
-	done      chan struct{}
-	closeOnce sync.Once
-	closeErr  error
+	cur    *poll
 }
 
 // New returns a notifier storing into store and publishing to hub. kopts
 // configure the Kafka client (kgo.SeedBrokers and whatever else the
-// deployment needs); the notifier adds its consumer group, topic,
-// kgo.DisableAutoCommit and kgo.BlockRebalanceOnPoll, which must not be
-// overridden. The channel workers start here; Run starts consuming; Close
-// stops both.
+// deployment needs); the consumer adds its group, topic,
+// kgo.DisableAutoCommit, kgo.BlockRebalanceOnPoll and its partition
+// callbacks, which must not be overridden. The channel workers start here;
+// Run starts consuming; Close stops both.
 func New(store Store, hub *Hub, kopts []kgo.Opt, opts ...Option) (*Notifier, error) {
 	if store == nil || hub == nil {
 		return nil, fmt.Errorf("%w: nil store or hub", ErrInvalid)
@@ -67,9 +66,6 @@ func New(store Store, hub *Hub, kopts []kgo.Opt, opts ...Option) (*Notifier, err
 			return nil, err
 		}
 	}
-	if cfg.dlt == "" {
-		cfg.dlt = envelope.DLT(cfg.topic)
-	}
 	if cfg.loc == nil {
 		loc, err := policy.LoadZone(policy.DefaultZone)
 		if err != nil {
@@ -77,22 +73,27 @@ func New(store Store, hub *Hub, kopts []kgo.Opt, opts ...Option) (*Notifier, err
 		}
 		cfg.loc = loc
 	}
-	all := append(append([]kgo.Opt{}, kopts...),
-		kgo.ConsumeTopics(cfg.topic),
-		kgo.ConsumerGroup(cfg.group),
-		kgo.DisableAutoCommit(),
-		kgo.BlockRebalanceOnPoll(),
-	)
-	cl, err := kgo.NewClient(all...)
+	n := &Notifier{store: store, hub: hub, cfg: cfg}
+	copts := append([]consumer.Option{
+		consumer.WithGroup(DefaultGroup),
+		consumer.WithTopics(envelope.TopicNotificationEvents),
+		consumer.WithMaxPoll(500),
+		consumer.WithBackoff(100*time.Millisecond, 5*time.Second, 0),
+		consumer.WithLogger(cfg.log),
+		consumer.WithHooks(n.consumerHooks()),
+		consumer.WithBeforeClose(n.closeChannels),
+	}, cfg.consumer...)
+	c, err := consumer.New(consumer.HandlerFunc(n.handle), kopts, copts...)
 	if err != nil {
-		return nil, fmt.Errorf("notify: kafka client: %w", err)
+		return nil, notifyErr(err)
 	}
-	n := &Notifier{cl: cl, store: store, hub: hub, cfg: cfg, stop: make(chan struct{}), done: make(chan struct{})}
-	for _, c := range cfg.channels {
+	n.c = c
+	n.cfg.group = c.Group()
+	for _, ch := range cfg.channels {
 		ctx, cancel := context.WithCancel(context.Background())
-		d := &dispatcher{name: c.name, ch: c.ch, kinds: map[string]bool{}, n: n,
+		d := &dispatcher{name: ch.name, ch: ch.ch, kinds: map[string]bool{}, n: n,
 			queue: make(chan job, cfg.queue), ctx: ctx, cancel: cancel}
-		for _, k := range c.kinds {
+		for _, k := range ch.kinds {
 			d.kinds[string(k)] = true
 		}
 		d.start(cfg.workers)
@@ -104,15 +105,11 @@ func New(store Store, hub *Hub, kopts []kgo.Opt, opts ...Option) (*Notifier, err
 func defaultConfig() config {
 	return config{
 		group:       DefaultGroup,
-		topic:       envelope.TopicNotificationEvents,
 		queue:       1024,
 		workers:     4,
 		schedule:    []time.Duration{time.Second, 5 * time.Second, 30 * time.Second},
 		sendTimeout: 10 * time.Second,
-		sleep:       sleepTimer,
-		backoffMin:  100 * time.Millisecond,
-		backoffMax:  5 * time.Second,
-		maxPoll:     500,
+		sleep:       backoff.Sleep,
 		lang:        Korean,
 		now:         time.Now,
 		log:         slog.New(slog.DiscardHandler),
@@ -120,107 +117,76 @@ func defaultConfig() config {
 	}
 }
 
-// Run consumes until ctx ends or Close is called. It returns nil on a clean
-// stop; records handled but not committed are redelivered to the group and
-// deduped. Run may be called once.
-func (n *Notifier) Run(ctx context.Context) error {
-	n.mu.Lock()
-	if n.started {
-		n.mu.Unlock()
-		return fmt.Errorf("%w: Run called twice or after Close", ErrInvalid)
+// Run consumes until ctx ends or Close is called, then drains: it finishes
+// and commits the poll in hand (bounded by Close's context, or by
+// consumer.WithDrainTimeout, 30 s, after ctx ended), lets the channel
+// workers finish their queues (what is left when that ends is
+// dead-lettered), leaves the group and closes the Kafka client. It returns
+// nil on a clean stop; an error wrapping consumer.ErrUncommitted when
+// records were left uncommitted (they are redelivered to the group and
+// deduped). Run may be called once.
+func (n *Notifier) Run(ctx context.Context) error { return notifyErr(n.c.Run(ctx)) }
+
+// Close stops Run and waits for its drain (bounded by ctx; see Run) and
+// returns what Run returned, with the channels' errors (ctx's error if a
+// channel worker was still busy when ctx ended). Without Run, it stops the
+// channel workers and closes the client. The hub is the caller's to close.
+func (n *Notifier) Close(ctx context.Context) error { return notifyErr(n.c.Close(ctx)) }
+
+// notifyErr maps the consumer's errors onto the package's.
+func notifyErr(err error) error {
+	if errors.Is(err, consumer.ErrInvalid) {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	n.started = true
-	n.mu.Unlock()
-	defer close(n.done)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() { // ends with Run
-		select {
-		case <-n.stop:
-			cancel()
-		case <-ctx.Done():
+	return err
+}
+
+// closeChannels lets the channel workers finish their queues, retries
+// included, until ctx ends; what they still hold then is dead-lettered.
+// The consumer calls it once it stopped, before it closes the client the
+// dead letters go through.
+func (n *Notifier) closeChannels(ctx context.Context) error {
+	var errs []error
+	for _, d := range n.disp {
+		if err := d.close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("channel %s: %w", d.name, err))
 		}
-	}()
-	defer n.cl.AllowRebalance()
-	for {
-		fs := n.cl.PollRecords(ctx, n.cfg.maxPoll)
-		if fs.IsClientClosed() || ctx.Err() != nil {
-			return nil
-		}
-		fs.EachError(func(t string, p int32, err error) {
-			n.cfg.log.Warn("notify: fetch error", "topic", t, "partition", p, "err", err)
-		})
-		recs := fs.Records()
-		if err := n.handleBatch(ctx, recs); err != nil { // only ctx ends handling
-			return nil // nothing of this poll committed: it is redelivered and deduped
-		}
-		n.commit(ctx, recs)
-		n.cl.AllowRebalance()
+	}
+	return errors.Join(errs...)
+}
+
+// consumerHooks turns the consumer's events into the notifier's Hooks.
+func (n *Notifier) consumerHooks() consumer.Hooks {
+	h := n.cfg.hooks
+	return consumer.Hooks{
+		OnRetry: func(i consumer.RetryInfo) {
+			if h.OnRetry != nil {
+				what := "inbox"
+				if i.Step == consumer.StepDeadLetter {
+					what = "dead letter"
+				}
+				h.OnRetry(RetryInfo{What: what, Attempt: i.Attempt, Wait: i.Wait, Err: i.Err})
+			}
+		},
+		OnDeadLetter: func(i consumer.DeadLetterInfo) {
+			if h.OnDeadLetter != nil {
+				h.OnDeadLetter(DeadLetterInfo{Reason: i.Cause.Error(), Record: i.Record})
+			}
+		},
+		OnCommit: func(i consumer.CommitInfo) {
+			if h.OnCommit != nil {
+				h.OnCommit(CommitInfo{Records: i.Records, Err: i.Err})
+			}
+		},
 	}
 }
 
-// finishing is the context for recording what was done — committing
-// offsets, completing or releasing a claim — which goes ahead even when ctx
-// just ended, bounded to 5 s.
+// finishing is the context for recording what was done — completing or
+// releasing a claim — which goes ahead even when ctx just ended, bounded
+// to 5 s.
 func finishing(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 }
-
-// commit commits the offsets of handled records, even when ctx just ended.
-// A failed commit is harmless: the records come again and are deduped.
-func (n *Notifier) commit(ctx context.Context, recs []*kgo.Record) {
-	if len(recs) == 0 {
-		return
-	}
-	cctx, cancel := finishing(ctx)
-	defer cancel()
-	err := n.cl.CommitRecords(cctx, recs...)
-	if err != nil {
-		n.cfg.log.Warn("notify: commit failed", "records", len(recs), "err", err)
-	}
-	if h := n.cfg.hooks.OnCommit; h != nil {
-		h(CommitInfo{Records: len(recs), Err: err})
-	}
-}
-
-// Close stops Run (what it had not committed is redelivered), lets the
-// channel workers finish their queues and retries until ctx ends (what is
-// left then is dead-lettered), leaves the group and closes the Kafka
-// client. The hub is the caller's to close. It returns ctx's error if ctx
-// ended first.
-func (n *Notifier) Close(ctx context.Context) error {
-	n.closeOnce.Do(func() {
-		n.mu.Lock()
-		started := n.started
-		n.started = true
-		n.mu.Unlock()
-		close(n.stop)
-		var errs []error
-		if started {
-			select {
-			case <-n.done:
-			case <-ctx.Done():
-				errs = append(errs, ctx.Err())
-				<-n.done // Run returns promptly once its context is cancelled
-			}
-		}
-		for _, d := range n.disp {
-			if err := d.close(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("channel %s: %w", d.name, err))
-			}
-		}
-		n.cl.AllowRebalance()
-		n.cl.Close()
-		n.closeErr = errors.Join(errs...)
-	})
-	return n.closeErr
-}
-
-// permanent marks an error retrying cannot fix: the record is dead-lettered.
-type permanent struct{ err error }
-
-func (p permanent) Error() string { return p.err.Error() }
-func (p permanent) Unwrap() error { return p.err }
 
 // item is one record of a poll on its way through the notifier.
 type item struct {
@@ -247,26 +213,73 @@ type item struct {
 	id      int64
 }
 
-// handleBatch processes one poll's records completely: it dead-letters
-// those it cannot read, then dedupes the rest in one guard round trip,
-// stores them in one inbox transaction and hands them on in order
-// (deliverBatch), retrying until that succeeds; a poll the store refuses
-// as a whole for its data goes again record by record, dead-lettering the
-// records at fault. Each record has its own span, a child of the trace it
-// carries (r.Context, set by the Kafka client's tracing hooks). It returns
-// an error only when ctx ended first.
-func (n *Notifier) handleBatch(ctx context.Context, recs []*kgo.Record) error {
-	items := make([]*item, 0, len(recs))
-	defer func() {
-		for _, it := range items {
-			it.span.End()
+// poll is a batch of records the consumer handed to the notifier and what
+// became of each, kept while the consumer retries it.
+type poll struct {
+	b     *consumer.Batch
+	items []*item
+	n     int // len(b.Records) when items were matched to it
+	// oneByOne: the store refused the poll as a whole for its data; it
+	// goes record by record.
+	oneByOne bool
+}
+
+// end ends the items' spans.
+func (p *poll) end() {
+	for _, it := range p.items {
+		it.span.End()
+	}
+}
+
+// handle processes one poll's records completely: it dead-letters those it
+// cannot read, then dedupes the rest in one guard round trip, stores them in
+// one inbox transaction and hands them on in order (deliverBatch); a poll
+// the store refuses as a whole for its data goes again record by record,
+// dead-lettering the records at fault. An error (the store or the guard
+// failing) makes the consumer pause, back off and hand the same batch
+// again: the poll's state is kept, so what was published is not published
+// again. Each record has its own span, a child of the trace it carries
+// (r.Context, set by the Kafka client's tracing hooks), ended when the poll
+// is done.
+func (n *Notifier) handle(ctx context.Context, b *consumer.Batch) error {
+	p := n.pollOf(b)
+	if err := n.deliver(ctx, p); err != nil {
+		return err
+	}
+	p.end()
+	n.cur = nil
+	return nil
+}
+
+// pollOf returns the state of b: kept from an earlier attempt (less the
+// records of partitions revoked since), or new.
+func (n *Notifier) pollOf(b *consumer.Batch) *poll {
+	if p := n.cur; p != nil && p.b == b {
+		if len(b.Records) != p.n {
+			kept := make(map[*kgo.Record]bool, len(b.Records))
+			for _, r := range b.Records {
+				kept[r] = true
+			}
+			p.items = slices.DeleteFunc(p.items, func(it *item) bool {
+				if kept[it.rec] {
+					return false
+				}
+				it.span.End()
+				return true
+			})
+			p.n = len(b.Records)
 		}
-	}()
-	seen := make(map[string]*item, 2*len(recs))
-	for _, r := range recs {
+		return p
+	}
+	if n.cur != nil { // a poll given up (its partitions revoked, or a stop)
+		n.cur.end()
+	}
+	p := &poll{b: b, n: len(b.Records), items: make([]*item, 0, len(b.Records))}
+	seen := make(map[string]*item, 2*len(b.Records))
+	for _, r := range b.Records {
 		it := &item{rec: r}
-		it.ctx, it.span = n.cfg.tracer.Start(trace.ContextWithSpan(ctx, trace.SpanFromContext(r.Context)), r.Topic+" process",
-			trace.WithSpanKind(trace.SpanKindConsumer))
+		it.ctx, it.span = n.cfg.tracer.Start(trace.ContextWithSpan(context.Background(), trace.SpanFromContext(r.Context)),
+			r.Topic+" process", trace.WithSpanKind(trace.SpanKindConsumer))
 		if it.span.IsRecording() {
 			it.span.SetAttributes(attribute.String("messaging.system", "kafka"),
 				attribute.String("messaging.destination.name", r.Topic),
@@ -276,36 +289,43 @@ func (n *Notifier) handleBatch(ctx context.Context, recs []*kgo.Record) error {
 		}
 		note, reason := n.decode(r)
 		if reason != "" {
-			err := n.deadLetter(it.ctx, r, reason)
+			n.deadLetter(b, it, reason)
 			it.span.End()
-			if err != nil {
-				return err
-			}
 			continue
 		}
 		n.prepare(it, note, seen)
-		items = append(items, it)
+		p.items = append(p.items, it)
 	}
-	err := n.retry(ctx, "inbox", func() error { return n.deliverBatch(ctx, items) })
-	var perm permanent
-	if !errors.As(err, &perm) {
-		return err
+	n.cur = p
+	return p
+}
+
+// deliver is one attempt at the poll's items not yet done.
+func (n *Notifier) deliver(ctx context.Context, p *poll) error {
+	if !p.oneByOne {
+		err := n.deliverBatch(ctx, p.items)
+		if !backoff.IsPermanent(err) {
+			return err
+		}
+		p.oneByOne = true
 	}
 	// The poll's data was refused: one by one, dead-lettering what is bad.
-	for _, it := range items {
+	for _, it := range p.items {
 		if it.done || it.first != nil {
 			continue
 		}
-		err := n.retry(ctx, "inbox", func() error { return n.deliverBatch(ctx, []*item{it}) })
+		err := n.deliverBatch(ctx, []*item{it})
+		var perm *backoff.PermanentError
 		if errors.As(err, &perm) {
-			err = n.deadLetter(it.ctx, it.rec, perm.Error())
+			n.deadLetter(p.b, it, perm.Err.Error())
 			it.done, it.outcome = true, ""
+			continue
 		}
 		if err != nil {
 			return err
 		}
 	}
-	for _, it := range items {
+	for _, it := range p.items {
 		if it.first != nil && !it.done {
 			n.duplicateOf(it)
 		}
@@ -451,7 +471,7 @@ func (n *Notifier) deliverBatch(ctx context.Context, all []*item) error {
 	if err != nil {
 		release()
 		if sqldialect.IsPermanent(err) {
-			return permanent{err}
+			return backoff.Permanent(err) // the poll goes record by record (deliver)
 		}
 		return err
 	}
@@ -607,47 +627,11 @@ func (n *Notifier) notified(ctx context.Context, note Notification, id int64, o 
 	}
 }
 
-// retry calls fn until it succeeds, fails permanently or ctx ends, pausing
-// fetching while it waits.
-func (n *Notifier) retry(ctx context.Context, what string, fn func() error) error {
-	wait := n.cfg.backoffMin
-	paused := false
-	defer func() {
-		if paused {
-			n.cl.ResumeFetchTopics(n.cfg.topic)
-		}
-	}()
-	for attempt := 1; ; attempt++ {
-		err := fn()
-		var perm permanent
-		if err == nil || errors.As(err, &perm) {
-			return err
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if !paused {
-			n.cl.PauseFetchTopics(n.cfg.topic)
-			paused = true
-		}
-		if h := n.cfg.hooks.OnRetry; h != nil {
-			h(RetryInfo{What: what, Attempt: attempt, Wait: wait, Err: err})
-		}
-		n.cfg.log.Warn("notify: retrying", "what", what, "attempt", attempt, "wait", wait, "err", err)
-		if err := n.cfg.sleep(ctx, wait); err != nil {
-			return err
-		}
-		wait = min(wait*2, n.cfg.backoffMax)
-	}
-}
-
 func (n *Notifier) dltRecord(src *kgo.Record, channel, reason string) *kgo.Record {
-	if channel != "" {
-		return kafkarecord.DeadLetter(src, n.cfg.dlt, reason, kgo.RecordHeader{Key: HeaderDLTChannel, Value: []byte(channel)})
-	}
-	return kafkarecord.DeadLetter(src, n.cfg.dlt, reason)
+	return kafkarecord.DeadLetter(src, n.c.DeadLetterTopic(src.Topic), reason, kgo.RecordHeader{Key: HeaderDLTChannel, Value: []byte(channel)})
 }
 
+// deadLettered reports a channel's dead letter.
 func (n *Notifier) deadLettered(src *kgo.Record, channel, reason string, err error) {
 	if err != nil {
 		n.cfg.log.Error("notify: dead letter failed", "channel", channel, "reason", reason, "err", err)
@@ -660,16 +644,12 @@ func (n *Notifier) deadLettered(src *kgo.Record, channel, reason string, err err
 	}
 }
 
-// deadLetter sends a record the notifier cannot handle to the DLT, retrying
-// until it is acknowledged (the record's offset is committed after it).
-func (n *Notifier) deadLetter(ctx context.Context, r *kgo.Record, reason string) error {
-	trace.SpanFromContext(ctx).SetStatus(codes.Error, "dead-lettered: "+reason)
-	out := n.dltRecord(r, "", reason)
-	err := n.retry(ctx, "dead letter", func() error { return n.cl.ProduceSync(ctx, out).FirstErr() })
-	if err == nil {
-		n.deadLettered(r, "", reason, nil)
-	}
-	return err
+// deadLetter has the consumer dead-letter a record the notifier cannot
+// handle, in its span, before the poll is committed.
+func (n *Notifier) deadLetter(b *consumer.Batch, it *item, reason string) {
+	it.span.SetStatus(codes.Error, "dead-lettered: "+reason)
+	it.rec.Context = it.ctx // the dead letter is produced in the record's process span
+	b.DeadLetter(it.rec, errors.New(reason))
 }
 
 // deadLetterSync dead-letters a failed channel delivery (bounded wait; the
@@ -677,13 +657,13 @@ func (n *Notifier) deadLetter(ctx context.Context, r *kgo.Record, reason string)
 func (n *Notifier) deadLetterSync(r *kgo.Record, channel, reason string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := n.cl.ProduceSync(ctx, n.dltRecord(r, channel, reason)).FirstErr()
+	err := n.c.Client().ProduceSync(ctx, n.dltRecord(r, channel, reason)).FirstErr()
 	n.deadLettered(r, channel, reason, err)
 }
 
 // deadLetterAsync dead-letters without waiting (the consumer's path).
 func (n *Notifier) deadLetterAsync(r *kgo.Record, channel, reason string) {
-	n.cl.Produce(context.Background(), n.dltRecord(r, channel, reason), func(_ *kgo.Record, err error) {
+	n.c.Client().Produce(context.Background(), n.dltRecord(r, channel, reason), func(_ *kgo.Record, err error) {
 		n.deadLettered(r, channel, reason, err)
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/consumer"
 	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/idempotency"
 	"github.com/dabom/dpcs/writebehind"
@@ -229,19 +230,30 @@ func TestStoreFailurePausesAndRetries(t *testing.T) {
 	st.failAdd.Store(3)
 	st.failMark.Store(2)
 	hub, sub := newHubSub(t, 100, Filter{MemberID: 1, Role: RoleOwner})
-	sl := &fakeSleep{}
 	var mu sync.Mutex
 	var retries []RetryInfo
-	n, errc := startNotifier(t, c, st, hub, WithSleep(sl.sleep), WithBackoff(100*time.Millisecond, 250*time.Millisecond),
+	n, errc := startNotifier(t, c, st, hub, WithConsumer(consumer.WithBackoff(100*time.Millisecond, 250*time.Millisecond, 0)),
 		WithGuard(newGuard(t)), WithHooks(Hooks{OnRetry: func(i RetryInfo) { mu.Lock(); retries = append(retries, i); mu.Unlock() }}))
 	produce(t, producer(t, c), blockedRec(t, "ntf_1", 100, 2))
+	start := time.Now()
 	eventually(t, "delivered", func() bool {
 		r := rows(t, inbox, 100)
 		return len(r) == 1 && r[0].DeliveredAt != nil
 	})
+	elapsed := time.Since(start)
 	stopNotifier(t, n, errc)
-	if diff := cmp.Diff([]time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 250 * time.Millisecond, 250 * time.Millisecond, 250 * time.Millisecond}, sl.got()); diff != "" {
+	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 250 * time.Millisecond, 250 * time.Millisecond, 250 * time.Millisecond}
+	var waits []time.Duration
+	var sum time.Duration
+	for _, r := range retries {
+		waits = append(waits, r.Wait)
+		sum += r.Wait
+	}
+	if diff := cmp.Diff(want, waits); diff != "" {
 		t.Errorf("backoff (-want +got):\n%s", diff)
+	}
+	if elapsed < sum {
+		t.Errorf("delivered after %v, before the %v of backoff", elapsed, sum)
 	}
 	if len(retries) != 5 || retries[0].What != "inbox" || !errors.Is(retries[0].Err, errDown) {
 		t.Errorf("retries = %+v", retries)

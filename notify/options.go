@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/consumer"
 	"github.com/dabom/dpcs/idempotency"
 )
 
@@ -49,11 +50,12 @@ type DeadLetterInfo struct {
 }
 
 // RetryInfo is passed to Hooks.OnRetry before the notifier waits to retry
-// a failed store, guard, commit or dead-letter operation (fetching is
-// paused meanwhile).
+// a poll whose store or guard operations failed (What "inbox") or whose
+// dead letters the broker did not take ("dead letter"); fetching is paused
+// meanwhile. A refused commit is reported by OnCommit.
 type RetryInfo struct {
 	What    string
-	Attempt int
+	Attempt int // consecutive failures of the poll, from 1
 	Wait    time.Duration
 	Err     error
 }
@@ -91,59 +93,42 @@ type channelCfg struct {
 }
 
 type config struct {
-	group, topic, dlt      string
-	guard                  *idempotency.Guard
-	channels               []channelCfg
-	queue, workers         int
-	schedule               []time.Duration
-	sendTimeout            time.Duration
-	sleep                  func(context.Context, time.Duration) error
-	backoffMin, backoffMax time.Duration
-	maxPoll                int
-	storeQuota             bool
-	lang                   Lang
-	loc                    *time.Location
-	now                    func() time.Time
-	log                    *slog.Logger
-	hooks                  Hooks
-	tracer                 trace.Tracer
+	group       string // the consumer's, once it is built
+	consumer    []consumer.Option
+	guard       *idempotency.Guard
+	channels    []channelCfg
+	queue       int
+	workers     int
+	schedule    []time.Duration
+	sendTimeout time.Duration
+	sleep       func(context.Context, time.Duration) error
+	storeQuota  bool
+	lang        Lang
+	loc         *time.Location
+	now         func() time.Time
+	log         *slog.Logger
+	hooks       Hooks
+	tracer      trace.Tracer
 }
 
 // Option configures a Notifier.
 type Option func(*config) error
 
-// WithGroup sets the consumer group. Default: DefaultGroup
-// ("notification-group").
-func WithGroup(group string) Option {
+// WithConsumer configures the notifier's Kafka consumer (package
+// envelope/consumer): its group, topic, dead-letter topic, poll size,
+// backoff, drain timeout, consumer hooks and the rest, e.g.
+// WithConsumer(consumer.WithGroup("g"), consumer.WithMaxPoll(1000)). The
+// notifier's defaults come first — group DefaultGroup
+// ("notification-group"), topic notification-events, dead letters to
+// "<topic>.DLT" (the channels' too), 500 records per poll (each poll is
+// deduped in one guard round trip and stored in one inbox transaction;
+// larger polls cost fewer round trips per event and replay more after a
+// crash), backoff 100 ms doubling to 5 s while the inbox or the guard
+// fails, WithLogger's logger — and these options after them, so they win.
+// May be given more than once. Default: none.
+func WithConsumer(opts ...consumer.Option) Option {
 	return func(c *config) error {
-		if group == "" {
-			return fmt.Errorf("%w: empty group", ErrInvalid)
-		}
-		c.group = group
-		return nil
-	}
-}
-
-// WithTopic sets the topic consumed. Default: notification-events; its
-// dead-letter topic follows (envelope.DLT) unless WithDLT is given.
-func WithTopic(topic string) Option {
-	return func(c *config) error {
-		if topic == "" {
-			return fmt.Errorf("%w: empty topic", ErrInvalid)
-		}
-		c.topic = topic
-		return nil
-	}
-}
-
-// WithDLT sets the dead-letter topic. Default: "<topic>.DLT"
-// (notification-events.DLT).
-func WithDLT(topic string) Option {
-	return func(c *config) error {
-		if topic == "" {
-			return fmt.Errorf("%w: empty DLT topic", ErrInvalid)
-		}
-		c.dlt = topic
+		c.consumer = append(c.consumer, opts...)
 		return nil
 	}
 }
@@ -212,8 +197,9 @@ func WithChannelWorkers(n int) Option {
 
 // WithRetrySchedule sets the waits before each retry of a failed channel
 // delivery; after the last retry fails, the notification goes to the
-// dead-letter topic. Default: 1 s, 5 s, 30 s (doc/architecture.md,
-// "Notifications": three failed retries, four attempts in all).
+// dead-letter topic. Default: 1 s, 5 s, 30 s (three failed retries, four
+// attempts in all; doc/architecture.md, Notifications). A fixed schedule,
+// not an exponential backoff: the waits are the product's, not a doubling.
 func WithRetrySchedule(waits ...time.Duration) Option {
 	return func(c *config) error {
 		for _, w := range waits {
@@ -237,9 +223,10 @@ func WithSendTimeout(d time.Duration) Option {
 	}
 }
 
-// WithSleep sets how the notifier waits (channel retries and store
-// backoff); it must return ctx's error when ctx ends first. Tests pass a
-// fake. Default: a timer.
+// WithSleep sets how the channel workers wait between attempts (see
+// WithRetrySchedule); it must return ctx's error when ctx ends first. Tests
+// pass a fake. (The consumer's backoff while the inbox fails waits in its
+// polls: consumer.WithBackoff.) Default: a timer.
 func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
 	return func(c *config) error {
 		if sleep == nil {
@@ -250,31 +237,14 @@ func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
 	}
 }
 
-// WithBackoff sets the waits between retries of a failing inbox, guard,
-// commit or dead-letter write: from min doubling to max, for as long as it
-// takes (fetching paused). Default: 100 ms … 5 s.
+// WithBackoff sets the waits between retries of a poll while the inbox,
+// the guard or the dead-letter topic fails: from min doubling to max, for as
+// long as it takes (fetching paused). It is short for
+// WithConsumer(consumer.WithBackoff(min, max, 0)). Default: 100 ms … 5 s.
+//
+// Deprecated: use WithConsumer(consumer.WithBackoff(min, max, jitter)).
 func WithBackoff(min, max time.Duration) Option {
-	return func(c *config) error {
-		if min <= 0 || max < min {
-			return fmt.Errorf("%w: backoff needs 0 < min ≤ max", ErrInvalid)
-		}
-		c.backoffMin, c.backoffMax = min, max
-		return nil
-	}
-}
-
-// WithMaxPollRecords caps the records handled between commits: each poll's
-// records are deduped in one guard round trip and stored in one inbox
-// transaction. Larger polls cost fewer round trips per event (and replay
-// more after a crash). Default: 500.
-func WithMaxPollRecords(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return fmt.Errorf("%w: max poll records must be ≥ 1", ErrInvalid)
-		}
-		c.maxPoll = n
-		return nil
-	}
+	return WithConsumer(consumer.WithBackoff(min, max, 0))
 }
 
 // WithStoreQuotaUpdated says whether QUOTA_UPDATED notifications are
@@ -359,14 +329,3 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // TracerName is the instrumentation scope of the notifier's and the hub's
 // spans.
 const TracerName = "github.com/dabom/dpcs/notify"
-
-func sleepTimer(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

@@ -15,6 +15,8 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/consumer"
+	"github.com/dabom/dpcs/internal/backoff"
 	"github.com/dabom/dpcs/writebehind"
 )
 
@@ -26,9 +28,11 @@ func TestNewOptions(t *testing.T) {
 		t.Errorf("nil store: %v", err)
 	}
 	ch := ChannelFunc(func(context.Context, Notification) error { return nil })
-	for i, o := range []Option{WithGroup(""), WithTopic(""), WithDLT(""), WithGuard(nil), WithChannel("", ch),
+	for i, o := range []Option{WithConsumer(consumer.WithGroup("")), WithConsumer(consumer.WithTopics("")),
+		WithConsumer(consumer.WithDLT("")), WithGuard(nil), WithChannel("", ch),
 		WithChannel("a", nil), WithChannelQueue(0), WithChannelWorkers(0), WithRetrySchedule(-time.Second),
-		WithSendTimeout(0), WithSleep(nil), WithBackoff(0, 1), WithBackoff(2, 1), WithMaxPollRecords(0), WithLang("fr"),
+		WithSendTimeout(0), WithSleep(nil), WithConsumer(consumer.WithBackoff(0, 1, 0)), WithConsumer(consumer.WithBackoff(2, 1, 0)),
+		WithConsumer(consumer.WithMaxPoll(0)), WithBackoff(0, 1), WithLang("fr"),
 		WithLocation(nil), WithClock(nil), WithLogger(nil)} {
 		if _, err := New(in, hub, kopts, o); !errors.Is(err, ErrInvalid) {
 			t.Errorf("option %d: %v", i, err)
@@ -40,9 +44,10 @@ func TestNewOptions(t *testing.T) {
 	if _, err := New(in, hub, []kgo.Opt{kgo.ProducerBatchMaxBytes(0)}); err == nil {
 		t.Error("bad kgo option accepted")
 	}
-	n, err := New(in, hub, kopts, WithGroup("g"), WithTopic("t"), WithDLT("t.dead"), WithChannel("a", ch),
-		WithChannelQueue(8), WithChannelWorkers(2), WithRetrySchedule(time.Millisecond), WithSendTimeout(time.Second),
-		WithSleep(sleepTimer), WithBackoff(time.Millisecond, time.Second), WithMaxPollRecords(10), WithLang(English),
+	n, err := New(in, hub, kopts, WithConsumer(consumer.WithGroup("g"), consumer.WithTopics("t"), consumer.WithDLT("t.dead")),
+		WithChannel("a", ch), WithChannelQueue(8), WithChannelWorkers(2), WithRetrySchedule(time.Millisecond),
+		WithSendTimeout(time.Second), WithSleep(backoff.Sleep),
+		WithConsumer(consumer.WithBackoff(time.Millisecond, time.Second, 0), consumer.WithMaxPoll(10)), WithLang(English),
 		WithLocation(time.UTC), WithClock(time.Now), WithLogger(slog.New(slog.DiscardHandler)), WithHooks(Hooks{}))
 	if err != nil {
 		t.Fatal(err)
@@ -56,17 +61,6 @@ func TestNewOptions(t *testing.T) {
 	}
 	if err := n.Run(context.Background()); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Run after Close: %v", err)
-	}
-}
-
-func TestSleepTimer(t *testing.T) {
-	if err := sleepTimer(context.Background(), time.Microsecond); err != nil {
-		t.Error(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := sleepTimer(ctx, time.Hour); !errors.Is(err, context.Canceled) {
-		t.Error(err)
 	}
 }
 

@@ -13,11 +13,14 @@
 //   - Writer[T]: the interface the caller implements (one method, Write a
 //     batch). Its contract — all or error, safe to repeat, how to say that an
 //     item can never be written — is on the type.
-//   - Runner[T]: a Kafka consumer-group runner (franz-go) that decodes each
-//     record, batches, writes, and commits offsets only after the write
-//     succeeded. While the database fails it pauses fetching and retries the
-//     same batch with backoff; records that can never be written go to
-//     "<topic>.DLT" with the reason in a header.
+//   - Runner[T]: a Kafka consumer-group runner that decodes each record,
+//     batches, writes, and commits offsets only after the write succeeded.
+//     While the database fails it pauses fetching and retries the same batch
+//     with backoff; records that can never be written go to "<topic>.DLT"
+//     with the reason in a header. The Kafka side is package
+//     envelope/consumer's lifecycle, shared with the notifier; its options
+//     (group, topic, dead-letter topic, drain timeout, consumer hooks) are
+//     given through WithConsumer.
 //   - SQLWriter[T]: a Writer for any table with multi-row insert-ignore
 //     statements, in the MySQL/MariaDB or SQLite dialect (the differences
 //     live in internal/sqldialect). NewUsageWriter and MigrateUsage are the
@@ -30,7 +33,8 @@
 //	_ = writebehind.MigrateUsage(ctx, db)
 //	w, _ := writebehind.NewUsageWriter(db)
 //	r, _ := writebehind.NewRunner(writebehind.DecodeUsageRecord, w,
-//		[]kgo.Opt{kgo.SeedBrokers("127.0.0.1:9092")}) // usage-persist, batches of 100 or 5 s
+//		[]kgo.Opt{kgo.SeedBrokers("127.0.0.1:9092")}, // usage-persist, batches of 100 or 5 s
+//		writebehind.WithConsumer(consumer.WithGroup("usage-persist-writer")))
 //	go r.Run(ctx)
 //	…
 //	r.Close(shutdownCtx) // writes and commits what it holds, leaves the group

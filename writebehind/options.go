@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/consumer"
+	"github.com/dabom/dpcs/internal/backoff"
 )
 
 // FlushInfo is passed to Hooks.OnFlush after a batch was written (or, in a
@@ -46,7 +46,7 @@ type RejectInfo struct {
 
 // PauseInfo is passed to Hooks.OnPause and Hooks.OnResume (Runner only).
 type PauseInfo struct {
-	Partitions map[string][]int32
+	Topics []string // the topics whose fetching paused or resumed
 }
 
 // CommitInfo is passed to Hooks.OnCommit after a Runner committed (or
@@ -69,30 +69,25 @@ type Hooks struct {
 }
 
 type config struct {
-	batchSize    int
-	interval     time.Duration
-	buffer       int
-	minBackoff   time.Duration
-	maxBackoff   time.Duration
-	hooks        Hooks
-	log          *slog.Logger
-	reject       func(ctx context.Context, item any, reason error) error
-	topic        string
-	group        string
-	dlt          string
-	drainTimeout time.Duration
+	batchSize int
+	interval  time.Duration
+	buffer    int
+	backoff   backoff.Policy
+	hooks     Hooks
+	log       *slog.Logger
+	reject    func(ctx context.Context, item any, reason error) error
+	consumer  []consumer.Option
 }
+
+// jitter is the random fraction of each backoff wait.
+const jitter = 0.2
 
 func defaults() config {
 	return config{
-		batchSize:    100,
-		interval:     5 * time.Second,
-		minBackoff:   100 * time.Millisecond,
-		maxBackoff:   30 * time.Second,
-		log:          slog.New(slog.DiscardHandler),
-		topic:        envelope.TopicUsagePersist,
-		group:        DefaultGroup,
-		drainTimeout: 30 * time.Second,
+		batchSize: 100,
+		interval:  5 * time.Second,
+		backoff:   backoff.Policy{Min: 100 * time.Millisecond, Max: 30 * time.Second, Jitter: jitter},
+		log:       slog.New(slog.DiscardHandler),
 	}
 }
 
@@ -142,14 +137,15 @@ func WithBuffer(n int) Option {
 }
 
 // WithBackoff sets the retry delays after a failed write: min, doubling per
-// attempt up to max, each with up to 20 % jitter. Sink and Runner.
-// Default: 100 ms to 30 s.
+// attempt up to max, each less up to 20 % jitter. Sink and Runner (its
+// consumer's backoff). Default: 100 ms to 30 s.
 func WithBackoff(min, max time.Duration) Option {
 	return func(c *config) error {
-		if min <= 0 || max < min {
-			return fmt.Errorf("%w: backoff needs 0 < min ≤ max", ErrInvalid)
+		p := backoff.Policy{Min: min, Max: max, Jitter: jitter}
+		if err := p.Validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
-		c.minBackoff, c.maxBackoff = min, max
+		c.backoff = p
 		return nil
 	}
 }
@@ -193,51 +189,17 @@ func WithReject[T any](reject func(ctx context.Context, item T, reason error) er
 	}
 }
 
-// WithTopic sets the topic a Runner consumes. Runner only. Default:
-// usage-persist.
-func WithTopic(topic string) Option {
+// WithConsumer configures a Runner's Kafka consumer (package
+// envelope/consumer): its group, topic, dead-letter topic, drain timeout,
+// hooks and the rest, e.g. WithConsumer(consumer.WithGroup("g")). The
+// Runner's defaults come first — group DefaultGroup, topic usage-persist,
+// dead letters to "<topic>.DLT", batches from WithBatchSize and
+// WithInterval, backoff from WithBackoff, WithLogger's logger — and these
+// options after them, so they win. Runner only; may be given more than
+// once. Default: none.
+func WithConsumer(opts ...consumer.Option) Option {
 	return func(c *config) error {
-		if topic == "" {
-			return fmt.Errorf("%w: empty topic", ErrInvalid)
-		}
-		c.topic = topic
-		return nil
-	}
-}
-
-// WithGroup sets a Runner's consumer group. Runner only. Default:
-// DefaultGroup ("usage-persist-writer").
-func WithGroup(group string) Option {
-	return func(c *config) error {
-		if group == "" {
-			return fmt.Errorf("%w: empty group", ErrInvalid)
-		}
-		c.group = group
-		return nil
-	}
-}
-
-// WithDLT sets the topic a Runner sends records that can never be written
-// to. Runner only. Default: envelope.DLT(topic), "<topic>.DLT".
-func WithDLT(topic string) Option {
-	return func(c *config) error {
-		if topic == "" {
-			return fmt.Errorf("%w: empty DLT topic", ErrInvalid)
-		}
-		c.dlt = topic
-		return nil
-	}
-}
-
-// WithDrainTimeout bounds how long a Runner whose Run context was cancelled
-// keeps trying to write and commit what it holds before it leaves the group
-// (Close bounds it with its own context instead). Runner only. Default: 30 s.
-func WithDrainTimeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: drain timeout must be > 0", ErrInvalid)
-		}
-		c.drainTimeout = d
+		c.consumer = append(c.consumer, opts...)
 		return nil
 	}
 }
@@ -251,21 +213,5 @@ func (c *config) apply(opts []Option) error {
 	if c.buffer == 0 {
 		c.buffer = 10 * c.batchSize
 	}
-	if c.dlt == "" {
-		c.dlt = envelope.DLT(c.topic)
-	}
 	return nil
-}
-
-// backoff returns the delay before attempt+1 after attempt failed.
-func (c *config) backoff(attempt int) time.Duration {
-	d := c.minBackoff
-	for i := 1; i < attempt && d < c.maxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, c.maxBackoff)
-	if j := int64(d) / 5; j > 0 {
-		d = d - time.Duration(j) + time.Duration(rand.Int64N(j+1))
-	}
-	return d
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/consumer"
 	"github.com/dabom/dpcs/envelope/kafkarecord"
 )
 
@@ -218,9 +219,7 @@ func TestRunnerPausesWhileFailing(t *testing.T) {
 	if pauses.Load() != 1 {
 		t.Errorf("paused %d times, want 1", pauses.Load())
 	}
-	r.mu.Lock()
-	buffered := len(r.buf)
-	r.mu.Unlock()
+	buffered := r.c.Pending()
 	if buffered > 10 {
 		t.Errorf("%d records buffered while paused, batch is 10", buffered)
 	}
@@ -286,11 +285,11 @@ func TestRunnerLifecycle(t *testing.T) {
 	c := newFake(t)
 	produce(t, producer(t, c), persistRecord(t, "evt_1", 1))
 	w := &uniqueWriter{}
-	r := newRunner(t, c, w, WithInterval(time.Hour), WithDrainTimeout(5*time.Second))
+	r := newRunner(t, c, w, WithInterval(time.Hour), WithConsumer(consumer.WithDrainTimeout(5*time.Second)))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	waitFor(t, "record buffered", 10*time.Second, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return len(r.buf) == 1 })
+	waitFor(t, "record buffered", 10*time.Second, func() bool { return r.c.Pending() == 1 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -314,9 +313,9 @@ func TestRunnerLifecycle(t *testing.T) {
 	produce(t, producer(t, c), persistRecord(t, "evt_2", 1))
 	bad := &uniqueWriter{}
 	bad.fail.Store(true)
-	r3 := newRunner(t, c, bad, WithGroup("other"), WithInterval(time.Hour), WithBackoff(time.Millisecond, 5*time.Millisecond))
+	r3 := newRunner(t, c, bad, WithConsumer(consumer.WithGroup("other")), WithInterval(time.Hour), WithBackoff(time.Millisecond, 5*time.Millisecond))
 	go func() { done <- r3.Run(context.Background()) }()
-	waitFor(t, "records buffered", 10*time.Second, func() bool { r3.mu.Lock(); defer r3.mu.Unlock(); return len(r3.buf) == 2 })
+	waitFor(t, "records buffered", 10*time.Second, func() bool { return r3.c.Pending() == 2 })
 	cctx, ccancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer ccancel()
 	_ = r3.Close(cctx)
@@ -328,6 +327,19 @@ func TestRunnerLifecycle(t *testing.T) {
 	}
 	if _, err := NewRunner(DecodeUsageRecord, w, nil, WithBatchSize(-1)); !errors.Is(err, ErrInvalid) {
 		t.Errorf("bad option: %v", err)
+	}
+	for name, o := range map[string]consumer.Option{
+		"topic": consumer.WithTopics(""),
+		"group": consumer.WithGroup(""),
+		"dlt":   consumer.WithDLT(""),
+		"drain": consumer.WithDrainTimeout(0),
+	} {
+		if _, err := NewRunner(DecodeUsageRecord, w, nil, WithConsumer(o)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("consumer option %s: %v, want ErrInvalid", name, err)
+		}
+	}
+	if _, err := NewRunner(DecodeUsageRecord, w, []kgo.Opt{kgo.ProducerBatchMaxBytes(0)}); err == nil || errors.Is(err, ErrInvalid) {
+		t.Errorf("bad kgo option: %v", err)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/dabom/dpcs/internal/backoff"
 )
 
 // Sink batches items in memory and writes them with a Writer: a batch is
@@ -212,7 +214,9 @@ func (s *Sink[T]) write(ctx context.Context, batch []T, reason string) error {
 		ss[i] = &slot[T]{item: it}
 	}
 	start := time.Now()
-	for attempt := 1; ; attempt++ {
+	attempt := 0
+	err := backoff.Retry(ctx, s.cfg.backoff, func() error {
+		attempt++
 		if attempt > 1 && s.cfg.hooks.OnRetry != nil {
 			s.cfg.hooks.OnRetry(RetryInfo{Items: count(ss, pending) + count(ss, rejected), Attempt: attempt})
 		}
@@ -220,30 +224,22 @@ func (s *Sink[T]) write(ctx context.Context, batch []T, reason string) error {
 		if err == nil {
 			err = s.rejectAll(ctx, ss)
 		}
-		if err == nil {
-			if s.cfg.hooks.OnFlush != nil {
-				s.cfg.hooks.OnFlush(FlushInfo{Items: count(ss, written), Rejected: count(ss, handled),
-					Attempts: attempt, Duration: time.Since(start), Reason: reason})
-			}
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+		return err
+	}, func(attempt int, d time.Duration, err error) {
 		left := count(ss, pending) + count(ss, rejected)
-		d := s.cfg.backoff(attempt)
 		s.cfg.log.Warn("writebehind: write failed; retrying", "items", left, "attempt", attempt, "backoff", d, "err", err)
 		if s.cfg.hooks.OnError != nil {
 			s.cfg.hooks.OnError(ErrorInfo{Items: left, Attempt: attempt, Err: err, Backoff: d})
 		}
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		}
+	})
+	if err != nil {
+		return err
 	}
+	if s.cfg.hooks.OnFlush != nil {
+		s.cfg.hooks.OnFlush(FlushInfo{Items: count(ss, written), Rejected: count(ss, handled),
+			Attempts: attempt, Duration: time.Since(start), Reason: reason})
+	}
+	return nil
 }
 
 func (s *Sink[T]) rejectAll(ctx context.Context, ss []*slot[T]) error {

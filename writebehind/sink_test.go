@@ -269,10 +269,6 @@ func TestOptionsValidate(t *testing.T) {
 		"backoff": WithBackoff(time.Second, time.Millisecond),
 		"logger":  WithLogger(nil),
 		"reject":  WithReject[int](nil),
-		"topic":   WithTopic(""),
-		"group":   WithGroup(""),
-		"dlt":     WithDLT(""),
-		"drain":   WithDrainTimeout(0),
 	} {
 		if _, err := New[int](w, o); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
@@ -285,9 +281,8 @@ func TestOptionsValidate(t *testing.T) {
 
 func TestBackoffGrowsToCap(t *testing.T) {
 	c := defaults()
-	c.minBackoff, c.maxBackoff = 100*time.Millisecond, 30*time.Second
 	for attempt, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 5: 1600 * time.Millisecond, 20: 30 * time.Second} {
-		got := c.backoff(attempt)
+		got := c.backoff.Delay(attempt)
 		if got > want || got < want*8/10 {
 			t.Errorf("backoff(%d) = %v, want %v − 20 %%", attempt, got, want)
 		}

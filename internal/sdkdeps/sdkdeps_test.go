@@ -29,6 +29,11 @@ var sdk = map[string]struct {
 			"github.com/twmb/franz-go", "github.com/twmb/franz-go/pkg/kmsg"},
 		noStd: []string{"database/sql", "net/http"},
 	},
+	"envelope/consumer": { // the Kafka consumer-group lifecycle: what kafkarecord links, nothing more
+		modules: []string{"github.com/google/uuid", "github.com/klauspost/compress", "github.com/pierrec/lz4/v4",
+			"github.com/twmb/franz-go", "github.com/twmb/franz-go/pkg/kmsg"},
+		noStd: []string{"database/sql", "net/http"},
+	},
 	"policy": {
 		noStd: []string{"database/sql", "net", "net/http"},
 	},

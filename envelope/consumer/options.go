@@ -1,0 +1,216 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/dabom/dpcs/internal/backoff"
+)
+
+// Option configures a Consumer. Options are applied in order; for the
+// options that set a value the last one wins, WithHooks and WithBeforeClose
+// add. A worker built on a Consumer (notify.Notifier, writebehind.Runner)
+// applies its own defaults first and the caller's options after them.
+type Option func(*config) error
+
+type config struct {
+	group          string
+	topics         []string
+	dlt            string
+	maxPoll        int
+	batchSize      int
+	interval       time.Duration
+	backoff        backoff.Policy
+	drainTimeout   time.Duration
+	rebalanceEvery time.Duration
+	readCommitted  bool
+	log            *slog.Logger
+	hooks          hookList
+	beforeClose    []func(context.Context) error
+}
+
+func defaults() config {
+	return config{
+		maxPoll:        500,
+		backoff:        backoff.Policy{Min: 100 * time.Millisecond, Max: 5 * time.Second},
+		drainTimeout:   30 * time.Second,
+		rebalanceEvery: 250 * time.Millisecond,
+		log:            slog.New(slog.DiscardHandler),
+	}
+}
+
+func (c *config) apply(opts []Option) error {
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(c); err != nil {
+			return err
+		}
+	}
+	if c.group == "" {
+		return fmt.Errorf("%w: no consumer group (WithGroup)", ErrInvalid)
+	}
+	if len(c.topics) == 0 {
+		return fmt.Errorf("%w: no topics (WithTopics)", ErrInvalid)
+	}
+	return nil
+}
+
+// WithGroup sets the consumer group. Required: there is no default.
+func WithGroup(group string) Option {
+	return func(c *config) error {
+		if group == "" {
+			return fmt.Errorf("%w: empty group", ErrInvalid)
+		}
+		c.group = group
+		return nil
+	}
+}
+
+// WithTopics sets the topics consumed (replacing earlier ones). Required:
+// there is no default.
+func WithTopics(topics ...string) Option {
+	return func(c *config) error {
+		if len(topics) == 0 {
+			return fmt.Errorf("%w: no topics", ErrInvalid)
+		}
+		for _, t := range topics {
+			if t == "" {
+				return fmt.Errorf("%w: empty topic", ErrInvalid)
+			}
+		}
+		c.topics = append([]string(nil), topics...)
+		return nil
+	}
+}
+
+// WithDLT sends every dead letter (Batch.DeadLetter) to topic. Default: the
+// dead-letter topic of the record's own topic, envelope.DLT(topic)
+// ("<topic>.DLT").
+func WithDLT(topic string) Option {
+	return func(c *config) error {
+		if topic == "" {
+			return fmt.Errorf("%w: empty DLT topic", ErrInvalid)
+		}
+		c.dlt = topic
+		return nil
+	}
+}
+
+// WithMaxPoll caps the records taken from one poll; without WithBatch each
+// poll is one batch, so this bounds a batch. Larger polls cost fewer round
+// trips per record and replay more after a crash. Default: 500.
+func WithMaxPoll(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("%w: max poll must be ≥ 1", ErrInvalid)
+		}
+		c.maxPoll = n
+		return nil
+	}
+}
+
+// WithBatch accumulates records across polls: a batch is handled when it
+// holds size records or interval after its first record arrived, whichever
+// comes first (polls then take at most the room left). Default: off, each
+// non-empty poll is a batch.
+func WithBatch(size int, interval time.Duration) Option {
+	return func(c *config) error {
+		if size < 1 || size > 1_000_000 {
+			return fmt.Errorf("%w: batch size must be 1..1000000", ErrInvalid)
+		}
+		if interval <= 0 {
+			return fmt.Errorf("%w: batch interval must be > 0", ErrInvalid)
+		}
+		c.batchSize, c.interval = size, interval
+		return nil
+	}
+}
+
+// WithBackoff sets the waits between attempts of a failing step (the
+// handler, a finish step, dead-lettering, a refused commit): from min,
+// doubling per consecutive failure, up to max, each less a random fraction
+// of up to jitter (0 to 1). Default: 100 ms to 5 s, no jitter.
+func WithBackoff(min, max time.Duration, jitter float64) Option {
+	return func(c *config) error {
+		p := backoff.Policy{Min: min, Max: max, Jitter: jitter}
+		if err := p.Validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		c.backoff = p
+		return nil
+	}
+}
+
+// WithDrainTimeout bounds how long a Consumer whose Run context ended keeps
+// finishing and committing what it holds before it leaves the group (Close
+// bounds the drain with its own context instead). Default: 30 s.
+func WithDrainTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: drain timeout must be > 0", ErrInvalid)
+		}
+		c.drainTimeout = d
+		return nil
+	}
+}
+
+// WithRebalanceInterval bounds how long finish steps (Batch.Finish) may run
+// back to back, holding rebalances off: after that the loop waits for the
+// outstanding one and lets a rebalance in. Rebalances are also let in
+// whenever no finish step is outstanding. Default: 250 ms.
+func WithRebalanceInterval(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: rebalance interval must be > 0", ErrInvalid)
+		}
+		c.rebalanceEvery = d
+		return nil
+	}
+}
+
+// WithReadCommitted consumes only committed records of transactional
+// producers (records of aborted transactions are skipped). Default: off
+// (read uncommitted, Kafka's default).
+func WithReadCommitted() Option {
+	return func(c *config) error { c.readCommitted = true; return nil }
+}
+
+// WithLogger sets where the consumer logs: failures and retries at Warn,
+// dead letters at Warn; successes are not logged. Default: discarded.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalid)
+		}
+		c.log = l
+		return nil
+	}
+}
+
+// WithHooks adds observability (and rebalance) callbacks; it may be given
+// more than once, and every set is called, in the order given. Default:
+// none.
+func WithHooks(h Hooks) Option {
+	return func(c *config) error { c.hooks = append(c.hooks, h); return nil }
+}
+
+// WithBeforeClose adds fn to run once the consumer has stopped and drained,
+// before it flushes what was produced through Client, leaves the group and
+// closes the client: work that produces through the client (a channel's
+// dead letters) finishes there. fn gets the drain's context (Close's, or the
+// drain timeout's); its error is joined to what Run and Close return. It may
+// be given more than once; the functions run in the order given. Default:
+// none.
+func WithBeforeClose(fn func(ctx context.Context) error) Option {
+	return func(c *config) error {
+		if fn == nil {
+			return fmt.Errorf("%w: nil before-close func", ErrInvalid)
+		}
+		c.beforeClose = append(c.beforeClose, fn)
+		return nil
+	}
+}
