@@ -286,7 +286,7 @@ func TestTraceDeadLetter(t *testing.T) {
 	t.Cleanup(func() {
 		cancel()
 		<-done
-		p.Close()
+		p.Close(context.Background())
 	})
 	prod, err := kgo.NewClient(append(h.KafkaOpts(), TracingKafkaOpts(tp)...)...)
 	if err != nil {

@@ -99,12 +99,12 @@ func NewWorkers(qs *judge.State, db *sql.DB, kopts []kgo.Opt, cfg WorkersConfig)
 	}
 	w, err := writebehind.NewUsageWriter(db)
 	if err != nil {
-		proc.Close()
+		proc.Close(context.Background())
 		return nil, fmt.Errorf("service: usage writer: %w", err)
 	}
 	wb, err := writebehind.NewRunner(writebehind.DecodeUsageRecord, w, clientOpts("write-behind"), append(wbOpts, cfg.WriteBehind...)...)
 	if err != nil {
-		proc.Close()
+		proc.Close(context.Background())
 		return nil, fmt.Errorf("service: write-behind runner: %w", err)
 	}
 	if cfg.NoNotifier {
@@ -113,7 +113,7 @@ func NewWorkers(qs *judge.State, db *sql.DB, kopts []kgo.Opt, cfg WorkersConfig)
 	hub := cfg.Hub
 	if hub == nil {
 		if hub, err = notify.NewHub(hubOpts...); err != nil {
-			proc.Close()
+			proc.Close(context.Background())
 			wb.Close(context.Background())
 			return nil, err
 		}
@@ -126,7 +126,7 @@ func NewWorkers(qs *judge.State, db *sql.DB, kopts []kgo.Opt, cfg WorkersConfig)
 			return &Workers{Processor: proc, WriteBehind: wb, Notifier: n, Hub: hub, log: log}, nil
 		}
 	}
-	proc.Close()
+	proc.Close(context.Background())
 	wb.Close(context.Background())
 	return nil, fmt.Errorf("service: notifier: %w", err)
 }
@@ -150,11 +150,6 @@ func (w *Workers) Run(ctx context.Context) error {
 				errs[i] = err
 				cancel()
 			}
-			if i == 0 {
-				// Run returns with the client still open; close it here, in
-				// the goroutine that owned the loop.
-				w.Processor.Close()
-			}
 		}()
 	}
 	wg.Wait()
@@ -164,8 +159,7 @@ func (w *Workers) Run(ctx context.Context) error {
 // Close stops the workers; the write-behind runner and the notifier's
 // channels drain within ctx. The hub is closed too.
 func (w *Workers) Close(ctx context.Context) error {
-	w.Processor.Close()
-	err := w.WriteBehind.Close(ctx)
+	err := errors.Join(w.Processor.Close(ctx), w.WriteBehind.Close(ctx))
 	if w.Notifier != nil {
 		err = errors.Join(err, w.Notifier.Close(ctx), w.Hub.Close(ctx))
 	}

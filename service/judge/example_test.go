@@ -83,7 +83,7 @@ func ExampleProcessor() {
 		if err := <-done; err != nil {
 			fmt.Println("processor:", err)
 		}
-		proc.Close()
+		proc.Close(context.Background())
 	}()
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(kafka.ListenAddrs()...), kgo.ConsumeTopics(envelope.TopicUsagePersist))

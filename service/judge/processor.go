@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/consumer"
 	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
@@ -125,9 +126,9 @@ type Processor struct {
 	// recoveries counts the recoveries this processor waited for.
 	recoveries atomic.Int64
 
-	stop     chan struct{}
-	stopOnce sync.Once // guards stop and the client's close
-	running  sync.WaitGroup
+	// c is the consumer-group lifecycle the processor runs on
+	// (envelope/consumer); cl is its client, which also produces.
+	c *consumer.Consumer
 }
 
 // Stale reports whether judging is paused because Redis cannot be trusted
@@ -151,7 +152,7 @@ func NewProcessor(qs *State, kopts []kgo.Opt, opts ...Option) (*Processor, error
 	if err != nil {
 		return nil, err
 	}
-	p := &Processor{settings: set, qs: qs, stop: make(chan struct{})}
+	p := &Processor{settings: set, qs: qs}
 	if p.guard != nil {
 		p.positions = map[string]int64{}
 	}
@@ -169,22 +170,34 @@ func NewProcessor(qs *State, kopts []kgo.Opt, opts ...Option) (*Processor, error
 			p.log.Warn("redis circuit breaker", "from", from.String(), "to", to.String())
 		},
 	})
-	all := append(ProducerOpts(), kopts...)
-	all = append(all,
-		kgo.ConsumerGroup(ProcessorGroup),
-		kgo.ConsumeTopics(ProcessorTopics()...),
-		kgo.DisableAutoCommit(),
-		kgo.BlockRebalanceOnPoll(),
+	c, err := consumer.New(consumer.HandlerFunc(p.handle), append(ProducerOpts(), kopts...),
+		consumer.WithGroup(ProcessorGroup),
+		consumer.WithTopics(ProcessorTopics()...),
 		// Never charge records of an aborted producer transaction.
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) { p.forget(lost) }),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) { p.forget(lost) }),
-	)
-	cl, err := kgo.NewClient(all...)
+		consumer.WithReadCommitted(),
+		consumer.WithMaxPoll(p.maxPoll),
+		consumer.WithBackoff(p.backoffMin, p.backoffMax, 0),
+		consumer.WithRebalanceInterval(drainEvery),
+		consumer.WithDrainTimeout(drainTimeout),
+		consumer.WithLogger(p.log),
+		consumer.WithHooks(consumer.Hooks{
+			OnRevoked: func(i consumer.PartitionsInfo) { p.forget(i.Partitions) },
+			OnLost:    func(i consumer.PartitionsInfo) { p.forget(i.Partitions) },
+			OnRetry: func(i consumer.RetryInfo) {
+				if p.procHooks.OnRetry != nil {
+					p.procHooks.OnRetry(RetryInfo{What: "kafka " + i.Step, Attempt: i.Attempt, Wait: i.Wait, Err: i.Err})
+				}
+			},
+			OnCommit: func(i consumer.CommitInfo) {
+				if i.Err != nil && p.procHooks.OnRetry != nil {
+					p.procHooks.OnRetry(RetryInfo{What: "commit", Attempt: 1, Err: i.Err})
+				}
+			},
+		}))
 	if err != nil {
 		return nil, fmt.Errorf("judge: processor kafka client: %w", err)
 	}
-	p.cl = cl
+	p.c, p.cl = c, c.Client()
 	return p, nil
 }
 
@@ -204,102 +217,38 @@ func ProducerOpts() []kgo.Opt {
 func (p *Processor) Client() *kgo.Client { return p.cl }
 
 // Run consumes until ctx is done or Close is called. It returns nil on a
-// clean stop. Records of a poll not yet committed are redelivered to whoever
-// owns their partitions next; that is safe (dedupe in the engine).
+// clean stop, after finishing (within drainTimeout) what it judged: its
+// outputs acknowledged and its offsets committed. Records polled but not
+// committed are redelivered to whoever owns their partitions next; that is
+// safe (dedupe in the engine).
 func (p *Processor) Run(ctx context.Context) error {
-	p.running.Add(1)
-	defer p.running.Done()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() { // ends with Run
-		select {
-		case <-p.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	// A poll blocks rebalances until AllowRebalance; leaving the group on
-	// Close needs it allowed.
-	defer p.cl.AllowRebalance()
-	// Polls overlap by one: while a poll's outputs are acknowledged and its
-	// offsets committed (its tail), the next poll is judged. Commits stay in
-	// poll order, and rebalances are let in only with no tail running, at
-	// least every drainEvery.
-	var tail chan error
-	var tailOver context.Context // done once the running tail finished
-	waitTail := func() error {
-		if tail == nil {
-			return nil
-		}
-		err := <-tail
-		tail = nil
+	if err := p.c.Run(ctx); !errors.Is(err, consumer.ErrUncommitted) {
 		return err
 	}
-	defer func() { _ = waitTail() }() // ctx is cancelled by Close first
-	lastDrain := time.Now()
-	for {
-		// With a tail running (and so a rebalance held off), wait for
-		// records only until the tail finished: waiting longer could wait
-		// for records that only the held-off rebalance would bring. An empty
-		// poll joins the tail and lets the rebalance in before blocking.
-		pollCtx := ctx
-		if tail != nil {
-			pollCtx = tailOver
-		}
-		fetches := p.cl.PollRecords(pollCtx, p.maxPoll)
-		if fetches.IsClientClosed() || ctx.Err() != nil {
-			return nil
-		}
-		fetches.EachError(func(t string, part int32, err error) {
-			if pollCtx != ctx && errors.Is(err, context.Canceled) {
-				return // the tail finished first
-			}
-			p.log.Warn("fetch error", "topic", t, "partition", part, "err", err)
-		})
-		recs := fetches.Records()
-		if len(recs) == 0 {
-			if err := waitTail(); err != nil {
-				return nil // only ctx ends a tail early
-			}
-			p.cl.AllowRebalance()
-			lastDrain = time.Now()
-			continue
-		}
-		var lag int64
-		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-			if n := len(fp.Records); n > 0 {
-				lag += max(fp.HighWatermark-fp.Records[n-1].Offset-1, 0)
-			}
-		})
-		w, err := p.process(ctx, recs, lag)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		if err := waitTail(); err != nil { // the previous commit goes first
-			return nil
-		}
-		tail = make(chan error, 1)
-		var over context.CancelFunc
-		tailOver, over = context.WithCancel(ctx)
-		go func(tail chan<- error) { // joined by waitTail
-			tail <- p.finish(ctx, w)
-			over()
-		}(tail)
-		if time.Since(lastDrain) >= drainEvery {
-			if err := waitTail(); err != nil {
-				return nil
-			}
-			p.cl.AllowRebalance()
-			lastDrain = time.Now()
-		}
-	}
+	return nil
 }
 
-// drainEvery bounds how long a busy processor holds off a rebalance.
-const drainEvery = 250 * time.Millisecond
+// handle judges one poll (the consumer's handler) and leaves waiting for its
+// outputs to the finish step, which runs while the next poll is judged;
+// the consumer commits the poll after it, in poll order.
+func (p *Processor) handle(ctx context.Context, b *consumer.Batch) error {
+	w, err := p.process(ctx, b.Records, b.Lag)
+	if err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		return consumer.Permanent(err)
+	}
+	b.Finish(func(ctx context.Context) error { return p.finish(ctx, w) })
+	return nil
+}
+
+// drainEvery bounds how long a busy processor holds off a rebalance;
+// drainTimeout how long a stopping processor tries to finish what it judged.
+const (
+	drainEvery   = 250 * time.Millisecond
+	drainTimeout = 5 * time.Second
+)
 
 // poll is a judged poll whose outputs are in flight.
 type poll struct {
@@ -331,7 +280,8 @@ func (s *sent) send(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) {
 }
 
 // finish waits until every output of w is acknowledged (producing the failed
-// ones again), then commits w's offsets. It returns only ctx's error.
+// ones again); the consumer commits w's offsets after it. It returns only
+// ctx's error.
 func (p *Processor) finish(ctx context.Context, w *poll) error {
 	// Send what lingers now: the commit waits for these acknowledgements.
 	if err := p.cl.Flush(ctx); err != nil {
@@ -341,9 +291,6 @@ func (p *Processor) finish(ctx context.Context, w *poll) error {
 	if err := p.produce(ctx, w.out.failed); err != nil {
 		return err
 	}
-	if err := p.retry(ctx, "commit", func() error { return p.cl.CommitRecords(ctx, w.recs...) }); err != nil {
-		return err
-	}
 	w.info.Duration = time.Since(w.start)
 	if p.procHooks.OnBatch != nil {
 		p.procHooks.OnBatch(w.info)
@@ -351,16 +298,15 @@ func (p *Processor) finish(ctx context.Context, w *poll) error {
 	return nil
 }
 
-// Close stops Run, waits for it to return, leaves the group and closes the
-// client. Records polled but not committed are redelivered to the next owner
-// of their partitions.
-func (p *Processor) Close() {
-	p.stopOnce.Do(func() {
-		close(p.stop)
-		p.running.Wait()
-		p.cl.AllowRebalance()
-		p.cl.Close()
-	})
+// Close stops Run, finishes within ctx what it judged (outputs
+// acknowledged, offsets committed), leaves the group and closes the client.
+// Records polled but not committed are redelivered to the next owner of
+// their partitions (the engine dedupes them): as for Run, that is no error.
+func (p *Processor) Close(ctx context.Context) error {
+	if err := p.c.Close(ctx); !errors.Is(err, consumer.ErrUncommitted) {
+		return err
+	}
+	return nil
 }
 
 type usageIn struct {

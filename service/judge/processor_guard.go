@@ -13,6 +13,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/envelope/kafkarecord"
+	"github.com/dabom/dpcs/internal/backoff"
 	"github.com/dabom/dpcs/quota"
 )
 
@@ -138,7 +139,7 @@ func (p *Processor) raise(ctx context.Context, recs []*kgo.Record) error {
 // does not fix it, a rebuild does.
 func stalePermanent(err error) error {
 	if errors.Is(err, quota.ErrStale) {
-		return permanent{err}
+		return backoff.Permanent(err)
 	}
 	return err
 }
@@ -167,8 +168,6 @@ func (p *Processor) stale(ctx context.Context, used string, err error) bool {
 			p.procHooks.OnStale(StaleInfo{Stale: true, Reason: se.Reason})
 		}
 	}
-	p.cl.PauseFetchTopics(ProcessorTopics()...)
-	defer p.cl.ResumeFetchTopics(ProcessorTopics()...)
 	// Outputs of batches judged before the state went stale are in flight:
 	// have them in Kafka before the recovery waits for SQL to hold them.
 	if ferr := p.cl.Flush(ctx); ferr != nil {

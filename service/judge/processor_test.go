@@ -56,7 +56,7 @@ func (h *harness) start(eng Engine, opts ...Option) (stop func()) {
 			if err := <-done; err != nil {
 				h.t.Errorf("processor: %v", err)
 			}
-			p.Close()
+			p.Close(context.Background())
 		})
 	}
 	h.t.Cleanup(stop)

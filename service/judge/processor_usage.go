@@ -11,6 +11,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/envelope/kafkarecord"
+	"github.com/dabom/dpcs/internal/backoff"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 )
@@ -114,7 +115,7 @@ func (p *Processor) apply(ctx context.Context, usage []usageIn, marks []quota.Ma
 				results, _ = r.([]quota.Result)
 			}
 			if errors.Is(err, quota.ErrInvalid) {
-				return permanent{err}
+				return backoff.Permanent(err)
 			}
 			return stalePermanent(err)
 		})
@@ -152,13 +153,13 @@ func (p *Processor) policyUpdated(ctx context.Context, r *kgo.Record, ev envelop
 			enf = v.(quota.Enforcement)
 		}
 		if errors.Is(err, quota.ErrInvalid) {
-			return permanent{err}
+			return backoff.Permanent(err)
 		}
 		return err
 	})
-	var perm permanent
+	var perm *backoff.PermanentError
 	if errors.As(err, &perm) {
-		return []*kgo.Record{p.deadLetter(r, perm.err.Error())}, nil
+		return []*kgo.Record{p.deadLetter(r, perm.Err.Error())}, nil
 	}
 	if err != nil {
 		return nil, err

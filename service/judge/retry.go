@@ -2,10 +2,10 @@ package judge
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
+	"github.com/dabom/dpcs/internal/backoff"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -46,47 +46,16 @@ func (p *Processor) produce(ctx context.Context, recs []*kgo.Record) error {
 	})
 }
 
-// permanent marks an error that retrying cannot fix.
-type permanent struct{ err error }
-
-func (p permanent) Error() string { return p.err.Error() }
-func (p permanent) Unwrap() error { return p.err }
-
-// retry calls fn until it succeeds, returns a permanent error, or ctx is done;
-// waits grow exponentially from backoffMin to backoffMax. While it waits, the
-// processor fetches nothing more (Kafka buffers), and it never skips.
+// retry calls fn until it succeeds, returns an error marked
+// backoff.Permanent, or ctx is done, waiting (internal/backoff) from
+// backoffMin doubling to backoffMax between attempts. Nothing is fetched
+// meanwhile: the consumer polls only between batches; Kafka buffers, and
+// nothing is skipped.
 func (p *Processor) retry(ctx context.Context, what string, fn func() error) error {
-	wait := p.backoffMin
-	paused := false
-	defer func() {
-		if paused {
-			p.cl.ResumeFetchTopics(ProcessorTopics()...)
-		}
-	}()
-	for attempt := 1; ; attempt++ {
-		err := fn()
-		var perm permanent
-		if err == nil || errors.As(err, &perm) {
-			return err
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if !paused {
-			p.cl.PauseFetchTopics(ProcessorTopics()...)
-			paused = true
-		}
+	return backoff.Retry(ctx, backoff.Policy{Min: p.backoffMin, Max: p.backoffMax}, fn, func(attempt int, wait time.Duration, err error) {
 		if p.procHooks.OnRetry != nil {
 			p.procHooks.OnRetry(RetryInfo{What: what, Attempt: attempt, Wait: wait, Err: err})
 		}
 		p.log.Warn("retrying", "what", what, "attempt", attempt, "wait", wait, "err", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-		wait = min(wait*2, p.backoffMax)
-	}
+	})
 }

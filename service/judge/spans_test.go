@@ -57,7 +57,7 @@ func BenchmarkProcessorSpans(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer p.Close()
+			defer p.Close(context.Background())
 			recs := make([]*kgo.Record, batch)
 			for i := range in {
 				recs[i] = in[i].rec
