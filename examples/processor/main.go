@@ -40,6 +40,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/backoff"
 	"github.com/dabom/dpcs/internal/buildinfo"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
@@ -68,22 +69,20 @@ func main() {
 // 0.5 s, 1 s, 2 s … 10 s between attempts.
 func await(ctx context.Context, log *slog.Logger, limit time.Duration, what string, fn func() error) error {
 	deadline := time.Now().Add(limit)
-	wait := 500 * time.Millisecond
-	for {
+	p := backoff.Policy{Min: 500 * time.Millisecond, Max: 10 * time.Second}
+	for attempt := 1; ; attempt++ {
 		err := fn()
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
+		wait := p.Delay(attempt)
 		if time.Now().Add(wait).After(deadline) {
 			return fmt.Errorf("%s not reachable within DPCS_START_TIMEOUT (%s): %w", what, limit, err)
 		}
 		log.Warn("waiting for a dependency", "what", what, "retry_in", wait, "err", err)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
+		if err := backoff.Sleep(ctx, wait); err != nil {
+			return err
 		}
-		wait = min(2*wait, 10*time.Second)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/backoff"
 	"github.com/dabom/dpcs/quota"
 )
 
@@ -408,11 +409,13 @@ func copies(recs []*kgo.Record) []*kgo.Record {
 	return out
 }
 
+// redoBackoff paces the background producer of refused records.
+var redoBackoff = backoff.Policy{Min: 100 * time.Millisecond, Max: 2 * time.Second}
+
 func (s *Decisions) redeliverLoop() {
 	defer s.batches.Done()
-	wait := 100 * time.Millisecond
-	for {
-		t := time.NewTimer(wait)
+	for attempt := 1; ; attempt++ {
+		t := time.NewTimer(redoBackoff.Delay(attempt))
 		select {
 		case <-s.stop:
 			t.Stop()
@@ -445,7 +448,6 @@ func (s *Decisions) redeliverLoop() {
 			return
 		}
 		s.redoMu.Unlock()
-		wait = min(wait*2, 2*time.Second)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope/kafkarecord"
+	"github.com/dabom/dpcs/internal/backoff"
 	"github.com/dabom/dpcs/internal/sqldialect"
 )
 
@@ -473,11 +474,7 @@ func (r *Relay) Poll(ctx context.Context) (PollResult, error) {
 }
 
 func (r *Relay) retryDelay(attempts int) time.Duration {
-	d := r.backoff
-	for i := 1; i < attempts && d < r.maxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, r.maxBackoff)
+	return backoff.Policy{Min: r.backoff, Max: r.maxBackoff}.Delay(attempts)
 }
 
 func (r *Relay) read(ctx context.Context, cursor int64) ([]outboxRow, error) {

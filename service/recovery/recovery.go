@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/backoff"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/writebehind"
@@ -135,6 +136,9 @@ func (r *Guard) setGen(gen string) {
 	r.gmu.Unlock()
 }
 
+// recoverBackoff paces Recover's looks at SQL while it waits for a rebuild.
+var recoverBackoff = backoff.Policy{Min: 250 * time.Millisecond, Max: 2 * time.Second}
+
 // Recover brings Redis back after the engine reported it stale for a batch
 // judged with generation used: when SQL already names another generation
 // (another instance or an operator rebuilt), it returns that one; else it
@@ -181,12 +185,8 @@ func (r *Guard) Recover(ctx context.Context, used string, cause error) (string, 
 			}
 			r.log.Error("recovery: rebuild failed; trying again", "err", err)
 		}
-		t := time.NewTimer(min(250*time.Millisecond*time.Duration(attempt+1), 2*time.Second))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return "", ctx.Err()
-		case <-t.C:
+		if err := backoff.Sleep(ctx, recoverBackoff.Delay(attempt+1)); err != nil {
+			return "", err
 		}
 	}
 }
