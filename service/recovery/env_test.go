@@ -35,6 +35,7 @@ func runRebuild(t *testing.T, open func(testing.TB) *sql.DB) {
 		"Rebuild":       testRebuild,
 		"RebuildReport": testRebuildReport,
 		"RebuildPages":  testRebuildPages,
+		"TransientSQL":  testRebuildTransientSQL,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, &env{testenv.NewStoreEnv(t, open(t))}) })
 	}

@@ -51,9 +51,13 @@ func (e FamilyError) Unwrap() error { return e.Err }
 // write-behind drained usage-persist, so usage_record holds every judged
 // event (Guard does).
 //
-// One family's failure does not stop the others: every family is tried, and
-// when some failed the error wraps ErrIncomplete and every FamilyError (so
-// errors.Is sees their causes too), and the report lists them. In a
+// One family's failure (rows that cannot be read, a state the engine
+// refuses) does not stop the others: every family is tried, and when some
+// failed the error wraps ErrIncomplete and every FamilyError (so errors.Is
+// sees their causes too), and the report lists them. A failure of SQL or
+// Redis themselves is no family's: the rebuild stops with an error that
+// does not wrap ErrIncomplete and blames no family, and what it restored
+// stays to be restored again by the next attempt. In a
 // generation rebuild each failed family is replaced by an empty family of
 // the new generation (see Report). Failing to list the families and a
 // cancelled ctx stop the rebuild at once with an error that does not wrap
@@ -194,6 +198,9 @@ func (b rebuilder) restore(ctx context.Context, p page, rep *Report) error {
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return fmt.Errorf("recovery: rebuild: %w", ctx.Err())
+	case err != nil && !errors.Is(err, store.ErrUnreadable):
+		// The database failed, not a family's rows: stop, blame no one.
+		return fmt.Errorf("recovery: rebuild: reading SQL: %w", err)
 	case err != nil && len(ids) > 1:
 		for _, fid := range ids {
 			if err := b.families(ctx, []int64{fid}, false, rep); err != nil {
@@ -207,6 +214,7 @@ func (b rebuilder) restore(ctx context.Context, p page, rep *Report) error {
 
 	errs := make([]error, len(ids))
 	done := make([]bool, len(ids))
+	transient := make([]bool, len(ids))
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range min(rebuildWorkers, len(ids)) {
@@ -217,6 +225,12 @@ func (b rebuilder) restore(ctx context.Context, p page, rep *Report) error {
 					errs[i] = e
 				} else if e := b.qs.Restore(ctx, states[fid]); e != nil {
 					errs[i] = fmt.Errorf("recovery: rebuild family %d: %w", fid, e)
+					if !errors.Is(e, quota.ErrInvalid) {
+						// Redis failed, not the family's rows: stop.
+						transient[i] = true
+						done[i] = true
+						continue
+					}
 				}
 				if errs[i] != nil && b.gen != "" && ctx.Err() == nil {
 					if e := b.qs.Restore(ctx, quota.FamilyState{FamilyID: fid, Generation: b.gen}); e != nil {
@@ -238,11 +252,14 @@ feed:
 	close(next)
 	wg.Wait()
 	stopped := ctx.Err()
+	var redisErr error
 	for i, fid := range ids {
 		switch {
 		case !done[i]:
 		case errs[i] == nil:
 			rep.Rebuilt++
+		case transient[i]:
+			redisErr = errs[i]
 		case stopped != nil: // the family is not to blame
 		default:
 			rep.Failed = append(rep.Failed, FamilyError{FamilyID: fid, Err: errs[i]})
@@ -250,6 +267,9 @@ feed:
 	}
 	if stopped != nil {
 		return fmt.Errorf("recovery: rebuild: %w", stopped)
+	}
+	if redisErr != nil {
+		return fmt.Errorf("recovery: rebuild: writing Redis: %w", redisErr)
 	}
 	return nil
 }

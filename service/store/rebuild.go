@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -34,7 +35,8 @@ type Window interface {
 // (missing, or a value that does not parse) with why. span says ids are
 // every family from ids[0] to ids[len(ids)-1], ascending (a page of
 // FamilyIDs), so every table is read by an id range through its family
-// index. An error means a query failed.
+// index. An error means the families could not be read: it wraps
+// ErrUnreadable when a value did not scan, else the database failed.
 func (s *Store) ReadFamilies(ctx context.Context, w Window, ids []int64, span bool) (map[int64]quota.FamilyState, map[int64]error, error) {
 	if len(ids) == 0 {
 		return map[int64]quota.FamilyState{}, map[int64]error{}, nil
@@ -219,15 +221,32 @@ func (s *Store) ReadFamilies(ctx context.Context, w Window, ids []int64, span bo
 	return states, bad, nil
 }
 
+// ErrUnreadable wraps an error of ReadFamilies caused by the data read (a
+// value that does not scan): reading the families one by one finds the one
+// at fault. Every other error of ReadFamilies is the database's (a query
+// refused, a connection lost) and blames no family.
+var ErrUnreadable = errors.New("store: a row cannot be read")
+
 // scanAll calls row for every row of rows with its Scan, then closes rows.
+// A Scan error (the data) wraps ErrUnreadable.
 func scanAll(rows *sql.Rows, row func(scan func(...any) error) error) error {
 	defer rows.Close()
 	for rows.Next() {
-		if err := row(rows.Scan); err != nil {
+		if err := row(scanning(rows.Scan)); err != nil {
 			return err
 		}
 	}
 	return rows.Err()
+}
+
+// scanning marks scan's errors as the data's.
+func scanning(scan func(...any) error) func(...any) error {
+	return func(dest ...any) error {
+		if err := scan(dest...); err != nil {
+			return fmt.Errorf("%w: %w", ErrUnreadable, err)
+		}
+		return nil
+	}
 }
 
 func anys(ss []string) []any {
