@@ -36,6 +36,7 @@ func runRebuild(t *testing.T, open func(testing.TB) *sql.DB) {
 		"RebuildReport": testRebuildReport,
 		"RebuildPages":  testRebuildPages,
 		"TransientSQL":  testRebuildTransientSQL,
+		"RacingWrite":   testRebuildRacingWrite,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, &env{testenv.NewStoreEnv(t, open(t))}) })
 	}

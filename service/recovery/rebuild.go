@@ -172,25 +172,95 @@ func (b rebuilder) families(ctx context.Context, ids []int64, span bool, rep *Re
 // page is families read from SQL for restoring (store.ReadFamilies).
 type page struct {
 	ids    []int64
+	span   bool
 	states map[int64]quota.FamilyState
 	bad    map[int64]error
 	err    error // the page could not be read as a whole
+	// changes are the families' change counts (store.FamilyChanges) taken
+	// before they were read.
+	changes map[int64]int64
 }
 
 func (b rebuilder) read(ctx context.Context, ids []int64, span bool) page {
 	if err := ctx.Err(); err != nil {
-		return page{ids: ids, err: err}
+		return page{ids: ids, span: span, err: err}
+	}
+	changes, err := b.st.FamilyChanges(ctx, ids, span)
+	if err != nil {
+		return page{ids: ids, span: span, err: err}
 	}
 	states, bad, err := b.st.ReadFamilies(ctx, b.qs, ids, span)
 	for fid, st := range states {
 		st.Generation = b.gen
 		states[fid] = st
 	}
-	return page{ids: ids, states: states, bad: bad, err: err}
+	return page{ids: ids, span: span, states: states, bad: bad, err: err, changes: changes}
 }
 
-// restore restores a page read by read, as families.
+// settleRounds bounds how often a family that keeps changing is restored
+// again within one rebuild; its own writes bring Redis up to date after
+// that (each API write goes to Redis after its transaction).
+const settleRounds = 5
+
+// restore restores a page read by read, as families, then restores again
+// the families that changed while they were read and restored.
 func (b rebuilder) restore(ctx context.Context, p page, rep *Report) error {
+	failed := len(rep.Failed)
+	if err := b.restoreOnce(ctx, p, rep); err != nil {
+		return err
+	}
+	skip := map[int64]bool{}
+	for _, f := range rep.Failed[failed:] {
+		skip[f.FamilyID] = true
+	}
+	return b.settle(ctx, p, skip, rep)
+}
+
+// settle reads and restores again, until they stop changing, the families
+// of p (but those in failed) whose change count moved since p was read: a
+// change committed between the read and the restore may have reached Redis
+// first and been overwritten by the older state read.
+func (b rebuilder) settle(ctx context.Context, p page, failed map[int64]bool, rep *Report) error {
+	if p.err != nil || p.changes == nil {
+		return nil // read one by one, each settled on its own
+	}
+	before := p.changes
+	ids, span := p.ids, p.span
+	for range settleRounds {
+		now, err := b.st.FamilyChanges(ctx, ids, span)
+		if err != nil {
+			return fmt.Errorf("recovery: rebuild: reading SQL: %w", err)
+		}
+		var moved []int64
+		for _, fid := range ids {
+			if now[fid] != before[fid] && !failed[fid] {
+				moved = append(moved, fid)
+			}
+		}
+		if len(moved) == 0 {
+			return nil
+		}
+		again := b.read(ctx, moved, false)
+		var scratch Report
+		if err := b.restoreOnce(ctx, again, &scratch); err != nil {
+			return err
+		}
+		// A family restored before and failing now is failed.
+		for _, f := range scratch.Failed {
+			rep.Rebuilt--
+			rep.Failed = append(rep.Failed, f)
+			failed[f.FamilyID] = true
+		}
+		if again.changes == nil { // read one by one: nothing to compare
+			return nil
+		}
+		ids, span, before = moved, false, again.changes
+	}
+	return nil
+}
+
+// restoreOnce restores a page read by read, as families.
+func (b rebuilder) restoreOnce(ctx context.Context, p page, rep *Report) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("recovery: rebuild: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/recovery"
 	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/writebehind"
@@ -395,5 +397,84 @@ func testRebuildTransientSQL(t *testing.T, e *env) {
 	}
 	if rep, err := recovery.Rebuild(ctx, e.S, qs, "g2"); err != nil || rep.Rebuilt != 3 || len(rep.Failed) != 0 {
 		t.Errorf("rebuild once SQL answers: %+v, %v; want every family", rep, err)
+	}
+}
+
+// racingEngine runs, once, an API write (committed in SQL, then written to
+// Redis through the door) right before the rebuild restores family 1: the
+// write lands between the rebuild's read of the family and its restore.
+type racingEngine struct {
+	judge.Engine
+	once  sync.Once
+	write func()
+}
+
+func (r *racingEngine) Restore(ctx context.Context, st quota.FamilyState) error {
+	if st.FamilyID == 1 {
+		r.once.Do(r.write)
+	}
+	return r.Engine.Restore(ctx, st)
+}
+
+// testRebuildRacingWrite: an API write landing between a rebuild's read of
+// a family and its restore is not overwritten by the older state read —
+// a member removed meanwhile stays removed, a plan cut stays cut. (The
+// restore used to win until the next rebuild: the removed member was
+// ALLOWED again.)
+func testRebuildRacingWrite(t *testing.T, e *env) {
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	eng, err := quota.New(rdb, quota.WithClock(e.Clock.Now), quota.WithLocation(seoul))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := e.Ctx
+	for _, fid := range []int64{1, 2} {
+		e.Family(t, fid)
+	}
+	if _, err := e.S.AddMember(ctx, store.NewMember{ID: 13, FamilyID: 1, Name: "m13", Role: policy.RoleMember, Password: "pw-pw-pw-pw"}, owner); err != nil {
+		t.Fatal(err)
+	}
+	var victim int64
+	racer := &racingEngine{Engine: eng}
+	qs := mustState(t, racer)
+	racer.write = func() {
+		// The API's removal of a member and plan cut: SQL, then Redis.
+		if err := e.S.RemoveMember(ctx, 1, victim, owner); err != nil {
+			t.Error(err)
+		}
+		if err := qs.RemoveMember(ctx, 1, victim); err != nil {
+			t.Error(err)
+		}
+		if _, err := e.S.SetPlan(ctx, 1, 1<<20, owner); err != nil {
+			t.Error(err)
+		}
+		if _, err := qs.SetPlan(ctx, 1, 1<<20); err != nil {
+			t.Error(err)
+		}
+	}
+	for i, fams := range [][]int64{nil, {1, 2}} {
+		racer.once, victim = sync.Once{}, int64(12+i)
+		// The plan as it was before the write.
+		if _, err := e.S.SetPlan(ctx, 1, 10<<20, owner); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := recovery.Rebuild(ctx, e.S, qs, "g1", fams...)
+		if err != nil || rep.Rebuilt != 2 {
+			t.Fatalf("rebuild %v: %+v, %v", fams, rep, err)
+		}
+		fs, err := eng.Family(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ms := range fs.Members {
+			if ms.CustomerID == victim {
+				t.Errorf("rebuild %v: member %d, removed while the family was rebuilt, is back", fams, victim)
+			}
+		}
+		if fs.Total != 1<<20 {
+			t.Errorf("rebuild %v: pool %d, want the plan cut to %d while the family was rebuilt", fams, fs.Total, 1<<20)
+		}
 	}
 }

@@ -221,6 +221,44 @@ func (s *Store) ReadFamilies(ctx context.Context, w Window, ids []int64, span bo
 	return states, bad, nil
 }
 
+// FamilyChanges returns, for the families of ids that have any, how many
+// changes the store recorded for each (its audit rows: every change of a
+// family's plan, thresholds, top-ups, members and policies writes one in
+// its transaction). A restore compares the counts taken before reading a
+// family with those after restoring it: a change committed in between may
+// have been written to Redis and then overwritten by the older state read,
+// so the family is read and restored again. span: see ReadFamilies.
+func (s *Store) FamilyChanges(ctx context.Context, ids []int64, span bool) (map[int64]int64, error) {
+	out := make(map[int64]int64, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	where := "family_id IN (" + strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",") + ")"
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	if span {
+		where, args = "family_id BETWEEN ? AND ?", []any{ids[0], ids[len(ids)-1]}
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT family_id, COUNT(*) FROM audit_log WHERE `+where+` GROUP BY family_id`, args...)
+	if err != nil {
+		return nil, dbErr("family changes", err)
+	}
+	err = scanAll(rows, func(sc func(...any) error) error {
+		var fid, n int64
+		if err := sc(&fid, &n); err != nil {
+			return err
+		}
+		out[fid] = n
+		return nil
+	})
+	if err != nil {
+		return nil, dbErr("family changes", err)
+	}
+	return out, nil
+}
+
 // ErrUnreadable wraps an error of ReadFamilies caused by the data read (a
 // value that does not scan): reading the families one by one finds the one
 // at fault. Every other error of ReadFamilies is the database's (a query
