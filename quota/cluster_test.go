@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -223,17 +224,82 @@ func TestClusterCorruptRecord(t *testing.T) {
 	}
 }
 
-// The state markers of a Cluster are found with CLUSTER KEYSLOT; its
-// failure fails the call.
-func TestClusterKeySlotFails(t *testing.T) {
-	hook := &faultHook{before: func(cmds []redis.Cmder) error {
-		if args := cmds[0].Args(); len(args) > 1 && cmds[0].Name() == "cluster" && args[1] == "keyslot" {
-			return injected
+
+// A master added after the engine started (slots moved to it; here it
+// holds none of the families' keys, as after losing its data) is checked
+// like every other master: it has no state marker, so a batch of a family
+// whose slot it now owns is refused as stale — never judged
+// BLOCKED_NOT_MEMBER from its empty state. (The markers were found once,
+// at the last rebuild, so the new master was never checked.)
+func TestClusterMasterAddedLater(t *testing.T) {
+	a, b := miniredis.RunT(t), miniredis.RunT(t)
+	// b takes the half of the slots without the first marker key, so the
+	// marker a holds stays where it was.
+	bLow := keySlot(keys{}.state("s0")) >= 8192
+	onB := func(slot int) bool { return (slot < 8192) == bLow }
+	var split atomic.Bool // false: a owns every slot; true: b owns its half
+	cc := redis.NewClusterClient(&redis.ClusterOptions{
+		MaxRetries: -1,
+		ClusterSlots: func(context.Context) ([]redis.ClusterSlot, error) {
+			if !split.Load() {
+				return []redis.ClusterSlot{{Start: 0, End: 16383, Nodes: []redis.ClusterNode{{Addr: a.Addr()}}}}, nil
+			}
+			low, high := a.Addr(), b.Addr()
+			if bLow {
+				low, high = high, low
+			}
+			return []redis.ClusterSlot{
+				{Start: 0, End: 8191, Nodes: []redis.ClusterNode{{Addr: low}}},
+				{Start: 8192, End: 16383, Nodes: []redis.ClusterNode{{Addr: high}}},
+			}, nil
+		},
+	})
+	t.Cleanup(func() { cc.Close() })
+	e, err := New(cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.markerRefresh = 0 // every batch looks at the topology (production: once a second)
+	ctx := context.Background()
+	// A family in b's half of the slots.
+	fid := int64(100)
+	for ; !onB(keySlot(e.k.family(fid))); fid++ {
+	}
+	provision(t, e, fid)
+	if _, err := e.BeginRebuild(ctx, "g1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.FinishRebuild(ctx, "g1", nil); err != nil {
+		t.Fatal(err)
+	}
+	ev := Event{ID: "e1", FamilyID: fid, CustomerID: 1, Bytes: 1, At: time.Now()}
+	if rs, err := e.ApplyMarked(ctx, "g1", nil, []Event{ev}); err != nil || rs[0].Decision != policy.Allowed {
+		t.Fatalf("before the new master: %+v, %v", rs, err)
+	}
+	split.Store(true)
+	cc.ReloadState(ctx)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if m, err := cc.MasterForKey(ctx, e.k.family(fid)); err == nil && strings.HasSuffix(m.Options().Addr, ":"+b.Port()) {
+			break
 		}
-		return nil
-	}}
-	_, _, e := clusterEngine(t, hook)
-	if _, err := e.State(context.Background()); err == nil || err.Error() != "quota: cluster keyslot: ERR injected" {
-		t.Errorf("State: %v", err)
+		if time.Now().After(deadline) {
+			t.Fatal("the client did not take the new slot map")
+		}
+	}
+	ev.ID = "e2"
+	rs, err := e.ApplyMarked(ctx, "g1", nil, []Event{ev})
+	if !errors.Is(err, ErrStale) {
+		t.Errorf("a batch on the new master without a marker: %+v, %v; want ErrStale", rs, err)
+	}
+	// A rebuild marks every master, the new one too.
+	if _, err := e.BeginRebuild(ctx, "g2"); err != nil {
+		t.Fatal(err)
+	}
+	provision(t, e, fid)
+	if err := e.FinishRebuild(ctx, "g2", nil); err != nil {
+		t.Fatal(err)
+	}
+	if states, err := e.State(ctx); err != nil || len(states) != 2 {
+		t.Errorf("markers after the rebuild: %+v, %v; want one per master", states, err)
 	}
 }

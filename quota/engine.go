@@ -239,6 +239,10 @@ type Engine struct {
 
 	markersMu sync.Mutex
 	markers   []string // state marker keys, one per master; see markerKeys
+	markersAt time.Time
+	// markerRefresh is how long a Cluster's marker keys are used before
+	// its masters are looked at again. Default: a second.
+	markerRefresh time.Duration
 }
 
 // monthTTL is how long a month's pool and usage hashes live after they were
@@ -256,11 +260,12 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		rdb:        rdb,
-		loc:        loc,
-		now:        time.Now,
-		dedupeTTL:  24 * time.Hour,
-		thresholds: policy.DefaultThresholds(),
+		rdb:           rdb,
+		loc:           loc,
+		now:           time.Now,
+		dedupeTTL:     24 * time.Hour,
+		thresholds:    policy.DefaultThresholds(),
+		markerRefresh: time.Second,
 	}
 	for _, o := range opts {
 		if err := o(e); err != nil {

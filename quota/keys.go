@@ -1,6 +1,9 @@
 package quota
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // keys builds the engine's Redis keys. Every key of a family carries the
 // family id as its Redis Cluster hash tag, family:{<fid>}…, so all keys one
@@ -63,3 +66,26 @@ func memberField(cid int64) string { return prefixMember + strconv.FormatInt(cid
 
 // dayField is the usage hash field of a YYYYMMDD day.
 func dayField(day string) string { return prefixDay + day[6:8] }
+
+// keySlot is the Redis Cluster hash slot of key: CRC16 (XMODEM) of its hash
+// tag (the part between the first '{' and the next '}', when not empty) or
+// of the whole key, modulo 16384.
+func keySlot(key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for k := 0; k < len(key); k++ {
+		crc ^= uint16(key[k]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % 16384
+}

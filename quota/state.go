@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -91,45 +93,58 @@ func guardResult(checks, advances []*redis.Cmd) error {
 
 // markerKeys returns the state marker keys: one on a single Redis (or Ring),
 // one per master on a Redis Cluster, so that a master that fails over to a
-// lagging replica or restarts empty is caught by its own marker.
+// lagging replica or restarts empty is caught by its own marker. On a
+// Cluster the masters are looked at again at most every markerRefresh (by
+// the client's slot map, which follows MOVED answers): a master added since
+// gets a marker key too, which it does not hold until the next rebuild, so
+// its families are refused as stale instead of judged from a state nobody
+// vouched for.
 func (e *Engine) markerKeys(ctx context.Context) ([]string, error) {
 	e.markersMu.Lock()
 	defer e.markersMu.Unlock()
-	if e.markers != nil {
-		return e.markers, nil
-	}
 	cc, ok := e.rdb.(*redis.ClusterClient)
 	if !ok {
-		e.markers = []string{e.k.state("state")}
+		if e.markers == nil {
+			e.markers = []string{e.k.state("state")}
+		}
 		return e.markers, nil
 	}
-	slots, err := cc.ClusterSlots(ctx).Result()
+	if e.markers != nil && time.Since(e.markersAt) < e.markerRefresh {
+		return e.markers, nil
+	}
+	found, err := e.clusterMarkers(ctx, cc)
+	if err != nil {
+		if e.markers != nil {
+			return e.markers, nil // judge with the masters known; look again next time
+		}
+		return nil, err
+	}
+	e.markers, e.markersAt = found, time.Now()
+	return found, nil
+}
+
+// clusterMarkers finds one marker key per master of the client's slot map.
+func (e *Engine) clusterMarkers(ctx context.Context, cc *redis.ClusterClient) ([]string, error) {
+	var mu sync.Mutex
+	masters := map[string]bool{}
+	err := cc.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
+		mu.Lock()
+		masters[c.Options().Addr] = true
+		mu.Unlock()
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("quota: cluster slots: %w", err)
-	}
-	owner := func(slot int64) string {
-		for _, s := range slots {
-			if int64(s.Start) <= slot && slot <= int64(s.End) && len(s.Nodes) > 0 {
-				return s.Nodes[0].Addr
-			}
-		}
-		return ""
-	}
-	masters := map[string]bool{}
-	for _, s := range slots {
-		if len(s.Nodes) > 0 {
-			masters[s.Nodes[0].Addr] = true
-		}
 	}
 	covered := map[string]bool{}
 	var found []string
 	for n := 0; len(covered) < len(masters) && n < 100_000; n++ {
 		key := e.k.state("s" + strconv.Itoa(n))
-		slot, err := cc.ClusterKeySlot(ctx, key).Result()
+		c, err := cc.MasterForKey(ctx, key)
 		if err != nil {
-			return nil, fmt.Errorf("quota: cluster keyslot: %w", err)
+			return nil, fmt.Errorf("quota: cluster slots: %w", err)
 		}
-		if a := owner(slot); a != "" && !covered[a] {
+		if a := c.Options().Addr; masters[a] && !covered[a] {
 			covered[a] = true
 			found = append(found, key)
 		}
@@ -137,7 +152,6 @@ func (e *Engine) markerKeys(ctx context.Context) ([]string, error) {
 	if len(covered) < len(masters) {
 		return nil, fmt.Errorf("quota: found state marker slots for %d of %d masters", len(covered), len(masters))
 	}
-	e.markers = found
 	return found, nil
 }
 
