@@ -208,3 +208,42 @@ func TestFinishRebuildInvalid(t *testing.T) {
 		t.Errorf("a refused call wrote a marker: %+v, %v", st, err)
 	}
 }
+
+// A stream with no watermark in the generation is new to it only from
+// position 0: a batch that starts later (a committed offset, a position
+// after an earlier batch) on a marker without the stream's watermark finds
+// a state that lost the advance — a snapshot taken after the rebuild and
+// before the stream's first batch was advanced — and is refused. (It used
+// to pass the check.)
+func TestMissingWatermarkPastZero(t *testing.T) {
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		e, err := New(rdb, WithKeyPrefix(uniquePrefix()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.BeginRebuild(ctx, "g1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.FinishRebuild(ctx, "g1", map[string]int64{"usage/0": 5}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.CheckState(ctx, "g1", []Mark{{Stream: "usage/2", From: 0}}); err != nil {
+			t.Errorf("a new stream from 0: %v", err)
+		}
+		for _, m := range []Mark{{Stream: "usage/1", From: 3, To: 3}, {Stream: "usage/1", From: 3, To: 4}} {
+			if err := e.CheckState(ctx, "g1", []Mark{m}); !errors.Is(err, ErrStale) {
+				t.Errorf("check of %+v without its watermark: %v, want ErrStale", m, err)
+			}
+			if err := e.Advance(ctx, "g1", []Mark{m}); !errors.Is(err, ErrStale) {
+				t.Errorf("advance of %+v without its watermark: %v, want ErrStale", m, err)
+			}
+		}
+		if err := e.Advance(ctx, "g1", []Mark{{Stream: "usage/1", From: 0, To: 4}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.CheckState(ctx, "g1", []Mark{{Stream: "usage/1", From: 4}}); err != nil {
+			t.Errorf("after the stream's first advance: %v", err)
+		}
+	})
+}

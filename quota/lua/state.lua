@@ -7,7 +7,8 @@
 -- ARGV[1] op, ARGV[2] generation, then per op:
 --   check   ARGV[3..] stream, from pairs: the batch judges stream positions from
 --           `from` on. Returns {0, ''} when the marker has generation ARGV[2] and no
---           stream's watermark is below its `from`; else {1, reason}.
+--           stream's watermark is below its `from` (a stream without a watermark
+--           is new to the generation only from position 0); else {1, reason}.
 --   advance ARGV[3..] stream, from, to triples: if the check (with these froms)
 --           still passes, raise each watermark to its `to` and return 1; else
 --           return 0 (the batch's results must not be used).
@@ -28,9 +29,14 @@ if op == 'check' then
   end
   for i = 3, #ARGV, 2 do
     local w = tonumber(redis.call('HGET', KEYS[1], 'w:' .. ARGV[i]))
-    if w and w < tonumber(ARGV[i + 1]) then
+    local from = tonumber(ARGV[i + 1])
+    if w and w < from then
       return {1, 'stream ' .. ARGV[i] .. ': this Redis node has judged up to position ' .. string.format('%d', w) ..
         ' but position ' .. ARGV[i + 1] .. ' is next: its state is older than what was committed'}
+    end
+    if not w and from > 0 then
+      return {1, 'stream ' .. ARGV[i] .. ': this Redis node has no position for it but position ' .. ARGV[i + 1] ..
+        ' is next: its state is older than what was committed'}
     end
   end
   return {0, ''}
@@ -39,7 +45,8 @@ elseif op == 'advance' then
   local ws = {}
   for i = 3, #ARGV, 3 do
     local w = tonumber(redis.call('HGET', KEYS[1], 'w:' .. ARGV[i]))
-    if w and w < tonumber(ARGV[i + 1]) then return 0 end
+    local from = tonumber(ARGV[i + 1])
+    if (w and w < from) or (not w and from > 0) then return 0 end
     ws[i] = w
   end
   for i = 3, #ARGV, 3 do

@@ -196,8 +196,8 @@ func (p *Processor) stale(ctx context.Context, used string, err error) bool {
 }
 
 // marksOf returns the marks of a batch's records: per partition, from where
-// this processor's previous batch ended (or its committed offset, or the
-// first record) to after the last record.
+// this processor's previous batch ended (or the group's committed offset, or
+// 0 when the group never committed the partition) to after the last record.
 func (p *Processor) marksOf(recs []*kgo.Record) []quota.Mark {
 	if p.guard == nil {
 		return nil
@@ -220,6 +220,12 @@ func (p *Processor) marksOf(recs []*kgo.Record) []quota.Mark {
 				}
 				if c, ok := committed[r.Topic][r.Partition]; ok && c.Offset >= 0 {
 					from = min(from, c.Offset)
+				} else {
+					// Never committed: the state owes nothing of this
+					// stream yet (its first records may be past 0, after
+					// retention), and a watermark the state lacks for it
+					// is no loss.
+					from = 0
 				}
 			}
 			idx[key] = len(marks)

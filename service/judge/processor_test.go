@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"pgregory.net/rapid"
 
@@ -504,4 +505,55 @@ func mustState(t testing.TB, eng Engine) *State {
 		t.Fatal(err)
 	}
 	return qs
+}
+
+// fixedGuard is a StateGuard naming one generation; Recover counts calls.
+type fixedGuard struct {
+	gen       string
+	recovered atomic.Int64
+}
+
+func (g *fixedGuard) Generation(context.Context) (string, error) { return g.gen, nil }
+func (g *fixedGuard) Recover(context.Context, string, error) (string, error) {
+	g.recovered.Add(1)
+	return g.gen, nil
+}
+
+// A partition the group never committed, whose first record is past
+// offset 0 (retention deleted the ones before), is judged: the state owes
+// nothing of it yet, so its missing watermark is no loss and nothing is
+// rebuilt (a mark from the first record's offset would be refused forever,
+// a rebuild writing no watermark for a partition nobody committed).
+func TestProcessorNeverCommittedPartitionPastZero(t *testing.T) {
+	h := newHarness(t)
+	h.Family(100, 10*mb, 1)
+	if _, err := h.Engine.BeginRebuild(h.Ctx, "g1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Engine.FinishRebuild(h.Ctx, "g1", nil); err != nil {
+		t.Fatal(err)
+	}
+	// Three records, then the log's start moved past them.
+	var part int32
+	for i := range 3 {
+		r := h.Usage(fmt.Sprintf("evt_old_%d", i), 100, 1, 1, "a", h.Now)
+		h.Produce(r)
+		part = r.Partition
+	}
+	adm := kadm.NewClient(h.Prod)
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: envelope.TopicUsageEvents, Partition: part, At: 3})
+	if res, err := adm.DeleteRecords(h.Ctx, offs); err != nil || res.Error() != nil {
+		t.Fatalf("delete records: %v %v", err, res.Error())
+	}
+	guard := &fixedGuard{gen: "g1"}
+	h.start(h.Engine, WithStateGuard(guard))
+	h.Produce(h.Usage("evt_new", 100, 1, mb, "a", h.Now))
+	persist := testenv.Decode[envelope.UsagePersistPayload](t, h.Collect(envelope.TopicUsagePersist, 1))
+	if persist[0].Payload.OriginEventID != "evt_new" || persist[0].Payload.ProcessResult != string(policy.Allowed) {
+		t.Errorf("judged %+v", persist[0].Payload)
+	}
+	if n := guard.recovered.Load(); n != 0 {
+		t.Errorf("%d recoveries for a partition nobody committed", n)
+	}
 }
