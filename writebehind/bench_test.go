@@ -29,7 +29,7 @@ func benchRows(n int) []UsageRecord {
 func BenchmarkMariaDB(b *testing.B) {
 	for _, size := range []int{100, 500, 1000} {
 		b.Run(fmt.Sprintf("raw/batch=%d", size), func(b *testing.B) {
-			db, _, _ := mariaDB(b, false)
+			db := usageMariaDB(b)
 			cols := usageColumns
 			st, err := db.Prepare(sqldialect.MySQL.InsertIgnore(UsageTable, cols, size))
 			if err != nil {
@@ -58,7 +58,7 @@ func BenchmarkMariaDB(b *testing.B) {
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "rows/s")
 		})
 		b.Run(fmt.Sprintf("sink/batch=%d", size), func(b *testing.B) {
-			db, _, _ := mariaDB(b, false)
+			db := usageMariaDB(b)
 			w, err := NewUsageWriter(db)
 			if err != nil {
 				b.Fatal(err)
