@@ -1,8 +1,9 @@
-package writebehind
+package store_test
 
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"os"
@@ -16,7 +17,12 @@ import (
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/internal/sqldialect"
+	"github.com/dabom/dpcs/service/store"
+	"github.com/dabom/dpcs/writebehind"
 )
+
+// t0 is the event time of the usage rows of these tests.
+var t0 = time.Date(2026, 2, 6, 14, 30, 0, 0, time.UTC)
 
 // persistRecord is the usage-persist record of usage event origin.
 func persistRecord(tb testing.TB, origin string, family int64) *kgo.Record {
@@ -31,26 +37,46 @@ func persistRecord(tb testing.TB, origin string, family int64) *kgo.Record {
 	return r
 }
 
+// The usage writer takes the SQL writer's options and refuses bad ones; the
+// migrations refuse a database whose dialect they cannot tell.
 func TestUsageErrors(t *testing.T) {
 	db := openSQLite(t)
 	ctx := context.Background()
 	for name, f := range map[string]func() error{
-		"dialect": func() error { _, err := NewUsageWriter(db, WithDialect("pg")); return err },
-		"rows":    func() error { _, err := NewUsageWriter(db, WithMaxRows(0)); return err },
-		"schema":  func() error { _, err := UsageSchema("pg"); return err },
-		"migrate": func() error { return MigrateUsage(ctx, db, WithDialect("pg")) },
+		"dialect": func() error { _, err := store.NewUsageWriter(db, writebehind.WithDialect("pg")); return err },
+		"rows":    func() error { _, err := store.NewUsageWriter(db, writebehind.WithMaxRows(0)); return err },
 	} {
-		if err := f(); !errors.Is(err, ErrInvalid) {
-			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		if err := f(); !errors.Is(err, writebehind.ErrInvalid) {
+			t.Errorf("%s: %v, want writebehind.ErrInvalid", name, err)
+		}
+	}
+	unknown := sql.OpenDB(noConnector{})
+	defer unknown.Close()
+	for name, f := range map[string]func() error{
+		"MigrateUsage": func() error { return store.MigrateUsage(ctx, unknown) },
+		"Migrate":      func() error { return store.Migrate(ctx, unknown) },
+	} {
+		if err := f(); !errors.Is(err, sqldialect.ErrUnknown) {
+			t.Errorf("%s on an unknown driver: %v, want sqldialect.ErrUnknown", name, err)
 		}
 	}
 }
 
-func usageRows(n, from int) []UsageRecord {
-	out := make([]UsageRecord, n)
+// noConnector is a database/sql driver of no known dialect that never
+// connects.
+type noConnector struct{}
+
+func (noConnector) Connect(context.Context) (driver.Conn, error) {
+	return nil, errors.New("no database")
+}
+func (noConnector) Driver() driver.Driver            { return noConnector{} }
+func (noConnector) Open(string) (driver.Conn, error) { return nil, errors.New("no database") }
+
+func usageRows(n, from int) []store.UsageRecord {
+	out := make([]store.UsageRecord, n)
 	for i := range out {
 		k := from + i
-		out[i] = UsageRecord{EventID: fmt.Sprintf("evt_%06d", k), FamilyID: int64(k%7 + 1), CustomerID: int64(k%7+1)*10 + 1,
+		out[i] = store.UsageRecord{EventID: fmt.Sprintf("evt_%06d", k), FamilyID: int64(k%7 + 1), CustomerID: int64(k%7+1)*10 + 1,
 			AppID: "com.youtube.app", BytesUsed: int64(k), ProcessResult: "ALLOWED", RemainingAfter: 1000,
 			EventTime: t0.Add(time.Duration(k) * time.Millisecond)}
 		if k%3 != 0 { // the engine's result; rows of older records have none
@@ -63,7 +89,7 @@ func usageRows(n, from int) []UsageRecord {
 	return out
 }
 
-func readUsage(tb testing.TB, db *sql.DB) []UsageRecord {
+func readUsage(tb testing.TB, db *sql.DB) []store.UsageRecord {
 	tb.Helper()
 	rows, err := db.Query(`SELECT event_id, family_id, customer_id, app_id, bytes_used, process_result, remaining_after, rule, event_time,
 		total_bytes, daily_used, monthly_used, throttle_kbps, crossed FROM usage_record ORDER BY event_id`)
@@ -71,16 +97,16 @@ func readUsage(tb testing.TB, db *sql.DB) []UsageRecord {
 		tb.Fatal(err)
 	}
 	defer rows.Close()
-	var out []UsageRecord
+	var out []store.UsageRecord
 	for rows.Next() {
-		var u UsageRecord
+		var u store.UsageRecord
 		var et any
 		var crossed string
 		if err := rows.Scan(&u.EventID, &u.FamilyID, &u.CustomerID, &u.AppID, &u.BytesUsed, &u.ProcessResult, &u.RemainingAfter, &u.Rule, &et,
 			&u.TotalBytes, &u.DailyUsed, &u.MonthlyUsed, &u.ThrottleKbps, &crossed); err != nil {
 			tb.Fatal(err)
 		}
-		if u.Crossed, err = ParseCrossed(crossed); err != nil {
+		if u.Crossed, err = store.ParseCrossed(crossed); err != nil {
 			tb.Fatal(err)
 		}
 		switch v := et.(type) {
@@ -105,13 +131,13 @@ func readUsage(tb testing.TB, db *sql.DB) []UsageRecord {
 func TestUsageWriterSQLite(t *testing.T) {
 	db := openSQLite(t)
 	ctx := context.Background()
-	if err := MigrateUsage(ctx, db); err != nil {
+	if err := store.MigrateUsage(ctx, db); err != nil {
 		t.Fatal(err)
 	}
-	if err := MigrateUsage(ctx, db); err != nil { // idempotent
+	if err := store.MigrateUsage(ctx, db); err != nil { // idempotent
 		t.Fatal(err)
 	}
-	w, err := NewUsageWriter(db, WithMaxRows(7))
+	w, err := store.NewUsageWriter(db, writebehind.WithMaxRows(7))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,8 +168,8 @@ func TestUsageWriterSQLite(t *testing.T) {
 	bad := usageRows(3, 100)
 	bad[1].ProcessResult = ""
 	err = w.Write(ctx, bad)
-	var ie *ItemError
-	if !errors.As(err, &ie) || ie.Index != 1 || !errors.Is(err, ErrPermanent) {
+	var ie *writebehind.ItemError
+	if !errors.As(err, &ie) || ie.Index != 1 || !errors.Is(err, writebehind.ErrPermanent) {
 		t.Errorf("invalid row: %v", err)
 	}
 	if len(readUsage(t, db)) != 30 {
@@ -154,12 +180,19 @@ func TestUsageWriterSQLite(t *testing.T) {
 	}
 }
 
-// testMigrateOldTable checks MigrateUsage on a usage_record created before
-// total_bytes … crossed existed (testdata/usage_record_v1_<dialect>.sql,
+// migrations are the two ways to migrate usage_record: alone (the
+// processor's) or with the rest of the store (the server's).
+var migrations = map[string]func(context.Context, *sql.DB) error{
+	"MigrateUsage": store.MigrateUsage,
+	"Migrate":      store.Migrate,
+}
+
+// testMigrateOldTable checks migrate on a usage_record created by v0.1.x,
+// before total_bytes … crossed existed (testdata/usage_record_v1_<dialect>.sql,
 // holding one row): the columns are added with their defaults, the old row
 // reads with zeros, a new row keeps the engine's result, and migrating
 // again changes nothing.
-func testMigrateOldTable(t *testing.T, db *sql.DB, dialect string) {
+func testMigrateOldTable(t *testing.T, db *sql.DB, dialect string, migrate func(context.Context, *sql.DB) error) {
 	ctx := context.Background()
 	old, err := os.ReadFile(filepath.Join("testdata", "usage_record_v1_"+dialect+".sql"))
 	if err != nil {
@@ -187,20 +220,20 @@ func testMigrateOldTable(t *testing.T, db *sql.DB, dialect string) {
 	rows[0].TotalBytes, rows[0].DailyUsed, rows[0].MonthlyUsed, rows[0].ThrottleKbps, rows[0].Crossed = 0, 0, 0, 0, nil
 
 	for i := range 2 { // the second run finds nothing to do
-		if err := MigrateUsage(ctx, db, WithDialect(dialect)); err != nil {
-			t.Fatalf("MigrateUsage #%d: %v", i+1, err)
+		if err := migrate(ctx, db); err != nil {
+			t.Fatalf("migration #%d: %v", i+1, err)
 		}
 	}
 	after := columnsOf(t, db, d)
-	for _, c := range usageColumns {
+	for _, c := range store.UsageColumns {
 		if !after[c] {
-			t.Errorf("column %s missing after MigrateUsage", c)
+			t.Errorf("column %s missing after the migration", c)
 		}
 	}
 	if len(after) != len(before)+5 {
 		t.Errorf("columns: %d before, %d after, want 5 more", len(before), len(after))
 	}
-	w, err := NewUsageWriter(db, WithDialect(dialect))
+	w, err := store.NewUsageWriter(db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,27 +252,31 @@ func testMigrateOldTable(t *testing.T, db *sql.DB, dialect string) {
 // columnsOf returns usage_record's columns, failing the test on errors.
 func columnsOf(tb testing.TB, db *sql.DB, d sqldialect.Dialect) map[string]bool {
 	tb.Helper()
-	cols, err := usageColumnSet(context.Background(), db, d)
+	cols, err := store.ColumnSet(context.Background(), db, d, "usage_record")
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return cols
 }
 
-func TestMigrateOldTableSQLite(t *testing.T) { testMigrateOldTable(t, openSQLite(t), "sqlite") }
+func TestMigrateOldTableSQLite(t *testing.T) {
+	for name, migrate := range migrations {
+		t.Run(name, func(t *testing.T) { testMigrateOldTable(t, openSQLite(t), "sqlite", migrate) })
+	}
+}
 
 // A fresh table already has every column: nothing is altered.
 func TestMigrateFreshTableSQLite(t *testing.T) {
 	db := openSQLite(t)
 	ctx := context.Background()
-	if err := MigrateUsage(ctx, db); err != nil {
+	if err := store.MigrateUsage(ctx, db); err != nil {
 		t.Fatal(err)
 	}
 	var ddl string
 	if err := db.QueryRow(`SELECT sql FROM sqlite_master WHERE name = 'usage_record'`).Scan(&ddl); err != nil {
 		t.Fatal(err)
 	}
-	if err := MigrateUsage(ctx, db); err != nil {
+	if err := store.MigrateUsage(ctx, db); err != nil {
 		t.Fatal(err)
 	}
 	var again string
@@ -249,18 +286,18 @@ func TestMigrateFreshTableSQLite(t *testing.T) {
 	if ddl != again {
 		t.Errorf("the table changed on the second migration:\n%s\n%s", ddl, again)
 	}
-	if _, err := usageColumnSet(ctx, openSQLite(t), sqldialect.SQLite); err == nil {
-		t.Error("usageColumnSet on a database without usage_record succeeded")
+	if _, err := store.ColumnSet(ctx, openSQLite(t), sqldialect.SQLite, "usage_record"); err == nil {
+		t.Error("columnSet on a database without usage_record succeeded")
 	}
 }
 
 func TestDecodeUsageRecord(t *testing.T) {
 	r := persistRecord(t, "evt_x", 3)
-	got, err := DecodeUsageRecord(r)
+	got, err := store.DecodeUsageRecord(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := UsageRecord{EventID: "evt_x", FamilyID: 3, CustomerID: 31, AppID: "com.youtube.app", BytesUsed: 1024,
+	want := store.UsageRecord{EventID: "evt_x", FamilyID: 3, CustomerID: 31, AppID: "com.youtube.app", BytesUsed: 1024,
 		ProcessResult: "ALLOWED", RemainingAfter: 1 << 30, EventTime: t0}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -273,16 +310,16 @@ func TestDecodeUsageRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err = DecodeUsageRecord(fr); err != nil {
+	if got, err = store.DecodeUsageRecord(fr); err != nil {
 		t.Fatal(err)
 	}
-	want = UsageRecord{EventID: "evt_y", FamilyID: 3, CustomerID: 31, AppID: "a", BytesUsed: 1024,
+	want = store.UsageRecord{EventID: "evt_y", FamilyID: 3, CustomerID: 31, AppID: "a", BytesUsed: 1024,
 		ProcessResult: "ALLOWED", RemainingAfter: 1 << 30, EventTime: t0, TotalBytes: 10 << 30, DailyUsed: 4096,
 		MonthlyUsed: 8192, ThrottleKbps: 512, Crossed: []envelope.Crossing{{Percent: 50, Arm: 1}, {Percent: 30, Arm: 2}}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("with the result (-want +got):\n%s", diff)
 	}
-	if _, err := DecodeUsageRecord(nil); !errors.Is(err, envelope.ErrMalformed) {
+	if _, err := store.DecodeUsageRecord(nil); !errors.Is(err, envelope.ErrMalformed) {
 		t.Errorf("nil record: %v", err)
 	}
 	long := want
@@ -297,7 +334,7 @@ func TestDecodeUsageRecord(t *testing.T) {
 	e := envelope.New("persist_1", t0, envelope.UsagePersistPayload{OriginEventID: string(make([]byte, 300)),
 		FamilyID: 1, CustomerID: 1, ProcessResult: "ALLOWED", EventTime: t0})
 	rec, _ := kafkarecord.New(envelope.TopicUsagePersist, e)
-	if _, err := DecodeUsageRecord(rec); !errors.As(err, &fe) || fe.Field != "payload.originEventId" {
+	if _, err := store.DecodeUsageRecord(rec); !errors.As(err, &fe) || fe.Field != "payload.originEventId" {
 		t.Errorf("long id: %v", err)
 	}
 }
