@@ -14,6 +14,7 @@ import (
 
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/writebehind"
 )
 
@@ -43,10 +44,10 @@ type WorkersConfig struct {
 	TracerProvider trace.TracerProvider
 }
 
-// Migrate creates the tables the workers write: usage_record and the
-// notification inbox.
+// Migrate creates the tables the workers write: usage_record (the store's,
+// store.MigrateUsage) and the notification inbox.
 func Migrate(ctx context.Context, db *sql.DB) error {
-	if err := writebehind.MigrateUsage(ctx, db); err != nil {
+	if err := store.MigrateUsage(ctx, db); err != nil {
 		return err
 	}
 	inbox, err := notify.NewSQLInbox(db)
@@ -62,7 +63,7 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 // storing notification-events in the inbox and pushing them to the hub.
 type Workers struct {
 	Processor   *judge.Processor
-	WriteBehind *writebehind.Runner[writebehind.UsageRecord]
+	WriteBehind *writebehind.Runner[store.UsageRecord]
 	Notifier    *notify.Notifier
 	Hub         *notify.Hub
 	log         *slog.Logger
@@ -97,12 +98,12 @@ func NewWorkers(qs *judge.State, db *sql.DB, kopts []kgo.Opt, cfg WorkersConfig)
 	if err != nil {
 		return nil, err
 	}
-	w, err := writebehind.NewUsageWriter(db)
+	w, err := store.NewUsageWriter(db)
 	if err != nil {
 		proc.Close(context.Background())
 		return nil, fmt.Errorf("service: usage writer: %w", err)
 	}
-	wb, err := writebehind.NewRunner(writebehind.DecodeUsageRecord, w, clientOpts("write-behind"), append(wbOpts, cfg.WriteBehind...)...)
+	wb, err := writebehind.NewRunner(store.DecodeUsageRecord, w, clientOpts("write-behind"), append(wbOpts, cfg.WriteBehind...)...)
 	if err != nil {
 		proc.Close(context.Background())
 		return nil, fmt.Errorf("service: write-behind runner: %w", err)

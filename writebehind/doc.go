@@ -1,7 +1,10 @@
-// Package writebehind persists a stream of items in batches: the
-// write-behind of the processor deployable (doc/deploy.md, "The binaries")
-// that moves usage-persist records from Kafka into MySQL, and a generic
-// batching sink for any consumer.
+// Package writebehind persists a stream of items in batches, for any item
+// type and any table: a batching sink, a Kafka runner that commits after the
+// write, and a multi-row insert-ignore SQL writer. The processor deployable
+// (doc/deploy.md, "The binaries") runs it to move usage-persist records from
+// Kafka into usage_record, whose schema, row type, decoder and writer are
+// the store's (service/store: UsageRecord, DecodeUsageRecord,
+// NewUsageWriter); this package knows no table.
 //
 // # Pieces
 //
@@ -23,21 +26,26 @@
 //     given through WithConsumer.
 //   - SQLWriter[T]: a Writer for any table with multi-row insert-ignore
 //     statements, in the MySQL/MariaDB or SQLite dialect (the differences
-//     live in internal/sqldialect). NewUsageWriter and MigrateUsage are the
-//     usage_record table of DPCS; DecodeUsageRecord the usage-persist
-//     Decoder.
+//     live in internal/sqldialect). The caller owns the table: its schema,
+//     its unique key and the RowFunc turning an item into its columns.
 //
 // # Use
 //
+// A table with a unique key (here clicks.click_id, created by the caller's
+// migrations), a row type, a Decoder of its records and a RowFunc:
+//
 //	db, _ := sql.Open("mysql", dsn)
-//	_ = writebehind.MigrateUsage(ctx, db)
-//	w, _ := writebehind.NewUsageWriter(db)
-//	r, _ := writebehind.NewRunner(writebehind.DecodeUsageRecord, w,
-//		[]kgo.Opt{kgo.SeedBrokers("127.0.0.1:9092")}, // usage-persist, batches of 100 or 5 s
-//		writebehind.WithConsumer(consumer.WithGroup("usage-persist-writer")))
+//	w, _ := writebehind.NewSQLWriter(db, "clicks", []string{"click_id", "user_id", "at"},
+//		func(c Click) ([]any, error) { return []any{c.ID, c.User, c.At}, nil })
+//	r, _ := writebehind.NewRunner(decodeClick, w, // decodeClick: func(*kgo.Record) (Click, error)
+//		[]kgo.Opt{kgo.SeedBrokers("127.0.0.1:9092")}, // batches of 100 or 5 s
+//		writebehind.WithConsumer(consumer.WithTopics("clicks"), consumer.WithGroup("clicks-writer")))
 //	go r.Run(ctx)
 //	…
 //	r.Close(shutdownCtx) // writes and commits what it holds, leaves the group
+//
+// DPCS's own: writebehind.NewRunner(store.DecodeUsageRecord, w, kopts) with
+// w from store.NewUsageWriter(db), after store.MigrateUsage (service.Workers).
 //
 // # Guarantees
 //
@@ -48,7 +56,7 @@
 //     it has not committed is still in Kafka.
 //   - Nothing twice in the table: offsets are committed after the write, so
 //     a crash redelivers written records; the writer's insert-ignore on the
-//     unique key (usage_record.event_id) drops them.
+//     table's unique key (usage_record.event_id for DPCS) drops them.
 //   - Bounded memory: a Sink holds at most its buffer plus one batch; a
 //     Runner at most one batch, and pauses fetching while it cannot write.
 //   - Poison records are isolated: a Writer names bad items (*ItemError) or

@@ -5,6 +5,7 @@ package writebehind
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -14,27 +15,26 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/google/go-cmp/cmp"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/outageproxy"
 	"github.com/dabom/dpcs/internal/sqldialect"
 )
 
-// mariaDB opens a fresh database on the MariaDB of `make integration`
-// (DPCS_TEST_MYSQL_DSN; a missing variable fails, never skips), reached
-// through addr if not empty (an outageproxy.Proxy). It is dropped afterwards, so
-// tests of other packages running at the same time are not disturbed.
+// mariaDB opens a fresh database with the tests' table (wb_item) on the
+// MariaDB of `make integration` (DPCS_TEST_MYSQL_DSN; a missing variable
+// fails, never skips): db, reached through an outageproxy.Proxy when proxy
+// is set, and direct, never cut. It is dropped afterwards, so tests of other
+// packages running at the same time are not disturbed.
 func mariaDB(tb testing.TB, proxy bool) (db, direct *sql.DB, _ *outageproxy.Proxy) {
 	tb.Helper()
 	db, direct, p := emptyMariaDB(tb, proxy)
-	if err := MigrateUsage(context.Background(), direct); err != nil {
-		tb.Fatal(err)
-	}
+	createItems(tb, direct, sqldialect.MySQL)
 	return db, direct, p
 }
 
-// emptyMariaDB is mariaDB without the migration: a database with no tables.
+// emptyMariaDB is mariaDB without the table: a database with no tables.
 func emptyMariaDB(tb testing.TB, proxy bool) (db, direct *sql.DB, _ *outageproxy.Proxy) {
 	tb.Helper()
 	dsn := os.Getenv("DPCS_TEST_MYSQL_DSN")
@@ -81,43 +81,10 @@ func emptyMariaDB(tb testing.TB, proxy bool) (db, direct *sql.DB, _ *outageproxy
 	return db, direct, p
 }
 
-func TestMigrateOldTableMariaDB(t *testing.T) {
-	_, db, _ := emptyMariaDB(t, false)
-	testMigrateOldTable(t, db, "mysql")
-}
-
-// Several services starting at once all migrate an old table: each column
-// is added once, and every MigrateUsage succeeds.
-func TestMigrateConcurrentlyMariaDB(t *testing.T) {
-	_, db, _ := emptyMariaDB(t, false)
-	ctx := context.Background()
-	old, err := os.ReadFile("testdata/usage_record_v1_mysql.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sqldialect.Exec(ctx, db, string(old)); err != nil {
-		t.Fatal(err)
-	}
-	errs := make(chan error, 4)
-	for range cap(errs) {
-		go func() { errs <- MigrateUsage(ctx, db) }()
-	}
-	for range cap(errs) {
-		if err := <-errs; err != nil {
-			t.Error(err)
-		}
-	}
-	cols := columnsOf(t, db, sqldialect.MySQL)
-	for _, c := range usageColumns {
-		if !cols[c] {
-			t.Errorf("column %s missing", c)
-		}
-	}
-}
-
-func eventIDs(tb testing.TB, db *sql.DB) map[string]bool {
+// itemIDs returns the item ids in wb_item.
+func itemIDs(tb testing.TB, db *sql.DB) map[string]bool {
 	tb.Helper()
-	rows, err := db.Query("SELECT event_id FROM usage_record")
+	rows, err := db.Query("SELECT item_id FROM wb_item")
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -133,17 +100,14 @@ func eventIDs(tb testing.TB, db *sql.DB) map[string]bool {
 	return out
 }
 
-func TestUsageWriterMariaDB(t *testing.T) {
+// The writer on MariaDB: multi-row statements of at most WithMaxRows rows,
+// duplicates skipped, times read back as written.
+func TestSQLWriterMariaDB(t *testing.T) {
 	db, _, _ := mariaDB(t, false)
 	ctx := context.Background()
-	w, err := NewUsageWriter(db, WithMaxRows(7))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	rows := usageRows(30, 0)
-	rows[3].Rule = "BLOCK:APP:com.youtube.app"
-	for _, b := range [][]UsageRecord{rows[:20], rows[10:], rows[:3]} {
+	w := newItemWriter(t, db, WithMaxRows(7))
+	rows := items(30, 0)
+	for _, b := range [][]item{rows[:20], rows[10:], rows[:3]} {
 		if err := w.Write(ctx, b); err != nil {
 			t.Fatal(err)
 		}
@@ -151,19 +115,26 @@ func TestUsageWriterMariaDB(t *testing.T) {
 	if w.Inserted() != 30 {
 		t.Errorf("Inserted() = %d, want 30", w.Inserted())
 	}
-	got := readUsage(t, db)
-	if len(got) != 30 || got[3].Rule != rows[3].Rule || !got[29].EventTime.Equal(rows[29].EventTime) {
-		t.Errorf("rows: %d, %+v", len(got), got[29])
+	if diff := cmp.Diff(rows, readItems(t, db)); diff != "" {
+		t.Errorf("rows (-want +got):\n%s", diff)
+	}
+	bad := items(3, 100)
+	bad[1].Note = "a note longer than the column"
+	var ie *ItemError
+	if err := w.Write(ctx, bad); !errors.As(err, &ie) || ie.Index != 1 {
+		t.Errorf("a row INSERT IGNORE would truncate: %v, want an *ItemError", err)
+	}
+	if got := readItems(t, db); len(got) != 30 {
+		t.Errorf("%d rows after a refused batch, want 30", len(got))
 	}
 }
 
-// The outage test (issue 4): 100k usage-persist records, 5 % of them
-// redelivered duplicates, through kfake and the Runner into MariaDB; the
-// database goes away for 10 s mid-run; the first runner is then stopped
-// without draining (a crash) and a second one resumes from the committed
-// offsets. Every unique record must end up in usage_record exactly once, and
-// at every moment sampled the committed offsets cover only records whose
-// rows exist.
+// The outage test (issue 4): 100k records, 5 % of them redelivered
+// duplicates, through kfake and the Runner into MariaDB; the database goes
+// away for 10 s mid-run; the first runner is then stopped without draining
+// (a crash) and a second one resumes from the committed offsets. Every
+// unique record must end up in the table exactly once, and at every moment
+// sampled the committed offsets cover only records whose rows exist.
 func TestOutageMariaDB(t *testing.T) {
 	db, direct, proxy := mariaDB(t, true)
 	c := newFake(t)
@@ -188,13 +159,13 @@ func TestOutageMariaDB(t *testing.T) {
 		for i := range total {
 			var id string
 			if next > 0 && rng.IntN(20) == 0 && i-next < total-unique { // a redelivery of an earlier record
-				id = fmt.Sprintf("evt_%d_%d", run, rng.IntN(next))
+				id = fmt.Sprintf("item_%d_%d", run, rng.IntN(next))
 			} else {
-				id = fmt.Sprintf("evt_%d_%d", run, next)
+				id = fmt.Sprintf("item_%d_%d", run, next)
 				next++
 			}
 			wg.Add(1)
-			p.Produce(context.Background(), persistRecord(t, id, int64(i%997+1)), func(r *kgo.Record, err error) {
+			p.Produce(context.Background(), itemRecord(t, id, int64(i%997+1)), func(r *kgo.Record, err error) {
 				defer wg.Done()
 				if err != nil {
 					t.Errorf("produce: %v", err)
@@ -213,8 +184,8 @@ func TestOutageMariaDB(t *testing.T) {
 
 	// checkCommitted: every record below a committed offset has its row.
 	checkCommitted := func(when string) int64 {
-		offs := committed(t, c, DefaultGroup, envelope.TopicUsagePersist)
-		ids := eventIDs(t, direct)
+		offs := committed(t, c, DefaultGroup, testTopic)
+		ids := itemIDs(t, direct)
 		mu.Lock()
 		defer mu.Unlock()
 		var n int64
@@ -222,7 +193,7 @@ func TestOutageMariaDB(t *testing.T) {
 			if o, ok := offs[ps.part]; ok && ps.off < o {
 				n++
 				if !ids[id] {
-					t.Fatalf("%s: partition %d offset %d committed (< %d) but %s is not in usage_record", when, ps.part, ps.off, o, id)
+					t.Fatalf("%s: partition %d offset %d committed (< %d) but %s is not in wb_item", when, ps.part, ps.off, o, id)
 				}
 			}
 		}
@@ -230,7 +201,7 @@ func TestOutageMariaDB(t *testing.T) {
 	}
 
 	var errs, pauses atomic.Int64
-	w1, _ := NewUsageWriter(db)
+	w1 := newItemWriter(t, db)
 	r1 := newRunner(t, c, w1, WithBatchSize(100), WithInterval(100*time.Millisecond),
 		WithBackoff(100*time.Millisecond, 2*time.Second),
 		WithHooks(Hooks{OnError: func(ErrorInfo) { errs.Add(1) }, OnPause: func(PauseInfo) { pauses.Add(1) }}))
@@ -263,7 +234,7 @@ func TestOutageMariaDB(t *testing.T) {
 	t.Logf("runner 1 inserted %d rows; %d records committed", w1.Inserted(), n)
 
 	<-produced
-	w2, _ := NewUsageWriter(db)
+	w2 := newItemWriter(t, db)
 	r2 := newRunner(t, c, w2, WithBatchSize(100), WithInterval(100*time.Millisecond))
 	stop2 := start(t, r2)
 	// Wait on the table, not on the writers' counters: a batch whose COMMIT
@@ -271,7 +242,7 @@ func TestOutageMariaDB(t *testing.T) {
 	// "unexpected EOF") is in the table but was counted by neither writer,
 	// because its retry found every row already there.
 	countRows := func() (rows, distinct int64) {
-		if err := direct.QueryRow("SELECT COUNT(*), COUNT(DISTINCT event_id) FROM usage_record").Scan(&rows, &distinct); err != nil {
+		if err := direct.QueryRow("SELECT COUNT(*), COUNT(DISTINCT item_id) FROM wb_item").Scan(&rows, &distinct); err != nil {
 			t.Fatal(err)
 		}
 		return rows, distinct
@@ -285,14 +256,14 @@ func TestOutageMariaDB(t *testing.T) {
 	}
 
 	rows, distinct := countRows()
-	ids := eventIDs(t, direct)
+	ids := itemIDs(t, direct)
 	missing := 0
 	for i := range unique {
-		if !ids[fmt.Sprintf("evt_%d_%d", run, i)] {
+		if !ids[fmt.Sprintf("item_%d_%d", run, i)] {
 			missing++
 		}
 	}
-	t.Logf("usage_record: %d rows, %d distinct; missing %d; inserted by runner 1 %d, runner 2 %d",
+	t.Logf("wb_item: %d rows, %d distinct; missing %d; inserted by runner 1 %d, runner 2 %d",
 		rows, distinct, missing, w1.Inserted(), w2.Inserted())
 	// The counters may fall short of unique by ambiguous commits (above) but
 	// can never exceed it: a row counted twice would be a double insert.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,15 +13,17 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/envelope/consumer"
-	"github.com/dabom/dpcs/envelope/kafkarecord"
+	"github.com/dabom/dpcs/internal/sqldialect"
 )
 
-func newRunner(tb testing.TB, c interface{ ListenAddrs() []string }, w Writer[UsageRecord], opts ...Option) *Runner[UsageRecord] {
+// newRunner is a Runner of items consuming testTopic (opts may name another)
+// on c, written with w.
+func newRunner(tb testing.TB, c interface{ ListenAddrs() []string }, w Writer[item], opts ...Option) *Runner[item] {
 	tb.Helper()
 	kopts := []kgo.Opt{
 		kgo.SeedBrokers(c.ListenAddrs()...),
@@ -28,14 +31,14 @@ func newRunner(tb testing.TB, c interface{ ListenAddrs() []string }, w Writer[Us
 		kgo.HeartbeatInterval(100 * time.Millisecond),
 		kgo.FetchMaxWait(100 * time.Millisecond),
 	}
-	r, err := NewRunner(DecodeUsageRecord, w, kopts, opts...)
+	r, err := NewRunner(decodeItem, w, kopts, append([]Option{WithConsumer(consumer.WithTopics(testTopic))}, opts...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return r
 }
 
-func start(tb testing.TB, r *Runner[UsageRecord]) (stop func() error) {
+func start(tb testing.TB, r *Runner[item]) (stop func() error) {
 	tb.Helper()
 	done := make(chan error, 1)
 	go func() { done <- r.Run(context.Background()) }()
@@ -56,7 +59,7 @@ func start(tb testing.TB, r *Runner[UsageRecord]) (stop func() error) {
 	return stop
 }
 
-// dedup writer: like a UNIQUE key, counts distinct event ids.
+// uniqueWriter: like a UNIQUE key, counts distinct item ids.
 type uniqueWriter struct {
 	mu   sync.Mutex
 	seen map[string]int
@@ -64,7 +67,7 @@ type uniqueWriter struct {
 	n    atomic.Int64
 }
 
-func (w *uniqueWriter) Write(_ context.Context, b []UsageRecord) error {
+func (w *uniqueWriter) Write(_ context.Context, b []item) error {
 	if w.fail.Load() {
 		return errors.New("database down")
 	}
@@ -73,8 +76,8 @@ func (w *uniqueWriter) Write(_ context.Context, b []UsageRecord) error {
 	if w.seen == nil {
 		w.seen = map[string]int{}
 	}
-	for _, u := range b {
-		w.seen[u.EventID]++
+	for _, it := range b {
+		w.seen[it.ID]++
 	}
 	w.n.Add(int64(len(b)))
 	return nil
@@ -98,7 +101,7 @@ func TestRunnerWritesAndCommits(t *testing.T) {
 	p := producer(t, c)
 	var rs []*kgo.Record
 	for i := range 250 {
-		rs = append(rs, persistRecord(t, fmt.Sprintf("evt_%d", i), int64(i%20+1)))
+		rs = append(rs, itemRecord(t, fmt.Sprintf("item_%d", i), int64(i%20+1)))
 	}
 	produce(t, p, rs...)
 	w := &uniqueWriter{}
@@ -117,7 +120,7 @@ func TestRunnerWritesAndCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	var total int64
-	for _, o := range committed(t, c, DefaultGroup, envelope.TopicUsagePersist) {
+	for _, o := range committed(t, c, DefaultGroup, testTopic) {
 		total += o
 	}
 	if total != 250 {
@@ -125,20 +128,16 @@ func TestRunnerWritesAndCommits(t *testing.T) {
 	}
 }
 
-// Undecodable and invalid records go to the DLT with a reason; the records
-// around them are written and committed.
+// Undecodable records go to the DLT with a reason; the records around them
+// are written and committed.
 func TestRunnerDeadLetters(t *testing.T) {
 	c := newFake(t)
 	p := producer(t, c)
-	good1 := persistRecord(t, "evt_good1", 7)
-	good2 := persistRecord(t, "evt_good2", 7)
-	junk := &kgo.Record{Topic: envelope.TopicUsagePersist, Key: []byte("7"), Value: []byte("{not json")}
-	usage := envelope.New("evt_u", t0, envelope.UsagePayload{FamilyID: 7, CustomerID: 71, BytesUsed: 1, AppID: "a"})
-	wrongType, err := kafkarecord.New(envelope.TopicUsagePersist, usage)
-	if err != nil {
-		t.Fatal(err)
-	}
-	produce(t, p, good1, junk, wrongType, good2) // same key: one partition, this order
+	good1 := itemRecord(t, "item_good1", 7)
+	good2 := itemRecord(t, "item_good2", 7)
+	junk := &kgo.Record{Topic: testTopic, Key: []byte("7"), Value: []byte("{not json")}
+	noID := &kgo.Record{Topic: testTopic, Key: []byte("7"), Value: []byte(`{"family":7,"n":1}`)}
+	produce(t, p, good1, junk, noID, good2) // same key: one partition, this order
 	w := &uniqueWriter{}
 	var rejects atomic.Int64
 	r := newRunner(t, c, w, WithBatchSize(10), WithInterval(50*time.Millisecond),
@@ -151,32 +150,13 @@ func TestRunnerDeadLetters(t *testing.T) {
 	stop := start(t, r)
 	waitFor(t, "good records", 20*time.Second, func() bool { return w.distinct() == 2 })
 
-	dl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(envelope.DLT(envelope.TopicUsagePersist)),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dl.Close()
-	var got []*kgo.Record
-	for len(got) < 2 {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		fs := dl.PollFetches(ctx)
-		timedOut := ctx.Err() != nil
-		cancel()
-		if timedOut {
-			t.Fatalf("DLT: got %d records", len(got))
-		}
-		got = append(got, fs.Records()...)
-	}
-	for i, want := range []struct{ value, reason string }{{"{not json", "malformed"}, {string(wrongType.Value), "eventType"}} {
-		h := map[string]string{}
-		for _, x := range got[i].Headers {
-			h[x.Key] = string(x.Value)
-		}
+	got := deadLetters(t, c, 2)
+	for i, want := range []struct{ value, reason string }{{"{not json", "malformed"}, {string(noID.Value), "id required"}} {
+		h := headers(got[i])
 		if string(got[i].Value) != want.value || string(got[i].Key) != "7" {
 			t.Errorf("DLT record %d: key %q value %q", i, got[i].Key, got[i].Value)
 		}
-		if !strings.Contains(h[HeaderDLTReason], want.reason) || h[HeaderDLTTopic] != envelope.TopicUsagePersist || h[HeaderDLTOffset] != fmt.Sprint(i+1) {
+		if !strings.Contains(h[HeaderDLTReason], want.reason) || h[HeaderDLTTopic] != testTopic || h[HeaderDLTOffset] != fmt.Sprint(i+1) {
 			t.Errorf("DLT record %d headers: %v", i, h)
 		}
 	}
@@ -184,11 +164,103 @@ func TestRunnerDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	var total int64
-	for _, o := range committed(t, c, DefaultGroup, envelope.TopicUsagePersist) {
+	for _, o := range committed(t, c, DefaultGroup, testTopic) {
 		total += o
 	}
 	if total != 4 || rejects.Load() != 2 {
 		t.Errorf("committed %d (want 4), rejected %d (want 2)", total, rejects.Load())
+	}
+}
+
+// deadLetters reads n records of testTopic's dead-letter topic.
+func deadLetters(tb testing.TB, c *kfake.Cluster, n int) []*kgo.Record {
+	tb.Helper()
+	dl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(testTopic+".DLT"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer dl.Close()
+	var got []*kgo.Record
+	for len(got) < n {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		fs := dl.PollFetches(ctx)
+		timedOut := ctx.Err() != nil
+		cancel()
+		if timedOut {
+			tb.Fatalf("DLT: got %d records, want %d", len(got), n)
+		}
+		got = append(got, fs.Records()...)
+	}
+	return got
+}
+
+// headers returns r's headers by key.
+func headers(r *kgo.Record) map[string]string {
+	h := map[string]string{}
+	for _, x := range r.Headers {
+		h[x.Key] = string(x.Value)
+	}
+	return h
+}
+
+// The runner on kfake into SQLite through the SQL writer: redelivered
+// records are written once (the insert-ignore), an item the writer refuses
+// (*ItemError) and one the database refuses (a permanent error, bisected
+// down to it) go to the DLT with their reasons, everything else is written
+// and every offset committed.
+func TestRunnerIntoSQLite(t *testing.T) {
+	c := newFake(t)
+	p := producer(t, c)
+	db := openSQLite(t)
+	createItems(t, db, sqldialect.SQLite)
+	w := newItemWriter(t, db)
+	want := items(120, 0)
+	var rs []*kgo.Record
+	for i, it := range want {
+		rs = append(rs, record(t, it))
+		if i%10 == 9 {
+			rs = append(rs, record(t, want[i-5])) // a redelivery
+		}
+	}
+	negative, poison := item{ID: "item_negative", Family: 3, N: -1, At: t0}, item{ID: "item_poison", Family: 3, N: 5, At: t0, Note: "poison"}
+	rs = append(rs, record(t, negative), record(t, poison))
+	produce(t, p, rs...)
+	var rejects atomic.Int64
+	r := newRunner(t, c, w, WithBatchSize(25), WithInterval(50*time.Millisecond),
+		WithHooks(Hooks{OnReject: func(RejectInfo) { rejects.Add(1) }}))
+	stop := start(t, r)
+	got := deadLetters(t, c, 2)
+	byID := map[string]map[string]string{}
+	for _, dl := range got {
+		it, err := decodeItem(dl)
+		if err != nil {
+			t.Fatalf("dead letter %q: %v", dl.Value, err)
+		}
+		byID[it.ID] = headers(dl)
+	}
+	if h := byID["item_negative"]; h == nil || !strings.Contains(h[HeaderDLTReason], "n: must be ≥ 0") || h[HeaderDLTTopic] != testTopic {
+		t.Errorf("item the writer refuses: headers %v", h)
+	}
+	if h := byID["item_poison"]; h == nil || !strings.Contains(h[HeaderDLTReason], "cannot store TEXT value in INTEGER column") {
+		t.Errorf("item the database refuses: headers %v", h)
+	}
+	waitFor(t, "every offset committed", 20*time.Second, func() bool {
+		var total int64
+		for _, o := range committed(t, c, DefaultGroup, testTopic) {
+			total += o
+		}
+		return total == int64(len(rs))
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(want, func(a, b item) int { return strings.Compare(a.ID, b.ID) })
+	if diff := cmp.Diff(want, readItems(t, db)); diff != "" {
+		t.Errorf("rows (-want +got):\n%s", diff)
+	}
+	if w.Inserted() != int64(len(want)) || rejects.Load() != 2 {
+		t.Errorf("inserted %d (want %d), rejected %d (want 2)", w.Inserted(), len(want), rejects.Load())
 	}
 }
 
@@ -199,7 +271,7 @@ func TestRunnerPausesWhileFailing(t *testing.T) {
 	c := newFake(t)
 	p := producer(t, c)
 	for i := range 30 {
-		produce(t, p, persistRecord(t, fmt.Sprintf("evt_a%d", i), int64(i%5+1)))
+		produce(t, p, itemRecord(t, fmt.Sprintf("item_a%d", i), int64(i%5+1)))
 	}
 	w := &uniqueWriter{}
 	w.fail.Store(true)
@@ -213,7 +285,7 @@ func TestRunnerPausesWhileFailing(t *testing.T) {
 		}))
 	stop := start(t, r)
 	waitFor(t, "failing writes", 20*time.Second, func() bool { return errs.Load() >= 5 })
-	if n := len(committed(t, c, DefaultGroup, envelope.TopicUsagePersist)); n != 0 {
+	if n := len(committed(t, c, DefaultGroup, testTopic)); n != 0 {
 		t.Fatalf("%d partitions committed while the database was down", n)
 	}
 	if pauses.Load() != 1 {
@@ -225,7 +297,7 @@ func TestRunnerPausesWhileFailing(t *testing.T) {
 	}
 	w.fail.Store(false)
 	for i := range 20 {
-		produce(t, p, persistRecord(t, fmt.Sprintf("evt_b%d", i), int64(i%5+1)))
+		produce(t, p, itemRecord(t, fmt.Sprintf("item_b%d", i), int64(i%5+1)))
 	}
 	waitFor(t, "all 50 written", 20*time.Second, func() bool { return w.distinct() == 50 })
 	if err := stop(); err != nil {
@@ -235,7 +307,7 @@ func TestRunnerPausesWhileFailing(t *testing.T) {
 		t.Errorf("resumed %d times, want 1", resumes.Load())
 	}
 	var total int64
-	for _, o := range committed(t, c, DefaultGroup, envelope.TopicUsagePersist) {
+	for _, o := range committed(t, c, DefaultGroup, testTopic) {
 		total += o
 	}
 	if total != 50 {
@@ -254,7 +326,7 @@ func TestRunnerRebalance(t *testing.T) {
 	const n = 2000
 	go func() {
 		for i := range n {
-			p.Produce(context.Background(), persistRecord(t, fmt.Sprintf("evt_%d", i), int64(i%50+1)), nil)
+			p.Produce(context.Background(), itemRecord(t, fmt.Sprintf("item_%d", i), int64(i%50+1)), nil)
 			if i%200 == 0 {
 				time.Sleep(20 * time.Millisecond)
 			}
@@ -271,7 +343,7 @@ func TestRunnerRebalance(t *testing.T) {
 		t.Error(err)
 	}
 	var total int64
-	for _, o := range committed(t, c, DefaultGroup, envelope.TopicUsagePersist) {
+	for _, o := range committed(t, c, DefaultGroup, testTopic) {
 		total += o
 	}
 	if total != n {
@@ -283,7 +355,7 @@ func TestRunnerRebalance(t *testing.T) {
 // client; Run twice is an error.
 func TestRunnerLifecycle(t *testing.T) {
 	c := newFake(t)
-	produce(t, producer(t, c), persistRecord(t, "evt_1", 1))
+	produce(t, producer(t, c), itemRecord(t, "item_1", 1))
 	w := &uniqueWriter{}
 	r := newRunner(t, c, w, WithInterval(time.Hour), WithConsumer(consumer.WithDrainTimeout(5*time.Second)))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -310,7 +382,7 @@ func TestRunnerLifecycle(t *testing.T) {
 	}
 
 	// A drain that cannot finish reports what it left uncommitted.
-	produce(t, producer(t, c), persistRecord(t, "evt_2", 1))
+	produce(t, producer(t, c), itemRecord(t, "item_2", 1))
 	bad := &uniqueWriter{}
 	bad.fail.Store(true)
 	r3 := newRunner(t, c, bad, WithConsumer(consumer.WithGroup("other")), WithInterval(time.Hour), WithBackoff(time.Millisecond, 5*time.Millisecond))
@@ -322,10 +394,10 @@ func TestRunnerLifecycle(t *testing.T) {
 	if err := <-done; !errors.Is(err, ErrNotWritten) {
 		t.Errorf("failed drain: %v", err)
 	}
-	if _, err := NewRunner[UsageRecord](nil, w, nil); !errors.Is(err, ErrInvalid) {
+	if _, err := NewRunner[item](nil, w, nil); !errors.Is(err, ErrInvalid) {
 		t.Errorf("nil decoder: %v", err)
 	}
-	if _, err := NewRunner(DecodeUsageRecord, w, nil, WithBatchSize(-1)); !errors.Is(err, ErrInvalid) {
+	if _, err := NewRunner(decodeItem, w, nil, WithBatchSize(-1)); !errors.Is(err, ErrInvalid) {
 		t.Errorf("bad option: %v", err)
 	}
 	for name, o := range map[string]consumer.Option{
@@ -334,60 +406,12 @@ func TestRunnerLifecycle(t *testing.T) {
 		"dlt":   consumer.WithDLT(""),
 		"drain": consumer.WithDrainTimeout(0),
 	} {
-		if _, err := NewRunner(DecodeUsageRecord, w, nil, WithConsumer(o)); !errors.Is(err, ErrInvalid) {
+		if _, err := NewRunner(decodeItem, w, nil, WithConsumer(o)); !errors.Is(err, ErrInvalid) {
 			t.Errorf("consumer option %s: %v, want ErrInvalid", name, err)
 		}
 	}
-	if _, err := NewRunner(DecodeUsageRecord, w, []kgo.Opt{kgo.ProducerBatchMaxBytes(0)}); err == nil || errors.Is(err, ErrInvalid) {
+	if _, err := NewRunner(decodeItem, w, []kgo.Opt{kgo.ProducerBatchMaxBytes(0)}); err == nil || errors.Is(err, ErrInvalid) {
 		t.Errorf("bad kgo option: %v", err)
-	}
-}
-
-func TestDecodeUsageRecord(t *testing.T) {
-	r := persistRecord(t, "evt_x", 3)
-	got, err := DecodeUsageRecord(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := UsageRecord{EventID: "evt_x", FamilyID: 3, CustomerID: 31, AppID: "com.youtube.app", BytesUsed: 1024,
-		ProcessResult: "ALLOWED", RemainingAfter: 1 << 30, EventTime: t0}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
-	}
-	// The engine's result comes along.
-	full := envelope.UsagePersistPayload{OriginEventID: "evt_y", FamilyID: 3, CustomerID: 31, BytesUsed: 1024, AppID: "a",
-		ProcessResult: "ALLOWED", RemainingAfter: 1 << 30, EventTime: t0, TotalBytes: 10 << 30, DailyUsedBytes: 4096,
-		MonthlyUsedBytes: 8192, ThrottleKbps: 512, Crossed: []envelope.Crossing{{Percent: 50, Arm: 1}, {Percent: 30, Arm: 2}}}
-	fr, err := kafkarecord.New(envelope.TopicUsagePersist, envelope.New("persist_y", t0, full))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err = DecodeUsageRecord(fr); err != nil {
-		t.Fatal(err)
-	}
-	want = UsageRecord{EventID: "evt_y", FamilyID: 3, CustomerID: 31, AppID: "a", BytesUsed: 1024,
-		ProcessResult: "ALLOWED", RemainingAfter: 1 << 30, EventTime: t0, TotalBytes: 10 << 30, DailyUsed: 4096,
-		MonthlyUsed: 8192, ThrottleKbps: 512, Crossed: []envelope.Crossing{{Percent: 50, Arm: 1}, {Percent: 30, Arm: 2}}}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("with the result (-want +got):\n%s", diff)
-	}
-	if _, err := DecodeUsageRecord(nil); !errors.Is(err, envelope.ErrMalformed) {
-		t.Errorf("nil record: %v", err)
-	}
-	long := want
-	long.ProcessResult = string(make([]byte, 65))
-	long.AppID = "\xff"
-	long.FamilyID, long.CustomerID, long.BytesUsed, long.RemainingAfter = 0, 0, -1, -1
-	long.EventTime = time.Time{}
-	var fe *envelope.FieldError
-	if err := long.Validate(); !errors.As(err, &fe) {
-		t.Errorf("Validate: %v", err)
-	}
-	e := envelope.New("persist_1", t0, envelope.UsagePersistPayload{OriginEventID: string(make([]byte, 300)),
-		FamilyID: 1, CustomerID: 1, ProcessResult: "ALLOWED", EventTime: t0})
-	rec, _ := kafkarecord.New(envelope.TopicUsagePersist, e)
-	if _, err := DecodeUsageRecord(rec); !errors.As(err, &fe) || fe.Field != "payload.originEventId" {
-		t.Errorf("long id: %v", err)
 	}
 }
 
@@ -424,7 +448,7 @@ func TestRunnerRetriesFailedCommit(t *testing.T) {
 	p := producer(t, c)
 	var rs []*kgo.Record
 	for i := range 40 {
-		rs = append(rs, persistRecord(t, fmt.Sprintf("evt_%d", i), int64(i%20+1)))
+		rs = append(rs, itemRecord(t, fmt.Sprintf("item_%d", i), int64(i%20+1)))
 	}
 	produce(t, p, rs...)
 	w := &uniqueWriter{}
@@ -435,7 +459,7 @@ func TestRunnerRetriesFailedCommit(t *testing.T) {
 	var total int64
 	waitFor(t, "40 records committed after the refused commits", 20*time.Second, func() bool {
 		total = 0
-		for _, o := range committed(t, c, DefaultGroup, envelope.TopicUsagePersist) {
+		for _, o := range committed(t, c, DefaultGroup, testTopic) {
 			total += o
 		}
 		return total == 40

@@ -2,225 +2,71 @@ package writebehind
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/sqldialect"
 )
 
-func usageRows(n, from int) []UsageRecord {
-	out := make([]UsageRecord, n)
-	for i := range out {
-		k := from + i
-		out[i] = UsageRecord{EventID: fmt.Sprintf("evt_%06d", k), FamilyID: int64(k%7 + 1), CustomerID: int64(k%7+1)*10 + 1,
-			AppID: "com.youtube.app", BytesUsed: int64(k), ProcessResult: "ALLOWED", RemainingAfter: 1000,
-			EventTime: t0.Add(time.Duration(k) * time.Millisecond)}
-		if k%3 != 0 { // the engine's result; rows of older records have none
-			out[i].TotalBytes, out[i].DailyUsed, out[i].MonthlyUsed, out[i].ThrottleKbps = 1<<40+int64(k), int64(k), int64(2*k), int64(k%2)*512
-		}
-		if k%5 == 1 {
-			out[i].Crossed = []envelope.Crossing{{Percent: 50, Arm: 1}, {Percent: 30, Arm: k}}
-		}
-	}
-	return out
-}
-
-func readUsage(tb testing.TB, db *sql.DB) []UsageRecord {
-	tb.Helper()
-	rows, err := db.Query(`SELECT event_id, family_id, customer_id, app_id, bytes_used, process_result, remaining_after, rule, event_time,
-		total_bytes, daily_used, monthly_used, throttle_kbps, crossed FROM usage_record ORDER BY event_id`)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer rows.Close()
-	var out []UsageRecord
-	for rows.Next() {
-		var u UsageRecord
-		var et any
-		var crossed string
-		if err := rows.Scan(&u.EventID, &u.FamilyID, &u.CustomerID, &u.AppID, &u.BytesUsed, &u.ProcessResult, &u.RemainingAfter, &u.Rule, &et,
-			&u.TotalBytes, &u.DailyUsed, &u.MonthlyUsed, &u.ThrottleKbps, &crossed); err != nil {
-			tb.Fatal(err)
-		}
-		if u.Crossed, err = ParseCrossed(crossed); err != nil {
-			tb.Fatal(err)
-		}
-		switch v := et.(type) {
-		case time.Time:
-			u.EventTime = v.UTC()
-		case string:
-			u.EventTime, err = time.Parse("2006-01-02 15:04:05.000", v)
-		case []byte:
-			u.EventTime, err = time.Parse("2006-01-02 15:04:05.000", string(v))
-		}
-		if err != nil {
-			tb.Fatal(err)
-		}
-		out = append(out, u)
-	}
-	if err := rows.Err(); err != nil {
-		tb.Fatal(err)
-	}
-	return out
-}
-
-func TestUsageWriterSQLite(t *testing.T) {
+// The writer on the tests' own table: multi-row statements of at most
+// WithMaxRows rows, duplicates skipped by the insert-ignore, times in the
+// dialect's form, an item the RowFunc refuses named by an *ItemError and a
+// value the database refuses reported as permanent, with nothing of either
+// batch written.
+func TestSQLWriterSQLite(t *testing.T) {
 	db := openSQLite(t)
 	ctx := context.Background()
-	if err := MigrateUsage(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	if err := MigrateUsage(ctx, db); err != nil { // idempotent
-		t.Fatal(err)
-	}
-	w, err := NewUsageWriter(db, WithMaxRows(7))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	rows := usageRows(30, 0)
-	rows[3].Rule = "BLOCK:APP:com.youtube.app"
-	if err := w.Write(ctx, rows[:20]); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(ctx, rows[10:]); err != nil { // 10 duplicates
-		t.Fatal(err)
-	}
-	if err := w.Write(ctx, rows[:3]); err != nil {
-		t.Fatal(err)
+	createItems(t, db, sqldialect.SQLite)
+	w := newItemWriter(t, db, WithMaxRows(7))
+	rows := items(30, 0)
+	for _, b := range [][]item{rows[:20], rows[10:], rows[:3]} { // 13 duplicates
+		if err := w.Write(ctx, b); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if w.Inserted() != 30 {
 		t.Errorf("Inserted() = %d, want 30", w.Inserted())
 	}
-	if diff := cmp.Diff(rows, readUsage(t, db)); diff != "" {
+	if diff := cmp.Diff(rows, readItems(t, db)); diff != "" {
 		t.Errorf("rows (-want +got):\n%s", diff)
 	}
-	// The index serves family + time queries.
+	// Times are written so that the column's order is time order: the index
+	// serves family + time queries.
 	var n int
-	if err := db.QueryRow("SELECT COUNT(*) FROM usage_record WHERE family_id = ? AND event_time >= ?", 1, "2026-02-06 14:30:00.007").Scan(&n); err != nil || n != 4 {
+	if err := db.QueryRow("SELECT COUNT(*) FROM wb_item WHERE family = ? AND made_at >= ?", 1, sqldialect.SQLite.Time(t0.Add(7*time.Millisecond))).Scan(&n); err != nil || n != 4 {
 		t.Errorf("family/time query: %d %v, want 4", n, err)
 	}
 
-	bad := usageRows(3, 100)
-	bad[1].ProcessResult = ""
-	err = w.Write(ctx, bad)
+	bad := items(3, 100)
+	bad[1].N = -1
+	err := w.Write(ctx, bad)
 	var ie *ItemError
 	if !errors.As(err, &ie) || ie.Index != 1 || !errors.Is(err, ErrPermanent) {
 		t.Errorf("invalid row: %v", err)
 	}
-	if len(readUsage(t, db)) != 30 {
-		t.Error("a batch with an invalid row was partly written")
+	poison := items(3, 200)
+	poison[2].Note = "poison"
+	if err := w.Write(ctx, poison); !errors.Is(err, ErrPermanent) || errors.As(err, &ie) {
+		t.Errorf("a value the database refuses: %v, want a permanent error naming no item", err)
+	}
+	if diff := cmp.Diff(rows, readItems(t, db)); diff != "" {
+		t.Errorf("a refused batch was partly written (-want +got):\n%s", diff)
+	}
+	if w.Inserted() != 30 {
+		t.Errorf("Inserted() = %d after refused batches, want 30", w.Inserted())
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// testMigrateOldTable checks MigrateUsage on a usage_record created before
-// total_bytes … crossed existed (testdata/usage_record_v1_<dialect>.sql,
-// holding one row): the columns are added with their defaults, the old row
-// reads with zeros, a new row keeps the engine's result, and migrating
-// again changes nothing.
-func testMigrateOldTable(t *testing.T, db *sql.DB, dialect string) {
-	ctx := context.Background()
-	old, err := os.ReadFile(filepath.Join("testdata", "usage_record_v1_"+dialect+".sql"))
-	if err != nil {
+	if err := w.Write(ctx, items(1, 300)); err != nil { // usable after Close: prepared anew
 		t.Fatal(err)
 	}
-	if err := sqldialect.Exec(ctx, db, string(old)); err != nil {
-		t.Fatal(err)
-	}
-	d, err := sqldialect.Parse(dialect)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := columnsOf(t, db, d)
-	if before["crossed"] || before["total_bytes"] {
-		t.Fatalf("test setup: the old table has the new columns: %v", before)
-	}
-	rows := usageRows(2, 0)
-	rows[1].TotalBytes, rows[1].DailyUsed, rows[1].MonthlyUsed, rows[1].ThrottleKbps = 10<<30, 3<<20, 9<<20, 1024
-	rows[1].Crossed = []envelope.Crossing{{Percent: 50, Arm: 1}, {Percent: 30, Arm: 2}}
-	r := rows[0]
-	if _, err := db.ExecContext(ctx, `INSERT INTO usage_record (event_id, family_id, customer_id, app_id, bytes_used, process_result, remaining_after, rule, event_time)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.EventID, r.FamilyID, r.CustomerID, r.AppID, r.BytesUsed, r.ProcessResult, r.RemainingAfter, r.Rule, d.Time(r.EventTime)); err != nil {
-		t.Fatal(err)
-	}
-	rows[0].TotalBytes, rows[0].DailyUsed, rows[0].MonthlyUsed, rows[0].ThrottleKbps, rows[0].Crossed = 0, 0, 0, 0, nil
-
-	for i := range 2 { // the second run finds nothing to do
-		if err := MigrateUsage(ctx, db, WithDialect(dialect)); err != nil {
-			t.Fatalf("MigrateUsage #%d: %v", i+1, err)
-		}
-	}
-	after := columnsOf(t, db, d)
-	for _, c := range usageColumns {
-		if !after[c] {
-			t.Errorf("column %s missing after MigrateUsage", c)
-		}
-	}
-	if len(after) != len(before)+5 {
-		t.Errorf("columns: %d before, %d after, want 5 more", len(before), len(after))
-	}
-	w, err := NewUsageWriter(db, WithDialect(dialect))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	if err := w.Write(ctx, rows); err != nil { // rows[0] is there already
-		t.Fatal(err)
-	}
-	if w.Inserted() != 1 {
-		t.Errorf("inserted %d rows, want 1", w.Inserted())
-	}
-	if diff := cmp.Diff(rows, readUsage(t, db)); diff != "" {
-		t.Errorf("rows (-want +got):\n%s", diff)
-	}
-}
-
-// columnsOf returns usage_record's columns, failing the test on errors.
-func columnsOf(tb testing.TB, db *sql.DB, d sqldialect.Dialect) map[string]bool {
-	tb.Helper()
-	cols, err := usageColumnSet(context.Background(), db, d)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return cols
-}
-
-func TestMigrateOldTableSQLite(t *testing.T) { testMigrateOldTable(t, openSQLite(t), "sqlite") }
-
-// A fresh table already has every column: nothing is altered.
-func TestMigrateFreshTableSQLite(t *testing.T) {
-	db := openSQLite(t)
-	ctx := context.Background()
-	if err := MigrateUsage(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	var ddl string
-	if err := db.QueryRow(`SELECT sql FROM sqlite_master WHERE name = 'usage_record'`).Scan(&ddl); err != nil {
-		t.Fatal(err)
-	}
-	if err := MigrateUsage(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	var again string
-	if err := db.QueryRow(`SELECT sql FROM sqlite_master WHERE name = 'usage_record'`).Scan(&again); err != nil {
-		t.Fatal(err)
-	}
-	if ddl != again {
-		t.Errorf("the table changed on the second migration:\n%s\n%s", ddl, again)
-	}
-	if _, err := usageColumnSet(ctx, openSQLite(t), sqldialect.SQLite); err == nil {
-		t.Error("usageColumnSet on a database without usage_record succeeded")
+	if w.Inserted() != 31 {
+		t.Errorf("Inserted() = %d after Close and a write, want 31", w.Inserted())
 	}
 }
 
@@ -265,10 +111,14 @@ func TestSQLWriterErrors(t *testing.T) {
 			_, err := NewSQLWriter(db, "t;", []string{"k"}, func(kv) ([]any, error) { return nil, nil })
 			return err
 		},
-		"dialect": func() error { _, err := NewUsageWriter(db, WithDialect("pg")); return err },
-		"rows":    func() error { _, err := NewUsageWriter(db, WithMaxRows(0)); return err },
-		"schema":  func() error { _, err := UsageSchema("pg"); return err },
-		"migrate": func() error { return MigrateUsage(ctx, db, WithDialect("pg")) },
+		"dialect": func() error {
+			_, err := NewSQLWriter(db, "t", []string{"k"}, func(kv) ([]any, error) { return nil, nil }, WithDialect("pg"))
+			return err
+		},
+		"rows": func() error {
+			_, err := NewSQLWriter(db, "t", []string{"k"}, func(kv) ([]any, error) { return nil, nil }, WithMaxRows(0))
+			return err
+		},
 	} {
 		if err := f(); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
@@ -289,18 +139,16 @@ func TestSQLWriterErrors(t *testing.T) {
 	}
 }
 
-// The sink, the usage writer and SQLite together: duplicates and all.
+// The sink, the writer and SQLite together: redeliveries and all.
 func TestSinkIntoSQLite(t *testing.T) {
 	db := openSQLite(t)
 	ctx := context.Background()
-	if err := MigrateUsage(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	w, _ := NewUsageWriter(db)
-	s := newSink[UsageRecord](t, w, WithBatchSize(64))
-	rows := usageRows(500, 0)
-	for i, u := range rows {
-		_ = s.Add(ctx, u)
+	createItems(t, db, sqldialect.SQLite)
+	w := newItemWriter(t, db)
+	s := newSink[item](t, w, WithBatchSize(64))
+	rows := items(500, 0)
+	for i, it := range rows {
+		_ = s.Add(ctx, it)
 		if i%20 == 0 {
 			_ = s.Add(ctx, rows[i/2]) // a redelivery
 		}
@@ -308,7 +156,10 @@ func TestSinkIntoSQLite(t *testing.T) {
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(rows, readUsage(t, db)); diff != "" {
+	if diff := cmp.Diff(rows, readItems(t, db)); diff != "" {
 		t.Errorf("rows (-want +got):\n%s", diff)
+	}
+	if w.Inserted() != 500 {
+		t.Errorf("Inserted() = %d, want 500", w.Inserted())
 	}
 }

@@ -45,10 +45,10 @@ var sdk = map[string]struct {
 		modules: []string{"github.com/cespare/xxhash/v2", "github.com/redis/go-redis/v9", "go.uber.org/atomic", "golang.org/x/sys"},
 		noStd:   []string{"net/http"},
 	},
-	"writebehind": { // Kafka consumer into SQL; the caller opens the *sql.DB
+	"writebehind": { // Kafka consumer into SQL; the caller opens the *sql.DB and owns its tables (no embedded schema)
 		modules: []string{"github.com/google/uuid", "github.com/klauspost/compress", "github.com/pierrec/lz4/v4",
 			"github.com/twmb/franz-go", "github.com/twmb/franz-go/pkg/kmsg"},
-		noStd: []string{"net/http"},
+		noStd: []string{"embed", "net/http"},
 	},
 	"notify": { // Kafka consumer, Redis hub, SQL inbox, webhooks and Web Push (net/http, standard crypto only), OpenTelemetry's trace API (not its SDK)
 		modules: []string{"github.com/cespare/xxhash/v2", "github.com/google/uuid", "github.com/klauspost/compress",
@@ -170,6 +170,12 @@ func TestSDKDependencies(t *testing.T) {
 			for _, s := range sdk[rel].noStd {
 				if std[s] {
 					t.Errorf("%s links %s (through %s)", rel, s, via(pkgs, closure, func(p string) bool { return p == s }))
+				}
+			}
+			// SDK packages are below the service (doc/architecture.md, "Package map").
+			for _, d := range root.deps {
+				if r, ok := strings.CutPrefix(d, module+"/"); ok && (r == "service" || strings.HasPrefix(r, "service/")) {
+					t.Errorf("%s links %s (through %s)", rel, r, via(pkgs, closure, func(p string) bool { return p == d }))
 				}
 			}
 		})

@@ -20,7 +20,6 @@ import (
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/recovery"
 	"github.com/dabom/dpcs/service/store"
-	"github.com/dabom/dpcs/writebehind"
 )
 
 // testRebuild drives a family through the API path (store + engine), judges
@@ -73,7 +72,7 @@ func testRebuild(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 
-	w, err := writebehind.NewUsageWriter(e.DB)
+	w, err := store.NewUsageWriter(e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +95,7 @@ func testRebuild(t *testing.T, e *env) {
 		for i, p := range r.Crossed {
 			cs = append(cs, envelope.Crossing{Percent: p, Arm: r.Arms[i]})
 		}
-		if err := w.Write(ctx, []writebehind.UsageRecord{{EventID: ev.ID, FamilyID: fid, CustomerID: cid, AppID: app, BytesUsed: n,
+		if err := w.Write(ctx, []store.UsageRecord{{EventID: ev.ID, FamilyID: fid, CustomerID: cid, AppID: app, BytesUsed: n,
 			ProcessResult: string(r.Decision), RemainingAfter: r.Remaining, Rule: r.Rule, EventTime: at,
 			TotalBytes: r.Total, DailyUsed: r.DailyUsed, MonthlyUsed: r.MonthlyUsed, ThrottleKbps: r.ThrottleKbps, Crossed: cs}}); err != nil {
 			t.Fatal(err)

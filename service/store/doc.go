@@ -2,10 +2,11 @@
 // (MEMBER / OWNER, soft delete) and back-office admins, policy templates and
 // per-member policy assignments with monotonic versions, top-ups, the audit
 // log, the transactional outbox and its ordered relay, refresh tokens with
-// rotation and reuse detection, usage reports over usage_record, and the
-// rebuild of the quota engine's Redis state from SQL. It runs on MySQL 8 /
-// MariaDB 10.6+ (github.com/go-sql-driver/mysql) and SQLite
-// (modernc.org/sqlite); dialect differences live in internal/sqldialect.
+// rotation and reuse detection, the usage history usage_record with its
+// reports, and the rebuild of the quota engine's Redis state from SQL. It
+// runs on MySQL 8 / MariaDB 10.6+ (github.com/go-sql-driver/mysql) and
+// SQLite (modernc.org/sqlite); dialect differences live in
+// internal/sqldialect.
 //
 // # Setup
 //
@@ -14,6 +15,24 @@
 //
 // With SQLite, open the database with one connection (db.SetMaxOpenConns(1)),
 // as service.Config.SQL does: every transaction goes through it.
+//
+// Migrate runs migrations/<dialect>/*.sql in name order, then adds the
+// columns that tables created by earlier releases lack
+// (migrations/<dialect>/columns/<table>.sql); see doc/store.md.
+//
+// # usage_record
+//
+// The usage history is the store's table like the others: its schema
+// (migrations/<dialect>/000_usage_record.sql), its row UsageRecord, the
+// write-behind's decoder of usage-persist records and its writer, which the
+// generic writebehind runner runs:
+//
+//	if err := store.MigrateUsage(ctx, db); err != nil { … } // usage_record alone, for the processor
+//	w, err := store.NewUsageWriter(db)                     // a writebehind.SQLWriter[store.UsageRecord]
+//	r, err := writebehind.NewRunner(store.DecodeUsageRecord, w, kopts)
+//
+// Usage, JudgedSince and ReadFamilies read it; FormatCrossed and
+// ParseCrossed are its crossed column.
 //
 // # Policy changes
 //

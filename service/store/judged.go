@@ -8,7 +8,6 @@ import (
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/sqldialect"
 	"github.com/dabom/dpcs/policy"
-	"github.com/dabom/dpcs/writebehind"
 )
 
 // JudgedRow is one judged usage event of usage_record with the engine's
@@ -73,7 +72,7 @@ func (s *Store) JudgedSince(ctx context.Context, fid int64, since time.Time) ([]
 			return nil, dbErr("judged since", err)
 		}
 		r.Decision, r.EventTime, r.CreatedAt = policy.Decision(decision), at.Time, createdAt.Time
-		if r.Crossed, err = writebehind.ParseCrossed(crossed); err != nil {
+		if r.Crossed, err = ParseCrossed(crossed); err != nil {
 			return nil, fmt.Errorf("store: judged since: event %s: %w", r.EventID, err)
 		}
 		out = append(out, r)

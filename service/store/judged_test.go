@@ -10,7 +10,6 @@ import (
 	"github.com/dabom/dpcs/internal/sqldialect"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service/store"
-	"github.com/dabom/dpcs/writebehind"
 )
 
 func TestJudgedSinceSQLite(t *testing.T) { testJudgedSince(t, newEnv(t, openSQLite)) }
@@ -23,7 +22,7 @@ func testJudgedSince(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := writebehind.NewUsageWriter(e.db)
+	w, err := store.NewUsageWriter(e.db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,20 +43,20 @@ func testJudgedSince(t *testing.T, e *env) {
 			t.Fatal(err)
 		}
 	}
-	write := func(rows ...writebehind.UsageRecord) {
+	write := func(rows ...store.UsageRecord) {
 		t.Helper()
 		if err := w.Write(e.ctx, rows); err != nil {
 			t.Fatal(err)
 		}
 	}
-	old("evt_old", 1, now.Add(-48*time.Hour), now.Add(-47*time.Hour))                                           // neither: left out
-	old("evt_happened", 1, now.Add(-30*time.Minute), now.Add(-2*time.Hour))                                     // happened since (created_at from a skewed clock)
-	old("evt_boundary", 1, since, now.Add(-3*time.Hour))                                                        // happened exactly at since
-	old("evt_other_family", 2, now.Add(-time.Minute), now.Add(-time.Minute))                                    // another family
-	write(writebehind.UsageRecord{EventID: "evt_late", FamilyID: 1, CustomerID: 12, AppID: "web", BytesUsed: 5, // judged now, happened 2 days ago
+	old("evt_old", 1, now.Add(-48*time.Hour), now.Add(-47*time.Hour))                                     // neither: left out
+	old("evt_happened", 1, now.Add(-30*time.Minute), now.Add(-2*time.Hour))                               // happened since (created_at from a skewed clock)
+	old("evt_boundary", 1, since, now.Add(-3*time.Hour))                                                  // happened exactly at since
+	old("evt_other_family", 2, now.Add(-time.Minute), now.Add(-time.Minute))                              // another family
+	write(store.UsageRecord{EventID: "evt_late", FamilyID: 1, CustomerID: 12, AppID: "web", BytesUsed: 5, // judged now, happened 2 days ago
 		ProcessResult: "BLOCKED_LIMIT_DAILY", RemainingAfter: 800, Rule: "LIMIT:DATA:DAILY", EventTime: now.Add(-48 * time.Hour),
 		TotalBytes: 1000, DailyUsed: 70, MonthlyUsed: 90})
-	write(writebehind.UsageRecord{EventID: "evt_full", FamilyID: 1, CustomerID: 11, AppID: "web", BytesUsed: 300,
+	write(store.UsageRecord{EventID: "evt_full", FamilyID: 1, CustomerID: 11, AppID: "web", BytesUsed: 300,
 		ProcessResult: "ALLOWED", RemainingAfter: 200, EventTime: now, TotalBytes: 1000, DailyUsed: 300, MonthlyUsed: 400,
 		ThrottleKbps: 512, Crossed: []envelope.Crossing{{Percent: 30, Arm: 1}, {Percent: 20, Arm: 2}}})
 	done := time.Now().UTC()

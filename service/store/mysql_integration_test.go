@@ -15,7 +15,10 @@ import (
 
 // openMySQL creates a fresh database dpcs_store_<random> on the server of
 // DPCS_TEST_MYSQL_DSN (set by scripts/servers.sh) and drops it afterwards.
-func openMySQL(t *testing.T) *sql.DB {
+func openMySQL(t *testing.T) *sql.DB { return mysqlDB(t) }
+
+// mysqlDB is openMySQL for tests and benchmarks.
+func mysqlDB(t testing.TB) *sql.DB {
 	t.Helper()
 	dsn := os.Getenv("DPCS_TEST_MYSQL_DSN")
 	if dsn == "" {

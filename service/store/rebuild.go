@@ -13,7 +13,6 @@ import (
 	"github.com/dabom/dpcs/internal/sqldialect"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
-	"github.com/dabom/dpcs/writebehind"
 )
 
 // Window is what reading families for a restore needs to know of the
@@ -186,7 +185,7 @@ func (s *Store) ReadFamilies(ctx context.Context, w Window, ids []int64, span bo
 		if !ok {
 			return nil
 		}
-		cs, err := writebehind.ParseCrossed(crossed)
+		cs, err := ParseCrossed(crossed)
 		if err != nil {
 			fail(fid, fmt.Errorf("event %s: %w", id, err))
 			return nil

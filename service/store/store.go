@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
-	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/dabom/dpcs/internal/sqldialect"
 	"github.com/dabom/dpcs/policy"
-	"github.com/dabom/dpcs/writebehind"
 )
 
 // Sentinel errors; callers branch on them with errors.Is. Every error the
@@ -85,44 +83,6 @@ func invalid(field, format string, args ...any) error {
 // conflict is a FieldError of kind ErrConflict; cause may be nil.
 func conflict(field, msg string, cause error) error {
 	return &FieldError{Field: field, Msg: msg, Kind: ErrConflict, Cause: cause}
-}
-
-//go:embed migrations
-var migrations embed.FS
-
-// Migrate creates every table of the store on db if missing (usage_record
-// through writebehind.MigrateUsage, then migrations/<dialect>/*.sql), in
-// db's dialect detected from its driver. Running it again changes nothing.
-func Migrate(ctx context.Context, db *sql.DB) error {
-	d, err := sqldialect.Detect(db)
-	if err != nil {
-		return fmt.Errorf("store: migrate: %w", err)
-	}
-	return migrate(ctx, db, d)
-}
-
-// Migrate is the package's Migrate in the store's dialect.
-func (s *Store) Migrate(ctx context.Context) error { return migrate(ctx, s.db, s.d) }
-
-func migrate(ctx context.Context, db *sql.DB, d sqldialect.Dialect) error {
-	if err := writebehind.MigrateUsage(ctx, db, writebehind.WithDialect(d.String())); err != nil {
-		return fmt.Errorf("store: migrate: %w", err)
-	}
-	dir := "migrations/" + d.String()
-	entries, err := migrations.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("store: migrate: %w", err)
-	}
-	for _, e := range entries { // ReadDir sorts by name: 001_, 002_, …
-		script, err := migrations.ReadFile(dir + "/" + e.Name())
-		if err != nil {
-			return fmt.Errorf("store: migrate: %w", err)
-		}
-		if err := sqldialect.Exec(ctx, db, string(script)); err != nil {
-			return fmt.Errorf("store: migrate %s: %w", e.Name(), err)
-		}
-	}
-	return nil
 }
 
 // Option configures a Store.

@@ -15,7 +15,6 @@ import (
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service/store"
-	"github.com/dabom/dpcs/writebehind"
 )
 
 // clock is a settable test clock.
@@ -640,14 +639,14 @@ func testPoolAndAudit(t *testing.T, e *env) {
 }
 
 func testUsage(t *testing.T, e *env) {
-	w, err := writebehind.NewUsageWriter(e.db)
+	w, err := store.NewUsageWriter(e.db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := func(id string, cid int64, app string, n int64, result string, at time.Time) writebehind.UsageRecord {
-		return writebehind.UsageRecord{EventID: id, FamilyID: cid / 10, CustomerID: cid, AppID: app, BytesUsed: n, ProcessResult: result, EventTime: at}
+	rec := func(id string, cid int64, app string, n int64, result string, at time.Time) store.UsageRecord {
+		return store.UsageRecord{EventID: id, FamilyID: cid / 10, CustomerID: cid, AppID: app, BytesUsed: n, ProcessResult: result, EventTime: at}
 	}
-	batch := []writebehind.UsageRecord{
+	batch := []store.UsageRecord{
 		rec("a", 11, "yt", 100, "ALLOWED", start),
 		rec("b", 11, "yt", 50, "ALLOWED", start.Add(30*time.Minute)),
 		rec("c", 12, "game", 70, "ALLOWED", start.Add(90*time.Minute)),

@@ -21,7 +21,6 @@ import (
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/store"
-	"github.com/dabom/dpcs/writebehind"
 )
 
 // Population is what Seed writes. Family ids are 1..Families, members
@@ -257,7 +256,7 @@ func (g generator) write(ctx context.Context, conn *sql.Conn, lo, hi int) (Seede
 				used += bytes
 			}
 			if r == R-1 && f%4 == 0 {
-				crossed = writebehind.FormatCrossed([]envelope.Crossing{{Percent: 50, Arm: 1}})
+				crossed = store.FormatCrossed([]envelope.Crossing{{Percent: 50, Arm: 1}})
 			}
 			b := usage[len(usage)-1]
 			if rows == 1000 {

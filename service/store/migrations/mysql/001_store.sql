@@ -1,6 +1,6 @@
 -- DPCS store schema, MySQL 8 / MariaDB 10.6+. Idempotent: every statement
--- may run again. usage_record is created by writebehind.MigrateUsage (the
--- same embedded script), called by store.Migrate before this one.
+-- may run again. usage_record is created by 000_usage_record.sql, run
+-- before this one.
 -- Times are DATETIME(3) in UTC. No foreign keys: members are soft-deleted
 -- and history rows (audit, outbox, usage) outlive what they name.
 

@@ -1,8 +1,8 @@
 -- DPCS store schema for SQLite 3.35+; the MySQL script
 -- (migrations/mysql/001_store.sql) documents the tables. Idempotent.
--- usage_record is created by writebehind.MigrateUsage, called by
--- store.Migrate before this script. Times are UTC text
--- 'YYYY-MM-DD HH:MM:SS.SSS', so text order is time order. No foreign keys.
+-- usage_record is created by 000_usage_record.sql, run before this
+-- script. Times are UTC text 'YYYY-MM-DD HH:MM:SS.SSS', so text order is
+-- time order. No foreign keys.
 
 CREATE TABLE IF NOT EXISTS families (
   id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,

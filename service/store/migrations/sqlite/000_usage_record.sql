@@ -1,7 +1,7 @@
--- usage_record for SQLite; see migrations/mysql/usage_record.sql. Times are
--- UTC text 'YYYY-MM-DD HH:MM:SS.SSS', so text order is time order. A table
--- created before total_bytes … crossed existed gets them from
--- usage_record_columns.sql.
+-- usage_record for SQLite; see migrations/mysql/000_usage_record.sql. Times
+-- are UTC text 'YYYY-MM-DD HH:MM:SS.SSS', so text order is time order. A
+-- table created before total_bytes … crossed existed gets them from
+-- columns/usage_record.sql.
 CREATE TABLE IF NOT EXISTS usage_record (
   id              INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,
   event_id        TEXT    NOT NULL,

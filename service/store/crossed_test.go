@@ -1,4 +1,4 @@
-package writebehind
+package store_test
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/service/store"
 )
 
 func TestFormatParseCrossed(t *testing.T) {
@@ -22,10 +23,10 @@ func TestFormatParseCrossed(t *testing.T) {
 		{"100:1,1:2147483647", []envelope.Crossing{{Percent: 100, Arm: 1}, {Percent: 1, Arm: 2147483647}}},
 		{"10:3,10:4", []envelope.Crossing{{Percent: 10, Arm: 3}, {Percent: 10, Arm: 4}}}, // kept as written
 	} {
-		if got := FormatCrossed(tt.cs); got != tt.s {
+		if got := store.FormatCrossed(tt.cs); got != tt.s {
 			t.Errorf("FormatCrossed(%v) = %q, want %q", tt.cs, got, tt.s)
 		}
-		got, err := ParseCrossed(tt.s)
+		got, err := store.ParseCrossed(tt.s)
 		if err != nil {
 			t.Errorf("ParseCrossed(%q): %v", tt.s, err)
 		}
@@ -33,7 +34,7 @@ func TestFormatParseCrossed(t *testing.T) {
 			t.Errorf("ParseCrossed(%q) (-want +got):\n%s", tt.s, diff)
 		}
 	}
-	if got := FormatCrossed([]envelope.Crossing{}); got != "" {
+	if got := store.FormatCrossed([]envelope.Crossing{}); got != "" {
 		t.Errorf("FormatCrossed(empty) = %q", got)
 	}
 	for _, s := range []string{
@@ -41,8 +42,10 @@ func TestFormatParseCrossed(t *testing.T) {
 		"0:1", "101:1", "50:0", "-50:1", "50:-1", "+50:1", "050:1", "50:01", "5e1:1", "50:1.0", "x:1",
 		"50:99999999999999999999", "1000000000000000000:1",
 	} {
-		if cs, err := ParseCrossed(s); !errors.Is(err, ErrInvalid) {
-			t.Errorf("ParseCrossed(%q) = %v, %v; want ErrInvalid", s, cs, err)
+		cs, err := store.ParseCrossed(s)
+		var fe *store.FieldError
+		if !errors.Is(err, store.ErrInvalid) || !errors.As(err, &fe) || fe.Field != "crossed" {
+			t.Errorf("ParseCrossed(%q) = %v, %v; want ErrInvalid naming crossed", s, cs, err)
 		}
 	}
 }
@@ -58,7 +61,7 @@ func TestCrossedProperty(t *testing.T) {
 				Arm:     rapid.IntRange(1, 1<<40).Draw(t, "arm"),
 			})
 		}
-		got, err := ParseCrossed(FormatCrossed(cs))
+		got, err := store.ParseCrossed(store.FormatCrossed(cs))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,11 +70,11 @@ func TestCrossedProperty(t *testing.T) {
 		}
 
 		s := rapid.StringOfN(rapid.SampledFrom([]rune("0123456789:,-+ ")), 0, 16, -1).Draw(t, "s")
-		if cs, err := ParseCrossed(s); err == nil {
-			if back := FormatCrossed(cs); back != s {
+		if cs, err := store.ParseCrossed(s); err == nil {
+			if back := store.FormatCrossed(cs); back != s {
 				t.Fatalf("ParseCrossed(%q) = %v, formatted back as %q", s, cs, back)
 			}
-			if err := validCrossed(cs); err != nil {
+			if err := store.ValidCrossed(cs); err != nil {
 				t.Fatalf("ParseCrossed(%q) = %v: %v", s, cs, err)
 			}
 		}
@@ -91,14 +94,16 @@ func TestValidateResult(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name   string
-		change func(*UsageRecord)
+		change func(*store.UsageRecord)
 		fields []string
 	}{
-		{"negative counts", func(u *UsageRecord) { u.TotalBytes, u.DailyUsed, u.MonthlyUsed, u.ThrottleKbps = -1, -1, -1, -1 },
+		{"negative counts", func(u *store.UsageRecord) { u.TotalBytes, u.DailyUsed, u.MonthlyUsed, u.ThrottleKbps = -1, -1, -1, -1 },
 			[]string{"payload.totalBytes", "payload.dailyUsedBytes", "payload.monthlyUsedBytes", "payload.throttleKbps"}},
-		{"bad crossings", func(u *UsageRecord) { u.Crossed = []envelope.Crossing{{Percent: 0, Arm: 1}, {Percent: 101, Arm: 0}} },
+		{"bad crossings", func(u *store.UsageRecord) {
+			u.Crossed = []envelope.Crossing{{Percent: 0, Arm: 1}, {Percent: 101, Arm: 0}}
+		},
 			[]string{"payload.crossed[0].percent", "payload.crossed[1].percent", "payload.crossed[1].arm"}},
-		{"too many crossings", func(u *UsageRecord) { u.Crossed = tooMany }, []string{"payload.crossed"}},
+		{"too many crossings", func(u *store.UsageRecord) { u.Crossed = tooMany }, []string{"payload.crossed"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			u := ok
@@ -108,7 +113,7 @@ func TestValidateResult(t *testing.T) {
 			}
 		})
 	}
-	if n := len(FormatCrossed(tooMany)); n <= maxCrossedLen {
+	if n := len(store.FormatCrossed(tooMany)); n <= store.MaxCrossedLen {
 		t.Fatalf("test setup: %d characters fit the column", n)
 	}
 }

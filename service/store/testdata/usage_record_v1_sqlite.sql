@@ -1,5 +1,6 @@
 -- usage_record as first released (before total_bytes … crossed), for the
--- migration tests: MigrateUsage must bring such a table up to date.
+-- migration tests (usage_record_test.go): store.Migrate and
+-- store.MigrateUsage must bring such a table up to date.
 -- usage_record for SQLite; see migrations/mysql/usage_record.sql. Times are
 -- UTC text 'YYYY-MM-DD HH:MM:SS.SSS', so text order is time order.
 CREATE TABLE IF NOT EXISTS usage_record (

@@ -1,7 +1,7 @@
--- Columns added to usage_record after its first release, for tables created
--- before them (usage_record.sql has them already). MigrateUsage runs each
--- statement only when its column is missing: MySQL 8 has no ADD COLUMN IF
--- NOT EXISTS. Adding a column with a default is an instant change in
+-- Columns added to usage_record after its first release (v0.1.x), for
+-- tables created before them (000_usage_record.sql has them already). The
+-- store's migration runs each statement only when its column is missing:
+-- MySQL 8 has no ADD COLUMN IF NOT EXISTS. Adding a column with a default is an instant change in
 -- MySQL 8 and MariaDB 10.3+, whatever the table's size.
 ALTER TABLE usage_record ADD COLUMN total_bytes BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE usage_record ADD COLUMN daily_used BIGINT NOT NULL DEFAULT 0;

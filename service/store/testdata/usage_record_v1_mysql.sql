@@ -1,12 +1,10 @@
+-- usage_record as first released (before total_bytes … crossed), for the
+-- migration tests (usage_record_test.go): store.Migrate and
+-- store.MigrateUsage must bring such a table up to date.
 -- usage_record: the history of every judged usage event (doc/store.md),
 -- written by the write-behind from usage-persist. event_id is the usage
 -- event's id (the persist payload's originEventId), UNIQUE: a redelivered
 -- record is ignored. MySQL 8 / MariaDB 10.6+.
---
--- total_bytes … crossed hold the rest of the engine's result (the persist
--- payload's totalBytes, dailyUsedBytes, monthlyUsedBytes, throttleKbps and
--- crossed as "50:1,30:2"), for rebuilding Redis from this table. A table
--- created before they existed gets them from usage_record_columns.sql.
 CREATE TABLE IF NOT EXISTS usage_record (
   id              BIGINT       NOT NULL AUTO_INCREMENT,
   event_id        VARCHAR(255) NOT NULL,
@@ -19,11 +17,6 @@ CREATE TABLE IF NOT EXISTS usage_record (
   rule            VARCHAR(255) NOT NULL DEFAULT '',
   event_time      DATETIME(3)  NOT NULL,
   created_at      DATETIME(3)  NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
-  total_bytes     BIGINT       NOT NULL DEFAULT 0,
-  daily_used      BIGINT       NOT NULL DEFAULT 0,
-  monthly_used    BIGINT       NOT NULL DEFAULT 0,
-  throttle_kbps   BIGINT       NOT NULL DEFAULT 0,
-  crossed         VARCHAR(255) NOT NULL DEFAULT '',
   PRIMARY KEY (id),
   UNIQUE KEY uk_usage_record_event_id (event_id),
   KEY idx_usage_record_family_time (family_id, event_time),

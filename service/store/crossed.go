@@ -1,4 +1,4 @@
-package writebehind
+package store
 
 import (
 	"errors"
@@ -33,8 +33,9 @@ func FormatCrossed(cs []envelope.Crossing) string {
 
 // ParseCrossed reads the crossed column: the inverse of FormatCrossed for
 // valid crossings (thresholds 1–100, arms ≥ 1); "" is nil. Anything else —
-// signs, leading zeros, spaces, empty pairs — is an error wrapping
-// ErrInvalid, so every accepted value is exactly what FormatCrossed writes.
+// signs, leading zeros, spaces, empty pairs — is a *FieldError of kind
+// ErrInvalid (field "crossed"), so every accepted value is exactly what
+// FormatCrossed writes.
 func ParseCrossed(s string) ([]envelope.Crossing, error) {
 	if s == "" {
 		return nil, nil
@@ -45,7 +46,7 @@ func ParseCrossed(s string) ([]envelope.Crossing, error) {
 		pct, okP := parseCount(p)
 		arm, okA := parseCount(a)
 		if !ok || !okP || !okA || pct > 100 {
-			return nil, fmt.Errorf("%w: crossed %q: %q is not percent:arm with percent 1..100 and arm ≥ 1", ErrInvalid, s, pair)
+			return nil, invalid("crossed", "%q: %q is not percent:arm with percent 1..100 and arm ≥ 1", s, pair)
 		}
 		out = append(out, envelope.Crossing{Percent: pct, Arm: arm})
 	}

@@ -1,0 +1,164 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/dabom/dpcs/internal/sqldialect"
+)
+
+// The store's schema, one directory per dialect:
+//
+//   - migrations/<dialect>/NNN_*.sql, run in name order, each idempotent
+//     (CREATE … IF NOT EXISTS): 000_usage_record.sql, 001_store.sql, …
+//   - migrations/<dialect>/columns/<table>.sql: columns added to <table>
+//     after its first release, one ALTER TABLE <table> ADD COLUMN per
+//     statement, each run only when the column is missing (MySQL 8 has no
+//     ADD COLUMN IF NOT EXISTS, nor has SQLite), so a table created by an
+//     earlier release is brought up to date.
+//
+//go:embed migrations
+var migrations embed.FS
+
+// usageScript is usage_record's CREATE script, in migrations/<dialect>/.
+const usageScript = "000_usage_record.sql"
+
+// Migrate creates every table of the store on db if missing and adds the
+// columns that tables created by earlier releases lack
+// (migrations/<dialect>/), in db's dialect detected from its driver.
+// Running it again changes nothing.
+func Migrate(ctx context.Context, db *sql.DB) error {
+	d, err := sqldialect.Detect(db)
+	if err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	return migrate(ctx, db, d)
+}
+
+// Migrate is the package's Migrate in the store's dialect.
+func (s *Store) Migrate(ctx context.Context) error { return migrate(ctx, s.db, s.d) }
+
+// MigrateUsage is Migrate for usage_record alone, the one table the
+// write-behind writes: it creates the table and its indexes if missing and
+// adds the columns a table created by v0.1.x lacks. For a deployable that
+// migrates only the tables it writes (service.Migrate, the processor's).
+// Running it again changes nothing.
+func MigrateUsage(ctx context.Context, db *sql.DB) error {
+	d, err := sqldialect.Detect(db)
+	if err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	dir := "migrations/" + d.String()
+	if err := runScript(ctx, db, dir, usageScript); err != nil {
+		return err
+	}
+	return addColumns(ctx, db, d, dir, "usage_record.sql")
+}
+
+func migrate(ctx context.Context, db *sql.DB, d sqldialect.Dialect) error {
+	dir := "migrations/" + d.String()
+	entries, err := migrations.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	for _, e := range entries { // ReadDir sorts by name: 000_, 001_, …
+		if e.IsDir() {
+			continue
+		}
+		if err := runScript(ctx, db, dir, e.Name()); err != nil {
+			return err
+		}
+	}
+	upgrades, err := migrations.ReadDir(dir + "/columns")
+	if err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	for _, e := range upgrades {
+		if err := addColumns(ctx, db, d, dir, e.Name()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runScript runs the script dir/name.
+func runScript(ctx context.Context, db *sql.DB, dir, name string) error {
+	script, err := migrations.ReadFile(dir + "/" + name)
+	if err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	if err := sqldialect.Exec(ctx, db, string(script)); err != nil {
+		return fmt.Errorf("store: migrate %s: %w", name, err)
+	}
+	return nil
+}
+
+// addColumn matches the statements of columns/<table>.sql.
+var addColumn = regexp.MustCompile(`(?is)^ALTER TABLE ([a-z_]+) ADD COLUMN ([a-z_]+) `)
+
+// addColumns runs each ALTER TABLE … ADD COLUMN of dir/columns/name (name
+// is <table>.sql) whose column the table lacks. Two processes migrating at
+// once may both try to add a column: the loser's error is ignored when the
+// column is there afterwards.
+func addColumns(ctx context.Context, db *sql.DB, d sqldialect.Dialect, dir, name string) error {
+	table := strings.TrimSuffix(name, ".sql")
+	fail := func(err error) error { return fmt.Errorf("store: migrate columns/%s: %w", name, err) }
+	script, err := migrations.ReadFile(dir + "/columns/" + name)
+	if err != nil {
+		return fail(err)
+	}
+	have, err := columnSet(ctx, db, d, table)
+	if err != nil {
+		return fail(err)
+	}
+	for _, stmt := range sqldialect.Statements(string(script)) {
+		m := addColumn.FindStringSubmatch(stmt)
+		if m == nil || m[1] != table {
+			return fail(fmt.Errorf("not an ADD COLUMN of %s: %.60q", table, stmt))
+		}
+		if have[m[2]] {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			if now, err2 := columnSet(ctx, db, d, table); err2 == nil && now[m[2]] {
+				continue
+			}
+			return fail(fmt.Errorf("add column %s: %w", m[2], err))
+		}
+	}
+	return nil
+}
+
+// columnSet returns the names of table's columns, lower case; an error if
+// the table does not exist.
+func columnSet(ctx context.Context, db *sql.DB, d sqldialect.Dialect, table string) (map[string]bool, error) {
+	q := `SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`
+	if d == sqldialect.SQLite {
+		q = `SELECT name FROM pragma_table_info(?)`
+	}
+	rows, err := db.QueryContext(ctx, q, table)
+	if err != nil {
+		return nil, fmt.Errorf("list columns of %s: %w", table, err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("list columns of %s: %w", table, err)
+		}
+		out[strings.ToLower(name)] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list columns of %s: %w", table, err)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("list columns: " + table + " not found")
+	}
+	return out, nil
+}
