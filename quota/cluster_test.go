@@ -224,7 +224,6 @@ func TestClusterCorruptRecord(t *testing.T) {
 	}
 }
 
-
 // A master added after the engine started (slots moved to it; here it
 // holds none of the families' keys, as after losing its data) is checked
 // like every other master: it has no state marker, so a batch of a family
