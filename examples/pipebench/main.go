@@ -31,8 +31,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/dabom/dpcs/envelope"
-	"github.com/dabom/dpcs/internal/buildinfo"
 	"github.com/dabom/dpcs/internal/bench/pipebench"
+	"github.com/dabom/dpcs/internal/buildinfo"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
 	"github.com/dabom/dpcs/service/judge"

@@ -26,9 +26,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dabom/dpcs/internal/buildinfo"
 	"github.com/dabom/dpcs/internal/bench/pipebench"
 	"github.com/dabom/dpcs/internal/bench/recoverybench"
+	"github.com/dabom/dpcs/internal/buildinfo"
 	"github.com/dabom/dpcs/quota"
 )
 
