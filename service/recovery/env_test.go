@@ -6,8 +6,10 @@ import (
 
 	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/store"
+	"github.com/redis/go-redis/v9"
 )
 
 var (
@@ -43,3 +45,15 @@ func runRebuild(t *testing.T, open func(testing.TB) *sql.DB) {
 }
 
 func TestRebuildSQLite(t *testing.T) { runRebuild(t, testenv.SQLite) }
+
+// engine is a quota engine on a fresh embedded Redis, on the store's clock
+// and zone, with the Redis's client.
+func (e *env) engine(t *testing.T) (*quota.Engine, redis.UniversalClient) {
+	t.Helper()
+	_, rdb := testenv.Redis(t)
+	eng, err := quota.New(rdb, quota.WithClock(e.Clock.Now), quota.WithLocation(seoul))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eng, rdb
+}

@@ -9,10 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/policy"
@@ -26,13 +24,7 @@ import (
 // events and persists them like the write-behind, loses Redis (FLUSHALL) and
 // rebuilds it from SQL.
 func testRebuild(t *testing.T, e *env) {
-	m := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	eng, err := quota.New(rdb, quota.WithClock(e.Clock.Now), quota.WithLocation(seoul))
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng, rdb := e.engine(t)
 	ctx := e.Ctx
 	for _, fid := range []int64{1, 2} {
 		e.Family(t, fid)
@@ -175,13 +167,7 @@ func testRebuild(t *testing.T, e *env) {
 // the others; it is reported with its id and reason. Failing to list the
 // families and a cancelled context stop the rebuild.
 func testRebuildReport(t *testing.T, e *env) {
-	m := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	eng, err := quota.New(rdb, quota.WithClock(e.Clock.Now), quota.WithLocation(seoul))
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng, rdb := e.engine(t)
 	ctx := e.Ctx
 	for _, fid := range []int64{1, 2, 3} {
 		e.Family(t, fid)
@@ -277,13 +263,7 @@ func testRebuildReport(t *testing.T, e *env) {
 // parse. Exactly those families fail, in id order, each with its reason;
 // every other family is restored, also across the page boundaries.
 func testRebuildPages(t *testing.T, e *env) {
-	m := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	eng, err := quota.New(rdb, quota.WithClock(e.Clock.Now), quota.WithLocation(seoul))
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng, _ := e.engine(t)
 	ctx := e.Ctx
 	const families = 2005
 	exec := func(q string, args ...any) {
@@ -355,13 +335,7 @@ func testRebuildPages(t *testing.T, e *env) {
 // every family read meanwhile: each was emptied in the new generation and
 // its members judged BLOCKED_NOT_MEMBER until a rebuild by hand.)
 func testRebuildTransientSQL(t *testing.T, e *env) {
-	m := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	eng, err := quota.New(rdb, quota.WithClock(e.Clock.Now), quota.WithLocation(seoul))
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng, _ := e.engine(t)
 	ctx := e.Ctx
 	for _, fid := range []int64{1, 2, 3} {
 		e.Family(t, fid)
@@ -421,13 +395,7 @@ func (r *racingEngine) Restore(ctx context.Context, st quota.FamilyState) error 
 // restore used to win until the next rebuild: the removed member was
 // ALLOWED again.)
 func testRebuildRacingWrite(t *testing.T, e *env) {
-	m := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	eng, err := quota.New(rdb, quota.WithClock(e.Clock.Now), quota.WithLocation(seoul))
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng, _ := e.engine(t)
 	ctx := e.Ctx
 	for _, fid := range []int64{1, 2} {
 		e.Family(t, fid)
