@@ -224,6 +224,9 @@ func New(cfg Config) (*Server, error) {
 
 	hc := huma.DefaultConfig(cfg.Title, cfg.Version)
 	hc.CreateHooks = nil // no $schema fields / Link headers in responses
+	// Problems never echo what was sent nor Go's texts (problems.go).
+	hc.Formats = map[string]huma.Format{"application/json": jsonFormat(), "json": jsonFormat()}
+	hc.Transformers = append(hc.Transformers, cleanProblem)
 	hc.Info.Description = "Data Pool Control System: family data pools, member policies, alerts and notifications. " +
 		"Authenticate with POST /auth/token and send the access token as `Authorization: Bearer …`. " +
 		"Requests about another family answer 404 as if it did not exist."
