@@ -246,6 +246,7 @@ func New(cfg Config) (*Server, error) {
 	a.api.UseMiddleware(a.authenticate, a.limitAddress)
 
 	a.registerAuth()
+	a.registerPasswords()
 	a.registerFamily()
 	a.registerRequests()
 	a.registerStream()
@@ -295,7 +296,7 @@ const (
 
 func apiTags() []*huma.Tag {
 	return []*huma.Tag{
-		{Name: authTag, Description: "Sessions: log in with a member id or phone and a password, rotate the refresh token, log out. Public: no access token is needed."},
+		{Name: authTag, Description: "Sessions and passwords: log in with a member id or phone and a password, rotate the refresh token, log out (public: no access token is needed), and change one's own password."},
 		{Name: familiesTag, Description: "A family's dashboard, members, usage, policies, alert thresholds and top-ups. Members read; owners (and admins) change."},
 		{Name: notificationsTag, Description: "The caller's inbox of alerts and policy changes, and the same notifications live over server-sent events."},
 		{Name: adminTag, Description: "The back office, for ADMIN accounts only: policy templates and their drift, family search and provisioning, plans, usage reports, the audit log, the dead-letter browser and the operations view."},

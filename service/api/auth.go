@@ -57,6 +57,9 @@ type Tokens struct {
 	MemberID         int64       `json:"memberId"`
 	FamilyID         int64       `json:"familyId" doc:"0 for back-office admins"`
 	Role             policy.Role `json:"role" enum:"MEMBER,OWNER,ADMIN"`
+	// PasswordWeak is set on a login whose password the password rules
+	// would refuse now (set before them, or since found on the list).
+	PasswordWeak bool `json:"passwordWeak,omitempty" doc:"The password used does not meet the password rules (doc/security.md): ask the member to change it with POST /me/password"`
 }
 
 // IssueTokens starts a session for member (or admin) memberID without a
@@ -211,8 +214,11 @@ func (a *Server) registerAuth() {
 		Summary: "Log in",
 		Description: "Exchanges a member id or phone and password for an access token (30 min) and a refresh token (7 days). " +
 			"Attempts are limited per client address and per login, and a login is locked for a while after repeated " +
-			"failures (whether or not it names a member): such attempts are answered 429 with Retry-After in seconds.",
-		Errors: []int{http.StatusUnauthorized, http.StatusTooManyRequests}},
+			"failures (whether or not it names a member): such attempts are answered 429 with Retry-After in seconds. " +
+			"A failure (401) says in attemptsLeft how many more the login is allowed before it is locked; the one that " +
+			"locks it says 0, with Retry-After.",
+		Responses: map[string]*huma.Response{"401": a.loginProblemResponse()},
+		Errors:    []int{http.StatusTooManyRequests}},
 		func(ctx context.Context, in *loginInput) (*tokensOutput, error) {
 			key := a.guard.key("login", normalLogin(in.Body.Login))
 			if err := a.admitLogin(ctx, key); err != nil {
@@ -220,7 +226,7 @@ func (a *Server) registerAuth() {
 			}
 			m, err := a.cfg.Store.Authenticate(ctx, in.Body.Login, in.Body.Password)
 			if errors.Is(err, store.ErrBadCredentials) {
-				a.loginFailed(ctx, key, in.Body.Login)
+				return nil, a.badCredentials(a.loginFailed(ctx, key, in.Body.Login))
 			}
 			if err != nil {
 				return nil, a.problem(ctx, err, "body")
@@ -230,6 +236,7 @@ func (a *Server) registerAuth() {
 			if err != nil {
 				return nil, a.problem(ctx, err, "body")
 			}
+			t.PasswordWeak = store.CheckPassword(in.Body.Password, strconv.FormatInt(m.ID, 10), m.Phone, m.Name) != nil
 			return &tokensOutput{CacheControl: "no-store", Body: t}, nil
 		})
 	huma.Register(a.api, huma.Operation{OperationID: "refresh", Method: http.MethodPost, Path: "/auth/refresh", Tags: tags, Security: public(),

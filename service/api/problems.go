@@ -163,8 +163,13 @@ func jsonPath(data []byte, at func(tok json.Token, end int64) bool) string {
 // in it is the caller's to fix, and a handler's unmapped error would
 // otherwise print its own text). Other bodies pass unchanged.
 func cleanProblem(_ huma.Context, status string, v any) (any, error) {
-	if m, ok := v.(*huma.ErrorModel); ok {
-		return cleanModel(m, status), nil
+	switch p := v.(type) {
+	case *huma.ErrorModel:
+		return cleanModel(p, status), nil
+	case *LoginProblem:
+		c := *p
+		c.ErrorModel = *cleanModel(&p.ErrorModel, status)
+		return &c, nil
 	}
 	return v, nil
 }
