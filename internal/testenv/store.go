@@ -64,8 +64,12 @@ func NewStoreEnv(tb testing.TB, db *sql.DB) *StoreEnv {
 	return &StoreEnv{Ctx: ctx, DB: db, S: s, Clock: clk}
 }
 
+// Password is the password of the members Family creates: one the store's
+// password rules (doc/security.md, "Passwords") accept.
+const Password = "family-pass-1"
+
 // Family creates family fid (10 MB plan) with an owner (customer fid*10+1)
-// and a child (fid*10+2), password "pw".
+// and a child (fid*10+2), both with the password Password.
 func (e *StoreEnv) Family(tb testing.TB, fid int64) {
 	tb.Helper()
 	if _, err := e.S.CreateFamily(e.Ctx, store.NewFamily{ID: fid, Name: fmt.Sprintf("Family %d", fid), PlanBytes: 10 << 20}, store.System); err != nil {
@@ -74,7 +78,7 @@ func (e *StoreEnv) Family(tb testing.TB, fid int64) {
 	for i, role := range []policy.Role{policy.RoleOwner, policy.RoleMember} {
 		cid := fid*10 + int64(i) + 1
 		if _, err := e.S.AddMember(e.Ctx, store.NewMember{ID: cid, FamilyID: fid, Name: fmt.Sprint("m", cid),
-			Phone: fmt.Sprint("010-", cid), Role: role, Password: "pw"}, store.System); err != nil {
+			Phone: fmt.Sprint("010-", cid), Role: role, Password: Password}, store.System); err != nil {
 			tb.Fatal(err)
 		}
 	}

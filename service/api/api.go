@@ -224,6 +224,9 @@ func New(cfg Config) (*Server, error) {
 
 	hc := huma.DefaultConfig(cfg.Title, cfg.Version)
 	hc.CreateHooks = nil // no $schema fields / Link headers in responses
+	// Problems never echo what was sent nor Go's texts (problems.go).
+	hc.Formats = map[string]huma.Format{"application/json": jsonFormat(), "json": jsonFormat()}
+	hc.Transformers = append(hc.Transformers, cleanProblem)
 	hc.Info.Description = "Data Pool Control System: family data pools, member policies, alerts and notifications. " +
 		"Authenticate with POST /auth/token and send the access token as `Authorization: Bearer …`. " +
 		"Requests about another family answer 404 as if it did not exist."
@@ -243,6 +246,7 @@ func New(cfg Config) (*Server, error) {
 	a.api.UseMiddleware(a.authenticate, a.limitAddress)
 
 	a.registerAuth()
+	a.registerPasswords()
 	a.registerFamily()
 	a.registerRequests()
 	a.registerStream()
@@ -292,7 +296,7 @@ const (
 
 func apiTags() []*huma.Tag {
 	return []*huma.Tag{
-		{Name: authTag, Description: "Sessions: log in with a member id or phone and a password, rotate the refresh token, log out. Public: no access token is needed."},
+		{Name: authTag, Description: "Sessions and passwords: log in with a member id or phone and a password, rotate the refresh token, log out (public: no access token is needed), and change one's own password."},
 		{Name: familiesTag, Description: "A family's dashboard, members, usage, policies, alert thresholds and top-ups. Members read; owners (and admins) change."},
 		{Name: notificationsTag, Description: "The caller's inbox of alerts and policy changes, and the same notifications live over server-sent events."},
 		{Name: adminTag, Description: "The back office, for ADMIN accounts only: policy templates and their drift, family search and provisioning, plans, usage reports, the audit log, the dead-letter browser and the operations view."},

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -201,8 +202,46 @@ func (f *apiFixture) do(method, path, token string, body any, hdr ...string) (*h
 		if w := internalText(data); w != "" {
 			f.t.Errorf("%s %s: %d answer carries internal text %q: %s", method, path, resp.StatusCode, w, data)
 		}
+		if w := echoed(body, data); w != "" {
+			f.t.Errorf("%s %s: %d answer echoes %s: %s", method, path, resp.StatusCode, w, data)
+		}
 	}
 	return resp, data
+}
+
+// secretField finds the secret fields of a JSON body — whole or cut short,
+// as a malformed body may be — and their values.
+var secretField = regexp.MustCompile(`"(password|currentPassword|newPassword|refreshToken)"\s*:\s*"((?:[^"\\]|\\.)*)`)
+
+// echoed says what an error answer repeats of the request that it must not:
+// any value at all (the error model drops "value" for every field), or a
+// secret field's value anywhere in the answer.
+func echoed(body any, answer []byte) string {
+	var p struct {
+		Errors []map[string]any `json:"errors"`
+	}
+	if json.Unmarshal(answer, &p) == nil {
+		for _, e := range p.Errors {
+			if _, ok := e["value"]; ok {
+				return fmt.Sprintf("the value at %v", e["location"])
+			}
+		}
+	}
+	var sent string
+	switch b := body.(type) {
+	case nil:
+	case string:
+		sent = b
+	default:
+		raw, _ := json.Marshal(b)
+		sent = string(raw)
+	}
+	for _, m := range secretField.FindAllStringSubmatch(sent, -1) {
+		if len(m[2]) >= 3 && strings.Contains(string(answer), m[2]) {
+			return "the " + m[1] + " sent"
+		}
+	}
+	return ""
 }
 
 // call does a request, checks the status and decodes the body into out.

@@ -52,11 +52,14 @@ type Tokens struct {
 	AccessToken      string      `json:"accessToken"`
 	TokenType        string      `json:"tokenType" example:"Bearer"`
 	ExpiresIn        int64       `json:"expiresIn" doc:"Access token lifetime in seconds"`
-	RefreshToken     string      `json:"refreshToken" doc:"Single use: exchange it at /auth/refresh; presenting it twice revokes the session"`
+	RefreshToken     string      `json:"refreshToken,omitempty" doc:"Single use: exchange it at /auth/refresh; presenting it twice revokes the session. Absent for browser sessions (X-DPCS-Session: cookie), whose refresh token is in the dpcs_refresh cookie"`
 	RefreshExpiresAt time.Time   `json:"refreshExpiresAt"`
 	MemberID         int64       `json:"memberId"`
 	FamilyID         int64       `json:"familyId" doc:"0 for back-office admins"`
 	Role             policy.Role `json:"role" enum:"MEMBER,OWNER,ADMIN"`
+	// PasswordWeak is set on a login whose password the password rules
+	// would refuse now (set before them, or since found on the list).
+	PasswordWeak bool `json:"passwordWeak,omitempty" doc:"The password used does not meet the password rules (doc/security.md): ask the member to change it with POST /me/password"`
 }
 
 // IssueTokens starts a session for member (or admin) memberID without a
@@ -188,8 +191,12 @@ type Credentials struct {
 }
 
 type loginInput struct {
-	Body Credentials
+	Body    Credentials
+	browser browser
 }
+
+// Resolve reads what a cookie session needs of the request (huma.Resolver).
+func (in *loginInput) Resolve(ctx huma.Context) []error { return in.browser.resolve(ctx) }
 
 // RefreshGrant is the body of a refresh or a logout: a refresh token.
 type RefreshGrant struct {
@@ -197,12 +204,53 @@ type RefreshGrant struct {
 }
 
 type refreshInput struct {
-	Body RefreshGrant
+	Body    *RefreshGrant
+	browser browser
+}
+
+// Resolve reads what a cookie session needs of the request (huma.Resolver).
+func (in *refreshInput) Resolve(ctx huma.Context) []error { return in.browser.resolve(ctx) }
+
+// token is the refresh token a refresh or a logout presents: the body's,
+// else the cookie's (then cookie is set). A request with neither is
+// answered 422 (JSON clients) or 401 (browsers); a cookie without the
+// session header, or from another site, 403.
+func (in *refreshInput) token() (token string, cookie bool, err error) {
+	switch {
+	case in.Body != nil:
+		return in.Body.RefreshToken, false, nil
+	case in.browser.cookie == "" && !in.browser.session:
+		return "", false, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "body.refreshToken",
+			Message: "required: the refresh token (or, in a browser, the " + RefreshCookie + " cookie with " + SessionHeader + ": " + cookieSession + ")"})
+	}
+	if err := in.browser.cookieAllowed(); err != nil {
+		return "", false, err
+	}
+	if in.browser.cookie == "" {
+		return "", true, huma.Error401Unauthorized("no refresh cookie: log in again")
+	}
+	return in.browser.cookie, true, nil
 }
 
 type tokensOutput struct {
 	CacheControl string `header:"Cache-Control"`
+	SetCookie    string `header:"Set-Cookie" doc:"Browser sessions only: the dpcs_refresh cookie"`
 	Body         Tokens
+}
+
+// tokens is the answer of a login or a refresh: the refresh token in the
+// body, or in the cookie for a browser session.
+func (a *Server) tokens(t Tokens, cookie bool, b browser) *tokensOutput {
+	out := &tokensOutput{CacheControl: "no-store", Body: t}
+	if cookie {
+		out.SetCookie = a.refreshCookie(t.RefreshToken, t.RefreshExpiresAt, b.secure)
+		out.Body.RefreshToken = ""
+	}
+	return out
+}
+
+type logoutOutput struct {
+	SetCookie string `header:"Set-Cookie" doc:"Browser sessions only: the dpcs_refresh cookie, cleared"`
 }
 
 func (a *Server) registerAuth() {
@@ -211,8 +259,12 @@ func (a *Server) registerAuth() {
 		Summary: "Log in",
 		Description: "Exchanges a member id or phone and password for an access token (30 min) and a refresh token (7 days). " +
 			"Attempts are limited per client address and per login, and a login is locked for a while after repeated " +
-			"failures (whether or not it names a member): such attempts are answered 429 with Retry-After in seconds.",
-		Errors: []int{http.StatusUnauthorized, http.StatusTooManyRequests}},
+			"failures (whether or not it names a member): such attempts are answered 429 with Retry-After in seconds. " +
+			"A failure (401) says in attemptsLeft how many more the login is allowed before it is locked; the one that " +
+			"locks it says 0, with Retry-After. Browsers send X-DPCS-Session: cookie and get the refresh token in an " +
+			"HttpOnly cookie instead of the body (doc/security.md, \"The refresh cookie\").",
+		Responses: map[string]*huma.Response{"401": a.loginProblemResponse()},
+		Errors:    []int{http.StatusTooManyRequests}},
 		func(ctx context.Context, in *loginInput) (*tokensOutput, error) {
 			key := a.guard.key("login", normalLogin(in.Body.Login))
 			if err := a.admitLogin(ctx, key); err != nil {
@@ -220,7 +272,7 @@ func (a *Server) registerAuth() {
 			}
 			m, err := a.cfg.Store.Authenticate(ctx, in.Body.Login, in.Body.Password)
 			if errors.Is(err, store.ErrBadCredentials) {
-				a.loginFailed(ctx, key, in.Body.Login)
+				return nil, a.badCredentials(a.loginFailed(ctx, key, in.Body.Login))
 			}
 			if err != nil {
 				return nil, a.problem(ctx, err, "body")
@@ -230,46 +282,72 @@ func (a *Server) registerAuth() {
 			if err != nil {
 				return nil, a.problem(ctx, err, "body")
 			}
-			return &tokensOutput{CacheControl: "no-store", Body: t}, nil
+			t.PasswordWeak = store.CheckPassword(in.Body.Password, strconv.FormatInt(m.ID, 10), m.Phone, m.Name) != nil
+			return a.tokens(t, in.browser.session, in.browser), nil
 		})
 	huma.Register(a.api, huma.Operation{OperationID: "refresh", Method: http.MethodPost, Path: "/auth/refresh", Tags: tags, Security: public(),
 		Summary: "Rotate a refresh token",
 		Description: "Exchanges a refresh token for a new pair. Each refresh token works once: presenting a rotated " +
 			"token again is taken as theft and revokes the whole session (401). Refreshes are limited per client " +
-			"address (429 with Retry-After in seconds).",
-		Errors: []int{http.StatusUnauthorized, http.StatusTooManyRequests}},
+			"address (429 with Retry-After in seconds). A browser session (X-DPCS-Session: cookie) sends no body: the " +
+			"token is its dpcs_refresh cookie, and the new one comes back in the cookie only (403 without the header or " +
+			"from another site; a refused cookie is cleared).",
+		Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusTooManyRequests}},
 		func(ctx context.Context, in *refreshInput) (*tokensOutput, error) {
-			tok, rt, err := a.rotate(ctx, in.Body.RefreshToken)
+			presented, cookie, err := in.token()
+			if err != nil {
+				return nil, err
+			}
+			// A browser whose cookie is refused should not present it again.
+			refused := func(err error) error {
+				if cookie && statusOf(err) == http.StatusUnauthorized {
+					return a.clearingCookie(err, in.browser.secure)
+				}
+				return err
+			}
+			tok, rt, err := a.rotate(ctx, presented)
 			if errors.Is(err, store.ErrNotFound) {
-				return nil, huma.Error401Unauthorized("unknown refresh token")
+				return nil, refused(huma.Error401Unauthorized("unknown refresh token"))
 			}
 			if err != nil {
-				return nil, a.problem(ctx, err, "body.refreshToken")
+				return nil, refused(a.problem(ctx, err, "body.refreshToken"))
 			}
 			m, err := a.cfg.Store.MemberByID(ctx, rt.CustomerID)
 			if err != nil || m.DeletedAt != nil {
-				return nil, huma.Error401Unauthorized("unknown refresh token")
+				return nil, refused(huma.Error401Unauthorized("unknown refresh token"))
 			}
 			t, err := a.issueIn(ctx, m, tok, rt)
 			if err != nil {
 				return nil, a.problem(ctx, err, "body")
 			}
 			t.RefreshExpiresAt = rt.ExpiresAt
-			return &tokensOutput{CacheControl: "no-store", Body: t}, nil
+			return a.tokens(t, cookie, in.browser), nil
 		})
 	huma.Register(a.api, huma.Operation{OperationID: "logout", Method: http.MethodPost, Path: "/auth/logout", Tags: tags, Security: public(),
 		Summary: "Log out", Description: "Revokes the refresh token's session: its access tokens are refused and its " +
-			"notification streams end, on every API instance. An unknown or already revoked token is answered 204 too.",
-		DefaultStatus: http.StatusNoContent, Errors: []int{http.StatusUnprocessableEntity}},
-		func(ctx context.Context, in *refreshInput) (*struct{}, error) {
-			rt, err := a.cfg.Store.RevokeRefreshToken(ctx, in.Body.RefreshToken)
+			"notification streams end, on every API instance. An unknown or already revoked token is answered 204 too. " +
+			"A browser session (X-DPCS-Session: cookie, no body) presents its dpcs_refresh cookie, which the answer clears.",
+		DefaultStatus: http.StatusNoContent, Errors: []int{http.StatusForbidden, http.StatusUnprocessableEntity}},
+		func(ctx context.Context, in *refreshInput) (*logoutOutput, error) {
+			presented, cookie, err := in.token()
+			out := &logoutOutput{}
+			if cookie {
+				out.SetCookie = a.refreshCookie("", time.Time{}, in.browser.secure)
+			}
+			if statusOf(err) == http.StatusUnauthorized {
+				return out, nil // a browser with no cookie left: logged out already
+			}
+			if err != nil {
+				return nil, err
+			}
+			rt, err := a.cfg.Store.RevokeRefreshToken(ctx, presented)
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				return nil, a.problem(ctx, err, "body.refreshToken")
 			}
 			if err == nil {
 				a.accessChanged(ctx, AccessEvent{Member: rt.CustomerID, Session: rt.RotationID})
 			}
-			return nil, nil
+			return out, nil
 		})
 }
 

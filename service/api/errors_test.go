@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service/store"
@@ -40,6 +43,8 @@ var internalWords = []string{
 	"no rows", "deadlock", "foreign key", "for key",
 	"redis", "noscript", "wrongtype", "dial tcp", "connection refused", "i/o timeout", "broken pipe",
 	"goroutine", ".go:", "panic", "nil pointer", "runtime error",
+	// encoding/json's texts: they name Go types and echo what was sent.
+	"json:", "go value", "go struct", "unmarshal", "invalid character", "unexpected end of json",
 }
 
 var internalWordsExact = []string{"UNIQUE", "PRIMARY"}
@@ -68,6 +73,7 @@ func TestInternalText(t *testing.T) {
 		`{"detail":"dial tcp 127.0.0.1:6379: connect: connection refused"}`:                                                  "dial tcp",
 		`{"errors":[{"message":"unknown constraint key (want BLOCK:ACCESS, …)","location":"body.set.X"}]}`:                   "",
 		`{"detail":"the phone number cannot be used for a new member"}`:                                                      "",
+		`{"errors":[{"message":"json: cannot unmarshal number 1e400 into Go value of type float64","location":"body"}]}`:     "json:",
 	} {
 		if got := internalText([]byte(body)); got != want {
 			t.Errorf("internalText(%s) = %q, want %q", body, got, want)
@@ -122,6 +128,18 @@ func TestErrorsCarryNoInternals(t *testing.T) {
 		{"login wrong password", "POST", "/auth/token", "", map[string]string{"login": "1001", "password": "x"}, 401},
 		{"login bad phone", "POST", "/auth/token", "", map[string]string{"login": "010-nope'--", "password": "x"}, 401},
 		{"login bad json", "POST", "/auth/token", "", "{", 400},
+		// secrets and numbers no Go type holds: never echoed, never Go's texts
+		{"login password too long", "POST", "/auth/token", "", map[string]string{"login": "1001", "password": "p" + strings.Repeat("secret-", 20)}, 422},
+		{"login password cut short", "POST", "/auth/token", "", `{"login":"1001","password":"sekrit-pass`, 400},
+		{"login password not a string", "POST", "/auth/token", "", `{"login":"1001","password":12345678}`, 422},
+		{"login bad json after the password", "POST", "/auth/token", "", `{"password":"sekrit-pass","login":}`, 400},
+		{"refresh token too long", "POST", "/auth/refresh", "", map[string]string{"refreshToken": strings.Repeat("r", 300)}, 422},
+		{"logout bad json", "POST", "/auth/logout", "", `{"refreshToken":"sekrit-token"`, 400},
+		{"topup 1e400", "POST", "/families/100/topups", admin, `{"bytes":1e400}`, 400},
+		{"alerts 1e400", "PUT", "/families/100/alerts", owner, `{"thresholds":[50,1e400]}`, 400},
+		{"policy alias id past int64", "PATCH", "/families/policies", owner, `{"customerId":1e19,"set":{"BLOCK:ACCESS":"1"}}`, 422},
+		{"add member password too long", "POST", "/families/100/members", owner, map[string]any{"name": "x", "password": strings.Repeat("secret-", 20)}, 422},
+		{"add member name not a string", "POST", "/families/100/members", owner, `{"name":{"a":1},"password":"sekrit-pass"}`, 422},
 		{"refresh unknown", "POST", "/auth/refresh", "", map[string]string{"refreshToken": "nope"}, 401},
 		{"logout empty", "POST", "/auth/logout", "", map[string]string{"refreshToken": ""}, 422},
 		// family routes
@@ -306,5 +324,56 @@ func TestTopUpAfterFailedRedisWrite(t *testing.T) {
 	}
 	if fam.Total != before.TotalBytes+5*gib {
 		t.Errorf("Redis pool total %d, want %d", fam.Total, before.TotalBytes+5*gib)
+	}
+}
+
+// TestBodyErrorsNameTheField: a body encoding/json cannot store (a number no
+// Go type holds, a value of the wrong kind after validation) is answered at
+// the field's location with a text written for the caller, and a body that
+// is not JSON says where it breaks; none repeats the value sent.
+func TestBodyErrorsNameTheField(t *testing.T) {
+	f := newAPIFixture(t)
+	owner, admin := f.token(ownerA), f.token(adminID)
+	for _, c := range []struct {
+		name, method, path, token, body string
+		status                          int
+		loc, msg                        string
+	}{
+		{"top-up 1e400", "POST", "/families/100/topups", admin, `{"bytes":1e400}`, 400, "body.bytes", "must be a number of at most 1.8e308 in size"},
+		{"threshold 1e400", "PUT", "/families/100/alerts", owner, `{"thresholds":[50, 1e400]}`, 400, "body.thresholds[1]", "must be a number of at most 1.8e308 in size"},
+		{"nested 1e400", "PATCH", "/families/100/members/1002/policies", owner, `{"set":{"A":"1"},"expectedVersion":-1e999}`, 400, "body.expectedVersion", "must be a number of at most 1.8e308 in size"},
+		{"id past int64", "PATCH", "/families/policies", owner, `{"customerId":1e19,"set":{"BLOCK:ACCESS":"1"}}`, 422, "body.customerId",
+			"must be a whole number from -9223372036854775808 to 9223372036854775807"},
+		{"not JSON", "POST", "/auth/token", "", `{"login":"1001","password":"sekrit-pass`, 400, "body", "the body is not valid JSON (at byte 39 of 39)"},
+	} {
+		p := f.problem(c.method, c.path, c.token, c.body, c.status, c.loc)
+		got := map[string]string{}
+		for _, e := range p.Errors {
+			got[e.Location] = e.Message
+		}
+		if got[c.loc] != c.msg {
+			t.Errorf("%s: errors %v, want %q at %s", c.name, got, c.msg, c.loc)
+		}
+	}
+}
+
+// TestCleanProblem: the transformer every problem passes through drops
+// every value, and every detail of a 5xx (a handler error huma wraps as
+// "unexpected error occurred" would carry its own text there).
+func TestCleanProblem(t *testing.T) {
+	in := &huma.ErrorModel{Status: 500, Detail: "unexpected error occurred", Errors: []*huma.ErrorDetail{{Message: "store: dial tcp 10.0.0.1:3306"}}}
+	out, err := cleanProblem(nil, "500", in)
+	if err != nil || out.(*huma.ErrorModel).Errors != nil || in.Errors == nil {
+		t.Errorf("500: %+v (%v); the original must stay as it was: %+v", out, err, in)
+	}
+	in = &huma.ErrorModel{Status: 422, Errors: []*huma.ErrorDetail{{Location: "body.password", Message: "expected length <= 128", Value: "hunter2"},
+		{Location: "body", Message: "body.set.X: must be a string", Value: `{"set":{"X":1}}`}}}
+	out, _ = cleanProblem(nil, "422", in)
+	want := []*huma.ErrorDetail{{Location: "body.password", Message: "expected length <= 128"}, {Location: "body.set.X", Message: "must be a string"}}
+	if diff := cmp.Diff(want, out.(*huma.ErrorModel).Errors); diff != "" {
+		t.Errorf("422 details (-want +got):\n%s", diff)
+	}
+	if body := "plain"; func() any { v, _ := cleanProblem(nil, "200", body); return v }() != body {
+		t.Error("a body that is not a problem must pass unchanged")
 	}
 }

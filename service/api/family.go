@@ -406,7 +406,7 @@ type NewMember struct {
 	Name       string `json:"name" minLength:"1" maxLength:"100"`
 	Phone      string `json:"phone,omitempty" maxLength:"32" doc:"Admins only: the member's phone, a login; 0 or + first, then digits with single spaces or hyphens (010-1234-5678, +82 10 1234 5678)"`
 	Role       string `json:"role,omitempty" enum:"MEMBER,OWNER" default:"MEMBER"`
-	Password   string `json:"password,omitempty" maxLength:"128" doc:"Empty: the member cannot log in"`
+	Password   string `json:"password,omitempty" maxLength:"128" doc:"At least 8 characters and at most 72 bytes, not a common or breached password, not the member's id, phone or name (422 at body.password says which). Empty: the member cannot log in"`
 }
 
 type addMemberInput struct {

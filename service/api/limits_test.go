@@ -128,7 +128,7 @@ func TestLoginLockout(t *testing.T) {
 	if err := json.Unmarshal(rows[0].After, &after); err != nil {
 		t.Fatal(err)
 	}
-	want := store.Lockout{Login: "1001", Failures: 5, Until: f.clock().Add(15 * time.Minute), Address: "127.0.0.1"}
+	want := store.Lockout{Login: "1001", Kind: "id", Failures: 5, Until: f.clock().Add(15 * time.Minute), Address: "127.0.0.1"}
 	if diff := cmp.Diff(want, after, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); diff != "" {
 		t.Errorf("audit after (-want +got):\n%s", diff)
 	}

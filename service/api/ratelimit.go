@@ -127,10 +127,11 @@ type AuthLimiter interface {
 	// request is within the rate, else how long until one would be (the
 	// refused request is not counted).
 	Allow(ctx context.Context, key string, r Rate) (time.Duration, error)
-	// Fail counts a failed attempt of key. The after-th consecutive failure
-	// clears the count, locks key for lockFor and reports true (once per
-	// lockout); a count is forgotten lockFor after its last failure.
-	Fail(ctx context.Context, key string, after int, lockFor time.Duration) (bool, error)
+	// Fail counts a failed attempt of key and returns how many more
+	// failures key is allowed before it is locked. The after-th consecutive
+	// failure clears the count, locks key for lockFor and returns 0 (once
+	// per lockout); a count is forgotten lockFor after its last failure.
+	Fail(ctx context.Context, key string, after int, lockFor time.Duration) (int, error)
 	// Locked returns how long key stays locked (0: it is not).
 	Locked(ctx context.Context, key string) (time.Duration, error)
 	// Reset forgets key's failures (a successful attempt).
@@ -259,7 +260,7 @@ func (l *MemoryLimiter) Allow(_ context.Context, key string, r Rate) (time.Durat
 }
 
 // Fail implements AuthLimiter.
-func (l *MemoryLimiter) Fail(_ context.Context, key string, after int, lockFor time.Duration) (bool, error) {
+func (l *MemoryLimiter) Fail(_ context.Context, key string, after int, lockFor time.Duration) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
@@ -270,10 +271,10 @@ func (l *MemoryLimiter) Fail(_ context.Context, key string, after int, lockFor t
 	e.fails++
 	if e.fails >= after {
 		e.fails, e.failsUntil, e.lockedUntil = 0, time.Time{}, now.Add(lockFor)
-		return true, nil
+		return 0, nil
 	}
 	e.failsUntil = now.Add(lockFor)
-	return false, nil
+	return after - e.fails, nil
 }
 
 // Locked implements AuthLimiter.
@@ -341,13 +342,13 @@ func (l *RedisLimiter) Allow(ctx context.Context, key string, r Rate) (time.Dura
 }
 
 // Fail implements AuthLimiter.
-func (l *RedisLimiter) Fail(ctx context.Context, key string, after int, lockFor time.Duration) (bool, error) {
-	n, err := authFailScript.Run(ctx, l.rdb, []string{redisLimitKey(key, "fails"), redisLimitKey(key, "lock")},
+func (l *RedisLimiter) Fail(ctx context.Context, key string, after int, lockFor time.Duration) (int, error) {
+	left, err := authFailScript.Run(ctx, l.rdb, []string{redisLimitKey(key, "fails"), redisLimitKey(key, "lock")},
 		after, lockFor.Milliseconds()).Int()
 	if err != nil {
-		return false, fmt.Errorf("count failure: %w", err)
+		return 0, fmt.Errorf("count failure: %w", err)
 	}
-	return n == 1, nil
+	return left, nil
 }
 
 // Locked implements AuthLimiter.
@@ -534,16 +535,18 @@ func (a *Server) admitLogin(ctx context.Context, key string) error {
 }
 
 // loginFailed counts a failed login on key and, when it locks the login,
-// audits the lockout. The attempt is answered 401 whatever happens here.
-func (a *Server) loginFailed(ctx context.Context, key, login string) {
+// audits the lockout. It returns how many more failures the login is
+// allowed before it is locked (0: this one locked it), or -1 when the count
+// could not be kept. The attempt is refused whatever happens here.
+func (a *Server) loginFailed(ctx context.Context, key, login string) int {
 	l := a.guard.limits
-	locked, err := a.guard.limiter.Fail(ctx, key, l.LockoutAfter, l.LockoutFor)
+	left, err := a.guard.limiter.Fail(ctx, key, l.LockoutAfter, l.LockoutFor)
 	if err != nil {
 		a.log.ErrorContext(ctx, "api: count a failed login", "err", err)
-		return
+		return -1
 	}
-	if !locked {
-		return
+	if left > 0 {
+		return left
 	}
 	addr, _ := ctx.Value(clientAddrKey{}).(string)
 	a.log.WarnContext(ctx, "api: login locked after repeated failures", "failures", l.LockoutAfter, "for", l.LockoutFor, "address", addr)
@@ -551,6 +554,7 @@ func (a *Server) loginFailed(ctx context.Context, key, login string) {
 	if err := a.cfg.Store.AuditLockout(ctx, lo); err != nil {
 		a.log.ErrorContext(ctx, "api: audit a lockout", "err", err)
 	}
+	return 0
 }
 
 // loginSucceeded resets key's failures.

@@ -52,10 +52,10 @@ func testAuthLimiter(t *testing.T, open func(t *testing.T) limiterUnderTest) {
 		l := open(t)
 		k := l.prefix + "login"
 		const lockFor = 400 * time.Millisecond
-		fail := func(want bool) {
+		fail := func(want int) {
 			t.Helper()
-			if locked, err := l.Fail(ctx, k, 3, lockFor); err != nil || locked != want {
-				t.Fatalf("Fail = %v, %v; want %v", locked, err, want)
+			if left, err := l.Fail(ctx, k, 3, lockFor); err != nil || left != want {
+				t.Fatalf("Fail = %v, %v; want %v attempts left", left, err, want)
 			}
 		}
 		locked := func() time.Duration {
@@ -66,17 +66,17 @@ func testAuthLimiter(t *testing.T, open func(t *testing.T) limiterUnderTest) {
 			}
 			return d
 		}
-		fail(false)
-		fail(false)
+		fail(2)
+		fail(1)
 		if err := l.Reset(ctx, k); err != nil {
 			t.Fatal(err)
 		}
-		fail(false)
-		fail(false)
+		fail(2)
+		fail(1)
 		if d := locked(); d != 0 {
 			t.Fatalf("locked %v before the 3rd consecutive failure", d)
 		}
-		fail(true)
+		fail(0)
 		d := locked()
 		if d <= 0 || d > lockFor {
 			t.Fatalf("locked %v, want (0, %v]", d, lockFor)
@@ -89,13 +89,13 @@ func testAuthLimiter(t *testing.T, open func(t *testing.T) limiterUnderTest) {
 			t.Fatalf("still locked %v after the lockout", d)
 		}
 		// The lock cleared the count: it takes 3 failures again.
-		fail(false)
-		fail(false)
+		fail(2)
+		fail(1)
 		// A count is forgotten lockFor after its last failure.
 		l.advance(lockFor)
-		fail(false)
-		fail(false)
-		fail(true)
+		fail(2)
+		fail(1)
+		fail(0)
 	})
 }
 
@@ -135,8 +135,8 @@ func TestMemoryLimiterBounded(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 2, 10, 12, 0, 0, 0, time.UTC)
 	l := NewMemoryLimiter(func() time.Time { return now }, 64)
-	if locked, err := l.Fail(ctx, "victim", 1, 15*time.Minute); err != nil || !locked {
-		t.Fatalf("Fail = %v, %v", locked, err)
+	if left, err := l.Fail(ctx, "victim", 1, 15*time.Minute); err != nil || left != 0 {
+		t.Fatalf("Fail = %v, %v; want 0 attempts left", left, err)
 	}
 	for i := range 10_000 {
 		if _, err := l.Allow(ctx, fmt.Sprint("flood", i), Rate{10, time.Minute}); err != nil {

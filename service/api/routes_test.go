@@ -62,20 +62,20 @@ func TestFamilyRoutes(t *testing.T) {
 
 	// members and roles
 	var m MemberView
-	f.call(http.MethodPost, "/families/100/members", owner, map[string]any{"name": "grandma", "role": "OWNER", "password": "pw"}, http.StatusCreated, &m)
+	f.call(http.MethodPost, "/families/100/members", owner, map[string]any{"name": "grandma", "role": "OWNER", "password": "grandma knits"}, http.StatusCreated, &m)
 	if m.Role != "OWNER" || m.FamilyID != famA || m.CustomerID == 0 || m.Phone != "" {
 		t.Fatalf("member %+v", m)
 	}
-	f.call(http.MethodPost, "/auth/token", "", map[string]string{"login": fmt.Sprint(m.CustomerID), "password": "pw"}, http.StatusOK, nil)
+	f.call(http.MethodPost, "/auth/token", "", map[string]string{"login": fmt.Sprint(m.CustomerID), "password": "grandma knits"}, http.StatusOK, nil)
 	// owners choose neither ids nor phones (unique across families); admins do
 	f.problem(http.MethodPost, "/families/100/members", owner, map[string]any{"name": "x", "phone": "010-5555"}, http.StatusUnprocessableEntity, "body.phone")
 	f.problem(http.MethodPost, "/families/100/members", owner, map[string]any{"name": "x", "customerId": 4242}, http.StatusUnprocessableEntity, "body.customerId")
 	var aunt MemberView
-	f.call(http.MethodPost, "/families/100/members", f.token(adminID), map[string]any{"name": "aunt", "phone": "010-5555", "customerId": 4242, "password": "pw"}, http.StatusCreated, &aunt)
+	f.call(http.MethodPost, "/families/100/members", f.token(adminID), map[string]any{"name": "aunt", "phone": "010-5555", "customerId": 4242, "password": "grandma knits"}, http.StatusCreated, &aunt)
 	if aunt.CustomerID != 4242 || aunt.Phone != "010-5555" || aunt.Role != "MEMBER" {
 		t.Fatalf("admin's member %+v", aunt)
 	}
-	f.call(http.MethodPost, "/auth/token", "", map[string]string{"login": "010-5555", "password": "pw"}, http.StatusOK, nil)
+	f.call(http.MethodPost, "/auth/token", "", map[string]string{"login": "010-5555", "password": "grandma knits"}, http.StatusOK, nil)
 	f.problem(http.MethodPost, "/families/100/members", f.token(adminID), map[string]any{"name": "dup", "phone": "010-5555"}, http.StatusConflict, "body.phone")
 	f.problem(http.MethodPost, "/families/100/members", f.token(adminID), map[string]any{"name": "dup", "customerId": 4242}, http.StatusConflict, "body.customerId")
 	f.problem(http.MethodPost, "/families/100/members", f.token(adminID), map[string]any{"name": "x", "phone": "5555"}, http.StatusUnprocessableEntity, "body.phone")

@@ -15,13 +15,13 @@ import (
 func testLoginGrammar(t *testing.T, e *env) {
 	e.family(t, 1)
 	e.family(t, 2)
-	victim, err := e.s.AddMember(e.ctx, store.NewMember{FamilyID: 1, Name: "victim", Phone: "01012345678", Role: policy.RoleMember, Password: "victim"}, store.System)
+	victim, err := e.s.AddMember(e.ctx, store.NewMember{FamilyID: 1, Name: "victim", Phone: "01012345678", Role: policy.RoleMember, Password: "victim password"}, store.System)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// An id equal to the phone's digits (1012345678), chosen by whoever adds
 	// members with explicit ids (seeding, the back office).
-	squatter, err := e.s.AddMember(e.ctx, store.NewMember{ID: 1012345678, FamilyID: 2, Name: "squatter", Role: policy.RoleMember, Password: "squat"}, store.System)
+	squatter, err := e.s.AddMember(e.ctx, store.NewMember{ID: 1012345678, FamilyID: 2, Name: "squatter", Role: policy.RoleMember, Password: "squatter password"}, store.System)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,10 +29,10 @@ func testLoginGrammar(t *testing.T, e *env) {
 		login, password string
 		want            int64 // 0: bad credentials
 	}{
-		{"01012345678", "victim", victim.ID},
-		{"01012345678", "squat", 0},
-		{"1012345678", "squat", squatter.ID},
-		{"1012345678", "victim", 0},
+		{"01012345678", "victim password", victim.ID},
+		{"01012345678", "squatter password", 0},
+		{"1012345678", "squatter password", squatter.ID},
+		{"1012345678", "victim password", 0},
 		{"+82-2-0001", "x", 0},
 		{"0", "x", 0},
 		{"-5", "x", 0},

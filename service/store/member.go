@@ -35,23 +35,12 @@ type NewMember struct {
 	Name     string
 	Phone    string // optional; unique among current members
 	Role     policy.Role
-	// Password is hashed with bcrypt; PasswordHash (from HashPassword) is
-	// used instead when set, so bulk seeding hashes once. Both empty: the
-	// member cannot log in.
+	// Password is hashed with bcrypt after the password rules
+	// (CheckPassword, with the member's name, phone and id); PasswordHash
+	// (from HashPassword) is used instead when set, so bulk seeding hashes
+	// once. Both empty: the member cannot log in.
 	Password     string
 	PasswordHash string
-}
-
-// HashPassword returns the bcrypt hash of password at the store's cost.
-func (s *Store) HashPassword(password string) (string, error) {
-	if password == "" || len(password) > 72 {
-		return "", invalid("password", "must be 1..72 bytes")
-	}
-	h, err := bcrypt.GenerateFromPassword([]byte(password), s.cost)
-	if err != nil {
-		return "", &FieldError{Field: "password", Msg: "cannot be used as a password", Kind: ErrInvalid, Cause: err}
-	}
-	return string(h), nil
 }
 
 const memberCols = `id, family_id, name, phone, password_hash, role, created_at, updated_at, deleted_at`
@@ -103,8 +92,12 @@ func (s *Store) AddMember(ctx context.Context, m NewMember, by Actor) (Member, e
 	}
 	hash := m.PasswordHash
 	if hash == "" && m.Password != "" {
+		ctx := []string{m.Name, m.Phone}
+		if m.ID > 0 {
+			ctx = append(ctx, strconv.FormatInt(m.ID, 10))
+		}
 		var err error
-		if hash, err = s.HashPassword(m.Password); err != nil {
+		if hash, err = s.hashPassword(m.Password, ctx...); err != nil {
 			return Member{}, err
 		}
 	}
@@ -315,28 +308,6 @@ func (s *Store) memberByLogin(ctx context.Context, login string) (Member, error)
 		return s.member(ctx, s.db, id, "")
 	}
 	return Member{}, notFound("login", "")
-}
-
-// SetPassword replaces the member's password (audited as member.password,
-// without the hash).
-func (s *Store) SetPassword(ctx context.Context, cid int64, password string, by Actor) error {
-	hash, err := s.HashPassword(password)
-	if err != nil {
-		return err
-	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		m, err := s.member(ctx, tx, cid, s.d.ForUpdate())
-		if err != nil {
-			return err
-		}
-		if m.DeletedAt != nil {
-			return notFound("member", cid)
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE members SET password_hash = ?, updated_at = ? WHERE id = ?`, hash, s.t(s.now()), cid); err != nil {
-			return dbErr("set password", err)
-		}
-		return s.audit(ctx, tx, m.FamilyID, by, "member.password", memberTarget(cid), nil, nil)
-	})
 }
 
 // SetRole changes a member's role to MEMBER or OWNER (audited as

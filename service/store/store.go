@@ -212,8 +212,14 @@ type Actor struct {
 	Role policy.Role
 }
 
-// System is the actor of changes nobody asked for (seeding, rebuilds).
-var System = Actor{ID: 0, Role: policy.RoleAdmin}
+// RoleSystem is the audit role of System: no member's role, so an audit
+// row of the service itself (seeding, rebuilds, a login locked by
+// anonymous attempts) is never read as an ADMIN's act.
+const RoleSystem policy.Role = "SYSTEM"
+
+// System is the actor of changes nobody asked for (seeding, rebuilds) and
+// of anonymous events (login lockouts).
+var System = Actor{ID: 0, Role: RoleSystem}
 
 // querier is what *sql.DB and *sql.Tx share.
 type querier interface {

@@ -63,6 +63,9 @@ func newEnv(t *testing.T, open opener) *env {
 	return &env{ctx: ctx, db: db, s: s, clk: clk}
 }
 
+// testPW is the password of the members family creates.
+const testPW = "family-pass-1"
+
 var (
 	owner = store.Actor{ID: 1, Role: policy.RoleOwner}
 	admin = store.Actor{ID: 99, Role: policy.RoleAdmin}
@@ -77,7 +80,7 @@ func (e *env) family(t *testing.T, fid int64) {
 	for i, role := range []policy.Role{policy.RoleOwner, policy.RoleMember} {
 		cid := fid*10 + int64(i) + 1
 		if _, err := e.s.AddMember(e.ctx, store.NewMember{ID: cid, FamilyID: fid, Name: fmt.Sprint("m", cid),
-			Phone: fmt.Sprint("010-", cid), Role: role, Password: "pw"}, store.System); err != nil {
+			Phone: fmt.Sprint("010-", cid), Role: role, Password: testPW}, store.System); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -115,6 +118,8 @@ func runSuite(t *testing.T, open opener) {
 		"Conflicts":     testConflicts,
 		"OwnTopUpLimit": testOwnTopUpLimit,
 		"LockoutAudit":  testLockoutAudit,
+		"PasswordRules": testPasswordRules,
+		"Passwords":     testPasswordChanges,
 		"PushSubs":      testPushSubscriptions,
 		"VAPIDKeys":     testVAPIDKeys,
 		"DataRequests":  testDataRequests,
@@ -202,28 +207,28 @@ func testMembers(t *testing.T, e *env) {
 		_, err := e.s.AddMember(e.ctx, nm, owner)
 		wantErr(t, name, err, store.ErrInvalid)
 	}
-	adm, err := e.s.AddMember(e.ctx, store.NewMember{Name: "ops", Phone: "+82-2-0000", Role: policy.RoleAdmin, Password: "secret"}, store.System)
+	adm, err := e.s.AddMember(e.ctx, store.NewMember{Name: "ops", Phone: "+82-2-0000", Role: policy.RoleAdmin, Password: "admin secret"}, store.System)
 	if err != nil || adm.FamilyID != 0 {
 		t.Fatalf("add admin: %+v %v", adm, err)
 	}
 
 	// Login by id or phone; every failure looks the same.
 	for _, login := range []string{"11", "010-11"} {
-		if m, err := e.s.Authenticate(e.ctx, login, "pw"); err != nil || m.ID != 11 || m.Role != policy.RoleOwner {
+		if m, err := e.s.Authenticate(e.ctx, login, testPW); err != nil || m.ID != 11 || m.Role != policy.RoleOwner {
 			t.Errorf("Authenticate(%s) = %+v, %v", login, m, err)
 		}
 	}
-	if m, err := e.s.Authenticate(e.ctx, "+82-2-0000", "secret"); err != nil || m.ID != adm.ID {
+	if m, err := e.s.Authenticate(e.ctx, "+82-2-0000", "admin secret"); err != nil || m.ID != adm.ID {
 		t.Errorf("admin login = %+v, %v", m, err)
 	}
-	for _, c := range [][2]string{{"11", "wrong"}, {"404", "pw"}, {"nobody", "pw"}} {
+	for _, c := range [][2]string{{"11", "wrong"}, {"404", testPW}, {"nobody", testPW}} {
 		_, err := e.s.Authenticate(e.ctx, c[0], c[1])
 		wantErr(t, "Authenticate "+c[0], err, store.ErrBadCredentials)
 	}
-	if err := e.s.SetPassword(e.ctx, 11, "new", owner); err != nil {
+	if _, err := e.s.ResetPassword(e.ctx, 1, 11, "new password", admin); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.s.Authenticate(e.ctx, "11", "new"); err != nil {
+	if _, err := e.s.Authenticate(e.ctx, "11", "new password"); err != nil {
 		t.Errorf("login with new password: %v", err)
 	}
 
@@ -256,7 +261,7 @@ func testMembers(t *testing.T, e *env) {
 	wantErr(t, "remove twice", e.s.RemoveMember(e.ctx, 1, 11, owner), store.ErrNotFound)
 	_, err = e.s.GetMember(e.ctx, 1, 11)
 	wantErr(t, "removed member", err, store.ErrNotFound)
-	_, err = e.s.Authenticate(e.ctx, "11", "new")
+	_, err = e.s.Authenticate(e.ctx, "11", "new password")
 	wantErr(t, "removed login", err, store.ErrBadCredentials)
 	_, _, err = e.s.RotateRefreshToken(e.ctx, tok, time.Hour)
 	wantErr(t, "removed member's token", err, store.ErrTokenReused)
@@ -275,14 +280,14 @@ func testMembers(t *testing.T, e *env) {
 	}
 	_, err = e.s.MemberByPhone(e.ctx, "010-404")
 	wantErr(t, "MemberByPhone", err, store.ErrNotFound)
-	hash, err := e.s.HashPassword("bulk")
+	hash, err := e.s.HashPassword("bulk seeding")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.s.AddMember(e.ctx, store.NewMember{FamilyID: 2, Name: "seeded", Phone: "010-7001", Role: policy.RoleMember, PasswordHash: hash}, store.System); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.s.Authenticate(e.ctx, "010-7001", "bulk"); err != nil {
+	if _, err := e.s.Authenticate(e.ctx, "010-7001", "bulk seeding"); err != nil {
 		t.Errorf("login with precomputed hash: %v", err)
 	}
 	if _, err := e.s.AddMember(e.ctx, store.NewMember{FamilyID: 2, Name: "nopw", Phone: "010-7002", Role: policy.RoleMember}, store.System); err != nil {

@@ -1,7 +1,9 @@
 // sw.js: the family app's service worker (scope /app/). It keeps the app
 // shell cached so the app opens offline (the last known dashboard comes from
 // localStorage), never caches API answers, and shows Web Push notifications.
-const CACHE = 'dpcs-app-v2';
+// Logging out deletes every cache (api.js, forget): the shell is fetched
+// again on the next visit.
+const CACHE = 'dpcs-app-v3';
 const SHELL = [
   './', 'index.html', 'app.css', 'manifest.webmanifest', 'icons/icon.svg', 'icons/icon-192.png', 'icons/icon-512.png',
   'js/app.js', 'js/api.js', 'js/store.js', 'js/views.js', 'js/controls.js', 'js/settings.js', 'js/ui.js',

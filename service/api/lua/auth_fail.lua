@@ -6,12 +6,14 @@
 -- ARGV[1] the threshold (failures that lock)
 -- ARGV[2] the lifetime in ms of the lock, and of a count after its last failure
 --
--- Returns 1 when this failure locked the key (once per lockout), else 0.
+-- Returns how many more failures the key is allowed before it is locked:
+-- 0 when this failure locked it (once per lockout).
 local n = redis.call('INCR', KEYS[1])
-if n >= tonumber(ARGV[1]) then
+local after = tonumber(ARGV[1])
+if n >= after then
   redis.call('DEL', KEYS[1])
   redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
-  return 1
+  return 0
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return 0
+return after - n

@@ -1,10 +1,19 @@
 // api.js: every call the family app makes to the public DPCS API, the
-// session (access + refresh token, refreshed before expiry) and the live
-// notification stream. Route shapes follow /openapi.json; the ask-for-more
-// and Web Push routes are built against their agreed contract and kept here
-// so a rename at merge is a one-line change.
+// session and the live notification stream. Route shapes follow
+// /openapi.json; the ask-for-more and Web Push routes are built against
+// their agreed contract and kept here so a rename at merge is a one-line
+// change.
+//
+// The session (doc/security.md, "The refresh cookie"): the app logs in with
+// X-DPCS-Session: cookie, so the refresh token lives in an HttpOnly cookie
+// no script can read; the access token lives in this module's memory only
+// (a reload refreshes once). localStorage keeps only who is logged in
+// (member, family, role: what the app needs to open offline), never a
+// token. Logging out — or the session ending — clears the app's storage and
+// the service worker's caches: nothing of the family stays on the device.
 
 const SESSION = 'dpcs.session';
+const COOKIE = { 'X-DPCS-Session': 'cookie' };
 
 export class APIError extends Error {
   constructor(status, problem) {
@@ -19,61 +28,103 @@ let refreshTimer = 0;
 let refreshing = null;
 const listeners = new Set();
 
+// load reads who is logged in. A session kept by an older version of the
+// app (a refresh token in localStorage) is revoked and forgotten: its owner
+// logs in again and gets a cookie.
 function load() {
-  try { return JSON.parse(localStorage.getItem(SESSION)) || null; } catch { return null; }
+  let s = null;
+  try { s = JSON.parse(localStorage.getItem(SESSION)) || null; } catch { s = null; }
+  if (s && (s.refreshToken || s.accessToken)) {
+    const rt = s.refreshToken;
+    localStorage.removeItem(SESSION);
+    if (rt) fetch('/auth/logout', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ refreshToken: rt }) }).catch(() => {});
+    return null;
+  }
+  return s && s.memberId ? { ...s, accessToken: '', expiresAt: 0 } : null;
 }
 
 function save(s) {
   session = s;
-  if (s) localStorage.setItem(SESSION, JSON.stringify(s));
-  else localStorage.removeItem(SESSION);
+  if (s) {
+    const { memberId, familyId, role, refreshExpiresAt, passwordWeak } = s;
+    localStorage.setItem(SESSION, JSON.stringify({ memberId, familyId, role, refreshExpiresAt, passwordWeak }));
+  } else {
+    forget();
+  }
   schedule();
   for (const f of listeners) f(s);
 }
 
-/** The current session: {accessToken, refreshToken, expiresAt (ms), memberId, familyId, role} or null. */
+// forget clears what the app kept of the family: its storage (the language
+// choice stays) and every cache of the service worker; the app shell is
+// fetched again when next needed.
+function forget() {
+  try {
+    for (const k of Object.keys(localStorage)) if (k.startsWith('dpcs.') && k !== 'dpcs.lang') localStorage.removeItem(k);
+    sessionStorage.clear();
+  } catch { /* storage unavailable */ }
+  if (self.caches) caches.keys().then((ks) => Promise.all(ks.map((k) => caches.delete(k)))).catch(() => {});
+}
+
+// Another tab logged out (or in as someone else): follow it.
+window.addEventListener('storage', (e) => {
+  if (e.key !== SESSION && e.key !== null) return;
+  const next = load();
+  if (!next && session) { session = null; schedule(); for (const f of listeners) f(null); }
+  else if (next && (!session || next.memberId !== session.memberId)) { session = next; schedule(); for (const f of listeners) f(next); }
+});
+
+/** The current session: {accessToken, expiresAt (ms), memberId, familyId, role, passwordWeak} or null. */
 export function currentSession() { return session; }
 /** onSession(f) calls f(session) whenever the session changes (login, refresh, logout). */
 export function onSession(f) { listeners.add(f); return () => listeners.delete(f); }
 
-function fromTokens(tk) {
+function fromTokens(tk, prev) {
   return {
-    accessToken: tk.accessToken, refreshToken: tk.refreshToken,
-    expiresAt: Date.now() + tk.expiresIn * 1000, refreshExpiresAt: Date.parse(tk.refreshExpiresAt),
-    memberId: tk.memberId, familyId: tk.familyId, role: tk.role,
+    accessToken: tk.accessToken, expiresAt: Date.now() + tk.expiresIn * 1000, refreshExpiresAt: Date.parse(tk.refreshExpiresAt),
+    memberId: tk.memberId, familyId: tk.familyId, role: tk.role, passwordWeak: tk.passwordWeak ?? prev?.passwordWeak ?? false,
   };
 }
 
 // schedule refreshes the access token a minute before it expires.
 function schedule() {
   clearTimeout(refreshTimer);
-  if (!session) return;
+  if (!session || !session.accessToken) return;
   const wait = Math.max(1000, session.expiresAt - Date.now() - 60_000);
   refreshTimer = setTimeout(() => refresh().catch(() => {}), Math.min(wait, 2 ** 31 - 1));
 }
-schedule();
 
 async function raw(method, path, body, headers = {}, token = session?.accessToken) {
   const h = { Accept: 'application/json', ...headers };
   if (token) h.Authorization = `Bearer ${token}`;
   if (body !== undefined) h['Content-Type'] = 'application/json';
-  const res = await fetch(path, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await fetch(path, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin' });
   if (res.status === 204) return null;
   const text = await res.text();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch { data = { detail: text }; }
-  if (!res.ok) throw new APIError(res.status, data);
+  if (!res.ok) {
+    const err = new APIError(res.status, data);
+    err.retryAfter = Number(res.headers.get('Retry-After')) || 0;
+    throw err;
+  }
   return data;
 }
 
-/** refresh exchanges the refresh token (single use) for a new pair; one at a time. */
+// exclusive runs f while no other tab of the app refreshes: the cookie is
+// shared, and two tabs presenting the same refresh token would look like a
+// theft and end the session.
+function exclusive(f) {
+  return navigator.locks ? navigator.locks.request('dpcs-refresh', f) : f();
+}
+
+/** refresh exchanges the refresh cookie (single use) for a new access token; one at a time. */
 export function refresh() {
   if (!session) return Promise.reject(new APIError(401, { detail: 'not logged in' }));
   if (!refreshing) {
-    const rt = session.refreshToken;
-    refreshing = raw('POST', '/auth/refresh', { refreshToken: rt }, {}, null)
-      .then((tk) => { save(fromTokens(tk)); return session; })
-      .catch((e) => { if (e.status === 401 || e.status === 400) save(null); throw e; })
+    refreshing = exclusive(() => raw('POST', '/auth/refresh', undefined, COOKIE, null))
+      .then((tk) => { save(fromTokens(tk, session)); return session; })
+      .catch((e) => { if (e.status === 401 || e.status === 400 || e.status === 403) save(null); throw e; })
       .finally(() => { refreshing = null; });
   }
   return refreshing;
@@ -91,17 +142,41 @@ export async function call(method, path, body, headers) {
   }
 }
 
+/** login starts a session; a refusal is an APIError whose problem.attemptsLeft (401) or retryAfter (429) the screen shows. */
 export async function login(loginId, password) {
-  const tk = await raw('POST', '/auth/token', { login: loginId, password }, {}, null);
+  const tk = await raw('POST', '/auth/token', { login: loginId, password }, COOKIE, null);
   save(fromTokens(tk));
   return session;
 }
 
+/** logout stops this browser's pushes, ends the session on the server and forgets the family on this device. */
 export async function logout() {
-  const rt = session?.refreshToken;
+  const s = session;
+  if (s) {
+    await unsubscribePush(s.familyId).catch(() => {});
+    await raw('POST', '/auth/logout', undefined, COOKIE, null).catch(() => {});
+  }
   save(null);
-  if (rt) await raw('POST', '/auth/logout', { refreshToken: rt }, {}, null).catch(() => {});
 }
+
+// unsubscribePush stops this browser's Web Push subscription, here and on
+// the server, so no notification about the family arrives after logout.
+async function unsubscribePush(familyId) {
+  if (!('serviceWorker' in navigator)) return;
+  const reg = await navigator.serviceWorker.getRegistration(new URL('../', import.meta.url).pathname);
+  const sub = reg && await reg.pushManager?.getSubscription();
+  if (!sub) return;
+  await call('DELETE', `${fam(familyId)}/push-subscriptions?endpoint=${encodeURIComponent(sub.endpoint)}`).catch(() => {});
+  await sub.unsubscribe();
+}
+
+/** changePassword sets the caller's password; its other sessions end. */
+export async function changePassword(currentPassword, newPassword) {
+  await call('POST', '/me/password', { currentPassword, newPassword });
+  if (session) save({ ...session, passwordWeak: false });
+}
+/** resetPassword sets a member's password (owners: a MEMBER's); every session of the member ends. */
+export const resetPassword = (f, c, password) => call('POST', `${mem(f, c)}/password`, { password });
 
 export function uuid() {
   if (crypto.randomUUID) return crypto.randomUUID();

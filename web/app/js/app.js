@@ -94,16 +94,27 @@ async function loginView(root) {
     msg.textContent = '';
     btn.disabled = true; btn.textContent = t('loggingIn');
     try {
-      await api.login(id.value.trim(), pw.value);
+      const s = await api.login(id.value.trim(), pw.value);
       started();
-      go('#/dashboard');
+      go(s.passwordWeak ? '#/settings' : '#/dashboard');
     } catch (err) {
-      msg.textContent = t('loginFailed', { msg: err.message });
+      msg.textContent = loginError(err);
       btn.disabled = false; btn.textContent = t('loginBtn');
     }
   });
   root.append(form);
   id.focus();
+}
+
+// loginError says why a login was refused in the viewer's language, with
+// the attempts left before the login is locked (the API's attemptsLeft).
+function loginError(err) {
+  const min = Math.max(1, Math.ceil((err.retryAfter || 60) / 60));
+  const left = err.problem?.attemptsLeft;
+  if (err.status === 429) return t('loginLocked', { min });
+  if (err.status === 401 && left === 0) return t('loginNowLocked', { min });
+  if (err.status === 401 && typeof left === 'number') return t('loginBad', { n: left });
+  return t('loginFailed', { msg: err.message });
 }
 
 function started() {
@@ -113,7 +124,9 @@ function started() {
   if (api.currentSession()) refreshRequests().catch(() => {});
 }
 
-api.onSession((s) => { if (!s) { stopLive(); state.dash = null; if (location.hash !== '#/login') location.hash = '#/login'; } });
+api.onSession((s) => {
+  if (!s) { stopLive(); state.dash = null; state.unread = 0; state.requests = null; if (location.hash !== '#/login') location.hash = '#/login'; }
+});
 
 document.getElementById('lang').addEventListener('click', () => {
   setLang(lang === 'ko' ? 'en' : 'ko');

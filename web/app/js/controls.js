@@ -1,11 +1,12 @@
 // controls.js: owner controls, each applied at once — per member: limits
-// (sliders), instant block, time windows, app and category blocks; per
-// family: alert thresholds, top-ups, members and roles.
+// (sliders), instant block, time windows, app and category blocks, a
+// password reset; per family: alert thresholds, top-ups, members and roles.
 import * as api from './api.js';
 import { t } from './i18n.js';
 import { h, fmtBytes, reasonText, parseWindow, formatWindow, fmtClock, DAYS, MB } from './util.js';
 import { state, on, refreshDashboard, loadCatalog } from './store.js';
 import { toast, go, track } from './ui.js';
+import { passwordText } from './settings.js';
 
 export async function controlsView(root, [cid]) {
   const s = api.currentSession();
@@ -53,8 +54,8 @@ export async function controlsView(root, [cid]) {
 
   function renderMember() {
     const focused = document.activeElement?.id;
-    memberBox.replaceChildren(accessBox(), limitBox('LIMIT:DATA:MONTHLY', 'monthly', t('monthlyLimit')),
-      limitBox('LIMIT:DATA:DAILY', 'daily', t('dailyLimit')), windowsBox(), appsBox());
+    memberBox.replaceChildren(...[accessBox(), limitBox('LIMIT:DATA:MONTHLY', 'monthly', t('monthlyLimit')),
+      limitBox('LIMIT:DATA:DAILY', 'daily', t('dailyLimit')), windowsBox(), appsBox(), resetBox()].filter(Boolean));
     if (focused) document.getElementById(focused)?.focus();
   }
 
@@ -141,6 +142,32 @@ export async function controlsView(root, [cid]) {
           h('summary', t('appsIn', { cat: t(`cat.${c}`), n: apps.length })), h('ul.applist', apps)));
     });
     return h('section.card#apps', h('h3', t('appsTitle')), groups);
+  }
+
+  // resetBox sets a child's forgotten password (owners reset MEMBERs'; an
+  // owner's is reset by the back office); the child's sessions all end.
+  function resetBox() {
+    const m = (state.dash || d).members.find((x) => x.customerId === id);
+    if (!m || m.role !== 'MEMBER' || id === s.memberId) return null;
+    const pw = h('input#reset-password', { type: 'password', autocomplete: 'new-password', required: true, minLength: 8, maxLength: 128, 'aria-describedby': 'reset-hint' });
+    const msg = h('p#reset-status', { role: 'status' });
+    const btn = h('button.primary#reset-submit', { type: 'submit' }, t('resetBtn'));
+    const form = h('form.card#reset-form', h('h3', t('resetTitle')),
+      h('label', { for: 'reset-password' }, t('resetFor', { name: m.name })), pw, h('p.muted#reset-hint', t('pwHint')), btn, msg);
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      msg.textContent = ''; msg.className = '';
+      btn.disabled = true;
+      try {
+        await api.resetPassword(fam, id, pw.value);
+        pw.value = '';
+        msg.textContent = t('resetDone', { name: m.name });
+      } catch (err) {
+        msg.textContent = passwordText(err); msg.className = 'error';
+      }
+      btn.disabled = false;
+    });
+    return form;
   }
 
   function thresholdsBox() {

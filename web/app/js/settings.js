@@ -1,4 +1,5 @@
-// settings.js: language, Web Push subscription, account and logout.
+// settings.js: language, Web Push subscription, account, my password and
+// logout.
 import * as api from './api.js';
 import { t, lang, setLang } from './i18n.js';
 import { h } from './util.js';
@@ -28,6 +29,7 @@ export async function settingsView(root) {
   root.append(
     h('section.card', h('h2', t('settingsTitle')), h('label', { for: 'lang-select' }, t('language')), sel),
     h('section.card', h('h3', t('pushTitle')), pushBtn, pushMsg),
+    passwordBox(s),
     h('section.card', h('h3', t('account')), h('p', t('signedInAs', { name: me?.name || s.memberId, role: s.role, family: s.familyId })), out));
 
   async function renderPush() {
@@ -60,4 +62,50 @@ export async function settingsView(root) {
     renderPush();
   });
   renderPush();
+}
+
+/** passwordText says in the viewer's language why the API refused a password (never the server's text). */
+export function passwordText(e) {
+  if (e.status === 429) return t('pw.locked', { min: Math.max(1, Math.ceil((e.retryAfter || 60) / 60)) });
+  const d = (e.problem?.errors || []).find((x) => /password/i.test(x.location || '')) || {};
+  if (/currentPassword$/.test(d.location || '')) return t('pw.wrongCurrent');
+  const msg = d.message || '';
+  if (msg.startsWith('must be at least')) return t('pw.short');
+  if (msg.startsWith('must be at most')) return t('pw.long');
+  if (msg.startsWith('must not be')) return t('pw.context');
+  if (msg.startsWith('is too common')) return t('pw.common');
+  return t('error', { msg: e.message });
+}
+
+// passwordBox changes the member's own password (POST /me/password): the
+// other devices are logged out, this one goes on.
+function passwordBox(s) {
+  const cur = h('input#pw-current', { type: 'password', autocomplete: 'current-password', required: true, maxLength: 128 });
+  const next = h('input#pw-new', { type: 'password', autocomplete: 'new-password', required: true, minLength: 8, maxLength: 128, 'aria-describedby': 'pw-hint' });
+  const again = h('input#pw-again', { type: 'password', autocomplete: 'new-password', required: true, minLength: 8, maxLength: 128 });
+  const msg = h('p#pw-status', { role: 'status' });
+  const btn = h('button.primary#pw-submit', { type: 'submit' }, t('pwChange'));
+  const form = h('form.card#password-form',
+    h('h3', t('pwTitle')),
+    s.passwordWeak ? h('p.error#pw-weak', { role: 'alert' }, t('pwWeak')) : null,
+    h('label', { for: 'pw-current' }, t('pwCurrent')), cur,
+    h('label', { for: 'pw-new' }, t('pwNew')), next,
+    h('label', { for: 'pw-again' }, t('pwAgain')), again,
+    h('p.muted#pw-hint', t('pwHint')), btn, msg);
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    msg.textContent = ''; msg.className = '';
+    if (next.value !== again.value) { msg.textContent = t('pwMismatch'); msg.className = 'error'; again.focus(); return; }
+    btn.disabled = true;
+    try {
+      await api.changePassword(cur.value, next.value);
+      cur.value = ''; next.value = ''; again.value = '';
+      msg.textContent = t('pwChanged');
+      form.querySelector('#pw-weak')?.remove();
+    } catch (err) {
+      msg.textContent = passwordText(err); msg.className = 'error';
+    }
+    btn.disabled = false;
+  });
+  return form;
 }

@@ -1,0 +1,142 @@
+package store_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/store"
+)
+
+// testPasswordRules: every way a password is set (a new member, a reset, a
+// change, a bulk hash) refuses what doc/security.md's password rules
+// refuse, as a FieldError at "password" written for the caller; the demo
+// password stays valid.
+func testPasswordRules(t *testing.T, e *env) {
+	e.family(t, 1)
+	for _, c := range []struct{ name, pw, msg string }{
+		{"1 byte", "x", "must be at least 8 characters"},
+		{"common", "password123", "is too common or easily guessed: choose another, e.g. a few unrelated words"},
+		{"run", "abcdefghi", "is too common or easily guessed: choose another, e.g. a few unrelated words"},
+		{"the name", "Grandma Kim", "must not be the member's id, phone number or name"},
+		{"the phone", "01077778888", "must not be the member's id, phone number or name"},
+		{"too long", strings.Repeat("가", 25), "must be at most 72 bytes (a Korean character takes 3)"},
+	} {
+		_, err := e.s.AddMember(e.ctx, store.NewMember{FamilyID: 1, Name: "Grandma Kim", Phone: "010-7777-8888", Role: policy.RoleMember, Password: c.pw}, owner)
+		if fe, ok := errors.AsType[*store.FieldError](err); !ok || fe.Field != "password" || fe.Msg != c.msg || !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("%s: AddMember err = %v, want a FieldError at password: %q", c.name, err, c.msg)
+		}
+	}
+	if _, err := e.s.HashPassword("bulk"); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("HashPassword(bulk) = %v, want ErrInvalid", err)
+	}
+	if _, err := e.s.AddMember(e.ctx, store.NewMember{FamilyID: 1, Name: "demo", Role: policy.RoleMember, Password: "dpcs-demo"}, owner); err != nil {
+		t.Errorf("the demo password: %v", err)
+	}
+	_, err := e.s.ResetPassword(e.ctx, 1, 12, "12", owner)
+	wantErr(t, "reset to a short password", err, store.ErrInvalid)
+	_, err = e.s.ChangePassword(e.ctx, 12, testPW, "m12", "")
+	wantErr(t, "change to a short password", err, store.ErrInvalid)
+}
+
+// testPasswordChanges: a member changes its own password with the current
+// one, ending its other sessions; an owner's (or admin's) reset ends every
+// session of the member. Both are audited as member.password with no hash
+// and no password.
+func testPasswordChanges(t *testing.T, e *env) {
+	e.family(t, 1)
+	e.family(t, 2)
+	sessions := func(cid int64, n int) []store.RefreshToken {
+		var out []store.RefreshToken
+		for range n {
+			_, rt, err := e.s.IssueRefreshToken(e.ctx, cid, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, rt)
+		}
+		return out
+	}
+	live := func(cid int64, rts []store.RefreshToken) []bool {
+		var out []bool
+		for _, rt := range rts {
+			_, ok, err := e.s.MemberSession(e.ctx, cid, rt.RotationID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, ok)
+		}
+		return out
+	}
+	const next, third = "correct horse battery", "a new family secret"
+
+	// Change: the current password is checked; the other sessions end.
+	rts := sessions(12, 3)
+	_, err := e.s.ChangePassword(e.ctx, 12, "not my password", next, rts[0].RotationID)
+	wantErr(t, "change with a wrong current password", err, store.ErrBadCredentials)
+	ended, err := e.s.ChangePassword(e.ctx, 12, testPW, next, rts[0].RotationID)
+	if err != nil || ended != 2 {
+		t.Fatalf("change: %d sessions ended, %v; want 2", ended, err)
+	}
+	if diff := cmp.Diff([]bool{true, false, false}, live(12, rts)); diff != "" {
+		t.Errorf("sessions after a change (-want +got):\n%s", diff)
+	}
+	if _, err := e.s.Authenticate(e.ctx, "12", testPW); !errors.Is(err, store.ErrBadCredentials) {
+		t.Errorf("the old password still logs in: %v", err)
+	}
+	if _, err := e.s.Authenticate(e.ctx, "12", next); err != nil {
+		t.Errorf("the new password: %v", err)
+	}
+
+	// Reset: by an owner of the family; every session ends.
+	rts = append(rts, sessions(12, 1)...)
+	_, err = e.s.ResetPassword(e.ctx, 2, 12, third, owner)
+	wantErr(t, "reset in another family", err, store.ErrNotFound)
+	if ended, err = e.s.ResetPassword(e.ctx, 1, 12, third, owner); err != nil || ended != 2 {
+		t.Fatalf("reset: %d sessions ended, %v; want 2", ended, err)
+	}
+	if diff := cmp.Diff([]bool{false, false, false, false}, live(12, rts)); diff != "" {
+		t.Errorf("sessions after a reset (-want +got):\n%s", diff)
+	}
+	if _, err := e.s.Authenticate(e.ctx, "010-12", third); err != nil {
+		t.Errorf("the reset password: %v", err)
+	}
+	if err := e.s.RemoveMember(e.ctx, 1, 12, owner); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.s.ResetPassword(e.ctx, 1, 12, next, owner)
+	wantErr(t, "reset of a removed member", err, store.ErrNotFound)
+	_, err = e.s.ChangePassword(e.ctx, 12, third, next, "")
+	wantErr(t, "change by a removed member", err, store.ErrNotFound)
+
+	rows, err := e.s.AuditLog(e.ctx, store.AuditFilter{Action: "member.password", Target: "member:12"})
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("audit rows %+v, %v", rows, err)
+	}
+	type change struct {
+		Change        string `json:"change"`
+		SessionsEnded int64  `json:"sessionsEnded"`
+	}
+	var got []change
+	for _, r := range rows {
+		var c change
+		if err := json.Unmarshal(r.After, &c); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, c)
+		if s := string(r.After) + string(r.Before); strings.Contains(s, "$2") || strings.Contains(s, "horse") || strings.Contains(s, "secret") {
+			t.Errorf("audit row keeps a hash or a password: %s", s)
+		}
+	}
+	if diff := cmp.Diff([]change{{"reset", 2}, {"self", 2}}, got); diff != "" {
+		t.Errorf("audit rows (-want +got):\n%s", diff)
+	}
+	if rows[0].Actor != owner || rows[1].Actor != (store.Actor{ID: 12, Role: policy.RoleMember}) {
+		t.Errorf("actors %+v, %+v", rows[0].Actor, rows[1].Actor)
+	}
+}
