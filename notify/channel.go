@@ -141,7 +141,11 @@ func VerifyRequest(secret []byte, h http.Header, body []byte, now time.Time, tol
 type WebhookOption func(*Webhook) error
 
 // WithHTTPClient sets the HTTP client. Default: a client with a 10 s
-// timeout.
+// timeout, through no proxy, that dials the webhook URL's host and port as
+// configured (a receiver inside the network is the operator's choice) and
+// every other place a redirect leads to only where the dial guard allows
+// (see PublicOnlyDialer): a receiver cannot redirect the notifier into the
+// deployment's network.
 func WithHTTPClient(c *http.Client) WebhookOption {
 	return func(w *Webhook) error {
 		if c == nil {
@@ -166,7 +170,8 @@ func WithWebhookClock(now func() time.Time) WebhookOption {
 // Webhook is a Channel that POSTs each notification as JSON to a URL,
 // signed with HMAC-SHA256 (HeaderSignature over HeaderTimestamp + "." +
 // body). A 2xx answer is success; 408, 429 and 5xx are retried; other
-// answers are permanent failures.
+// answers, and a redirect the dial guard refuses (ErrNotPublic), are
+// permanent failures.
 type Webhook struct {
 	url    string
 	secret []byte
@@ -186,7 +191,7 @@ func NewWebhook(rawURL string, secret []byte, opts ...WebhookOption) (*Webhook, 
 	if len(secret) < 16 {
 		return nil, fmt.Errorf("%w: webhook secret must be at least 16 bytes", ErrInvalid)
 	}
-	w := &Webhook{url: rawURL, secret: bytes.Clone(secret), client: &http.Client{Timeout: 10 * time.Second}, now: time.Now}
+	w := &Webhook{url: rawURL, secret: bytes.Clone(secret), client: webhookClient(u), now: time.Now}
 	for _, o := range opts {
 		if err := o(w); err != nil {
 			return nil, err
@@ -211,6 +216,9 @@ func (w *Webhook) Send(ctx context.Context, n Notification) error {
 	req.Header.Set(HeaderSignature, Sign(w.secret, ts, body))
 	req.Header.Set(HeaderEventID, n.EventID)
 	resp, err := w.client.Do(req)
+	if errors.Is(err, ErrNotPublic) {
+		return Permanent(fmt.Errorf("notify: webhook: %w", err))
+	}
 	if err != nil {
 		return fmt.Errorf("notify: webhook: %w", err)
 	}

@@ -96,3 +96,25 @@ func TestPushSubscriptionRoutes(t *testing.T) {
 		t.Errorf("removed member's subscriptions: %+v, %v", stored, err)
 	}
 }
+
+// An endpoint whose host is an address literal the dial guard refuses is
+// refused when it is subscribed (422 at body.endpoint), not only when a push
+// is dialled: carrier-grade NAT (a cloud's metadata address among them),
+// benchmarking, NAT64, 6to4, private and loopback addresses, localhost, a
+// port other than 443.
+func TestPushSubscriptionRefusesInternalAddresses(t *testing.T) {
+	f := newAPIFixture(t)
+	child := f.token(childA)
+	keys := map[string]string{}
+	if err := json.Unmarshal([]byte(testPushKeys(t)), &keys); err != nil {
+		t.Fatal(err)
+	}
+	for _, endpoint := range []string{"https://100.64.0.1/x", "https://100.100.100.200/latest/meta-data", "https://198.18.0.1/x",
+		"https://[64:ff9b::a9fe:a9fe]/x", "https://[2002:a9fe:a9fe::1]/x", "https://10.0.0.1/x", "https://127.0.0.1/x",
+		"https://localhost/x", "https://push.example:8080/x"} {
+		f.problem(http.MethodPost, "/families/100/push-subscriptions", child, pushBody(endpoint, keys), http.StatusUnprocessableEntity, "body.endpoint")
+	}
+	if stored, err := f.store.PushSubscriptions(t.Context(), childA); err != nil || len(stored) != 0 {
+		t.Errorf("stored = %+v, %v", stored, err)
+	}
+}
