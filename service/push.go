@@ -23,7 +23,8 @@ const PushChannelName = "webpush"
 const DefaultVAPIDSubject = "mailto:dpcs@localhost"
 
 // checkPush validates the Web Push variables: both keys or neither, a
-// matching pair, a subject with them, known-looking kinds.
+// matching pair, a subject with them, a cap of subscriptions, known-looking
+// kinds.
 func (c Config) checkPush() []error {
 	var errs []error
 	switch {
@@ -36,6 +37,9 @@ func (c Config) checkPush() []error {
 	}
 	if s := c.VAPIDSubject; s != "" && !strings.HasPrefix(s, "mailto:") && !strings.HasPrefix(s, "https://") {
 		errs = append(errs, fmt.Errorf("DPCS_VAPID_SUBJECT: want a mailto: or https: URI, got %q", s))
+	}
+	if c.PushMaxSubscriptions < 1 || c.PushMaxSubscriptions > 100 {
+		errs = append(errs, fmt.Errorf("DPCS_PUSH_MAX_SUBSCRIPTIONS: want 1 to 100, got %d", c.PushMaxSubscriptions))
 	}
 	for _, k := range c.PushKinds {
 		if k == "" || strings.ToUpper(k) != k || strings.ContainsAny(k, " ,") {

@@ -117,6 +117,7 @@ func runSuite(t *testing.T, open opener) {
 		"OwnTopUpLimit": testOwnTopUpLimit,
 		"LockoutAudit":  testLockoutAudit,
 		"PushSubs":      testPushSubscriptions,
+		"PushSubsCap":   testPushSubscriptionCap,
 		"VAPIDKeys":     testVAPIDKeys,
 		"DataRequests":  testDataRequests,
 	} {
