@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dabom/dpcs/envelope"
@@ -226,6 +227,20 @@ func WithPushLoopback() WebPushOption {
 	}
 }
 
+// WithPushTimeout bounds each push to one endpoint: connecting, the TLS
+// handshake, the request and the push service's answer. An endpoint that
+// takes longer fails the attempt (retried like a 5xx). It must be from
+// 100 ms to 1 min. Default: DefaultPushTimeout (3 s).
+func WithPushTimeout(d time.Duration) WebPushOption {
+	return func(w *WebPush) error {
+		if d < 100*time.Millisecond || d > time.Minute {
+			return fmt.Errorf("%w: push timeout must be 100ms..1m", ErrInvalid)
+		}
+		w.timeout = d
+		return nil
+	}
+}
+
 // WithPushTTL sets how long a push service keeps a message for an offline
 // browser (the TTL header, whole seconds). Default: 24 h.
 func WithPushTTL(d time.Duration) WebPushOption {
@@ -304,14 +319,16 @@ func WithPushLogger(l *slog.Logger) WebPushOption {
 // encrypted for each browser (RFC 8291, aes128gcm) and authenticated with
 // the application server's VAPID key (RFC 8292).
 //
-// A 2xx answer is success; 404 and 410 mean the subscription is gone: it is
-// removed from the store and not retried. 408, 429, 5xx and transport
-// errors are retried (the notifier's schedule, then the dead-letter topic);
-// Send then fails if any subscription failed so, and a retry sends to every
-// subscription again — the message's Tag lets the browser replace rather
-// than repeat. Other answers (400, 401/403 for a subscription made with
-// another key, 413) are permanent failures, as is an endpoint whose address
-// is not public (ErrNotPublic) with the default client.
+// The subscriptions are pushed in parallel, each within the push timeout
+// (WithPushTimeout, 3 s). A 2xx answer is success; 404 and 410 mean the
+// subscription is gone: it is removed from the store and not retried. 408,
+// 429, 5xx, transport errors and timeouts are retried (the notifier's
+// schedule, then the dead-letter topic); Send then fails if any
+// subscription failed so, and a retry sends to every subscription again —
+// the message's Tag lets the browser replace rather than repeat. Other
+// answers (400, 401/403 for a subscription made with another key, 413, a
+// redirect) are permanent failures, as is an endpoint whose address is not
+// public (ErrNotPublic) with the default client.
 type WebPush struct {
 	store    SubscriptionStore
 	key      *ecdsa.PrivateKey
@@ -319,6 +336,7 @@ type WebPush struct {
 	subject  string
 	client   *http.Client
 	loopback bool
+	timeout  time.Duration
 	ttl      time.Duration
 	urgency  map[envelope.SubType]Urgency
 	lang     Lang
@@ -345,7 +363,8 @@ func NewWebPush(store SubscriptionStore, keys VAPIDKeys, subject string, opts ..
 	}
 	w := &WebPush{
 		store: store, key: key, pub: pub, subject: subject,
-		ttl: 24 * time.Hour,
+		timeout: DefaultPushTimeout,
+		ttl:     24 * time.Hour,
 		urgency: map[envelope.SubType]Urgency{
 			envelope.SubCustomerBlocked: UrgencyHigh, KindDataRequested: UrgencyHigh, KindDataRequestAnswered: UrgencyHigh,
 		},
@@ -360,7 +379,7 @@ func NewWebPush(store SubscriptionStore, keys VAPIDKeys, subject string, opts ..
 		}
 	}
 	if w.client == nil {
-		w.client = pushClient(w.loopback, DefaultPushTimeout)
+		w.client = pushClient(w.loopback, w.timeout)
 	}
 	return w, nil
 }
@@ -369,7 +388,15 @@ func NewWebPush(store SubscriptionStore, keys VAPIDKeys, subject string, opts ..
 // browser's pushManager.subscribe takes as applicationServerKey.
 func (w *WebPush) PublicKey() string { return base64.RawURLEncoding.EncodeToString(w.pub) }
 
-// Send implements Channel.
+// maxParallelPushes bounds the pushes of one notification in flight at
+// once: enough for every subscription of a large family (10 per member,
+// store-side), so one family's dead endpoints do not queue its good ones
+// behind them; with the notifier's workers, it bounds the connections too.
+const maxParallelPushes = 64
+
+// Send implements Channel. The subscriptions are pushed in parallel
+// (at most maxParallelPushes at once), each within the push timeout
+// (WithPushTimeout).
 func (w *WebPush) Send(ctx context.Context, n Notification) error {
 	subs, err := w.store.PushRecipients(ctx, n.FamilyID, n.MemberID)
 	if err != nil {
@@ -382,9 +409,22 @@ func (w *WebPush) Send(ctx context.Context, n Notification) error {
 	if err != nil {
 		return Permanent(fmt.Errorf("notify: web push: encode: %w", err))
 	}
+	errs := make([]error, len(subs))
+	slots := make(chan struct{}, maxParallelPushes)
+	var wg sync.WaitGroup
+	for i, s := range subs {
+		slots <- struct{}{}
+		wg.Go(func() { // ends within the push timeout
+			defer func() { <-slots }()
+			pctx, cancel := context.WithTimeout(ctx, w.timeout)
+			defer cancel()
+			errs[i] = w.push(pctx, s, msg, n.Kind)
+		})
+	}
+	wg.Wait()
 	var retry, permanent []error
-	for _, s := range subs {
-		err := w.push(ctx, s, msg, n.Kind)
+	for i, s := range subs {
+		err := errs[i]
 		switch {
 		case err == nil:
 		case errors.Is(err, errGone):

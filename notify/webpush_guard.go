@@ -80,7 +80,7 @@ func PublicOnlyDialer() *net.Dialer { return newDialGuard(false).dialer(DefaultP
 // guardedTransport dials through dial and never through a proxy: a proxy
 // would connect on our behalf, past the guard.
 func guardedTransport(dial func(ctx context.Context, network, addr string) (net.Conn, error), handshake time.Duration) *http.Transport {
-	return &http.Transport{DialContext: dial, ForceAttemptHTTP2: true, MaxIdleConns: 100, MaxIdleConnsPerHost: 16,
+	return &http.Transport{DialContext: dial, ForceAttemptHTTP2: true, MaxIdleConns: 100, MaxIdleConnsPerHost: maxParallelPushes,
 		IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: handshake, ExpectContinueTimeout: time.Second}
 }
 
