@@ -3,6 +3,7 @@ module github.com/dabom/dpcs
 go 1.26.0
 
 require (
+	code.dny.dev/ssrf v0.3.0
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/chromedp/cdproto v0.0.0-20260714215040-dc233986426f
 	github.com/chromedp/chromedp v0.16.0

@@ -13,13 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Channel delivers notifications outside the process (web push, a webhook).
@@ -141,7 +135,11 @@ func VerifyRequest(secret []byte, h http.Header, body []byte, now time.Time, tol
 type WebhookOption func(*Webhook) error
 
 // WithHTTPClient sets the HTTP client. Default: a client with a 10 s
-// timeout.
+// timeout, through no proxy, that dials the webhook URL's host and port as
+// configured (a receiver inside the network is the operator's choice) and
+// every other place a redirect leads to only where the dial guard allows
+// (see PublicOnlyDialer): a receiver cannot redirect the notifier into the
+// deployment's network.
 func WithHTTPClient(c *http.Client) WebhookOption {
 	return func(w *Webhook) error {
 		if c == nil {
@@ -166,7 +164,8 @@ func WithWebhookClock(now func() time.Time) WebhookOption {
 // Webhook is a Channel that POSTs each notification as JSON to a URL,
 // signed with HMAC-SHA256 (HeaderSignature over HeaderTimestamp + "." +
 // body). A 2xx answer is success; 408, 429 and 5xx are retried; other
-// answers are permanent failures.
+// answers, and a redirect the dial guard refuses (ErrNotPublic), are
+// permanent failures.
 type Webhook struct {
 	url    string
 	secret []byte
@@ -186,7 +185,7 @@ func NewWebhook(rawURL string, secret []byte, opts ...WebhookOption) (*Webhook, 
 	if len(secret) < 16 {
 		return nil, fmt.Errorf("%w: webhook secret must be at least 16 bytes", ErrInvalid)
 	}
-	w := &Webhook{url: rawURL, secret: bytes.Clone(secret), client: &http.Client{Timeout: 10 * time.Second}, now: time.Now}
+	w := &Webhook{url: rawURL, secret: bytes.Clone(secret), client: webhookClient(u), now: time.Now}
 	for _, o := range opts {
 		if err := o(w); err != nil {
 			return nil, err
@@ -211,6 +210,9 @@ func (w *Webhook) Send(ctx context.Context, n Notification) error {
 	req.Header.Set(HeaderSignature, Sign(w.secret, ts, body))
 	req.Header.Set(HeaderEventID, n.EventID)
 	resp, err := w.client.Do(req)
+	if errors.Is(err, ErrNotPublic) {
+		return Permanent(fmt.Errorf("notify: webhook: %w", err))
+	}
 	if err != nil {
 		return fmt.Errorf("notify: webhook: %w", err)
 	}
@@ -223,112 +225,5 @@ func (w *Webhook) Send(ctx context.Context, n Notification) error {
 		return fmt.Errorf("notify: webhook: %s", resp.Status)
 	default:
 		return Permanent(fmt.Errorf("notify: webhook: %s", resp.Status))
-	}
-}
-
-// job is one delivery to one channel.
-type job struct {
-	n   Notification
-	rec *kgo.Record // the notification-events record, for the dead letter
-	// span is the notifier's span of rec, the parent of each attempt's.
-	span trace.SpanContext
-}
-
-// dispatcher runs a channel's bounded queue with its own workers, so a
-// slow or failing channel never holds up the consumer or other channels.
-type dispatcher struct {
-	name  string
-	ch    Channel
-	kinds map[string]bool
-	n     *Notifier
-
-	mu     sync.RWMutex // guards closed against sends on queue
-	closed bool
-	queue  chan job
-	ctx    context.Context // cancelled when Close gives up waiting
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-}
-
-func (d *dispatcher) start(workers int) {
-	for range workers {
-		d.wg.Add(1)
-		go func() { // ends when queue is closed and drained
-			defer d.wg.Done()
-			for j := range d.queue {
-				d.deliver(j)
-			}
-		}()
-	}
-}
-
-// enqueue never blocks: a full queue dead-letters the notification.
-func (d *dispatcher) enqueue(j job) {
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	if !d.closed {
-		select {
-		case d.queue <- j:
-			return
-		default:
-		}
-	}
-	d.n.deadLetterAsync(j.rec, d.name, fmt.Sprintf("channel %s: queue full, not delivered", d.name))
-}
-
-func (d *dispatcher) deliver(j job) {
-	sched := d.n.cfg.schedule
-	for attempt := 1; ; attempt++ {
-		actx, span := d.n.cfg.tracer.Start(trace.ContextWithSpanContext(d.ctx, j.span), "notify channel send",
-			trace.WithSpanKind(trace.SpanKindClient))
-		if span.IsRecording() {
-			span.SetAttributes(attribute.String("dpcs.channel", d.name), attribute.Int("dpcs.attempt", attempt),
-				attribute.String("dpcs.event_id", j.n.EventID))
-		}
-		sctx, cancel := context.WithTimeout(actx, d.n.cfg.sendTimeout)
-		start := time.Now()
-		err := d.ch.Send(sctx, j.n)
-		cancel()
-		if err != nil {
-			span.SetStatus(codes.Error, err.Error())
-		}
-		span.End()
-		if h := d.n.cfg.hooks.OnSend; h != nil {
-			h(SendInfo{Channel: d.name, EventID: j.n.EventID, Attempt: attempt, Duration: time.Since(start), Err: err})
-		}
-		if err == nil {
-			return
-		}
-		if errors.Is(err, ErrPermanent) || attempt > len(sched) {
-			d.n.deadLetterSync(j.rec, d.name, fmt.Sprintf("channel %s: %d attempts failed: %v", d.name, attempt, err))
-			return
-		}
-		if serr := d.n.cfg.sleep(d.ctx, sched[attempt-1]); serr != nil {
-			d.n.deadLetterSync(j.rec, d.name, fmt.Sprintf("channel %s: shut down after %d failed attempts: %v", d.name, attempt, err))
-			return
-		}
-	}
-}
-
-// close stops accepting, lets the workers finish the queue (retries
-// included) until ctx ends, then cancels them: what they still hold is
-// dead-lettered.
-func (d *dispatcher) close(ctx context.Context) error {
-	d.mu.Lock()
-	if !d.closed {
-		d.closed = true
-		close(d.queue)
-	}
-	d.mu.Unlock()
-	done := make(chan struct{})
-	go func() { d.wg.Wait(); close(done) }() // ends when the workers do
-	select {
-	case <-done:
-		d.cancel()
-		return nil
-	case <-ctx.Done():
-		d.cancel()
-		<-done
-		return ctx.Err()
 	}
 }

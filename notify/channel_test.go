@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -157,4 +158,63 @@ func TestWebhookVerifiedByReceiver(t *testing.T) {
 	if err := <-errs; err != nil {
 		t.Errorf("receiver: %v", err)
 	}
+}
+
+// The webhook's own URL is the operator's choice and may be inside the
+// network (here loopback), but a redirect from it is followed only where the
+// dial guard allows: not to another internal address. A redirect to the
+// configured origin itself is followed.
+func TestWebhookRedirectsGuarded(t *testing.T) {
+	secret := []byte("0123456789abcdef")
+	var inside atomic.Int32
+	internal := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inside.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer internal.Close()
+	var received atomic.Int32
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/away":
+			http.Redirect(w, r, internal.URL+"/metadata", http.StatusTemporaryRedirect)
+		case "/moved":
+			http.Redirect(w, r, "/hook", http.StatusPermanentRedirect)
+		default:
+			if err := VerifyRequest(secret, r.Header, mustRead(t, r), time.Now(), 0); err != nil {
+				t.Errorf("the redirected request: %v", err)
+			}
+			received.Add(1)
+			w.WriteHeader(http.StatusNoContent)
+		}
+	}))
+	defer receiver.Close()
+	n := Notification{ID: 1, EventID: "ntf_1", FamilyID: 100, Kind: "THRESHOLD_ALERT", Payload: []byte(`{}`), CreatedAt: t0}
+
+	away, err := NewWebhook(receiver.URL+"/away", secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := away.Send(context.Background(), n); !errors.Is(err, ErrNotPublic) || !errors.Is(err, ErrPermanent) {
+		t.Errorf("redirect to another internal address: %v, want ErrNotPublic, permanent", err)
+	}
+	if inside.Load() != 0 {
+		t.Errorf("the internal address got %d requests", inside.Load())
+	}
+
+	moved, err := NewWebhook(receiver.URL+"/moved", secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := moved.Send(context.Background(), n); err != nil || received.Load() != 1 {
+		t.Errorf("redirect within the configured origin: %v, %d received", err, received.Load())
+	}
+}
+
+func mustRead(t *testing.T, r *http.Request) []byte {
+	t.Helper()
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		t.Error(err)
+	}
+	return b
 }

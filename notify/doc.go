@@ -34,11 +34,17 @@
 //     browsers of the members who see a notification (a SubscriptionStore
 //     names them), encrypted (RFC 8291) and VAPID-signed (RFC 8292); a
 //     subscription the push service reports gone (404, 410) is removed; use
-//     it with WithChannel(name, wp, DefaultWebPushKinds()...). Each channel has its own bounded queue and workers;
-//     a failed send is retried after 1 s, 5 s and 30 s and then sent to the
-//     DLT with the reason (and a dlt-channel header). A full queue
-//     dead-letters too, so a failing channel never holds up the inbox, the
-//     hub or the other channels.
+//     it with WithChannel(name, wp, DefaultWebPushKinds()...). Both connect
+//     through a dial guard (PublicOnlyDialer) that keeps members' endpoints,
+//     and webhook redirects, out of the deployment's network. Each channel
+//     has its own bounded queue and workers; a failed send is retried after
+//     1 s, 5 s and 30 s and then sent to the DLT with the reason (and a
+//     dlt-channel header). A full queue dead-letters too, so a failing
+//     channel never holds up the inbox, the hub or the other channels.
+//     Within a channel the families take turns, one delivery of a family at
+//     a time, retries wait off the workers, and a family holds at most its
+//     share of the queue (WithChannelFamilyLimit): one family's slow or dead
+//     endpoints do not delay another family's notifications.
 //   - Text: message texts, Korean by default (the seed's
 //     "가족 데이터가 10% 미만입니다! 데이터를 충전해주세요.") and English.
 //

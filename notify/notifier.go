@@ -90,12 +90,7 @@ func New(store Store, hub *Hub, kopts []kgo.Opt, opts ...Option) (*Notifier, err
 	n.c = c
 	n.cfg.group = c.Group()
 	for _, ch := range cfg.channels {
-		ctx, cancel := context.WithCancel(context.Background())
-		d := &dispatcher{name: ch.name, ch: ch.ch, kinds: map[string]bool{}, n: n,
-			queue: make(chan job, cfg.queue), ctx: ctx, cancel: cancel}
-		for _, k := range ch.kinds {
-			d.kinds[string(k)] = true
-		}
+		d := newDispatcher(n, ch)
 		d.start(cfg.workers)
 		n.disp = append(n.disp, d)
 	}
@@ -106,6 +101,7 @@ func defaultConfig() config {
 	return config{
 		group:       DefaultGroup,
 		queue:       1024,
+		familyLimit: 64,
 		workers:     4,
 		schedule:    []time.Duration{time.Second, 5 * time.Second, 30 * time.Second},
 		sendTimeout: 10 * time.Second,

@@ -98,6 +98,7 @@ type config struct {
 	guard       *idempotency.Guard
 	channels    []channelCfg
 	queue       int
+	familyLimit int
 	workers     int
 	schedule    []time.Duration
 	sendTimeout time.Duration
@@ -171,8 +172,9 @@ func WithChannel(name string, ch Channel, kinds ...envelope.SubType) Option {
 	}
 }
 
-// WithChannelQueue sets each channel's queue length; a notification that
-// finds its channel's queue full is dead-lettered instead. Default: 1024.
+// WithChannelQueue sets how many notifications may wait for each channel's
+// workers, all families together; a notification that finds its channel's
+// queue full is dead-lettered instead. Default: 1024.
 func WithChannelQueue(n int) Option {
 	return func(c *config) error {
 		if n < 1 || n > 1<<20 {
@@ -183,8 +185,26 @@ func WithChannelQueue(n int) Option {
 	}
 }
 
-// WithChannelWorkers sets how many deliveries of one channel run at once
-// (each retrying on its own schedule). Default: 4.
+// WithChannelFamilyLimit sets how many notifications of one family each
+// channel holds at once: waiting, being delivered or waiting to retry. A
+// family's notification beyond it is dead-lettered instead, so no family
+// fills a channel's queue (WithChannelQueue) and keeps others' out.
+// Default: 64.
+func WithChannelFamilyLimit(n int) Option {
+	return func(c *config) error {
+		if n < 1 || n > 1<<20 {
+			return fmt.Errorf("%w: channel family limit must be 1..%d", ErrInvalid, 1<<20)
+		}
+		c.familyLimit = n
+		return nil
+	}
+}
+
+// WithChannelWorkers sets how many deliveries of one channel run at once.
+// The workers take the families with notifications waiting in turn, one
+// delivery of a family at a time, and a delivery waiting to retry holds no
+// worker: a family whose deliveries hang holds one worker, not all of them.
+// Default: 4.
 func WithChannelWorkers(n int) Option {
 	return func(c *config) error {
 		if n < 1 || n > 1024 {

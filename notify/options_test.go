@@ -30,7 +30,7 @@ func TestNewOptions(t *testing.T) {
 	ch := ChannelFunc(func(context.Context, Notification) error { return nil })
 	for i, o := range []Option{WithConsumer(consumer.WithGroup("")), WithConsumer(consumer.WithTopics("")),
 		WithConsumer(consumer.WithDLT("")), WithGuard(nil), WithChannel("", ch),
-		WithChannel("a", nil), WithChannelQueue(0), WithChannelWorkers(0), WithRetrySchedule(-time.Second),
+		WithChannel("a", nil), WithChannelQueue(0), WithChannelFamilyLimit(0), WithChannelWorkers(0), WithRetrySchedule(-time.Second),
 		WithSendTimeout(0), WithSleep(nil), WithConsumer(consumer.WithBackoff(0, 1, 0)), WithConsumer(consumer.WithBackoff(2, 1, 0)),
 		WithConsumer(consumer.WithMaxPoll(0)), WithBackoff(0, 1), WithLang("fr"),
 		WithLocation(nil), WithClock(nil), WithLogger(nil)} {
@@ -45,7 +45,7 @@ func TestNewOptions(t *testing.T) {
 		t.Error("bad kgo option accepted")
 	}
 	n, err := New(in, hub, kopts, WithConsumer(consumer.WithGroup("g"), consumer.WithTopics("t"), consumer.WithDLT("t.dead")),
-		WithChannel("a", ch), WithChannelQueue(8), WithChannelWorkers(2), WithRetrySchedule(time.Millisecond),
+		WithChannel("a", ch), WithChannelQueue(8), WithChannelFamilyLimit(2), WithChannelWorkers(2), WithRetrySchedule(time.Millisecond),
 		WithSendTimeout(time.Second), WithSleep(backoff.Sleep),
 		WithConsumer(consumer.WithBackoff(time.Millisecond, time.Second, 0), consumer.WithMaxPoll(10)), WithLang(English),
 		WithLocation(time.UTC), WithClock(time.Now), WithLogger(slog.New(slog.DiscardHandler)), WithHooks(Hooks{}))

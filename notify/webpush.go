@@ -18,13 +18,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
-	"syscall"
+	"sync"
 	"time"
 
 	"github.com/dabom/dpcs/envelope"
@@ -127,23 +125,28 @@ func (k VAPIDKeys) Validate() error {
 }
 
 // ValidatePushSubscription checks a subscription as a browser sends it: an
-// https endpoint (http only to a loopback host when allowLoopbackHTTP, for
-// tests), a 65-byte uncompressed P-256 public key on the curve and a
-// 16-byte auth secret, both base64url (padding allowed).
-func ValidatePushSubscription(s PushSubscription, allowLoopbackHTTP bool) error {
+// https endpoint on port 443 (or 80) whose host is not localhost nor an
+// address literal the dial guard refuses (see PublicOnlyDialer; a hostname
+// resolving inside the network is refused when it is dialled), a 65-byte
+// uncompressed P-256 public key on the curve and a 16-byte auth secret, both
+// base64url (padding allowed). allowLoopback, for tests with a local push
+// service, also accepts an http or https endpoint on a loopback host, any
+// port.
+func ValidatePushSubscription(s PushSubscription, allowLoopback bool) error {
 	u, err := url.Parse(s.Endpoint)
 	if err != nil || u.Host == "" || u.User != nil {
 		return fmt.Errorf("%w: push endpoint must be an absolute https URL", ErrInvalid)
 	}
-	switch u.Scheme {
-	case "https":
-	case "http":
-		ip := net.ParseIP(u.Hostname())
-		if !allowLoopbackHTTP || !(u.Hostname() == "localhost" || (ip != nil && ip.IsLoopback())) {
-			return fmt.Errorf("%w: push endpoint must be https", ErrInvalid)
-		}
+	loopback := allowLoopback && isLoopbackHost(u.Hostname())
+	switch {
+	case u.Scheme == "https", u.Scheme == "http" && loopback:
 	default:
 		return fmt.Errorf("%w: push endpoint must be https", ErrInvalid)
+	}
+	if !loopback {
+		if err := checkEndpointHost(u); err != nil {
+			return err
+		}
 	}
 	if len(s.Endpoint) > 2048 {
 		return fmt.Errorf("%w: push endpoint longer than 2048 bytes", ErrInvalid)
@@ -198,16 +201,42 @@ const (
 // WebPushOption configures a WebPush.
 type WebPushOption func(*WebPush) error
 
-// WithPushHTTPClient sets the HTTP client. Default: a client with a 10 s
-// timeout that connects only to public addresses (see PublicOnlyDialer):
-// endpoints are URLs members registered, and must not reach the
-// deployment's own network.
+// WithPushHTTPClient sets the HTTP client; it must keep endpoints out of
+// the deployment's network itself. Default: a client that connects only
+// where the dial guard allows (see PublicOnlyDialer), through no proxy, and
+// follows no redirect: endpoints are URLs members registered, and must not
+// reach the deployment's own network.
 func WithPushHTTPClient(c *http.Client) WebPushOption {
 	return func(w *WebPush) error {
 		if c == nil {
 			return fmt.Errorf("%w: nil http client", ErrInvalid)
 		}
 		w.client = c
+		return nil
+	}
+}
+
+// WithPushLoopback lets the default client (see WithPushHTTPClient) reach
+// loopback addresses too, on any port: for tests with a local push service,
+// never for a deployment. Every other address the guard refuses stays
+// refused. Default: loopback refused.
+func WithPushLoopback() WebPushOption {
+	return func(w *WebPush) error {
+		w.loopback = true
+		return nil
+	}
+}
+
+// WithPushTimeout bounds each push to one endpoint: connecting, the TLS
+// handshake, the request and the push service's answer. An endpoint that
+// takes longer fails the attempt (retried like a 5xx). It must be from
+// 100 ms to 1 min. Default: DefaultPushTimeout (3 s).
+func WithPushTimeout(d time.Duration) WebPushOption {
+	return func(w *WebPush) error {
+		if d < 100*time.Millisecond || d > time.Minute {
+			return fmt.Errorf("%w: push timeout must be 100ms..1m", ErrInvalid)
+		}
+		w.timeout = d
 		return nil
 	}
 }
@@ -290,26 +319,30 @@ func WithPushLogger(l *slog.Logger) WebPushOption {
 // encrypted for each browser (RFC 8291, aes128gcm) and authenticated with
 // the application server's VAPID key (RFC 8292).
 //
-// A 2xx answer is success; 404 and 410 mean the subscription is gone: it is
-// removed from the store and not retried. 408, 429, 5xx and transport
-// errors are retried (the notifier's schedule, then the dead-letter topic);
-// Send then fails if any subscription failed so, and a retry sends to every
-// subscription again — the message's Tag lets the browser replace rather
-// than repeat. Other answers (400, 401/403 for a subscription made with
-// another key, 413) are permanent failures, as is an endpoint whose address
-// is not public (ErrNotPublic) with the default client.
+// The subscriptions are pushed in parallel, each within the push timeout
+// (WithPushTimeout, 3 s). A 2xx answer is success; 404 and 410 mean the
+// subscription is gone: it is removed from the store and not retried. 408,
+// 429, 5xx, transport errors and timeouts are retried (the notifier's
+// schedule, then the dead-letter topic); Send then fails if any
+// subscription failed so, and a retry sends to every subscription again —
+// the message's Tag lets the browser replace rather than repeat. Other
+// answers (400, 401/403 for a subscription made with another key, 413, a
+// redirect) are permanent failures, as is an endpoint whose address is not
+// public (ErrNotPublic) with the default client.
 type WebPush struct {
-	store   SubscriptionStore
-	key     *ecdsa.PrivateKey
-	pub     []byte
-	subject string
-	client  *http.Client
-	ttl     time.Duration
-	urgency map[envelope.SubType]Urgency
-	lang    Lang
-	url     string
-	now     func() time.Time
-	log     *slog.Logger
+	store    SubscriptionStore
+	key      *ecdsa.PrivateKey
+	pub      []byte
+	subject  string
+	client   *http.Client
+	loopback bool
+	timeout  time.Duration
+	ttl      time.Duration
+	urgency  map[envelope.SubType]Urgency
+	lang     Lang
+	url      string
+	now      func() time.Time
+	log      *slog.Logger
 }
 
 var _ Channel = (*WebPush)(nil)
@@ -330,8 +363,8 @@ func NewWebPush(store SubscriptionStore, keys VAPIDKeys, subject string, opts ..
 	}
 	w := &WebPush{
 		store: store, key: key, pub: pub, subject: subject,
-		client: publicOnlyClient(),
-		ttl:    24 * time.Hour,
+		timeout: DefaultPushTimeout,
+		ttl:     24 * time.Hour,
 		urgency: map[envelope.SubType]Urgency{
 			envelope.SubCustomerBlocked: UrgencyHigh, KindDataRequested: UrgencyHigh, KindDataRequestAnswered: UrgencyHigh,
 		},
@@ -345,6 +378,9 @@ func NewWebPush(store SubscriptionStore, keys VAPIDKeys, subject string, opts ..
 			return nil, err
 		}
 	}
+	if w.client == nil {
+		w.client = pushClient(w.loopback, w.timeout)
+	}
 	return w, nil
 }
 
@@ -352,7 +388,15 @@ func NewWebPush(store SubscriptionStore, keys VAPIDKeys, subject string, opts ..
 // browser's pushManager.subscribe takes as applicationServerKey.
 func (w *WebPush) PublicKey() string { return base64.RawURLEncoding.EncodeToString(w.pub) }
 
-// Send implements Channel.
+// maxParallelPushes bounds the pushes of one notification in flight at
+// once: enough for every subscription of a large family (10 per member,
+// store-side), so one family's dead endpoints do not queue its good ones
+// behind them; with the notifier's workers, it bounds the connections too.
+const maxParallelPushes = 64
+
+// Send implements Channel. The subscriptions are pushed in parallel
+// (at most maxParallelPushes at once), each within the push timeout
+// (WithPushTimeout).
 func (w *WebPush) Send(ctx context.Context, n Notification) error {
 	subs, err := w.store.PushRecipients(ctx, n.FamilyID, n.MemberID)
 	if err != nil {
@@ -365,9 +409,22 @@ func (w *WebPush) Send(ctx context.Context, n Notification) error {
 	if err != nil {
 		return Permanent(fmt.Errorf("notify: web push: encode: %w", err))
 	}
+	errs := make([]error, len(subs))
+	slots := make(chan struct{}, maxParallelPushes)
+	var wg sync.WaitGroup
+	for i, s := range subs {
+		slots <- struct{}{}
+		wg.Go(func() { // ends within the push timeout
+			defer func() { <-slots }()
+			pctx, cancel := context.WithTimeout(ctx, w.timeout)
+			defer cancel()
+			errs[i] = w.push(pctx, s, msg, n.Kind)
+		})
+	}
+	wg.Wait()
 	var retry, permanent []error
-	for _, s := range subs {
-		err := w.push(ctx, s, msg, n.Kind)
+	for i, s := range subs {
+		err := errs[i]
 		switch {
 		case err == nil:
 		case errors.Is(err, errGone):
@@ -555,36 +612,4 @@ func pushContentKeys(ecdhSecret, authSecret, salt, uaPublic, asPublic []byte) (c
 		return nil, nil, err
 	}
 	return cek, nonce, nil
-}
-
-// ErrNotPublic is returned when a push endpoint resolves to an address that
-// is not public (loopback, private, link-local, multicast, unspecified).
-var ErrNotPublic = errors.New("notify: push endpoint address is not public")
-
-// PublicOnlyDialer returns a dialer refusing connections to addresses that
-// are not public unicast ones (checked on the resolved address, so a
-// hostname pointing inside the network is refused too).
-func PublicOnlyDialer() *net.Dialer {
-	return &net.Dialer{Timeout: 10 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
-		host, _, err := net.SplitHostPort(address)
-		if err != nil {
-			return err
-		}
-		ip, err := netip.ParseAddr(host)
-		if err != nil {
-			return err
-		}
-		ip = ip.Unmap()
-		if !ip.IsGlobalUnicast() || ip.IsPrivate() {
-			return fmt.Errorf("%w: %s", ErrNotPublic, ip)
-		}
-		return nil
-	}}
-}
-
-func publicOnlyClient() *http.Client {
-	// No proxy: it would connect on our behalf, past the check.
-	tr := &http.Transport{DialContext: PublicOnlyDialer().DialContext, ForceAttemptHTTP2: true, MaxIdleConns: 100,
-		IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 10 * time.Second, ExpectContinueTimeout: time.Second}
-	return &http.Client{Timeout: 10 * time.Second, Transport: tr}
 }

@@ -9,9 +9,11 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -287,6 +289,26 @@ func TestValidatePushSubscription(t *testing.T) {
 		{name: "off curve", s: PushSubscription{Endpoint: "https://push.example/x", P256dh: base64.RawURLEncoding.EncodeToString(offCurve), Auth: auth}},
 		{name: "short auth", s: PushSubscription{Endpoint: "https://push.example/x", P256dh: p256, Auth: auth[:10]}},
 		{name: "not base64", s: PushSubscription{Endpoint: "https://push.example/x", P256dh: p256, Auth: "!!!!!!!!!!!!!!!!!!!!!!"}},
+		// An address literal the dial guard refuses is refused at once.
+		{name: "carrier-grade NAT", s: PushSubscription{Endpoint: "https://100.64.0.1/x", P256dh: p256, Auth: auth}},
+		{name: "cloud metadata in CGNAT", s: PushSubscription{Endpoint: "https://100.100.100.200/x", P256dh: p256, Auth: auth}},
+		{name: "benchmarking", s: PushSubscription{Endpoint: "https://198.18.0.1/x", P256dh: p256, Auth: auth}},
+		{name: "NAT64", s: PushSubscription{Endpoint: "https://[64:ff9b::a00:1]/x", P256dh: p256, Auth: auth}},
+		{name: "6to4", s: PushSubscription{Endpoint: "https://[2002:a00:1::1]/x", P256dh: p256, Auth: auth}},
+		{name: "private", s: PushSubscription{Endpoint: "https://10.0.0.1/x", P256dh: p256, Auth: auth}},
+		{name: "link-local metadata", s: PushSubscription{Endpoint: "https://169.254.169.254/x", P256dh: p256, Auth: auth}},
+		{name: "IPv4-mapped private", s: PushSubscription{Endpoint: "https://[::ffff:10.0.0.1]/x", P256dh: p256, Auth: auth}},
+		{name: "link-local with zone", s: PushSubscription{Endpoint: "https://[fe80::1%25eth0]/x", P256dh: p256, Auth: auth}},
+		{name: "https loopback not allowed", s: PushSubscription{Endpoint: "https://127.0.0.1/x", P256dh: p256, Auth: auth}},
+		{name: "IPv6 loopback not allowed", s: PushSubscription{Endpoint: "https://[::1]/x", P256dh: p256, Auth: auth}},
+		{name: "localhost not allowed", s: PushSubscription{Endpoint: "https://localhost/x", P256dh: p256, Auth: auth}},
+		{name: "a .localhost name", s: PushSubscription{Endpoint: "https://push.localhost/x", P256dh: p256, Auth: auth}},
+		{name: "port the guard refuses", s: PushSubscription{Endpoint: "https://push.example:8443/x", P256dh: p256, Auth: auth}},
+		{name: "private even with loopback allowed", s: PushSubscription{Endpoint: "http://10.0.0.1:1234/x", P256dh: p256, Auth: auth}, loopback: true},
+		{name: "public literal", s: PushSubscription{Endpoint: "https://142.250.196.10/x", P256dh: p256, Auth: auth}, ok: true},
+		{name: "public IPv6 literal", s: PushSubscription{Endpoint: "https://[2607:f8b0:4004::1]:443/x", P256dh: p256, Auth: auth}, ok: true},
+		{name: "https loopback allowed, any port", s: PushSubscription{Endpoint: "https://127.0.0.1:8443/x", P256dh: p256, Auth: auth}, loopback: true, ok: true},
+		{name: "http localhost allowed", s: PushSubscription{Endpoint: "http://localhost:1234/x", P256dh: p256, Auth: auth}, loopback: true, ok: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := ValidatePushSubscription(tc.s, tc.loopback)
@@ -344,14 +366,119 @@ func TestWebPushRefusesInternalAddresses(t *testing.T) {
 	if got, _ := ps.Deliveries(); len(got) != 0 {
 		t.Errorf("delivered %d to a loopback endpoint", len(got))
 	}
-	for _, addr := range []string{"10.1.2.3:443", "192.168.0.1:443", "169.254.169.254:80", "[::1]:443", "[fd00::1]:443", "0.0.0.0:443"} {
-		if err := PublicOnlyDialer().Control("tcp", addr, nil); !errors.Is(err, ErrNotPublic) {
+}
+
+// The dial guard refuses every special-purpose range, not only loopback,
+// private and link-local ones: a penetration test reached carrier-grade NAT
+// (100.64.0.0/10, where clouds put metadata services such as
+// 100.100.100.200), benchmarking (198.18.0.0/15), NAT64 (64:ff9b::/96) and
+// 6to4 (2002::/16) through the hand-written check this replaced. Ports other
+// than 80 and 443 are refused too.
+func TestPublicOnlyDialerRefusesSpecialPurposeRanges(t *testing.T) {
+	network := func(addr string) string {
+		if strings.HasPrefix(addr, "[") {
+			return "tcp6"
+		}
+		return "tcp4"
+	}
+	for _, addr := range []string{
+		"10.1.2.3:443", "192.168.0.1:443", "169.254.169.254:80", "[::1]:443", "[fd00::1]:443", "0.0.0.0:443",
+		"100.64.0.1:443", "100.100.100.200:80", "100.127.255.254:443", "198.18.0.1:443", "198.19.255.1:443",
+		"192.0.0.8:443", "192.0.2.1:443", "240.0.0.1:443", "224.0.0.1:443", "255.255.255.255:443",
+		"[64:ff9b::a00:1]:443", "[64:ff9b::6440:1]:443", "[2002:a00:1::1]:443", "[2001:db8::1]:443",
+		"[fe80::1]:443", "[ff02::1]:443", "[::ffff:a00:1]:443",
+		"142.250.196.10:22", "142.250.196.10:8443",
+	} {
+		if err := PublicOnlyDialer().Control(network(addr), addr, nil); !errors.Is(err, ErrNotPublic) {
 			t.Errorf("%s: %v, want ErrNotPublic", addr, err)
 		}
 	}
-	for _, addr := range []string{"142.250.196.10:443", "[2607:f8b0:4004::1]:443"} {
-		if err := PublicOnlyDialer().Control("tcp", addr, nil); err != nil {
+	for _, addr := range []string{"142.250.196.10:443", "142.250.196.10:80", "[2607:f8b0:4004::1]:443"} {
+		if err := PublicOnlyDialer().Control(network(addr), addr, nil); err != nil {
 			t.Errorf("%s: %v", addr, err)
 		}
+	}
+}
+
+// A subscription stored with an endpoint in carrier-grade NAT or NAT64 (a
+// hostname can resolve there too) is refused when it is dialled: at once,
+// with no connection attempted, and for good.
+func TestWebPushRefusesSpecialPurposeAtDial(t *testing.T) {
+	keys := newVAPID(t)
+	priv, err := ecdh.P256().GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p256 := base64.RawURLEncoding.EncodeToString(priv.PublicKey().Bytes())
+	auth := base64.RawURLEncoding.EncodeToString(make([]byte, 16))
+	for _, endpoint := range []string{"https://100.64.0.1/push/x", "https://100.100.100.200/latest/meta-data",
+		"https://198.18.0.1/x", "https://[64:ff9b::a9fe:a9fe]/x", "https://[2002:a9fe:a9fe::1]/x"} {
+		t.Run(endpoint, func(t *testing.T) {
+			subs := &memSubs{roles: map[int64]Role{1: RoleOwner}, subs: []PushSubscription{{MemberID: 1, Endpoint: endpoint, P256dh: p256, Auth: auth}}}
+			wp, err := NewWebPush(subs, keys, "mailto:ops@dpcs.example")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			err = wp.Send(ctx, Notification{EventID: "e1", FamilyID: 100, Kind: envelope.SubThresholdAlert})
+			if !errors.Is(err, ErrNotPublic) || !errors.Is(err, ErrPermanent) {
+				t.Errorf("Send = %v, want ErrNotPublic, permanent", err)
+			}
+		})
+	}
+}
+
+// The loopback escape hatch (tests with a local push service, the
+// all-in-one's AllowLoopbackPush) opens loopback only: the push service on
+// 127.0.0.1 gets the message, every other refused range stays refused.
+func TestWebPushLoopbackOpensLoopbackOnly(t *testing.T) {
+	keys := newVAPID(t)
+	ps := pushtest.New(t, keys.Public)
+	subs := &memSubs{roles: map[int64]Role{1: RoleOwner}}
+	subs.subs = []PushSubscription{subscribe(ps, 1, "/s")}
+	wp, err := NewWebPush(subs, keys, "mailto:ops@dpcs.example", WithPushLoopback())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wp.Send(context.Background(), Notification{EventID: "e1", FamilyID: 100, Kind: envelope.SubThresholdAlert}); err != nil {
+		t.Fatalf("Send to the loopback push service: %v", err)
+	}
+	if got, bad := ps.Deliveries(); len(got) != 1 || len(bad) != 0 {
+		t.Errorf("deliveries %d, refused %q", len(got), bad)
+	}
+	inner := subscribe(ps, 1, "/cgnat")
+	inner.Endpoint = "https://100.64.0.1/cgnat"
+	subs.subs = []PushSubscription{inner}
+	if err := wp.Send(context.Background(), Notification{EventID: "e2", FamilyID: 100, Kind: envelope.SubThresholdAlert}); !errors.Is(err, ErrNotPublic) {
+		t.Errorf("Send to 100.64.0.1 with loopback open = %v, want ErrNotPublic", err)
+	}
+}
+
+// A push service answering with a redirect is not followed: the endpoint
+// is the URL the browser gave, and a redirect could point anywhere.
+func TestWebPushDoesNotFollowRedirects(t *testing.T) {
+	keys := newVAPID(t)
+	ps := pushtest.New(t, keys.Public)
+	target := subscribe(ps, 1, "/target")
+	var redirected atomic.Int32
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		redirected.Add(1)
+		http.Redirect(w, r, target.Endpoint, http.StatusTemporaryRedirect)
+	}))
+	defer redirector.Close()
+	s := target
+	s.Endpoint = redirector.URL + "/moved"
+	subs := &memSubs{roles: map[int64]Role{1: RoleOwner}, subs: []PushSubscription{s}}
+	wp, err := NewWebPush(subs, keys, "mailto:ops@dpcs.example", WithPushLoopback())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wp.Send(context.Background(), Notification{EventID: "e1", FamilyID: 100, Kind: envelope.SubThresholdAlert})
+	if !errors.Is(err, ErrPermanent) || redirected.Load() != 1 {
+		t.Errorf("Send = %v after %d requests to the redirector, want a permanent failure after 1", err, redirected.Load())
+	}
+	if got, bad := ps.Deliveries(); len(got)+len(bad) != 0 {
+		t.Errorf("the redirect was followed: %d delivered, %q refused", len(got), bad)
 	}
 }

@@ -75,6 +75,12 @@ type Config struct {
 	VAPIDPrivateKey string   `envconfig:"VAPID_PRIVATE_KEY" deployables:"processor, server, all-in-one" desc:"Web Push application server private key (P-256 scalar, base64url): a secret (doc/security.md, Web Push keys)"`
 	VAPIDSubject    string   `envconfig:"VAPID_SUBJECT" deployables:"processor, server, all-in-one" doc_default:"all-in-one: mailto:dpcs@localhost; processor, server: required with the keys" desc:"contact the push services' operators can reach: a mailto: or https: URI"`
 	PushKinds       []string `envconfig:"PUSH_KINDS" default:"CUSTOMER_BLOCKED,THRESHOLD_ALERT,DATA_REQUESTED,DATA_REQUEST_ANSWERED" deployables:"processor, server, all-in-one" desc:"notification kinds sent as Web Push messages, comma-separated"`
+	// PushTimeout (DPCS_PUSH_TIMEOUT) bounds each push to one endpoint
+	// (notify.WithPushTimeout).
+	PushTimeout time.Duration `envconfig:"PUSH_TIMEOUT" default:"3s" deployables:"processor, server, all-in-one" desc:"how long one Web Push request to one endpoint may take (connect, TLS, answer), 100ms to 1m; a slower endpoint fails that attempt and is retried later"`
+	// PushMaxSubscriptions (DPCS_PUSH_MAX_SUBSCRIPTIONS) caps each member's
+	// push subscriptions (api.Config.MaxPushSubscriptions).
+	PushMaxSubscriptions int `envconfig:"PUSH_MAX_SUBSCRIPTIONS" default:"10" deployables:"server, all-in-one" desc:"most Web Push subscriptions (browsers) one member may have, 1 to 100; a new one beyond it is refused (409) until the member deletes one (doc/security.md, Web Push and webhook destinations)"`
 	// Recovery (DPCS_RECOVERY: auto, manual, off; default auto) is what the
 	// processor does when Redis cannot be trusted (it came back empty, from
 	// an older snapshot or another generation): auto rebuilds it from SQL

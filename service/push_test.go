@@ -12,6 +12,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/notify"
+	"github.com/dabom/dpcs/service/api"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -38,6 +39,11 @@ func TestLoadConfigWebPush(t *testing.T) {
 		{name: "mismatched", vars: map[string]string{"DPCS_VAPID_PUBLIC_KEY": other.Public, "DPCS_VAPID_PRIVATE_KEY": k.Private}, bad: "DPCS_VAPID_PRIVATE_KEY"},
 		{name: "bad subject", vars: map[string]string{"DPCS_VAPID_SUBJECT": "ops@dpcs.example"}, bad: "DPCS_VAPID_SUBJECT"},
 		{name: "bad kind", vars: map[string]string{"DPCS_PUSH_KINDS": "CUSTOMER_BLOCKED,quota"}, bad: "DPCS_PUSH_KINDS"},
+		{name: "cap, timeout", vars: map[string]string{"DPCS_PUSH_MAX_SUBSCRIPTIONS": "3", "DPCS_PUSH_TIMEOUT": "5s"}},
+		{name: "no timeout", vars: map[string]string{"DPCS_PUSH_TIMEOUT": "0s"}, bad: "DPCS_PUSH_TIMEOUT"},
+		{name: "long timeout", vars: map[string]string{"DPCS_PUSH_TIMEOUT": "10m"}, bad: "DPCS_PUSH_TIMEOUT"},
+		{name: "no subscriptions", vars: map[string]string{"DPCS_PUSH_MAX_SUBSCRIPTIONS": "0"}, bad: "DPCS_PUSH_MAX_SUBSCRIPTIONS"},
+		{name: "too many subscriptions", vars: map[string]string{"DPCS_PUSH_MAX_SUBSCRIPTIONS": "1000"}, bad: "DPCS_PUSH_MAX_SUBSCRIPTIONS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := LoadConfig(env(tc.vars))
@@ -56,6 +62,12 @@ func TestLoadConfigWebPush(t *testing.T) {
 	}
 	if c, _ = LoadConfig(env(nil)); !cmp.Equal(notify.DefaultWebPushKinds(), c.pushKinds()) {
 		t.Errorf("default kinds = %v", c.pushKinds())
+	}
+	if c.PushTimeout != notify.DefaultPushTimeout {
+		t.Errorf("default push timeout = %s, want %s", c.PushTimeout, notify.DefaultPushTimeout)
+	}
+	if c.PushMaxSubscriptions != api.DefaultMaxPushSubscriptions {
+		t.Errorf("default cap = %d, want %d", c.PushMaxSubscriptions, api.DefaultMaxPushSubscriptions)
 	}
 
 	// Split deployables: no keys, no channel, one INFO line; keys without a

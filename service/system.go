@@ -410,7 +410,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if s.API, err = api.New(api.Config{Store: s.Store, State: s.State, Hub: s.Hub, Inbox: inbox,
 		Wake: s.relay.Wake, Secret: secret, Logger: log, AccessEvents: s.access, OnRequest: s.Metrics.OnRequest,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies,
-		VAPIDPublicKey: vapidPublic, AllowLoopbackPush: cfg.AllowLoopbackPush,
+		VAPIDPublicKey: vapidPublic, AllowLoopbackPush: cfg.AllowLoopbackPush, MaxPushSubscriptions: cfg.PushMaxSubscriptions,
 		Decisions: s.Decisions, GatewayTokens: gateways,
 		DeadLetters: backOffice, KafkaStats: backOffice, OperationsMetrics: opsMetrics}); err != nil {
 		return nil, err

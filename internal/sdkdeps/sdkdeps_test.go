@@ -50,8 +50,8 @@ var sdk = map[string]struct {
 			"github.com/twmb/franz-go", "github.com/twmb/franz-go/pkg/kmsg"},
 		noStd: []string{"embed", "net/http"},
 	},
-	"notify": { // Kafka consumer, Redis hub, SQL inbox, webhooks and Web Push (net/http, standard crypto only), OpenTelemetry's trace API (not its SDK)
-		modules: []string{"github.com/cespare/xxhash/v2", "github.com/google/uuid", "github.com/klauspost/compress",
+	"notify": { // Kafka consumer, Redis hub, SQL inbox, webhooks and Web Push (net/http, standard crypto only, the dial guard code.dny.dev/ssrf), OpenTelemetry's trace API (not its SDK)
+		modules: []string{"code.dny.dev/ssrf", "github.com/cespare/xxhash/v2", "github.com/google/uuid", "github.com/klauspost/compress",
 			"github.com/pierrec/lz4/v4", "github.com/redis/go-redis/v9", "github.com/twmb/franz-go",
 			"github.com/twmb/franz-go/pkg/kmsg", "go.opentelemetry.io/otel", "go.opentelemetry.io/otel/trace",
 			"go.uber.org/atomic", "golang.org/x/sys"},

@@ -116,9 +116,14 @@ type Config struct {
 	// must sign with its private key. Default: "" (that route answers 404;
 	// browsers can still store subscriptions).
 	VAPIDPublicKey string
-	// AllowLoopbackPush accepts push subscriptions whose endpoint is http on
-	// a loopback host (tests with a local push service). Default: https only.
+	// AllowLoopbackPush accepts push subscriptions whose endpoint is on a
+	// loopback host, http too (tests with a local push service). Default:
+	// https to public hosts only.
 	AllowLoopbackPush bool
+	// MaxPushSubscriptions is how many push subscriptions one member may
+	// have; a new endpoint beyond it is refused (409). Default:
+	// DefaultMaxPushSubscriptions.
+	MaxPushSubscriptions int
 	// Decisions answers POST /decisions (synchronous decisions for
 	// gateways). Default: nil, the route answers 503.
 	Decisions *judge.Decisions

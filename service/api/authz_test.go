@@ -52,6 +52,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"POST", "/families/{f}/notifications/{n}/read", "", fam(204)},
 		{"GET", "/families/{f}/notifications/stream", "", fam(200)},
 		{"POST", "/families/{f}/push-subscriptions", `{"endpoint":"https://push.example/{u}","expirationTime":null,"keys":` + pushKeys + `}`, push(201)},
+		{"GET", "/families/{f}/push-subscriptions", "", push(200)},
 		{"DELETE", "/families/{f}/push-subscriptions?endpoint=https%3A%2F%2Fpush.example%2F{s}", "", push(204)},
 		{"GET", "/admin/policy-templates", "", adm(200)},
 		{"POST", "/admin/policy-templates", `{"name":"t{u}","type":"LIMIT","defaultRules":{"LIMIT:DATA:DAILY":"1000"},"active":true}`, adm(201)},
@@ -106,7 +107,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 					}
 					if strings.Contains(s, "{s}") { // the caller's subscription, where it may have one
 						if c.name != "ADMIN" && target == c.family[0] {
-							if _, err := f.store.SavePushSubscription(ctx, target, c.id, testPushSubscription(t, fmt.Sprint("https://push.example/s", vid)), false); err != nil {
+							if _, err := f.store.SavePushSubscription(ctx, target, c.id, testPushSubscription(t, fmt.Sprint("https://push.example/s", vid)), store.PushRules{Max: 1 << 20}); err != nil {
 								t.Fatal(err)
 							}
 						}

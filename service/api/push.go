@@ -8,6 +8,7 @@ import (
 
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/store"
 )
 
 // VAPIDPublicKey is the application server key browsers subscribe with.
@@ -48,6 +49,23 @@ type pushSubscriptionOutput struct {
 	Body PushSubscriptionView
 }
 
+// DefaultMaxPushSubscriptions is Config.MaxPushSubscriptions' default: a
+// member's phones and computers, with room to spare, while every
+// subscription of a family costs a request per push.
+const DefaultMaxPushSubscriptions = 10
+
+// maxPushSubscriptions is the configured cap, or its default.
+func (a *Server) maxPushSubscriptions() int {
+	if a.cfg.MaxPushSubscriptions > 0 {
+		return a.cfg.MaxPushSubscriptions
+	}
+	return DefaultMaxPushSubscriptions
+}
+
+type pushSubscriptionsOutput struct {
+	Body []PushSubscriptionView
+}
+
 type pushUnsubscribeInput struct {
 	FamilyPath
 	Endpoint string `query:"endpoint" required:"true" minLength:"1" maxLength:"2048" doc:"The subscription's endpoint (URL-encoded)"`
@@ -86,21 +104,48 @@ func (a *Server) registerPush() {
 		Security: secured(), DefaultStatus: http.StatusCreated,
 		Description: "Stores the browser's PushSubscription (its toJSON()) for the caller: pushes of the notifications " +
 			"the caller sees (CUSTOMER_BLOCKED, THRESHOLD_ALERT, data requests and answers) go to it, encrypted for it. " +
-			"Subscribing again with the same endpoint replaces its keys; an endpoint another member subscribed from " +
-			"(the same browser, another login) now belongs to the caller. Subscriptions the push service reports " +
-			"gone are removed, as are a removed member's. ADMIN accounts cannot subscribe (403).",
-		Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusUnprocessableEntity}},
+			"The endpoint must be https on port 443 of a public host: an address literal in a private or other " +
+			"special-purpose range, or localhost, is refused (422). Subscribing again with the same endpoint replaces " +
+			"its keys. An endpoint belongs to the member who subscribed it: another member's is refused (409) and stays " +
+			"theirs (a browser shared by two logins unsubscribes, then subscribes again for a new endpoint). A member " +
+			"has at most a configured number of subscriptions (10 by default): a new endpoint beyond it is refused " +
+			"(409) until one is deleted. Subscriptions the push service reports gone are removed, as are a removed " +
+			"member's. ADMIN accounts cannot subscribe (403).",
+		Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity}},
 		func(ctx context.Context, in *pushSubscribeInput) (*pushSubscriptionOutput, error) {
 			p, err := a.pushCaller(ctx, in.FamilyID)
 			if err != nil {
 				return nil, err
 			}
 			s, err := a.cfg.Store.SavePushSubscription(ctx, in.FamilyID, p.ID, notify.PushSubscription{Endpoint: in.Body.Endpoint,
-				P256dh: in.Body.Keys.P256dh, Auth: in.Body.Keys.Auth}, a.cfg.AllowLoopbackPush)
+				P256dh: in.Body.Keys.P256dh, Auth: in.Body.Keys.Auth},
+				store.PushRules{Max: a.maxPushSubscriptions(), AllowLoopback: a.cfg.AllowLoopbackPush})
 			if err != nil {
 				return nil, a.problem(ctx, err, "body")
 			}
 			return &pushSubscriptionOutput{Body: PushSubscriptionView{MemberID: s.MemberID, Endpoint: s.Endpoint}}, nil
+		})
+
+	huma.Register(a.api, huma.Operation{OperationID: "list-push-subscriptions", Method: http.MethodGet,
+		Path: "/families/{familyId}/push-subscriptions", Summary: "The caller's push subscriptions", Tags: tags,
+		Security: secured(),
+		Description: "The caller's own subscriptions (endpoints, oldest first, without their keys): what counts " +
+			"towards the cap, and what DELETE takes.",
+		Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound}},
+		func(ctx context.Context, in *FamilyPath) (*pushSubscriptionsOutput, error) {
+			p, err := a.pushCaller(ctx, in.FamilyID)
+			if err != nil {
+				return nil, err
+			}
+			subs, err := a.cfg.Store.PushSubscriptions(ctx, p.ID)
+			if err != nil {
+				return nil, a.problem(ctx, err, "")
+			}
+			out := make([]PushSubscriptionView, len(subs))
+			for i, s := range subs {
+				out[i] = PushSubscriptionView{MemberID: s.MemberID, Endpoint: s.Endpoint}
+			}
+			return &pushSubscriptionsOutput{Body: out}, nil
 		})
 
 	huma.Register(a.api, huma.Operation{OperationID: "delete-push-subscription", Method: http.MethodDelete,

@@ -7,20 +7,37 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/dabom/dpcs/internal/sqldialect"
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
 )
 
 var _ notify.SubscriptionStore = (*Store)(nil)
 
+// PushRules are what SavePushSubscription enforces beyond the
+// subscription's own validity.
+type PushRules struct {
+	// Max is how many subscriptions one member may have (at least 1): a new
+	// endpoint beyond it is refused.
+	Max int
+	// AllowLoopback accepts endpoints on a loopback host, http too (tests
+	// with a local push service; see notify.ValidatePushSubscription).
+	AllowLoopback bool
+}
+
 // SavePushSubscription stores a browser's push subscription for member cid
 // of family fid (a current member), checked with
-// notify.ValidatePushSubscription (allowLoopbackHTTP: http endpoints on a
-// loopback host, for tests). An endpoint already stored is taken over: its
-// keys replaced and its member set to cid (one browser, whoever subscribed
-// last from it). Returns the stored subscription.
-func (s *Store) SavePushSubscription(ctx context.Context, fid, cid int64, sub notify.PushSubscription, allowLoopbackHTTP bool) (notify.PushSubscription, error) {
-	if err := notify.ValidatePushSubscription(sub, allowLoopbackHTTP); err != nil {
+// notify.ValidatePushSubscription. An endpoint is bound to the member who
+// stored it: the same member storing it again replaces its keys; another
+// member's is ErrConflict, and nothing moves (a browser another member
+// subscribed from unsubscribes first, which gives it a new endpoint). A new
+// endpoint beyond rules.Max of cid's is ErrConflict too. Both are
+// FieldErrors on "endpoint". Returns the stored subscription.
+func (s *Store) SavePushSubscription(ctx context.Context, fid, cid int64, sub notify.PushSubscription, rules PushRules) (notify.PushSubscription, error) {
+	if rules.Max < 1 {
+		return notify.PushSubscription{}, invalid("max", "must be at least 1")
+	}
+	if err := notify.ValidatePushSubscription(sub, rules.AllowLoopback); err != nil {
 		msg, _ := strings.CutPrefix(err.Error(), notify.ErrInvalid.Error()+": ")
 		field := "endpoint"
 		if strings.Contains(msg, "keys.") {
@@ -35,15 +52,36 @@ func (s *Store) SavePushSubscription(ctx context.Context, fid, cid int64, sub no
 	}
 	sub.MemberID = cid
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := s.currentMember(ctx, tx, fid, cid, ""); err != nil {
+		// The member's row lock serialises its subscriptions (the count).
+		if _, err := s.currentMember(ctx, tx, fid, cid, s.d.ForUpdate()); err != nil {
 			return err
 		}
-		now := s.t(s.now())
-		if _, err := tx.ExecContext(ctx, `DELETE FROM push_subscriptions WHERE endpoint = ?`, sub.Endpoint); err != nil {
+		var owner int64
+		err := tx.QueryRowContext(ctx, `SELECT member_id FROM push_subscriptions WHERE endpoint = ?`+s.d.ForUpdate(), sub.Endpoint).Scan(&owner)
+		switch {
+		case err == nil && owner != cid:
+			return endpointTaken()
+		case err == nil:
+			if _, err := tx.ExecContext(ctx, `UPDATE push_subscriptions SET p256dh = ?, auth = ? WHERE endpoint = ?`,
+				sub.P256dh, sub.Auth, sub.Endpoint); err != nil {
+				return dbErr("save push subscription", err)
+			}
+			return nil
+		case !errors.Is(err, sql.ErrNoRows):
 			return dbErr("save push subscription", err)
 		}
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM push_subscriptions WHERE member_id = ?`, cid).Scan(&n); err != nil {
+			return dbErr("save push subscription", err)
+		}
+		if n >= rules.Max {
+			return conflict("endpoint", fmt.Sprintf("you have %d push subscriptions, the most allowed: remove one you no longer use first", n), nil)
+		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO push_subscriptions (member_id, endpoint, p256dh, auth, created_at) VALUES (?, ?, ?, ?, ?)`,
-			cid, sub.Endpoint, sub.P256dh, sub.Auth, now); err != nil {
+			cid, sub.Endpoint, sub.P256dh, sub.Auth, s.t(s.now())); err != nil {
+			if sqldialect.IsDuplicate(err) { // another member stored it meanwhile
+				return endpointTaken()
+			}
 			return dbErr("save push subscription", err)
 		}
 		return nil
@@ -52,6 +90,13 @@ func (s *Store) SavePushSubscription(ctx context.Context, fid, cid int64, sub no
 		return notify.PushSubscription{}, err
 	}
 	return sub, nil
+}
+
+// endpointTaken refuses an endpoint another member subscribed. It says no
+// more than the caller, who sent the endpoint, knows.
+func endpointTaken() error {
+	return conflict("endpoint", "this push endpoint is subscribed by another member, and pushes there stay theirs: "+
+		"turn pushes off and on again in this browser to get an endpoint of your own", nil)
 }
 
 // DeletePushSubscription deletes member cid's subscription with endpoint;

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -29,9 +31,10 @@ func testPushSubscriptions(t *testing.T, e *env) {
 	if _, err := e.s.AddMember(e.ctx, store.NewMember{ID: 13, FamilyID: 1, Name: "m13", Role: "MEMBER"}, store.System); err != nil {
 		t.Fatal(err)
 	}
+	rules := store.PushRules{Max: 10}
 	save := func(fid, cid int64, s notify.PushSubscription) notify.PushSubscription {
 		t.Helper()
-		got, err := e.s.SavePushSubscription(e.ctx, fid, cid, s, false)
+		got, err := e.s.SavePushSubscription(e.ctx, fid, cid, s, rules)
 		if err != nil {
 			t.Fatalf("save %d %s: %v", cid, s.Endpoint, err)
 		}
@@ -71,25 +74,37 @@ func testPushSubscriptions(t *testing.T, e *env) {
 	}
 
 	// Invalid subscriptions, an unknown or foreign member.
+	loopback := store.PushRules{Max: 10, AllowLoopback: true}
 	bad := pushSub(t, "http://push.example/x")
-	_, err := e.s.SavePushSubscription(e.ctx, 1, 11, bad, true)
+	_, err := e.s.SavePushSubscription(e.ctx, 1, 11, bad, loopback)
 	wantErr(t, "http endpoint", err, store.ErrInvalid)
 	var fe *store.FieldError
 	short := pushSub(t, "https://push.example/x")
 	short.Auth = "AAAA"
-	if _, err := e.s.SavePushSubscription(e.ctx, 1, 11, short, false); !errors.As(err, &fe) || fe.Field != "keys.auth" {
+	if _, err := e.s.SavePushSubscription(e.ctx, 1, 11, short, rules); !errors.As(err, &fe) || fe.Field != "keys.auth" {
 		t.Errorf("short auth: %v", err)
 	}
-	_, err = e.s.SavePushSubscription(e.ctx, 1, 21, pushSub(t, "https://push.example/y"), false)
+	if _, err := e.s.SavePushSubscription(e.ctx, 1, 11, pushSub(t, "https://100.64.0.1/x"), rules); !errors.As(err, &fe) || fe.Field != "endpoint" {
+		t.Errorf("carrier-grade NAT endpoint: %v", err)
+	}
+	_, err = e.s.SavePushSubscription(e.ctx, 1, 21, pushSub(t, "https://push.example/y"), rules)
 	wantErr(t, "member of another family", err, store.ErrNotFound)
-	if _, err := e.s.SavePushSubscription(e.ctx, 1, 11, pushSub(t, "http://127.0.0.1:9/p"), true); err != nil {
+	_, err = e.s.SavePushSubscription(e.ctx, 1, 11, pushSub(t, "https://push.example/y"), store.PushRules{})
+	wantErr(t, "no cap", err, store.ErrInvalid)
+	if _, err := e.s.SavePushSubscription(e.ctx, 1, 11, pushSub(t, "http://127.0.0.1:9/p"), loopback); err != nil {
 		t.Errorf("loopback http in tests: %v", err)
 	}
 
-	// Another member subscribing from the same browser takes it over.
-	o2 := save(1, 13, pushSub(t, "https://push.example/o"))
-	if got, _ := e.s.PushSubscriptions(e.ctx, 13); len(got) != 2 || got[1] != o2 {
-		t.Errorf("taken over: %+v", got)
+	// Another member posting an endpoint does not take it: refused on the
+	// endpoint, in the family or from another, and the owner's keys stay.
+	for _, thief := range [][2]int64{{1, 13}, {1, 11}, {2, 21}} {
+		_, err := e.s.SavePushSubscription(e.ctx, thief[0], thief[1], pushSub(t, "https://push.example/c"), rules)
+		if !errors.As(err, &fe) || fe.Field != "endpoint" || !errors.Is(err, store.ErrConflict) {
+			t.Errorf("member %d posting the child's endpoint: %v", thief[1], err)
+		}
+	}
+	if got, _ := e.s.PushSubscriptions(e.ctx, 12); len(got) != 1 || got[0] != c {
+		t.Errorf("the child's subscription after the attempts: %+v, want %+v", got, c)
 	}
 
 	// Delete: only the caller's own.
@@ -116,8 +131,47 @@ func testPushSubscriptions(t *testing.T, e *env) {
 	if got, _ := e.s.PushSubscriptions(e.ctx, 13); len(got) != 0 {
 		t.Errorf("removed member's subscriptions: %+v", got)
 	}
-	if n := e.count(t, "push_subscriptions"); n != 1 { // 11's loopback one
-		t.Errorf("rows left = %d, want 1", n)
+	if n := e.count(t, "push_subscriptions"); n != 2 { // 11's: o and the loopback one
+		t.Errorf("rows left = %d, want 2", n)
+	}
+}
+
+// A member has at most rules.Max subscriptions: a new endpoint beyond it is
+// refused on "endpoint", even when many arrive at once (the member's row
+// lock counts them one at a time); storing an endpoint it has again is not
+// a new one; another member's room is its own.
+func testPushSubscriptionCap(t *testing.T, e *env) {
+	e.family(t, 1) // owner 11, child 12
+	rules := store.PushRules{Max: 3}
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() {
+			_, errs[i] = e.s.SavePushSubscription(e.ctx, 1, 12, pushSub(t, fmt.Sprintf("https://push.example/%d", i)), rules)
+		})
+	}
+	wg.Wait()
+	stored, refused := 0, 0
+	for _, err := range errs {
+		var fe *store.FieldError
+		switch {
+		case err == nil:
+			stored++
+		case errors.As(err, &fe) && fe.Field == "endpoint" && errors.Is(err, store.ErrConflict):
+			refused++
+		default:
+			t.Errorf("save: %v", err)
+		}
+	}
+	got, err := e.s.PushSubscriptions(e.ctx, 12)
+	if err != nil || stored != 3 || refused != 5 || len(got) != 3 {
+		t.Errorf("stored %d, refused %d, rows %d (%v); want 3, 5, 3", stored, refused, len(got), err)
+	}
+	if _, err := e.s.SavePushSubscription(e.ctx, 1, 12, pushSub(t, got[0].Endpoint), rules); err != nil {
+		t.Errorf("new keys for an endpoint at the cap: %v", err)
+	}
+	if _, err := e.s.SavePushSubscription(e.ctx, 1, 11, pushSub(t, "https://push.example/owner"), rules); err != nil {
+		t.Errorf("another member: %v", err)
 	}
 }
 

@@ -121,6 +121,7 @@ func runSuite(t *testing.T, open opener) {
 		"PasswordRules": testPasswordRules,
 		"Passwords":     testPasswordChanges,
 		"PushSubs":      testPushSubscriptions,
+		"PushSubsCap":   testPushSubscriptionCap,
 		"VAPIDKeys":     testVAPIDKeys,
 		"DataRequests":  testDataRequests,
 		"FamilyChanges": testFamilyChanges,

@@ -51,7 +51,8 @@ export async function settingsView(root) {
         if ((await Notification.requestPermission()) !== 'granted') throw new Error('permission denied');
         const { publicKey } = await api.vapidPublicKey();
         const sub = await reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: b64url(publicKey) });
-        await api.pushSubscribe(s.familyId, sub.toJSON());
+        // Refused (e.g. 409 over the member's cap): leave no browser subscription behind.
+        await api.pushSubscribe(s.familyId, sub.toJSON()).catch(async (e) => { await sub.unsubscribe().catch(() => {}); throw e; });
         pushMsg.textContent = t('pushEnabled');
       }
     } catch (e) {

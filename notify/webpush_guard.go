@@ -1,0 +1,156 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"code.dny.dev/ssrf"
+)
+
+// ErrNotPublic is returned when a connection would reach an address the
+// dial guard refuses (see PublicOnlyDialer): a push endpoint, or a place a
+// webhook receiver redirected to, inside the deployment's network or in any
+// other special-purpose range.
+var ErrNotPublic = errors.New("notify: destination address is not public")
+
+// The only ports the guard lets a connection reach.
+const (
+	portHTTP  = 80
+	portHTTPS = 443
+)
+
+// DefaultPushTimeout bounds each push to one endpoint (WithPushTimeout):
+// push services answer within milliseconds, so a few seconds tell a dead or
+// deliberately slow endpoint apart.
+const DefaultPushTimeout = 3 * time.Second
+
+// dialGuard is the dial-time guard: code.dny.dev/ssrf's Guardian (kept in
+// sync with the IANA special-purpose registries by its generator) behind a
+// net.Dialer's Control, so it sees the address each connection goes to after
+// name resolution. loopback opens loopback addresses (any port) too, for
+// tests with a local push service.
+type dialGuard struct {
+	g        *ssrf.Guardian
+	loopback bool
+}
+
+func newDialGuard(loopback bool) dialGuard {
+	return dialGuard{g: ssrf.New(ssrf.WithPorts(portHTTP, portHTTPS)), loopback: loopback}
+}
+
+// control is a net.Dialer's Control.
+func (d dialGuard) control(network, address string, _ syscall.RawConn) error {
+	if d.loopback {
+		if ap, err := netip.ParseAddrPort(address); err == nil && ap.Addr().Unmap().IsLoopback() {
+			return nil
+		}
+	}
+	if err := d.g.Safe(network, address, nil); err != nil {
+		return fmt.Errorf("%w: %w", ErrNotPublic, err)
+	}
+	return nil
+}
+
+func (d dialGuard) dialer(timeout time.Duration) *net.Dialer {
+	return &net.Dialer{Timeout: timeout, Control: d.control}
+}
+
+// PublicOnlyDialer returns a dialer that connects only where
+// code.dny.dev/ssrf's guard allows: TCP to ports 80 and 443 of addresses in
+// no range of the IANA special-purpose registries and, for IPv6, inside
+// global unicast (2000::/3). It refuses loopback, private, link-local
+// (169.254.169.254), carrier-grade NAT (100.64.0.0/10, where clouds put
+// metadata services such as 100.100.100.200), benchmarking (198.18.0.0/15),
+// NAT64 (64:ff9b::/96), 6to4 (2002::/16), IPv4-mapped, documentation,
+// multicast and reserved addresses. The check is on the address each
+// connection goes to, after name resolution, so a hostname resolving inside
+// the network is refused as its address would be; the error wraps
+// ErrNotPublic. Its timeout is DefaultPushTimeout.
+func PublicOnlyDialer() *net.Dialer { return newDialGuard(false).dialer(DefaultPushTimeout) }
+
+// guardedTransport dials through dial and never through a proxy: a proxy
+// would connect on our behalf, past the guard.
+func guardedTransport(dial func(ctx context.Context, network, addr string) (net.Conn, error), handshake time.Duration) *http.Transport {
+	return &http.Transport{DialContext: dial, ForceAttemptHTTP2: true, MaxIdleConns: 100, MaxIdleConnsPerHost: maxParallelPushes,
+		IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: handshake, ExpectContinueTimeout: time.Second}
+}
+
+// pushClient is WebPush's default client: guarded dials, and no redirects
+// (RFC 8030 has none; an endpoint is the URL the browser gave, and a
+// redirect could point anywhere). Each push's deadline comes from its
+// context (WithPushTimeout).
+func pushClient(loopback bool, timeout time.Duration) *http.Client {
+	return &http.Client{
+		Transport:     guardedTransport(newDialGuard(loopback).dialer(timeout).DialContext, timeout),
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// webhookClient is Webhook's default client for the URL u: the URL's own
+// host and port are the operator's choice and are dialled as configured
+// (a receiver inside the network is normal), every other place, which only
+// a redirect can lead to, through the guard.
+func webhookClient(u *url.URL) *http.Client {
+	origin := net.JoinHostPort(u.Hostname(), portOf(u))
+	plain := &net.Dialer{Timeout: 10 * time.Second}
+	guarded := newDialGuard(false).dialer(10 * time.Second)
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if strings.EqualFold(addr, origin) {
+			return plain.DialContext(ctx, network, addr)
+		}
+		return guarded.DialContext(ctx, network, addr)
+	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: guardedTransport(dial, 10*time.Second)}
+}
+
+// portOf is u's port, or its scheme's.
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if u.Scheme == "http" {
+		return strconv.Itoa(portHTTP)
+	}
+	return strconv.Itoa(portHTTPS)
+}
+
+// isLoopbackHost reports whether host (a URL's Hostname) is localhost or a
+// loopback address literal.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
+}
+
+// checkEndpointHost refuses, when a subscription is made, what the dial
+// guard would refuse at every delivery and can be told from the URL alone: a
+// port other than 80 and 443, a localhost name, an address literal the
+// guard refuses. A hostname that resolves inside the network passes here;
+// the dial refuses it.
+func checkEndpointHost(u *url.URL) error {
+	port, err := strconv.ParseUint(portOf(u), 10, 16)
+	if err != nil || (port != portHTTP && port != portHTTPS) {
+		return fmt.Errorf("%w: push endpoint port must be 443", ErrInvalid)
+	}
+	host := strings.ToLower(u.Hostname())
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return fmt.Errorf("%w: push endpoint must be a public host, not localhost", ErrInvalid)
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		if newDialGuard(false).g.SafeAddr(a) != nil {
+			return fmt.Errorf("%w: push endpoint must be a public address", ErrInvalid)
+		}
+	}
+	return nil
+}
