@@ -403,7 +403,7 @@ type topUpOutput struct{ Body TopUpView }
 // NewMember is the body of an add-member request.
 type NewMember struct {
 	CustomerID int64  `json:"customerId,omitempty" minimum:"0" doc:"Admins only; 0 or absent: assigned by the server"`
-	Name       string `json:"name" minLength:"1" maxLength:"100"`
+	Name       Text   `json:"name" minLength:"1" maxLength:"100"`
 	Phone      string `json:"phone,omitempty" maxLength:"32" doc:"Admins only: the member's phone, a login; 0 or + first, then digits with single spaces or hyphens (010-1234-5678, +82 10 1234 5678)"`
 	Role       string `json:"role,omitempty" enum:"MEMBER,OWNER" default:"MEMBER"`
 	Password   string `json:"password,omitempty" maxLength:"128" doc:"Empty: the member cannot log in"`
@@ -683,7 +683,7 @@ func (a *Server) registerFamily() {
 		if role == "" {
 			role = policy.RoleMember
 		}
-		m, err := a.cfg.Store.AddMember(ctx, store.NewMember{ID: in.Body.CustomerID, FamilyID: in.FamilyID, Name: in.Body.Name,
+		m, err := a.cfg.Store.AddMember(ctx, store.NewMember{ID: in.Body.CustomerID, FamilyID: in.FamilyID, Name: string(in.Body.Name),
 			Phone: in.Body.Phone, Role: role, Password: in.Body.Password}, p.actor())
 		if err != nil {
 			return nil, a.problem(ctx, err, "body")

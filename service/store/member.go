@@ -98,7 +98,7 @@ func (s *Store) AddMember(ctx context.Context, m NewMember, by Actor) (Member, e
 	if err := checkPhone(m.Phone); err != nil {
 		return Member{}, err
 	}
-	if err := checkName("name", m.Name); err != nil {
+	if err := cleanName("name", &m.Name); err != nil {
 		return Member{}, err
 	}
 	hash := m.PasswordHash

@@ -119,6 +119,7 @@ func runSuite(t *testing.T, open opener) {
 		"PushSubs":      testPushSubscriptions,
 		"VAPIDKeys":     testVAPIDKeys,
 		"DataRequests":  testDataRequests,
+		"Text":          testText,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, newEnv(t, open)) })
 	}
