@@ -120,6 +120,7 @@ func LoadSystemConfig(getenv func(string) string) (SystemConfig, error) {
 		c.Demo = c.MySQLDSN == ""
 	}
 	r.want(&errs, "DPCS_DEMO", true, "1 or 0")
+	errs = append(errs, c.checkDemoLimits()...)
 	return c, errors.Join(append(errs, r.errs()...)...)
 }
 
@@ -270,7 +271,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if err != nil {
 		return nil, err
 	}
-	if s.Store, err = store.New(s.DB, store.WithLocation(cfg.Zone)); err != nil {
+	if s.Store, err = store.New(s.DB, append(cfg.StoreOptions(), store.WithLocation(cfg.Zone))...); err != nil {
 		return nil, err
 	}
 	var seeded bool

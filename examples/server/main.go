@@ -155,7 +155,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if len(args) > 0 && args[0] == "rebuild" {
 		return rebuild(ctx, db, qs, cfg.KafkaOptions(), log, args[1:], stdout)
 	}
-	st, err := store.New(db, store.WithLocation(cfg.Zone), store.WithLogger(log))
+	st, err := store.New(db, append(cfg.StoreOptions(), store.WithLocation(cfg.Zone), store.WithLogger(log))...)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -656,7 +657,8 @@ func (a *Server) registerFamily() {
 		"(in the answer) or its phone, and the password given. Owners cannot choose the member id or the phone: " +
 		"both are unique across every family, so a refusal would tell an owner about other families' members; the " +
 		"server assigns the id and the back office (admins) sets phones. An owner sending either gets 422 whatever " +
-		"the value. Admins may give both; a taken id or phone is 409 naming the field."
+		"the value. Admins may give both; a taken id or phone is 409 naming the field. A family holds at most " +
+		"DPCS_FAMILY_MAX_MEMBERS current members (default 10): one more is 409 at path.familyId."
 	huma.Register(a.api, addOp, func(ctx context.Context, in *addMemberInput) (*memberOutput, error) {
 		p, err := a.family(ctx, in.FamilyID, ownerOnly)
 		if err != nil {
@@ -685,6 +687,9 @@ func (a *Server) registerFamily() {
 		}
 		m, err := a.cfg.Store.AddMember(ctx, store.NewMember{ID: in.Body.CustomerID, FamilyID: in.FamilyID, Name: string(in.Body.Name),
 			Phone: in.Body.Phone, Role: role, Password: in.Body.Password}, p.actor())
+		if errors.Is(err, store.ErrFamilyFull) {
+			return nil, a.problem(ctx, err, "path.familyId")
+		}
 		if err != nil {
 			return nil, a.problem(ctx, err, "body")
 		}

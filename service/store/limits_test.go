@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/dabom/dpcs/policy"
@@ -58,5 +59,62 @@ func testText(t *testing.T, e *env) {
 		RequireRole: policy.RoleMember, DefaultRules: map[string]string{}}, admin)
 	if err != nil || tpl.Name != "Caf\u00e9" || tpl.Description != "\u00e9\n\u00e9" {
 		t.Errorf("template: %+v, %v; want NFC", tpl, err)
+	}
+}
+
+// testFamilySize: a family holds at most WithMaxFamilyMembers current
+// members, checked in the transaction that adds one, so concurrent adds
+// cannot pass it together; removed members do not count, admins have no
+// family.
+func testFamilySize(t *testing.T, e *env) {
+	const max = 5
+	s, err := store.New(e.db, store.WithMaxFamilyMembers(max), store.WithBcryptCost(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.family(t, 1) // 2 members
+	add := func() error {
+		_, err := s.AddMember(e.ctx, store.NewMember{FamilyID: 1, Name: "kid", Role: policy.RoleMember}, owner)
+		return err
+	}
+	const tries = 10
+	errs := make(chan error, tries)
+	var wg sync.WaitGroup
+	for range tries {
+		wg.Go(func() { errs <- add() })
+	}
+	wg.Wait()
+	close(errs)
+	added := 0
+	for err := range errs {
+		if err == nil {
+			added++
+			continue
+		}
+		wantField(t, "add to a full family", err, store.ErrConflict, "familyId")
+		if !errors.Is(err, store.ErrFamilyFull) {
+			t.Errorf("add to a full family: %v, want ErrFamilyFull", err)
+		}
+	}
+	members, err := s.ListMembers(e.ctx, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if added != max-2 || len(members) != max {
+		t.Errorf("%d concurrent adds to a family of 2 (at most %d): %d added, %d members", tries, max, added, len(members))
+	}
+	if err := s.RemoveMember(e.ctx, 1, members[len(members)-1].ID, owner); err != nil {
+		t.Fatal(err)
+	}
+	if err := add(); err != nil {
+		t.Errorf("add after a removal: %v", err)
+	}
+	if _, err := s.AddMember(e.ctx, store.NewMember{Name: "ops", Role: policy.RoleAdmin}, store.System); err != nil {
+		t.Errorf("add an admin: %v", err)
+	}
+	for _, n := range []int{0, -1} {
+		if _, err := store.New(e.db, store.WithMaxFamilyMembers(n)); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("WithMaxFamilyMembers(%d): %v", n, err)
+		}
 	}
 }

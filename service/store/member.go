@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -116,6 +117,9 @@ func (s *Store) AddMember(ctx context.Context, m NewMember, by Actor) (Member, e
 			if _, err := s.lockFamily(ctx, tx, m.FamilyID); err != nil {
 				return err
 			}
+			if err := s.roomInFamily(ctx, tx, m.FamilyID); err != nil {
+				return err
+			}
 			fid = m.FamilyID
 		}
 		if m.ID > 0 {
@@ -139,6 +143,21 @@ func (s *Store) AddMember(ctx context.Context, m NewMember, by Actor) (Member, e
 		return s.audit(ctx, tx, m.FamilyID, by, "member.add", memberTarget(cid), nil, out)
 	})
 	return out, err
+}
+
+// roomInFamily refuses a member more in family fid once it has
+// maxMembers current members. The family's row is locked (lockFamily), so
+// adds to one family count one after the other.
+func (s *Store) roomInFamily(ctx context.Context, tx *sql.Tx, fid int64) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM members WHERE family_id = ? AND deleted_at IS NULL`, fid).Scan(&n); err != nil {
+		return dbErr("add member", err)
+	}
+	if n >= s.maxMembers {
+		return &FieldError{Field: "familyId", Kind: ErrConflict, Cause: ErrFamilyFull,
+			Msg: fmt.Sprintf("the family has %d members, the most it may have: remove one before adding another", n)}
+	}
+	return nil
 }
 
 // memberConflict says which unique key an insert of a member with id (0:

@@ -45,6 +45,10 @@ var (
 	ErrTokenReused = errors.New("store: refresh token reused")
 	// ErrTokenExpired: the refresh token is past its expiry.
 	ErrTokenExpired = errors.New("store: refresh token expired")
+	// ErrFamilyFull: the family has as many current members as it may
+	// (WithMaxFamilyMembers). It comes as the Cause of a *FieldError of
+	// kind ErrConflict naming familyId.
+	ErrFamilyFull = errors.New("store: family full")
 )
 
 // FieldError is a refusal the caller can act on: an argument the store
@@ -186,6 +190,24 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// DefaultMaxFamilyMembers is how many current members a family may have
+// unless WithMaxFamilyMembers says otherwise: carriers' family plans hold
+// at most 10 lines.
+const DefaultMaxFamilyMembers = 10
+
+// WithMaxFamilyMembers sets how many current members (removed ones do not
+// count) a family may have, at least 1; AddMember beyond it is
+// ErrFamilyFull. Default: DefaultMaxFamilyMembers.
+func WithMaxFamilyMembers(n int) Option {
+	return func(s *Store) error {
+		if n < 1 {
+			return invalid("maxFamilyMembers", "must be ≥ 1")
+		}
+		s.maxMembers = n
+		return nil
+	}
+}
+
 // WithDialect names the SQL dialect ("mysql" or "sqlite") instead of
 // detecting it from db's driver. Default: detected.
 func WithDialect(name string) Option {
@@ -210,6 +232,8 @@ type Store struct {
 	cost int
 	rand io.Reader
 	log  *slog.Logger
+	// maxMembers bounds a family's current members (WithMaxFamilyMembers).
+	maxMembers int
 
 	dummyOnce sync.Once
 	dummy     []byte // a hash compared against for unknown logins
@@ -225,7 +249,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{db: db, loc: loc, now: time.Now, cost: bcrypt.DefaultCost, rand: rand.Reader,
-		log: slog.New(slog.DiscardHandler)}
+		log: slog.New(slog.DiscardHandler), maxMembers: DefaultMaxFamilyMembers}
 	for _, o := range opts {
 		if err := o(s); err != nil {
 			return nil, err

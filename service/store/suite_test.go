@@ -120,6 +120,7 @@ func runSuite(t *testing.T, open opener) {
 		"VAPIDKeys":     testVAPIDKeys,
 		"DataRequests":  testDataRequests,
 		"Text":          testText,
+		"FamilySize":    testFamilySize,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, newEnv(t, open)) })
 	}

@@ -1,0 +1,51 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/dabom/dpcs/internal/testenv"
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/store"
+)
+
+// TestFamilyMaxMembers: DPCS_FAMILY_MAX_MEMBERS reaches the store the
+// deployables open (Config.StoreOptions), is checked at start, and the demo
+// (whose simulated families have up to 10 members) refuses less than 10.
+func TestFamilyMaxMembers(t *testing.T) {
+	c, err := LoadConfig(env(map[string]string{"DPCS_FAMILY_MAX_MEMBERS": "3"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := testenv.NewStoreEnv(t, testenv.SQLite(t))
+	s, err := store.New(st.DB, c.StoreOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateFamily(st.Ctx, store.NewFamily{ID: 1, Name: "f"}, store.System); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		_, err := s.AddMember(st.Ctx, store.NewMember{FamilyID: 1, Name: fmt.Sprint("m", i), Role: policy.RoleOwner}, store.System)
+		if full := errors.Is(err, store.ErrFamilyFull); full != (i == 3) || !full && err != nil {
+			t.Errorf("member %d of a family of at most 3: %v", i+1, err)
+		}
+	}
+	if c, err := LoadConfig(env(nil)); err != nil || c.FamilyMaxMembers != store.DefaultMaxFamilyMembers {
+		t.Errorf("unset: %d, %v; want %d", c.FamilyMaxMembers, err, store.DefaultMaxFamilyMembers)
+	}
+	for _, v := range []string{"0", "101", "ten"} {
+		if _, err := LoadConfig(env(map[string]string{"DPCS_FAMILY_MAX_MEMBERS": v})); err == nil || !strings.Contains(err.Error(), "DPCS_FAMILY_MAX_MEMBERS") {
+			t.Errorf("DPCS_FAMILY_MAX_MEMBERS=%s: %v", v, err)
+		}
+	}
+	_, err = LoadSystemConfig(env(map[string]string{"DPCS_DEMO": "1", "DPCS_FAMILY_MAX_MEMBERS": "9"}))
+	if err == nil || !strings.Contains(err.Error(), "DPCS_FAMILY_MAX_MEMBERS") {
+		t.Errorf("demo with families of at most 9: %v", err)
+	}
+	if _, err := LoadSystemConfig(env(map[string]string{"DPCS_DEMO": "0", "DPCS_FAMILY_MAX_MEMBERS": "9"})); err != nil {
+		t.Errorf("no demo, families of at most 9: %v", err)
+	}
+}
