@@ -407,7 +407,7 @@ type TemplateApplication struct {
 
 // NewFamily is the body of POST /admin/families.
 type NewFamily struct {
-	ID         int64 `json:"id,omitempty" minimum:"0" doc:"0: assigned by the server"`
+	ID         int64 `json:"id,omitempty" minimum:"0" maximum:"99999999999999" doc:"0: assigned by the server. Chosen ids end at 10^14 − 1 (store.MaxFamilyID), leaving the ids above to the server"`
 	Name       Text  `json:"name" minLength:"1" maxLength:"100"`
 	PlanBytes  int64 `json:"planBytes" minimum:"0" maximum:"70368744177664"`
 	Thresholds []int `json:"thresholds,omitempty" maxItems:"10" doc:"Absent: the default 50,30,10"`

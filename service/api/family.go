@@ -403,7 +403,7 @@ type topUpOutput struct{ Body TopUpView }
 
 // NewMember is the body of an add-member request.
 type NewMember struct {
-	CustomerID int64  `json:"customerId,omitempty" minimum:"0" doc:"Admins only; 0 or absent: assigned by the server"`
+	CustomerID int64  `json:"customerId,omitempty" minimum:"0" maximum:"999999999999999" doc:"Admins only; 0 or absent: assigned by the server. Chosen ids end at 10^15 − 1 (store.MaxMemberID), leaving the ids above to the server"`
 	Name       Text   `json:"name" minLength:"1" maxLength:"100"`
 	Phone      string `json:"phone,omitempty" maxLength:"32" doc:"Admins only: the member's phone, a login; 0 or + first, then digits with single spaces or hyphens (010-1234-5678, +82 10 1234 5678)"`
 	Role       string `json:"role,omitempty" enum:"MEMBER,OWNER" default:"MEMBER"`

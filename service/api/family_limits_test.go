@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -28,4 +29,37 @@ func TestFamilySize(t *testing.T) {
 	}
 	f.call(http.MethodDelete, "/families/100/members/1003", owner, nil, http.StatusNoContent, nil)
 	f.call(http.MethodPost, "/families/100/members", owner, map[string]any{"name": "in its place"}, http.StatusCreated, nil)
+}
+
+// TestChosenIDs: an admin chooses family and member ids only up to
+// store.MaxFamilyID and store.MaxMemberID (422 naming the field beyond, as
+// the OpenAPI document says); ids at the bound leave later families and
+// members, whose ids are generated, room: 201, never 500.
+func TestChosenIDs(t *testing.T) {
+	f := newAPIFixture(t)
+	admin := f.token(adminID)
+	for _, id := range []int64{store.MaxFamilyID + 1, math.MaxInt64} {
+		f.problem(http.MethodPost, "/admin/families", admin, map[string]any{"id": id, "name": "far", "planBytes": 1}, http.StatusUnprocessableEntity, "body.id")
+	}
+	f.call(http.MethodPost, "/admin/families", admin, map[string]any{"id": store.MaxFamilyID, "name": "last", "planBytes": 1}, http.StatusCreated, nil)
+	var next FamilyView
+	f.call(http.MethodPost, "/admin/families", admin, map[string]any{"name": "generated", "planBytes": 1}, http.StatusCreated, &next)
+	members := fmt.Sprintf("/families/%d/members", next.ID)
+	for _, id := range []int64{store.MaxMemberID + 1, math.MaxInt64} {
+		f.problem(http.MethodPost, members, admin, map[string]any{"customerId": id, "name": "far"}, http.StatusUnprocessableEntity, "body.customerId")
+	}
+	f.call(http.MethodPost, members, admin, map[string]any{"customerId": store.MaxMemberID, "name": "last", "role": "OWNER"}, http.StatusCreated, nil)
+	f.call(http.MethodPost, members, admin, map[string]any{"name": "generated"}, http.StatusCreated, nil)
+	f.call(http.MethodPost, "/families/100/members", f.token(ownerA), map[string]any{"name": "generated too"}, http.StatusCreated, nil)
+
+	doc := f.api.OpenAPI().Components.Schemas.Map()
+	for _, c := range []struct {
+		schema, field string
+		max           int64
+	}{{"NewFamily", "id", store.MaxFamilyID}, {"NewMember", "customerId", store.MaxMemberID}} {
+		s := doc[c.schema].Properties[c.field]
+		if s == nil || s.Maximum == nil || int64(*s.Maximum) != c.max {
+			t.Errorf("OpenAPI %s.%s: no maximum %d", c.schema, c.field, c.max)
+		}
+	}
 }

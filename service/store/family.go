@@ -74,8 +74,8 @@ func (s *Store) CreateFamily(ctx context.Context, f NewFamily, by Actor) (Family
 	if err := checkBytes("planBytes", f.PlanBytes, 0); err != nil {
 		return Family{}, err
 	}
-	if f.ID < 0 {
-		return Family{}, invalid("id", "must be ≥ 0")
+	if f.ID < 0 || f.ID > MaxFamilyID {
+		return Family{}, invalid("id", "must be 1..%d, or 0 to have one assigned", int64(MaxFamilyID))
 	}
 	thr, err := thresholdsArg(f.Thresholds)
 	if err != nil {

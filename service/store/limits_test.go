@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"sync"
 	"testing"
 
@@ -116,5 +118,33 @@ func testFamilySize(t *testing.T, e *env) {
 		if _, err := store.New(e.db, store.WithMaxFamilyMembers(n)); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("WithMaxFamilyMembers(%d): %v", n, err)
 		}
+	}
+}
+
+// testChosenIDs: the ids a caller may choose end at MaxFamilyID and
+// MaxMemberID, well below where generated ids run out, so a family or
+// member at the bound leaves every later generated id room.
+func testChosenIDs(t *testing.T, e *env) {
+	for _, id := range []int64{store.MaxFamilyID + 1, math.MaxInt64} {
+		_, err := e.s.CreateFamily(e.ctx, store.NewFamily{ID: id, Name: "far"}, admin)
+		wantField(t, fmt.Sprint("family id ", id), err, store.ErrInvalid, "id")
+	}
+	if _, err := e.s.CreateFamily(e.ctx, store.NewFamily{ID: store.MaxFamilyID, Name: "last"}, admin); err != nil {
+		t.Fatalf("family id %d: %v", int64(store.MaxFamilyID), err)
+	}
+	next, err := e.s.CreateFamily(e.ctx, store.NewFamily{Name: "generated"}, admin)
+	if err != nil || next.ID <= store.MaxFamilyID {
+		t.Fatalf("a family after the last chosen id: %+v, %v", next, err)
+	}
+	for _, id := range []int64{store.MaxMemberID + 1, math.MaxInt64} {
+		_, err := e.s.AddMember(e.ctx, store.NewMember{ID: id, FamilyID: next.ID, Name: "far", Role: policy.RoleOwner}, admin)
+		wantField(t, fmt.Sprint("member id ", id), err, store.ErrInvalid, "customerId")
+	}
+	if _, err := e.s.AddMember(e.ctx, store.NewMember{ID: store.MaxMemberID, FamilyID: next.ID, Name: "last", Role: policy.RoleOwner}, admin); err != nil {
+		t.Fatalf("member id %d: %v", int64(store.MaxMemberID), err)
+	}
+	m, err := e.s.AddMember(e.ctx, store.NewMember{FamilyID: next.ID, Name: "generated", Role: policy.RoleMember}, admin)
+	if err != nil || m.ID <= store.MaxMemberID {
+		t.Fatalf("a member after the last chosen id: %+v, %v", m, err)
 	}
 }

@@ -93,8 +93,8 @@ func (s *Store) AddMember(ctx context.Context, m NewMember, by Actor) (Member, e
 		return Member{}, invalid("familyId", "must be empty for ADMIN")
 	case m.Role != policy.RoleAdmin && m.FamilyID <= 0:
 		return Member{}, invalid("familyId", "required")
-	case m.ID < 0:
-		return Member{}, invalid("customerId", "must be ≥ 0")
+	case m.ID < 0 || m.ID > MaxMemberID:
+		return Member{}, invalid("customerId", "must be 1..%d, or 0 to have one assigned", int64(MaxMemberID))
 	}
 	if err := checkPhone(m.Phone); err != nil {
 		return Member{}, err

@@ -190,6 +190,21 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// The largest ids a caller may choose (NewFamily.ID, NewMember.ID; 0 lets
+// the database choose). A generated id is one more than the largest id of
+// its table, so a chosen id near the top of BIGINT would leave no room for
+// the ids generated after it: every later insert without an id would fail.
+// The chosen ranges end far below: member ids at 10^15 − 1, ten times the
+// family ids' 10^14 − 1, so the simulator's scheme (member i of family f is
+// f×10 + i, simulate.CustomerID) fits any chosen family. Above them, ids
+// are generated for 8×10^15 more rows before they leave the integers a
+// JavaScript number holds exactly (2^53, the web front-ends') and far
+// before BIGINT's end (doc/security.md, "Limits").
+const (
+	MaxFamilyID = 99_999_999_999_999
+	MaxMemberID = 999_999_999_999_999
+)
+
 // DefaultMaxFamilyMembers is how many current members a family may have
 // unless WithMaxFamilyMembers says otherwise: carriers' family plans hold
 // at most 10 lines.

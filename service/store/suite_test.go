@@ -121,6 +121,7 @@ func runSuite(t *testing.T, open opener) {
 		"DataRequests":  testDataRequests,
 		"Text":          testText,
 		"FamilySize":    testFamilySize,
+		"ChosenIDs":     testChosenIDs,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, newEnv(t, open)) })
 	}
