@@ -121,6 +121,10 @@ type Config struct {
 	// notify.WithStoreQuotaUpdated). CUSTOMER_BLOCKED and THRESHOLD_ALERT
 	// are always stored.
 	StoreQuotaUpdated bool `envconfig:"NOTIFIER_STORE_QUOTA_UPDATED" default:"false" desc:"true stores every QUOTA_UPDATED in the notification inbox too; false (default) pushes them to live SSE streams only, one inbox write fewer per allowed usage event. CUSTOMER_BLOCKED and THRESHOLD_ALERT are always stored"`
+	// Streams bound the live SSE streams of an API instance (see
+	// api.StreamLimits; unset: the defaults): DPCS_STREAMS_PER_SESSION
+	// (default 5), DPCS_STREAMS_PER_MEMBER (10) and DPCS_STREAMS_MAX (2000).
+	Streams api.StreamLimits `envconfig:"STREAMS"`
 	// FamilyMaxMembers (DPCS_FAMILY_MAX_MEMBERS, 1 to 100, default 10) is
 	// how many current members a family may have; see
 	// store.WithMaxFamilyMembers and StoreOptions.
@@ -339,6 +343,10 @@ type SimulatorConfig struct {
 	StepDelay       time.Duration `envconfig:"SIMULATOR_STEP_DELAY" default:"200ms" desc:"pause between scenario steps"`
 	Progress        time.Duration `envconfig:"SIMULATOR_PROGRESS" default:"1s" desc:"progress line interval"`
 	ShutdownTimeout time.Duration `envconfig:"SIMULATOR_SHUTDOWN_TIMEOUT" default:"15s" desc:"how long shutdown may take to flush"`
+	// Streams bound the live SSE streams of an API instance (see
+	// api.StreamLimits; unset: the defaults): DPCS_STREAMS_PER_SESSION
+	// (default 5), DPCS_STREAMS_PER_MEMBER (10) and DPCS_STREAMS_MAX (2000).
+	Streams api.StreamLimits `envconfig:"STREAMS"`
 	// FamilyMaxMembers (DPCS_FAMILY_MAX_MEMBERS, 1 to 100, default 10) is
 	// how many current members a family may have; see
 	// store.WithMaxFamilyMembers and StoreOptions.

@@ -23,6 +23,9 @@ func (c Config) StoreOptions() []store.Option {
 func (c Config) checkLimits(r *envRead) []error {
 	var errs []error
 	r.want(&errs, "DPCS_FAMILY_MAX_MEMBERS", c.FamilyMaxMembers >= 1 && c.FamilyMaxMembers <= 100, "a whole number from 1 to 100")
+	r.want(&errs, "DPCS_STREAMS_PER_SESSION", c.Streams.PerSession >= 1 && c.Streams.PerSession <= 1000, "a whole number from 1 to 1000")
+	r.want(&errs, "DPCS_STREAMS_PER_MEMBER", c.Streams.PerMember >= 1 && c.Streams.PerMember <= 1000, "a whole number from 1 to 1000")
+	r.want(&errs, "DPCS_STREAMS_MAX", c.Streams.Total >= 1 && c.Streams.Total <= 1_000_000, "a whole number from 1 to 1000000")
 	return errs
 }
 

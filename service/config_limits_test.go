@@ -8,6 +8,7 @@ import (
 
 	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/api"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -47,5 +48,24 @@ func TestFamilyMaxMembers(t *testing.T) {
 	}
 	if _, err := LoadSystemConfig(env(map[string]string{"DPCS_DEMO": "0", "DPCS_FAMILY_MAX_MEMBERS": "9"})); err != nil {
 		t.Errorf("no demo, families of at most 9: %v", err)
+	}
+}
+
+// TestLoadConfigStreams: DPCS_STREAMS_* set api.StreamLimits; unset they
+// are zero (api.New's defaults); out of range they stop the start naming
+// the variable.
+func TestLoadConfigStreams(t *testing.T) {
+	c, err := LoadConfig(env(map[string]string{"DPCS_STREAMS_PER_SESSION": "2", "DPCS_STREAMS_PER_MEMBER": "4", "DPCS_STREAMS_MAX": "100"}))
+	if want := (api.StreamLimits{PerSession: 2, PerMember: 4, Total: 100}); err != nil || c.Streams != want {
+		t.Errorf("streams %+v, %v; want %+v", c.Streams, err, want)
+	}
+	if c, err := LoadConfig(env(nil)); err != nil || c.Streams != (api.StreamLimits{}) {
+		t.Errorf("unset: %+v, %v", c.Streams, err)
+	}
+	_, err = LoadConfig(env(map[string]string{"DPCS_STREAMS_PER_SESSION": "0", "DPCS_STREAMS_PER_MEMBER": "1001", "DPCS_STREAMS_MAX": "lots"}))
+	for _, v := range []string{"DPCS_STREAMS_PER_SESSION", "DPCS_STREAMS_PER_MEMBER", "DPCS_STREAMS_MAX"} {
+		if err == nil || !strings.Contains(err.Error(), v) {
+			t.Errorf("error %v does not name %s", err, v)
+		}
 	}
 }

@@ -410,10 +410,13 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	}
 	if s.API, err = api.New(api.Config{Store: s.Store, State: s.State, Hub: s.Hub, Inbox: inbox,
 		Wake: s.relay.Wake, Secret: secret, Logger: log, AccessEvents: s.access, OnRequest: s.Metrics.OnRequest,
-		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies,
+		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies, Streams: cfg.Streams,
 		VAPIDPublicKey: vapidPublic, AllowLoopbackPush: cfg.AllowLoopbackPush,
 		Decisions: s.Decisions, GatewayTokens: gateways,
 		DeadLetters: backOffice, KafkaStats: backOffice, OperationsMetrics: opsMetrics}); err != nil {
+		return nil, err
+	}
+	if err := s.Metrics.WatchStreams(s.API.OpenStreams); err != nil {
 		return nil, err
 	}
 	// The API address serves the admin endpoints too (the banner points

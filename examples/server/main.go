@@ -232,10 +232,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	apiServer, err := api.New(api.Config{Store: st, State: qs, Hub: hub, Inbox: inbox,
 		Wake: relay.Wake, Secret: []byte(cfg.JWTSecret), Logger: log, AccessEvents: access, OnRequest: metrics.OnRequest,
-		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies,
+		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies, Streams: cfg.Streams,
 		VAPIDPublicKey: cfg.VAPIDPublicKey, Decisions: decisions, GatewayTokens: cfg.GatewayTokens,
 		DeadLetters: backOffice, KafkaStats: backOffice, OperationsMetrics: opsMetrics})
 	if err != nil {
+		return err
+	}
+	if err := metrics.WatchStreams(apiServer.OpenStreams); err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
