@@ -31,10 +31,14 @@ func (c Config) checkLimits(r *envRead) []error {
 
 // checkDemoLimits refuses limits the demo's seed would break: its simulated
 // families have up to simulate.MaxFamilySize members.
-func (c SystemConfig) checkDemoLimits() []error {
-	if c.Demo && c.FamilyMaxMembers < simulate.MaxFamilySize {
-		return []error{fmt.Errorf("DPCS_FAMILY_MAX_MEMBERS: the demo's families have up to %d members: want at least %d with DPCS_DEMO=1, got %d",
-			simulate.MaxFamilySize, simulate.MaxFamilySize, c.FamilyMaxMembers)}
+func (c SystemConfig) checkDemoLimits() error {
+	n := c.FamilyMaxMembers
+	if n == 0 {
+		n = store.DefaultMaxFamilyMembers
+	}
+	if c.Demo && n < simulate.MaxFamilySize {
+		return fmt.Errorf("DPCS_FAMILY_MAX_MEMBERS: the demo's families have up to %d members: want at least %d with DPCS_DEMO=1, got %d",
+			simulate.MaxFamilySize, simulate.MaxFamilySize, n)
 	}
 	return nil
 }

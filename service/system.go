@@ -120,7 +120,6 @@ func LoadSystemConfig(getenv func(string) string) (SystemConfig, error) {
 		c.Demo = c.MySQLDSN == ""
 	}
 	r.want(&errs, "DPCS_DEMO", true, "1 or 0")
-	errs = append(errs, c.checkDemoLimits()...)
 	return c, errors.Join(append(errs, r.errs()...)...)
 }
 
@@ -198,6 +197,9 @@ type System struct {
 func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *System, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if err := cfg.checkDemoLimits(); err != nil {
+		return nil, err
 	}
 	s := &System{log: log, Registry: NewRegistry(), done: make(chan error, 1)}
 	if s.Metrics, err = NewMetrics(s.Registry); err != nil {
