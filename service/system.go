@@ -46,9 +46,10 @@ type SystemConfig struct {
 	// is where the embedded Kafka listens on 127.0.0.1.
 	KafkaPort int `envconfig:"EMBEDDED_KAFKA_PORT" default:"9092" deployables:"all-in-one" desc:"port of the embedded Kafka on 127.0.0.1 (0 picks a free one)"`
 	// HTTPAddr (DPCS_HTTP_ADDR, default 127.0.0.1:8080) serves the API,
-	// health, readiness and metrics; SimulatorAddr (DPCS_SIMULATOR_ADDR, default
+	// health and readiness (the metrics are on the admin address only);
+	// SimulatorAddr (DPCS_SIMULATOR_ADDR, default
 	// 127.0.0.1:8081; off: none) the simulator's control API.
-	HTTPAddr      string `envconfig:"HTTP_ADDR" default:"127.0.0.1:8080" deployables:"server, all-in-one" desc:"host:port of the API (and /healthz, /readyz, /metrics)"`
+	HTTPAddr      string `envconfig:"HTTP_ADDR" default:"127.0.0.1:8080" deployables:"server, all-in-one" desc:"host:port of the API, with /healthz (all-in-one: and /readyz); /metrics only on DPCS_ADMIN_ADDR"`
 	SimulatorAddr string `envconfig:"SIMULATOR_ADDR" default:"127.0.0.1:8081" deployables:"all-in-one" desc:"host:port of the embedded simulator's control API; off: none"`
 	// Demo (DPCS_DEMO: 1 or 0; default 1 without DPCS_MYSQL_DSN, 0 with it)
 	// seeds an empty store with the demo: the "Last 10 MB" family, the
@@ -147,7 +148,8 @@ type System struct {
 	API    *api.Server
 	// AdminAddr serves /healthz, /readyz and /metrics when Config.AdminAddr
 	// was set (StartSystem takes it as given: "" or "off" serves none; the
-	// mains resolve the default with Config.AdminAddress).
+	// mains resolve the default with Config.AdminAddress). It is the only
+	// address serving /metrics: HTTPAddr serves the probes, not the metrics.
 	AdminAddr string
 	// Registry holds every metric of the system (Metrics, the Kafka
 	// clients', the simulator's, the Go runtime's).
@@ -421,12 +423,13 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if err := s.Metrics.WatchStreams(s.API.OpenStreams); err != nil {
 		return nil, err
 	}
-	// The API address serves the admin endpoints too (the banner points
-	// there); the admin address serves only them.
+	// The API address serves the probes too; the metrics only the admin
+	// address does: they are the operator's, not the public's
+	// (doc/observability.md).
 	admin := AdminHandler(s.Registry, Ready(s.rdb, s.DB, s.workers.Processor, log))
 	mux := http.NewServeMux()
 	mux.Handle("/", s.API.Handler())
-	for _, p := range []string{"GET /healthz", "GET /readyz", "GET /metrics"} {
+	for _, p := range []string{"GET /healthz", "GET /readyz"} {
 		mux.Handle(p, admin)
 	}
 	if s.HTTPAddr, err = s.serve(cfg.HTTPAddr, mux); err != nil {
