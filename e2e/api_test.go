@@ -114,7 +114,8 @@ func (c *apiClient) inbox(ctx context.Context, token string, fid, after int64) (
 	}
 }
 
-// metric reads one counter from GET /metrics.
+// metric reads one counter from GET /metrics (of a client on the admin
+// address: the API address does not serve the metrics).
 func (c *apiClient) metric(ctx context.Context, name string) (int64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/metrics", nil)
 	if err != nil {

@@ -29,7 +29,8 @@ type stack struct {
 	sys   *service.System
 	zone  *time.Location
 	api   *apiClient
-	admin string // the seeded back-office admin's access token
+	ops   *apiClient // the admin address: /metrics, which the API address does not serve
+	admin string     // the seeded back-office admin's access token
 	pub   *simulate.Publisher
 	watch *watcher
 	// base is the first of 100 family ids of this stack's stories.
@@ -46,6 +47,7 @@ func startStack(t *testing.T, b backend) *stack {
 	vars := map[string]string{
 		"DPCS_DATA_DIR": t.TempDir(), "DPCS_EMBEDDED_KAFKA_PORT": "0", "DPCS_HTTP_ADDR": "127.0.0.1:0",
 		"DPCS_SIMULATOR_ADDR": "127.0.0.1:0", "DPCS_DEMO_FAMILIES": "0", "DPCS_SIMULATOR_RATE": "0",
+		"DPCS_ADMIN_ADDR": "127.0.0.1:0",
 		// Night-block events are up to 24 h old; the processor accepts events
 		// up to the dedupe window minus an hour.
 		"DPCS_DEDUPE_WINDOW": "48h",
@@ -69,7 +71,7 @@ func startStack(t *testing.T, b backend) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &stack{t: t, sys: sys, zone: cfg.Zone, api: newAPIClient(sys.HTTPAddr), base: familyBase()}
+	s := &stack{t: t, sys: sys, zone: cfg.Zone, api: newAPIClient(sys.HTTPAddr), ops: newAPIClient(sys.AdminAddr), base: familyBase()}
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(ctx, closeTimeout)
 		defer cancel()
@@ -110,7 +112,7 @@ func (s *stack) settle(ctx context.Context, persisted bool) error {
 
 // duplicates is the processor's count of replays recognised, from /metrics.
 func (s *stack) duplicates(ctx context.Context) (int64, error) {
-	return s.api.metric(ctx, "dpcs_processor_duplicates_total")
+	return s.ops.metric(ctx, "dpcs_processor_duplicates_total")
 }
 
 // publish sends events through the simulator's publisher in one burst (a

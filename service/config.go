@@ -127,6 +127,14 @@ type Config struct {
 	// notify.WithStoreQuotaUpdated). CUSTOMER_BLOCKED and THRESHOLD_ALERT
 	// are always stored.
 	StoreQuotaUpdated bool `envconfig:"NOTIFIER_STORE_QUOTA_UPDATED" default:"false" desc:"true stores every QUOTA_UPDATED in the notification inbox too; false (default) pushes them to live SSE streams only, one inbox write fewer per allowed usage event. CUSTOMER_BLOCKED and THRESHOLD_ALERT are always stored"`
+	// Streams bound the live SSE streams of an API instance (see
+	// api.StreamLimits; unset: the defaults): DPCS_STREAMS_PER_SESSION
+	// (default 5), DPCS_STREAMS_PER_MEMBER (10) and DPCS_STREAMS_MAX (2000).
+	Streams api.StreamLimits `envconfig:"STREAMS"`
+	// FamilyMaxMembers (DPCS_FAMILY_MAX_MEMBERS, 1 to 100, default 10) is
+	// how many current members a family may have; see
+	// store.WithMaxFamilyMembers and StoreOptions.
+	FamilyMaxMembers int `envconfig:"FAMILY_MAX_MEMBERS" default:"10" deployables:"server, all-in-one" desc:"current members a family may have (1 to 100); adding one more is answered 409. The demo needs 10"`
 	// Tracing (DPCS_OTLP_ENDPOINT or the standard OTEL_EXPORTER_OTLP_ENDPOINT,
 	// DPCS_TRACE_SAMPLE_RATIO; default off) exports OpenTelemetry traces;
 	// see Tracing and doc/observability.md (Tracing).
@@ -241,6 +249,7 @@ func (c *Config) finish(getenv func(string) string, r *envRead) []error {
 	r.want(&errs, "DPCS_KAFKA_SESSION_TIMEOUT", c.KafkaSessionTimeout >= time.Second && c.KafkaSessionTimeout <= 30*time.Minute, "a duration from 1s to 30m")
 	r.want(&errs, "DPCS_START_TIMEOUT", c.StartTimeout >= 0, "a duration ≥ 0")
 	r.want(&errs, "DPCS_NOTIFIER", c.Notifier == "on" || c.Notifier == "off", "on or off")
+	errs = append(errs, c.checkLimits(r)...)
 	tr, err := loadTracing(getenv)
 	if err != nil {
 		errs = append(errs, err)
@@ -340,6 +349,14 @@ type SimulatorConfig struct {
 	StepDelay       time.Duration `envconfig:"SIMULATOR_STEP_DELAY" default:"200ms" desc:"pause between scenario steps"`
 	Progress        time.Duration `envconfig:"SIMULATOR_PROGRESS" default:"1s" desc:"progress line interval"`
 	ShutdownTimeout time.Duration `envconfig:"SIMULATOR_SHUTDOWN_TIMEOUT" default:"15s" desc:"how long shutdown may take to flush"`
+	// Streams bound the live SSE streams of an API instance (see
+	// api.StreamLimits; unset: the defaults): DPCS_STREAMS_PER_SESSION
+	// (default 5), DPCS_STREAMS_PER_MEMBER (10) and DPCS_STREAMS_MAX (2000).
+	Streams api.StreamLimits `envconfig:"STREAMS"`
+	// FamilyMaxMembers (DPCS_FAMILY_MAX_MEMBERS, 1 to 100, default 10) is
+	// how many current members a family may have; see
+	// store.WithMaxFamilyMembers and StoreOptions.
+	FamilyMaxMembers int `envconfig:"FAMILY_MAX_MEMBERS" default:"10" deployables:"server, all-in-one" desc:"current members a family may have (1 to 100); adding one more is answered 409. The demo needs 10"`
 	// Tracing (DPCS_OTLP_ENDPOINT, DPCS_TRACE_SAMPLE_RATIO or the standard
 	// OTEL_EXPORTER_OTLP_* variables) is read as for the other deployables.
 	Tracing TracingConfig `ignored:"true"`

@@ -175,7 +175,8 @@ func TestSystemMetricsAndDashboard(t *testing.T) {
 		t.Errorf("admin readyz %q", got)
 	}
 	m := get(t, "http://"+s.AdminAddr+"/metrics")
-	for _, want := range []string{"dpcs_decision_latency_seconds_bucket{le=", `dpcs_decisions_total{decision="ALLOWED"}`, "go_goroutines", "process_resident_memory_bytes"} {
+	for _, want := range []string{"dpcs_decision_latency_seconds_bucket{le=", `dpcs_decisions_total{decision="ALLOWED"}`, "go_goroutines", "process_resident_memory_bytes",
+		"# TYPE dpcs_sse_streams gauge"} {
 		if !strings.Contains(m, want) {
 			t.Errorf("admin /metrics lacks %q", want)
 		}

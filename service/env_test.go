@@ -97,7 +97,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	want := Config{SQLitePath: "dpcs.db", Timezone: "Asia/Seoul", DedupeWindow: 24 * time.Hour, ReplicaAckTimeout: 100 * time.Millisecond,
 		Recovery: "auto", LogLevel: slog.LevelInfo, StartTimeout: 2 * time.Minute, Notifier: "on", Tracing: TracingConfig{SampleRatio: 1},
 		PushKinds:   []string{"CUSTOMER_BLOCKED", "THRESHOLD_ALERT", "DATA_REQUESTED", "DATA_REQUEST_ANSWERED"},
-		PushTimeout: 3 * time.Second, PushMaxSubscriptions: 10}
+		PushTimeout: 3 * time.Second, PushMaxSubscriptions: 10, FamilyMaxMembers: 10}
 	if d := cmp.Diff(want, c, cmp.Comparer(func(a, b api.Rate) bool { return a == b })); d != "" {
 		t.Errorf("defaults (-want +got):\n%s", d)
 	}

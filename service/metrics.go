@@ -191,6 +191,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // Registerer is the registerer the metrics are on.
 func (m *Metrics) Registerer() prometheus.Registerer { return m.reg }
 
+// WatchStreams exports open (api.Server.OpenStreams) as dpcs_sse_streams:
+// how near the instance is to DPCS_STREAMS_MAX.
+func (m *Metrics) WatchStreams(open func() int) error {
+	return m.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dpcs_sse_streams",
+		Help: "Live notification streams (SSE) this API instance holds open (at most DPCS_STREAMS_MAX)."},
+		func() float64 { return float64(open()) }))
+}
+
 // ProcessorHooks returns hooks that feed m.
 func (m *Metrics) ProcessorHooks() judge.ProcessorHooks {
 	return judge.ProcessorHooks{

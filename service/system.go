@@ -46,9 +46,10 @@ type SystemConfig struct {
 	// is where the embedded Kafka listens on 127.0.0.1.
 	KafkaPort int `envconfig:"EMBEDDED_KAFKA_PORT" default:"9092" deployables:"all-in-one" desc:"port of the embedded Kafka on 127.0.0.1 (0 picks a free one)"`
 	// HTTPAddr (DPCS_HTTP_ADDR, default 127.0.0.1:8080) serves the API,
-	// health, readiness and metrics; SimulatorAddr (DPCS_SIMULATOR_ADDR, default
+	// health and readiness (the metrics are on the admin address only);
+	// SimulatorAddr (DPCS_SIMULATOR_ADDR, default
 	// 127.0.0.1:8081; off: none) the simulator's control API.
-	HTTPAddr      string `envconfig:"HTTP_ADDR" default:"127.0.0.1:8080" deployables:"server, all-in-one" desc:"host:port of the API (and /healthz, /readyz, /metrics)"`
+	HTTPAddr      string `envconfig:"HTTP_ADDR" default:"127.0.0.1:8080" deployables:"server, all-in-one" desc:"host:port of the API, with /healthz (all-in-one: and /readyz); /metrics only on DPCS_ADMIN_ADDR"`
 	SimulatorAddr string `envconfig:"SIMULATOR_ADDR" default:"127.0.0.1:8081" deployables:"all-in-one" desc:"host:port of the embedded simulator's control API; off: none"`
 	// Demo (DPCS_DEMO: 1 or 0; default 1 without DPCS_MYSQL_DSN, 0 with it)
 	// seeds an empty store with the demo: the "Last 10 MB" family, the
@@ -147,7 +148,8 @@ type System struct {
 	API    *api.Server
 	// AdminAddr serves /healthz, /readyz and /metrics when Config.AdminAddr
 	// was set (StartSystem takes it as given: "" or "off" serves none; the
-	// mains resolve the default with Config.AdminAddress).
+	// mains resolve the default with Config.AdminAddress). It is the only
+	// address serving /metrics: HTTPAddr serves the probes, not the metrics.
 	AdminAddr string
 	// Registry holds every metric of the system (Metrics, the Kafka
 	// clients', the simulator's, the Go runtime's).
@@ -197,6 +199,9 @@ type System struct {
 func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *System, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if err := cfg.checkDemoLimits(); err != nil {
+		return nil, err
 	}
 	s := &System{log: log, Registry: NewRegistry(), done: make(chan error, 1)}
 	if s.Metrics, err = NewMetrics(s.Registry); err != nil {
@@ -270,7 +275,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if err != nil {
 		return nil, err
 	}
-	if s.Store, err = store.New(s.DB, store.WithLocation(cfg.Zone)); err != nil {
+	if s.Store, err = store.New(s.DB, append(cfg.StoreOptions(), store.WithLocation(cfg.Zone))...); err != nil {
 		return nil, err
 	}
 	var seeded bool
@@ -409,18 +414,22 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	}
 	if s.API, err = api.New(api.Config{Store: s.Store, State: s.State, Hub: s.Hub, Inbox: inbox,
 		Wake: s.relay.Wake, Secret: secret, Logger: log, AccessEvents: s.access, OnRequest: s.Metrics.OnRequest,
-		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies,
+		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies, Streams: cfg.Streams,
 		VAPIDPublicKey: vapidPublic, AllowLoopbackPush: cfg.AllowLoopbackPush, MaxPushSubscriptions: cfg.PushMaxSubscriptions,
 		Decisions: s.Decisions, GatewayTokens: gateways,
 		DeadLetters: backOffice, KafkaStats: backOffice, OperationsMetrics: opsMetrics}); err != nil {
 		return nil, err
 	}
-	// The API address serves the admin endpoints too (the banner points
-	// there); the admin address serves only them.
+	if err := s.Metrics.WatchStreams(s.API.OpenStreams); err != nil {
+		return nil, err
+	}
+	// The API address serves the probes too; the metrics only the admin
+	// address does: they are the operator's, not the public's
+	// (doc/observability.md).
 	admin := AdminHandler(s.Registry, Ready(s.rdb, s.DB, s.workers.Processor, log))
 	mux := http.NewServeMux()
 	mux.Handle("/", s.API.Handler())
-	for _, p := range []string{"GET /healthz", "GET /readyz", "GET /metrics"} {
+	for _, p := range []string{"GET /healthz", "GET /readyz"} {
 		mux.Handle(p, admin)
 	}
 	if s.HTTPAddr, err = s.serve(cfg.HTTPAddr, mux); err != nil {

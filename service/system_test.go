@@ -51,7 +51,9 @@ func get(t *testing.T, url string) string {
 // simulated traffic end to end, and its SQL history equals Redis afterwards.
 func TestSystemEndToEnd(t *testing.T) {
 	ctx := context.Background()
-	s, err := StartSystem(ctx, testSystemConfig(t), nil)
+	cfg := testSystemConfig(t)
+	cfg.AdminAddr = "127.0.0.1:0"
+	s, err := StartSystem(ctx, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,8 +88,15 @@ func TestSystemEndToEnd(t *testing.T) {
 	if got := get(t, "http://"+s.HTTPAddr+"/readyz"); got != "ready\n" {
 		t.Errorf("readyz %q", got)
 	}
-	if m := get(t, "http://"+s.HTTPAddr+"/metrics"); !strings.Contains(m, `dpcs_decisions_total{decision="ALLOWED"}`) {
-		t.Errorf("metrics:\n%s", m)
+	// The metrics are the operator's: on the admin address only, never on
+	// the public API's (doc/observability.md).
+	if m := get(t, "http://"+s.AdminAddr+"/metrics"); !strings.Contains(m, `dpcs_decisions_total{decision="ALLOWED"}`) {
+		t.Errorf("admin metrics:\n%s", m)
+	}
+	if resp, err := http.Get("http://" + s.HTTPAddr + "/metrics"); err != nil {
+		t.Error(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /metrics on the API address: %s, want 404", resp.Status)
 	}
 	if r := get(t, "http://"+s.SimulatorAddr+"/simulator/rate"); !strings.Contains(r, `"rate":400`) {
 		t.Errorf("simulator rate: %s", r)

@@ -7,8 +7,9 @@
 // the processor, the write-behind, the notifier and the outbox relay. With
 // DPCS_KAFKA_BROKERS, DPCS_REDIS_ADDR (or DPCS_REDIS_CLUSTER) and
 // DPCS_MYSQL_DSN it uses real infrastructure instead. Restarting it keeps
-// the data. /healthz, /readyz and /metrics are served on the API address
-// and on DPCS_ADMIN_ADDR (default 127.0.0.1:9094; off: none).
+// the data. /healthz and /readyz are served on the API address and on
+// DPCS_ADMIN_ADDR (default 127.0.0.1:9094; off: none), /metrics only on the
+// latter: the metrics are the operator's, not the public's.
 //
 // The demo's members and admin share a published password
 // (service.DemoPassword), so the demo is seeded only on embedded SQL, or
@@ -126,9 +127,11 @@ func banner(w io.Writer, cfg service.SystemConfig, s *service.System, token stri
 	}
 	p("  gateway    GATEWAY=%s   (synchronous decisions; DPCS_GATEWAY_TOKENS sets your own)", s.GatewayToken)
 	p(`             curl -X POST -H "Authorization: Bearer $GATEWAY" -H 'Content-Type: application/json' -d '{"events":[{"eventId":"evt_demo_1","timestamp":"'$(date -u +%%FT%%TZ)'","familyId":%d,"customerId":%d,"appId":"com.youtube.app","bytesUsed":1048576}]}' http://%s/decisions`, fam, child, api)
-	p("  health     curl http://%s/healthz   ·   /readyz   ·   /metrics", api)
+	p("  health     curl http://%s/healthz   ·   /readyz", api)
 	if s.AdminAddr != "" {
 		p("  admin      curl http://%s/metrics   (also /healthz, /readyz; Grafana: doc/grafana-dashboard.json)", s.AdminAddr)
+	} else {
+		p("  admin      off (DPCS_ADMIN_ADDR=off): no /metrics")
 	}
 	p("  simulator  curl http://%s/simulator/stats   (docs at http://%s/docs)", s.SimulatorAddr, s.SimulatorAddr)
 	p(`             curl -X PUT http://%s/simulator/rate -H 'Content-Type: application/json' -d '{"rate":500}'`, s.SimulatorAddr)

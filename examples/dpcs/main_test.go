@@ -89,6 +89,17 @@ func TestRunAllInOne(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "# TYPE dpcs_decision_latency_seconds histogram") {
 			t.Errorf("round %d: GET %s: %d\n%s", round, admin[1], resp.StatusCode, body)
 		}
+		// The metrics are on the admin address only: the banner's health
+		// line names the API address's probes and no /metrics, which the
+		// API address does not serve.
+		health := regexp.MustCompile(`health +curl (http://\S+)/healthz(.*)`).FindStringSubmatch(out.String())
+		if health == nil || strings.Contains(health[2], "metrics") {
+			t.Errorf("round %d: the health line: %q", round, health)
+		} else if resp, err := http.Get(health[1] + "/metrics"); err != nil {
+			t.Error(err)
+		} else if resp.Body.Close(); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("round %d: GET /metrics on the API address: %s, want 404", round, resp.Status)
+		}
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatalf("round %d: %v\n%s", round, err, out.String())

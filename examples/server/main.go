@@ -155,7 +155,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if len(args) > 0 && args[0] == "rebuild" {
 		return rebuild(ctx, db, qs, cfg.KafkaOptions(), log, args[1:], stdout)
 	}
-	st, err := store.New(db, store.WithLocation(cfg.Zone), store.WithLogger(log))
+	st, err := store.New(db, append(cfg.StoreOptions(), store.WithLocation(cfg.Zone), store.WithLogger(log))...)
 	if err != nil {
 		return err
 	}
@@ -232,11 +232,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	apiServer, err := api.New(api.Config{Store: st, State: qs, Hub: hub, Inbox: inbox,
 		Wake: relay.Wake, Secret: []byte(cfg.JWTSecret), Logger: log, AccessEvents: access, OnRequest: metrics.OnRequest,
-		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies,
+		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies, Streams: cfg.Streams,
 		VAPIDPublicKey: cfg.VAPIDPublicKey, MaxPushSubscriptions: cfg.PushMaxSubscriptions,
 		Decisions: decisions, GatewayTokens: cfg.GatewayTokens,
 		DeadLetters: backOffice, KafkaStats: backOffice, OperationsMetrics: opsMetrics})
 	if err != nil {
+		return err
+	}
+	if err := metrics.WatchStreams(apiServer.OpenStreams); err != nil {
 		return err
 	}
 	mux := http.NewServeMux()

@@ -118,7 +118,7 @@ func TestRunServesAndRebuilds(t *testing.T) {
 	}
 	m := get(t, admin+"/metrics")
 	for _, want := range []string{`dpcs_api_request_seconds_count{operation="get-family",status="401"} 1`,
-		`dpcs_kafka_connects_total{client="producer"`, "# TYPE dpcs_relay_lag_seconds histogram", "go_goroutines"} {
+		`dpcs_kafka_connects_total{client="producer"`, "# TYPE dpcs_relay_lag_seconds histogram", "go_goroutines", "dpcs_sse_streams 0"} {
 		if !strings.Contains(m, want) {
 			t.Errorf("admin /metrics lacks %q", want)
 		}

@@ -26,9 +26,9 @@ func (a *Server) admin(ctx context.Context) (Principal, error) {
 
 // TemplateBody is a policy template as written.
 type TemplateBody struct {
-	Name         string            `json:"name" minLength:"1" maxLength:"100"`
-	Type         string            `json:"type" minLength:"1" maxLength:"50" example:"LIMIT"`
-	Description  string            `json:"description,omitempty" maxLength:"1000"`
+	Name         Text              `json:"name" minLength:"1" maxLength:"100"`
+	Type         Text              `json:"type" minLength:"1" maxLength:"50" example:"LIMIT"`
+	Description  MultilineText     `json:"description,omitempty" maxLength:"1000"`
 	RequireRole  string            `json:"requireRole,omitempty" enum:"MEMBER,OWNER" default:"MEMBER"`
 	DefaultRules map[string]string `json:"defaultRules" doc:"Constraint map copied into a member's policy when applied"`
 	Active       bool              `json:"active"`
@@ -47,7 +47,7 @@ func (b TemplateBody) template(id int64) policy.Template {
 	if role == "" {
 		role = policy.RoleMember
 	}
-	return policy.Template{ID: id, Name: b.Name, Type: b.Type, Description: b.Description, RequireRole: role,
+	return policy.Template{ID: id, Name: string(b.Name), Type: string(b.Type), Description: string(b.Description), RequireRole: role,
 		DefaultRules: b.DefaultRules, Active: b.Active}
 }
 
@@ -56,7 +56,7 @@ func templateView(t store.Template) TemplateView {
 	if rules == nil {
 		rules = map[string]string{}
 	}
-	return TemplateView{ID: t.ID, TemplateBody: TemplateBody{Name: t.Name, Type: t.Type, Description: t.Description,
+	return TemplateView{ID: t.ID, TemplateBody: TemplateBody{Name: Text(t.Name), Type: Text(t.Type), Description: MultilineText(t.Description),
 		RequireRole: string(t.RequireRole), DefaultRules: rules, Active: t.Active}, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
 }
 
@@ -255,7 +255,7 @@ func (a *Server) registerAdmin() {
 				return nil, a.problem(ctx, err, "body.thresholds")
 			}
 		}
-		f, err := a.cfg.Store.CreateFamily(ctx, store.NewFamily{ID: in.Body.ID, Name: in.Body.Name, PlanBytes: in.Body.PlanBytes, Thresholds: t}, p.actor())
+		f, err := a.cfg.Store.CreateFamily(ctx, store.NewFamily{ID: in.Body.ID, Name: string(in.Body.Name), PlanBytes: in.Body.PlanBytes, Thresholds: t}, p.actor())
 		if err != nil {
 			return nil, a.problem(ctx, err, "body")
 		}
@@ -407,10 +407,10 @@ type TemplateApplication struct {
 
 // NewFamily is the body of POST /admin/families.
 type NewFamily struct {
-	ID         int64  `json:"id,omitempty" minimum:"0" doc:"0: assigned by the server"`
-	Name       string `json:"name" minLength:"1" maxLength:"100"`
-	PlanBytes  int64  `json:"planBytes" minimum:"0" maximum:"70368744177664"`
-	Thresholds []int  `json:"thresholds,omitempty" maxItems:"10" doc:"Absent: the default 50,30,10"`
+	ID         int64 `json:"id,omitempty" minimum:"0" maximum:"99999999999999" doc:"0: assigned by the server. Chosen ids end at 10^14 − 1 (store.MaxFamilyID), leaving the ids above to the server"`
+	Name       Text  `json:"name" minLength:"1" maxLength:"100"`
+	PlanBytes  int64 `json:"planBytes" minimum:"0" maximum:"70368744177664"`
+	Thresholds []int `json:"thresholds,omitempty" maxItems:"10" doc:"Absent: the default 50,30,10"`
 }
 
 // Plan is the body of PUT /admin/families/{familyId}/plan.

@@ -66,6 +66,9 @@ type Config struct {
 	// RedisAccessEvents); its owner closes it after the API's server.
 	// Default: NewLocalAccessEvents(), this instance only.
 	AccessEvents AccessEvents
+	// Streams bound the live SSE streams this instance holds; zero fields
+	// take StreamLimits' defaults.
+	Streams StreamLimits
 	// OnRequest, when set, is told of every operation answered (the
 	// service's metrics measure dpcs_api_request_seconds with it). It runs
 	// first, so it sees authentication failures too. Default: none.
@@ -218,7 +221,10 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Server{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger, now: cfg.Clock, wake: cfg.Wake, guard: guard, streams: newLiveStreams(),
+	if cfg.Streams, err = cfg.Streams.withDefaults(); err != nil {
+		return nil, err
+	}
+	a := &Server{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger, now: cfg.Clock, wake: cfg.Wake, guard: guard, streams: newLiveStreams(cfg.Streams),
 		gateways: newGatewayKeys(cfg.GatewayTokens)}
 	if a.wake == nil {
 		a.wake = func() {}

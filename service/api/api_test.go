@@ -323,6 +323,7 @@ func TestNewAPIValidates(t *testing.T) {
 		"store": func(c *Config) { c.Store = nil }, "state": func(c *Config) { c.State = nil },
 		"hub": func(c *Config) { c.Hub = nil }, "inbox": func(c *Config) { c.Inbox = nil },
 		"secret": func(c *Config) { c.Secret = make([]byte, 31) }, "ttl": func(c *Config) { c.AccessTTL = -1 },
+		"streams": func(c *Config) { c.Streams.PerMember = -1 },
 	} {
 		c := good
 		mod(&c)

@@ -178,7 +178,8 @@ func (a *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 		return
 	}
 	p := Principal{ID: m.ID, FamilyID: m.FamilyID, Role: m.Role, session: claims.Sid, expires: claims.ExpiresAt.Time}
-	if ctx.Operation().OperationID == streamOperation && !a.streamAuthz(ctx, p) {
+	if ctx.Operation().OperationID == streamOperation {
+		a.gateStream(ctx, p, next)
 		return
 	}
 	next(huma.WithValue(ctx, principalKey{}, p))

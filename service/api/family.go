@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -402,8 +403,8 @@ type topUpOutput struct{ Body TopUpView }
 
 // NewMember is the body of an add-member request.
 type NewMember struct {
-	CustomerID int64  `json:"customerId,omitempty" minimum:"0" doc:"Admins only; 0 or absent: assigned by the server"`
-	Name       string `json:"name" minLength:"1" maxLength:"100"`
+	CustomerID int64  `json:"customerId,omitempty" minimum:"0" maximum:"999999999999999" doc:"Admins only; 0 or absent: assigned by the server. Chosen ids end at 10^15 − 1 (store.MaxMemberID), leaving the ids above to the server"`
+	Name       Text   `json:"name" minLength:"1" maxLength:"100"`
 	Phone      string `json:"phone,omitempty" maxLength:"32" doc:"Admins only: the member's phone, a login; 0 or + first, then digits with single spaces or hyphens (010-1234-5678, +82 10 1234 5678)"`
 	Role       string `json:"role,omitempty" enum:"MEMBER,OWNER" default:"MEMBER"`
 	Password   string `json:"password,omitempty" maxLength:"128" doc:"At least 8 characters and at most 72 bytes, not a common or breached password, not the member's id, phone or name (422 at body.password says which). Empty: the member cannot log in"`
@@ -656,7 +657,8 @@ func (a *Server) registerFamily() {
 		"(in the answer) or its phone, and the password given. Owners cannot choose the member id or the phone: " +
 		"both are unique across every family, so a refusal would tell an owner about other families' members; the " +
 		"server assigns the id and the back office (admins) sets phones. An owner sending either gets 422 whatever " +
-		"the value. Admins may give both; a taken id or phone is 409 naming the field."
+		"the value. Admins may give both; a taken id or phone is 409 naming the field. A family holds at most " +
+		"DPCS_FAMILY_MAX_MEMBERS current members (default 10): one more is 409 at path.familyId."
 	huma.Register(a.api, addOp, func(ctx context.Context, in *addMemberInput) (*memberOutput, error) {
 		p, err := a.family(ctx, in.FamilyID, ownerOnly)
 		if err != nil {
@@ -683,8 +685,11 @@ func (a *Server) registerFamily() {
 		if role == "" {
 			role = policy.RoleMember
 		}
-		m, err := a.cfg.Store.AddMember(ctx, store.NewMember{ID: in.Body.CustomerID, FamilyID: in.FamilyID, Name: in.Body.Name,
+		m, err := a.cfg.Store.AddMember(ctx, store.NewMember{ID: in.Body.CustomerID, FamilyID: in.FamilyID, Name: string(in.Body.Name),
 			Phone: in.Body.Phone, Role: role, Password: in.Body.Password}, p.actor())
+		if errors.Is(err, store.ErrFamilyFull) {
+			return nil, a.problem(ctx, err, "path.familyId")
+		}
 		if err != nil {
 			return nil, a.problem(ctx, err, "body")
 		}

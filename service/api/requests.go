@@ -56,9 +56,9 @@ func dataRequestView(r store.DataRequest) DataRequestView {
 
 // DataRequestCreate is the body of a request for more data.
 type DataRequestCreate struct {
-	AmountBytes     int64  `json:"amountBytes" minimum:"1" maximum:"107374182400" doc:"Bytes asked for, at most 100 GiB"`
-	Message         string `json:"message,omitempty" maxLength:"200" doc:"Optional words for the owners"`
-	ClientRequestID string `json:"clientRequestId,omitempty" maxLength:"128" doc:"Idempotency key, as the Idempotency-Key header (either; both must then be equal)"`
+	AmountBytes     int64         `json:"amountBytes" minimum:"1" maximum:"107374182400" doc:"Bytes asked for, at most 100 GiB"`
+	Message         MultilineText `json:"message,omitempty" maxLength:"200" doc:"Optional words for the owners. Stored in Unicode NFC; control and invisible characters are refused (422); line feeds (U+000A) are kept."`
+	ClientRequestID string        `json:"clientRequestId,omitempty" maxLength:"128" doc:"Idempotency key, as the Idempotency-Key header (either; both must then be equal)"`
 }
 
 type dataRequestCreateInput struct {
@@ -91,9 +91,9 @@ type DataRequestPath struct {
 
 // DataRequestApproval is the body of an approval.
 type DataRequestApproval struct {
-	Grant       string `json:"grant" enum:"DAY,MONTH,TOPUP" doc:"DAY: raise the member's daily and monthly limits for the rest of today; MONTH: for the rest of this month; TOPUP: add to the family pool (owners within the top-up limits)"`
-	AmountBytes int64  `json:"amountBytes,omitempty" minimum:"0" maximum:"70368744177664" doc:"Bytes granted; 0 or absent: what the member asked for"`
-	Reason      string `json:"reason,omitempty" maxLength:"200" doc:"Optional words for the member"`
+	Grant       string        `json:"grant" enum:"DAY,MONTH,TOPUP" doc:"DAY: raise the member's daily and monthly limits for the rest of today; MONTH: for the rest of this month; TOPUP: add to the family pool (owners within the top-up limits)"`
+	AmountBytes int64         `json:"amountBytes,omitempty" minimum:"0" maximum:"70368744177664" doc:"Bytes granted; 0 or absent: what the member asked for"`
+	Reason      MultilineText `json:"reason,omitempty" maxLength:"200" doc:"Optional words for the member. Stored in Unicode NFC; control and invisible characters are refused (422); line feeds (U+000A) are kept."`
 }
 
 type dataRequestApproveInput struct {
@@ -103,7 +103,7 @@ type dataRequestApproveInput struct {
 
 // DataRequestDecline is the body of a decline.
 type DataRequestDecline struct {
-	Reason string `json:"reason,omitempty" maxLength:"200" doc:"Optional words for the member"`
+	Reason MultilineText `json:"reason,omitempty" maxLength:"200" doc:"Optional words for the member. Stored in Unicode NFC; control and invisible characters are refused (422); line feeds (U+000A) are kept."`
 }
 
 type dataRequestDeclineInput struct {
@@ -181,7 +181,7 @@ func (a *Server) registerRequests() {
 				Message: "differs from the Idempotency-Key header: send one of them, or the same value"})
 		}
 		r, created, err := a.cfg.Store.CreateDataRequest(ctx, store.NewDataRequest{FamilyID: in.FamilyID, CustomerID: p.ID,
-			AmountBytes: in.Body.AmountBytes, Message: in.Body.Message, Key: key,
+			AmountBytes: in.Body.AmountBytes, Message: string(in.Body.Message), Key: key,
 			MaxAmount: MaxDataRequestBytes, MaxPending: MaxPendingDataRequests})
 		if err != nil {
 			if fe := (*store.FieldError)(nil); errors.As(err, &fe) && fe.Field == "Idempotency-Key" {
@@ -243,7 +243,7 @@ func (a *Server) registerRequests() {
 			return nil, err
 		}
 		ans := store.DataRequestAnswer{FamilyID: in.FamilyID, RequestID: in.RequestID, Approve: true, Grant: in.Body.Grant,
-			AmountBytes: in.Body.AmountBytes, Reason: in.Body.Reason, By: p.actor()}
+			AmountBytes: in.Body.AmountBytes, Reason: string(in.Body.Reason), By: p.actor()}
 		if in.Body.Grant == envelope.GrantTopUp && p.Role != policy.RoleAdmin {
 			// The per-top-up limit needs the amount: the asked one when absent.
 			amount := in.Body.AmountBytes
@@ -271,7 +271,7 @@ func (a *Server) registerRequests() {
 		}
 		ans := store.DataRequestAnswer{FamilyID: in.FamilyID, RequestID: in.RequestID, By: p.actor()}
 		if in.Body != nil {
-			ans.Reason = in.Body.Reason
+			ans.Reason = string(in.Body.Reason)
 		}
 		return a.answered(ctx, ans)
 	})

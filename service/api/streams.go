@@ -102,16 +102,48 @@ func (a *Server) registerStream() {
 		Description: "Server-sent events: `notification` events carry the inbox row id as the SSE id; on reconnect, " +
 			"Last-Event-ID replays what was missed from the inbox before the live events. A `ping` event is sent at once " +
 			"and then periodically. The stream ends when the access that opened it ends: the access token expires, " +
-			"the member is removed, the role changes, the session is logged out or revoked; reconnect with a fresh token.",
-		Errors: []int{http.StatusUnauthorized, http.StatusNotFound}},
+			"the member is removed, the role changes, the session is logged out or revoked; reconnect with a fresh token. " +
+			"An API instance holds at most 5 streams per session and 10 per member (by default; DPCS_STREAMS_PER_SESSION, " +
+			"DPCS_STREAMS_PER_MEMBER): one more is 429, saying which; when the instance holds as many streams as it may " +
+			"(DPCS_STREAMS_MAX) the answer is 503 with Retry-After.",
+		Errors: []int{http.StatusUnauthorized, http.StatusNotFound, http.StatusTooManyRequests, http.StatusServiceUnavailable}},
 		map[string]any{notify.EventName: notify.Notification{}, "ping": Ping{}},
 		a.stream)
 }
 
 const streamOperation = "stream-notifications"
 
-// streamAuthz authorizes the SSE stream in the middleware, before huma
-// commits the 200: a stream handler can no longer answer with an error.
+// streamRetryAfter is the Retry-After of a stream the instance has no room
+// for: about the longest wait of the family app's reconnect backoff.
+const streamRetryAfter = 15 * time.Second
+
+type liveStreamKey struct{}
+
+// gateStream runs the SSE stream (next) behind its checks, in the
+// middleware, before huma commits the 200: a stream handler can no longer
+// answer with an error. The caller must see the family; the stream is
+// registered within Config.Streams (429 over the session's or the member's
+// bound, 503 with Retry-After over the instance's) before the handler runs
+// and unregistered when it returns, whatever it answered.
+func (a *Server) gateStream(ctx huma.Context, p Principal, next func(huma.Context)) {
+	if !a.streamAuthz(ctx, p) {
+		return
+	}
+	live, closeLive, err := a.streams.open(p.ID, p.session)
+	if err != nil {
+		status := http.StatusTooManyRequests
+		if le := (*streamLimitError)(nil); errors.As(err, &le) && le.Of == "instance" {
+			status = http.StatusServiceUnavailable
+			ctx.SetHeader("Retry-After", retryAfter(streamRetryAfter))
+		}
+		huma.WriteErr(a.api, ctx, status, err.Error())
+		return
+	}
+	defer closeLive()
+	next(huma.WithValue(huma.WithValue(ctx, principalKey{}, p), liveStreamKey{}, live))
+}
+
+// streamAuthz authorizes the SSE stream: false when it answered.
 func (a *Server) streamAuthz(ctx huma.Context, p Principal) bool {
 	fid, err := strconv.ParseInt(ctx.Param("familyId"), 10, 64)
 	if err != nil || fid <= 0 {
@@ -145,8 +177,11 @@ func (a *Server) streamAuthz(ctx huma.Context, p Principal) bool {
 // while it opened is not missed either.
 func (a *Server) stream(ctx context.Context, in *streamInput, send sse.Sender) {
 	p, _ := principalFrom(ctx)
-	live, closeLive := a.streams.open(p.ID, p.session)
-	defer closeLive()
+	live, ok := ctx.Value(liveStreamKey{}).(*liveStream) // registered by gateStream
+	if !ok {
+		a.log.ErrorContext(ctx, "api: a stream without its registration; ended")
+		return
+	}
 	if !a.streamAccess(ctx, p) {
 		return
 	}

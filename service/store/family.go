@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dabom/dpcs/internal/sqldialect"
+	"github.com/dabom/dpcs/internal/usertext"
 	"github.com/dabom/dpcs/policy"
 )
 
@@ -34,14 +35,17 @@ type NewFamily struct {
 	Thresholds policy.Thresholds // nil: the engine default
 }
 
-func checkName(field, name string) error {
-	if strings.TrimSpace(name) == "" {
+// cleanName puts a family's or member's name in the form it is stored in
+// (NFC), or refuses it naming field: empty, over 100 characters, or holding
+// a character internal/usertext refuses.
+func cleanName(field string, name *string) error {
+	if strings.TrimSpace(*name) == "" {
 		return invalid(field, "required")
 	}
-	if !utf8.ValidString(name) || utf8.RuneCountInString(name) > 100 {
+	if !utf8.ValidString(*name) || utf8.RuneCountInString(*name) > 100 {
 		return invalid(field, "must be valid UTF-8 of at most 100 characters")
 	}
-	return nil
+	return cleanText(field, name, usertext.Line)
 }
 
 func checkBytes(field string, n int64, min int64) error {
@@ -64,14 +68,14 @@ func thresholdsArg(t policy.Thresholds) (any, error) {
 
 // CreateFamily creates a family (audited as family.create).
 func (s *Store) CreateFamily(ctx context.Context, f NewFamily, by Actor) (Family, error) {
-	if err := checkName("name", f.Name); err != nil {
+	if err := cleanName("name", &f.Name); err != nil {
 		return Family{}, err
 	}
 	if err := checkBytes("planBytes", f.PlanBytes, 0); err != nil {
 		return Family{}, err
 	}
-	if f.ID < 0 {
-		return Family{}, invalid("id", "must be ≥ 0")
+	if f.ID < 0 || f.ID > MaxFamilyID {
+		return Family{}, invalid("id", "must be 1..%d, or 0 to have one assigned", int64(MaxFamilyID))
 	}
 	thr, err := thresholdsArg(f.Thresholds)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -81,13 +82,13 @@ func (s *Store) AddMember(ctx context.Context, m NewMember, by Actor) (Member, e
 		return Member{}, invalid("familyId", "must be empty for ADMIN")
 	case m.Role != policy.RoleAdmin && m.FamilyID <= 0:
 		return Member{}, invalid("familyId", "required")
-	case m.ID < 0:
-		return Member{}, invalid("customerId", "must be ≥ 0")
+	case m.ID < 0 || m.ID > MaxMemberID:
+		return Member{}, invalid("customerId", "must be 1..%d, or 0 to have one assigned", int64(MaxMemberID))
 	}
 	if err := checkPhone(m.Phone); err != nil {
 		return Member{}, err
 	}
-	if err := checkName("name", m.Name); err != nil {
+	if err := cleanName("name", &m.Name); err != nil {
 		return Member{}, err
 	}
 	hash := m.PasswordHash
@@ -107,6 +108,9 @@ func (s *Store) AddMember(ctx context.Context, m NewMember, by Actor) (Member, e
 		var fid, id any
 		if m.FamilyID > 0 {
 			if _, err := s.lockFamily(ctx, tx, m.FamilyID); err != nil {
+				return err
+			}
+			if err := s.roomInFamily(ctx, tx, m.FamilyID); err != nil {
 				return err
 			}
 			fid = m.FamilyID
@@ -132,6 +136,21 @@ func (s *Store) AddMember(ctx context.Context, m NewMember, by Actor) (Member, e
 		return s.audit(ctx, tx, m.FamilyID, by, "member.add", memberTarget(cid), nil, out)
 	})
 	return out, err
+}
+
+// roomInFamily refuses a member more in family fid once it has
+// maxMembers current members. The family's row is locked (lockFamily), so
+// adds to one family count one after the other.
+func (s *Store) roomInFamily(ctx context.Context, tx *sql.Tx, fid int64) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM members WHERE family_id = ? AND deleted_at IS NULL`, fid).Scan(&n); err != nil {
+		return dbErr("add member", err)
+	}
+	if n >= s.maxMembers {
+		return &FieldError{Field: "familyId", Kind: ErrConflict, Cause: ErrFamilyFull,
+			Msg: fmt.Sprintf("the family has %d members, the most it may have: remove one before adding another", n)}
+	}
+	return nil
 }
 
 // memberConflict says which unique key an insert of a member with id (0:

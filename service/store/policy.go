@@ -14,6 +14,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/sqldialect"
+	"github.com/dabom/dpcs/internal/usertext"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service/outbox"
 )
@@ -362,9 +363,20 @@ func (s *Store) ListTemplates(ctx context.Context, activeOnly bool) ([]Template,
 	return out, rows.Err()
 }
 
-func templateArgs(t policy.Template) (string, error) {
+// templateArgs validates t, puts its texts in the form they are stored in
+// (NFC) and returns its rules as stored.
+func templateArgs(t *policy.Template) (string, error) {
 	if err := t.Validate(); err != nil {
 		return "", fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	for _, f := range []struct {
+		field string
+		text  *string
+		form  usertext.Form
+	}{{"name", &t.Name, usertext.Line}, {"type", &t.Type, usertext.Line}, {"description", &t.Description, usertext.Lines}} {
+		if err := cleanText(f.field, f.text, f.form); err != nil {
+			return "", err
+		}
 	}
 	canon, err := policy.Canonical(t.DefaultRules)
 	if err != nil {
@@ -377,7 +389,7 @@ func templateArgs(t policy.Template) (string, error) {
 // CreateTemplate creates a template (its ID is ignored; audited as
 // template.create). A taken name is ErrConflict.
 func (s *Store) CreateTemplate(ctx context.Context, t policy.Template, by Actor) (Template, error) {
-	rules, err := templateArgs(t)
+	rules, err := templateArgs(&t)
 	if err != nil {
 		return Template{}, err
 	}
@@ -409,7 +421,7 @@ func templateTarget(id int64) string { return "template:" + strconv.FormatInt(id
 // UpdateTemplate replaces template t.ID's fields (audited as
 // template.update). Assignments made from it keep their rules.
 func (s *Store) UpdateTemplate(ctx context.Context, t policy.Template, by Actor) (Template, error) {
-	rules, err := templateArgs(t)
+	rules, err := templateArgs(&t)
 	if err != nil {
 		return Template{}, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/sqldialect"
+	"github.com/dabom/dpcs/internal/usertext"
 	"github.com/dabom/dpcs/policy"
 )
 
@@ -89,14 +90,17 @@ func scanRequest(sc interface{ Scan(...any) error }) (DataRequest, error) {
 
 func requestTarget(id int64) string { return "data-request:" + strconv.FormatInt(id, 10) }
 
-func checkText(field, s string) error {
+// cleanWords puts a data request's message or an answer's reason in the
+// form it is stored in (trimmed, NFC), or refuses it naming field.
+func cleanWords(field string, s *string) error {
+	*s = strings.TrimSpace(*s)
 	switch {
-	case !utf8.ValidString(s):
+	case !utf8.ValidString(*s):
 		return invalid(field, "must be UTF-8 text")
-	case utf8.RuneCountInString(s) > MaxRequestMessage:
+	case utf8.RuneCountInString(*s) > MaxRequestMessage:
 		return invalid(field, "at most %d characters", MaxRequestMessage)
 	}
-	return nil
+	return cleanText(field, s, usertext.Lines)
 }
 
 // CreateDataRequest records a member's request for more data, with an audit
@@ -114,8 +118,7 @@ func (s *Store) CreateDataRequest(ctx context.Context, r NewDataRequest) (out Da
 	if r.AmountBytes > r.MaxAmount {
 		return DataRequest{}, false, invalid("amountBytes", "at most %d bytes can be asked for at once", r.MaxAmount)
 	}
-	r.Message = strings.TrimSpace(r.Message)
-	if err := checkText("message", r.Message); err != nil {
+	if err := cleanWords("message", &r.Message); err != nil {
 		return DataRequest{}, false, err
 	}
 	if len(r.Key) > MaxRequestKey {
@@ -296,8 +299,7 @@ type AnsweredDataRequest struct {
 // bytes and reason), which returns the request with Replayed set.
 func (s *Store) AnswerDataRequest(ctx context.Context, a DataRequestAnswer) (AnsweredDataRequest, error) {
 	var out AnsweredDataRequest
-	a.Reason = strings.TrimSpace(a.Reason)
-	if err := checkText("reason", a.Reason); err != nil {
+	if err := cleanWords("reason", &a.Reason); err != nil {
 		return out, err
 	}
 	status := RequestDeclined

@@ -43,6 +43,10 @@ var (
 	ErrTokenReused = errors.New("store: refresh token reused")
 	// ErrTokenExpired: the refresh token is past its expiry.
 	ErrTokenExpired = errors.New("store: refresh token expired")
+	// ErrFamilyFull: the family has as many current members as it may
+	// (WithMaxFamilyMembers). It comes as the Cause of a *FieldError of
+	// kind ErrConflict naming familyId.
+	ErrFamilyFull = errors.New("store: family full")
 )
 
 // FieldError is a refusal the caller can act on: an argument the store
@@ -146,6 +150,39 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// The largest ids a caller may choose (NewFamily.ID, NewMember.ID; 0 lets
+// the database choose). A generated id is one more than the largest id of
+// its table, so a chosen id near the top of BIGINT would leave no room for
+// the ids generated after it: every later insert without an id would fail.
+// The chosen ranges end far below: member ids at 10^15 − 1, ten times the
+// family ids' 10^14 − 1, so the simulator's scheme (member i of family f is
+// f×10 + i, simulate.CustomerID) fits any chosen family. Above them, ids
+// are generated for 8×10^15 more rows before they leave the integers a
+// JavaScript number holds exactly (2^53, the web front-ends') and far
+// before BIGINT's end (doc/security.md, "Limits").
+const (
+	MaxFamilyID = 99_999_999_999_999
+	MaxMemberID = 999_999_999_999_999
+)
+
+// DefaultMaxFamilyMembers is how many current members a family may have
+// unless WithMaxFamilyMembers says otherwise: carriers' family plans hold
+// at most 10 lines.
+const DefaultMaxFamilyMembers = 10
+
+// WithMaxFamilyMembers sets how many current members (removed ones do not
+// count) a family may have, at least 1; AddMember beyond it is
+// ErrFamilyFull. Default: DefaultMaxFamilyMembers.
+func WithMaxFamilyMembers(n int) Option {
+	return func(s *Store) error {
+		if n < 1 {
+			return invalid("maxFamilyMembers", "must be ≥ 1")
+		}
+		s.maxMembers = n
+		return nil
+	}
+}
+
 // WithDialect names the SQL dialect ("mysql" or "sqlite") instead of
 // detecting it from db's driver. Default: detected.
 func WithDialect(name string) Option {
@@ -170,6 +207,8 @@ type Store struct {
 	cost int
 	rand io.Reader
 	log  *slog.Logger
+	// maxMembers bounds a family's current members (WithMaxFamilyMembers).
+	maxMembers int
 
 	dummyOnce sync.Once
 	dummy     []byte // a hash compared against for unknown logins
@@ -185,7 +224,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{db: db, loc: loc, now: time.Now, cost: bcrypt.DefaultCost, rand: rand.Reader,
-		log: slog.New(slog.DiscardHandler)}
+		log: slog.New(slog.DiscardHandler), maxMembers: DefaultMaxFamilyMembers}
 	for _, o := range opts {
 		if err := o(s); err != nil {
 			return nil, err

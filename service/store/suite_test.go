@@ -125,6 +125,9 @@ func runSuite(t *testing.T, open opener) {
 		"VAPIDKeys":     testVAPIDKeys,
 		"DataRequests":  testDataRequests,
 		"FamilyChanges": testFamilyChanges,
+		"Text":          testText,
+		"FamilySize":    testFamilySize,
+		"ChosenIDs":     testChosenIDs,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, newEnv(t, open)) })
 	}
