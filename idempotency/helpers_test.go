@@ -4,12 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/redis/go-redis/v9"
 	_ "modernc.org/sqlite"
 )
@@ -59,13 +59,7 @@ func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 func openSQLite(tb testing.TB) *sql.DB {
 	tb.Helper()
-	dsn := "file:" + filepath.Join(tb.TempDir(), "idem.db") + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { db.Close() })
-	return db
+	return testenv.SQLitePool(tb)
 }
 
 func sqliteHarness(tb testing.TB) harness {

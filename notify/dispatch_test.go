@@ -200,7 +200,6 @@ func TestWebPushEndpointsInParallelWithDeadlines(t *testing.T) {
 	}
 }
 
-
 // A delivery waiting to retry holds no worker: with one worker, family
 // 100's failed delivery waits for its retry (a wait that ends only when the
 // notifier closes) while family 200's is delivered.

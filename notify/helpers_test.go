@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/idempotency"
+	"github.com/dabom/dpcs/internal/testenv"
 )
 
 var t0 = time.Date(2026, 2, 6, 14, 30, 0, 0, time.UTC)
@@ -26,13 +26,7 @@ const dlt = "notification-events.DLT"
 
 func openSQLite(tb testing.TB) *sql.DB {
 	tb.Helper()
-	dsn := "file:" + filepath.Join(tb.TempDir(), "inbox.db") + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { db.Close() })
-	return db
+	return testenv.SQLitePool(tb)
 }
 
 func newInbox(tb testing.TB, db *sql.DB) *SQLInbox {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dabom/dpcs/internal/testenv"
+	"github.com/dabom/dpcs/internal/testenv/storetest"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service/api"
 	"github.com/dabom/dpcs/service/store"
@@ -21,7 +22,7 @@ func TestFamilyMaxMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := testenv.NewStoreEnv(t, testenv.SQLite(t))
+	st := storetest.New(t, testenv.SQLite(t))
 	s, err := store.New(st.DB, c.StoreOptions()...)
 	if err != nil {
 		t.Fatal(err)

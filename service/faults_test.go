@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/internal/testenv"
+	"github.com/dabom/dpcs/internal/testenv/pipetest"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/recovery"
@@ -38,15 +39,15 @@ func openSQLite(t *testing.T) *sql.DB {
 // harness is a pipeline (internal/testenv) for running processor
 // deployables.
 type harness struct {
-	*testenv.Pipeline
+	*pipetest.Pipeline
 	t *testing.T
 }
 
-func newHarness(t *testing.T) *harness { return &harness{testenv.NewPipeline(t), t} }
+func newHarness(t *testing.T) *harness { return &harness{pipetest.New(t), t} }
 
 // newHarnessOn builds a harness on any Redis (keys prefixed per test).
 func newHarnessOn(t *testing.T, rdb redis.UniversalClient) *harness {
-	return &harness{testenv.PipelineOn(t, rdb), t}
+	return &harness{pipetest.On(t, rdb), t}
 }
 
 const mb = 1 << 20

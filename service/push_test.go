@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"database/sql"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/service/api"
 	"github.com/dabom/dpcs/service/store"
@@ -90,12 +90,7 @@ func TestLoadConfigWebPush(t *testing.T) {
 
 func openTestSQLite(t *testing.T) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "push.db")+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.SetMaxOpenConns(1)
-	t.Cleanup(func() { db.Close() })
+	db := testenv.SQLite(t)
 	if err := store.Migrate(t.Context(), db); err != nil {
 		t.Fatal(err)
 	}

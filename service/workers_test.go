@@ -2,14 +2,13 @@ package service
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	_ "modernc.org/sqlite"
 
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/writebehind"
 )
@@ -19,11 +18,7 @@ import (
 func TestWorkersHistoryEqualsRedis(t *testing.T) {
 	h := newHarness(t)
 	h.Family(100, 50*mb, 1, 2, 3)
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "dpcs.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testenv.SQLite(t)
 	if err := Migrate(h.Ctx, db); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/dabom/dpcs/internal/sqldialect"
+	"github.com/dabom/dpcs/internal/testenv"
 )
 
 // memWriter records every successful batch and fails on demand.
@@ -72,13 +72,7 @@ func (w *memWriter[T]) sizes() []int {
 
 func openSQLite(tb testing.TB) *sql.DB {
 	tb.Helper()
-	dsn := "file:" + filepath.Join(tb.TempDir(), "wb.db") + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { db.Close() })
-	return db
+	return testenv.SQLitePool(tb)
 }
 
 // newFake is a one-broker kfake cluster with testTopic (10 partitions), its

@@ -112,6 +112,19 @@ func SQLite(tb testing.TB) *sql.DB {
 	return db
 }
 
+// SQLitePool opens a new SQLite database in the test's temporary directory
+// in WAL mode with a 10 s busy timeout and database/sql's default pool:
+// for tests of concurrent writers (a store that takes several connections).
+func SQLitePool(tb testing.TB) *sql.DB {
+	tb.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(tb.TempDir(), "dpcs.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
+}
+
 // FreeAddr is a loopback address with a port free when it was asked for.
 // Prefer listening on 127.0.0.1:0 and reading the address back; this is for
 // programs that take an address to listen on.
@@ -138,4 +151,14 @@ func Get(tb testing.TB, url string) string {
 		tb.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
 	}
 	return string(b)
+}
+
+// Header is the value of a record's header key ("" when absent).
+func Header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
 }

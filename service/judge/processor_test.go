@@ -19,6 +19,7 @@ import (
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/internal/testenv"
+	"github.com/dabom/dpcs/internal/testenv/pipetest"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 )
@@ -27,15 +28,15 @@ const mb = 1 << 20
 
 // harness is a pipeline (internal/testenv) for running processors.
 type harness struct {
-	*testenv.Pipeline
+	*pipetest.Pipeline
 	t *testing.T
 }
 
-func newHarness(t *testing.T) *harness { return &harness{testenv.NewPipeline(t), t} }
+func newHarness(t *testing.T) *harness { return &harness{pipetest.New(t), t} }
 
 // newHarnessOn builds a harness on any Redis (keys prefixed per test).
 func newHarnessOn(t *testing.T, rdb redis.UniversalClient) *harness {
-	return &harness{testenv.PipelineOn(t, rdb), t}
+	return &harness{pipetest.On(t, rdb), t}
 }
 
 // start runs a processor until the test ends (or stop is called).
@@ -88,7 +89,7 @@ func storyLast10MB(h *harness) {
 		h.Usage("evt_child1", 100, 3, 8*mb, "com.youtube.app", h.Now),
 		h.Usage("evt_child2", 100, 4, 4*mb, "com.roblox.client", h.Now),
 	)
-	persist := testenv.Decode[envelope.UsagePersistPayload](t, h.Collect(envelope.TopicUsagePersist, 4))
+	persist := pipetest.Decode[envelope.UsagePersistPayload](t, h.Collect(envelope.TopicUsagePersist, 4))
 	got := map[string]string{}
 	for _, p := range persist {
 		got[p.Payload.OriginEventID] = fmt.Sprintf("%s %d", p.Payload.ProcessResult, p.Payload.RemainingAfter/mb)
@@ -226,7 +227,7 @@ func TestProcessorDeadLetters(t *testing.T) {
 			t.Errorf("DLT record %d headers %v key %q", i, r.Headers, r.Key)
 		}
 	}
-	persist := testenv.Decode[envelope.UsagePersistPayload](t, h.Collect(envelope.TopicUsagePersist, 1))
+	persist := pipetest.Decode[envelope.UsagePersistPayload](t, h.Collect(envelope.TopicUsagePersist, 1))
 	if persist[0].Payload.OriginEventID != "evt_ok" {
 		t.Errorf("persisted %+v", persist[0].Payload)
 	}
@@ -257,7 +258,7 @@ func storyPolicyUpdated(h *harness) {
 	bad, _ := kafkarecord.New(envelope.TopicPolicyUpdated, envelope.New("pol_bad", h.Now,
 		envelope.PolicyUpdatedPayload{FamilyID: 100, TargetCustomerID: 3, Version: 3, Constraints: map[string]string{"NOPE": "1"}}))
 	h.Produce(rec, bad)
-	notes := testenv.Decode[envelope.CustomerBlocked](t, h.Collect(envelope.TopicNotificationEvents, 1))
+	notes := pipetest.Decode[envelope.CustomerBlocked](t, h.Collect(envelope.TopicNotificationEvents, 1))
 	p := notes[0].Payload
 	if p.CustomerID != 3 || p.BlockReason != policy.KeyLimitMonthly || p.Decision != string(policy.BlockedLimitMonthly) {
 		t.Errorf("CUSTOMER_BLOCKED %+v", p)
@@ -267,7 +268,7 @@ func storyPolicyUpdated(h *harness) {
 		t.Errorf("bad policy reason %q", testenv.Header(dead[0], HeaderDLTReason))
 	}
 	h.Produce(h.Usage("evt_next", 100, 3, 1, "a", h.Now))
-	persist := testenv.Decode[envelope.UsagePersistPayload](t, h.Collect(envelope.TopicUsagePersist, 1))
+	persist := pipetest.Decode[envelope.UsagePersistPayload](t, h.Collect(envelope.TopicUsagePersist, 1))
 	if persist[0].Payload.ProcessResult != string(policy.BlockedLimitMonthly) {
 		t.Errorf("next event %+v", persist[0].Payload)
 	}
@@ -298,7 +299,7 @@ func TestProcessorRedisOutage(t *testing.T) {
 	var retries atomic.Int64
 	h.start(dec, WithProcessorHooks(ProcessorHooks{OnRetry: func(RetryInfo) { retries.Add(1) }}))
 	h.Produce(h.Usage("evt_a", 100, 1, mb, "a", h.Now), h.Usage("evt_b", 100, 1, mb, "a", h.Now))
-	persist := testenv.Decode[envelope.UsagePersistPayload](t, h.Collect(envelope.TopicUsagePersist, 2))
+	persist := pipetest.Decode[envelope.UsagePersistPayload](t, h.Collect(envelope.TopicUsagePersist, 2))
 	for _, p := range persist {
 		if p.Payload.ProcessResult != "ALLOWED" {
 			t.Errorf("%+v", p.Payload)
@@ -355,7 +356,7 @@ func storyCrashRestart(h *harness) {
 	}
 	stop()
 	h.start(h.Engine)
-	persist := testenv.Decode[envelope.UsagePersistPayload](t, h.Collect(envelope.TopicUsagePersist, 40))
+	persist := pipetest.Decode[envelope.UsagePersistPayload](t, h.Collect(envelope.TopicUsagePersist, 40))
 	seen := map[string]bool{}
 	for _, p := range persist {
 		seen[p.Payload.OriginEventID] = true
@@ -400,7 +401,7 @@ func TestThresholdPeriodCarriesTheArm(t *testing.T) {
 		t.Fatal(err)
 	}
 	var periods []string
-	for _, a := range testenv.Decode[envelope.ThresholdAlert](t, recs[2:]) {
+	for _, a := range pipetest.Decode[envelope.ThresholdAlert](t, recs[2:]) {
 		periods = append(periods, a.Payload.Period)
 	}
 	if d := cmp.Diff([]string{"2026-02", "2026-02#2"}, periods); d != "" {
@@ -439,7 +440,7 @@ func TestUsagePersistCarriesTheResult(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			persist := testenv.Decode[envelope.UsagePersistPayload](t, recs[:1])[0]
+			persist := pipetest.Decode[envelope.UsagePersistPayload](t, recs[:1])[0]
 			want := tt.want
 			want.OriginEventID, want.FamilyID, want.CustomerID, want.BytesUsed, want.AppID, want.EventTime = "evt_x", 1, 2, 7, "a", at
 			if diff := cmp.Diff(want, persist.Payload); diff != "" {
@@ -549,7 +550,7 @@ func TestProcessorNeverCommittedPartitionPastZero(t *testing.T) {
 	guard := &fixedGuard{gen: "g1"}
 	h.start(h.Engine, WithStateGuard(guard))
 	h.Produce(h.Usage("evt_new", 100, 1, mb, "a", h.Now))
-	persist := testenv.Decode[envelope.UsagePersistPayload](t, h.Collect(envelope.TopicUsagePersist, 1))
+	persist := pipetest.Decode[envelope.UsagePersistPayload](t, h.Collect(envelope.TopicUsagePersist, 1))
 	if persist[0].Payload.OriginEventID != "evt_new" || persist[0].Payload.ProcessResult != string(policy.Allowed) {
 		t.Errorf("judged %+v", persist[0].Payload)
 	}

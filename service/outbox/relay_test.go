@@ -15,6 +15,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/testenv"
+	"github.com/dabom/dpcs/internal/testenv/storetest"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service/outbox"
 	"github.com/dabom/dpcs/service/store"
@@ -149,7 +150,7 @@ func testRelay(t *testing.T, e *env) {
 		t.Errorf("published (-want +got):\n%s", diff)
 	}
 	if len(hooked) != 2 || hooked[0].Attempts != 1 || hooked[1].Attempts != 2 || hooked[0].Expired ||
-		!hooked[1].NextRetryAt.Equal(testenv.Start.Add(3*time.Second)) {
+		!hooked[1].NextRetryAt.Equal(storetest.Start.Add(3*time.Second)) {
 		t.Errorf("failure hooks = %+v", hooked)
 	}
 	if !cmp.Equal(published, []int64{1, 2, 3, 4}) {
@@ -323,7 +324,7 @@ func TestRelayOptions(t *testing.T) {
 }
 
 // env is a store test environment (internal/testenv).
-type env struct{ *testenv.StoreEnv }
+type env struct{ *storetest.Env }
 
 var owner = store.Actor{ID: 1, Role: policy.RoleOwner}
 
@@ -337,7 +338,7 @@ func runRelay(t *testing.T, open func(testing.TB) *sql.DB) {
 		"RelayLease":  testRelayLease,
 		"RelayRun":    testRelayRun,
 	} {
-		t.Run(name, func(t *testing.T) { fn(t, &env{testenv.NewStoreEnv(t, open(t))}) })
+		t.Run(name, func(t *testing.T) { fn(t, &env{storetest.New(t, open(t))}) })
 	}
 }
 

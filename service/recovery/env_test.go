@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/dabom/dpcs/internal/testenv"
+	"github.com/dabom/dpcs/internal/testenv/storetest"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/judge"
@@ -13,13 +14,13 @@ import (
 )
 
 var (
-	seoul = testenv.Seoul
-	start = testenv.Start
+	seoul = storetest.Seoul
+	start = storetest.Start
 	owner = store.Actor{ID: 1, Role: policy.RoleOwner}
 )
 
 // env is a store test environment (internal/testenv).
-type env struct{ *testenv.StoreEnv }
+type env struct{ *storetest.Env }
 
 // mustState is the door to eng's state.
 func mustState(t testing.TB, eng judge.Engine) *judge.State {
@@ -40,7 +41,7 @@ func runRebuild(t *testing.T, open func(testing.TB) *sql.DB) {
 		"TransientSQL":  testRebuildTransientSQL,
 		"RacingWrite":   testRebuildRacingWrite,
 	} {
-		t.Run(name, func(t *testing.T) { fn(t, &env{testenv.NewStoreEnv(t, open(t))}) })
+		t.Run(name, func(t *testing.T) { fn(t, &env{storetest.New(t, open(t))}) })
 	}
 }
 

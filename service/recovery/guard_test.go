@@ -15,6 +15,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/testenv"
+	"github.com/dabom/dpcs/internal/testenv/storetest"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/judge"
@@ -25,7 +26,7 @@ import (
 // families in SQL, none in Redis yet.
 type guardRig struct {
 	t     *testing.T
-	e     *testenv.StoreEnv
+	e     *storetest.Env
 	mr    *miniredis.Miniredis
 	eng   *quota.Engine
 	qs    *judge.State
@@ -37,11 +38,11 @@ type guardRig struct {
 
 func newGuardRig(t *testing.T) *guardRig {
 	t.Helper()
-	r := &guardRig{t: t, e: testenv.NewStoreEnv(t, testenv.SQLite(t))}
+	r := &guardRig{t: t, e: storetest.New(t, testenv.SQLite(t))}
 	mr, client := testenv.Redis(t)
 	r.mr = mr
 	var err error
-	if r.eng, err = quota.New(client, quota.WithClock(r.e.Clock.Now), quota.WithLocation(testenv.Seoul)); err != nil {
+	if r.eng, err = quota.New(client, quota.WithClock(r.e.Clock.Now), quota.WithLocation(storetest.Seoul)); err != nil {
 		t.Fatal(err)
 	}
 	r.qs = mustState(t, r.eng)

@@ -14,15 +14,15 @@ import (
 // changed while it was read (service/recovery). Writes about another
 // family do not count for this one.
 func testFamilyChanges(t *testing.T, e *env) {
-	e.family(t, 1)
-	e.family(t, 2)
+	e.Family(t, 1)
+	e.Family(t, 2)
 	count := func() int64 {
 		t.Helper()
-		c, err := e.s.FamilyChanges(e.ctx, []int64{1, 2}, true)
+		c, err := e.S.FamilyChanges(e.Ctx, []int64{1, 2}, true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n, err := e.s.FamilyChanges(e.ctx, []int64{1}, false); err != nil || n[1] != c[1] {
+		if n, err := e.S.FamilyChanges(e.Ctx, []int64{1}, false); err != nil || n[1] != c[1] {
 			t.Fatalf("by name %v, %v; by range %v", n, err, c)
 		}
 		return c[1]
@@ -32,29 +32,29 @@ func testFamilyChanges(t *testing.T, e *env) {
 		name  string
 		write func() error
 	}{
-		{"plan", func() error { _, err := e.s.SetPlan(e.ctx, 1, 20<<20, own); return err }},
-		{"thresholds", func() error { _, err := e.s.SetThresholds(e.ctx, 1, policy.Thresholds{40}, own); return err }},
-		{"top-up", func() error { _, err := e.s.AddTopUp(e.ctx, 1, 1<<20, own); return err }},
+		{"plan", func() error { _, err := e.S.SetPlan(e.Ctx, 1, 20<<20, own); return err }},
+		{"thresholds", func() error { _, err := e.S.SetThresholds(e.Ctx, 1, policy.Thresholds{40}, own); return err }},
+		{"top-up", func() error { _, err := e.S.AddTopUp(e.Ctx, 1, 1<<20, own); return err }},
 		{"member added", func() error {
-			_, err := e.s.AddMember(e.ctx, store.NewMember{FamilyID: 1, Name: "new", Role: policy.RoleMember, Password: "pw-pw-pw-pw"}, own)
+			_, err := e.S.AddMember(e.Ctx, store.NewMember{FamilyID: 1, Name: "new", Role: policy.RoleMember, Password: "pw-pw-pw-pw"}, own)
 			return err
 		}},
 		{"policy", func() error {
-			_, err := e.s.UpdatePolicy(e.ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12,
+			_, err := e.S.UpdatePolicy(e.Ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12,
 				Set: map[string]string{policy.KeyLimitDaily: "1000"}, By: own})
 			return err
 		}},
 		{"data request approved", func() error {
-			r, _, err := e.s.CreateDataRequest(e.ctx, store.NewDataRequest{FamilyID: 1, CustomerID: 12, AmountBytes: 10,
+			r, _, err := e.S.CreateDataRequest(e.Ctx, store.NewDataRequest{FamilyID: 1, CustomerID: 12, AmountBytes: 10,
 				MaxAmount: 1 << 20, MaxPending: 5})
 			if err != nil {
 				return err
 			}
-			_, err = e.s.AnswerDataRequest(e.ctx, store.DataRequestAnswer{FamilyID: 1, RequestID: r.ID, Approve: true,
+			_, err = e.S.AnswerDataRequest(e.Ctx, store.DataRequestAnswer{FamilyID: 1, RequestID: r.ID, Approve: true,
 				Grant: envelope.GrantDay, By: own})
 			return err
 		}},
-		{"member removed", func() error { return e.s.RemoveMember(e.ctx, 1, 12, own) }},
+		{"member removed", func() error { return e.S.RemoveMember(e.Ctx, 1, 12, own) }},
 	} {
 		before := count()
 		if err := w.write(); err != nil {
@@ -65,7 +65,7 @@ func testFamilyChanges(t *testing.T, e *env) {
 		}
 	}
 	before := count()
-	if _, err := e.s.SetPlan(e.ctx, 2, 1<<20, own); err != nil {
+	if _, err := e.S.SetPlan(e.Ctx, 2, 1<<20, own); err != nil {
 		t.Fatal(err)
 	}
 	if after := count(); after != before {

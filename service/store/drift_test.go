@@ -44,22 +44,22 @@ func TestDiffRules(t *testing.T) {
 }
 
 func testDrift(t *testing.T, e *env) {
-	e.family(t, 1)
-	e.family(t, 2)
+	e.Family(t, 1)
+	e.Family(t, 2)
 	night := policy.Template{Name: "Night", Type: "TIME", RequireRole: policy.RoleMember,
 		DefaultRules: map[string]string{"BLOCK:TIME:START": "2200", "BLOCK:TIME:END": "0700"}, Active: true}
-	tpl, err := e.s.CreateTemplate(e.ctx, night, admin)
+	tpl, err := e.S.CreateTemplate(e.Ctx, night, admin)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range [][2]int64{{1, 11}, {1, 12}, {2, 21}, {2, 22}} {
-		if _, err := e.s.ApplyTemplate(e.ctx, m[0], m[1], tpl.ID, 0, admin); err != nil {
+		if _, err := e.S.ApplyTemplate(e.Ctx, m[0], m[1], tpl.ID, 0, admin); err != nil {
 			t.Fatal(err)
 		}
 	}
 	drifts := func(f store.DriftFilter) ([]int64, int) {
 		t.Helper()
-		ds, n, err := e.s.TemplateDrift(e.ctx, f)
+		ds, n, err := e.S.TemplateDrift(e.Ctx, f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,21 +74,21 @@ func testDrift(t *testing.T, e *env) {
 	}
 
 	// An owner edits member 12's copy; a removed member (22) is nobody's drift.
-	if _, err := e.s.UpdatePolicy(e.ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12,
+	if _, err := e.S.UpdatePolicy(e.Ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12,
 		Set: map[string]string{"BLOCK:TIME:END": "0600", "LIMIT:DATA:DAILY": "1000"}, By: owner}); err != nil {
 		t.Fatal(err)
 	}
 	if ids, _ := drifts(store.DriftFilter{TemplateID: tpl.ID}); !cmp.Equal(ids, []int64{12}) {
 		t.Errorf("drift after a policy edit = %v, want [12]", ids)
 	}
-	if err := e.s.RemoveMember(e.ctx, 2, 22, owner); err != nil {
+	if err := e.S.RemoveMember(e.Ctx, 2, 22, owner); err != nil {
 		t.Fatal(err)
 	}
 
 	// The template changes: every remaining member drifts.
 	night.ID = tpl.ID
 	night.DefaultRules = map[string]string{"BLOCK:TIME:START": "2100", "BLOCK:TIME:END": "0700"}
-	if _, err := e.s.UpdateTemplate(e.ctx, night, admin); err != nil {
+	if _, err := e.S.UpdateTemplate(e.Ctx, night, admin); err != nil {
 		t.Fatal(err)
 	}
 	if ids, n := drifts(store.DriftFilter{TemplateID: tpl.ID}); !cmp.Equal(ids, []int64{11, 12, 21}) || n != 3 {
@@ -97,7 +97,7 @@ func testDrift(t *testing.T, e *env) {
 	if ids, n := drifts(store.DriftFilter{TemplateID: tpl.ID, FamilyID: 2}); !cmp.Equal(ids, []int64{21}) || n != 1 {
 		t.Errorf("drift of family 2 = %v of %d", ids, n)
 	}
-	ds, _, err := e.s.TemplateDrift(e.ctx, store.DriftFilter{TemplateID: tpl.ID, FamilyID: 1})
+	ds, _, err := e.S.TemplateDrift(e.Ctx, store.DriftFilter{TemplateID: tpl.ID, FamilyID: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,8 +115,8 @@ func testDrift(t *testing.T, e *env) {
 
 	// Re-apply: 11 without a version check, 12 with a stale one, 21 with
 	// the right one; an unknown member fails alone.
-	outbox, audits := e.count(t, "outbox"), e.count(t, "audit_log")
-	res, err := e.s.ReapplyTemplate(e.ctx, tpl.ID, []store.Reapply{
+	outbox, audits := e.Count(t, "outbox"), e.Count(t, "audit_log")
+	res, err := e.S.ReapplyTemplate(e.Ctx, tpl.ID, []store.Reapply{
 		{FamilyID: 1, CustomerID: 11}, {FamilyID: 1, CustomerID: 12, ExpectedVersion: 1},
 		{FamilyID: 2, CustomerID: 21, ExpectedVersion: 1}, {FamilyID: 2, CustomerID: 29},
 	}, admin)
@@ -131,13 +131,13 @@ func testDrift(t *testing.T, e *env) {
 	if p := res[0].Update.Policy; p.Version != 2 || !cmp.Equal(p.Rules, night.DefaultRules) || p.TemplateID != tpl.ID || res[0].Update.EventID == "" {
 		t.Errorf("re-applied 11 = %+v", res[0].Update)
 	}
-	if got := e.count(t, "outbox") - outbox; got != 2 {
+	if got := e.Count(t, "outbox") - outbox; got != 2 {
 		t.Errorf("outbox rows written = %d, want 2", got)
 	}
-	if got := e.count(t, "audit_log") - audits; got != 2 {
+	if got := e.Count(t, "audit_log") - audits; got != 2 {
 		t.Errorf("audit rows written = %d, want 2", got)
 	}
-	es, err := e.s.AuditLog(e.ctx, store.AuditFilter{Action: "policy.apply_template", Target: "member:21", Limit: 1})
+	es, err := e.S.AuditLog(e.Ctx, store.AuditFilter{Action: "policy.apply_template", Target: "member:21", Limit: 1})
 	if err != nil || len(es) != 1 || !cmp.Equal(string(es[0].Before), `{"version":1,"rules":{"BLOCK:TIME:END":"0700","BLOCK:TIME:START":"2200"}}`) ||
 		!cmp.Equal(string(es[0].After), `{"version":2,"rules":{"BLOCK:TIME:END":"0700","BLOCK:TIME:START":"2100"}}`) {
 		t.Errorf("audit of the re-apply to 21 = %+v, %v", es, err)
@@ -146,21 +146,21 @@ func testDrift(t *testing.T, e *env) {
 		t.Errorf("drift after re-apply = %v, want [12]", ids)
 	}
 	// A member whose policy is not a copy of the template is refused.
-	e.family(t, 3)
-	res, err = e.s.ReapplyTemplate(e.ctx, tpl.ID, []store.Reapply{{FamilyID: 3, CustomerID: 31}}, admin)
+	e.Family(t, 3)
+	res, err = e.S.ReapplyTemplate(e.Ctx, tpl.ID, []store.Reapply{{FamilyID: 3, CustomerID: 31}}, admin)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantErr(t, "member without the template", res[0].Err, store.ErrConflict)
 	// Re-applying an up-to-date member writes nothing.
-	res, err = e.s.ReapplyTemplate(e.ctx, tpl.ID, []store.Reapply{{FamilyID: 1, CustomerID: 11}}, admin)
+	res, err = e.S.ReapplyTemplate(e.Ctx, tpl.ID, []store.Reapply{{FamilyID: 1, CustomerID: 11}}, admin)
 	if err != nil || res[0].Err != nil || !res[0].Update.Unchanged {
 		t.Errorf("re-apply to an up-to-date member = %+v, %v", res, err)
 	}
 
-	_, _, err = e.s.TemplateDrift(e.ctx, store.DriftFilter{TemplateID: 999})
+	_, _, err = e.S.TemplateDrift(e.Ctx, store.DriftFilter{TemplateID: 999})
 	wantErr(t, "unknown template", err, store.ErrNotFound)
-	_, err = e.s.ReapplyTemplate(e.ctx, 999, nil, admin)
+	_, err = e.S.ReapplyTemplate(e.Ctx, 999, nil, admin)
 	wantErr(t, "unknown template", err, store.ErrNotFound)
 }
 
@@ -170,14 +170,14 @@ func testDeadLetterReplay(t *testing.T, e *env) {
 	produce := func(context.Context) error { produced++; return nil }
 
 	boom := errors.New("broker down")
-	_, _, err := e.s.ReplayDeadLetter(e.ctx, ref, "usage-events", admin, func(context.Context) error { return boom })
+	_, _, err := e.S.ReplayDeadLetter(e.Ctx, ref, "usage-events", admin, func(context.Context) error { return boom })
 	if !errors.Is(err, boom) {
 		t.Fatalf("failing produce: err = %v", err)
 	}
-	if n := e.count(t, "deadletter_replay"); n != 0 {
+	if n := e.Count(t, "deadletter_replay"); n != 0 {
 		t.Fatalf("a failed replay was recorded (%d rows)", n)
 	}
-	rp, first, err := e.s.ReplayDeadLetter(e.ctx, ref, "usage-events", admin, produce)
+	rp, first, err := e.S.ReplayDeadLetter(e.Ctx, ref, "usage-events", admin, produce)
 	if err != nil || !first || produced != 1 {
 		t.Fatalf("replay = %+v, %v, %v (produced %d)", rp, first, err, produced)
 	}
@@ -185,21 +185,21 @@ func testDeadLetterReplay(t *testing.T, e *env) {
 	if d := cmp.Diff(want, rp); d != "" {
 		t.Errorf("replay (-want +got):\n%s", d)
 	}
-	e.clk.Add(60_000_000_000)
-	again, first, err := e.s.ReplayDeadLetter(e.ctx, ref, "usage-events", admin, produce)
+	e.Clock.Add(60_000_000_000)
+	again, first, err := e.S.ReplayDeadLetter(e.Ctx, ref, "usage-events", admin, produce)
 	if err != nil || first || produced != 1 {
 		t.Errorf("second replay = %+v, %v, %v (produced %d), want the first one, not produced", again, first, err, produced)
 	}
 	if d := cmp.Diff(want, again); d != "" {
 		t.Errorf("second replay (-want +got):\n%s", d)
 	}
-	es, err := e.s.AuditLog(e.ctx, store.AuditFilter{Action: "deadletter.replay", Limit: 10})
+	es, err := e.S.AuditLog(e.Ctx, store.AuditFilter{Action: "deadletter.replay", Limit: 10})
 	if err != nil || len(es) != 1 || es[0].Target != "dlt:usage-events.DLT/3/17" {
 		t.Errorf("audit = %+v, %v", es, err)
 	}
 
 	other := store.DeadLetterRef{Topic: "usage-events.DLT", Partition: 3, Offset: 18}
-	got, err := e.s.Replays(e.ctx, []store.DeadLetterRef{ref, other, {Topic: "usage-events.DLT", Partition: 4, Offset: 17}})
+	got, err := e.S.Replays(e.Ctx, []store.DeadLetterRef{ref, other, {Topic: "usage-events.DLT", Partition: 4, Offset: 17}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func testDeadLetterReplay(t *testing.T, e *env) {
 	conc := store.DeadLetterRef{Topic: "usage-events.DLT", Partition: 0, Offset: 1}
 	for range 4 {
 		wg.Go(func() {
-			_, first, err := e.s.ReplayDeadLetter(e.ctx, conc, "usage-events", admin, func(context.Context) error {
+			_, first, err := e.S.ReplayDeadLetter(e.Ctx, conc, "usage-events", admin, func(context.Context) error {
 				mu.Lock()
 				produces++
 				mu.Unlock()
@@ -233,15 +233,15 @@ func testDeadLetterReplay(t *testing.T, e *env) {
 	if produces != 1 || firsts != 1 {
 		t.Errorf("4 concurrent replays: %d produced, %d first; want 1 and 1", produces, firsts)
 	}
-	_, _, err = e.s.ReplayDeadLetter(e.ctx, store.DeadLetterRef{Topic: "x", Offset: -1}, "y", admin, produce)
+	_, _, err = e.S.ReplayDeadLetter(e.Ctx, store.DeadLetterRef{Topic: "x", Offset: -1}, "y", admin, produce)
 	wantErr(t, "negative offset", err, store.ErrInvalid)
 }
 
 // testSearchByPhone: a phone is found however its separators are typed.
 func testSearchByPhone(t *testing.T, e *env) {
-	e.family(t, 100) // members 1001 (010-1001) and 1002 (010-1002)
-	e.family(t, 200)
-	if _, err := e.s.AddMember(e.ctx, store.NewMember{FamilyID: 200, Name: "intl", Phone: "+82 10 1234 5678", Role: policy.RoleMember}, store.System); err != nil {
+	e.Family(t, 100) // members 1001 (010-1001) and 1002 (010-1002)
+	e.Family(t, 200)
+	if _, err := e.S.AddMember(e.Ctx, store.NewMember{FamilyID: 200, Name: "intl", Phone: "+82 10 1234 5678", Role: policy.RoleMember}, store.System); err != nil {
 		t.Fatal(err)
 	}
 	for q, want := range map[string][]int64{
@@ -254,7 +254,7 @@ func testSearchByPhone(t *testing.T, e *env) {
 		"0102001":          {200},
 		"010":              nil, // no partial phones
 	} {
-		fs, err := e.s.SearchFamilies(e.ctx, q, 10)
+		fs, err := e.S.SearchFamilies(e.Ctx, q, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -267,10 +267,10 @@ func testSearchByPhone(t *testing.T, e *env) {
 		}
 	}
 	// A removed member's phone no longer finds the family.
-	if err := e.s.RemoveMember(e.ctx, 100, 1002, owner); err != nil {
+	if err := e.S.RemoveMember(e.Ctx, 100, 1002, owner); err != nil {
 		t.Fatal(err)
 	}
-	if fs, err := e.s.SearchFamilies(e.ctx, "010-1002", 10); err != nil || len(fs) != 0 {
+	if fs, err := e.S.SearchFamilies(e.Ctx, "010-1002", 10); err != nil || len(fs) != 0 {
 		t.Errorf("search by a removed member's phone = %v, %v", fs, err)
 	}
 }

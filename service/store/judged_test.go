@@ -18,11 +18,11 @@ func TestJudgedSinceSQLite(t *testing.T) { testJudgedSince(t, newEnv(t, openSQLi
 // (created_at set by the database) and with chosen created_at values, and
 // reads back those of a family judged or happened since an instant.
 func testJudgedSince(t *testing.T, e *env) {
-	d, err := sqldialect.Detect(e.db)
+	d, err := sqldialect.Detect(e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := store.NewUsageWriter(e.db)
+	w, err := store.NewUsageWriter(e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func testJudgedSince(t *testing.T, e *env) {
 	}
 	old := func(id string, fid int64, eventTime, createdAt time.Time) {
 		t.Helper()
-		if _, err := e.db.ExecContext(e.ctx, `INSERT INTO usage_record (event_id, family_id, customer_id, app_id, bytes_used,
+		if _, err := e.DB.ExecContext(e.Ctx, `INSERT INTO usage_record (event_id, family_id, customer_id, app_id, bytes_used,
 			process_result, remaining_after, rule, event_time, created_at) VALUES (?, ?, ?, 'web', 100, 'ALLOWED', 900, '', ?, `+created+`)`,
 			id, fid, fid*10+1, d.Time(eventTime), d.Time(createdAt)); err != nil {
 			t.Fatal(err)
@@ -45,7 +45,7 @@ func testJudgedSince(t *testing.T, e *env) {
 	}
 	write := func(rows ...store.UsageRecord) {
 		t.Helper()
-		if err := w.Write(e.ctx, rows); err != nil {
+		if err := w.Write(e.Ctx, rows); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -61,7 +61,7 @@ func testJudgedSince(t *testing.T, e *env) {
 		ThrottleKbps: 512, Crossed: []envelope.Crossing{{Percent: 30, Arm: 1}, {Percent: 20, Arm: 2}}})
 	done := time.Now().UTC()
 
-	got, err := e.s.JudgedSince(e.ctx, 1, since)
+	got, err := e.S.JudgedSince(e.Ctx, 1, since)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,22 +90,22 @@ func testJudgedSince(t *testing.T, e *env) {
 		t.Errorf("JudgedSince (-want +got):\n%s", diff)
 	}
 
-	if rows, err := e.s.JudgedSince(e.ctx, 1, now.Add(time.Hour)); err != nil || len(rows) != 0 {
+	if rows, err := e.S.JudgedSince(e.Ctx, 1, now.Add(time.Hour)); err != nil || len(rows) != 0 {
 		t.Errorf("JudgedSince(an hour ahead) = %v, %v; want none", rows, err)
 	}
-	if rows, err := e.s.JudgedSince(e.ctx, 3, since); err != nil || len(rows) != 0 {
+	if rows, err := e.S.JudgedSince(e.Ctx, 3, since); err != nil || len(rows) != 0 {
 		t.Errorf("JudgedSince(family without rows) = %v, %v; want none", rows, err)
 	}
-	_, err = e.s.JudgedSince(e.ctx, 0, since)
+	_, err = e.S.JudgedSince(e.Ctx, 0, since)
 	wantErr(t, "family 0", err, store.ErrInvalid)
-	_, err = e.s.JudgedSince(e.ctx, 1, time.Time{})
+	_, err = e.S.JudgedSince(e.Ctx, 1, time.Time{})
 	wantErr(t, "zero since", err, store.ErrInvalid)
 
 	// A crossed value no writer wrote is an error, not a silent drop.
-	if _, err := e.db.ExecContext(e.ctx, `UPDATE usage_record SET crossed = '30:x' WHERE event_id = 'evt_full'`); err != nil {
+	if _, err := e.DB.ExecContext(e.Ctx, `UPDATE usage_record SET crossed = '30:x' WHERE event_id = 'evt_full'`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.s.JudgedSince(e.ctx, 1, since); err == nil {
+	if _, err := e.S.JudgedSince(e.Ctx, 1, since); err == nil {
 		t.Error("JudgedSince read a malformed crossed column without error")
 	}
 }

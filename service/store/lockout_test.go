@@ -18,7 +18,7 @@ import (
 // reads as a member id or a phone is kept: free text (a password typed in
 // the login field, control characters, a long string) is not written.
 func testLockoutAudit(t *testing.T, e *env) {
-	e.family(t, 1)
+	e.Family(t, 1)
 	until := start.Add(15 * time.Minute)
 	hostile := "hunter2-my-password\x00\n\u202e<script>" + strings.Repeat("x", 500)
 	for _, c := range []struct {
@@ -34,10 +34,10 @@ func testLockoutAudit(t *testing.T, e *env) {
 		{"0" + strings.Repeat("1", 40), "login", 0, store.Lockout{Kind: "other"}},
 	} {
 		l := store.Lockout{Login: c.login, Failures: 10, Until: until, Address: "192.0.2.7"}
-		if err := e.s.AuditLockout(e.ctx, l); err != nil {
+		if err := e.S.AuditLockout(e.Ctx, l); err != nil {
 			t.Fatal(err)
 		}
-		rows, err := e.s.AuditLog(e.ctx, store.AuditFilter{Action: store.ActionLockout, Limit: 1})
+		rows, err := e.S.AuditLog(e.Ctx, store.AuditFilter{Action: store.ActionLockout, Limit: 1})
 		if err != nil || len(rows) != 1 {
 			t.Fatalf("%q: audit rows %+v, %v", c.login, rows, err)
 		}

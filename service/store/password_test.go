@@ -18,7 +18,7 @@ import (
 // refuse, as a FieldError at "password" written for the caller; the demo
 // password stays valid.
 func testPasswordRules(t *testing.T, e *env) {
-	e.family(t, 1)
+	e.Family(t, 1)
 	for _, c := range []struct{ name, pw, msg string }{
 		{"1 byte", "x", "must be at least 8 characters"},
 		{"common", "password123", "is too common or easily guessed: choose another, e.g. a few unrelated words"},
@@ -27,20 +27,20 @@ func testPasswordRules(t *testing.T, e *env) {
 		{"the phone", "01077778888", "must not be the member's id, phone number or name"},
 		{"too long", strings.Repeat("가", 25), "must be at most 72 bytes (a Korean character takes 3)"},
 	} {
-		_, err := e.s.AddMember(e.ctx, store.NewMember{FamilyID: 1, Name: "Grandma Kim", Phone: "010-7777-8888", Role: policy.RoleMember, Password: c.pw}, owner)
+		_, err := e.S.AddMember(e.Ctx, store.NewMember{FamilyID: 1, Name: "Grandma Kim", Phone: "010-7777-8888", Role: policy.RoleMember, Password: c.pw}, owner)
 		if fe, ok := errors.AsType[*store.FieldError](err); !ok || fe.Field != "password" || fe.Msg != c.msg || !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("%s: AddMember err = %v, want a FieldError at password: %q", c.name, err, c.msg)
 		}
 	}
-	if _, err := e.s.HashPassword("bulk"); !errors.Is(err, store.ErrInvalid) {
+	if _, err := e.S.HashPassword("bulk"); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("HashPassword(bulk) = %v, want ErrInvalid", err)
 	}
-	if _, err := e.s.AddMember(e.ctx, store.NewMember{FamilyID: 1, Name: "demo", Role: policy.RoleMember, Password: "dpcs-demo"}, owner); err != nil {
+	if _, err := e.S.AddMember(e.Ctx, store.NewMember{FamilyID: 1, Name: "demo", Role: policy.RoleMember, Password: "dpcs-demo"}, owner); err != nil {
 		t.Errorf("the demo password: %v", err)
 	}
-	_, err := e.s.ResetPassword(e.ctx, 1, 12, "12", owner)
+	_, err := e.S.ResetPassword(e.Ctx, 1, 12, "12", owner)
 	wantErr(t, "reset to a short password", err, store.ErrInvalid)
-	_, err = e.s.ChangePassword(e.ctx, 12, testPW, "m12", "")
+	_, err = e.S.ChangePassword(e.Ctx, 12, testPW, "m12", "")
 	wantErr(t, "change to a short password", err, store.ErrInvalid)
 }
 
@@ -49,12 +49,12 @@ func testPasswordRules(t *testing.T, e *env) {
 // session of the member. Both are audited as member.password with no hash
 // and no password.
 func testPasswordChanges(t *testing.T, e *env) {
-	e.family(t, 1)
-	e.family(t, 2)
+	e.Family(t, 1)
+	e.Family(t, 2)
 	sessions := func(cid int64, n int) []store.RefreshToken {
 		var out []store.RefreshToken
 		for range n {
-			_, rt, err := e.s.IssueRefreshToken(e.ctx, cid, time.Hour)
+			_, rt, err := e.S.IssueRefreshToken(e.Ctx, cid, time.Hour)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -65,7 +65,7 @@ func testPasswordChanges(t *testing.T, e *env) {
 	live := func(cid int64, rts []store.RefreshToken) []bool {
 		var out []bool
 		for _, rt := range rts {
-			_, ok, err := e.s.MemberSession(e.ctx, cid, rt.RotationID)
+			_, ok, err := e.S.MemberSession(e.Ctx, cid, rt.RotationID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,44 +77,44 @@ func testPasswordChanges(t *testing.T, e *env) {
 
 	// Change: the current password is checked; the other sessions end.
 	rts := sessions(12, 3)
-	_, err := e.s.ChangePassword(e.ctx, 12, "not my password", next, rts[0].RotationID)
+	_, err := e.S.ChangePassword(e.Ctx, 12, "not my password", next, rts[0].RotationID)
 	wantErr(t, "change with a wrong current password", err, store.ErrBadCredentials)
-	ended, err := e.s.ChangePassword(e.ctx, 12, testPW, next, rts[0].RotationID)
+	ended, err := e.S.ChangePassword(e.Ctx, 12, testPW, next, rts[0].RotationID)
 	if err != nil || ended != 2 {
 		t.Fatalf("change: %d sessions ended, %v; want 2", ended, err)
 	}
 	if diff := cmp.Diff([]bool{true, false, false}, live(12, rts)); diff != "" {
 		t.Errorf("sessions after a change (-want +got):\n%s", diff)
 	}
-	if _, err := e.s.Authenticate(e.ctx, "12", testPW); !errors.Is(err, store.ErrBadCredentials) {
+	if _, err := e.S.Authenticate(e.Ctx, "12", testPW); !errors.Is(err, store.ErrBadCredentials) {
 		t.Errorf("the old password still logs in: %v", err)
 	}
-	if _, err := e.s.Authenticate(e.ctx, "12", next); err != nil {
+	if _, err := e.S.Authenticate(e.Ctx, "12", next); err != nil {
 		t.Errorf("the new password: %v", err)
 	}
 
 	// Reset: by an owner of the family; every session ends.
 	rts = append(rts, sessions(12, 1)...)
-	_, err = e.s.ResetPassword(e.ctx, 2, 12, third, owner)
+	_, err = e.S.ResetPassword(e.Ctx, 2, 12, third, owner)
 	wantErr(t, "reset in another family", err, store.ErrNotFound)
-	if ended, err = e.s.ResetPassword(e.ctx, 1, 12, third, owner); err != nil || ended != 2 {
+	if ended, err = e.S.ResetPassword(e.Ctx, 1, 12, third, owner); err != nil || ended != 2 {
 		t.Fatalf("reset: %d sessions ended, %v; want 2", ended, err)
 	}
 	if diff := cmp.Diff([]bool{false, false, false, false}, live(12, rts)); diff != "" {
 		t.Errorf("sessions after a reset (-want +got):\n%s", diff)
 	}
-	if _, err := e.s.Authenticate(e.ctx, "010-12", third); err != nil {
+	if _, err := e.S.Authenticate(e.Ctx, "010-12", third); err != nil {
 		t.Errorf("the reset password: %v", err)
 	}
-	if err := e.s.RemoveMember(e.ctx, 1, 12, owner); err != nil {
+	if err := e.S.RemoveMember(e.Ctx, 1, 12, owner); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.s.ResetPassword(e.ctx, 1, 12, next, owner)
+	_, err = e.S.ResetPassword(e.Ctx, 1, 12, next, owner)
 	wantErr(t, "reset of a removed member", err, store.ErrNotFound)
-	_, err = e.s.ChangePassword(e.ctx, 12, third, next, "")
+	_, err = e.S.ChangePassword(e.Ctx, 12, third, next, "")
 	wantErr(t, "change by a removed member", err, store.ErrNotFound)
 
-	rows, err := e.s.AuditLog(e.ctx, store.AuditFilter{Action: "member.password", Target: "member:12"})
+	rows, err := e.S.AuditLog(e.Ctx, store.AuditFilter{Action: "member.password", Target: "member:12"})
 	if err != nil || len(rows) != 2 {
 		t.Fatalf("audit rows %+v, %v", rows, err)
 	}

@@ -17,9 +17,9 @@ import (
 // anything is written, for the current month and for the previous one, whose
 // late events the engine still judges against plan + that month's top-ups.
 func testPoolLimit(t *testing.T, e *env) {
-	e.family(t, 1) // plan 10 MiB
+	e.Family(t, 1) // plan 10 MiB
 	const plan = int64(10 << 20)
-	rows := func() [2]int { return [2]int{e.count(t, "topups"), e.count(t, "audit_log")} }
+	rows := func() [2]int { return [2]int{e.Count(t, "topups"), e.Count(t, "audit_log")} }
 	refused := func(what string, err error, want store.PoolLimitError) {
 		t.Helper()
 		wantErr(t, what, err, store.ErrInvalid)
@@ -33,74 +33,74 @@ func testPoolLimit(t *testing.T, e *env) {
 	}
 
 	// February: top up to exactly the maximum, then 1 byte more is refused.
-	if _, err := e.s.AddTopUp(e.ctx, 1, policy.MaxBytes-plan-5, owner); err != nil {
+	if _, err := e.S.AddTopUp(e.Ctx, 1, policy.MaxBytes-plan-5, owner); err != nil {
 		t.Fatal(err)
 	}
 	before := rows()
-	_, err := e.s.AddTopUp(e.ctx, 1, 6, owner)
+	_, err := e.S.AddTopUp(e.Ctx, 1, 6, owner)
 	refused("top-up over the maximum", err, store.PoolLimitError{Field: "bytes", Month: "202602", Max: 5})
-	_, err = e.s.SetPlan(e.ctx, 1, plan+6, admin)
+	_, err = e.S.SetPlan(e.Ctx, 1, plan+6, admin)
 	refused("plan over the maximum", err, store.PoolLimitError{Field: "planBytes", Month: "202602", Max: plan + 5})
 	if got := rows(); got != before {
 		t.Errorf("refused changes wrote rows: topups, audit_log = %v, want %v", got, before)
 	}
-	if f, _ := e.s.GetFamily(e.ctx, 1); f.PlanBytes != plan {
+	if f, _ := e.S.GetFamily(e.Ctx, 1); f.PlanBytes != plan {
 		t.Errorf("plan after a refused change = %d, want %d", f.PlanBytes, plan)
 	}
-	if _, err := e.s.AddTopUp(e.ctx, 1, 5, owner); err != nil {
+	if _, err := e.S.AddTopUp(e.Ctx, 1, 5, owner); err != nil {
 		t.Fatalf("top-up to exactly the maximum: %v", err)
 	}
-	if _, err := e.s.SetPlan(e.ctx, 1, plan-1, admin); err != nil {
+	if _, err := e.S.SetPlan(e.Ctx, 1, plan-1, admin); err != nil {
 		t.Fatalf("lowering the plan: %v", err)
 	}
 
 	// March: February's top-ups still count against a plan raise (its late
 	// events are judged against plan + February's top-ups), not against a
 	// top-up, which only adds to March.
-	e.clk.Add(30 * 24 * time.Hour)
-	_, err = e.s.SetPlan(e.ctx, 1, plan+1, admin)
+	e.Clock.Add(30 * 24 * time.Hour)
+	_, err = e.S.SetPlan(e.Ctx, 1, plan+1, admin)
 	refused("plan raise over last month's pool", err, store.PoolLimitError{Field: "planBytes", Month: "202602", Max: plan})
-	if _, err := e.s.SetPlan(e.ctx, 1, plan, admin); err != nil {
+	if _, err := e.S.SetPlan(e.Ctx, 1, plan, admin); err != nil {
 		t.Fatalf("plan at last month's maximum: %v", err)
 	}
-	if _, err := e.s.AddTopUp(e.ctx, 1, policy.MaxBytes-plan, owner); err != nil {
+	if _, err := e.S.AddTopUp(e.Ctx, 1, policy.MaxBytes-plan, owner); err != nil {
 		t.Fatalf("March top-up up to the maximum: %v", err)
 	}
-	_, err = e.s.AddTopUp(e.ctx, 1, 1, owner)
+	_, err = e.S.AddTopUp(e.Ctx, 1, 1, owner)
 	refused("March top-up over the maximum", err, store.PoolLimitError{Field: "bytes", Month: "202603", Max: 0})
 
 	// May: no month the engine still judges has top-ups.
-	e.clk.Add(61 * 24 * time.Hour)
-	if _, err := e.s.SetPlan(e.ctx, 1, policy.MaxBytes, admin); err != nil {
+	e.Clock.Add(61 * 24 * time.Hour)
+	if _, err := e.S.SetPlan(e.Ctx, 1, policy.MaxBytes, admin); err != nil {
 		t.Fatalf("plan of the maximum without recent top-ups: %v", err)
 	}
-	_, err = e.s.AddTopUp(e.ctx, 1, 1, owner)
+	_, err = e.S.AddTopUp(e.Ctx, 1, 1, owner)
 	refused("top-up on a maximal plan", err, store.PoolLimitError{Field: "bytes", Month: "202605", Max: 0})
 
 	// Rows written before the store checked: top-ups alone over the maximum.
 	// No plan fits, and the error says so.
-	e.family(t, 3)
+	e.Family(t, 3)
 	for range 2 {
-		if _, err := e.db.ExecContext(e.ctx, `INSERT INTO topups (family_id, bytes, month, created_by, created_at)
+		if _, err := e.DB.ExecContext(e.Ctx, `INSERT INTO topups (family_id, bytes, month, created_by, created_at)
 			VALUES (3, ?, '202605', 1, '2026-05-12 03:00:00')`, policy.MaxBytes); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, err = e.s.SetPlan(e.ctx, 3, 0, admin)
+	_, err = e.S.SetPlan(e.Ctx, 3, 0, admin)
 	refused("plan beside top-ups over the maximum", err, store.PoolLimitError{Field: "planBytes", Month: "202605", Max: -policy.MaxBytes})
-	_, err = e.s.AddTopUp(e.ctx, 3, 1, owner)
+	_, err = e.S.AddTopUp(e.Ctx, 3, 1, owner)
 	refused("top-up beside top-ups over the maximum", err, store.PoolLimitError{Field: "bytes", Month: "202605", Max: -policy.MaxBytes - plan})
 
 	// Concurrent top-ups never overshoot: the check holds the family row.
-	e.family(t, 2)
-	if _, err := e.s.SetPlan(e.ctx, 2, 0, admin); err != nil {
+	e.Family(t, 2)
+	if _, err := e.S.SetPlan(e.Ctx, 2, 0, admin); err != nil {
 		t.Fatal(err)
 	}
 	const n, each = 8, policy.MaxBytes / 4
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range n {
-		wg.Go(func() { _, errs[i] = e.s.AddTopUp(e.ctx, 2, each, owner) })
+		wg.Go(func() { _, errs[i] = e.S.AddTopUp(e.Ctx, 2, each, owner) })
 	}
 	wg.Wait()
 	ok := 0
@@ -112,7 +112,7 @@ func testPoolLimit(t *testing.T, e *env) {
 			t.Errorf("concurrent top-up %d: %v", i, err)
 		}
 	}
-	tus, err := e.s.TopUps(e.ctx, 2, "202605")
+	tus, err := e.S.TopUps(e.Ctx, 2, "202605")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,15 +26,15 @@ func pushSub(t *testing.T, endpoint string) notify.PushSubscription {
 }
 
 func testPushSubscriptions(t *testing.T, e *env) {
-	e.family(t, 1) // owner 11, child 12
-	e.family(t, 2) // owner 21, child 22
-	if _, err := e.s.AddMember(e.ctx, store.NewMember{ID: 13, FamilyID: 1, Name: "m13", Role: "MEMBER"}, store.System); err != nil {
+	e.Family(t, 1) // owner 11, child 12
+	e.Family(t, 2) // owner 21, child 22
+	if _, err := e.S.AddMember(e.Ctx, store.NewMember{ID: 13, FamilyID: 1, Name: "m13", Role: "MEMBER"}, store.System); err != nil {
 		t.Fatal(err)
 	}
 	rules := store.PushRules{Max: 10}
 	save := func(fid, cid int64, s notify.PushSubscription) notify.PushSubscription {
 		t.Helper()
-		got, err := e.s.SavePushSubscription(e.ctx, fid, cid, s, rules)
+		got, err := e.S.SavePushSubscription(e.Ctx, fid, cid, s, rules)
 		if err != nil {
 			t.Fatalf("save %d %s: %v", cid, s.Endpoint, err)
 		}
@@ -57,7 +57,7 @@ func testPushSubscriptions(t *testing.T, e *env) {
 		{name: "about the owner", fid: 1, member: 11, want: []notify.PushSubscription{o}},
 		{name: "another family", fid: 2, member: 22, want: []notify.PushSubscription{other}},
 	} {
-		got, err := e.s.PushRecipients(e.ctx, tc.fid, tc.member)
+		got, err := e.S.PushRecipients(e.Ctx, tc.fid, tc.member)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,62 +76,62 @@ func testPushSubscriptions(t *testing.T, e *env) {
 	// Invalid subscriptions, an unknown or foreign member.
 	loopback := store.PushRules{Max: 10, AllowLoopback: true}
 	bad := pushSub(t, "http://push.example/x")
-	_, err := e.s.SavePushSubscription(e.ctx, 1, 11, bad, loopback)
+	_, err := e.S.SavePushSubscription(e.Ctx, 1, 11, bad, loopback)
 	wantErr(t, "http endpoint", err, store.ErrInvalid)
 	var fe *store.FieldError
 	short := pushSub(t, "https://push.example/x")
 	short.Auth = "AAAA"
-	if _, err := e.s.SavePushSubscription(e.ctx, 1, 11, short, rules); !errors.As(err, &fe) || fe.Field != "keys.auth" {
+	if _, err := e.S.SavePushSubscription(e.Ctx, 1, 11, short, rules); !errors.As(err, &fe) || fe.Field != "keys.auth" {
 		t.Errorf("short auth: %v", err)
 	}
-	if _, err := e.s.SavePushSubscription(e.ctx, 1, 11, pushSub(t, "https://100.64.0.1/x"), rules); !errors.As(err, &fe) || fe.Field != "endpoint" {
+	if _, err := e.S.SavePushSubscription(e.Ctx, 1, 11, pushSub(t, "https://100.64.0.1/x"), rules); !errors.As(err, &fe) || fe.Field != "endpoint" {
 		t.Errorf("carrier-grade NAT endpoint: %v", err)
 	}
-	_, err = e.s.SavePushSubscription(e.ctx, 1, 21, pushSub(t, "https://push.example/y"), rules)
+	_, err = e.S.SavePushSubscription(e.Ctx, 1, 21, pushSub(t, "https://push.example/y"), rules)
 	wantErr(t, "member of another family", err, store.ErrNotFound)
-	_, err = e.s.SavePushSubscription(e.ctx, 1, 11, pushSub(t, "https://push.example/y"), store.PushRules{})
+	_, err = e.S.SavePushSubscription(e.Ctx, 1, 11, pushSub(t, "https://push.example/y"), store.PushRules{})
 	wantErr(t, "no cap", err, store.ErrInvalid)
-	if _, err := e.s.SavePushSubscription(e.ctx, 1, 11, pushSub(t, "http://127.0.0.1:9/p"), loopback); err != nil {
+	if _, err := e.S.SavePushSubscription(e.Ctx, 1, 11, pushSub(t, "http://127.0.0.1:9/p"), loopback); err != nil {
 		t.Errorf("loopback http in tests: %v", err)
 	}
 
 	// Another member posting an endpoint does not take it: refused on the
 	// endpoint, in the family or from another, and the owner's keys stay.
 	for _, thief := range [][2]int64{{1, 13}, {1, 11}, {2, 21}} {
-		_, err := e.s.SavePushSubscription(e.ctx, thief[0], thief[1], pushSub(t, "https://push.example/c"), rules)
+		_, err := e.S.SavePushSubscription(e.Ctx, thief[0], thief[1], pushSub(t, "https://push.example/c"), rules)
 		if !errors.As(err, &fe) || fe.Field != "endpoint" || !errors.Is(err, store.ErrConflict) {
 			t.Errorf("member %d posting the child's endpoint: %v", thief[1], err)
 		}
 	}
-	if got, _ := e.s.PushSubscriptions(e.ctx, 12); len(got) != 1 || got[0] != c {
+	if got, _ := e.S.PushSubscriptions(e.Ctx, 12); len(got) != 1 || got[0] != c {
 		t.Errorf("the child's subscription after the attempts: %+v, want %+v", got, c)
 	}
 
 	// Delete: only the caller's own.
-	wantErr(t, "delete another's", e.s.DeletePushSubscription(e.ctx, 11, "https://push.example/c"), store.ErrNotFound)
-	if err := e.s.DeletePushSubscription(e.ctx, 12, "https://push.example/c"); err != nil {
+	wantErr(t, "delete another's", e.S.DeletePushSubscription(e.Ctx, 11, "https://push.example/c"), store.ErrNotFound)
+	if err := e.S.DeletePushSubscription(e.Ctx, 12, "https://push.example/c"); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, "delete twice", e.s.DeletePushSubscription(e.ctx, 12, "https://push.example/c"), store.ErrNotFound)
+	wantErr(t, "delete twice", e.S.DeletePushSubscription(e.Ctx, 12, "https://push.example/c"), store.ErrNotFound)
 
 	// Gone (the push service's 410): removed whoever's; again is fine.
 	for range 2 {
-		if err := e.s.RemovePushSubscription(e.ctx, "https://push.example/other"); err != nil {
+		if err := e.S.RemovePushSubscription(e.Ctx, "https://push.example/other"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got, _ := e.s.PushRecipients(e.ctx, 2, 0); len(got) != 0 {
+	if got, _ := e.S.PushRecipients(e.Ctx, 2, 0); len(got) != 0 {
 		t.Errorf("after 410: %+v", got)
 	}
 
 	// Removing a member removes their subscriptions.
-	if err := e.s.RemoveMember(e.ctx, 1, 13, owner); err != nil {
+	if err := e.S.RemoveMember(e.Ctx, 1, 13, owner); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := e.s.PushSubscriptions(e.ctx, 13); len(got) != 0 {
+	if got, _ := e.S.PushSubscriptions(e.Ctx, 13); len(got) != 0 {
 		t.Errorf("removed member's subscriptions: %+v", got)
 	}
-	if n := e.count(t, "push_subscriptions"); n != 2 { // 11's: o and the loopback one
+	if n := e.Count(t, "push_subscriptions"); n != 2 { // 11's: o and the loopback one
 		t.Errorf("rows left = %d, want 2", n)
 	}
 }
@@ -141,13 +141,13 @@ func testPushSubscriptions(t *testing.T, e *env) {
 // lock counts them one at a time); storing an endpoint it has again is not
 // a new one; another member's room is its own.
 func testPushSubscriptionCap(t *testing.T, e *env) {
-	e.family(t, 1) // owner 11, child 12
+	e.Family(t, 1) // owner 11, child 12
 	rules := store.PushRules{Max: 3}
 	var wg sync.WaitGroup
 	errs := make([]error, 8)
 	for i := range errs {
 		wg.Go(func() {
-			_, errs[i] = e.s.SavePushSubscription(e.ctx, 1, 12, pushSub(t, fmt.Sprintf("https://push.example/%d", i)), rules)
+			_, errs[i] = e.S.SavePushSubscription(e.Ctx, 1, 12, pushSub(t, fmt.Sprintf("https://push.example/%d", i)), rules)
 		})
 	}
 	wg.Wait()
@@ -163,27 +163,27 @@ func testPushSubscriptionCap(t *testing.T, e *env) {
 			t.Errorf("save: %v", err)
 		}
 	}
-	got, err := e.s.PushSubscriptions(e.ctx, 12)
+	got, err := e.S.PushSubscriptions(e.Ctx, 12)
 	if err != nil || stored != 3 || refused != 5 || len(got) != 3 {
 		t.Errorf("stored %d, refused %d, rows %d (%v); want 3, 5, 3", stored, refused, len(got), err)
 	}
-	if _, err := e.s.SavePushSubscription(e.ctx, 1, 12, pushSub(t, got[0].Endpoint), rules); err != nil {
+	if _, err := e.S.SavePushSubscription(e.Ctx, 1, 12, pushSub(t, got[0].Endpoint), rules); err != nil {
 		t.Errorf("new keys for an endpoint at the cap: %v", err)
 	}
-	if _, err := e.s.SavePushSubscription(e.ctx, 1, 11, pushSub(t, "https://push.example/owner"), rules); err != nil {
+	if _, err := e.S.SavePushSubscription(e.Ctx, 1, 11, pushSub(t, "https://push.example/owner"), rules); err != nil {
 		t.Errorf("another member: %v", err)
 	}
 }
 
 func testVAPIDKeys(t *testing.T, e *env) {
-	first, err := e.s.VAPIDKeys(e.ctx, notify.GenerateVAPIDKeys)
+	first, err := e.S.VAPIDKeys(e.Ctx, notify.GenerateVAPIDKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := first.Validate(); err != nil {
 		t.Fatalf("stored keys: %v", err)
 	}
-	again, err := e.s.VAPIDKeys(e.ctx, func() (notify.VAPIDKeys, error) { return notify.VAPIDKeys{}, errors.New("must not generate") })
+	again, err := e.S.VAPIDKeys(e.Ctx, func() (notify.VAPIDKeys, error) { return notify.VAPIDKeys{}, errors.New("must not generate") })
 	if err != nil || again != first {
 		t.Errorf("second call = %+v, %v; want the stored pair", again, err)
 	}

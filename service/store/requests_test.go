@@ -15,7 +15,7 @@ import (
 // in the outbox, oldest first.
 func outboxNotifications(t *testing.T, e *env) []envelope.Notification {
 	t.Helper()
-	rows, err := e.db.QueryContext(e.ctx, `SELECT payload FROM outbox WHERE topic = ? ORDER BY id`, envelope.TopicNotificationEvents)
+	rows, err := e.DB.QueryContext(e.Ctx, `SELECT payload FROM outbox WHERE topic = ? ORDER BY id`, envelope.TopicNotificationEvents)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,15 +36,15 @@ func outboxNotifications(t *testing.T, e *env) []envelope.Notification {
 }
 
 func testDataRequests(t *testing.T, e *env) {
-	e.family(t, 1)
+	e.Family(t, 1)
 	const child = 12
 	own := store.Actor{ID: 11, Role: policy.RoleOwner}
-	if _, err := e.s.UpdatePolicy(e.ctx, store.PolicyChange{FamilyID: 1, CustomerID: child,
+	if _, err := e.S.UpdatePolicy(e.Ctx, store.PolicyChange{FamilyID: 1, CustomerID: child,
 		Set: map[string]string{policy.KeyLimitMonthly: "100"}, By: own}); err != nil {
 		t.Fatal(err)
 	}
 	ask := func(amount int64, msg, key string) (store.DataRequest, bool, error) {
-		return e.s.CreateDataRequest(e.ctx, store.NewDataRequest{FamilyID: 1, CustomerID: child, AmountBytes: amount,
+		return e.S.CreateDataRequest(e.Ctx, store.NewDataRequest{FamilyID: 1, CustomerID: child, AmountBytes: amount,
 			Message: msg, Key: key, MaxAmount: 1 << 30, MaxPending: 2})
 	}
 	r1, created, err := ask(50, " 숙제 ", "k1")
@@ -67,11 +67,11 @@ func testDataRequests(t *testing.T, e *env) {
 	wantErr(t, "zero bytes", err, store.ErrInvalid)
 	_, _, err = ask(2<<30, "", "")
 	wantErr(t, "over the cap", err, store.ErrInvalid)
-	_, _, err = e.s.CreateDataRequest(e.ctx, store.NewDataRequest{FamilyID: 2, CustomerID: child, AmountBytes: 1, MaxAmount: 10, MaxPending: 1})
+	_, _, err = e.S.CreateDataRequest(e.Ctx, store.NewDataRequest{FamilyID: 2, CustomerID: child, AmountBytes: 1, MaxAmount: 10, MaxPending: 1})
 	wantErr(t, "another family", err, store.ErrNotFound)
 
 	answer := func(id int64, approve bool, grant string, amount int64, reason string) (store.AnsweredDataRequest, error) {
-		return e.s.AnswerDataRequest(e.ctx, store.DataRequestAnswer{FamilyID: 1, RequestID: id, Approve: approve, Grant: grant,
+		return e.S.AnswerDataRequest(e.Ctx, store.DataRequestAnswer{FamilyID: 1, RequestID: id, Approve: approve, Grant: grant,
 			AmountBytes: amount, Reason: reason, By: own, OwnTopUpLimit: 1 << 30})
 	}
 	a1, err := answer(r1.ID, true, envelope.GrantDay, 0, "")
@@ -99,7 +99,7 @@ func testDataRequests(t *testing.T, e *env) {
 	wantErr(t, "decline with a grant", err, store.ErrInvalid)
 	_, err = answer(999, false, "", 0, "")
 	wantErr(t, "unknown request", err, store.ErrNotFound)
-	if _, err := e.s.AnswerDataRequest(e.ctx, store.DataRequestAnswer{FamilyID: 2, RequestID: r2.ID, By: own}); err == nil {
+	if _, err := e.S.AnswerDataRequest(e.Ctx, store.DataRequestAnswer{FamilyID: 2, RequestID: r2.ID, By: own}); err == nil {
 		t.Error("answered another family's request")
 	}
 
@@ -115,7 +115,7 @@ func testDataRequests(t *testing.T, e *env) {
 	if _, err := answer(r3.ID, true, envelope.GrantDay, 0, ""); err != nil {
 		t.Fatal(err)
 	}
-	p, err := e.s.GetPolicy(e.ctx, 1, child)
+	p, err := e.S.GetPolicy(e.Ctx, 1, child)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func testDataRequests(t *testing.T, e *env) {
 		t.Errorf("rules after grants (-want +got):\n%s", diff)
 	}
 	// An owner replacing the whole map keeps the extras it does not name.
-	up, err := e.s.UpdatePolicy(e.ctx, store.PolicyChange{FamilyID: 1, CustomerID: child,
+	up, err := e.S.UpdatePolicy(e.Ctx, store.PolicyChange{FamilyID: 1, CustomerID: child,
 		Replace: map[string]string{policy.KeyLimitMonthly: "200"}, By: own})
 	if err != nil {
 		t.Fatal(err)
@@ -134,8 +134,8 @@ func testDataRequests(t *testing.T, e *env) {
 		t.Errorf("replace dropped an extra (-want +got):\n%s", diff)
 	}
 	// The next day, yesterday's extra is dropped with the next write.
-	e.clk.Add(24 * time.Hour)
-	up, err = e.s.UpdatePolicy(e.ctx, store.PolicyChange{FamilyID: 1, CustomerID: child,
+	e.Clock.Add(24 * time.Hour)
+	up, err = e.S.UpdatePolicy(e.Ctx, store.PolicyChange{FamilyID: 1, CustomerID: child,
 		Set: map[string]string{policy.KeyLimitDaily: "40"}, By: own})
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +147,7 @@ func testDataRequests(t *testing.T, e *env) {
 
 	// TOPUP: within the owners' monthly top-up limit.
 	r4, _, _ := ask(7, "", "")
-	_, err = e.s.AnswerDataRequest(e.ctx, store.DataRequestAnswer{FamilyID: 1, RequestID: r4.ID, Approve: true,
+	_, err = e.S.AnswerDataRequest(e.Ctx, store.DataRequestAnswer{FamilyID: 1, RequestID: r4.ID, Approve: true,
 		Grant: envelope.GrantTopUp, By: own, OwnTopUpLimit: 5})
 	wantErr(t, "top-up over the owners' limit", err, store.ErrInvalid)
 	a4, err := answer(r4.ID, true, envelope.GrantTopUp, 0, "")
@@ -156,26 +156,26 @@ func testDataRequests(t *testing.T, e *env) {
 	}
 
 	// A decline, and a member without limits (a raise would do nothing).
-	e.family(t, 2)
-	r5, _, err := e.s.CreateDataRequest(e.ctx, store.NewDataRequest{FamilyID: 2, CustomerID: 22, AmountBytes: 9, MaxAmount: 10, MaxPending: 1})
+	e.Family(t, 2)
+	r5, _, err := e.S.CreateDataRequest(e.Ctx, store.NewDataRequest{FamilyID: 2, CustomerID: 22, AmountBytes: 9, MaxAmount: 10, MaxPending: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.s.AnswerDataRequest(e.ctx, store.DataRequestAnswer{FamilyID: 2, RequestID: r5.ID, Approve: true, Grant: envelope.GrantDay, By: own})
+	_, err = e.S.AnswerDataRequest(e.Ctx, store.DataRequestAnswer{FamilyID: 2, RequestID: r5.ID, Approve: true, Grant: envelope.GrantDay, By: own})
 	wantErr(t, "raise without a limit", err, store.ErrConflict)
-	d5, err := e.s.AnswerDataRequest(e.ctx, store.DataRequestAnswer{FamilyID: 2, RequestID: r5.ID, Reason: "내일", By: admin})
+	d5, err := e.S.AnswerDataRequest(e.Ctx, store.DataRequestAnswer{FamilyID: 2, RequestID: r5.ID, Reason: "내일", By: admin})
 	if err != nil || d5.Request.Status != store.RequestDeclined || d5.Request.Reason != "내일" || d5.Request.GrantedBytes != 0 {
 		t.Fatalf("decline: %+v %v", d5, err)
 	}
 
-	list, err := e.s.DataRequests(e.ctx, store.DataRequestQuery{FamilyID: 1, Status: store.RequestApproved})
+	list, err := e.S.DataRequests(e.Ctx, store.DataRequestQuery{FamilyID: 1, Status: store.RequestApproved})
 	if err != nil || len(list) != 4 || list[0].ID != r4.ID {
 		t.Errorf("approved list: %d %v", len(list), err)
 	}
-	if l, err := e.s.DataRequests(e.ctx, store.DataRequestQuery{FamilyID: 1, CustomerID: 11}); err != nil || len(l) != 0 {
+	if l, err := e.S.DataRequests(e.Ctx, store.DataRequestQuery{FamilyID: 1, CustomerID: 11}); err != nil || len(l) != 0 {
 		t.Errorf("owner's own: %v %v", l, err)
 	}
-	if _, err := e.s.DataRequests(e.ctx, store.DataRequestQuery{FamilyID: 1, Status: "LOST"}); err == nil {
+	if _, err := e.S.DataRequests(e.Ctx, store.DataRequestQuery{FamilyID: 1, Status: "LOST"}); err == nil {
 		t.Error("bad status listed")
 	}
 
@@ -194,7 +194,7 @@ func testDataRequests(t *testing.T, e *env) {
 		t.Errorf("outbox notifications (-want +got):\n%s", diff)
 	}
 	var audits int
-	if err := e.db.QueryRowContext(e.ctx, `SELECT COUNT(*) FROM audit_log WHERE action LIKE 'data-request.%'`).Scan(&audits); err != nil {
+	if err := e.DB.QueryRowContext(e.Ctx, `SELECT COUNT(*) FROM audit_log WHERE action LIKE 'data-request.%'`).Scan(&audits); err != nil {
 		t.Fatal(err)
 	}
 	if audits != 10 {

@@ -4,23 +4,16 @@ import (
 	"database/sql"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"testing"
 
-	_ "modernc.org/sqlite"
+	"github.com/dabom/dpcs/internal/testenv"
 )
 
 // openSQLite opens a fresh SQLite file as service.Config.SQL does (one
 // connection: SQLite has a single writer).
 func openSQLite(t *testing.T) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "dpcs.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.SetMaxOpenConns(1)
-	t.Cleanup(func() { db.Close() })
-	return db
+	return testenv.SQLite(t)
 }
 
 func TestSQLite(t *testing.T) { runSuite(t, openSQLite) }

@@ -1,99 +1,45 @@
 package store_test
 
 import (
-	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/testenv/storetest"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service/store"
 )
 
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+var (
+	seoul = storetest.Seoul
+	// start is a fixed instant: 2026-02-10 12:00 in Seoul.
+	start = storetest.Start
+)
 
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-var seoul, _ = policy.LoadZone(policy.DefaultZone)
-
-// start is a fixed instant: 2026-02-10 12:00 in Seoul.
-var start = time.Date(2026, 2, 10, 12, 0, 0, 0, seoul)
-
-type env struct {
-	ctx context.Context
-	db  *sql.DB
-	s   *store.Store
-	clk *clock
-}
+// env is a store on a fresh database (internal/testenv/storetest).
+type env struct{ *storetest.Env }
 
 // opener opens a fresh, empty database for one test.
 type opener func(t *testing.T) *sql.DB
 
 func newEnv(t *testing.T, open opener) *env {
 	t.Helper()
-	db := open(t)
-	ctx := context.Background()
-	if err := store.Migrate(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Migrate(ctx, db); err != nil { // idempotent
-		t.Fatalf("second Migrate: %v", err)
-	}
-	clk := &clock{t: start}
-	s, err := store.New(db, store.WithClock(clk.Now), store.WithBcryptCost(4), store.WithLocation(seoul))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &env{ctx: ctx, db: db, s: s, clk: clk}
+	return &env{storetest.New(t, open(t))}
 }
 
 // testPW is the password of the members family creates.
-const testPW = "family-pass-1"
+const testPW = storetest.Password
 
 var (
 	owner = store.Actor{ID: 1, Role: policy.RoleOwner}
 	admin = store.Actor{ID: 99, Role: policy.RoleAdmin}
 )
-
-// family creates family fid with an owner (cid fid*10+1) and a child (fid*10+2).
-func (e *env) family(t *testing.T, fid int64) {
-	t.Helper()
-	if _, err := e.s.CreateFamily(e.ctx, store.NewFamily{ID: fid, Name: fmt.Sprintf("Family %d", fid), PlanBytes: 10 << 20}, store.System); err != nil {
-		t.Fatal(err)
-	}
-	for i, role := range []policy.Role{policy.RoleOwner, policy.RoleMember} {
-		cid := fid*10 + int64(i) + 1
-		if _, err := e.s.AddMember(e.ctx, store.NewMember{ID: cid, FamilyID: fid, Name: fmt.Sprint("m", cid),
-			Phone: fmt.Sprint("010-", cid), Role: role, Password: testPW}, store.System); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func (e *env) count(t *testing.T, table string) int {
-	t.Helper()
-	var n int
-	if err := e.db.QueryRowContext(e.ctx, "SELECT COUNT(*) FROM "+table).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
 
 func wantErr(t *testing.T, what string, err, want error) {
 	t.Helper()
@@ -134,22 +80,22 @@ func runSuite(t *testing.T, open opener) {
 }
 
 func testFamilies(t *testing.T, e *env) {
-	e.family(t, 100)
-	e.family(t, 200)
-	f, err := e.s.CreateFamily(e.ctx, store.NewFamily{Name: "Kim_family", PlanBytes: 5, Thresholds: policy.Thresholds{30, 50}}, admin)
+	e.Family(t, 100)
+	e.Family(t, 200)
+	f, err := e.S.CreateFamily(e.Ctx, store.NewFamily{Name: "Kim_family", PlanBytes: 5, Thresholds: policy.Thresholds{30, 50}}, admin)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if f.ID <= 200 || f.Name != "Kim_family" || !cmp.Equal(f.Thresholds, policy.Thresholds{50, 30}) || !f.CreatedAt.Equal(start) {
 		t.Errorf("CreateFamily = %+v", f)
 	}
-	_, err = e.s.CreateFamily(e.ctx, store.NewFamily{ID: 100, Name: "dup"}, admin)
+	_, err = e.S.CreateFamily(e.Ctx, store.NewFamily{ID: 100, Name: "dup"}, admin)
 	wantErr(t, "duplicate id", err, store.ErrConflict)
-	_, err = e.s.CreateFamily(e.ctx, store.NewFamily{Name: " "}, admin)
+	_, err = e.S.CreateFamily(e.Ctx, store.NewFamily{Name: " "}, admin)
 	wantErr(t, "empty name", err, store.ErrInvalid)
-	_, err = e.s.CreateFamily(e.ctx, store.NewFamily{Name: "x", Thresholds: policy.Thresholds{101}}, admin)
+	_, err = e.S.CreateFamily(e.Ctx, store.NewFamily{Name: "x", Thresholds: policy.Thresholds{101}}, admin)
 	wantErr(t, "bad thresholds", err, store.ErrInvalid)
-	_, err = e.s.GetFamily(e.ctx, 555)
+	_, err = e.S.GetFamily(e.Ctx, 555)
 	wantErr(t, "GetFamily(555)", err, store.ErrNotFound)
 
 	ids := func(fs []store.Family, err error) []int64 {
@@ -173,32 +119,32 @@ func testFamilies(t *testing.T, e *env) {
 		"":         {100, 200, f.ID},
 		"nobody":   nil,
 	} {
-		if got := ids(e.s.SearchFamilies(e.ctx, q, 10)); !cmp.Equal(want, got) {
+		if got := ids(e.S.SearchFamilies(e.Ctx, q, 10)); !cmp.Equal(want, got) {
 			t.Errorf("SearchFamilies(%q) = %v, want %v", q, got, want)
 		}
 	}
-	_, err = e.s.SearchFamilies(e.ctx, "x", 0)
+	_, err = e.S.SearchFamilies(e.Ctx, "x", 0)
 	wantErr(t, "limit 0", err, store.ErrInvalid)
-	all, err := e.s.FamilyIDs(e.ctx, 100, 10)
+	all, err := e.S.FamilyIDs(e.Ctx, 100, 10)
 	if err != nil || !cmp.Equal(all, []int64{200, f.ID}) {
 		t.Errorf("FamilyIDs = %v, %v", all, err)
 	}
-	_, err = e.s.FamilyIDs(e.ctx, 0, 0)
+	_, err = e.S.FamilyIDs(e.Ctx, 0, 0)
 	wantErr(t, "FamilyIDs limit", err, store.ErrInvalid)
 }
 
 func testMembers(t *testing.T, e *env) {
-	e.family(t, 1)
-	e.family(t, 2)
-	m, err := e.s.GetMember(e.ctx, 1, 12)
+	e.Family(t, 1)
+	e.Family(t, 2)
+	m, err := e.S.GetMember(e.Ctx, 1, 12)
 	if err != nil || m.Role != policy.RoleMember || m.Phone != "010-12" || m.FamilyID != 1 {
 		t.Fatalf("GetMember = %+v, %v", m, err)
 	}
-	_, err = e.s.GetMember(e.ctx, 2, 12) // another family's member
+	_, err = e.S.GetMember(e.Ctx, 2, 12) // another family's member
 	wantErr(t, "other family", err, store.ErrNotFound)
-	_, err = e.s.AddMember(e.ctx, store.NewMember{FamilyID: 1, Name: "dup", Phone: "010-12", Role: policy.RoleMember}, owner)
+	_, err = e.S.AddMember(e.Ctx, store.NewMember{FamilyID: 1, Name: "dup", Phone: "010-12", Role: policy.RoleMember}, owner)
 	wantErr(t, "duplicate phone", err, store.ErrConflict)
-	_, err = e.s.AddMember(e.ctx, store.NewMember{FamilyID: 9, Name: "x", Role: policy.RoleMember}, owner)
+	_, err = e.S.AddMember(e.Ctx, store.NewMember{FamilyID: 9, Name: "x", Role: policy.RoleMember}, owner)
 	wantErr(t, "unknown family", err, store.ErrNotFound)
 	for name, nm := range map[string]store.NewMember{
 		"role":        {FamilyID: 1, Name: "x", Role: "KING"},
@@ -208,96 +154,96 @@ func testMembers(t *testing.T, e *env) {
 		"long phone":  {FamilyID: 1, Name: "x", Role: policy.RoleMember, Phone: "0123456789012345678901234567890123"},
 		"long passwd": {FamilyID: 1, Name: "x", Role: policy.RoleMember, Password: string(make([]byte, 80))},
 	} {
-		_, err := e.s.AddMember(e.ctx, nm, owner)
+		_, err := e.S.AddMember(e.Ctx, nm, owner)
 		wantErr(t, name, err, store.ErrInvalid)
 	}
-	adm, err := e.s.AddMember(e.ctx, store.NewMember{Name: "ops", Phone: "+82-2-0000", Role: policy.RoleAdmin, Password: "admin secret"}, store.System)
+	adm, err := e.S.AddMember(e.Ctx, store.NewMember{Name: "ops", Phone: "+82-2-0000", Role: policy.RoleAdmin, Password: "admin secret"}, store.System)
 	if err != nil || adm.FamilyID != 0 {
 		t.Fatalf("add admin: %+v %v", adm, err)
 	}
 
 	// Login by id or phone; every failure looks the same.
 	for _, login := range []string{"11", "010-11"} {
-		if m, err := e.s.Authenticate(e.ctx, login, testPW); err != nil || m.ID != 11 || m.Role != policy.RoleOwner {
+		if m, err := e.S.Authenticate(e.Ctx, login, testPW); err != nil || m.ID != 11 || m.Role != policy.RoleOwner {
 			t.Errorf("Authenticate(%s) = %+v, %v", login, m, err)
 		}
 	}
-	if m, err := e.s.Authenticate(e.ctx, "+82-2-0000", "admin secret"); err != nil || m.ID != adm.ID {
+	if m, err := e.S.Authenticate(e.Ctx, "+82-2-0000", "admin secret"); err != nil || m.ID != adm.ID {
 		t.Errorf("admin login = %+v, %v", m, err)
 	}
 	for _, c := range [][2]string{{"11", "wrong"}, {"404", testPW}, {"nobody", testPW}} {
-		_, err := e.s.Authenticate(e.ctx, c[0], c[1])
+		_, err := e.S.Authenticate(e.Ctx, c[0], c[1])
 		wantErr(t, "Authenticate "+c[0], err, store.ErrBadCredentials)
 	}
-	if _, err := e.s.ResetPassword(e.ctx, 1, 11, "new password", admin); err != nil {
+	if _, err := e.S.ResetPassword(e.Ctx, 1, 11, "new password", admin); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.s.Authenticate(e.ctx, "11", "new password"); err != nil {
+	if _, err := e.S.Authenticate(e.Ctx, "11", "new password"); err != nil {
 		t.Errorf("login with new password: %v", err)
 	}
 
 	// Roles: several owners; the last owner stays.
-	if m, err := e.s.SetRole(e.ctx, 1, 12, policy.RoleOwner, owner); err != nil || m.Role != policy.RoleOwner {
+	if m, err := e.S.SetRole(e.Ctx, 1, 12, policy.RoleOwner, owner); err != nil || m.Role != policy.RoleOwner {
 		t.Fatalf("promote: %+v %v", m, err)
 	}
-	if _, err := e.s.SetRole(e.ctx, 1, 11, policy.RoleMember, owner); err != nil {
+	if _, err := e.S.SetRole(e.Ctx, 1, 11, policy.RoleMember, owner); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.s.SetRole(e.ctx, 1, 12, policy.RoleMember, owner)
+	_, err = e.S.SetRole(e.Ctx, 1, 12, policy.RoleMember, owner)
 	wantErr(t, "demote last owner", err, store.ErrConflict)
-	wantErr(t, "remove last owner", e.s.RemoveMember(e.ctx, 1, 12, owner), store.ErrConflict)
-	_, err = e.s.SetRole(e.ctx, 1, 12, policy.RoleAdmin, owner)
+	wantErr(t, "remove last owner", e.S.RemoveMember(e.Ctx, 1, 12, owner), store.ErrConflict)
+	_, err = e.S.SetRole(e.Ctx, 1, 12, policy.RoleAdmin, owner)
 	wantErr(t, "role ADMIN", err, store.ErrInvalid)
-	_, err = e.s.SetRole(e.ctx, 2, 12, policy.RoleOwner, owner)
+	_, err = e.S.SetRole(e.Ctx, 2, 12, policy.RoleOwner, owner)
 	wantErr(t, "SetRole other family", err, store.ErrNotFound)
 
 	// Soft delete: gone from lists and logins, phone reusable, history kept.
-	tok, trt, err := e.s.IssueRefreshToken(e.ctx, 11, time.Hour)
+	tok, trt, err := e.S.IssueRefreshToken(e.Ctx, 11, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.s.RemoveMember(e.ctx, 1, 11, owner); err != nil {
+	if err := e.S.RemoveMember(e.Ctx, 1, 11, owner); err != nil {
 		t.Fatal(err)
 	}
-	if m, live, err := e.s.MemberSession(e.ctx, 11, trt.RotationID); err != nil || live || m.DeletedAt == nil {
+	if m, live, err := e.S.MemberSession(e.Ctx, 11, trt.RotationID); err != nil || live || m.DeletedAt == nil {
 		t.Errorf("MemberSession(removed) = %+v, live %v, %v", m, live, err)
 	}
-	wantErr(t, "remove twice", e.s.RemoveMember(e.ctx, 1, 11, owner), store.ErrNotFound)
-	_, err = e.s.GetMember(e.ctx, 1, 11)
+	wantErr(t, "remove twice", e.S.RemoveMember(e.Ctx, 1, 11, owner), store.ErrNotFound)
+	_, err = e.S.GetMember(e.Ctx, 1, 11)
 	wantErr(t, "removed member", err, store.ErrNotFound)
-	_, err = e.s.Authenticate(e.ctx, "11", "new password")
+	_, err = e.S.Authenticate(e.Ctx, "11", "new password")
 	wantErr(t, "removed login", err, store.ErrBadCredentials)
-	_, _, err = e.s.RotateRefreshToken(e.ctx, tok, time.Hour)
+	_, _, err = e.S.RotateRefreshToken(e.Ctx, tok, time.Hour)
 	wantErr(t, "removed member's token", err, store.ErrTokenReused)
-	if old, err := e.s.MemberByID(e.ctx, 11); err != nil || old.DeletedAt == nil || !old.DeletedAt.Equal(start) {
+	if old, err := e.S.MemberByID(e.Ctx, 11); err != nil || old.DeletedAt == nil || !old.DeletedAt.Equal(start) {
 		t.Errorf("MemberByID(removed) = %+v, %v", old, err)
 	}
-	if _, err := e.s.AddMember(e.ctx, store.NewMember{FamilyID: 1, Name: "new", Phone: "010-11", Role: policy.RoleMember}, owner); err != nil {
+	if _, err := e.S.AddMember(e.Ctx, store.NewMember{FamilyID: 1, Name: "new", Phone: "010-11", Role: policy.RoleMember}, owner); err != nil {
 		t.Errorf("reuse phone: %v", err)
 	}
-	ms, err := e.s.ListMembers(e.ctx, 1, false)
+	ms, err := e.S.ListMembers(e.Ctx, 1, false)
 	if err != nil || len(ms) != 2 {
 		t.Errorf("ListMembers = %v, %v", ms, err)
 	}
-	if all, _ := e.s.ListMembers(e.ctx, 1, true); len(all) != 3 {
+	if all, _ := e.S.ListMembers(e.Ctx, 1, true); len(all) != 3 {
 		t.Errorf("ListMembers(removed) = %d rows", len(all))
 	}
-	_, err = e.s.MemberByPhone(e.ctx, "010-404")
+	_, err = e.S.MemberByPhone(e.Ctx, "010-404")
 	wantErr(t, "MemberByPhone", err, store.ErrNotFound)
-	hash, err := e.s.HashPassword("bulk seeding")
+	hash, err := e.S.HashPassword("bulk seeding")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.s.AddMember(e.ctx, store.NewMember{FamilyID: 2, Name: "seeded", Phone: "010-7001", Role: policy.RoleMember, PasswordHash: hash}, store.System); err != nil {
+	if _, err := e.S.AddMember(e.Ctx, store.NewMember{FamilyID: 2, Name: "seeded", Phone: "010-7001", Role: policy.RoleMember, PasswordHash: hash}, store.System); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.s.Authenticate(e.ctx, "010-7001", "bulk seeding"); err != nil {
+	if _, err := e.S.Authenticate(e.Ctx, "010-7001", "bulk seeding"); err != nil {
 		t.Errorf("login with precomputed hash: %v", err)
 	}
-	if _, err := e.s.AddMember(e.ctx, store.NewMember{FamilyID: 2, Name: "nopw", Phone: "010-7002", Role: policy.RoleMember}, store.System); err != nil {
+	if _, err := e.S.AddMember(e.Ctx, store.NewMember{FamilyID: 2, Name: "nopw", Phone: "010-7002", Role: policy.RoleMember}, store.System); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.s.Authenticate(e.ctx, "010-7002", "")
+	_, err = e.S.Authenticate(e.Ctx, "010-7002", "")
 	wantErr(t, "password-less login", err, store.ErrBadCredentials)
 }
 
@@ -311,13 +257,13 @@ func decodePolicy(t *testing.T, payload string) envelope.Envelope[envelope.Polic
 }
 
 func testUpdatePolicy(t *testing.T, e *env) {
-	e.family(t, 1)
-	e.family(t, 2)
-	p, err := e.s.GetPolicy(e.ctx, 1, 12)
+	e.Family(t, 1)
+	e.Family(t, 2)
+	p, err := e.S.GetPolicy(e.Ctx, 1, 12)
 	if err != nil || p.Version != 0 || len(p.Rules) != 0 {
 		t.Fatalf("GetPolicy (none) = %+v, %v", p, err)
 	}
-	up, err := e.s.UpdatePolicy(e.ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12,
+	up, err := e.S.UpdatePolicy(e.Ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12,
 		Set: map[string]string{"LIMIT:DATA:MONTHLY": "2147483648"}, By: owner})
 	if err != nil {
 		t.Fatal(err)
@@ -325,7 +271,7 @@ func testUpdatePolicy(t *testing.T, e *env) {
 	if up.Policy.Version != 1 || up.Policy.Rules["LIMIT:DATA:MONTHLY"] != "2147483648" || len(up.Previous) != 0 || up.OutboxID <= 0 {
 		t.Errorf("first update = %+v", up)
 	}
-	up2, err := e.s.UpdatePolicy(e.ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12, ExpectedVersion: 1,
+	up2, err := e.S.UpdatePolicy(e.Ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12, ExpectedVersion: 1,
 		Set: map[string]string{"LIMIT:DATA:MONTHLY": "524288000", "BLOCK:TIME:START": "2200", "BLOCK:TIME:END": "0700"}, By: owner})
 	if err != nil {
 		t.Fatal(err)
@@ -334,25 +280,25 @@ func testUpdatePolicy(t *testing.T, e *env) {
 		t.Errorf("second update = %+v", up2)
 	}
 	// Stale version: rejected, nothing written.
-	audits, outbox := e.count(t, "audit_log"), e.count(t, "outbox")
-	_, err = e.s.UpdatePolicy(e.ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12, ExpectedVersion: 1, Remove: []string{"BLOCK:TIME:START"}, By: owner})
+	audits, outbox := e.Count(t, "audit_log"), e.Count(t, "outbox")
+	_, err = e.S.UpdatePolicy(e.Ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12, ExpectedVersion: 1, Remove: []string{"BLOCK:TIME:START"}, By: owner})
 	wantErr(t, "stale", err, store.ErrStaleVersion)
-	_, err = e.s.UpdatePolicy(e.ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12, Set: map[string]string{"LIMIT:DATA:DAILY": "-5"}, By: owner})
+	_, err = e.S.UpdatePolicy(e.Ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12, Set: map[string]string{"LIMIT:DATA:DAILY": "-5"}, By: owner})
 	wantErr(t, "invalid", err, store.ErrInvalid)
 	wantErr(t, "invalid names the policy field", err, policy.ErrInvalid)
-	_, err = e.s.UpdatePolicy(e.ctx, store.PolicyChange{FamilyID: 2, CustomerID: 12, Set: map[string]string{"BLOCK:ACCESS": "1"}, By: owner})
+	_, err = e.S.UpdatePolicy(e.Ctx, store.PolicyChange{FamilyID: 2, CustomerID: 12, Set: map[string]string{"BLOCK:ACCESS": "1"}, By: owner})
 	wantErr(t, "other family", err, store.ErrNotFound)
-	if a, o := e.count(t, "audit_log"), e.count(t, "outbox"); a != audits || o != outbox {
+	if a, o := e.Count(t, "audit_log"), e.Count(t, "outbox"); a != audits || o != outbox {
 		t.Errorf("failed updates wrote rows: audit %d→%d outbox %d→%d", audits, a, outbox, o)
 	}
 	// Replace: last write wins.
-	up3, err := e.s.UpdatePolicy(e.ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12, Replace: map[string]string{"BLOCK:ACCESS": "1"},
+	up3, err := e.S.UpdatePolicy(e.Ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12, Replace: map[string]string{"BLOCK:ACCESS": "1"},
 		Remove: []string{"BLOCK:TIME:START"}, By: store.Actor{ID: 13, Role: policy.RoleOwner}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := store.Policy{FamilyID: 1, CustomerID: 12, Rules: map[string]string{"BLOCK:ACCESS": "1"}, Version: 3, UpdatedBy: 13, UpdatedAt: start}
-	got, err := e.s.GetPolicy(e.ctx, 1, 12)
+	got, err := e.S.GetPolicy(e.Ctx, 1, 12)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +310,7 @@ func testUpdatePolicy(t *testing.T, e *env) {
 	}
 
 	// The outbox holds one POLICY_UPDATED per change, in order.
-	rows, err := e.db.QueryContext(e.ctx, `SELECT aggregate_key, topic, event_id, event_type, payload FROM outbox ORDER BY id`)
+	rows, err := e.DB.QueryContext(e.Ctx, `SELECT aggregate_key, topic, event_id, event_type, payload FROM outbox ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +343,7 @@ func testUpdatePolicy(t *testing.T, e *env) {
 		t.Errorf("event id %s, update says %s", evs[2].EventID, up3.EventID)
 	}
 	// The audit row carries before and after.
-	as, err := e.s.AuditLog(e.ctx, store.AuditFilter{FamilyID: 1, Action: "policy.update", Limit: 1})
+	as, err := e.S.AuditLog(e.Ctx, store.AuditFilter{FamilyID: 1, Action: "policy.update", Limit: 1})
 	if err != nil || len(as) != 1 {
 		t.Fatalf("AuditLog = %v, %v", as, err)
 	}
@@ -414,7 +360,7 @@ func testUpdatePolicy(t *testing.T, e *env) {
 	if before.Version != 2 || after.Version != 3 || after.Rules["BLOCK:ACCESS"] != "1" || as[0].Actor.ID != 13 || as[0].Target != "member:12" {
 		t.Errorf("audit = %+v before %+v after %+v", as[0], before, after)
 	}
-	ps, err := e.s.Policies(e.ctx, 1)
+	ps, err := e.S.Policies(e.Ctx, 1)
 	if err != nil || len(ps) != 2 || ps[1].Version != 3 || ps[0].Version != 0 {
 		t.Errorf("Policies = %+v, %v", ps, err)
 	}
@@ -424,18 +370,18 @@ func testUpdatePolicy(t *testing.T, e *env) {
 // the same map replaced, the same template applied again) keeps the version
 // and writes no assignment, audit or outbox row.
 func testPolicyNoOp(t *testing.T, e *env) {
-	e.family(t, 1)
-	tpl, err := e.s.CreateTemplate(e.ctx, policy.Template{Name: "Night", Type: "TIME", RequireRole: policy.RoleMember,
+	e.Family(t, 1)
+	tpl, err := e.S.CreateTemplate(e.Ctx, policy.Template{Name: "Night", Type: "TIME", RequireRole: policy.RoleMember,
 		DefaultRules: map[string]string{"BLOCK:TIME:START": "2200", "BLOCK:TIME:END": "0700"}, Active: true}, admin)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Nothing to change on a member without a policy.
 	rows := func() [3]int {
-		return [3]int{e.count(t, "policy_assignment"), e.count(t, "audit_log"), e.count(t, "outbox")}
+		return [3]int{e.Count(t, "policy_assignment"), e.Count(t, "audit_log"), e.Count(t, "outbox")}
 	}
 	before := rows()
-	up, err := e.s.UpdatePolicy(e.ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12, Remove: []string{"BLOCK:ACCESS"}, By: owner})
+	up, err := e.S.UpdatePolicy(e.Ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12, Remove: []string{"BLOCK:ACCESS"}, By: owner})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,11 +395,11 @@ func testPolicyNoOp(t *testing.T, e *env) {
 	}
 
 	rules := map[string]string{"LIMIT:DATA:MONTHLY": "524288000", "BLOCK:APP:com.roblox.client": "1"}
-	first, err := e.s.UpdatePolicy(e.ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12, Set: rules, By: owner})
+	first, err := e.S.UpdatePolicy(e.Ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12, Set: rules, By: owner})
 	if err != nil || first.Unchanged || first.Policy.Version != 1 {
 		t.Fatalf("first change = %+v, %v", first, err)
 	}
-	e.clk.Add(time.Minute)
+	e.Clock.Add(time.Minute)
 	before = rows()
 	for _, c := range []struct {
 		name   string
@@ -468,7 +414,7 @@ func testPolicyNoOp(t *testing.T, e *env) {
 	} {
 		ch := c.change
 		ch.FamilyID, ch.CustomerID, ch.By = 1, 12, store.Actor{ID: 13, Role: policy.RoleOwner}
-		up, err := e.s.UpdatePolicy(e.ctx, ch)
+		up, err := e.S.UpdatePolicy(e.Ctx, ch)
 		if err != nil {
 			t.Errorf("%s: %v", c.name, err)
 			continue
@@ -478,22 +424,22 @@ func testPolicyNoOp(t *testing.T, e *env) {
 			t.Errorf("%s (-want +got):\n%s", c.name, diff)
 		}
 	}
-	_, err = e.s.UpdatePolicy(e.ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12, ExpectedVersion: 7, Set: rules, By: owner})
+	_, err = e.S.UpdatePolicy(e.Ctx, store.PolicyChange{FamilyID: 1, CustomerID: 12, ExpectedVersion: 7, Set: rules, By: owner})
 	wantErr(t, "no-op at a stale version", err, store.ErrStaleVersion)
 	if got := rows(); got != before {
 		t.Errorf("no-ops wrote rows: policy, audit, outbox %v → %v", before, got)
 	}
-	if p, err := e.s.GetPolicy(e.ctx, 1, 12); err != nil || !cmp.Equal(p, first.Policy) {
+	if p, err := e.S.GetPolicy(e.Ctx, 1, 12); err != nil || !cmp.Equal(p, first.Policy) {
 		t.Errorf("GetPolicy after no-ops = %+v, %v; want %+v", p, err, first.Policy)
 	}
 
 	// The same template applied again changes nothing; first it does.
-	applied, err := e.s.ApplyTemplate(e.ctx, 1, 12, tpl.ID, 0, owner)
+	applied, err := e.S.ApplyTemplate(e.Ctx, 1, 12, tpl.ID, 0, owner)
 	if err != nil || applied.Unchanged || applied.Policy.Version != 2 {
 		t.Fatalf("ApplyTemplate = %+v, %v", applied, err)
 	}
 	before = rows()
-	again, err := e.s.ApplyTemplate(e.ctx, 1, 12, tpl.ID, 0, owner)
+	again, err := e.S.ApplyTemplate(e.Ctx, 1, 12, tpl.ID, 0, owner)
 	if err != nil || !again.Unchanged || again.Policy.Version != 2 || again.EventID != "" {
 		t.Errorf("ApplyTemplate again = %+v, %v", again, err)
 	}
@@ -503,116 +449,116 @@ func testPolicyNoOp(t *testing.T, e *env) {
 }
 
 func testTemplates(t *testing.T, e *env) {
-	e.family(t, 1)
+	e.Family(t, 1)
 	night := policy.Template{Name: "Night", Type: "TIME", Description: "22-07", RequireRole: policy.RoleMember,
 		DefaultRules: map[string]string{"BLOCK:TIME:START": "2200", "BLOCK:TIME:END": "0700"}, Active: true}
-	tpl, err := e.s.CreateTemplate(e.ctx, night, admin)
+	tpl, err := e.S.CreateTemplate(e.Ctx, night, admin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.s.CreateTemplate(e.ctx, night, admin)
+	_, err = e.S.CreateTemplate(e.Ctx, night, admin)
 	wantErr(t, "duplicate name", err, store.ErrConflict)
-	_, err = e.s.CreateTemplate(e.ctx, policy.Template{Name: "bad", Type: "X", RequireRole: "KING"}, admin)
+	_, err = e.S.CreateTemplate(e.Ctx, policy.Template{Name: "bad", Type: "X", RequireRole: "KING"}, admin)
 	wantErr(t, "invalid template", err, store.ErrInvalid)
-	ownerOnly, err := e.s.CreateTemplate(e.ctx, policy.Template{Name: "Owners", Type: "LIMIT", RequireRole: policy.RoleOwner,
+	ownerOnly, err := e.S.CreateTemplate(e.Ctx, policy.Template{Name: "Owners", Type: "LIMIT", RequireRole: policy.RoleOwner,
 		DefaultRules: map[string]string{"THROTTLE:SPEED": "1000"}, Active: true}, admin)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	up, err := e.s.ApplyTemplate(e.ctx, 1, 12, tpl.ID, 0, owner)
+	up, err := e.S.ApplyTemplate(e.Ctx, 1, 12, tpl.ID, 0, owner)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if up.Policy.TemplateID != tpl.ID || up.Policy.Version != 1 || !cmp.Equal(up.Policy.Rules, night.DefaultRules) {
 		t.Errorf("ApplyTemplate = %+v", up.Policy)
 	}
-	_, err = e.s.ApplyTemplate(e.ctx, 1, 12, ownerOnly.ID, 0, owner)
+	_, err = e.S.ApplyTemplate(e.Ctx, 1, 12, ownerOnly.ID, 0, owner)
 	wantErr(t, "owner-only on member", err, policy.ErrRoleNotAllowed)
 	wantErr(t, "owner-only on member", err, store.ErrConflict)
-	if _, err := e.s.ApplyTemplate(e.ctx, 1, 11, ownerOnly.ID, 0, owner); err != nil {
+	if _, err := e.S.ApplyTemplate(e.Ctx, 1, 11, ownerOnly.ID, 0, owner); err != nil {
 		t.Errorf("owner-only on owner: %v", err)
 	}
-	_, err = e.s.ApplyTemplate(e.ctx, 1, 12, 404, 0, owner)
+	_, err = e.S.ApplyTemplate(e.Ctx, 1, 12, 404, 0, owner)
 	wantErr(t, "unknown template", err, store.ErrNotFound)
-	_, err = e.s.ApplyTemplate(e.ctx, 1, 12, 0, 0, owner)
+	_, err = e.S.ApplyTemplate(e.Ctx, 1, 12, 0, 0, owner)
 	wantErr(t, "template 0", err, store.ErrInvalid)
 
 	// Editing the template does not touch the assignment; inactive ones cannot be applied.
 	edit := tpl.Template
 	edit.DefaultRules = map[string]string{"BLOCK:ACCESS": "1"}
 	edit.Active = false
-	upd, err := e.s.UpdateTemplate(e.ctx, edit, admin)
+	upd, err := e.S.UpdateTemplate(e.Ctx, edit, admin)
 	if err != nil || upd.Active || upd.DefaultRules["BLOCK:ACCESS"] != "1" {
 		t.Fatalf("UpdateTemplate = %+v, %v", upd, err)
 	}
-	if p, _ := e.s.GetPolicy(e.ctx, 1, 12); !cmp.Equal(p.Rules, night.DefaultRules) {
+	if p, _ := e.S.GetPolicy(e.Ctx, 1, 12); !cmp.Equal(p.Rules, night.DefaultRules) {
 		t.Errorf("assignment changed with the template: %v", p.Rules)
 	}
-	_, err = e.s.ApplyTemplate(e.ctx, 1, 12, tpl.ID, 0, owner)
+	_, err = e.S.ApplyTemplate(e.Ctx, 1, 12, tpl.ID, 0, owner)
 	wantErr(t, "inactive", err, policy.ErrTemplateInactive)
-	if all, err := e.s.ListTemplates(e.ctx, false); err != nil || len(all) != 2 {
+	if all, err := e.S.ListTemplates(e.Ctx, false); err != nil || len(all) != 2 {
 		t.Errorf("ListTemplates = %v, %v", all, err)
 	}
-	if act, err := e.s.ListTemplates(e.ctx, true); err != nil || len(act) != 1 || act[0].ID != ownerOnly.ID {
+	if act, err := e.S.ListTemplates(e.Ctx, true); err != nil || len(act) != 1 || act[0].ID != ownerOnly.ID {
 		t.Errorf("ListTemplates(active) = %v, %v", act, err)
 	}
 	edit.ID = 404
-	_, err = e.s.UpdateTemplate(e.ctx, edit, admin)
+	_, err = e.S.UpdateTemplate(e.Ctx, edit, admin)
 	wantErr(t, "update unknown", err, store.ErrNotFound)
-	if err := e.s.DeleteTemplate(e.ctx, tpl.ID, admin); err != nil {
+	if err := e.S.DeleteTemplate(e.Ctx, tpl.ID, admin); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, "delete twice", e.s.DeleteTemplate(e.ctx, tpl.ID, admin), store.ErrNotFound)
-	_, err = e.s.GetTemplate(e.ctx, tpl.ID)
+	wantErr(t, "delete twice", e.S.DeleteTemplate(e.Ctx, tpl.ID, admin), store.ErrNotFound)
+	_, err = e.S.GetTemplate(e.Ctx, tpl.ID)
 	wantErr(t, "deleted", err, store.ErrNotFound)
-	if p, _ := e.s.GetPolicy(e.ctx, 1, 12); p.TemplateID != 0 || !cmp.Equal(p.Rules, night.DefaultRules) {
+	if p, _ := e.S.GetPolicy(e.Ctx, 1, 12); p.TemplateID != 0 || !cmp.Equal(p.Rules, night.DefaultRules) {
 		t.Errorf("after delete: %+v", p)
 	}
-	if as, _ := e.s.AuditLog(e.ctx, store.AuditFilter{Target: fmt.Sprint("template:", tpl.ID)}); len(as) != 3 {
+	if as, _ := e.S.AuditLog(e.Ctx, store.AuditFilter{Target: fmt.Sprint("template:", tpl.ID)}); len(as) != 3 {
 		t.Errorf("template audit rows = %d, want 3", len(as))
 	}
 }
 
 func testPoolAndAudit(t *testing.T, e *env) {
-	e.family(t, 1)
-	f, err := e.s.SetPlan(e.ctx, 1, 20<<20, owner)
+	e.Family(t, 1)
+	f, err := e.S.SetPlan(e.Ctx, 1, 20<<20, owner)
 	if err != nil || f.PlanBytes != 20<<20 {
 		t.Fatalf("SetPlan = %+v, %v", f, err)
 	}
-	_, err = e.s.SetPlan(e.ctx, 1, -1, owner)
+	_, err = e.S.SetPlan(e.Ctx, 1, -1, owner)
 	wantErr(t, "negative plan", err, store.ErrInvalid)
-	_, err = e.s.SetPlan(e.ctx, 404, 1, owner)
+	_, err = e.S.SetPlan(e.Ctx, 404, 1, owner)
 	wantErr(t, "unknown family", err, store.ErrNotFound)
-	if f, err := e.s.SetThresholds(e.ctx, 1, policy.Thresholds{20, 80}, owner); err != nil || !cmp.Equal(f.Thresholds, policy.Thresholds{80, 20}) {
+	if f, err := e.S.SetThresholds(e.Ctx, 1, policy.Thresholds{20, 80}, owner); err != nil || !cmp.Equal(f.Thresholds, policy.Thresholds{80, 20}) {
 		t.Errorf("SetThresholds = %+v, %v", f, err)
 	}
-	if f, err := e.s.SetThresholds(e.ctx, 1, policy.Thresholds{}, owner); err != nil || f.Thresholds == nil || len(f.Thresholds) != 0 {
+	if f, err := e.S.SetThresholds(e.Ctx, 1, policy.Thresholds{}, owner); err != nil || f.Thresholds == nil || len(f.Thresholds) != 0 {
 		t.Errorf("SetThresholds(off) = %#v, %v", f.Thresholds, err)
 	}
-	if f, err := e.s.SetThresholds(e.ctx, 1, nil, owner); err != nil || f.Thresholds != nil {
+	if f, err := e.S.SetThresholds(e.Ctx, 1, nil, owner); err != nil || f.Thresholds != nil {
 		t.Errorf("SetThresholds(default) = %#v, %v", f.Thresholds, err)
 	}
-	tu, err := e.s.AddTopUp(e.ctx, 1, 1<<20, owner)
+	tu, err := e.S.AddTopUp(e.Ctx, 1, 1<<20, owner)
 	if err != nil || tu.Month != "202602" || tu.ID <= 0 || tu.MonthTotal != 1<<20 {
 		t.Fatalf("AddTopUp = %+v, %v", tu, err)
 	}
-	_, err = e.s.AddTopUp(e.ctx, 1, 0, owner)
+	_, err = e.S.AddTopUp(e.Ctx, 1, 0, owner)
 	wantErr(t, "zero top-up", err, store.ErrInvalid)
-	_, err = e.s.AddTopUp(e.ctx, 404, 1, owner)
+	_, err = e.S.AddTopUp(e.Ctx, 404, 1, owner)
 	wantErr(t, "top-up unknown family", err, store.ErrNotFound)
-	e.clk.Add(30 * 24 * time.Hour)
+	e.Clock.Add(30 * 24 * time.Hour)
 	// MonthTotal is the month's sum with the new one (quota.Engine.SetTopUps).
-	if mar, err := e.s.AddTopUp(e.ctx, 1, 5, admin); err != nil || mar.Month != "202603" || mar.MonthTotal != 5 {
+	if mar, err := e.S.AddTopUp(e.Ctx, 1, 5, admin); err != nil || mar.Month != "202603" || mar.MonthTotal != 5 {
 		t.Fatalf("AddTopUp in March = %+v, %v; want a month total of 5", mar, err)
 	}
 	tu.MonthTotal = 0 // only the recording transaction tells it
-	tus, err := e.s.TopUps(e.ctx, 1, "202602")
+	tus, err := e.S.TopUps(e.Ctx, 1, "202602")
 	if diff := cmp.Diff([]store.TopUp{tu}, tus); err != nil || diff != "" {
 		t.Errorf("TopUps (-want +got) %v:\n%s", err, diff)
 	}
 
-	all, err := e.s.AuditLog(e.ctx, store.AuditFilter{FamilyID: 1})
+	all, err := e.S.AuditLog(e.Ctx, store.AuditFilter{FamilyID: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -635,12 +581,12 @@ func testPoolAndAudit(t *testing.T, e *env) {
 		"other":    {store.AuditFilter{FamilyID: 2}, 0},
 		"combined": {store.AuditFilter{FamilyID: 1, Action: "family.plan", ActorID: owner.ID}, 1},
 	} {
-		got, err := e.s.AuditLog(e.ctx, tc.f)
+		got, err := e.S.AuditLog(e.Ctx, tc.f)
 		if err != nil || len(got) != tc.want {
 			t.Errorf("%s: %d rows, %v; want %d", name, len(got), err, tc.want)
 		}
 	}
-	_, err = e.s.AuditLog(e.ctx, store.AuditFilter{Limit: 5000})
+	_, err = e.S.AuditLog(e.Ctx, store.AuditFilter{Limit: 5000})
 	wantErr(t, "limit", err, store.ErrInvalid)
 	if all[0].Actor != admin || all[0].Target != "family:1" || all[0].Before != nil || all[0].After == nil {
 		t.Errorf("top-up audit = %+v", all[0])
@@ -648,7 +594,7 @@ func testPoolAndAudit(t *testing.T, e *env) {
 }
 
 func testUsage(t *testing.T, e *env) {
-	w, err := store.NewUsageWriter(e.db)
+	w, err := store.NewUsageWriter(e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -663,17 +609,17 @@ func testUsage(t *testing.T, e *env) {
 		rec("e", 21, "yt", 999, "ALLOWED", start),                 // another family
 		rec("f", 11, "yt", 7, "ALLOWED", start.AddDate(0, -1, 0)), // last month
 	}
-	if err := w.Write(e.ctx, batch); err != nil {
+	if err := w.Write(e.Ctx, batch); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Write(e.ctx, batch[:3]); err != nil { // replays are ignored
+	if err := w.Write(e.Ctx, batch[:3]); err != nil { // replays are ignored
 		t.Fatal(err)
 	}
-	from, to := e.s.MonthRange(start)
+	from, to := e.S.MonthRange(start)
 	if !from.Equal(time.Date(2026, 2, 1, 0, 0, 0, 0, seoul)) || !to.Equal(time.Date(2026, 3, 1, 0, 0, 0, 0, seoul)) {
 		t.Errorf("MonthRange = %v %v", from, to)
 	}
-	r, err := e.s.Usage(e.ctx, store.UsageQuery{FamilyID: 1, From: from, To: to})
+	r, err := e.S.Usage(e.Ctx, store.UsageQuery{FamilyID: 1, From: from, To: to})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -687,11 +633,11 @@ func testUsage(t *testing.T, e *env) {
 	if diff := cmp.Diff(want, r); diff != "" {
 		t.Errorf("family usage (-want +got):\n%s", diff)
 	}
-	m, err := e.s.Usage(e.ctx, store.UsageQuery{FamilyID: 1, CustomerID: 12, From: from, To: to})
+	m, err := e.S.Usage(e.Ctx, store.UsageQuery{FamilyID: 1, CustomerID: 12, From: from, To: to})
 	if err != nil || m.AllowedBytes != 70 || len(m.ByMember) != 1 {
 		t.Errorf("member usage = %+v, %v", m, err)
 	}
-	if x, err := e.s.Usage(e.ctx, store.UsageQuery{FamilyID: 2, CustomerID: 11, From: from, To: to}); err != nil || x.Events != 0 {
+	if x, err := e.S.Usage(e.Ctx, store.UsageQuery{FamilyID: 2, CustomerID: 11, From: from, To: to}); err != nil || x.Events != 0 {
 		t.Errorf("member of another family = %+v, %v", x, err)
 	}
 	for name, q := range map[string]store.UsageQuery{
@@ -699,42 +645,42 @@ func testUsage(t *testing.T, e *env) {
 		"period": {FamilyID: 1, From: to, To: from},
 		"long":   {FamilyID: 1, From: from, To: from.AddDate(2, 0, 0)},
 	} {
-		_, err := e.s.Usage(e.ctx, q)
+		_, err := e.S.Usage(e.Ctx, q)
 		wantErr(t, name, err, store.ErrInvalid)
 	}
 }
 
 func testRefreshTokens(t *testing.T, e *env) {
-	e.family(t, 1)
-	t1, rt, err := e.s.IssueRefreshToken(e.ctx, 11, time.Hour)
+	e.Family(t, 1)
+	t1, rt, err := e.S.IssueRefreshToken(e.Ctx, 11, time.Hour)
 	if err != nil || rt.CustomerID != 11 || len(rt.RotationID) != 32 || !rt.ExpiresAt.Equal(start.Add(time.Hour)) {
 		t.Fatalf("Issue = %+v, %v", rt, err)
 	}
-	_, _, err = e.s.IssueRefreshToken(e.ctx, 404, time.Hour)
+	_, _, err = e.S.IssueRefreshToken(e.Ctx, 404, time.Hour)
 	wantErr(t, "unknown member", err, store.ErrNotFound)
-	_, _, err = e.s.IssueRefreshToken(e.ctx, 11, 0)
+	_, _, err = e.S.IssueRefreshToken(e.Ctx, 11, 0)
 	wantErr(t, "ttl", err, store.ErrInvalid)
 	var stored string
-	if err := e.db.QueryRowContext(e.ctx, `SELECT token_hash FROM refresh_token WHERE id = ?`, rt.ID).Scan(&stored); err != nil || stored == t1 {
+	if err := e.DB.QueryRowContext(e.Ctx, `SELECT token_hash FROM refresh_token WHERE id = ?`, rt.ID).Scan(&stored); err != nil || stored == t1 {
 		t.Errorf("token stored in clear: %v", err)
 	}
 
-	t2, rt2, err := e.s.RotateRefreshToken(e.ctx, t1, time.Hour)
+	t2, rt2, err := e.S.RotateRefreshToken(e.Ctx, t1, time.Hour)
 	if err != nil || t2 == t1 || rt2.RotationID != rt.RotationID || rt2.CustomerID != 11 {
 		t.Fatalf("Rotate = %+v, %v", rt2, err)
 	}
-	t3, _, err := e.s.RotateRefreshToken(e.ctx, t2, time.Hour)
+	t3, _, err := e.S.RotateRefreshToken(e.Ctx, t2, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Another login is a separate rotation family.
-	other, _, err := e.s.IssueRefreshToken(e.ctx, 11, time.Hour)
+	other, _, err := e.S.IssueRefreshToken(e.Ctx, 11, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	live := func(what string, cid int64, rotation string, want bool) {
 		t.Helper()
-		m, got, err := e.s.MemberSession(e.ctx, cid, rotation)
+		m, got, err := e.S.MemberSession(e.Ctx, cid, rotation)
 		if err != nil || m.ID != cid || got != want {
 			t.Errorf("%s: MemberSession(%d, %s) = %d, %v, %v; want live %v", what, cid, rotation, m.ID, got, err, want)
 		}
@@ -742,53 +688,53 @@ func testRefreshTokens(t *testing.T, e *env) {
 	live("rotated session", 11, rt.RotationID, true)
 	live("another member's session", 12, rt.RotationID, false)
 	live("unknown session", 11, "nope", false)
-	_, _, err = e.s.MemberSession(e.ctx, 404, rt.RotationID)
+	_, _, err = e.S.MemberSession(e.Ctx, 404, rt.RotationID)
 	wantErr(t, "session of an unknown member", err, store.ErrNotFound)
 	// Reusing t1 (stolen) revokes the whole family, including the current t3,
 	// and names the session it revoked.
-	_, _, err = e.s.RotateRefreshToken(e.ctx, t1, time.Hour)
+	_, _, err = e.S.RotateRefreshToken(e.Ctx, t1, time.Hour)
 	wantErr(t, "reuse", err, store.ErrTokenReused)
 	var reused *store.TokenReusedError
 	if !errors.As(err, &reused) || reused.CustomerID != 11 || reused.RotationID != rt.RotationID {
 		t.Errorf("reuse error %#v, want customer 11 rotation %s", err, rt.RotationID)
 	}
 	live("session after reuse", 11, rt.RotationID, false)
-	_, _, err = e.s.RotateRefreshToken(e.ctx, t3, time.Hour)
+	_, _, err = e.S.RotateRefreshToken(e.Ctx, t3, time.Hour)
 	wantErr(t, "current token after reuse", err, store.ErrTokenReused)
-	_, _, err = e.s.RotateRefreshToken(e.ctx, "nope", time.Hour)
+	_, _, err = e.S.RotateRefreshToken(e.Ctx, "nope", time.Hour)
 	wantErr(t, "unknown", err, store.ErrNotFound)
-	_, _, err = e.s.RotateRefreshToken(e.ctx, "nope", 0)
+	_, _, err = e.S.RotateRefreshToken(e.Ctx, "nope", 0)
 	wantErr(t, "rotate ttl", err, store.ErrInvalid)
 
 	// The other session is untouched, until it expires.
-	e.clk.Add(30 * time.Minute)
-	other2, _, err := e.s.RotateRefreshToken(e.ctx, other, time.Minute)
+	e.Clock.Add(30 * time.Minute)
+	other2, _, err := e.S.RotateRefreshToken(e.Ctx, other, time.Minute)
 	if err != nil {
 		t.Fatalf("other session: %v", err)
 	}
-	e.clk.Add(time.Minute)
-	_, _, err = e.s.RotateRefreshToken(e.ctx, other2, time.Hour)
+	e.Clock.Add(time.Minute)
+	_, _, err = e.S.RotateRefreshToken(e.Ctx, other2, time.Hour)
 	wantErr(t, "expired", err, store.ErrTokenExpired)
 
 	// Logout revokes a family; RevokeMemberTokens all of them.
-	t4, rt4, _ := e.s.IssueRefreshToken(e.ctx, 12, time.Hour)
+	t4, rt4, _ := e.S.IssueRefreshToken(e.Ctx, 12, time.Hour)
 	live("new session", 12, rt4.RotationID, true)
-	if got, err := e.s.RevokeRefreshToken(e.ctx, t4); err != nil || got.CustomerID != 12 || got.RotationID != rt4.RotationID || got.ID != rt4.ID {
+	if got, err := e.S.RevokeRefreshToken(e.Ctx, t4); err != nil || got.CustomerID != 12 || got.RotationID != rt4.RotationID || got.ID != rt4.ID {
 		t.Fatalf("RevokeRefreshToken = %+v, %v; want %+v", got, err, rt4)
 	}
 	live("session after logout", 12, rt4.RotationID, false)
-	_, _, err = e.s.RotateRefreshToken(e.ctx, t4, time.Hour)
+	_, _, err = e.S.RotateRefreshToken(e.Ctx, t4, time.Hour)
 	wantErr(t, "revoked", err, store.ErrTokenReused)
-	_, err = e.s.RevokeRefreshToken(e.ctx, "nope")
+	_, err = e.S.RevokeRefreshToken(e.Ctx, "nope")
 	wantErr(t, "revoke unknown", err, store.ErrNotFound)
-	t5, rt5, _ := e.s.IssueRefreshToken(e.ctx, 12, time.Hour)
-	if err := e.s.RevokeMemberTokens(e.ctx, 12); err != nil {
+	t5, rt5, _ := e.S.IssueRefreshToken(e.Ctx, 12, time.Hour)
+	if err := e.S.RevokeMemberTokens(e.Ctx, 12); err != nil {
 		t.Fatal(err)
 	}
 	live("session after RevokeMemberTokens", 12, rt5.RotationID, false)
-	_, _, err = e.s.RotateRefreshToken(e.ctx, t5, time.Hour)
+	_, _, err = e.S.RotateRefreshToken(e.Ctx, t5, time.Hour)
 	wantErr(t, "member tokens revoked", err, store.ErrTokenReused)
-	n, err := e.s.PruneRefreshTokens(e.ctx, e.clk.Now().Add(45*time.Minute))
+	n, err := e.S.PruneRefreshTokens(e.Ctx, e.Clock.Now().Add(45*time.Minute))
 	if err != nil || n != 5 { // the first login's 3 tokens and the other session's 2
 		t.Errorf("Prune = %d, %v", n, err)
 	}

@@ -1,4 +1,6 @@
-package testenv
+// Package storetest is a SQL store for tests: migrated, on a settable clock,
+// with families made in one call.
+package storetest
 
 import (
 	"context"
@@ -37,18 +39,18 @@ var Seoul, _ = policy.LoadZone(policy.DefaultZone)
 // Start is the fixed instant store tests begin at: 2026-02-10 12:00 in Seoul.
 var Start = time.Date(2026, 2, 10, 12, 0, 0, 0, Seoul)
 
-// StoreEnv is a migrated SQL store on a fresh database, whose clock starts
+// Env is a migrated SQL store on a fresh database, whose clock starts
 // at Start, with a cheap password hash.
-type StoreEnv struct {
+type Env struct {
 	Ctx   context.Context
 	DB    *sql.DB
 	S     *store.Store
 	Clock *Clock
 }
 
-// NewStoreEnv migrates db (twice: migrations are idempotent) and opens a
+// New migrates db (twice: migrations are idempotent) and opens a
 // store on it.
-func NewStoreEnv(tb testing.TB, db *sql.DB) *StoreEnv {
+func New(tb testing.TB, db *sql.DB) *Env {
 	tb.Helper()
 	ctx := context.Background()
 	for range 2 {
@@ -61,7 +63,7 @@ func NewStoreEnv(tb testing.TB, db *sql.DB) *StoreEnv {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &StoreEnv{Ctx: ctx, DB: db, S: s, Clock: clk}
+	return &Env{Ctx: ctx, DB: db, S: s, Clock: clk}
 }
 
 // Password is the password of the members Family creates: one the store's
@@ -70,7 +72,7 @@ const Password = "family-pass-1"
 
 // Family creates family fid (10 MB plan) with an owner (customer fid*10+1)
 // and a child (fid*10+2), both with the password Password.
-func (e *StoreEnv) Family(tb testing.TB, fid int64) {
+func (e *Env) Family(tb testing.TB, fid int64) {
 	tb.Helper()
 	if _, err := e.S.CreateFamily(e.Ctx, store.NewFamily{ID: fid, Name: fmt.Sprintf("Family %d", fid), PlanBytes: 10 << 20}, store.System); err != nil {
 		tb.Fatal(err)
@@ -85,7 +87,7 @@ func (e *StoreEnv) Family(tb testing.TB, fid int64) {
 }
 
 // Count is the number of rows of table.
-func (e *StoreEnv) Count(tb testing.TB, table string) int {
+func (e *Env) Count(tb testing.TB, table string) int {
 	tb.Helper()
 	var n int
 	if err := e.DB.QueryRowContext(e.Ctx, "SELECT COUNT(*) FROM "+table).Scan(&n); err != nil {

@@ -1,4 +1,6 @@
-package testenv
+// Package pipetest is a judging pipeline for tests: an embedded Kafka with
+// DPCS's topics, a Redis, a quota engine on it and a producer.
+package pipetest
 
 import (
 	"context"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/envelope/kafkarecord"
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/quota"
 )
 
@@ -34,19 +37,19 @@ type Pipeline struct {
 	Now time.Time
 }
 
-// NewPipeline is a Pipeline on an embedded Redis.
-func NewPipeline(tb testing.TB) *Pipeline {
+// New is a Pipeline on an embedded Redis.
+func New(tb testing.TB) *Pipeline {
 	tb.Helper()
-	mr, rdb := Redis(tb)
-	p := PipelineOn(tb, rdb)
+	mr, rdb := testenv.Redis(tb)
+	p := On(tb, rdb)
 	p.Mini = mr
 	return p
 }
 
-// PipelineOn is a Pipeline on rdb (any Redis: keys are prefixed per test).
-func PipelineOn(tb testing.TB, rdb redis.UniversalClient) *Pipeline {
+// On is a Pipeline on rdb (any Redis: keys are prefixed per test).
+func On(tb testing.TB, rdb redis.UniversalClient) *Pipeline {
 	tb.Helper()
-	p := &Pipeline{T: tb, Ctx: context.Background(), Kafka: Kafka(tb), Redis: rdb,
+	p := &Pipeline{T: tb, Ctx: context.Background(), Kafka: testenv.Kafka(tb), Redis: rdb,
 		Now: time.Date(2026, 2, 6, 5, 30, 0, 0, time.UTC)}
 	var err error
 	p.Engine, err = quota.New(rdb, quota.WithClock(p.Clock),
@@ -54,7 +57,7 @@ func PipelineOn(tb testing.TB, rdb redis.UniversalClient) *Pipeline {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p.Prod = Client(tb, p.Kafka)
+	p.Prod = testenv.Client(tb, p.Kafka)
 	return p
 }
 
@@ -62,7 +65,7 @@ func PipelineOn(tb testing.TB, rdb redis.UniversalClient) *Pipeline {
 func (p *Pipeline) Clock() time.Time { return p.Now }
 
 // KafkaOpts are a client's options for the pipeline's Kafka.
-func (p *Pipeline) KafkaOpts() []kgo.Opt { return KafkaOpts(p.Kafka) }
+func (p *Pipeline) KafkaOpts() []kgo.Opt { return testenv.KafkaOpts(p.Kafka) }
 
 // Usage is a usage-events record.
 func (p *Pipeline) Usage(id string, fid, cid, bytes int64, app string, at time.Time) *kgo.Record {
@@ -86,7 +89,7 @@ func (p *Pipeline) Produce(recs ...*kgo.Record) {
 // Collect reads topic from its start until n records arrived (see Collect).
 func (p *Pipeline) Collect(topic string, n int) []*kgo.Record {
 	p.T.Helper()
-	return Collect(p.T, p.Kafka, topic, n)
+	return testenv.Collect(p.T, p.Kafka, topic, n)
 }
 
 // Settled waits (20 s at most) until group committed every record of the
@@ -143,14 +146,4 @@ func Decode[T envelope.Payload](tb testing.TB, recs []*kgo.Record) []envelope.En
 		out = append(out, e)
 	}
 	return out
-}
-
-// Header is the value of a record's header key ("" when absent).
-func Header(r *kgo.Record, key string) string {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
 }
