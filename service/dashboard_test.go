@@ -14,6 +14,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/simulate"
 )
@@ -168,13 +169,13 @@ func TestSystemMetricsAndDashboard(t *testing.T) {
 	}
 
 	// The admin address serves the same registry, with health and readiness.
-	if got := get(t, "http://"+s.AdminAddr+"/healthz"); got != "ok\n" {
+	if got := testenv.Get(t, "http://"+s.AdminAddr+"/healthz"); got != "ok\n" {
 		t.Errorf("admin healthz %q", got)
 	}
-	if got := get(t, "http://"+s.AdminAddr+"/readyz"); got != "ready\n" {
+	if got := testenv.Get(t, "http://"+s.AdminAddr+"/readyz"); got != "ready\n" {
 		t.Errorf("admin readyz %q", got)
 	}
-	m := get(t, "http://"+s.AdminAddr+"/metrics")
+	m := testenv.Get(t, "http://"+s.AdminAddr+"/metrics")
 	for _, want := range []string{"dpcs_decision_latency_seconds_bucket{le=", `dpcs_decisions_total{decision="ALLOWED"}`, "go_goroutines", "process_resident_memory_bytes",
 		"# TYPE dpcs_sse_streams gauge"} {
 		if !strings.Contains(m, want) {

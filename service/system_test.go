@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/recovery"
@@ -31,20 +32,6 @@ func testSystemConfig(t *testing.T) SystemConfig {
 		t.Fatal(err)
 	}
 	return cfg
-}
-
-func get(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
-	}
-	return string(b)
 }
 
 // The all-in-one starts on a fresh data dir with nothing installed, judges
@@ -82,15 +69,15 @@ func TestSystemEndToEnd(t *testing.T) {
 			t.Fatal("a key set with a 20 ms TTL still exists after 5 s: the embedded Redis does not expire keys")
 		}
 	}
-	if got := get(t, "http://"+s.HTTPAddr+"/healthz"); got != "ok\n" {
+	if got := testenv.Get(t, "http://"+s.HTTPAddr+"/healthz"); got != "ok\n" {
 		t.Errorf("healthz %q", got)
 	}
-	if got := get(t, "http://"+s.HTTPAddr+"/readyz"); got != "ready\n" {
+	if got := testenv.Get(t, "http://"+s.HTTPAddr+"/readyz"); got != "ready\n" {
 		t.Errorf("readyz %q", got)
 	}
 	// The metrics are the operator's: on the admin address only, never on
 	// the public API's (doc/observability.md).
-	if m := get(t, "http://"+s.AdminAddr+"/metrics"); !strings.Contains(m, `dpcs_decisions_total{decision="ALLOWED"}`) {
+	if m := testenv.Get(t, "http://"+s.AdminAddr+"/metrics"); !strings.Contains(m, `dpcs_decisions_total{decision="ALLOWED"}`) {
 		t.Errorf("admin metrics:\n%s", m)
 	}
 	if resp, err := http.Get("http://" + s.HTTPAddr + "/metrics"); err != nil {
@@ -98,7 +85,7 @@ func TestSystemEndToEnd(t *testing.T) {
 	} else if resp.Body.Close(); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET /metrics on the API address: %s, want 404", resp.Status)
 	}
-	if r := get(t, "http://"+s.SimulatorAddr+"/simulator/rate"); !strings.Contains(r, `"rate":400`) {
+	if r := testenv.Get(t, "http://"+s.SimulatorAddr+"/simulator/rate"); !strings.Contains(r, `"rate":400`) {
 		t.Errorf("simulator rate: %s", r)
 	}
 	// The API over HTTP: log in as the demo owner, read the dashboard, cut a

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -35,7 +36,7 @@ func TestRunRejectsBadSessionTimeout(t *testing.T) {
 // and stops cleanly. It waits for readiness, however slow the machine, rather
 // than guessing how long a start takes.
 func TestRunEmbedded(t *testing.T) {
-	addr, admin := freeAddr(t), freeAddr(t)
+	addr, admin := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	env := map[string]string{"DPCS_DATA_DIR": t.TempDir(), "DPCS_EMBEDDED_KAFKA_PORT": "0",
 		"DPCS_HTTP_ADDR": addr, "DPCS_ADMIN_ADDR": admin, "DPCS_LOG_LEVEL": "warn"}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -53,38 +54,13 @@ func TestRunEmbedded(t *testing.T) {
 			resp.Body.Close()
 		}
 	}
-	if m := get(t, "http://"+admin+"/metrics"); !strings.Contains(m, "# TYPE dpcs_decision_latency_seconds histogram") {
+	if m := testenv.Get(t, "http://"+admin+"/metrics"); !strings.Contains(m, "# TYPE dpcs_decision_latency_seconds histogram") {
 		t.Errorf("admin /metrics has no latency histogram:\n%s", m)
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-}
-
-// freeAddr returns a loopback address with a port free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func get(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
-	}
-	return string(b)
 }
 
 // The deployable starts against a broker, Redis and SQLite, creates its
@@ -103,7 +79,7 @@ func TestRunStartsAndStops(t *testing.T) {
 		"DPCS_REDIS_ADDR":    mr.Addr(),
 		"DPCS_SQLITE_PATH":   filepath.Join(t.TempDir(), "dpcs.db"),
 		"DPCS_LOG_LEVEL":     "warn",
-		"DPCS_ADMIN_ADDR":    freeAddr(t),
+		"DPCS_ADMIN_ADDR":    testenv.FreeAddr(t),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -131,10 +107,10 @@ func TestRunStartsAndStops(t *testing.T) {
 			t.Fatalf("admin /readyz not ready after 60 s; last answer: %s", last)
 		}
 	}
-	if got := get(t, admin+"/healthz"); got != "ok\n" {
+	if got := testenv.Get(t, admin+"/healthz"); got != "ok\n" {
 		t.Errorf("healthz %q", got)
 	}
-	m := get(t, admin+"/metrics")
+	m := testenv.Get(t, admin+"/metrics")
 	for _, want := range []string{
 		"# TYPE dpcs_decision_latency_seconds histogram", "# TYPE dpcs_script_seconds histogram",
 		"# TYPE dpcs_writebehind_flush_seconds histogram", `dpcs_kafka_connects_total{client="processor"`,

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/dabom/dpcs/internal/buildinfo"
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
@@ -46,7 +46,7 @@ func TestRunServesAndRebuilds(t *testing.T) {
 	env := map[string]string{
 		"DPCS_KAFKA_BROKERS": strings.Join(c.ListenAddrs(), ","), "DPCS_REDIS_ADDR": mr.Addr(),
 		"DPCS_SQLITE_PATH": dbPath, "DPCS_HTTP_ADDR": "127.0.0.1:0", "DPCS_LOG_LEVEL": "warn",
-		"DPCS_JWT_SECRET": strings.Repeat("s", 32), "DPCS_ADMIN_ADDR": freeAddr(t),
+		"DPCS_JWT_SECRET": strings.Repeat("s", 32), "DPCS_ADMIN_ADDR": testenv.FreeAddr(t),
 	}
 	getenv := func(k string) string { return env[k] }
 
@@ -112,11 +112,11 @@ func TestRunServesAndRebuilds(t *testing.T) {
 	// request above measured by operation id and status.
 	admin := "http://" + getenv("DPCS_ADMIN_ADDR")
 	for path, want := range map[string]string{"/healthz": "ok\n", "/readyz": "ready\n"} {
-		if got := get(t, admin+path); got != want {
+		if got := testenv.Get(t, admin+path); got != want {
 			t.Errorf("admin %s: %q", path, got)
 		}
 	}
-	m := get(t, admin+"/metrics")
+	m := testenv.Get(t, admin+"/metrics")
 	for _, want := range []string{`dpcs_api_request_seconds_count{operation="get-family",status="401"} 1`,
 		`dpcs_kafka_connects_total{client="producer"`, "# TYPE dpcs_relay_lag_seconds histogram", "go_goroutines", "dpcs_sse_streams 0"} {
 		if !strings.Contains(m, want) {
@@ -127,31 +127,6 @@ func TestRunServesAndRebuilds(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-}
-
-// freeAddr returns a loopback address with a port free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func get(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
-	}
-	return string(b)
 }
 
 // rebuild restores every family it can, prints what it did and which

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dabom/dpcs/internal/testenv"
 )
 
 // lines collects run's output and lets the test wait for a line.
@@ -61,20 +63,6 @@ func (l *lines) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return strings.Join(l.all, "\n")
-}
-
-func get(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
-	}
-	return string(b)
 }
 
 func setEnv(t *testing.T, kv map[string]string) {
@@ -151,11 +139,11 @@ func TestRunProgressAndRateChange(t *testing.T) {
 	// The admin address: ready while Kafka answers; metrics of the producer
 	// and the simulator.
 	for path, want := range map[string]string{"/healthz": "ok\n", "/readyz": "ready\n"} {
-		if got := get(t, admin+path); got != want {
+		if got := testenv.Get(t, admin+path); got != want {
 			t.Errorf("admin %s: %q", path, got)
 		}
 	}
-	scraped := get(t, admin+"/metrics")
+	scraped := testenv.Get(t, admin+"/metrics")
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^dpcs_simulator_produced_total [1-9]`), regexp.MustCompile(`(?m)^dpcs_simulator_rate 2000$`),
 		regexp.MustCompile(`(?m)^dpcs_kafka_produce_records_total\{client="simulator",.*\} [1-9]`),

@@ -125,6 +125,12 @@ type Processor struct {
 	paused    atomic.Bool
 	// recoveries counts the recoveries this processor waited for.
 	recoveries atomic.Int64
+	// rec is the recovery running in the background (nil: none); life is
+	// its context, and bg its goroutine, both ended by Run's end.
+	recMu sync.Mutex
+	rec   *recovering
+	life  context.Context
+	bg    sync.WaitGroup
 
 	// c is the consumer-group lifecycle the processor runs on
 	// (envelope/consumer); cl is its client, which also produces.
@@ -176,7 +182,9 @@ func NewProcessor(qs *State, kopts []kgo.Opt, opts ...Option) (*Processor, error
 		// Never charge records of an aborted producer transaction.
 		consumer.WithReadCommitted(),
 		consumer.WithMaxPoll(p.maxPoll),
-		consumer.WithBackoff(p.backoffMin, p.backoffMax, 0),
+		// A batch given back while Redis is rebuilt is handed again within a
+		// second of the rebuild's end.
+		consumer.WithBackoff(p.backoffMin, min(p.backoffMax, time.Second), 0),
 		consumer.WithRebalanceInterval(drainEvery),
 		consumer.WithDrainTimeout(drainTimeout),
 		consumer.WithLogger(p.log),
@@ -222,6 +230,10 @@ func (p *Processor) Client() *kgo.Client { return p.cl }
 // committed are redelivered to whoever owns their partitions next; that is
 // safe (dedupe in the engine).
 func (p *Processor) Run(ctx context.Context) error {
+	var stop context.CancelFunc
+	p.life, stop = context.WithCancel(ctx)
+	defer p.bg.Wait()
+	defer stop()
 	if err := p.c.Run(ctx); !errors.Is(err, consumer.ErrUncommitted) {
 		return err
 	}
@@ -233,10 +245,13 @@ func (p *Processor) Run(ctx context.Context) error {
 // the consumer commits the poll after it, in poll order.
 func (p *Processor) handle(ctx context.Context, b *consumer.Batch) error {
 	w, err := p.process(ctx, b.Records, b.Lag)
-	if err != nil {
-		if ctx.Err() != nil {
-			return err
-		}
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return ctx.Err() // stopping: the batch is redelivered
+	case errors.Is(err, errRecovering):
+		return err // handed again after a backoff
+	default:
 		return consumer.Permanent(err)
 	}
 	b.Finish(func(ctx context.Context) error { return p.finish(ctx, w) })

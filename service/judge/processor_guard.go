@@ -50,7 +50,7 @@ func (p *Processor) judgePolicies(ctx context.Context, recs []*kgo.Record) ([]*k
 				}
 				return stalePermanent(err)
 			})
-			if p.stale(ctx, gen, err) {
+			if p.stale(ctx, gen, &err) {
 				continue
 			}
 			if err != nil {
@@ -95,7 +95,7 @@ func (p *Processor) judgePolicies(ctx context.Context, recs []*kgo.Record) ([]*k
 			err := p.retry(ctx, "redis state advance", func() error {
 				return stalePermanent(p.qs.advance(ctx, gen, marks))
 			})
-			if p.stale(ctx, gen, err) {
+			if p.stale(ctx, gen, &err) {
 				continue
 			}
 			if err != nil {
@@ -124,7 +124,7 @@ func (p *Processor) raise(ctx context.Context, recs []*kgo.Record) error {
 			}
 			return stalePermanent(err)
 		})
-		if p.stale(ctx, gen, err) {
+		if p.stale(ctx, gen, &err) {
 			continue
 		}
 		if err != nil {
@@ -153,15 +153,37 @@ func (p *Processor) generation(ctx context.Context) (string, error) {
 	return gen, err
 }
 
-// stale reports whether err says the Redis state is stale; if so it pauses
-// fetching, says so, and returns once the guard recovered Redis (true: judge
-// again). With ctx done it returns false and err stands.
-func (p *Processor) stale(ctx context.Context, used string, err error) bool {
+// errRecovering: the Redis state is being recovered (by this processor's
+// guard, in the background); the batch is handled again later.
+var errRecovering = errors.New("judge: the Redis state is being rebuilt from SQL")
+
+// recovering is a recovery of the Redis state run by the guard in the
+// background (startRecovery), so that the consumer keeps polling — letting
+// the group rebalance — while a rebuild takes its time.
+type recovering struct {
+	done  chan struct{}
+	start time.Time
+	gen   string
+	err   error
+}
+
+// recoveryPatience is how long a batch waits inside the handler for a
+// running recovery before the consumer is given the batch back to retry.
+const recoveryPatience = time.Second
+
+// stale reports whether *err says the Redis state is stale; if so it says so
+// (log, OnStale, Stale), has the outputs of earlier batches flushed, and
+// recovers Redis through the guard in the background. It returns true once
+// the guard recovered Redis (judge again). While the recovery runs (waited
+// for at most recoveryPatience) it returns false with *err wrapping
+// errRecovering: the handler gives the batch back, the consumer polls (a
+// rebalance may run) and hands it again after a backoff. With ctx done it
+// returns false and *err stands.
+func (p *Processor) stale(ctx context.Context, used string, err *error) bool {
 	var se *quota.StaleError
-	if !errors.As(err, &se) {
+	if !errors.As(*err, &se) {
 		return false
 	}
-	start := time.Now()
 	if !p.paused.Swap(true) {
 		p.log.Error("the Redis state cannot be trusted: judging paused until Redis is rebuilt from SQL", "reason", se.Reason)
 		if p.procHooks.OnStale != nil {
@@ -173,10 +195,25 @@ func (p *Processor) stale(ctx context.Context, used string, err error) bool {
 	if ferr := p.cl.Flush(ctx); ferr != nil {
 		return false
 	}
-	gen, rerr := p.guard.Recover(ctx, used, err)
-	if rerr != nil {
+	rec := p.startRecovery(used, *err)
+	t := time.NewTimer(recoveryPatience)
+	defer t.Stop()
+	select {
+	case <-rec.done:
+	case <-t.C:
+		*err = fmt.Errorf("%w: %w", errRecovering, se) // not the retry's permanent mark
+		return false
+	case <-ctx.Done():
+		return false
+	}
+	p.recMu.Lock()
+	if p.rec == rec {
+		p.rec = nil
+	}
+	p.recMu.Unlock()
+	if rec.err != nil {
 		if ctx.Err() == nil {
-			p.log.Error("recovering the Redis state failed", "err", rerr)
+			p.log.Error("recovering the Redis state failed", "err", rec.err)
 		}
 		return false
 	}
@@ -187,12 +224,31 @@ func (p *Processor) stale(ctx context.Context, used string, err error) bool {
 	p.posMu.Unlock()
 	p.recoveries.Add(1)
 	if p.paused.Swap(false) {
-		p.log.Warn("the Redis state is trusted again: judging resumes", "generation", gen, "paused", time.Since(start))
+		p.log.Warn("the Redis state is trusted again: judging resumes", "generation", rec.gen, "paused", time.Since(rec.start))
 		if p.procHooks.OnStale != nil {
-			p.procHooks.OnStale(StaleInfo{Reason: se.Reason, Paused: time.Since(start)})
+			p.procHooks.OnStale(StaleInfo{Reason: se.Reason, Paused: time.Since(rec.start)})
 		}
 	}
 	return true
+}
+
+// startRecovery returns the running recovery, or starts one: the guard's
+// Recover in a goroutine of the processor's own (ended by Run's end).
+func (p *Processor) startRecovery(used string, cause error) *recovering {
+	p.recMu.Lock()
+	defer p.recMu.Unlock()
+	if p.rec != nil {
+		return p.rec
+	}
+	rec := &recovering{done: make(chan struct{}), start: time.Now()}
+	p.rec = rec
+	p.bg.Add(1)
+	go func() { // ends with the recovery; Run waits for it
+		defer p.bg.Done()
+		defer close(rec.done)
+		rec.gen, rec.err = p.guard.Recover(p.life, used, cause)
+	}()
+	return rec
 }
 
 // marksOf returns the marks of a batch's records: per partition, from where

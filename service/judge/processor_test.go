@@ -558,3 +558,111 @@ func TestProcessorNeverCommittedPartitionPastZero(t *testing.T) {
 		t.Errorf("%d recoveries for a partition nobody committed", n)
 	}
 }
+
+// blockingGuard names generation g1 until Recover is released, then
+// rebuilds family 100 as generation g2 (the state's watermarks: none).
+type blockingGuard struct {
+	h       *harness
+	release chan struct{}
+	once    sync.Once
+	mu      sync.Mutex
+	gen     string
+}
+
+func (g *blockingGuard) Generation(context.Context) (string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.gen, nil
+}
+
+func (g *blockingGuard) Recover(ctx context.Context, _ string, _ error) (string, error) {
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	var err error
+	g.once.Do(func() {
+		e := g.h.Engine
+		if _, err = e.BeginRebuild(ctx, "g2"); err != nil {
+			return
+		}
+		if err = e.Restore(ctx, quota.FamilyState{FamilyID: 100, Provisioned: true, Plan: 10 * mb,
+			Members: []quota.MemberState{{CustomerID: 1}}, Generation: "g2"}); err != nil {
+			return
+		}
+		// As a rebuild does: the group's committed offsets are the watermarks.
+		wm := map[string]int64{}
+		offs, ferr := kadm.NewClient(g.h.Prod).FetchOffsets(ctx, ProcessorGroup)
+		if ferr != nil {
+			err = ferr
+			return
+		}
+		offs.Each(func(o kadm.OffsetResponse) {
+			if o.At >= 0 {
+				wm[fmt.Sprintf("%s/%d", o.Topic, o.Partition)] = o.At
+			}
+		})
+		err = e.FinishRebuild(ctx, "g2", wm)
+		g.mu.Lock()
+		g.gen = "g2"
+		g.mu.Unlock()
+	})
+	return "g2", err
+}
+
+// A processor waiting for Redis to be rebuilt keeps polling, so the group
+// rebalances meanwhile: a second processor joining gets its partitions
+// before the rebuild ends. (The waiting processor used to hold every
+// rebalance off for the whole rebuild.) Afterwards every event is judged.
+func TestRebalanceWhileRebuilding(t *testing.T) {
+	h := newHarness(t)
+	h.Family(100, 10*mb, 1)
+	if _, err := h.Engine.BeginRebuild(h.Ctx, "g1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Engine.FinishRebuild(h.Ctx, "g1", nil); err != nil {
+		t.Fatal(err)
+	}
+	guard := &blockingGuard{h: h, release: make(chan struct{}), gen: "g1"}
+	var stale atomic.Int64
+	h.start(h.Engine, WithStateGuard(guard), WithProcessorHooks(ProcessorHooks{OnStale: func(s StaleInfo) {
+		if s.Stale {
+			stale.Add(1)
+		}
+	}}))
+	h.Produce(h.Usage("evt_1", 100, 1, mb, "a", h.Now))
+	h.Collect(envelope.TopicUsagePersist, 1)
+	h.Redis.FlushAll(h.Ctx) // Redis lost its state
+	h.Produce(h.Usage("evt_2", 100, 1, mb, "a", h.Now))
+	for deadline := time.Now().Add(20 * time.Second); stale.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the lost state was not detected")
+		}
+	}
+	h.start(h.Engine, WithStateGuard(guard)) // a second processor joins
+	adm := kadm.NewClient(h.Prod)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		groups, err := adm.DescribeGroups(h.Ctx, ProcessorGroup)
+		if err == nil {
+			g := groups[ProcessorGroup]
+			assigned := 0
+			for _, m := range g.Members {
+				if ma, ok := m.Assigned.AsConsumer(); ok && len(ma.Topics) > 0 {
+					assigned++
+				}
+			}
+			if g.State == "Stable" && assigned == 2 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the group did not rebalance to the second processor while Redis was rebuilt")
+		}
+	}
+	close(guard.release)
+	persist := pipetest.Decode[envelope.UsagePersistPayload](t, h.Collect(envelope.TopicUsagePersist, 2))
+	if persist[1].Payload.OriginEventID != "evt_2" || persist[1].Payload.ProcessResult != string(policy.Allowed) {
+		t.Errorf("after the rebuild: %+v", persist[1].Payload)
+	}
+}

@@ -125,7 +125,7 @@ func (p *Processor) apply(ctx context.Context, usage []usageIn, marks []quota.Ma
 			usage = append(usage[:ee.Index:ee.Index], usage[ee.Index+1:]...)
 			continue
 		}
-		if p.stale(ctx, gen, err) {
+		if p.stale(ctx, gen, &err) {
 			continue
 		}
 		if err != nil {
