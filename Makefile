@@ -35,7 +35,7 @@ run:
 
 ## test: every test that needs no external server (miniredis, kfake, rapid), with -race.
 test:
-	RAPID_CHECKS=$(RAPID_CHECKS) bash scripts/gotest.sh -race -count=1 $(TESTFLAGS)
+	RAPID_CHECKS=$(RAPID_CHECKS) bash scripts/gotest.sh -race -count=1 -timeout 30m $(TESTFLAGS)
 
 ## integration: real redis-server (single + 3-node cluster), MariaDB and kcat on loopback.
 integration:

@@ -347,6 +347,9 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 			policyRecs = append(policyRecs, r)
 		}
 	}
+	if p.guard != nil {
+		p.settleRecovery()
+	}
 	epoch := p.recoveries.Load()
 	policyOut, policies, err := p.policies(ctx, policyRecs)
 	if err != nil {

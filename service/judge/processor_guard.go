@@ -161,10 +161,11 @@ var errRecovering = errors.New("judge: the Redis state is being rebuilt from SQL
 // background (startRecovery), so that the consumer keeps polling — letting
 // the group rebalance — while a rebuild takes its time.
 type recovering struct {
-	done  chan struct{}
-	start time.Time
-	gen   string
-	err   error
+	done   chan struct{}
+	start  time.Time
+	reason string // why the state was stale
+	gen    string
+	err    error
 }
 
 // recoveryPatience is how long a batch waits inside the handler for a
@@ -195,7 +196,7 @@ func (p *Processor) stale(ctx context.Context, used string, err *error) bool {
 	if ferr := p.cl.Flush(ctx); ferr != nil {
 		return false
 	}
-	rec := p.startRecovery(used, *err)
+	rec := p.startRecovery(used, *err, se.Reason)
 	t := time.NewTimer(recoveryPatience)
 	defer t.Stop()
 	select {
@@ -206,27 +207,54 @@ func (p *Processor) stale(ctx context.Context, used string, err *error) bool {
 	case <-ctx.Done():
 		return false
 	}
+	if !p.recovered(rec) {
+		return false // failed: *err stands
+	}
+	return true
+}
+
+// settleRecovery finishes the books of a background recovery that ended
+// while no batch waited for it (the consumer was backing off): judging
+// resumes with the next batch.
+func (p *Processor) settleRecovery() {
+	p.recMu.Lock()
+	rec := p.rec
+	p.recMu.Unlock()
+	if rec == nil {
+		return
+	}
+	select {
+	case <-rec.done:
+		p.recovered(rec)
+	default:
+	}
+}
+
+// recovered finishes the books of rec, which ended: on success the
+// positions are forgotten (the rebuilt state's watermarks are the group's
+// committed offsets), the recovery is counted and judging resumes (log,
+// OnStale). It reports whether rec succeeded.
+func (p *Processor) recovered(rec *recovering) bool {
 	p.recMu.Lock()
 	if p.rec == rec {
 		p.rec = nil
 	}
 	p.recMu.Unlock()
 	if rec.err != nil {
-		if ctx.Err() == nil {
+		if p.life.Err() == nil {
 			p.log.Error("recovering the Redis state failed", "err", rec.err)
 		}
 		return false
 	}
-	// The rebuilt state's watermarks are the group's committed offsets: the
-	// next batches begin there, not where this processor's last ones ended.
 	p.posMu.Lock()
 	clear(p.positions)
 	p.posMu.Unlock()
 	p.recoveries.Add(1)
 	if p.paused.Swap(false) {
-		p.log.Warn("the Redis state is trusted again: judging resumes", "generation", rec.gen, "paused", time.Since(rec.start))
+		paused := time.Since(rec.start)
+		p.log.Warn("the Redis state is trusted again: judging resumes", "generation", rec.gen, "paused", paused)
 		if p.procHooks.OnStale != nil {
-			p.procHooks.OnStale(StaleInfo{Reason: se.Reason, Paused: time.Since(rec.start)})
+			p.procHooks.OnStale(StaleInfo{Reason: rec.reason, Paused: paused})
 		}
 	}
 	return true
@@ -234,13 +262,13 @@ func (p *Processor) stale(ctx context.Context, used string, err *error) bool {
 
 // startRecovery returns the running recovery, or starts one: the guard's
 // Recover in a goroutine of the processor's own (ended by Run's end).
-func (p *Processor) startRecovery(used string, cause error) *recovering {
+func (p *Processor) startRecovery(used string, cause error, reason string) *recovering {
 	p.recMu.Lock()
 	defer p.recMu.Unlock()
 	if p.rec != nil {
 		return p.rec
 	}
-	rec := &recovering{done: make(chan struct{}), start: time.Now()}
+	rec := &recovering{done: make(chan struct{}), start: time.Now(), reason: reason}
 	p.rec = rec
 	p.bg.Add(1)
 	go func() { // ends with the recovery; Run waits for it
