@@ -10,12 +10,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/testenv"
 )
 
 func TestSQLInboxBatchSQLite(t *testing.T) {
@@ -91,31 +89,6 @@ func inboxBatchSuite(t *testing.T, in *SQLInbox) {
 	}
 }
 
-// refuseCommits makes the broker refuse every offset commit: the notifier
-// does all its work, then "crashes" before its offsets are stored.
-func refuseCommits(c *kfake.Cluster, on *atomic.Bool) {
-	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if !on.Load() {
-			return nil, nil, false
-		}
-		r := req.(*kmsg.OffsetCommitRequest)
-		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
-		for _, rt := range r.Topics {
-			st := kmsg.NewOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewOffsetCommitResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
-	})
-}
-
 // A poll stored but never committed is replayed whole to the next notifier
 // of the group: each notification stays stored once, and nothing stored is
 // pushed again. A live-only QUOTA_UPDATED is not claimed in the guard
@@ -130,7 +103,7 @@ func TestReplayAfterCrashBeforeCommit(t *testing.T) {
 			c := newFake(t)
 			var refuse atomic.Bool
 			refuse.Store(true)
-			refuseCommits(c, &refuse)
+			testenv.RefuseCommits(c, refuse.Load)
 			inbox := newInbox(t, openSQLite(t))
 			var recs []*kgo.Record
 			for i := range 30 {

@@ -12,13 +12,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/dabom/dpcs/envelope/consumer"
 	"github.com/dabom/dpcs/internal/sqldialect"
+	"github.com/dabom/dpcs/internal/testenv"
 )
 
 // newRunner is a Runner of items consuming testTopic (opts may name another)
@@ -424,26 +423,12 @@ func TestRunnerLifecycle(t *testing.T) {
 func TestRunnerRetriesFailedCommit(t *testing.T) {
 	c := newFake(t)
 	var refused atomic.Int64
-	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
+	testenv.RefuseCommits(c, func() bool {
 		if refused.Load() >= 2 {
-			return nil, nil, false
+			return false
 		}
 		refused.Add(1)
-		r := req.(*kmsg.OffsetCommitRequest)
-		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
-		for _, rt := range r.Topics {
-			st := kmsg.NewOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewOffsetCommitResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return true
 	})
 	p := producer(t, c)
 	var rs []*kgo.Record

@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/google/go-cmp/cmp"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Nothing is committed while the handler works on a batch; the batch is
@@ -655,40 +656,12 @@ func TestPermanentHandlerError(t *testing.T) {
 	}
 }
 
-// refuseCommits makes the broker refuse the first n offset commits.
-func refuseCommits(c interface {
-	ControlKey(int16, func(kmsg.Request) (kmsg.Response, error, bool))
-	KeepControl()
-}, n int64, refused *atomic.Int64) {
-	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if refused.Load() >= n {
-			return nil, nil, false
-		}
-		refused.Add(1)
-		r := req.(*kmsg.OffsetCommitRequest)
-		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
-		for _, rt := range r.Topics {
-			st := kmsg.NewOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewOffsetCommitResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
-	})
-}
-
 // A refused commit is retried after a backoff, without handling again,
 // until the offsets are committed.
 func TestRefusedCommitRetried(t *testing.T) {
 	c := newCluster(t, 2)
 	var refused atomic.Int64
-	refuseCommits(c, 2, &refused)
+	refuseFirst(c, 2, &refused)
 	produce(t, producer(t, c), "v", 20, 2)
 	rec := &recorder{}
 	var log hookLog
@@ -907,4 +880,15 @@ func TestOutputsAcknowledgedBeforeCommit(t *testing.T) {
 	if n := endOffset(t, c, "out"); n < int64(len(vals)) {
 		t.Errorf("%d outputs in Kafka for %d committed records", n, len(vals))
 	}
+}
+
+// refuseFirst makes the broker refuse the first n offset commits.
+func refuseFirst(c *kfake.Cluster, n int64, refused *atomic.Int64) {
+	testenv.RefuseCommits(c, func() bool {
+		if refused.Load() >= n {
+			return false
+		}
+		refused.Add(1)
+		return true
+	})
 }

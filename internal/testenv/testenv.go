@@ -20,8 +20,10 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	_ "modernc.org/sqlite" // the driver SQLite opens
 
 	"github.com/dabom/dpcs/envelope"
@@ -161,4 +163,30 @@ func Header(r *kgo.Record, key string) string {
 		}
 	}
 	return ""
+}
+
+// RefuseCommits makes c's broker refuse every offset commit (each partition
+// answered OFFSET_METADATA_TOO_LARGE, an error the client does not retry by
+// itself) for which refuse returns true; other commits go through.
+func RefuseCommits(c *kfake.Cluster, refuse func() bool) {
+	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !refuse() {
+			return nil, nil, false
+		}
+		r := req.(*kmsg.OffsetCommitRequest)
+		resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
 }
