@@ -920,13 +920,21 @@ func (h *harness) check(produced map[string]struct{}, ts TrafficStats) results {
 			logs = append(logs, p.LogPath)
 		}
 	}
+	// The write-behind and the notifier log through envelope/consumer: a
+	// failed batch is retried with fetching paused, a refused commit retried.
+	const (
+		batchFailed   = `msg="consumer: batch failed; fetching paused, retrying"`
+		commitRefused = `msg="consumer: commit refused; retrying"`
+		writeBehind   = `worker=write-behind`
+		notifier      = `worker=notifier`
+	)
 	r.evidence = map[string]int{
 		"processor: redis retries":          CountLines(logs, `what="redis apply"`),
 		"processor: circuit breaker moves":  CountLines(logs, `msg="redis circuit breaker"`),
-		"write-behind: writes refused":      CountLines(logs, `writebehind: write failed`, `connection refused`),
-		"write-behind: other failed writes": CountLines(logs, `writebehind: write failed`) - CountLines(logs, `writebehind: write failed`, `connection refused`),
-		"notifier: retries":                 CountLines(logs, `notify: retrying`),
-		"notifier: failed commits":          CountLines(logs, `notify: commit failed`),
+		"write-behind: writes refused":      CountLines(logs, batchFailed, writeBehind, `connection refused`),
+		"write-behind: other failed writes": CountLines(logs, batchFailed, writeBehind) - CountLines(logs, batchFailed, writeBehind, `connection refused`),
+		"notifier: retries":                 CountLines(logs, batchFailed, notifier),
+		"notifier: failed commits":          CountLines(logs, commitRefused, notifier),
 	}
 	if r.evidence["processor: redis retries"] == 0 {
 		t.Errorf("no processor log shows a failed Redis call: the Redis outage did not meet active processing")
