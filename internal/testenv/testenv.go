@@ -190,3 +190,19 @@ func RefuseCommits(c *kfake.Cluster, refuse func() bool) {
 		return resp, nil, true
 	})
 }
+
+// RaceSlowdown is how much slower -race makes the code a latency check
+// measures; the race detector's documentation gives 2–20× for CPU and memory,
+// and the all-in-one's request paths measure about 3–4× on this machine.
+const RaceSlowdown = 3
+
+// LatencyBound is goal when the binary is built without -race and
+// goal × RaceSlowdown with it; t is told which one applies.
+func LatencyBound(t testing.TB, goal time.Duration) time.Duration {
+	t.Helper()
+	if !Race {
+		return goal
+	}
+	t.Logf("built with -race: checking against %v × %d (the goal itself is %v)", goal, RaceSlowdown, goal)
+	return goal * RaceSlowdown
+}
