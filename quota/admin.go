@@ -56,6 +56,9 @@ func (e *Engine) poolOf(ctx context.Context, fid int64, month, op, value string)
 	if err != nil {
 		return PoolState{}, fmt.Errorf("quota: pool %s: %w", op, err)
 	}
+	if err := e.ackFamily(ctx, fid); err != nil {
+		return PoolState{}, err
+	}
 	return PoolState{Remaining: v[0], Total: v[1]}, nil
 }
 
@@ -150,6 +153,9 @@ func (e *Engine) setConstraints(ctx context.Context, fid, cid, version int64, c 
 	if err != nil {
 		return false, fmt.Errorf("quota: set constraints: %w", err)
 	}
+	if err := e.ackFamily(ctx, fid); err != nil {
+		return false, err
+	}
 	return n == 1, nil
 }
 
@@ -161,7 +167,7 @@ func (e *Engine) AddMember(ctx context.Context, fid, cid int64) error {
 	if err := e.rdb.HSet(ctx, e.k.family(fid), memberField(cid), "1").Err(); err != nil {
 		return fmt.Errorf("quota: add member: %w", err)
 	}
-	return nil
+	return e.ackFamily(ctx, fid)
 }
 
 // RemoveMember removes a member and its constraints; its next event is
@@ -179,7 +185,7 @@ func (e *Engine) RemoveMember(ctx context.Context, fid, cid int64) error {
 	if err != nil {
 		return fmt.Errorf("quota: remove member: %w", err)
 	}
-	return nil
+	return e.ackFamily(ctx, fid)
 }
 
 // MemberStatus is a member's standing now (the dry run, see Status).

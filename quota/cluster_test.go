@@ -46,6 +46,12 @@ func TestClusterReplicaAck(t *testing.T) {
 	var infos []ApplyInfo
 	_, _, e := clusterEngine(t, hook, WithReplicaAck(1, 50*time.Millisecond), WithHooks(Hooks{OnApply: func(i ApplyInfo) { infos = append(infos, i) }}))
 	provision(t, e, 100, 101)
+	// Each family write of the provisioning WAITed on its family's master
+	// after a barrier.
+	if diff := cmp.Diff([]string{"set wait", "set wait", "set wait", "set wait"}, waits); diff != "" {
+		t.Errorf("WAIT pipelines of the family writes (-want +got):\n%s", diff)
+	}
+	waits = nil
 	if err := e.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,11 @@
 // the connection that ran the batch's scripts, and return a
 // *NotReplicatedError (ErrNotReplicated) unless n replicas acknowledged — the
 // writes stay on the master, and a retry returns their stored results once the
-// replicas have them. Off by default.
+// replicas have them. The family writes (SetPlan, TopUp, SetTopUps,
+// SetThresholds, SetConstraints, Enforce, AddMember, RemoveMember) then wait
+// the same way, after a barrier key on the family's master, and so does
+// FinishRebuild on every master: each returns a *NotReplicatedError with its
+// write made (applying it again is safe, except TopUp's delta). Off by default.
 //
 // Status is the dry run (blocked now, and why); Enforce applies a versioned
 // policy update and reports the member's standing at once (retroactive

@@ -96,6 +96,51 @@ func (a replicaAck) check(rdb redis.UniversalClient) error {
 // WAIT (see runAcked).
 func (k keys) replicaAck(fid int64) string { return k.family(fid) + ":replica-ack" }
 
+// ackFamily waits, with WithReplicaAck, until enough replicas of the master
+// owning family fid acknowledged what was written to the family: the
+// family writes (plan, top-ups, thresholds, constraints, membership) run as
+// scripts or transactions on any pooled connection, so WAIT on a connection of
+// their own would count nothing; a barrier write and WAIT on one connection
+// cover them, replication being ordered. Off, it does nothing.
+func (e *Engine) ackFamily(ctx context.Context, fid int64) error {
+	if e.ack.replicas == 0 {
+		return nil
+	}
+	return e.ackBarrier(ctx, e.k.replicaAck(fid))
+}
+
+// ackBarrier writes key (a second's TTL) on the master owning it and WAITs
+// on the same connection; fewer acknowledgements than asked for is a
+// *NotReplicatedError.
+func (e *Engine) ackBarrier(ctx context.Context, key string) error {
+	var node *redis.Client
+	switch c := e.rdb.(type) {
+	case *redis.Client:
+		node = c
+	case *redis.ClusterClient:
+		n, err := c.MasterForKey(ctx, key)
+		if err != nil {
+			return fmt.Errorf("quota: master of %s: %w", key, err)
+		}
+		node = n
+	default:
+		return fmt.Errorf("%w: replica ack on %T", ErrInvalid, e.rdb) // New rejects it
+	}
+	var wait *redis.IntCmd
+	_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, key, 1, time.Second)
+		wait = e.wait(ctx, p)
+		return nil
+	})
+	if err != nil {
+		return e.redirected(ctx, fmt.Errorf("quota: replica ack barrier: %w", err))
+	}
+	if n := int(wait.Val()); n < e.ack.replicas {
+		return &NotReplicatedError{Addr: node.Options().Addr, Acked: n, Want: e.ack.replicas, Timeout: e.ack.timeout}
+	}
+	return nil
+}
+
 // ackGroup is the part of a batch one master judges, on one connection.
 type ackGroup struct {
 	rdb *redis.Client

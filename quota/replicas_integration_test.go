@@ -134,6 +134,35 @@ func TestReplicaAck(t *testing.T) {
 		sameKeys(t, primary, replica, prefix)
 	})
 
+	// The API's family writes wait for the replica too: acknowledged, the
+	// replica holds them at once; with the replica detached each is a
+	// NotReplicatedError after WAIT's timeout, the write made on the primary.
+	t.Run("family writes", func(t *testing.T) {
+		e := engine(1, 2*time.Second)
+		if _, err := e.SetPlan(ctx, 102, 5*gb); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.AddMember(ctx, 102, 7); err != nil {
+			t.Fatal(err)
+		}
+		sameKeys(t, primary, replica, prefix)
+		if err := replica.Do(ctx, "replicaof", "no", "one").Err(); err != nil {
+			t.Fatal(err)
+		}
+		defer attach(t, primary, replica)
+		short := engine(1, 100*time.Millisecond)
+		start := time.Now()
+		err := short.RemoveMember(ctx, 102, 7)
+		notReplicated(t, err, time.Since(start), NotReplicatedError{Addr: primary.Options().Addr, Acked: 0, Want: 1, Timeout: 100 * time.Millisecond})
+		fam, err := plain.Family(ctx, 102)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fam.Members) != 0 {
+			t.Errorf("members after the unacknowledged removal: %+v, want none (made on the primary)", fam.Members)
+		}
+	})
+
 	t.Run("fewer replicas than asked", func(t *testing.T) {
 		e := engine(2, 100*time.Millisecond)
 		start := time.Now()

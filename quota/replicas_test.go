@@ -175,16 +175,16 @@ func TestReplicaAckOnMiniredis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	provision(t, e, 100, 101)
+	plain, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	provision(t, plain, 100, 101)
 	ctx := context.Background()
 	if err := e.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
 	evs := ackEvents(t, 3)
-	plain, err := New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
 	wantErr := &NotReplicatedError{Addr: m.Addr(), Acked: 0, Want: 1, Timeout: 50 * time.Millisecond}
 	check := func(step string, err error, pipes []string) {
 		t.Helper()
@@ -285,7 +285,12 @@ func ackedEngine(t *testing.T, replicas int, hook *faultHook, opts ...Option) (*
 	if err != nil {
 		t.Fatal(err)
 	}
-	provision(t, e, 100, 101)
+	// Provisioned without acks: hook answers only the test's WAITs.
+	plain, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	provision(t, plain, 100, 101)
 	if err := e.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -582,5 +587,91 @@ func TestReplicaAckAfterNoScript(t *testing.T) {
 				t.Errorf("%d WAITs, OnApply %+v; want 2 WAITs and Replicas 1", waits, *infos)
 			}
 		})
+	}
+}
+
+// With replica acks, a family write (the API's plan, top-up, threshold,
+// constraint and membership changes) waits for its replicas as a batch
+// does: after the write, a barrier on the family's master and WAIT on the
+// same connection (replication is ordered: a replica that has the barrier
+// has the write). Fewer than asked for is a *NotReplicatedError; the write
+// was made and applying it again is safe. A rebuild's restores are covered
+// once, by FinishRebuild's WAIT on every master after its marker.
+func TestReplicaAckFamilyWrites(t *testing.T) {
+	m, rdb, rec := recordedMiniredis(t)
+	hook := &faultHook{}
+	rdb.AddHook(hook)
+	e, err := New(rdb, WithReplicaAck(1, 50*time.Millisecond), WithClock(func() time.Time { return kst(t, "2026-02-06 14:30") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	barrier := "set " + e.k.replicaAck(100) + " | wait 1 50"
+	writes := []struct {
+		name string
+		do   func() error
+	}{
+		{"SetPlan", func() error { _, err := e.SetPlan(ctx, 100, 10*gb); return err }},
+		{"AddMember", func() error { return e.AddMember(ctx, 100, 1) }},
+		{"TopUp", func() error { _, err := e.TopUp(ctx, 100, gb); return err }},
+		{"SetTopUps", func() error { _, err := e.SetTopUps(ctx, 100, "202602", 2*gb); return err }},
+		{"SetThresholds", func() error { return e.SetThresholds(ctx, 100, policy.Thresholds{50}) }},
+		{"SetConstraints", func() error {
+			_, err := e.SetConstraints(ctx, 100, 1, 1, map[string]string{"LIMIT:DATA:DAILY": "1048576"})
+			return err
+		}},
+		{"Enforce", func() error {
+			_, err := e.Enforce(ctx, 100, 1, 2, rules(t, map[string]string{"LIMIT:DATA:DAILY": "2097152"}))
+			return err
+		}},
+		{"RemoveMember", func() error { return e.RemoveMember(ctx, 100, 1) }},
+	}
+	for _, w := range writes {
+		hook.after = nil // miniredis answers WAIT with 0
+		rec.take()
+		err := w.do()
+		var nr *NotReplicatedError
+		if !errors.As(err, &nr) {
+			t.Fatalf("%s without a replica: got %v, want a *NotReplicatedError", w.name, err)
+		}
+		if want := (NotReplicatedError{Addr: m.Addr(), Acked: 0, Want: 1, Timeout: 50 * time.Millisecond}); *nr != want {
+			t.Errorf("%s: error %+v, want %+v", w.name, *nr, want)
+		}
+		if pipes := rec.take(); len(pipes) == 0 || !slices.Contains(pipes, barrier) {
+			t.Errorf("%s: pipelines %q, want the write then %q", w.name, pipes, barrier)
+		}
+		hook.after = ackReplicas(1)
+		if err := w.do(); err != nil {
+			t.Errorf("%s with its replica: %v", w.name, err)
+		}
+	}
+	// The writes were made, acknowledged or not.
+	fam, err := e.Family(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fam.Total != 12*gb || len(fam.Members) != 0 {
+		t.Errorf("family after the writes: total %d, %d members; want %d and none (removed)", fam.Total, len(fam.Members), 12*gb)
+	}
+
+	// A rebuild: restores, then FinishRebuild's marker and WAIT.
+	hook.after = nil
+	if _, err := e.BeginRebuild(ctx, "g2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Restore(ctx, FamilyState{FamilyID: 100, Provisioned: true, Plan: gb}); err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+	err = e.FinishRebuild(ctx, "g2", nil)
+	if !errors.Is(err, ErrNotReplicated) {
+		t.Fatalf("FinishRebuild without a replica: got %v, want ErrNotReplicated", err)
+	}
+	if want := "set " + e.k.state("state") + ":replica-ack | wait 1 50"; !slices.Contains(rec.take(), want) {
+		t.Errorf("FinishRebuild sent no %q", want)
+	}
+	hook.after = ackReplicas(1)
+	if err := e.FinishRebuild(ctx, "g2", nil); err != nil {
+		t.Errorf("FinishRebuild with its replica: %v", err)
 	}
 }

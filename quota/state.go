@@ -271,6 +271,22 @@ func (e *Engine) FinishRebuild(ctx context.Context, gen string, watermarks map[s
 		}
 		extra = append(extra, s, watermarks[s])
 	}
-	_, err := e.stateOp(ctx, "finish", gen, extra...)
-	return err
+	if _, err := e.stateOp(ctx, "finish", gen, extra...); err != nil {
+		return err
+	}
+	if e.ack.replicas == 0 {
+		return nil
+	}
+	// The restores were written on every master before its marker: a
+	// replica that acknowledged the marker's barrier has them all.
+	keys, err := e.markerKeys(ctx)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := e.ackBarrier(ctx, k+":replica-ack"); err != nil {
+			return err
+		}
+	}
+	return nil
 }

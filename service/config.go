@@ -44,7 +44,7 @@ type Config struct {
 	// before its decisions are produced; ReplicaAckTimeout
 	// (DPCS_REDIS_REPLICA_ACK_TIMEOUT, default 100ms) bounds the wait, after
 	// which the batch is retried. See quota.WithReplicaAck.
-	ReplicaAck        int           `envconfig:"REDIS_REPLICA_ACK" default:"0" desc:"replicas that must acknowledge a batch's Redis writes (WAIT, per master) before its decisions are produced; 0: off. Needs a real Redis"`
+	ReplicaAck        int           `envconfig:"REDIS_REPLICA_ACK" default:"0" desc:"replicas that must acknowledge every Redis write (WAIT, per master): a batch's before its decisions are produced, a family change's before it is answered; 0: off. Needs a real Redis"`
 	ReplicaAckTimeout time.Duration `envconfig:"REDIS_REPLICA_ACK_TIMEOUT" default:"100ms" desc:"how long a batch waits for the replicas (1ms to below 3s) before it is retried"`
 	// MySQLDSN (DPCS_MYSQL_DSN, go-sql-driver form); when empty the SQLite
 	// file SQLitePath (DPCS_SQLITE_PATH, default dpcs.db) is used.

@@ -347,6 +347,12 @@ func (a *Server) problem(ctx context.Context, err error, loc string) error {
 	case errors.Is(err, quota.ErrStale):
 		a.log.WarnContext(ctx, "api: the Redis state cannot be trusted", "err", err)
 		return huma.Error503ServiceUnavailable("the quota state is being rebuilt: nothing granted, retry shortly")
+	case errors.Is(err, quota.ErrNotReplicated) && !errors.Is(err, judge.ErrUnavailable):
+		// A family write (DPCS_REDIS_REPLICA_ACK): SQL recorded it and the
+		// primary applied it; a failover now could lose it until a rebuild.
+		a.log.WarnContext(ctx, "api: family write not acknowledged by Redis replicas", "err", err)
+		return huma.Error503ServiceUnavailable("the change is recorded and in effect, but not yet copied to the quota " +
+			"state's replicas: read it back before repeating it")
 	case errors.Is(err, judge.ErrKafkaUnavailable):
 		return huma.Error503ServiceUnavailable("the decisions' records cannot be stored now: nothing granted, retry with the same event ids")
 	case errors.Is(err, judge.ErrUnavailable), errors.Is(err, judge.ErrDecisionsClosed):

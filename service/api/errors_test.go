@@ -15,6 +15,8 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -375,5 +377,38 @@ func TestCleanProblem(t *testing.T) {
 	}
 	if body := "plain"; func() any { v, _ := cleanProblem(nil, "200", body); return v }() != body {
 		t.Error("a body that is not a problem must pass unchanged")
+	}
+}
+
+// With DPCS_REDIS_REPLICA_ACK, a family write whose Redis replicas did not
+// acknowledge it in time is not a 500: the answer says it is recorded and
+// applied on the primary, not yet copied, and that it should be read back
+// before being repeated (a repeated top-up would add again).
+func TestFamilyWriteNotReplicated(t *testing.T) {
+	f := newAPIFixture(t)
+	acked, err := quota.New(f.rdb, quota.WithClock(f.clock), quota.WithReplicaAck(1, 20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := judge.NewState(acked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.withAPI(func(c *Config) { c.State = qs }) // miniredis has no replica: WAIT answers 0
+	admin := f.token(adminID)
+	before, err := f.engine.Family(context.Background(), famA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := f.problem(http.MethodPost, "/families/100/topups", admin, map[string]any{"bytes": gib}, http.StatusServiceUnavailable, "")
+	if !strings.Contains(p.Detail, "recorded") || !strings.Contains(p.Detail, "read it back") {
+		t.Errorf("detail %q: want it to say the change is recorded and to read it back", p.Detail)
+	}
+	after, err := f.engine.Family(context.Background(), famA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Total != before.Total+gib {
+		t.Errorf("pool total %d after the unacknowledged top-up, want %d (applied on the primary)", after.Total, before.Total+gib)
 	}
 }
