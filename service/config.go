@@ -82,11 +82,13 @@ type Config struct {
 	// push subscriptions (api.Config.MaxPushSubscriptions).
 	PushMaxSubscriptions int `envconfig:"PUSH_MAX_SUBSCRIPTIONS" default:"10" deployables:"server, all-in-one" desc:"most Web Push subscriptions (browsers) one member may have, 1 to 100; a new one beyond it is refused (409) until the member deletes one (doc/security.md, Web Push and webhook destinations)"`
 	// Recovery (DPCS_RECOVERY: auto, manual, off; default auto) is what the
-	// processor does when Redis cannot be trusted (it came back empty, from
-	// an older snapshot or another generation): auto rebuilds it from SQL
-	// and resumes; manual pauses judging until an operator runs `server
-	// rebuild`; off judges whatever Redis holds (the state is trusted).
-	Recovery string `envconfig:"RECOVERY" default:"auto" deployables:"processor" desc:"when Redis came back empty or stale: auto rebuilds it from SQL; manual pauses judging until server rebuild; off judges whatever Redis holds (doc/runbook.md)"`
+	// processor and the server's synchronous decisions do when Redis cannot
+	// be trusted (it came back empty, from an older snapshot or another
+	// generation): auto rebuilds it from SQL and resumes; manual pauses
+	// judging until an operator runs `server rebuild`; off: the processor
+	// judges whatever Redis holds (the state is trusted), the decisions
+	// still answer only from the generation SQL names, and wait for a rebuild.
+	Recovery string `envconfig:"RECOVERY" default:"auto" deployables:"processor, server" desc:"when Redis came back empty or stale: auto rebuilds it from SQL; manual pauses judging until server rebuild; off judges whatever Redis holds (processor; the server's decisions wait for a rebuild) (doc/runbook.md)"`
 	// AuthLimits are the API's brute-force limits (see AuthLimits; unset:
 	// the defaults). DPCS_AUTH_RATE_ADDRESS (logins per client address,
 	// default 60/1m), DPCS_AUTH_RATE_LOGIN (attempts per login from all

@@ -3,7 +3,9 @@ package service
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/judge"
@@ -415,4 +418,71 @@ func TestRecoveryRetriesAfterSQLFailure(t *testing.T) {
 	r.h.waitRows(r.db, distinct)
 	r.h.Settled(judge.ProcessorGroup, "usage-events")
 	r.check(t, 1)
+}
+
+// A grant of the synchronous decisions lost by a Redis rollback (a failover
+// to a replica that missed it): the next decision of that instance is
+// refused as stale, its state guard rebuilds Redis from SQL (where the
+// write-behind put the grant), a retry of the lost event gets its original
+// answer, and nobody is granted past the plan (20 MB: 12 MB granted, then
+// 12 MB more is blocked).
+func TestRecoveryAfterRollbackOfDecisions(t *testing.T) {
+	r := newRecoveryRig(t)
+	r.start()
+	ctx := r.h.Ctx
+	dec, err := judge.NewDecisions(mustState(t, r.h.Engine), r.h.KafkaOpts(), judge.WithStateGuard(r.rec),
+		judge.WithClock(r.h.Clock), judge.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := dec.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	decide := func(id string, bytes int64) ([]quota.Result, error) {
+		return dec.Decide(ctx, []envelope.Envelope[envelope.UsagePayload]{envelope.New(id, r.h.Now,
+			envelope.UsagePayload{FamilyID: 1, CustomerID: 11, AppID: "com.youtube.app", BytesUsed: bytes})})
+	}
+	if _, err := decide("warm", 1); err != nil {
+		t.Fatal(err)
+	}
+	snap := r.snapshot(t)
+	first, err := decide("d1", 12*mb)
+	if err != nil || first[0].Decision != policy.Allowed {
+		t.Fatalf("d1: %+v, %v", first, err)
+	}
+	r.h.waitRows(r.db, 2) // the write-behind wrote warm and d1
+	r.restore(t, snap)    // Redis lost d1
+
+	if res, err := decide("d2", 12*mb); !errors.Is(err, quota.ErrStale) {
+		t.Fatalf("d2 on the rolled-back state: %+v, %v; want a stale refusal", res, err)
+	}
+	var again []quota.Result
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if again, err = decide("d1", 12*mb); err == nil {
+			break
+		}
+		if !errors.Is(err, quota.ErrStale) || time.Now().After(deadline) {
+			t.Fatalf("d1 retried while Redis is rebuilt: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !again[0].Duplicate || again[0].Decision != first[0].Decision || again[0].Remaining != first[0].Remaining {
+		t.Errorf("d1 after the rebuild: %+v, want the original answer %+v as a duplicate", again[0], first[0])
+	}
+	res, err := decide("d2", 12*mb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Decision == policy.Allowed {
+		t.Errorf("d2 after the rebuild: %+v, want blocked (12 of 20 MB already granted)", res[0])
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// The rig's start, then the one the decisions asked for.
+	if len(r.recovered) != 2 || !strings.Contains(r.recovered[1].Reason, judge.DecisionStream) {
+		t.Errorf("recoveries %+v: want the start's and one caused by the decisions' stream", r.recovered)
+	}
 }

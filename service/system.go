@@ -399,7 +399,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	}
 	s.GatewayToken = gateways[0]
 	if s.Decisions, err = judge.NewDecisions(s.State, slices.Concat(kopts, KafkaHooks(s.Registry, "decisions")),
-		cfg.DecisionOptions(recovery.NewGenerations(s.Store), s.Metrics, log)...); err != nil {
+		cfg.DecisionOptions(rec, s.Metrics, log)...); err != nil {
 		return nil, err
 	}
 	// The back office's dead-letter browser and operations view: the
@@ -501,9 +501,16 @@ func gatewayTokens(cfg SystemConfig) ([]string, error) {
 
 // DecisionOptions are the SyncDecisions options c asks for: its linger,
 // batch bound, timeout, zone and dedupe window, judged only from the state
-// generation gens names, measured by m (when not nil).
+// generation gens names, measured by m (when not nil). When gens is also a
+// judge.StateGuard (a *recovery.Guard), a stale state the decisions find is
+// recovered by it.
 func (c SystemConfig) DecisionOptions(gens judge.GenerationSource, m *Metrics, log *slog.Logger) []judge.Option {
-	opts := []judge.Option{judge.WithLinger(c.DecisionLinger), judge.WithGenerations(gens)}
+	opts := []judge.Option{judge.WithLinger(c.DecisionLinger)}
+	if g, ok := gens.(judge.StateGuard); ok {
+		opts = append(opts, judge.WithStateGuard(g))
+	} else {
+		opts = append(opts, judge.WithGenerations(gens))
+	}
 	if c.DecisionTimeout > 0 {
 		opts = append(opts, judge.WithTimeout(c.DecisionTimeout))
 	}

@@ -212,9 +212,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer access.Close()
 	// POST /decisions: gateways' synchronous decisions, judged only from
-	// the state generation SQL names, their records produced before answering.
+	// the state generation SQL names, their records produced before
+	// answering. A stale state they find (their own grants lost by Redis)
+	// is rebuilt from SQL as a processor's would be (DPCS_RECOVERY).
+	var gens judge.GenerationSource = recovery.NewGenerations(st)
+	if cfg.Recovery != "off" {
+		rec, closeRec, err := recovery.NewDeployable(qs, db, kopts, log, cfg.Recovery == "manual", nil)
+		if err != nil {
+			return err
+		}
+		defer closeRec()
+		gens = rec
+	}
 	decisions, err := judge.NewDecisions(qs, slices.Concat(kopts, service.KafkaHooks(reg, "decisions")),
-		cfg.DecisionOptions(recovery.NewGenerations(st), metrics, log)...)
+		cfg.DecisionOptions(gens, metrics, log)...)
 	if err != nil {
 		return err
 	}

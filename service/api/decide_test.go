@@ -428,3 +428,124 @@ func TestDecideDisabled(t *testing.T) {
 	f.problem(http.MethodPost, "/decisions", testGateway, DecisionAsk{Events: []UsageEvent{{EventID: "x", Timestamp: f.clock(),
 		FamilyID: famA, CustomerID: childA, AppID: "a"}}}, http.StatusServiceUnavailable, "")
 }
+
+// redisSnapshot is every key of the fixture's Redis, to roll it back with
+// (a failover to a replica that missed the last writes, a restart from an
+// older snapshot). Hashes and strings are what the engine writes.
+type redisSnapshot map[string]any
+
+func (d *decideFixture) snapshot() redisSnapshot {
+	d.t.Helper()
+	ctx := context.Background()
+	snap := redisSnapshot{}
+	keys, err := d.rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	for _, k := range keys {
+		switch typ := d.rdb.Type(ctx, k).Val(); typ {
+		case "hash":
+			snap[k] = d.rdb.HGetAll(ctx, k).Val()
+		case "string":
+			snap[k] = d.rdb.Get(ctx, k).Val()
+		default:
+			d.t.Fatalf("key %s: type %s not snapshotted", k, typ)
+		}
+	}
+	return snap
+}
+
+func (d *decideFixture) rollBack(snap redisSnapshot) {
+	d.t.Helper()
+	ctx := context.Background()
+	if err := d.rdb.FlushAll(ctx).Err(); err != nil {
+		d.t.Fatal(err)
+	}
+	for k, v := range snap {
+		var err error
+		switch v := v.(type) {
+		case map[string]string:
+			err = d.rdb.HSet(ctx, k, v).Err()
+		case string:
+			err = d.rdb.Set(ctx, k, v, 0).Err()
+		}
+		if err != nil {
+			d.t.Fatal(err)
+		}
+	}
+}
+
+// rebuildGuard is a judge.StateGuard that "rebuilds" by naming a new
+// generation on the fixture's engine (a real one also reads SQL back).
+type rebuildGuard struct {
+	d     *decideFixture
+	mu    sync.Mutex
+	gen   string
+	calls []string // the causes Recover was called with
+	done  chan struct{}
+}
+
+func (g *rebuildGuard) Generation(context.Context) (string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.gen, nil
+}
+
+func (g *rebuildGuard) Recover(ctx context.Context, used string, cause error) (string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.calls = append(g.calls, cause.Error())
+	next := fmt.Sprintf("g%d", len(g.calls)+1)
+	if _, err := g.d.engine.BeginRebuild(ctx, next); err != nil {
+		return "", err
+	}
+	if err := g.d.engine.FinishRebuild(ctx, next, nil); err != nil {
+		return "", err
+	}
+	g.gen = next
+	close(g.done)
+	return next, nil
+}
+
+// TestDecideRollback: Redis rolled back past a grant of /decisions (same
+// generation, older state) is detected by the next decision of the instance
+// that granted it: 503, never a second grant on the lost charge (10 GiB plan:
+// 6 GiB granted, then 6 GiB more would be 12) and never a different answer to
+// a retry of the lost event; and its state guard is asked to recover Redis,
+// after which decisions are granted again.
+func TestDecideRollback(t *testing.T) {
+	guard := &rebuildGuard{gen: "g1", done: make(chan struct{})}
+	d := newDecideFixture(t, judge.WithStateGuard(guard))
+	guard.d = d
+	ctx := context.Background()
+	if err := d.engine.FinishRebuild(ctx, "g1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.decide(http.StatusOK, d.event("warm", famA, childA, 1)); got[0].Decision != policy.Allowed {
+		t.Fatalf("%+v", got)
+	}
+	before := d.snapshot()
+	if got := d.decide(http.StatusOK, d.event("r1", famA, childA, 6*gib)); got[0].Decision != policy.Allowed {
+		t.Fatalf("r1: %+v", got)
+	}
+	d.rollBack(before)
+	// (The scripts of a refused batch may run on the rolled-back state, as
+	// ApplyMarked allows: the rebuild replaces what they touched.)
+	d.decide(http.StatusServiceUnavailable, d.event("r2", famA, childA, 6*gib))
+	select {
+	case <-guard.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the state guard was not asked to recover Redis within 10 s")
+	}
+	guard.mu.Lock()
+	calls := slices.Clone(guard.calls)
+	guard.mu.Unlock()
+	if len(calls) != 1 || !strings.Contains(calls[0], judge.DecisionStream) {
+		t.Errorf("Recover called with %q, want once, naming the instance's stream", calls)
+	}
+	// A new generation: granted again (this fixture's "rebuild" reads no
+	// SQL back, so the pool is the rolled-back one).
+	if got := d.decide(http.StatusOK, d.event("r3", famA, childA, 1)); got[0].Decision != policy.Allowed || got[0].Duplicate {
+		t.Fatalf("after the recovery: %+v", got)
+	}
+}

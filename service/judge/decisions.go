@@ -2,9 +2,12 @@ package judge
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,14 +70,24 @@ type DecisionHooks struct {
 // ErrKafkaUnavailable without Redis being touched.
 type Decisions struct {
 	settings
-	qs  *State
-	cl  *kgo.Client
-	sem chan struct{}
+	qs   *State
+	cl   *kgo.Client
+	free chan int // the free slots: a batch runs in one
 
 	in       chan *asking
 	stop     chan struct{}
 	stopOnce sync.Once
-	batches  sync.WaitGroup // the collector and running batches
+	batches  sync.WaitGroup  // the collector, running batches, redo and recovery
+	ctx      context.Context // ends with Close: a recovery in the background
+	cancel   context.CancelFunc
+
+	// The instance's own watermarks (see judge): one stream per slot,
+	// acked[i] batches of slot i used in generation markGen.
+	stream     string
+	markMu     sync.Mutex
+	acked      []int64
+	markGen    string
+	recovering atomic.Bool
 
 	// kafkaDown is set while records of answered-refused batches wait to be
 	// produced again (redo); no batch is judged meanwhile.
@@ -108,8 +121,16 @@ func NewDecisions(qs *State, kopts []kgo.Opt, opts ...Option) (*Decisions, error
 	if err != nil {
 		return nil, err
 	}
-	s := &Decisions{settings: set, qs: qs, sem: make(chan struct{}, set.slots),
-		in: make(chan *asking), stop: make(chan struct{})}
+	s := &Decisions{settings: set, qs: qs, free: make(chan int, set.slots),
+		in: make(chan *asking), stop: make(chan struct{}), stream: DecisionStream + instanceID(),
+		acked: make([]int64, set.slots)}
+	for i := range set.slots {
+		s.free <- i
+	}
+	if s.gens == nil && s.guard != nil {
+		s.gens = s.guard
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	all := slices.Concat([]kgo.Opt{
 		kgo.ProducerBatchCompression(kgo.Lz4Compression(), kgo.NoCompression()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -202,12 +223,12 @@ func (s *Decisions) collect() {
 				in = nil
 			}
 			select {
-			case s.sem <- struct{}{}:
+			case slot := <-s.free:
 				s.batches.Add(1)
 				go func() { // joined by Close
 					defer s.batches.Done()
-					defer func() { <-s.sem }()
-					s.run(batch, n)
+					defer func() { s.free <- slot }()
+					s.run(batch, n, slot)
 				}()
 			case a := <-in:
 				batch, n = append(batch, a), n+len(a.evs)
@@ -224,7 +245,7 @@ func (s *Decisions) collect() {
 }
 
 // run judges one group commit, produces its records and answers its callers.
-func (s *Decisions) run(batch []*asking, n int) {
+func (s *Decisions) run(batch []*asking, n, slot int) {
 	start := time.Now()
 	info := DecisionBatchInfo{Requests: len(batch), Events: n}
 	defer func() {
@@ -249,7 +270,7 @@ func (s *Decisions) run(batch []*asking, n int) {
 	for _, a := range batch {
 		evs = append(evs, a.evs...)
 	}
-	results, err := s.judge(ctx, evs)
+	results, err := s.judge(ctx, evs, slot)
 	info.Judge = time.Since(start)
 	if err != nil {
 		if !errors.Is(err, quota.ErrStale) {
@@ -290,8 +311,33 @@ func (s *Decisions) run(batch []*asking, n int) {
 	}
 }
 
+// DecisionStream starts the marker streams of a Decisions instance:
+// "decisions/<16 hex digits, random per instance>/<slot>".
+const DecisionStream = "decisions/"
+
+func instanceID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
+}
+
 // judge runs evs through the engine, with the state guard when set.
-func (s *Decisions) judge(ctx context.Context, evs []quota.Event) ([]quota.Result, error) {
+//
+// Under a generation, each batch carries the instance's own watermarks, one
+// stream per slot (DecisionStream + a random id + the slot): the batches of
+// a slot run one after another, like a partition's, and a slot's watermark
+// counts those whose results were used. A batch is judged only if the
+// marker holds every slot's count, and it raises its own slot's by one in
+// the same pipeline as its charges. Redis rolled back past a granted batch
+// (a failover to a lagging replica, a restart from an older snapshot) has a
+// lower count or none, so the instance's next batch, in whatever slot, is
+// refused as stale (quota.ErrStale) and Redis is recovered (WithStateGuard)
+// before anything more is granted. A slot's own stream keeps a batch that
+// was in flight when another slot's grant was lost from hiding that loss
+// (a single counter raised by the later batch would). A new generation (a
+// rebuild, which reads every granted batch back from SQL) starts the counts
+// again.
+func (s *Decisions) judge(ctx context.Context, evs []quota.Event, slot int) ([]quota.Result, error) {
 	if s.gens == nil {
 		return s.qs.apply(ctx, evs)
 	}
@@ -300,15 +346,59 @@ func (s *Decisions) judge(ctx context.Context, evs []quota.Event) ([]quota.Resul
 		return nil, fmt.Errorf("judge: state generation: %w", err)
 	}
 	if gen == "" {
-		return nil, &quota.StaleError{Reason: "Redis was never rebuilt from SQL (no state generation yet)"}
+		err := &quota.StaleError{Reason: "Redis was never rebuilt from SQL (no state generation yet)"}
+		s.recover(gen, err)
+		return nil, err
 	}
-	res, err := s.qs.applyMarked(ctx, gen, nil, evs)
+	s.markMu.Lock()
+	if s.markGen != gen {
+		s.markGen = gen
+		clear(s.acked)
+	}
+	marks := make([]quota.Mark, len(s.acked))
+	for i, n := range s.acked {
+		marks[i] = quota.Mark{Stream: s.stream + "/" + strconv.Itoa(i), From: n, To: n}
+	}
+	marks[slot].To++
+	s.markMu.Unlock()
+	res, err := s.qs.applyMarked(ctx, gen, marks, evs)
 	if errors.Is(err, quota.ErrStale) {
 		if f, ok := s.gens.(interface{ Forget() }); ok {
 			f.Forget()
 		}
+		s.recover(gen, err)
 	}
-	return res, err
+	if err != nil {
+		return nil, err
+	}
+	s.markMu.Lock()
+	if s.markGen == gen {
+		s.acked[slot] = marks[slot].To
+	}
+	s.markMu.Unlock()
+	return res, nil
+}
+
+// recover asks the state guard (WithStateGuard), in the background, to bring
+// Redis back after a batch of generation used was refused as stale; callers
+// meanwhile get the stale error. One recovery runs at a time; Close cancels it.
+func (s *Decisions) recover(used string, cause error) {
+	if s.guard == nil || !s.recovering.CompareAndSwap(false, true) {
+		return
+	}
+	s.log.Error("synchronous decisions: the Redis state cannot be trusted; recovering it, nothing is granted meanwhile", "generation", used, "err", cause)
+	s.batches.Add(1)
+	go func() { // joined by Close
+		defer s.batches.Done()
+		defer s.recovering.Store(false)
+		gen, err := s.guard.Recover(s.ctx, used, cause)
+		switch {
+		case err != nil && s.ctx.Err() == nil:
+			s.log.Error("synchronous decisions: recovering the Redis state failed; the next stale answer tries again", "err", err)
+		case err == nil:
+			s.log.Warn("synchronous decisions: the Redis state is trusted again; deciding", "generation", gen)
+		}
+	}()
 }
 
 // produce sends every caller's records and waits for Kafka; it reports per
@@ -462,6 +552,7 @@ func (s *Decisions) Close(ctx context.Context) error {
 	var err error
 	s.stopOnce.Do(func() {
 		close(s.stop)
+		s.cancel()
 		s.batches.Wait()
 		s.redoMu.Lock()
 		recs := s.redo

@@ -225,8 +225,11 @@ func WithRetryBackoff(first, max time.Duration) Option {
 // (quota.Engine.ApplyMarked); when the state is reported stale (Redis came
 // back empty, from an older snapshot or another generation), the processor
 // pauses fetching, says so (log at error level, OnStale, Stale), lets g
-// bring Redis back, and judges the batch again. Processor. Default: none
-// (the state is trusted).
+// bring Redis back, and judges the batch again. The synchronous decisions
+// take g as their generation source (WithGenerations) and, when a batch is
+// refused as stale, ask g in the background to bring Redis back, answering
+// every caller with the stale error meanwhile. Processor and Decisions.
+// Default: none (the state is trusted).
 func WithStateGuard(g StateGuard) Option {
 	return func(s *settings) error {
 		if g == nil {
