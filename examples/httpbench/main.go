@@ -46,6 +46,7 @@ func run(ctx context.Context, args []string) error {
 	warm := fs.Duration("warmup", 3*time.Second, "warmup of each step")
 	linger := fs.Duration("linger", 0, "group-commit linger (0: the default, 200µs)")
 	maxBatch := fs.Int("max-batch", 0, "group-commit batch bound (0: the default)")
+	guarded := fs.Bool("guarded", false, "judge under a state generation and the decisions' watermarks, as the server does")
 	doc := fs.String("doc", "", "markdown file whose httpbench section receives the table")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (server and load) to this file")
 	if err := fs.Parse(args); err != nil {
@@ -68,7 +69,7 @@ func run(ctx context.Context, args []string) error {
 	rdb := redis.NewClient(&redis.Options{Addr: *addr, PoolSize: 4 * *c})
 	defer rdb.Close()
 	rep, err := pipebench.RunHTTP(ctx, pipebench.HTTPConfig{Redis: rdb, Families: *families, Concurrency: *c, Rate: *rate, Batch: *batch,
-		Duration: *dur, Warmup: *warm, Linger: *linger, MaxBatch: *maxBatch, Progress: os.Stderr})
+		Duration: *dur, Warmup: *warm, Linger: *linger, MaxBatch: *maxBatch, Guarded: *guarded, Progress: os.Stderr})
 	if err != nil {
 		return err
 	}

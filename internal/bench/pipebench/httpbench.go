@@ -54,6 +54,11 @@ type HTTPConfig struct {
 	// Linger and MaxBatch of the group commits (defaults: SyncDecisions').
 	Linger   time.Duration
 	MaxBatch int
+	// Guarded judges as the server and the all-in-one do: under a state
+	// generation, each group commit checking and raising the instance's
+	// watermarks in the state marker (judge.WithGenerations). Default: the
+	// state is trusted.
+	Guarded bool
 	// Dir holds the SQLite file (default a temporary directory).
 	Dir string
 	// Progress receives progress lines (default none).
@@ -192,6 +197,13 @@ func RunHTTP(ctx context.Context, cfg HTTPConfig) (*HTTPReport, error) {
 	}
 	if cfg.MaxBatch > 0 {
 		opts = append(opts, judge.WithMaxBatch(cfg.MaxBatch))
+	}
+	if cfg.Guarded {
+		const gen = "httpbench"
+		if err := eng.FinishRebuild(ctx, gen, nil); err != nil {
+			return nil, err
+		}
+		opts = append(opts, judge.WithGenerations(fixedGeneration(gen)))
 	}
 	dec, err := judge.NewDecisions(eng, []kgo.Opt{kgo.SeedBrokers(kc.ListenAddrs()...)}, opts...)
 	if err != nil {
@@ -469,3 +481,8 @@ func step(name string, ops, errs int64, took time.Duration, lat []int64) HTTPSte
 	s.P50, s.P99, s.P999, s.Max = percentiles(lat)
 	return s
 }
+
+// fixedGeneration is a judge.GenerationSource naming one generation.
+type fixedGeneration string
+
+func (g fixedGeneration) Generation(context.Context) (string, error) { return string(g), nil }
