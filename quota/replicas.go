@@ -126,6 +126,20 @@ func (e *Engine) ackBarrier(ctx context.Context, key string) error {
 	default:
 		return fmt.Errorf("%w: replica ack on %T", ErrInvalid, e.rdb) // New rejects it
 	}
+	n, err := e.barrier(ctx, node, key)
+	if err != nil {
+		return e.redirected(ctx, err)
+	}
+	if n < e.ack.replicas {
+		return &NotReplicatedError{Addr: node.Options().Addr, Acked: n, Want: e.ack.replicas, Timeout: e.ack.timeout}
+	}
+	return nil
+}
+
+// barrier writes key (a second's TTL) on node and WAITs on the same
+// connection; it returns how many replicas acknowledged. Replication is
+// ordered: a replica that has the barrier has every earlier write of node.
+func (e *Engine) barrier(ctx context.Context, node *redis.Client, key string) (int, error) {
 	var wait *redis.IntCmd
 	_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.Set(ctx, key, 1, time.Second)
@@ -133,12 +147,9 @@ func (e *Engine) ackBarrier(ctx context.Context, key string) error {
 		return nil
 	})
 	if err != nil {
-		return e.redirected(ctx, fmt.Errorf("quota: replica ack barrier: %w", err))
+		return 0, fmt.Errorf("quota: replica ack barrier: %w", err)
 	}
-	if n := int(wait.Val()); n < e.ack.replicas {
-		return &NotReplicatedError{Addr: node.Options().Addr, Acked: n, Want: e.ack.replicas, Timeout: e.ack.timeout}
-	}
-	return nil
+	return int(wait.Val()), nil
 }
 
 // ackGroup is the part of a batch one master judges, on one connection.
@@ -280,15 +291,7 @@ func (e *Engine) runAcked(ctx context.Context, g ackGroup, evs []Event, cmds []*
 			return int(wait.Val()), nil
 		}
 	}
-	_, err = g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, e.k.replicaAck(evs[g.idx[0]].FamilyID), 1, time.Second)
-		wait = e.wait(ctx, p)
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("quota: replica ack barrier: %w", err)
-	}
-	return int(wait.Val()), nil
+	return e.barrier(ctx, g.rdb, e.k.replicaAck(evs[g.idx[0]].FamilyID))
 }
 
 // wait queues WAIT on p. (Pipeliner has no Wait method.)
