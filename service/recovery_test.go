@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/judge"
@@ -168,56 +169,14 @@ func TestRecoveryAfterRedisRollback(t *testing.T) {
 	recs, distinct := r.traffic(450, 2)
 	r.h.Produce(recs[:150]...)
 	r.h.waitRows(r.db, countDistinct(recs[:150]))
-	snap := r.snapshot(t)
+	snap := testenv.Snapshot(t, r.h.Redis)
 	r.h.Produce(recs[150:300]...)
 	r.h.waitRows(r.db, countDistinct(recs[:300]))
-	r.restore(t, snap) // back to the state of 150 events ago
+	snap.RollBack(t, r.h.Redis) // back to the state of 150 events ago
 	r.h.Produce(recs[300:]...)
 	r.h.waitRows(r.db, distinct)
 	r.h.Settled(judge.ProcessorGroup, "usage-events")
 	r.check(t, 1)
-}
-
-// snapshot copies every key (strings and hashes: all the engine writes), as
-// an RDB snapshot would. (miniredis's DUMP knows strings only.)
-func (r *recoveryRig) snapshot(t *testing.T) map[string]any {
-	t.Helper()
-	ctx := context.Background()
-	keys, err := r.h.Redis.Keys(ctx, "*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap := map[string]any{}
-	for _, k := range keys {
-		switch typ := r.h.Redis.Type(ctx, k).Val(); typ {
-		case "string":
-			snap[k] = r.h.Redis.Get(ctx, k).Val()
-		case "hash":
-			snap[k] = r.h.Redis.HGetAll(ctx, k).Val()
-		default:
-			t.Fatalf("snapshot: key %s of type %s", k, typ)
-		}
-	}
-	return snap
-}
-
-// restore replaces everything with the snapshot.
-func (r *recoveryRig) restore(t *testing.T, snap map[string]any) {
-	t.Helper()
-	ctx := context.Background()
-	r.mr.FlushAll()
-	for k, v := range snap {
-		var err error
-		switch v := v.(type) {
-		case string:
-			err = r.h.Redis.Set(ctx, k, v, 0).Err()
-		case map[string]string:
-			err = r.h.Redis.HSet(ctx, k, v).Err()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // Two processor deployables, each with its own Recovery: when Redis comes
@@ -447,13 +406,13 @@ func TestRecoveryAfterRollbackOfDecisions(t *testing.T) {
 	if _, err := decide("warm", 1); err != nil {
 		t.Fatal(err)
 	}
-	snap := r.snapshot(t)
+	snap := testenv.Snapshot(t, r.h.Redis)
 	first, err := decide("d1", 12*mb)
 	if err != nil || first[0].Decision != policy.Allowed {
 		t.Fatalf("d1: %+v, %v", first, err)
 	}
-	r.h.waitRows(r.db, 2) // the write-behind wrote warm and d1
-	r.restore(t, snap)    // Redis lost d1
+	r.h.waitRows(r.db, 2)       // the write-behind wrote warm and d1
+	snap.RollBack(t, r.h.Redis) // Redis lost d1
 
 	if res, err := decide("d2", 12*mb); !errors.Is(err, quota.ErrStale) {
 		t.Fatalf("d2 on the rolled-back state: %+v, %v; want a stale refusal", res, err)

@@ -9,6 +9,7 @@
 package testenv
 
 import (
+	"context"
 	"database/sql"
 	"io"
 	"net"
@@ -205,4 +206,53 @@ func LatencyBound(t testing.TB, goal time.Duration) time.Duration {
 	}
 	t.Logf("built with -race: checking against %v × %d (the goal itself is %v)", goal, RaceSlowdown, goal)
 	return goal * RaceSlowdown
+}
+
+// RedisSnapshot is every key of a Redis, as an RDB snapshot would hold it:
+// strings and hashes, all the quota engine writes (miniredis's DUMP knows
+// strings only). RollBack writes it back, for a Redis that came back from an
+// older snapshot or failed over to a replica that missed the last writes.
+type RedisSnapshot map[string]any
+
+// Snapshot copies every key of rdb; a key of another type fails tb.
+func Snapshot(tb testing.TB, rdb redis.UniversalClient) RedisSnapshot {
+	tb.Helper()
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	snap := RedisSnapshot{}
+	for _, k := range keys {
+		switch typ := rdb.Type(ctx, k).Val(); typ {
+		case "string":
+			snap[k] = rdb.Get(ctx, k).Val()
+		case "hash":
+			snap[k] = rdb.HGetAll(ctx, k).Val()
+		default:
+			tb.Fatalf("snapshot: key %s of type %s", k, typ)
+		}
+	}
+	return snap
+}
+
+// RollBack replaces everything in rdb with snap.
+func (snap RedisSnapshot) RollBack(tb testing.TB, rdb redis.UniversalClient) {
+	tb.Helper()
+	ctx := context.Background()
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		tb.Fatal(err)
+	}
+	for k, v := range snap {
+		var err error
+		switch v := v.(type) {
+		case string:
+			err = rdb.Set(ctx, k, v, 0).Err()
+		case map[string]string:
+			err = rdb.HSet(ctx, k, v).Err()
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
 }

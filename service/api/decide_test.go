@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/judge"
@@ -429,52 +430,6 @@ func TestDecideDisabled(t *testing.T) {
 		FamilyID: famA, CustomerID: childA, AppID: "a"}}}, http.StatusServiceUnavailable, "")
 }
 
-// redisSnapshot is every key of the fixture's Redis, to roll it back with
-// (a failover to a replica that missed the last writes, a restart from an
-// older snapshot). Hashes and strings are what the engine writes.
-type redisSnapshot map[string]any
-
-func (d *decideFixture) snapshot() redisSnapshot {
-	d.t.Helper()
-	ctx := context.Background()
-	snap := redisSnapshot{}
-	keys, err := d.rdb.Keys(ctx, "*").Result()
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	for _, k := range keys {
-		switch typ := d.rdb.Type(ctx, k).Val(); typ {
-		case "hash":
-			snap[k] = d.rdb.HGetAll(ctx, k).Val()
-		case "string":
-			snap[k] = d.rdb.Get(ctx, k).Val()
-		default:
-			d.t.Fatalf("key %s: type %s not snapshotted", k, typ)
-		}
-	}
-	return snap
-}
-
-func (d *decideFixture) rollBack(snap redisSnapshot) {
-	d.t.Helper()
-	ctx := context.Background()
-	if err := d.rdb.FlushAll(ctx).Err(); err != nil {
-		d.t.Fatal(err)
-	}
-	for k, v := range snap {
-		var err error
-		switch v := v.(type) {
-		case map[string]string:
-			err = d.rdb.HSet(ctx, k, v).Err()
-		case string:
-			err = d.rdb.Set(ctx, k, v, 0).Err()
-		}
-		if err != nil {
-			d.t.Fatal(err)
-		}
-	}
-}
-
 // rebuildGuard is a judge.StateGuard that "rebuilds" by naming a new
 // generation on the fixture's engine (a real one also reads SQL back).
 type rebuildGuard struct {
@@ -524,11 +479,11 @@ func TestDecideRollback(t *testing.T) {
 	if got := d.decide(http.StatusOK, d.event("warm", famA, childA, 1)); got[0].Decision != policy.Allowed {
 		t.Fatalf("%+v", got)
 	}
-	before := d.snapshot()
+	before := testenv.Snapshot(t, d.rdb)
 	if got := d.decide(http.StatusOK, d.event("r1", famA, childA, 6*gib)); got[0].Decision != policy.Allowed {
 		t.Fatalf("r1: %+v", got)
 	}
-	d.rollBack(before)
+	before.RollBack(t, d.rdb)
 	// (The scripts of a refused batch may run on the rolled-back state, as
 	// ApplyMarked allows: the rebuild replaces what they touched.)
 	d.decide(http.StatusServiceUnavailable, d.event("r2", famA, childA, 6*gib))
