@@ -19,7 +19,11 @@ func TestRunHTTP(t *testing.T) {
 		m := miniredis.RunT(t)
 		rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 		t.Cleanup(func() { rdb.Close() })
-		rep, err := RunHTTP(context.Background(), HTTPConfig{Redis: rdb, Families: 40, Concurrency: 4, Rate: 200, Batch: 3,
+		// The window of a step stays open until a call ended in it; the
+		// deadline turns a call that never ends into a failure, not a hang.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		rep, err := RunHTTP(ctx, HTTPConfig{Redis: rdb, Families: 40, Concurrency: 4, Rate: 200, Batch: 3,
 			Duration: 300 * time.Millisecond, Warmup: 50 * time.Millisecond, Dir: t.TempDir(), Guarded: guarded})
 		if err != nil {
 			t.Fatalf("guarded=%v: %v", guarded, err)
