@@ -170,7 +170,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.syncEvents = histogram("dpcs_sync_decision_batch_events", "Events judged together by one group commit of POST /decisions.", sizeBuckets)
 	m.syncRequests = histogram("dpcs_sync_decision_batch_requests", "Requests answered together by one group commit of POST /decisions.", sizeBuckets)
 	m.syncSeconds = histogram("dpcs_sync_decision_batch_seconds", "Time of one group commit of POST /decisions: judging, then producing its records until Kafka acknowledged them.", fineLatencyBuckets)
-	m.syncRefused = counterVec("dpcs_sync_decision_refused_total", "Group commits of POST /decisions refused (503), by reason (kafka, stale, other).", "reason")
+	m.syncRefused = counterVec("dpcs_sync_decision_refused_total", "Group commits of POST /decisions refused (503), by reason (kafka: nothing judged while records wait; unrecorded: judged, records not stored; stale; other).", "reason")
 
 	// API.
 	m.api = histogramVec("dpcs_api_request_seconds", "API requests by operation (the OpenAPI operation id) and status, and their time; for the SSE stream it is the stream's lifetime.",
@@ -249,6 +249,8 @@ func (m *Metrics) DecisionHooks() judge.DecisionHooks {
 		case b.Err == nil:
 		case errors.Is(b.Err, judge.ErrKafkaUnavailable):
 			m.syncRefused.WithLabelValues("kafka").Inc()
+		case errors.Is(b.Err, judge.ErrNotRecorded):
+			m.syncRefused.WithLabelValues("unrecorded").Inc()
 		case errors.Is(b.Err, quota.ErrStale):
 			m.syncRefused.WithLabelValues("stale").Inc()
 		default:

@@ -24,6 +24,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/miniclock"
+	"github.com/dabom/dpcs/internal/sqldialect"
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
@@ -82,7 +83,7 @@ type SystemConfig struct {
 	// (DPCS_DECISION_TIMEOUT, default 2s) bounds one.
 	DecisionLinger   time.Duration `envconfig:"DECISION_LINGER" default:"200us" deployables:"server, all-in-one" desc:"how long a group commit of POST /decisions waits for more callers (0 to 100ms)"`
 	DecisionMaxBatch int           `envconfig:"DECISION_MAX_BATCH" default:"256" deployables:"server, all-in-one" desc:"events that end a group commit's wait (1 to 10000)"`
-	DecisionTimeout  time.Duration `envconfig:"DECISION_TIMEOUT" default:"2s" deployables:"server, all-in-one" desc:"bound of one group commit, judging and producing its records to Kafka; past it the callers get 503 (10ms to below 3s, the recovery's quiet window)"`
+	DecisionTimeout  time.Duration `envconfig:"DECISION_TIMEOUT" default:"2s" deployables:"server, all-in-one" desc:"bound of one group commit, judging and producing its records to Kafka; past it the records go to the SQL outbox and the callers are answered (10ms to below 3s, the recovery's quiet window)"`
 	JWTSecret        string        `envconfig:"JWT_SECRET" deployables:"server, all-in-one" doc_default:"all-in-one: random, kept in $DPCS_DATA_DIR/jwt-secret; server: required" desc:"key signing access tokens, at least 32 bytes, the same for every API instance"`
 }
 
@@ -324,7 +325,10 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 			return nil, err
 		}
 	}
-	if s.relay, err = outbox.New(s.DB, s.producer, outbox.WithLogger(log), outbox.WithHooks(s.Metrics.RelayHooks())); err != nil {
+	// The decisions' spooled usage-persist rows never expire: they are the
+	// only way a judged event reaches SQL.
+	if s.relay, err = outbox.New(s.DB, s.producer, outbox.WithLogger(log), outbox.WithHooks(s.Metrics.RelayHooks()),
+		outbox.WithKeep(envelope.TopicUsagePersist)); err != nil {
 		return nil, err
 	}
 	nopts, err := cfg.NotifierOptions(s.rdb)
@@ -398,8 +402,14 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		return nil, err
 	}
 	s.GatewayToken = gateways[0]
+	// Records Kafka does not take go to the outbox: a decision is answered
+	// once they are in Kafka or in SQL.
+	spool, err := outbox.NewSpool(s.DB, sqldialect.Unknown, s.relay.Wake)
+	if err != nil {
+		return nil, err
+	}
 	if s.Decisions, err = judge.NewDecisions(s.State, slices.Concat(kopts, KafkaHooks(s.Registry, "decisions")),
-		cfg.DecisionOptions(rec, s.Metrics, log)...); err != nil {
+		append(cfg.DecisionOptions(rec, s.Metrics, log), judge.WithSpool(spool))...); err != nil {
 		return nil, err
 	}
 	// The back office's dead-letter browser and operations view: the

@@ -57,6 +57,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/buildinfo"
+	"github.com/dabom/dpcs/internal/sqldialect"
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
@@ -174,7 +175,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err := service.EnsureTopics(ctx, producer, envelope.DefaultPartitions, envelope.Topics()...); err != nil {
 		return err
 	}
-	relay, err := outbox.New(db, producer, outbox.WithLogger(log), outbox.WithHooks(metrics.RelayHooks()))
+	// The decisions' spooled usage-persist rows never expire: they are the
+	// only way a judged event reaches SQL.
+	relay, err := outbox.New(db, producer, outbox.WithLogger(log), outbox.WithHooks(metrics.RelayHooks()),
+		outbox.WithKeep(envelope.TopicUsagePersist))
 	if err != nil {
 		return err
 	}
@@ -224,8 +228,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		defer closeRec()
 		gens = rec
 	}
+	// Records Kafka does not take go to the outbox (the relay publishes
+	// them): a decision is answered once they are in Kafka or in SQL.
+	spool, err := outbox.NewSpool(db, sqldialect.Unknown, relay.Wake)
+	if err != nil {
+		return err
+	}
 	decisions, err := judge.NewDecisions(qs, slices.Concat(kopts, service.KafkaHooks(reg, "decisions")),
-		cfg.DecisionOptions(gens, metrics, log)...)
+		append(cfg.DecisionOptions(gens, metrics, log), judge.WithSpool(spool))...)
 	if err != nil {
 		return err
 	}

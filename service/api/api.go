@@ -353,6 +353,10 @@ func (a *Server) problem(ctx context.Context, err error, loc string) error {
 		a.log.WarnContext(ctx, "api: family write not acknowledged by Redis replicas", "err", err)
 		return huma.Error503ServiceUnavailable("the change is recorded and in effect, but not yet copied to the quota " +
 			"state's replicas: read it back before repeating it")
+	case errors.Is(err, judge.ErrNotRecorded):
+		a.log.ErrorContext(ctx, "api: decisions judged but not recorded", "err", err)
+		return huma.Error503ServiceUnavailable("judged and counted, but the decisions' records are not stored yet: " +
+			"retry with the same event ids for the answers")
 	case errors.Is(err, judge.ErrKafkaUnavailable):
 		return huma.Error503ServiceUnavailable("the decisions' records cannot be stored now: nothing granted, retry with the same event ids")
 	case errors.Is(err, judge.ErrUnavailable), errors.Is(err, judge.ErrDecisionsClosed):

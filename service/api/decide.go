@@ -118,8 +118,10 @@ func (a *Server) registerDecisions() {
 			"batch, in order, and answers each with its decision, the pool's remaining bytes and the deciding rule. " +
 			"Concurrent requests are judged together in one pipeline. Idempotent by eventId: a retry gets the original " +
 			"answer with duplicate: true. Answered only once the decisions' records (usage history, notifications) are " +
-			"in Kafka; when Kafka or Redis cannot be trusted the answer is 503 and nothing is granted — retry with the " +
-			"same event ids (an event judged before the failure is answered as a duplicate, charged once). " +
+			"stored: in Kafka or, while Kafka is down, in the SQL outbox. A 503 leaves no charge: when Redis cannot be " +
+			"trusted, or while an earlier batch's records can be stored nowhere (that batch's callers wait for it), " +
+			"nothing is judged — retry with the same event ids (an event judged before is answered as a duplicate, " +
+			"charged once); only a server stopping during such a wait answers 503 \"judged and counted\". " +
 			"Authorised by a gateway credential (DPCS_GATEWAY_TOKENS), not a member's access token.",
 		MaxBodyBytes: decideMaxBody, BodyReadTimeout: decideReadTimeout,
 		Middlewares: huma.Middlewares{a.decideFast},

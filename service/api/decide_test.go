@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -20,10 +22,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/sqldialect"
 	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/outbox"
 )
 
 const testGateway = "gw_test_0123456789abcdef0123456789abcdef"
@@ -46,6 +50,13 @@ type decideFixture struct {
 }
 
 func newDecideFixture(t *testing.T, opts ...judge.Option) *decideFixture {
+	t.Helper()
+	return newDecideFixtureSpool(t, nil, opts...)
+}
+
+// newDecideFixtureSpool is newDecideFixture whose decisions spool to
+// spool(the fixture's SQL database) when it is not nil.
+func newDecideFixtureSpool(t *testing.T, spool func(*sql.DB) judge.Spool, opts ...judge.Option) *decideFixture {
 	t.Helper()
 	d := &decideFixture{}
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(envelope.DefaultPartitions, envelope.Topics()...))
@@ -86,6 +97,9 @@ func newDecideFixture(t *testing.T, opts ...judge.Option) *decideFixture {
 				d.infos = append(d.infos, b)
 				d.mu.Unlock()
 			}})}, opts...)
+		if spool != nil {
+			all = append(all, judge.WithSpool(spool(cfg.Store.DB())))
+		}
 		kopts := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
 		if os.Getenv("DPCS_TEST_KAFKA_DEBUG") != "" {
 			kopts = append(kopts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelDebug, nil)))
@@ -288,10 +302,72 @@ func TestDecideGroupCommit(t *testing.T) {
 	t.Logf("%d callers in %d group commits", callers, n)
 }
 
-// TestDecideKafkaDown: no grant while Kafka does not acknowledge (503), no
-// further judging meanwhile (Redis unchanged), and once Kafka is back the
-// records of the refused batch reach it and a retry gets its original
-// answer, flagged duplicate, charged once.
+// asked is the outcome of a /decisions request sent by decideAsync.
+type asked struct {
+	status    int
+	decisions []EventDecision
+	detail    string
+	err       error
+}
+
+// decideAsync posts evs with the gateway credential in the background.
+func (d *decideFixture) decideAsync(evs ...UsageEvent) <-chan asked {
+	out := make(chan asked, 1)
+	body, err := json.Marshal(DecisionAsk{Events: evs})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	go func() {
+		req, err := http.NewRequest(http.MethodPost, d.srv.URL+"/decisions", strings.NewReader(string(body)))
+		if err != nil {
+			out <- asked{err: err}
+			return
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+testGateway)
+		resp, err := d.srv.Client().Do(req)
+		if err != nil {
+			out <- asked{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		var a asked
+		a.status = resp.StatusCode
+		var v struct {
+			Decisions []EventDecision `json:"decisions"`
+			Detail    string          `json:"detail"`
+		}
+		a.err = json.NewDecoder(resp.Body).Decode(&v)
+		a.decisions, a.detail = v.Decisions, v.Detail
+		out <- a
+	}()
+	return out
+}
+
+// waitUnavailable waits until the decisions refuse new callers (a batch's
+// records are in neither Kafka nor the spool), failing if ask answers first.
+func (d *decideFixture) waitUnavailable(ask <-chan asked) {
+	d.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for d.dec.Available() {
+		select {
+		case a := <-ask:
+			d.t.Fatalf("answered while its records are in neither Kafka nor the spool: %+v", a)
+		default:
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatal("decisions still available 10 s after a batch's records were refused")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestDecideKafkaDown, without a spool (#23, 5): a batch whose records Kafka
+// does not acknowledge is charged, so its caller is not refused (a refusal
+// leaves no charge): it waits, while every new caller is refused unjudged
+// (503 nothing granted, Redis unchanged); once Kafka is back the records
+// reach it, the waiting caller gets its answer, and a retry gets the
+// original answer, flagged duplicate, charged once.
 func TestDecideKafkaDown(t *testing.T) {
 	d := newDecideFixture(t)
 	pool := func() int64 {
@@ -303,30 +379,54 @@ func TestDecideKafkaDown(t *testing.T) {
 	}
 	start := pool()
 	d.down.Store(true)
-	d.decide(http.StatusServiceUnavailable, d.event("k1", famA, childA, mib))
-	// k1 was judged before its produce failed: Redis charged it once.
+	k1 := d.decideAsync(d.event("k1", famA, childA, mib))
+	d.waitUnavailable(k1)
 	afterK1 := pool()
 	if afterK1 != start-mib {
-		t.Fatalf("pool %d, want %d", afterK1, start-mib)
+		t.Fatalf("pool %d, want %d (k1 judged and charged)", afterK1, start-mib)
 	}
-	// While k1's records wait, nothing else is judged.
-	d.decide(http.StatusServiceUnavailable, d.event("k2", famA, childA, mib))
+	// While k1's records wait, nothing else is judged, and the refusal
+	// says nothing was granted.
+	p := d.problem(http.MethodPost, "/decisions", testGateway, DecisionAsk{Events: []UsageEvent{d.event("k2", famA, childA, mib)}},
+		http.StatusServiceUnavailable, "")
+	if !strings.Contains(p.Detail, "nothing granted") {
+		t.Errorf("503 without judging says %q, want nothing granted", p.Detail)
+	}
 	if p := pool(); p != afterK1 {
 		t.Errorf("pool %d after a refusal while Kafka is down, want %d (unchanged)", p, afterK1)
 	}
 	d.down.Store(false)
-	deadline := time.Now().Add(10 * time.Second)
-	for !d.dec.Available() {
-		if time.Now().After(deadline) {
-			t.Fatal("decisions not available 10 s after Kafka came back (k1's records still waiting)")
-		}
-		time.Sleep(20 * time.Millisecond)
+	a := <-k1
+	if a.err != nil || a.status != http.StatusOK || len(a.decisions) != 1 || a.decisions[0].Decision != policy.Allowed ||
+		a.decisions[0].RemainingBytes != start-mib {
+		t.Fatalf("k1 once Kafka is back: %+v", a)
+	}
+	if !d.dec.Available() {
+		t.Error("decisions unavailable after the waiting batch was answered")
 	}
 	got := d.decide(http.StatusOK, d.event("k1", famA, childA, mib), d.event("k2", famA, childA, mib))
 	if !got[0].Duplicate || got[0].RemainingBytes != start-mib || got[1].Duplicate || got[1].RemainingBytes != start-2*mib {
 		t.Errorf("after Kafka is back: %+v", got)
 	}
 	d.persisted("k1", "k2")
+}
+
+// A batch whose records wait when the decisions close is answered 503
+// saying it was judged and counted, and Close stores the records if it can.
+func TestDecideCloseWhileRecordsWait(t *testing.T) {
+	d := newDecideFixture(t)
+	d.down.Store(true)
+	c1 := d.decideAsync(d.event("c1", famA, childA, mib))
+	d.waitUnavailable(c1)
+	d.down.Store(false) // Kafka back just as the server stops
+	if err := d.dec.Close(context.Background()); err != nil {
+		t.Fatalf("Close: %v (the records could be produced)", err)
+	}
+	a := <-c1
+	if a.status != http.StatusServiceUnavailable || !strings.Contains(a.detail, "judged and counted") {
+		t.Errorf("c1 at Close: %+v", a)
+	}
+	d.persisted("c1")
 }
 
 // TestDecideStaleRedis: a state of no or another generation answers 503,
@@ -502,5 +602,125 @@ func TestDecideRollback(t *testing.T) {
 	// SQL back, so the pool is the rolled-back one).
 	if got := d.decide(http.StatusOK, d.event("r3", famA, childA, 1)); got[0].Decision != policy.Allowed || got[0].Duplicate {
 		t.Fatalf("after the recovery: %+v", got)
+	}
+}
+
+// flakySpool is an outbox.Spool that fails while down is set.
+type flakySpool struct {
+	sql  *outbox.Spool
+	down atomic.Bool
+}
+
+func (f *flakySpool) Spool(ctx context.Context, recs []*kgo.Record) error {
+	if f.down.Load() {
+		return errors.New("dial tcp 127.0.0.1:3306: connect: connection refused")
+	}
+	return f.sql.Spool(ctx, recs)
+}
+
+// TestDecideKafkaDownSpooled (#23, 5): while Kafka does not acknowledge, a
+// decision is answered (200) once its records are in the SQL outbox, and
+// the relay publishes them when Kafka is back; with SQL down too, the
+// batch's caller waits (it is charged) while new callers are refused
+// unjudged, and is answered once SQL takes the records. Every answer given
+// is in usage-persist at the end.
+func TestDecideKafkaDownSpooled(t *testing.T) {
+	var sp *flakySpool
+	var db *sql.DB
+	d := newDecideFixtureSpool(t, func(sdb *sql.DB) judge.Spool {
+		s, err := outbox.NewSpool(sdb, sqldialect.Unknown, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp, db = &flakySpool{sql: s}, sdb
+		return sp
+	})
+	ctx := context.Background()
+	pool := func() int64 {
+		st, err := d.engine.Family(ctx, famA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Remaining
+	}
+	spooled := func() int64 {
+		n, err := outbox.Pending(ctx, db, envelope.TopicUsagePersist)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	start := pool()
+	d.down.Store(true)
+	got := d.decide(http.StatusOK, d.event("s1", famA, childA, mib))
+	if got[0].Decision != policy.Allowed || got[0].RemainingBytes != start-mib {
+		t.Fatalf("s1 with Kafka down: %+v", got)
+	}
+	if !d.dec.Spooling() || spooled() != 1 {
+		t.Fatalf("spooling %v, %d usage-persist rows in the outbox, want true, 1", d.dec.Spooling(), spooled())
+	}
+	got = d.decide(http.StatusOK, d.event("s2", famA, childA, mib))
+	if got[0].Decision != policy.Allowed || got[0].RemainingBytes != start-2*mib || spooled() != 2 {
+		t.Fatalf("s2 with Kafka down: %+v, %d rows", got, spooled())
+	}
+
+	// SQL fails too: s3 is charged and waits; nothing more is judged.
+	sp.down.Store(true)
+	s3 := d.decideAsync(d.event("s3", famA, childA, mib))
+	d.waitUnavailable(s3)
+	if pl := pool(); pl != start-3*mib {
+		t.Fatalf("pool %d after s3, want %d (charged)", pl, start-3*mib)
+	}
+	p := d.problem(http.MethodPost, "/decisions", testGateway, DecisionAsk{Events: []UsageEvent{d.event("s4", famA, childA, mib)}},
+		http.StatusServiceUnavailable, "")
+	if !strings.Contains(p.Detail, "nothing granted") || pool() != start-3*mib {
+		t.Errorf("s4 while s3's records wait: %q, pool %d", p.Detail, pool())
+	}
+	sp.down.Store(false) // SQL back: s3's records are spooled, s3 answered
+	a := <-s3
+	if a.err != nil || a.status != http.StatusOK || len(a.decisions) != 1 || a.decisions[0].RemainingBytes != start-3*mib {
+		t.Fatalf("s3 once SQL is back: %+v", a)
+	}
+	if n := spooled(); n != 3 {
+		t.Errorf("%d usage-persist rows in the outbox, want 3", n)
+	}
+	got = d.decide(http.StatusOK, d.event("s3", famA, childA, mib), d.event("s4", famA, childA, mib))
+	if !got[0].Duplicate || got[0].RemainingBytes != start-3*mib || got[1].Duplicate || got[1].RemainingBytes != start-4*mib {
+		t.Errorf("retry of s3 and s4: %+v", got)
+	}
+
+	// Kafka back: the relay publishes the spooled rows, the decisions
+	// produce to Kafka again.
+	d.down.Store(false)
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(d.kafka.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pcl.Close()
+	relay, err := outbox.New(db, pcl, outbox.WithKeep(envelope.TopicUsagePersist))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for spooled() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d rows still in the outbox", spooled())
+		}
+		if _, err := relay.Poll(ctx); err != nil {
+			t.Logf("relay: %v", err)
+		}
+	}
+	for d.dec.Spooling() {
+		if time.Now().After(deadline) {
+			t.Fatal("still spooling 20 s after Kafka came back")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	got = d.decide(http.StatusOK, d.event("s5", famA, childA, mib))
+	if got[0].RemainingBytes != start-5*mib || spooled() != 0 {
+		t.Errorf("s5: %+v, %d rows spooled", got, spooled())
+	}
+	if seen := d.persisted("s1", "s2", "s3", "s4", "s5"); len(seen) != 5 {
+		t.Errorf("usage-persist: %v", seen)
 	}
 }

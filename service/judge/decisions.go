@@ -22,10 +22,15 @@ import (
 // Errors of Decisions.Decide; the API answers each with 503 (fail closed:
 // no grant). A Redis state that cannot be trusted wraps quota.ErrStale.
 var (
-	// ErrKafkaUnavailable: the decisions' records (usage-persist,
-	// notifications) could not be produced, or earlier ones are still
-	// waiting to be; nothing is granted until Kafka acknowledges them.
+	// ErrKafkaUnavailable: the records of a judged batch are in neither
+	// Kafka nor the spool yet (its callers wait for them); nothing was
+	// judged, nothing granted.
 	ErrKafkaUnavailable = errors.New("judge: kafka unavailable: decisions are not granted")
+	// ErrNotRecorded: Close ended the wait of a batch whose events were
+	// judged and charged but whose records neither Kafka nor the spool
+	// took; Close tries them once more. A retry with the same event ids
+	// (on any instance) gets the original answers, flagged Duplicate.
+	ErrNotRecorded = errors.New("judge: judged and charged, not yet recorded: retry with the same event ids")
 	// ErrDecisionsClosed: Close was called.
 	ErrDecisionsClosed = errors.New("judge: synchronous decisions closed")
 	// ErrUnavailable wraps any other failure to judge (Redis unreachable,
@@ -63,11 +68,18 @@ type DecisionHooks struct {
 // the processor's own, usageOutputs) produced to Kafka and acknowledged, and
 // only then each caller answered. The engine's dedupe makes it idempotent by
 // event id: a retry gets the original answer, flagged duplicate, and its
-// records are produced again (same ids), so a retry after a failed produce
-// still brings them to Kafka. Fail closed: when Kafka does not acknowledge,
-// the batch's callers get ErrKafkaUnavailable, the records are produced again
-// in the background, and until they are acknowledged every caller gets
-// ErrKafkaUnavailable without Redis being touched.
+// records are produced again (same ids).
+//
+// What a caller is told is what the family is charged: an answer is given
+// only once its records are stored, and a refusal leaves no charge. When
+// Kafka does not acknowledge, the records go to the spool (WithSpool: the
+// SQL outbox) and the callers are answered; until Kafka acknowledges again,
+// batches spool without waiting for it. When the spool fails too (or there
+// is none), the batch's callers wait while its records are tried again,
+// Kafka then the spool, with backoff, and every new caller is refused
+// unjudged (ErrKafkaUnavailable). A caller that leaves meanwhile was charged
+// iff it would have been granted, and a retry with the same id gets that
+// answer. Only Close ends such a wait, with ErrNotRecorded.
 type Decisions struct {
 	settings
 	qs   *State
@@ -89,11 +101,16 @@ type Decisions struct {
 	markGen    string
 	recovering atomic.Bool
 
-	// kafkaDown is set while records of answered-refused batches wait to be
-	// produced again (redo); no batch is judged meanwhile.
+	// kafkaDown: Kafka did not acknowledge the latest records; batches
+	// spool theirs (WithSpool) and the background loop tries Kafka with
+	// probe, the latest spooled records. stuck counts the batches whose
+	// records neither took, waiting for one to; no batch is judged
+	// meanwhile. held are the records Close ended such a wait on.
 	kafkaDown atomic.Bool
+	stuck     atomic.Int32
 	redoMu    sync.Mutex
-	redo      []*kgo.Record
+	held      []*kgo.Record
+	probe     []*kgo.Record
 	redoing   bool
 }
 
@@ -170,7 +187,7 @@ func (s *Decisions) Decide(ctx context.Context, envs []envelope.Envelope[envelop
 	if len(envs) == 0 {
 		return nil, nil
 	}
-	if s.kafkaDown.Load() {
+	if s.stuck.Load() > 0 {
 		return nil, ErrKafkaUnavailable
 	}
 	select {
@@ -260,7 +277,7 @@ func (s *Decisions) run(batch []*asking, n, slot int) {
 			a.done <- answered{err: err}
 		}
 	}
-	if s.kafkaDown.Load() {
+	if s.stuck.Load() > 0 {
 		fail(ErrKafkaUnavailable)
 		return
 	}
@@ -298,12 +315,12 @@ func (s *Decisions) run(batch []*asking, n, slot int) {
 		}
 		k += len(a.envs)
 	}
-	failed := s.produce(ctx, recs)
+	failed := s.record(ctx, recs)
 	k = 0
 	for i, a := range batch {
 		if failed[i] {
-			a.done <- answered{err: ErrKafkaUnavailable}
-			info.Err = ErrKafkaUnavailable
+			a.done <- answered{err: ErrNotRecorded}
+			info.Err = ErrNotRecorded
 		} else {
 			a.done <- answered{results: results[k : k+len(a.envs) : k+len(a.envs)]}
 		}
@@ -401,11 +418,15 @@ func (s *Decisions) recover(used string, cause error) {
 	}()
 }
 
-// produce sends every caller's records and waits for Kafka; it reports per
-// caller whether any of its records failed. Failed records are produced
-// again in the background (redeliver), and until they are acknowledged no
-// batch is judged.
-func (s *Decisions) produce(ctx context.Context, recs [][]*kgo.Record) []bool {
+// record stores every caller's records: produced to Kafka and acknowledged,
+// or else spooled (WithSpool); while Kafka is known down they go to the
+// spool at once. Records neither took are tried again, Kafka then the spool,
+// with backoff, until one takes them — the batch's callers wait: they are
+// charged, and are answered once what they are told is recorded — while every
+// new caller is refused unjudged (ErrKafkaUnavailable). Only Close ends the
+// wait: it reports the callers whose records are still in neither (they get
+// ErrNotRecorded) and keeps the records for its last try.
+func (s *Decisions) record(ctx context.Context, recs [][]*kgo.Record) []bool {
 	var flat []*kgo.Record
 	owner := []int{}
 	for i, rs := range recs {
@@ -415,19 +436,86 @@ func (s *Decisions) produce(ctx context.Context, recs [][]*kgo.Record) []bool {
 		flat = append(flat, rs...)
 	}
 	failed := make([]bool, len(recs))
-	bad := s.send(ctx, flat)
-	var redo []*kgo.Record
+	var bad []bool
+	if s.spool != nil && s.kafkaDown.Load() {
+		bad = make([]bool, len(flat))
+		for k := range bad {
+			bad[k] = true
+		}
+	} else {
+		bad = s.send(ctx, flat)
+	}
+	var rest []*kgo.Record
+	var whose []int
 	for k, b := range bad {
 		if b {
-			failed[owner[k]] = true
-			redo = append(redo, flat[k])
+			rest, whose = append(rest, flat[k]), append(whose, owner[k])
 		}
 	}
-	if len(redo) > 0 {
-		s.log.Warn("synchronous decisions: records not acknowledged by Kafka; refusing decisions until they are", "records", len(redo))
-		s.redeliver(redo)
+	if len(rest) == 0 {
+		return failed
 	}
-	return failed
+	if !s.kafkaDown.Swap(true) {
+		s.log.Warn("synchronous decisions: records not acknowledged by Kafka", "records", len(rest), "spool", s.spool != nil)
+	}
+	stuck := false
+	defer func() {
+		if stuck && s.stuck.Add(-1) == 0 {
+			s.log.Info("synchronous decisions: the waiting records are stored; deciding again")
+		}
+	}()
+	for attempt := 1; ; attempt++ {
+		if s.spool != nil {
+			// The batch's context may be spent waiting for Kafka: the
+			// spool gets a timeout of its own.
+			sctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+			err := s.spool.Spool(sctx, rest)
+			cancel()
+			if err == nil {
+				s.redoMu.Lock()
+				s.probe = copies(rest)
+				s.redoMu.Unlock()
+				s.retry()
+				return failed
+			}
+			if attempt == 1 {
+				s.log.Error("synchronous decisions: records neither in Kafka nor spooled", "records", len(rest), "err", err)
+			}
+		}
+		if !stuck {
+			stuck = true
+			s.stuck.Add(1)
+			s.log.Error("synchronous decisions: refusing new decisions until a judged batch's records are stored; its callers wait",
+				"records", len(rest))
+		}
+		t := time.NewTimer(redoBackoff.Delay(attempt))
+		select {
+		case <-s.stop:
+			t.Stop()
+			for _, o := range whose {
+				failed[o] = true
+			}
+			s.redoMu.Lock()
+			s.held = append(s.held, copies(rest)...)
+			s.redoMu.Unlock()
+			return failed
+		case <-t.C:
+		}
+		kctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+		bad := s.send(kctx, rest)
+		cancel()
+		var still []*kgo.Record
+		for k, b := range bad {
+			if b {
+				still = append(still, rest[k])
+			}
+		}
+		if len(still) == 0 {
+			s.kafkaDown.Store(false)
+			return failed
+		}
+		rest = copies(still)
+	}
 }
 
 // send produces recs and waits until Kafka acknowledged or failed each, or
@@ -473,20 +561,17 @@ func (s *Decisions) send(ctx context.Context, recs []*kgo.Record) []bool {
 	return slices.Clone(bad)
 }
 
-// redeliver keeps recs to be produced again and starts the background
-// producer if it is not running. Records are never dropped: a judged event
-// whose records are lost would be in Redis and never in SQL.
-func (s *Decisions) redeliver(recs []*kgo.Record) {
+// retry starts the background loop that tries Kafka again (retryLoop),
+// unless it runs.
+func (s *Decisions) retry() {
 	s.redoMu.Lock()
 	defer s.redoMu.Unlock()
-	s.kafkaDown.Store(true)
-	s.redo = append(s.redo, copies(recs)...)
 	if s.redoing {
 		return
 	}
 	s.redoing = true
 	s.batches.Add(1)
-	go s.redeliverLoop() // joined by Close
+	go s.retryLoop() // joined by Close
 }
 
 // copies are fresh records with recs' contents: a record handed to kgo
@@ -499,10 +584,15 @@ func copies(recs []*kgo.Record) []*kgo.Record {
 	return out
 }
 
-// redoBackoff paces the background producer of refused records.
+// redoBackoff paces the tries of records not stored and the probes of Kafka.
 var redoBackoff = backoff.Policy{Min: 100 * time.Millisecond, Max: 2 * time.Second}
 
-func (s *Decisions) redeliverLoop() {
+// retryLoop, while batches spool because Kafka did not acknowledge, produces
+// the latest spooled records again with backoff (a copy in Kafka is
+// harmless: ids are deterministic, consumers dedupe); once Kafka
+// acknowledges them, batches produce to it again. It ends then, or with
+// Close.
+func (s *Decisions) retryLoop() {
 	defer s.batches.Done()
 	for attempt := 1; ; attempt++ {
 		t := time.NewTimer(redoBackoff.Delay(attempt))
@@ -516,38 +606,36 @@ func (s *Decisions) redeliverLoop() {
 		case <-t.C:
 		}
 		s.redoMu.Lock()
-		recs := s.redo
-		s.redo = nil
+		recs := copies(s.probe)
 		s.redoMu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-		bad := s.send(ctx, recs)
+		up := !slices.Contains(s.send(ctx, recs), true)
 		cancel()
-		var failed []*kgo.Record
-		for k, b := range bad {
-			if b {
-				failed = append(failed, recs[k])
-			}
-		}
 		s.redoMu.Lock()
-		s.redo = append(copies(failed), s.redo...)
-		if len(s.redo) == 0 {
+		if up && s.kafkaDown.Swap(false) {
+			s.log.Info("synchronous decisions: Kafka acknowledges records again")
+		}
+		if !s.kafkaDown.Load() {
+			s.probe = nil
 			s.redoing = false
-			s.kafkaDown.Store(false)
 			s.redoMu.Unlock()
-			s.log.Info("synchronous decisions: Kafka acknowledged the waiting records; deciding again")
 			return
 		}
 		s.redoMu.Unlock()
 	}
 }
 
-// Available reports whether decisions are being granted (false while
-// records wait for Kafka).
-func (s *Decisions) Available() bool { return !s.kafkaDown.Load() }
+// Available reports whether decisions are being judged (false while
+// records of earlier ones wait to be stored: ErrKafkaUnavailable).
+func (s *Decisions) Available() bool { return s.stuck.Load() == 0 }
+
+// Spooling reports whether records go to the spool because Kafka did not
+// acknowledge the latest ones (WithSpool).
+func (s *Decisions) Spooling() bool { return s.spool != nil && s.kafkaDown.Load() }
 
 // Close stops accepting callers, waits for the running batches (each
 // bounded by the decision timeout), tries once more, within ctx, to produce
-// records still waiting for Kafka, and closes the Kafka client.
+// or spool the records still held, and closes the Kafka client.
 func (s *Decisions) Close(ctx context.Context) error {
 	var err error
 	s.stopOnce.Do(func() {
@@ -555,13 +643,20 @@ func (s *Decisions) Close(ctx context.Context) error {
 		s.cancel()
 		s.batches.Wait()
 		s.redoMu.Lock()
-		recs := s.redo
-		s.redo = nil
+		recs := s.held
+		s.held = nil
 		s.redoMu.Unlock()
 		if len(recs) > 0 {
-			res := s.cl.ProduceSync(ctx, recs...)
-			if perr := res.FirstErr(); perr != nil {
-				err = fmt.Errorf("judge: %d judged events' records not produced to Kafka (Redis holds them, SQL does not: rebuild or replay): %w", len(recs), perr)
+			perr := s.cl.ProduceSync(ctx, recs...).FirstErr()
+			if perr != nil && s.spool != nil {
+				if serr := s.spool.Spool(ctx, recs); serr == nil {
+					perr = nil
+				} else {
+					perr = errors.Join(perr, serr)
+				}
+			}
+			if perr != nil {
+				err = fmt.Errorf("judge: %d judged events' records neither produced to Kafka nor spooled (Redis holds them, SQL does not: rebuild or replay): %w", len(recs), perr)
 			}
 		}
 		s.cl.Close()

@@ -1,11 +1,13 @@
 package judge
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -42,6 +44,7 @@ type settings struct {
 	maxBatch int
 	timeout  time.Duration
 	slots    int
+	spool    Spool
 }
 
 func defaults() (settings, error) {
@@ -240,6 +243,32 @@ func WithStateGuard(g StateGuard) Option {
 	}
 }
 
+// Spool keeps, durably, the records of judged decisions that Kafka did not
+// acknowledge, and publishes them later: service/outbox's Spool writes them
+// to the SQL outbox, whose relay produces them in order once Kafka takes
+// them. Spool returns nil only once every record is stored (a record stored
+// before counts: ids are deterministic). It may be called concurrently.
+type Spool interface {
+	Spool(ctx context.Context, recs []*kgo.Record) error
+}
+
+// WithSpool makes a decision whose records Kafka does not acknowledge still
+// answered: its records go to sp instead, and until Kafka acknowledges again
+// (the instance tries it in the background with the latest spooled records)
+// every batch's records go to sp without waiting for Kafka. Without a spool,
+// or while sp fails too, the batch's callers wait until Kafka or sp takes
+// the records, and new callers are refused unjudged (ErrKafkaUnavailable).
+// Decisions. Default: none.
+func WithSpool(sp Spool) Option {
+	return func(s *settings) error {
+		if sp == nil {
+			return errors.New("judge: nil spool")
+		}
+		s.spool = sp
+		return nil
+	}
+}
+
 // WithDecisionHooks sets the synchronous decisions' hooks. Decisions.
 // Default: none.
 func WithDecisionHooks(h DecisionHooks) Option {
@@ -299,8 +328,9 @@ func WithConcurrency(n int) Option {
 }
 
 // WithTimeout bounds one group commit: judging and producing its records
-// until Kafka acknowledged them; past it the batch's callers get
-// ErrKafkaUnavailable (or the Redis error). Keep it below the recovery's
+// until Kafka acknowledged them; past it the batch's records go to the spool
+// (WithSpool; which has as long again), or the batch waits until they are
+// stored (an error of Redis's is answered at once). Keep it below the recovery's
 // quiet window (3 s). Decisions. Default: 2 s.
 func WithTimeout(d time.Duration) Option {
 	return func(s *settings) error {

@@ -117,6 +117,26 @@ func WithMaxAge(d time.Duration) Option {
 	}
 }
 
+// WithKeep names topics whose rows never expire (WithMaxAge does not apply):
+// they are retried until published, holding the rows behind them. For rows
+// that must reach their topic whatever the wait, such as the synchronous
+// decisions' spooled usage-persist records (a judged event's only way to
+// SQL). Default: none.
+func WithKeep(topics ...string) Option {
+	return func(r *Relay) error {
+		for _, t := range topics {
+			if t == "" {
+				return invalid("keep", "empty topic")
+			}
+			if r.keep == nil {
+				r.keep = map[string]bool{}
+			}
+			r.keep[t] = true
+		}
+		return nil
+	}
+}
+
 // WithSendTimeout bounds one ProduceSync call. Default: 5 s.
 func WithSendTimeout(d time.Duration) Option {
 	return func(r *Relay) error {
@@ -186,7 +206,8 @@ func WithDialect(name string) Option {
 // first one still waiting, and advances the cursor past every row published
 // (or expired); a failed row is retried with backoff and blocks the rows
 // behind it (head-of-line), so a family's events are never published out
-// of order — until it is older than the max age, when it moves to
+// of order — until it is older than the max age (unless its topic is kept:
+// WithKeep), when it moves to
 // outbox_failed. Only the holder of the lease in outbox_cursor publishes, so
 // any number of relays may run: one is active at a time. Delivery is at
 // least once (a row may be published again after a crash); policy-updated
@@ -201,6 +222,7 @@ type Relay struct {
 	backoff     time.Duration
 	maxBackoff  time.Duration
 	maxAge      time.Duration
+	keep        map[string]bool // topics whose rows never expire
 	sendTimeout time.Duration
 	lease       time.Duration
 	owner       string
@@ -423,7 +445,7 @@ func (r *Relay) Poll(ctx context.Context) (PollResult, error) {
 			continue
 		}
 		info := FailedInfo{OutboxID: row.id, EventID: row.eventID, Attempts: row.attempts + 1, Err: perr}
-		if !done.Before(row.createdAt.Time.Add(r.maxAge)) {
+		if !r.keep[row.topic] && !done.Before(row.createdAt.Time.Add(r.maxAge)) {
 			info.Expired = true
 			newCursor = row.id
 			res.Failed++

@@ -337,6 +337,7 @@ func runRelay(t *testing.T, open func(testing.TB) *sql.DB) {
 		"RelayExpiry": testRelayExpiry,
 		"RelayLease":  testRelayLease,
 		"RelayRun":    testRelayRun,
+		"Spool":       testSpool,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, &env{storetest.New(t, open(t))}) })
 	}

@@ -14,11 +14,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/kafkarecord"
+	"github.com/dabom/dpcs/internal/sqldialect"
 	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/internal/testenv/storetest"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/outbox"
 	"github.com/dabom/dpcs/service/recovery"
 )
 
@@ -301,5 +304,76 @@ func TestCheckInvariants(t *testing.T) {
 	}
 	if err := recovery.CheckInvariants(r.e.Ctx, r.eng, r.e.DB, fams); err == nil {
 		t.Error("a charge in Redis without its usage_record row passed")
+	}
+}
+
+// signalHandler is a slog handler that sends each record's message and
+// attributes to c (dropping them when c is full).
+type signalHandler struct{ c chan map[string]string }
+
+func (h signalHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h signalHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h signalHandler) WithGroup(string) slog.Handler            { return h }
+func (h signalHandler) Handle(_ context.Context, rec slog.Record) error {
+	m := map[string]string{"msg": rec.Message}
+	rec.Attrs(func(a slog.Attr) bool { m[a.Key] = a.Value.String(); return true })
+	select {
+	case h.c <- m:
+	default:
+	}
+	return nil
+}
+
+// A recovery rebuilds only once the synchronous decisions' spooled
+// usage-persist rows are published (#23, 5): before that they are in
+// neither usage_record nor Kafka, and a rebuild would forget their charges.
+func TestGuardWaitsForSpooledUsage(t *testing.T) {
+	r := newGuardRig(t)
+	logs := make(chan map[string]string, 64)
+	var published atomic.Bool
+	g, err := recovery.New(recovery.Config{Store: r.e.S, State: r.qs, Admin: r.adm, Quiet: 10 * time.Millisecond,
+		Logger: slog.New(signalHandler{logs}),
+		Rebuild: func(ctx context.Context, gen string) (recovery.Report, error) {
+			if !published.Load() {
+				t.Error("rebuilt while a spooled usage-persist row was not published")
+			}
+			return recovery.Rebuild(ctx, r.e.S, r.qs, gen)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := outbox.NewSpool(r.e.DB, sqldialect.Unknown, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := r.e.Clock.Now()
+	rec, err := kafkarecord.New(envelope.TopicUsagePersist, envelope.New("up_s1", at, envelope.UsagePersistPayload{
+		OriginEventID: "s1", FamilyID: 1, CustomerID: 11, AppID: "a", BytesUsed: 1, ProcessResult: "ALLOWED", EventTime: at}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Spool(r.e.Ctx, []*kgo.Record{rec}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.Recover(r.e.Ctx, "", &quota.StaleError{Reason: "never rebuilt"})
+		done <- err
+	}()
+	for waiting := false; !waiting; {
+		select {
+		case m := <-logs:
+			waiting = m["msg"] == "recovery: waiting until SQL holds every judged event" && m["usagePersistInOutbox"] == "1"
+		case err := <-done:
+			t.Fatalf("Recover returned (%v) with a spooled usage-persist row pending", err)
+		}
+	}
+	// The relay published the row (and the write-behind wrote it).
+	published.Store(true)
+	if _, err := r.e.DB.ExecContext(r.e.Ctx, `UPDATE outbox_cursor SET last_id = (SELECT MAX(id) FROM outbox) WHERE id = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

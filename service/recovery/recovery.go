@@ -20,6 +20,7 @@ import (
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/backoff"
 	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/outbox"
 	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/writebehind"
 )
@@ -252,7 +253,13 @@ func (r *Guard) rebuild(ctx context.Context, prev, reason string, drain, planned
 		if err != nil {
 			return Info{}, err
 		}
-		if maps.Equal(ends, ends2) && maps.Equal(committed, proc2) {
+		// A decision's records spooled to the outbox (Kafka down) after the
+		// drain ended are not in usage_record either.
+		spooled, err := outbox.Pending(rctx, r.cfg.Store.DB(), envelope.TopicUsagePersist)
+		if err != nil {
+			return Info{}, err
+		}
+		if maps.Equal(ends, ends2) && maps.Equal(committed, proc2) && spooled == 0 {
 			break
 		}
 		r.log.Warn("recovery: judged events reached Kafka while Redis was rebuilt; rebuilding again")
@@ -345,9 +352,10 @@ func (k *leaseKeeper) stop() {
 	k.wg.Wait()
 }
 
-// drain waits until SQL holds every judged event: the write-behind has
-// written usage-persist to its end, and neither that end nor the processors'
-// committed offsets moved for Quiet (every processor paused, its last
+// drain waits until SQL holds every judged event: the outbox holds no
+// usage-persist row the relay has yet to publish (the synchronous decisions'
+// spool), the write-behind has written usage-persist to its end, and neither
+// that end nor the processors' committed offsets moved for Quiet (every processor paused, its last
 // outputs acknowledged). keepLease renews the lease meanwhile and cancels ctx
 // when it is lost.
 func (r *Guard) drain(ctx context.Context) (ends, proc map[string]int64, err error) {
@@ -371,16 +379,21 @@ func (r *Guard) drain(ctx context.Context) (ends, proc map[string]int64, err err
 		for k, e := range ends {
 			behind += max(e-written[k], 0)
 		}
-		if !maps.Equal(ends, lastEnds) || !maps.Equal(proc, lastProc) || behind > 0 {
+		spooled, err := outbox.Pending(ctx, r.cfg.Store.DB(), envelope.TopicUsagePersist)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !maps.Equal(ends, lastEnds) || !maps.Equal(proc, lastProc) || behind+spooled > 0 {
 			quietSince = time.Now()
 		}
 		lastEnds, lastProc = ends, proc
-		if behind == 0 && time.Since(quietSince) >= r.cfg.Quiet {
+		if behind+spooled == 0 && time.Since(quietSince) >= r.cfg.Quiet {
 			return ends, proc, nil
 		}
 		if time.Since(said) > 10*time.Second {
 			said = time.Now()
-			r.log.Warn("recovery: waiting until SQL holds every judged event", "usagePersistNotWritten", behind)
+			r.log.Warn("recovery: waiting until SQL holds every judged event", "usagePersistNotWritten", behind,
+				"usagePersistInOutbox", spooled)
 		}
 		t := time.NewTimer(200 * time.Millisecond)
 		select {
