@@ -89,6 +89,7 @@ type Metrics struct {
 
 	syncEvents, syncRequests, syncSeconds prometheus.Histogram
 	syncRefused                           *prometheus.CounterVec
+	syncSpooled                           prometheus.Counter
 }
 
 // NewMetrics registers DPCS's collectors on reg (usually NewRegistry's).
@@ -162,7 +163,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.sseDropped = counterVec("dpcs_sse_dropped_total", "Live subscriptions ended by the hub, by reason (slow, closed).", "reason")
 
 	// Outbox relay.
-	m.relayPublished = counter("dpcs_relay_published_total", "Outbox rows published to Kafka (policy-updated).")
+	m.relayPublished = counter("dpcs_relay_published_total", "Outbox rows published to Kafka (policy-updated, notifications, and the decisions' spooled usage-persist).")
 	m.relayLag = histogram("dpcs_relay_lag_seconds", "Time an outbox row waited before it was published.", latencyBuckets)
 	m.relayFailures = counterVec("dpcs_relay_failures_total", "Failed outbox publications, by outcome (retry, expired: moved to outbox_failed).", "outcome")
 
@@ -170,6 +171,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.syncEvents = histogram("dpcs_sync_decision_batch_events", "Events judged together by one group commit of POST /decisions.", sizeBuckets)
 	m.syncRequests = histogram("dpcs_sync_decision_batch_requests", "Requests answered together by one group commit of POST /decisions.", sizeBuckets)
 	m.syncSeconds = histogram("dpcs_sync_decision_batch_seconds", "Time of one group commit of POST /decisions: judging, then producing its records until Kafka acknowledged them.", fineLatencyBuckets)
+	m.syncSpooled = counter("dpcs_sync_decision_spooled_records_total", "Records of POST /decisions written to the SQL outbox because Kafka did not acknowledge them (the relay publishes them).")
 	m.syncRefused = counterVec("dpcs_sync_decision_refused_total", "Group commits of POST /decisions refused (503), by reason (kafka: nothing judged while records wait; unrecorded: judged, records not stored; stale; other).", "reason")
 
 	// API.
@@ -245,6 +247,7 @@ func (m *Metrics) DecisionHooks() judge.DecisionHooks {
 		m.syncEvents.Observe(float64(b.Events))
 		m.syncRequests.Observe(float64(b.Requests))
 		m.syncSeconds.Observe(b.Duration.Seconds())
+		m.syncSpooled.Add(float64(b.Spooled))
 		switch {
 		case b.Err == nil:
 		case errors.Is(b.Err, judge.ErrKafkaUnavailable):

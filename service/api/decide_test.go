@@ -684,6 +684,26 @@ func TestDecideKafkaDownSpooled(t *testing.T) {
 	if n := spooled(); n != 3 {
 		t.Errorf("%d usage-persist rows in the outbox, want 3", n)
 	}
+	// The batches say what they spooled: every outbox row, all topics (a
+	// batch reports after answering: wait for s3's).
+	var rows, said int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM outbox`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	for wait := time.Now().Add(10 * time.Second); said != rows; time.Sleep(5 * time.Millisecond) {
+		said = 0
+		d.mu.Lock()
+		for _, b := range d.infos {
+			said += b.Spooled
+		}
+		d.mu.Unlock()
+		if time.Now().After(wait) {
+			t.Fatalf("batches spooled %d records, the outbox holds %d rows", said, rows)
+		}
+	}
+	if rows < 3 {
+		t.Errorf("%d outbox rows, want ≥ 3", rows)
+	}
 	got = d.decide(http.StatusOK, d.event("s3", famA, childA, mib), d.event("s4", famA, childA, mib))
 	if !got[0].Duplicate || got[0].RemainingBytes != start-3*mib || got[1].Duplicate || got[1].RemainingBytes != start-4*mib {
 		t.Errorf("retry of s3 and s4: %+v", got)

@@ -48,6 +48,9 @@ type GenerationSource interface {
 // DecisionBatchInfo describes one group commit, for DecisionHooks.OnBatch.
 type DecisionBatchInfo struct {
 	Requests, Events, Duplicates int
+	// Spooled counts the batch's records written to the spool (WithSpool)
+	// because Kafka did not acknowledge them.
+	Spooled int
 	// Judge is the time of the engine's pipeline; Duration the whole batch:
 	// judging and producing its records until Kafka acknowledged them.
 	Judge, Duration time.Duration
@@ -315,7 +318,8 @@ func (s *Decisions) run(batch []*asking, n, slot int) {
 		}
 		k += len(a.envs)
 	}
-	failed := s.record(ctx, recs)
+	failed, spooled := s.record(ctx, recs)
+	info.Spooled = spooled
 	k = 0
 	for i, a := range batch {
 		if failed[i] {
@@ -425,8 +429,9 @@ func (s *Decisions) recover(used string, cause error) {
 // charged, and are answered once what they are told is recorded — while every
 // new caller is refused unjudged (ErrKafkaUnavailable). Only Close ends the
 // wait: it reports the callers whose records are still in neither (they get
-// ErrNotRecorded) and keeps the records for its last try.
-func (s *Decisions) record(ctx context.Context, recs [][]*kgo.Record) []bool {
+// ErrNotRecorded) and keeps the records for its last try. It also returns
+// how many records it spooled.
+func (s *Decisions) record(ctx context.Context, recs [][]*kgo.Record) ([]bool, int) {
 	var flat []*kgo.Record
 	owner := []int{}
 	for i, rs := range recs {
@@ -453,7 +458,7 @@ func (s *Decisions) record(ctx context.Context, recs [][]*kgo.Record) []bool {
 		}
 	}
 	if len(rest) == 0 {
-		return failed
+		return failed, 0
 	}
 	if !s.kafkaDown.Swap(true) {
 		s.log.Warn("synchronous decisions: records not acknowledged by Kafka", "records", len(rest), "spool", s.spool != nil)
@@ -476,7 +481,7 @@ func (s *Decisions) record(ctx context.Context, recs [][]*kgo.Record) []bool {
 				s.probe = copies(rest)
 				s.redoMu.Unlock()
 				s.retry()
-				return failed
+				return failed, len(rest)
 			}
 			if attempt == 1 {
 				s.log.Error("synchronous decisions: records neither in Kafka nor spooled", "records", len(rest), "err", err)
@@ -498,7 +503,7 @@ func (s *Decisions) record(ctx context.Context, recs [][]*kgo.Record) []bool {
 			s.redoMu.Lock()
 			s.held = append(s.held, copies(rest)...)
 			s.redoMu.Unlock()
-			return failed
+			return failed, 0
 		case <-t.C:
 		}
 		kctx, cancel := context.WithTimeout(context.Background(), s.timeout)
@@ -512,7 +517,7 @@ func (s *Decisions) record(ctx context.Context, recs [][]*kgo.Record) []bool {
 		}
 		if len(still) == 0 {
 			s.kafkaDown.Store(false)
-			return failed
+			return failed, 0
 		}
 		rest = copies(still)
 	}
