@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"slices"
@@ -742,5 +743,185 @@ func TestDecideKafkaDownSpooled(t *testing.T) {
 	}
 	if seen := d.persisted("s1", "s2", "s3", "s4", "s5"); len(seen) != 5 {
 		t.Errorf("usage-persist: %v", seen)
+	}
+}
+
+// TestDecideOutagesInterleaved drives /decisions through random sequences
+// of Kafka and SQL outages and recoveries, new events and retries (a
+// seeded state machine against a model; the seed and the steps are
+// logged on failure). After every step: the pool is charged exactly for
+// the events answered 200 or waiting for their records, a 503 judged
+// nothing (it says "nothing granted" and the pool did not move), a retry
+// gets the original answer flagged duplicate, and a caller whose records
+// (a retry's are produced again too) can be stored nowhere waits instead of
+// being refused. At the end, with
+// both back and the relay drained, every charged event is in usage-persist.
+func TestDecideOutagesInterleaved(t *testing.T) {
+	const kib = 1024
+	for seed := range uint64(10) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 23))
+			var sp *flakySpool
+			var db *sql.DB
+			d := newDecideFixtureSpool(t, func(sdb *sql.DB) judge.Spool {
+				s, err := outbox.NewSpool(sdb, sqldialect.Unknown, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sp, db = &flakySpool{sql: s}, sdb
+				return sp
+			})
+			ctx := context.Background()
+			var steps []string
+			fail := func(format string, args ...any) {
+				t.Helper()
+				t.Fatalf("seed %d after %v: %s", seed, steps, fmt.Sprintf(format, args...))
+			}
+			pool := func() int64 {
+				st, err := d.engine.Family(ctx, famA)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return st.Remaining
+			}
+			start := pool()
+			answers := map[string]int64{} // id → remaining it was answered with
+			var ids []string
+			var waiting <-chan asked // a caller waiting for its records
+			var waitingID string
+			charged := func() int64 {
+				n := int64(len(answers))
+				if _, retry := answers[waitingID]; waiting != nil && !retry {
+					n++
+				}
+				return n
+			}
+			// settle waits for the waiting caller once Kafka or SQL is up.
+			settle := func() {
+				if waiting == nil || (d.down.Load() && sp.down.Load()) {
+					return
+				}
+				select {
+				case a := <-waiting:
+					orig, retry := answers[waitingID]
+					if a.err != nil || a.status != http.StatusOK || len(a.decisions) != 1 || a.decisions[0].Duplicate != retry ||
+						retry && a.decisions[0].RemainingBytes != orig {
+						fail("waiting %s answered %+v", waitingID, a)
+					}
+					answers[waitingID] = a.decisions[0].RemainingBytes
+					waiting = nil
+				case <-time.After(20 * time.Second):
+					fail("waiting %s not answered 20 s after Kafka or SQL came back", waitingID)
+				}
+			}
+			for range 14 {
+				switch op := rng.IntN(4); op {
+				case 0:
+					d.down.Store(!d.down.Load())
+					steps = append(steps, fmt.Sprintf("kafka-down=%v", d.down.Load()))
+					settle()
+				case 1:
+					sp.down.Store(!sp.down.Load())
+					steps = append(steps, fmt.Sprintf("sql-down=%v", sp.down.Load()))
+					settle()
+				default:
+					id := fmt.Sprintf("o%d", len(ids))
+					if len(ids) > 0 && rng.IntN(3) == 0 {
+						id = ids[rng.IntN(len(ids))]
+					} else {
+						ids = append(ids, id)
+					}
+					steps = append(steps, "ask "+id)
+					before := pool()
+					ask := d.decideAsync(d.event(id, famA, childA, kib))
+					var a asked
+					got := false
+					for deadline := time.Now().Add(20 * time.Second); !got; {
+						select {
+						case a = <-ask:
+							got = true
+							continue
+						default:
+						}
+						if waiting == nil && !d.dec.Available() {
+							break // this caller waits for its records
+						}
+						if time.Now().After(deadline) {
+							fail("%s neither answered nor waiting after 20 s", id)
+						}
+						time.Sleep(2 * time.Millisecond)
+					}
+					if !got {
+						// A retry's records are produced again too: it
+						// waits like a new event, charged nothing more.
+						waiting, waitingID = ask, id
+						break
+					}
+					orig, seen := answers[id]
+					switch {
+					case a.err != nil:
+						fail("%s: %v", id, a.err)
+					case a.status == http.StatusServiceUnavailable:
+						if !strings.Contains(a.detail, "nothing granted") || pool() != before {
+							fail("%s refused with %q, pool %d → %d", id, a.detail, before, pool())
+						}
+					case a.status != http.StatusOK || len(a.decisions) != 1:
+						fail("%s: %+v", id, a)
+					case seen:
+						if !a.decisions[0].Duplicate || a.decisions[0].RemainingBytes != orig {
+							fail("retry of %s: %+v, want duplicate with remaining %d", id, a.decisions[0], orig)
+						}
+					default:
+						if a.decisions[0].Duplicate || a.decisions[0].Decision != policy.Allowed {
+							fail("%s: %+v", id, a.decisions[0])
+						}
+						answers[id] = a.decisions[0].RemainingBytes
+					}
+				}
+				if p := pool(); p != start-charged()*kib {
+					fail("pool %d, want %d (%d events charged)", p, start-charged()*kib, charged())
+				}
+			}
+			t.Logf("%v", steps)
+			// Both back: the waiting caller is answered, the relay drains
+			// the outbox, and every charged event is in usage-persist.
+			d.down.Store(false)
+			sp.down.Store(false)
+			settle()
+			pcl, err := kgo.NewClient(kgo.SeedBrokers(d.kafka.ListenAddrs()...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pcl.Close()
+			relay, err := outbox.New(db, pcl, outbox.WithKeep(envelope.TopicUsagePersist))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(20 * time.Second); ; {
+				n, err := outbox.Pending(ctx, db, envelope.TopicUsagePersist)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					fail("%d spooled rows not published", n)
+				}
+				if _, err := relay.Poll(ctx); err != nil {
+					t.Logf("relay: %v", err)
+				}
+			}
+			var want []string
+			for id := range answers {
+				want = append(want, id)
+			}
+			if len(want) > 0 {
+				d.persisted(want...)
+			}
+			if p := pool(); p != start-int64(len(answers))*kib {
+				fail("pool %d at the end, want %d", p, start-int64(len(answers))*kib)
+			}
+		})
 	}
 }
