@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/internal/backoff"
 	"github.com/dabom/dpcs/internal/sqldialect"
@@ -413,7 +415,7 @@ func (r *Relay) Poll(ctx context.Context) (PollResult, error) {
 	recs := make([]*kgo.Record, len(send))
 	for i, row := range send {
 		recs[i] = &kgo.Record{Topic: row.topic, Key: []byte(row.key), Value: []byte(row.payload),
-			Headers: []kgo.RecordHeader{{Key: kafkarecord.HeaderEventType, Value: []byte(row.eventType)}}}
+			Headers: headers(row)}
 	}
 	sctx, cancel := context.WithTimeout(ctx, r.sendTimeout)
 	results := r.p.ProduceSync(sctx, recs...)
@@ -493,6 +495,23 @@ func (r *Relay) Poll(ctx context.Context) (PollResult, error) {
 	}
 	res.More = retry == nil && len(send) == r.batch && len(rows) == r.batch
 	return res, nil
+}
+
+// headers are the record headers kafkarecord.New gives the row's event:
+// eventType and, for a notification, its subType (read from the payload,
+// whose envelope names it).
+func headers(row outboxRow) []kgo.RecordHeader {
+	h := []kgo.RecordHeader{{Key: kafkarecord.HeaderEventType, Value: []byte(row.eventType)}}
+	if row.eventType != string(envelope.TypeNotification) {
+		return h
+	}
+	var env struct {
+		SubType string `json:"subType"`
+	}
+	if json.Unmarshal([]byte(row.payload), &env) == nil && env.SubType != "" {
+		h = append(h, kgo.RecordHeader{Key: kafkarecord.HeaderSubType, Value: []byte(env.SubType)})
+	}
+	return h
 }
 
 func (r *Relay) retryDelay(attempts int) time.Duration {

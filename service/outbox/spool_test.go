@@ -38,14 +38,28 @@ func testSpool(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	a, b, c := usageRecord(t, "a", 1), usageRecord(t, "b", 2), usageRecord(t, "c", 1)
+	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	blocked := func(id string) *kgo.Record {
+		t.Helper()
+		r, err := kafkarecord.New(envelope.TopicNotificationEvents, envelope.New(id, at, envelope.CustomerBlocked{
+			FamilyID: 1, CustomerID: 11, BlockReason: "LIMIT:DATA:DAILY", BlockedAt: at}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// A notification first: it is not a kept topic.
+	if err := sp.Spool(e.Ctx, []*kgo.Record{blocked("ntf_a")}); err != nil {
+		t.Fatal(err)
+	}
 	if err := sp.Spool(e.Ctx, []*kgo.Record{a, b}); err != nil {
 		t.Fatal(err)
 	}
 	if err := sp.Spool(e.Ctx, []*kgo.Record{b, c}); err != nil { // b again: same id, skipped
 		t.Fatal(err)
 	}
-	if woke != 2 {
-		t.Errorf("woke the relay %d times, want 2", woke)
+	if woke != 3 {
+		t.Errorf("woke the relay %d times, want 3", woke)
 	}
 	pending := func() int64 {
 		t.Helper()
@@ -70,6 +84,9 @@ func testSpool(t *testing.T, e *env) {
 		t.Errorf("pending %d after a refused spool, want 3", n)
 	}
 
+	// On the real clock with a max age of 1 ms: the notification (not a
+	// kept topic) expires at its first failure; the usage-persist rows are
+	// retried, however old, until published.
 	down := true
 	p := &fakeProducer{fail: func(*kgo.Record) error {
 		if down {
@@ -77,16 +94,22 @@ func testSpool(t *testing.T, e *env) {
 		}
 		return nil
 	}}
-	r := e.relay(t, p, outbox.WithMaxAge(time.Minute), outbox.WithRetryBackoff(10*time.Second, 10*time.Second),
-		outbox.WithKeep(envelope.TopicUsagePersist))
-	for range 12 { // 0 s … 110 s: past the max age, still retried
-		if res := poll(t, r); res.Retrying != 1 || res.Failed != 0 {
-			t.Fatalf("poll = %+v", res)
+	r := e.relay(t, p, outbox.WithClock(time.Now), outbox.WithMaxAge(time.Millisecond),
+		outbox.WithRetryBackoff(time.Millisecond, time.Millisecond), outbox.WithKeep(envelope.TopicUsagePersist))
+	time.Sleep(2 * time.Millisecond) // every row older than the max age
+	expired, retried := 0, 0
+	for retried < 3 {
+		res := poll(t, r)
+		expired += res.Failed
+		if res.Retrying > 0 {
+			retried++
 		}
-		e.Clock.Add(10 * time.Second)
+		if res.Published > 0 || expired > 1 {
+			t.Fatalf("poll = %+v (%d expired)", res, expired)
+		}
 	}
-	if n := e.Count(t, "outbox_failed"); n != 0 {
-		t.Errorf("outbox_failed rows = %d, want 0 (kept topic)", n)
+	if n := e.Count(t, "outbox_failed"); n != 1 || expired != 1 {
+		t.Errorf("outbox_failed rows = %d, expired %d; want the notification only", n, expired)
 	}
 	down = false
 	if res := poll(t, r); res.Published != 3 {
@@ -108,6 +131,19 @@ func testSpool(t *testing.T, e *env) {
 	}
 	if diff := cmp.Diff([]string{"a", "b", "c"}, got); diff != "" {
 		t.Errorf("published (-want +got):\n%s", diff)
+	}
+	// A spooled notification is published with the headers kafkarecord.New
+	// gave it (eventType and subType).
+	ntf := blocked("ntf_b")
+	if err := sp.Spool(e.Ctx, []*kgo.Record{ntf}); err != nil {
+		t.Fatal(err)
+	}
+	if res := poll(t, r); res.Published != 1 {
+		t.Fatalf("poll = %+v, want the notification published", res)
+	}
+	last := p.got[len(p.got)-1]
+	if last.Topic != envelope.TopicNotificationEvents || !cmp.Equal(last.Headers, ntf.Headers) || len(ntf.Headers) != 2 {
+		t.Errorf("published %s with headers %v, want %v", last.Topic, last.Headers, ntf.Headers)
 	}
 }
 
