@@ -506,20 +506,23 @@ func (s *Decisions) record(ctx context.Context, recs [][]*kgo.Record) ([]bool, i
 			return failed, 0
 		case <-t.C:
 		}
+		// Fresh records: kgo keeps what it was handed.
+		rest = copies(rest)
 		kctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 		bad := s.send(kctx, rest)
 		cancel()
 		var still []*kgo.Record
+		var stillWhose []int
 		for k, b := range bad {
 			if b {
-				still = append(still, rest[k])
+				still, stillWhose = append(still, rest[k]), append(stillWhose, whose[k])
 			}
 		}
 		if len(still) == 0 {
 			s.kafkaDown.Store(false)
 			return failed, 0
 		}
-		rest = copies(still)
+		rest, whose = still, stillWhose
 	}
 }
 
