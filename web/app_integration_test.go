@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"github.com/google/go-cmp/cmp"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
@@ -120,6 +121,37 @@ func TestFamilyApp(t *testing.T) {
 	waitJS(t, owner, "controls", 5*time.Second, `!!document.querySelector('#monthly-slider') && !!document.querySelector('#block-cat-VIDEO')`, `document.querySelector('#main')?.innerText`)
 	browsertest.CheckAccessibility(t, owner, "app-controls")
 	browsertest.Screenshot(t, owner, "app-controls")
+
+	// A refusal is said in the viewer's words, never the server's (#24): an
+	// alert level of 0 is refused by the API (422) and the toast says what
+	// to write.
+	browsertest.Run(t, owner, "save an alert level of 0", chromedp.Evaluate(`(() => {
+		document.querySelector('#thresholds').value = '0';
+		document.querySelector('#thresholds-form').requestSubmit();
+	})()`, nil))
+	waitJS(t, owner, "the refusal in Korean", 5*time.Second,
+		`[...document.querySelectorAll('#toast .toast-error')].some((e) => e.textContent === '알림 기준은 1에서 99 사이의 숫자로, 쉼표로 나눠 적어 주세요.')`,
+		`document.querySelector('#toast')?.innerText`)
+	browsertest.Screenshot(t, owner, "app-refusal-korean")
+	// What this screen cannot provoke, through the same mapping.
+	var texts []string
+	browsertest.Run(t, owner, "error texts", chromedp.Evaluate(`import('/app/js/util.js').then((m) => [
+		m.errorText(new TypeError('Failed to fetch')),
+		m.errorText({ status: 422, problem: { errors: [{ location: 'body.bytes', message: 'expected number <= 7.0368744177664e+13' }] } }),
+		m.errorText({ status: 429, retryAfter: 120, problem: { detail: 'too many attempts; retry later' } }),
+		m.errorText({ status: 503, problem: { detail: 'the quota state is being rebuilt: nothing granted, retry shortly' } }),
+		m.errorText({ status: 422, problem: { detail: 'validation failed', errors: [{ location: 'body.windows[0].name', message: 'expected string to match pattern ^x$' }] } }),
+	])`, &texts, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))
+	if diff := cmp.Diff([]string{
+		"서버에 연결할 수 없습니다. 인터넷 연결을 확인하고 잠시 뒤에 다시 해 보세요.",
+		"데이터 양은(는) 64.0 TB까지 쓸 수 있습니다.",
+		"너무 자주 요청했습니다. 2분 뒤에 다시 해 보세요.",
+		"지금은 처리할 수 없습니다. 잠시 뒤에 다시 해 보세요.",
+		"이름에 쓸 수 없는 글자가 있습니다.",
+	}, texts); diff != "" {
+		t.Errorf("error texts (-want +got):\n%s", diff)
+	}
+
 	browsertest.Run(t, owner, "turn the monthly limit on", chromedp.Click("#monthly-enabled", chromedp.ByID))
 	waitJS(t, owner, "the slider is enabled", 5*time.Second, `!document.querySelector('#monthly-slider').disabled`, `document.querySelector('#controls-status')?.textContent`)
 	start := time.Now()

@@ -2,7 +2,7 @@
 // login, settings, live connection state and the service worker.
 import * as api from './api.js';
 import { t, lang, setLang } from './i18n.js';
-import { h } from './util.js';
+import { h, errorText } from './util.js';
 import { state, on, startLive, stopLive, refreshDashboard, refreshUnread, refreshRequests } from './store.js';
 import { dashboardView, blockView, usageView, inboxView } from './views.js';
 import { controlsView } from './controls.js';
@@ -32,7 +32,7 @@ function route() {
   main.replaceChildren();
   main.dataset.screen = name;
   Promise.resolve(view(main, args)).catch((e) => {
-    main.append(h('p.error', { role: 'alert' }, t('error', { msg: e.message })));
+    main.append(h('p.error', { role: 'alert' }, errorText(e)));
   });
 }
 
@@ -114,7 +114,7 @@ function loginError(err) {
   if (err.status === 429) return t('loginLocked', { min });
   if (err.status === 401 && left === 0) return t('loginNowLocked', { min });
   if (err.status === 401 && typeof left === 'number') return t('loginBad', { n: left });
-  return t('loginFailed', { msg: err.message });
+  return t('loginFailed', { msg: errorText(err) });
 }
 
 function started() {

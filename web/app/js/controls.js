@@ -3,7 +3,7 @@
 // password reset; per family: alert thresholds, top-ups, members and roles.
 import * as api from './api.js';
 import { t } from './i18n.js';
-import { h, fmtBytes, reasonText, parseWindow, formatWindow, fmtClock, DAYS, MB } from './util.js';
+import { h, fmtBytes, reasonText, parseWindow, formatWindow, fmtClock, DAYS, MB, errorText } from './util.js';
 import { state, on, refreshDashboard, loadCatalog } from './store.js';
 import { toast, go, track } from './ui.js';
 import { passwordText } from './settings.js';
@@ -46,7 +46,7 @@ export async function controlsView(root, [cid]) {
       pol = await api.patchPolicies(fam, id, pol.version, change);
       toast(t('applied'));
     } catch (e) {
-      if (e.status === 409) { pol = await api.policies(fam, id); toast(t('conflict'), 'error'); } else toast(t('error', { msg: e.message }), 'error');
+      if (e.status === 409) { pol = await api.policies(fam, id); toast(t('conflict'), 'error'); } else toast(errorText(e), 'error');
     }
     renderMember();
     refreshDashboard().catch(() => {});
@@ -179,7 +179,7 @@ export async function controlsView(root, [cid]) {
       e.preventDefault();
       if (!form.reportValidity()) return;
       const list = input.value.split(',').map((x) => x.trim()).filter(Boolean).map(Number);
-      try { await api.setAlerts(fam, list); toast(t('applied')); refreshDashboard().catch(() => {}); } catch (err) { toast(t('error', { msg: err.message }), 'error'); }
+      try { await api.setAlerts(fam, list); toast(t('applied')); refreshDashboard().catch(() => {}); } catch (err) { toast(errorText(err), 'error'); }
     });
     return form;
   }
@@ -189,7 +189,7 @@ export async function controlsView(root, [cid]) {
       const b = h('button', { type: 'button', id: `topup-${mb}` }, t('topupBtn', { bytes: fmtBytes(mb * MB) }));
       b.addEventListener('click', async () => {
         b.disabled = true;
-        try { await api.topUp(fam, mb * MB); toast(t('toppedUp', { bytes: fmtBytes(mb * MB) })); refreshDashboard().catch(() => {}); } catch (e) { toast(t('error', { msg: e.message }), 'error'); }
+        try { await api.topUp(fam, mb * MB); toast(t('toppedUp', { bytes: fmtBytes(mb * MB) })); refreshDashboard().catch(() => {}); } catch (e) { toast(errorText(e), 'error'); }
         b.disabled = false;
       });
       return b;
@@ -206,13 +206,13 @@ export async function controlsView(root, [cid]) {
         const role = h('select', { id: `role-${m.customerId}`, 'aria-label': `${t('role')}: ${m.name}` },
           ['MEMBER', 'OWNER'].map((r) => h('option', { value: r, selected: m.role === r }, r === 'OWNER' ? t('owner') : t('member'))));
         role.addEventListener('change', async () => {
-          try { await api.setRole(fam, m.customerId, role.value); toast(t('applied')); } catch (e) { toast(t('error', { msg: e.message }), 'error'); }
+          try { await api.setRole(fam, m.customerId, role.value); toast(t('applied')); } catch (e) { toast(errorText(e), 'error'); }
           load(); refreshDashboard().catch(() => {});
         });
         const del = h('button.small.danger', { type: 'button', 'aria-label': `${t('remove')}: ${m.name}` }, t('remove'));
         del.addEventListener('click', async () => {
           if (!confirm(t('removeConfirm', { name: m.name }))) return;
-          try { await api.removeMember(fam, m.customerId); toast(t('applied')); } catch (e) { toast(t('error', { msg: e.message }), 'error'); }
+          try { await api.removeMember(fam, m.customerId); toast(t('applied')); } catch (e) { toast(errorText(e), 'error'); }
           load(); refreshDashboard().catch(() => {});
         });
         return h('li', h('span', m.name), role, m.customerId === s.memberId ? null : del);
@@ -229,11 +229,11 @@ export async function controlsView(root, [cid]) {
       try {
         await api.addMember(fam, { name: name.value.trim(), password: pw.value || undefined, role: role.value });
         name.value = ''; pw.value = ''; toast(t('applied'));
-      } catch (err) { toast(t('error', { msg: err.message }), 'error'); }
+      } catch (err) { toast(errorText(err), 'error'); }
       load(); refreshDashboard().catch(() => {});
     });
     box.append(form);
-    load().catch((e) => list.append(h('li.error', e.message)));
+    load().catch((e) => list.append(h('li.error', errorText(e))));
     return box;
   }
 

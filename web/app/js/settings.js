@@ -2,7 +2,7 @@
 // logout.
 import * as api from './api.js';
 import { t, lang, setLang } from './i18n.js';
-import { h } from './util.js';
+import { h, errorText } from './util.js';
 import { toast, go } from './ui.js';
 
 function b64url(s) {
@@ -56,7 +56,7 @@ export async function settingsView(root) {
         pushMsg.textContent = t('pushEnabled');
       }
     } catch (e) {
-      pushMsg.textContent = t('pushFailed', { msg: e.message });
+      pushMsg.textContent = t('pushFailed', { msg: errorText(e) });
       toast(pushMsg.textContent, 'error');
     }
     pushBtn.disabled = false;
@@ -75,7 +75,7 @@ export function passwordText(e) {
   if (msg.startsWith('must be at most')) return t('pw.long');
   if (msg.startsWith('must not be')) return t('pw.context');
   if (msg.startsWith('is too common')) return t('pw.common');
-  return t('error', { msg: e.message });
+  return errorText(e);
 }
 
 // passwordBox changes the member's own password (POST /me/password): the

@@ -123,3 +123,57 @@ export function debounce(f, ms) {
   let id = 0;
   return (...a) => { clearTimeout(id); id = setTimeout(() => f(...a), ms); };
 }
+
+// Fields the API may name in a 422 (the last segment of its location), and
+// those that hold bytes (their bounds are shown as amounts).
+const FIELDS = ['bytes', 'amountBytes', 'name', 'message', 'reason', 'thresholds', 'start', 'end', 'days', 'role', 'phone', 'value'];
+const BYTE_FIELDS = new Set(['bytes', 'amountBytes']);
+
+/**
+ * errorText says in the viewer's language why a call failed: by the API's
+ * status and the field its problem names, never the server's own text; a
+ * request that never reached the server (offline, server down) says so.
+ */
+export function errorText(e) {
+  const s = typeof e?.status === 'number' ? e.status : 0;
+  if (!s) return t('err.network');
+  if (s === 400 || s === 422) return fieldText(e.problem);
+  if (s === 401) return t('err.session');
+  if (s === 403) return t('err.forbidden');
+  if (s === 404) return t('err.notFound');
+  if (s === 409) return t('err.conflict');
+  if (s === 413) return t('err.tooLarge');
+  if (s === 429) return t('err.tooMany', { wait: waitText(e.retryAfter) });
+  if (s === 503) return t('err.unavailable');
+  return t('err.server');
+}
+
+// waitText is a Retry-After in words: "30초", "2분".
+function waitText(sec) {
+  sec = Math.max(1, Math.ceil(Number(sec) || 30));
+  return sec < 90 ? t('err.seconds', { n: sec }) : t('err.minutes', { n: Math.ceil(sec / 60) });
+}
+
+// fieldText names the field a 422 is about and what is wrong with it, read
+// from the problem's first error (huma's wording of JSON Schema checks).
+function fieldText(p) {
+  const d = (p?.errors || [])[0] || {};
+  const seg = String(d.location || '').split('.').pop().replace(/\[\d+\]/g, '');
+  const key = FIELDS.includes(seg) ? seg : 'value';
+  if (key === 'thresholds') return t('err.thresholds');
+  const field = t(`field.${key}`);
+  const msg = String(d.message || '');
+  let m;
+  if ((m = /^expected number <=? ?(-?[\d.e+]+)/.exec(msg))) {
+    const n = Number(m[1]);
+    return t('err.max', { field, max: BYTE_FIELDS.has(key) ? fmtBytes(n) : n.toLocaleString(locale()) });
+  }
+  if ((m = /^expected number >=? ?(-?[\d.e+]+)/.exec(msg))) {
+    const n = Number(m[1]);
+    return t('err.min', { field, min: BYTE_FIELDS.has(key) ? fmtBytes(n) : n.toLocaleString(locale()) });
+  }
+  if ((m = /^expected (?:string )?length <= (\d+)/.exec(msg))) return t('err.long', { field, n: m[1] });
+  if (/^expected (?:string )?length >=/.test(msg) || /required/.test(msg)) return t('err.required', { field });
+  if (/pattern|character/.test(msg)) return t('err.chars', { field });
+  return t('err.invalid', { field });
+}

@@ -2,7 +2,7 @@
 // usage detail and the notification centre.
 import * as api from './api.js';
 import { t } from './i18n.js';
-import { h, fmtBytes, fmtTime, reasonText, untilText, MB } from './util.js';
+import { h, fmtBytes, fmtTime, reasonText, untilText, MB, errorText } from './util.js';
 import { chartBox, gauge } from './charts.js';
 import { state, on, refreshDashboard, refreshRequests, refreshUnread, loadCatalog, emit } from './store.js';
 import { toast, go, track } from './ui.js';
@@ -87,12 +87,12 @@ export async function dashboardView(root) {
       try {
         await api.approveDataRequest(fam, r.id, sel.value); // the amount asked for
         toast(t('approved'));
-      } catch (e) { toast(t('error', { msg: e.message }), 'error'); approve.disabled = decline.disabled = false; }
+      } catch (e) { toast(errorText(e), 'error'); approve.disabled = decline.disabled = false; }
       refreshRequests().catch(() => {}); refreshDashboard().catch(() => {});
     });
     decline.addEventListener('click', async () => {
       approve.disabled = decline.disabled = true;
-      try { await api.declineDataRequest(fam, r.id); toast(t('declined')); } catch (e) { toast(t('error', { msg: e.message }), 'error'); }
+      try { await api.declineDataRequest(fam, r.id); toast(t('declined')); } catch (e) { toast(errorText(e), 'error'); }
       refreshRequests().catch(() => {});
     });
     return h('li.request', { id: `request-${r.id}`, 'data-customer': String(r.customerId) },
@@ -153,7 +153,7 @@ export async function blockView(root) {
         msg.value = '';
         refreshRequests().catch(() => {});
       } catch (err) {
-        status.textContent = err.status === 404 ? t('askUnavailable') : t('askFailed', { msg: err.message });
+        status.textContent = err.status === 404 ? t('askUnavailable') : t('askFailed', { msg: errorText(err) });
       } finally { send.disabled = false; }
     });
     const renderMine = (items) => {
@@ -240,7 +240,7 @@ export async function inboxView(root) {
         n.readAt = new Date().toISOString();
         li.classList.remove('unread'); read.hidden = true; li.querySelector('.st-new')?.remove();
         state.unread = Math.max(0, state.unread - 1); emit('unread', state.unread);
-      } catch (e) { toast(t('error', { msg: e.message }), 'error'); }
+      } catch (e) { toast(errorText(e), 'error'); }
     });
     li.markRead = () => read.click();
     return li;
@@ -253,7 +253,7 @@ export async function inboxView(root) {
     more.hidden = !next;
     if (!list.children.length) list.append(h('li.muted#no-notes', t('noNotes')));
   }
-  more.addEventListener('click', () => page().catch((e) => toast(e.message, 'error')));
+  more.addEventListener('click', () => page().catch((e) => toast(errorText(e), 'error')));
   allBtn.addEventListener('click', () => { for (const li of list.querySelectorAll('li.unread')) li.markRead(); });
   track(on('note', (n) => {
     if (seen.has(n.id)) return;
