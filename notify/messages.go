@@ -22,7 +22,11 @@ const (
 // wording; CUSTOMER_BLOCKED says why by the block reason (or the decision
 // code when present): a data limit, a time block, a manual block, an app or
 // category block, the family pool.
-func Text(p envelope.Notification, lang Lang) (title, body string) {
+func Text(p envelope.Notification, lang Lang) (title, body string) { return TextFor(p, lang, "") }
+
+// TextFor is Text naming the member a block or a request for more data is
+// about by name ("민지님") instead of by id; name "" is Text.
+func TextFor(p envelope.Notification, lang Lang, name string) (title, body string) {
 	en := lang == English
 	switch p := p.(type) {
 	case envelope.ThresholdAlert:
@@ -31,12 +35,19 @@ func Text(p envelope.Notification, lang Lang) (title, body string) {
 		}
 		return "가족 데이터 잔여량 알림", fmt.Sprintf("가족 데이터가 %d%% 미만입니다! 데이터를 충전해주세요.", p.ThresholdPercent)
 	case envelope.CustomerBlocked:
+		// A block reaches the whole family: the title says whose.
 		if en {
+			if name != "" {
+				return "Data blocked for " + name, blockedText(p, true)
+			}
 			return "Data blocked", blockedText(p, true)
+		}
+		if name != "" {
+			return name + "님 데이터 차단", blockedText(p, false)
 		}
 		return "데이터 차단", blockedText(p, false)
 	case envelope.DataRequested:
-		return requestedText(p, en)
+		return requestedText(p, en, name)
 	case envelope.DataRequestAnswered:
 		return answeredText(p, en)
 	case envelope.QuotaUpdated:
@@ -94,7 +105,7 @@ func blockedText(p envelope.CustomerBlocked, en bool) string {
 			}
 			return fmt.Sprintf("The app %s is blocked.", arg)
 		case "category":
-			return fmt.Sprintf("Apps in the %s category are blocked.", arg)
+			return fmt.Sprintf("%s apps are blocked.", categoryName(arg, true))
 		case "family":
 			return "Blocked: the family data is used up. Please top up."
 		case "member":
@@ -117,7 +128,7 @@ func blockedText(p envelope.CustomerBlocked, en bool) string {
 		}
 		return fmt.Sprintf("%s 앱 사용이 차단되었습니다.", arg)
 	case "category":
-		return fmt.Sprintf("%s 카테고리 앱 사용이 차단되었습니다.", arg)
+		return fmt.Sprintf("%s 앱 사용이 차단되었습니다.", categoryName(arg, false))
 	case "family":
 		return "가족 데이터를 모두 사용하여 차단되었습니다. 데이터를 충전해주세요."
 	case "member":
@@ -126,18 +137,43 @@ func blockedText(p envelope.CustomerBlocked, en bool) string {
 	return "데이터 사용이 차단되었습니다."
 }
 
-// requestedText is DATA_REQUESTED for the owners: who asked (by member id:
-// notify does not know names), how much, and the member's message.
-func requestedText(p envelope.DataRequested, en bool) (title, body string) {
+// categoryName is an app category as the family app names it (policy's
+// catalog categories; notify keeps its own copy); an unknown one as is.
+func categoryName(c string, en bool) string {
+	names := map[string][2]string{
+		"VIDEO": {"동영상", "Video"}, "GAME": {"게임", "Game"}, "SOCIAL": {"SNS", "Social"},
+		"MESSAGING": {"메신저", "Messaging"}, "WEB": {"웹", "Web"}, "MUSIC": {"음악", "Music"},
+	}
+	n, ok := names[c]
+	switch {
+	case !ok:
+		return c
+	case en:
+		return n[1]
+	}
+	return n[0]
+}
+
+// requestedText is DATA_REQUESTED for the owners: who asked (by name, or by
+// member id when the name is not known), how much, and the member's message.
+func requestedText(p envelope.DataRequested, en bool, name string) (title, body string) {
 	amount := humanBytes(p.AmountBytes)
 	if en {
-		body = fmt.Sprintf("Member %d asks for %s more data.", p.CustomerID, amount)
+		who := fmt.Sprintf("Member %d", p.CustomerID)
+		if name != "" {
+			who = name
+		}
+		body = fmt.Sprintf("%s asks for %s more data.", who, amount)
 		if p.Message != "" {
 			body += fmt.Sprintf(" \"%s\"", p.Message)
 		}
 		return "Data request", body
 	}
-	body = fmt.Sprintf("구성원 %d님이 데이터 %s 추가를 요청했습니다.", p.CustomerID, amount)
+	who := fmt.Sprintf("구성원 %d", p.CustomerID)
+	if name != "" {
+		who = name
+	}
+	body = fmt.Sprintf("%s님이 데이터 %s 추가를 요청했습니다.", who, amount)
 	if p.Message != "" {
 		body += fmt.Sprintf(" \"%s\"", p.Message)
 	}

@@ -26,7 +26,8 @@ func TestText(t *testing.T) {
 		{blocked("BLOCK:ACCESS", "BLOCKED_ACCESS"), "보호자가 데이터 사용을 차단했습니다.", "Data use was blocked by a parent."},
 		{blocked("BLOCK:APP:com.youtube.app", "BLOCKED_APP"), "com.youtube.app 앱 사용이 차단되었습니다.", "The app com.youtube.app is blocked."},
 		{blocked("X", "BLOCKED_APP"), "차단된 앱입니다.", "This app is blocked."},
-		{blocked("BLOCK:CATEGORY:GAME", "BLOCKED_APP"), "GAME 카테고리 앱 사용이 차단되었습니다.", "Apps in the GAME category are blocked."},
+		{blocked("BLOCK:CATEGORY:GAME", "BLOCKED_APP"), "게임 앱 사용이 차단되었습니다.", "Game apps are blocked."},
+		{blocked("BLOCK:CATEGORY:NEWCAT", "BLOCKED_APP"), "NEWCAT 앱 사용이 차단되었습니다.", "NEWCAT apps are blocked."},
 		{blocked("POOL", "BLOCKED_FAMILY_QUOTA"), "가족 데이터를 모두 사용하여 차단되었습니다. 데이터를 충전해주세요.", "Blocked: the family data is used up. Please top up."},
 		{blocked("POOL:UNPROVISIONED", ""), "가족 데이터를 모두 사용하여 차단되었습니다. 데이터를 충전해주세요.", "Blocked: the family data is used up. Please top up."},
 		{blocked("MEMBERSHIP", "BLOCKED_NOT_MEMBER"), "가족 요금제 구성원이 아니어서 차단되었습니다.", "Blocked: not a member of this family plan."},
@@ -44,6 +45,34 @@ func TestText(t *testing.T) {
 	}
 	if ti, _ := Text(nil, English); ti != "Notification" {
 		t.Errorf("title of nothing: %q", ti)
+	}
+}
+
+// A block and a request for more data name their member when the name is
+// known (#24: a block alert reaches the whole family), by id when not.
+func TestTextFor(t *testing.T) {
+	blocked := envelope.CustomerBlocked{FamilyID: 1, CustomerID: 1002, BlockReason: "LIMIT:DATA:DAILY", BlockedAt: t0}
+	asked := envelope.DataRequested{FamilyID: 1, CustomerID: 1002, AmountBytes: 100 << 20, Message: "숙제"}
+	type text struct{ Title, Body string }
+	var got []text
+	for _, c := range []struct {
+		p    envelope.Notification
+		lang Lang
+		name string
+	}{{blocked, Korean, "민지"}, {blocked, English, "Minji"}, {blocked, Korean, ""}, {asked, Korean, "민지"}, {asked, English, "Minji"}, {asked, Korean, ""}} {
+		ti, b := TextFor(c.p, c.lang, c.name)
+		got = append(got, text{ti, b})
+	}
+	want := []text{
+		{"민지님 데이터 차단", "일일 데이터 한도 초과로 차단되었습니다."},
+		{"Data blocked for Minji", "Blocked: the daily data limit was reached."},
+		{"데이터 차단", "일일 데이터 한도 초과로 차단되었습니다."},
+		{"데이터 추가 요청", "민지님이 데이터 100.0 MB 추가를 요청했습니다. \"숙제\""},
+		{"Data request", "Minji asks for 100.0 MB more data. \"숙제\""},
+		{"데이터 추가 요청", "구성원 1002님이 데이터 100.0 MB 추가를 요청했습니다. \"숙제\""},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
 

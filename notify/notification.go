@@ -110,6 +110,10 @@ type Notification struct {
 	// DeliveredAt is when the notifier handed it to the hub and channels
 	// (nil: stored but not yet handed on).
 	DeliveredAt *time.Time `json:"-"`
+	// MemberName is the display name of the member the texts name (a block,
+	// a request for more data), when the notifier knows it (WithNames); the
+	// texts say "member <id>" without it. Localized keeps it.
+	MemberName string `json:"-"`
 }
 
 // ThresholdKey is the dedupe key of a THRESHOLD_ALERT: one per family,
@@ -182,7 +186,7 @@ func (n Notification) Localized(lang Lang) (Notification, error) {
 	if err != nil {
 		return n, fmt.Errorf("notify: payload of %s: %w", n.EventID, err)
 	}
-	n.Title, n.Body = Text(p, lang)
+	n.Title, n.Body = TextFor(p, lang, n.MemberName)
 	return n, nil
 }
 

@@ -292,8 +292,51 @@ func (n *Notifier) pollOf(b *consumer.Batch) *poll {
 		n.prepare(it, note, seen)
 		p.items = append(p.items, it)
 	}
+	n.nameMembers(p.items)
 	n.cur = p
 	return p
+}
+
+// namesTimeout bounds the one names lookup of a poll.
+const namesTimeout = 2 * time.Second
+
+// nameMembers renders again, naming their member (WithNames), the texts of
+// the poll's notifications that name one: one lookup for the poll. When it
+// fails the texts keep the member's id.
+func (n *Notifier) nameMembers(items []*item) {
+	if n.cfg.names == nil {
+		return
+	}
+	named := func(it *item) bool {
+		k := it.note.Kind
+		return it.note.MemberID != 0 && (k == envelope.SubCustomerBlocked || k == envelope.SubDataRequested)
+	}
+	var ids []int64
+	for _, it := range items {
+		if named(it) && !slices.Contains(ids, it.note.MemberID) {
+			ids = append(ids, it.note.MemberID)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), namesTimeout)
+	defer cancel()
+	names, err := n.cfg.names.MemberNames(ctx, ids)
+	if err != nil {
+		n.cfg.log.Warn("notify: member names not found; the texts name member ids", "members", len(ids), "err", err)
+		return
+	}
+	for _, it := range items {
+		name := names[it.note.MemberID]
+		if !named(it) || name == "" {
+			continue
+		}
+		it.note.MemberName = name
+		if l, err := it.note.Localized(n.cfg.lang); err == nil {
+			it.note = l
+		}
+	}
 }
 
 // deliver is one attempt at the poll's items not yet done.
@@ -481,6 +524,7 @@ func (n *Notifier) deliverBatch(ctx context.Context, all []*item) error {
 		if it.live {
 			row, ok = it.note, true
 		}
+		row.MemberName = it.note.MemberName // not stored: channels render texts again with it
 		it.id, it.outcome = row.ID, Duplicate
 		if ok && row.EventID == it.note.EventID && row.DeliveredAt == nil {
 			if !it.published {

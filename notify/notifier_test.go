@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -443,5 +444,81 @@ func TestChannelRetryScheduleAndDLT(t *testing.T) {
 	}
 	if pushAttempts != 5 {
 		t.Errorf("push attempts = %d, want 4 + 1", pushAttempts)
+	}
+}
+
+// namesFunc is a Names from a func.
+type namesFunc func(ctx context.Context, ids []int64) (map[int64]string, error)
+
+func (f namesFunc) MemberNames(ctx context.Context, ids []int64) (map[int64]string, error) {
+	return f(ctx, ids)
+}
+
+// WithNames: a block's and a request's texts name their member, looked up
+// once per poll for the members named; a member the lookup does not know,
+// or a lookup that fails, leaves the id in the text. The hub and the inbox
+// get the same texts.
+func TestNotifierNamesMembers(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fail=%v", fail), func(t *testing.T) {
+			c := newFake(t)
+			inbox := newInbox(t, openSQLite(t))
+			hub, sub := newHubSub(t, 100, Filter{MemberID: 1, Role: RoleOwner})
+			var mu sync.Mutex
+			var asked [][]int64
+			names := namesFunc(func(_ context.Context, ids []int64) (map[int64]string, error) {
+				mu.Lock()
+				asked = append(asked, slices.Clone(ids))
+				mu.Unlock()
+				if fail {
+					return nil, errors.New("db down")
+				}
+				return map[int64]string{3: "민지"}, nil
+			})
+			var handled atomic.Int32
+			n, errc := startNotifier(t, c, inbox, hub, WithNames(names),
+				WithHooks(Hooks{OnNotify: func(NotifyInfo) { handled.Add(1) }}))
+			produce(t, producer(t, c),
+				blockedRec(t, "ntf_b3", 100, 3),
+				blockedRec(t, "ntf_b4", 100, 4),
+				record(t, "ntf_r3", t0, envelope.DataRequested{FamilyID: 100, CustomerID: 3, RequestID: 7, AmountBytes: 100 << 20, RequestedAt: t0}),
+				quotaRec(t, "ntf_q3", 100, 3))
+			eventually(t, "4 records handled", func() bool { return handled.Load() == 4 })
+			stopNotifier(t, n, errc)
+			want := map[string]string{"ntf_b3": "민지님 데이터 차단", "ntf_b4": "데이터 차단", "ntf_r3": "데이터 추가 요청"}
+			wantBody := "민지님이 데이터 100.0 MB 추가를 요청했습니다."
+			if fail {
+				want["ntf_b3"], wantBody = "데이터 차단", "구성원 3님이 데이터 100.0 MB 추가를 요청했습니다."
+			}
+			for _, r := range rows(t, inbox, 100) {
+				if w, ok := want[r.EventID]; ok && r.Title != w {
+					t.Errorf("inbox %s titled %q, want %q", r.EventID, r.Title, w)
+				}
+				if r.EventID == "ntf_r3" && r.Body != wantBody {
+					t.Errorf("inbox request body %q, want %q", r.Body, wantBody)
+				}
+			}
+			for _, m := range drainSub(sub) {
+				if w, ok := want[m.Data.EventID]; ok && m.Data.Title != w {
+					t.Errorf("pushed %s titled %q, want %q", m.Data.EventID, m.Data.Title, w)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			// Each poll asks once for its named members (3 and 4, never
+			// for the quota update's), each once.
+			var all []int64
+			for _, a := range asked {
+				sorted := slices.Sorted(slices.Values(a))
+				if len(slices.Compact(slices.Clone(sorted))) != len(a) {
+					t.Errorf("one lookup asked for %v: a member twice", a)
+				}
+				all = append(all, a...)
+			}
+			slices.Sort(all)
+			if got := slices.Compact(all); !slices.Equal(got, []int64{3, 4}) {
+				t.Errorf("asked for names %v, want members 3 and 4", asked)
+			}
+		})
 	}
 }

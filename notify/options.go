@@ -110,6 +110,7 @@ type config struct {
 	log         *slog.Logger
 	hooks       Hooks
 	tracer      trace.Tracer
+	names       Names
 }
 
 // Option configures a Notifier.
@@ -277,6 +278,27 @@ func WithBackoff(min, max time.Duration) Option {
 // CUSTOMER_BLOCKED and THRESHOLD_ALERT are always stored. Default: false.
 func WithStoreQuotaUpdated(store bool) Option {
 	return func(c *config) error { c.storeQuota = store; return nil }
+}
+
+// Names looks up members' display names for the texts that name a member
+// (a block, a request for more data): service/store's MemberNames. Ids it
+// does not know are left out of the map.
+type Names interface {
+	MemberNames(ctx context.Context, ids []int64) (map[int64]string, error)
+}
+
+// WithNames makes the texts of blocks and requests for more data name their
+// member ("민지님 데이터 차단") instead of the member's id: the notifier asks
+// nm once per poll for the members its notifications name, and goes on with
+// ids when that fails (logged). Default: none (ids).
+func WithNames(nm Names) Option {
+	return func(c *config) error {
+		if nm == nil {
+			return fmt.Errorf("%w: nil names", ErrInvalid)
+		}
+		c.names = nm
+		return nil
+	}
 }
 
 // WithLang sets the language of the texts stored in the inbox.

@@ -94,7 +94,7 @@ func TestSystemWebPush(t *testing.T) {
 	}
 	for _, p := range []string{"/owner", "/child"} {
 		m := paths[p]
-		if m.Kind != envelope.SubCustomerBlocked || m.FamilyID != 100 || m.MemberID != 1002 || m.Title != "데이터 차단" ||
+		if m.Kind != envelope.SubCustomerBlocked || m.FamilyID != 100 || m.MemberID != 1002 || m.Title != "자녀1님 데이터 차단" ||
 			m.Body != "보호자가 데이터 사용을 차단했습니다." || m.URL != "/app/#inbox" || m.Lang != notify.Korean || m.Tag != m.EventID {
 			t.Errorf("%s got %+v", p, m)
 		}

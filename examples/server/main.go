@@ -200,7 +200,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	nopts = append(nopts, push...)
 	notifier, err := notify.New(inbox, hub, slices.Concat(kopts, service.KafkaHooks(reg, "notifier"), service.TracingKafkaOpts(tp)),
-		append(nopts, notify.WithLogger(log), notify.WithHooks(metrics.NotifierHooks()), notify.WithTracerProvider(tp))...)
+		append(nopts, notify.WithLogger(log), notify.WithHooks(metrics.NotifierHooks()), notify.WithTracerProvider(tp),
+			notify.WithNames(st))...)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -253,6 +254,41 @@ func (s *Store) GetMember(ctx context.Context, fid, cid int64) (Member, error) {
 // (DeletedAt set), whatever its family.
 func (s *Store) MemberByID(ctx context.Context, cid int64) (Member, error) {
 	return s.member(ctx, s.db, cid, "")
+}
+
+// MemberNames returns the names of the members among ids, removed ones
+// included (a notification about a member removed since still names them);
+// ids that name no member are left out. At most 1,000 ids.
+func (s *Store) MemberNames(ctx context.Context, ids []int64) (map[int64]string, error) {
+	out := make(map[int64]string, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	if len(ids) > 1000 {
+		return nil, invalid("ids", "at most 1000")
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT id, name FROM members WHERE id IN (`+
+		strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")+`)`, args...)
+	if err != nil {
+		return nil, dbErr("member names", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var name string
+		if err := rows.Scan(&id, &name); err != nil {
+			return nil, dbErr("member names", err)
+		}
+		out[id] = name
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbErr("member names", err)
+	}
+	return out, nil
 }
 
 // MemberByPhone returns the current member or admin with that phone.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -225,9 +226,23 @@ func testMembers(t *testing.T, e *env) {
 	if err != nil || len(ms) != 2 {
 		t.Errorf("ListMembers = %v, %v", ms, err)
 	}
-	if all, _ := e.S.ListMembers(e.Ctx, 1, true); len(all) != 3 {
+	all, _ := e.S.ListMembers(e.Ctx, 1, true)
+	if len(all) != 3 {
 		t.Errorf("ListMembers(removed) = %d rows", len(all))
 	}
+	// Names for notifications: removed members too, unknown ids left out.
+	want, ids := map[int64]string{}, []int64{99999}
+	for _, m := range all {
+		want[m.ID], ids = m.Name, append(ids, m.ID)
+	}
+	if got, err := e.S.MemberNames(e.Ctx, ids); err != nil || !maps.Equal(got, want) {
+		t.Errorf("MemberNames(%v) = %v, %v; want %v", ids, got, err, want)
+	}
+	if got, err := e.S.MemberNames(e.Ctx, nil); err != nil || len(got) != 0 {
+		t.Errorf("MemberNames(nil) = %v, %v", got, err)
+	}
+	_, err = e.S.MemberNames(e.Ctx, make([]int64, 1001))
+	wantErr(t, "MemberNames of 1001", err, store.ErrInvalid)
 	_, err = e.S.MemberByPhone(e.Ctx, "010-404")
 	wantErr(t, "MemberByPhone", err, store.ErrNotFound)
 	hash, err := e.S.HashPassword("bulk seeding")
