@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Constraint keys (the package doc's table). A member's constraints are stored
@@ -164,7 +166,7 @@ func ParseConstraints(m map[string]string) (Constraints, error) {
 			}
 		case strings.HasPrefix(k, KeyBlockTimePrefix):
 			name := k[len(KeyBlockTimePrefix):]
-			if err := validName(k, name); err != nil {
+			if err := validWindowName(k, name); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -236,6 +238,35 @@ func validName(key, name string) error {
 		if b <= ' ' || b > '~' || b == '|' {
 			return fieldErr(key, "name may hold printable ASCII without spaces or '|' only")
 		}
+	}
+	return nil
+}
+
+// MaxWindowName is the longest time window name, in characters.
+const MaxWindowName = 32
+
+// validWindowName checks a time window's name (BLOCK:TIME:<name>): the family
+// sees it ("차단 시간대(밤)"), so besides what validName allows it may hold
+// letters, digits and combining marks of any script (밤, 학교, 夜); a name
+// with any of those is at most MaxWindowName characters. Callers that store names people
+// type normalise them to NFC first (the API does).
+func validWindowName(key, name string) error {
+	if name == "" {
+		return fieldErr(key, "name after the prefix is empty")
+	}
+	if !utf8.ValidString(name) {
+		return fieldErr(key, "name is not valid UTF-8")
+	}
+	n := 0
+	for _, r := range name {
+		n++
+		ascii := r > ' ' && r <= '~' && r != '|'
+		if !ascii && !(r > 0x7f && (unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r))) {
+			return fieldErr(key, "name may hold letters and digits of any script and printable ASCII without spaces or '|' only")
+		}
+	}
+	if n > MaxWindowName && strings.IndexFunc(name, func(r rune) bool { return r > 0x7f }) >= 0 {
+		return fieldErr(key, "name is longer than %d characters", MaxWindowName)
 	}
 	return nil
 }

@@ -37,6 +37,10 @@ func TestParseConstraintsErrorsNameTheKey(t *testing.T) {
 		{"window bad time", map[string]string{"BLOCK:TIME:night": "2200-9999"}, "BLOCK:TIME:night", "HHMM"},
 		{"window no name", map[string]string{"BLOCK:TIME:": "2200-0700"}, "BLOCK:TIME:", "empty"},
 		{"window name space", map[string]string{"BLOCK:TIME:after school": "1500-1800"}, "BLOCK:TIME:after school", "printable"},
+		{"window name symbol", map[string]string{"BLOCK:TIME:밤★": "2200-0700"}, "BLOCK:TIME:밤★", "letters and digits"},
+		{"window name zero width", map[string]string{"BLOCK:TIME:밤\u200b": "2200-0700"}, "BLOCK:TIME:밤\u200b", "letters and digits"},
+		{"window name long", map[string]string{"BLOCK:TIME:" + strings.Repeat("밤", 33): "2200-0700"}, "BLOCK:TIME:" + strings.Repeat("밤", 33), "longer than 32"},
+		{"window name not UTF-8", map[string]string{"BLOCK:TIME:\xff": "2200-0700"}, "BLOCK:TIME:\xff", "UTF-8"},
 		{"HHMM not digits", map[string]string{"BLOCK:TIME:START": "22h0", "BLOCK:TIME:END": "0700"}, "BLOCK:TIME:START", "HHMM"},
 		{"negative limit", map[string]string{"LIMIT:DATA:DAILY": "-1"}, "LIMIT:DATA:DAILY", "≥ 0"},
 		{"huge limit", map[string]string{"LIMIT:DATA:MONTHLY": "99999999999999999"}, "LIMIT:DATA:MONTHLY", "≤"},
@@ -93,7 +97,7 @@ func TestConstraintsRoundTrip(t *testing.T) {
 		"BLOCK:ACCESS": "1", "BLOCK:APP:com.youtube.app": "1", "BLOCK:CATEGORY:GAME": "1",
 		"BLOCK:TIME:START": "2200", "BLOCK:TIME:END": "0700",
 		"BLOCK:TIME:school": "0900-1500@MON,TUE,WED,THU,FRI", "BLOCK:TIME:weekend": "0000-0000@SAT,SUN",
-		"BLOCK:TIME:every": "1200-1300@MON-SUN",
+		"BLOCK:TIME:every": "1200-1300@MON-SUN", "BLOCK:TIME:밤": "2300-0600",
 		"LIMIT:DATA:DAILY": "104857600", "LIMIT:DATA:MONTHLY": "0", "THROTTLE:SPEED": "512",
 		"LIMIT:DATA:EXTRA:20261123": "1024", "LIMIT:DATA:EXTRA:202611": "2048",
 	}
@@ -108,6 +112,7 @@ func TestConstraintsRoundTrip(t *testing.T) {
 			"school":  {Start: 9 * 60, End: 15 * 60, Days: 0b00111110},
 			"weekend": {Days: 0b11000000},
 			"every":   {Start: 12 * 60, End: 13 * 60, Days: 0b11111110},
+			"밤":       {Start: 23 * 60, End: 6 * 60},
 		},
 		DailyLimit: Limit(100 << 20), MonthlyLimit: Limit(0), ThrottleKbps: 512,
 		Extras: map[string]int64{"20261123": 1024, "202611": 2048},
@@ -226,7 +231,7 @@ func TestConstraintsMapProperty(t *testing.T) {
 		if rapid.Bool().Draw(t, "night") {
 			c.Night = &Window{Start: rapid.IntRange(0, 1439).Draw(t, "s"), End: rapid.IntRange(0, 1439).Draw(t, "e")}
 		}
-		for _, n := range rapid.SliceOfDistinct(rapid.StringMatching(`[a-z]{1,8}`), func(s string) string { return s }).Draw(t, "windows") {
+		for _, n := range rapid.SliceOfDistinct(rapid.StringMatching(`[a-z가-힣]{1,8}`), func(s string) string { return s }).Draw(t, "windows") {
 			if n == "start" || n == "end" {
 				continue
 			}

@@ -237,7 +237,7 @@ func genConstraints(t *rapid.T) map[string]string {
 	if rapid.IntRange(0, 3).Draw(t, "night") == 0 {
 		c.Night = &policy.Window{Start: genHHMM(t, "nightStart"), End: genHHMM(t, "nightEnd")}
 	}
-	for _, name := range []string{"school", "weekend", "dinner"} {
+	for _, name := range []string{"school", "weekend", "dinner", "밤"} {
 		if rapid.IntRange(0, 4).Draw(t, "window") == 0 {
 			if c.Windows == nil {
 				c.Windows = map[string]policy.Window{}

@@ -208,8 +208,8 @@ func TestFamilyApp(t *testing.T) {
 		`document.querySelector('#controls-status')?.textContent`)
 	waitJS(t, kid, "the child is back on the dashboard", 15*time.Second, `location.hash === '#/dashboard'`, `location.hash`)
 
-	// A night window around now (the service zone) blocks the child at once;
-	// removing it allows again.
+	// A night window around now (the service zone), named in Korean ("밤" was
+	// refused before #24), blocks the child at once; removing it allows again.
 	zone, err := time.LoadLocation("Asia/Seoul")
 	if err != nil {
 		t.Fatal(err)
@@ -217,26 +217,26 @@ func TestFamilyApp(t *testing.T) {
 	now := time.Now().In(zone)
 	from, to := now.Add(-time.Hour).Format("15:04"), now.Add(time.Hour).Format("15:04")
 	start = time.Now()
-	browsertest.Run(t, owner, "add a night window", chromedp.SetValue("#window-name", "night", chromedp.ByID),
+	browsertest.Run(t, owner, "add a night window", chromedp.SetValue("#window-name", "밤", chromedp.ByID),
 		chromedp.SetValue("#window-start", from, chromedp.ByID), chromedp.SetValue("#window-end", to, chromedp.ByID),
 		chromedp.Click("#window-add", chromedp.ByID))
 	waitJS(t, owner, "the window is listed and the child blocked", 5*time.Second,
-		`!!document.querySelector('#window-night') && document.querySelector('#controls-status').dataset.status === 'BLOCKED'`,
+		`!!document.querySelector('#window-밤') && document.querySelector('#controls-status').dataset.status === 'BLOCKED'`,
 		`document.querySelector('#windows')?.innerText + ' / ' + document.querySelector('#controls-status')?.textContent`)
 	var pol struct {
 		Rules    map[string]string `json:"rules"`
 		Standing struct{ Decision, Rule string }
 	}
 	sys.Call(t, ownerTok, http.MethodGet, fmt.Sprintf("/families/%d/members/%d/policies", fam, child), nil, &pol)
-	if pol.Rules["BLOCK:TIME:night"] == "" || pol.Standing.Decision != "BLOCKED_TIME" {
-		t.Errorf("after the window edit: rules %v standing %+v, want BLOCK:TIME:night and BLOCKED_TIME", pol.Rules, pol.Standing)
+	if pol.Rules["BLOCK:TIME:밤"] == "" || pol.Standing.Decision != "BLOCKED_TIME" {
+		t.Errorf("after the window edit: rules %v standing %+v, want BLOCK:TIME:밤 and BLOCKED_TIME", pol.Rules, pol.Standing)
 	}
-	waitJS(t, kid, "the child sees the window's block screen", 35*time.Second, `document.querySelector('#block-reason')?.dataset.decision === 'BLOCKED_TIME'`,
+	waitJS(t, kid, "the child sees the window's block screen", 35*time.Second, `document.querySelector('#block-reason')?.dataset.decision === 'BLOCKED_TIME' && document.querySelector('#block-reason').textContent.includes('밤')`,
 		`location.hash + ' ' + document.querySelector('#main')?.innerText`)
 	t.Logf("night window added → the child's block screen: %v", time.Since(start).Round(time.Millisecond))
-	browsertest.Run(t, owner, "remove the window", chromedp.Click(`#window-night button`, chromedp.ByQuery))
+	browsertest.Run(t, owner, "remove the window", chromedp.Click(`#window-밤 button`, chromedp.ByQuery))
 	waitJS(t, owner, "the window is gone and the child allowed", 5*time.Second,
-		`!document.querySelector('#window-night') && document.querySelector('#controls-status').dataset.status === 'ALLOWED'`,
+		`!document.querySelector('#window-밤') && document.querySelector('#controls-status').dataset.status === 'ALLOWED'`,
 		`document.querySelector('#controls-status')?.textContent`)
 
 	// The inbox updates live: the child watches it while the family passes

@@ -687,3 +687,35 @@ func TestInbox(t *testing.T) {
 	f.problem(http.MethodPost, "/families/100/notifications/999999/read", child, nil, http.StatusNotFound, "")
 	f.problem(http.MethodGet, "/families/100/notifications?limit=5000", child, nil, http.StatusUnprocessableEntity, "query.limit")
 }
+
+// A time window named in Korean (#24: "밤" was refused) is stored with its
+// name in NFC whatever the keyboard sent, judged by the engine with that
+// name, and removed by it; an invisible character in a name is a 422 at
+// the field.
+func TestWindowNamedInKorean(t *testing.T) {
+	f := newAPIFixture(t)
+	owner := f.token(ownerA)
+	now := f.clock().In(f.qs.Location())
+	from, to := now.Add(-time.Hour).Format("1504"), now.Add(time.Hour).Format("1504")
+	nfd := "\u1107\u1161\u11b7" // 밤 as conjoining jamo
+	var pv PolicyView
+	f.call(http.MethodPatch, "/families/100/members/1002/policies", owner,
+		map[string]any{"set": map[string]string{"BLOCK:TIME:" + nfd: from + "-" + to}}, http.StatusOK, &pv)
+	if pv.Rules["BLOCK:TIME:밤"] != from+"-"+to || len(pv.Rules) != 1 {
+		t.Fatalf("rules %v, want BLOCK:TIME:밤 (NFC)", pv.Rules)
+	}
+	if pv.Standing == nil || pv.Standing.Decision != string(policy.BlockedTime) || pv.Standing.Rule != "BLOCK:TIME:밤" {
+		t.Fatalf("standing %+v", pv.Standing)
+	}
+	if r := f.use(famA, childA, 1); r.Decision != policy.BlockedTime || r.Rule != "BLOCK:TIME:밤" {
+		t.Fatalf("next event: %s %s", r.Decision, r.Rule)
+	}
+	var after PolicyView
+	f.call(http.MethodPatch, "/families/100/members/1002/policies", owner,
+		map[string]any{"remove": []string{"BLOCK:TIME:" + nfd}}, http.StatusOK, &after)
+	if len(after.Rules) != 0 || after.Standing == nil || after.Standing.Status != "ALLOWED" {
+		t.Fatalf("after removing it by its NFD spelling: %v %+v", after.Rules, after.Standing)
+	}
+	f.problem(http.MethodPatch, "/families/100/members/1002/policies", owner,
+		map[string]any{"set": map[string]string{"BLOCK:TIME:밤\u200b": "2200-0700"}}, http.StatusUnprocessableEntity, "body.set")
+}

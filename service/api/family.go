@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/dabom/dpcs/internal/usertext"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/store"
@@ -326,6 +328,17 @@ type policyOutput struct{ Body PolicyView }
 // (store), the new version to Redis at once (Enforce) so the next event is
 // judged by it, then a wake-up of the relay.
 func (a *Server) changePolicy(ctx context.Context, fid, cid int64, patch PolicyPatch, by Principal) (PolicyView, error) {
+	var err error
+	for loc, m := range map[string]*map[string]string{"body.set": &patch.Set, "body.replace": &patch.Replace} {
+		if *m, err = windowNames(*m, loc); err != nil {
+			return PolicyView{}, err
+		}
+	}
+	for i, k := range patch.Remove {
+		if patch.Remove[i], err = windowName(k, "body.remove"); err != nil {
+			return PolicyView{}, err
+		}
+	}
 	up, err := a.cfg.Store.UpdatePolicy(ctx, store.PolicyChange{FamilyID: fid, CustomerID: cid, Replace: patch.Replace,
 		Set: patch.Set, Remove: patch.Remove, ExpectedVersion: patch.ExpectedVersion, By: by.actor()})
 	if err != nil {
@@ -336,6 +349,37 @@ func (a *Server) changePolicy(ctx context.Context, fid, cid int64, patch PolicyP
 		return PolicyView{}, a.problem(ctx, err, loc)
 	}
 	return a.enforced(ctx, up), nil
+}
+
+// windowName is key with a time window's name (BLOCK:TIME:<name>, which
+// people type in their language: "밤") in NFC, so one name has one spelling;
+// a name usertext refuses is a 422 at loc.
+func windowName(key, loc string) (string, error) {
+	name, ok := strings.CutPrefix(key, policy.KeyBlockTimePrefix)
+	if !ok || name == "" {
+		return key, nil
+	}
+	clean, err := usertext.Clean(name, usertext.Line)
+	if err != nil {
+		return key, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: loc, Message: err.Error(), Value: key})
+	}
+	return policy.KeyBlockTimePrefix + clean, nil
+}
+
+// windowNames is m with windowName applied to its keys (nil stays nil).
+func windowNames(m map[string]string, loc string) (map[string]string, error) {
+	if m == nil {
+		return nil, nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		nk, err := windowName(k, loc)
+		if err != nil {
+			return nil, err
+		}
+		out[nk] = v
+	}
+	return out, nil
 }
 
 // enforced pushes a committed policy update to the quota engine and wakes the

@@ -96,7 +96,8 @@ export async function controlsView(root, [cid]) {
       const w = parseWindow(v);
       if (w) rows.push(windowRow(m[1], w.start, w.end, w.days, [k]));
     }
-    const name = h('input#window-name', { required: true, pattern: '[A-Za-z0-9_-]{1,32}', value: 'night', maxLength: 32 });
+    // Named in the family's language ("밤"): letters and digits of any script.
+    const name = h('input#window-name', { required: true, value: t('windowDefaultName'), maxLength: 32 });
     const start = h('input#window-start', { type: 'time', required: true, value: '22:00' });
     const end = h('input#window-end', { type: 'time', required: true, value: '07:00' });
     const days = DAYS.map((dd) => h('label.day', h('input', { type: 'checkbox', value: dd, id: `window-day-${dd}` }), t(`day.${dd}`)));
