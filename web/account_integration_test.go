@@ -54,6 +54,10 @@ func TestFamilyAppAccount(t *testing.T) {
 		`location.hash + ' ' + document.querySelector('#main')?.innerText`)
 	waitLive(t, kid)
 
+	// The child reads its inbox when the owner resets its password.
+	browsertest.Run(t, kid, "open the inbox (child)", chromedp.Navigate(sys.URL+"/app/#/inbox"))
+	waitJS(t, kid, "the inbox", 5*time.Second, `!!document.querySelector('#notes')`, `document.querySelector('#main')?.innerText`)
+
 	// The owner resets the child's password from the controls.
 	owner := front(t, browsertest.New(t).Page(t, browsertest.Phone))
 	browsertest.Run(t, owner, "open the app (owner)", chromedp.Navigate(sys.URL+"/app/"), chromedp.WaitVisible("#login-id", chromedp.ByID))
@@ -75,8 +79,12 @@ func TestFamilyAppAccount(t *testing.T) {
 		`location.hash`)
 	leftBehind(t, kid, "after the session ended")
 
-	// The child logs in with the new password and changes its own.
-	login(t, kid, childID, reset)
+	// The child logs in with the new password and is back where its session
+	// ended (#24: it was the dashboard), then changes its own password.
+	browsertest.Run(t, kid, "log in again as "+childID, chromedp.SetValue("#login-id", childID, chromedp.ByID),
+		chromedp.SetValue("#login-password", reset, chromedp.ByID), chromedp.Click("#login-submit", chromedp.ByID))
+	waitJS(t, kid, "back on the inbox after the login", 10*time.Second, `location.hash === '#/inbox' && !!document.querySelector('#notes')`,
+		`location.hash + ' ' + document.querySelector('#main')?.innerText`)
 	browsertest.Run(t, kid, "open the settings", chromedp.Navigate(sys.URL+"/app/#/settings"))
 	waitJS(t, kid, "the password form", 5*time.Second, `!!document.querySelector('#pw-current')`, `document.querySelector('#main')?.innerText`)
 	browsertest.CheckAccessibility(t, kid, "app-settings-password")

@@ -156,8 +156,15 @@ export async function logout() {
     await unsubscribePush(s.familyId).catch(() => {});
     await raw('POST', '/auth/logout', undefined, COOKIE, null).catch(() => {});
   }
+  loggedOut = true;
   save(null);
+  loggedOut = false;
 }
+
+let loggedOut = false;
+
+/** endedByLogout reports, inside an onSession(null) callback, whether this tab's member logged out (not an ended session). */
+export function endedByLogout() { return loggedOut; }
 
 // unsubscribePush stops this browser's Web Push subscription, here and on
 // the server, so no notification about the family arrives after logout.

@@ -96,7 +96,7 @@ async function loginView(root) {
     try {
       const s = await api.login(id.value.trim(), pw.value);
       started();
-      go(s.passwordWeak ? '#/settings' : '#/dashboard');
+      go(s.passwordWeak ? '#/settings' : afterLogin(s));
     } catch (err) {
       msg.textContent = loginError(err);
       btn.disabled = false; btn.textContent = t('loginBtn');
@@ -124,9 +124,29 @@ function started() {
   if (api.currentSession()) refreshRequests().catch(() => {});
 }
 
+// returnTo is the page a session ended on (expired, revoked), kept in
+// memory only (nothing of the family stays in storage), to go back to when
+// the same member logs in again; a logout forgets it.
+let returnTo = null;
+let member = api.currentSession()?.memberId ?? null;
+
 api.onSession((s) => {
-  if (!s) { stopLive(); state.dash = null; state.unread = 0; state.requests = null; if (location.hash !== '#/login') location.hash = '#/login'; }
+  if (s) member = s.memberId;
+  if (!s) {
+    returnTo = !api.endedByLogout() && location.hash.startsWith('#/') && location.hash !== '#/login'
+      ? { hash: location.hash, memberId: member } : null;
+    stopLive(); state.dash = null; state.unread = 0; state.requests = null;
+    if (location.hash !== '#/login') location.hash = '#/login';
+  }
 });
+
+// afterLogin is where a login goes: the page the session ended on when the
+// same member logs in again, else the dashboard.
+function afterLogin(s) {
+  const back = returnTo && (returnTo.memberId == null || returnTo.memberId === s.memberId) ? returnTo.hash : null;
+  returnTo = null;
+  return back || '#/dashboard';
+}
 
 document.getElementById('lang').addEventListener('click', () => {
   setLang(lang === 'ko' ? 'en' : 'ko');
