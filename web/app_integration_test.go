@@ -52,7 +52,20 @@ func TestFamilyApp(t *testing.T) {
 	waitJS(t, owner, "the pool shown equals the API's", 5*time.Second,
 		fmt.Sprintf(`document.querySelector('#pool-remaining')?.dataset.bytes === %q`, strconv.FormatInt(dash.Pool.RemainingBytes, 10)),
 		`document.querySelector('#pool-remaining')?.dataset.bytes`)
-	waitJS(t, owner, "the share chart is drawn", 5*time.Second, `!!document.querySelector('#share canvas') && !!window.Chart`, `!!window.Chart`)
+	// No usage yet: the share says so in words, not an empty ring (#24).
+	waitJS(t, owner, "the empty share in words", 5*time.Second,
+		`!!document.querySelector('#share .chart-empty')?.textContent.includes('아직 사용 기록이 없습니다') && !document.querySelector('#share canvas')`,
+		`document.querySelector('#share')?.innerText`)
+
+	// The child uses 3 MB (through Kafka, judged by the processor): the
+	// share is drawn, live.
+	useData(t, sys.KafkaAddr, fam, child, "com.youtube.app", 3, mib)
+	waitAPI(t, "the child's 3 MB in the dashboard", 15*time.Second, func() (bool, string) {
+		sys.Call(t, ownerTok, http.MethodGet, fmt.Sprintf("/families/%d", fam), nil, &dash)
+		m := dash.member(child)
+		return m.MonthlyUsedBytes >= 3*mib, fmt.Sprintf("child used %d", m.MonthlyUsedBytes)
+	})
+	waitJS(t, owner, "the share chart is drawn", 10*time.Second, `!!document.querySelector('#share canvas') && !!window.Chart`, `!!window.Chart`)
 
 	// Page weight: everything the page loaded from /app/ (login, then the
 	// dashboard with its chart library), as the server sends it compressed,
@@ -80,14 +93,6 @@ func TestFamilyApp(t *testing.T) {
 	browsertest.CheckAccessibility(t, desk, "app-dashboard-desktop")
 	browsertest.Screenshot(t, desk, "app-dashboard-desktop")
 	front(t, owner)
-
-	// The child uses 3 MB (through Kafka, judged by the processor).
-	useData(t, sys.KafkaAddr, fam, child, "com.youtube.app", 3, mib)
-	waitAPI(t, "the child's 3 MB in the dashboard", 15*time.Second, func() (bool, string) {
-		sys.Call(t, ownerTok, http.MethodGet, fmt.Sprintf("/families/%d", fam), nil, &dash)
-		m := dash.member(child)
-		return m.MonthlyUsedBytes >= 3*mib, fmt.Sprintf("child used %d", m.MonthlyUsedBytes)
-	})
 
 	// The child's phone and the other owner's phone.
 	// Each person has an own browser (an own profile: the session is kept in localStorage).

@@ -3,6 +3,7 @@
 // accessible fallbacks (a role="img" canvas with a label and a data table for
 // screen readers).
 import { h, fmtBytes } from './util.js';
+import { t } from './i18n.js';
 
 let loading = null;
 export function loadChart() {
@@ -27,6 +28,12 @@ export const PALETTE = ['#1d5fbf', '#c2410c', '#047857', '#7c3aed', '#b91c1c', '
  * kind: 'bar' | 'doughnut'; labels: []; values: [] (bytes).
  */
 export function chartBox(title, kind, labels, values, { format = fmtBytes, id } = {}) {
+  // Nothing to draw says so in words: an empty ring or flat bars say nothing.
+  if (!values.some((v) => v > 0)) {
+    const fig = h('figure.chart.chart-empty', { id }, h('figcaption', title), h('p.muted.empty', t('noUsage')));
+    fig.empty = true;
+    return fig;
+  }
   const canvas = h('canvas', { role: 'img', 'aria-label': title });
   const table = h('table.sr-only', h('caption', title),
     h('tbody', labels.map((l, i) => h('tr', h('th', { scope: 'row' }, l), h('td', format(values[i]))))));

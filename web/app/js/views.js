@@ -39,7 +39,7 @@ export async function dashboardView(root) {
     );
     const labels = d.members.map((m) => m.name);
     const values = d.members.map((m) => m.monthlyUsedBytes);
-    if (shareFig?.chart && shareFig.labelsKey === labels.join('\u0000')) {
+    if (shareFig?.chart && shareFig.labelsKey === labels.join('\u0000') && values.some((v) => v > 0)) {
       shareFig.chart.data.datasets[0].data = values;
       shareFig.chart.update('none');
     } else {
