@@ -157,6 +157,50 @@ func TestFamilyApp(t *testing.T) {
 		t.Errorf("error texts (-want +got):\n%s", diff)
 	}
 
+	// Limits a parent understands (#24): ticking the daily limit applies
+	// nothing until an amount is chosen; 3 MB typed is applied exactly (the
+	// slider's steps on a large plan cannot hit it); 0 is asked about first,
+	// inside the card, and the outcome is said in the card, not a toast.
+	rules := func() map[string]string {
+		var p struct {
+			Rules map[string]string `json:"rules"`
+		}
+		sys.Call(t, ownerTok, http.MethodGet, fmt.Sprintf("/families/%d/members/%d/policies", fam, child), nil, &p)
+		return p.Rules
+	}
+	browsertest.Run(t, owner, "tick the daily limit", chromedp.Click("#daily-enabled", chromedp.ByID))
+	waitJS(t, owner, "the amount opens", 5*time.Second, `!document.querySelector('#daily-amount').disabled && document.activeElement?.id === 'daily-amount'`,
+		`document.querySelector('#daily-card')?.innerText`)
+	if r := rules(); r["LIMIT:DATA:DAILY"] != "" {
+		t.Errorf("ticking the daily limit applied %q", r["LIMIT:DATA:DAILY"])
+	}
+	browsertest.Run(t, owner, "type 3 MB", chromedp.SetValue("#daily-amount", "3", chromedp.ByID),
+		chromedp.SetValue("#daily-unit", fmt.Sprint(mib), chromedp.ByID), chromedp.Click("#daily-set", chromedp.ByID))
+	waitJS(t, owner, "applied, said in the card", 5*time.Second, `document.querySelector('#daily-note')?.textContent === '적용했습니다'`,
+		`document.querySelector('#daily-card')?.innerText`)
+	if r := rules(); r["LIMIT:DATA:DAILY"] != fmt.Sprint(3*mib) {
+		t.Errorf("daily limit %q after typing 3 MB, want %d", r["LIMIT:DATA:DAILY"], 3*mib)
+	}
+	browsertest.Run(t, owner, "type 0", chromedp.SetValue("#daily-amount", "0", chromedp.ByID), chromedp.Click("#daily-set", chromedp.ByID))
+	waitJS(t, owner, "0 is asked about first", 5*time.Second, `!!document.querySelector('#daily-card .confirm')?.textContent.includes('데이터를 전혀 쓸 수 없어요')`,
+		`document.querySelector('#daily-card')?.innerText`)
+	if r := rules(); r["LIMIT:DATA:DAILY"] != fmt.Sprint(3*mib) {
+		t.Errorf("daily limit %q before the answer, want still %d", r["LIMIT:DATA:DAILY"], 3*mib)
+	}
+	browsertest.CheckAccessibility(t, owner, "app-limit-confirm")
+	browsertest.Screenshot(t, owner, "app-limit-confirm")
+	browsertest.Run(t, owner, "confirm 0", chromedp.Click("#daily-card .confirm-yes", chromedp.ByQuery))
+	waitAPI(t, "the daily limit is 0", 5*time.Second, func() (bool, string) { r := rules(); return r["LIMIT:DATA:DAILY"] == "0", fmt.Sprint(r) })
+	browsertest.Run(t, owner, "untick the daily limit", chromedp.Click("#daily-enabled", chromedp.ByID))
+	waitAPI(t, "the daily limit is gone", 5*time.Second, func() (bool, string) { _, ok := rules()["LIMIT:DATA:DAILY"]; return !ok, fmt.Sprint(rules()) })
+	waitJS(t, owner, "the child allowed again", 10*time.Second, `document.querySelector('#controls-status')?.dataset.status === 'ALLOWED'`,
+		`document.querySelector('#controls-status')?.textContent`)
+	waitJS(t, kid, "the child on the dashboard", 15*time.Second, `location.hash === '#/dashboard'`, `location.hash`)
+	// The other owner's dashboard is read again, so that the block below is
+	// seen arriving live.
+	browsertest.Run(t, mom, "reload the other owner's dashboard", chromedp.Reload())
+	waitJS(t, mom, "the child's card allowed", 10*time.Second, childCard+` === 'ALLOWED'`, childCard)
+
 	browsertest.Run(t, owner, "turn the monthly limit on", chromedp.Click("#monthly-enabled", chromedp.ByID))
 	waitJS(t, owner, "the slider is enabled", 5*time.Second, `!document.querySelector('#monthly-slider').disabled`, `document.querySelector('#controls-status')?.textContent`)
 	start := time.Now()

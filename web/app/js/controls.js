@@ -40,16 +40,42 @@ export async function controlsView(root, [cid]) {
   track(on('dashboard', renderStatus));
   renderStatus(d);
 
-  // apply sends one change with the version check and re-renders from the answer.
-  async function apply(change) {
+  const who = d.members.find((m) => m.customerId === id)?.name || '';
+  // note is the outcome of the last change, shown in the card changed (a
+  // toast would cover the control just used).
+  let note = null;
+
+  // apply sends one change with the version check and re-renders from the
+  // answer; where names the card that says how it went.
+  async function apply(change, where) {
     try {
       pol = await api.patchPolicies(fam, id, pol.version, change);
-      toast(t('applied'));
+      note = { where, text: t('applied'), error: false };
     } catch (e) {
-      if (e.status === 409) { pol = await api.policies(fam, id); toast(t('conflict'), 'error'); } else toast(errorText(e), 'error');
+      if (e.status === 409) { pol = await api.policies(fam, id); note = { where, text: t('conflict'), error: true }; } else note = { where, text: errorText(e), error: true };
     }
     renderMember();
     refreshDashboard().catch(() => {});
+  }
+
+  // cardNote is the card's line saying how its last change went.
+  function cardNote(where) {
+    const n = note && note.where === where ? note : null;
+    return h(`p.card-note${n?.error ? '.error' : ''}`, { id: `${where}-note`, role: 'status' }, n ? n.text : '');
+  }
+
+  // confirmed asks, inside the card, before a change that cuts the member
+  // off (a limit of 0, an instant block); yes runs the change.
+  function confirmed(box, question, yesText, yes) {
+    const q = h('div.confirm', { role: 'alertdialog', 'aria-label': question },
+      h('p', question),
+      h('button.danger', { type: 'button', class: 'danger confirm-yes' }, yesText),
+      h('button', { type: 'button', class: 'confirm-no' }, t('cancel')));
+    q.querySelector('.confirm-yes').addEventListener('click', () => { q.remove(); yes(); });
+    q.querySelector('.confirm-no').addEventListener('click', () => { q.remove(); renderMember(); });
+    box.querySelector('.confirm')?.remove();
+    box.append(q);
+    q.querySelector('.confirm-no').focus();
   }
 
   function renderMember() {
@@ -62,25 +88,76 @@ export async function controlsView(root, [cid]) {
   function accessBox() {
     const on_ = pol.rules['BLOCK:ACCESS'] === '1';
     const btn = h(`button#access-toggle${on_ ? '' : '.danger'}`, { type: 'button', 'aria-pressed': String(on_) }, on_ ? t('unblockNow') : t('blockNow'));
-    btn.addEventListener('click', () => apply(on_ ? { remove: ['BLOCK:ACCESS'] } : { set: { 'BLOCK:ACCESS': '1' } }));
-    return h('section.card', h('h3', t('accessTitle')), h('p', on_ ? t('accessOn') : t('accessOff')), btn);
+    const box = h('section.card#access-card', h('h3', t('accessTitle')), h('p', on_ ? t('accessOn') : t('accessOff')), btn, cardNote('access'));
+    btn.addEventListener('click', () => {
+      if (on_) apply({ remove: ['BLOCK:ACCESS'] }, 'access');
+      else confirmed(box, t('confirmBlock', { name: who }), t('blockNow'), () => apply({ set: { 'BLOCK:ACCESS': '1' } }, 'access'));
+    });
+    return box;
   }
 
+  // limitBox is a data limit: a slider scaled to the family's plan, the
+  // amount typed with its unit, presets, and the member's approved extras.
+  // Ticking the box only opens the controls: nothing is applied until an
+  // amount is chosen; a limit of 0 is asked about first.
   function limitBox(key, name, title) {
     const cur = pol.rules[key];
+    const on_ = cur !== undefined;
     const pool = state.dash?.pool.totalBytes || 0;
-    const max = Math.max(pool, Number(cur) || 0, 1024 * MB);
-    const step = Math.max(1, Math.round(max / 200));
-    const enabled = h(`input#${name}-enabled`, { type: 'checkbox', checked: cur !== undefined });
-    const slider = h(`input#${name}-slider`, { type: 'range', min: '0', max: String(max), step: String(step), value: String(cur ?? max), disabled: cur === undefined });
-    const out = h(`output#${name}-value`, { for: `${name}-slider` }, cur === undefined ? t('noLimit') : fmtBytes(Number(cur)));
-    slider.setAttribute('aria-valuetext', cur === undefined ? t('noLimit') : fmtBytes(Number(cur)));
-    slider.addEventListener('input', () => { out.textContent = fmtBytes(Number(slider.value)); slider.setAttribute('aria-valuetext', out.textContent); });
-    slider.addEventListener('change', () => apply({ set: { [key]: String(Math.round(Number(slider.value))) } }));
-    enabled.addEventListener('change', () => apply(enabled.checked ? { set: { [key]: String(Math.round(Number(slider.value))) } } : { remove: [key] }));
-    return h('section.card', h('h3', { id: `${name}-h` }, title),
+    const max = Math.max(pool || 1024 * MB, Number(cur) || 0);
+    const step = Math.max(1, Math.round(max / 400));
+    const start = on_ ? Number(cur) : Math.round(max / (name === 'daily' ? 30 : 2));
+    const enabled = h(`input#${name}-enabled`, { type: 'checkbox', checked: on_ });
+    const slider = h(`input#${name}-slider`, { type: 'range', min: '0', max: String(max), step: String(step), value: String(start), disabled: !on_ });
+    const gb = start >= 1024 * MB;
+    const amount = h(`input#${name}-amount`, { type: 'number', min: '0', step: 'any', inputMode: 'decimal', disabled: !on_,
+      value: on_ ? String(+(start / (gb ? 1024 * MB : MB)).toFixed(2)) : '', 'aria-label': `${title}: ${t('amount')}` });
+    const unit = h(`select#${name}-unit`, { disabled: !on_, 'aria-label': `${title}: ${t('unit')}` },
+      h('option', { value: String(MB), selected: !gb }, 'MB'), h('option', { value: String(1024 * MB), selected: gb }, 'GB'));
+    const out = h(`output#${name}-value`, { for: `${name}-slider` }, on_ ? fmtBytes(start) : t('noLimit'));
+    slider.setAttribute('aria-valuetext', out.textContent);
+    const presets = [100 * MB, 500 * MB, 1024 * MB, 3 * 1024 * MB].filter((b) => b < max).map((b) =>
+      h('button.small', { type: 'button', id: `${name}-preset-${b / MB}`, disabled: !on_, onclick: () => want(b) }, fmtBytes(b)));
+    const box = h('section.card', { id: `${name}-card` }, h('h3', { id: `${name}-h` }, title),
       h('div.row', enabled, h('label', { for: `${name}-enabled` }, title)),
-      h('label', { for: `${name}-slider` }, `${title}: `, out), slider);
+      h('label', { for: `${name}-slider` }, `${title}: `, out), slider,
+      h('div.row.amount', amount, unit, h('button.small', { type: 'button', id: `${name}-set`, disabled: !on_, onclick: () => typed() }, t('setAmount'))),
+      presets.length ? h('div.row.presets', presets) : null,
+      extrasList(name), cardNote(name));
+    function want(bytes) {
+      if (bytes === 0) confirmed(box, t('confirmZero', { name: who, limit: title }), t('setZero'), () => apply({ set: { [key]: '0' } }, name));
+      else apply({ set: { [key]: String(bytes) } }, name);
+    }
+    function typed() {
+      const v = Number(amount.value);
+      if (amount.value.trim() === '' || !Number.isFinite(v) || v < 0) { note = { where: name, text: t('amountInvalid'), error: true }; renderMember(); return; }
+      want(Math.round(v * Number(unit.value)));
+    }
+    amount.addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); typed(); } });
+    slider.addEventListener('input', () => { out.textContent = fmtBytes(Number(slider.value)); slider.setAttribute('aria-valuetext', out.textContent); });
+    slider.addEventListener('change', () => want(Math.round(Number(slider.value))));
+    enabled.addEventListener('change', () => {
+      if (!enabled.checked) { if (on_) apply({ remove: [key] }, name); else renderMember(); return; }
+      for (const el of [slider, amount, unit, ...box.querySelectorAll('.amount button, .presets button')]) el.disabled = false;
+      out.textContent = t('limitPick');
+      amount.focus();
+    });
+    return box;
+  }
+
+  // extrasList shows the member's approved extras for the limit (granted on
+  // request: a day's for the daily limit, a month's for the monthly one),
+  // each revocable.
+  function extrasList(name) {
+    const digits = name === 'daily' ? 8 : 6;
+    const items = Object.entries(pol.rules).filter(([k]) => k.startsWith('LIMIT:DATA:EXTRA:') && k.length === 'LIMIT:DATA:EXTRA:'.length + digits);
+    if (!items.length) return null;
+    return h('ul.extras', { id: `${name}-extras` }, items.map(([k, v]) => {
+      const p = k.slice('LIMIT:DATA:EXTRA:'.length);
+      const when = digits === 8 ? `${p.slice(4, 6)}/${p.slice(6, 8)}` : `${p.slice(0, 4)}-${p.slice(4, 6)}`;
+      const del = h('button.small', { type: 'button', 'aria-label': `${t('revokeExtra')}: ${when}`, onclick: () => apply({ remove: [k] }, name) }, t('revokeExtra'));
+      return h('li', t('extraLine', { when, bytes: fmtBytes(Number(v)) }), ' ', del);
+    }));
   }
 
   function windowsBox() {
@@ -111,14 +188,14 @@ export async function controlsView(root, [cid]) {
       if (!form.reportValidity()) return;
       const hhmm = (v) => v.replace(':', '').slice(0, 4);
       const sel = days.map((l) => l.firstChild).filter((c) => c.checked).map((c) => c.value);
-      apply({ set: { [`BLOCK:TIME:${name.value}`]: formatWindow(hhmm(start.value), hhmm(end.value), sel) } });
+      apply({ set: { [`BLOCK:TIME:${name.value}`]: formatWindow(hhmm(start.value), hhmm(end.value), sel) } }, 'windows');
     });
-    return h('section.card#windows', h('h3', t('windowsTitle')), h('ul.windows', rows), form);
+    return h('section.card#windows', h('h3', t('windowsTitle')), h('ul.windows', rows), form, cardNote('windows'));
   }
 
   function windowRow(name, start, end, days, keys) {
     const del = h('button.small', { type: 'button', 'aria-label': `${t('remove')}: ${name}` }, t('remove'));
-    del.addEventListener('click', () => apply({ remove: keys }));
+    del.addEventListener('click', () => apply({ remove: keys }, 'windows'));
     const crosses = start > end;
     return h('li', { id: `window-${name}` }, h('strong', name), ` ${fmtClock(start)}–${fmtClock(end)} `,
       days.length ? days.map((x) => t(`day.${x}`)).join(' ') : t('everyDay'),
@@ -129,12 +206,12 @@ export async function controlsView(root, [cid]) {
     const groups = catalog.categories.map((c) => {
       const ckey = `BLOCK:CATEGORY:${c}`;
       const cbox = h('input', { type: 'checkbox', id: `block-cat-${c}`, checked: pol.rules[ckey] === '1' });
-      cbox.addEventListener('change', () => apply(cbox.checked ? { set: { [ckey]: '1' } } : { remove: [ckey] }));
+      cbox.addEventListener('change', () => apply(cbox.checked ? { set: { [ckey]: '1' } } : { remove: [ckey] }, 'apps'));
       const apps = catalog.apps.filter((a) => a.category === c).map((a) => {
         const key = `BLOCK:APP:${a.id}`;
         const idAttr = `block-app-${a.id.replace(/[^\w-]/g, '_')}`;
         const box = h('input', { type: 'checkbox', id: idAttr, checked: pol.rules[key] === '1' });
-        box.addEventListener('change', () => apply(box.checked ? { set: { [key]: '1' } } : { remove: [key] }));
+        box.addEventListener('change', () => apply(box.checked ? { set: { [key]: '1' } } : { remove: [key] }, 'apps'));
         return h('li', box, h('label', { for: idAttr }, a.id));
       });
       return h('fieldset.apps', h('legend', t(`cat.${c}`)),
@@ -142,7 +219,7 @@ export async function controlsView(root, [cid]) {
         h('details', { open: apps.some((li) => li.firstChild.checked) },
           h('summary', t('appsIn', { cat: t(`cat.${c}`), n: apps.length })), h('ul.applist', apps)));
     });
-    return h('section.card#apps', h('h3', t('appsTitle')), groups);
+    return h('section.card#apps', h('h3', t('appsTitle')), groups, cardNote('apps'));
   }
 
   // resetBox sets a child's forgotten password (owners reset MEMBERs'; an
