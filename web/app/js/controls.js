@@ -44,6 +44,10 @@ export async function controlsView(root, [cid]) {
   // note is the outcome of the last change, shown in the card changed (a
   // toast would cover the control just used).
   let note = null;
+  // opened are the limit cards ticked but not applied yet: a re-render (a
+  // change by another owner, a live update) keeps them open.
+  const opened = new Set();
+  let focusNext = null;
 
   // apply sends one change with the version check and re-renders from the
   // answer; where names the card that says how it went.
@@ -79,7 +83,8 @@ export async function controlsView(root, [cid]) {
   }
 
   function renderMember() {
-    const focused = document.activeElement?.id;
+    const focused = focusNext || document.activeElement?.id;
+    focusNext = null;
     memberBox.replaceChildren(...[accessBox(), limitBox('LIMIT:DATA:MONTHLY', 'monthly', t('monthlyLimit')),
       limitBox('LIMIT:DATA:DAILY', 'daily', t('dailyLimit')), windowsBox(), appsBox(), resetBox()].filter(Boolean));
     if (focused) document.getElementById(focused)?.focus();
@@ -103,25 +108,27 @@ export async function controlsView(root, [cid]) {
   function limitBox(key, name, title) {
     const cur = pol.rules[key];
     const on_ = cur !== undefined;
+    if (on_) opened.delete(name);
+    const open = on_ || opened.has(name);
     const pool = state.dash?.pool.totalBytes || 0;
     const max = Math.max(pool || 1024 * MB, Number(cur) || 0);
     const step = Math.max(1, Math.round(max / 400));
     const start = on_ ? Number(cur) : Math.round(max / (name === 'daily' ? 30 : 2));
-    const enabled = h(`input#${name}-enabled`, { type: 'checkbox', checked: on_ });
-    const slider = h(`input#${name}-slider`, { type: 'range', min: '0', max: String(max), step: String(step), value: String(start), disabled: !on_ });
+    const enabled = h(`input#${name}-enabled`, { type: 'checkbox', checked: open });
+    const slider = h(`input#${name}-slider`, { type: 'range', min: '0', max: String(max), step: String(step), value: String(start), disabled: !open });
     const gb = start >= 1024 * MB;
-    const amount = h(`input#${name}-amount`, { type: 'number', min: '0', step: 'any', inputMode: 'decimal', disabled: !on_,
+    const amount = h(`input#${name}-amount`, { type: 'number', min: '0', step: 'any', inputMode: 'decimal', disabled: !open,
       value: on_ ? String(+(start / (gb ? 1024 * MB : MB)).toFixed(2)) : '', 'aria-label': `${title}: ${t('amount')}` });
-    const unit = h(`select#${name}-unit`, { disabled: !on_, 'aria-label': `${title}: ${t('unit')}` },
+    const unit = h(`select#${name}-unit`, { disabled: !open, 'aria-label': `${title}: ${t('unit')}` },
       h('option', { value: String(MB), selected: !gb }, 'MB'), h('option', { value: String(1024 * MB), selected: gb }, 'GB'));
-    const out = h(`output#${name}-value`, { for: `${name}-slider` }, on_ ? fmtBytes(start) : t('noLimit'));
+    const out = h(`output#${name}-value`, { for: `${name}-slider` }, on_ ? fmtBytes(start) : open ? t('limitPick') : t('noLimit'));
     slider.setAttribute('aria-valuetext', out.textContent);
     const presets = [100 * MB, 500 * MB, 1024 * MB, 3 * 1024 * MB].filter((b) => b < max).map((b) =>
-      h('button.small', { type: 'button', id: `${name}-preset-${b / MB}`, disabled: !on_, onclick: () => want(b) }, fmtBytes(b)));
+      h('button.small', { type: 'button', id: `${name}-preset-${b / MB}`, disabled: !open, onclick: () => want(b) }, fmtBytes(b)));
     const box = h('section.card', { id: `${name}-card` }, h('h3', { id: `${name}-h` }, title),
       h('div.row', enabled, h('label', { for: `${name}-enabled` }, title)),
       h('label', { for: `${name}-slider` }, `${title}: `, out), slider,
-      h('div.row.amount', amount, unit, h('button.small', { type: 'button', id: `${name}-set`, disabled: !on_, onclick: () => typed() }, t('setAmount'))),
+      h('div.row.amount', amount, unit, h('button.small', { type: 'button', id: `${name}-set`, disabled: !open, onclick: () => typed() }, t('setAmount'))),
       presets.length ? h('div.row.presets', presets) : null,
       extrasList(name), cardNote(name));
     function want(bytes) {
@@ -137,10 +144,14 @@ export async function controlsView(root, [cid]) {
     slider.addEventListener('input', () => { out.textContent = fmtBytes(Number(slider.value)); slider.setAttribute('aria-valuetext', out.textContent); });
     slider.addEventListener('change', () => want(Math.round(Number(slider.value))));
     enabled.addEventListener('change', () => {
-      if (!enabled.checked) { if (on_) apply({ remove: [key] }, name); else renderMember(); return; }
-      for (const el of [slider, amount, unit, ...box.querySelectorAll('.amount button, .presets button')]) el.disabled = false;
-      out.textContent = t('limitPick');
-      amount.focus();
+      if (!enabled.checked) {
+        opened.delete(name);
+        if (on_) apply({ remove: [key] }, name); else renderMember();
+        return;
+      }
+      opened.add(name);
+      focusNext = `${name}-amount`;
+      renderMember();
     });
     return box;
   }
