@@ -253,6 +253,11 @@ func testSearchByPhone(t *testing.T, e *env) {
 		"+82-10-1234-5678": {200},
 		"0102001":          {200},
 		"010":              nil, // no partial phones
+		// The country code or the trunk 0, whichever way it was stored (#24).
+		"010-1234-5678": {200},
+		"+82 10-1001":   {100},
+		"+82 (10) 1001": {100},
+		"010.1234.5678": {200},
 	} {
 		fs, err := e.S.SearchFamilies(e.Ctx, q, 10)
 		if err != nil {

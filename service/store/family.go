@@ -181,20 +181,21 @@ func (s *Store) SearchFamilies(ctx context.Context, q string, limit int) ([]Fami
 	var rows *sql.Rows
 	var err error
 	// Phones are stored as typed (010-1234-5678, +82 10 1234 5678): compare
-	// them without their separators, so any spelling of one finds it.
+	// them without their separators, so any spelling of one finds it, in
+	// both its national and its international form.
 	const bare = `REPLACE(REPLACE(phone, '-', ''), ' ', '')`
-	phone := strings.NewReplacer("-", "", " ", "").Replace(q)
+	national, intl := phoneForms(q)
 	switch n, nerr := strconv.ParseInt(q, 10, 64); {
 	case q == "":
 		rows, err = s.db.QueryContext(ctx, `SELECT `+familyCols+` FROM families ORDER BY id LIMIT ?`, limit)
 	case nerr == nil:
 		rows, err = s.db.QueryContext(ctx, `SELECT `+familyCols+` FROM families WHERE id = ?
-			OR id IN (SELECT family_id FROM members WHERE (id = ? OR `+bare+` = ?) AND family_id IS NOT NULL AND deleted_at IS NULL)
-			OR name LIKE ? ESCAPE '!' ORDER BY id LIMIT ?`, n, n, phone, likePrefix(q), limit)
+			OR id IN (SELECT family_id FROM members WHERE (id = ? OR `+bare+` IN (?, ?)) AND family_id IS NOT NULL AND deleted_at IS NULL)
+			OR name LIKE ? ESCAPE '!' ORDER BY id LIMIT ?`, n, n, national, intl, likePrefix(q), limit)
 	default:
 		rows, err = s.db.QueryContext(ctx, `SELECT `+familyCols+` FROM families WHERE name LIKE ? ESCAPE '!'
-			OR id IN (SELECT family_id FROM members WHERE `+bare+` = ? AND family_id IS NOT NULL AND deleted_at IS NULL) ORDER BY id LIMIT ?`,
-			likePrefix(q), phone, limit)
+			OR id IN (SELECT family_id FROM members WHERE `+bare+` IN (?, ?) AND family_id IS NOT NULL AND deleted_at IS NULL) ORDER BY id LIMIT ?`,
+			likePrefix(q), national, intl, limit)
 	}
 	if err != nil {
 		return nil, dbErr("search families", err)
@@ -209,6 +210,35 @@ func (s *Store) SearchFamilies(ctx context.Context, q string, limit int) ([]Fami
 		out = append(out, f)
 	}
 	return out, rows.Err()
+}
+
+// koreaCode is the country code phones are written with besides their
+// national form (010-… ≡ +82 10-…): the service's country.
+const koreaCode = "+82"
+
+// phoneForms returns q as a phone without separators (spaces, hyphens,
+// dots, parentheses) in its national form ("01012345678") and its
+// international one ("+821012345678"); q that is no phone number comes back
+// as typed, twice.
+func phoneForms(q string) (national, intl string) {
+	var b strings.Builder
+	for i, r := range q {
+		switch {
+		case r >= '0' && r <= '9', r == '+' && i == 0:
+			b.WriteRune(r)
+		case r == ' ', r == '-', r == '.', r == '(', r == ')':
+		default:
+			return q, q
+		}
+	}
+	d := b.String()
+	switch {
+	case strings.HasPrefix(d, koreaCode):
+		return "0" + strings.TrimPrefix(strings.TrimPrefix(d, koreaCode), "0"), d
+	case strings.HasPrefix(d, "0") && len(d) > 1:
+		return d, koreaCode + d[1:]
+	}
+	return d, d
 }
 
 // likePrefix escapes q for LIKE … ESCAPE '!' and appends %.
