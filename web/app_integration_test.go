@@ -236,6 +236,8 @@ func TestFamilyApp(t *testing.T) {
 		if !hasRoute(t, sys.URL, "/families/{familyId}/data-requests") {
 			t.Skip("the server has no /families/{familyId}/data-requests route yet (ask-for-more backend not merged)")
 		}
+		waitJS(t, kid, "a data request offered for a data block", 5*time.Second,
+			`!document.querySelector('#ask')?.hidden && document.querySelector('#ask-not-data')?.hidden`, `document.querySelector('#main')?.innerText`)
 		browsertest.Run(t, kid, "ask for 100 MB", chromedp.SetValue("#ask-amount", strconv.Itoa(100*mib), chromedp.ByID),
 			chromedp.SetValue("#ask-message", "숙제 동영상", chromedp.ByID), chromedp.Click("#ask-send", chromedp.ByID))
 		start := time.Now()
@@ -293,6 +295,12 @@ func TestFamilyApp(t *testing.T) {
 	waitJS(t, kid, "the child sees the window's block screen", 35*time.Second, `document.querySelector('#block-reason')?.dataset.decision === 'BLOCKED_TIME' && document.querySelector('#block-reason').textContent.includes('밤')`,
 		`location.hash + ' ' + document.querySelector('#main')?.innerText`)
 	t.Logf("night window added → the child's block screen: %v", time.Since(start).Round(time.Millisecond))
+	// More data would not lift a time window: no data request is offered,
+	// the child is told to ask in person (#24).
+	waitJS(t, kid, "no data request for a time block", 5*time.Second,
+		`document.querySelector('#ask')?.hidden && !document.querySelector('#ask-not-data')?.hidden`,
+		`document.querySelector('#main')?.innerText`)
+	browsertest.Screenshot(t, kid, "app-block-time")
 	browsertest.Run(t, owner, "remove the window", chromedp.Click(`#window-밤 button`, chromedp.ByQuery))
 	waitJS(t, owner, "the window is gone and the child allowed", 5*time.Second,
 		`!document.querySelector('#window-밤') && document.querySelector('#controls-status').dataset.status === 'ALLOWED'`,

@@ -228,6 +228,8 @@ export async function dataRequests(f, status = 'PENDING') {
   const r = await call('GET', `${fam(f)}/data-requests?status=${status}`);
   return r?.items || r?.requests || [];
 }
+/** dataRequest is one request (a member reads its own). */
+export const dataRequest = (f, id) => call('GET', `${fam(f)}/data-requests/${encodeURIComponent(id)}`);
 export const approveDataRequest = (f, id, grant, amountBytes) =>
   call('POST', `${fam(f)}/data-requests/${encodeURIComponent(id)}/approve`, amountBytes ? { grant, amountBytes } : { grant },
     { 'Idempotency-Key': uuid() });

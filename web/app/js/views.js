@@ -115,7 +115,12 @@ export async function dashboardView(root) {
 export async function blockView(root) {
   const s = me();
   const body = h('div');
-  root.append(h('section.card.block#block', { 'aria-labelledby': 'block-h' }, h('h2#block-h', t('blockTitle')), body), askBox());
+  // More data lifts only a data block; for a time window, an app block or
+  // a parent's block the child is told to ask in person (#24: it asked for
+  // data during a night window, was granted it and stayed blocked).
+  const notData = h('section.card#ask-not-data', { hidden: true }, h('p', t('askNotData')));
+  const ask = askBox();
+  root.append(h('section.card.block#block', { 'aria-labelledby': 'block-h' }, h('h2#block-h', t('blockTitle')), body), ask, notData);
   let rules = null;
   try { rules = (await api.policies(s.familyId, s.memberId)).rules; } catch { /* the reason is enough */ }
 
@@ -124,6 +129,9 @@ export async function blockView(root) {
     if (!self) return;
     if (self.status !== 'BLOCKED') { toast(t('allowed')); go('#/dashboard'); return; }
     const owners = d.members.filter((m) => m.role === 'OWNER').map((m) => m.name);
+    const dataHelps = ['BLOCKED_LIMIT_DAILY', 'BLOCKED_LIMIT_MONTHLY', 'BLOCKED_FAMILY_QUOTA'].includes(self.decision);
+    ask.hidden = !dataHelps;
+    notData.hidden = dataHelps;
     body.replaceChildren(h('dl.facts',
       h('dt', t('why')), h('dd#block-reason', { 'data-decision': self.decision }, reasonText(self)),
       h('dt', t('until')), h('dd#block-until', untilText(self, rules)),
@@ -143,12 +151,14 @@ export async function blockView(root) {
       h('label', { for: 'ask-message' }, t('askMessage')), msg, send, status,
       h('h4', t('askPending')), pending);
     let key = api.uuid(); // one key per request the member means to send: a retry is not a second request
+    let sent = null; // the request sent from this screen, until it is answered
     form.addEventListener('submit', async (e) => {
       e.preventDefault();
       send.disabled = true;
       try {
-        await api.createDataRequest(s.familyId, Number(amount.value), msg.value.trim(), key);
+        const r = await api.createDataRequest(s.familyId, Number(amount.value), msg.value.trim(), key);
         key = api.uuid();
+        sent = r?.id ?? null;
         status.textContent = t('askSent');
         msg.value = '';
         refreshRequests().catch(() => {});
@@ -159,6 +169,15 @@ export async function blockView(root) {
     const renderMine = (items) => {
       if (items === false) { status.textContent = t('askUnavailable'); pending.replaceChildren(); return; }
       const mine = (items || []).filter((r) => r.customerId === s.memberId);
+      // The request sent from here is no longer pending: say how it was answered.
+      if (sent != null && items && !mine.some((r) => r.id === sent)) {
+        const id = sent;
+        sent = null;
+        api.dataRequest(s.familyId, id).then((r) => {
+          status.textContent = r.status === 'APPROVED' ? t('askApproved', { bytes: fmtBytes(r.grantedBytes || r.amountBytes) })
+            : r.status === 'DECLINED' ? t('askDeclined') : status.textContent;
+        }).catch(() => {});
+      }
       pending.replaceChildren(...(mine.length ? mine.map((r) => h('li', { id: `my-request-${r.id}` }, `${fmtBytes(r.amountBytes)} · ${fmtTime(r.createdAt)}`, r.message ? h('q', r.message) : null))
         : [h('li.muted', t('noRequests'))]));
     };
