@@ -253,6 +253,10 @@ func TestFamilyApp(t *testing.T) {
 		waitJS(t, kid, "the child is unblocked live", 5*time.Second, `location.hash === '#/dashboard' && document.querySelector('#member-`+strconv.FormatInt(child, 10)+`')?.dataset.status === 'ALLOWED'`,
 			`location.hash + ' ' + document.querySelector('#main')?.innerText`)
 		t.Logf("approved → the child's app unblocked: %v", time.Since(start).Round(time.Millisecond))
+		// The child's card says what is left of its limit, the approved extra included.
+		waitJS(t, kid, "what is left of the monthly limit", 5*time.Second,
+			`/이번 달 .+ 남음 \/ /.test(document.querySelector('#limits-`+strconv.FormatInt(child, 10)+`')?.textContent || '')`,
+			`document.querySelector('#members')?.innerText`)
 	})
 
 	// Clear the limit from the controls (reloaded: another owner's approval
@@ -305,6 +309,18 @@ func TestFamilyApp(t *testing.T) {
 	waitJS(t, owner, "the window is gone and the child allowed", 5*time.Second,
 		`!document.querySelector('#window-밤') && document.querySelector('#controls-status').dataset.status === 'ALLOWED'`,
 		`document.querySelector('#controls-status')?.textContent`)
+
+	// While allowed, the child sees what is restricted for it (#24): a
+	// blocked category is listed on its dashboard, by its Korean name.
+	browsertest.Run(t, owner, "block the games category", chromedp.Evaluate(`document.querySelector('#block-cat-GAME').click()`, nil))
+	waitAPI(t, "games blocked", 5*time.Second, func() (bool, string) { r := rules(); return r["BLOCK:CATEGORY:GAME"] == "1", fmt.Sprint(r) })
+	browsertest.Run(t, kid, "open the dashboard (child)", chromedp.Navigate(sys.URL+"/app/#/dashboard"), chromedp.Reload())
+	waitJS(t, kid, "the child's restrictions listed", 10*time.Second, `!!document.querySelector('#my-rules-list')?.textContent.includes('막힌 분류: 게임')`,
+		`document.querySelector('#my-rules')?.innerText`)
+	browsertest.CheckAccessibility(t, kid, "app-dashboard-child")
+	browsertest.Screenshot(t, kid, "app-dashboard-child")
+	browsertest.Run(t, owner, "unblock the games category", chromedp.Evaluate(`document.querySelector('#block-cat-GAME').click()`, nil))
+	waitAPI(t, "games unblocked", 5*time.Second, func() (bool, string) { _, ok := rules()["BLOCK:CATEGORY:GAME"]; return !ok, fmt.Sprint(rules()) })
 
 	// The inbox updates live: the child watches it while the family passes
 	// the 50 % threshold.

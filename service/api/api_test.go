@@ -496,6 +496,10 @@ func TestStory2(t *testing.T) {
 	if child == nil || child.Status != "BLOCKED" || child.Decision != string(policy.BlockedLimitMonthly) || child.MonthlyUsedBytes != 1200*mib || child.SharePercent != 100 {
 		t.Fatalf("dashboard child %+v", child)
 	}
+	// Each card carries the member's limits in effect (#24: "오늘 32 MB 남음 / 50 MB").
+	if child.MonthlyLimitBytes == nil || *child.MonthlyLimitBytes != 500*mib || child.DailyLimitBytes != nil {
+		t.Fatalf("dashboard child limits: daily %v monthly %v, want none and %d", child.DailyLimitBytes, child.MonthlyLimitBytes, 500*mib)
+	}
 	if d.Pool.TotalBytes != 10*gib || d.Pool.UsedBytes != 1200*mib || d.Pool.RemainingBytes != 10*gib-1200*mib || d.Name != "family 100" || !d.Provisioned {
 		t.Fatalf("dashboard pool %+v", d)
 	}

@@ -105,6 +105,10 @@ type DashboardMember struct {
 	MonthlyUsedBytes int64   `json:"monthlyUsedBytes"`
 	SharePercent     float64 `json:"sharePercent" doc:"Share of the family's use this month"`
 	PolicyVersion    int64   `json:"policyVersion"`
+	// DailyLimitBytes and MonthlyLimitBytes are the member's limits in effect
+	// now, approved extras included; absent when not set.
+	DailyLimitBytes   *int64 `json:"dailyLimitBytes,omitempty" doc:"The member's daily limit now, approved extras included; absent: no daily limit"`
+	MonthlyLimitBytes *int64 `json:"monthlyLimitBytes,omitempty" doc:"The member's monthly limit now, approved extras included; absent: no monthly limit"`
 	Standing
 }
 
@@ -157,9 +161,13 @@ func (a *Server) dashboard(ctx context.Context, fid int64) (Dashboard, error) {
 	for _, ms := range st.Members {
 		status[ms.CustomerID] = ms
 	}
+	now := policy.MomentOf(a.cfg.Clock(), a.cfg.State.Location())
 	line := func(cid int64, name, role string, ms quota.MemberStatus) DashboardMember {
 		dm := DashboardMember{CustomerID: cid, Name: name, Role: role, DailyUsedBytes: ms.DailyUsed,
 			MonthlyUsedBytes: ms.MonthlyUsed, PolicyVersion: ms.Version, Standing: standing(ms)}
+		if c, err := policy.ParseConstraints(ms.Constraints); err == nil && len(ms.Constraints) > 0 {
+			dm.DailyLimitBytes, dm.MonthlyLimitBytes = c.EffectiveLimits(now)
+		}
 		if st.Used > 0 {
 			dm.SharePercent = float64(ms.MonthlyUsed) * 100 / float64(st.Used)
 		}

@@ -2,7 +2,7 @@
 // usage detail and the notification centre.
 import * as api from './api.js';
 import { t } from './i18n.js';
-import { h, fmtBytes, fmtTime, reasonText, untilText, MB, errorText } from './util.js';
+import { h, fmtBytes, fmtTime, fmtClock, parseWindow, reasonText, untilText, MB, errorText } from './util.js';
 import { chartBox, gauge } from './charts.js';
 import { state, on, refreshDashboard, refreshRequests, refreshUnread, loadCatalog, emit } from './store.js';
 import { toast, go, track } from './ui.js';
@@ -19,9 +19,41 @@ export async function dashboardView(root) {
   const shareBox = h('section.card#share', { 'aria-labelledby': 'share-h' });
   const list = h('ul.members#members', { 'aria-labelledby': 'members-h' });
   const stamp = h('p.muted#dash-updated');
-  root.append(h('h2.sr-only', t('navDashboard')), poolBox, reqBox, shareBox,
+  // A member sees what is restricted for it while it is allowed (#24).
+  const rulesBox = isOwner() ? null : h('section.card#my-rules', { 'aria-labelledby': 'my-rules-h' });
+  root.append(h('h2.sr-only', t('navDashboard')), poolBox, reqBox, rulesBox, shareBox,
     h('section.card', h('h3#members-h', t('members')), list, stamp));
   let shareFig = null;
+  let rulesVersion = -1;
+
+  // renderRules lists the member's own restrictions: time windows, blocked
+  // categories and apps, an instant block; read again when its policy
+  // version moves.
+  async function renderRules(self) {
+    if (!rulesBox || !self || self.policyVersion === rulesVersion) return;
+    rulesVersion = self.policyVersion;
+    let rules;
+    try { rules = (await api.policies(me().familyId, me().memberId)).rules; } catch { rulesVersion = -1; return; }
+    const catalog = await loadCatalog().catch(() => ({ apps: [] }));
+    const appName = new Map((catalog.apps || []).map((a) => [a.id, a.name || a.id]));
+    const items = [];
+    const days = (ds) => (ds.length ? ds.map((x) => t(`day.${x}`)).join(' ') : t('everyDay'));
+    if (rules['BLOCK:TIME:START'] !== undefined) {
+      const st = rules['BLOCK:TIME:START'];
+      items.push(t('ruleWindow', { name: t('defaultWindow'), from: fmtClock(st), to: fmtClock(rules['BLOCK:TIME:END'] || st), days: t('everyDay') }));
+    }
+    for (const [k, v] of Object.entries(rules)) {
+      const m = /^BLOCK:TIME:(.+)$/.exec(k);
+      const w = m && m[1] !== 'START' && m[1] !== 'END' ? parseWindow(v) : null;
+      if (w) items.push(t('ruleWindow', { name: m[1], from: fmtClock(w.start), to: fmtClock(w.end), days: days(w.days) }));
+    }
+    const cats = Object.keys(rules).filter((k) => k.startsWith('BLOCK:CATEGORY:')).map((k) => t(`cat.${k.slice(15)}`));
+    if (cats.length) items.push(t('ruleCategories', { list: cats.join(', ') }));
+    const apps = Object.keys(rules).filter((k) => k.startsWith('BLOCK:APP:')).map((k) => appName.get(k.slice(10)) || k.slice(10));
+    if (apps.length) items.push(t('ruleApps', { list: apps.join(', ') }));
+    rulesBox.replaceChildren(h('h3#my-rules-h', t('myRules')),
+      items.length ? h('ul#my-rules-list', items.map((x) => h('li', x))) : h('p.muted', t('noRules')));
+  }
 
   function render(d) {
     if (!d) return;
@@ -49,6 +81,7 @@ export async function dashboardView(root) {
     }
     list.replaceChildren(...d.members.map((m) => memberCard(m)));
     stamp.textContent = t('updatedAt', { time: new Date(state.dashAt).toLocaleTimeString() });
+    renderRules(self).catch(() => {});
     // The first render after the page loaded: measured by the browser tests.
     if (!performance.getEntriesByName('dpcs-dashboard').length) performance.mark('dpcs-dashboard');
   }
@@ -63,10 +96,19 @@ export async function dashboardView(root) {
         h(`span.badge-status.${blocked ? 'st-blocked' : 'st-ok'}`, blocked ? t('blocked') : t('allowed'))),
       blocked ? h('p.reason', { id: `reason-${m.customerId}` }, reasonText(m)) : null,
       h('p.muted', `${t('thisMonth', { bytes: fmtBytes(m.monthlyUsedBytes) })} · ${t('today', { bytes: fmtBytes(m.dailyUsedBytes) })} · ${m.sharePercent.toFixed(1)}%`),
+      limitsLine(m),
       h('p.links',
         (isOwner() || mine) ? h('a', { href: `#/usage/${m.customerId}` }, t('navUsage')) : null,
         isOwner() ? h('a', { href: `#/controls/${m.customerId}`, id: `controls-link-${m.customerId}` }, t('navControls')) : null,
         mine && blocked ? h('a', { href: '#/block' }, t('askMore')) : null));
+  }
+
+  // limitsLine says what is left of the member's limits: "오늘 32 MB 남음 / 50 MB".
+  function limitsLine(m) {
+    const parts = [];
+    if (m.dailyLimitBytes != null) parts.push(t('leftToday', { left: fmtBytes(Math.max(0, m.dailyLimitBytes - m.dailyUsedBytes)), limit: fmtBytes(m.dailyLimitBytes) }));
+    if (m.monthlyLimitBytes != null) parts.push(t('leftMonth', { left: fmtBytes(Math.max(0, m.monthlyLimitBytes - m.monthlyUsedBytes)), limit: fmtBytes(m.monthlyLimitBytes) }));
+    return parts.length ? h('p.limits', { id: `limits-${m.customerId}` }, parts.join(' · ')) : null;
   }
 
   function renderRequests(items) {
