@@ -377,6 +377,9 @@ func TestFamilyApp(t *testing.T) {
 	// Settings (language switch) and English.
 	browsertest.Run(t, kid, "open the settings", chromedp.Navigate(sys.URL+"/app/#/settings"))
 	waitJS(t, kid, "settings", 5*time.Second, `!!document.querySelector('#logout')`, `document.querySelector('#main')?.innerText`)
+	// The role in the viewer's words, not the API's (#24: "아빠 (OWNER)").
+	waitJS(t, kid, "the role in Korean", 5*time.Second, `document.querySelector('#main')?.innerText.includes('(구성원)') && !document.querySelector('#main')?.innerText.includes('MEMBER')`,
+		`document.querySelector('#main')?.innerText`)
 	browsertest.CheckAccessibility(t, kid, "app-settings")
 	browsertest.Run(t, kid, "switch to English", chromedp.Click("#lang", chromedp.ByID))
 	waitJS(t, kid, "English", 5*time.Second, `document.documentElement.lang === 'en' && document.querySelector('#nav-dashboard')?.textContent === 'Dashboard'`,

@@ -30,7 +30,7 @@ export async function settingsView(root) {
     h('section.card', h('h2', t('settingsTitle')), h('label', { for: 'lang-select' }, t('language')), sel),
     h('section.card', h('h3', t('pushTitle')), pushBtn, pushMsg),
     passwordBox(s),
-    h('section.card', h('h3', t('account')), h('p', t('signedInAs', { name: me?.name || s.memberId, role: s.role, family: s.familyId })), out));
+    h('section.card', h('h3', t('account')), h('p', t('signedInAs', { name: me?.name || s.memberId, role: s.role === 'OWNER' ? t('owner') : s.role === 'MEMBER' ? t('member') : s.role, family: s.familyId })), out));
 
   async function renderPush() {
     const p = await currentPush();
