@@ -372,7 +372,16 @@ func TestFamilyApp(t *testing.T) {
 	waitJS(t, owner, "the last known dashboard offline", 10*time.Second,
 		`document.querySelector('#live')?.textContent.includes('오프라인') && !!document.querySelector('#pool-remaining')`,
 		`document.querySelector('#live')?.textContent + ' / ' + document.querySelector('#main')?.innerText`)
+	// A screen that cannot load says why in words and loads again by itself
+	// once the API is back (#24: "오류: Failed to fetch", and no recovery).
+	browsertest.Run(t, owner, "open the controls with the API unreachable", chromedp.Navigate(fmt.Sprintf("%s/app/#/controls/%d", sys.URL, child)))
+	waitJS(t, owner, "why, in words", 10*time.Second,
+		`document.querySelector('#main p.error')?.textContent.startsWith('서버에 연결할 수 없습니다') && !!document.querySelector('#retrying')`,
+		`document.querySelector('#main')?.innerText`)
+	browsertest.Screenshot(t, owner, "app-offline")
 	restore()
+	waitJS(t, owner, "the controls load by themselves", 40*time.Second, `!!document.querySelector('#monthly-slider')`,
+		`document.querySelector('#main')?.innerText`)
 
 	// Settings (language switch) and English.
 	browsertest.Run(t, kid, "open the settings", chromedp.Navigate(sys.URL+"/app/#/settings"))
@@ -505,16 +514,18 @@ func apiUnreachable(t *testing.T, ctx context.Context) func() {
 		var err error
 		id, err = page.AddScriptToEvaluateOnNewDocument(`(() => {
 			const real = window.fetch.bind(window);
+			window.dpcsAPIDown = true;
 			window.fetch = (input, init) => {
 				const u = new URL(typeof input === 'string' ? input : input.url, location.href);
-				if (!u.pathname.startsWith('/app/')) return Promise.reject(new TypeError('Failed to fetch'));
+				if (window.dpcsAPIDown && !u.pathname.startsWith('/app/')) return Promise.reject(new TypeError('Failed to fetch'));
 				return real(input, init);
 			};
 		})()`).Do(ctx)
 		return err
 	}))
-	return func() {
-		browsertest.Run(t, ctx, "reconnect the API", page.RemoveScriptToEvaluateOnNewDocument(id))
+	return func() { // for the next documents and the open one
+		browsertest.Run(t, ctx, "reconnect the API", page.RemoveScriptToEvaluateOnNewDocument(id),
+			chromedp.Evaluate(`window.dpcsAPIDown = false`, nil))
 	}
 }
 

@@ -1,7 +1,7 @@
 // app.js: the family app's shell — hash router, navigation, language switch,
 // login, settings, live connection state and the service worker.
 import * as api from './api.js';
-import { t, lang, setLang } from './i18n.js';
+import { t, lang, setLang, locale } from './i18n.js';
 import { h, errorText } from './util.js';
 import { state, on, startLive, stopLive, refreshDashboard, refreshUnread, refreshRequests } from './store.js';
 import { dashboardView, blockView, usageView, inboxView } from './views.js';
@@ -21,7 +21,14 @@ const routes = {
   settings: settingsView,
 };
 
+// A screen that could not load because the server or the network was
+// away loads again by itself: after 2 s, doubling to 30 s, and at once
+// when the browser is back online.
+let retryTimer = 0;
+let retryDelay = 2000;
+
 function route() {
+  clearTimeout(retryTimer);
   leaveScreen();
   const [name = 'dashboard', ...args] = location.hash.replace(/^#\/?/, '').split('/').filter(Boolean);
   const s = api.currentSession();
@@ -31,10 +38,17 @@ function route() {
   renderChrome(name);
   main.replaceChildren();
   main.dataset.screen = name;
-  Promise.resolve(view(main, args)).catch((e) => {
-    main.append(h('p.error', { role: 'alert' }, errorText(e)));
+  const at = location.hash;
+  Promise.resolve(view(main, args)).then(() => { retryDelay = 2000; }, (e) => {
+    const again = !e?.status || e.status >= 500;
+    main.append(h('p.error', { role: 'alert' }, errorText(e)), again ? h('p.muted#retrying', t('retrying')) : null);
+    if (!again) return;
+    retryTimer = setTimeout(() => { if (location.hash === at) route(); }, retryDelay);
+    retryDelay = Math.min(retryDelay * 2, 30000);
   });
 }
+
+window.addEventListener('online', () => { if (document.getElementById('retrying')) route(); });
 
 function renderChrome(name) {
   const s = api.currentSession();
@@ -65,7 +79,9 @@ function renderChrome(name) {
 
 function updateLive() {
   const el = document.getElementById('live');
-  el.textContent = state.offline ? t('offline', { time: new Date(state.dashAt).toLocaleTimeString() }) : state.live ? t('liveOn') : t('liveOff');
+  const at = new Date(state.dashAt).toLocaleTimeString(locale(), { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' });
+  el.textContent = state.offline ? t('offline', { time: at }) : state.live ? t('liveOn') : t('liveOff');
+  el.title = state.offline ? t('offlineLong', { time: at }) : '';
   el.className = state.offline ? 'live live-off' : state.live ? 'live live-on' : 'live live-off';
 }
 
