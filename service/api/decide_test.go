@@ -619,13 +619,10 @@ func (f *flakySpool) Spool(ctx context.Context, recs []*kgo.Record) error {
 	return f.sql.Spool(ctx, recs)
 }
 
-// TestDecideKafkaDownSpooled (#23, 5): while Kafka does not acknowledge, a
-// decision is answered (200) once its records are in the SQL outbox, and
-// the relay publishes them when Kafka is back; with SQL down too, the
-// batch's caller waits (it is charged) while new callers are refused
-// unjudged, and is answered once SQL takes the records. Every answer given
-// is in usage-persist at the end.
-func TestDecideKafkaDownSpooled(t *testing.T) {
+// newSpooledFixture is a decide fixture whose decisions spool to its SQL
+// outbox through a flakySpool; it returns the spool and the database.
+func newSpooledFixture(t *testing.T) (*decideFixture, *flakySpool, *sql.DB) {
+	t.Helper()
 	var sp *flakySpool
 	var db *sql.DB
 	d := newDecideFixtureSpool(t, func(sdb *sql.DB) judge.Spool {
@@ -636,6 +633,48 @@ func TestDecideKafkaDownSpooled(t *testing.T) {
 		sp, db = &flakySpool{sql: s}, sdb
 		return sp
 	})
+	return d, sp, db
+}
+
+// drainOutbox publishes the spooled usage-persist rows to the fixture's
+// Kafka with a relay until none is pending (20 s at most).
+func (d *decideFixture) drainOutbox(db *sql.DB) {
+	d.t.Helper()
+	ctx := context.Background()
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(d.kafka.ListenAddrs()...))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer pcl.Close()
+	relay, err := outbox.New(db, pcl, outbox.WithKeep(envelope.TopicUsagePersist))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		n, err := outbox.Pending(ctx, db, envelope.TopicUsagePersist)
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("%d spooled rows not published in 20 s", n)
+		}
+		if _, err := relay.Poll(ctx); err != nil {
+			d.t.Logf("relay: %v", err)
+		}
+	}
+}
+
+// TestDecideKafkaDownSpooled (#23, 5): while Kafka does not acknowledge, a
+// decision is answered (200) once its records are in the SQL outbox, and
+// the relay publishes them when Kafka is back; with SQL down too, the
+// batch's caller waits (it is charged) while new callers are refused
+// unjudged, and is answered once SQL takes the records. Every answer given
+// is in usage-persist at the end.
+func TestDecideKafkaDownSpooled(t *testing.T) {
+	d, sp, db := newSpooledFixture(t)
 	ctx := context.Background()
 	pool := func() int64 {
 		st, err := d.engine.Family(ctx, famA)
@@ -713,24 +752,8 @@ func TestDecideKafkaDownSpooled(t *testing.T) {
 	// Kafka back: the relay publishes the spooled rows, the decisions
 	// produce to Kafka again.
 	d.down.Store(false)
-	pcl, err := kgo.NewClient(kgo.SeedBrokers(d.kafka.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pcl.Close()
-	relay, err := outbox.New(db, pcl, outbox.WithKeep(envelope.TopicUsagePersist))
-	if err != nil {
-		t.Fatal(err)
-	}
+	d.drainOutbox(db)
 	deadline := time.Now().Add(20 * time.Second)
-	for spooled() > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d rows still in the outbox", spooled())
-		}
-		if _, err := relay.Poll(ctx); err != nil {
-			t.Logf("relay: %v", err)
-		}
-	}
 	for d.dec.Spooling() {
 		if time.Now().After(deadline) {
 			t.Fatal("still spooling 20 s after Kafka came back")
@@ -761,16 +784,7 @@ func TestDecideOutagesInterleaved(t *testing.T) {
 	for seed := range uint64(10) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 23))
-			var sp *flakySpool
-			var db *sql.DB
-			d := newDecideFixtureSpool(t, func(sdb *sql.DB) judge.Spool {
-				s, err := outbox.NewSpool(sdb, sqldialect.Unknown, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				sp, db = &flakySpool{sql: s}, sdb
-				return sp
-			})
+			d, sp, db := newSpooledFixture(t)
 			ctx := context.Background()
 			var steps []string
 			fail := func(format string, args ...any) {
@@ -888,30 +902,7 @@ func TestDecideOutagesInterleaved(t *testing.T) {
 			d.down.Store(false)
 			sp.down.Store(false)
 			settle()
-			pcl, err := kgo.NewClient(kgo.SeedBrokers(d.kafka.ListenAddrs()...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer pcl.Close()
-			relay, err := outbox.New(db, pcl, outbox.WithKeep(envelope.TopicUsagePersist))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for deadline := time.Now().Add(20 * time.Second); ; {
-				n, err := outbox.Pending(ctx, db, envelope.TopicUsagePersist)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if n == 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					fail("%d spooled rows not published", n)
-				}
-				if _, err := relay.Poll(ctx); err != nil {
-					t.Logf("relay: %v", err)
-				}
-			}
+			d.drainOutbox(db)
 			var want []string
 			for id := range answers {
 				want = append(want, id)

@@ -1,0 +1,117 @@
+package api
+
+import (
+	"context"
+
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
+)
+
+// The family dashboard (GET /families/{familyId}): the pool and every
+// member's usage, limits and standing, from SQL (who) and the quota state
+// (how much, whether allowed).
+
+// Pool is a family pool's state this month.
+type Pool struct {
+	PlanBytes      int64   `json:"planBytes"`
+	TopUpBytes     int64   `json:"topUpBytes"`
+	TotalBytes     int64   `json:"totalBytes"`
+	UsedBytes      int64   `json:"usedBytes"`
+	RemainingBytes int64   `json:"remainingBytes"`
+	UsedPercent    float64 `json:"usedPercent"`
+	Thresholds     []int   `json:"thresholds" doc:"Alert levels, percent of the pool remaining"`
+	Fired          []int   `json:"fired" doc:"Thresholds already announced this month"`
+}
+
+// Standing is whether a member may use data now, and why not.
+type Standing struct {
+	Status       string `json:"status" enum:"ALLOWED,BLOCKED"`
+	Decision     string `json:"decision" doc:"ALLOWED or the block reason, e.g. BLOCKED_LIMIT_MONTHLY" example:"BLOCKED_LIMIT_MONTHLY"`
+	Rule         string `json:"rule,omitempty" doc:"The constraint that blocks"`
+	ThrottleKbps int64  `json:"throttleKbps,omitempty"`
+}
+
+func standing(s quota.MemberStatus) Standing {
+	st := Standing{Status: "ALLOWED", Decision: string(s.Decision), Rule: s.Rule, ThrottleKbps: s.ThrottleKbps}
+	if s.Blocked() {
+		st.Status = "BLOCKED"
+	}
+	return st
+}
+
+// DashboardMember is one member's line of the dashboard.
+type DashboardMember struct {
+	CustomerID       int64   `json:"customerId"`
+	Name             string  `json:"name"`
+	Role             string  `json:"role"`
+	DailyUsedBytes   int64   `json:"dailyUsedBytes"`
+	MonthlyUsedBytes int64   `json:"monthlyUsedBytes"`
+	SharePercent     float64 `json:"sharePercent" doc:"Share of the family's use this month"`
+	PolicyVersion    int64   `json:"policyVersion"`
+	// DailyLimitBytes and MonthlyLimitBytes are the member's limits in effect
+	// now, approved extras included; absent when not set.
+	DailyLimitBytes   *int64 `json:"dailyLimitBytes,omitempty" doc:"The member's daily limit now, approved extras included; absent: no daily limit"`
+	MonthlyLimitBytes *int64 `json:"monthlyLimitBytes,omitempty" doc:"The member's monthly limit now, approved extras included; absent: no monthly limit"`
+	Standing
+}
+
+// Dashboard is the family view: the pool and every member's share and standing.
+type Dashboard struct {
+	FamilyID    int64             `json:"familyId"`
+	Name        string            `json:"name"`
+	Month       string            `json:"month" example:"202602"`
+	Provisioned bool              `json:"provisioned" doc:"false: no pool was provisioned, every request is blocked"`
+	Pool        Pool              `json:"pool"`
+	Members     []DashboardMember `json:"members"`
+}
+
+type dashboardOutput struct{ Body Dashboard }
+
+func (a *Server) dashboard(ctx context.Context, fid int64) (Dashboard, error) {
+	f, err := a.cfg.Store.GetFamily(ctx, fid)
+	if err != nil {
+		return Dashboard{}, err
+	}
+	members, err := a.cfg.Store.ListMembers(ctx, fid, false)
+	if err != nil {
+		return Dashboard{}, err
+	}
+	st, err := a.cfg.State.Family(ctx, fid)
+	if err != nil {
+		return Dashboard{}, err
+	}
+	d := Dashboard{FamilyID: f.ID, Name: f.Name, Month: st.Month, Provisioned: st.Provisioned,
+		Pool: Pool{PlanBytes: st.Plan, TopUpBytes: st.TopUps, TotalBytes: st.Total, UsedBytes: st.Used,
+			RemainingBytes: st.Remaining, UsedPercent: st.UsedPercent(), Thresholds: nonNil(st.Thresholds), Fired: nonNil(st.Fired)},
+		Members: []DashboardMember{}}
+	status := make(map[int64]quota.MemberStatus, len(st.Members))
+	for _, ms := range st.Members {
+		status[ms.CustomerID] = ms
+	}
+	now := policy.MomentOf(a.cfg.Clock(), a.cfg.State.Location())
+	line := func(cid int64, name, role string, ms quota.MemberStatus) DashboardMember {
+		dm := DashboardMember{CustomerID: cid, Name: name, Role: role, DailyUsedBytes: ms.DailyUsed,
+			MonthlyUsedBytes: ms.MonthlyUsed, PolicyVersion: ms.Version, Standing: standing(ms)}
+		if c, err := policy.ParseConstraints(ms.Constraints); err == nil && len(ms.Constraints) > 0 {
+			dm.DailyLimitBytes, dm.MonthlyLimitBytes = c.EffectiveLimits(now)
+		}
+		if st.Used > 0 {
+			dm.SharePercent = float64(ms.MonthlyUsed) * 100 / float64(st.Used)
+		}
+		return dm
+	}
+	for _, m := range members {
+		ms, ok := status[m.ID]
+		if !ok { // in SQL but not provisioned in Redis: judged as not a member
+			ms = quota.MemberStatus{CustomerID: m.ID, Decision: policy.BlockedNotMember}
+		}
+		delete(status, m.ID)
+		d.Members = append(d.Members, line(m.ID, m.Name, string(m.Role), ms))
+	}
+	for _, ms := range st.Members { // provisioned in Redis only (e.g. simulated population)
+		if _, ok := status[ms.CustomerID]; ok {
+			d.Members = append(d.Members, line(ms.CustomerID, "", string(policy.RoleMember), ms))
+		}
+	}
+	return d, nil
+}
