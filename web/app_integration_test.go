@@ -244,15 +244,24 @@ func TestFamilyApp(t *testing.T) {
 		waitJS(t, mom, "the owner sees the request live", 5*time.Second, `document.querySelectorAll('#requests li.request').length > 0`, `document.querySelector('#requests')?.innerText`)
 		t.Logf("request sent → shown to the owner: %v", time.Since(start).Round(time.Millisecond))
 		browsertest.CheckAccessibility(t, mom, "app-dashboard-request")
-		browsertest.Run(t, mom, "approve for this month", chromedp.Evaluate(`(() => {
-			const li = document.querySelector('#requests li.request');
-			li.querySelector('select').value = 'MONTH';
-			li.querySelector('button.primary').click();
+		// The other owner answers from the request's inbox item (#24).
+		browsertest.Run(t, owner, "open the inbox (owner)", chromedp.Navigate(sys.URL+"/app/#/inbox"))
+		waitJS(t, owner, "the request answerable in the inbox", 10*time.Second,
+			`!!document.querySelector('#notes li.note[data-kind=DATA_REQUESTED] .note-answer button.primary')`, `document.querySelector('#notes')?.innerText`)
+		browsertest.CheckAccessibility(t, owner, "app-inbox-request")
+		browsertest.Screenshot(t, owner, "app-inbox-request")
+		browsertest.Run(t, owner, "approve for this month from the inbox", chromedp.Evaluate(`(() => {
+			const a = document.querySelector('#notes li.note[data-kind=DATA_REQUESTED] .note-answer');
+			a.querySelector('select').value = 'MONTH';
+			a.querySelector('button.primary').click();
 		})()`, nil))
 		start = time.Now()
 		waitJS(t, kid, "the child is unblocked live", 5*time.Second, `location.hash === '#/dashboard' && document.querySelector('#member-`+strconv.FormatInt(child, 10)+`')?.dataset.status === 'ALLOWED'`,
 			`location.hash + ' ' + document.querySelector('#main')?.innerText`)
 		t.Logf("approved → the child's app unblocked: %v", time.Since(start).Round(time.Millisecond))
+		waitJS(t, owner, "the inbox item says it is answered", 5*time.Second,
+			`document.querySelector('#notes li.note[data-kind=DATA_REQUESTED] .note-answer')?.textContent === '이미 답한 부탁입니다'`,
+			`document.querySelector('#notes')?.innerText`)
 		// The child's card says what is left of its limit, the approved extra included.
 		waitJS(t, kid, "what is left of the monthly limit", 5*time.Second,
 			`/이번 달 .+ 남음 \/ /.test(document.querySelector('#limits-`+strconv.FormatInt(child, 10)+`')?.textContent || '')`,
@@ -261,7 +270,7 @@ func TestFamilyApp(t *testing.T) {
 
 	// Clear the limit from the controls (reloaded: another owner's approval
 	// changed the policies since): the child is allowed again.
-	browsertest.Run(t, owner, "reload the controls", chromedp.Reload())
+	browsertest.Run(t, owner, "open the controls again", chromedp.Navigate(fmt.Sprintf("%s/app/#/controls/%d", sys.URL, child)))
 	waitJS(t, owner, "controls", 5*time.Second, `!!document.querySelector('#monthly-enabled')?.checked`, `document.querySelector('#main')?.innerText`)
 	if hasRoute(t, sys.URL, "/families/{familyId}/data-requests") {
 		// The approved month's extra shows in the monthly limit (#24).

@@ -120,28 +120,12 @@ export async function dashboardView(root) {
   }
 
   function requestItem(r, name) {
-    const sel = h('select', { id: `grant-${r.id}` }, ['DAY', 'MONTH', 'TOPUP'].map((g) => h('option', { value: g }, t(`grant.${g}`))));
-    const approve = h('button.primary', { type: 'button', id: `approve-${r.id}` }, t('approve'));
-    const decline = h('button', { type: 'button', id: `decline-${r.id}` }, t('decline'));
-    const fam = me().familyId;
-    approve.addEventListener('click', async () => {
-      approve.disabled = decline.disabled = true;
-      try {
-        await api.approveDataRequest(fam, r.id, sel.value); // the amount asked for
-        toast(t('approved'));
-      } catch (e) { toast(errorText(e), 'error'); approve.disabled = decline.disabled = false; }
-      refreshRequests().catch(() => {}); refreshDashboard().catch(() => {});
-    });
-    decline.addEventListener('click', async () => {
-      approve.disabled = decline.disabled = true;
-      try { await api.declineDataRequest(fam, r.id); toast(t('declined')); } catch (e) { toast(errorText(e), 'error'); }
-      refreshRequests().catch(() => {});
-    });
     return h('li.request', { id: `request-${r.id}`, 'data-customer': String(r.customerId) },
       h('p', h('strong', t('requestFrom', { name, bytes: fmtBytes(r.amountBytes) })), r.message ? h('q', r.message) : null,
         h('span.muted', ` ${fmtTime(r.createdAt)}`)),
-      h('div.row', h('label', { for: `grant-${r.id}` }, t('grant')), sel, approve, decline));
+      requestActions(r));
   }
+
 
   track(on('dashboard', render));
   track(on('requests', renderRequests));
@@ -150,6 +134,30 @@ export async function dashboardView(root) {
   renderRequests(state.requests);
   await refreshDashboard();
   if (isOwner()) refreshRequests().catch(() => {});
+}
+
+// requestActions answers a pending data request: how to grant it, approve,
+// decline. The dashboard and the inbox item of the request both show it
+// (ids prefixed by where).
+function requestActions(r, prefix = '') {
+  const sel = h('select', { id: `${prefix}grant-${r.id}` }, ['DAY', 'MONTH', 'TOPUP'].map((g) => h('option', { value: g }, t(`grant.${g}`))));
+  const approve = h('button.primary', { type: 'button', id: `${prefix}approve-${r.id}` }, t('approve'));
+  const decline = h('button', { type: 'button', id: `${prefix}decline-${r.id}` }, t('decline'));
+  const fam = me().familyId;
+  approve.addEventListener('click', async () => {
+    approve.disabled = decline.disabled = true;
+    try {
+      await api.approveDataRequest(fam, r.id, sel.value); // the amount asked for
+      toast(t('approved'));
+    } catch (e) { toast(errorText(e), 'error'); approve.disabled = decline.disabled = false; }
+    refreshRequests().catch(() => {}); refreshDashboard().catch(() => {});
+  });
+  decline.addEventListener('click', async () => {
+    approve.disabled = decline.disabled = true;
+    try { await api.declineDataRequest(fam, r.id); toast(t('declined')); } catch (e) { toast(errorText(e), 'error'); }
+    refreshRequests().catch(() => {});
+  });
+  return h('div.row', h('label', { for: `${prefix}grant-${r.id}` }, t('grant')), sel, approve, decline);
 }
 
 // ---------------------------------------------------------------- block screen
@@ -292,9 +300,21 @@ export async function inboxView(root) {
   function item(n) {
     seen.add(n.id);
     const read = h('button.small', { type: 'button', hidden: !!n.readAt, 'aria-label': `${t('markRead')}: ${n.title}` }, t('markRead'));
+    const answer = h('div.note-answer');
     const li = h(`li.note${n.readAt ? '' : '.unread'}`, { id: `note-${n.id}`, 'data-kind': n.kind },
       h('div.note-head', h('strong', n.title), n.readAt ? null : h('span.badge-status.st-new', t('unread'))),
-      h('p', n.body), h('p.muted', fmtTime(n.createdAt)), read);
+      h('p', n.body), answer, h('p.muted', fmtTime(n.createdAt)), read);
+    // A request for more data is answered from its inbox item too (#24).
+    const rid = n.kind === 'DATA_REQUESTED' && isOwner() ? n.payload?.requestId : null;
+    if (rid) {
+      const show = (items) => {
+        if (!Array.isArray(items)) return;
+        const r = items.find((x) => x.id === rid);
+        answer.replaceChildren(r ? requestActions(r, 'inbox-') : h('p.muted', t('requestAnswered')));
+      };
+      track(on('requests', show));
+      show(state.requests);
+    }
     read.addEventListener('click', async () => {
       try {
         await api.markRead(s.familyId, n.id);
@@ -323,4 +343,5 @@ export async function inboxView(root) {
   }));
   await page();
   refreshUnread().catch(() => {});
+  if (isOwner()) refreshRequests().catch(() => {});
 }
