@@ -264,6 +264,8 @@ func TestConsoleStories(t *testing.T) {
 			chromedp.Click(`[data-screen=audit] form button[type=submit]`, chromedp.ByQuery))
 		consoleWait(t, ctx, "the filters in the address", fmt.Sprintf(`location.hash.includes('familyId=%d') && location.hash.includes('actorId=%d') && location.hash.includes('since=')`, sys.FamilyID, sys.Admin.ID))
 		consoleWait(t, ctx, "the re-apply's diff", `[...document.querySelectorAll('tr[data-audit] .diff tr.changed')].some(r => r.textContent.includes('LIMIT:DATA:MONTHLY') && r.querySelector('del') && r.querySelector('del').textContent.includes('1073741824') && r.querySelector('ins').textContent.includes('524288000'))`)
+		// Names beside ids (#24): the admin who re-applied, the member it changed.
+		consoleWait(t, ctx, "names beside the ids", fmt.Sprintf(`[...document.querySelectorAll('tr[data-audit]')].some(r => r.cells[1].textContent.startsWith(%q + ' #') && r.cells[3].querySelector('.muted')?.textContent.length > 0)`, sys.Admin.Name))
 		browsertest.CheckAccessibility(t, ctx, "console-audit")
 		shot(t, ctx, "console-audit")
 	})

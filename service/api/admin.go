@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -83,15 +86,18 @@ func familyView(f store.Family) FamilyView {
 
 // AuditView is an audit log row.
 type AuditView struct {
-	ID        int64           `json:"id"`
-	FamilyID  int64           `json:"familyId,omitempty"`
-	ActorID   int64           `json:"actorId"`
-	ActorRole string          `json:"actorRole"`
-	Action    string          `json:"action"`
-	Target    string          `json:"target"`
-	Before    json.RawMessage `json:"before,omitempty"`
-	After     json.RawMessage `json:"after,omitempty"`
-	At        time.Time       `json:"at"`
+	ID        int64  `json:"id"`
+	FamilyID  int64  `json:"familyId,omitempty"`
+	ActorID   int64  `json:"actorId"`
+	ActorName string `json:"actorName,omitempty" doc:"The actor's name (absent for the system)"`
+	ActorRole string `json:"actorRole"`
+	Action    string `json:"action"`
+	Target    string `json:"target"`
+	// TargetName names a member target (member:<id>) for people.
+	TargetName string          `json:"targetName,omitempty" doc:"The member's name when the target is member:<id>"`
+	Before     json.RawMessage `json:"before,omitempty"`
+	After      json.RawMessage `json:"after,omitempty"`
+	At         time.Time       `json:"at"`
 }
 
 // adminDocs describes the back-office operations (admins only: others get 403).
@@ -342,11 +348,29 @@ func (a *Server) registerAdmin() {
 			if err != nil {
 				return nil, a.problem(ctx, err, "query")
 			}
+			// Names beside ids (#24): one lookup for the page's actors and
+			// member targets; without it the ids still say who.
+			var ids []int64
+			for _, e := range es {
+				ids = append(ids, e.Actor.ID)
+				if id, ok := memberTargetID(e.Target); ok {
+					ids = append(ids, id)
+				}
+			}
+			slices.Sort(ids)
+			names, err := a.cfg.Store.MemberNames(ctx, slices.Compact(ids))
+			if err != nil {
+				a.log.WarnContext(ctx, "api: audit log: member names", "err", err)
+			}
 			out := &auditOutput{}
 			out.Body.Entries = make([]AuditView, 0, len(es))
 			for _, e := range es {
-				out.Body.Entries = append(out.Body.Entries, AuditView{ID: e.ID, FamilyID: e.FamilyID, ActorID: e.Actor.ID,
-					ActorRole: string(e.Actor.Role), Action: e.Action, Target: e.Target, Before: e.Before, After: e.After, At: e.At})
+				v := AuditView{ID: e.ID, FamilyID: e.FamilyID, ActorID: e.Actor.ID, ActorName: names[e.Actor.ID],
+					ActorRole: string(e.Actor.Role), Action: e.Action, Target: e.Target, Before: e.Before, After: e.After, At: e.At}
+				if id, ok := memberTargetID(e.Target); ok {
+					v.TargetName = names[id]
+				}
+				out.Body.Entries = append(out.Body.Entries, v)
 			}
 			if in.Limit > 0 && len(es) == in.Limit {
 				out.Body.NextBefore = es[len(es)-1].ID
@@ -416,4 +440,14 @@ type NewFamily struct {
 // Plan is the body of PUT /admin/families/{familyId}/plan.
 type Plan struct {
 	PlanBytes int64 `json:"planBytes" minimum:"0" maximum:"70368744177664" doc:"The plan plus the top-ups of this or last month may total at most 70368744177664 bytes (2^46); a 422 says the largest plan allowed"`
+}
+
+// memberTargetID is the member an audit target "member:<id>" names.
+func memberTargetID(target string) (int64, bool) {
+	rest, ok := strings.CutPrefix(target, "member:")
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(rest, 10, 64)
+	return id, err == nil && id > 0
 }

@@ -534,6 +534,22 @@ func TestStory2(t *testing.T) {
 	if len(audit.Entries) != 3 || audit.Entries[0].ActorID != ownerA {
 		t.Fatalf("audit %+v", audit.Entries)
 	}
+	// Names beside ids (#24): the actor's, and the member a target names.
+	dad, err := f.store.GetMember(context.Background(), famA, ownerA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var member struct {
+		Entries []AuditView `json:"entries"`
+	}
+	f.call(http.MethodGet, fmt.Sprintf("/admin/audit-log?familyId=100&target=member:%d", childA), f.token(adminID), nil, http.StatusOK, &member)
+	kid, err := f.store.GetMember(context.Background(), famA, childA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if audit.Entries[0].ActorName != dad.Name || dad.Name == "" || len(member.Entries) == 0 || member.Entries[0].TargetName != kid.Name {
+		t.Errorf("names: actor %q (want %q), target %+v (want %q)", audit.Entries[0].ActorName, dad.Name, member.Entries, kid.Name)
+	}
 }
 
 type sseEvent struct{ id, event, data string }

@@ -42,9 +42,9 @@ export async function auditScreen(root, { query }) {
     for (const e of entries) {
       tbody.append(h("tr", { "data-audit": e.id },
         h("td", {}, when(e.at)),
-        h("td", {}, `#${e.actorId}`, h("div", { class: "muted" }, e.actorRole)),
+        h("td", {}, e.actorName ? `${e.actorName} #${e.actorId}` : `#${e.actorId}`, h("div", { class: "muted" }, e.actorRole)),
         h("td", { class: "mono" }, e.action),
-        h("td", { class: "mono" }, e.target),
+        h("td", {}, h("span", { class: "mono" }, e.target), e.targetName ? h("div", { class: "muted" }, e.targetName) : null),
         h("td", {}, e.familyId ? h("a", { href: `#/family/${e.familyId}` }, `#${e.familyId}`) : "—"),
         h("td", {}, auditDiff(e.before, e.after))));
     }
