@@ -235,6 +235,8 @@ func TestConsoleStories(t *testing.T) {
 				t.Errorf("drift preview %q lacks %q", preview, want)
 			}
 		}
+		// Members by name beside their ids (#24).
+		consoleWait(t, ctx, "the drifted members by name", fmt.Sprintf(`[...document.querySelectorAll('th[scope=row]')].some(th => th.textContent.startsWith(%q + ' #'))`, sys.Child.Name))
 		browsertest.CheckAccessibility(t, ctx, "console-templates-drift")
 		shot(t, ctx, "console-templates-drift")
 

@@ -28,6 +28,7 @@ type RuleDiffView struct {
 type DriftView struct {
 	FamilyID   int64             `json:"familyId"`
 	CustomerID int64             `json:"customerId"`
+	MemberName string            `json:"memberName,omitempty" doc:"The member's name"`
 	Version    int64             `json:"version" doc:"The policy's version: send it as expectedVersion to re-apply only if nobody changed it since"`
 	Rules      map[string]string `json:"rules" doc:"The member's constraints now"`
 	UpdatedBy  int64             `json:"updatedBy,omitempty"`
@@ -141,6 +142,18 @@ func (a *Server) registerDrift() {
 				v.Items = append(v.Items, driftView(d))
 			}
 			v.Families = len(fams)
+			// Names beside ids (#24), one lookup for the page.
+			ids := make([]int64, len(v.Items))
+			for i, it := range v.Items {
+				ids[i] = it.CustomerID
+			}
+			names, err := a.cfg.Store.MemberNames(ctx, ids)
+			if err != nil {
+				a.log.WarnContext(ctx, "api: template drift: member names", "err", err)
+			}
+			for i := range v.Items {
+				v.Items[i].MemberName = names[v.Items[i].CustomerID]
+			}
 			return &struct{ Body TemplateDrift }{Body: v}, nil
 		})
 

@@ -53,8 +53,12 @@ func TestTemplateDriftRoutes(t *testing.T) {
 		{Key: "BLOCK:ACCESS", Change: "added", Template: &block},
 		{Key: "BLOCK:APP:com.game", Change: "removed", Current: &one},
 	}
-	if it := d.Items[0]; it.CustomerID != childA || it.FamilyID != famA || it.Version != 2 || it.UpdatedAt == nil {
-		t.Errorf("first item = %+v", it)
+	kid, err := f.store.GetMember(context.Background(), famA, childA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it := d.Items[0]; it.CustomerID != childA || it.FamilyID != famA || it.Version != 2 || it.UpdatedAt == nil || it.MemberName != kid.Name || kid.Name == "" {
+		t.Errorf("first item = %+v (member %q)", it, kid.Name)
 	} else if diff := cmp.Diff(wantChild, it.Diffs); diff != "" {
 		t.Errorf("diffs of %d (-want +got):\n%s", childA, diff)
 	}

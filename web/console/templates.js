@@ -123,7 +123,7 @@ export async function driftScreen(root, { args, query }) {
       return h("tr", {},
         h("td", {}, cb),
         h("td", {}, h("a", { href: `#/family/${m.familyId}?member=${m.customerId}` }, `#${m.familyId}`)),
-        h("th", { scope: "row" }, `#${m.customerId}`, h("div", { class: "muted" }, `v${m.version}`, m.updatedAt ? ` · ${when(m.updatedAt)}` : "")),
+        h("th", { scope: "row" }, m.memberName ? `${m.memberName} #${m.customerId}` : `#${m.customerId}`, h("div", { class: "muted" }, `v${m.version}`, m.updatedAt ? ` · ${when(m.updatedAt)}` : "")),
         h("td", {}, diffTable(m.diffs, null)));
     });
     const selectAll = h("input", { type: "checkbox", id: "drift-all", onchange: (ev) => { for (const b of boxes) b.cb.checked = ev.target.checked; } });
