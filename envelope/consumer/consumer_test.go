@@ -299,8 +299,10 @@ func TestAccumulateByInterval(t *testing.T) {
 	cs := newConsumer(t, c, rec, WithBatch(1000, 150*time.Millisecond))
 	stop := start(t, cs)
 	defer stop()
-	produce(t, p, "a", 3, 1)
+	// From before the produce: the consumer can fetch the records (and
+	// start the interval) before the producer has its acknowledgement.
 	sent := time.Now()
+	produce(t, p, "a", 3, 1)
 	waitFor(t, "first interval batch", func() bool { return rec.handled() == 3 })
 	if waited := time.Since(sent); waited < 150*time.Millisecond {
 		t.Errorf("batch handled after %v, before the 150 ms interval", waited)
