@@ -235,8 +235,10 @@ func TestStoreFailurePausesAndRetries(t *testing.T) {
 	var retries []RetryInfo
 	n, errc := startNotifier(t, c, st, hub, WithConsumer(consumer.WithBackoff(100*time.Millisecond, 250*time.Millisecond, 0)),
 		WithGuard(newGuard(t)), WithHooks(Hooks{OnRetry: func(i RetryInfo) { mu.Lock(); retries = append(retries, i); mu.Unlock() }}))
-	produce(t, producer(t, c), blockedRec(t, "ntf_1", 100, 2))
+	// From before the produce: the notifier can fetch the record (and fail
+	// its first attempt) before the producer has its acknowledgement.
 	start := time.Now()
+	produce(t, producer(t, c), blockedRec(t, "ntf_1", 100, 2))
 	eventually(t, "delivered", func() bool {
 		r := rows(t, inbox, 100)
 		return len(r) == 1 && r[0].DeliveredAt != nil
