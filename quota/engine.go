@@ -415,18 +415,17 @@ func (e *Engine) applyBatch(ctx context.Context, gen string, marks []Mark, evs [
 	cmds := make([]*redis.Cmd, len(evs))
 	checks := make([]*redis.Cmd, len(markers))
 	advances := make([]*redis.Cmd, len(markers))
-	checkArgs, advanceArgs := markArgs("check", gen, marks, false), markArgs("advance", gen, marks, true)
 	run := func(idx []int) error {
 		_, err := e.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, k := range markers {
-				checks[i] = stateScript.EvalSha(ctx, p, []string{k}, checkArgs...)
+				checks[i] = stateScript.EvalSha(ctx, p, []string{k}, markArgs("check", gen, k, marks, false)...)
 			}
 			for _, i := range idx {
 				ks, args := e.applyCall(evs[i], bucket, gen)
 				cmds[i] = e.apply.EvalSha(ctx, p, ks, args...)
 			}
 			for i, k := range markers {
-				advances[i] = stateScript.EvalSha(ctx, p, []string{k}, advanceArgs...)
+				advances[i] = stateScript.EvalSha(ctx, p, []string{k}, markArgs("advance", gen, k, marks, true)...)
 			}
 			return nil
 		})

@@ -343,7 +343,7 @@ func (e *Engine) redirected(ctx context.Context, err error) error {
 // stale and the batch's results are not used.
 func (e *Engine) applyAckedMarked(ctx context.Context, gen string, marks []Mark, markers []string, evs []Event, bucket int64, replicas *int) ([]Result, error) {
 	if gen != "" {
-		if err := e.guardOnly(ctx, markers, markArgs("check", gen, marks, false)); err != nil {
+		if err := e.guardOnly(ctx, markers, "check", gen, marks); err != nil {
 			return nil, err
 		}
 	}
@@ -353,21 +353,21 @@ func (e *Engine) applyAckedMarked(ctx context.Context, gen string, marks []Mark,
 		return nil, err
 	}
 	if gen != "" {
-		if err := e.guardOnly(ctx, markers, markArgs("advance", gen, marks, true)); err != nil {
+		if err := e.guardOnly(ctx, markers, "advance", gen, marks); err != nil {
 			return nil, err
 		}
 	}
 	return results, nil
 }
 
-// guardOnly runs one state op on every marker and reads it as a check
-// (op "check") or an advance.
-func (e *Engine) guardOnly(ctx context.Context, markers []string, args []any) error {
+// guardOnly runs one state op ("check" or "advance") on every marker and
+// reads it as such.
+func (e *Engine) guardOnly(ctx context.Context, markers []string, op, gen string, marks []Mark) error {
 	cmds := make([]*redis.Cmd, len(markers))
 	for i, k := range markers {
-		cmds[i] = stateScript.Run(ctx, e.rdb, []string{k}, args...)
+		cmds[i] = stateScript.Run(ctx, e.rdb, []string{k}, markArgs(op, gen, k, marks, op == "advance")...)
 	}
-	if args[0] == "check" {
+	if op == "check" {
 		return guardResult(cmds, nil)
 	}
 	return guardResult(nil, cmds)

@@ -44,6 +44,11 @@ type Mark struct {
 	From int64
 	// To is the position after the batch's last record.
 	To int64
+	// Node, when set, is the marker key (StateInfo.Key) the mark is for:
+	// the other nodes' markers ignore it. A family write is marked on the
+	// node that holds the family (FamilyMarker), since only that node's
+	// marker is written after it in the node's own order. "" is every node.
+	Node string
 }
 
 func validMarks(marks []Mark) error {
@@ -55,10 +60,15 @@ func validMarks(marks []Mark) error {
 	return nil
 }
 
-func markArgs(op, gen string, marks []Mark, to bool) []any {
+// markArgs returns the state script's arguments for the marker key: the
+// marks for every node and those for key.
+func markArgs(op, gen, key string, marks []Mark, to bool) []any {
 	args := make([]any, 0, 2+3*len(marks))
 	args = append(args, op, gen)
 	for _, m := range marks {
+		if m.Node != "" && m.Node != key {
+			continue
+		}
 		args = append(args, m.Stream, m.From)
 		if to {
 			args = append(args, m.To)
@@ -155,6 +165,40 @@ func (e *Engine) clusterMarkers(ctx context.Context, cc *redis.ClusterClient) ([
 	return found, nil
 }
 
+// FamilyMarker returns the marker key (StateInfo.Key) of the node that holds
+// family fid's keys: the node a family write is marked on (Mark.Node). On a
+// Cluster it follows the client's slot map, looked at again as markerKeys
+// does.
+func (e *Engine) FamilyMarker(ctx context.Context, fid int64) (string, error) {
+	if err := checkFamily(fid); err != nil {
+		return "", err
+	}
+	keys, err := e.markerKeys(ctx)
+	if err != nil {
+		return "", err
+	}
+	cc, ok := e.rdb.(*redis.ClusterClient)
+	if !ok {
+		return keys[0], nil
+	}
+	fam, err := cc.MasterForKey(ctx, e.k.family(fid))
+	if err != nil {
+		return "", fmt.Errorf("quota: cluster slots: %w", err)
+	}
+	for _, k := range keys {
+		c, err := cc.MasterForKey(ctx, k)
+		if err != nil {
+			return "", fmt.Errorf("quota: cluster slots: %w", err)
+		}
+		if c.Options().Addr == fam.Options().Addr {
+			return k, nil
+		}
+	}
+	// A master the markers do not know yet: look again at once.
+	e.forgetMarkers()
+	return "", &StaleError{Reason: "the family's Redis master has no state marker yet (a master added since the last rebuild)"}
+}
+
 func (e *Engine) forgetMarkers() {
 	e.markersMu.Lock()
 	e.markers = nil
@@ -167,7 +211,7 @@ func (e *Engine) forgetMarkers() {
 func (e *Engine) CheckState(ctx context.Context, gen string, marks []Mark) error {
 	at := make([]Mark, len(marks))
 	for i, m := range marks {
-		at[i] = Mark{Stream: m.Stream, From: m.From, To: m.From}
+		at[i] = Mark{Stream: m.Stream, From: m.From, To: m.From, Node: m.Node}
 	}
 	_, err := e.ApplyMarked(ctx, gen, at, nil)
 	return err

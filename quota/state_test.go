@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -244,6 +245,75 @@ func TestMissingWatermarkPastZero(t *testing.T) {
 		}
 		if err := e.CheckState(ctx, "g1", []Mark{{Stream: "usage/1", From: 4}}); err != nil {
 			t.Errorf("after the stream's first advance: %v", err)
+		}
+	})
+}
+
+// A mark with a Node is checked and raised on that node's marker only: a
+// family write is marked on the node holding the family (FamilyMarker), and
+// the other nodes neither hold nor need its stream.
+func TestNodeMarks(t *testing.T) {
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		e, err := New(rdb, WithKeyPrefix(uniquePrefix()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.BeginRebuild(ctx, "g1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.FinishRebuild(ctx, "g1", nil); err != nil {
+			t.Fatal(err)
+		}
+		states, err := e.State(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		node, err := e.FamilyMarker(ctx, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(states, func(s StateInfo) bool { return s.Key == node }) {
+			t.Fatalf("FamilyMarker(7) = %q, not one of the markers %+v", node, states)
+		}
+		if err := e.Advance(ctx, "g1", []Mark{{Stream: "fw/a/0", From: 0, To: 1, Node: node}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Advance(ctx, "g1", []Mark{{Stream: "fw/a/0", From: 1, To: 2, Node: node}}); err != nil {
+			t.Fatal(err)
+		}
+		states, err = e.State(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range states {
+			want := map[string]int64{}
+			if st.Key == node {
+				want["fw/a/0"] = 2
+			}
+			if !cmp.Equal(st.Watermarks, want) {
+				t.Errorf("marker %s = %v, want %v", st.Key, st.Watermarks, want)
+			}
+		}
+		// Every node passes a floor at the count; the family's node refuses
+		// one past it (its state lost the write counted there), in a check,
+		// an advance and a judged batch.
+		if err := e.CheckState(ctx, "g1", []Mark{{Stream: "fw/a/0", From: 2, Node: node}}); err != nil {
+			t.Errorf("check at the count: %v", err)
+		}
+		past := []Mark{{Stream: "usage/0", From: 0, To: 1}, {Stream: "fw/a/0", From: 3, To: 3, Node: node}}
+		if err := e.CheckState(ctx, "g1", past); !errors.Is(err, ErrStale) {
+			t.Errorf("check past the count: %v, want ErrStale", err)
+		}
+		if err := e.Advance(ctx, "g1", past); !errors.Is(err, ErrStale) {
+			t.Errorf("advance past the count: %v, want ErrStale", err)
+		}
+		ev := Event{ID: "x", FamilyID: 7, CustomerID: 1, Bytes: 1, At: time.Now()}
+		if _, err := e.ApplyMarked(ctx, "g1", past, []Event{ev}); !errors.Is(err, ErrStale) {
+			t.Errorf("batch past the count: %v, want ErrStale", err)
+		}
+		if _, err := e.FamilyMarker(ctx, 0); !errors.Is(err, ErrInvalid) {
+			t.Errorf("FamilyMarker(0) = %v, want ErrInvalid", err)
 		}
 	})
 }
