@@ -60,6 +60,24 @@ func MigrateUsage(ctx context.Context, db *sql.DB) error {
 	return addColumns(ctx, db, d, dir, "usage_record.sql")
 }
 
+// MigrateRedisState creates redis_state and redis_marks if missing: the
+// tables every process that judges reads (the state generation and the
+// family-write marks), for a deployable that migrates only what it uses
+// (service.Migrate, the processor's). Running it again changes nothing.
+func MigrateRedisState(ctx context.Context, db *sql.DB) error {
+	d, err := sqldialect.Detect(db)
+	if err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	dir := "migrations/" + d.String()
+	for _, script := range []string{"002_redis_state.sql", "006_redis_marks.sql"} {
+		if err := runScript(ctx, db, dir, script); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func migrate(ctx context.Context, db *sql.DB, d sqldialect.Dialect) error {
 	dir := "migrations/" + d.String()
 	entries, err := migrations.ReadDir(dir)

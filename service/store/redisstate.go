@@ -98,3 +98,61 @@ func reasonText(s string) string {
 	}
 	return s
 }
+
+// RedisMark is a row of redis_marks: stream Stream of marks reached N on
+// the Redis node whose marker key is Node, under a state generation.
+type RedisMark struct {
+	Node, Stream string
+	N            int64
+}
+
+// RecordMark records that stream reached n on node under generation gen,
+// keeping the highest n recorded (a late or repeated record lowers nothing).
+func (s *Store) RecordMark(ctx context.Context, gen string, m RedisMark) error {
+	switch {
+	case gen == "" || len(gen) > 64:
+		return invalid("generation", "must be 1..64 bytes")
+	case m.Node == "" || len(m.Node) > 191:
+		return invalid("node", "must be 1..191 bytes")
+	case m.Stream == "" || len(m.Stream) > 191:
+		return invalid("stream", "must be 1..191 bytes")
+	case m.N < 0:
+		return invalid("n", "must be ≥ 0")
+	}
+	q := `INSERT INTO redis_marks (generation, node, stream, n) VALUES (?, ?, ?, ?)
+		ON CONFLICT (generation, node, stream) DO UPDATE SET n = max(n, excluded.n)`
+	if s.d == sqldialect.MySQL {
+		q = `INSERT INTO redis_marks (generation, node, stream, n) VALUES (?, ?, ?, ?)
+		ON DUPLICATE KEY UPDATE n = GREATEST(n, VALUES(n))`
+	}
+	_, err := s.db.ExecContext(ctx, q, gen, m.Node, m.Stream, m.N)
+	return dbErrOrNil("record redis mark", err)
+}
+
+// RedisMarks returns the marks recorded under generation gen.
+func (s *Store) RedisMarks(ctx context.Context, gen string) ([]RedisMark, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT node, stream, n FROM redis_marks WHERE generation = ? ORDER BY node, stream`, gen)
+	if err != nil {
+		return nil, dbErr("redis marks", err)
+	}
+	defer rows.Close()
+	var out []RedisMark
+	for rows.Next() {
+		var m RedisMark
+		if err := rows.Scan(&m.Node, &m.Stream, &m.N); err != nil {
+			return nil, dbErr("redis marks", err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbErr("redis marks", err)
+	}
+	return out, nil
+}
+
+// DropRedisMarks deletes the marks of every generation but gen: a rebuild
+// to gen starts the counts again.
+func (s *Store) DropRedisMarks(ctx context.Context, gen string) error {
+	_, err := s.db.ExecContext(ctx, `DELETE FROM redis_marks WHERE generation <> ?`, gen)
+	return dbErrOrNil("drop redis marks", err)
+}

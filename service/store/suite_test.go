@@ -75,6 +75,7 @@ func runSuite(t *testing.T, open opener) {
 		"Text":          testText,
 		"FamilySize":    testFamilySize,
 		"ChosenIDs":     testChosenIDs,
+		"RedisMarks":    testRedisMarks,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, newEnv(t, open)) })
 	}
@@ -752,5 +753,42 @@ func testRefreshTokens(t *testing.T, e *env) {
 	n, err := e.S.PruneRefreshTokens(e.Ctx, e.Clock.Now().Add(45*time.Minute))
 	if err != nil || n != 5 { // the first login's 3 tokens and the other session's 2
 		t.Errorf("Prune = %d, %v", n, err)
+	}
+}
+
+// Marks keep the highest count recorded per generation, node and stream; a
+// rebuild drops the other generations'.
+func testRedisMarks(t *testing.T, e *env) {
+	rec := func(gen, node, stream string, n int64) {
+		t.Helper()
+		if err := e.S.RecordMark(e.Ctx, gen, store.RedisMark{Node: node, Stream: stream, N: n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec("g1", "dpcs:state:{s0}", "family-writes/a/0", 2)
+	rec("g1", "dpcs:state:{s0}", "family-writes/a/0", 1) // late: lowers nothing
+	rec("g1", "dpcs:state:{s0}", "family-writes/a/1", 4)
+	rec("g1", "dpcs:state:{s1}", "family-writes/a/0", 3)
+	rec("g0", "dpcs:state:{s0}", "family-writes/a/0", 9)
+	got, err := e.S.RedisMarks(e.Ctx, "g1")
+	want := []store.RedisMark{{"dpcs:state:{s0}", "family-writes/a/0", 2}, {"dpcs:state:{s0}", "family-writes/a/1", 4},
+		{"dpcs:state:{s1}", "family-writes/a/0", 3}}
+	if err != nil || !cmp.Equal(got, want) {
+		t.Errorf("RedisMarks(g1) = %v, %v, want %v", got, err, want)
+	}
+	if err := e.S.DropRedisMarks(e.Ctx, "g1"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.S.RedisMarks(e.Ctx, "g0"); err != nil || len(got) != 0 {
+		t.Errorf("RedisMarks(g0) after the drop = %v, %v", got, err)
+	}
+	if got, _ := e.S.RedisMarks(e.Ctx, "g1"); len(got) != 3 {
+		t.Errorf("the drop took g1's marks: %v", got)
+	}
+	for _, bad := range []struct {
+		gen string
+		m   store.RedisMark
+	}{{"", store.RedisMark{"n", "s", 1}}, {"g", store.RedisMark{"", "s", 1}}, {"g", store.RedisMark{"n", "", 1}}, {"g", store.RedisMark{"n", "s", -1}}} {
+		wantErr(t, fmt.Sprintf("RecordMark(%q, %+v)", bad.gen, bad.m), e.S.RecordMark(e.Ctx, bad.gen, bad.m), store.ErrInvalid)
 	}
 }
