@@ -41,13 +41,15 @@ func openSQLite(t *testing.T) *sql.DB {
 type harness struct {
 	*pipetest.Pipeline
 	t *testing.T
+	// marks, when set, is the processor's door's mark store (judge.WithMarkStore).
+	marks judge.MarkStore
 }
 
-func newHarness(t *testing.T) *harness { return &harness{pipetest.New(t), t} }
+func newHarness(t *testing.T) *harness { return &harness{Pipeline: pipetest.New(t), t: t} }
 
 // newHarnessOn builds a harness on any Redis (keys prefixed per test).
 func newHarnessOn(t *testing.T, rdb redis.UniversalClient) *harness {
-	return &harness{pipetest.On(t, rdb), t}
+	return &harness{Pipeline: pipetest.On(t, rdb), t: t}
 }
 
 const mb = 1 << 20
@@ -61,7 +63,11 @@ func (h *harness) startWorkers(db *sql.DB, opts ...judge.Option) (stop func()) {
 	}
 	popts := append([]judge.Option{judge.WithClock(func() time.Time { return h.Now }),
 		judge.WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond), judge.WithMaxPollRecords(50)}, opts...)
-	w, err := NewWorkers(mustState(h.t, h.Engine), db, h.KafkaOpts(), WorkersConfig{Logger: log, Processor: popts,
+	qs := mustState(h.t, h.Engine)
+	if h.marks != nil {
+		qs = mustState(h.t, h.Engine, judge.WithMarkStore(h.marks))
+	}
+	w, err := NewWorkers(qs, db, h.KafkaOpts(), WorkersConfig{Logger: log, Processor: popts,
 		WriteBehind: []writebehind.Option{writebehind.WithInterval(50 * time.Millisecond), writebehind.WithBackoff(10*time.Millisecond, 100*time.Millisecond)},
 	})
 	if err != nil {
@@ -209,9 +215,9 @@ func countDistinct(recs []*kgo.Record) int {
 }
 
 // mustState is the door to eng's state.
-func mustState(t testing.TB, eng judge.Engine) *judge.State {
+func mustState(t testing.TB, eng judge.Engine, opts ...judge.StateOption) *judge.State {
 	t.Helper()
-	qs, err := judge.NewState(eng)
+	qs, err := judge.NewState(eng, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ type recoveryRig struct {
 	h         *harness
 	mr        *miniredis.Miniredis
 	db        *sql.DB
+	st        *store.Store
 	rec       *recovery.Guard
 	mu        sync.Mutex
 	stale     []judge.StaleInfo
@@ -77,6 +78,8 @@ func newRecoveryRig(t *testing.T) *recoveryRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(closeRec)
+	r.st = st
+	r.h.marks = recovery.NewGenerations(st) // the processor checks the family-write marks
 	if _, err := r.rec.Bootstrap(ctx, "test start"); err != nil {
 		t.Fatal(err)
 	}
@@ -443,5 +446,81 @@ func TestRecoveryAfterRollbackOfDecisions(t *testing.T) {
 	// The rig's start, then the one the decisions asked for.
 	if len(r.recovered) != 2 || !strings.Contains(r.recovered[1].Reason, judge.DecisionStream) {
 		t.Errorf("recoveries %+v: want the start's and one caused by the decisions' stream", r.recovered)
+	}
+}
+
+// A family write lost by a Redis rollback (a failover to a replica that
+// missed it): the owner removed member 12, the API's door applied it and
+// marked it; Redis came back without the removal (and without the mark).
+// Another process's decisions find the node behind the mark SQL recorded
+// and refuse as stale, the state guard rebuilds Redis from SQL, and member
+// 12 is no longer a member. Without the mark the rolled-back Redis was
+// judged as it was: member 12 allowed until the next rebuild.
+func TestRecoveryAfterRollbackOfFamilyWrites(t *testing.T) {
+	r := newRecoveryRig(t)
+	r.start()
+	ctx := r.h.Ctx
+	api := mustState(t, r.h.Engine, judge.WithMarkStore(recovery.NewGenerations(r.st)))
+	dec, err := judge.NewDecisions(mustState(t, r.h.Engine, judge.WithMarkStore(recovery.NewGenerations(r.st))), r.h.KafkaOpts(),
+		judge.WithStateGuard(r.rec), judge.WithClock(r.h.Clock), judge.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := dec.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	n := 0
+	decide := func() ([]quota.Result, error) {
+		n++
+		return dec.Decide(ctx, []envelope.Envelope[envelope.UsagePayload]{envelope.New(fmt.Sprint("m12-", n), r.h.Now,
+			envelope.UsagePayload{FamilyID: 1, CustomerID: 12, AppID: "com.youtube.app", BytesUsed: 1000})})
+	}
+	if res, err := decide(); err != nil || res[0].Decision != policy.Allowed {
+		t.Fatalf("member 12 before the removal: %+v, %v", res, err)
+	}
+	snap := testenv.Snapshot(t, r.h.Redis)
+	if err := r.st.RemoveMember(ctx, 1, 12, store.System); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.RemoveMember(ctx, 1, 12); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := api.Status(ctx, 1, 12); err != nil || st.Member {
+		t.Fatalf("member 12 after the removal: %+v, %v", st, err)
+	}
+	snap.RollBack(t, r.h.Redis) // Redis lost the removal
+
+	// The marks SQL recorded are read again within a second: from then on
+	// nothing is judged on the rolled-back state.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := decide()
+		if errors.Is(err, quota.ErrStale) {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("the rolled-back state was never refused: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for {
+		res, err := decide()
+		if err == nil {
+			if res[0].Decision != policy.BlockedNotMember {
+				t.Errorf("member 12 after the rebuild: %+v, want BLOCKED_NOT_MEMBER", res[0])
+			}
+			break
+		}
+		if !errors.Is(err, quota.ErrStale) || time.Now().After(deadline) {
+			t.Fatalf("while Redis is rebuilt: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.recovered) != 2 || !strings.Contains(r.recovered[1].Reason, judge.FamilyWriteStream) {
+		t.Errorf("recoveries %+v: want the start's and one caused by the family writes' stream", r.recovered)
 	}
 }

@@ -251,9 +251,6 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if err := s.Engine.Load(ctx); err != nil {
 		return nil, err
 	}
-	if s.State, err = judge.NewState(s.Engine); err != nil {
-		return nil, err
-	}
 	if s.DB, err = cfg.SQL(ctx); err != nil {
 		return nil, err
 	}
@@ -277,6 +274,11 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		return nil, err
 	}
 	if s.Store, err = store.New(s.DB, append(cfg.StoreOptions(), store.WithLocation(cfg.Zone))...); err != nil {
+		return nil, err
+	}
+	// Every family write the door makes is marked, and every judgement
+	// checks the marks recorded in SQL (doc/architecture.md, "Writer by writer").
+	if s.State, err = judge.NewState(s.Engine, judge.WithMarkStore(recovery.NewGenerations(s.Store))); err != nil {
 		return nil, err
 	}
 	var seeded bool

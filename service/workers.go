@@ -45,9 +45,13 @@ type WorkersConfig struct {
 }
 
 // Migrate creates the tables the workers write: usage_record (the store's,
-// store.MigrateUsage) and the notification inbox.
+// store.MigrateUsage) and the notification inbox; and those every process
+// that judges reads: redis_state and redis_marks (store.MigrateRedisState).
 func Migrate(ctx context.Context, db *sql.DB) error {
 	if err := store.MigrateUsage(ctx, db); err != nil {
+		return err
+	}
+	if err := store.MigrateRedisState(ctx, db); err != nil {
 		return err
 	}
 	inbox, err := notify.NewSQLInbox(db)

@@ -46,6 +46,7 @@ import (
 	"github.com/dabom/dpcs/service"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/recovery"
+	"github.com/dabom/dpcs/service/store"
 )
 
 func main() {
@@ -118,10 +119,6 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	qs, err := judge.NewState(engine) // every write to the quota state goes through it
-	if err != nil {
-		return err
-	}
 	reg := service.NewRegistry()
 	metrics, err := service.NewMetrics(reg)
 	if err != nil {
@@ -164,6 +161,20 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 	defer db.Close()
+	// Every write to the quota state goes through the door; with recovery
+	// on, every batch also checks the family-write marks the API recorded.
+	var stateOpts []judge.StateOption
+	if cfg.Recovery != "off" {
+		st, err := store.New(db, store.WithLocation(cfg.Zone))
+		if err != nil {
+			return err
+		}
+		stateOpts = append(stateOpts, judge.WithMarkStore(recovery.NewGenerations(st)))
+	}
+	qs, err := judge.NewState(engine, stateOpts...)
+	if err != nil {
+		return err
+	}
 	kopts := append(cfg.KafkaOptions(), groupOpts...)
 	admin, err := kgo.NewClient(kopts...)
 	if err != nil {

@@ -138,10 +138,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	qs, err := judge.NewState(engine) // every write to the quota state goes through it
-	if err != nil {
-		return err
-	}
 	db, err := cfg.SQL(ctx)
 	if err != nil {
 		return err
@@ -151,6 +147,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	if err := service.Migrate(ctx, db); err != nil {
+		return err
+	}
+	marks, err := store.New(db, store.WithLocation(cfg.Zone))
+	if err != nil {
+		return err
+	}
+	// Every write to the quota state goes through the door, which marks
+	// every family write and checks the marks recorded in SQL.
+	qs, err := judge.NewState(engine, judge.WithMarkStore(recovery.NewGenerations(marks)))
+	if err != nil {
 		return err
 	}
 	if len(args) > 0 && args[0] == "rebuild" {

@@ -147,7 +147,7 @@ func (p *Processor) policyUpdated(ctx context.Context, r *kgo.Record, ev envelop
 	var enf quota.Enforcement
 	err = p.retry(ctx, "redis enforce", func() error {
 		v, err := p.breaker.Execute(func() (any, error) {
-			return p.qs.Enforce(ctx, pl.FamilyID, pl.TargetCustomerID, pl.Version, rules)
+			return p.qs.enforce(ctx, pl.FamilyID, pl.TargetCustomerID, pl.Version, rules)
 		})
 		if err == nil {
 			enf = v.(quota.Enforcement)

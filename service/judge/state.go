@@ -22,6 +22,7 @@ type Engine interface {
 	SetThresholds(ctx context.Context, fid int64, t policy.Thresholds) error
 	AddMember(ctx context.Context, fid, cid int64) error
 	RemoveMember(ctx context.Context, fid, cid int64) error
+	FamilyMarker(ctx context.Context, fid int64) (string, error)
 	Restore(ctx context.Context, st quota.FamilyState) error
 	BeginRebuild(ctx context.Context, next string) (map[string]int64, error)
 	FinishRebuild(ctx context.Context, gen string, watermarks map[string]int64) error
@@ -39,18 +40,27 @@ var _ Engine = (*quota.Engine)(nil)
 // decisions' judgements (in this package), the API's policy, plan, top-up,
 // threshold and membership changes, and the rebuilds of service/recovery —
 // so that what is promised about that state (doc/architecture.md, "Never
-// trust Redis blindly") is argued about one type. It holds no state of its
-// own and is safe for concurrent use.
+// trust Redis blindly") is argued about one type. With WithMarkStore it
+// marks every family write and checks the marks recorded in every
+// judgement. It is safe for concurrent use.
 type State struct {
-	eng Engine
+	eng   Engine
+	marks *writeMarks // nil: family writes are not marked
 }
 
 // NewState returns the door to the quota state eng keeps.
-func NewState(eng Engine) (*State, error) {
+func NewState(eng Engine, opts ...StateOption) (*State, error) {
 	if eng == nil {
 		return nil, errors.New("judge: nil quota engine")
 	}
-	return &State{eng: eng}, nil
+	s := &State{eng: eng}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.marks != nil && s.marks.ms == nil {
+		return nil, errors.New("judge: nil mark store")
+	}
+	return s, nil
 }
 
 // Location is the service time zone the state's days and months are in.
@@ -64,16 +74,29 @@ func (s *State) apply(ctx context.Context, evs []quota.Event) ([]quota.Result, e
 }
 
 // applyMarked judges evs only on a state of generation gen whose watermarks
-// are not behind marks, and advances them (quota.Engine.ApplyMarked).
+// are not behind marks, and advances them (quota.Engine.ApplyMarked). The
+// family-write marks recorded under gen are checked too (WithMarkStore).
 func (s *State) applyMarked(ctx context.Context, gen string, marks []quota.Mark, evs []quota.Event) ([]quota.Result, error) {
+	marks, err := s.withFloors(ctx, gen, marks)
+	if err != nil {
+		return nil, err
+	}
 	return s.eng.ApplyMarked(ctx, gen, marks, evs)
 }
 
 func (s *State) checkState(ctx context.Context, gen string, marks []quota.Mark) error {
+	marks, err := s.withFloors(ctx, gen, marks)
+	if err != nil {
+		return err
+	}
 	return s.eng.CheckState(ctx, gen, marks)
 }
 
 func (s *State) advance(ctx context.Context, gen string, marks []quota.Mark) error {
+	marks, err := s.withFloors(ctx, gen, marks)
+	if err != nil {
+		return err
+	}
 	return s.eng.Advance(ctx, gen, marks)
 }
 
@@ -84,34 +107,61 @@ func (s *State) advance(ctx context.Context, gen string, marks []quota.Mark) err
 // newer one) and reports the member's standing after it: retroactive
 // enforcement.
 func (s *State) Enforce(ctx context.Context, fid, cid, version int64, c policy.Constraints) (quota.Enforcement, error) {
+	enf, err := s.eng.Enforce(ctx, fid, cid, version, c)
+	if err != nil {
+		return enf, err
+	}
+	return enf, s.mark(ctx, fid)
+}
+
+// enforce is Enforce without a family-write mark: the processor's
+// policy-updated records, whose partitions' watermarks mark them.
+func (s *State) enforce(ctx context.Context, fid, cid, version int64, c policy.Constraints) (quota.Enforcement, error) {
 	return s.eng.Enforce(ctx, fid, cid, version, c)
 }
 
 // SetPlan sets the family's monthly plan (quota.Engine.SetPlan).
 func (s *State) SetPlan(ctx context.Context, fid, bytes int64) (quota.PoolState, error) {
-	return s.eng.SetPlan(ctx, fid, bytes)
+	ps, err := s.eng.SetPlan(ctx, fid, bytes)
+	if err != nil {
+		return ps, err
+	}
+	return ps, s.mark(ctx, fid)
 }
 
 // SetTopUps raises month's top-ups to the total SQL recorded
 // (quota.Engine.SetTopUps).
 func (s *State) SetTopUps(ctx context.Context, fid int64, month string, total int64) (quota.PoolState, error) {
-	return s.eng.SetTopUps(ctx, fid, month, total)
+	ps, err := s.eng.SetTopUps(ctx, fid, month, total)
+	if err != nil {
+		return ps, err
+	}
+	return ps, s.mark(ctx, fid)
 }
 
 // SetThresholds sets the family's alert levels (quota.Engine.SetThresholds).
 func (s *State) SetThresholds(ctx context.Context, fid int64, t policy.Thresholds) error {
-	return s.eng.SetThresholds(ctx, fid, t)
+	if err := s.eng.SetThresholds(ctx, fid, t); err != nil {
+		return err
+	}
+	return s.mark(ctx, fid)
 }
 
 // AddMember provisions a member (quota.Engine.AddMember).
 func (s *State) AddMember(ctx context.Context, fid, cid int64) error {
-	return s.eng.AddMember(ctx, fid, cid)
+	if err := s.eng.AddMember(ctx, fid, cid); err != nil {
+		return err
+	}
+	return s.mark(ctx, fid)
 }
 
 // RemoveMember removes a member; its next event is BLOCKED_NOT_MEMBER
 // (quota.Engine.RemoveMember).
 func (s *State) RemoveMember(ctx context.Context, fid, cid int64) error {
-	return s.eng.RemoveMember(ctx, fid, cid)
+	if err := s.eng.RemoveMember(ctx, fid, cid); err != nil {
+		return err
+	}
+	return s.mark(ctx, fid)
 }
 
 // Rebuilds: service/recovery.

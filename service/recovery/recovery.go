@@ -280,6 +280,11 @@ func (r *Guard) rebuild(ctx context.Context, prev, reason string, drain, planned
 		return Info{}, err
 	}
 	r.setGen(next)
+	// The family-write marks of earlier generations count writes the new
+	// one holds by its rebuild; left behind they would only take room.
+	if err := r.cfg.Store.DropRedisMarks(ctx, next); err != nil {
+		r.log.Warn("recovery: dropping the earlier generations' family-write marks", "err", err)
+	}
 	r.log.Log(ctx, done, "Redis rebuilt from SQL", "generation", next, "families", info.Families, "failed", info.Failed,
 		"drain", info.Drain, "rebuild", info.Rebuild, "total", info.Total)
 	if r.cfg.OnRecovered != nil {
