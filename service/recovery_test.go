@@ -524,3 +524,90 @@ func TestRecoveryAfterRollbackOfFamilyWrites(t *testing.T) {
 		t.Errorf("recoveries %+v: want the start's and one caused by the family writes' stream", r.recovered)
 	}
 }
+
+// A grant of one synchronous-decisions instance lost by a Redis rollback is
+// found by another instance (and the processors), not only by the first
+// one's next batch: each instance records its slots' counts in SQL once a
+// second, and every judgement checks them. Before, instance B judged the
+// rolled-back state for as long as A made no batch: 12 MB more granted on
+// a 20 MB plan where 12 MB were already granted.
+func TestRecoveryAfterRollbackSeenByOtherDecisions(t *testing.T) {
+	r := newRecoveryRig(t)
+	r.start()
+	ctx := r.h.Ctx
+	instance := func() *judge.Decisions {
+		dec, err := judge.NewDecisions(mustState(t, r.h.Engine, judge.WithMarkStore(recovery.NewGenerations(r.st))), r.h.KafkaOpts(),
+			judge.WithStateGuard(r.rec), judge.WithClock(r.h.Clock), judge.WithTimeout(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := dec.Close(context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
+		return dec
+	}
+	a, b := instance(), instance()
+	decide := func(dec *judge.Decisions, id string, bytes int64) ([]quota.Result, error) {
+		return dec.Decide(ctx, []envelope.Envelope[envelope.UsagePayload]{envelope.New(id, r.h.Now,
+			envelope.UsagePayload{FamilyID: 1, CustomerID: 11, AppID: "com.youtube.app", BytesUsed: bytes})})
+	}
+	if _, err := decide(b, "warm", 1); err != nil {
+		t.Fatal(err)
+	}
+	gen, err := r.rec.Generation(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := r.st.RedisMarks(ctx, gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := testenv.Snapshot(t, r.h.Redis)
+	if res, err := decide(a, "d1", 12*mb); err != nil || res[0].Decision != policy.Allowed {
+		t.Fatalf("d1 by A: %+v, %v", res, err)
+	}
+	// A records its count within a second.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		marks, err := r.st.RedisMarks(ctx, gen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(marks) > len(before) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("A recorded no mark: %v", marks)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.h.waitRows(r.db, 2)       // the write-behind wrote warm and d1
+	snap.RollBack(t, r.h.Redis) // Redis lost d1
+
+	// B reads the marks again within a second (1-byte probes meanwhile).
+	for i := 0; ; i++ {
+		res, err := decide(b, fmt.Sprint("probe-", i), 1)
+		if errors.Is(err, quota.ErrStale) {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("B never refused the rolled-back state: %+v, %v", res, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for {
+		res, err := decide(b, "d2", 12*mb)
+		if err == nil {
+			if res[0].Decision == policy.Allowed {
+				t.Errorf("d2 after the rebuild: %+v, want blocked (12 of 20 MB already granted)", res[0])
+			}
+			break
+		}
+		if !errors.Is(err, quota.ErrStale) || time.Now().After(deadline) {
+			t.Fatalf("d2 while Redis is rebuilt: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -103,6 +103,11 @@ type Decisions struct {
 	acked      []int64
 	markGen    string
 	recovering atomic.Bool
+	// recorded[i]: slot i's count last recorded in the door's mark store
+	// under recordedGen (recordMarks).
+	recordMu    sync.Mutex
+	recorded    []int64
+	recordedGen string
 
 	// kafkaDown: Kafka did not acknowledge the latest records; batches
 	// spool theirs (WithSpool) and the background loop tries Kafka with
@@ -169,7 +174,62 @@ func NewDecisions(qs *State, kopts []kgo.Opt, opts ...Option) (*Decisions, error
 	}
 	s.batches.Add(1)
 	go s.collect() // ends with Close
+	if s.gens != nil && qs.marks != nil {
+		s.recorded = make([]int64, set.slots)
+		s.batches.Add(1)
+		go s.recordMarks() // ends with Close
+	}
 	return s, nil
+}
+
+// markRecordEvery is how often the slots' counts are recorded.
+const markRecordEvery = time.Second
+
+// recordMarks records the slots' counts in the door's mark store
+// (WithMarkStore) once a second while they move, and Close records them a
+// last time: every process that judges with the same store then finds a
+// Redis node that lost this instance's granted batches stale, not only
+// this instance's next batch.
+func (s *Decisions) recordMarks() {
+	defer s.batches.Done()
+	t := time.NewTicker(markRecordEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := s.recordCounts(s.ctx); err != nil && s.ctx.Err() == nil {
+			s.log.Warn("synchronous decisions: recording the batches' marks in SQL failed; trying again", "err", err)
+		}
+	}
+}
+
+// recordCounts records the slots' counts that moved since the last record.
+func (s *Decisions) recordCounts(ctx context.Context) error {
+	s.recordMu.Lock()
+	defer s.recordMu.Unlock()
+	s.markMu.Lock()
+	gen, acked := s.markGen, slices.Clone(s.acked)
+	s.markMu.Unlock()
+	if gen == "" {
+		return nil
+	}
+	if gen != s.recordedGen {
+		s.recordedGen = gen
+		clear(s.recorded)
+	}
+	for i, n := range acked {
+		if n <= s.recorded[i] {
+			continue
+		}
+		if err := s.qs.marks.ms.RecordMark(ctx, gen, quota.Mark{Stream: s.stream + "/" + strconv.Itoa(i), From: n, To: n}); err != nil {
+			return err
+		}
+		s.recorded[i] = n
+	}
+	return nil
 }
 
 // Decide judges evs (one caller's events, in order) in the next group commit
@@ -650,6 +710,12 @@ func (s *Decisions) Close(ctx context.Context) error {
 		close(s.stop)
 		s.cancel()
 		s.batches.Wait()
+		var merr error
+		if s.recorded != nil {
+			if merr = s.recordCounts(ctx); merr != nil {
+				merr = fmt.Errorf("judge: recording the batches' marks: %w", merr)
+			}
+		}
 		s.redoMu.Lock()
 		recs := s.held
 		s.held = nil
@@ -668,6 +734,7 @@ func (s *Decisions) Close(ctx context.Context) error {
 			}
 		}
 		s.cl.Close()
+		err = errors.Join(err, merr)
 	})
 	return err
 }

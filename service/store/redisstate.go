@@ -100,7 +100,8 @@ func reasonText(s string) string {
 }
 
 // RedisMark is a row of redis_marks: stream Stream of marks reached N on
-// the Redis node whose marker key is Node, under a state generation.
+// the Redis node whose marker key is Node ("": on every node, as the
+// synchronous decisions' batches mark), under a state generation.
 type RedisMark struct {
 	Node, Stream string
 	N            int64
@@ -112,8 +113,8 @@ func (s *Store) RecordMark(ctx context.Context, gen string, m RedisMark) error {
 	switch {
 	case gen == "" || len(gen) > 64:
 		return invalid("generation", "must be 1..64 bytes")
-	case m.Node == "" || len(m.Node) > 191:
-		return invalid("node", "must be 1..191 bytes")
+	case len(m.Node) > 191:
+		return invalid("node", "must be at most 191 bytes (\"\": every node)")
 	case m.Stream == "" || len(m.Stream) > 191:
 		return invalid("stream", "must be 1..191 bytes")
 	case m.N < 0:

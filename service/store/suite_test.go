@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -788,7 +789,7 @@ func testRedisMarks(t *testing.T, e *env) {
 	for _, bad := range []struct {
 		gen string
 		m   store.RedisMark
-	}{{"", store.RedisMark{"n", "s", 1}}, {"g", store.RedisMark{"", "s", 1}}, {"g", store.RedisMark{"n", "", 1}}, {"g", store.RedisMark{"n", "s", -1}}} {
+	}{{"", store.RedisMark{"n", "s", 1}}, {"g", store.RedisMark{strings.Repeat("n", 192), "s", 1}}, {"g", store.RedisMark{"n", "", 1}}, {"g", store.RedisMark{"n", "s", -1}}} {
 		wantErr(t, fmt.Sprintf("RecordMark(%q, %+v)", bad.gen, bad.m), e.S.RecordMark(e.Ctx, bad.gen, bad.m), store.ErrInvalid)
 	}
 }
