@@ -99,11 +99,12 @@ func (w *writeMarks) set(gen string, slot int, node string, n int64) {
 	w.mu.Unlock()
 }
 
-// mark marks a family write of fid that was applied (WithMarkStore). It
-// returns nil without a mark when the state is stale or being rebuilt (the
-// judges find that state stale by themselves; the write is in SQL, which
-// the rebuild reads) or was never rebuilt; an error when Redis or the
-// store failed.
+// mark marks a family write of fid that was applied (WithMarkStore). On a
+// state that is stale or being rebuilt it counts and records the write all
+// the same, a count the node does not hold (the judges refuse the state
+// until a rebuild, which reads the write from SQL); with no generation yet
+// it records nothing (the first rebuild reads SQL). It returns an error
+// when Redis or the store failed.
 func (s *State) mark(ctx context.Context, fid int64) error {
 	w := s.marks
 	if w == nil {
@@ -156,14 +157,15 @@ func (s *State) advanceMark(ctx context.Context, fid int64, slot int) (quota.Mar
 			return quota.Mark{}, "", fmt.Errorf("judge: mark family write: %w", err)
 		case attempt == 0:
 			w.ms.Forget() // a rebuild may have named a new generation
-		case from > 0:
-			// The node lost this slot's earlier writes (or a rebuild runs):
-			// the count already reached is recorded, so that every judge
-			// finds the node stale if it is not being rebuilt.
-			m.To = from
-			return m, gen, nil
 		default:
-			return quota.Mark{}, "", nil
+			// The write stands on a state that lost writes (or is being
+			// rebuilt): the door counts it all the same and records the
+			// count, which the node does not hold, so the judges find the
+			// state stale even if a rollback made it look whole again, and
+			// the slot's next marks fail too, until a rebuild's new
+			// generation starts the counts again.
+			w.set(gen, slot, node, m.To)
+			return m, gen, nil
 		}
 	}
 }
