@@ -353,6 +353,10 @@ func (a *Server) problem(ctx context.Context, err error, loc string) error {
 		a.log.WarnContext(ctx, "api: family write not acknowledged by Redis replicas", "err", err)
 		return huma.Error503ServiceUnavailable("the change is recorded and in effect, but not yet copied to the quota " +
 			"state's replicas: read it back before repeating it")
+	case errors.Is(err, judge.ErrNotMarked):
+		a.log.ErrorContext(ctx, "api: family write applied but its mark not recorded", "err", err)
+		return huma.Error503ServiceUnavailable("the change is recorded and in effect, but its protection against a " +
+			"loss of the quota state could not be recorded: read it back before repeating it")
 	case errors.Is(err, judge.ErrNotRecorded):
 		a.log.ErrorContext(ctx, "api: decisions judged but not recorded", "err", err)
 		return huma.Error503ServiceUnavailable("judged and counted, but the decisions' records are not stored yet: " +

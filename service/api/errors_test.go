@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -410,5 +411,41 @@ func TestFamilyWriteNotReplicated(t *testing.T) {
 	}
 	if after.Total != before.Total+gib {
 		t.Errorf("pool total %d after the unacknowledged top-up, want %d (applied on the primary)", after.Total, before.Total+gib)
+	}
+}
+
+// failingMarks is a judge.MarkStore whose records fail (SQL down after the
+// family write's own transaction).
+type failingMarks struct{ gen string }
+
+func (m failingMarks) Generation(context.Context) (string, error) { return m.gen, nil }
+func (failingMarks) Forget()                                      {}
+func (failingMarks) Floors(context.Context, string) ([]quota.Mark, error) {
+	return nil, nil
+}
+func (failingMarks) RecordMark(context.Context, string, quota.Mark) error {
+	return errors.New("dial tcp 10.0.0.7:3306: connection refused")
+}
+
+// A family write applied to Redis whose mark could not be recorded is not
+// a 500 and says nothing of SQL: the change is recorded and in effect, to
+// be read back before it is repeated.
+func TestFamilyWriteNotMarked(t *testing.T) {
+	f := newAPIFixture(t)
+	ctx := context.Background()
+	if _, err := f.engine.BeginRebuild(ctx, "g1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.engine.FinishRebuild(ctx, "g1", nil); err != nil {
+		t.Fatal(err)
+	}
+	qs, err := judge.NewState(f.engine, judge.WithMarkStore(failingMarks{gen: "g1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.withAPI(func(c *Config) { c.State = qs })
+	p := f.problem(http.MethodPost, "/families/100/topups", f.token(adminID), map[string]any{"bytes": gib}, http.StatusServiceUnavailable, "")
+	if !strings.Contains(p.Detail, "recorded and in effect") || !strings.Contains(p.Detail, "read it back") || strings.Contains(p.Detail, "3306") {
+		t.Errorf("detail %q: want it to say the change is in effect and to read it back, and nothing of SQL", p.Detail)
 	}
 }

@@ -30,6 +30,13 @@ type MarkStore interface {
 	RecordMark(ctx context.Context, gen string, m quota.Mark) error
 }
 
+// ErrNotMarked is wrapped by the error of a family write through a door
+// with a mark store (WithMarkStore) that was applied to Redis but whose mark
+// could not be made or recorded (Redis or SQL failed): the change is in SQL
+// and in effect, and a rebuild restores it, but a Redis rollback before the
+// door's next recorded mark would go unnoticed until then.
+var ErrNotMarked = errors.New("judge: family write applied but not marked")
+
 // StateOption configures a State.
 type StateOption func(*State)
 
@@ -114,7 +121,7 @@ func (s *State) mark(ctx context.Context, fid int64) error {
 	select {
 	case slot = <-w.slots:
 	case <-ctx.Done():
-		return fmt.Errorf("judge: mark family write: %w", ctx.Err())
+		return fmt.Errorf("%w: %w", ErrNotMarked, ctx.Err())
 	}
 	m, gen, err := s.advanceMark(ctx, fid, slot)
 	w.slots <- slot
@@ -122,7 +129,7 @@ func (s *State) mark(ctx context.Context, fid int64) error {
 		return err
 	}
 	if err := w.ms.RecordMark(ctx, gen, m); err != nil {
-		return fmt.Errorf("judge: record family write mark: %w", err)
+		return fmt.Errorf("%w: recording the mark: %w", ErrNotMarked, err)
 	}
 	return nil
 }
@@ -134,7 +141,7 @@ func (s *State) advanceMark(ctx context.Context, fid int64, slot int) (quota.Mar
 	for attempt := 0; ; attempt++ {
 		gen, err := w.ms.Generation(ctx)
 		if err != nil {
-			return quota.Mark{}, "", fmt.Errorf("judge: mark family write: state generation: %w", err)
+			return quota.Mark{}, "", fmt.Errorf("%w: state generation: %w", ErrNotMarked, err)
 		}
 		if gen == "" {
 			return quota.Mark{}, "", nil // never rebuilt: the first rebuild reads the write from SQL
@@ -144,7 +151,7 @@ func (s *State) advanceMark(ctx context.Context, fid int64, slot int) (quota.Mar
 			return quota.Mark{}, "", nil
 		}
 		if err != nil {
-			return quota.Mark{}, "", fmt.Errorf("judge: mark family write: %w", err)
+			return quota.Mark{}, "", fmt.Errorf("%w: %w", ErrNotMarked, err)
 		}
 		from := w.count(gen, slot, node)
 		m := quota.Mark{Stream: w.stream + strconv.Itoa(slot), From: from, To: from + 1, Node: node}
@@ -154,7 +161,7 @@ func (s *State) advanceMark(ctx context.Context, fid int64, slot int) (quota.Mar
 			w.set(gen, slot, node, m.To)
 			return m, gen, nil
 		case !errors.Is(err, quota.ErrStale):
-			return quota.Mark{}, "", fmt.Errorf("judge: mark family write: %w", err)
+			return quota.Mark{}, "", fmt.Errorf("%w: %w", ErrNotMarked, err)
 		case attempt == 0:
 			w.ms.Forget() // a rebuild may have named a new generation
 		default:
