@@ -16,11 +16,12 @@ import (
 // door's judge.MarkStore: the family-write marks recorded in redis_marks,
 // read with the generation and cached as long.
 type Generations struct {
-	st   *store.Store
-	ttl  time.Duration
-	mu   sync.Mutex
-	gen  string
-	read time.Time
+	st    *store.Store
+	ttl   time.Duration
+	mu    sync.Mutex
+	gen   string
+	read  time.Time
+	known bool // gen was read once
 
 	fmu      sync.Mutex
 	floorGen string
@@ -33,7 +34,11 @@ func NewGenerations(st *store.Store) *Generations {
 	return &Generations{st: st, ttl: time.Second}
 }
 
-// Generation returns the generation SQL names.
+// Generation returns the generation SQL names. When SQL cannot be read it
+// returns the generation last read, if any: a new one is named only by a
+// rebuild, which needs SQL, and a rebuild that began is seen by every
+// judgement in the state marker itself, so judging goes on through a SQL
+// outage (the processors' do too).
 func (g *Generations) Generation(ctx context.Context) (string, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -42,9 +47,12 @@ func (g *Generations) Generation(ctx context.Context) (string, error) {
 	}
 	st, err := g.st.RedisState(ctx)
 	if err != nil {
+		if g.known {
+			return g.gen, nil
+		}
 		return "", err
 	}
-	g.gen, g.read = st.Generation, time.Now()
+	g.gen, g.read, g.known = st.Generation, time.Now(), true
 	return g.gen, nil
 }
 
@@ -70,12 +78,12 @@ func (g *Generations) Floors(ctx context.Context, gen string) ([]quota.Mark, err
 	}
 	rows, err := g.st.RedisMarks(ctx, gen)
 	if err != nil {
-		if g.floorGen == gen && !g.floorAt.IsZero() {
+		if g.floorGen == gen && g.floors != nil {
 			return g.floors, nil
 		}
 		return nil, err
 	}
-	floors := make([]quota.Mark, len(rows))
+	floors := make([]quota.Mark, len(rows)) // not nil: read
 	for i, r := range rows {
 		floors[i] = quota.Mark{Stream: r.Stream, From: r.N, To: r.N, Node: r.Node}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -375,5 +376,50 @@ func TestGuardWaitsForSpooledUsage(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Generations reads the generation and the family-write marks from SQL,
+// and keeps answering with what it read last while SQL cannot be read.
+func TestGenerationsThroughSQLOutage(t *testing.T) {
+	ctx := context.Background()
+	r := newGuardRig(t)
+	g := recovery.NewGenerations(r.e.S)
+	if gen, err := g.Generation(ctx); err != nil || gen != "" {
+		t.Fatalf("before any rebuild: %q, %v", gen, err)
+	}
+	if _, err := r.e.DB.ExecContext(ctx, `UPDATE redis_state SET generation = 'g1'`); err != nil {
+		t.Fatal(err)
+	}
+	mark := quota.Mark{Stream: "family-writes/x/0", From: 2, To: 3, Node: "n0"}
+	if err := g.RecordMark(ctx, "g1", mark); err != nil {
+		t.Fatal(err)
+	}
+	g.Forget()
+	if gen, err := g.Generation(ctx); err != nil || gen != "g1" {
+		t.Fatalf("after a rebuild: %q, %v", gen, err)
+	}
+	want := []quota.Mark{{Stream: "family-writes/x/0", From: 3, To: 3, Node: "n0"}}
+	if fl, err := g.Floors(ctx, "g1"); err != nil || !slices.Equal(fl, want) {
+		t.Fatalf("Floors = %v, %v, want %v", fl, err, want)
+	}
+	if err := r.e.DB.Close(); err != nil {
+		t.Fatal(err)
+	}
+	g.Forget()
+	if gen, err := g.Generation(ctx); err != nil || gen != "g1" {
+		t.Errorf("SQL down: %q, %v; want the generation read last", gen, err)
+	}
+	if fl, err := g.Floors(ctx, "g1"); err != nil || !slices.Equal(fl, want) {
+		t.Errorf("SQL down: Floors = %v, %v; want the marks read last", fl, err)
+	}
+	if _, err := g.Floors(ctx, "g2"); err == nil {
+		t.Error("SQL down: Floors of a generation never read answered")
+	}
+	if err := g.RecordMark(ctx, "g1", mark); err == nil {
+		t.Error("SQL down: RecordMark answered nil")
+	}
+	if _, err := recovery.NewGenerations(r.e.S).Generation(ctx); err == nil {
+		t.Error("SQL down, nothing read yet: no error")
 	}
 }
