@@ -112,20 +112,22 @@ func loadConfig(t *testing.T) config {
 
 // harness is one run: the servers, the processors and what happened.
 type harness struct {
-	t       *testing.T
-	cfg     config
-	dir     string
-	ctx     context.Context
-	bin     string
-	brokers []string
-	kafka   *kfake.Cluster
-	redis   *Redis
-	maria   *MariaDB
-	rdb     *redis.Client
-	eng     *quota.Engine
-	db      *sql.DB
-	adm     *kadm.Client
-	admCl   *kgo.Client
+	t   *testing.T
+	cfg config
+	dir string
+	ctx context.Context
+	bin string
+	// serverBin is examples/server, built for the gateway load (server_test.go).
+	serverBin string
+	brokers   []string
+	kafka     *kfake.Cluster
+	redis     *Redis
+	maria     *MariaDB
+	rdb       *redis.Client
+	eng       *quota.Engine
+	db        *sql.DB
+	adm       *kadm.Client
+	admCl     *kgo.Client
 
 	mu       sync.Mutex
 	procs    []*Process // every processor ever started
@@ -134,12 +136,17 @@ type harness struct {
 	kills    int        // processors SIGKILLed
 	stops    int        // processors stopped with SIGTERM
 	servers  []*Process
-	t0       time.Time // traffic start
-	events   []string  // the timeline
-	timings  []string  // measured recoveries
+	judges   []*Process // server deployables: they judge and may rebuild too
+	t0       time.Time  // traffic start
+	events   []string   // the timeline
+	timings  []string   // measured recoveries
 	families []int64
-	monthly  map[int64]int64 // customer → monthly limit, the whole run
-	daily    map[int64]int64 // customer → daily limit, the whole run
+	monthly  map[int64]int64   // customer → monthly limit, the whole run
+	daily    map[int64]int64   // customer → daily limit, the whole run
+	members  map[int64][]int64 // family → its members
+	owners   map[int64]int64   // family → its first owner
+	rearmed  map[int64]bool    // families topped up through the API
+	gateway  string            // the gateway load's figures, for the summary
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -200,6 +207,7 @@ func TestChaos(t *testing.T) {
 
 	// 1. Build, servers, provisioning.
 	h.build()
+	h.serverBin = h.buildServer()
 	h.startServers()
 	stopWatch, watchDone := make(chan struct{}), make(chan struct{})
 	go h.watchGroups(stopWatch, watchDone)
@@ -215,6 +223,8 @@ func TestChaos(t *testing.T) {
 	traffic, sim := h.startTraffic()
 	h.t0 = time.Now()
 	h.logf("traffic started: %.0f events/s × %d copies", cfg.Rate, cfg.Copies)
+	srv := h.startServer()
+	srv.run()
 
 	// 3. Faults (see faults), then traffic stops.
 	h.faults(sim)
@@ -227,6 +237,7 @@ func TestChaos(t *testing.T) {
 		t.Errorf("traffic flush: %v", err)
 	}
 	cancel()
+	srv.close()
 	ts := traffic.Stats()
 	h.logf("traffic stopped: %d records, %d distinct events, %d failed", ts.Records, ts.Distinct, ts.Failed)
 	lap("traffic with faults")
@@ -237,6 +248,10 @@ func TestChaos(t *testing.T) {
 	lap("drain")
 
 	// 5. Checks.
+	for id := range srv.check(h.ctx) {
+		produced[id] = struct{}{}
+	}
+	h.rearmed = srv.toppedUp()
 	sum := h.check(produced, ts)
 	lap("checks")
 	total := time.Since(began).Round(100 * time.Millisecond)
@@ -370,6 +385,12 @@ func (h *harness) provision() {
 	// Plans small enough that pools run dry and thresholds fire within a run.
 	plans := []int64{4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30}
 	h.monthly, h.daily = map[int64]int64{}, map[int64]int64{}
+	h.members, h.owners = map[int64][]int64{}, map[int64]int64{}
+	// The API families' first owners log in (server_test.go).
+	ownerHash, err := st.HashPassword(apiPassword)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var fams []simulate.Family
 	members := 0
 	for f := range pop.Families() {
@@ -377,6 +398,10 @@ func (h *harness) provision() {
 		fams = append(fams, f)
 		for _, m := range f.Members {
 			members++
+			h.members[f.ID] = append(h.members[f.ID], m.CustomerID)
+			if _, ok := h.owners[f.ID]; !ok && m.Role == policy.RoleOwner {
+				h.owners[f.ID] = m.CustomerID
+			}
 			switch {
 			case m.Index == 2 && f.ID%3 == 0:
 				h.monthly[m.CustomerID] = 6 << 20
@@ -395,6 +420,9 @@ func (h *harness) provision() {
 		}
 		for _, m := range f.Members {
 			nm := store.NewMember{ID: m.CustomerID, FamilyID: f.ID, Name: fmt.Sprintf("member %d", m.CustomerID), Role: m.Role}
+			if len(h.families) > 0 && h.owners[f.ID] == m.CustomerID && slices.Index(h.families, f.ID) < apiFamilies {
+				nm.PasswordHash = ownerHash
+			}
 			if err := retryDeadlock(func() error { _, err := st.AddMember(ctx, nm, store.System); return err }); err != nil {
 				return err
 			}
@@ -972,7 +1000,7 @@ func (h *harness) check(produced map[string]struct{}, ts TrafficStats) results {
 	if err := CheckNotified(r.kinds, r.usage); err != nil {
 		t.Errorf("notifications:\n%v", err)
 	}
-	r.alerts, err = CheckThresholds(ctx, h.db, h.eng, h.families)
+	r.alerts, err = CheckThresholds(ctx, h.db, h.eng, h.families, h.rearmed)
 	if err != nil {
 		t.Errorf("threshold alerts:\n%v", err)
 	}
@@ -1012,6 +1040,9 @@ func (h *harness) summary(r results, ts TrafficStats, phase []string, total time
 	}
 	fmt.Fprintf(&b, "inbox                      %d QUOTA_UPDATED, %d CUSTOMER_BLOCKED, %d THRESHOLD_ALERT\n",
 		r.kinds[string(envelope.SubQuotaUpdated)], r.kinds[string(envelope.SubCustomerBlocked)], r.alerts)
+	if h.gateway != "" {
+		fmt.Fprintf(&b, "gateway (server-1)         %s\n", h.gateway)
+	}
 	fmt.Fprintf(&b, "checked from SQL           %d family-months ≤ plan + top-ups, %d member months/days ≤ limit, %d BLOCKED_NOT_MEMBER\n",
 		r.plans, r.limits, r.usage.ByResult[string(policy.BlockedNotMember)])
 	fmt.Fprintf(&b, "alerts on the topic        %d THRESHOLD_ALERT records for %d thresholds (%d duplicate deliveries)\n",

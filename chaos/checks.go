@@ -222,7 +222,12 @@ func CheckNotified(kinds map[string]int64, u UsageStats) error {
 // engine fired exactly the thresholds its pool is at or below
 // (remaining ≤ pct % of total), and the inbox holds exactly one alert for
 // each of them this month. It returns the number of alerts.
-func CheckThresholds(ctx context.Context, db *sql.DB, eng *quota.Engine, families []int64) (int, error) {
+//
+// A family in rearmed had top-ups during the run, which re-arm the
+// thresholds its pool is above again: its earlier arms' alerts stay in the
+// inbox (periods "YYYY-MM#n"), so for it every fired threshold must have an
+// alert of some arm, and alerts of thresholds no longer fired are expected.
+func CheckThresholds(ctx context.Context, db *sql.DB, eng *quota.Engine, families []int64, rearmed map[int64]bool) (int, error) {
 	rows, err := db.QueryContext(ctx, `SELECT event_id, family_id, payload FROM notification WHERE kind = ?`, string(envelope.SubThresholdAlert))
 	if err != nil {
 		return 0, fmt.Errorf("chaos: threshold alerts: %w", err)
@@ -287,6 +292,24 @@ func CheckThresholds(ctx context.Context, db *sql.DB, eng *quota.Engine, familie
 				alerted = append(alerted, p)
 				seen[k] = true
 			}
+		}
+		if rearmed[fid] {
+			alerted = alerted[:0]
+			for k := range alerts {
+				if k.fid == fid && (k.period == period || strings.HasPrefix(k.period, period+"#")) {
+					seen[k] = true
+					if !slices.Contains(alerted, k.pct) {
+						alerted = append(alerted, k.pct)
+					}
+				}
+			}
+			for _, p := range fired {
+				if !slices.Contains(alerted, p) {
+					errs = append(errs, fmt.Errorf("family %d (topped up): engine fired %d%% this month (%s), the inbox has no alert for it in any arm: %v",
+						fid, p, period, alerted))
+				}
+			}
+			continue
 		}
 		slices.Sort(alerted)
 		if !slices.Equal(fired, alerted) {

@@ -48,6 +48,9 @@ func (h *harness) processorLogs() []string {
 	for _, p := range h.procs {
 		logs = append(logs, p.LogPath)
 	}
+	for _, p := range h.judges {
+		logs = append(logs, p.LogPath)
+	}
 	return logs
 }
 
