@@ -7,7 +7,9 @@ import (
 	"strings"
 )
 
-// Role is a member's role in a family, or the back-office ADMIN.
+// Role is a member's role in a family, or a back-office role: ADMIN, or
+// AGENT (a carrier's care agent, who reads what an ADMIN reads and changes
+// nothing).
 type Role string
 
 // The roles of doc/security.md, "Who can do what".
@@ -15,10 +17,15 @@ const (
 	RoleMember Role = "MEMBER"
 	RoleOwner  Role = "OWNER"
 	RoleAdmin  Role = "ADMIN"
+	RoleAgent  Role = "AGENT"
 )
 
 // Valid reports whether r is a known role.
-func (r Role) Valid() bool { return r == RoleMember || r == RoleOwner || r == RoleAdmin }
+func (r Role) Valid() bool { return r == RoleMember || r == RoleOwner || r.BackOffice() }
+
+// BackOffice reports whether r is a back-office role (ADMIN or AGENT): one
+// of no family, with access to every family.
+func (r Role) BackOffice() bool { return r == RoleAdmin || r == RoleAgent }
 
 // Errors Apply returns; callers branch on them with errors.Is.
 var (

@@ -469,6 +469,10 @@ const DemoPassword = "dpcs-demo"
 // DemoAdminID is the seeded back-office admin.
 const DemoAdminID = 1
 
+// DemoAgentID is the seeded care agent (AGENT: reads what an admin reads,
+// changes nothing), phone 010-0000-0002.
+const DemoAgentID = 2
+
 // jwtSecret returns the configured secret, or the data dir's own one
 // (created on first start).
 func jwtSecret(cfg SystemConfig) ([]byte, error) {
@@ -579,6 +583,10 @@ func (s *System) seed(ctx context.Context, pop *simulate.Population, families in
 	}
 	if _, err := s.Store.AddMember(ctx, store.NewMember{ID: DemoAdminID, Name: "admin", Phone: "010-0000-0001",
 		Role: policy.RoleAdmin, PasswordHash: hash}, store.System); err != nil {
+		return false, err
+	}
+	if _, err := s.Store.AddMember(ctx, store.NewMember{ID: DemoAgentID, Name: "상담원", Phone: "010-0000-0002",
+		Role: policy.RoleAgent, PasswordHash: hash}, store.System); err != nil {
 		return false, err
 	}
 	if families > 0 {

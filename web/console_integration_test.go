@@ -373,6 +373,41 @@ func TestConsoleStories(t *testing.T) {
 	})
 
 	t.Run("sign out", func(t *testing.T) { signOut(t, ctx) })
+
+	// A carrier's care agent signs in with its phone and reads what an
+	// admin reads — the family, its members and standing, templates,
+	// operations — with no control that changes anything; the API refuses
+	// a change anyway (403, the authorization matrix).
+	t.Run("a care agent reads and changes nothing", func(t *testing.T) {
+		run(t, ctx, "sign in as the care agent",
+			chromedp.Evaluate(`document.getElementById('login-form').reset()`, nil),
+			chromedp.SendKeys("#login-name", sys.Agent.Phone, chromedp.ByID),
+			chromedp.SendKeys("#login-password", sys.Password, chromedp.ByID),
+			chromedp.Click("#login-form button[type=submit]", chromedp.ByQuery))
+		consoleWait(t, ctx, "the console, read only", `document.body.classList.contains('read-only') && !document.querySelector('#nav').hidden`)
+		run(t, ctx, "open the demo family", chromedp.Navigate(fmt.Sprintf("%s#/family/%d", console, sys.FamilyID)))
+		consoleWait(t, ctx, "the family's members", `document.querySelectorAll('[data-member]').length === 4`)
+		visibleWrites := `[...document.querySelectorAll('[data-write]')].filter((e) => e.offsetParent !== null).length`
+		var n int
+		run(t, ctx, "count the controls that change something", chromedp.Evaluate(visibleWrites, &n))
+		if n != 0 {
+			t.Errorf("%d controls that change something are shown to a care agent", n)
+		}
+		var who string
+		run(t, ctx, "read the header", chromedp.Text("#who-name", &who, chromedp.ByID))
+		if !strings.Contains(who, "read only") {
+			t.Errorf("header %q: want it to say the session reads only", who)
+		}
+		browsertest.CheckAccessibility(t, ctx, "console-agent")
+		shot(t, ctx, "console-agent-family")
+		run(t, ctx, "open the templates", chromedp.Navigate(console+"#/templates"))
+		consoleWait(t, ctx, "the template list", `!!document.querySelector('[data-screen=templates] table')`)
+		run(t, ctx, "count the template controls that change something", chromedp.Evaluate(visibleWrites, &n))
+		if n != 0 {
+			t.Errorf("%d template controls that change something are shown to a care agent", n)
+		}
+		signOut(t, ctx)
+	})
 }
 
 type usage struct {

@@ -113,7 +113,8 @@ func banner(w io.Writer, cfg service.SystemConfig, s *service.System, token stri
 	p("  API        http://%s   docs: http://%s/docs   OpenAPI: http://%s/openapi.json", api, api, api)
 	if cfg.Demo {
 		p("  family app http://%s/app/       log in as owner %d (or phone 010-0000-0100), child %d; password %q", api, owner, child, service.DemoPassword)
-		p("  console    http://%s/console/   log in as admin %d (or phone 010-0000-0001); password %q", api, service.DemoAdminID, service.DemoPassword)
+		p("  console    http://%s/console/   log in as admin %d (or phone 010-0000-0001), care agent %d (read only); password %q",
+			api, service.DemoAdminID, service.DemoAgentID, service.DemoPassword)
 	} else {
 		p("  family app http://%s/app/   ·   console http://%s/console/", api, api)
 	}

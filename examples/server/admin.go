@@ -24,9 +24,10 @@ const (
 	maxAdminPassword = 72
 )
 
-// admin runs `server admin create --name NAME --phone PHONE
-// [--password-file PATH | --password-env VAR]`: it creates a back-office
-// admin in the configured SQL store (DPCS_MYSQL_DSN, else the SQLite file;
+// admin runs `server admin create --name NAME --phone PHONE [--role
+// ADMIN|AGENT] [--password-file PATH | --password-env VAR]`: it creates a
+// back-office admin (or, --role AGENT, a care agent who reads what an
+// admin reads and changes nothing) in the configured SQL store (DPCS_MYSQL_DSN, else the SQLite file;
 // no Kafka or Redis needed) with the password the operator gives, and prints
 // the new admin's id. The password comes from the file, the variable named
 // (never a default), or else stdin: typed without echo (twice) on a
@@ -34,7 +35,7 @@ const (
 // use by a current member or admin is refused.
 func admin(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "create" {
-		return errors.New("admin: usage: server admin create --name NAME --phone PHONE [--password-file PATH | --password-env VAR]")
+		return errors.New("admin: usage: server admin create --name NAME --phone PHONE [--role ADMIN|AGENT] [--password-file PATH | --password-env VAR]")
 	}
 	fs := flag.NewFlagSet("admin create", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -42,6 +43,7 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdin
 	phone := fs.String("phone", "", "the admin's phone, its login besides its id (required)")
 	file := fs.String("password-file", "", "read the password from this file (its first line)")
 	envVar := fs.String("password-env", "", "read the password from this environment variable")
+	role := fs.String("role", string(policy.RoleAdmin), "ADMIN, or AGENT: a care agent who reads what an admin reads and changes nothing")
 	if err := fs.Parse(args[1:]); err != nil {
 		return fmt.Errorf("admin create: %w", err)
 	}
@@ -54,6 +56,8 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdin
 		return errors.New("admin create: --phone is required")
 	case *file != "" && *envVar != "":
 		return errors.New("admin create: give --password-file or --password-env, not both")
+	case !policy.Role(*role).BackOffice():
+		return fmt.Errorf("admin create: --role must be ADMIN or AGENT, got %q", *role)
 	}
 	password, err := adminPassword(*file, *envVar, getenv, stdin, stderr)
 	if err != nil {
@@ -85,14 +89,18 @@ func admin(ctx context.Context, args []string, getenv func(string) string, stdin
 	case !errors.Is(err, store.ErrNotFound):
 		return fmt.Errorf("admin create: %w", err)
 	}
-	m, err := st.AddMember(ctx, store.NewMember{Name: *name, Phone: *phone, Role: policy.RoleAdmin, Password: password}, store.System)
+	m, err := st.AddMember(ctx, store.NewMember{Name: *name, Phone: *phone, Role: policy.Role(*role), Password: password}, store.System)
 	if errors.Is(err, store.ErrConflict) {
 		return fmt.Errorf("admin create: phone %s is already in use; nothing created", *phone)
 	}
 	if err != nil {
 		return fmt.Errorf("admin create: %w", err)
 	}
-	fmt.Fprintf(stdout, "admin %d created (log in with %d or %s)\n", m.ID, m.ID, m.Phone)
+	what := "admin"
+	if m.Role == policy.RoleAgent {
+		what = "care agent"
+	}
+	fmt.Fprintf(stdout, "%s %d created (log in with %d or %s)\n", what, m.ID, m.ID, m.Phone)
 	return nil
 }
 

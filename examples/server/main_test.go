@@ -261,9 +261,10 @@ func TestAdminCreate(t *testing.T) {
 		{"010-1000-0001", secret + "\n", secret, nil},
 		{"010-1000-0002", "", "another long password", []string{"--password-env", "OPS_PASSWORD"}},
 		{"010-1000-0003", "", "a third long password", []string{"--password-file", file}},
+		{"010-1000-0004", secret + "\n", secret, []string{"--role", "AGENT"}},
 	} {
 		out, err := create(ok.stdin, append([]string{"--name", "ops", "--phone", ok.phone}, ok.args...)...)
-		m := regexp.MustCompile(`^admin (\d+) created`).FindStringSubmatch(out)
+		m := regexp.MustCompile(`^(?:admin|care agent) (\d+) created`).FindStringSubmatch(out)
 		if err != nil || m == nil {
 			t.Fatalf("admin create %s: %q %v", ok.phone, out, err)
 		}
@@ -278,6 +279,7 @@ func TestAdminCreate(t *testing.T) {
 		{"unset variable", "", "OPS_NONE is empty", []string{"--name", "x", "--phone", "010-1", "--password-env", "OPS_NONE"}},
 		{"no name", secret, "--name", []string{"--phone", "010-1"}},
 		{"no phone", secret, "--phone", []string{"--name", "x"}},
+		{"a family role", secret, "ADMIN or AGENT", []string{"--name", "x", "--phone", "010-1", "--role", "OWNER"}},
 		{"phone of an admin", secret, "already admin " + ids["010-1000-0001"], []string{"--name", "x", "--phone", "010-1000-0001"}},
 	} {
 		if out, err := create(bad.stdin, bad.args...); err == nil || !strings.Contains(err.Error(), bad.want) || out != "" {
@@ -300,9 +302,9 @@ func TestAdminCreate(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the server was not ready after 20 s")
 	}
-	for _, l := range []struct{ login, password string }{
-		{"010-1000-0001", secret}, {ids["010-1000-0001"], secret}, {"010-1000-0002", "another long password"},
-		{"010-1000-0003", "a third long password"},
+	for _, l := range []struct{ login, password, role string }{
+		{"010-1000-0001", secret, "ADMIN"}, {ids["010-1000-0001"], secret, "ADMIN"}, {"010-1000-0002", "another long password", "ADMIN"},
+		{"010-1000-0003", "a third long password", "ADMIN"}, {"010-1000-0004", secret, "AGENT"},
 	} {
 		resp, err := http.Post("http://"+addr+"/auth/token", "application/json",
 			strings.NewReader(`{"login":"`+l.login+`","password":"`+l.password+`"}`))
@@ -312,7 +314,7 @@ func TestAdminCreate(t *testing.T) {
 		var tok struct{ Role string }
 		json.NewDecoder(resp.Body).Decode(&tok)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || tok.Role != "ADMIN" {
+		if resp.StatusCode != http.StatusOK || tok.Role != l.role {
 			t.Errorf("login %s: %d %q", l.login, resp.StatusCode, tok.Role)
 		}
 	}

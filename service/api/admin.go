@@ -15,17 +15,23 @@ import (
 	"github.com/dabom/dpcs/service/store"
 )
 
-// admin authorizes a back-office request.
+// admin authorizes a back-office request: ADMIN, or AGENT for reading.
 func (a *Server) admin(ctx context.Context) (Principal, error) {
 	p, ok := principalFrom(ctx)
 	if !ok {
 		return p, huma.Error401Unauthorized("not authenticated")
 	}
-	if p.Role != policy.RoleAdmin {
-		return p, huma.Error403Forbidden("back-office route: ADMIN only")
+	switch {
+	case p.Role == policy.RoleAgent && p.write:
+		return p, errAgentReadOnly
+	case !p.Role.BackOffice():
+		return p, huma.Error403Forbidden("back-office route: ADMIN or AGENT only")
 	}
 	return p, nil
 }
+
+// errAgentReadOnly answers a care agent's change.
+var errAgentReadOnly = huma.Error403Forbidden("care agents (AGENT) read and change nothing: ask an ADMIN")
 
 // TemplateBody is a policy template as written.
 type TemplateBody struct {

@@ -31,6 +31,7 @@ const (
 	ownerA, childA, victimA = int64(1001), int64(1002), int64(1003)
 	ownerB, childB          = int64(2001), int64(2002)
 	adminID                 = int64(9001)
+	agentID                 = int64(9002) // a care agent: reads what an admin reads
 	testPassword            = "correct horse"
 	gib                     = int64(1) << 30
 	mib                     = int64(1) << 20
@@ -130,6 +131,9 @@ func newAPIFixture(t *testing.T, opts ...func(*Config)) *apiFixture {
 			}
 			f.addMember(fam.id, id, role)
 		}
+	}
+	if _, err := f.store.AddMember(ctx, store.NewMember{ID: agentID, Name: "care", Role: policy.RoleAgent, Password: testPassword}, sys); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := f.store.AddMember(ctx, store.NewMember{ID: adminID, Name: "ops", Role: policy.RoleAdmin, Password: testPassword, Phone: "010-9999"}, sys); err != nil {
 		t.Fatal(err)

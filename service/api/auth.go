@@ -30,8 +30,11 @@ type accessClaims struct {
 // Principal is the authenticated caller of a request.
 type Principal struct {
 	ID       int64
-	FamilyID int64 // 0 for ADMIN
+	FamilyID int64 // 0 for ADMIN and AGENT
 	Role     policy.Role
+	// write: the request may change something (not GET or HEAD); an AGENT
+	// is refused those.
+	write bool
 	// session and expires are those of the access token: a stream opened
 	// with it ends when either ends.
 	session string
@@ -55,8 +58,8 @@ type Tokens struct {
 	RefreshToken     string      `json:"refreshToken,omitempty" doc:"Single use: exchange it at /auth/refresh; presenting it twice revokes the session. Absent for browser sessions (X-DPCS-Session: cookie), whose refresh token is in the dpcs_refresh cookie"`
 	RefreshExpiresAt time.Time   `json:"refreshExpiresAt"`
 	MemberID         int64       `json:"memberId"`
-	FamilyID         int64       `json:"familyId" doc:"0 for back-office admins"`
-	Role             policy.Role `json:"role" enum:"MEMBER,OWNER,ADMIN"`
+	FamilyID         int64       `json:"familyId" doc:"0 for the back office (ADMIN, AGENT)"`
+	Role             policy.Role `json:"role" enum:"MEMBER,OWNER,ADMIN,AGENT"`
 	// PasswordWeak is set on a login whose password the password rules
 	// would refuse now (set before them, or since found on the list).
 	PasswordWeak bool `json:"passwordWeak,omitempty" doc:"The password used does not meet the password rules (doc/security.md): ask the member to change it with POST /me/password"`
@@ -177,7 +180,8 @@ func (a *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 		fail("the token's session has ended")
 		return
 	}
-	p := Principal{ID: m.ID, FamilyID: m.FamilyID, Role: m.Role, session: claims.Sid, expires: claims.ExpiresAt.Time}
+	p := Principal{ID: m.ID, FamilyID: m.FamilyID, Role: m.Role, session: claims.Sid, expires: claims.ExpiresAt.Time,
+		write: ctx.Method() != http.MethodGet && ctx.Method() != http.MethodHead}
 	if ctx.Operation().OperationID == streamOperation {
 		a.gateStream(ctx, p, next)
 		return

@@ -14,19 +14,22 @@ import (
 	"github.com/dabom/dpcs/service/store"
 )
 
-// TestAuthorizationMatrix: MEMBER / OWNER / ADMIN × own / other family ×
-// every secured route. Another family's routes answer 404 exactly like a
+// TestAuthorizationMatrix: MEMBER / OWNER / ADMIN / AGENT × own / other
+// family × every secured route; a care agent (AGENT) reads what an ADMIN
+// reads and is refused every change (403). Another family's routes answer 404 exactly like a
 // family that does not exist; 403 only inside one's own family or on /admin.
 // {f} is the target family, {c} its child member (the MEMBER caller itself
 // in its own family), {v} a fresh member, {t} a fresh template, {n} a fresh
 // notification, {r} a fresh data request of {c}, {u} a unique suffix.
 func TestAuthorizationMatrix(t *testing.T) {
 	f := newAPIFixture(t)
-	type cols [6]int // MEMBER own, MEMBER other, OWNER own, OWNER other, ADMIN own, ADMIN other
-	fam := func(ok int) cols { return cols{ok, 404, ok, 404, ok, ok} }
-	own := func(ok int) cols { return cols{403, 404, ok, 404, ok, ok} }
-	adm := func(ok int) cols { return cols{403, 403, 403, 403, ok, ok} }
-	push := func(ok int) cols { return cols{ok, 404, ok, 404, 403, 403} } // the caller's own; an admin has none
+	type cols [8]int                                                                // MEMBER own, MEMBER other, OWNER own, OWNER other, ADMIN own, ADMIN other, AGENT own, AGENT other
+	fam := func(ok int) cols { return cols{ok, 404, ok, 404, ok, ok, ok, ok} }      // a read
+	famw := func(ok int) cols { return cols{ok, 404, ok, 404, ok, ok, 403, 403} }   // a member's change
+	own := func(ok int) cols { return cols{403, 404, ok, 404, ok, ok, 403, 403} }   // an owner's change
+	adm := func(ok int) cols { return cols{403, 403, 403, 403, ok, ok, ok, ok} }    // a back-office read
+	admw := func(ok int) cols { return cols{403, 403, 403, 403, ok, ok, 403, 403} } // a back-office change
+	push := func(ok int) cols { return cols{ok, 404, ok, 404, 403, 403, 403, 403} } // the caller's own; the back office has none
 	pushKeys := testPushKeys(t)
 	routes := []struct {
 		method, path, body string
@@ -43,44 +46,45 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"POST", "/families/{f}/members", `{"name":"new {u}"}`, own(201)},
 		{"DELETE", "/families/{f}/members/{v}", "", own(204)},
 		{"PUT", "/families/{f}/members/{c}/role", `{"role":"MEMBER"}`, own(200)},
-		{"POST", "/families/{f}/data-requests", `{"amountBytes":1048576,"message":"{u}"}`, cols{201, 404, 201, 404, 403, 403}},
+		{"POST", "/families/{f}/data-requests", `{"amountBytes":1048576,"message":"{u}"}`, cols{201, 404, 201, 404, 403, 403, 403, 403}},
 		{"GET", "/families/{f}/data-requests", "", fam(200)},
 		{"GET", "/families/{f}/data-requests/{r}", "", fam(200)},
 		{"POST", "/families/{f}/data-requests/{r}/approve", `{"grant":"TOPUP","amountBytes":1048576}`, own(200)},
 		{"POST", "/families/{f}/data-requests/{r}/decline", `{"reason":"not now"}`, own(200)},
 		{"GET", "/families/{f}/notifications", "", fam(200)},
-		{"POST", "/families/{f}/notifications/{n}/read", "", fam(204)},
+		{"POST", "/families/{f}/notifications/{n}/read", "", famw(204)},
 		{"GET", "/families/{f}/notifications/stream", "", fam(200)},
 		{"POST", "/families/{f}/push-subscriptions", `{"endpoint":"https://push.example/{u}","expirationTime":null,"keys":` + pushKeys + `}`, push(201)},
 		{"GET", "/families/{f}/push-subscriptions", "", push(200)},
 		{"DELETE", "/families/{f}/push-subscriptions?endpoint=https%3A%2F%2Fpush.example%2F{s}", "", push(204)},
 		{"GET", "/admin/policy-templates", "", adm(200)},
-		{"POST", "/admin/policy-templates", `{"name":"t{u}","type":"LIMIT","defaultRules":{"LIMIT:DATA:DAILY":"1000"},"active":true}`, adm(201)},
+		{"POST", "/admin/policy-templates", `{"name":"t{u}","type":"LIMIT","defaultRules":{"LIMIT:DATA:DAILY":"1000"},"active":true}`, admw(201)},
 		{"GET", "/admin/policy-templates/{t}", "", adm(200)},
-		{"PUT", "/admin/policy-templates/{t}", `{"name":"t{u}","type":"LIMIT","defaultRules":{},"active":true}`, adm(200)},
-		{"DELETE", "/admin/policy-templates/{t}", "", adm(204)},
-		{"POST", "/admin/policy-templates/{t}/apply", `{"familyId":{f},"customerId":{c}}`, adm(200)},
+		{"PUT", "/admin/policy-templates/{t}", `{"name":"t{u}","type":"LIMIT","defaultRules":{},"active":true}`, admw(200)},
+		{"DELETE", "/admin/policy-templates/{t}", "", admw(204)},
+		{"POST", "/admin/policy-templates/{t}/apply", `{"familyId":{f},"customerId":{c}}`, admw(200)},
 		{"GET", "/admin/families?q=family", "", adm(200)},
-		{"POST", "/admin/families", `{"name":"f{u}","planBytes":1000}`, adm(201)},
-		{"PUT", "/admin/families/{f}/plan", `{"planBytes":10737418240}`, adm(200)},
+		{"POST", "/admin/families", `{"name":"f{u}","planBytes":1000}`, admw(201)},
+		{"PUT", "/admin/families/{f}/plan", `{"planBytes":10737418240}`, admw(200)},
 		{"GET", "/admin/families/{f}/usage", "", adm(200)},
 		{"GET", "/admin/audit-log", "", adm(200)},
 		// A gateway credential's route: family and admin tokens are refused.
 		{"POST", "/decisions", `{"events":[{"eventId":"m{u}","timestamp":"2026-02-10T12:00:00Z","familyId":{f},"customerId":{c},"appId":"a","bytesUsed":1}]}`,
-			cols{401, 401, 401, 401, 401, 401}},
+			cols{401, 401, 401, 401, 401, 401, 401, 401}},
 		{"GET", "/admin/policy-templates/{t}/drift", "", adm(200)},
-		{"POST", "/admin/policy-templates/{t}/reapply", `{"all":true}`, adm(200)},
+		{"POST", "/admin/policy-templates/{t}/reapply", `{"all":true}`, admw(200)},
 		{"GET", "/admin/operations", "", adm(200)},
 		// No Kafka client in this fixture: authorization is checked first,
 		// then admins learn the browser is unavailable.
 		{"GET", "/admin/dead-letters", "", adm(503)},
-		{"POST", "/admin/dead-letters/replay", `{"records":[{"topic":"usage-events.DLT","partition":0,"offset":0}]}`, adm(503)},
+		{"POST", "/admin/dead-letters/replay", `{"records":[{"topic":"usage-events.DLT","partition":0,"offset":0}]}`, admw(503)},
 	}
 	callers := []struct {
 		name   string
 		id     int64
 		family [2]int64 // own, other
-	}{{"MEMBER", childA, [2]int64{famA, famB}}, {"OWNER", ownerA, [2]int64{famA, famB}}, {"ADMIN", adminID, [2]int64{famA, famB}}}
+	}{{"MEMBER", childA, [2]int64{famA, famB}}, {"OWNER", ownerA, [2]int64{famA, famB}}, {"ADMIN", adminID, [2]int64{famA, famB}},
+		{"AGENT", agentID, [2]int64{famA, famB}}}
 	ctx := context.Background()
 	vid := int64(5000)
 	for _, r := range routes {
@@ -106,7 +110,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 						s = strings.ReplaceAll(s, "{t}", fmt.Sprint(tpl.ID))
 					}
 					if strings.Contains(s, "{s}") { // the caller's subscription, where it may have one
-						if c.name != "ADMIN" && target == c.family[0] {
+						if c.name != "ADMIN" && c.name != "AGENT" && target == c.family[0] {
 							if _, err := f.store.SavePushSubscription(ctx, target, c.id, testPushSubscription(t, fmt.Sprint("https://push.example/s", vid)), store.PushRules{Max: 1 << 20}); err != nil {
 								t.Fatal(err)
 							}

@@ -23,15 +23,20 @@ const (
 	ownerOnly               // OWNER of the family (or ADMIN)
 )
 
-// family authorizes a request about family fid: ADMIN always; others only
-// for their own family (else 404, as for a family that does not exist) and,
-// for ownerOnly, as OWNER (else 403).
+// family authorizes a request about family fid: ADMIN always, AGENT for
+// reading; others only for their own family (else 404, as for a family that
+// does not exist) and, for ownerOnly, as OWNER (else 403).
 func (a *Server) family(ctx context.Context, fid int64, need access) (Principal, error) {
 	p, ok := principalFrom(ctx)
 	if !ok {
 		return p, huma.Error401Unauthorized("not authenticated")
 	}
-	if p.Role == policy.RoleAdmin {
+	switch {
+	case p.Role == policy.RoleAdmin:
+		return p, nil
+	case p.Role == policy.RoleAgent && p.write:
+		return p, errAgentReadOnly
+	case p.Role == policy.RoleAgent:
 		return p, nil
 	}
 	if p.FamilyID != fid || fid <= 0 {

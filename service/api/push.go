@@ -7,7 +7,6 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/dabom/dpcs/notify"
-	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -79,8 +78,8 @@ func (a *Server) pushCaller(ctx context.Context, fid int64) (Principal, error) {
 	if err != nil {
 		return p, err
 	}
-	if p.Role == policy.RoleAdmin {
-		return p, huma.Error403Forbidden("push subscriptions belong to a family's members: an admin has none")
+	if p.Role.BackOffice() {
+		return p, huma.Error403Forbidden("push subscriptions belong to a family's members: the back office has none")
 	}
 	return p, nil
 }

@@ -78,10 +78,10 @@ func nullStr(s string) any {
 func (s *Store) AddMember(ctx context.Context, m NewMember, by Actor) (Member, error) {
 	switch {
 	case !m.Role.Valid():
-		return Member{}, invalid("role", "must be MEMBER, OWNER or ADMIN")
-	case m.Role == policy.RoleAdmin && m.FamilyID != 0:
-		return Member{}, invalid("familyId", "must be empty for ADMIN")
-	case m.Role != policy.RoleAdmin && m.FamilyID <= 0:
+		return Member{}, invalid("role", "must be MEMBER, OWNER, ADMIN or AGENT")
+	case m.Role.BackOffice() && m.FamilyID != 0:
+		return Member{}, invalid("familyId", "must be empty for ADMIN and AGENT")
+	case !m.Role.BackOffice() && m.FamilyID <= 0:
 		return Member{}, invalid("familyId", "required")
 	case m.ID < 0 || m.ID > MaxMemberID:
 		return Member{}, invalid("customerId", "must be 1..%d, or 0 to have one assigned", int64(MaxMemberID))

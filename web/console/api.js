@@ -33,13 +33,16 @@ export function current() { return session; }
 /** onSession(fn) calls fn when the admin signs in or out (or the session ends), not on a token refresh. */
 export function onSession(fn) { listeners.add(fn); }
 
-/** login signs in with an admin id or phone; non-admin accounts are refused. */
+/** readOnly: the signed-in account is a care agent (AGENT), who reads what an admin reads and changes nothing. */
+export function readOnly() { return !!session && session.role === "AGENT"; }
+
+/** login signs in with an admin's or a care agent's id or phone; family accounts are refused. */
 export async function login(loginName, password) {
   const t = await raw("POST", "/auth/token", { login: loginName, password }, false);
-  if (t.role !== "ADMIN") {
+  if (t.role !== "ADMIN" && t.role !== "AGENT") {
     // Not for the back office: end that session at once.
     await raw("POST", "/auth/logout", { refreshToken: t.refreshToken }, false).catch(() => {});
-    throw new ApiError(403, { detail: "This account is not a back-office admin." });
+    throw new ApiError(403, { detail: "This account is not a back-office account (ADMIN or AGENT)." });
   }
   save(t);
   return t;

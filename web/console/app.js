@@ -40,7 +40,10 @@ async function render() {
     return;
   }
   const s = api.current();
-  document.getElementById("who-name").textContent = `Admin ${s.memberId}`;
+  // A care agent reads and changes nothing: every control that writes
+  // ([data-write]) is hidden, and the API refuses such calls anyway.
+  document.body.classList.toggle("read-only", api.readOnly());
+  document.getElementById("who-name").textContent = api.readOnly() ? `Care agent ${s.memberId} · read only` : `Admin ${s.memberId}`;
   const { path, query } = parse();
   const hit = routes.find(([re]) => re.test(path));
   if (!hit) { location.hash = "#/search"; return; }

@@ -71,7 +71,8 @@ function renderMembers(card, dash, phones, state, reload, openEditor) {
     return h("tr", { class: state.editing === m.customerId ? "selected" : undefined, "data-member": m.customerId },
       h("th", { scope: "row" }, m.name, h("div", { class: "muted mono" }, `#${m.customerId}`)),
       h("td", {}, info.phone || h("span", { class: "muted" }, "—")),
-      h("td", {}, h("div", { class: "actions" }, role.wrap,
+      h("td", {}, h("span", { "data-read": "" }, m.role === "OWNER" ? "Owner" : "Member"),
+        h("div", { class: "actions", "data-write": "" }, role.wrap,
         h("button", { type: "button", class: "secondary", "aria-label": `Set role of ${m.name}`,
           onclick: () => busy(async () => { await api.setRole(dash.familyId, m.customerId, role.input.value); await reload(); },
             `${m.name} is now ${role.input.value}.`) }, "Set"))),
@@ -82,7 +83,7 @@ function renderMembers(card, dash, phones, state, reload, openEditor) {
       h("td", { class: "num" }, String(m.policyVersion)),
       h("td", {}, h("div", { class: "actions" },
         h("button", { type: "button", "aria-label": `Policies of ${m.name}`, onclick: () => openEditor(m.customerId, m.name) }, "Policies"),
-        h("button", { type: "button", class: "danger", "aria-label": `Remove ${m.name}`,
+        h("button", { type: "button", class: "danger", "data-write": "", "aria-label": `Remove ${m.name}`,
           onclick: () => {
             if (!confirm(`Remove ${m.name} (#${m.customerId}) from the family? Their next event is blocked as not a member.`)) return;
             busy(async () => { await api.removeMember(dash.familyId, m.customerId); await reload(); }, `${m.name} removed.`);
@@ -92,7 +93,7 @@ function renderMembers(card, dash, phones, state, reload, openEditor) {
   const phone = field("Phone (login)", { name: "phone", placeholder: "010-1234-5678" });
   const pw = field("Password (empty: cannot log in)", { name: "password", type: "password", autocomplete: "new-password" });
   const role = field("Role", { name: "role", options: [["MEMBER", "Member"], ["OWNER", "Owner"]] }, "select");
-  const add = h("form", { class: "row", "aria-label": "Add a member",
+  const add = h("form", { class: "row", "data-write": "", "aria-label": "Add a member",
     onsubmit: (ev) => {
       ev.preventDefault();
       const body = { name: name.input.value.trim(), role: role.input.value };
@@ -103,21 +104,21 @@ function renderMembers(card, dash, phones, state, reload, openEditor) {
     } }, name.wrap, phone.wrap, pw.wrap, role.wrap, h("div", {}, h("button", { type: "submit" }, "Add member")));
   fill(card, h("h2", { id: "members-h" }, "Members and owners"),
     table(null, ["Member", "Phone", "Role", "Standing", ["Today", "num"], ["This month", "num"], ["Share", "num"], ["Policy v.", "num"], "Actions"], rows),
-    h("h3", {}, "Add a member"), add);
+    h("h3", { "data-write": "" }, "Add a member"), add);
 }
 
 function renderMoney(box, dash, reload) {
   const top = field("Top-up (MB)", { type: "number", min: 1, step: 1, name: "topup", required: true });
   const plan = field("Monthly plan (MB)", { type: "number", min: 0, step: 1, name: "plan", required: true, value: Math.round(dash.pool.planBytes / MB) });
   fill(box,
-    h("section", { class: "card", "aria-labelledby": "topup-h" }, h("h2", { id: "topup-h" }, "Top up this month"),
+    h("section", { class: "card", "data-write": "", "aria-labelledby": "topup-h" }, h("h2", { id: "topup-h" }, "Top up this month"),
       h("form", { class: "row", onsubmit: (ev) => {
         ev.preventDefault();
         const b = Math.round(Number(top.input.value) * MB);
         busy(async () => { const r = await api.topUp(dash.familyId, b); ev.target.reset(); await reload(); return r; },
           (r) => `Topped up ${bytes(r.bytes)}: ${bytes(r.remainingBytes)} of ${bytes(r.totalBytes)} remaining.`);
       } }, top.wrap, h("div", {}, h("button", { type: "submit" }, "Top up")))),
-    h("section", { class: "card", "aria-labelledby": "plan-h" }, h("h2", { id: "plan-h" }, "Plan"),
+    h("section", { class: "card", "data-write": "", "aria-labelledby": "plan-h" }, h("h2", { id: "plan-h" }, "Plan"),
       h("form", { class: "row", onsubmit: (ev) => {
         ev.preventDefault();
         const b = Math.round(Number(plan.input.value) * MB);
@@ -174,10 +175,10 @@ async function renderEditor(card, familyId, customerId, name, reload) {
   } },
   keys.length ? table(`Constraints (version ${pol.version})`, ["Key", "Value", "Means", "Remove"], rows)
     : h("p", { class: "muted" }, `No constraints (version ${pol.version}): only the family pool applies.`),
-  h("h3", {}, "Add or set a key"), h("div", { class: "row" }, newKey.wrap, newVal.wrap), keyList,
+  h("h3", { "data-write": "" }, "Add or set a key"), h("div", { class: "row", "data-write": "" }, newKey.wrap, newVal.wrap), keyList,
   pol.version ? null : h("p", { class: "muted" }, "This member's first policy: the API has no version to check a first write against, so a concurrent first edit is not detected."),
   conflict,
-  h("div", { class: "toolbar" }, h("button", { type: "submit" }, "Save policies"),
+  h("div", { class: "toolbar" }, h("button", { type: "submit", "data-write": "" }, "Save policies"),
     h("button", { type: "button", class: "secondary", onclick: () => { card.hidden = true; } }, "Close")));
   const usageChart = chartBox(`Usage of ${name} this month by hour`, true);
   fill(card, h("h2", { id: "policy-h", tabindex: -1 }, `Policies of ${name} `, h("span", { class: "muted" }, `#${customerId}`)),

@@ -130,7 +130,7 @@ export async function deadLettersScreen(root, { query }) {
   const tbody = h("tbody");
   const more = h("div");
   const selectAll = h("input", { type: "checkbox", id: "dlt-all", onchange: (ev) => { for (const b of boxes) if (!b.cb.disabled) b.cb.checked = ev.target.checked; } });
-  const replayBtn = h("button", { type: "button", id: "replay-selected", onclick: replay }, "Replay selected");
+  const replayBtn = h("button", { type: "button", id: "replay-selected", "data-write": "", onclick: replay }, "Replay selected");
   fill(out, h("h2", { id: "dlt-h" }, query.get("topic") || "All dead-letter topics"),
     h("div", { class: "toolbar" }, selectAll, h("label", { for: "dlt-all" }, "Select all shown"), replayBtn),
     h("table", {}, h("caption", { class: "sr-only" }, "Dead-letter records"),

@@ -6,8 +6,8 @@ import { h, fill, field, table, when, say, busy, rulesToText, textToRules, ruleH
 
 export async function templatesScreen(root, { query }) {
   const listCard = h("section", { class: "card", "aria-labelledby": "tpl-list-h" });
-  const editCard = h("section", { class: "card", "aria-labelledby": "tpl-edit-h", id: "template-editor" });
-  const applyCard = h("section", { class: "card", "aria-labelledby": "tpl-apply-h" });
+  const editCard = h("section", { class: "card", "data-write": "", "aria-labelledby": "tpl-edit-h", id: "template-editor" });
+  const applyCard = h("section", { class: "card", "data-write": "", "aria-labelledby": "tpl-apply-h" });
   fill(root, h("h1", {}, "Policy templates"), listCard, h("div", { class: "grid" }, editCard, applyCard));
   let all = [];
 
@@ -24,12 +24,12 @@ export async function templatesScreen(root, { query }) {
           h("td", {}, h("span", { class: `badge ${t.active ? "ok" : "neutral"}` }, t.active ? "Active" : "Inactive")),
           h("td", {}, when(t.updatedAt)),
           h("td", {}, h("div", { class: "actions" },
-            h("button", { type: "button", "aria-label": `Edit ${t.name}`, onclick: () => edit(t) }, "Edit"),
+            h("button", { type: "button", "data-write": "", "aria-label": `Edit ${t.name}`, onclick: () => edit(t) }, "Edit"),
             h("a", { href: `#/templates/${t.id}/drift`, class: "drift-link", "aria-label": `Drift of ${t.name}` }, "Drift"),
-            h("button", { type: "button", class: "secondary", "aria-label": `${t.active ? "Deactivate" : "Activate"} ${t.name}`,
+            h("button", { type: "button", class: "secondary", "data-write": "", "aria-label": `${t.active ? "Deactivate" : "Activate"} ${t.name}`,
               onclick: () => busy(async () => { await api.updateTemplate(t.id, { ...body(t), active: !t.active }); await reload(); },
                 `${t.name} ${t.active ? "deactivated" : "activated"}.`) }, t.active ? "Deactivate" : "Activate"),
-            h("button", { type: "button", class: "danger", "aria-label": `Delete ${t.name}`,
+            h("button", { type: "button", class: "danger", "data-write": "", "aria-label": `Delete ${t.name}`,
               onclick: () => {
                 if (!confirm(`Delete template “${t.name}”? Members it was applied to keep their policies.`)) return;
                 busy(async () => { await api.deleteTemplate(t.id); await reload(); }, `${t.name} deleted.`);
@@ -84,7 +84,7 @@ function renderApply(card, all) {
   const mem = field("Member id", { type: "number", min: 1, required: true });
   fill(card, h("h2", { id: "tpl-apply-h" }, "Apply to a member"),
     h("p", { class: "muted" }, "Copies the template's rules into the member's policy (audited, enforced at once). Later template edits do not change the copy: they show up as drift."),
-    h("form", { class: "stack", onsubmit: (ev) => {
+    h("form", { class: "stack", "data-write": "", onsubmit: (ev) => {
       ev.preventDefault();
       busy(() => api.applyTemplate(Number(tpl.input.value), Number(fam.input.value), Number(mem.input.value)),
         (p) => `Applied: member #${p.customerId} of family #${p.familyId} now at policy version ${p.version}.`);
@@ -146,12 +146,12 @@ export async function driftScreen(root, { args, query }) {
       d.items && d.items.length ? [
         h("div", { class: "toolbar" },
           selectAll, h("label", { for: "drift-all" }, "Select all on this page"),
-          h("button", { type: "button", id: "reapply-selected", disabled: !d.templateActive,
+          h("button", { type: "button", id: "reapply-selected", "data-write": "", disabled: !d.templateActive,
             onclick: () => reapply(() => {
               const members = boxes.filter((b) => b.cb.checked).map(({ m }) => ({ familyId: m.familyId, customerId: m.customerId, expectedVersion: m.version }));
               return members.length ? { members } : null;
             }, "selected members") }, "Re-apply to selected"),
-          h("button", { type: "button", class: "secondary", id: "reapply-all", disabled: !d.templateActive,
+          h("button", { type: "button", class: "secondary", id: "reapply-all", "data-write": "", disabled: !d.templateActive,
             onclick: () => {
               if (!confirm(`Re-apply “${d.templateName}” to every drifted member (${d.drifted})? Their own edits to these keys are overwritten.`)) return;
               reapply(() => (familyFilter ? { familyIds: [Number(familyFilter)] } : { all: true }), familyFilter ? `family #${familyFilter}` : "all drifted members");

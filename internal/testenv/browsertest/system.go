@@ -37,8 +37,10 @@ type System struct {
 	Owner, Owner2 Login
 	Child, Child2 Login
 	Admin         Login
-	Password      string
-	http          *http.Client
+	// Agent is the demo care agent (AGENT: reads only).
+	Agent    Login
+	Password string
+	http     *http.Client
 }
 
 // SystemOption changes the system StartSystem starts.
@@ -87,6 +89,7 @@ func StartSystem(t testing.TB, opts ...SystemOption) *System {
 		Owner: member(0, "아빠", "010-0000-0100"), Owner2: member(1, "엄마", "010-0000-0101"),
 		Child: member(2, "자녀1", ""), Child2: member(3, "자녀2", ""),
 		Admin:    Login{ID: service.DemoAdminID, Name: "admin", Phone: "010-0000-0001"},
+		Agent:    Login{ID: service.DemoAgentID, Name: "상담원", Phone: "010-0000-0002"},
 		Password: service.DemoPassword, http: &http.Client{Timeout: 30 * time.Second}}
 	if len(s.Brokers) > 0 {
 		sys.KafkaAddr = s.Brokers[0]
