@@ -185,6 +185,10 @@ type PushMessage struct {
 	FamilyID int64            `json:"familyId"`
 	MemberID int64            `json:"memberId,omitempty"`
 	Lang     Lang             `json:"lang"`
+	// RequestID is the data request a DATA_REQUESTED is about: the family
+	// app's service worker offers to approve or decline it from the
+	// notification itself.
+	RequestID int64 `json:"requestId,omitempty"`
 }
 
 // Urgency is RFC 8030's Urgency header value.
@@ -453,8 +457,17 @@ func (w *WebPush) message(n Notification) PushMessage {
 	if l, err := n.Localized(w.lang); err == nil { // kinds notify cannot render keep the notifier's texts
 		title, body = l.Title, l.Body
 	}
-	return PushMessage{Title: title, Body: body, Tag: n.EventID, URL: w.url, Kind: n.Kind, EventID: n.EventID,
+	m := PushMessage{Title: title, Body: body, Tag: n.EventID, URL: w.url, Kind: n.Kind, EventID: n.EventID,
 		FamilyID: n.FamilyID, MemberID: n.MemberID, Lang: w.lang}
+	if n.Kind == envelope.SubDataRequested {
+		var p struct {
+			RequestID int64 `json:"requestId"`
+		}
+		if json.Unmarshal(n.Payload, &p) == nil && p.RequestID > 0 {
+			m.RequestID = p.RequestID
+		}
+	}
+	return m
 }
 
 // errGone marks a push service's 404 or 410: the subscription expired or

@@ -243,7 +243,7 @@ func TestWebPushSendOutcomes(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = wp.Send(context.Background(), Notification{EventID: "e1", FamilyID: 100, MemberID: 1, Kind: KindDataRequested,
-				Title: "데이터 요청", Body: "더 필요해요"})
+				Title: "데이터 요청", Body: "더 필요해요", Payload: json.RawMessage(`{"familyId":100,"requestId":7,"customerId":1}`)})
 			if (err != nil) != tc.wantErr || errors.Is(err, ErrPermanent) != tc.permanent {
 				t.Errorf("Send = %v, want error %v permanent %v", err, tc.wantErr, tc.permanent)
 			}
@@ -255,7 +255,8 @@ func TestWebPushSendOutcomes(t *testing.T) {
 			} else if tc.status == http.StatusCreated && tc.storeErr == nil {
 				// A kind notify cannot render keeps the notifier's texts.
 				want := []pushDelivery{{Path: "/s", TTL: "86400", Urgency: "high", Msg: PushMessage{Title: "데이터 요청", Body: "더 필요해요",
-					Tag: "e1", URL: "/app/#inbox", Kind: KindDataRequested, EventID: "e1", FamilyID: 100, MemberID: 1, Lang: English}}}
+					Tag: "e1", URL: "/app/#inbox", Kind: KindDataRequested, EventID: "e1", FamilyID: 100, MemberID: 1, Lang: English,
+					RequestID: 7}}} // the service worker answers it from the notification
 				if diff := cmp.Diff(want, got); diff != "" {
 					t.Errorf("deliveries (-want +got):\n%s", diff)
 				}

@@ -268,6 +268,47 @@ func TestFamilyApp(t *testing.T) {
 			`document.querySelector('#members')?.innerText`)
 	})
 
+	// A request answered from its Web Push notification's buttons (#24): the
+	// service worker runs js/answer.js, which exchanges the refresh cookie
+	// for a token under the app's refresh lock and answers. Run here in the
+	// owner's page (headless Chromium reaches no push service): the request
+	// is declined, a second answer says it was answered already, and the
+	// page's own session goes on (the rotated cookie is the page's too).
+	t.Run("answer from the notification", func(t *testing.T) {
+		if !hasRoute(t, sys.URL, "/families/{familyId}/data-requests") {
+			t.Skip("no data requests")
+		}
+		var req struct{ ID int64 }
+		sys.Call(t, sys.Token(t, sys.Child), http.MethodPost, fmt.Sprintf("/families/%d/data-requests", sys.FamilyID),
+			map[string]any{"amountBytes": 10 * mib, "message": "지도 앱"}, &req, http.StatusCreated)
+		browsertest.Run(t, owner, "load the notification's answer script",
+			chromedp.Evaluate(`new Promise((ok, fail) => { const s = document.createElement('script'); s.src = '/app/js/answer.js';
+				s.onload = () => ok(true); s.onerror = fail; document.head.append(s); })`, nil, awaitPromise))
+		answer := func(action string) string {
+			var res string
+			browsertest.Run(t, owner, "answer "+action+" as the service worker does", chromedp.Evaluate(
+				fmt.Sprintf(`self.dpcsAnswer({familyId: %d, requestId: %d}, %q)`, sys.FamilyID, req.ID, action), &res, awaitPromise))
+			return res
+		}
+		if got := answer("decline"); got != "declined" {
+			t.Fatalf("decline from the notification: %q", got)
+		}
+		if got := answer("approve"); got != "answered" {
+			t.Errorf("approve after the decline: %q, want answered", got)
+		}
+		var r struct{ Status string }
+		sys.Call(t, sys.Token(t, sys.Owner), http.MethodGet, fmt.Sprintf("/families/%d/data-requests/%d", sys.FamilyID, req.ID), nil, &r)
+		if r.Status != "DECLINED" {
+			t.Errorf("request status %q, want DECLINED", r.Status)
+		}
+		var ok bool
+		browsertest.Run(t, owner, "the page refreshes its own session after", chromedp.Evaluate(
+			`import('/app/js/api.js').then((m) => m.refresh()).then(() => true, () => false)`, &ok, awaitPromise))
+		if !ok {
+			t.Error("the page's session ended after the notification's answer")
+		}
+	})
+
 	// Clear the limit from the controls (reloaded: another owner's approval
 	// changed the policies since): the child is allowed again.
 	browsertest.Run(t, owner, "open the controls again", chromedp.Navigate(fmt.Sprintf("%s/app/#/controls/%d", sys.URL, child)))
@@ -642,3 +683,7 @@ func hasRoute(t *testing.T, base, path string) bool {
 	_, ok := doc.Paths[path]
 	return ok
 }
+
+// awaitPromise has chromedp.Evaluate wait for the promise the expression
+// returns.
+func awaitPromise(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }

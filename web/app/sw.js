@@ -3,12 +3,13 @@
 // localStorage), never caches API answers, and shows Web Push notifications.
 // Logging out deletes every cache (api.js, forget): the shell is fetched
 // again on the next visit.
-const CACHE = 'dpcs-app-v3';
+const CACHE = 'dpcs-app-v4';
 const SHELL = [
   './', 'index.html', 'app.css', 'manifest.webmanifest', 'icons/icon.svg', 'icons/icon-192.png', 'icons/icon-512.png',
   'js/app.js', 'js/api.js', 'js/store.js', 'js/views.js', 'js/controls.js', 'js/settings.js', 'js/ui.js',
-  'js/util.js', 'js/i18n.js', 'js/charts.js', 'vendor/chart.umd.min.js',
+  'js/util.js', 'js/i18n.js', 'js/charts.js', 'js/answer.js', 'vendor/chart.umd.min.js',
 ];
+importScripts('js/answer.js'); // self.dpcsAnswer: a data request answered from its notification
 const base = new URL('./', self.location).href;
 
 self.addEventListener('install', (e) => {
@@ -46,19 +47,50 @@ self.addEventListener('push', (e) => {
   const hash = kind.startsWith('DATA_REQUEST') || kind === 'CUSTOMER_BLOCKED' ? '#/dashboard' : '#/inbox';
   let url = base + hash;
   try { if (n.url && new URL(n.url, base).href.startsWith(base)) url = new URL(n.url, base).href; } catch { /* keep ours */ }
+  const ko = (n.lang || 'ko') === 'ko';
+  // A request for more data is answered from the notification itself.
+  const ask = kind === 'DATA_REQUESTED' && n.requestId > 0 && n.familyId > 0;
   e.waitUntil(self.registration.showNotification(n.title || 'DPCS', {
     body: n.body || '', tag: n.tag || n.eventId || undefined, icon: 'icons/icon-192.png', badge: 'icons/icon-192.png',
-    lang: n.lang || 'ko', data: { url },
+    lang: n.lang || 'ko', data: { url, ko, request: ask ? { familyId: n.familyId, requestId: n.requestId } : null },
+    actions: ask ? [{ action: 'approve', title: ko ? '오늘 쓸 만큼 승인' : 'Approve for today' },
+      { action: 'decline', title: ko ? '거절' : 'Decline' }] : [],
   }));
 });
 
+// The answer's outcome, shown as a notification of its own; anything but a
+// done answer opens the app at the request instead.
+const outcome = {
+  approved: ['요청을 승인했어요', 'Request approved'],
+  declined: ['요청을 거절했어요', 'Request declined'],
+  answered: ['이미 답한 요청이에요', 'This request was already answered'],
+};
+
+async function answer(data, action) {
+  const res = await self.dpcsAnswer(data.request, action);
+  const text = outcome[res];
+  if (!text) return open(data.url || base);
+  return self.registration.showNotification(text[data.ko ? 0 : 1], {
+    tag: `answer-${data.request.requestId}`, icon: 'icons/icon-192.png', badge: 'icons/icon-192.png',
+    lang: data.ko ? 'ko' : 'en', data: { url: data.url || base },
+  });
+}
+
 self.addEventListener('notificationclick', (e) => {
   e.notification.close();
-  const url = e.notification.data?.url || base;
-  e.waitUntil(self.clients.matchAll({ type: 'window', includeUncontrolled: true }).then((list) => {
+  const data = e.notification.data || {};
+  if ((e.action === 'approve' || e.action === 'decline') && data.request) {
+    e.waitUntil(answer(data, e.action));
+    return;
+  }
+  e.waitUntil(open(data.url || base));
+});
+
+function open(url) {
+  return self.clients.matchAll({ type: 'window', includeUncontrolled: true }).then((list) => {
     for (const c of list) {
       if (c.url.startsWith(base) && 'focus' in c) { c.navigate?.(url); return c.focus(); }
     }
     return self.clients.openWindow(url);
-  }));
-});
+  });
+}

@@ -1,0 +1,35 @@
+// answer.js: answers a member's request for more data from a Web Push
+// notification's buttons (#24), in the service worker (importScripts) —
+// and in a page, for the browser tests. A classic script: it defines
+// self.dpcsAnswer and nothing else.
+//
+// The service worker holds no token: it exchanges the refresh cookie for an
+// access token as the app does (X-DPCS-Session: cookie), under the same
+// lock as every tab of the app ('dpcs-refresh', api.js), since the refresh
+// token is single use and two holders presenting it at once would look
+// like a theft and end the session.
+self.dpcsAnswer = async function dpcsAnswer(req, action) {
+  if (!req || !(req.familyId > 0) || !(req.requestId > 0) || (action !== 'approve' && action !== 'decline')) return 'invalid';
+  const refresh = async () => {
+    const r = await fetch('/auth/refresh', { method: 'POST', credentials: 'same-origin',
+      headers: { 'X-DPCS-Session': 'cookie', Accept: 'application/json' } });
+    return r.ok ? (await r.json()).accessToken : '';
+  };
+  let token = '';
+  try {
+    token = self.navigator.locks ? await self.navigator.locks.request('dpcs-refresh', refresh) : await refresh();
+  } catch { return 'offline'; }
+  if (!token) return 'signed-out';
+  // Approving grants what was asked for today (the inbox's default).
+  const body = action === 'approve' ? { grant: 'DAY' } : {};
+  let r;
+  try {
+    r = await fetch(`/families/${req.familyId}/data-requests/${req.requestId}/${action}`, {
+      method: 'POST', credentials: 'same-origin',
+      headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json', Accept: 'application/json' },
+      body: JSON.stringify(body),
+    });
+  } catch { return 'offline'; }
+  if (r.ok) return action === 'approve' ? 'approved' : 'declined';
+  return r.status === 409 ? 'answered' : 'failed';
+};
