@@ -8,6 +8,14 @@ import { state, on, refreshDashboard, loadCatalog } from './store.js';
 import { toast, go, track } from './ui.js';
 import { passwordText } from './settings.js';
 
+// WINDOW_PRESETS are the usual downtimes: school hours on weekdays, school
+// nights (the evening before a school day, past midnight), weekend nights.
+const WINDOW_PRESETS = [
+  { key: 'school', start: '09:00', end: '15:00', days: ['MON', 'TUE', 'WED', 'THU', 'FRI'] },
+  { key: 'schoolNight', start: '22:00', end: '07:00', days: ['SUN', 'MON', 'TUE', 'WED', 'THU'] },
+  { key: 'weekendNight', start: '23:30', end: '08:00', days: ['FRI', 'SAT'] },
+];
+
 export async function controlsView(root, [cid]) {
   const s = api.currentSession();
   if (s.role === 'MEMBER') { root.append(h('p.error', { role: 'alert' }, t('ownersOnly'))); return; }
@@ -189,7 +197,21 @@ export async function controlsView(root, [cid]) {
     const start = h('input#window-start', { type: 'time', required: true, value: '22:00' });
     const end = h('input#window-end', { type: 'time', required: true, value: '07:00' });
     const days = DAYS.map((dd) => h('label.day', h('input', { type: 'checkbox', value: dd, id: `window-day-${dd}` }), t(`day.${dd}`)));
+    // Presets like the anchors' schedules: a tap fills the form, which the
+    // parent can still change before adding it.
+    const presets = WINDOW_PRESETS.map((p) => {
+      const b = h('button.small', { type: 'button', id: `preset-${p.key}` }, t(`preset.${p.key}`));
+      b.addEventListener('click', () => {
+        name.value = t(`preset.${p.key}.name`);
+        start.value = p.start;
+        end.value = p.end;
+        for (const l of days) l.firstChild.checked = p.days.includes(l.firstChild.value);
+        name.focus();
+      });
+      return b;
+    });
     const form = h('form.window-form#window-form',
+      h('div.row.presets', { role: 'group', 'aria-label': t('windowPresets') }, h('span.muted', t('windowPresets')), presets),
       h('div.row', h('label', { for: 'window-name' }, t('windowName')), name),
       h('div.row', h('label', { for: 'window-start' }, t('windowStart')), start, h('label', { for: 'window-end' }, t('windowEnd')), end),
       h('fieldset.days', h('legend', `${t('windowDays')} (${t('noDaysEveryDay')})`), days),
