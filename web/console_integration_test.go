@@ -128,6 +128,21 @@ func TestConsoleStories(t *testing.T) {
 		if _, ok := pol.Rules["LIMIT:DATA:DAILY"]; ok {
 			t.Fatalf("a stale edit was saved: %v", pol.Rules)
 		}
+		// The refusal shows the other change and keeps the agent's edit,
+		// which it saves on the latest version (#24).
+		consoleWait(t, ctx, "the other change", `document.querySelector('#policy-other-change')?.textContent.includes('THROTTLE:SPEED: 1024 → 512')`)
+		var kept string
+		run(t, ctx, "the edit is kept", chromedp.Value("#new-value", &kept, chromedp.ByID))
+		if kept != "1048576" {
+			t.Errorf("the agent's edit after the conflict: %q, want it kept", kept)
+		}
+		shot(t, ctx, "console-policy-conflict")
+		run(t, ctx, "save the edit on the latest version", chromedp.Click("#policy-keep-mine", chromedp.ByID))
+		consoleWait(t, ctx, "the editor at version 3", `document.querySelector('#policy-editor caption')?.textContent.includes('version 3')`)
+		sys.Call(t, admin, http.MethodGet, path, nil, &pol)
+		if pol.Rules["LIMIT:DATA:DAILY"] != "1048576" || pol.Rules["THROTTLE:SPEED"] != "512" {
+			t.Errorf("after saving on the latest version: %v, want the agent's daily limit and the other change's speed", pol.Rules)
+		}
 	})
 
 	t.Run("manage members and top up", func(t *testing.T) {

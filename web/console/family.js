@@ -129,7 +129,7 @@ function renderMoney(box, dash, reload) {
 // The policy editor: each key's value editable, keys removable, new keys added;
 // saved with the version it was read at, so a concurrent change is a clear 409.
 async function renderEditor(card, familyId, customerId, name, reload) {
-  const pol = await api.policy(familyId, customerId);
+  let pol = await api.policy(familyId, customerId); // the version edited; a conflict moves it on
   const conflict = h("div", { class: "conflict", role: "alert", id: "policy-conflict" });
   const keys = Object.keys(pol.rules || {}).sort();
   const inputs = [];
@@ -157,22 +157,51 @@ async function renderEditor(card, familyId, customerId, name, reload) {
     }
     if (newKey.input.value.trim()) set[newKey.input.value.trim()] = newVal.input.value.trim();
     if (!Object.keys(set).length && !remove.length) { say("Nothing changed."); return; }
-    try {
-      const after = await api.patchPolicy(familyId, customerId, { set, remove, expectedVersion: pol.version || undefined });
+    const save = async (version) => {
+      const after = await api.patchPolicy(familyId, customerId, { set, remove, expectedVersion: version || undefined });
       say(`Policies of ${name} saved: version ${after.version}.`);
       await reload();
       await renderEditor(card, familyId, customerId, name, reload);
+    };
+    try {
+      await save(pol.version);
     } catch (e) {
-      if (e.status === 409) {
-        fill(conflict, h("strong", {}, "Not saved: someone changed this policy since you opened it. "),
-          `You edited version ${pol.version}; ${e.message}. `,
-          h("button", { type: "button", class: "secondary", onclick: () => renderEditor(card, familyId, customerId, name, reload) },
-            "Reload the current policy"));
-      } else {
-        fill(conflict, h("strong", {}, "Not saved: "), e.message);
-      }
+      if (e.status === 409) await showConflict(e, save);
+      else fill(conflict, h("strong", {}, "Not saved: "), e.message);
     }
-  } },
+  } });
+
+  // showConflict says what the other change was (against the version this
+  // editor read), which of the agent's keys it touched too, and keeps the
+  // agent's edit: it can be saved on the latest version, or dropped.
+  async function showConflict(e, save) {
+    let cur;
+    try { cur = await api.policy(familyId, customerId); } catch {
+      fill(conflict, h("strong", {}, "Not saved: someone changed this policy since you opened it. "), e.message);
+      return;
+    }
+    const was = pol.rules || {}, now = cur.rules || {};
+    const changed = [...new Set([...Object.keys(was), ...Object.keys(now)])].sort().filter((k) => was[k] !== now[k]);
+    const mine = new Set(inputs.filter(({ k, v, rm }) => rm.checked || v.value !== was[k]).map(({ k }) => k));
+    if (newKey.input.value.trim()) mine.add(newKey.input.value.trim());
+    const both = changed.filter((k) => mine.has(k));
+    const show = (v) => (v === undefined ? "(none)" : v);
+    fill(conflict, h("strong", {}, `Not saved: someone changed this policy since you opened it (version ${pol.version} → ${cur.version}`,
+      cur.updatedBy ? ` by #${cur.updatedBy}` : "", "). Your edit is kept."),
+    changed.length ? h("ul", { id: "policy-other-change" }, changed.map((k) => h("li", { class: "mono" }, `${k}: ${show(was[k])} → ${show(now[k])}`)))
+      : h("p", {}, "Their change left every key as it was."),
+    both.length ? h("p", { class: "error" }, `You changed ${both.join(", ")} too: saving replaces their value with yours.`) : null,
+    h("div", { class: "toolbar" },
+      h("button", { type: "button", id: "policy-keep-mine", "data-write": "",
+        onclick: () => busy(async () => {
+          try { await save(cur.version); } catch (e2) {
+            if (e2.status === 409) { pol = cur; await showConflict(e2, save); } else throw e2;
+          }
+        }) }, `Save my edit on version ${cur.version}`),
+      h("button", { type: "button", class: "secondary", id: "policy-reload",
+        onclick: () => renderEditor(card, familyId, customerId, name, reload) }, "Drop my edit and reload")));
+  }
+  fill(form,
   keys.length ? table(`Constraints (version ${pol.version})`, ["Key", "Value", "Means", "Remove"], rows)
     : h("p", { class: "muted" }, `No constraints (version ${pol.version}): only the family pool applies.`),
   h("h3", { "data-write": "" }, "Add or set a key"), h("div", { class: "row", "data-write": "" }, newKey.wrap, newVal.wrap), keyList,
