@@ -139,6 +139,7 @@ func TestConsoleStories(t *testing.T) {
 		shot(t, ctx, "console-policy-conflict")
 		run(t, ctx, "save the edit on the latest version", chromedp.Click("#policy-keep-mine", chromedp.ByID))
 		consoleWait(t, ctx, "the editor at version 3", `document.querySelector('#policy-editor caption')?.textContent.includes('version 3')`)
+		pol.Rules = nil // decoding into a map adds to it
 		sys.Call(t, admin, http.MethodGet, path, nil, &pol)
 		if pol.Rules["LIMIT:DATA:DAILY"] != "1048576" || pol.Rules["THROTTLE:SPEED"] != "512" {
 			t.Errorf("after saving on the latest version: %v, want the agent's daily limit and the other change's speed", pol.Rules)
@@ -285,6 +286,45 @@ func TestConsoleStories(t *testing.T) {
 		consoleWait(t, ctx, "names beside the ids", fmt.Sprintf(`[...document.querySelectorAll('tr[data-audit]')].some(r => r.cells[1].textContent.startsWith(%q + ' #') && r.cells[3].querySelector('.muted')?.textContent.length > 0)`, sys.Admin.Name))
 		browsertest.CheckAccessibility(t, ctx, "console-audit")
 		shot(t, ctx, "console-audit")
+	})
+
+	// Applying a template shows first what the member loses, keeps and gets
+	// (#24: an apply silently replaced a child's own blocks).
+	t.Run("apply a template after its preview", func(t *testing.T) {
+		var tpl struct {
+			ID int64 `json:"id"`
+		}
+		sys.Call(t, admin, http.MethodPost, "/admin/policy-templates", map[string]any{
+			"name": "Nights only", "type": "TIME", "requireRole": "MEMBER", "active": true,
+			"defaultRules": map[string]string{"BLOCK:TIME:START": "2300", "BLOCK:TIME:END": "0600"},
+		}, &tpl, http.StatusCreated)
+		path := fmt.Sprintf("/families/%d/members/%d/policies", sys.FamilyID, sys.Child2.ID)
+		sys.Call(t, admin, http.MethodPatch, path, map[string]any{"set": map[string]string{"BLOCK:CATEGORY:GAME": "1"}}, nil)
+		run(t, ctx, "open the templates", chromedp.Navigate(console+"#/templates"))
+		consoleWait(t, ctx, "the apply form", fmt.Sprintf(`!!document.querySelector('#apply-preview') && !![...document.querySelectorAll('select option')].find((o) => o.value === '%d')`, tpl.ID))
+		run(t, ctx, "preview the template for the second child", chromedp.Evaluate(fmt.Sprintf(`(() => {
+			const form = document.querySelector('#apply-preview').previousElementSibling;
+			form.querySelector('select').value = '%d';
+			const [fam, mem] = form.querySelectorAll('input[type=number]');
+			fam.value = '%d'; mem.value = '%d';
+			form.querySelector('button[type=submit]').click();
+		})()`, tpl.ID, sys.FamilyID, sys.Child2.ID), nil))
+		consoleWait(t, ctx, "the preview naming what the child loses", `document.querySelector('#apply-loses')?.textContent.includes('BLOCK:CATEGORY:GAME')`)
+		var pol struct {
+			Rules map[string]string `json:"rules"`
+		}
+		sys.Call(t, admin, http.MethodGet, path, nil, &pol)
+		if pol.Rules["BLOCK:CATEGORY:GAME"] != "1" {
+			t.Fatalf("the preview changed the policy: %v", pol.Rules)
+		}
+		shot(t, ctx, "console-template-preview")
+		run(t, ctx, "apply after the preview", chromedp.Click("#apply-confirm", chromedp.ByID))
+		consoleWait(t, ctx, "the preview closed", `!document.querySelector('#apply-confirm')`)
+		pol.Rules = nil // decoding into a map adds to it
+		sys.Call(t, admin, http.MethodGet, path, nil, &pol)
+		if _, ok := pol.Rules["BLOCK:CATEGORY:GAME"]; ok || pol.Rules["BLOCK:TIME:START"] != "2300" {
+			t.Errorf("after the apply: %v, want the template's rules", pol.Rules)
+		}
 	})
 
 	t.Run("operations", func(t *testing.T) {

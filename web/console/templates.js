@@ -78,17 +78,54 @@ function body(t) {
   return { name: t.name, type: t.type, requireRole: t.requireRole || "MEMBER", description: t.description || "", defaultRules: t.defaultRules || {}, active: t.active };
 }
 
+// EXTRA is the prefix of an approved extra allowance: applying a template
+// keeps those (the store does), so the preview says so.
+const EXTRA = "LIMIT:DATA:EXTRA:";
+
 function renderApply(card, all) {
   const tpl = field("Template", { options: all.filter((t) => t.active).map((t) => [String(t.id), `#${t.id} ${t.name}`]) }, "select");
   const fam = field("Family id", { type: "number", min: 1, required: true });
   const mem = field("Member id", { type: "number", min: 1, required: true });
+  const preview = h("div", { id: "apply-preview", "aria-live": "polite" });
+  // Applying replaces the member's rules with the template's: first a
+  // preview, key by key, of what the member loses, keeps and gets; then the
+  // apply, at the policy version previewed (a change since is a 409).
   fill(card, h("h2", { id: "tpl-apply-h" }, "Apply to a member"),
-    h("p", { class: "muted" }, "Copies the template's rules into the member's policy (audited, enforced at once). Later template edits do not change the copy: they show up as drift."),
+    h("p", { class: "muted" }, "Replaces the member's rules with the template's (audited, enforced at once); approved extra allowances stay. Later template edits do not change the copy: they show up as drift."),
     h("form", { class: "stack", "data-write": "", onsubmit: (ev) => {
       ev.preventDefault();
-      busy(() => api.applyTemplate(Number(tpl.input.value), Number(fam.input.value), Number(mem.input.value)),
-        (p) => `Applied: member #${p.customerId} of family #${p.familyId} now at policy version ${p.version}.`);
-    } }, tpl.wrap, fam.wrap, mem.wrap, h("button", { type: "submit", disabled: !all.some((t) => t.active) }, "Apply")));
+      const id = Number(tpl.input.value), f = Number(fam.input.value), c = Number(mem.input.value);
+      busy(async () => {
+        const [t, pol] = await Promise.all([api.template(id), api.policy(f, c)]);
+        showPreview(t, pol, f, c);
+      });
+    } }, tpl.wrap, fam.wrap, mem.wrap, h("button", { type: "submit", disabled: !all.some((t) => t.active) }, "Preview")),
+    preview);
+
+  function showPreview(t, pol, f, c) {
+    const cur = pol.rules || {}, next = t.defaultRules || {};
+    const diffs = [];
+    for (const k of [...new Set([...Object.keys(cur), ...Object.keys(next)])].sort()) {
+      if (k.startsWith(EXTRA) && !(k in next)) continue; // kept
+      if (!(k in next)) diffs.push({ key: k, change: "removed", current: cur[k] });
+      else if (!(k in cur)) diffs.push({ key: k, change: "added", template: next[k] });
+      else if (cur[k] !== next[k]) diffs.push({ key: k, change: "changed", current: cur[k], template: next[k] });
+    }
+    const lost = diffs.filter((d) => d.change === "removed").map((d) => d.key);
+    const kept = Object.keys(cur).filter((k) => k.startsWith(EXTRA) && !(k in next));
+    fill(preview, h("h3", {}, `Member #${c}: policy version ${pol.version} → template “${t.name}”`),
+      diffs.length ? diffTable(diffs, null) : h("p", {}, "The member's rules already equal the template's."),
+      lost.length ? h("p", { class: "error", id: "apply-loses" }, `The member loses its own ${lost.join(", ")}.`) : null,
+      kept.length ? h("p", { class: "muted", id: "apply-keeps" }, `Kept: the approved extra allowances ${kept.join(", ")}.`) : null,
+      h("div", { class: "toolbar" },
+        h("button", { type: "button", id: "apply-confirm", onclick: () => busy(async () => {
+          const p = await api.applyTemplate(t.id, f, c, pol.version);
+          fill(preview);
+          return p;
+        }, (p) => `Applied: member #${p.customerId} of family #${p.familyId} now at policy version ${p.version}.`) },
+        lost.length ? "Apply and remove them" : "Apply"),
+        h("button", { type: "button", class: "secondary", onclick: () => fill(preview) }, "Cancel")));
+  }
 }
 
 /** diffTable renders a per-key preview: what re-applying does to each key. */
