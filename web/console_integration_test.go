@@ -461,6 +461,12 @@ func TestConsoleStories(t *testing.T) {
 		if n != 0 {
 			t.Errorf("%d template controls that change something are shown to a care agent", n)
 		}
+		run(t, ctx, "open the dead letters", chromedp.Navigate(console+"#/dead-letters"))
+		consoleWait(t, ctx, "the dead-letter records", `document.querySelectorAll('tbody tr[data-record]').length > 0`)
+		run(t, ctx, "count the dead-letter controls that change something", chromedp.Evaluate(visibleWrites, &n))
+		if n != 0 {
+			t.Errorf("%d dead-letter controls that change something are shown to a care agent", n)
+		}
 		signOut(t, ctx)
 	})
 }

@@ -132,7 +132,7 @@ export async function deadLettersScreen(root, { query }) {
   const selectAll = h("input", { type: "checkbox", id: "dlt-all", onchange: (ev) => { for (const b of boxes) if (!b.cb.disabled) b.cb.checked = ev.target.checked; } });
   const replayBtn = h("button", { type: "button", id: "replay-selected", "data-write": "", onclick: replay }, "Replay selected");
   fill(out, h("h2", { id: "dlt-h" }, query.get("topic") || "All dead-letter topics"),
-    h("div", { class: "toolbar" }, selectAll, h("label", { for: "dlt-all" }, "Select all shown"), replayBtn),
+    h("div", { class: "toolbar", "data-write": "" }, selectAll, h("label", { for: "dlt-all" }, "Select all shown"), replayBtn),
     h("table", {}, h("caption", { class: "sr-only" }, "Dead-letter records"),
       h("thead", {}, h("tr", {}, ["Select", "Dead-lettered", "Record", "Origin", "Reason", "Key", "Payload", "Replay"].map((c) => h("th", { scope: "col" }, c)))),
       tbody), more);
@@ -149,7 +149,7 @@ export async function deadLettersScreen(root, { query }) {
     if (!recs.length && !before) tbody.append(h("tr", {}, h("td", { colspan: 8, id: "dlt-empty" }, "No dead-letter records.")));
     for (const r of recs) {
       const id = `${r.topic}/${r.partition}/${r.offset}`;
-      const cb = h("input", { type: "checkbox", "aria-label": `Select ${id}`, "data-record": id, disabled: !!r.replayed });
+      const cb = h("input", { type: "checkbox", "aria-label": `Select ${id}`, "data-record": id, "data-write": "", disabled: !!r.replayed });
       boxes.push({ cb, r });
       tbody.append(h("tr", { "data-record": id },
         h("td", {}, cb),

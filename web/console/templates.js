@@ -155,7 +155,7 @@ export async function driftScreen(root, { args, query }) {
     const d = await api.templateDrift(id, { familyId: familyFilter || undefined, after, limit: 100 });
     const boxes = [];
     const rows = (d.items || []).map((m) => {
-      const cb = h("input", { type: "checkbox", "aria-label": `Select member ${m.customerId} of family ${m.familyId}`, "data-member": m.customerId });
+      const cb = h("input", { type: "checkbox", "aria-label": `Select member ${m.customerId} of family ${m.familyId}`, "data-member": m.customerId, "data-write": "" });
       boxes.push({ cb, m });
       return h("tr", {},
         h("td", {}, cb),
@@ -181,7 +181,7 @@ export async function driftScreen(root, { args, query }) {
       h("h3", {}, "Template rules now"),
       h("pre", { class: "mono" }, rulesToText(d.templateRules) || "(none)"),
       d.items && d.items.length ? [
-        h("div", { class: "toolbar" },
+        h("div", { class: "toolbar", "data-write": "" },
           selectAll, h("label", { for: "drift-all" }, "Select all on this page"),
           h("button", { type: "button", id: "reapply-selected", "data-write": "", disabled: !d.templateActive,
             onclick: () => reapply(() => {
