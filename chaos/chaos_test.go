@@ -518,16 +518,7 @@ func (h *harness) startProcessor() *Process {
 	h.n++
 	name := fmt.Sprintf("processor-%d", h.n)
 	h.mu.Unlock()
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "DPCS_") {
-			env = append(env, kv)
-		}
-	}
-	env = append(env,
-		"DPCS_KAFKA_BROKERS="+strings.Join(h.brokers, ","),
-		"DPCS_REDIS_ADDR="+h.redis.Addr(),
-		"DPCS_MYSQL_DSN="+h.maria.DSN(),
+	env := h.childEnv(
 		"DPCS_KAFKA_SESSION_TIMEOUT="+h.cfg.SessionTimeout.String(),
 		"DPCS_LOG_LEVEL=info",
 		"DPCS_ADMIN_ADDR=127.0.0.1:0", // several run side by side
@@ -547,6 +538,22 @@ func (h *harness) startProcessor() *Process {
 	h.mu.Unlock()
 	h.logf("started %s (pid %d): %d processors running", name, p.PID(), n)
 	return p
+}
+
+// childEnv is the environment of a deployable the harness starts: the
+// test's own without its DPCS_* variables, then the run's servers and extra.
+func (h *harness) childEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DPCS_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env,
+		"DPCS_KAFKA_BROKERS="+strings.Join(h.brokers, ","),
+		"DPCS_REDIS_ADDR="+h.redis.Addr(),
+		"DPCS_MYSQL_DSN="+h.maria.DSN())
+	return append(env, extra...)
 }
 
 // victim returns the oldest running processor and takes it off the live list.

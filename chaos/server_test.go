@@ -13,7 +13,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -89,16 +88,7 @@ func (h *harness) startServer() *serverLoad {
 		client: &http.Client{Timeout: 30 * time.Second}, stop: make(chan struct{}),
 		answered: map[string]policy.Decision{}, refused: map[string]bool{}, unknown: map[string]bool{},
 		tokens: map[int64]string{}, tried: map[int64]bool{}, why: map[string]int{}, statusSeq: map[int]int{}}
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "DPCS_") {
-			env = append(env, kv)
-		}
-	}
-	env = append(env,
-		"DPCS_KAFKA_BROKERS="+strings.Join(h.brokers, ","),
-		"DPCS_REDIS_ADDR="+h.redis.Addr(),
-		"DPCS_MYSQL_DSN="+h.maria.DSN(),
+	env := h.childEnv(
 		fmt.Sprintf("DPCS_HTTP_ADDR=127.0.0.1:%d", ports[0]),
 		"DPCS_ADMIN_ADDR=off",
 		"DPCS_JWT_SECRET="+hex.EncodeToString(secret),

@@ -461,16 +461,7 @@ func TestRecoveryAfterRollbackOfFamilyWrites(t *testing.T) {
 	r.start()
 	ctx := r.h.Ctx
 	api := mustState(t, r.h.Engine, judge.WithMarkStore(recovery.NewGenerations(r.st)))
-	dec, err := judge.NewDecisions(mustState(t, r.h.Engine, judge.WithMarkStore(recovery.NewGenerations(r.st))), r.h.KafkaOpts(),
-		judge.WithStateGuard(r.rec), judge.WithClock(r.h.Clock), judge.WithTimeout(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := dec.Close(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
+	dec := r.decisions(t)
 	n := 0
 	decide := func() ([]quota.Result, error) {
 		n++
@@ -535,20 +526,7 @@ func TestRecoveryAfterRollbackSeenByOtherDecisions(t *testing.T) {
 	r := newRecoveryRig(t)
 	r.start()
 	ctx := r.h.Ctx
-	instance := func() *judge.Decisions {
-		dec, err := judge.NewDecisions(mustState(t, r.h.Engine, judge.WithMarkStore(recovery.NewGenerations(r.st))), r.h.KafkaOpts(),
-			judge.WithStateGuard(r.rec), judge.WithClock(r.h.Clock), judge.WithTimeout(5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := dec.Close(context.Background()); err != nil {
-				t.Error(err)
-			}
-		})
-		return dec
-	}
-	a, b := instance(), instance()
+	a, b := r.decisions(t), r.decisions(t)
 	decide := func(dec *judge.Decisions, id string, bytes int64) ([]quota.Result, error) {
 		return dec.Decide(ctx, []envelope.Envelope[envelope.UsagePayload]{envelope.New(id, r.h.Now,
 			envelope.UsagePayload{FamilyID: 1, CustomerID: 11, AppID: "com.youtube.app", BytesUsed: bytes})})
@@ -610,4 +588,22 @@ func TestRecoveryAfterRollbackSeenByOtherDecisions(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// decisions returns a synchronous-decisions instance over the rig, its door
+// marking and checking the family writes' marks in SQL as the deployables'
+// do, recovered by the rig's guard; closed when t ends.
+func (r *recoveryRig) decisions(t *testing.T) *judge.Decisions {
+	t.Helper()
+	dec, err := judge.NewDecisions(mustState(t, r.h.Engine, judge.WithMarkStore(recovery.NewGenerations(r.st))), r.h.KafkaOpts(),
+		judge.WithStateGuard(r.rec), judge.WithClock(r.h.Clock), judge.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := dec.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return dec
 }
