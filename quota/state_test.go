@@ -219,16 +219,7 @@ func TestFinishRebuildInvalid(t *testing.T) {
 func TestMissingWatermarkPastZero(t *testing.T) {
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		e, err := New(rdb, WithKeyPrefix(uniquePrefix()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.BeginRebuild(ctx, "g1"); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.FinishRebuild(ctx, "g1", map[string]int64{"usage/0": 5}); err != nil {
-			t.Fatal(err)
-		}
+		e := rebuiltEngine(t, rdb, "g1", map[string]int64{"usage/0": 5})
 		if err := e.CheckState(ctx, "g1", []Mark{{Stream: "usage/2", From: 0}}); err != nil {
 			t.Errorf("a new stream from 0: %v", err)
 		}
@@ -255,16 +246,7 @@ func TestMissingWatermarkPastZero(t *testing.T) {
 func TestNodeMarks(t *testing.T) {
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		e, err := New(rdb, WithKeyPrefix(uniquePrefix()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.BeginRebuild(ctx, "g1"); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.FinishRebuild(ctx, "g1", nil); err != nil {
-			t.Fatal(err)
-		}
+		e := rebuiltEngine(t, rdb, "g1", nil)
 		states, err := e.State(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -316,4 +298,22 @@ func TestNodeMarks(t *testing.T) {
 			t.Errorf("FamilyMarker(0) = %v, want ErrInvalid", err)
 		}
 	})
+}
+
+// rebuiltEngine is an engine under a fresh key prefix whose markers a
+// rebuild named gen, with watermarks wm.
+func rebuiltEngine(t *testing.T, rdb redis.UniversalClient, gen string, wm map[string]int64) *Engine {
+	t.Helper()
+	ctx := context.Background()
+	e, err := New(rdb, WithKeyPrefix(uniquePrefix()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.BeginRebuild(ctx, gen); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.FinishRebuild(ctx, gen, wm); err != nil {
+		t.Fatal(err)
+	}
+	return e
 }

@@ -420,17 +420,8 @@ func TestRecoveryAfterRollbackOfDecisions(t *testing.T) {
 	if res, err := decide("d2", 12*mb); !errors.Is(err, quota.ErrStale) {
 		t.Fatalf("d2 on the rolled-back state: %+v, %v; want a stale refusal", res, err)
 	}
-	var again []quota.Result
 	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if again, err = decide("d1", 12*mb); err == nil {
-			break
-		}
-		if !errors.Is(err, quota.ErrStale) || time.Now().After(deadline) {
-			t.Fatalf("d1 retried while Redis is rebuilt: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	again := untilJudged(t, "d1 retried while Redis is rebuilt", deadline, func() ([]quota.Result, error) { return decide("d1", 12*mb) })
 	if !again[0].Duplicate || again[0].Decision != first[0].Decision || again[0].Remaining != first[0].Remaining {
 		t.Errorf("d1 after the rebuild: %+v, want the original answer %+v as a duplicate", again[0], first[0])
 	}
@@ -486,28 +477,9 @@ func TestRecoveryAfterRollbackOfFamilyWrites(t *testing.T) {
 	// The marks SQL recorded are read again within a second: from then on
 	// nothing is judged on the rolled-back state.
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, err := decide()
-		if errors.Is(err, quota.ErrStale) {
-			break
-		}
-		if err != nil || time.Now().After(deadline) {
-			t.Fatalf("the rolled-back state was never refused: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	for {
-		res, err := decide()
-		if err == nil {
-			if res[0].Decision != policy.BlockedNotMember {
-				t.Errorf("member 12 after the rebuild: %+v, want BLOCKED_NOT_MEMBER", res[0])
-			}
-			break
-		}
-		if !errors.Is(err, quota.ErrStale) || time.Now().After(deadline) {
-			t.Fatalf("while Redis is rebuilt: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	untilStale(t, "the rolled-back state refused", deadline, decide)
+	if res := untilJudged(t, "member 12 while Redis is rebuilt", deadline, decide); res[0].Decision != policy.BlockedNotMember {
+		t.Errorf("member 12 after the rebuild: %+v, want BLOCKED_NOT_MEMBER", res[0])
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -565,26 +537,46 @@ func TestRecoveryAfterRollbackSeenByOtherDecisions(t *testing.T) {
 	snap.RollBack(t, r.h.Redis) // Redis lost d1
 
 	// B reads the marks again within a second (1-byte probes meanwhile).
-	for i := 0; ; i++ {
-		res, err := decide(b, fmt.Sprint("probe-", i), 1)
+	probes := 0
+	untilStale(t, "B refusing the rolled-back state", deadline, func() ([]quota.Result, error) {
+		probes++
+		return decide(b, fmt.Sprint("probe-", probes), 1)
+	})
+	res := untilJudged(t, "d2 while Redis is rebuilt", deadline, func() ([]quota.Result, error) { return decide(b, "d2", 12*mb) })
+	if res[0].Decision == policy.Allowed {
+		t.Errorf("d2 after the rebuild: %+v, want blocked (12 of 20 MB already granted)", res[0])
+	}
+}
+
+// untilStale calls decide until it is refused as stale (the marks SQL
+// recorded are read again each second); any other error or the deadline
+// fails t.
+func untilStale(t *testing.T, what string, deadline time.Time, decide func() ([]quota.Result, error)) {
+	t.Helper()
+	for {
+		res, err := decide()
 		if errors.Is(err, quota.ErrStale) {
-			break
+			return
 		}
 		if err != nil || time.Now().After(deadline) {
-			t.Fatalf("B never refused the rolled-back state: %+v, %v", res, err)
+			t.Fatalf("%s: never; last %+v, %v", what, res, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// untilJudged calls decide while it is refused as stale (Redis is being
+// rebuilt) and returns its first results; any other error or the deadline
+// fails t.
+func untilJudged(t *testing.T, what string, deadline time.Time, decide func() ([]quota.Result, error)) []quota.Result {
+	t.Helper()
 	for {
-		res, err := decide(b, "d2", 12*mb)
+		res, err := decide()
 		if err == nil {
-			if res[0].Decision == policy.Allowed {
-				t.Errorf("d2 after the rebuild: %+v, want blocked (12 of 20 MB already granted)", res[0])
-			}
-			break
+			return res
 		}
 		if !errors.Is(err, quota.ErrStale) || time.Now().After(deadline) {
-			t.Fatalf("d2 while Redis is rebuilt: %v", err)
+			t.Fatalf("%s: %v", what, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
