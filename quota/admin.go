@@ -19,6 +19,13 @@ import (
 type PoolState struct {
 	Remaining int64
 	Total     int64
+	// Month is the pool's month (YYYYMM).
+	Month string
+	// Rearmed are the thresholds the change re-armed (the pool is above
+	// them again), each with how often it had fired this month. The caller
+	// that records the family in SQL records them too (FamilyState.Rearmed):
+	// a rebuild cannot tell a re-armed threshold from a fired one otherwise.
+	Rearmed map[int]int
 }
 
 func checkFamily(fid int64) error {
@@ -59,7 +66,14 @@ func (e *Engine) poolOf(ctx context.Context, fid int64, month, op, value string)
 	if err := e.ackFamily(ctx, fid); err != nil {
 		return PoolState{}, err
 	}
-	return PoolState{Remaining: v[0], Total: v[1]}, nil
+	ps := PoolState{Remaining: v[0], Total: v[1], Month: month}
+	for i := 2; i+1 < len(v); i += 2 {
+		if ps.Rearmed == nil {
+			ps.Rearmed = map[int]int{}
+		}
+		ps.Rearmed[int(v[i])] = int(v[i+1])
+	}
+	return ps, nil
 }
 
 // SetPlan sets the family's monthly plan amount (the pool every month starts

@@ -143,12 +143,17 @@ func (m *model) apply(ev Event, now time.Time) Result {
 
 func (m *model) rearm(f int64, month string) PoolState {
 	pool := m.pool(f, month)
+	ps := PoolState{Remaining: pool.Remaining(), Total: pool.Total, Month: month}
 	for p := range m.fired[fp{f, month}] {
 		if !policy.Reached(p, pool.Total, pool.Remaining()) {
 			delete(m.fired[fp{f, month}], p)
+			if ps.Rearmed == nil {
+				ps.Rearmed = map[int]int{}
+			}
+			ps.Rearmed[p] = max(m.arms[fp{f, month}][p], 1)
 		}
 	}
-	return PoolState{Remaining: pool.Remaining(), Total: pool.Total}
+	return ps
 }
 
 func (m *model) setConstraints(f, c, v int64, cons map[string]string) bool {

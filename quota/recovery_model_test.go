@@ -66,11 +66,15 @@ type ledger struct {
 	daily     map[fcp]int64
 	monthly   map[fcp]int64
 	announced map[crossing]bool
+	// rearmed is what the door records of the thresholds a pool change
+	// re-armed (PoolState.Rearmed): per family and month, the highest arm
+	// after which each was re-armed.
+	rearmed map[fp]map[int]int
 }
 
 func newLedger(loc *time.Location) *ledger {
 	return &ledger{loc: loc, first: map[fid]Result{}, used: map[fp]int64{}, daily: map[fcp]int64{},
-		monthly: map[fcp]int64{}, announced: map[crossing]bool{}}
+		monthly: map[fcp]int64{}, announced: map[crossing]bool{}, rearmed: map[fp]map[int]int{}}
 }
 
 // add records a judged event; cons are the member's constraints when it was
@@ -131,6 +135,18 @@ func (l *ledger) add(ev Event, r Result, at time.Time, cons policy.Constraints) 
 	return ""
 }
 
+// recordRearmed records what the door records after a pool change: the
+// thresholds the engine says it re-armed, keeping the highest arm.
+func (l *ledger) recordRearmed(f int64, ps PoolState) {
+	for p, arm := range ps.Rearmed {
+		k := fp{f, ps.Month}
+		if l.rearmed[k] == nil {
+			l.rearmed[k] = map[int]int{}
+		}
+		l.rearmed[k][p] = max(l.rearmed[k][p], arm)
+	}
+}
+
 // familyState is what service/store.RebuildGeneration reads from SQL for a
 // family: the store's plan, thresholds, members with their policies and
 // top-ups, and from the records of the accepted months the allowed usage and
@@ -139,12 +155,15 @@ func familyState(m *model, l *ledger, e *Engine, f int64, gen string, now time.T
 	months, from, to := e.AcceptedMonths()
 	_, provisioned := m.plan[f]
 	st := FamilyState{FamilyID: f, Provisioned: provisioned, Plan: m.plan[f], TopUps: map[string]int64{},
-		Arms: map[string]map[int]int{}, Generation: gen}
+		Arms: map[string]map[int]int{}, Rearmed: map[string]map[int]int{}, Generation: gen}
 	if t, ok := m.thr[f]; ok {
 		st.Thresholds = append(policy.Thresholds{}, t...)
 	}
 	for _, mo := range months {
 		st.TopUps[mo] = m.topup[fp{f, mo}]
+		if r := l.rearmed[fp{f, mo}]; r != nil {
+			st.Rearmed[mo] = maps.Clone(r)
+		}
 	}
 	for c, on := range m.members {
 		if c.f == f && on {
@@ -174,23 +193,6 @@ func familyState(m *model, l *ledger, e *Engine, f int64, gen string, now time.T
 		}
 	}
 	return st
-}
-
-// restored is the model's side of a Restore: in each accepted month, a
-// threshold counts as fired when it fired at least once that month and the
-// pool has reached it (Restore cannot know whether a top-up re-armed it in
-// between; the next crossing then continues its arm count).
-func (m *model) restored(f int64, months []string) {
-	for _, mo := range months {
-		pool := m.pool(f, mo)
-		fired := map[int]bool{}
-		for p, n := range m.arms[fp{f, mo}] {
-			if n > 0 && policy.Reached(p, pool.Total, pool.Remaining()) {
-				fired[p] = true
-			}
-		}
-		m.fired[fp{f, mo}] = fired
-	}
 }
 
 // keyDump is one key of a snapshot: a string or a hash, with its TTL.
@@ -431,10 +433,11 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 			if len(nodes) == 1 && wm[recoveryStream] > pos {
 				rt.Fatalf("marker watermark %d is past the committed position %d", wm[recoveryStream], pos)
 			}
-			months, _, _ := e.AcceptedMonths()
+			// The model's fired thresholds stand: SQL's record of the
+			// re-arms (FamilyState.Rearmed) lets the restore tell a
+			// threshold a pool change re-armed from one that fired.
 			for _, f := range families {
 				must(e.Restore(ctx, familyState(m, l, e, f, next, now)))
-				m.restored(f, months)
 			}
 			must(e.FinishRebuild(ctx, next, map[string]int64{recoveryStream: pos}))
 			gen, lost = next, false
@@ -565,6 +568,7 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 				got, err := e.SetPlan(ctx, f, b)
 				mustAdmin(fmt.Sprintf("SetPlan(%d) within the bound (room %d)", b, room), err)
 				if err == nil {
+					l.recordRearmed(f, got)
 					markWrite(f)
 				}
 				m.plan[f] = b
@@ -590,6 +594,7 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 				got, err := e.TopUp(ctx, f, b)
 				mustAdmin(fmt.Sprintf("TopUp(%d) within the bound (room %d)", b, room), err)
 				if err == nil {
+					l.recordRearmed(f, got)
 					markWrite(f)
 				}
 				m.topup[fp{f, cur}] += b

@@ -36,6 +36,12 @@ type FamilyState struct {
 	// Arms maps a month (YYYYMM) and a threshold (percent) to how many times
 	// it fired that month: the highest arm of the month's crossings.
 	Arms map[string]map[int]int
+	// Rearmed maps a month and a threshold to the arm after which a pool
+	// change (a top-up, a larger plan) re-armed it: the highest recorded
+	// (PoolState.Rearmed). A threshold whose last arm was re-armed is armed
+	// even when the pool is below it again (a plan cut since), so the next
+	// event announces it, as it would have without the rebuild.
+	Rearmed map[string]map[int]int
 	// Judged are the events judged within the dedupe window with their
 	// results; each becomes a dedupe record again, so a replay gets its
 	// original result and re-emits identical records.
@@ -99,7 +105,8 @@ func (e *Engine) DedupeWindow() time.Duration { return e.dedupeTTL }
 // thresholds and generation; for every accepted month (AcceptedMonths) the
 // pool (used = Σ usage, top-ups, the arm counter of every threshold that
 // fired that month — in the family's list or not — and as fired every such
-// threshold the pool has reached; one never announced is left for the next
+// threshold the pool has reached, unless a pool change re-armed it after its
+// last arm (FamilyState.Rearmed); one never announced is left for the next
 // event to announce); each member's constraints and policy version (written
 // as given: the source of truth wins over what Redis held) and month and day
 // counters; the counters and constraints of customers Redis held as members
@@ -237,7 +244,7 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 				arms := st.Arms[month][pct]
 				if arms > 0 {
 					poolFields = append(poolFields, prefixArms+strconv.Itoa(pct), arms)
-					if total > 0 && remaining*100 <= int64(pct)*total {
+					if total > 0 && remaining*100 <= int64(pct)*total && st.Rearmed[month][pct] < arms {
 						poolFields = append(poolFields, prefixAlert+strconv.Itoa(pct), "1")
 					}
 				}

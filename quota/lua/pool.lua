@@ -5,9 +5,11 @@
 --         top-ups only add, so a repeated or late write changes nothing),
 --         "thr" (set the thresholds list); ARGV[2] value; ARGV[3] max total bytes;
 --         ARGV[4] month ttl s
--- Returns {remaining, total} after the change, or an error reply when the total
--- would exceed the maximum. Re-arming a threshold deletes the pool's q (the
--- largest unfired threshold, see apply.lua) with it.
+-- Returns {remaining, total, pct, arms, pct, arms, …} after the change: every
+-- threshold it re-armed with how often that threshold had fired this month
+-- (n:<pct>, at least 1), or an error reply when the total would exceed the
+-- maximum. Re-arming a threshold deletes the pool's q (the largest unfired
+-- threshold, see apply.lua) with it.
 local op, value, maxtotal = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local plan = tonumber(redis.call('HGET', KEYS[1], 'plan')) or 0
 local flat = redis.call('HGETALL', KEYS[2])
@@ -42,12 +44,17 @@ local total = plan + topup
 local rem = total - used
 if rem < 0 then rem = 0 end
 -- Re-arm every fired threshold the pool is now above again.
+local out = {rem, total}
 for f, _ in pairs(pool) do
   if string.sub(f, 1, 2) == 'a:' then
     local p = tonumber(string.sub(f, 3))
     if not (p and total > 0 and rem * 100 <= p * total) then
       redis.call('HDEL', KEYS[2], f, 'q') -- q: see apply.lua
+      if p then
+        out[#out + 1] = p
+        out[#out + 1] = math.max(tonumber(pool['n:' .. string.sub(f, 3)]) or 1, 1)
+      end
     end
   end
 end
-return {rem, total}
+return out
