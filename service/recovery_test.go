@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -598,4 +599,63 @@ func (r *recoveryRig) decisions(t *testing.T) *judge.Decisions {
 		}
 	})
 	return dec
+}
+
+// A threshold a top-up re-armed, reached again by a plan cut with no event
+// since, is armed: the next decision announces it (its second arm). Redis
+// lost in between and rebuilt from SQL keeps it so: the door recorded the
+// re-arm (judge.WithRearmStore). Before, the rebuild took it for fired and
+// the alert was lost (#23).
+func TestRecoveryKeepsRearmedThreshold(t *testing.T) {
+	r := newRecoveryRig(t)
+	r.start()
+	ctx := r.h.Ctx
+	api := mustState(t, r.h.Engine, judge.WithMarkStore(recovery.NewGenerations(r.st)), judge.WithRearmStore(r.st))
+	dec := r.decisions(t)
+	n := 0
+	decide := func(bytes int64) func() ([]quota.Result, error) {
+		return func() ([]quota.Result, error) {
+			n++
+			return dec.Decide(ctx, []envelope.Envelope[envelope.UsagePayload]{envelope.New(fmt.Sprint("rearm-", n), r.h.Now,
+				envelope.UsagePayload{FamilyID: 1, CustomerID: 11, AppID: "com.kakao.talk", BytesUsed: bytes})})
+		}
+	}
+	if _, err := r.st.SetThresholds(ctx, 1, policy.Thresholds{50}, store.System); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.SetThresholds(ctx, 1, policy.Thresholds{50}); err != nil {
+		t.Fatal(err)
+	}
+	// 12 of 20 MB: 40 % left, 50 crossed.
+	if res, err := decide(12 * mb)(); err != nil || !slices.Equal(res[0].Crossed, []int{50}) {
+		t.Fatalf("12 of 20 MB: %+v, %v", res, err)
+	}
+	// A 10 MB top-up leaves 18 of 30 (60 %): 50 re-armed. (Recorded by a
+	// store on the engine's clock: the rig's store has the real one.)
+	st, err := store.New(r.db, store.WithClock(r.h.Clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tu, err := st.AddTopUp(ctx, 1, 10*mb, store.System)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps, err := api.SetTopUps(ctx, 1, tu.Month, tu.MonthTotal); err != nil || ps.Rearmed[50] != 1 {
+		t.Fatalf("top-up: %+v, %v", ps, err)
+	}
+	// The plan cut to 10 MB leaves 8 of 20 (40 %): reached, still armed.
+	if _, err := r.st.SetPlan(ctx, 1, 10*mb, store.System); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.SetPlan(ctx, 1, 10*mb); err != nil {
+		t.Fatal(err)
+	}
+	r.mr.FlushAll() // Redis restarts empty
+
+	deadline := time.Now().Add(60 * time.Second)
+	untilStale(t, "the empty Redis refused", deadline, decide(1))
+	res := untilJudged(t, "the first decision after the rebuild", deadline, decide(1))
+	if !slices.Equal(res[0].Crossed, []int{50}) || !slices.Equal(res[0].Arms, []int{2}) {
+		t.Errorf("after the rebuild: crossed %v arms %v, want 50 on its second arm (the alert the re-arm owed)", res[0].Crossed, res[0].Arms)
+	}
 }

@@ -278,7 +278,8 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	}
 	// Every family write the door makes is marked, and every judgement
 	// checks the marks recorded in SQL (doc/architecture.md, "Writer by writer").
-	if s.State, err = judge.NewState(s.Engine, judge.WithMarkStore(recovery.NewGenerations(s.Store))); err != nil {
+	if s.State, err = judge.NewState(s.Engine, judge.WithMarkStore(recovery.NewGenerations(s.Store)),
+		judge.WithRearmStore(s.Store)); err != nil {
 		return nil, err
 	}
 	var seeded bool

@@ -154,8 +154,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	// Every write to the quota state goes through the door, which marks
-	// every family write and checks the marks recorded in SQL.
-	qs, err := judge.NewState(engine, judge.WithMarkStore(recovery.NewGenerations(marks)))
+	// every family write and checks the marks recorded in SQL, and records
+	// the thresholds a plan or top-up change re-armed.
+	qs, err := judge.NewState(engine, judge.WithMarkStore(recovery.NewGenerations(marks)), judge.WithRearmStore(marks))
 	if err != nil {
 		return err
 	}

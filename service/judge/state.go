@@ -3,6 +3,7 @@ package judge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/dabom/dpcs/policy"
@@ -44,8 +45,11 @@ var _ Engine = (*quota.Engine)(nil)
 // marks every family write and checks the marks recorded in every
 // judgement. It is safe for concurrent use.
 type State struct {
-	eng   Engine
-	marks *writeMarks // nil: family writes are not marked
+	eng    Engine
+	marks  *writeMarks // nil: family writes are not marked
+	rearms RearmStore  // nil: re-armed thresholds are not recorded
+	// rearmsSet: WithRearmStore was given (a nil store is refused).
+	rearmsSet bool
 }
 
 // NewState returns the door to the quota state eng keeps.
@@ -60,7 +64,36 @@ func NewState(eng Engine, opts ...StateOption) (*State, error) {
 	if s.marks != nil && s.marks.ms == nil {
 		return nil, errors.New("judge: nil mark store")
 	}
+	if s.rearmsSet && s.rearms == nil {
+		return nil, errors.New("judge: nil re-arm store")
+	}
 	return s, nil
+}
+
+// RearmStore records the alert thresholds a pool change re-armed
+// (quota.PoolState.Rearmed; store.Store.RecordRearms), which a rebuild reads
+// back (quota.FamilyState.Rearmed): without them it cannot tell a threshold
+// a top-up re-armed from one that fired, and the next alert is lost.
+type RearmStore interface {
+	RecordRearms(ctx context.Context, fid int64, month string, rearmed map[int]int) error
+}
+
+// WithRearmStore has the door record in rs the thresholds each pool change
+// it makes (plan, top-ups) re-armed, before marking the write. A failure to
+// record wraps ErrNotMarked: the change is in effect, and a rebuild before
+// the next pool change may take a re-armed threshold for a fired one.
+func WithRearmStore(rs RearmStore) StateOption {
+	return func(s *State) { s.rearms, s.rearmsSet = rs, true }
+}
+
+// poolWritten records what a pool change re-armed and marks the write.
+func (s *State) poolWritten(ctx context.Context, fid int64, ps quota.PoolState) error {
+	if s.rearms != nil && len(ps.Rearmed) > 0 {
+		if err := s.rearms.RecordRearms(ctx, fid, ps.Month, ps.Rearmed); err != nil {
+			return fmt.Errorf("%w: recording the re-armed thresholds: %w", ErrNotMarked, err)
+		}
+	}
+	return s.mark(ctx, fid)
 }
 
 // Location is the service time zone the state's days and months are in.
@@ -126,7 +159,7 @@ func (s *State) SetPlan(ctx context.Context, fid, bytes int64) (quota.PoolState,
 	if err != nil {
 		return ps, err
 	}
-	return ps, s.mark(ctx, fid)
+	return ps, s.poolWritten(ctx, fid, ps)
 }
 
 // SetTopUps raises month's top-ups to the total SQL recorded
@@ -136,7 +169,7 @@ func (s *State) SetTopUps(ctx context.Context, fid int64, month string, total in
 	if err != nil {
 		return ps, err
 	}
-	return ps, s.mark(ctx, fid)
+	return ps, s.poolWritten(ctx, fid, ps)
 }
 
 // SetThresholds sets the family's alert levels (quota.Engine.SetThresholds).

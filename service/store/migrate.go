@@ -60,9 +60,10 @@ func MigrateUsage(ctx context.Context, db *sql.DB) error {
 	return addColumns(ctx, db, d, dir, "usage_record.sql")
 }
 
-// MigrateRedisState creates redis_state and redis_marks if missing: the
-// tables every process that judges reads (the state generation and the
-// family-write marks), for a deployable that migrates only what it uses
+// MigrateRedisState creates redis_state, redis_marks and threshold_rearms
+// if missing: the tables every process that judges or rebuilds reads (the
+// state generation, the family-write marks, the re-armed thresholds), for a
+// deployable that migrates only what it uses
 // (service.Migrate, the processor's). Running it again changes nothing.
 func MigrateRedisState(ctx context.Context, db *sql.DB) error {
 	d, err := sqldialect.Detect(db)
@@ -70,7 +71,7 @@ func MigrateRedisState(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("store: migrate: %w", err)
 	}
 	dir := "migrations/" + d.String()
-	for _, script := range []string{"002_redis_state.sql", "006_redis_marks.sql"} {
+	for _, script := range []string{"002_redis_state.sql", "006_redis_marks.sql", "007_threshold_rearms.sql"} {
 		if err := runScript(ctx, db, dir, script); err != nil {
 			return err
 		}

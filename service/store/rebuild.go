@@ -28,7 +28,8 @@ type Window interface {
 // (quota.Engine.Restore), one query per table: plan, thresholds, current
 // members, each member's constraints and version, and for every month w
 // accepts events for the top-ups, the allowed usage and the threshold arms
-// from usage_record; and the dedupe records of the events written within
+// from usage_record and the thresholds pool changes re-armed
+// (threshold_rearms); and the dedupe records of the events written within
 // w's dedupe window, with their whole results. It returns the states to
 // restore (by family id) and the families whose rows cannot be restored
 // (missing, or a value that does not parse) with why. span says ids are
@@ -75,7 +76,7 @@ func (s *Store) ReadFamilies(ctx context.Context, w Window, ids []int64, span bo
 			return nil
 		}
 		st := quota.FamilyState{FamilyID: fid, Provisioned: true, Plan: plan, TopUps: map[string]int64{},
-			Arms: map[string]map[int]int{}}
+			Arms: map[string]map[int]int{}, Rearmed: map[string]map[int]int{}}
 		for _, m := range months {
 			st.TopUps[m] = 0
 		}
@@ -153,6 +154,31 @@ func (s *Store) ReadFamilies(ctx context.Context, w Window, ids []int64, span bo
 	})
 	if err != nil {
 		return nil, nil, dbErr("rebuild: top-ups", err)
+	}
+
+	// The thresholds pool changes re-armed (RecordRearms).
+	rows, err = s.db.QueryContext(ctx, `SELECT family_id, month, pct, arm FROM threshold_rearms
+		WHERE `+which("family_id")+` AND month IN (`+monthIn+`)`, targs...)
+	if err != nil {
+		return nil, nil, dbErr("rebuild: threshold re-arms", err)
+	}
+	err = scanAll(rows, func(sc func(...any) error) error {
+		var fid int64
+		var month string
+		var pct, arm int
+		if err := sc(&fid, &month, &pct, &arm); err != nil {
+			return err
+		}
+		if st, ok := states[fid]; ok {
+			if st.Rearmed[month] == nil {
+				st.Rearmed[month] = map[int]int{}
+			}
+			st.Rearmed[month][pct] = arm
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, dbErr("rebuild: threshold re-arms", err)
 	}
 
 	// Every judged event of the accepted months: allowed usage, the arms of

@@ -77,6 +77,7 @@ func runSuite(t *testing.T, open opener) {
 		"FamilySize":    testFamilySize,
 		"ChosenIDs":     testChosenIDs,
 		"RedisMarks":    testRedisMarks,
+		"Rearms":        testThresholdRearms,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, newEnv(t, open)) })
 	}
@@ -791,5 +792,56 @@ func testRedisMarks(t *testing.T, e *env) {
 		m   store.RedisMark
 	}{{"", store.RedisMark{"n", "s", 1}}, {"g", store.RedisMark{strings.Repeat("n", 192), "s", 1}}, {"g", store.RedisMark{"n", "", 1}}, {"g", store.RedisMark{"n", "s", -1}}} {
 		wantErr(t, fmt.Sprintf("RecordMark(%q, %+v)", bad.gen, bad.m), e.S.RecordMark(e.Ctx, bad.gen, bad.m), store.ErrInvalid)
+	}
+}
+
+// monthWindow is a store.Window accepting one month's events.
+type monthWindow struct{ month time.Time }
+
+func (w monthWindow) AcceptedMonths() ([]string, time.Time, time.Time) {
+	return []string{w.month.Format("200601")}, w.month, w.month.AddDate(0, 1, 0)
+}
+func (monthWindow) DedupeWindow() time.Duration { return 24 * time.Hour }
+func (monthWindow) Location() *time.Location    { return time.UTC }
+
+// The thresholds a pool change re-armed are recorded with the highest arm
+// per threshold and read back for a rebuild, for the accepted months only.
+func testThresholdRearms(t *testing.T, e *env) {
+	f, err := e.S.CreateFamily(e.Ctx, store.NewFamily{Name: "rearm", PlanBytes: 100}, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	cur, prev := month.Format("200601"), month.AddDate(0, -1, 0).Format("200601")
+	for _, r := range []struct {
+		month string
+		arms  map[int]int
+	}{
+		{cur, map[int]int{50: 1, 30: 2}},
+		{cur, map[int]int{50: 2}},
+		{cur, map[int]int{30: 1}}, // a late record lowers nothing
+		{prev, map[int]int{10: 1}},
+		{cur, nil}, // nothing re-armed: nothing recorded
+	} {
+		if err := e.S.RecordRearms(e.Ctx, f.ID, r.month, r.arms); err != nil {
+			t.Fatalf("RecordRearms(%s, %v): %v", r.month, r.arms, err)
+		}
+	}
+	for _, bad := range []struct {
+		month string
+		arms  map[int]int
+	}{{"2026-1", map[int]int{50: 1}}, {cur, map[int]int{0: 1}}, {cur, map[int]int{50: 0}}} {
+		if err := e.S.RecordRearms(e.Ctx, f.ID, bad.month, bad.arms); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("RecordRearms(%q, %v) = %v, want ErrInvalid", bad.month, bad.arms, err)
+		}
+	}
+	states, bad, err := e.S.ReadFamilies(e.Ctx, monthWindow{month}, []int64{f.ID}, false)
+	if err != nil || len(bad) != 0 {
+		t.Fatalf("ReadFamilies: %v %v", bad, err)
+	}
+	want := map[string]map[int]int{cur: {50: 2, 30: 2}}
+	if got := states[f.ID].Rearmed; !cmp.Equal(got, want) {
+		t.Errorf("Rearmed = %v, want %v (the accepted month's, highest arms)", got, want)
 	}
 }

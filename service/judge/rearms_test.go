@@ -1,0 +1,100 @@
+package judge
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
+)
+
+// memRearms is a RearmStore in memory.
+type memRearms struct {
+	err  error
+	rows map[int64]map[string]map[int]int
+}
+
+func (m *memRearms) RecordRearms(_ context.Context, fid int64, month string, rearmed map[int]int) error {
+	if m.err != nil {
+		return m.err
+	}
+	if m.rows == nil {
+		m.rows = map[int64]map[string]map[int]int{}
+	}
+	if m.rows[fid] == nil {
+		m.rows[fid] = map[string]map[int]int{}
+	}
+	if m.rows[fid][month] == nil {
+		m.rows[fid][month] = map[int]int{}
+	}
+	for p, a := range rearmed {
+		m.rows[fid][month][p] = max(m.rows[fid][month][p], a)
+	}
+	return nil
+}
+
+// The door records the thresholds a pool change re-armed (a top-up, a
+// larger plan) before it marks the write; a plan cut re-arms nothing; a
+// failure to record wraps ErrNotMarked, the change standing.
+func TestPoolWritesRecordRearms(t *testing.T) {
+	ctx := context.Background()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	eng, err := quota.New(rdb, quota.WithLocation(time.UTC), quota.WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := &memRearms{}
+	qs, err := NewState(eng, WithRearmStore(rs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewState(eng, WithRearmStore(nil)); err == nil {
+		t.Error("NewState took a nil re-arm store")
+	}
+	if _, err := qs.SetPlan(ctx, 1, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := qs.AddMember(ctx, 1, 11); err != nil {
+		t.Fatal(err)
+	}
+	if err := qs.SetThresholds(ctx, 1, policy.Thresholds{50}); err != nil {
+		t.Fatal(err)
+	}
+	rs2, err := eng.Apply(ctx, quota.Event{ID: "e1", FamilyID: 1, CustomerID: 11, Bytes: 60, At: now})
+	if err != nil || !cmp.Equal(rs2.Crossed, []int{50}) {
+		t.Fatalf("60 of 100: %+v %v, want 50 crossed", rs2, err)
+	}
+	if _, err := qs.SetPlan(ctx, 1, 90); err != nil || rs.rows != nil {
+		t.Fatalf("a plan cut recorded re-arms: %v %v", rs.rows, err)
+	}
+	ps, err := qs.SetTopUps(ctx, 1, "202611", 60) // 90 of 150 left: 50 re-armed
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64]map[string]map[int]int{1: {"202611": {50: 1}}}
+	if !cmp.Equal(rs.rows, want) || !cmp.Equal(ps.Rearmed, map[int]int{50: 1}) {
+		t.Errorf("recorded %v (pool state %+v), want %v", rs.rows, ps, want)
+	}
+	// Fired again, re-armed again by a larger plan: its second arm.
+	if _, err := eng.Apply(ctx, quota.Event{ID: "e2", FamilyID: 1, CustomerID: 11, Bytes: 20, At: now}); err != nil {
+		t.Fatal(err)
+	}
+	rs.err = errors.New("sql down")
+	ps, err = qs.SetPlan(ctx, 1, 200)
+	if !errors.Is(err, ErrNotMarked) || !cmp.Equal(ps.Rearmed, map[int]int{50: 2}) {
+		t.Fatalf("plan raise with the store down: %+v, %v; want 50 re-armed after arm 2 and ErrNotMarked", ps, err)
+	}
+	rs.err = nil
+	if _, err := qs.SetPlan(ctx, 1, 200); err != nil || rs.rows[1]["202611"][50] != 1 {
+		t.Fatalf("the same plan again re-arms nothing new: %v %v", rs.rows, err)
+	}
+}
