@@ -20,10 +20,15 @@ type HTTPServerConfig = httpserver.Config
 // and security headers on every response (X-Content-Type-Options nosniff,
 // Referrer-Policy no-referrer, X-Frame-Options DENY, Cache-Control no-store
 // and a Content-Security-Policy allowing nothing, which /docs replaces with
-// its own strict one). c.Streaming, when nil, is api.StreamRequest.
+// its own strict one). c.Streaming, when nil, is api.StreamRequest;
+// c.SelfTimed, when nil, api.SelfTimedRequest (POST /decisions, which answers
+// 503 at its own decision timeout, runs without http.TimeoutHandler).
 func NewHTTPServer(h http.Handler, c HTTPServerConfig) *http.Server {
 	if c.Streaming == nil {
 		c.Streaming = api.StreamRequest
+	}
+	if c.SelfTimed == nil {
+		c.SelfTimed = api.SelfTimedRequest
 	}
 	return httpserver.New(h, c)
 }

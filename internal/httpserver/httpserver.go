@@ -16,6 +16,7 @@
 package httpserver
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -58,6 +59,14 @@ type Config struct {
 	// write deadline is lifted and HandlerTimeout does not apply, so its
 	// handler must bound each write itself. Default: no request is a stream.
 	Streaming func(r *http.Request) bool
+	// SelfTimed reports whether r's handler answers by itself once its
+	// context ends (POST /decisions answers 503 at its decision timeout):
+	// it runs on the connection's goroutine, its context ending at
+	// HandlerTimeout and the connection's write deadline behind it, without
+	// http.TimeoutHandler's goroutine and buffered copy of every response —
+	// a fifth of a gateway's single decision (doc/benchmarks.md, "Peers").
+	// Default: no request is.
+	SelfTimed func(r *http.Request) bool
 	// Logger receives the server's own errors (malformed requests, handler
 	// panics). Default: the standard log package.
 	Logger *slog.Logger
@@ -102,8 +111,9 @@ func New(h http.Handler, c Config) *http.Server {
 // timeoutProblem is the body of a handler cut at HandlerTimeout (RFC 9457).
 const timeoutProblem = `{"title":"Service Unavailable","status":503,"detail":"the request took too long and was cancelled"}`
 
-// bound runs stream requests with their write deadline lifted and the
-// others under HandlerTimeout.
+// bound runs stream requests with their write deadline lifted, self-timed
+// ones with their context ending at HandlerTimeout, and the others under
+// http.TimeoutHandler.
 func (c Config) bound(h http.Handler) http.Handler {
 	timed := http.TimeoutHandler(h, c.HandlerTimeout, timeoutProblem)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -112,6 +122,12 @@ func (c Config) bound(h http.Handler) http.Handler {
 			// own): then there is nothing to lift.
 			_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 			h.ServeHTTP(w, r)
+			return
+		}
+		if c.SelfTimed != nil && c.SelfTimed(r) {
+			ctx, cancel := context.WithTimeout(r.Context(), c.HandlerTimeout)
+			defer cancel()
+			h.ServeHTTP(w, r.WithContext(ctx))
 			return
 		}
 		timed.ServeHTTP(problemOnTimeout{w}, r)

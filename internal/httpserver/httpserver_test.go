@@ -236,3 +236,45 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("defaults (-want +got):\n%s", d)
 	}
 }
+
+// A self-timed request runs without http.TimeoutHandler: its writer is the
+// connection's, which flushes (TimeoutHandler's buffers the whole response
+// and cannot), its context
+// ends at HandlerTimeout, and the handler's own answer at that moment is
+// what the client gets. Other requests keep TimeoutHandler's 503.
+func TestSelfTimed(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, flushes := w.(http.Flusher)
+		select {
+		case <-r.Context().Done():
+		case <-time.After(time.Minute):
+		}
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, `{"status":503,"detail":"own answer","flushes":%v,"err":%q}`, flushes, r.Context().Err())
+	})
+	c := short
+	c.SelfTimed = func(r *http.Request) bool { return r.URL.Path == "/decisions" }
+	base := serve(t, h, c)
+	get := func(path string) (int, string, time.Duration) {
+		start := time.Now()
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), time.Since(start)
+	}
+	code, body, took := get("/decisions")
+	if want := `{"status":503,"detail":"own answer","flushes":true,"err":"context deadline exceeded"}`; code != 503 || body != want {
+		t.Errorf("self-timed: %d %s, want 503 %s", code, body, want)
+	}
+	if took > 5*time.Second {
+		t.Errorf("self-timed answered after %v, handler timeout %v", took, c.HandlerTimeout)
+	}
+	code, body, _ = get("/other")
+	if code != 503 || strings.Contains(body, "own answer") || !strings.Contains(body, "took too long") {
+		t.Errorf("not self-timed: %d %s, want TimeoutHandler's 503", code, body)
+	}
+}

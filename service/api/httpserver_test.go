@@ -18,30 +18,37 @@ import (
 func TestStreamRequestMatchesOpenAPI(t *testing.T) {
 	f := newAPIFixture(t)
 	streams := 0
+	eachOperation(f, func(method, path string, op *huma.Operation) {
+		sse := false
+		if r := op.Responses["200"]; r != nil && r.Content["text/event-stream"] != nil {
+			sse = true
+			streams++
+		}
+		url := path
+		for strings.Contains(url, "{") {
+			i, j := strings.Index(url, "{"), strings.Index(url, "}")
+			url = url[:i] + "42" + url[j+1:]
+		}
+		req, _ := http.NewRequest(method, "http://x"+url, nil)
+		if got := StreamRequest(req); got != sse {
+			t.Errorf("StreamRequest(%s %s) = %v, the operation streams: %v", method, path, got, sse)
+		}
+	})
+	if streams == 0 {
+		t.Error("the api.Server has no SSE operation: the check above checked nothing")
+	}
+}
+
+// eachOperation calls fn with every operation of the fixture's OpenAPI
+// document.
+func eachOperation(f *apiFixture, fn func(method, path string, op *huma.Operation)) {
 	for path, item := range f.api.OpenAPI().Paths {
 		for method, op := range map[string]*huma.Operation{http.MethodGet: item.Get, http.MethodPost: item.Post,
 			http.MethodPut: item.Put, http.MethodPatch: item.Patch, http.MethodDelete: item.Delete} {
-			if op == nil {
-				continue
-			}
-			sse := false
-			if r := op.Responses["200"]; r != nil && r.Content["text/event-stream"] != nil {
-				sse = true
-				streams++
-			}
-			url := path
-			for strings.Contains(url, "{") {
-				i, j := strings.Index(url, "{"), strings.Index(url, "}")
-				url = url[:i] + "42" + url[j+1:]
-			}
-			req, _ := http.NewRequest(method, "http://x"+url, nil)
-			if got := StreamRequest(req); got != sse {
-				t.Errorf("StreamRequest(%s %s) = %v, the operation streams: %v", method, path, got, sse)
+			if op != nil {
+				fn(method, path, op)
 			}
 		}
-	}
-	if streams == 0 {
-		t.Error("the api.Server has no SSE operation: the check above checked nothing")
 	}
 }
 
@@ -139,4 +146,23 @@ func TestUsageReportRangeBounded(t *testing.T) {
 func withStreams(c httpserver.Config) httpserver.Config {
 	c.Streaming = StreamRequest
 	return c
+}
+
+// Only the decision route is self-timed: every other operation keeps
+// http.TimeoutHandler's bound.
+func TestSelfTimedRequestIsTheDecisionRoute(t *testing.T) {
+	n := 0
+	eachOperation(newAPIFixture(t), func(method, path string, _ *huma.Operation) {
+		req, _ := http.NewRequest(method, "http://x"+path, nil)
+		want := method == http.MethodPost && path == "/decisions"
+		if got := SelfTimedRequest(req); got != want {
+			t.Errorf("SelfTimedRequest(%s %s) = %v, want %v", method, path, got, want)
+		}
+		if want {
+			n++
+		}
+	})
+	if n != 1 {
+		t.Errorf("%d decision routes in the OpenAPI document, want 1", n)
+	}
 }
