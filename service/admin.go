@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/dabom/dpcs/service/judge"
@@ -81,6 +82,23 @@ func AdminHandler(g prometheus.Gatherer, ready func(context.Context) error) http
 		w.Write([]byte("ready\n"))
 	})
 	mux.Handle("GET /metrics", MetricsHandler(g))
+	return mux
+}
+
+// WithPprof returns h, with Go's profiles (net/http/pprof) at /debug/pprof/
+// besides when on (DPCS_ADMIN_PPROF): for the admin address only, never
+// an API's.
+func WithPprof(h http.Handler, on bool) http.Handler {
+	if !on {
+		return h
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	return mux
 }
 

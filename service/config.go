@@ -108,6 +108,10 @@ type Config struct {
 	// the processor 127.0.0.1:9090, the server 127.0.0.1:9091, the simulator
 	// 127.0.0.1:9093, the all-in-one 127.0.0.1:9094; "off" serves none.
 	AdminAddr string `envconfig:"ADMIN_ADDR" doc_default:"processor 127.0.0.1:9090, server 127.0.0.1:9091, all-in-one 127.0.0.1:9094" desc:"host:port serving /healthz, /readyz and /metrics; off: none"`
+	// AdminPprof (DPCS_ADMIN_PPROF, default false) also serves Go's
+	// profiles (net/http/pprof) at /debug/pprof/ on the admin address, for
+	// an operator measuring where a deployable's CPU goes.
+	AdminPprof bool `envconfig:"ADMIN_PPROF" default:"false" desc:"true: the admin address also serves Go's profiles at /debug/pprof/ (CPU, heap, goroutines); keep the admin address private"`
 	// KafkaSessionTimeout (DPCS_KAFKA_SESSION_TIMEOUT, 1s to 30m; 0: kgo's
 	// 45s) is how soon the processors' group hands a crashed instance's
 	// partitions to the others.

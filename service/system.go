@@ -449,7 +449,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		return nil, fmt.Errorf("DPCS_HTTP_ADDR: %w", err)
 	}
 	if addr := cfg.AdminAddress(""); addr != "" {
-		if s.admin, err = StartAdmin(addr, admin, log); err != nil {
+		if s.admin, err = StartAdmin(addr, WithPprof(admin, cfg.AdminPprof), log); err != nil {
 			return nil, fmt.Errorf("DPCS_ADMIN_ADDR: %w", err)
 		}
 		s.AdminAddr = s.admin.Addr

@@ -128,12 +128,12 @@ func run(ctx context.Context, getenv func(string) string) error {
 	// not ready until the workers run.
 	var ready atomic.Pointer[func(context.Context) error]
 	if addr := cfg.AdminAddress(service.DefaultProcessorAdminAddr); addr != "" {
-		adm, err := service.StartAdmin(addr, service.AdminHandler(reg, func(ctx context.Context) error {
+		adm, err := service.StartAdmin(addr, service.WithPprof(service.AdminHandler(reg, func(ctx context.Context) error {
 			if r := ready.Load(); r != nil {
 				return (*r)(ctx)
 			}
 			return &service.NotReadyError{What: "starting: waiting for redis, sql and kafka"}
-		}), log)
+		}), cfg.AdminPprof), log)
 		if err != nil {
 			return fmt.Errorf("DPCS_ADMIN_ADDR: %w", err)
 		}

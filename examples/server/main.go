@@ -275,7 +275,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	mux.Handle("/", apiServer.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	if addr := cfg.AdminAddress(service.DefaultServerAdminAddr); addr != "" {
-		adm, err := service.StartAdmin(addr, service.AdminHandler(reg, service.Ready(rdb, db, nil, log)), log)
+		adm, err := service.StartAdmin(addr, service.WithPprof(service.AdminHandler(reg, service.Ready(rdb, db, nil, log)), cfg.AdminPprof), log)
 		if err != nil {
 			return fmt.Errorf("DPCS_ADMIN_ADDR: %w", err)
 		}
