@@ -9,7 +9,7 @@ TESTFLAGS ?=
 # Sequences the rapid property tests run in `make test` / `make integration`.
 RAPID_CHECKS ?= 1000
 
-.PHONY: help all run test integration e2e chaos bench bench-pipeline bench-recovery cover lint fuzz release screenshots clean
+.PHONY: help all run test integration e2e chaos bench bench-pipeline bench-recovery bench-peers cover lint fuzz release screenshots clean
 
 # A bare `make` runs all; help is listed first.
 .DEFAULT_GOAL := all
@@ -69,6 +69,13 @@ bench-pipeline:
 ## from SQL at 100,000 families); writes doc/benchmarks.md.
 bench-recovery:
 	BENCH_PACKAGES=0 BENCH_PIPELINE=0 bash scripts/bench.sh
+
+## bench-peers: POST /decisions beside gubernator, envoy ratelimit and a
+## trivial Redis script, every server a process of its own and one load
+## generator in another (bench/peers, its own Go module): throughput,
+## p50/p99/p99.9 and CPU µs per decision; writes doc/benchmarks.md.
+bench-peers:
+	bash scripts/bench-peers.sh
 
 ## screenshots: the family app's and the back office's main screens (phone
 ## and desktop) into doc/screenshots, taken by the browser tests in Debian's

@@ -57,6 +57,7 @@ func run(ctx context.Context, args []string) error {
 	perFamily := fs.Int("per-family", 10_000, "families also rebuilt one call each, for the ratio (0: none)")
 	quiet := fs.Duration("quiet", 0, "recovery drain quiet period (0: the recovery's default, 3s)")
 	doc := fs.String("doc", "", "write the figures into this markdown file (the recovery section)")
+	seedOnly := fs.Bool("seed-only", false, "seed the database and exit (bench/peers serves it with the server deployable)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -86,6 +87,9 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	say("seeded %d rows in %s", seeded.Rows(), seeded.Took.Round(time.Millisecond))
+	if *seedOnly {
+		return nil
+	}
 	rep, err := recoverybench.Run(ctx, db, rdb, eng, recoverybench.Config{PerFamily: *perFamily, Quiet: *quiet, Progress: say})
 	if err != nil {
 		return err

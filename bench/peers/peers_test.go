@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestParseStat(t *testing.T) {
+	// The command name holds a space and a parenthesis.
+	line := []byte("4242 (my (server)) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 9 0 123 0 0\n")
+	got, err := parseStat(line)
+	if err != nil || got != 3250*time.Millisecond {
+		t.Errorf("parseStat = %v, %v; want 3.25s (325 ticks)", got, err)
+	}
+	if _, err := parseStat([]byte("garbage")); err == nil {
+		t.Error("parseStat accepted a line with no command name")
+	}
+	// This process's own CPU shows once it has used a clock tick or more.
+	var own time.Duration
+	for deadline := time.Now().Add(10 * time.Second); own == 0 && time.Now().Before(deadline); {
+		for i := 0; i < 1e6; i++ {
+			_ = rand.Int()
+		}
+		if own, err = cpuTime(os.Getpid()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if own <= 0 {
+		t.Errorf("cpuTime(self) = %v after 10 s of work", own)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var lat []time.Duration
+	for i := 1; i <= 1000; i++ {
+		lat = append(lat, time.Duration(i)*time.Millisecond)
+	}
+	for q, want := range map[float64]time.Duration{.5: 500 * time.Millisecond, .99: 990 * time.Millisecond,
+		.999: 999 * time.Millisecond, 1: time.Second} {
+		if got := percentile(lat, q); got != want {
+			t.Errorf("percentile(%v) = %v, want %v", q, got, want)
+		}
+	}
+	if percentile(nil, .5) != 0 {
+		t.Error("percentile of nothing is not 0")
+	}
+}
+
+// The closed loop keeps c calls in flight and counts only the window; a
+// failing call is counted as an error, not a latency.
+func TestClosedLoop(t *testing.T) {
+	var inFlight, most atomic.Int64
+	var n atomic.Int64
+	f := func(ctx context.Context, rng *rand.Rand) error {
+		now := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+		}
+		time.Sleep(time.Millisecond)
+		if n.Add(1)%10 == 0 {
+			return errors.New("every tenth fails")
+		}
+		return nil
+	}
+	marks := 0
+	w, err := closedLoop(context.Background(), 4, 20*time.Millisecond, 200*time.Millisecond, f, func() { marks++ })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if marks != 2 || w.Calls == 0 || w.Calls >= n.Load() || most.Load() > 4 {
+		t.Errorf("marks %d, window %d calls of %d made, at most %d in flight", marks, w.Calls, n.Load(), most.Load())
+	}
+	if w.Errors == 0 || int64(len(w.lat)) != w.Calls-w.Errors || w.FirstErr == nil {
+		t.Errorf("%d errors, %d latencies of %d calls, first %v", w.Errors, len(w.lat), w.Calls, w.FirstErr)
+	}
+}
+
+// The open loop calls at its rate whatever the calls take, and a slow call
+// is charged from its scheduled time: with one call in flight at a time and
+// calls slower than the interval, the latencies grow past the call's own
+// duration.
+func TestOpenLoop(t *testing.T) {
+	fast := func(ctx context.Context, rng *rand.Rand) error { return nil }
+	w, err := openLoop(context.Background(), 1000, 50, 50*time.Millisecond, 500*time.Millisecond, fast, func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rate := float64(w.Calls) / w.Elapsed.Seconds(); rate < 700 || rate > 1300 {
+		t.Errorf("%d calls in %v: %.0f/s, want ≈ 1000/s", w.Calls, w.Elapsed, rate)
+	}
+	slow := func(ctx context.Context, rng *rand.Rand) error { time.Sleep(5 * time.Millisecond); return nil }
+	w, err = openLoop(context.Background(), 1000, 1, 10*time.Millisecond, 300*time.Millisecond, slow, func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p99 := percentile(w.lat, .99); p99 < 50*time.Millisecond {
+		t.Errorf("p99 %v with 5 ms calls at 1 ms intervals, one at a time: the waits were not charged", p99)
+	}
+}
+
+func TestWithDatabase(t *testing.T) {
+	got, err := withDatabase("dpcs:pw@tcp(127.0.0.1:3306)/dpcs?parseTime=true", "other")
+	if want := "dpcs:pw@tcp(127.0.0.1:3306)/other?parseTime=true"; err != nil || got != want {
+		t.Errorf("withDatabase = %q, %v; want %q", got, err, want)
+	}
+	if _, err := withDatabase("nodb", "x"); err == nil {
+		t.Error("a DSN without a database was accepted")
+	}
+}
+
+func TestReportText(t *testing.T) {
+	if got := thousands(1234567.4); got != "1,234,567" {
+		t.Errorf("thousands = %q", got)
+	}
+	if got := redact("-mysql dpcs:secret@tcp(h:1)/d -families 3"); got != "-mysql dpcs:…@tcp(h:1)/d -families 3" {
+		t.Errorf("redact = %q", got)
+	}
+	path := filepath.Join(t.TempDir(), "b.md")
+	if err := os.WriteFile(path, []byte("a\n<!-- peers:begin -->\nold\n<!-- peers:end -->\nz\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := replaceSection(path, "<!-- peers:begin -->", "<!-- peers:end -->", "new\n"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	if want := "a\n<!-- peers:begin -->\nnew\n<!-- peers:end -->\nz\n"; string(b) != want {
+		t.Errorf("replaced:\n%s\nwant:\n%s", b, want)
+	}
+}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// result is one measured step of one target.
+type result struct {
+	target, step string
+	per          int // decisions per call
+	w            window
+	procs        []proc
+	cpu          []time.Duration
+}
+
+func (r result) decisions() int64 { return (r.w.Calls - r.w.Errors) * int64(r.per) }
+
+func (r result) perSecond() float64 {
+	if r.w.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.decisions()) / r.w.Elapsed.Seconds()
+}
+
+// cpuPer is process i's CPU per decision, in µs.
+func (r result) cpuPer(i int) float64 {
+	d := r.decisions()
+	if d == 0 {
+		return 0
+	}
+	return float64(r.cpu[i].Microseconds()) / float64(d)
+}
+
+// servers is the CPU per decision of every process but the load generator.
+func (r result) servers() float64 {
+	var s float64
+	for i, p := range r.procs {
+		if p.PID != os.Getpid() {
+			s += r.cpuPer(i)
+		}
+	}
+	return s
+}
+
+func (r result) cpuText() string {
+	var parts []string
+	for i, p := range r.procs {
+		parts = append(parts, fmt.Sprintf("%s %.1f", p.Name, r.cpuPer(i)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (r result) line() string {
+	return fmt.Sprintf("  %s decisions/s, p50 %s p99 %s p99.9 %s, %d errors; CPU µs/decision: %s",
+		thousands(r.perSecond()), ms(percentile(r.w.lat, .5)), ms(percentile(r.w.lat, .99)), ms(percentile(r.w.lat, .999)),
+		r.w.Errors, r.cpuText())
+}
+
+// report is the run's results.
+type report struct {
+	cfg     config
+	started time.Time
+	results []result
+	// onWindow, when set, is called as each step's measured window opens.
+	onWindow func(ctx context.Context, step string, d time.Duration)
+}
+
+func (r *report) markdown(args string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Measured %s on this machine (%d cores, %s): every server a process of its own, driven by one load generator in its own process.\n\n",
+		r.started.UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), cpuModel())
+	fmt.Fprintf(&b, "```sh\nmake bench-peers   # or, on servers of its own:\n(cd bench/peers && go build -o /tmp/peers .) && /tmp/peers %s\n```\n\n", redact(args))
+	fmt.Fprintf(&b, "%s families, %s members; each step %s after %s of warmup; latency per call (at the fixed rate counted from each call's scheduled time).\n\n",
+		thousands(float64(r.cfg.families)), thousands(float64(r.cfg.families*4)), r.cfg.duration, r.cfg.warmup)
+	b.WriteString("| target | step | decisions/s | p50 | p99 | p99.9 | errors | servers' CPU µs per decision | of which |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, res := range r.results {
+		var of []string
+		for i, p := range res.procs {
+			if p.PID != os.Getpid() {
+				of = append(of, fmt.Sprintf("%s %.1f", p.Name, res.cpuPer(i)))
+			}
+		}
+		load := 0.0
+		for i, p := range res.procs {
+			if p.PID == os.Getpid() {
+				load = res.cpuPer(i)
+			}
+		}
+		of = append(of, fmt.Sprintf("(load generator %.1f)", load))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d | %.1f | %s |\n", res.target, res.step, thousands(res.perSecond()),
+			ms(percentile(res.w.lat, .5)), ms(percentile(res.w.lat, .99)), ms(percentile(res.w.lat, .999)), res.w.Errors,
+			res.servers(), strings.Join(of, ", "))
+	}
+	// Ratios of the single-decision closed loops, in this run.
+	closed := map[string]float64{}
+	var names []string
+	for _, res := range r.results {
+		if res.per == 1 && strings.HasPrefix(res.step, "closed loop") {
+			closed[res.target] = res.perSecond()
+			names = append(names, res.target)
+		}
+	}
+	var base string
+	for _, n := range names {
+		if strings.HasPrefix(n, "trivial Redis script") {
+			base = n
+		}
+	}
+	if base != "" && len(names) > 1 {
+		b.WriteString("\nOne decision per call, closed loop, as a ratio to the trivial script's throughput in the same run:\n\n| target | decisions/s | ÷ trivial script |\n|---|---:|---:|\n")
+		for _, n := range names {
+			fmt.Fprintf(&b, "| %s | %s | %.2f× |\n", n, thousands(closed[n]), closed[n]/closed[base])
+		}
+	}
+	return b.String()
+}
+
+// redact hides the password of a DSN in args.
+func redact(args string) string {
+	f := strings.Fields(args)
+	for i, a := range f {
+		if at := strings.Index(a, "@tcp("); at > 0 {
+			if c := strings.IndexByte(a, ':'); c > 0 && c < at {
+				f[i] = a[:c+1] + "…" + a[at:]
+			}
+		}
+	}
+	return strings.Join(f, " ")
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	for line := range strings.Lines(string(b)) {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
+
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + " ms"
+}
+
+// thousands formats a rounded number with thousands separators.
+func thousands(v float64) string {
+	s := strconv.FormatInt(int64(math.Round(v)), 10)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 && s[i-1] != '-' {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// replaceSection replaces what lies between the markers begin and end in the
+// file at path with md (appending the markers and md when absent).
+func replaceSection(path, begin, end, md string) error {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	block := begin + "\n" + md + end
+	i, j := bytes.Index(old, []byte(begin)), bytes.Index(old, []byte(end))
+	var out []byte
+	if i >= 0 && j > i {
+		out = append(append(append([]byte{}, old[:i]...), block...), old[j+len(end):]...)
+	} else {
+		out = append(append(append([]byte{}, old...), '\n'), block+"\n"...)
+	}
+	return os.WriteFile(path, out, 0o644)
+}

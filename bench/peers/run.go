@@ -1,0 +1,344 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// config is the run's flags.
+type config struct {
+	redis, mysql          string
+	server, recoverybench string
+	families              int
+	seed                  bool
+	callers, inFlight     int
+	rate                  float64
+	batch                 int
+	warmup, duration      time.Duration
+	dir, doc              string
+	only                  string
+	profile               string
+}
+
+func parseFlags(args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
+	fs.StringVar(&c.redis, "redis", "", "redis-server host:port (DPCS's state, envoy ratelimit's counters, the trivial script; flushed)")
+	fs.StringVar(&c.mysql, "mysql", "", "MariaDB/MySQL DSN; the database dpcs_recoverybench is seeded on its server")
+	fs.StringVar(&c.server, "server", "", "the DPCS server deployable's binary (go build ./examples/server)")
+	fs.StringVar(&c.recoverybench, "recoverybench", "", "the seeding binary (go build ./examples/recoverybench)")
+	fs.IntVar(&c.families, "families", 80_000, "families seeded (4 members each)")
+	fs.BoolVar(&c.seed, "seed", true, "seed the database again (false: use the one a run before seeded with the same -families)")
+	fs.IntVar(&c.callers, "c", 50, "callers of the closed-loop steps")
+	fs.Float64Var(&c.rate, "rate", 5000, "calls per second of the fixed-rate steps")
+	fs.IntVar(&c.inFlight, "in-flight", 500, "calls at most in flight in the fixed-rate steps")
+	fs.IntVar(&c.batch, "batch", 10, "decisions per call of the batched steps (0: none)")
+	fs.DurationVar(&c.warmup, "warmup", 3*time.Second, "warmup of each step, not measured")
+	fs.DurationVar(&c.duration, "duration", 15*time.Second, "measured window of each step")
+	fs.StringVar(&c.dir, "dir", "", "directory for the processes' logs and envoy's configuration (default: a temporary one)")
+	fs.StringVar(&c.doc, "doc", "", "write the table into this markdown file (the peers section)")
+	fs.StringVar(&c.profile, "profile", "", "directory for CPU profiles of the DPCS server, one per step (DPCS_ADMIN_PPROF)")
+	fs.StringVar(&c.only, "only", "", "comma-separated targets to run (dpcs, gubernator, envoy, script); default all")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if c.redis == "" || c.mysql == "" || c.server == "" || c.recoverybench == "" {
+		return c, errors.New("-redis, -mysql, -server and -recoverybench are required")
+	}
+	if c.families < 1 || c.callers < 1 || c.rate <= 0 || c.inFlight < 1 || c.batch < 0 {
+		return c, errors.New("-families, -c, -rate and -in-flight must be positive, -batch not negative")
+	}
+	return c, nil
+}
+
+// seededDatabase is the database recoverybench seeds.
+const seededDatabase = "dpcs_recoverybench"
+
+// withDatabase returns dsn naming database db instead of its own.
+func withDatabase(dsn, db string) (string, error) {
+	q := ""
+	if i := strings.IndexByte(dsn, '?'); i >= 0 {
+		dsn, q = dsn[:i], dsn[i:]
+	}
+	i := strings.LastIndexByte(dsn, '/')
+	if i < 0 {
+		return "", fmt.Errorf("-mysql: %q names no database (user:password@tcp(host:port)/db)", dsn)
+	}
+	return dsn[:i+1] + db + q, nil
+}
+
+// child is a process the run started.
+type child struct {
+	name string
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func (c *child) pid() int { return c.cmd.Process.Pid }
+
+// stop ends the process: SIGTERM, then SIGKILL after 15 s.
+func (c *child) stop() {
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(15 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+}
+
+// start starts path with args and env, its stderr (and stdout unless
+// ready) appended to dir/name.log; with ready it waits for the process's
+// "ready <addr>" line on stdout and returns addr.
+func start(dir, name, path string, args, env []string, ready bool) (*child, string, error) {
+	log, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, "", err
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Env = env
+	cmd.Stderr = log
+	var out io.Reader
+	if ready {
+		if out, err = cmd.StdoutPipe(); err != nil {
+			log.Close()
+			return nil, "", err
+		}
+	} else {
+		cmd.Stdout = log
+	}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, "", fmt.Errorf("%s: %w", name, err)
+	}
+	c := &child{name: name, cmd: cmd, done: make(chan error, 1)}
+	addr := ""
+	if ready {
+		if addr, err = waitReady(out, log, 2*time.Minute); err != nil {
+			_ = cmd.Process.Kill()
+		}
+	}
+	go func() { c.done <- cmd.Wait(); log.Close() }()
+	if err != nil {
+		<-c.done
+		return nil, "", fmt.Errorf("%s: %w (see %s)", name, err, filepath.Join(dir, name+".log"))
+	}
+	return c, addr, nil
+}
+
+// baseEnv is what every child gets of this process's environment: no DPCS_
+// variable (the server refuses ones it does not know), no proxies.
+func baseEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "PATH", "HOME", "TMPDIR", "LANG", "GOMAXPROCS", "GOGC":
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// redisPID returns the pid of the redis-server rdb talks to.
+func redisPID(ctx context.Context, rdb *redis.Client) (int, error) {
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, errors.New("redis INFO server carries no process_id")
+}
+
+func run(ctx context.Context, args []string, progress io.Writer) error {
+	cfg, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	say := func(format string, a ...any) {
+		fmt.Fprintf(progress, "[peers %s] "+format+"\n", append([]any{time.Now().Format("15:04:05")}, a...)...)
+	}
+	if cfg.dir == "" {
+		if cfg.dir, err = os.MkdirTemp("", "peers"); err != nil {
+			return err
+		}
+	} else if err := os.MkdirAll(cfg.dir, 0o755); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: cfg.redis, PoolSize: max(cfg.callers, cfg.inFlight) + 10})
+	defer rdb.Close()
+	rpid, err := redisPID(ctx, rdb)
+	if err != nil {
+		return fmt.Errorf("-redis: %w", err)
+	}
+	dsn, err := withDatabase(cfg.mysql, seededDatabase)
+	if err != nil {
+		return err
+	}
+	targets := map[string]bool{"dpcs": true, "gubernator": true, "envoy": true, "script": true}
+	if cfg.only != "" {
+		targets = map[string]bool{}
+		for t := range strings.SplitSeq(cfg.only, ",") {
+			targets[strings.TrimSpace(t)] = true
+		}
+	}
+	gen := &generator{families: cfg.families}
+	rep := &report{cfg: cfg, started: time.Now()}
+	base := []proc{{"load generator", os.Getpid()}}
+
+	if targets["dpcs"] {
+		if cfg.seed {
+			say("seeding %d families (recoverybench -seed-only)", cfg.families)
+			seed, _, err := start(cfg.dir, "seed", cfg.recoverybench, []string{"-redis", cfg.redis, "-mysql", cfg.mysql,
+				"-families", strconv.Itoa(cfg.families), "-rows", "5", "-per-family", "0", "-seed-only"}, baseEnv(), false)
+			if err != nil {
+				return err
+			}
+			if err := <-seed.done; err != nil {
+				return fmt.Errorf("seeding: %w (see %s/seed.log)", err, cfg.dir)
+			}
+		}
+		d, err := startDPCS(ctx, cfg, self, dsn, say)
+		if err != nil {
+			return err
+		}
+		defer d.stop()
+		procs := append([]proc{{"DPCS server", d.server.pid()}, {"redis-server", rpid}, {"Kafka (kfake)", d.kafka.pid()}}, base...)
+		if pid := findProcess("mariadbd", "mysqld"); pid != 0 {
+			procs = append(procs, proc{"MariaDB", pid})
+		}
+		rep.onWindow = d.profileWindow
+		err = rep.steps(ctx, "DPCS `POST /decisions`", procs, d.call, say)
+		rep.onWindow = nil
+		if err != nil {
+			return err
+		}
+		d.stop()
+	}
+	if targets["gubernator"] {
+		g, err := startGubernator(cfg, self, gen)
+		if err != nil {
+			return err
+		}
+		procs := append([]proc{{"gubernator", g.child.pid()}}, base...)
+		err = rep.steps(ctx, "gubernator v2.13.0 `GetRateLimits` (gRPC, in memory)", procs, g.call, say)
+		g.stop()
+		if err != nil {
+			return err
+		}
+	}
+	if targets["envoy"] {
+		e, err := startEnvoy(ctx, cfg, self, gen)
+		if err != nil {
+			return err
+		}
+		procs := append([]proc{{"envoy ratelimit", e.child.pid()}, {"redis-server", rpid}}, base...)
+		err = rep.steps(ctx, "envoy ratelimit `ShouldRateLimit` (gRPC, Redis)", procs, e.call, say)
+		e.stop()
+		if err != nil {
+			return err
+		}
+	}
+	if targets["script"] {
+		s, err := newScript(ctx, rdb, gen)
+		if err != nil {
+			return err
+		}
+		procs := append([]proc{{"redis-server", rpid}}, base...)
+		if err := rep.steps(ctx, "trivial Redis script (`EVALSHA`: check a limit, debit it)", procs, s.call, say); err != nil {
+			return err
+		}
+	}
+	md := rep.markdown(strings.Join(args, " "))
+	fmt.Println(md)
+	if cfg.doc != "" {
+		return replaceSection(cfg.doc, "<!-- peers:begin -->", "<!-- peers:end -->", md)
+	}
+	return nil
+}
+
+// caller makes the calls of one target: n decisions per call.
+type caller func(n int) call
+
+// steps runs the three steps on one target: closed loop, fixed rate, closed
+// loop batched.
+func (r *report) steps(ctx context.Context, target string, procs []proc, c caller, say func(string, ...any)) error {
+	type step struct {
+		name string
+		n    int
+		run  func(call, func()) (window, error)
+	}
+	cfg := r.cfg
+	steps := []step{
+		{fmt.Sprintf("closed loop, %d callers", cfg.callers), 1, func(f call, mark func()) (window, error) {
+			return closedLoop(ctx, cfg.callers, cfg.warmup, cfg.duration, f, mark)
+		}},
+		{fmt.Sprintf("%s calls/s", thousands(cfg.rate)), 1, func(f call, mark func()) (window, error) {
+			return openLoop(ctx, cfg.rate, cfg.inFlight, cfg.warmup, cfg.duration, f, mark)
+		}},
+	}
+	if cfg.batch > 1 {
+		steps = append(steps, step{fmt.Sprintf("closed loop, %d callers, %d per call", cfg.callers, cfg.batch), cfg.batch,
+			func(f call, mark func()) (window, error) {
+				return closedLoop(ctx, cfg.callers, cfg.warmup, cfg.duration, f, mark)
+			}})
+	}
+	for _, s := range steps {
+		say("%s: %s", target, s.name)
+		m := newMeter(procs)
+		mark := m.mark
+		if r.onWindow != nil {
+			mark = func() {
+				if m.marked == 0 {
+					r.onWindow(ctx, s.name, cfg.duration)
+				}
+				m.mark()
+			}
+		}
+		w, err := s.run(c(s.n), mark)
+		if err != nil {
+			return err
+		}
+		if m.err != nil {
+			return m.err
+		}
+		res := result{target: target, step: s.name, per: s.n, w: w, procs: procs, cpu: m.spent}
+		say("%s", res.line())
+		if w.Errors > 0 {
+			say("  %d calls failed; the first: %v", w.Errors, w.FirstErr)
+		}
+		if w.Calls == 0 || w.Errors*10 > w.Calls {
+			return fmt.Errorf("%s, %s: %d of %d calls failed (first: %v)", target, s.name, w.Errors, w.Calls, w.FirstErr)
+		}
+		r.results = append(r.results, res)
+	}
+	return nil
+}

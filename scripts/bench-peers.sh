@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# make bench-peers: DPCS's POST /decisions beside gubernator, envoy's
+# ratelimit service and a trivial Redis script, each a process of its own,
+# driven by one load generator in its own process (bench/peers, a Go module
+# of its own so the SDK never links its peers), on a real redis-server and
+# MariaDB started here on loopback ports. Writes the table into
+# doc/benchmarks.md (the peers section).
+#
+#   PEERS_FLAGS   extra flags for bench/peers (e.g. -families 20000 -duration 5s,
+#                 -only dpcs,script, -profile DIR for the server's CPU profiles)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/servers.sh
+trap dpcs_stop_servers EXIT
+
+dpcs_install
+dpcs_start_redis
+dpcs_start_mariadb
+go build -o "$DPCS_TMP/server" ./examples/server
+go build -o "$DPCS_TMP/recoverybench" ./examples/recoverybench
+(cd bench/peers && go vet ./... && go test -count=1 ./... && go build -o "$DPCS_TMP/peers" .)
+"$DPCS_TMP/peers" -redis "$DPCS_TEST_REDIS_ADDR" -mysql "$DPCS_TEST_MYSQL_DSN" \
+	-server "$DPCS_TMP/server" -recoverybench "$DPCS_TMP/recoverybench" -dir "$DPCS_TMP/peers-run" \
+	-doc doc/benchmarks.md ${PEERS_FLAGS:-}
