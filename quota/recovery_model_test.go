@@ -135,10 +135,10 @@ func (l *ledger) add(ev Event, r Result, at time.Time, cons policy.Constraints) 
 	return ""
 }
 
-// restoredFired is what Restore marks fired in month k.p of st: every
-// threshold that fired that month, the pool has reached and no recorded pool
-// change re-armed after its last arm.
-func restoredFired(m *model, st FamilyState, k fp) map[int]bool {
+// firedAfterRestore is what Restore marks fired in month k.p of st, with
+// the model's pool: every threshold that fired that month, the pool has
+// reached and no recorded pool change re-armed after its last arm.
+func firedAfterRestore(m *model, st FamilyState, k fp) map[int]bool {
 	pool := m.pool(k.f, k.p)
 	fired := map[int]bool{}
 	for p, n := range st.Arms[k.p] {
@@ -448,19 +448,22 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 				rt.Fatalf("marker watermark %d is past the committed position %d", wm[recoveryStream], pos)
 			}
 			// The model takes the restore's rule for fired thresholds
-			// (restoredFired): a threshold that fired this month, that the
+			// (firedAfterRestore): a threshold that fired this month, that the
 			// pool has reached and that no recorded pool change re-armed
 			// after its last arm. It is the live engine's but where a
 			// re-arm went unrecorded: a pool change made on a state that
-			// had lost writes records the re-arms that state saw, and a
-			// rebuild that finds a fired threshold above the pool restores
-			// it armed without a record (doc/architecture.md).
+			// had lost writes records the re-arms that state saw
+			// (doc/architecture.md).
 			months, _, _ := e.AcceptedMonths()
 			for _, f := range families {
 				st := familyState(m, l, e, f, next, now)
 				must(e.Restore(ctx, st))
+				// The door records the re-arms of the restore too.
+				for mo, r := range e.RestoredRearms(st) {
+					l.recordRearmed(f, PoolState{Month: mo, Rearmed: r})
+				}
 				for _, mo := range months {
-					m.fired[fp{f, mo}] = restoredFired(m, st, fp{f, mo})
+					m.fired[fp{f, mo}] = firedAfterRestore(m, st, fp{f, mo})
 				}
 			}
 			must(e.FinishRebuild(ctx, next, map[string]int64{recoveryStream: pos}))

@@ -244,7 +244,7 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 				arms := st.Arms[month][pct]
 				if arms > 0 {
 					poolFields = append(poolFields, prefixArms+strconv.Itoa(pct), arms)
-					if total > 0 && remaining*100 <= int64(pct)*total && st.Rearmed[month][pct] < arms {
+					if restoredFired(pct, arms, total, remaining, st.Rearmed[month][pct]) {
 						poolFields = append(poolFields, prefixAlert+strconv.Itoa(pct), "1")
 					}
 				}
@@ -323,4 +323,51 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 		return fmt.Errorf("quota: restore family %d: %w", fid, err)
 	}
 	return nil
+}
+
+// restoredFired says whether Restore marks a threshold fired: it fired
+// arms times this month, the pool (total, remaining) has reached it, and no
+// recorded pool change re-armed it after its last arm (rearmed, the arm it
+// was re-armed after).
+func restoredFired(pct, arms int, total, remaining int64, rearmed int) bool {
+	return arms > 0 && total > 0 && remaining*100 <= int64(pct)*total && rearmed < arms
+}
+
+// RestoredRearms returns, per month and threshold, the re-arms Restore(st)
+// makes: the thresholds that fired in an accepted month (FamilyState.Arms)
+// that Restore leaves armed because the pool is above them, with no
+// recorded re-arm after their last arm — as a pool change would have
+// re-armed them. The caller that records pool changes' re-arms
+// (judge.WithRearmStore) records these too: a later rebuild, after the
+// pool reached such a threshold again with no event, would restore it fired
+// otherwise and its next alert would be lost.
+func (e *Engine) RestoredRearms(st FamilyState) map[string]map[int]int {
+	months, from, to := e.AcceptedMonths()
+	used := map[string]int64{}
+	for _, u := range st.Usage {
+		if u.At.Before(from) || !u.At.Before(to) {
+			continue
+		}
+		used[policy.MomentOf(u.At, e.loc).Month] += u.Bytes
+	}
+	var out map[string]map[int]int
+	for _, month := range months {
+		total := st.Plan + st.TopUps[month]
+		if !st.Provisioned {
+			total = st.TopUps[month]
+		}
+		remaining := policy.Pool{Total: total, Used: used[month]}.Remaining()
+		for pct, arms := range st.Arms[month] {
+			if arms > 0 && st.Rearmed[month][pct] < arms && !restoredFired(pct, arms, total, remaining, st.Rearmed[month][pct]) {
+				if out == nil {
+					out = map[string]map[int]int{}
+				}
+				if out[month] == nil {
+					out[month] = map[int]int{}
+				}
+				out[month][pct] = arms
+			}
+		}
+	}
+	return out
 }

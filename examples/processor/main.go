@@ -169,7 +169,8 @@ func run(ctx context.Context, getenv func(string) string) error {
 		if err != nil {
 			return err
 		}
-		stateOpts = append(stateOpts, judge.WithMarkStore(recovery.NewGenerations(st)))
+		// Its rebuilds record the thresholds their restores re-armed.
+		stateOpts = append(stateOpts, judge.WithMarkStore(recovery.NewGenerations(st)), judge.WithRearmStore(st))
 	}
 	qs, err := judge.NewState(engine, stateOpts...)
 	if err != nil {

@@ -98,3 +98,58 @@ func TestPoolWritesRecordRearms(t *testing.T) {
 		t.Fatalf("the same plan again re-arms nothing new: %v %v", rs.rows, err)
 	}
 }
+
+// A rebuild that restores a fired threshold armed (the pool is above it:
+// a plan raise the rebuilt state never saw) records that re-arm as a pool
+// change would: a plan cut reaching it again and a second rebuild keep it
+// armed, and the next event announces its second arm. Without the record
+// the second rebuild restored it fired and announced nothing.
+func TestRestoreRecordsItsRearms(t *testing.T) {
+	for _, record := range []bool{true, false} {
+		ctx := context.Background()
+		mr := miniredis.RunT(t)
+		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+		now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+		eng, err := quota.New(rdb, quota.WithLocation(time.UTC), quota.WithClock(func() time.Time { return now }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs := &memRearms{}
+		var opts []StateOption
+		if record {
+			opts = append(opts, WithRearmStore(rs))
+		}
+		qs, err := NewState(eng, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// SQL: 60 of a 200-byte plan used, 50 fired once (at a smaller plan).
+		sql := quota.FamilyState{FamilyID: 1, Provisioned: true, Plan: 200, Thresholds: policy.Thresholds{50},
+			TopUps: map[string]int64{"202611": 0}, Members: []quota.MemberState{{CustomerID: 11}},
+			Usage: []quota.Usage{{CustomerID: 11, At: now, Bytes: 60}},
+			Arms:  map[string]map[int]int{"202611": {50: 1}}}
+		if err := qs.Restore(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[int64]map[string]map[int]int{1: {"202611": {50: 1}}}; record && !cmp.Equal(rs.rows, want) {
+			t.Fatalf("the restore recorded %v, want %v", rs.rows, want)
+		}
+		// A plan cut to 100: 40 left, 50 reached again, no event since.
+		if _, err := qs.SetPlan(ctx, 1, 100); err != nil {
+			t.Fatal(err)
+		}
+		sql.Plan, sql.Rearmed = 100, rs.rows[1]
+		if err := qs.Restore(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+		r, err := eng.Apply(ctx, quota.Event{ID: "e", FamilyID: 1, CustomerID: 11, Bytes: 1, At: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		announced := cmp.Equal(r.Crossed, []int{50}) && cmp.Equal(r.Arms, []int{2})
+		if announced != record {
+			t.Errorf("recording the restore's re-arms %v: crossed %v arms %v", record, r.Crossed, r.Arms)
+		}
+		rdb.Close()
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/dabom/dpcs/policy"
@@ -25,6 +27,7 @@ type Engine interface {
 	RemoveMember(ctx context.Context, fid, cid int64) error
 	FamilyMarker(ctx context.Context, fid int64) (string, error)
 	Restore(ctx context.Context, st quota.FamilyState) error
+	RestoredRearms(st quota.FamilyState) map[string]map[int]int
 	BeginRebuild(ctx context.Context, next string) (map[string]int64, error)
 	FinishRebuild(ctx context.Context, gen string, watermarks map[string]int64) error
 	Family(ctx context.Context, fid int64) (quota.FamilyStatus, error)
@@ -199,9 +202,25 @@ func (s *State) RemoveMember(ctx context.Context, fid, cid int64) error {
 
 // Rebuilds: service/recovery.
 
-// Restore writes a family's whole state read from SQL (quota.Engine.Restore).
+// Restore writes a family's whole state read from SQL (quota.Engine.Restore)
+// and, with a re-arm store (WithRearmStore), records the thresholds the
+// restore re-armed (quota.Engine.RestoredRearms).
 func (s *State) Restore(ctx context.Context, st quota.FamilyState) error {
-	return s.eng.Restore(ctx, st)
+	if err := s.eng.Restore(ctx, st); err != nil {
+		return err
+	}
+	if s.rearms == nil {
+		return nil
+	}
+	// A restore re-arms what fired and the pool is above (a pool change
+	// the rebuilt state never saw): recorded as a pool change's re-arms.
+	rearmed := s.eng.RestoredRearms(st)
+	for _, month := range slices.Sorted(maps.Keys(rearmed)) {
+		if err := s.rearms.RecordRearms(ctx, st.FamilyID, month, rearmed[month]); err != nil {
+			return fmt.Errorf("judge: recording the thresholds the restore of family %d re-armed: %w", st.FamilyID, err)
+		}
+	}
+	return nil
 }
 
 // BeginRebuild marks every node as being rebuilt to generation next, so
