@@ -221,13 +221,22 @@ func TestTraceFollowsAnEventAcrossKafka(t *testing.T) {
 		t.Errorf("hub publish kind %q", got)
 	}
 	// The usage-persist record is produced in the same judgement and read by
-	// the write-behind within the same trace.
-	ss := spans(exp.GetSpans())
-	persist, ok := ss.child(judged, "usage-persist publish")
-	if !ok {
-		t.Fatalf("no usage-persist publish under the judgement:%s", ss)
-	}
+	// the write-behind within the same trace. Its publish span ends with
+	// Kafka's acknowledgement, which can come after the notification's
+	// record went round to the hub (CI, a busy machine): wait for it.
 	deadline := time.Now().Add(20 * time.Second)
+	var persist tracetest.SpanStub
+	for {
+		ss := spans(exp.GetSpans())
+		var ok bool
+		if persist, ok = ss.child(judged, "usage-persist publish"); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no usage-persist publish under the judgement within 20 s:%s", ss)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	for {
 		if _, ok := spans(exp.GetSpans()).child(persist, "usage-persist receive"); ok {
 			break
