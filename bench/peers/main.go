@@ -9,14 +9,18 @@
 // fixed rate (5,000/s, latency counted from each call's scheduled time) and
 // closed loop with 10 decisions per call; for each step it reports
 // throughput, p50/p99/p99.9 and the CPU µs per decision of every server
-// process, read from /proc.
+// process, read from /proc. With -processor, the processor deployable
+// (examples/processor) is then fed DATA_USAGE records through the same Kafka
+// by this process, at a fixed rate and as fast as it judges: events judged
+// per second (its consumer group's commits) and CPU µs per event.
 //
 // It lives in a module of its own so that the SDK never links its peers.
 // `make bench-peers` (scripts/bench-peers.sh) starts redis-server and
 // MariaDB, builds the binaries and runs it:
 //
 //	peers -redis 127.0.0.1:6379 -mysql 'dpcs:dpcs@tcp(127.0.0.1:3306)/dpcs?parseTime=true' \
-//	  -server ./server -recoverybench ./recoverybench -families 80000 -doc doc/benchmarks.md
+//	  -server ./server -recoverybench ./recoverybench -processor ./processor \
+//	  -families 80000 -doc doc/benchmarks.md
 //
 // The subcommands kafka, gubernator and envoy-ratelimit are the peers'
 // processes, started by the run itself.

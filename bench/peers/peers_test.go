@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -131,5 +132,30 @@ func TestReportText(t *testing.T) {
 	b, _ := os.ReadFile(path)
 	if want := "a\n<!-- peers:begin -->\nnew\n<!-- peers:end -->\nz\n"; string(b) != want {
 		t.Errorf("replaced:\n%s\nwant:\n%s", b, want)
+	}
+}
+
+// A usage record is the wire format's DATA_USAGE envelope, keyed by the
+// family id, with its eventType header.
+func TestUsageRecord(t *testing.T) {
+	at := time.Date(2026, 11, 26, 5, 30, 0, 0, time.UTC)
+	r := usageRecord("pp_1", at, 42, 421, 1024)
+	var env struct {
+		EventID, EventType, Timestamp string
+		SubType                       *string
+		Payload                       struct {
+			FamilyID, CustomerID, BytesUsed int64
+			AppID                           string
+		}
+	}
+	if err := json.Unmarshal(r.Value, &env); err != nil {
+		t.Fatalf("%s: %v", r.Value, err)
+	}
+	if env.EventID != "pp_1" || env.EventType != "DATA_USAGE" || env.SubType != nil || env.Timestamp != "2026-11-26T05:30:00Z" ||
+		env.Payload.FamilyID != 42 || env.Payload.CustomerID != 421 || env.Payload.BytesUsed != 1024 || env.Payload.AppID == "" {
+		t.Errorf("record value %s", r.Value)
+	}
+	if string(r.Key) != "42" || r.Topic != "usage-events" || len(r.Headers) != 1 || string(r.Headers[0].Value) != "DATA_USAGE" {
+		t.Errorf("record %q on %s, headers %v", r.Key, r.Topic, r.Headers)
 	}
 }

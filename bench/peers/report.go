@@ -151,6 +151,9 @@ func cpuModel() string {
 }
 
 func ms(d time.Duration) string {
+	if d == 0 {
+		return "—"
+	}
 	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + " ms"
 }
 

@@ -23,10 +23,11 @@ import (
 type config struct {
 	redis, mysql          string
 	server, recoverybench string
+	processor             string
 	families              int
 	seed                  bool
 	callers, inFlight     int
-	rate                  float64
+	rate, eventRate       float64
 	batch                 int
 	warmup, duration      time.Duration
 	dir, doc              string
@@ -41,6 +42,8 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.mysql, "mysql", "", "MariaDB/MySQL DSN; the database dpcs_recoverybench is seeded on its server")
 	fs.StringVar(&c.server, "server", "", "the DPCS server deployable's binary (go build ./examples/server)")
 	fs.StringVar(&c.recoverybench, "recoverybench", "", "the seeding binary (go build ./examples/recoverybench)")
+	fs.StringVar(&c.processor, "processor", "", "the processor deployable's binary (go build ./examples/processor); empty: no pipeline steps")
+	fs.Float64Var(&c.eventRate, "event-rate", 5000, "usage events per second of the pipeline's fixed-rate step")
 	fs.IntVar(&c.families, "families", 80_000, "families seeded (4 members each)")
 	fs.BoolVar(&c.seed, "seed", true, "seed the database again (false: use the one a run before seeded with the same -families)")
 	fs.IntVar(&c.callers, "c", 50, "callers of the closed-loop steps")
@@ -241,6 +244,15 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 		if err != nil {
 			return err
 		}
+		if cfg.processor != "" {
+			// The server goes first: its notifier would share the
+			// processor's notifications.
+			d.server.stop()
+			d.server = nil
+			if err := rep.pipelineSteps(ctx, cfg, d, dsn, rpid, say); err != nil {
+				return err
+			}
+		}
 		d.stop()
 	}
 	if targets["gubernator"] {
@@ -281,6 +293,44 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 	fmt.Println(md)
 	if cfg.doc != "" {
 		return replaceSection(cfg.doc, "<!-- peers:begin -->", "<!-- peers:end -->", md)
+	}
+	return nil
+}
+
+// pipelineSteps runs the processor deployable fed through Kafka by this
+// process: at the fixed event rate and as fast as it judges.
+func (r *report) pipelineSteps(ctx context.Context, cfg config, d *dpcs, dsn string, rpid int, say func(string, ...any)) error {
+	p, err := startPipeline(ctx, cfg, d.kafkaAddr, dsn, d.gen)
+	if err != nil {
+		return err
+	}
+	defer p.stop()
+	procs := []proc{{"DPCS processor", p.proc.pid()}, {"redis-server", rpid}, {"Kafka (kfake)", d.kafka.pid()}}
+	if pid := findProcess("mariadbd", "mysqld"); pid != 0 {
+		procs = append(procs, proc{"MariaDB", pid})
+	}
+	procs = append(procs, proc{"load generator", os.Getpid()})
+	const target = "DPCS processor deployable (usage events through Kafka)"
+	for _, rate := range []float64{cfg.eventRate, 0} {
+		name := "as fast as it judges"
+		if rate > 0 {
+			name = thousands(rate) + " events/s"
+		}
+		say("%s: %s", target, name)
+		m := newMeter(procs)
+		w, err := p.step(ctx, rate, cfg.warmup, cfg.duration, m.mark)
+		if err != nil {
+			return err
+		}
+		if m.err != nil {
+			return m.err
+		}
+		res := result{target: target, step: name, per: 1, w: w, procs: procs, cpu: m.spent}
+		say("%s", res.line())
+		if w.Calls == 0 || w.Errors > 0 {
+			return fmt.Errorf("%s, %s: %d events judged, %d not produced (first: %v)", target, name, w.Calls, w.Errors, w.FirstErr)
+		}
+		r.results = append(r.results, res)
 	}
 	return nil
 }

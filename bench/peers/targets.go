@@ -35,6 +35,7 @@ func (g *generator) member(rng *rand.Rand) (fid, cid int64) {
 // dpcs is the DPCS server deployable and its Kafka, each a process.
 type dpcs struct {
 	server, kafka *child
+	kafkaAddr     string
 	url, token    string
 	client        *http.Client
 	gen           *generator
@@ -96,6 +97,7 @@ func startDPCS(ctx context.Context, cfg config, self, dsn string, say func(strin
 	if d.kafka, kafka, err = start(cfg.dir, "kafka", self, []string{"kafka"}, baseEnv(), true); err != nil {
 		return nil, err
 	}
+	d.kafkaAddr = kafka
 	httpPort, err := freePort()
 	if err != nil {
 		d.stop()
