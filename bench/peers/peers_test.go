@@ -159,3 +159,28 @@ func TestUsageRecord(t *testing.T) {
 		t.Errorf("record %q on %s, headers %v", r.Key, r.Topic, r.Headers)
 	}
 }
+
+// untilReady returns once try succeeds, and says so when the process it
+// waits on ended first (leaving its exit for stop to see).
+func TestUntilReady(t *testing.T) {
+	ctx := context.Background()
+	tries := 0
+	err := untilReady(ctx, nil, "", "three tries", time.Millisecond, func() error {
+		if tries++; tries < 3 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if err != nil || tries != 3 {
+		t.Errorf("untilReady = %v after %d tries, want nil after 3", err, tries)
+	}
+	c := &child{name: "server", done: make(chan error, 1)}
+	c.done <- errors.New("exit status 1")
+	err = untilReady(ctx, c, "/logs", "the first decision", time.Millisecond, func() error { return errors.New("refused") })
+	if err == nil || err.Error() != "the first decision: server stopped: exit status 1 (see /logs/server.log)" {
+		t.Errorf("untilReady after the process ended = %v", err)
+	}
+	if len(c.done) != 1 {
+		t.Error("untilReady took the process's exit from stop")
+	}
+}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -83,31 +82,21 @@ func startPipeline(ctx context.Context, cfg config, kafka, dsn string, gen *gene
 		p.stop()
 		return nil, err
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	err = untilReady(ctx, p.proc, cfg.dir, "the processor's first judgements", 500*time.Millisecond, func() error {
 		if err := p.produce(ctx, rand.New(rand.NewPCG(1, 2)), 10, nil); err != nil {
-			p.stop()
-			return nil, err
+			return err
 		}
-		if err := sleep(ctx, 500*time.Millisecond); err != nil {
-			p.stop()
-			return nil, err
+		n, err := p.consumed(ctx)
+		if err == nil && n <= before {
+			err = errors.New("nothing committed yet")
 		}
-		if n, err := p.consumed(ctx); err == nil && n > before {
-			return p, nil
-		}
-		select {
-		case err := <-p.proc.done:
-			p.proc = nil
-			p.stop()
-			return nil, fmt.Errorf("the processor stopped: %v (see %s/processor.log)", err, cfg.dir)
-		default:
-		}
-		if time.Now().After(deadline) {
-			p.stop()
-			return nil, errors.New("the processor judged nothing within 2 minutes")
-		}
+		return err
+	})
+	if err != nil {
+		p.stop()
+		return nil, err
 	}
+	return p, nil
 }
 
 // consumed is the processor group's committed offsets of usage-events,

@@ -93,6 +93,33 @@ type child struct {
 
 func (c *child) pid() int { return c.cmd.Process.Pid }
 
+// untilReady calls try every interval until it succeeds, c (if not nil)
+// ends, ctx ends or two minutes pass; the error says which, naming what
+// was awaited and c's log.
+func untilReady(ctx context.Context, c *child, dir, what string, interval time.Duration, try func() error) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		err := try()
+		if err == nil {
+			return nil
+		}
+		if c != nil {
+			select {
+			case werr := <-c.done:
+				c.done <- werr // stop waits on it too
+				return fmt.Errorf("%s: %s stopped: %v (see %s/%s.log)", what, c.name, werr, dir, c.name)
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not within 2 minutes: %w", what, err)
+		}
+		if err := sleep(ctx, interval); err != nil {
+			return err
+		}
+	}
+}
+
 // stop ends the process: SIGTERM, then SIGKILL after 15 s.
 func (c *child) stop() {
 	_ = c.cmd.Process.Signal(syscall.SIGTERM)

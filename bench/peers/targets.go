@@ -134,27 +134,11 @@ func startDPCS(ctx context.Context, cfg config, self, dsn string, say func(strin
 	}
 	d.url = "http://127.0.0.1:" + strconv.Itoa(httpPort)
 	// Serving once a decision is answered.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		err := d.call(1)(ctx, rand.New(rand.NewPCG(1, 2)))
-		if err == nil {
-			break
-		}
-		select {
-		case err := <-d.server.done:
-			d.server = nil
-			d.stop()
-			return nil, fmt.Errorf("the server stopped: %v (see %s/server.log)", err, cfg.dir)
-		default:
-		}
-		if time.Now().After(deadline) {
-			d.stop()
-			return nil, fmt.Errorf("the server answers no decision: %w", err)
-		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
-			d.stop()
-			return nil, err
-		}
+	if err := untilReady(ctx, d.server, cfg.dir, "the server's first decision", 100*time.Millisecond, func() error {
+		return d.call(1)(ctx, rand.New(rand.NewPCG(1, 2)))
+	}); err != nil {
+		d.stop()
+		return nil, err
 	}
 	return d, nil
 }
@@ -305,21 +289,13 @@ func startEnvoy(ctx context.Context, cfg config, self string, gen *generator) (*
 			return nil
 		}
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		err := g.call(1)(ctx, rand.New(rand.NewPCG(1, 2)))
-		if err == nil {
-			return g, nil
-		}
-		if time.Now().After(deadline) {
-			g.stop()
-			return nil, fmt.Errorf("envoy ratelimit answers nothing: %w (see %s/envoy-ratelimit.log)", err, cfg.dir)
-		}
-		if err := sleep(ctx, 200*time.Millisecond); err != nil {
-			g.stop()
-			return nil, err
-		}
+	if err := untilReady(ctx, c, cfg.dir, "envoy ratelimit's first answer", 200*time.Millisecond, func() error {
+		return g.call(1)(ctx, rand.New(rand.NewPCG(1, 2)))
+	}); err != nil {
+		g.stop()
+		return nil, err
 	}
+	return g, nil
 }
 
 // debitScript is the least a Redis quota can do per decision: read a
