@@ -462,25 +462,49 @@ func (e *Engine) applyBatch(ctx context.Context, gen string, marks []Mark, evs [
 			return nil, err
 		}
 	}
-	results = make([]Result, len(evs))
+	return e.results(cmds, evs, gen)
+}
+
+// results reads a batch's apply replies. An event of a family another
+// generation restored (or none, in a generation restored on touch) was not
+// judged: in a generation restored on touch (OnTouch) that is an
+// *UnrestoredError listing them, with the other events' results; else the
+// state is stale.
+func (e *Engine) results(cmds []*redis.Cmd, evs []Event, gen string) ([]Result, error) {
+	results := make([]Result, len(evs))
+	var un *UnrestoredError
 	for i, c := range cmds {
 		r, err := parseApply(c)
 		if err != nil {
 			return nil, fmt.Errorf("quota: event %d: %w", i, err)
 		}
-		if r.restoredBy != "" {
-			return nil, &StaleError{Reason: fmt.Sprintf("family %d was restored by state generation %s, not %s",
-				evs[i].FamilyID, r.restoredBy, gen)}
+		if r.unrestored {
+			if !OnTouch(gen) {
+				return nil, &StaleError{Reason: fmt.Sprintf("family %d was restored by state generation %s, not %s",
+					evs[i].FamilyID, r.restoredBy, gen)}
+			}
+			if un == nil {
+				un = &UnrestoredError{Generation: gen, Results: results}
+			}
+			if !slices.Contains(un.Families, evs[i].FamilyID) {
+				un.Families = append(un.Families, evs[i].FamilyID)
+			}
+			un.Pending = append(un.Pending, i)
+			continue
 		}
 		results[i] = r.Result
+	}
+	if un != nil {
+		return nil, un
 	}
 	return results, nil
 }
 
-// applied is one apply script's reply: a result, or the generation that
-// restored the family when the script refused to judge.
+// applied is one apply script's reply: a result, or, when the script
+// refused to judge, the generation that restored the family ("" for none).
 type applied struct {
 	Result
+	unrestored bool
 	restoredBy string
 }
 
@@ -495,7 +519,7 @@ func parseApply(c *redis.Cmd) (applied, error) {
 	code, _ := v[0].(int64)
 	s, _ := v[1].(string)
 	if code == 2 {
-		return applied{restoredBy: s}, nil
+		return applied{unrestored: true, restoredBy: s}, nil
 	}
 	r, err := decodeResult(s)
 	r.Duplicate = code == 1

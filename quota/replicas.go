@@ -183,17 +183,10 @@ func (e *Engine) applyAcked(ctx context.Context, evs []Event, bucket int64, gen 
 	if err := errors.Join(errs...); err != nil {
 		return nil, 0, e.redirected(ctx, err)
 	}
-	results := make([]Result, len(evs))
-	for i, c := range cmds {
-		r, err := parseApply(c)
-		if err != nil {
-			return nil, 0, e.redirected(ctx, fmt.Errorf("quota: event %d: %w", i, err))
-		}
-		if r.restoredBy != "" {
-			return nil, 0, &StaleError{Reason: fmt.Sprintf("family %d was restored by state generation %s, not %s",
-				evs[i].FamilyID, r.restoredBy, gen)}
-		}
-		results[i] = r.Result
+	results, rerr := e.results(cmds, evs, gen)
+	var un *UnrestoredError
+	if rerr != nil && !errors.As(rerr, &un) {
+		return nil, 0, e.redirected(ctx, rerr)
 	}
 	fewest := 0
 	for i, n := range acked {
@@ -203,6 +196,9 @@ func (e *Engine) applyAcked(ctx context.Context, evs []Event, bucket int64, gen 
 	}
 	if n := acked[fewest]; n < e.ack.replicas {
 		return nil, n, &NotReplicatedError{Addr: groups[fewest].rdb.Options().Addr, Acked: n, Want: e.ack.replicas, Timeout: e.ack.timeout}
+	}
+	if un != nil {
+		return nil, acked[fewest], un
 	}
 	return results, acked[fewest], nil
 }
@@ -349,13 +345,19 @@ func (e *Engine) applyAckedMarked(ctx context.Context, gen string, marks []Mark,
 	}
 	results, n, err := e.applyAcked(ctx, evs, bucket, gen)
 	*replicas = n
-	if err != nil {
+	var un *UnrestoredError
+	if err != nil && !errors.As(err, &un) {
 		return nil, err
 	}
 	if gen != "" {
+		// The events judged are covered like any batch's; those of
+		// families to restore first were not judged.
 		if err := e.guardOnly(ctx, markers, "advance", gen, marks); err != nil {
 			return nil, err
 		}
+	}
+	if un != nil {
+		return nil, un
 	}
 	return results, nil
 }

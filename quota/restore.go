@@ -2,6 +2,7 @@ package quota
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -115,14 +116,95 @@ func (e *Engine) DedupeWindow() time.Duration { return e.dedupeTTL }
 // rebuild after Redis lost data (doc/architecture.md, "Never trust Redis
 // blindly").
 func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
+	write, err := e.restoreWrite(st)
+	if err != nil {
+		return err
+	}
+	// Judging never adds members, so no straggler adds one between this
+	// read and the write.
+	held, err := e.rdb.HKeys(ctx, e.k.family(st.FamilyID)).Result()
+	if err != nil {
+		return fmt.Errorf("quota: restore family %d: %w", st.FamilyID, err)
+	}
+	if _, err := e.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error { return write(ctx, p, held) }); err != nil {
+		return fmt.Errorf("quota: restore family %d: %w", st.FamilyID, err)
+	}
+	return nil
+}
+
+// restoreAttempts bounds how often RestoreUnrestored tries again when the
+// family's hash changed between its read and its write.
+const restoreAttempts = 10
+
+// RestoreUnrestored is Restore for a generation restored on touch
+// (OnTouch): it restores the family only if its hash does not name
+// st.Generation yet, and only while the marker of the node that holds it
+// does, atomically with the check (WATCH on the family's hash, which every
+// restore writes). It reports whether it restored: false when another
+// restore of the generation came first — the family may have been judged
+// since, and its state is newer than SQL's. A marker that names another
+// generation (a rebuild began, or gen is not the current one) is a
+// *StaleError: a restore for an older generation must never overwrite a
+// family a newer one restored and judged.
+func (e *Engine) RestoreUnrestored(ctx context.Context, st FamilyState) (bool, error) {
+	if st.Generation == "" {
+		return false, fmt.Errorf("%w: restore on touch needs a generation", ErrInvalid)
+	}
+	write, err := e.restoreWrite(st)
+	if err != nil {
+		return false, err
+	}
+	fam := e.k.family(st.FamilyID)
+	for range restoreAttempts {
+		restored := false
+		err := e.rdb.Watch(ctx, func(tx *redis.Tx) error {
+			fields, err := tx.HGetAll(ctx, fam).Result()
+			if err != nil {
+				return err
+			}
+			if fields[fieldGeneration] == st.Generation {
+				return nil
+			}
+			g, err := e.MarkerGeneration(ctx, st.FamilyID)
+			if err != nil {
+				return err
+			}
+			if g != st.Generation {
+				return &StaleError{Reason: fmt.Sprintf("restoring family %d for state generation %s: the node's marker names %q",
+					st.FamilyID, st.Generation, g)}
+			}
+			held := slices.Collect(maps.Keys(fields))
+			if _, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error { return write(ctx, p, held) }); err != nil {
+				return err
+			}
+			restored = true
+			return nil
+		}, fam)
+		if errors.Is(err, redis.TxFailedErr) {
+			continue // another restore or write came between: look again
+		}
+		if err != nil {
+			if errors.Is(err, ErrStale) {
+				return false, err
+			}
+			return false, fmt.Errorf("quota: restore family %d: %w", st.FamilyID, err)
+		}
+		return restored, nil
+	}
+	return false, fmt.Errorf("quota: restore family %d: its hash kept changing (%d attempts)", st.FamilyID, restoreAttempts)
+}
+
+// restoreWrite checks st and returns the MULTI body that restores it, given
+// the fields of the family's hash as Redis holds it.
+func (e *Engine) restoreWrite(st FamilyState) (func(ctx context.Context, p redis.Pipeliner, held []string) error, error) {
 	fid := st.FamilyID
 	if err := checkFamily(fid); err != nil {
-		return err
+		return nil, err
 	}
 	months, from, to := e.AcceptedMonths()
 	for _, m := range months {
 		if st.Plan < 0 || st.TopUps[m] < 0 || st.Plan+st.TopUps[m] > policy.MaxBytes {
-			return fmt.Errorf("%w: month %s: plan and top-ups must be ≥ 0 and total at most %d", ErrInvalid, m, policy.MaxBytes)
+			return nil, fmt.Errorf("%w: month %s: plan and top-ups must be ≥ 0 and total at most %d", ErrInvalid, m, policy.MaxBytes)
 		}
 	}
 	thr := e.thresholds
@@ -130,7 +212,7 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 	if st.Thresholds != nil {
 		c, err := st.Thresholds.Canonical()
 		if err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalid, err)
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 		thr, ownThr = c, c.String()
 	}
@@ -142,14 +224,14 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 	members := make([]memberWrite, 0, len(st.Members))
 	for _, m := range st.Members {
 		if err := checkMember(fid, m.CustomerID); err != nil {
-			return err
+			return nil, err
 		}
 		if m.Version < 0 {
-			return fmt.Errorf("%w: customer %d: version must be ≥ 0", ErrInvalid, m.CustomerID)
+			return nil, fmt.Errorf("%w: customer %d: version must be ≥ 0", ErrInvalid, m.CustomerID)
 		}
 		c, err := policy.ParseConstraints(m.Constraints)
 		if err != nil {
-			return fmt.Errorf("%w: customer %d: %w", ErrInvalid, m.CustomerID, err)
+			return nil, fmt.Errorf("%w: customer %d: %w", ErrInvalid, m.CustomerID, err)
 		}
 		fields := constraintFields(c)
 		members = append(members, memberWrite{m.CustomerID, fields, m.Version})
@@ -158,7 +240,7 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 	usage := map[string]map[int64]map[string]int64{} // month -> cid -> d:<DD> -> bytes
 	for _, u := range st.Usage {
 		if u.CustomerID <= 0 || u.Bytes < 0 || u.Bytes > policy.MaxBytes {
-			return fmt.Errorf("%w: usage of customer %d: bad customer or bytes", ErrInvalid, u.CustomerID)
+			return nil, fmt.Errorf("%w: usage of customer %d: bad customer or bytes", ErrInvalid, u.CustomerID)
 		}
 		if u.At.Before(from) || !u.At.Before(to) {
 			continue
@@ -178,31 +260,25 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 	judged := make([]any, 0, 2*len(st.Judged))
 	for _, j := range st.Judged {
 		if j.ID == "" || len(j.ID) > MaxEventIDLen || !j.Result.Decision.Valid() {
-			return fmt.Errorf("%w: judged event %q: bad id or decision", ErrInvalid, j.ID)
+			return nil, fmt.Errorf("%w: judged event %q: bad id or decision", ErrInvalid, j.ID)
 		}
 		judged = append(judged, j.ID, encodeResult(j.Result))
 	}
 	bucket := e.bucket(e.now())
-	// Customers the state in Redis holds as members but the source of truth
-	// does not (removed since a snapshot was taken): a batch judged on that
-	// state may have charged them, and their counters go too. Judging never
-	// adds members, so no straggler adds one between this read and the write.
-	held, err := e.rdb.HKeys(ctx, e.k.family(fid)).Result()
-	if err != nil {
-		return fmt.Errorf("quota: restore family %d: %w", fid, err)
-	}
-	var former []int64
-	for _, f := range held {
-		if !strings.HasPrefix(f, prefixMember) {
-			continue
+	return func(ctx context.Context, p redis.Pipeliner, held []string) error {
+		// Customers the state in Redis holds as members but the source of truth
+		// does not (removed since a snapshot was taken): a batch judged on that
+		// state may have charged them, and their counters go too.
+		var former []int64
+		for _, f := range held {
+			if !strings.HasPrefix(f, prefixMember) {
+				continue
+			}
+			cid, err := strconv.ParseInt(f[len(prefixMember):], 10, 64)
+			if err == nil && !slices.ContainsFunc(members, func(m memberWrite) bool { return m.cid == cid }) {
+				former = append(former, cid)
+			}
 		}
-		cid, err := strconv.ParseInt(f[len(prefixMember):], 10, 64)
-		if err == nil && !slices.ContainsFunc(members, func(m memberWrite) bool { return m.cid == cid }) {
-			former = append(former, cid)
-		}
-	}
-
-	_, err = e.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		fam := e.k.family(fid)
 		p.Del(ctx, fam)
 		var famFields []any
@@ -318,11 +394,7 @@ func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 			p.Expire(ctx, ek, bucketLife*e.dedupeTTL)
 		}
 		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("quota: restore family %d: %w", fid, err)
-	}
-	return nil
+	}, nil
 }
 
 // restoredFired says whether Restore marks a threshold fired: it fired

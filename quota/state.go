@@ -31,6 +31,50 @@ func (e *StaleError) Error() string { return "quota: the redis state cannot be t
 // Is makes errors.Is(err, ErrStale) true.
 func (e *StaleError) Is(target error) bool { return target == ErrStale }
 
+// OnTouch says whether generation gen is restored on touch: a rebuild
+// names it as soon as SQL holds every judged event, and each family is
+// restored from SQL (Engine.RestoreUnrestored) by the first judgement or
+// family write that meets it, or by the rebuild's sweep, whichever comes
+// first. In such a generation a family whose hash does not name gen (field
+// g; absent included) is not judged: ApplyMarked reports it in an
+// *UnrestoredError. Its names have ':' as their second byte
+// (NewOnTouchGeneration); a generation named otherwise (by an earlier
+// release) was restored whole before it was named, and a family without g
+// in it was provisioned since.
+func OnTouch(gen string) bool { return len(gen) > 2 && gen[1] == ':' }
+
+// NewOnTouchGeneration returns a new generation name restored on touch
+// (OnTouch) from the time and a random suffix: "t:<ms base 36>-<suffix>".
+func NewOnTouchGeneration(now time.Time, suffix string) string {
+	return "t:" + strconv.FormatInt(now.UnixMilli(), 36) + "-" + suffix
+}
+
+// UnrestoredError is ApplyMarked's answer, in a generation restored on
+// touch (OnTouch), for a batch with events of families not restored in it
+// yet: those events (Pending) were not judged, every other one was and its
+// result is in Results, and the watermarks were advanced as for any batch.
+// Restore the Families (RestoreUnrestored, from SQL) and apply the pending
+// events again with the same marks. It is ErrStale for a caller that does
+// not restore: no decision of the batch may be used then.
+type UnrestoredError struct {
+	Generation string
+	// Families are the families to restore, in the order of their first
+	// pending event.
+	Families []int64
+	// Pending are the indices of the events not judged, in order.
+	Pending []int
+	// Results has every event's result; the pending ones' are zero.
+	Results []Result
+}
+
+func (e *UnrestoredError) Error() string {
+	return fmt.Sprintf("quota: %d families not restored in state generation %s yet (%d events not judged)",
+		len(e.Families), e.Generation, len(e.Pending))
+}
+
+// Is makes errors.Is(err, ErrStale) true.
+func (e *UnrestoredError) Is(target error) bool { return target == ErrStale }
+
 // Mark places a batch in an ordered stream the consumer judges, such as a
 // Kafka partition: the state marker keeps, per stream, the position after
 // the last judged record (the watermark). A state whose watermark is below
@@ -197,6 +241,21 @@ func (e *Engine) FamilyMarker(ctx context.Context, fid int64) (string, error) {
 	// A master the markers do not know yet: look again at once.
 	e.forgetMarkers()
 	return "", &StaleError{Reason: "the family's Redis master has no state marker yet (a master added since the last rebuild)"}
+}
+
+// MarkerGeneration returns the generation the marker of the node that holds
+// family fid names ("rebuilding:<next>" during a rebuild, "" when it has
+// none).
+func (e *Engine) MarkerGeneration(ctx context.Context, fid int64) (string, error) {
+	marker, err := e.FamilyMarker(ctx, fid)
+	if err != nil {
+		return "", err
+	}
+	g, err := e.rdb.HGet(ctx, marker, "g").Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", fmt.Errorf("quota: state marker: %w", err)
+	}
+	return g, nil
 }
 
 func (e *Engine) forgetMarkers() {

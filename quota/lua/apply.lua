@@ -1,5 +1,5 @@
 -- DPCS quota engine: judge one usage event atomically.
--- Dedupe -> membership -> BLOCK:ACCESS -> app/category blocks -> time windows ->
+-- Generation (quota.OnTouch) -> dedupe -> membership -> BLOCK:ACCESS -> app/category blocks -> time windows ->
 -- DAILY then MONTHLY limit (raised by the day's and month's extras) -> family pool -> deduct -> threshold crossings.
 -- Semantics are those of policy.Evaluate; quota's property tests hold them equal.
 -- Byte counts stay below 2^46 (policy.MaxBytes) and the pool total is bounded
@@ -28,7 +28,17 @@
 -- Returns {duplicate 0|1, "decision|remaining|total|daily|monthly|throttle|crossed|rule"},
 -- crossed being "pct:arm,…" (arm: the how-manyth time pct fired this month), or
 -- {2, generation} without changing anything when the family was restored by
--- another state generation than ARGV[9] (a rebuild is running or done).
+-- another state generation than ARGV[9] (a rebuild is running or done), or
+-- by none ("") in a generation restored on touch (quota.OnTouch).
+
+-- The family first: a dedupe record of a family not restored in this
+-- generation may be one a stale state wrote, whose result was never used.
+local fam = redis.call('HMGET', KEYS[1], 'plan', 'thr', 'm:' .. ARGV[1], 'g')
+-- A generation whose second byte is ':' is restored on touch: a family
+-- that does not name it (g absent too) is restored from SQL first.
+if ARGV[9] ~= '' and fam[4] ~= ARGV[9] and (fam[4] or string.byte(ARGV[9], 2) == 58) then
+  return {2, fam[4] or ''}
+end
 
 -- The bucket's field "" (no event id is empty) marks that its TTL is set.
 local bucket = redis.call('HMGET', KEYS[5], ARGV[8], '')
@@ -45,10 +55,6 @@ local now, wd = tonumber(ARGV[5]), string.byte(ARGV[6]) - 48
 local dd = string.sub(ARGV[7], 7, 8)
 local uf, df = 'u:' .. ARGV[1], 'd:' .. ARGV[1]
 
-local fam = redis.call('HMGET', KEYS[1], 'plan', 'thr', 'm:' .. ARGV[1], 'g')
-if ARGV[9] ~= '' and fam[4] and fam[4] ~= ARGV[9] then
-  return {2, fam[4]}
-end
 local thr = fam[2] or 'DPCS_THRESHOLDS'
 local pool = redis.call('HMGET', KEYS[3], 'used', 'topup', uf, df, 'q')
 local used = tonumber(pool[1]) or 0
