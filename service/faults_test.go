@@ -43,6 +43,9 @@ type harness struct {
 	t *testing.T
 	// marks, when set, is the processor's door's mark store (judge.WithMarkStore).
 	marks judge.MarkStore
+	// src, when set, is the processor's door's family source
+	// (judge.WithFamilySource: families restored on touch after a rebuild).
+	src judge.FamilySource
 }
 
 func newHarness(t *testing.T) *harness { return &harness{Pipeline: pipetest.New(t), t: t} }
@@ -63,10 +66,14 @@ func (h *harness) startWorkers(db *sql.DB, opts ...judge.Option) (stop func()) {
 	}
 	popts := append([]judge.Option{judge.WithClock(func() time.Time { return h.Now }),
 		judge.WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond), judge.WithMaxPollRecords(50)}, opts...)
-	qs := mustState(h.t, h.Engine)
+	var sopts []judge.StateOption
 	if h.marks != nil {
-		qs = mustState(h.t, h.Engine, judge.WithMarkStore(h.marks))
+		sopts = append(sopts, judge.WithMarkStore(h.marks))
 	}
+	if h.src != nil {
+		sopts = append(sopts, judge.WithFamilySource(h.src))
+	}
+	qs := mustState(h.t, h.Engine, sopts...)
 	w, err := NewWorkers(qs, db, h.KafkaOpts(), WorkersConfig{Logger: log, Processor: popts,
 		WriteBehind: []writebehind.Option{writebehind.WithInterval(50 * time.Millisecond), writebehind.WithBackoff(10*time.Millisecond, 100*time.Millisecond)},
 	})

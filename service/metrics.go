@@ -67,8 +67,9 @@ type Metrics struct {
 	stalePauses                       prometheus.Counter
 	script, scriptEvents, pollRecords prometheus.Histogram
 	pollSeconds, decisionLatency      prometheus.Histogram
-	rebuild                           prometheus.Histogram
+	rebuild, rebuildAvailable         prometheus.Histogram
 	rebuildFamilies                   prometheus.Gauge
+	touched, touchErrs                prometheus.Counter
 
 	wbFlush, wbFlushRows       prometheus.Histogram
 	wbRows, wbRejected, wbErrs prometheus.Counter
@@ -144,6 +145,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.decisionLatency = histogram("dpcs_decision_latency_seconds", "Time from a usage event's Kafka record timestamp (its produce) to its decision.", latencyBuckets)
 	m.rebuild = histogram("dpcs_redis_rebuild_seconds", "Rebuilds of Redis from SQL run by this instance, and their time.", rebuildBuckets)
 	m.rebuildFamilies = gauge("dpcs_redis_rebuild_last_families", "Families restored by this instance's last rebuild.")
+	m.rebuildAvailable = histogram("dpcs_redis_rebuild_available_seconds", "Time from a rebuild's start until judging went on (families restored on touch after that).", rebuildBuckets)
+	m.touched = counter("dpcs_redis_restored_on_touch_total", "Families restored from SQL by their first judgement, write or read after a rebuild.")
+	m.touchErrs = counter("dpcs_redis_restore_on_touch_errors_total", "Restores on touch that failed (SQL or Redis failed; the events wait or are refused unjudged).")
 
 	// Write-behind.
 	m.wbFlush = histogram("dpcs_writebehind_flush_seconds", "Time to write one batch of usage_record rows, from the first attempt to success.", latencyBuckets)
@@ -265,7 +269,16 @@ func (m *Metrics) DecisionHooks() judge.DecisionHooks {
 // OnRecovered is a RecoveryConfig.OnRecovered that feeds m.
 func (m *Metrics) OnRecovered(i recovery.Info) {
 	m.rebuild.Observe(i.Total.Seconds())
+	m.rebuildAvailable.Observe(i.Available.Seconds())
 	m.rebuildFamilies.Set(float64(i.Families))
+}
+
+// OnTouch is a judge.WithTouchHook that feeds m.
+func (m *Metrics) OnTouch(i judge.TouchInfo) {
+	m.touched.Add(float64(i.Restored))
+	if i.Err != nil {
+		m.touchErrs.Inc()
+	}
 }
 
 // WriteBehindHooks returns write-behind hooks that feed m.

@@ -32,7 +32,9 @@ func (l msgLog) WithGroup(string) slog.Handler      { return l }
 // A rebuild that takes longer than the lease keeps it: another instance that
 // finds Redis stale meanwhile waits for it instead of starting a second
 // rebuild whose generation the first one's finish would overwrite (seen in
-// make chaos: 3000 families took 36 s, the lease is 30 s).
+// make chaos: 3000 families took 36 s, the lease is 30 s). Its doors
+// restore no family on touch: the rebuild restores every family under the
+// lease (a generation restored on touch holds the lease only to drain).
 func TestRecoveryKeepsLeaseWhileRebuilding(t *testing.T) {
 	r := newRecoveryRig(t)
 	ctx := r.h.Ctx

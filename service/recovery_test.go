@@ -35,6 +35,21 @@ type recoveryRig struct {
 	mu        sync.Mutex
 	stale     []judge.StaleInfo
 	recovered []recovery.Info
+	retries   []judge.RetryInfo
+}
+
+// restoreRetried says whether the processor retried a batch because a
+// family could not be restored on touch.
+func (r *recoveryRig) restoreRetried() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var pj *judge.PartlyJudgedError
+	for _, i := range r.retries {
+		if errors.As(i.Err, &pj) {
+			return true
+		}
+	}
+	return false
 }
 
 func newRecoveryRig(t *testing.T) *recoveryRig {
@@ -69,8 +84,11 @@ func newRecoveryRig(t *testing.T) *recoveryRig {
 			t.Fatal(err)
 		}
 	}
+	// Every door restores families on touch, as the deployables' do.
+	r.st = st
+	r.h.src = recovery.NewFamilySource(st, r.h.Engine)
 	var closeRec func()
-	r.rec, closeRec, err = recovery.NewDeployable(mustState(t, r.h.Engine), r.db, r.h.KafkaOpts(), nil, false, func(i recovery.Info) {
+	r.rec, closeRec, err = recovery.NewDeployable(r.state(t), r.db, r.h.KafkaOpts(), nil, false, func(i recovery.Info) {
 		r.mu.Lock()
 		r.recovered = append(r.recovered, i)
 		r.mu.Unlock()
@@ -79,7 +97,6 @@ func newRecoveryRig(t *testing.T) *recoveryRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(closeRec)
-	r.st = st
 	r.h.marks = recovery.NewGenerations(st) // the processor checks the family-write marks
 	if _, err := r.rec.Bootstrap(ctx, "test start"); err != nil {
 		t.Fatal(err)
@@ -87,10 +104,19 @@ func newRecoveryRig(t *testing.T) *recoveryRig {
 	return r
 }
 
+// state is a door to the rig's engine that restores families on touch.
+func (r *recoveryRig) state(t testing.TB, opts ...judge.StateOption) *judge.State {
+	return mustState(t, r.h.Engine, append(opts, judge.WithFamilySource(r.h.src))...)
+}
+
 func (r *recoveryRig) start() {
 	r.h.startWorkers(r.db, judge.WithStateGuard(r.rec), judge.WithProcessorHooks(judge.ProcessorHooks{OnStale: func(s judge.StaleInfo) {
 		r.mu.Lock()
 		r.stale = append(r.stale, s)
+		r.mu.Unlock()
+	}, OnRetry: func(i judge.RetryInfo) {
+		r.mu.Lock()
+		r.retries = append(r.retries, i)
 		r.mu.Unlock()
 	}}))
 }
@@ -117,6 +143,7 @@ func (r *recoveryRig) traffic(n int, seed int) (recs []*kgo.Record, distinct int
 // detection and a rebuild happened.
 func (r *recoveryRig) check(t *testing.T, wantRecoveries int) {
 	t.Helper()
+	r.rec.Wait() // the sweeps: until then Redis holds families not yet touched as it found them
 	r.h.checkInvariants(r.db)
 	var notMember int
 	if err := r.db.QueryRow(`SELECT COUNT(*) FROM usage_record WHERE process_result = ?`, string(policy.BlockedNotMember)).Scan(&notMember); err != nil {
@@ -187,7 +214,7 @@ func TestRecoveryAfterRedisRollback(t *testing.T) {
 // back empty, one rebuilds and the other waits for the new generation.
 func TestRecoveryOneRebuilderOfTwo(t *testing.T) {
 	r := newRecoveryRig(t)
-	other, closeOther, err := recovery.NewDeployable(mustState(t, r.h.Engine), r.db, r.h.KafkaOpts(), nil, false, func(i recovery.Info) {
+	other, closeOther, err := recovery.NewDeployable(r.state(t), r.db, r.h.KafkaOpts(), nil, false, func(i recovery.Info) {
 		r.mu.Lock()
 		r.recovered = append(r.recovered, i)
 		r.mu.Unlock()
@@ -205,6 +232,8 @@ func TestRecoveryOneRebuilderOfTwo(t *testing.T) {
 	r.h.Produce(recs[200:]...)
 	r.h.waitRows(r.db, distinct)
 	r.h.Settled(judge.ProcessorGroup, "usage-events")
+	r.rec.Wait() // the sweeps
+	other.Wait()
 	r.mu.Lock()
 	n := len(r.recovered)
 	r.mu.Unlock()
@@ -270,7 +299,7 @@ func TestRecoveryMidPollRebuildsOnce(t *testing.T) {
 	recs, distinct := r.traffic(300, 4)
 	distinct += warmDistinct
 	popts := []judge.Option{judge.WithStateGuard(r.rec), judge.WithApplyConcurrency(4), judge.WithMaxPollRecords(300)}
-	w, err := NewWorkers(mustState(t, d), r.db, r.h.KafkaOpts(), WorkersConfig{Processor: append([]judge.Option{
+	w, err := NewWorkers(mustState(t, d, judge.WithFamilySource(r.h.src)), r.db, r.h.KafkaOpts(), WorkersConfig{Processor: append([]judge.Option{
 		judge.WithClock(func() time.Time { return r.h.Now }), judge.WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond)}, popts...)})
 	if err != nil {
 		t.Fatal(err)
@@ -297,6 +326,7 @@ func TestRecoveryMidPollRebuildsOnce(t *testing.T) {
 	r.h.Produce(more...) // judged after the recovery, from the raised watermarks
 	r.h.waitRows(r.db, distinct+countDistinct(more))
 	r.h.Settled(judge.ProcessorGroup, "usage-events")
+	r.rec.Wait() // the sweeps
 	r.mu.Lock()
 	n := len(r.recovered)
 	r.mu.Unlock()
@@ -356,23 +386,20 @@ func TestRecoveryRetriesAfterSQLFailure(t *testing.T) {
 	if _, err := r.db.ExecContext(ctx, `ALTER TABLE members RENAME TO members_away`); err != nil {
 		t.Fatal(err)
 	}
-	r.mr.FlushAll() // Redis lost everything; the rebuild will not be able to read members
+	r.mr.FlushAll() // Redis lost everything; no family can be read from SQL
 	r.h.Produce(recs[150:]...)
-	// Wait until a rebuild took the lease and gave it up without a new
-	// generation: an attempt failed on SQL.
-	taken := false
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		s := state()
-		if s.Generation != first {
-			t.Fatalf("generation %s published while SQL could not be read", s.Generation)
-		}
-		if s.Owner != "" {
-			taken = true
-		} else if taken {
-			break
-		}
+	// The generation is named once SQL holds every judged event (the
+	// drain reads no family); then every family the processor touches
+	// fails to be restored, and its batch is retried, never judged on
+	// an empty family.
+	for deadline := time.Now().Add(60 * time.Second); state().Generation == first; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("no rebuild attempt failed within 60 s (lease taken: %v)", taken)
+			t.Fatal("no generation named within 60 s")
+		}
+	}
+	for deadline := time.Now().Add(60 * time.Second); !r.restoreRetried(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no batch retried for a family that could not be restored within 60 s")
 		}
 	}
 	if _, err := r.db.ExecContext(ctx, `ALTER TABLE members_away RENAME TO members`); err != nil {
@@ -393,7 +420,7 @@ func TestRecoveryAfterRollbackOfDecisions(t *testing.T) {
 	r := newRecoveryRig(t)
 	r.start()
 	ctx := r.h.Ctx
-	dec, err := judge.NewDecisions(mustState(t, r.h.Engine), r.h.KafkaOpts(), judge.WithStateGuard(r.rec),
+	dec, err := judge.NewDecisions(r.state(t), r.h.KafkaOpts(), judge.WithStateGuard(r.rec),
 		judge.WithClock(r.h.Clock), judge.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -452,7 +479,7 @@ func TestRecoveryAfterRollbackOfFamilyWrites(t *testing.T) {
 	r := newRecoveryRig(t)
 	r.start()
 	ctx := r.h.Ctx
-	api := mustState(t, r.h.Engine, judge.WithMarkStore(recovery.NewGenerations(r.st)))
+	api := r.state(t, judge.WithMarkStore(recovery.NewGenerations(r.st)))
 	dec := r.decisions(t)
 	n := 0
 	decide := func() ([]quota.Result, error) {
@@ -482,6 +509,7 @@ func TestRecoveryAfterRollbackOfFamilyWrites(t *testing.T) {
 	if res := untilJudged(t, "member 12 while Redis is rebuilt", deadline, decide); res[0].Decision != policy.BlockedNotMember {
 		t.Errorf("member 12 after the rebuild: %+v, want BLOCKED_NOT_MEMBER", res[0])
 	}
+	r.rec.Wait() // the sweeps
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.recovered) != 2 || !strings.Contains(r.recovered[1].Reason, judge.FamilyWriteStream) {
@@ -588,7 +616,7 @@ func untilJudged(t *testing.T, what string, deadline time.Time, decide func() ([
 // do, recovered by the rig's guard; closed when t ends.
 func (r *recoveryRig) decisions(t *testing.T) *judge.Decisions {
 	t.Helper()
-	dec, err := judge.NewDecisions(mustState(t, r.h.Engine, judge.WithMarkStore(recovery.NewGenerations(r.st))), r.h.KafkaOpts(),
+	dec, err := judge.NewDecisions(r.state(t, judge.WithMarkStore(recovery.NewGenerations(r.st))), r.h.KafkaOpts(),
 		judge.WithStateGuard(r.rec), judge.WithClock(r.h.Clock), judge.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -610,7 +638,7 @@ func TestRecoveryKeepsRearmedThreshold(t *testing.T) {
 	r := newRecoveryRig(t)
 	r.start()
 	ctx := r.h.Ctx
-	api := mustState(t, r.h.Engine, judge.WithMarkStore(recovery.NewGenerations(r.st)), judge.WithRearmStore(r.st))
+	api := r.state(t, judge.WithMarkStore(recovery.NewGenerations(r.st)), judge.WithRearmStore(r.st))
 	dec := r.decisions(t)
 	n := 0
 	decide := func(bytes int64) func() ([]quota.Result, error) {

@@ -278,8 +278,10 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	}
 	// Every family write the door makes is marked, and every judgement
 	// checks the marks recorded in SQL (doc/architecture.md, "Writer by writer").
+	// After a rebuild each family is restored from SQL on its first touch.
 	if s.State, err = judge.NewState(s.Engine, judge.WithMarkStore(recovery.NewGenerations(s.Store)),
-		judge.WithRearmStore(s.Store)); err != nil {
+		judge.WithRearmStore(s.Store), judge.WithFamilySource(recovery.NewFamilySource(s.Store, s.Engine)),
+		judge.WithTouchHook(s.Metrics.OnTouch)); err != nil {
 		return nil, err
 	}
 	var seeded bool

@@ -170,7 +170,8 @@ func run(ctx context.Context, getenv func(string) string) error {
 			return err
 		}
 		// Its rebuilds record the thresholds their restores re-armed.
-		stateOpts = append(stateOpts, judge.WithMarkStore(recovery.NewGenerations(st)), judge.WithRearmStore(st))
+		stateOpts = append(stateOpts, judge.WithMarkStore(recovery.NewGenerations(st)), judge.WithRearmStore(st),
+			judge.WithFamilySource(recovery.NewFamilySource(st, engine)))
 	}
 	qs, err := judge.NewState(engine, stateOpts...)
 	if err != nil {

@@ -156,7 +156,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// Every write to the quota state goes through the door, which marks
 	// every family write and checks the marks recorded in SQL, and records
 	// the thresholds a plan or top-up change re-armed.
-	qs, err := judge.NewState(engine, judge.WithMarkStore(recovery.NewGenerations(marks)), judge.WithRearmStore(marks))
+	// After a rebuild each family is restored from SQL on its first touch.
+	qs, err := judge.NewState(engine, judge.WithMarkStore(recovery.NewGenerations(marks)), judge.WithRearmStore(marks),
+		judge.WithFamilySource(recovery.NewFamilySource(marks, engine)))
 	if err != nil {
 		return err
 	}

@@ -343,6 +343,11 @@ func (a *Server) problem(ctx context.Context, err error, loc string) error {
 		return huma.Error422UnprocessableEntity("validation failed",
 			&huma.ErrorDetail{Location: "body.events[" + strconv.Itoa(ie.Index) + "]." + strings.TrimPrefix(ie.Field, "payload."),
 				Message: ie.Reason})
+	// Before ErrStale, which its cause may be.
+	case errors.Is(err, judge.ErrPartlyJudged):
+		a.log.WarnContext(ctx, "api: decisions partly judged", "err", err)
+		return huma.Error503ServiceUnavailable("some of these events were judged and counted, the others could not be " +
+			"judged now: retry with the same event ids for every answer")
 	// The decisions fail closed: 503, nothing granted.
 	case errors.Is(err, quota.ErrStale):
 		a.log.WarnContext(ctx, "api: the Redis state cannot be trusted", "err", err)

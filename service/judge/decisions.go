@@ -31,6 +31,12 @@ var (
 	// took; Close tries them once more. A retry with the same event ids
 	// (on any instance) gets the original answers, flagged Duplicate.
 	ErrNotRecorded = errors.New("judge: judged and charged, not yet recorded: retry with the same event ids")
+	// ErrPartlyJudged: some of a request's events were judged and charged
+	// (and recorded), the others could not be judged now (their families
+	// could not be restored from SQL after a rebuild): retry with the same
+	// event ids — the judged ones come back with their answers, flagged
+	// duplicate, and the others are judged then.
+	ErrPartlyJudged = errors.New("judge: some events judged and counted, others not judged: retry with the same event ids")
 	// ErrDecisionsClosed: Close was called.
 	ErrDecisionsClosed = errors.New("judge: synchronous decisions closed")
 	// ErrUnavailable wraps any other failure to judge (Redis unreachable,
@@ -352,7 +358,17 @@ func (s *Decisions) run(batch []*asking, n, slot int) {
 	}
 	results, err := s.judge(ctx, evs, slot)
 	info.Judge = time.Since(start)
-	if err != nil {
+	// Events of families that could not be restored on touch were not
+	// judged; the others were, and are recorded and answered.
+	var pending map[int]bool
+	var pj *PartlyJudgedError
+	if errors.As(err, &pj) {
+		results, pending = pj.Results, make(map[int]bool, len(pj.Pending))
+		for _, at := range pj.Pending {
+			pending[at] = true
+		}
+		info.Err = pj
+	} else if err != nil {
 		if !errors.Is(err, quota.ErrStale) {
 			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
@@ -361,9 +377,14 @@ func (s *Decisions) run(batch []*asking, n, slot int) {
 	}
 	// Each caller's records, then all produced at once.
 	recs := make([][]*kgo.Record, len(batch))
+	unjudged := make([]int, len(batch)) // per caller, events not judged
 	k := 0
 	for i, a := range batch {
 		for j, e := range a.envs {
+			if pending[k+j] {
+				unjudged[i]++
+				continue
+			}
 			res := results[k+j]
 			if res.Duplicate {
 				info.Duplicates++
@@ -382,10 +403,15 @@ func (s *Decisions) run(batch []*asking, n, slot int) {
 	info.Spooled = spooled
 	k = 0
 	for i, a := range batch {
-		if failed[i] {
+		switch {
+		case failed[i]:
 			a.done <- answered{err: ErrNotRecorded}
 			info.Err = ErrNotRecorded
-		} else {
+		case unjudged[i] == len(a.envs):
+			a.done <- answered{err: fmt.Errorf("%w: %w", ErrUnavailable, pj.Err)}
+		case unjudged[i] > 0:
+			a.done <- answered{err: fmt.Errorf("%w: %w", ErrPartlyJudged, pj.Err)}
+		default:
 			a.done <- answered{results: results[k : k+len(a.envs) : k+len(a.envs)]}
 		}
 		k += len(a.envs)
@@ -443,6 +469,19 @@ func (s *Decisions) judge(ctx context.Context, evs []quota.Event, slot int) ([]q
 	marks[slot].To++
 	s.markMu.Unlock()
 	res, err := s.qs.applyMarked(ctx, gen, marks, evs)
+	var pj *PartlyJudgedError
+	if errors.As(err, &pj) {
+		// The judged events' batch raised the slot's count like any.
+		s.markMu.Lock()
+		if s.markGen == gen {
+			s.acked[slot] = marks[slot].To
+		}
+		s.markMu.Unlock()
+		if errors.Is(err, quota.ErrStale) { // a rebuild began meanwhile
+			s.recover(gen, err)
+		}
+		return nil, err
+	}
 	if errors.Is(err, quota.ErrStale) {
 		if f, ok := s.gens.(interface{ Forget() }); ok {
 			f.Forget()

@@ -26,7 +26,9 @@ type Engine interface {
 	AddMember(ctx context.Context, fid, cid int64) error
 	RemoveMember(ctx context.Context, fid, cid int64) error
 	FamilyMarker(ctx context.Context, fid int64) (string, error)
+	MarkerGeneration(ctx context.Context, fid int64) (string, error)
 	Restore(ctx context.Context, st quota.FamilyState) error
+	RestoreUnrestored(ctx context.Context, st quota.FamilyState) (bool, error)
 	RestoredRearms(st quota.FamilyState) map[string]map[int]int
 	BeginRebuild(ctx context.Context, next string) (map[string]int64, error)
 	FinishRebuild(ctx context.Context, gen string, watermarks map[string]int64) error
@@ -53,6 +55,9 @@ type State struct {
 	rearms RearmStore  // nil: re-armed thresholds are not recorded
 	// rearmsSet: WithRearmStore was given (a nil store is refused).
 	rearmsSet bool
+	src       FamilySource // nil: families are not restored on touch
+	srcSet    bool
+	touched   func(TouchInfo)
 }
 
 // NewState returns the door to the quota state eng keeps.
@@ -69,6 +74,9 @@ func NewState(eng Engine, opts ...StateOption) (*State, error) {
 	}
 	if s.rearmsSet && s.rearms == nil {
 		return nil, errors.New("judge: nil re-arm store")
+	}
+	if s.srcSet && s.src == nil {
+		return nil, errors.New("judge: nil family source")
 	}
 	return s, nil
 }
@@ -112,12 +120,196 @@ func (s *State) apply(ctx context.Context, evs []quota.Event) ([]quota.Result, e
 // applyMarked judges evs only on a state of generation gen whose watermarks
 // are not behind marks, and advances them (quota.Engine.ApplyMarked). The
 // family-write marks recorded under gen are checked too (WithMarkStore).
+// In a generation restored on touch, the families of the batch not restored
+// yet are restored from the family source (WithFamilySource) and their
+// events judged then; when that fails the error is a *PartlyJudgedError.
 func (s *State) applyMarked(ctx context.Context, gen string, marks []quota.Mark, evs []quota.Event) ([]quota.Result, error) {
 	marks, err := s.withFloors(ctx, gen, marks)
 	if err != nil {
 		return nil, err
 	}
-	return s.eng.ApplyMarked(ctx, gen, marks, evs)
+	res, err := s.eng.ApplyMarked(ctx, gen, marks, evs)
+	var un *quota.UnrestoredError
+	if s.src == nil || !errors.As(err, &un) {
+		return res, err
+	}
+	results := un.Results
+	pending := un.Pending
+	for attempt := 0; ; attempt++ {
+		if err := s.restoreOnTouch(ctx, gen, un.Families); err != nil {
+			return nil, &PartlyJudgedError{Results: results, Pending: pending, Err: err}
+		}
+		sub := make([]quota.Event, len(pending))
+		for i, at := range pending {
+			sub[i] = evs[at]
+		}
+		rs, err := s.eng.ApplyMarked(ctx, gen, marks, sub)
+		switch {
+		case err == nil:
+			for i, at := range pending {
+				results[at] = rs[i]
+			}
+			return results, nil
+		case errors.As(err, &un) && attempt < touchAttempts:
+			// Restored and rolled back meanwhile, or a restore of
+			// another process not yet seen: restore what is left.
+			for i, at := range pending {
+				results[at] = un.Results[i]
+			}
+			left := make([]int, len(un.Pending))
+			for i, at := range un.Pending {
+				left[i] = pending[at]
+			}
+			pending = left
+		default:
+			return nil, &PartlyJudgedError{Results: results, Pending: pending, Err: err}
+		}
+	}
+}
+
+// touchAttempts bounds how often one batch restores families on touch.
+const touchAttempts = 3
+
+// PartlyJudgedError: in a generation restored on touch, some events of a
+// batch were judged (and charged) and the others (Pending) were not, since
+// their families could not be restored (the family source or Redis failed,
+// or a rebuild began: Err). Applying the batch again is safe: the judged
+// events come back as duplicates with their results.
+type PartlyJudgedError struct {
+	// Results has the judged events' results; the pending ones' are zero.
+	Results []quota.Result
+	Pending []int
+	Err     error
+}
+
+func (e *PartlyJudgedError) Error() string {
+	return fmt.Sprintf("judge: %d of %d events not judged: restoring their families: %v", len(e.Pending), len(e.Results), e.Err)
+}
+
+func (e *PartlyJudgedError) Unwrap() error { return e.Err }
+
+// FamilySource reads families' states from the source of truth for a
+// restore on touch (recovery.NewFamilySource over the SQL store): states of
+// the families found, bad those whose rows cannot be read or parsed (each
+// is restored as an empty family: its members' events are refused as not
+// members until an operator fixes it, as a rebuild does), and an error
+// when the source itself failed. A family in neither is not known (an empty
+// family too).
+type FamilySource interface {
+	Families(ctx context.Context, ids []int64) (states map[int64]quota.FamilyState, bad map[int64]error, err error)
+}
+
+// TouchInfo describes one restore on touch, for WithTouchHook.
+type TouchInfo struct {
+	Generation string
+	// Families asked for; Restored how many of them this call wrote
+	// (others were restored first by another caller); Bad the families
+	// whose rows could not be read, restored empty.
+	Families, Restored int
+	Bad                []int64
+	Duration           time.Duration
+	Err                error
+}
+
+// WithFamilySource has the door restore on touch, in a generation restored
+// on touch (quota.OnTouch), every family a judgement or a family write
+// meets before the rebuild's sweep restored it: read from fs, written with
+// quota.Engine.RestoreUnrestored (never over a restore of the generation
+// that came first). Every door that judges in such a generation needs one:
+// without it an unrestored family is a stale state.
+func WithFamilySource(fs FamilySource) StateOption {
+	return func(s *State) { s.src, s.srcSet = fs, true }
+}
+
+// RestoresOnTouch says whether the door restores families on touch
+// (WithFamilySource): a rebuild may then name a generation restored on
+// touch (quota.OnTouch) as soon as SQL holds every judged event.
+func (s *State) RestoresOnTouch() bool { return s.src != nil }
+
+// WithTouchHook has the door call fn after every restore on touch.
+func WithTouchHook(fn func(TouchInfo)) StateOption { return func(s *State) { s.touched = fn } }
+
+// restoreOnTouch restores fids for generation gen from the family source.
+func (s *State) restoreOnTouch(ctx context.Context, gen string, fids []int64) (err error) {
+	start := time.Now()
+	info := TouchInfo{Generation: gen, Families: len(fids)}
+	defer func() {
+		if s.touched != nil {
+			info.Duration, info.Err = time.Since(start), err
+			s.touched(info)
+		}
+	}()
+	states, bad, err := s.src.Families(ctx, fids)
+	if err != nil {
+		return fmt.Errorf("judge: reading families to restore: %w", err)
+	}
+	for _, fid := range fids {
+		st, ok := states[fid]
+		if _, isBad := bad[fid]; isBad || !ok {
+			if isBad {
+				info.Bad = append(info.Bad, fid)
+			}
+			st = quota.FamilyState{FamilyID: fid}
+		}
+		st.Generation = gen
+		restored, err := s.restoreUnrestored(ctx, st)
+		if errors.Is(err, quota.ErrInvalid) { // rows the engine refuses
+			info.Bad = append(info.Bad, fid)
+			restored, err = s.restoreUnrestored(ctx, quota.FamilyState{FamilyID: fid, Generation: gen})
+		}
+		if err != nil {
+			return err
+		}
+		if restored {
+			info.Restored++
+		}
+	}
+	return nil
+}
+
+// restoreUnrestored restores st unless its generation restored it first
+// (quota.Engine.RestoreUnrestored) and records its re-arms as Restore does.
+func (s *State) restoreUnrestored(ctx context.Context, st quota.FamilyState) (bool, error) {
+	restored, err := s.eng.RestoreUnrestored(ctx, st)
+	if err != nil || !restored {
+		return restored, err
+	}
+	return true, s.recordRestoredRearms(ctx, st)
+}
+
+// RestoreUnrestored restores a family for a generation restored on touch,
+// unless a restore of that generation came first (the rebuild's sweep;
+// quota.Engine.RestoreUnrestored).
+func (s *State) RestoreUnrestored(ctx context.Context, st quota.FamilyState) (bool, error) {
+	return s.restoreUnrestored(ctx, st)
+}
+
+// ensureRestored restores fid before a family write in a generation
+// restored on touch, so the write lands on the family's state of the
+// generation (SQL recorded it first: a restore after it holds it, and the
+// write itself, applied again, changes nothing then).
+func (s *State) ensureRestored(ctx context.Context, fid int64) error {
+	if s.src == nil {
+		return nil
+	}
+	// The generation the family's node names now, not a cached one: a
+	// write must not land on a family that a restore of the current
+	// generation has yet to overwrite with what SQL held before it.
+	gen, err := s.eng.MarkerGeneration(ctx, fid)
+	if err != nil {
+		if errors.Is(err, quota.ErrStale) {
+			return nil // a node without a marker: judging refuses it until a rebuild
+		}
+		return err
+	}
+	if !quota.OnTouch(gen) {
+		return nil // no generation, or a rebuild began: it restores the write
+	}
+	err = s.restoreOnTouch(ctx, gen, []int64{fid})
+	if errors.Is(err, quota.ErrStale) {
+		return nil // a rebuild began (or gen is old): it restores the write
+	}
+	return err
 }
 
 func (s *State) checkState(ctx context.Context, gen string, marks []quota.Mark) error {
@@ -143,6 +335,9 @@ func (s *State) advance(ctx context.Context, gen string, marks []quota.Mark) err
 // newer one) and reports the member's standing after it: retroactive
 // enforcement.
 func (s *State) Enforce(ctx context.Context, fid, cid, version int64, c policy.Constraints) (quota.Enforcement, error) {
+	if err := s.ensureRestored(ctx, fid); err != nil {
+		return quota.Enforcement{}, err
+	}
 	enf, err := s.eng.Enforce(ctx, fid, cid, version, c)
 	if err != nil {
 		return enf, err
@@ -153,11 +348,17 @@ func (s *State) Enforce(ctx context.Context, fid, cid, version int64, c policy.C
 // enforce is Enforce without a family-write mark: the processor's
 // policy-updated records, whose partitions' watermarks mark them.
 func (s *State) enforce(ctx context.Context, fid, cid, version int64, c policy.Constraints) (quota.Enforcement, error) {
+	if err := s.ensureRestored(ctx, fid); err != nil {
+		return quota.Enforcement{}, err
+	}
 	return s.eng.Enforce(ctx, fid, cid, version, c)
 }
 
 // SetPlan sets the family's monthly plan (quota.Engine.SetPlan).
 func (s *State) SetPlan(ctx context.Context, fid, bytes int64) (quota.PoolState, error) {
+	if err := s.ensureRestored(ctx, fid); err != nil {
+		return quota.PoolState{}, err
+	}
 	ps, err := s.eng.SetPlan(ctx, fid, bytes)
 	if err != nil {
 		return ps, err
@@ -168,6 +369,9 @@ func (s *State) SetPlan(ctx context.Context, fid, bytes int64) (quota.PoolState,
 // SetTopUps raises month's top-ups to the total SQL recorded
 // (quota.Engine.SetTopUps).
 func (s *State) SetTopUps(ctx context.Context, fid int64, month string, total int64) (quota.PoolState, error) {
+	if err := s.ensureRestored(ctx, fid); err != nil {
+		return quota.PoolState{}, err
+	}
 	ps, err := s.eng.SetTopUps(ctx, fid, month, total)
 	if err != nil {
 		return ps, err
@@ -177,6 +381,9 @@ func (s *State) SetTopUps(ctx context.Context, fid int64, month string, total in
 
 // SetThresholds sets the family's alert levels (quota.Engine.SetThresholds).
 func (s *State) SetThresholds(ctx context.Context, fid int64, t policy.Thresholds) error {
+	if err := s.ensureRestored(ctx, fid); err != nil {
+		return err
+	}
 	if err := s.eng.SetThresholds(ctx, fid, t); err != nil {
 		return err
 	}
@@ -185,6 +392,9 @@ func (s *State) SetThresholds(ctx context.Context, fid int64, t policy.Threshold
 
 // AddMember provisions a member (quota.Engine.AddMember).
 func (s *State) AddMember(ctx context.Context, fid, cid int64) error {
+	if err := s.ensureRestored(ctx, fid); err != nil {
+		return err
+	}
 	if err := s.eng.AddMember(ctx, fid, cid); err != nil {
 		return err
 	}
@@ -194,6 +404,9 @@ func (s *State) AddMember(ctx context.Context, fid, cid int64) error {
 // RemoveMember removes a member; its next event is BLOCKED_NOT_MEMBER
 // (quota.Engine.RemoveMember).
 func (s *State) RemoveMember(ctx context.Context, fid, cid int64) error {
+	if err := s.ensureRestored(ctx, fid); err != nil {
+		return err
+	}
 	if err := s.eng.RemoveMember(ctx, fid, cid); err != nil {
 		return err
 	}
@@ -209,6 +422,10 @@ func (s *State) Restore(ctx context.Context, st quota.FamilyState) error {
 	if err := s.eng.Restore(ctx, st); err != nil {
 		return err
 	}
+	return s.recordRestoredRearms(ctx, st)
+}
+
+func (s *State) recordRestoredRearms(ctx context.Context, st quota.FamilyState) error {
 	if s.rearms == nil {
 		return nil
 	}
@@ -247,10 +464,16 @@ func (s *State) DedupeWindow() time.Duration { return s.eng.DedupeWindow() }
 
 // Family is a snapshot of the family's pool and members (quota.Engine.Family).
 func (s *State) Family(ctx context.Context, fid int64) (quota.FamilyStatus, error) {
+	if err := s.ensureRestored(ctx, fid); err != nil {
+		return quota.FamilyStatus{}, err
+	}
 	return s.eng.Family(ctx, fid)
 }
 
 // Status is a member's standing now (quota.Engine.Status).
 func (s *State) Status(ctx context.Context, fid, cid int64) (quota.MemberStatus, error) {
+	if err := s.ensureRestored(ctx, fid); err != nil {
+		return quota.MemberStatus{}, err
+	}
 	return s.eng.Status(ctx, fid, cid)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 
 	"github.com/dabom/dpcs/quota"
@@ -29,6 +30,54 @@ type Report struct {
 	// again.
 	Failed []FamilyError
 }
+
+// FamilySource is the door's source of families to restore on touch
+// (judge.WithFamilySource): store.Store.ReadFamilies over the window w (the
+// engine's accepted months and dedupe window).
+type FamilySource struct {
+	st *store.Store
+	w  store.Window
+}
+
+// NewFamilySource returns the family source reading st for the engine w.
+func NewFamilySource(st *store.Store, w store.Window) *FamilySource {
+	return &FamilySource{st: st, w: w}
+}
+
+// Families reads ids from SQL, rebuildNamed at a time.
+func (f *FamilySource) Families(ctx context.Context, ids []int64) (map[int64]quota.FamilyState, map[int64]error, error) {
+	states, bad := map[int64]quota.FamilyState{}, map[int64]error{}
+	for len(ids) > 0 {
+		n := min(len(ids), rebuildNamed)
+		s, b, err := f.st.ReadFamilies(ctx, f.w, ids[:n], false)
+		if errors.Is(err, store.ErrUnreadable) && n > 1 {
+			// One family's rows: read them one by one to find it.
+			for _, id := range ids[:n] {
+				s, b, err := f.st.ReadFamilies(ctx, f.w, []int64{id}, false)
+				switch {
+				case errors.Is(err, store.ErrUnreadable):
+					bad[id] = err
+				case err != nil:
+					return nil, nil, err
+				default:
+					maps.Copy(states, s)
+					maps.Copy(bad, b)
+				}
+			}
+		} else if errors.Is(err, store.ErrUnreadable) {
+			bad[ids[0]] = err
+		} else if err != nil {
+			return nil, nil, err
+		} else {
+			maps.Copy(states, s)
+			maps.Copy(bad, b)
+		}
+		ids = ids[n:]
+	}
+	return states, bad, nil
+}
+
+var _ judge.FamilySource = (*FamilySource)(nil)
 
 // FamilyError is why one family could not be rebuilt: its SQL rows could
 // not be read, or the engine refused them (quota.ErrInvalid, e.g. a plan plus
@@ -209,6 +258,13 @@ func (b rebuilder) restore(ctx context.Context, p page, rep *Report) error {
 	if err := b.restoreOnce(ctx, p, rep); err != nil {
 		return err
 	}
+	if quota.OnTouch(b.gen) {
+		// A sweep of a generation restored on touch: each family is
+		// restored once (never over a restore that came first), and every
+		// family write restores its family before it lands (the door), so
+		// no write can be overwritten by an older read.
+		return nil
+	}
 	skip := map[int64]bool{}
 	for _, f := range rep.Failed[failed:] {
 		skip[f.FamilyID] = true
@@ -259,6 +315,17 @@ func (b rebuilder) settle(ctx context.Context, p page, failed map[int64]bool, re
 	return nil
 }
 
+// write restores one family: in a generation restored on touch only if no
+// restore of the generation came first (a judgement or a family write
+// restored it on touch, and may have changed it since).
+func (b rebuilder) write(ctx context.Context, st quota.FamilyState) error {
+	if quota.OnTouch(b.gen) {
+		_, err := b.qs.RestoreUnrestored(ctx, st)
+		return err
+	}
+	return b.qs.Restore(ctx, st)
+}
+
 // restoreOnce restores a page read by read, as families.
 func (b rebuilder) restoreOnce(ctx context.Context, p page, rep *Report) error {
 	if err := ctx.Err(); err != nil {
@@ -293,7 +360,7 @@ func (b rebuilder) restoreOnce(ctx context.Context, p page, rep *Report) error {
 				fid := ids[i]
 				if e, ok := bad[fid]; ok {
 					errs[i] = e
-				} else if e := b.qs.Restore(ctx, states[fid]); e != nil {
+				} else if e := b.write(ctx, states[fid]); e != nil {
 					errs[i] = fmt.Errorf("recovery: rebuild family %d: %w", fid, e)
 					if !errors.Is(e, quota.ErrInvalid) {
 						// Redis failed, not the family's rows: stop.
@@ -303,7 +370,7 @@ func (b rebuilder) restoreOnce(ctx context.Context, p page, rep *Report) error {
 					}
 				}
 				if errs[i] != nil && b.gen != "" && ctx.Err() == nil {
-					if e := b.qs.Restore(ctx, quota.FamilyState{FamilyID: fid, Generation: b.gen}); e != nil {
+					if e := b.write(ctx, quota.FamilyState{FamilyID: fid, Generation: b.gen}); e != nil {
 						errs[i] = errors.Join(errs[i], fmt.Errorf("recovery: empty family %d of generation %s: %w", fid, b.gen, e))
 					}
 				}

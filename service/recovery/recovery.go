@@ -19,6 +19,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/backoff"
+	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/outbox"
 	"github.com/dabom/dpcs/service/store"
@@ -35,8 +36,15 @@ type Info struct {
 	Reason     string
 	// Drain is how long it took until SQL held every judged event; Rebuild
 	// how long rebuilding the families took; Total the whole recovery.
-	Drain, Rebuild, Total time.Duration
-	Families, Failed      int
+	// Available is how long after the start judging could go on: in a
+	// generation restored on touch (OnTouch) once SQL held every judged
+	// event (each family is restored by its first touch, or by the sweep
+	// that Rebuild times), else the whole recovery.
+	Drain, Rebuild, Total, Available time.Duration
+	// OnTouch: the generation was named before its families were restored
+	// (judge.State.RestoresOnTouch).
+	OnTouch          bool
+	Families, Failed int
 	// Report lists the families that could not be rebuilt.
 	Report Report
 }
@@ -77,6 +85,12 @@ type Guard struct {
 	mu  sync.Mutex // one recovery at a time in this process
 	gmu sync.Mutex
 	gen string // cached generation; "" = unknown
+
+	// The sweeps of generations restored on touch run in the background
+	// until done, their generation is replaced, or Close.
+	life   context.Context
+	stop   context.CancelFunc
+	sweeps sync.WaitGroup
 }
 
 var _ judge.StateGuard = (*Guard)(nil)
@@ -102,8 +116,20 @@ func New(cfg Config) (*Guard, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Guard{cfg: cfg, log: log}, nil
+	g := &Guard{cfg: cfg, log: log}
+	g.life, g.stop = context.WithCancel(context.Background())
+	return g, nil
 }
+
+// Close stops a sweep running in the background (its families are restored
+// on touch) and waits for it.
+func (r *Guard) Close() {
+	r.stop()
+	r.sweeps.Wait()
+}
+
+// Wait waits until no sweep runs in the background.
+func (r *Guard) Wait() { r.sweeps.Wait() }
 
 func randomID() string {
 	b := make([]byte, 6)
@@ -177,6 +203,9 @@ func (r *Guard) Recover(ctx context.Context, used string, cause error) (string, 
 				break
 			}
 			info, err := r.rebuild(ctx, used, fmt.Sprint(cause), true, false)
+			if err == nil && info.OnTouch {
+				r.sweepLater(ctx, info)
+			}
 			if err == nil || errors.Is(err, ErrIncomplete) {
 				return info.Generation, nil
 			}
@@ -198,9 +227,19 @@ func (r *Guard) Recover(ctx context.Context, used string, cause error) (string, 
 // committed offsets as watermarks) and to SQL.
 // A planned rebuild (a start, an operator's command) is logged at INFO; one
 // forced by an untrusted Redis state at ERROR, then WARN when done.
+//
+// With a door that restores on touch (judge.State.RestoresOnTouch) the new
+// generation is restored on touch (quota.OnTouch) and named as soon as SQL
+// holds every judged event: the families are restored by their first
+// judgement or write, or by the sweep (Guard.sweep) the caller runs next;
+// the returned Info has OnTouch set and no family counts yet.
 func (r *Guard) rebuild(ctx context.Context, prev, reason string, drain, planned bool) (Info, error) {
 	start := time.Now()
+	onTouch := r.cfg.State.RestoresOnTouch()
 	next := "g" + strconv.FormatInt(time.Now().UnixMilli(), 36) + "-" + randomID()
+	if onTouch {
+		next = quota.NewOnTouchGeneration(time.Now(), randomID())
+	}
 	begun, done := slog.LevelError, slog.LevelWarn
 	if planned {
 		begun, done = slog.LevelInfo, slog.LevelInfo
@@ -213,6 +252,9 @@ func (r *Guard) rebuild(ctx context.Context, prev, reason string, drain, planned
 	// another instance took it meanwhile.
 	rctx, keep := r.keepLease(ctx, prev)
 	defer keep.stop()
+	if onTouch {
+		return r.nameOnTouch(ctx, rctx, keep, start, prev, next, reason, drain, done)
+	}
 	var drained time.Time
 	var rep Report
 	var rerr error
@@ -220,15 +262,7 @@ func (r *Guard) rebuild(ctx context.Context, prev, reason string, drain, planned
 	for {
 		var ends map[string]int64
 		var err error
-		if drain {
-			ends, committed, err = r.drain(rctx)
-		} else {
-			committed, err = r.committed(rctx, judge.ProcessorGroup, judge.ProcessorTopics()...)
-		}
-		if err != nil {
-			if lost := keep.lost(ctx); lost != nil {
-				return Info{}, lost
-			}
+		if ends, committed, err = r.drainUnderLease(ctx, rctx, keep, drain); err != nil {
 			return Info{}, err
 		}
 		drained = time.Now()
@@ -275,6 +309,7 @@ func (r *Guard) rebuild(ctx context.Context, prev, reason string, drain, planned
 	}
 	info := Info{Generation: next, Reason: reason, Drain: drained.Sub(start), Rebuild: time.Since(drained),
 		Total: time.Since(start), Families: rep.Rebuilt, Failed: len(rep.Failed), Report: rep}
+	info.Available = info.Total
 	if err := r.cfg.Store.RebuildDone(ctx, r.cfg.Owner, next, store.RedisState{Reason: reason,
 		Families: int64(info.Families), Failed: int64(info.Failed), Duration: info.Total}); err != nil {
 		return Info{}, err
@@ -291,6 +326,113 @@ func (r *Guard) rebuild(ctx context.Context, prev, reason string, drain, planned
 		r.cfg.OnRecovered(info)
 	}
 	return info, rerr
+}
+
+// drainUnderLease waits until SQL holds every judged event (drain), or
+// only reads the processors' commits (!drain); a failure after the lease
+// was lost is reported as the lease lost.
+func (r *Guard) drainUnderLease(ctx, rctx context.Context, keep *leaseKeeper, drain bool) (ends, committed map[string]int64, err error) {
+	if drain {
+		ends, committed, err = r.drain(rctx)
+	} else {
+		committed, err = r.committed(rctx, judge.ProcessorGroup, judge.ProcessorTopics()...)
+	}
+	if err != nil {
+		if lost := keep.lost(ctx); lost != nil {
+			return nil, nil, lost
+		}
+		return nil, nil, err
+	}
+	return ends, committed, nil
+}
+
+// nameOnTouch ends a rebuild to generation next, restored on touch: once
+// SQL holds every judged event (the drain) the markers and SQL name next,
+// with no family restored yet.
+func (r *Guard) nameOnTouch(ctx, rctx context.Context, keep *leaseKeeper, start time.Time, prev, next, reason string, drain bool, done slog.Level) (Info, error) {
+	_, committed, err := r.drainUnderLease(ctx, rctx, keep, drain)
+	if err != nil {
+		return Info{}, err
+	}
+	drained := time.Now()
+	if err := keep.lost(ctx); err != nil { // last look before the marker names next
+		return Info{}, err
+	}
+	if err := r.cfg.State.FinishRebuild(ctx, next, committed); err != nil {
+		return Info{}, err
+	}
+	info := Info{Generation: next, Reason: reason, Drain: drained.Sub(start), OnTouch: true}
+	info.Available = time.Since(start)
+	if err := r.cfg.Store.RebuildDone(ctx, r.cfg.Owner, next, store.RedisState{Reason: reason, Duration: info.Available}); err != nil {
+		return Info{}, err
+	}
+	r.setGen(next)
+	if err := r.cfg.Store.DropRedisMarks(ctx, next); err != nil {
+		r.log.Warn("recovery: dropping the earlier generations' family-write marks", "err", err)
+	}
+	r.log.Log(ctx, done, "Redis state named from SQL: judging again, each family restored on its first touch, the rest in the background",
+		"generation", next, "previous", prev, "drain", info.Drain, "available", info.Available)
+	return info, nil
+}
+
+// sweepBackoff paces a sweep's attempts after a failure.
+var sweepBackoff = backoff.Policy{Min: 250 * time.Millisecond, Max: 5 * time.Second}
+
+// sweep restores every family of a generation restored on touch that no
+// judgement or write restored first (RebuildFunc; Rebuild with such a
+// generation never overwrites one), retrying with backoff until it is done,
+// SQL names another generation, or ctx ends; then it records the counts
+// (store.SweepDone), logs the families that failed and calls OnRecovered.
+func (r *Guard) sweep(ctx context.Context, info Info) (Info, error) {
+	begun := time.Now()
+	for attempt := 1; ; attempt++ {
+		rep, err := r.cfg.Rebuild(ctx, info.Generation)
+		if err == nil || errors.Is(err, ErrIncomplete) {
+			info.Report, info.Families, info.Failed = rep, rep.Rebuilt, len(rep.Failed)
+			info.Rebuild = time.Since(begun)
+			info.Total = info.Available + info.Rebuild
+			for _, f := range rep.Failed {
+				r.log.Error("rebuild: family not restored from sql (doc/runbook.md)", "familyId", f.FamilyID, "err", f.Err)
+			}
+			if serr := r.cfg.Store.SweepDone(ctx, info.Generation, store.RedisState{Families: int64(info.Families),
+				Failed: int64(info.Failed), Duration: info.Total}); serr != nil {
+				r.log.Warn("recovery: recording the sweep", "err", serr)
+			}
+			r.log.Info("Redis rebuilt from SQL: every family restored", "generation", info.Generation, "families", info.Families,
+				"failed", info.Failed, "sweep", info.Rebuild, "available", info.Available, "total", info.Total)
+			if r.cfg.OnRecovered != nil {
+				r.cfg.OnRecovered(info)
+			}
+			return info, err
+		}
+		if ctx.Err() != nil {
+			return info, ctx.Err()
+		}
+		if st, serr := r.cfg.Store.RedisState(ctx); serr == nil && st.Generation != info.Generation {
+			r.log.Info("recovery: sweep ends: another generation was named", "generation", info.Generation, "now", st.Generation)
+			return info, nil
+		}
+		r.log.Warn("recovery: sweep failed; its families are restored on touch meanwhile; trying again", "attempt", attempt, "err", err)
+		if err := backoff.Sleep(ctx, sweepBackoff.Delay(attempt)); err != nil {
+			return info, err
+		}
+	}
+}
+
+// sweepLater runs sweep in the background until it is done, ctx ends or
+// Close.
+func (r *Guard) sweepLater(ctx context.Context, info Info) {
+	sctx, cancel := context.WithCancel(r.life)
+	stop := context.AfterFunc(ctx, cancel)
+	r.sweeps.Add(1)
+	go func() {
+		defer r.sweeps.Done()
+		defer cancel()
+		defer stop()
+		if _, err := r.sweep(sctx, info); err != nil && sctx.Err() == nil {
+			r.log.Error("recovery: sweep", "err", err)
+		}
+	}()
 }
 
 // errLeaseLost: another instance holds the rebuild lease now.
@@ -494,7 +636,7 @@ func NewDeployable(qs *judge.State, db *sql.DB, kopts []kgo.Opt, log *slog.Logge
 		cl.Close()
 		return nil, nil, err
 	}
-	return r, cl.Close, nil
+	return r, func() { r.Close(); cl.Close() }, nil
 }
 
 // Bootstrap rebuilds Redis from SQL now, as a new generation, without waiting
@@ -529,6 +671,10 @@ func (r *Guard) rebuildNow(ctx context.Context, reason string, drain bool) (Info
 	info, err := r.rebuild(ctx, st.Generation, reason, drain, true)
 	if err != nil && !errors.Is(err, ErrIncomplete) {
 		_ = r.cfg.Store.ReleaseRebuild(context.WithoutCancel(ctx), r.cfg.Owner)
+	}
+	if err == nil && info.OnTouch {
+		// Judging goes on meanwhile; the caller wants every family.
+		return r.sweep(ctx, info)
 	}
 	return info, err
 }

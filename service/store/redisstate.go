@@ -78,6 +78,16 @@ func (s *Store) RebuildDone(ctx context.Context, owner, gen string, done RedisSt
 	return nil
 }
 
+// SweepDone records, for generation gen (restored on touch, named by
+// RebuildDone before its families were restored), how many families the
+// rebuild's sweep restored and failed to and how long the whole rebuild
+// took. A newer generation named meanwhile is left alone.
+func (s *Store) SweepDone(ctx context.Context, gen string, done RedisState) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE redis_state SET families = ?, failed = ?, duration_ms = ? WHERE id = 1 AND generation = ?`,
+		done.Families, done.Failed, done.Duration.Milliseconds(), gen)
+	return dbErrOrNil("record rebuild sweep", err)
+}
+
 // ReleaseRebuild gives the lease up without a new generation (a failed rebuild).
 func (s *Store) ReleaseRebuild(ctx context.Context, owner string) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE redis_state SET owner = '', lease_until = ?, lease_seq = lease_seq + 1 WHERE id = 1 AND owner = ?`,

@@ -57,6 +57,9 @@ func TestHarnessOnRealServers(t *testing.T) {
 		rep.MemAfter <= 0 || rep.Keys <= 0 {
 		t.Errorf("report %+v", rep)
 	}
+	if ri := rep.Recovery; !ri.OnTouch || ri.Available <= 0 || ri.Available > ri.Total || rep.FirstDecision < ri.Drain || rep.FirstDecisionTook <= 0 {
+		t.Errorf("restored on touch: %+v, first decision after %s (took %s)", ri, rep.FirstDecision, rep.FirstDecisionTook)
+	}
 	md := rep.Markdown(seeded, "go run ./examples/recoverybench", "setting")
 	for _, want := range []string{"| `recovery.Rebuild`, every family | 1,200 |", "Batched ÷ one call per family", "12,000 usage_record rows"} {
 		if !strings.Contains(md, want) {
@@ -83,6 +86,9 @@ func TestHarnessOnRealServers(t *testing.T) {
 		wantThr := policy.DefaultThresholds()
 		if Thresholds(f) != "" {
 			wantThr = policy.Thresholds{80, 40}
+		}
+		if f == 1200 {
+			used++ // the first decision after the loss, one byte
 		}
 		if !st.Provisioned || st.Month != month || st.Plan != Plan || st.TopUps != wantTop || st.Used != used ||
 			len(st.Members) != 4 || fmt.Sprint(st.Thresholds) != fmt.Sprint(wantThr) {

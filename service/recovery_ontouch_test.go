@@ -1,0 +1,131 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/recovery"
+	"github.com/dabom/dpcs/service/store"
+)
+
+// After Redis lost everything, families are judged again as soon as SQL
+// holds every judged event, not after every family was restored: each is
+// restored from SQL by its first touch — a decision, a read, a family
+// write — while the sweep that restores the rest has not even begun. The
+// restored state is SQL's (earlier grants counted), a write to a family
+// not restored yet lands on its restored state (the removed member stays
+// removed), and once the sweep ran SQL = Redis for every family. Before,
+// every judgement waited for the whole rebuild (#23: 82 s at 1M members).
+func TestRecoveryJudgesBeforeTheSweep(t *testing.T) {
+	r := newRecoveryRig(t)
+	r.start() // the write-behind brings the grants to SQL
+	ctx := r.h.Ctx
+	cl, err := kgo.NewClient(r.h.KafkaOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	release := make(chan struct{})
+	sweeping := make(chan string, 1)
+	var touched []judge.TouchInfo
+	door := r.state(t, judge.WithMarkStore(recovery.NewGenerations(r.st)), judge.WithTouchHook(func(i judge.TouchInfo) {
+		r.mu.Lock()
+		touched = append(touched, i)
+		r.mu.Unlock()
+	}))
+	g, err := recovery.New(recovery.Config{Store: r.st, State: door, Admin: kadm.NewClient(cl), Quiet: 50 * time.Millisecond,
+		Rebuild: func(ctx context.Context, gen string) (recovery.Report, error) {
+			sweeping <- gen
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return recovery.Report{}, ctx.Err()
+			}
+			return recovery.Rebuild(ctx, r.st, door, gen)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	dec, err := judge.NewDecisions(door, r.h.KafkaOpts(), judge.WithStateGuard(g), judge.WithClock(r.h.Clock),
+		judge.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := dec.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	n := 0
+	decide := func(fid, cid, bytes int64) func() ([]quota.Result, error) {
+		return func() ([]quota.Result, error) {
+			n++
+			return dec.Decide(ctx, []envelope.Envelope[envelope.UsagePayload]{envelope.New(fmt.Sprint("ev-", n), r.h.Now,
+				envelope.UsagePayload{FamilyID: fid, CustomerID: cid, AppID: "com.youtube.app", BytesUsed: bytes})})
+		}
+	}
+	for _, d := range []func() ([]quota.Result, error){decide(1, 11, 5*mb), decide(2, 21, 3*mb)} {
+		if res, err := d(); err != nil || res[0].Decision != policy.Allowed {
+			t.Fatalf("before the loss: %+v, %v", res, err)
+		}
+	}
+	r.h.waitRows(r.db, 2)
+	r.mr.FlushAll() // Redis lost everything
+
+	deadline := time.Now().Add(30 * time.Second)
+	res := untilJudged(t, "family 1 after the loss", deadline, decide(1, 11, mb))
+	gen := <-sweeping // the sweep began, and waits
+	if res[0].Decision != policy.Allowed || res[0].Remaining != 14*mb {
+		t.Errorf("family 1 restored on touch: %+v, want allowed with 14 MB of 20 left (its 5 MB grant counted)", res[0])
+	}
+	if !quota.OnTouch(gen) {
+		t.Errorf("generation %s is not restored on touch", gen)
+	}
+	// A read restores too.
+	st, err := door.Family(ctx, 2)
+	if err != nil || st.Used != 3*mb {
+		t.Errorf("family 2 read before the sweep: %+v, %v; want 3 MB used", st, err)
+	}
+	// A write to a family not restored yet: SQL first, then the door,
+	// which restores the family (with the write) before it applies it.
+	if err := r.st.RemoveMember(ctx, 3, 32, store.System); err != nil {
+		t.Fatal(err)
+	}
+	if err := door.RemoveMember(ctx, 3, 32); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := decide(3, 32, mb)(); err != nil || res[0].Decision != policy.BlockedNotMember {
+		t.Errorf("removed member 32 before the sweep: %+v, %v; want BLOCKED_NOT_MEMBER", res, err)
+	}
+	if res, err := decide(3, 31, mb)(); err != nil || res[0].Decision != policy.Allowed {
+		t.Errorf("member 31 before the sweep: %+v, %v", res, err)
+	}
+	r.mu.Lock()
+	restored := 0
+	for _, i := range touched {
+		restored += i.Restored
+	}
+	r.mu.Unlock()
+	if restored != 3 {
+		t.Errorf("%d families restored on touch, want 3 (families 1, 2, 3)", restored)
+	}
+
+	close(release)
+	g.Wait()
+	r.h.waitRows(r.db, 5)
+	r.h.checkInvariants(r.db)
+	state, err := r.st.RedisState(ctx)
+	if err != nil || state.Generation != gen || state.Families != faultFamilies {
+		t.Errorf("redis_state after the sweep = %+v, %v; want %s with %d families", state, err, gen, faultFamilies)
+	}
+}
