@@ -76,6 +76,12 @@ func checkRestoreOnTouch(t *testing.T, rdb redis.UniversalClient) {
 	if ok, err := e.RestoreUnrestored(ctx, one); err != nil || !ok {
 		t.Fatalf("RestoreUnrestored(family 1) = %v, %v", ok, err)
 	}
+	for fid, want := range map[int64]bool{1: false, 2: true, 3: true} {
+		g, needed, err := e.RestoreNeeded(ctx, fid)
+		if err != nil || needed != want || g != gen {
+			t.Errorf("RestoreNeeded(family %d) = %s, %v, %v; want %s, %v", fid, g, needed, err, gen, want)
+		}
+	}
 	// Family 2 (an old generation's), 3 (no hash: Redis lost it) and 4
 	// (a hash without g) are pending; family 1 is judged.
 	if err := rdb.HSet(ctx, e.k.family(4), memberField(41), "1", fieldPlan, 100).Err(); err != nil {
@@ -182,6 +188,9 @@ func TestEarlierGenerationJudgesUnmarkedFamilies(t *testing.T) {
 	rs, err := e.ApplyMarked(ctx, "gold-1", nil, []Event{{ID: "a", FamilyID: 1, CustomerID: 1, Bytes: 10, At: time.Now()}})
 	if err != nil || rs[0].Decision != policy.Allowed {
 		t.Fatalf("= %+v, %v", rs, err)
+	}
+	if _, needed, err := e.RestoreNeeded(ctx, 1); needed || err != nil {
+		t.Errorf("RestoreNeeded in an earlier generation = %v, %v", needed, err)
 	}
 }
 

@@ -258,6 +258,28 @@ func (e *Engine) MarkerGeneration(ctx context.Context, fid int64) (string, error
 	return g, nil
 }
 
+// RestoreNeeded reports whether family fid is to be restored before it is
+// written or read: the marker of its node names a generation restored on
+// touch (OnTouch), gen, and the family's hash does not name it. One round
+// trip (the marker and the family share a node).
+func (e *Engine) RestoreNeeded(ctx context.Context, fid int64) (gen string, needed bool, err error) {
+	marker, err := e.FamilyMarker(ctx, fid)
+	if err != nil {
+		return "", false, err
+	}
+	var mg, fg *redis.StringCmd
+	_, err = e.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		mg = p.HGet(ctx, marker, "g")
+		fg = p.HGet(ctx, e.k.family(fid), fieldGeneration)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", false, fmt.Errorf("quota: state marker: %w", err)
+	}
+	gen = mg.Val()
+	return gen, OnTouch(gen) && fg.Val() != gen, nil
+}
+
 func (e *Engine) forgetMarkers() {
 	e.markersMu.Lock()
 	e.markers = nil

@@ -27,6 +27,7 @@ type Engine interface {
 	RemoveMember(ctx context.Context, fid, cid int64) error
 	FamilyMarker(ctx context.Context, fid int64) (string, error)
 	MarkerGeneration(ctx context.Context, fid int64) (string, error)
+	RestoreNeeded(ctx context.Context, fid int64) (gen string, needed bool, err error)
 	Restore(ctx context.Context, st quota.FamilyState) error
 	RestoreUnrestored(ctx context.Context, st quota.FamilyState) (bool, error)
 	RestoredRearms(st quota.FamilyState) map[string]map[int]int
@@ -295,15 +296,17 @@ func (s *State) ensureRestored(ctx context.Context, fid int64) error {
 	// The generation the family's node names now, not a cached one: a
 	// write must not land on a family that a restore of the current
 	// generation has yet to overwrite with what SQL held before it.
-	gen, err := s.eng.MarkerGeneration(ctx, fid)
+	gen, needed, err := s.eng.RestoreNeeded(ctx, fid)
 	if err != nil {
 		if errors.Is(err, quota.ErrStale) {
 			return nil // a node without a marker: judging refuses it until a rebuild
 		}
 		return err
 	}
-	if !quota.OnTouch(gen) {
-		return nil // no generation, or a rebuild began: it restores the write
+	if !needed {
+		// Restored, or no generation restored on touch (none yet, or a
+		// rebuild began: it restores the write).
+		return nil
 	}
 	err = s.restoreOnTouch(ctx, gen, []int64{fid})
 	if errors.Is(err, quota.ErrStale) {
