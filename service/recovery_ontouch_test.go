@@ -129,3 +129,24 @@ func TestRecoveryJudgesBeforeTheSweep(t *testing.T) {
 		t.Errorf("redis_state after the sweep = %+v, %v; want %s with %d families", state, err, gen, faultFamilies)
 	}
 }
+
+// A processor whose door restores nothing on touch (an embedder's), beside a
+// guard whose door does: after a loss, its batches meet families not yet
+// restored, and the guard restores them for it (before: it found the state
+// stale, the guard saw SQL naming the generation it had judged with and
+// rebuilt again, and again — the processor never judged).
+func TestRecoveryForADoorWithoutFamilySource(t *testing.T) {
+	r := newRecoveryRig(t)
+	src := r.h.src
+	r.h.src = nil // the workers' door
+	r.start()
+	r.h.src = src
+	recs, distinct := r.traffic(300, 8)
+	r.h.Produce(recs[:150]...)
+	r.h.waitRows(r.db, countDistinct(recs[:150]))
+	r.mr.FlushAll()
+	r.h.Produce(recs[150:]...)
+	r.h.waitRows(r.db, distinct)
+	r.h.Settled(judge.ProcessorGroup, "usage-events")
+	r.check(t, 1)
+}

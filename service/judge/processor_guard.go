@@ -182,13 +182,21 @@ const recoveryPatience = time.Second
 // returns false and *err stands.
 func (p *Processor) stale(ctx context.Context, used string, err *error) bool {
 	var se *quota.StaleError
-	if !errors.As(*err, &se) {
+	var un *quota.UnrestoredError // a door without a family source: the guard restores them
+	var stale error
+	reason := ""
+	switch {
+	case errors.As(*err, &se):
+		stale, reason = se, se.Reason
+	case errors.As(*err, &un):
+		stale, reason = un, un.Error()
+	default:
 		return false
 	}
 	if !p.paused.Swap(true) {
-		p.log.Error("the Redis state cannot be trusted: judging paused until Redis is rebuilt from SQL", "reason", se.Reason)
+		p.log.Error("the Redis state cannot be trusted: judging paused until Redis is rebuilt from SQL", "reason", reason)
 		if p.procHooks.OnStale != nil {
-			p.procHooks.OnStale(StaleInfo{Stale: true, Reason: se.Reason})
+			p.procHooks.OnStale(StaleInfo{Stale: true, Reason: reason})
 		}
 	}
 	// Outputs of batches judged before the state went stale are in flight:
@@ -196,13 +204,13 @@ func (p *Processor) stale(ctx context.Context, used string, err *error) bool {
 	if ferr := p.cl.Flush(ctx); ferr != nil {
 		return false
 	}
-	rec := p.startRecovery(used, *err, se.Reason)
+	rec := p.startRecovery(used, *err, reason)
 	t := time.NewTimer(recoveryPatience)
 	defer t.Stop()
 	select {
 	case <-rec.done:
 	case <-t.C:
-		*err = fmt.Errorf("%w: %w", errRecovering, se) // not the retry's permanent mark
+		*err = fmt.Errorf("%w: %w", errRecovering, stale) // not the retry's permanent mark
 		return false
 	case <-ctx.Done():
 		return false

@@ -268,6 +268,17 @@ func (s *State) restoreOnTouch(ctx context.Context, gen string, fids []int64) (e
 	return nil
 }
 
+// RestoreOnTouch restores the families fids for generation gen from the
+// family source, each unless a restore of gen came first: what a judgement
+// that met them (quota.UnrestoredError) does. It is for a state guard whose
+// caller's door has no family source. Without one it does nothing.
+func (s *State) RestoreOnTouch(ctx context.Context, gen string, fids []int64) error {
+	if s.src == nil {
+		return errors.New("judge: the door has no family source")
+	}
+	return s.restoreOnTouch(ctx, gen, fids)
+}
+
 // restoreUnrestored restores st unless its generation restored it first
 // (quota.Engine.RestoreUnrestored) and records its re-arms as Restore does.
 func (s *State) restoreUnrestored(ctx context.Context, st quota.FamilyState) (bool, error) {

@@ -178,12 +178,21 @@ func (r *Guard) Recover(ctx context.Context, used string, cause error) (string, 
 	waiting := time.Time{}
 	for attempt := 0; ; attempt++ {
 		st, err := r.cfg.Store.RedisState(ctx)
+		var un *quota.UnrestoredError
 		switch {
 		case err != nil:
 			r.log.Warn("recovery: reading redis_state", "err", err)
 		case st.Generation != used:
 			r.setGen(st.Generation)
 			return st.Generation, nil
+		case errors.As(cause, &un) && un.Generation == used && r.cfg.State.RestoresOnTouch():
+			// The caller's door does not restore on touch: this one
+			// restores the families its judgement met, and it judges again.
+			if err := r.cfg.State.RestoreOnTouch(ctx, used, un.Families); err != nil {
+				r.log.Warn("recovery: restoring families on touch", "families", len(un.Families), "err", err)
+				break
+			}
+			return used, nil
 		case r.cfg.Manual:
 			if waiting.IsZero() || time.Since(waiting) > time.Minute {
 				waiting = time.Now()
