@@ -164,11 +164,27 @@ func (h *harness) awaitRecovery(what string, f redisFault) {
 		return
 	}
 	judging := time.Since(back)
+	// The generation is named once SQL holds every judged event; each
+	// family is restored by its first touch, the others by a sweep whose
+	// end is logged as a whole rebuild's (and counted in redis_state).
+	var rebuilt []string
+	err = e2e.Wait{What: fmt.Sprintf("the sweep of generation %s to restore every family after %s", st.Generation, what),
+		Poll: 200 * time.Millisecond}.Until(h.ctx, func(ctx context.Context) (e2e.Progress, error) {
+		rebuilt = GrepLines(h.processorLogs(), msgRebuilt, "generation="+st.Generation+" ")
+		return e2e.Progress{Done: len(rebuilt) > 0, At: int64(len(rebuilt))}, nil
+	})
+	if err != nil {
+		h.t.Errorf("%s: %v", what, err)
+		return
+	}
+	swept := time.Since(back)
+	if st, err = call(h, h.redisState); err != nil {
+		h.t.Fatal(err)
+	}
 	logs = h.processorLogs()
 	stale := CountLines(logs, msgStale) - f.stale
 	rebuilding := CountLines(logs, msgRebuilding) - f.rebuilding
 	waited := CountLines(logs, msgWaiting) - f.waiting
-	rebuilt := GrepLines(logs, msgRebuilt, "generation="+st.Generation+" ")
 	if stale == 0 {
 		h.t.Errorf("%s: no processor logged the state stale", what)
 	}
@@ -181,9 +197,9 @@ func (h *harness) awaitRecovery(what string, f redisFault) {
 	}
 	figures := ""
 	if len(rebuilt) == 1 {
-		figures = " (" + Fields(rebuilt[0], "families", "drain", "rebuild", "total") + ")"
+		figures = " (" + Fields(rebuilt[0], "families", "drain", "available", "rebuild", "total") + ")"
 	}
-	h.timing("%s: %d processors paused, 1 rebuilt from SQL, %d waited for it; redis_state: %d families in %s, rebuilt %s after Redis answered%s; judging again %s after Redis answered",
+	h.timing("%s: %d processors paused, 1 rebuilt from SQL, %d waited for it; redis_state: %d families in %s, generation named %s after Redis answered%s; judging again %s after Redis answered, every family restored %s after",
 		what, stale, waited, st.Families, st.Duration, st.RebuiltAt.Sub(back).Round(100*time.Millisecond), figures,
-		judging.Round(100*time.Millisecond))
+		judging.Round(100*time.Millisecond), swept.Round(100*time.Millisecond))
 }

@@ -379,8 +379,9 @@ func (r *Guard) nameOnTouch(ctx, rctx context.Context, keep *leaseKeeper, start 
 	if err := r.cfg.Store.DropRedisMarks(ctx, next); err != nil {
 		r.log.Warn("recovery: dropping the earlier generations' family-write marks", "err", err)
 	}
-	r.log.Log(ctx, done, "Redis state named from SQL: judging again, each family restored on its first touch, the rest in the background",
-		"generation", next, "previous", prev, "drain", info.Drain, "available", info.Available)
+	r.log.Log(ctx, done, "Redis state named from SQL; judging again",
+		"generation", next, "previous", prev, "drain", info.Drain, "available", info.Available,
+		"restore", "each family on its first touch, the others by a sweep in the background")
 	return info, nil
 }
 
@@ -407,8 +408,9 @@ func (r *Guard) sweep(ctx context.Context, info Info) (Info, error) {
 				Failed: int64(info.Failed), Duration: info.Total}); serr != nil {
 				r.log.Warn("recovery: recording the sweep", "err", serr)
 			}
-			r.log.Info("Redis rebuilt from SQL: every family restored", "generation", info.Generation, "families", info.Families,
-				"failed", info.Failed, "sweep", info.Rebuild, "available", info.Available, "total", info.Total)
+			// The message of a whole rebuild's end: the same tools read both.
+			r.log.Info("Redis rebuilt from SQL", "generation", info.Generation, "families", info.Families,
+				"failed", info.Failed, "drain", info.Drain, "rebuild", info.Rebuild, "available", info.Available, "total", info.Total)
 			if r.cfg.OnRecovered != nil {
 				r.cfg.OnRecovered(info)
 			}
