@@ -128,6 +128,18 @@ func TestRecoveryJudgesBeforeTheSweep(t *testing.T) {
 	if err != nil || state.Generation != gen || state.Families != faultFamilies {
 		t.Errorf("redis_state after the sweep = %+v, %v; want %s with %d families", state, err, gen, faultFamilies)
 	}
+	// An operator's rebuild of a named family (`server rebuild 4`, a
+	// family fixed after it failed) restores it though the generation
+	// restored it already.
+	if _, err := r.db.ExecContext(ctx, `UPDATE families SET plan_bytes = ? WHERE id = 4`, 30*mb); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := recovery.Rebuild(ctx, r.st, door, gen, 4); err != nil || rep.Rebuilt != 1 {
+		t.Fatalf("rebuild of family 4 = %+v, %v", rep, err)
+	}
+	if st, err := door.Family(ctx, 4); err != nil || st.Plan != 30*mb {
+		t.Errorf("family 4 after its rebuild: %+v, %v; want the plan SQL holds (30 MB)", st, err)
+	}
 }
 
 // A processor whose door restores nothing on touch (an embedder's), beside a

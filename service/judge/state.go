@@ -131,8 +131,13 @@ func (s *State) applyMarked(ctx context.Context, gen string, marks []quota.Mark,
 	}
 	res, err := s.eng.ApplyMarked(ctx, gen, marks, evs)
 	var un *quota.UnrestoredError
-	if s.src == nil || !errors.As(err, &un) {
+	if !errors.As(err, &un) {
 		return res, err
+	}
+	if s.src == nil {
+		// The events judged are charged: their callers must be answered
+		// (the state guard restores the others' families, Recover).
+		return nil, &PartlyJudgedError{Results: un.Results, Pending: un.Pending, Err: un}
 	}
 	results := un.Results
 	pending := un.Pending
@@ -151,7 +156,7 @@ func (s *State) applyMarked(ctx context.Context, gen string, marks []quota.Mark,
 				results[at] = rs[i]
 			}
 			return results, nil
-		case errors.As(err, &un) && attempt < touchAttempts:
+		case errors.As(err, &un):
 			// Restored and rolled back meanwhile, or a restore of
 			// another process not yet seen: restore what is left.
 			for i, at := range pending {
@@ -162,6 +167,9 @@ func (s *State) applyMarked(ctx context.Context, gen string, marks []quota.Mark,
 				left[i] = pending[at]
 			}
 			pending = left
+			if attempt+1 >= touchAttempts {
+				return nil, &PartlyJudgedError{Results: results, Pending: pending, Err: un}
+			}
 		default:
 			return nil, &PartlyJudgedError{Results: results, Pending: pending, Err: err}
 		}

@@ -130,6 +130,9 @@ func Rebuild(ctx context.Context, st *store.Store, qs *judge.State, gen string, 
 	}
 	rb := rebuilder{st: st, qs: qs, gen: gen}
 	if len(families) > 0 {
+		// Named families (an operator's, for a family fixed after it
+		// failed) are restored whatever the generation holds.
+		rb.force = true
 		for ids := families; len(ids) > 0; {
 			n := min(len(ids), rebuildNamed)
 			if err := rb.families(ctx, ids[:n], false, &rep); err != nil {
@@ -185,6 +188,8 @@ type rebuilder struct {
 	st  *store.Store
 	qs  *judge.State
 	gen string
+	// force restores even a family the generation restored already.
+	force bool
 }
 
 const (
@@ -258,7 +263,7 @@ func (b rebuilder) restore(ctx context.Context, p page, rep *Report) error {
 	if err := b.restoreOnce(ctx, p, rep); err != nil {
 		return err
 	}
-	if quota.OnTouch(b.gen) {
+	if quota.OnTouch(b.gen) && !b.force {
 		// A sweep of a generation restored on touch: each family is
 		// restored once (never over a restore that came first), and every
 		// family write restores its family before it lands (the door), so
@@ -319,7 +324,7 @@ func (b rebuilder) settle(ctx context.Context, p page, failed map[int64]bool, re
 // restore of the generation came first (a judgement or a family write
 // restored it on touch, and may have changed it since).
 func (b rebuilder) write(ctx context.Context, st quota.FamilyState) error {
-	if quota.OnTouch(b.gen) {
+	if quota.OnTouch(b.gen) && !b.force {
 		_, err := b.qs.RestoreUnrestored(ctx, st)
 		return err
 	}

@@ -185,7 +185,7 @@ func (r *Guard) Recover(ctx context.Context, used string, cause error) (string, 
 		case st.Generation != used:
 			r.setGen(st.Generation)
 			return st.Generation, nil
-		case errors.As(cause, &un) && un.Generation == used && r.cfg.State.RestoresOnTouch():
+		case attempt == 0 && errors.As(cause, &un) && un.Generation == used && r.cfg.State.RestoresOnTouch():
 			// The caller's door does not restore on touch: this one
 			// restores the families its judgement met, and it judges again.
 			if err := r.cfg.State.RestoreOnTouch(ctx, used, un.Families); err != nil {
@@ -422,6 +422,13 @@ func (r *Guard) sweep(ctx context.Context, info Info) (Info, error) {
 		if st, serr := r.cfg.Store.RedisState(ctx); serr == nil && st.Generation != info.Generation {
 			r.log.Info("recovery: sweep ends: another generation was named", "generation", info.Generation, "now", st.Generation)
 			return info, nil
+		}
+		if errors.Is(err, quota.ErrStale) {
+			// A node's marker names another generation or none (Redis lost
+			// its data again, or a rebuild began): the next judgement finds
+			// it stale and a recovery names a new generation.
+			r.log.Warn("recovery: sweep ends: the Redis state changed under it", "generation", info.Generation, "err", err)
+			return info, err
 		}
 		r.log.Warn("recovery: sweep failed; its families are restored on touch meanwhile; trying again", "attempt", attempt, "err", err)
 		if err := backoff.Sleep(ctx, sweepBackoff.Delay(attempt)); err != nil {
@@ -666,6 +673,18 @@ func (r *Guard) RebuildNow(ctx context.Context, reason string) (Info, error) {
 }
 
 func (r *Guard) rebuildNow(ctx context.Context, reason string, drain bool) (Info, error) {
+	info, err := r.nameNow(ctx, reason, drain)
+	if err == nil && info.OnTouch {
+		// Judging goes on meanwhile (and a recovery may run: the sweep
+		// holds no lock); the caller wants every family.
+		return r.sweep(ctx, info)
+	}
+	return info, err
+}
+
+// nameNow is rebuildNow up to the new generation's naming (the whole
+// rebuild without a door that restores on touch).
+func (r *Guard) nameNow(ctx context.Context, reason string, drain bool) (Info, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st, err := r.cfg.Store.RedisState(ctx)
@@ -682,10 +701,6 @@ func (r *Guard) rebuildNow(ctx context.Context, reason string, drain bool) (Info
 	info, err := r.rebuild(ctx, st.Generation, reason, drain, true)
 	if err != nil && !errors.Is(err, ErrIncomplete) {
 		_ = r.cfg.Store.ReleaseRebuild(context.WithoutCancel(ctx), r.cfg.Owner)
-	}
-	if err == nil && info.OnTouch {
-		// Judging goes on meanwhile; the caller wants every family.
-		return r.sweep(ctx, info)
 	}
 	return info, err
 }
