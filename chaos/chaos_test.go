@@ -717,6 +717,11 @@ func (h *harness) faults(sim *simulate.Simulator) {
 	// Redis comes back from a snapshot taken seconds earlier.
 	h.at(10*u + R + M)
 	h.redisSnapshot()
+
+	// Redis comes back empty again, and MariaDB stops while its families
+	// are restored (on touch and by the sweep).
+	h.at(11*u + R + M)
+	h.redisEmptySQLDown()
 }
 
 // committed sums the processor group's committed offsets.

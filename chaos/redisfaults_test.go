@@ -71,6 +71,50 @@ func (h *harness) redisEmpty() {
 	h.awaitRecovery("Redis came back empty", f)
 }
 
+// redisEmptySQLDown brings Redis back empty and, as soon as the recovery
+// named its generation (SQL held every judged event), stops MariaDB for
+// sqlDownInRestore: the families not restored yet cannot be read, so their
+// events wait (the processors retry, the gateway is refused unjudged) and
+// the sweep retries; once MariaDB is back every family is restored and
+// judged — none as not a member from an empty family, nobody over plan.
+func (h *harness) redisEmptySQLDown() {
+	h.t.Helper()
+	f := h.beginRedisFault()
+	if err := h.redis.Kill(); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.redis.StartFresh(h.ctx, filepath.Join(h.dir, "redis-empty-2"), ""); err != nil {
+		h.t.Fatal(err)
+	}
+	h.addServer(h.redis.Process())
+	h.logf("kill -9 redis-server, started empty on %s (pid %d); MariaDB to be stopped once the recovery names a generation",
+		h.redis.Addr(), h.redis.Process().PID())
+	err := e2e.Wait{What: "the recovery to name a generation after Redis came back empty", Poll: 50 * time.Millisecond}.
+		Until(h.ctx, func(ctx context.Context) (e2e.Progress, error) {
+			st, err := h.redisState(ctx)
+			return e2e.Progress{Done: err == nil && st.Generation != f.gen, Seen: fmt.Sprintf("generation %q", st.Generation)}, err
+		})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	stop := time.Now()
+	if err := h.maria.Stop(); err != nil {
+		h.t.Errorf("mariadb stop: %v", err)
+	}
+	h.logf("generation named; mariadbd stopped in %s, for %s, while families are restored on touch and swept",
+		time.Since(stop).Round(10*time.Millisecond), sqlDownInRestore)
+	time.Sleep(time.Until(stop.Add(sqlDownInRestore)))
+	if err := h.maria.Start(h.ctx); err != nil {
+		h.t.Fatal(err)
+	}
+	h.addServer(h.maria.Process())
+	h.logf("mariadbd started again after %s down", time.Since(stop).Round(100*time.Millisecond))
+	h.awaitRecovery("Redis came back empty, MariaDB stopped while its families were restored", f)
+}
+
+// sqlDownInRestore is how long redisEmptySQLDown stops MariaDB.
+const sqlDownInRestore = 6 * time.Second
+
 // redisSnapshot has redis-server write an RDB snapshot, lets the processors
 // judge a few seconds more (progress: 2 s of traffic committed), kills it and
 // starts it on the same port from that snapshot: Redis came back seconds old.
