@@ -87,6 +87,7 @@ func (h *harness) redisEmptySQLDown() {
 		h.t.Fatal(err)
 	}
 	h.addServer(h.redis.Process())
+	f.back = time.Now()
 	h.logf("kill -9 redis-server, started empty on %s (pid %d); MariaDB to be stopped once the recovery names a generation",
 		h.redis.Addr(), h.redis.Process().PID())
 	err := e2e.Wait{What: "the recovery to name a generation after Redis came back empty", Poll: 50 * time.Millisecond}.
@@ -157,6 +158,8 @@ func (h *harness) redisSnapshot() {
 
 // redisFault is the state before a Redis fault.
 type redisFault struct {
+	// back is when Redis answered again; zero: when awaitRecovery began.
+	back       time.Time
 	gen        string
 	stale      int // "judging paused" log lines so far
 	rebuilding int
@@ -174,7 +177,10 @@ func (h *harness) beginRedisFault() redisFault {
 // processor rebuilt, and records the recovery's figures.
 func (h *harness) awaitRecovery(what string, f redisFault) {
 	h.t.Helper()
-	back := time.Now()
+	back := f.back
+	if back.IsZero() {
+		back = time.Now()
+	}
 	var st store.RedisState
 	var genAt time.Time
 	var committedAtGen, c int64

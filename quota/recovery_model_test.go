@@ -8,6 +8,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -41,6 +42,13 @@ const recoveryStream = "s/0"
 
 // familyWriteStream is the door's one family-write stream in the model.
 const familyWriteStream = "family-writes/model/0"
+
+// decisionSlots are the model's synchronous-decisions instance's slots:
+// streams decisionStream+"0" and +"1" (judge.Decisions' marks).
+const (
+	decisionStream = "decisions/model/"
+	decisionSlots  = 2
+)
 
 // ledgerRecord is a usage_record row: an event's first judgment.
 type ledgerRecord struct {
@@ -223,7 +231,8 @@ type snapshot struct {
 	pos  int64
 	gen  string
 	fw   map[string]int64 // the family-write counts per node
-	lost bool             // taken from a state that lost writes
+	dec  [decisionSlots]int64
+	lost bool // taken from a state that lost writes
 }
 
 // prefixKeys lists the keys under prefix on every master.
@@ -404,6 +413,10 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 			snapshots []snapshot
 			fw        = map[string]int64{} // SQL's family-write counts per node under gen
 			door      = map[string]int64{} // the door's own counts per node under gen
+			// dec are the decisions' slots' counts under gen: the batches
+			// whose results were used (recorded in SQL, as the instance
+			// records them, and checked by every batch).
+			dec [decisionSlots]int64
 		)
 		// markWrite marks an API write of family f as the door does.
 		markWrite = func(f int64) {
@@ -434,6 +447,16 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 			var out []Mark
 			for node, n := range fw {
 				out = append(out, Mark{Stream: familyWriteStream, From: n, To: n, Node: node})
+			}
+			for i, n := range dec {
+				if n > 0 {
+					out = append(out, Mark{Stream: decisionStream + strconv.Itoa(i), From: n, To: n})
+				}
+			}
+			// The processor records its partition's position too
+			// (judge.Processor's recordPositions): the decisions check it.
+			if pos > 0 {
+				out = append(out, Mark{Stream: recoveryStream, From: pos, To: pos})
 			}
 			return out
 		}
@@ -501,7 +524,7 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 				// others are restored by their first touch.
 				must(e.FinishRebuild(ctx, next, map[string]int64{recoveryStream: pos}))
 				gen, lost = next, false
-				fw, door = map[string]int64{}, map[string]int64{}
+				fw, door, dec = map[string]int64{}, map[string]int64{}, [decisionSlots]int64{}
 				for _, f := range families {
 					if !rapid.Bool().Draw(rt, "sweptFirst") {
 						continue
@@ -526,7 +549,7 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 			}
 			must(e.FinishRebuild(ctx, next, map[string]int64{recoveryStream: pos}))
 			gen, lost = next, false
-			fw, door = map[string]int64{}, map[string]int64{}
+			fw, door, dec = map[string]int64{}, map[string]int64{}, [decisionSlots]int64{}
 			for _, f := range families {
 				got, err := e.Family(ctx, f)
 				must(err)
@@ -574,8 +597,26 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 			}
 			return out
 		}
-		judge := func(rt *rapid.T, evs []Event) {
-			marks := append([]Mark{{Stream: recoveryStream, From: pos, To: pos + int64(len(evs))}}, floors()...)
+		// judge judges evs as a processor batch (slot < 0: the next
+		// positions of its partition) or as a synchronous-decisions group
+		// commit in slot (judge.Decisions: every slot's count checked, its
+		// own raised by one).
+		judge := func(rt *rapid.T, evs []Event, slot int) {
+			mine := func() []Mark {
+				if slot < 0 {
+					return []Mark{{Stream: recoveryStream, From: pos, To: pos + int64(len(evs))}}
+				}
+				var ms []Mark
+				for i, n := range dec {
+					m := Mark{Stream: decisionStream + strconv.Itoa(i), From: n, To: n}
+					if i == slot {
+						m.To++
+					}
+					ms = append(ms, m)
+				}
+				return ms
+			}
+			marks := append(mine(), floors()...)
 			got, err := e.ApplyMarked(ctx, gen, marks, evs)
 			// The door: families not restored in the generation yet are
 			// restored on touch and their events judged then.
@@ -620,12 +661,16 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 				}
 				detected++
 				recover()
-				marks = append(marks[:1], floors()...) // the new generation's
+				marks = append(mine(), floors()...) // the new generation's
 				got, err = e.ApplyMarked(ctx, gen, marks, evs)
 				unrestored()
 			}
 			must(err)
-			pos += int64(len(evs))
+			if slot < 0 {
+				pos += int64(len(evs))
+			} else {
+				dec[slot]++
+			}
 			var want []Result
 			cons := make([]policy.Constraints, len(evs))
 			for i, ev := range evs {
@@ -644,7 +689,21 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 		admin := func() bool { return !lost }
 
 		rt.Repeat(map[string]func(*rapid.T){
-			"apply": func(rt *rapid.T) { judge(rt, []Event{newEvent(rt)}) },
+			"apply": func(rt *rapid.T) { judge(rt, []Event{newEvent(rt)}, -1) },
+			"decide": func(rt *rapid.T) {
+				// A synchronous-decisions group commit: new events and
+				// retries of judged ones (flagged duplicate, same answer).
+				n := rapid.IntRange(1, 5).Draw(rt, "requests")
+				var evs []Event
+				for range n {
+					if r := recent(); len(r) > 0 && rapid.IntRange(0, 3).Draw(rt, "retried") == 0 {
+						evs = append(evs, rapid.SampledFrom(r).Draw(rt, "retry"))
+						continue
+					}
+					evs = append(evs, newEvent(rt))
+				}
+				judge(rt, evs, rapid.IntRange(0, decisionSlots-1).Draw(rt, "slot"))
+			},
 			"applyBatch": func(rt *rapid.T) {
 				n := rapid.IntRange(1, 20).Draw(rt, "batch")
 				var evs []Event
@@ -655,7 +714,7 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 					}
 					evs = append(evs, newEvent(rt))
 				}
-				judge(rt, evs)
+				judge(rt, evs, -1)
 			},
 			"replayOtherTime": func(rt *rapid.T) {
 				// The same id with another timestamp the processor accepts
@@ -666,7 +725,7 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 				}
 				ev := rapid.SampledFrom(r).Draw(rt, "replayed")
 				ev.At = now.Add(time.Duration(rapid.IntRange(-23*60, 5).Draw(rt, "atMin")) * time.Minute)
-				judge(rt, []Event{ev})
+				judge(rt, []Event{ev}, -1)
 			},
 			"setPlan": func(rt *rapid.T) {
 				f := rapid.SampledFrom(families).Draw(rt, "family")
@@ -784,7 +843,7 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 			"snapshot": func(rt *rapid.T) {
 				keys, err := takeSnapshot(ctx, rdb, prefix)
 				must(err)
-				snapshots = append(snapshots, snapshot{keys: keys, pos: pos, gen: gen, fw: maps.Clone(fw), lost: lost})
+				snapshots = append(snapshots, snapshot{keys: keys, pos: pos, gen: gen, fw: maps.Clone(fw), dec: dec, lost: lost})
 				if len(snapshots) > 3 {
 					snapshots = snapshots[1:]
 				}
@@ -799,7 +858,7 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 					rt.Skip("no snapshot")
 				}
 				s := rapid.SampledFrom(snapshots).Draw(rt, "snapshot")
-				behind := s.pos < pos || s.gen != gen || !maps.Equal(s.fw, fw)
+				behind := s.pos < pos || s.gen != gen || !maps.Equal(s.fw, fw) || s.dec != dec
 				if !behind && !s.lost && !lost {
 					// Nothing judged nor written since: the marks cannot
 					// tell this snapshot from the current state, so it

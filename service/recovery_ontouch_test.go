@@ -3,6 +3,8 @@ package service
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/judge"
@@ -161,4 +164,48 @@ func TestRecoveryForADoorWithoutFamilySource(t *testing.T) {
 	r.h.waitRows(r.db, distinct)
 	r.h.Settled(judge.ProcessorGroup, "usage-events")
 	r.check(t, 1)
+}
+
+// A processor's judged batch lost by a Redis rollback is found by the
+// synchronous decisions, which check no partition of their own: each
+// processor records its partitions' positions in SQL once a second, and
+// every judgement checks them. Before, /decisions judged the rolled-back
+// state until the next processor batch: 12 MB granted on a 20 MB plan where
+// the processor had already allowed 15 MB (the recovery model found it).
+func TestRecoveryAfterRollbackOfProcessorBatchesSeenByDecisions(t *testing.T) {
+	r := newRecoveryRig(t)
+	r.start()
+	ctx := r.h.Ctx
+	dec := r.decisions(t)
+	gen, err := r.rec.Generation(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := testenv.Snapshot(t, r.h.Redis)
+	r.h.Produce(r.h.Usage("p1", 1, 11, 15*mb, "com.youtube.app", r.h.Now))
+	r.h.waitRows(r.db, 1)
+	// The processor records its partition's position within a second
+	// (waited for at most 10 s: without it the decision below shows why).
+	for wait := time.Now().Add(10 * time.Second); time.Now().Before(wait); time.Sleep(20 * time.Millisecond) {
+		marks, err := r.st.RedisMarks(ctx, gen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(marks, func(m store.RedisMark) bool { return strings.HasPrefix(m.Stream, envelope.TopicUsageEvents+"/") }) {
+			break
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	snap.RollBack(t, r.h.Redis) // Redis lost the processor's 15 MB
+
+	n := 0
+	decide := func() ([]quota.Result, error) {
+		n++
+		return dec.Decide(ctx, []envelope.Envelope[envelope.UsagePayload]{envelope.New(fmt.Sprint("d-", n), r.h.Now,
+			envelope.UsagePayload{FamilyID: 1, CustomerID: 12, AppID: "com.youtube.app", BytesUsed: 12 * mb})})
+	}
+	untilStale(t, "the decisions refusing the rolled-back state", deadline, decide)
+	if res := untilJudged(t, "12 MB after the rebuild", deadline, decide); res[0].Decision == policy.Allowed {
+		t.Errorf("12 MB granted on a 20 MB plan with 15 MB used: %+v", res[0])
+	}
 }

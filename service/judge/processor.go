@@ -122,7 +122,13 @@ type Processor struct {
 	// is revoked), for the marks of WithStateGuard.
 	posMu     sync.Mutex
 	positions map[string]int64
-	paused    atomic.Bool
+	// posGen is the generation each position was judged under; recorded
+	// the position last recorded in the door's mark store, per stream and
+	// generation (recordPositions).
+	posGen   map[string]string
+	recorded map[string]int64
+	recGen   map[string]string
+	paused   atomic.Bool
 	// recoveries counts the recoveries this processor waited for.
 	recoveries atomic.Int64
 	// rec is the recovery running in the background (nil: none); life is
@@ -160,7 +166,8 @@ func NewProcessor(qs *State, kopts []kgo.Opt, opts ...Option) (*Processor, error
 	}
 	p := &Processor{settings: set, qs: qs}
 	if p.guard != nil {
-		p.positions = map[string]int64{}
+		p.positions, p.posGen = map[string]int64{}, map[string]string{}
+		p.recorded, p.recGen = map[string]int64{}, map[string]string{}
 	}
 	p.breaker = gobreaker.NewCircuitBreaker[any](gobreaker.Settings{
 		Name:    "redis",
@@ -234,6 +241,10 @@ func (p *Processor) Run(ctx context.Context) error {
 	p.life, stop = context.WithCancel(ctx)
 	defer p.bg.Wait()
 	defer stop()
+	if p.guard != nil && p.qs.marks != nil {
+		p.bg.Add(1)
+		go p.recordPositions() // ends with Run
+	}
 	if err := p.c.Run(ctx); !errors.Is(err, consumer.ErrUncommitted) {
 		return err
 	}

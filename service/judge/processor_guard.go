@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -101,7 +102,7 @@ func (p *Processor) judgePolicies(ctx context.Context, recs []*kgo.Record) ([]*k
 			if err != nil {
 				return nil, 0, err
 			}
-			p.advanced(marks)
+			p.advanced(gen, marks)
 		}
 		return out, policies, nil
 	}
@@ -130,7 +131,7 @@ func (p *Processor) raise(ctx context.Context, recs []*kgo.Record) error {
 		if err != nil {
 			return err
 		}
-		p.advanced(marks)
+		p.advanced(gen, marks)
 		return nil
 	}
 }
@@ -330,12 +331,67 @@ func (p *Processor) marksOf(recs []*kgo.Record) []quota.Mark {
 }
 
 // advanced records where this processor's next batches begin.
-func (p *Processor) advanced(marks []quota.Mark) {
+func (p *Processor) advanced(gen string, marks []quota.Mark) {
 	p.posMu.Lock()
 	defer p.posMu.Unlock()
 	for _, m := range marks {
+		if strings.HasPrefix(m.Stream, FamilyWriteStream) || strings.HasPrefix(m.Stream, DecisionStream) {
+			continue // the floors checked with the batch, not its partitions
+		}
 		p.positions[m.Stream] = m.To
+		p.posGen[m.Stream] = gen
 	}
+}
+
+// recordPositions records the partitions' positions (the watermarks this
+// processor's batches raised) in the door's mark store once a second while
+// they move, and once more when Run ends: every process that judges with
+// the same store — the synchronous decisions above all, which check no
+// partition of their own — then finds a Redis node that lost a processor's
+// judged batches stale, not only that processor's next batch.
+func (p *Processor) recordPositions() {
+	defer p.bg.Done()
+	t := time.NewTicker(markRecordEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.life.Done():
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(p.life), time.Second)
+			_ = p.recordMoved(ctx)
+			cancel()
+			return
+		case <-t.C:
+		}
+		if err := p.recordMoved(p.life); err != nil && p.life.Err() == nil {
+			p.log.Warn("recording the partitions' positions in SQL failed; trying again", "err", err)
+		}
+	}
+}
+
+// recordMoved records the positions that moved since they were last
+// recorded under their generation.
+func (p *Processor) recordMoved(ctx context.Context) error {
+	p.posMu.Lock()
+	type moved struct {
+		stream, gen string
+		n           int64
+	}
+	var ms []moved
+	for st, n := range p.positions {
+		if g := p.posGen[st]; g != "" && (p.recGen[st] != g || p.recorded[st] < n) {
+			ms = append(ms, moved{st, g, n})
+		}
+	}
+	p.posMu.Unlock()
+	for _, m := range ms {
+		if err := p.qs.marks.ms.RecordMark(ctx, m.gen, quota.Mark{Stream: m.stream, From: m.n, To: m.n}); err != nil {
+			return err
+		}
+		p.posMu.Lock()
+		p.recorded[m.stream], p.recGen[m.stream] = m.n, m.gen
+		p.posMu.Unlock()
+	}
+	return nil
 }
 
 // forget drops the positions of revoked or lost partitions: their next

@@ -132,7 +132,7 @@ func (p *Processor) apply(ctx context.Context, usage []usageIn, marks []quota.Ma
 			return nil, nil, nil, err
 		}
 		if p.guard != nil {
-			p.advanced(marks)
+			p.advanced(gen, marks)
 		}
 		return results, usage, dead, nil
 	}
