@@ -460,6 +460,7 @@ func TestRecoveryAfterRollbackOfDecisions(t *testing.T) {
 	if res[0].Decision == policy.Allowed {
 		t.Errorf("d2 after the rebuild: %+v, want blocked (12 of 20 MB already granted)", res[0])
 	}
+	r.rec.Wait() // the sweep
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	// The rig's start, then the one the decisions asked for.

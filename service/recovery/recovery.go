@@ -375,6 +375,9 @@ func (r *Guard) nameOnTouch(ctx, rctx context.Context, keep *leaseKeeper, start 
 	if err := r.cfg.Store.RebuildDone(ctx, r.cfg.Owner, next, store.RedisState{Reason: reason, Duration: info.Available}); err != nil {
 		return Info{}, err
 	}
+	// The sweep counts from now (its caller runs it and marks it done):
+	// whoever judges with next and then waits (Wait) waits for it too.
+	r.sweeps.Add(1)
 	r.setGen(next)
 	if err := r.cfg.Store.DropRedisMarks(ctx, next); err != nil {
 		r.log.Warn("recovery: dropping the earlier generations' family-write marks", "err", err)
@@ -442,8 +445,7 @@ func (r *Guard) sweep(ctx context.Context, info Info) (Info, error) {
 func (r *Guard) sweepLater(ctx context.Context, info Info) {
 	sctx, cancel := context.WithCancel(r.life)
 	stop := context.AfterFunc(ctx, cancel)
-	r.sweeps.Add(1)
-	go func() {
+	go func() { // counted in sweeps by nameOnTouch
 		defer r.sweeps.Done()
 		defer cancel()
 		defer stop()
@@ -677,6 +679,7 @@ func (r *Guard) rebuildNow(ctx context.Context, reason string, drain bool) (Info
 	if err == nil && info.OnTouch {
 		// Judging goes on meanwhile (and a recovery may run: the sweep
 		// holds no lock); the caller wants every family.
+		defer r.sweeps.Done() // counted by nameOnTouch
 		return r.sweep(ctx, info)
 	}
 	return info, err
