@@ -389,6 +389,26 @@ func TestFamilyApp(t *testing.T) {
 	browsertest.Run(t, owner, "unblock the games category", chromedp.Evaluate(`document.querySelector('#block-cat-GAME').click()`, nil))
 	waitAPI(t, "games unblocked", 5*time.Second, func() (bool, string) { _, ok := rules()["BLOCK:CATEGORY:GAME"]; return !ok, fmt.Sprint(rules()) })
 
+	// Apps by name, never by package id (#24): the controls offer
+	// "유튜브", and the child's restrictions name it so.
+	waitJS(t, owner, "apps listed by name", 5*time.Second,
+		`(() => { const l = document.querySelector('label[for=block-app-com_youtube_app]'); return !!l && l.textContent.includes('유튜브') && !l.textContent.includes('com.youtube'); })()`,
+		`document.querySelector('#apps')?.innerText`)
+	// The controls may be drawn again by a live update between two taps:
+	// tap the box shown while it is not ticked, once per box.
+	waitJS(t, owner, "YouTube ticked", 5*time.Second,
+		`(() => { const b = document.querySelector('#block-app-com_youtube_app'); if (b && !b.checked && !b.dataset.tapped) { b.dataset.tapped = '1'; b.click(); }
+			return !!b && b.checked; })()`, `document.querySelector('#apps')?.innerText`)
+	waitAPI(t, "YouTube blocked", 5*time.Second, func() (bool, string) { r := rules(); return r["BLOCK:APP:com.youtube.app"] == "1", fmt.Sprint(r) })
+	browsertest.Run(t, kid, "open the dashboard again (child)", chromedp.Reload())
+	waitJS(t, kid, "the blocked app named", 10*time.Second, `!!document.querySelector('#my-rules-list')?.textContent.includes('막힌 앱: 유튜브')`,
+		`document.querySelector('#my-rules')?.innerText`)
+	browsertest.Screenshot(t, kid, "app-dashboard-child-app")
+	waitJS(t, owner, "YouTube unticked", 5*time.Second,
+		`(() => { const b = document.querySelector('#block-app-com_youtube_app'); if (b && b.checked && !b.dataset.untapped) { b.dataset.untapped = '1'; b.click(); }
+			return !!b && !b.checked; })()`, `document.querySelector('#apps')?.innerText`)
+	waitAPI(t, "YouTube unblocked", 5*time.Second, func() (bool, string) { _, ok := rules()["BLOCK:APP:com.youtube.app"]; return !ok, fmt.Sprint(rules()) })
+
 	// The inbox updates live: the child watches it while the family passes
 	// the 50 % threshold.
 	browsertest.Run(t, kid, "open the inbox", chromedp.Navigate(sys.URL+"/app/#/inbox"))

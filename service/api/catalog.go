@@ -13,6 +13,9 @@ import (
 type CatalogApp struct {
 	ID       string `json:"id" doc:"App id, the <appId> of BLOCK:APP:<appId>" example:"com.youtube.app"`
 	Category string `json:"category" doc:"The app's category, the <category> of BLOCK:CATEGORY:<category>" example:"VIDEO"`
+	Name     string `json:"name" doc:"The app's name in Korean, shown to people instead of its id" example:"유튜브"`
+	NameEn   string `json:"nameEn" doc:"The app's name in English" example:"YouTube"`
+	Icon     string `json:"icon" doc:"An emoji shown beside the name" example:"▶️"`
 }
 
 // Catalog is what GET /catalog answers: the app categories and the apps the
@@ -24,9 +27,10 @@ type Catalog struct {
 
 // DefaultCatalog is the catalog the processor judges category blocks with
 // (policy.DefaultApps), in its order, with the categories in order of first
-// appearance.
+// appearance and each app's name and icon (policy.DefaultAppLabels).
 func DefaultCatalog() Catalog {
 	apps := policy.DefaultApps()
+	labels := policy.DefaultAppLabels()
 	c := Catalog{Apps: make([]CatalogApp, 0, len(apps))}
 	seen := map[policy.Category]bool{}
 	for _, app := range apps {
@@ -34,7 +38,11 @@ func DefaultCatalog() Catalog {
 			seen[app.Category] = true
 			c.Categories = append(c.Categories, string(app.Category))
 		}
-		c.Apps = append(c.Apps, CatalogApp{ID: app.ID, Category: string(app.Category)})
+		l := labels[app.ID]
+		if l.Name == "" {
+			l = policy.AppLabel{Name: app.ID, NameEn: app.ID}
+		}
+		c.Apps = append(c.Apps, CatalogApp{ID: app.ID, Category: string(app.Category), Name: l.Name, NameEn: l.NameEn, Icon: l.Icon})
 	}
 	return c
 }

@@ -29,6 +29,13 @@ func TestCatalogRoute(t *testing.T) {
 		if c := cat.Category(app.ID); string(c) != app.Category {
 			t.Errorf("app %s: category %q, the processor's %q", app.ID, app.Category, c)
 		}
+		// People see names, never package ids (#24).
+		if app.Name == "" || app.Name == app.ID || app.NameEn == "" || app.NameEn == app.ID || app.Icon == "" {
+			t.Errorf("app %s: name %q, English %q, icon %q: want a name people know and an icon", app.ID, app.Name, app.NameEn, app.Icon)
+		}
+	}
+	if got.Apps[0].Name != "유튜브" || got.Apps[0].NameEn != "YouTube" {
+		t.Errorf("first app %+v, want 유튜브 / YouTube", got.Apps[0])
 	}
 	wantCats := []string{"VIDEO", "GAME", "SOCIAL", "MESSAGING", "WEB", "MUSIC"}
 	if diff := cmp.Diff(wantCats, got.Categories); diff != "" {
@@ -78,7 +85,7 @@ func TestCatalogRouteDocumented(t *testing.T) {
 		props    []string
 	}{
 		{"Catalog", []string{"categories", "apps"}, []string{"apps", "categories"}},
-		{"CatalogApp", []string{"id", "category"}, []string{"category", "id"}},
+		{"CatalogApp", []string{"id", "category", "name", "nameEn", "icon"}, []string{"category", "icon", "id", "name", "nameEn"}},
 	}
 	for _, tt := range tests {
 		s := doc.Components.Schemas[tt.schema]

@@ -2,7 +2,7 @@
 // (sliders), instant block, time windows, app and category blocks, a
 // password reset; per family: alert thresholds, top-ups, members and roles.
 import * as api from './api.js';
-import { t } from './i18n.js';
+import { t, appName } from './i18n.js';
 import { h, fmtBytes, reasonText, parseWindow, formatWindow, fmtClock, DAYS, MB, errorText } from './util.js';
 import { state, on, refreshDashboard, loadCatalog } from './store.js';
 import { toast, go, track } from './ui.js';
@@ -245,7 +245,7 @@ export async function controlsView(root, [cid]) {
         const idAttr = `block-app-${a.id.replace(/[^\w-]/g, '_')}`;
         const box = h('input', { type: 'checkbox', id: idAttr, checked: pol.rules[key] === '1' });
         box.addEventListener('change', () => apply(box.checked ? { set: { [key]: '1' } } : { remove: [key] }, 'apps'));
-        return h('li', box, h('label', { for: idAttr }, a.id));
+        return h('li', box, h('label', { for: idAttr, title: a.id }, a.icon ? h('span.app-icon', { 'aria-hidden': 'true' }, a.icon) : null, appName(a, a.id)));
       });
       return h('fieldset.apps', h('legend', t(`cat.${c}`)),
         h('div.row', cbox, h('label', { for: `block-cat-${c}` }, t('blockCategory', { cat: t(`cat.${c}`) }))),

@@ -178,4 +178,11 @@ export function t(key, vars) {
   return s;
 }
 
+// appName is how an app of the catalog (GET /catalog) is shown: its name
+// in the viewer's language, never its package id (id when unknown).
+export function appName(app, id) {
+  if (!app) return id;
+  return (lang === 'en' ? app.nameEn : app.name) || app.id || id;
+}
+
 export function locale() { return lang === 'en' ? 'en-US' : 'ko-KR'; }

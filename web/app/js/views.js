@@ -1,7 +1,7 @@
 // views.js: the family dashboard, the block screen (with "ask for more"),
 // usage detail and the notification centre.
 import * as api from './api.js';
-import { t } from './i18n.js';
+import { t, appName } from './i18n.js';
 import { h, fmtBytes, fmtTime, fmtClock, parseWindow, reasonText, untilText, MB, errorText } from './util.js';
 import { chartBox, gauge } from './charts.js';
 import { state, on, refreshDashboard, refreshRequests, refreshUnread, loadCatalog, emit } from './store.js';
@@ -35,7 +35,7 @@ export async function dashboardView(root) {
     let rules;
     try { rules = (await api.policies(me().familyId, me().memberId)).rules; } catch { rulesVersion = -1; return; }
     const catalog = await loadCatalog().catch(() => ({ apps: [] }));
-    const appName = new Map((catalog.apps || []).map((a) => [a.id, a.name || a.id]));
+    const appOf = new Map((catalog.apps || []).map((a) => [a.id, a]));
     const items = [];
     const days = (ds) => (ds.length ? ds.map((x) => t(`day.${x}`)).join(' ') : t('everyDay'));
     if (rules['BLOCK:TIME:START'] !== undefined) {
@@ -49,7 +49,7 @@ export async function dashboardView(root) {
     }
     const cats = Object.keys(rules).filter((k) => k.startsWith('BLOCK:CATEGORY:')).map((k) => t(`cat.${k.slice(15)}`));
     if (cats.length) items.push(t('ruleCategories', { list: cats.join(', ') }));
-    const apps = Object.keys(rules).filter((k) => k.startsWith('BLOCK:APP:')).map((k) => appName.get(k.slice(10)) || k.slice(10));
+    const apps = Object.keys(rules).filter((k) => k.startsWith('BLOCK:APP:')).map((k) => appName(appOf.get(k.slice(10)), k.slice(10)));
     if (apps.length) items.push(t('ruleApps', { list: apps.join(', ') }));
     rulesBox.replaceChildren(h('h3#my-rules-h', t('myRules')),
       items.length ? h('ul#my-rules-list', items.map((x) => h('li', x))) : h('p.muted', t('noRules')));
@@ -271,6 +271,8 @@ export async function usageView(root, [cid]) {
   }
   const apps = [...(u.byApp || [])].sort((a, b) => b.allowedBytes - a.allowedBytes);
   const catOf = new Map((cat?.apps || []).map((a) => [a.id, a.category]));
+  const appOf = new Map((cat?.apps || []).map((a) => [a.id, a]));
+  const label = (id) => (appOf.has(id) ? appName(appOf.get(id), id) : id.split('.').slice(-2).join('.'));
   const byCat = new Map();
   for (const a of apps) {
     const c = catOf.get(a.appId) || 'OTHER';
@@ -279,7 +281,7 @@ export async function usageView(root, [cid]) {
   body.replaceChildren(
     h('p#usage-total', t('totalMonth', { bytes: fmtBytes(u.monthlyUsedBytes), n: u.blocked })),
     chartBox(t('byHour'), 'bar', hours.map((_, i) => `${i}`), hours, { id: 'chart-hour' }),
-    apps.length ? chartBox(t('byApp'), 'bar', apps.slice(0, 10).map((a) => a.appId.split('.').slice(-2).join('.')), apps.slice(0, 10).map((a) => a.allowedBytes), { id: 'chart-app' })
+    apps.length ? chartBox(t('byApp'), 'bar', apps.slice(0, 10).map((a) => label(a.appId)), apps.slice(0, 10).map((a) => a.allowedBytes), { id: 'chart-app' })
       : h('p.muted', t('noUsage')),
     byCat.size ? chartBox(t('byCategory'), 'doughnut', [...byCat.keys()].map((c) => t(`cat.${c}`)), [...byCat.values()], { id: 'chart-category' }) : null,
     chartBox(t('byDay'), 'bar', days.map((_, i) => `${i + 1}`), days, { id: 'chart-day' }),
