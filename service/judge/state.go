@@ -26,7 +26,6 @@ type Engine interface {
 	AddMember(ctx context.Context, fid, cid int64) error
 	RemoveMember(ctx context.Context, fid, cid int64) error
 	FamilyMarker(ctx context.Context, fid int64) (string, error)
-	MarkerGeneration(ctx context.Context, fid int64) (string, error)
 	RestoreNeeded(ctx context.Context, fid int64) (gen string, needed bool, err error)
 	Restore(ctx context.Context, st quota.FamilyState) error
 	RestoreUnrestored(ctx context.Context, st quota.FamilyState) (bool, error)
