@@ -61,6 +61,10 @@ func MomentOf(t time.Time, loc *time.Location) Moment {
 	}
 }
 
+// Stamp is the moment's local time YYYYMMDDHHMM: stamps of one zone compare
+// as strings in time order (a daylight-saving fall-back repeats an hour).
+func (m Moment) Stamp() string { return m.Day + FormatHHMM(m.Minute) }
+
 // ParseHHMM parses "HHMM" (0000–2359) into minutes of the day.
 func ParseHHMM(s string) (int, error) {
 	if len(s) != 4 {

@@ -17,6 +17,10 @@
 //	LIMIT:DATA:EXTRA:<period> bytes                extra allowance for a day YYYYMMDD or a month YYYYMM:
 //	                                               while current, raises both set limits ("ask for more")
 //	THROTTLE:SPEED            kbps                 returned with ALLOWED
+//	ALLOW:APP:<appId>         "1"                  always allowed during downtime (time windows skip it)
+//	ALLOW:CATEGORY:<c>        "1"                  a category always allowed during downtime
+//	EXCEPT:TIME               YYYYMMDDHHMM         no time window blocks until then (local time): "30분 더"
+//	EXCEPT:APP:<appId>        YYYYMMDDHHMM         the app's own and its category's block lifted until then
 //
 // New policy kinds are new keys, not new code paths. ParseConstraints turns a
 // map into the typed Constraints and names every bad key in its error;

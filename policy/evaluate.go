@@ -84,8 +84,10 @@ type Result struct {
 }
 
 // Evaluate judges one request in this order, first match wins:
-// membership → BLOCK:ACCESS → app, then category blocks → time windows (the
-// START/END window, then named windows in key order) → daily, then monthly
+// membership → BLOCK:ACCESS → app, then category blocks (lifted for the app
+// while an EXCEPT:APP:<app> lasts) → time windows (the START/END window,
+// then named windows in key order; none while EXCEPT:TIME lasts, none for
+// an ALLOW:APP or ALLOW:CATEGORY app) → daily, then monthly
 // limit (used + request > limit, each limit raised by the extras of the
 // event's day and month, see Constraints.EffectiveLimits) → family pool (remaining < request) → allow.
 // It is all or nothing: an allowed request deducts exactly req.Bytes.
@@ -93,14 +95,17 @@ func Evaluate(c Constraints, m Member, p Pool, req Request) Result {
 	if d, rule := standing(c, m, req.At); d != Allowed {
 		return Result{Decision: d, Rule: rule}
 	}
-	if req.AppID != "" && slices.Contains(c.BlockedApps, req.AppID) {
+	excepted := c.AppExcepted(req.AppID, req.At)
+	if req.AppID != "" && slices.Contains(c.BlockedApps, req.AppID) && !excepted {
 		return Result{Decision: BlockedApp, Rule: KeyBlockAppPrefix + req.AppID}
 	}
-	if req.Category != "" && slices.Contains(c.BlockedCategories, req.Category) {
+	if req.Category != "" && slices.Contains(c.BlockedCategories, req.Category) && !excepted {
 		return Result{Decision: BlockedApp, Rule: KeyBlockCatPrefix + string(req.Category)}
 	}
-	if d, rule := timeBlock(c, req.At); d != Allowed {
-		return Result{Decision: d, Rule: rule}
+	if !c.AlwaysAllowed(req.AppID, req.Category) {
+		if d, rule := timeBlock(c, req.At); d != Allowed {
+			return Result{Decision: d, Rule: rule}
+		}
 	}
 	daily, monthly := c.EffectiveLimits(req.At)
 	if daily != nil && m.DailyUsed+req.Bytes > *daily {
@@ -152,8 +157,11 @@ func standing(c Constraints, m Member, _ Moment) (Decision, string) {
 
 // timeBlock checks the START/END window first, then named windows; of several
 // matching named windows it reports the smallest key (byte order), as the Lua
-// engine does.
+// engine does. A time exception in effect lifts them all.
 func timeBlock(c Constraints, at Moment) (Decision, string) {
+	if c.TimeExcepted(at) {
+		return Allowed, ""
+	}
 	if c.Night != nil && c.Night.Contains(at) {
 		return BlockedTime, KeyBlockTimeStart
 	}

@@ -64,6 +64,19 @@ func TestEvaluateOrder(t *testing.T) {
 		{"month's extra lifts daily", map[string]string{"LIMIT:DATA:DAILY": "100", "LIMIT:DATA:EXTRA:202611": "20"}, member, pool, Request{Bytes: 30, At: today}, Result{Decision: Allowed, Deduct: 30}},
 		{"yesterday's extra ignored", map[string]string{"LIMIT:DATA:MONTHLY": "905", "LIMIT:DATA:EXTRA:20261122": "500"}, member, pool, Request{Bytes: 6, At: today}, Result{Decision: BlockedLimitMonthly, Rule: KeyLimitMonthly}},
 		{"extra makes no limit", map[string]string{"LIMIT:DATA:EXTRA:20261123": "1"}, member, pool, Request{Bytes: 50, At: today}, Result{Decision: Allowed, Deduct: 50}},
+		// Always allowed during downtime, and exceptions ("30분 더").
+		{"always-allowed app in downtime", map[string]string{"BLOCK:TIME:START": "1100", "BLOCK:TIME:END": "1300", "ALLOW:APP:kk": "1"}, member, pool, Request{Bytes: 5, AppID: "kk", At: today}, Result{Decision: Allowed, Deduct: 5}},
+		{"always-allowed category in downtime", map[string]string{"BLOCK:TIME:night": "1100-1300", "ALLOW:CATEGORY:MESSAGING": "1"}, member, pool, Request{Bytes: 5, AppID: "kk", Category: CategoryMessaging, At: today}, Result{Decision: Allowed, Deduct: 5}},
+		{"others still in downtime", map[string]string{"BLOCK:TIME:night": "1100-1300", "ALLOW:CATEGORY:MESSAGING": "1"}, member, pool, Request{Bytes: 5, AppID: "yt", Category: CategoryVideo, At: today}, Result{Decision: BlockedTime, Rule: "BLOCK:TIME:night"}},
+		{"always allowed is not unblocked", map[string]string{"BLOCK:APP:kk": "1", "ALLOW:APP:kk": "1"}, member, pool, Request{Bytes: 5, AppID: "kk", At: today}, Result{Decision: BlockedApp, Rule: "BLOCK:APP:kk"}},
+		{"always allowed within limits", map[string]string{"BLOCK:TIME:night": "1100-1300", "ALLOW:APP:kk": "1", "LIMIT:DATA:DAILY": "100"}, member, pool, Request{Bytes: 11, AppID: "kk", At: today}, Result{Decision: BlockedLimitDaily, Rule: KeyLimitDaily}},
+		{"time exception lifts downtime", map[string]string{"BLOCK:TIME:night": "1100-1300", "EXCEPT:TIME": "202611231201"}, member, pool, Request{Bytes: 5, At: today}, Result{Decision: Allowed, Deduct: 5}},
+		{"time exception ended", map[string]string{"BLOCK:TIME:night": "1100-1300", "EXCEPT:TIME": "202611231200"}, member, pool, Request{Bytes: 5, At: today}, Result{Decision: BlockedTime, Rule: "BLOCK:TIME:night"}},
+		{"time exception not an app's", map[string]string{"BLOCK:APP:yt": "1", "EXCEPT:TIME": "202611231300"}, member, pool, Request{Bytes: 5, AppID: "yt", At: today}, Result{Decision: BlockedApp, Rule: "BLOCK:APP:yt"}},
+		{"app exception lifts the app", map[string]string{"BLOCK:APP:yt": "1", "BLOCK:CATEGORY:VIDEO": "1", "EXCEPT:APP:yt": "202611231230"}, member, pool, Request{Bytes: 5, AppID: "yt", Category: CategoryVideo, At: today}, Result{Decision: Allowed, Deduct: 5}},
+		{"app exception not the category's others", map[string]string{"BLOCK:CATEGORY:VIDEO": "1", "EXCEPT:APP:yt": "202611231230"}, member, pool, Request{Bytes: 5, AppID: "nf", Category: CategoryVideo, At: today}, Result{Decision: BlockedApp, Rule: "BLOCK:CATEGORY:VIDEO"}},
+		{"app exception ended", map[string]string{"BLOCK:APP:yt": "1", "EXCEPT:APP:yt": "202611231159"}, member, pool, Request{Bytes: 5, AppID: "yt", At: today}, Result{Decision: BlockedApp, Rule: "BLOCK:APP:yt"}},
+		{"app exception not downtime", map[string]string{"BLOCK:APP:yt": "1", "BLOCK:TIME:night": "1100-1300", "EXCEPT:APP:yt": "202611231230"}, member, pool, Request{Bytes: 5, AppID: "yt", At: today}, Result{Decision: BlockedTime, Rule: "BLOCK:TIME:night"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

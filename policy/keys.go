@@ -25,6 +25,10 @@ const (
 	KeyLimitMonthly      = "LIMIT:DATA:MONTHLY"
 	KeyLimitExtraPrefix  = "LIMIT:DATA:EXTRA:"
 	KeyThrottleSpeed     = "THROTTLE:SPEED"
+	KeyAllowAppPrefix    = "ALLOW:APP:"
+	KeyAllowCatPrefix    = "ALLOW:CATEGORY:"
+	KeyExceptTime        = "EXCEPT:TIME"
+	KeyExceptAppPrefix   = "EXCEPT:APP:"
 	blockValue           = "1"
 	maxKeyLen            = 200
 	maxThrottleKbps      = 100_000_000
@@ -98,6 +102,19 @@ type Constraints struct {
 	Extras map[string]int64
 	// ThrottleKbps is returned with ALLOWED so the network can shape speed; 0 = none.
 	ThrottleKbps int64
+	// AllowedApps and AllowedCategories are always allowed during downtime
+	// (ALLOW:APP:<appId>=1, ALLOW:CATEGORY:<c>=1): time windows do not block
+	// them. Every other rule (BLOCK:ACCESS, app blocks, limits, the pool)
+	// still does.
+	AllowedApps       []string
+	AllowedCategories []Category
+	// TimeException lifts every time window until a local time, a Stamp
+	// YYYYMMDDHHMM (EXCEPT:TIME): "30분 더". "" when none.
+	TimeException string
+	// AppExceptions lift an app's blocks — BLOCK:APP:<appId> and the block
+	// of its category — until a local time (EXCEPT:APP:<appId>=YYYYMMDDHHMM),
+	// keyed by app id.
+	AppExceptions map[string]string
 }
 
 // Limit returns a pointer to n, for filling DailyLimit / MonthlyLimit.
@@ -205,6 +222,48 @@ func ParseConstraints(m map[string]string) (Constraints, error) {
 				c.Extras = make(map[string]int64)
 			}
 			c.Extras[period] = n
+		case strings.HasPrefix(k, KeyAllowAppPrefix):
+			app := k[len(KeyAllowAppPrefix):]
+			if err := validName(k, app); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if v != blockValue {
+				errs = append(errs, fieldErr(k, "must be \"1\" (delete the key to stop allowing), got %q", v))
+				continue
+			}
+			c.AllowedApps = append(c.AllowedApps, app)
+		case strings.HasPrefix(k, KeyAllowCatPrefix):
+			cat := Category(k[len(KeyAllowCatPrefix):])
+			if !cat.Valid() {
+				errs = append(errs, fieldErr(k, "unknown category %q (want one of VIDEO, GAME, SOCIAL, MESSAGING, WEB, MUSIC)", string(cat)))
+				continue
+			}
+			if v != blockValue {
+				errs = append(errs, fieldErr(k, "must be \"1\" (delete the key to stop allowing), got %q", v))
+				continue
+			}
+			c.AllowedCategories = append(c.AllowedCategories, cat)
+		case k == KeyExceptTime:
+			if !ValidStamp(v) {
+				errs = append(errs, fieldErr(k, "must be a local time YYYYMMDDHHMM the exception ends at, got %q", v))
+				continue
+			}
+			c.TimeException = v
+		case strings.HasPrefix(k, KeyExceptAppPrefix):
+			app := k[len(KeyExceptAppPrefix):]
+			if err := validName(k, app); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if !ValidStamp(v) {
+				errs = append(errs, fieldErr(k, "must be a local time YYYYMMDDHHMM the exception ends at, got %q", v))
+				continue
+			}
+			if c.AppExceptions == nil {
+				c.AppExceptions = make(map[string]string)
+			}
+			c.AppExceptions[app] = v
 		case k == KeyThrottleSpeed:
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n <= 0 || n > maxThrottleKbps || strconv.FormatInt(n, 10) != v {
@@ -213,7 +272,7 @@ func ParseConstraints(m map[string]string) (Constraints, error) {
 			}
 			c.ThrottleKbps = n
 		default:
-			errs = append(errs, fieldErr(k, "unknown constraint key (want BLOCK:ACCESS, BLOCK:APP:<app>, BLOCK:CATEGORY:<c>, BLOCK:TIME:START|END|<name>, LIMIT:DATA:DAILY|MONTHLY, LIMIT:DATA:EXTRA:<YYYYMMDD|YYYYMM> or THROTTLE:SPEED)"))
+			errs = append(errs, fieldErr(k, "unknown constraint key (want BLOCK:ACCESS, BLOCK:APP:<app>, BLOCK:CATEGORY:<c>, BLOCK:TIME:START|END|<name>, LIMIT:DATA:DAILY|MONTHLY, LIMIT:DATA:EXTRA:<YYYYMMDD|YYYYMM>, THROTTLE:SPEED, ALLOW:APP:<app>, ALLOW:CATEGORY:<c>, EXCEPT:TIME or EXCEPT:APP:<app>)"))
 		}
 	}
 	switch {
@@ -287,6 +346,43 @@ func validPeriod(p string) bool {
 	return err == nil && t.Format(layout) == p && t.Year() >= 2000
 }
 
+// Granted reports whether k is a key an owner grants on a member's request
+// for a while — an extra allowance (LIMIT:DATA:EXTRA:…) or an exception
+// (EXCEPT:…) — which a new rule map (a form, a template) keeps unless it
+// names it.
+func Granted(k string) bool {
+	return strings.HasPrefix(k, KeyLimitExtraPrefix) || k == KeyExceptTime || strings.HasPrefix(k, KeyExceptAppPrefix)
+}
+
+// ValidStamp reports whether s is a local time YYYYMMDDHHMM (years
+// 2000–9999), the form Moment.Stamp takes.
+func ValidStamp(s string) bool {
+	if len(s) != 12 {
+		return false
+	}
+	t, err := time.Parse("200601021504", s)
+	return err == nil && t.Format("200601021504") == s && t.Year() >= 2000
+}
+
+// TimeExcepted reports whether the time exception lifts the time windows at
+// the moment at (at is before its end).
+func (c Constraints) TimeExcepted(at Moment) bool {
+	return c.TimeException != "" && at.Stamp() < c.TimeException
+}
+
+// AppExcepted reports whether an app exception lifts app's blocks at the
+// moment at.
+func (c Constraints) AppExcepted(app string, at Moment) bool {
+	until, ok := c.AppExceptions[app]
+	return ok && app != "" && at.Stamp() < until
+}
+
+// AlwaysAllowed reports whether time windows let app (of category cat)
+// through: it or its category is always allowed during downtime.
+func (c Constraints) AlwaysAllowed(app string, cat Category) bool {
+	return (app != "" && slices.Contains(c.AllowedApps, app)) || (cat != "" && slices.Contains(c.AllowedCategories, cat))
+}
+
 // ExtraKey is the constraint key of an extra allowance for period, a day
 // YYYYMMDD or a month YYYYMM (Moment.Day / Moment.Month).
 func ExtraKey(period string) string { return KeyLimitExtraPrefix + period }
@@ -311,11 +407,26 @@ func (c Constraints) EffectiveLimits(at Moment) (daily, monthly *int64) {
 	return daily, monthly
 }
 
-// DropExpiredExtras removes the extras whose period ended before the moment
-// at (days before at.Day, months before at.Month) and reports whether any was
-// removed. Policy writes call it so stale keys do not pile up.
+// DropExpiredExtras removes what was granted for a time that has passed at
+// the moment at — the extras whose period ended before it (days before
+// at.Day, months before at.Month) and the exceptions that ended at or before
+// it — and reports whether any was removed. Policy writes call it so stale
+// keys do not pile up.
 func (c *Constraints) DropExpiredExtras(at Moment) bool {
 	dropped := false
+	now := at.Stamp()
+	if c.TimeException != "" && c.TimeException <= now {
+		c.TimeException, dropped = "", true
+	}
+	for app, until := range c.AppExceptions {
+		if until <= now {
+			delete(c.AppExceptions, app)
+			dropped = true
+		}
+	}
+	if len(c.AppExceptions) == 0 {
+		c.AppExceptions = nil
+	}
 	for p := range c.Extras {
 		if (len(p) == 8 && p < at.Day) || (len(p) == 6 && p < at.Month) {
 			delete(c.Extras, p)
@@ -373,6 +484,18 @@ func (c Constraints) Map() map[string]string {
 	}
 	if c.ThrottleKbps > 0 {
 		m[KeyThrottleSpeed] = strconv.FormatInt(c.ThrottleKbps, 10)
+	}
+	for _, app := range c.AllowedApps {
+		m[KeyAllowAppPrefix+app] = blockValue
+	}
+	for _, cat := range c.AllowedCategories {
+		m[KeyAllowCatPrefix+string(cat)] = blockValue
+	}
+	if c.TimeException != "" {
+		m[KeyExceptTime] = c.TimeException
+	}
+	for app, until := range c.AppExceptions {
+		m[KeyExceptAppPrefix+app] = until
 	}
 	return m
 }

@@ -60,6 +60,17 @@ func TestParseConstraintsErrorsNameTheKey(t *testing.T) {
 		{"extra huge", map[string]string{"LIMIT:DATA:EXTRA:202611": "99999999999999999"}, "LIMIT:DATA:EXTRA:202611", "≤"},
 		{"extra not a number", map[string]string{"LIMIT:DATA:EXTRA:202611": "1GB"}, "LIMIT:DATA:EXTRA:202611", "whole number"},
 		{"long key", map[string]string{"BLOCK:APP:" + strings.Repeat("a", 300): "1"}, "BLOCK:APP:aaaaaaaaaaaaaaaaaaaaaa…", "longer"},
+		{"allow app value", map[string]string{"ALLOW:APP:com.kakao.talk": "yes"}, "ALLOW:APP:com.kakao.talk", `must be "1"`},
+		{"allow app empty", map[string]string{"ALLOW:APP:": "1"}, "ALLOW:APP:", "empty"},
+		{"allow category", map[string]string{"ALLOW:CATEGORY:MAPS": "1"}, "ALLOW:CATEGORY:MAPS", "unknown category"},
+		{"allow category value", map[string]string{"ALLOW:CATEGORY:MESSAGING": "0"}, "ALLOW:CATEGORY:MESSAGING", `must be "1"`},
+		{"except time short", map[string]string{"EXCEPT:TIME": "2026112622"}, "EXCEPT:TIME", "YYYYMMDDHHMM"},
+		{"except time bad hour", map[string]string{"EXCEPT:TIME": "202611262460"}, "EXCEPT:TIME", "YYYYMMDDHHMM"},
+		{"except time bad day", map[string]string{"EXCEPT:TIME": "202602302200"}, "EXCEPT:TIME", "YYYYMMDDHHMM"},
+		{"except time text", map[string]string{"EXCEPT:TIME": "30m"}, "EXCEPT:TIME", "YYYYMMDDHHMM"},
+		{"except app end", map[string]string{"EXCEPT:APP:com.youtube.app": "1"}, "EXCEPT:APP:com.youtube.app", "YYYYMMDDHHMM"},
+		{"except app name", map[string]string{"EXCEPT:APP:a b": "202611262230"}, "EXCEPT:APP:a b", "printable"},
+		{"except other", map[string]string{"EXCEPT:DATA": "202611262230"}, "EXCEPT:DATA", "unknown constraint key"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -257,6 +268,18 @@ func TestConstraintsMapProperty(t *testing.T) {
 			}
 			c.Extras[p] = rapid.Int64Range(0, MaxBytes).Draw(t, "extra")
 		}
+		c.AllowedApps = rapid.SliceOfDistinct(rapid.StringMatching(`[a-z][a-z.]{0,20}`), func(s string) string { return s }).Draw(t, "allowApps")
+		c.AllowedCategories = rapid.SliceOfDistinct(rapid.SampledFrom(Categories()), func(c Category) Category { return c }).Draw(t, "allowCats")
+		stamp := rapid.SampledFrom([]string{"", "202611262230", "200001010000", "999912312359"})
+		c.TimeException = stamp.Draw(t, "exceptTime")
+		for _, app := range rapid.SliceOfDistinct(rapid.StringMatching(`[a-z][a-z.]{0,20}`), func(s string) string { return s }).Draw(t, "exceptApps") {
+			if until := stamp.Draw(t, "exceptApp"); until != "" {
+				if c.AppExceptions == nil {
+					c.AppExceptions = map[string]string{}
+				}
+				c.AppExceptions[app] = until
+			}
+		}
 		got, err := ParseConstraints(c.Map())
 		if err != nil {
 			t.Fatal(err)
@@ -305,5 +328,37 @@ func TestEffectiveLimitsAndExpiredExtras(t *testing.T) {
 				t.Errorf("after drop (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestExceptionsEndAndAreDropped(t *testing.T) {
+	c := mustParse(t, map[string]string{
+		KeyExceptTime: "202611262230", KeyExceptAppPrefix + "yt": "202611262200", KeyExceptAppPrefix + "rb": "202611270000",
+		ExtraKey("20261126"): "5",
+	})
+	before := Moment{Day: "20261126", Month: "202611", Minute: 22*60 + 29, Weekday: 4}
+	at := Moment{Day: "20261126", Month: "202611", Minute: 22*60 + 30, Weekday: 4}
+	if !c.TimeExcepted(before) || c.TimeExcepted(at) {
+		t.Errorf("EXCEPT:TIME 2230: in effect at 22:29 %v (want true), at 22:30 %v (want false)", c.TimeExcepted(before), c.TimeExcepted(at))
+	}
+	if c.AppExcepted("yt", at) || !c.AppExcepted("rb", at) || c.AppExcepted("", at) || c.AppExcepted("kk", at) {
+		t.Error("app exceptions: yt ended at 22:00, rb lasts to midnight, none for others")
+	}
+	if !c.DropExpiredExtras(at) {
+		t.Fatal("DropExpiredExtras dropped nothing")
+	}
+	want := map[string]string{KeyExceptAppPrefix + "rb": "202611270000", ExtraKey("20261126"): "5"}
+	if d := cmp.Diff(want, c.Map()); d != "" {
+		t.Errorf("after the drop (-want +got):\n%s", d)
+	}
+	for _, k := range []string{KeyExceptTime, KeyExceptAppPrefix + "x", ExtraKey("202611")} {
+		if !Granted(k) {
+			t.Errorf("Granted(%q) = false", k)
+		}
+	}
+	for _, k := range []string{KeyLimitDaily, KeyAllowAppPrefix + "x", KeyBlockAppPrefix + "x", "EXCEPT:TIMES"} {
+		if Granted(k) {
+			t.Errorf("Granted(%q) = true", k)
+		}
 	}
 }

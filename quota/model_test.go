@@ -262,7 +262,38 @@ func genConstraints(t *rapid.T) map[string]string {
 	if rapid.IntRange(0, 3).Draw(t, "throttle") == 0 {
 		c.ThrottleKbps = rapid.Int64Range(1, 100_000).Draw(t, "kbps")
 	}
+	// Always allowed during downtime: apps (the unknown one too) and categories.
+	for _, a := range testApps {
+		if rapid.IntRange(0, 5).Draw(t, "allowApp") == 0 {
+			c.AllowedApps = append(c.AllowedApps, a.ID)
+		}
+	}
+	for _, cat := range policy.Categories() {
+		if rapid.IntRange(0, 7).Draw(t, "allowCat") == 0 {
+			c.AllowedCategories = append(c.AllowedCategories, cat)
+		}
+	}
 	return c.Map()
+}
+
+// genExceptions adds exceptions ("30분 더": EXCEPT:TIME, EXCEPT:APP:<app>)
+// ending around now — within the events' ±3 h and at the minutes either
+// side of an event's — so the engine meets exceptions in effect, just
+// ended and ended long ago, across days and months.
+func genExceptions(t *rapid.T, cons map[string]string, now time.Time, loc *time.Location) map[string]string {
+	end := func(label string) string {
+		off := rapid.OneOf(rapid.IntRange(-300, 300), rapid.SampledFrom([]int{-1, 0, 1, 30})).Draw(t, label)
+		return policy.MomentOf(now.Add(time.Duration(off)*time.Minute), loc).Stamp()
+	}
+	if rapid.IntRange(0, 2).Draw(t, "exceptTime") == 0 {
+		cons[policy.KeyExceptTime] = end("exceptTimeEnd")
+	}
+	for _, a := range testApps {
+		if rapid.IntRange(0, 4).Draw(t, "exceptApp") == 0 {
+			cons[policy.KeyExceptAppPrefix+a.ID] = end("exceptAppEnd")
+		}
+	}
+	return cons
 }
 
 // genExtras adds period-scoped extra allowances (LIMIT:DATA:EXTRA:<period>)
@@ -456,7 +487,7 @@ func checkEngineMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 				c := rapid.Int64Range(1, 4).Draw(rt, "customer")
 				cur := m.ver[fc{f, c}]
 				v := rapid.Int64Range(max(cur-2, 1), cur+3).Draw(rt, "version")
-				cons := genExtras(rt, genConstraints(rt), now, loc)
+				cons := genExceptions(rt, genExtras(rt, genConstraints(rt), now, loc), now, loc)
 				got, err := e.SetConstraints(ctx, f, c, v, cons)
 				must(err)
 				compare("setConstraints applied", m.setConstraints(f, c, v, cons), got)
@@ -465,7 +496,7 @@ func checkEngineMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 				f := rapid.SampledFrom(families).Draw(rt, "family")
 				c := rapid.Int64Range(1, 4).Draw(rt, "customer")
 				v := m.ver[fc{f, c}] + rapid.Int64Range(0, 1).Draw(rt, "bump")
-				cons := genExtras(rt, genConstraints(rt), now, loc)
+				cons := genExceptions(rt, genExtras(rt, genConstraints(rt), now, loc), now, loc)
 				if v == 0 {
 					v = 1
 				}

@@ -809,7 +809,7 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 				c := rapid.SampledFrom(ms).Draw(rt, "customer")
 				cur := m.ver[fc{f, c}]
 				v := rapid.Int64Range(max(cur-2, 1), cur+3).Draw(rt, "version")
-				cons := genExtras(rt, genConstraints(rt), now, loc)
+				cons := genExceptions(rt, genExtras(rt, genConstraints(rt), now, loc), now, loc)
 				touch(f)
 				got, err := e.SetConstraints(ctx, f, c, v, cons)
 				must(err)

@@ -1,5 +1,6 @@
 -- DPCS quota engine: judge one usage event atomically.
--- Generation (quota.OnTouch) -> dedupe -> membership -> BLOCK:ACCESS -> app/category blocks -> time windows ->
+-- Generation (quota.OnTouch) -> dedupe -> membership -> BLOCK:ACCESS -> app/category blocks (but an
+-- EXCEPT:APP in effect) -> time windows (but EXCEPT:TIME in effect, ALLOW:APP / ALLOW:CATEGORY apps) ->
 -- DAILY then MONTHLY limit (raised by the day's and month's extras) -> family pool -> deduct -> threshold crossings.
 -- Semantics are those of policy.Evaluate; quota's property tests hold them equal.
 -- Byte counts stay below 2^46 (policy.MaxBytes) and the pool total is bounded
@@ -152,12 +153,24 @@ else
     windows = table.concat(w)
   end
 
+  -- The event's local time YYYYMMDDHHMM as a number (12 digits, exact),
+  -- what the exceptions' ends are compared with; made only where one may
+  -- apply.
+  local stamp = nil
   if (c and c['BLOCK:ACCESS'] == '1') or (cc and string.byte(cc, 1) == 49) then
     decision, rule = 'BLOCKED_ACCESS', 'BLOCK:ACCESS'
-  elseif app ~= '' and cf[3] == '1' then
-    decision, rule = 'BLOCKED_APP', 'BLOCK:APP:' .. app
-  elseif category ~= '' and cf[4] == '1' then
-    decision, rule = 'BLOCKED_APP', 'BLOCK:CATEGORY:' .. category
+  elseif (app ~= '' and cf[3] == '1') or (category ~= '' and cf[4] == '1') then
+    -- EXCEPT:APP:<app> = YYYYMMDDHHMM lifts the app's own and its
+    -- category's block until then (read on this path only).
+    local upto = app ~= '' and redis.call('HGET', KEYS[2], 'EXCEPT:APP:' .. app)
+    stamp = tonumber(ARGV[7]) * 10000 + math.floor(now / 60) * 100 + now % 60
+    if not upto or stamp >= tonumber(upto) then
+      if app ~= '' and cf[3] == '1' then
+        decision, rule = 'BLOCKED_APP', 'BLOCK:APP:' .. app
+      else
+        decision, rule = 'BLOCKED_APP', 'BLOCK:CATEGORY:' .. category
+      end
+    end
   end
 
   -- Time windows: is now inside [s, e) on an allowed day? Wrapped windows
@@ -195,7 +208,16 @@ else
         end
       end
     end
-    if best then decision, rule = 'BLOCKED_TIME', 'BLOCK:TIME:' .. best end
+    if best then
+      -- Downtime spares the apps and categories always allowed in it
+      -- (ALLOW:APP:<app>, ALLOW:CATEGORY:<c>) and lifts while EXCEPT:TIME =
+      -- YYYYMMDDHHMM lasts ("30분 더"): read only when a window holds now.
+      local x = redis.call('HMGET', KEYS[2], 'EXCEPT:TIME', 'ALLOW:APP:' .. app, 'ALLOW:CATEGORY:' .. category)
+      stamp = stamp or tonumber(ARGV[7]) * 10000 + math.floor(now / 60) * 100 + now % 60
+      if not ((app ~= '' and x[2] == '1') or (category ~= '' and x[3] == '1') or (x[1] and stamp < tonumber(x[1]))) then
+        decision, rule = 'BLOCKED_TIME', 'BLOCK:TIME:' .. best
+      end
+    end
   end
 
   if not decision then

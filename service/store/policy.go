@@ -9,7 +9,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/dabom/dpcs/envelope"
@@ -177,12 +176,12 @@ func (s *Store) writePolicy(ctx context.Context, tx *sql.Tx, c PolicyChange, act
 	next := maps.Clone(cur.Rules)
 	if c.Replace != nil {
 		next = maps.Clone(c.Replace)
-		// A new map (an owner's form, a template) keeps the member's extra
-		// allowances granted on request unless it names them (or Remove
-		// does): replacing the limits must not silently take back today's
-		// "ask for more".
+		// A new map (an owner's form, a template) keeps what was granted
+		// to the member for a while — extra allowances and exceptions —
+		// unless it names them (or Remove does): replacing the limits must
+		// not silently take back today's "ask for more" or "30분 더".
 		for k, v := range cur.Rules {
-			if _, named := next[k]; !named && strings.HasPrefix(k, policy.KeyLimitExtraPrefix) {
+			if _, named := next[k]; !named && policy.Granted(k) {
 				next[k] = v
 			}
 		}

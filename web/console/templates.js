@@ -78,9 +78,10 @@ function body(t) {
   return { name: t.name, type: t.type, requireRole: t.requireRole || "MEMBER", description: t.description || "", defaultRules: t.defaultRules || {}, active: t.active };
 }
 
-// EXTRA is the prefix of an approved extra allowance: applying a template
-// keeps those (the store does), so the preview says so.
-const EXTRA = "LIMIT:DATA:EXTRA:";
+// granted reports whether k is what an owner granted on request for a
+// while — an extra allowance or an exception (policy.Granted): applying a
+// template keeps those (the store does), so the preview says so.
+const granted = (k) => k.startsWith("LIMIT:DATA:EXTRA:") || k === "EXCEPT:TIME" || k.startsWith("EXCEPT:APP:");
 
 function renderApply(card, all) {
   const tpl = field("Template", { options: all.filter((t) => t.active).map((t) => [String(t.id), `#${t.id} ${t.name}`]) }, "select");
@@ -106,13 +107,13 @@ function renderApply(card, all) {
     const cur = pol.rules || {}, next = t.defaultRules || {};
     const diffs = [];
     for (const k of [...new Set([...Object.keys(cur), ...Object.keys(next)])].sort()) {
-      if (k.startsWith(EXTRA) && !(k in next)) continue; // kept
+      if (granted(k) && !(k in next)) continue; // kept
       if (!(k in next)) diffs.push({ key: k, change: "removed", current: cur[k] });
       else if (!(k in cur)) diffs.push({ key: k, change: "added", template: next[k] });
       else if (cur[k] !== next[k]) diffs.push({ key: k, change: "changed", current: cur[k], template: next[k] });
     }
     const lost = diffs.filter((d) => d.change === "removed").map((d) => d.key);
-    const kept = Object.keys(cur).filter((k) => k.startsWith(EXTRA) && !(k in next));
+    const kept = Object.keys(cur).filter((k) => granted(k) && !(k in next));
     fill(preview, h("h3", {}, `Member #${c}: policy version ${pol.version} → template “${t.name}”`),
       diffs.length ? diffTable(diffs, null) : h("p", {}, "The member's rules already equal the template's."),
       lost.length ? h("p", { class: "error", id: "apply-loses" }, `The member loses its own ${lost.join(", ")}.`) : null,
