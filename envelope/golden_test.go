@@ -46,8 +46,8 @@ func goldenFiles(tb testing.TB) []string {
 			out = append(out, f)
 		}
 	}
-	if len(out) != 10 {
-		tb.Fatalf("want 10 golden files, found %d: %v", len(out), out)
+	if len(out) != 12 {
+		tb.Fatalf("want 12 golden files, found %d: %v", len(out), out)
 	}
 	return out
 }
@@ -152,6 +152,23 @@ var wantGolden = map[string]envelope.Event{
 		Payload: envelope.DataRequestAnswered{
 			FamilyID: 100, RequestID: 7, CustomerID: 12346, Status: envelope.AnswerApproved,
 			Grant: envelope.GrantDay, AmountBytes: 512 << 20, AnsweredBy: 12345, AnsweredAt: at("2026-02-06T21:07:30Z"),
+		},
+	},
+	"notification_time_requested.json": {
+		EventID: "ntf_5a7b9c1d-2e3f-4a5b-8c6d-7e8f9a0b1c2d", EventType: envelope.TypeNotification,
+		SubType: envelope.SubDataRequested, Timestamp: at("2026-02-06T13:10:00Z"),
+		Payload: envelope.DataRequested{
+			FamilyID: 100, RequestID: 8, CustomerID: 12346, Kind: envelope.KindTime, Minutes: 30,
+			Message: "숙제 마무리", RequestedAt: at("2026-02-06T13:10:00Z"),
+		},
+	},
+	"notification_time_request_answered.json": {
+		EventID: "ntf_6b8c0d2e-3f4a-5b6c-9d7e-8f9a0b1c2d3e", EventType: envelope.TypeNotification,
+		SubType: envelope.SubDataRequestAnswered, Timestamp: at("2026-02-06T13:11:00Z"),
+		Payload: envelope.DataRequestAnswered{
+			FamilyID: 100, RequestID: 9, CustomerID: 12346, Status: envelope.AnswerApproved, Grant: envelope.GrantApp,
+			Kind: envelope.KindApp, AppID: "com.youtube.app", Minutes: 15, Until: "202602062226",
+			AnsweredBy: 12345, AnsweredAt: at("2026-02-06T13:11:00Z"),
 		},
 	},
 }

@@ -350,14 +350,28 @@ func (p *ThresholdAlert) UnmarshalJSON(data []byte) error {
 // DataRequested tells a family's owners that a member asked for extra data
 // (NOTIFICATION / DATA_REQUESTED, "ask for more"). Only owners (and the back
 // office) are its audience.
+//
+// Kind says what is asked for: more data (DATA, the default: absent), more
+// time in a downtime (TIME, "30분 더") or more time on a blocked app (APP,
+// AppID the app); Minutes is how long for TIME and APP.
 type DataRequested struct {
 	FamilyID    int64     `json:"familyId"`          // > 0; the record key
 	RequestID   int64     `json:"requestId"`         // > 0: the data request
 	CustomerID  int64     `json:"customerId"`        // > 0: the member who asks
-	AmountBytes int64     `json:"amountBytes"`       // > 0: what it asks for
+	AmountBytes int64     `json:"amountBytes"`       // > 0: what it asks for (DATA); 0 for TIME and APP
 	Message     string    `json:"message,omitempty"` // optional, the member's words
 	RequestedAt time.Time `json:"requestedAt"`       // required
+	Kind        string    `json:"kind,omitempty"`    // DATA (or absent), TIME or APP
+	AppID       string    `json:"appId,omitempty"`   // APP: the app
+	Minutes     int64     `json:"minutes,omitempty"` // TIME and APP: > 0, how long
 }
+
+// The kinds of a request ("ask for more").
+const (
+	KindData = "DATA" // more data
+	KindTime = "TIME" // more time in a downtime (an EXCEPT:TIME)
+	KindApp  = "APP"  // more time on a blocked app (an EXCEPT:APP:<app>)
+)
 
 func (DataRequested) EventType() EventType { return TypeNotification }
 func (DataRequested) SubType() SubType     { return SubDataRequested }
@@ -365,11 +379,23 @@ func (p DataRequested) FamilyKey() int64   { return p.FamilyID }
 func (DataRequested) notification()        {}
 
 func (p DataRequested) Validate() error {
+	var kind error
+	switch p.Kind {
+	case "", KindData:
+		kind = positive("amountBytes", p.AmountBytes)
+	case KindTime, KindApp:
+		kind = positive("minutes", p.Minutes)
+		if p.Kind == KindApp && p.AppID == "" {
+			kind = errors.Join(kind, invalid("appId", "required for an APP request"))
+		}
+	default:
+		kind = invalid("kind", "must be DATA, TIME or APP")
+	}
 	return errors.Join(
 		positive("familyId", p.FamilyID),
 		positive("requestId", p.RequestID),
 		positive("customerId", p.CustomerID),
-		positive("amountBytes", p.AmountBytes),
+		kind,
 		validTime("requestedAt", p.RequestedAt),
 	)
 }
@@ -391,6 +417,9 @@ func (p *DataRequested) UnmarshalJSON(data []byte) error {
 			AmountBytes: o.int64("amountBytes", true),
 			Message:     o.str("message", false),
 			RequestedAt: o.time("requestedAt", true),
+			Kind:        o.str("kind", false),
+			AppID:       o.str("appId", false),
+			Minutes:     o.int64("minutes", false),
 		}
 	})
 }
@@ -402,21 +431,29 @@ const (
 	GrantDay       = "DAY"   // the member's limits raised for the rest of the day
 	GrantMonth     = "MONTH" // the member's limits raised for the rest of the month
 	GrantTopUp     = "TOPUP" // the family's pool topped up
+	GrantTime      = "TIME"  // downtime lifted for a while (a TIME request)
+	GrantApp       = "APP"   // an app's block lifted for a while (an APP request)
 )
 
 // DataRequestAnswered tells the member who asked for extra data how an owner
 // answered (NOTIFICATION / DATA_REQUEST_ANSWERED): APPROVED with a grant and
-// the bytes granted, or DECLINED with an optional reason.
+// the bytes granted, or DECLINED with an optional reason. A TIME or APP
+// request (Kind) is answered in minutes: granted (or asked for), and Until,
+// the local time YYYYMMDDHHMM the exception ends at.
 type DataRequestAnswered struct {
-	FamilyID    int64     `json:"familyId"`         // > 0; the record key
-	RequestID   int64     `json:"requestId"`        // > 0
-	CustomerID  int64     `json:"customerId"`       // > 0: the member who asked
-	Status      string    `json:"status"`           // APPROVED or DECLINED
-	Grant       string    `json:"grant,omitempty"`  // DAY, MONTH or TOPUP; required when APPROVED, absent when DECLINED
-	AmountBytes int64     `json:"amountBytes"`      // > 0: granted (APPROVED) or asked for (DECLINED)
-	Reason      string    `json:"reason,omitempty"` // optional, the owner's words
-	AnsweredBy  int64     `json:"answeredBy"`       // ≥ 0: the owner (0: the back office)
-	AnsweredAt  time.Time `json:"answeredAt"`       // required
+	FamilyID    int64     `json:"familyId"`          // > 0; the record key
+	RequestID   int64     `json:"requestId"`         // > 0
+	CustomerID  int64     `json:"customerId"`        // > 0: the member who asked
+	Status      string    `json:"status"`            // APPROVED or DECLINED
+	Grant       string    `json:"grant,omitempty"`   // DAY, MONTH, TOPUP, TIME or APP; required when APPROVED, absent when DECLINED
+	AmountBytes int64     `json:"amountBytes"`       // > 0: granted (APPROVED) or asked for (DECLINED), DATA; 0 for TIME and APP
+	Reason      string    `json:"reason,omitempty"`  // optional, the owner's words
+	AnsweredBy  int64     `json:"answeredBy"`        // ≥ 0: the owner (0: the back office)
+	AnsweredAt  time.Time `json:"answeredAt"`        // required
+	Kind        string    `json:"kind,omitempty"`    // DATA (or absent), TIME or APP
+	AppID       string    `json:"appId,omitempty"`   // APP: the app
+	Minutes     int64     `json:"minutes,omitempty"` // TIME and APP: > 0, granted (APPROVED) or asked for (DECLINED)
+	Until       string    `json:"until,omitempty"`   // TIME and APP approved: the local time YYYYMMDDHHMM it ends at
 }
 
 func (DataRequestAnswered) EventType() EventType { return TypeNotification }
@@ -425,10 +462,16 @@ func (p DataRequestAnswered) FamilyKey() int64   { return p.FamilyID }
 func (DataRequestAnswered) notification()        {}
 
 func (p DataRequestAnswered) Validate() error {
-	var status, grant error
+	var status, grant, amount error
+	timed := p.Kind == KindTime || p.Kind == KindApp
 	switch p.Status {
 	case AnswerApproved:
-		if p.Grant != GrantDay && p.Grant != GrantMonth && p.Grant != GrantTopUp {
+		switch {
+		case timed && p.Grant != p.Kind:
+			grant = invalid("grant", "must be %s when a %s request is approved", p.Kind, p.Kind)
+		case timed && len(p.Until) != 12:
+			grant = invalid("until", "must be the local time YYYYMMDDHHMM the exception ends at")
+		case !timed && p.Grant != GrantDay && p.Grant != GrantMonth && p.Grant != GrantTopUp:
 			grant = invalid("grant", "must be DAY, MONTH or TOPUP when approved")
 		}
 	case AnswerDeclined:
@@ -438,12 +481,19 @@ func (p DataRequestAnswered) Validate() error {
 	default:
 		status = invalid("status", "must be APPROVED or DECLINED")
 	}
+	switch p.Kind {
+	case "", KindData:
+		amount = positive("amountBytes", p.AmountBytes)
+	case KindTime, KindApp:
+		amount = positive("minutes", p.Minutes)
+	default:
+		amount = invalid("kind", "must be DATA, TIME or APP")
+	}
 	return errors.Join(
 		positive("familyId", p.FamilyID),
 		positive("requestId", p.RequestID),
 		positive("customerId", p.CustomerID),
-		status, grant,
-		positive("amountBytes", p.AmountBytes),
+		status, grant, amount,
 		nonNegative("answeredBy", p.AnsweredBy),
 		validTime("answeredAt", p.AnsweredAt),
 	)
@@ -469,6 +519,10 @@ func (p *DataRequestAnswered) UnmarshalJSON(data []byte) error {
 			Reason:      o.str("reason", false),
 			AnsweredBy:  o.int64("answeredBy", true),
 			AnsweredAt:  o.time("answeredAt", true),
+			Kind:        o.str("kind", false),
+			AppID:       o.str("appId", false),
+			Minutes:     o.int64("minutes", false),
+			Until:       o.str("until", false),
 		}
 	})
 }

@@ -115,6 +115,19 @@ func TestAskForMoreTexts(t *testing.T) {
 			"Data request approved", `Approved: 512.0 MB was added to the family data. "아껴 써"`},
 		{ans(envelope.AnswerDeclined, "", "내일 다시"), "데이터 요청 거절", `데이터 512.0 MB 추가 요청이 거절되었습니다. "내일 다시"`,
 			"Data request declined", `Your request for 512.0 MB more data was declined. "내일 다시"`},
+		// "30분 더": time in a downtime, time on an app.
+		{envelope.DataRequested{FamilyID: 1, RequestID: 3, CustomerID: 12346, Kind: envelope.KindTime, Minutes: 30, Message: "숙제 마무리", RequestedAt: t0},
+			"시간 연장 요청", `구성원 12346님이 쉬는 시간에 30분 더 쓰게 해 달라고 요청했습니다. "숙제 마무리"`,
+			"Time request", `Member 12346 asks for 30 more minutes during downtime. "숙제 마무리"`},
+		{envelope.DataRequested{FamilyID: 1, RequestID: 4, CustomerID: 12346, Kind: envelope.KindApp, AppID: "com.youtube.app", Minutes: 15, RequestedAt: t0},
+			"시간 연장 요청", "구성원 12346님이 유튜브를 15분 더 쓰게 해 달라고 요청했습니다.",
+			"Time request", "Member 12346 asks for 15 more minutes of YouTube."},
+		{envelope.DataRequestAnswered{FamilyID: 1, RequestID: 3, CustomerID: 12346, Status: envelope.AnswerApproved, Grant: envelope.GrantTime,
+			Kind: envelope.KindTime, Minutes: 30, Until: "202611262241", AnsweredBy: 1, AnsweredAt: t0},
+			"시간 연장 요청 승인", "승인되었습니다: 30분 더, 22:41까지 쓸 수 있습니다.", "Time request approved", "Approved: 30 more minutes, until 22:41."},
+		{envelope.DataRequestAnswered{FamilyID: 1, RequestID: 4, CustomerID: 12346, Status: envelope.AnswerDeclined,
+			Kind: envelope.KindApp, AppID: "com.youtube.app", Minutes: 15, Reason: "내일", AnsweredBy: 1, AnsweredAt: t0},
+			"시간 연장 요청 거절", `유튜브 15분 더 요청이 거절되었습니다. "내일"`, "Time request declined", `Your request for 15 more minutes of YouTube was declined. "내일"`},
 	} {
 		kt, kb := Text(c.p, Korean)
 		et, eb := Text(c.p, English)
@@ -127,6 +140,14 @@ func TestAskForMoreTexts(t *testing.T) {
 		}
 		if l, err := n.Localized(English); err != nil || l.Body != c.en {
 			t.Errorf("Localized: %q %v", l.Body, err)
+		}
+	}
+}
+
+func TestObjectParticle(t *testing.T) {
+	for word, want := range map[string]string{"유튜브": "를", "멜론": "을", "로블록스": "를", "틱톡": "을", "X (트위터)": "을(를)", "LINE": "을(를)", "": "을(를)"} {
+		if got := objectParticle(word); got != want {
+			t.Errorf("objectParticle(%q) = %q, want %q", word, got, want)
 		}
 	}
 }

@@ -3,8 +3,10 @@ package notify
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/policy"
 )
 
 // Lang is the language of notification texts.
@@ -157,6 +159,9 @@ func categoryName(c string, en bool) string {
 // requestedText is DATA_REQUESTED for the owners: who asked (by name, or by
 // member id when the name is not known), how much, and the member's message.
 func requestedText(p envelope.DataRequested, en bool, name string) (title, body string) {
+	if p.Kind == envelope.KindTime || p.Kind == envelope.KindApp {
+		return timeRequestedText(p, en, name)
+	}
 	amount := humanBytes(p.AmountBytes)
 	if en {
 		who := fmt.Sprintf("Member %d", p.CustomerID)
@@ -180,8 +185,105 @@ func requestedText(p envelope.DataRequested, en bool, name string) (title, body 
 	return "데이터 추가 요청", body
 }
 
+// timeRequestedText is DATA_REQUESTED of a TIME or APP request: "민지님이
+// 쉬는 시간에 30분 더 쓰게 해 달라고 요청했습니다", "… 유튜브를 15분 더 …".
+func timeRequestedText(p envelope.DataRequested, en bool, name string) (title, body string) {
+	if en {
+		who := fmt.Sprintf("Member %d", p.CustomerID)
+		if name != "" {
+			who = name
+		}
+		if p.Kind == envelope.KindApp {
+			body = fmt.Sprintf("%s asks for %d more minutes of %s.", who, p.Minutes, appName(p.AppID, true))
+		} else {
+			body = fmt.Sprintf("%s asks for %d more minutes during downtime.", who, p.Minutes)
+		}
+		if p.Message != "" {
+			body += fmt.Sprintf(" \"%s\"", p.Message)
+		}
+		return "Time request", body
+	}
+	who := fmt.Sprintf("구성원 %d", p.CustomerID)
+	if name != "" {
+		who = name
+	}
+	if p.Kind == envelope.KindApp {
+		app := appName(p.AppID, false)
+		body = fmt.Sprintf("%s님이 %s%s %d분 더 쓰게 해 달라고 요청했습니다.", who, app, objectParticle(app), p.Minutes)
+	} else {
+		body = fmt.Sprintf("%s님이 쉬는 시간에 %d분 더 쓰게 해 달라고 요청했습니다.", who, p.Minutes)
+	}
+	if p.Message != "" {
+		body += fmt.Sprintf(" \"%s\"", p.Message)
+	}
+	return "시간 연장 요청", body
+}
+
+// timeAnsweredText is DATA_REQUEST_ANSWERED of a TIME or APP request.
+func timeAnsweredText(p envelope.DataRequestAnswered, en bool) (title, body string) {
+	what := fmt.Sprintf("%d분 더", p.Minutes)
+	if en {
+		what = fmt.Sprintf("%d more minutes", p.Minutes)
+	}
+	if p.Kind == envelope.KindApp {
+		if en {
+			what += " of " + appName(p.AppID, true)
+		} else {
+			what = appName(p.AppID, false) + " " + what
+		}
+	}
+	until := ""
+	if len(p.Until) == 12 {
+		until = p.Until[8:10] + ":" + p.Until[10:12]
+	}
+	switch {
+	case p.Status == envelope.AnswerDeclined && en:
+		body, title = fmt.Sprintf("Your request for %s was declined.", what), "Time request declined"
+	case p.Status == envelope.AnswerDeclined:
+		body, title = fmt.Sprintf("%s 요청이 거절되었습니다.", what), "시간 연장 요청 거절"
+	case en:
+		body, title = fmt.Sprintf("Approved: %s, until %s.", what, until), "Time request approved"
+	default:
+		body, title = fmt.Sprintf("승인되었습니다: %s, %s까지 쓸 수 있습니다.", what, until), "시간 연장 요청 승인"
+	}
+	if p.Reason != "" {
+		body += fmt.Sprintf(" \"%s\"", p.Reason)
+	}
+	return title, body
+}
+
+// objectParticle is the object particle after word: 을 after a final
+// consonant (멜론을), 를 after a vowel (유튜브를), 을(를) when the word does
+// not end in Hangul.
+func objectParticle(word string) string {
+	r, _ := utf8.DecodeLastRuneInString(word)
+	switch {
+	case r < 0xAC00 || r > 0xD7A3:
+		return "을(를)"
+	case (r-0xAC00)%28 != 0:
+		return "을"
+	}
+	return "를"
+}
+
+// appName is an app as people know it (policy.DefaultAppLabels), else its
+// id.
+func appName(id string, en bool) string {
+	l, ok := policy.DefaultAppLabels()[id]
+	switch {
+	case !ok:
+		return id
+	case en:
+		return l.NameEn
+	}
+	return l.Name
+}
+
 // answeredText is DATA_REQUEST_ANSWERED for the member who asked.
 func answeredText(p envelope.DataRequestAnswered, en bool) (title, body string) {
+	if p.Kind == envelope.KindTime || p.Kind == envelope.KindApp {
+		return timeAnsweredText(p, en)
+	}
 	amount := humanBytes(p.AmountBytes)
 	if p.Status == envelope.AnswerDeclined {
 		if en {

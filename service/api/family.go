@@ -189,6 +189,8 @@ type PolicyView struct {
 	EventID string `json:"eventId,omitempty"`
 	// Extras are the extra allowances in effect now (granted data requests).
 	Extras []ExtraView `json:"extras,omitempty" doc:"Extra allowances in effect now (LIMIT:DATA:EXTRA:<YYYYMMDD|YYYYMM>, from approved data requests): each raises the daily and monthly limits while its day or month lasts. A replace keeps them unless it names them"`
+	// Exceptions are the exceptions in effect now ("30분 더").
+	Exceptions []ExceptionView `json:"exceptions,omitempty" doc:"Exceptions in effect now (EXCEPT:TIME, EXCEPT:APP:<appId>, granted by an owner or an approved TIME or APP request): downtime, or an app's block, lifted until a time. A replace keeps them unless it names them"`
 }
 
 func policyView(p store.Policy) PolicyView {
@@ -294,7 +296,7 @@ func windowNames(m map[string]string, loc string) (map[string]string, error) {
 // and the relay's policy-updated event brings it to Redis.
 func (a *Server) enforced(ctx context.Context, up store.PolicyUpdate) PolicyView {
 	v := policyView(up.Policy)
-	v.EventID, v.Extras = up.EventID, a.activeExtras(up.Constraints)
+	v.EventID, v.Extras, v.Exceptions = up.EventID, a.activeExtras(up.Constraints), a.activeExceptions(up.Constraints)
 	if up.Unchanged {
 		// Nothing was written and there is no event to relay: only report
 		// the standing.
@@ -483,7 +485,7 @@ func (a *Server) registerFamily() {
 			}
 			v := policyView(p)
 			if c, err := policy.ParseConstraints(p.Rules); err == nil {
-				v.Extras = a.activeExtras(c)
+				v.Extras, v.Exceptions = a.activeExtras(c), a.activeExceptions(c)
 			}
 			if ms, err := a.cfg.State.Status(ctx, in.FamilyID, in.CustomerID); err == nil {
 				s := standing(ms)

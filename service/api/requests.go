@@ -3,7 +3,9 @@ package api
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -28,10 +30,16 @@ type DataRequestView struct {
 	ID          int64  `json:"id"`
 	FamilyID    int64  `json:"familyId"`
 	CustomerID  int64  `json:"customerId" doc:"The member who asks"`
-	AmountBytes int64  `json:"amountBytes" doc:"What the member asked for"`
+	Kind        string `json:"kind" enum:"DATA,TIME,APP" doc:"DATA: more data; TIME: more time in a downtime; APP: more time on a blocked app"`
+	AmountBytes int64  `json:"amountBytes" doc:"What the member asked for (DATA; 0 for TIME and APP)"`
+	AppID       string `json:"appId,omitempty" doc:"APP: the app"`
+	Minutes     int64  `json:"minutes,omitempty" doc:"TIME and APP: the minutes asked for"`
 	Message     string `json:"message,omitempty"`
 	Status      string `json:"status" enum:"PENDING,APPROVED,DECLINED"`
-	Grant       string `json:"grant,omitempty" enum:"DAY,MONTH,TOPUP" doc:"Approved: how"`
+	Grant       string `json:"grant,omitempty" enum:"DAY,MONTH,TOPUP,TIME,APP" doc:"Approved: how"`
+	// GrantedMinutes and Until say what a TIME or APP approval granted.
+	GrantedMinutes int64  `json:"grantedMinutes,omitempty" doc:"TIME and APP approved: the minutes granted"`
+	Until          string `json:"until,omitempty" doc:"TIME and APP approved: the local time YYYYMMDDHHMM (the service zone) the exception ends at" example:"202611262241"`
 	// GrantedBytes and Period say what an approval granted and for when.
 	GrantedBytes int64      `json:"grantedBytes,omitempty" doc:"Approved: the bytes granted"`
 	Period       string     `json:"period,omitempty" doc:"Approved: the day (YYYYMMDD, DAY) or month (YYYYMM, MONTH and TOPUP) granted for" example:"20261123"`
@@ -49,14 +57,18 @@ type DataRequestView struct {
 }
 
 func dataRequestView(r store.DataRequest) DataRequestView {
-	return DataRequestView{ID: r.ID, FamilyID: r.FamilyID, CustomerID: r.CustomerID, AmountBytes: r.AmountBytes, Message: r.Message,
-		Status: r.Status, Grant: r.Grant, GrantedBytes: r.GrantedBytes, Period: r.Period, Reason: r.Reason,
+	return DataRequestView{ID: r.ID, FamilyID: r.FamilyID, CustomerID: r.CustomerID, Kind: r.Kind, AmountBytes: r.AmountBytes,
+		AppID: r.AppID, Minutes: r.Minutes, Message: r.Message, Status: r.Status, Grant: r.Grant, GrantedBytes: r.GrantedBytes,
+		GrantedMinutes: r.GrantedMinutes, Until: r.Until, Period: r.Period, Reason: r.Reason,
 		AnsweredBy: r.AnsweredBy, AnsweredAt: r.AnsweredAt, CreatedAt: r.CreatedAt}
 }
 
 // DataRequestCreate is the body of a request for more data.
 type DataRequestCreate struct {
-	AmountBytes     int64         `json:"amountBytes" minimum:"1" maximum:"107374182400" doc:"Bytes asked for, at most 100 GiB"`
+	Kind            string        `json:"kind,omitempty" enum:"DATA,TIME,APP" doc:"What is asked for: DATA (absent too) more data, amountBytes; TIME more time in a downtime (\"30분 더\"), minutes; APP more time on the blocked app appId, minutes"`
+	AmountBytes     int64         `json:"amountBytes,omitempty" minimum:"0" maximum:"107374182400" doc:"DATA: bytes asked for, 1 to 100 GiB"`
+	AppID           string        `json:"appId,omitempty" maxLength:"190" doc:"APP: the app, as in BLOCK:APP:<appId>"`
+	Minutes         int64         `json:"minutes,omitempty" minimum:"0" maximum:"240" doc:"TIME and APP: minutes asked for, 1 to 240"`
 	Message         MultilineText `json:"message,omitempty" maxLength:"200" doc:"Optional words for the owners. Stored in Unicode NFC; control and invisible characters are refused (422); line feeds (U+000A) are kept."`
 	ClientRequestID string        `json:"clientRequestId,omitempty" maxLength:"128" doc:"Idempotency key, as the Idempotency-Key header (either; both must then be equal)"`
 }
@@ -91,8 +103,9 @@ type DataRequestPath struct {
 
 // DataRequestApproval is the body of an approval.
 type DataRequestApproval struct {
-	Grant       string        `json:"grant" enum:"DAY,MONTH,TOPUP" doc:"DAY: raise the member's daily and monthly limits for the rest of today; MONTH: for the rest of this month; TOPUP: add to the family pool (owners within the top-up limits)"`
-	AmountBytes int64         `json:"amountBytes,omitempty" minimum:"0" maximum:"70368744177664" doc:"Bytes granted; 0 or absent: what the member asked for"`
+	Grant       string        `json:"grant,omitempty" enum:"DAY,MONTH,TOPUP,TIME,APP" doc:"A DATA request: DAY raises the member's daily and monthly limits for the rest of today; MONTH for the rest of this month; TOPUP adds to the family pool (owners within the top-up limits). A TIME or APP request: its kind, or absent"`
+	AmountBytes int64         `json:"amountBytes,omitempty" minimum:"0" maximum:"70368744177664" doc:"DATA: bytes granted; 0 or absent: what the member asked for"`
+	Minutes     int64         `json:"minutes,omitempty" minimum:"0" maximum:"240" doc:"TIME and APP: minutes granted; 0 or absent: what the member asked for"`
 	Reason      MultilineText `json:"reason,omitempty" maxLength:"200" doc:"Optional words for the member. Stored in Unicode NFC; control and invisible characters are refused (422); line feeds (U+000A) are kept."`
 }
 
@@ -135,8 +148,62 @@ func (a *Server) activeExtras(c policy.Constraints) []ExtraView {
 	return out
 }
 
+// ExceptionView is an exception in effect now: downtime (TIME) or an app's
+// block (APP) lifted until a time.
+type ExceptionView struct {
+	Key   string    `json:"key" example:"EXCEPT:TIME"`
+	Kind  string    `json:"kind" enum:"TIME,APP"`
+	AppID string    `json:"appId,omitempty" doc:"APP: the app"`
+	Until string    `json:"until" doc:"The local time YYYYMMDDHHMM (the service zone) it ends at" example:"202611262241"`
+	Ends  time.Time `json:"ends" doc:"The same end as an instant"`
+}
+
+// activeExceptions lists the exceptions of c in effect now in the
+// engine's zone: the time exception, then app exceptions by app id.
+func (a *Server) activeExceptions(c policy.Constraints) []ExceptionView {
+	if c.TimeException == "" && len(c.AppExceptions) == 0 {
+		return nil
+	}
+	loc := a.cfg.State.Location()
+	mo := policy.MomentOf(a.now(), loc)
+	var out []ExceptionView
+	add := func(key, kind, app, until string) {
+		ends, err := time.ParseInLocation("200601021504", until, loc)
+		if err == nil && mo.Stamp() < until {
+			out = append(out, ExceptionView{Key: key, Kind: kind, AppID: app, Until: until, Ends: ends})
+		}
+	}
+	if c.TimeException != "" {
+		add(policy.KeyExceptTime, envelope.KindTime, "", c.TimeException)
+	}
+	for _, app := range slices.Sorted(maps.Keys(c.AppExceptions)) {
+		add(policy.KeyExceptAppPrefix+app, envelope.KindApp, app, c.AppExceptions[app])
+	}
+	return out
+}
+
+// ExceptionGrant is an owner's exception for a member ("30분 더").
+type ExceptionGrant struct {
+	Kind    string `json:"kind" enum:"TIME,APP" doc:"TIME: no downtime for a while; APP: the app's block (its own and its category's) lifted for a while"`
+	AppID   string `json:"appId,omitempty" maxLength:"190" doc:"APP: the app, as in BLOCK:APP:<appId>"`
+	Minutes int64  `json:"minutes" minimum:"1" maximum:"240" doc:"How long, from now or from the end of the same exception in effect (which it extends)"`
+}
+
+type exceptionGrantInput struct {
+	MemberPath
+	Body ExceptionGrant
+}
+
 var requestDocs = map[string]string{
-	"create-data-request": "The caller (a member or an owner of the family) asks the family's owners for more data. The owners are " +
+	"grant-exception": "An owner lifts a member's downtime (TIME: EXCEPT:TIME) or an app's block (APP: EXCEPT:APP:<appId>, " +
+		"the app's own block and its category's) for 1 to 240 minutes — from now, or from the end of the same exception " +
+		"in effect, which it extends; the end is rounded up to a whole minute, in the service zone. It is written " +
+		"through the policy path (version + 1, audit, policy-updated event) and judged by the quota engine at once; " +
+		"the answer is the member's policy with its exceptions and standing. A member with no downtime, or an app not " +
+		"blocked, is 409: there is nothing to lift. Remove the key (PATCH …/policies) to end it early.",
+	"create-data-request": "The caller (a member or an owner of the family) asks the family's owners for more data (kind DATA, " +
+		"amountBytes), for more time in a downtime (TIME, minutes: \"30분 더\") or for more time on a blocked app (APP, " +
+		"appId and minutes). The owners are " +
 		"told at once (DATA_REQUESTED over SSE, push and the inbox). Retries are safe with an Idempotency-Key header " +
 		"(or clientRequestId): the same key and body answer the first request with 200; a key reused for another " +
 		"request is 409. A member may have at most 3 unanswered requests (409). Audited as data-request.create.",
@@ -148,7 +215,8 @@ var requestDocs = map[string]string{
 		"quota engine at once), added to an extra already granted for that period; the member must have a daily or " +
 		"monthly limit (else 409: use TOPUP). TOPUP tops up the family pool within the owners' top-up limits (422 " +
 		"says how much can still be added). The member is told at once (DATA_REQUEST_ANSWERED) and its next event is " +
-		"judged with the grant. A request is answered once: another answer is 409 naming its state, the same answer " +
+		"judged with the grant. A TIME or APP request is approved with grant TIME or APP (or none) and optional minutes: " +
+		"the exception of POST …/exceptions (409 when there is nothing to lift). A request is answered once: another answer is 409 naming its state, the same answer " +
 		"again is 200 with the request as it is. Audited as data-request.approve.",
 	"decline-data-request": "Declines a pending request (owners and admins), with an optional reason; the member is told at " +
 		"once. Answered once: a different answer after it is 409, the same decline again is 200. Audited as data-request.decline.",
@@ -182,6 +250,7 @@ func (a *Server) registerRequests() {
 		}
 		r, created, err := a.cfg.Store.CreateDataRequest(ctx, store.NewDataRequest{FamilyID: in.FamilyID, CustomerID: p.ID,
 			AmountBytes: in.Body.AmountBytes, Message: string(in.Body.Message), Key: key,
+			Kind: in.Body.Kind, AppID: in.Body.AppID, Minutes: in.Body.Minutes,
 			MaxAmount: MaxDataRequestBytes, MaxPending: MaxPendingDataRequests})
 		if err != nil {
 			if fe := (*store.FieldError)(nil); errors.As(err, &fe) && fe.Field == "Idempotency-Key" {
@@ -243,7 +312,7 @@ func (a *Server) registerRequests() {
 			return nil, err
 		}
 		ans := store.DataRequestAnswer{FamilyID: in.FamilyID, RequestID: in.RequestID, Approve: true, Grant: in.Body.Grant,
-			AmountBytes: in.Body.AmountBytes, Reason: string(in.Body.Reason), By: p.actor()}
+			AmountBytes: in.Body.AmountBytes, Minutes: in.Body.Minutes, Reason: string(in.Body.Reason), By: p.actor()}
 		if in.Body.Grant == envelope.GrantTopUp && p.Role != policy.RoleAdmin {
 			// The per-top-up limit needs the amount: the asked one when absent.
 			amount := in.Body.AmountBytes
@@ -260,6 +329,28 @@ func (a *Server) registerRequests() {
 			ans.OwnTopUpLimit = a.cfg.OwnerTopUpMonthly
 		}
 		return a.answered(ctx, ans)
+	})
+
+	grantOp := op("grant-exception", http.MethodPost, "/families/{familyId}/members/{customerId}/exceptions",
+		"Lift a member's downtime or an app's block for a while", http.StatusForbidden, http.StatusConflict, http.StatusUnprocessableEntity)
+	huma.Register(a.api, grantOp, func(ctx context.Context, in *exceptionGrantInput) (*policyOutput, error) {
+		p, err := a.member(ctx, in.FamilyID, in.CustomerID, ownerOnly)
+		if err != nil {
+			return nil, err
+		}
+		if in.Body.Kind == envelope.KindApp && in.Body.AppID == "" {
+			return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "body.appId",
+				Message: "required for an APP exception"})
+		}
+		if in.Body.Kind == envelope.KindTime && in.Body.AppID != "" {
+			return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "body.appId",
+				Message: "a TIME exception is for every app: leave appId out"})
+		}
+		up, _, err := a.cfg.Store.GrantException(ctx, in.FamilyID, in.CustomerID, in.Body.Kind, in.Body.AppID, in.Body.Minutes, p.actor())
+		if err != nil {
+			return nil, a.problem(ctx, err, "body")
+		}
+		return &policyOutput{Body: a.enforced(ctx, up)}, nil
 	})
 
 	declineOp := op("decline-data-request", http.MethodPost, "/families/{familyId}/data-requests/{requestId}/decline",
@@ -303,7 +394,7 @@ func (a *Server) answered(ctx context.Context, ans store.DataRequestAnswer) (*da
 		} else {
 			v.PoolRemainingBytes = &pool.Remaining
 		}
-	case res.Replayed && r.Status == store.RequestApproved && (r.Grant == envelope.GrantDay || r.Grant == envelope.GrantMonth):
+	case res.Replayed && r.Status == store.RequestApproved && r.Grant != envelope.GrantTopUp:
 		if pol, err := a.cfg.Store.GetPolicy(ctx, r.FamilyID, r.CustomerID); err == nil && pol.Version > 0 {
 			if rules, err := policy.ParseConstraints(pol.Rules); err != nil {
 				a.log.WarnContext(ctx, "api: stored policy does not parse", "family", r.FamilyID, "customer", r.CustomerID, "err", err)

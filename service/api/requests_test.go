@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -166,3 +167,83 @@ func decodeJSON(t *testing.T, data []byte, out any) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestTimeAndAppRequests: "30분 더" over the API — a child in a downtime
+// asks for 30 minutes, the owner approves (no grant named), the engine
+// lets it through at once and blocks again when the exception ends; an
+// owner lifts an app's block directly and extends it; exceptions are
+// listed, kept by a replacing PATCH and refused where nothing is blocked.
+func TestTimeAndAppRequests(t *testing.T) {
+	f := newAPIFixture(t) // 2026-02-10 21:00 KST
+	owner, child := f.token(ownerA), f.token(childA)
+	f.call(http.MethodPatch, "/families/100/members/1002/policies", owner,
+		map[string]any{"set": map[string]string{"BLOCK:TIME:밤": "2030-0700"}}, http.StatusOK, nil)
+	if r := f.use(famA, childA, 10); r.Decision != policy.BlockedTime {
+		t.Fatalf("in the downtime: %+v", r)
+	}
+	// Bad requests name the field.
+	f.problem(http.MethodPost, "/families/100/data-requests", child, map[string]any{"kind": "TIME"}, http.StatusUnprocessableEntity, "body.minutes")
+	f.problem(http.MethodPost, "/families/100/data-requests", child, map[string]any{"kind": "TIME", "minutes": 30, "amountBytes": 5}, http.StatusUnprocessableEntity, "body.amountBytes")
+	f.problem(http.MethodPost, "/families/100/data-requests", child, map[string]any{"kind": "APP", "minutes": 30}, http.StatusUnprocessableEntity, "body.appId")
+	f.problem(http.MethodPost, "/families/100/data-requests", child, map[string]any{"minutes": 30}, http.StatusUnprocessableEntity, "body.minutes")
+
+	var r1, a1 DataRequestView
+	f.call(http.MethodPost, "/families/100/data-requests", child, map[string]any{"kind": "TIME", "minutes": 30, "message": "숙제 마무리"}, http.StatusCreated, &r1)
+	if r1.Kind != "TIME" || r1.Minutes != 30 || r1.AmountBytes != 0 || r1.Status != "PENDING" {
+		t.Fatalf("created %+v", r1)
+	}
+	f.problem(http.MethodPost, "/families/100/data-requests/"+itoa(r1.ID)+"/approve", owner, map[string]any{"grant": "DAY"}, http.StatusUnprocessableEntity, "body.grant")
+	f.call(http.MethodPost, "/families/100/data-requests/"+itoa(r1.ID)+"/approve", owner, map[string]any{}, http.StatusOK, &a1)
+	if a1.Status != "APPROVED" || a1.Grant != "TIME" || a1.GrantedMinutes != 30 || a1.Until != "202602102130" ||
+		a1.Standing == nil || a1.Standing.Status != "ALLOWED" {
+		t.Fatalf("approve: %+v (standing %+v)", a1, a1.Standing)
+	}
+	if r := f.use(famA, childA, 10); r.Decision != policy.Allowed {
+		t.Errorf("during the 30 minutes: %+v", r)
+	}
+	// The same answer again is a replay; the exception is listed.
+	f.call(http.MethodPost, "/families/100/data-requests/"+itoa(r1.ID)+"/approve", owner, map[string]any{"grant": "TIME", "minutes": 30}, http.StatusOK, nil)
+	var pv PolicyView
+	f.call(http.MethodGet, "/families/100/members/1002/policies", child, nil, http.StatusOK, &pv)
+	if len(pv.Exceptions) != 1 || pv.Exceptions[0].Kind != "TIME" || pv.Exceptions[0].Until != "202602102130" ||
+		!pv.Exceptions[0].Ends.Equal(f.clock().Add(30*time.Minute)) {
+		t.Errorf("exceptions: %+v", pv.Exceptions)
+	}
+
+	// An owner lifts YouTube's block directly; granted again, it extends.
+	f.problem(http.MethodPost, "/families/100/members/1002/exceptions", owner, map[string]any{"kind": "APP", "appId": "com.youtube.app", "minutes": 30},
+		http.StatusConflict, "")
+	f.call(http.MethodPatch, "/families/100/members/1002/policies", owner,
+		map[string]any{"replace": map[string]string{"BLOCK:CATEGORY:VIDEO": "1", "BLOCK:TIME:밤": "2030-0700"}}, http.StatusOK, &pv)
+	if pv.Rules[policy.KeyExceptTime] != "202602102130" {
+		t.Errorf("a replace dropped the time exception: %v", pv.Rules)
+	}
+	f.call(http.MethodPost, "/families/100/members/1002/exceptions", owner, map[string]any{"kind": "APP", "appId": "com.youtube.app", "minutes": 20}, http.StatusOK, &pv)
+	f.call(http.MethodPost, "/families/100/members/1002/exceptions", owner, map[string]any{"kind": "APP", "appId": "com.youtube.app", "minutes": 20}, http.StatusOK, &pv)
+	if pv.Rules["EXCEPT:APP:com.youtube.app"] != "202602102140" || len(pv.Exceptions) != 2 {
+		t.Errorf("app exception extended to 21:40: %v %+v", pv.Rules, pv.Exceptions)
+	}
+	f.problem(http.MethodPost, "/families/100/members/1002/exceptions", child, map[string]any{"kind": "TIME", "minutes": 20}, http.StatusForbidden, "")
+	f.problem(http.MethodPost, "/families/100/members/1002/exceptions", owner, map[string]any{"kind": "APP", "minutes": 20}, http.StatusUnprocessableEntity, "body.appId")
+	f.problem(http.MethodPost, "/families/100/members/1002/exceptions", owner, map[string]any{"kind": "TIME", "minutes": 241}, http.StatusUnprocessableEntity, "body.minutes")
+
+	// 21:30: the downtime is back (YouTube's own exception is not downtime's).
+	later := f.clock().Add(30 * time.Minute)
+	f.now.Store(&later)
+	clear(f.tokens) // the earlier access tokens expired
+	owner, child = f.token(ownerA), f.token(childA)
+	if r := f.use(famA, childA, 10); r.Decision != policy.BlockedTime {
+		t.Errorf("after the 30 minutes: %+v", r)
+	}
+	f.call(http.MethodGet, "/families/100/members/1002/policies", owner, nil, http.StatusOK, &pv)
+	if len(pv.Exceptions) != 1 || pv.Exceptions[0].Key != "EXCEPT:APP:com.youtube.app" {
+		t.Errorf("exceptions at 21:30: %+v", pv.Exceptions)
+	}
+	// Declining a time request tells its minutes.
+	var r2, d2 DataRequestView
+	f.call(http.MethodPost, "/families/100/data-requests", child, map[string]any{"kind": "APP", "appId": "com.youtube.app", "minutes": 15}, http.StatusCreated, &r2)
+	f.call(http.MethodPost, "/families/100/data-requests/"+itoa(r2.ID)+"/decline", owner, map[string]any{"reason": "내일"}, http.StatusOK, &d2)
+	if d2.Status != "DECLINED" || d2.Kind != "APP" || d2.AppID != "com.youtube.app" || d2.Minutes != 15 || d2.GrantedMinutes != 0 {
+		t.Errorf("decline: %+v", d2)
+	}
+}

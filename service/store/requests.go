@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,14 +32,33 @@ const (
 	MaxRequestKey = 128
 )
 
-// DataRequest is a member's request for more data ("ask for more") and its
-// answer.
+// Request kinds and the time they may ask for.
+const (
+	KindData = envelope.KindData
+	KindTime = envelope.KindTime
+	KindApp  = envelope.KindApp
+	// MaxRequestMinutes is the most time a TIME or APP request may ask
+	// for, or an owner grant, at once (4 hours).
+	MaxRequestMinutes = 240
+)
+
+// DataRequest is a member's request for more data or time ("ask for more")
+// and its answer.
 type DataRequest struct {
 	ID          int64
 	FamilyID    int64
 	CustomerID  int64 // the member who asks
-	AmountBytes int64 // what it asked for
+	AmountBytes int64 // what it asked for (DATA)
 	Message     string
+	// Kind is DATA, TIME (more time in a downtime: an EXCEPT:TIME) or APP
+	// (more time on the blocked app AppID: an EXCEPT:APP:<app>); Minutes
+	// how long a TIME or APP request asks for, GrantedMinutes what an
+	// approval granted and Until the local time YYYYMMDDHHMM it ends at.
+	Kind           string
+	AppID          string
+	Minutes        int64
+	GrantedMinutes int64
+	Until          string
 	// Status is PENDING, APPROVED or DECLINED.
 	Status string
 	// Grant is DAY, MONTH or TOPUP for an approved request ("" otherwise),
@@ -57,8 +77,13 @@ type DataRequest struct {
 type NewDataRequest struct {
 	FamilyID    int64
 	CustomerID  int64 // the member who asks (the caller)
-	AmountBytes int64 // 1 … MaxAmount
+	AmountBytes int64 // 1 … MaxAmount (DATA); 0 (TIME, APP)
 	Message     string
+	// Kind is DATA ("" too), TIME or APP; AppID the app (APP) and Minutes
+	// 1 … MaxRequestMinutes (TIME, APP).
+	Kind    string
+	AppID   string
+	Minutes int64
 	// Key is the requester's idempotency key ("": none). A request with a
 	// key the member used before returns the first request when it asks for
 	// the same, and is a conflict otherwise.
@@ -70,14 +95,14 @@ type NewDataRequest struct {
 }
 
 const requestCols = `id, family_id, customer_id, amount_bytes, message, status, grant_kind, granted_bytes, period, reason,
-	answered_by, answered_at, created_at`
+	answered_by, answered_at, created_at, kind, app_id, minutes, granted_minutes, until_stamp`
 
 func scanRequest(sc interface{ Scan(...any) error }) (DataRequest, error) {
 	var r DataRequest
 	var by sql.NullInt64
 	var answered, created sqldialect.NullTime
 	if err := sc.Scan(&r.ID, &r.FamilyID, &r.CustomerID, &r.AmountBytes, &r.Message, &r.Status, &r.Grant, &r.GrantedBytes,
-		&r.Period, &r.Reason, &by, &answered, &created); err != nil {
+		&r.Period, &r.Reason, &by, &answered, &created, &r.Kind, &r.AppID, &r.Minutes, &r.GrantedMinutes, &r.Until); err != nil {
 		return DataRequest{}, err
 	}
 	r.AnsweredBy, r.CreatedAt = by.Int64, created.Time
@@ -112,11 +137,35 @@ func (s *Store) CreateDataRequest(ctx context.Context, r NewDataRequest) (out Da
 	if r.MaxAmount < 1 || r.MaxAmount > policy.MaxBytes || r.MaxPending < 1 {
 		return DataRequest{}, false, invalid("limits", "MaxAmount must be 1..%d and MaxPending ≥ 1", policy.MaxBytes)
 	}
-	if err := checkBytes("amountBytes", r.AmountBytes, 1); err != nil {
-		return DataRequest{}, false, err
-	}
-	if r.AmountBytes > r.MaxAmount {
-		return DataRequest{}, false, invalid("amountBytes", "at most %d bytes can be asked for at once", r.MaxAmount)
+	switch r.Kind {
+	case "", KindData:
+		r.Kind = KindData
+		if r.AppID != "" || r.Minutes != 0 {
+			return DataRequest{}, false, invalid("minutes", "a request for data asks for bytes: leave minutes and appId out")
+		}
+		if err := checkBytes("amountBytes", r.AmountBytes, 1); err != nil {
+			return DataRequest{}, false, err
+		}
+		if r.AmountBytes > r.MaxAmount {
+			return DataRequest{}, false, invalid("amountBytes", "at most %d bytes can be asked for at once", r.MaxAmount)
+		}
+	case KindTime, KindApp:
+		if r.AmountBytes != 0 {
+			return DataRequest{}, false, invalid("amountBytes", "a request for time asks for minutes: leave amountBytes out")
+		}
+		if r.Minutes < 1 || r.Minutes > MaxRequestMinutes {
+			return DataRequest{}, false, invalid("minutes", "must be 1 to %d minutes", MaxRequestMinutes)
+		}
+		if r.Kind == KindTime && r.AppID != "" {
+			return DataRequest{}, false, invalid("appId", "a TIME request is for every app: leave appId out (APP asks for one app)")
+		}
+		if r.Kind == KindApp {
+			if _, err := policy.ParseConstraints(map[string]string{policy.KeyExceptAppPrefix + r.AppID: "200001010000"}); err != nil {
+				return DataRequest{}, false, invalid("appId", "must be an app id (printable ASCII without spaces or '|')")
+			}
+		}
+	default:
+		return DataRequest{}, false, invalid("kind", "must be DATA, TIME or APP")
 	}
 	if err := cleanWords("message", &r.Message); err != nil {
 		return DataRequest{}, false, err
@@ -135,7 +184,8 @@ func (s *Store) CreateDataRequest(ctx context.Context, r NewDataRequest) (out Da
 				m.ID, r.Key))
 			switch {
 			case err == nil:
-				if prev.FamilyID != r.FamilyID || prev.AmountBytes != r.AmountBytes || prev.Message != r.Message {
+				if prev.FamilyID != r.FamilyID || prev.AmountBytes != r.AmountBytes || prev.Message != r.Message ||
+					prev.Kind != r.Kind || prev.AppID != r.AppID || prev.Minutes != r.Minutes {
 					return conflict("Idempotency-Key", "this key was used for another request: use a new key for a new request", nil)
 				}
 				out = prev
@@ -157,8 +207,9 @@ func (s *Store) CreateDataRequest(ctx context.Context, r NewDataRequest) (out Da
 		if r.Key != "" {
 			key = r.Key
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO data_request (family_id, customer_id, amount_bytes, message, client_key, status, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`, r.FamilyID, m.ID, r.AmountBytes, r.Message, key, RequestPending, s.t(now))
+		res, err := tx.ExecContext(ctx, `INSERT INTO data_request (family_id, customer_id, amount_bytes, message, client_key, status, created_at,
+			kind, app_id, minutes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.FamilyID, m.ID, r.AmountBytes, r.Message, key, RequestPending, s.t(now),
+			r.Kind, r.AppID, r.Minutes)
 		if err != nil {
 			return dbErr("data request", err)
 		}
@@ -175,7 +226,7 @@ func (s *Store) CreateDataRequest(ctx context.Context, r NewDataRequest) (out Da
 		}
 		_, err = enqueue(ctx, s, tx, envelope.TopicNotificationEvents, envelope.New(envelope.NewID(envelope.PrefixNotification), now,
 			envelope.DataRequested{FamilyID: r.FamilyID, RequestID: id, CustomerID: m.ID, AmountBytes: r.AmountBytes,
-				Message: r.Message, RequestedAt: now}))
+				Message: r.Message, RequestedAt: now, Kind: dataKind(r.Kind), AppID: r.AppID, Minutes: r.Minutes}))
 		return err
 	})
 	if err != nil {
@@ -264,10 +315,14 @@ type DataRequestAnswer struct {
 	// (added to an extra already granted for that period) through the policy
 	// write path; TOPUP tops up the family's pool.
 	Grant string
-	// AmountBytes (approvals) is what is granted; 0: what was asked for.
+	// AmountBytes (approvals of DATA requests) is what is granted; 0: what
+	// was asked for.
 	AmountBytes int64
-	Reason      string
-	By          Actor
+	// Minutes (approvals of TIME and APP requests, whose Grant is their
+	// kind or "") is how long; 0: what was asked for.
+	Minutes int64
+	Reason  string
+	By      Actor
 	// OwnTopUpLimit bounds a TOPUP by a family's own owner as AddOwnTopUp
 	// does (the month's top-ups by the family's members); 0: unbounded but
 	// by the pool's maximum (admins).
@@ -306,35 +361,59 @@ func (s *Store) AnswerDataRequest(ctx context.Context, a DataRequestAnswer) (Ans
 	if a.Approve {
 		status = RequestApproved
 		switch a.Grant {
-		case envelope.GrantDay, envelope.GrantMonth, envelope.GrantTopUp:
+		case "", envelope.GrantDay, envelope.GrantMonth, envelope.GrantTopUp, envelope.GrantTime, envelope.GrantApp:
 		default:
-			return out, invalid("grant", "must be DAY, MONTH or TOPUP")
+			return out, invalid("grant", "must be DAY, MONTH or TOPUP (a DATA request), TIME or APP (the request's kind)")
 		}
 		if a.AmountBytes < 0 {
 			return out, invalid("amountBytes", "must be ≥ 1 (0 or absent: the amount asked for)")
 		}
-	} else if a.Grant != "" || a.AmountBytes != 0 {
-		return out, invalid("grant", "a decline grants nothing: leave grant and amountBytes out")
+		if a.Minutes < 0 || a.Minutes > MaxRequestMinutes {
+			return out, invalid("minutes", "must be 1 to %d (0 or absent: the time asked for)", MaxRequestMinutes)
+		}
+	} else if a.Grant != "" || a.AmountBytes != 0 || a.Minutes != 0 {
+		return out, invalid("grant", "a decline grants nothing: leave grant, amountBytes and minutes out")
 	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		r, err := s.request(ctx, tx, a.FamilyID, a.RequestID, s.d.ForUpdate())
 		if err != nil {
 			return err
 		}
-		amount := a.AmountBytes
+		timed := r.Kind == KindTime || r.Kind == KindApp
+		if a.Approve {
+			switch {
+			case timed && a.Grant == "":
+				a.Grant = r.Kind
+			case timed && a.Grant != r.Kind:
+				return invalid("grant", "a %s request is approved with grant %s (or none)", r.Kind, r.Kind)
+			case !timed && (a.Grant == "" || a.Grant == envelope.GrantTime || a.Grant == envelope.GrantApp):
+				return invalid("grant", "a request for data is approved with grant DAY, MONTH or TOPUP")
+			case timed && a.AmountBytes != 0:
+				return invalid("amountBytes", "a request for time is granted in minutes: leave amountBytes out")
+			case !timed && a.Minutes != 0:
+				return invalid("minutes", "a request for data is granted in bytes: leave minutes out")
+			}
+		}
+		amount, minutes := a.AmountBytes, a.Minutes
 		if amount == 0 {
 			amount = r.AmountBytes
 		}
+		if minutes == 0 {
+			minutes = r.Minutes
+		}
 		if !a.Approve {
-			amount = 0
+			amount, minutes = 0, 0
 		}
 		if r.Status != RequestPending {
-			if r.Status == status && r.Grant == a.Grant && r.GrantedBytes == amount && r.Reason == a.Reason {
+			if r.Status == status && r.Grant == a.Grant && r.GrantedBytes == amount && r.GrantedMinutes == minutes && r.Reason == a.Reason {
 				out = AnsweredDataRequest{Request: r, Replayed: true}
 				return nil
 			}
 			what := strings.ToLower(r.Status)
-			if r.Grant != "" {
+			switch {
+			case r.Grant != "" && r.GrantedMinutes > 0:
+				what += " (" + r.Grant + ", " + strconv.FormatInt(r.GrantedMinutes, 10) + " minutes)"
+			case r.Grant != "":
 				what += " (" + r.Grant + ", " + strconv.FormatInt(r.GrantedBytes, 10) + " bytes)"
 			}
 			return conflict("requestId", "the request was already "+what+": a request is answered once", nil)
@@ -342,11 +421,19 @@ func (s *Store) AnswerDataRequest(ctx context.Context, a DataRequestAnswer) (Ans
 		before := r
 		now := s.now()
 		mo := policy.MomentOf(now, s.loc)
-		if a.Approve {
+		if a.Approve && !timed {
 			if err := checkBytes("amountBytes", amount, 1); err != nil {
 				return err
 			}
+		}
+		if a.Approve {
 			switch a.Grant {
+			case envelope.GrantTime, envelope.GrantApp:
+				up, until, err := s.grantException(ctx, tx, r.FamilyID, r.CustomerID, r.Kind, r.AppID, minutes, a.By, "requestId")
+				if err != nil {
+					return err
+				}
+				out.Policy, r.Until = &up, until
 			case envelope.GrantDay, envelope.GrantMonth:
 				period := mo.Day
 				if a.Grant == envelope.GrantMonth {
@@ -376,7 +463,7 @@ func (s *Store) AnswerDataRequest(ctx context.Context, a DataRequestAnswer) (Ans
 				out.TopUp, r.Period = &t, t.Month
 			}
 		}
-		r.Status, r.Grant, r.GrantedBytes, r.Reason, r.AnsweredBy = status, a.Grant, amount, a.Reason, a.By.ID
+		r.Status, r.Grant, r.GrantedBytes, r.GrantedMinutes, r.Reason, r.AnsweredBy = status, a.Grant, amount, minutes, a.Reason, a.By.ID
 		at := now.UTC().Truncate(time.Millisecond)
 		r.AnsweredAt = &at
 		var by any
@@ -384,8 +471,8 @@ func (s *Store) AnswerDataRequest(ctx context.Context, a DataRequestAnswer) (Ans
 			by = a.By.ID
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE data_request SET status = ?, grant_kind = ?, granted_bytes = ?, period = ?, reason = ?,
-			answered_by = ?, answered_at = ? WHERE id = ? AND status = ?`, r.Status, r.Grant, r.GrantedBytes, r.Period, r.Reason, by,
-			s.t(now), r.ID, RequestPending); err != nil {
+			answered_by = ?, answered_at = ?, granted_minutes = ?, until_stamp = ? WHERE id = ? AND status = ?`, r.Status, r.Grant,
+			r.GrantedBytes, r.Period, r.Reason, by, s.t(now), r.GrantedMinutes, r.Until, r.ID, RequestPending); err != nil {
 			return dbErr("answer data request", err)
 		}
 		action := "data-request.decline"
@@ -396,9 +483,10 @@ func (s *Store) AnswerDataRequest(ctx context.Context, a DataRequestAnswer) (Ans
 			return err
 		}
 		p := envelope.DataRequestAnswered{FamilyID: r.FamilyID, RequestID: r.ID, CustomerID: r.CustomerID, Status: r.Status,
-			Grant: r.Grant, AmountBytes: r.GrantedBytes, Reason: r.Reason, AnsweredBy: max(a.By.ID, 0), AnsweredAt: now}
+			Grant: r.Grant, AmountBytes: r.GrantedBytes, Reason: r.Reason, AnsweredBy: max(a.By.ID, 0), AnsweredAt: now,
+			Kind: dataKind(r.Kind), AppID: r.AppID, Minutes: r.GrantedMinutes, Until: r.Until}
 		if !a.Approve {
-			p.AmountBytes = r.AmountBytes
+			p.AmountBytes, p.Minutes = r.AmountBytes, r.Minutes
 		}
 		if _, err := enqueue(ctx, s, tx, envelope.TopicNotificationEvents, envelope.New(envelope.NewID(envelope.PrefixNotification), now, p)); err != nil {
 			return err
@@ -438,4 +526,106 @@ func (s *Store) grantExtra(ctx context.Context, tx *sql.Tx, r DataRequest, perio
 	err = s.writePolicy(ctx, tx, PolicyChange{FamilyID: r.FamilyID, CustomerID: r.CustomerID,
 		Set: map[string]string{policy.ExtraKey(period): strconv.FormatInt(total, 10)}, By: by}, "policy.update", 0, &up)
 	return up, err
+}
+
+// dataKind is a request's kind as its notifications carry it: absent for
+// DATA (what a consumer of an earlier release reads).
+func dataKind(k string) string {
+	if k == KindData {
+		return ""
+	}
+	return k
+}
+
+// GrantException lifts a member's downtime (kind TIME: EXCEPT:TIME) or an
+// app's block (kind APP: EXCEPT:APP:<app>) for minutes from now — or from
+// the end of the exception in effect, which it extends — through the
+// policy write path (version + 1, audit, policy-updated event). It returns
+// the policy update (push it to the quota engine at once) and the local
+// time YYYYMMDDHHMM the exception ends at, the minute after now + minutes.
+// An owner grants one without a request ("30분 더"); an approved TIME or
+// APP request grants one too.
+func (s *Store) GrantException(ctx context.Context, fid, cid int64, kind, app string, minutes int64, by Actor) (PolicyUpdate, string, error) {
+	var up PolicyUpdate
+	var until string
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		up, until, err = s.grantException(ctx, tx, fid, cid, kind, app, minutes, by, "customerId")
+		return err
+	})
+	return up, until, err
+}
+
+// grantException is GrantException inside tx; field names the input a
+// member no longer in the family is blamed on.
+func (s *Store) grantException(ctx context.Context, tx *sql.Tx, fid, cid int64, kind, app string, minutes int64, by Actor, field string) (PolicyUpdate, string, error) {
+	if minutes < 1 || minutes > MaxRequestMinutes {
+		return PolicyUpdate{}, "", invalid("minutes", "must be 1 to %d minutes", MaxRequestMinutes)
+	}
+	key := policy.KeyExceptTime
+	switch kind {
+	case KindTime:
+	case KindApp:
+		key = policy.KeyExceptAppPrefix + app
+	default:
+		return PolicyUpdate{}, "", invalid("kind", "must be TIME or APP")
+	}
+	if _, err := s.currentMember(ctx, tx, fid, cid, s.d.ForUpdate()); err != nil {
+		if errors.Is(err, ErrNotFound) && field == "requestId" {
+			return PolicyUpdate{}, "", conflict("requestId", "the member who asked is no longer in the family: decline the request", err)
+		}
+		return PolicyUpdate{}, "", err
+	}
+	cur, err := s.policy(ctx, tx, fid, cid, s.d.ForUpdate())
+	if err != nil {
+		return PolicyUpdate{}, "", err
+	}
+	c, err := policy.ParseConstraints(cur.Rules)
+	if err != nil {
+		return PolicyUpdate{}, "", fmt.Errorf("store: policy of member %d: %w", cid, err)
+	}
+	now := s.now()
+	mo := policy.MomentOf(now, s.loc)
+	switch {
+	case kind == KindTime && c.Night == nil && len(c.Windows) == 0:
+		return PolicyUpdate{}, "", conflict(field, "the member has no downtime, so there is nothing to lift", nil)
+	case kind == KindApp && !appBlocked(c, app):
+		return PolicyUpdate{}, "", conflict(field, "the app is not blocked for the member, so there is nothing to lift", nil)
+	}
+	// From the end of the exception in effect (extending it), else now.
+	from := now
+	cur0 := c.TimeException
+	if kind == KindApp {
+		cur0 = c.AppExceptions[app]
+	}
+	if cur0 != "" && cur0 > mo.Stamp() {
+		if t, err := time.ParseInLocation("200601021504", cur0, s.loc); err == nil && t.After(from) {
+			from = t
+		}
+	}
+	end := from.Add(time.Duration(minutes) * time.Minute)
+	// Whole minutes, rounded up: 30 minutes granted at 22:10:40 end at 22:41.
+	if t := end.Truncate(time.Minute); t.Before(end) {
+		end = t.Add(time.Minute)
+	}
+	until := policy.MomentOf(end, s.loc).Stamp()
+	var up PolicyUpdate
+	err = s.writePolicy(ctx, tx, PolicyChange{FamilyID: fid, CustomerID: cid, Set: map[string]string{key: until}, By: by}, "policy.update", 0, &up)
+	return up, until, err
+}
+
+// appBlocked reports whether c blocks app: its own block, or its category's
+// in the default catalog.
+func appBlocked(c policy.Constraints, app string) bool {
+	if slices.Contains(c.BlockedApps, app) {
+		return true
+	}
+	for _, a := range policy.DefaultApps() {
+		if a.ID == app {
+			return slices.Contains(c.BlockedCategories, a.Category)
+		}
+	}
+	// An app the default catalog does not know may be in a blocked
+	// category of the processor's own catalog.
+	return len(c.BlockedCategories) > 0
 }
