@@ -230,9 +230,16 @@ export async function dataRequests(f, status = 'PENDING') {
 }
 /** dataRequest is one request (a member reads its own). */
 export const dataRequest = (f, id) => call('GET', `${fam(f)}/data-requests/${encodeURIComponent(id)}`);
+/** createTimeRequest asks for minutes more: in a downtime (kind TIME) or on a blocked app (APP, appId). */
+export const createTimeRequest = (f, kind, minutes, appId, message, key = uuid()) =>
+  call('POST', `${fam(f)}/data-requests`, { kind, minutes, ...(appId ? { appId } : {}), ...(message ? { message } : {}) }, { 'Idempotency-Key': key });
+/** approveDataRequest approves with a grant (DAY, MONTH, TOPUP for data; none for a TIME or APP request). */
 export const approveDataRequest = (f, id, grant, amountBytes) =>
-  call('POST', `${fam(f)}/data-requests/${encodeURIComponent(id)}/approve`, amountBytes ? { grant, amountBytes } : { grant },
+  call('POST', `${fam(f)}/data-requests/${encodeURIComponent(id)}/approve`, { ...(grant ? { grant } : {}), ...(amountBytes ? { amountBytes } : {}) },
     { 'Idempotency-Key': uuid() });
+/** grantException lifts a member's downtime (TIME) or an app's block (APP, appId) for minutes. */
+export const grantException = (f, cid, kind, minutes, appId) =>
+  call('POST', `${fam(f)}/members/${encodeURIComponent(cid)}/exceptions`, { kind, minutes, ...(appId ? { appId } : {}) });
 export const declineDataRequest = (f, id, reason) =>
   call('POST', `${fam(f)}/data-requests/${encodeURIComponent(id)}/decline`, reason ? { reason } : {}, { 'Idempotency-Key': uuid() });
 

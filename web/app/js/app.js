@@ -41,7 +41,7 @@ function route() {
   const at = location.hash;
   Promise.resolve(view(main, args)).then(() => { retryDelay = 2000; }, (e) => {
     const again = !e?.status || e.status >= 500;
-    main.append(h('p.error', { role: 'alert' }, errorText(e)), again ? h('p.muted#retrying', t('retrying')) : null);
+    main.append(...[h('p.error', { role: 'alert' }, errorText(e)), again ? h('p.muted#retrying', t('retrying')) : null].filter(Boolean));
     if (!again) return;
     retryTimer = setTimeout(() => { if (location.hash === at) route(); }, retryDelay);
     retryDelay = Math.min(retryDelay * 2, 30000);

@@ -179,6 +179,43 @@ export async function controlsView(root, [cid]) {
     }));
   }
 
+  // grant lifts the member's downtime (TIME) or an app's block (APP) for
+  // 30 minutes ("30분 더"), or extends what is in effect.
+  async function grant(kind, where, appId) {
+    try {
+      pol = await api.grantException(fam, id, kind, 30, appId);
+      note = { where, text: t('applied'), error: false };
+    } catch (e) { note = { where, text: errorText(e), error: true }; }
+    renderMember();
+    refreshDashboard().catch(() => {});
+  }
+
+  // exceptionsList shows the exceptions in effect, each with a way to end it.
+  function exceptionsList(kind, where) {
+    const xs = (pol.exceptions || []).filter((x) => x.kind === kind);
+    if (!xs.length) return null;
+    // The service zone's time of day, as the windows are set.
+    const clock = (x) => `${x.until.slice(8, 10)}:${x.until.slice(10, 12)}`;
+    return h('ul.exceptions', { id: `${where}-exceptions`, 'aria-label': t('exceptionsTitle') }, xs.map((x) => {
+      const app = catalog.apps.find((a) => a.id === x.appId);
+      const text = kind === 'TIME' ? t('exceptionTime', { time: clock(x) }) : t('exceptionApp', { app: appName(app, x.appId), time: clock(x) });
+      const end = h('button.small', { type: 'button', 'aria-label': `${t('endException')}: ${text}`, onclick: () => apply({ remove: [x.key] }, where) }, t('endException'));
+      return h('li', text, ' ', end);
+    }));
+  }
+
+  // allowedBox picks the categories still allowed during downtime
+  // (ALLOW:CATEGORY:<c>): messaging to reach the family, maps.
+  function allowedBox() {
+    return h('fieldset.allowed#always-allowed', h('legend', t('alwaysAllowedTitle')), h('p.muted', t('alwaysAllowedHelp')),
+      h('div.row.wrap', catalog.categories.map((c) => {
+        const key = `ALLOW:CATEGORY:${c}`;
+        const box = h('input', { type: 'checkbox', id: `allow-cat-${c}`, checked: pol.rules[key] === '1' });
+        box.addEventListener('change', () => apply(box.checked ? { set: { [key]: '1' } } : { remove: [key] }, 'windows'));
+        return h('label.day', box, t(`cat.${c}`));
+      })));
+  }
+
   function windowsBox() {
     const rows = [];
     if (pol.rules['BLOCK:TIME:START'] !== undefined) {
@@ -223,7 +260,9 @@ export async function controlsView(root, [cid]) {
       const sel = days.map((l) => l.firstChild).filter((c) => c.checked).map((c) => c.value);
       apply({ set: { [`BLOCK:TIME:${name.value}`]: formatWindow(hhmm(start.value), hhmm(end.value), sel) } }, 'windows');
     });
-    return h('section.card#windows', h('h3', t('windowsTitle')), h('ul.windows', rows), form, cardNote('windows'));
+    const now30 = rows.length ? h('button#grant-time', { type: 'button', onclick: () => grant('TIME', 'windows') }, t('grantTimeNow')) : null;
+    return h('section.card#windows', h('h3', t('windowsTitle')), h('ul.windows', rows), now30, exceptionsList('TIME', 'windows'),
+      cardNote('windows'), form, allowedBox());
   }
 
   function windowRow(name, start, end, days, keys) {
@@ -245,14 +284,18 @@ export async function controlsView(root, [cid]) {
         const idAttr = `block-app-${a.id.replace(/[^\w-]/g, '_')}`;
         const box = h('input', { type: 'checkbox', id: idAttr, checked: pol.rules[key] === '1' });
         box.addEventListener('change', () => apply(box.checked ? { set: { [key]: '1' } } : { remove: [key] }, 'apps'));
-        return h('li', box, h('label', { for: idAttr, title: a.id }, a.icon ? h('span.app-icon', { 'aria-hidden': 'true' }, a.icon) : null, appName(a, a.id)));
+        // A blocked app (its own block or its category's) can be allowed for 30 minutes.
+        const blocked = pol.rules[key] === '1' || pol.rules[ckey] === '1';
+        const allow = blocked ? h('button.small', { type: 'button', id: `allow-${idAttr}`, 'aria-label': `${appName(a, a.id)}: ${t('allowAppNow')}`,
+          onclick: () => grant('APP', 'apps', a.id) }, t('allowAppNow')) : null;
+        return h('li', box, h('label', { for: idAttr, title: a.id }, a.icon ? h('span.app-icon', { 'aria-hidden': 'true' }, a.icon) : null, appName(a, a.id)), allow ? ' ' : null, allow);
       });
       return h('fieldset.apps', h('legend', t(`cat.${c}`)),
         h('div.row', cbox, h('label', { for: `block-cat-${c}` }, t('blockCategory', { cat: t(`cat.${c}`) }))),
         h('details', { open: apps.some((li) => li.firstChild.checked) },
           h('summary', t('appsIn', { cat: t(`cat.${c}`), n: apps.length })), h('ul.applist', apps)));
     });
-    return h('section.card#apps', h('h3', t('appsTitle')), groups, cardNote('apps'));
+    return h('section.card#apps', h('h3', t('appsTitle')), exceptionsList('APP', 'apps'), cardNote('apps'), groups);
   }
 
   // resetBox sets a child's forgotten password (owners reset MEMBERs'; an

@@ -1,7 +1,7 @@
 // views.js: the family dashboard, the block screen (with "ask for more"),
 // usage detail and the notification centre.
 import * as api from './api.js';
-import { t, appName } from './i18n.js';
+import { t, appName, locale } from './i18n.js';
 import { h, fmtBytes, fmtTime, fmtClock, parseWindow, reasonText, untilText, MB, errorText } from './util.js';
 import { chartBox, gauge } from './charts.js';
 import { state, on, refreshDashboard, refreshRequests, refreshUnread, loadCatalog, emit } from './store.js';
@@ -21,8 +21,9 @@ export async function dashboardView(root) {
   const stamp = h('p.muted#dash-updated');
   // A member sees what is restricted for it while it is allowed (#24).
   const rulesBox = isOwner() ? null : h('section.card#my-rules', { 'aria-labelledby': 'my-rules-h' });
-  root.append(h('h2.sr-only', t('navDashboard')), poolBox, reqBox, rulesBox, shareBox,
-    h('section.card', h('h3#members-h', t('members')), list, stamp));
+  // (append writes a null as the text "null": an owner has no rules box.)
+  root.append(...[h('h2.sr-only', t('navDashboard')), poolBox, reqBox, rulesBox, shareBox,
+    h('section.card', h('h3#members-h', t('members')), list, stamp)].filter(Boolean));
   let shareFig = null;
   let rulesVersion = -1;
 
@@ -33,7 +34,8 @@ export async function dashboardView(root) {
     if (!rulesBox || !self || self.policyVersion === rulesVersion) return;
     rulesVersion = self.policyVersion;
     let rules;
-    try { rules = (await api.policies(me().familyId, me().memberId)).rules; } catch { rulesVersion = -1; return; }
+    let exceptions = [];
+    try { ({ rules, exceptions = [] } = await api.policies(me().familyId, me().memberId)); } catch { rulesVersion = -1; return; }
     const catalog = await loadCatalog().catch(() => ({ apps: [] }));
     const appOf = new Map((catalog.apps || []).map((a) => [a.id, a]));
     const items = [];
@@ -49,10 +51,27 @@ export async function dashboardView(root) {
     }
     const cats = Object.keys(rules).filter((k) => k.startsWith('BLOCK:CATEGORY:')).map((k) => t(`cat.${k.slice(15)}`));
     if (cats.length) items.push(t('ruleCategories', { list: cats.join(', ') }));
-    const apps = Object.keys(rules).filter((k) => k.startsWith('BLOCK:APP:')).map((k) => appName(appOf.get(k.slice(10)), k.slice(10)));
-    if (apps.length) items.push(t('ruleApps', { list: apps.join(', ') }));
-    rulesBox.replaceChildren(h('h3#my-rules-h', t('myRules')),
-      items.length ? h('ul#my-rules-list', items.map((x) => h('li', x))) : h('p.muted', t('noRules')));
+    const allowed = Object.keys(rules).filter((k) => k.startsWith('ALLOW:CATEGORY:')).map((k) => t(`cat.${k.slice(15)}`));
+    if (allowed.length) items.push(t('ruleAllowed', { list: allowed.join(', ') }));
+    // Each blocked app with a way to ask for 30 minutes on it ("30분 더").
+    const appIds = Object.keys(rules).filter((k) => k.startsWith('BLOCK:APP:')).map((k) => k.slice(10));
+    if (appIds.length) {
+      items.push(h('span', t('ruleApps', { list: '' }), h('ul.ask-apps', appIds.map((id) => {
+        const name = appName(appOf.get(id), id);
+        const b = h('button.small', { type: 'button', id: `ask-app-${id.replace(/[^\w-]/g, '_')}`, 'aria-label': `${name}: ${t('askAppMore')}` }, t('askAppMore'));
+        b.addEventListener('click', async () => {
+          b.disabled = true;
+          try { await api.createTimeRequest(me().familyId, 'APP', 30, id); toast(t('askAppSent', { app: name })); } catch (e) { toast(errorText(e), 'error'); b.disabled = false; }
+        });
+        return h('li', name, ' ', b);
+      }))));
+    }
+    // Exceptions end at a time of the service zone, as the windows are set.
+    const excepted = exceptions.map((x) => h('li.exception', { id: `my-exception-${x.kind}` },
+      x.kind === 'TIME' ? t('exceptionTime', { time: stampClock(x.until) }) : t('exceptionApp', { app: appName(appOf.get(x.appId), x.appId), time: stampClock(x.until) })));
+    rulesBox.replaceChildren(...[h('h3#my-rules-h', t('myRules')),
+      items.length ? h('ul#my-rules-list', items.map((x) => h('li', x))) : h('p.muted', t('noRules')),
+      excepted.length ? h('ul#my-exceptions', { 'aria-label': t('exceptionsTitle') }, excepted) : null].filter(Boolean));
   }
 
   function render(d) {
@@ -80,7 +99,7 @@ export async function dashboardView(root) {
       shareBox.replaceChildren(h('h3#share-h.sr-only', t('shareTitle')), shareFig);
     }
     list.replaceChildren(...d.members.map((m) => memberCard(m)));
-    stamp.textContent = t('updatedAt', { time: new Date(state.dashAt).toLocaleTimeString() });
+    stamp.textContent = t('updatedAt', { time: clockOf(state.dashAt) });
     renderRules(self).catch(() => {});
     // The first render after the page loaded: measured by the browser tests.
     if (!performance.getEntriesByName('dpcs-dashboard').length) performance.mark('dpcs-dashboard');
@@ -120,8 +139,8 @@ export async function dashboardView(root) {
   }
 
   function requestItem(r, name) {
-    return h('li.request', { id: `request-${r.id}`, 'data-customer': String(r.customerId) },
-      h('p', h('strong', t('requestFrom', { name, bytes: fmtBytes(r.amountBytes) })), r.message ? h('q', r.message) : null,
+    return h('li.request', { id: `request-${r.id}`, 'data-customer': String(r.customerId), 'data-kind': r.kind || 'DATA' },
+      h('p', h('strong', t('requestFrom', { name, bytes: requestWhat(r) })), r.message ? h('q', r.message) : null,
         h('span.muted', ` ${fmtTime(r.createdAt)}`)),
       requestActions(r));
   }
@@ -132,6 +151,8 @@ export async function dashboardView(root) {
   if (state.dash) render(state.dash);
   else poolBox.append(h('p', t('loading')));
   renderRequests(state.requests);
+  // Requests for an app's time name the app: the catalog says how.
+  if (isOwner()) loadCatalog().then(() => renderRequests(state.requests)).catch(() => {});
   await refreshDashboard();
   if (isOwner()) refreshRequests().catch(() => {});
 }
@@ -140,14 +161,16 @@ export async function dashboardView(root) {
 // decline. The dashboard and the inbox item of the request both show it
 // (ids prefixed by where).
 function requestActions(r, prefix = '') {
-  const sel = h('select', { id: `${prefix}grant-${r.id}` }, ['DAY', 'MONTH', 'TOPUP'].map((g) => h('option', { value: g }, t(`grant.${g}`))));
+  // A TIME or APP request is granted as asked: no choice of grant.
+  const timed = r.kind === 'TIME' || r.kind === 'APP';
+  const sel = timed ? null : h('select', { id: `${prefix}grant-${r.id}` }, ['DAY', 'MONTH', 'TOPUP'].map((g) => h('option', { value: g }, t(`grant.${g}`))));
   const approve = h('button.primary', { type: 'button', id: `${prefix}approve-${r.id}` }, t('approve'));
   const decline = h('button', { type: 'button', id: `${prefix}decline-${r.id}` }, t('decline'));
   const fam = me().familyId;
   approve.addEventListener('click', async () => {
     approve.disabled = decline.disabled = true;
     try {
-      await api.approveDataRequest(fam, r.id, sel.value); // the amount asked for
+      await api.approveDataRequest(fam, r.id, sel?.value); // the amount (or the minutes) asked for
       toast(t('approved'));
     } catch (e) { toast(errorText(e), 'error'); approve.disabled = decline.disabled = false; }
     refreshRequests().catch(() => {}); refreshDashboard().catch(() => {});
@@ -157,8 +180,26 @@ function requestActions(r, prefix = '') {
     try { await api.declineDataRequest(fam, r.id); toast(t('declined')); } catch (e) { toast(errorText(e), 'error'); }
     refreshRequests().catch(() => {});
   });
-  return h('div.row', h('label', { for: `${prefix}grant-${r.id}` }, t('grant')), sel, approve, decline);
+  return h('div.row', sel ? h('label', { for: `${prefix}grant-${r.id}` }, t('grant')) : null, sel, approve, decline);
 }
+
+// requestWhat says what a request asks for: "데이터 100 MB", "쉬는 시간에 30분 더", "유튜브 30분 더".
+function requestWhat(r) {
+  if (r.kind === 'TIME') return t('reqTime', { n: r.minutes });
+  if (r.kind === 'APP') {
+    const app = state.catalog?.apps?.find((a) => a.id === r.appId);
+    return t('reqApp', { app: appName(app, r.appId), n: r.minutes });
+  }
+  return t('reqData', { bytes: fmtBytes(r.amountBytes) });
+}
+
+// clockOf is an instant's time of day for the viewer: "22:41".
+function clockOf(at) {
+  return new Date(at).toLocaleTimeString(locale(), { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' });
+}
+
+// stampClock is a local time YYYYMMDDHHMM's time of day: "22:41".
+const stampClock = (s) => (s && s.length === 12 ? `${s.slice(8, 10)}:${s.slice(10, 12)}` : '');
 
 // ---------------------------------------------------------------- block screen
 
@@ -168,37 +209,48 @@ export async function blockView(root) {
   // More data lifts only a data block; for a time window, an app block or
   // a parent's block the child is told to ask in person (#24: it asked for
   // data during a night window, was granted it and stayed blocked).
+  // A downtime is asked about in minutes ("30분 더"), a data block in bytes.
   const notData = h('section.card#ask-not-data', { hidden: true }, h('p', t('askNotData')));
-  const ask = askBox();
-  root.append(h('section.card.block#block', { 'aria-labelledby': 'block-h' }, h('h2#block-h', t('blockTitle')), body), ask, notData);
+  const ask = askBox('DATA');
+  const askTime = askBox('TIME');
+  root.append(h('section.card.block#block', { 'aria-labelledby': 'block-h' }, h('h2#block-h', t('blockTitle')), body), ask, askTime, notData);
   let rules = null;
+  let left = false;
   try { rules = (await api.policies(s.familyId, s.memberId)).rules; } catch { /* the reason is enough */ }
 
   function render(d) {
     const self = myCard(d);
     if (!self) return;
-    if (self.status !== 'BLOCKED') { toast(t('allowed')); go('#/dashboard'); return; }
+    // Said once: a live update and the 3 s poll may both bring the unblock.
+    if (self.status !== 'BLOCKED') { if (!left) { left = true; toast(t('allowed')); go('#/dashboard'); } return; }
     const owners = d.members.filter((m) => m.role === 'OWNER').map((m) => m.name);
     const dataHelps = ['BLOCKED_LIMIT_DAILY', 'BLOCKED_LIMIT_MONTHLY', 'BLOCKED_FAMILY_QUOTA'].includes(self.decision);
+    const timeHelps = self.decision === 'BLOCKED_TIME';
     ask.hidden = !dataHelps;
-    notData.hidden = dataHelps;
+    askTime.hidden = !timeHelps;
+    notData.hidden = dataHelps || timeHelps;
     body.replaceChildren(h('dl.facts',
       h('dt', t('why')), h('dd#block-reason', { 'data-decision': self.decision }, reasonText(self)),
       h('dt', t('until')), h('dd#block-until', untilText(self, rules)),
       h('dt', t('whoToAsk')), h('dd#block-owners', owners.join(', '))));
   }
 
-  function askBox() {
-    const amount = h('select#ask-amount', [50, 100, 200, 500, 1024].map((mb) => h('option', { value: String(mb * MB) }, fmtBytes(mb * MB))));
-    amount.value = String(100 * MB);
-    const msg = h('textarea#ask-message', { maxLength: 200, rows: 2 });
-    const status = h('p#ask-status', { role: 'status' });
-    const pending = h('ul.requests#my-requests');
-    const send = h('button.primary#ask-send', { type: 'submit' }, t('askSend'));
-    const form = h('form.card#ask', { 'aria-labelledby': 'ask-h' },
-      h('h3#ask-h', t('askMore')),
-      h('label', { for: 'ask-amount' }, t('askAmount')), amount,
-      h('label', { for: 'ask-message' }, t('askMessage')), msg, send, status,
+  // askBox asks the owners for data (kind DATA: ids ask-…) or for minutes
+  // in a downtime (TIME: ids ask-time-…).
+  function askBox(kind) {
+    const p = kind === 'TIME' ? 'ask-time' : 'ask';
+    const amount = kind === 'TIME'
+      ? h(`select#${p}-minutes`, [15, 30, 60].map((n) => h('option', { value: String(n) }, t('minutes', { n }))))
+      : h('select#ask-amount', [50, 100, 200, 500, 1024].map((mb) => h('option', { value: String(mb * MB) }, fmtBytes(mb * MB))));
+    amount.value = kind === 'TIME' ? '30' : String(100 * MB);
+    const msg = h(`textarea#${p}-message`, { maxLength: 200, rows: 2 });
+    const status = h(`p#${p}-status`, { role: 'status' });
+    const pending = h(`ul.requests#${kind === 'TIME' ? 'my-time-requests' : 'my-requests'}`);
+    const send = h(`button.primary#${p}-send`, { type: 'submit' }, kind === 'TIME' ? t('timeAskSend') : t('askSend'));
+    const form = h(`form.card#${p}`, { 'aria-labelledby': `${p}-h`, hidden: true },
+      h(`h3#${p}-h`, kind === 'TIME' ? t('timeAskTitle') : t('askMore')),
+      h('label', { for: amount.id }, kind === 'TIME' ? t('timeAskMinutes') : t('askAmount')), amount,
+      h('label', { for: `${p}-message` }, t('askMessage')), msg, send, status,
       h('h4', t('askPending')), pending);
     let key = api.uuid(); // one key per request the member means to send: a retry is not a second request
     let sent = null; // the request sent from this screen, until it is answered
@@ -206,7 +258,8 @@ export async function blockView(root) {
       e.preventDefault();
       send.disabled = true;
       try {
-        const r = await api.createDataRequest(s.familyId, Number(amount.value), msg.value.trim(), key);
+        const r = kind === 'TIME' ? await api.createTimeRequest(s.familyId, 'TIME', Number(amount.value), '', msg.value.trim(), key)
+          : await api.createDataRequest(s.familyId, Number(amount.value), msg.value.trim(), key);
         key = api.uuid();
         sent = r?.id ?? null;
         status.textContent = t('askSent');
@@ -224,11 +277,12 @@ export async function blockView(root) {
         const id = sent;
         sent = null;
         api.dataRequest(s.familyId, id).then((r) => {
-          status.textContent = r.status === 'APPROVED' ? t('askApproved', { bytes: fmtBytes(r.grantedBytes || r.amountBytes) })
+          status.textContent = r.status === 'APPROVED' && r.until ? t('timeApproved', { time: stampClock(r.until) })
+            : r.status === 'APPROVED' ? t('askApproved', { bytes: fmtBytes(r.grantedBytes || r.amountBytes) })
             : r.status === 'DECLINED' ? t('askDeclined') : status.textContent;
         }).catch(() => {});
       }
-      pending.replaceChildren(...(mine.length ? mine.map((r) => h('li', { id: `my-request-${r.id}` }, `${fmtBytes(r.amountBytes)} · ${fmtTime(r.createdAt)}`, r.message ? h('q', r.message) : null))
+      pending.replaceChildren(...(mine.length ? mine.map((r) => h('li', { id: `${p}-request-${r.id}` }, `${requestWhat(r)} · ${fmtTime(r.createdAt)}`, r.message ? h('q', r.message) : null))
         : [h('li.muted', t('noRequests'))]));
     };
     track(on('requests', renderMine));
