@@ -24,6 +24,7 @@ const (
 	KeyLimitDaily        = "LIMIT:DATA:DAILY"
 	KeyLimitMonthly      = "LIMIT:DATA:MONTHLY"
 	KeyLimitExtraPrefix  = "LIMIT:DATA:EXTRA:"
+	KeyLimitGivenPrefix  = "LIMIT:DATA:GIVEN:"
 	KeyThrottleSpeed     = "THROTTLE:SPEED"
 	KeyAllowAppPrefix    = "ALLOW:APP:"
 	KeyAllowCatPrefix    = "ALLOW:CATEGORY:"
@@ -100,6 +101,11 @@ type Constraints struct {
 	// the event's current day or month, an extra raises both limits; see
 	// EffectiveLimits. Extras of other periods have no effect.
 	Extras map[string]int64
+	// Given is data the member gave away ("데이터 선물하기"),
+	// LIMIT:DATA:GIVEN:<YYYYMM>=bytes, keyed by month: while its month is the
+	// event's, it lowers the monthly limit (never below 0). A gift is the
+	// giver's Given and the receiver's month Extra of the same amount.
+	Given map[string]int64
 	// ThrottleKbps is returned with ALLOWED so the network can shape speed; 0 = none.
 	ThrottleKbps int64
 	// AllowedApps and AllowedCategories are always allowed during downtime
@@ -264,6 +270,21 @@ func ParseConstraints(m map[string]string) (Constraints, error) {
 				c.AppExceptions = make(map[string]string)
 			}
 			c.AppExceptions[app] = v
+		case strings.HasPrefix(k, KeyLimitGivenPrefix):
+			month := k[len(KeyLimitGivenPrefix):]
+			if len(month) != 6 || !validPeriod(month) {
+				errs = append(errs, fieldErr(k, "period must be a month YYYYMM, got %q", month))
+				continue
+			}
+			n, err := parseBytes(v)
+			if err != nil {
+				errs = append(errs, fieldErr(k, "%v", err))
+				continue
+			}
+			if c.Given == nil {
+				c.Given = make(map[string]int64)
+			}
+			c.Given[month] = n
 		case k == KeyThrottleSpeed:
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n <= 0 || n > maxThrottleKbps || strconv.FormatInt(n, 10) != v {
@@ -272,7 +293,7 @@ func ParseConstraints(m map[string]string) (Constraints, error) {
 			}
 			c.ThrottleKbps = n
 		default:
-			errs = append(errs, fieldErr(k, "unknown constraint key (want BLOCK:ACCESS, BLOCK:APP:<app>, BLOCK:CATEGORY:<c>, BLOCK:TIME:START|END|<name>, LIMIT:DATA:DAILY|MONTHLY, LIMIT:DATA:EXTRA:<YYYYMMDD|YYYYMM>, THROTTLE:SPEED, ALLOW:APP:<app>, ALLOW:CATEGORY:<c>, EXCEPT:TIME or EXCEPT:APP:<app>)"))
+			errs = append(errs, fieldErr(k, "unknown constraint key (want BLOCK:ACCESS, BLOCK:APP:<app>, BLOCK:CATEGORY:<c>, BLOCK:TIME:START|END|<name>, LIMIT:DATA:DAILY|MONTHLY, LIMIT:DATA:EXTRA:<YYYYMMDD|YYYYMM>, LIMIT:DATA:GIVEN:<YYYYMM>, THROTTLE:SPEED, ALLOW:APP:<app>, ALLOW:CATEGORY:<c>, EXCEPT:TIME or EXCEPT:APP:<app>)"))
 		}
 	}
 	switch {
@@ -346,12 +367,13 @@ func validPeriod(p string) bool {
 	return err == nil && t.Format(layout) == p && t.Year() >= 2000
 }
 
-// Granted reports whether k is a key an owner grants on a member's request
-// for a while — an extra allowance (LIMIT:DATA:EXTRA:…) or an exception
-// (EXCEPT:…) — which a new rule map (a form, a template) keeps unless it
-// names it.
+// Granted reports whether k is a key granted for a while — an extra
+// allowance (LIMIT:DATA:EXTRA:…), data given away (LIMIT:DATA:GIVEN:…) or
+// an exception (EXCEPT:…) — which a new rule map (a form, a template) keeps
+// unless it names it.
 func Granted(k string) bool {
-	return strings.HasPrefix(k, KeyLimitExtraPrefix) || k == KeyExceptTime || strings.HasPrefix(k, KeyExceptAppPrefix)
+	return strings.HasPrefix(k, KeyLimitExtraPrefix) || strings.HasPrefix(k, KeyLimitGivenPrefix) ||
+		k == KeyExceptTime || strings.HasPrefix(k, KeyExceptAppPrefix)
 }
 
 // ValidStamp reports whether s is a local time YYYYMMDDHHMM (years
@@ -394,15 +416,17 @@ func (c Constraints) Extra(at Moment) int64 {
 }
 
 // EffectiveLimits returns the member's daily and monthly limits at the moment
-// at: each set limit raised by Extra(at). A limit that is not set stays nil (no
-// limit); an extra never creates one. Every value stays below 3 × MaxBytes.
+// at: each set limit raised by Extra(at), the monthly one then lowered by
+// what the member gave away this month (Given, never below 0). A limit that
+// is not set stays nil (no limit); an extra never creates one. Every value
+// stays below 3 × MaxBytes.
 func (c Constraints) EffectiveLimits(at Moment) (daily, monthly *int64) {
 	extra := c.Extra(at)
 	if c.DailyLimit != nil {
 		daily = Limit(*c.DailyLimit + extra)
 	}
 	if c.MonthlyLimit != nil {
-		monthly = Limit(*c.MonthlyLimit + extra)
+		monthly = Limit(max(*c.MonthlyLimit+extra-c.Given[at.Month], 0))
 	}
 	return daily, monthly
 }
@@ -435,6 +459,15 @@ func (c *Constraints) DropExpiredExtras(at Moment) bool {
 	}
 	if len(c.Extras) == 0 {
 		c.Extras = nil
+	}
+	for m := range c.Given {
+		if m < at.Month {
+			delete(c.Given, m)
+			dropped = true
+		}
+	}
+	if len(c.Given) == 0 {
+		c.Given = nil
 	}
 	return dropped
 }
@@ -481,6 +514,9 @@ func (c Constraints) Map() map[string]string {
 	}
 	for period, n := range c.Extras {
 		m[KeyLimitExtraPrefix+period] = strconv.FormatInt(n, 10)
+	}
+	for month, n := range c.Given {
+		m[KeyLimitGivenPrefix+month] = strconv.FormatInt(n, 10)
 	}
 	if c.ThrottleKbps > 0 {
 		m[KeyThrottleSpeed] = strconv.FormatInt(c.ThrottleKbps, 10)

@@ -268,6 +268,7 @@ func New(cfg Config) (*Server, error) {
 	a.registerVersion()
 	a.registerDecisions()
 	a.registerCatalog()
+	a.registerGifts()
 	if !cfg.NoWeb {
 		ui := web.Handler()
 		for _, p := range web.Prefixes() {

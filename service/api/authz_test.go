@@ -41,6 +41,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"GET", "/families/{f}/members/{c}/policies", "", fam(200)},
 		{"PATCH", "/families/{f}/members/{c}/policies", `{"set":{"THROTTLE:SPEED":"1000"}}`, own(200)},
 		{"PATCH", "/families/policies", `{"familyId":{f},"customerId":{c},"set":{"BLOCK:APP:com.game":"1"}}`, own(200)},
+		// A gift to oneself: 422 after the caller was let in.
+		{"POST", "/families/{f}/gifts", `{"fromCustomerId":{c},"toCustomerId":{c},"amountBytes":1}`, cols{422, 404, 422, 404, 422, 422, 403, 403}},
 		{"POST", "/families/{f}/members/{c}/exceptions", `{"kind":"APP","appId":"com.game","minutes":30}`, own(200)}, // after the block above
 		{"PUT", "/families/{f}/alerts", `{"thresholds":[50,20]}`, own(200)},
 		{"POST", "/families/{f}/topups", `{"bytes":1048576}`, own(201)},

@@ -78,6 +78,7 @@ func runSuite(t *testing.T, open opener) {
 		"ChosenIDs":     testChosenIDs,
 		"RedisMarks":    testRedisMarks,
 		"Rearms":        testThresholdRearms,
+		"Gifts":         testGifts,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, newEnv(t, open)) })
 	}

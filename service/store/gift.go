@@ -1,0 +1,121 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+
+	"github.com/dabom/dpcs/policy"
+)
+
+// Gift is data one member gives another of its family this month
+// ("데이터 선물하기"): the giver's monthly limit is lowered by Bytes
+// (LIMIT:DATA:GIVEN:<YYYYMM>) and the receiver's limits raised by as much
+// (its month's extra allowance, LIMIT:DATA:EXTRA:<YYYYMM>). The family pool
+// does not change.
+type Gift struct {
+	FamilyID int64
+	From, To int64 // the giver and the receiver, two members of the family
+	Bytes    int64 // 1 … what the giver has left this month
+	// GiverUsed is the giver's usage this month (the quota engine's): a
+	// gift is at most the giver's monthly limit in effect minus it.
+	GiverUsed int64
+	By        Actor
+}
+
+// GiftResult is a gift made: the month it is for and the two policy
+// updates, to push to the quota engine — the giver's first, so the
+// family's members together are never allowed more than before.
+type GiftResult struct {
+	Month    string
+	From, To PolicyUpdate
+	// Left is what the giver has left to use this month after the gift.
+	Left int64
+}
+
+// GiftData records a gift in one transaction: both members' policies
+// (version + 1, policy.update audit rows, policy-updated events) and a
+// data.gift audit row naming giver, receiver, bytes and month. The giver
+// must have a monthly limit (else there is no allowance to give: 409), the
+// receiver a daily or monthly limit (else it already may use the whole
+// pool: 409), and Bytes at most what the giver has left (422 says how much).
+func (s *Store) GiftData(ctx context.Context, g Gift) (GiftResult, error) {
+	var out GiftResult
+	switch {
+	case g.From == g.To:
+		return out, invalid("toCustomerId", "give to another member of the family")
+	case g.GiverUsed < 0:
+		return out, invalid("giverUsed", "must be ≥ 0")
+	}
+	if err := checkBytes("amountBytes", g.Bytes, 1); err != nil {
+		return out, err
+	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		// Members are locked in id order: two gifts between the same two
+		// members in opposite directions do not deadlock.
+		first, second := min(g.From, g.To), max(g.From, g.To)
+		for _, id := range []int64{first, second} {
+			if _, err := s.currentMember(ctx, tx, g.FamilyID, id, s.d.ForUpdate()); err != nil {
+				return err
+			}
+		}
+		read := func(id int64) (Policy, policy.Constraints, error) {
+			p, err := s.policy(ctx, tx, g.FamilyID, id, s.d.ForUpdate())
+			if err != nil {
+				return p, policy.Constraints{}, err
+			}
+			c, err := policy.ParseConstraints(p.Rules)
+			if err != nil {
+				return p, c, fmt.Errorf("store: policy of member %d: %w", id, err)
+			}
+			return p, c, nil
+		}
+		_, from, err := read(g.From)
+		if err != nil {
+			return err
+		}
+		_, to, err := read(g.To)
+		if err != nil {
+			return err
+		}
+		mo := policy.MomentOf(s.now(), s.loc)
+		_, monthly := from.EffectiveLimits(mo)
+		switch {
+		case monthly == nil:
+			return conflict("fromCustomerId", "the giver has no monthly limit: it shares the family pool, so there is no allowance of its own to give", nil)
+		case to.DailyLimit == nil && to.MonthlyLimit == nil:
+			return conflict("toCustomerId", "the receiver has no daily or monthly limit: it may already use the whole family pool", nil)
+		}
+		left := max(*monthly-g.GiverUsed, 0)
+		if g.Bytes > left {
+			return invalid("amountBytes", "the giver has %d bytes left this month: at most that can be given", left)
+		}
+		given, extra := from.Given[mo.Month]+g.Bytes, to.Extras[mo.Month]+g.Bytes
+		if given > policy.MaxBytes || extra > policy.MaxBytes {
+			return invalid("amountBytes", "a month's gifts are at most %d bytes", policy.MaxBytes)
+		}
+		if err := s.writePolicy(ctx, tx, PolicyChange{FamilyID: g.FamilyID, CustomerID: g.From,
+			Set: map[string]string{policy.KeyLimitGivenPrefix + mo.Month: strconv.FormatInt(given, 10)}, By: g.By}, "policy.update", 0, &out.From); err != nil {
+			return err
+		}
+		if err := s.writePolicy(ctx, tx, PolicyChange{FamilyID: g.FamilyID, CustomerID: g.To,
+			Set: map[string]string{policy.ExtraKey(mo.Month): strconv.FormatInt(extra, 10)}, By: g.By}, "policy.update", 0, &out.To); err != nil {
+			return err
+		}
+		type gift struct {
+			From   int64  `json:"fromCustomerId"`
+			To     int64  `json:"toCustomerId"`
+			Bytes  int64  `json:"amountBytes"`
+			Month  string `json:"month"`
+			Before int64  `json:"giverLeftBefore"`
+		}
+		out.Month, out.Left = mo.Month, left-g.Bytes
+		return s.audit(ctx, tx, g.FamilyID, g.By, "data.gift", memberTarget(g.To), nil,
+			gift{From: g.From, To: g.To, Bytes: g.Bytes, Month: mo.Month, Before: left})
+	})
+	if err != nil {
+		return GiftResult{}, err
+	}
+	return out, nil
+}

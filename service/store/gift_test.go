@@ -1,0 +1,104 @@
+package store_test
+
+import (
+	"strconv"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/store"
+)
+
+// testGifts: "데이터 선물하기" between three members with monthly limits —
+// a property: whatever gifts are tried (any giver, receiver, amount, usage),
+// a gift is taken iff it fits what the giver has left, the members' monthly
+// limits in effect always sum to what they summed to before (data moves,
+// none is made), each taken gift is one data.gift audit row, and the
+// refusals name their field and change nothing.
+func testGifts(t *testing.T, e *env) {
+	e.Family(t, 1) // owner 11, child 12
+	own := store.Actor{ID: 11, Role: policy.RoleOwner}
+	if _, err := e.S.AddMember(e.Ctx, store.NewMember{ID: 13, FamilyID: 1, Name: "m13", Phone: "010-13", Role: policy.RoleMember,
+		Password: testPW}, store.System); err != nil {
+		t.Fatal(err)
+	}
+	members := []int64{11, 12, 13}
+	limits := map[int64]int64{11: 300, 12: 100, 13: 50}
+	for _, id := range members {
+		if _, err := e.S.UpdatePolicy(e.Ctx, store.PolicyChange{FamilyID: 1, CustomerID: id,
+			Set: map[string]string{policy.KeyLimitMonthly: strconv.FormatInt(limits[id], 10)}, By: own}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mo := policy.MomentOf(start, nil)
+	monthly := func(id int64) int64 {
+		t.Helper()
+		p, err := e.S.GetPolicy(e.Ctx, 1, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := policy.ParseConstraints(p.Rules)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, m := c.EffectiveLimits(mo)
+		return *m
+	}
+	sum := func() (n int64) {
+		for _, id := range members {
+			n += monthly(id)
+		}
+		return n
+	}
+	total := sum()
+	audits := e.Count(t, "audit_log")
+	gifts := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		from := rapid.SampledFrom(members).Draw(rt, "from")
+		to := rapid.SampledFrom(members).Draw(rt, "to")
+		used := rapid.Int64Range(0, 400).Draw(rt, "used")
+		bytes := rapid.Int64Range(0, 200).Draw(rt, "bytes")
+		left := max(monthly(from)-used, 0)
+		before := map[int64]int64{11: monthly(11), 12: monthly(12), 13: monthly(13)}
+		res, err := e.S.GiftData(e.Ctx, store.Gift{FamilyID: 1, From: from, To: to, Bytes: bytes, GiverUsed: used, By: own})
+		switch {
+		case from == to || bytes < 1 || bytes > left:
+			if err == nil {
+				rt.Fatalf("gift of %d from %d (left %d) to %d taken", bytes, from, left, to)
+			}
+			wantErr(t, "refused gift", err, store.ErrInvalid)
+			for id, m := range before {
+				if monthly(id) != m {
+					rt.Fatalf("a refused gift changed member %d's limit: %d → %d", id, m, monthly(id))
+				}
+			}
+		case err != nil:
+			rt.Fatalf("gift of %d from %d (left %d) to %d: %v", bytes, from, left, to, err)
+		default:
+			gifts++
+			if res.Month != mo.Month || res.Left != left-bytes || monthly(from) != before[from]-bytes || monthly(to) != before[to]+bytes {
+				rt.Fatalf("gift %d from %d to %d: %+v, limits %d → %d and %d → %d", bytes, from, to, res,
+					before[from], monthly(from), before[to], monthly(to))
+			}
+		}
+		if got := sum(); got != total {
+			rt.Fatalf("the members' monthly limits sum to %d, want %d", got, total)
+		}
+	})
+	// One data.gift row per gift, beside the two policy.update rows.
+	if got := e.Count(t, "audit_log") - audits; got != 3*gifts {
+		t.Errorf("%d audit rows for %d gifts, want %d", got, gifts, 3*gifts)
+	}
+	// Without a monthly limit there is nothing to give; a receiver without
+	// limits already has the whole pool.
+	if _, err := e.S.UpdatePolicy(e.Ctx, store.PolicyChange{FamilyID: 1, CustomerID: 13, Remove: []string{policy.KeyLimitMonthly}, By: own}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.S.GiftData(e.Ctx, store.Gift{FamilyID: 1, From: 13, To: 12, Bytes: 1, By: own})
+	wantErr(t, "giver without a monthly limit", err, store.ErrConflict)
+	_, err = e.S.GiftData(e.Ctx, store.Gift{FamilyID: 1, From: 12, To: 13, Bytes: 1, By: own})
+	wantErr(t, "receiver without limits", err, store.ErrConflict)
+	_, err = e.S.GiftData(e.Ctx, store.Gift{FamilyID: 1, From: 12, To: 99, Bytes: 1, By: own})
+	wantErr(t, "receiver not a member", err, store.ErrNotFound)
+}
