@@ -75,6 +75,11 @@ type Config struct {
 	VAPIDPrivateKey string   `envconfig:"VAPID_PRIVATE_KEY" deployables:"processor, server, all-in-one" desc:"Web Push application server private key (P-256 scalar, base64url): a secret (doc/security.md, Web Push keys)"`
 	VAPIDSubject    string   `envconfig:"VAPID_SUBJECT" deployables:"processor, server, all-in-one" doc_default:"all-in-one: mailto:dpcs@localhost; processor, server: required with the keys" desc:"contact the push services' operators can reach: a mailto: or https: URI"`
 	PushKinds       []string `envconfig:"PUSH_KINDS" default:"CUSTOMER_BLOCKED,THRESHOLD_ALERT,DATA_REQUESTED,DATA_REQUEST_ANSWERED" deployables:"processor, server, all-in-one" desc:"notification kinds sent as Web Push messages, comma-separated"`
+	// TopUpOffers (DPCS_TOPUP_OFFERS) are the top-ups the family app
+	// offers with their prices (api.ParseTopUpOffers; GET /catalog).
+	TopUpOffers string `envconfig:"TOPUP_OFFERS" default:"100MB=2200,500MB=5500,1GB=9900,3GB=19800" deployables:"server, all-in-one" desc:"the top-ups the family app offers and their prices in won, <amount>MB|GB=<won> comma-separated, at most 8; the app shows each with its price and asks before it tops up"`
+	// TopUps is TopUpOffers parsed.
+	TopUps []api.TopUpOffer `ignored:"true"`
 	// PushTimeout (DPCS_PUSH_TIMEOUT) bounds each push to one endpoint
 	// (notify.WithPushTimeout).
 	PushTimeout time.Duration `envconfig:"PUSH_TIMEOUT" default:"3s" deployables:"processor, server, all-in-one" desc:"how long one Web Push request to one endpoint may take (connect, TLS, answer), 100ms to 1m; a slower endpoint fails that attempt and is retried later"`
@@ -252,6 +257,11 @@ func (c *Config) finish(getenv func(string) string, r *envRead) []error {
 		errs = append(errs, errors.New("DPCS_WEBHOOK_SECRET: at least 16 bytes are required with DPCS_WEBHOOK_URL"))
 	}
 	errs = append(errs, c.checkPush()...)
+	if offers, err := api.ParseTopUpOffers(c.TopUpOffers); err != nil {
+		errs = append(errs, fmt.Errorf("DPCS_TOPUP_OFFERS: %w", err))
+	} else {
+		c.TopUps = offers
+	}
 	r.want(&errs, "DPCS_KAFKA_SESSION_TIMEOUT", c.KafkaSessionTimeout >= time.Second && c.KafkaSessionTimeout <= 30*time.Minute, "a duration from 1s to 30m")
 	r.want(&errs, "DPCS_START_TIMEOUT", c.StartTimeout >= 0, "a duration ≥ 0")
 	r.want(&errs, "DPCS_NOTIFIER", c.Notifier == "on" || c.Notifier == "off", "on or off")

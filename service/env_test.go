@@ -97,7 +97,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 	want := Config{SQLitePath: "dpcs.db", Timezone: "Asia/Seoul", DedupeWindow: 24 * time.Hour, ReplicaAckTimeout: 100 * time.Millisecond,
 		Recovery: "auto", LogLevel: slog.LevelInfo, StartTimeout: 2 * time.Minute, Notifier: "on", Tracing: TracingConfig{SampleRatio: 1},
 		PushKinds:   []string{"CUSTOMER_BLOCKED", "THRESHOLD_ALERT", "DATA_REQUESTED", "DATA_REQUEST_ANSWERED"},
-		PushTimeout: 3 * time.Second, PushMaxSubscriptions: 10, FamilyMaxMembers: 10}
+		PushTimeout: 3 * time.Second, PushMaxSubscriptions: 10, FamilyMaxMembers: 10,
+		TopUpOffers: "100MB=2200,500MB=5500,1GB=9900,3GB=19800", TopUps: api.DefaultTopUpOffers()}
 	if d := cmp.Diff(want, c, cmp.Comparer(func(a, b api.Rate) bool { return a == b })); d != "" {
 		t.Errorf("defaults (-want +got):\n%s", d)
 	}
@@ -237,4 +238,14 @@ func TestConfigurationDoc(t *testing.T) {
 	}
 	t.Errorf("%s differs from the configuration structs (-doc +structs); run go test ./service -run TestConfigurationDoc -update:\n%s",
 		path, cmp.Diff(strings.Split(have, "\n"), strings.Split(table, "\n")))
+}
+
+func TestTopUpOffersConfig(t *testing.T) {
+	c, err := LoadConfig(env(map[string]string{"DPCS_TOPUP_OFFERS": "1GB=12000"}))
+	if err != nil || len(c.TopUps) != 1 || c.TopUps[0] != (api.TopUpOffer{Bytes: 1 << 30, PriceKRW: 12000}) {
+		t.Errorf("DPCS_TOPUP_OFFERS=1GB=12000: %v %v", c.TopUps, err)
+	}
+	if _, err := LoadConfig(env(map[string]string{"DPCS_TOPUP_OFFERS": "1TB=5"})); err == nil || !strings.Contains(err.Error(), "DPCS_TOPUP_OFFERS: ") {
+		t.Errorf("a bad offer: %v, want an error naming DPCS_TOPUP_OFFERS", err)
+	}
 }

@@ -532,6 +532,78 @@ func TestFamilyApp(t *testing.T) {
 	waitJS(t, owner, "the controls load by themselves", 40*time.Second, `!!document.querySelector('#monthly-slider')`,
 		`document.querySelector('#main')?.innerText`)
 
+	// Top-ups with their price, asked about first (#24): the operator's
+	// offers (DPCS_TOPUP_OFFERS' default: 1 GB for 9,900 won).
+	poolTotal := func() int64 {
+		var d struct {
+			Pool struct {
+				TotalBytes int64 `json:"totalBytes"`
+			} `json:"pool"`
+		}
+		sys.Call(t, ownerTok, http.MethodGet, fmt.Sprintf("/families/%d", fam), nil, &d)
+		return d.Pool.TotalBytes
+	}
+	total := poolTotal()
+	waitJS(t, owner, "top-ups with their prices", 5*time.Second, `!!document.querySelector('#topup-1024')?.textContent.includes('9,900원')`,
+		`document.querySelector('#topup')?.innerText`)
+	browsertest.Run(t, owner, "tap 1 GB", chromedp.Click("#topup-1024", chromedp.ByID))
+	waitJS(t, owner, "the top-up asked about", 5*time.Second, `!!document.querySelector('#topup .confirm')?.textContent.includes('9,900원에 충전할까요')`,
+		`document.querySelector('#topup')?.innerText`)
+	if poolTotal() != total {
+		t.Error("the pool grew before the top-up was confirmed")
+	}
+	browsertest.Run(t, owner, "show the top-up card", chromedp.ScrollIntoView("#topup", chromedp.ByID))
+	browsertest.Screenshot(t, owner, "app-topup-confirm")
+	browsertest.Run(t, owner, "confirm the top-up", chromedp.Click("#topup .confirm-yes", chromedp.ByQuery))
+	waitJS(t, owner, "the top-up said in its card", 5*time.Second, `!!document.querySelector('#topup-note')?.textContent.includes('충전했습니다 (9,900원)')`,
+		`document.querySelector('#topup')?.innerText`)
+	waitAPI(t, "the pool grew by 1 GB", 5*time.Second, func() (bool, string) { n := poolTotal(); return n == total+1<<30, fmt.Sprint(n) })
+
+	// 데이터 선물하기 (#24): the child gives 50 MB of its month to its
+	// sibling; both limits move in the engine at once.
+	var fm struct {
+		Members []struct {
+			CustomerID int64  `json:"customerId"`
+			Name       string `json:"name"`
+		} `json:"members"`
+	}
+	sys.Call(t, ownerTok, http.MethodGet, fmt.Sprintf("/families/%d/members", fam), nil, &fm)
+	var sibling int64
+	for _, m := range fm.Members {
+		if m.Name == "자녀2" {
+			sibling = m.CustomerID
+		}
+	}
+	for id, limit := range map[int64]int64{child: 100 * mib, sibling: 50 * mib} {
+		sys.Call(t, ownerTok, http.MethodPatch, fmt.Sprintf("/families/%d/members/%d/policies", fam, id),
+			map[string]any{"set": map[string]string{"LIMIT:DATA:MONTHLY": strconv.FormatInt(limit, 10)}}, nil)
+	}
+	browsertest.Run(t, kid, "open the dashboard (gift)", chromedp.Navigate(sys.URL+"/app/#/dashboard"))
+	waitJS(t, kid, "the gift card", 10*time.Second, `!document.querySelector('#gift')?.hidden && document.querySelector('#gift-to')?.selectedOptions[0]?.textContent === '자녀2'`,
+		`document.querySelector('#main')?.innerText`)
+	browsertest.Run(t, kid, "give 50 MB", chromedp.SetValue("#gift-amount", strconv.Itoa(50*mib), chromedp.ByID), chromedp.Click("#gift-send", chromedp.ByID))
+	waitJS(t, kid, "the gift asked about", 5*time.Second, `!!document.querySelector('#gift .confirm')?.textContent.includes('자녀2님에게 데이터 50.0 MB를 선물할까요')`,
+		`document.querySelector('#gift')?.innerText`)
+	browsertest.CheckAccessibility(t, kid, "app-gift")
+	browsertest.Run(t, kid, "show the gift card", chromedp.ScrollIntoView("#gift", chromedp.ByID))
+	browsertest.Screenshot(t, kid, "app-gift-confirm")
+	start = time.Now()
+	browsertest.Run(t, kid, "confirm the gift", chromedp.Click("#gift .confirm-yes", chromedp.ByQuery))
+	waitJS(t, kid, "the gift said in its card", 5*time.Second, `!!document.querySelector('#gift-note')?.textContent.includes('자녀2님에게 50.0 MB를 선물했어요')`,
+		`document.querySelector('#gift')?.innerText`)
+	t.Logf("gift confirmed → said on the child's phone: %v", time.Since(start).Round(time.Millisecond))
+	month := time.Now().In(zone).Format("200601")
+	if r := rules(); r["LIMIT:DATA:GIVEN:"+month] != strconv.Itoa(50*mib) {
+		t.Errorf("the giver's rules after the gift: %v", r)
+	}
+	var sib struct {
+		Rules map[string]string `json:"rules"`
+	}
+	sys.Call(t, ownerTok, http.MethodGet, fmt.Sprintf("/families/%d/members/%d/policies", fam, sibling), nil, &sib)
+	if sib.Rules["LIMIT:DATA:EXTRA:"+month] != strconv.Itoa(50*mib) {
+		t.Errorf("the receiver's rules after the gift: %v", sib.Rules)
+	}
+
 	// Settings (language switch) and English.
 	browsertest.Run(t, kid, "open the settings", chromedp.Navigate(sys.URL+"/app/#/settings"))
 	waitJS(t, kid, "settings", 5*time.Second, `!!document.querySelector('#logout')`, `document.querySelector('#main')?.innerText`)

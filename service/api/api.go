@@ -85,6 +85,9 @@ type Config struct {
 	// maximum, policy.MaxBytes). Defaults: 10 GiB and 50 GiB. Negative (in
 	// either): owners may not top up at all (403).
 	OwnerTopUpMax, OwnerTopUpMonthly int64
+	// TopUpOffers are the top-ups the family app offers, with their prices
+	// (GET /catalog): what a carrier sells. Default: DefaultTopUpOffers().
+	TopUpOffers []TopUpOffer
 	// Build is what GET /version answers. Default: this binary's
 	// (BuildVersion).
 	Build VersionInfo
@@ -203,6 +206,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.OwnerTopUpMonthly == 0 {
 		cfg.OwnerTopUpMonthly = DefaultOwnerTopUpMonthly
+	}
+	if cfg.TopUpOffers == nil {
+		cfg.TopUpOffers = DefaultTopUpOffers()
 	}
 	if cfg.Title == "" {
 		cfg.Title = "DPCS API"

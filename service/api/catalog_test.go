@@ -16,6 +16,7 @@ func TestCatalogRoute(t *testing.T) {
 	var got Catalog
 	f.call(http.MethodGet, "/catalog", f.token(childA), nil, http.StatusOK, &got) // a MEMBER may read it
 	want := DefaultCatalog()
+	want.TopUpOffers = DefaultTopUpOffers()
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("GET /catalog (-want +got):\n%s", diff)
 	}
@@ -84,7 +85,8 @@ func TestCatalogRouteDocumented(t *testing.T) {
 		required []string
 		props    []string
 	}{
-		{"Catalog", []string{"categories", "apps"}, []string{"apps", "categories"}},
+		{"Catalog", []string{"categories", "apps", "topUpOffers"}, []string{"apps", "categories", "topUpOffers"}},
+		{"TopUpOffer", []string{"bytes", "priceKrw"}, []string{"bytes", "priceKrw"}},
 		{"CatalogApp", []string{"id", "category", "name", "nameEn", "icon"}, []string{"category", "icon", "id", "name", "nameEn"}},
 	}
 	for _, tt := range tests {
@@ -103,6 +105,27 @@ func TestCatalogRouteDocumented(t *testing.T) {
 		}
 		if diff := cmp.Diff(tt.props, props); diff != "" {
 			t.Errorf("%s properties (-want +got):\n%s", tt.schema, diff)
+		}
+	}
+}
+
+func TestParseTopUpOffers(t *testing.T) {
+	got, err := ParseTopUpOffers(" 1GB=9900, 100MB=2200,3GB=0 ")
+	want := []TopUpOffer{{100 << 20, 2200}, {1 << 30, 9900}, {3 << 30, 0}}
+	if err != nil || !cmp.Equal(want, got) {
+		t.Errorf("ParseTopUpOffers = %v, %v; want %v", got, err, want)
+	}
+	if got, err := ParseTopUpOffers(""); err != nil || got == nil || len(got) != 0 {
+		t.Errorf("empty: %v %v, want no offers", got, err)
+	}
+	def, _ := ParseTopUpOffers("100MB=2200,500MB=5500,1GB=9900,3GB=19800")
+	if !cmp.Equal(def, DefaultTopUpOffers()) {
+		t.Errorf("the documented default %v is not DefaultTopUpOffers %v", def, DefaultTopUpOffers())
+	}
+	for _, bad := range []string{"1TB=5", "1GB", "GB=5", "0MB=5", "1GB=-1", "1GB=x", "1GB=5,1024MB=6", "1.5GB=5",
+		"1MB=1,2MB=1,3MB=1,4MB=1,5MB=1,6MB=1,7MB=1,8MB=1,9MB=1", "99999999GB=1"} {
+		if _, err := ParseTopUpOffers(bad); err == nil {
+			t.Errorf("ParseTopUpOffers(%q) accepted", bad)
 		}
 	}
 }

@@ -237,6 +237,9 @@ export const createTimeRequest = (f, kind, minutes, appId, message, key = uuid()
 export const approveDataRequest = (f, id, grant, amountBytes) =>
   call('POST', `${fam(f)}/data-requests/${encodeURIComponent(id)}/approve`, { ...(grant ? { grant } : {}), ...(amountBytes ? { amountBytes } : {}) },
     { 'Idempotency-Key': uuid() });
+/** giveData moves bytes of this month's allowance from one member to another ("데이터 선물하기"). */
+export const giveData = (f, fromCustomerId, toCustomerId, amountBytes) =>
+  call('POST', `${fam(f)}/gifts`, { fromCustomerId, toCustomerId, amountBytes });
 /** grantException lifts a member's downtime (TIME) or an app's block (APP, appId) for minutes. */
 export const grantException = (f, cid, kind, minutes, appId) =>
   call('POST', `${fam(f)}/members/${encodeURIComponent(cid)}/exceptions`, { kind, minutes, ...(appId ? { appId } : {}) });

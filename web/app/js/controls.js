@@ -2,7 +2,7 @@
 // (sliders), instant block, time windows, app and category blocks, a
 // password reset; per family: alert thresholds, top-ups, members and roles.
 import * as api from './api.js';
-import { t, appName } from './i18n.js';
+import { t, appName, locale } from './i18n.js';
 import { h, fmtBytes, reasonText, parseWindow, formatWindow, fmtClock, DAYS, MB, errorText } from './util.js';
 import { state, on, refreshDashboard, loadCatalog } from './store.js';
 import { toast, go, track } from './ui.js';
@@ -78,10 +78,10 @@ export async function controlsView(root, [cid]) {
 
   // confirmed asks, inside the card, before a change that cuts the member
   // off (a limit of 0, an instant block); yes runs the change.
-  function confirmed(box, question, yesText, yes) {
+  function confirmed(box, question, yesText, yes, kind = 'danger') {
     const q = h('div.confirm', { role: 'alertdialog', 'aria-label': question },
       h('p', question),
-      h('button.danger', { type: 'button', class: 'danger confirm-yes' }, yesText),
+      h('button', { type: 'button', class: `${kind} confirm-yes` }, yesText),
       h('button', { type: 'button', class: 'confirm-no' }, t('cancel')));
     q.querySelector('.confirm-yes').addEventListener('click', () => { q.remove(); yes(); });
     q.querySelector('.confirm-no').addEventListener('click', () => { q.remove(); renderMember(); });
@@ -338,17 +338,28 @@ export async function controlsView(root, [cid]) {
     return form;
   }
 
+  // topupBox offers the operator's top-ups with their prices and asks
+  // before it tops up (a carrier app's "데이터 충전").
   function topupBox() {
-    const btns = [100, 500, 1024].map((mb) => {
-      const b = h('button', { type: 'button', id: `topup-${mb}` }, t('topupBtn', { bytes: fmtBytes(mb * MB) }));
-      b.addEventListener('click', async () => {
-        b.disabled = true;
-        try { await api.topUp(fam, mb * MB); toast(t('toppedUp', { bytes: fmtBytes(mb * MB) })); refreshDashboard().catch(() => {}); } catch (e) { toast(errorText(e), 'error'); }
-        b.disabled = false;
-      });
+    const offers = catalog.topUpOffers || [];
+    const won = (n) => n.toLocaleString(locale());
+    const done = h('p.card-note#topup-note', { role: 'status' });
+    const box = h('section.card#topup', h('h3', t('topupTitle')));
+    const btns = offers.map((o) => {
+      const what = { bytes: fmtBytes(o.bytes), price: won(o.priceKrw) };
+      const b = h('button', { type: 'button', id: `topup-${Math.round(o.bytes / MB)}` },
+        h('strong', fmtBytes(o.bytes)), h('span.price', o.priceKrw ? t('priceWon', what) : t('free')));
+      b.addEventListener('click', () => confirmed(box, t('topupConfirm', what), t('topupYes'), async () => {
+        try {
+          await api.topUp(fam, o.bytes);
+          done.className = 'card-note'; done.textContent = t('toppedUpPaid', what);
+          refreshDashboard().catch(() => {});
+        } catch (e) { done.className = 'card-note error'; done.textContent = errorText(e); }
+      }, 'primary'));
       return b;
     });
-    return h('section.card#topup', h('h3', t('topupTitle')), h('div.row', btns));
+    box.append(btns.length ? h('div.row.offers', btns) : h('p.muted', t('noOffers')), done);
+    return box;
   }
 
   function membersBox() {

@@ -17,12 +17,13 @@ export async function dashboardView(root) {
   const poolBox = h('section.card.pool#pool', { 'aria-labelledby': 'pool-h' });
   const reqBox = h('section.card#requests', { 'aria-labelledby': 'requests-h', hidden: true });
   const shareBox = h('section.card#share', { 'aria-labelledby': 'share-h' });
+  const giftBox = h('section.card#gift', { 'aria-labelledby': 'gift-h', hidden: true });
   const list = h('ul.members#members', { 'aria-labelledby': 'members-h' });
   const stamp = h('p.muted#dash-updated');
   // A member sees what is restricted for it while it is allowed (#24).
   const rulesBox = isOwner() ? null : h('section.card#my-rules', { 'aria-labelledby': 'my-rules-h' });
   // (append writes a null as the text "null": an owner has no rules box.)
-  root.append(...[h('h2.sr-only', t('navDashboard')), poolBox, reqBox, rulesBox, shareBox,
+  root.append(...[h('h2.sr-only', t('navDashboard')), poolBox, reqBox, rulesBox, giftBox, shareBox,
     h('section.card', h('h3#members-h', t('members')), list, stamp)].filter(Boolean));
   let shareFig = null;
   let rulesVersion = -1;
@@ -99,6 +100,7 @@ export async function dashboardView(root) {
       shareBox.replaceChildren(h('h3#share-h.sr-only', t('shareTitle')), shareFig);
     }
     list.replaceChildren(...d.members.map((m) => memberCard(m)));
+    renderGift(d);
     stamp.textContent = t('updatedAt', { time: clockOf(state.dashAt) });
     renderRules(self).catch(() => {});
     // The first render after the page loaded: measured by the browser tests.
@@ -128,6 +130,63 @@ export async function dashboardView(root) {
     if (m.dailyLimitBytes != null) parts.push(t('leftToday', { left: fmtBytes(Math.max(0, m.dailyLimitBytes - m.dailyUsedBytes)), limit: fmtBytes(m.dailyLimitBytes) }));
     if (m.monthlyLimitBytes != null) parts.push(t('leftMonth', { left: fmtBytes(Math.max(0, m.monthlyLimitBytes - m.monthlyUsedBytes)), limit: fmtBytes(m.monthlyLimitBytes) }));
     return parts.length ? h('p.limits', { id: `limits-${m.customerId}` }, parts.join(' · ')) : null;
+  }
+
+  // renderGift is "데이터 선물하기": a member with a monthly limit gives part
+  // of what it has left this month to another member with a limit; an
+  // owner gives any such member's. Drawn once per family shape, so a live
+  // update does not wipe what is being typed.
+  let giftKey = '';
+  function renderGift(d) {
+    const givers = d.members.filter((m) => m.monthlyLimitBytes != null && (isOwner() || m.customerId === me().memberId));
+    const receivers = d.members.filter((m) => m.dailyLimitBytes != null || m.monthlyLimitBytes != null);
+    const key = JSON.stringify([givers.map((m) => m.customerId), receivers.map((m) => m.customerId)]);
+    if (!givers.length || receivers.length < 2) { giftBox.hidden = true; giftKey = ''; return; }
+    if (key === giftKey) return;
+    giftKey = key;
+    giftBox.hidden = false;
+    const left = (id) => {
+      const m = state.dash?.members.find((x) => x.customerId === id);
+      return m ? Math.max(0, m.monthlyLimitBytes - m.monthlyUsedBytes) : 0;
+    };
+    const from = h('select#gift-from', { disabled: givers.length === 1 }, givers.map((m) => h('option', { value: String(m.customerId) }, m.name)));
+    const to = h('select#gift-to');
+    const fillTo = () => to.replaceChildren(...receivers.filter((m) => String(m.customerId) !== from.value)
+      .map((m) => h('option', { value: String(m.customerId) }, m.name)));
+    fillTo();
+    const amount = h('select#gift-amount', [50, 100, 200, 500, 1024].map((mb) => h('option', { value: String(mb * MB) }, fmtBytes(mb * MB))));
+    amount.value = String(100 * MB);
+    const hint = h('p.muted#gift-left');
+    const showLeft = () => { hint.textContent = t('giftLeft', { bytes: fmtBytes(left(Number(from.value))) }); };
+    showLeft();
+    from.addEventListener('change', () => { fillTo(); showLeft(); });
+    const out = h('p.card-note#gift-note', { role: 'status' });
+    const send = h('button.primary#gift-send', { type: 'button' }, t('giftSend'));
+    send.addEventListener('click', () => {
+      const name = (sel) => sel.options[sel.selectedIndex]?.textContent || '';
+      const what = { to: name(to), bytes: fmtBytes(Number(amount.value)) };
+      giftBox.querySelector('.confirm')?.remove();
+      const yes = h('button.primary.confirm-yes', { type: 'button' }, t('giftYes'));
+      const no = h('button.confirm-no', { type: 'button' }, t('cancel'));
+      const q = h('div.confirm', { role: 'alertdialog', 'aria-label': t('giftConfirm', what) }, h('p', t('giftConfirm', what)), yes, no);
+      no.addEventListener('click', () => q.remove());
+      yes.addEventListener('click', async () => {
+        q.remove();
+        send.disabled = true;
+        try {
+          const g = await api.giveData(me().familyId, Number(from.value), Number(to.value), Number(amount.value));
+          out.className = 'card-note'; out.textContent = t('giftDone', { ...what, left: fmtBytes(g.giverLeftBytes) });
+          refreshDashboard().catch(() => {});
+        } catch (e) { out.className = 'card-note error'; out.textContent = errorText(e); }
+        send.disabled = false;
+      });
+      giftBox.append(q);
+      yes.focus();
+    });
+    giftBox.replaceChildren(h('h3#gift-h', t('giftTitle')),
+      h('div.row', h('label', { for: 'gift-from' }, t('giftFrom')), from),
+      h('div.row', h('label', { for: 'gift-to' }, t('giftTo')), to),
+      h('div.row', h('label', { for: 'gift-amount' }, t('giftAmount')), amount), hint, send, out);
   }
 
   function renderRequests(items) {
