@@ -275,6 +275,7 @@ func New(cfg Config) (*Server, error) {
 	a.registerDecisions()
 	a.registerCatalog()
 	a.registerGifts()
+	a.registerNotes()
 	if !cfg.NoWeb {
 		ui := web.Handler()
 		for _, p := range web.Prefixes() {

@@ -77,6 +77,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"GET", "/admin/policy-templates/{t}/drift", "", adm(200)},
 		{"POST", "/admin/policy-templates/{t}/reapply", `{"all":true}`, admw(200)},
 		{"GET", "/admin/operations", "", adm(200)},
+		// Notes: the one write a care agent makes.
+		{"GET", "/admin/families/{f}/notes", "", adm(200)},
+		{"POST", "/admin/families/{f}/notes", `{"body":"call {u}"}`, cols{403, 403, 403, 403, 201, 201, 201, 201}},
 		// No Kafka client in this fixture: authorization is checked first,
 		// then admins learn the browser is unavailable.
 		{"GET", "/admin/dead-letters", "", adm(503)},

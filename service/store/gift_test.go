@@ -1,7 +1,9 @@
 package store_test
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -101,4 +103,39 @@ func testGifts(t *testing.T, e *env) {
 	wantErr(t, "receiver without limits", err, store.ErrConflict)
 	_, err = e.S.GiftData(e.Ctx, store.Gift{FamilyID: 1, From: 12, To: 99, Bytes: 1, By: own})
 	wantErr(t, "receiver not a member", err, store.ErrNotFound)
+}
+
+// testFamilyNotes: care agents' notes — newest first with the author's
+// name, audited, text cleaned and bounded, a family that does not exist 404.
+func testFamilyNotes(t *testing.T, e *env) {
+	e.Family(t, 1)
+	agent, err := e.S.AddMember(e.Ctx, store.NewMember{Name: "상담원", Phone: "010-9999-0002", Role: policy.RoleAgent, Password: testPW}, store.System)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := store.Actor{ID: agent.ID, Role: policy.RoleAgent}
+	n1, err := e.S.AddFamilyNote(e.Ctx, 1, "  요금제 문의\n다음 달 변경 원함 ", by)
+	if err != nil || n1.Body != "요금제 문의\n다음 달 변경 원함" || n1.AuthorName != "상담원" || n1.FamilyID != 1 {
+		t.Fatalf("AddFamilyNote = %+v, %v", n1, err)
+	}
+	n2, err := e.S.AddFamilyNote(e.Ctx, 1, "자녀 차단 해제 안내", by)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes, err := e.S.FamilyNotes(e.Ctx, 1, 0)
+	if err != nil || len(notes) != 2 || notes[0].ID != n2.ID || notes[1].ID != n1.ID || notes[1].AuthorName != "상담원" {
+		t.Errorf("FamilyNotes = %+v, %v", notes, err)
+	}
+	var audits int
+	if err := e.DB.QueryRowContext(e.Ctx, `SELECT COUNT(*) FROM audit_log WHERE action = 'family-note.create' AND family_id = 1`).Scan(&audits); err != nil || audits != 2 {
+		t.Errorf("%d family-note.create audit rows (%v), want 2", audits, err)
+	}
+	for _, bad := range []string{"", "   ", "a\u0000b", "x\u200by", strings.Repeat("가", store.MaxNoteLength+1)} {
+		_, err := e.S.AddFamilyNote(e.Ctx, 1, bad, by)
+		wantErr(t, fmt.Sprintf("note %.20q", bad), err, store.ErrInvalid)
+	}
+	_, err = e.S.AddFamilyNote(e.Ctx, 77, "x", by)
+	wantErr(t, "note on a family that does not exist", err, store.ErrNotFound)
+	_, err = e.S.FamilyNotes(e.Ctx, 77, 0)
+	wantErr(t, "notes of a family that does not exist", err, store.ErrNotFound)
 }

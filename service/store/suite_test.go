@@ -79,6 +79,7 @@ func runSuite(t *testing.T, open opener) {
 		"RedisMarks":    testRedisMarks,
 		"Rearms":        testThresholdRearms,
 		"Gifts":         testGifts,
+		"FamilyNotes":   testFamilyNotes,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, newEnv(t, open)) })
 	}
