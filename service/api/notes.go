@@ -24,6 +24,11 @@ func noteView(n store.FamilyNote) NoteView {
 	return NoteView{ID: n.ID, FamilyID: n.FamilyID, AuthorID: n.AuthorID, AuthorName: n.AuthorName, Body: n.Body, CreatedAt: n.CreatedAt}
 }
 
+// NoteList is a family's notes, newest first.
+type NoteList struct {
+	Notes []NoteView `json:"notes"`
+}
+
 // NoteCreate is a new note.
 type NoteCreate struct {
 	Body MultilineText `json:"body" minLength:"1" maxLength:"1000" doc:"What the family called about and what was done, 1 to 1000 characters. Stored in Unicode NFC; control and invisible characters are refused (422); line feeds (U+000A) are kept."`
@@ -62,11 +67,7 @@ func (a *Server) registerNotes() {
 	huma.Register(a.api, op("list-family-notes", http.MethodGet, "A family's notes",
 		"Care agents' and admins' notes on the family, newest first, with their authors' names. ADMIN and AGENT.",
 		http.StatusUnprocessableEntity),
-		func(ctx context.Context, in *notesInput) (*struct {
-			Body struct {
-				Notes []NoteView `json:"notes"`
-			}
-		}, error) {
+		func(ctx context.Context, in *notesInput) (*struct{ Body NoteList }, error) {
 			if _, err := a.admin(ctx); err != nil {
 				return nil, err
 			}
@@ -74,11 +75,7 @@ func (a *Server) registerNotes() {
 			if err != nil {
 				return nil, a.problem(ctx, err, "path.familyId")
 			}
-			out := &struct {
-				Body struct {
-					Notes []NoteView `json:"notes"`
-				}
-			}{}
+			out := &struct{ Body NoteList }{}
 			out.Body.Notes = make([]NoteView, 0, len(ns))
 			for _, n := range ns {
 				out.Body.Notes = append(out.Body.Notes, noteView(n))
