@@ -222,3 +222,74 @@ func (w Window) Contains(m Moment) bool {
 			(m.Minute < w.End && w.Days.Has(prev))
 	}
 }
+
+// Downtime is a time window's start as an instant: when a member's
+// downtime begins next (NextDowntime).
+type Downtime struct {
+	// Rule is the window's key: BLOCK:TIME:START for the night window,
+	// BLOCK:TIME:<name> for a named one.
+	Rule string
+	// Start is when the window begins.
+	Start time.Time
+}
+
+// NextDowntime returns the first time window of c that begins after t (in
+// loc, nil: DefaultZone), within the next eight days, and whether there is
+// one: what a member's dashboard says ("다음 차단 시간대: 밤 22:00부터"). A
+// window that holds t now is not next: its following start is. Of windows
+// beginning at once the night window, then the smallest key, is named, as
+// the engine names the rule. A window of the whole day (start = end) on
+// every day never begins (it always holds).
+func NextDowntime(c Constraints, t time.Time, loc *time.Location) (Downtime, bool) {
+	if loc == nil {
+		loc, _ = LoadZone(DefaultZone)
+	}
+	type win struct {
+		rule string
+		w    Window
+	}
+	var ws []win
+	if c.Night != nil {
+		ws = append(ws, win{KeyBlockTimeStart, *c.Night})
+	}
+	for name, w := range c.Windows {
+		ws = append(ws, win{KeyBlockTimePrefix + name, w})
+	}
+	lt := t.In(loc)
+	day := time.Date(lt.Year(), lt.Month(), lt.Day(), 0, 0, 0, 0, loc)
+	var best Downtime
+	found := false
+	for _, x := range ws {
+		if x.w.Start == x.w.End && (x.w.Days == 0 || x.w.Days == 0xFE) {
+			continue
+		}
+		for d := 0; d <= 8; d++ {
+			date := day.AddDate(0, 0, d)
+			wd := int(date.Weekday())
+			if wd == 0 {
+				wd = 7
+			}
+			if !x.w.Days.Has(wd) {
+				continue
+			}
+			start := time.Date(date.Year(), date.Month(), date.Day(), x.w.Start/60, x.w.Start%60, 0, 0, loc)
+			if !start.After(lt) {
+				continue
+			}
+			if !found || start.Before(best.Start) || (start.Equal(best.Start) && ruleFirst(x.rule, best.Rule)) {
+				best, found = Downtime{Rule: x.rule, Start: start}, true
+			}
+			break
+		}
+	}
+	return best, found
+}
+
+// ruleFirst reports whether window rule a is named before b when both
+// begin at once: the night window, then byte order.
+func ruleFirst(a, b string) bool {
+	if a == KeyBlockTimeStart || b == KeyBlockTimeStart {
+		return a == KeyBlockTimeStart
+	}
+	return a < b
+}

@@ -378,3 +378,34 @@ func TestExceptionsEndAndAreDropped(t *testing.T) {
 		}
 	}
 }
+
+func TestNextDowntime(t *testing.T) {
+	kst, _ := LoadZone(DefaultZone)
+	at := func(d, hh, mm int) time.Time { return time.Date(2026, 11, d, hh, mm, 0, 0, kst) } // 2026-11-26 is a Thursday
+	cases := []struct {
+		name     string
+		cons     map[string]string
+		now      time.Time
+		rule     string
+		start    time.Time
+		hasStart bool
+	}{
+		{"none", nil, at(26, 12, 0), "", time.Time{}, false},
+		{"tonight", map[string]string{"BLOCK:TIME:START": "2200", "BLOCK:TIME:END": "0700"}, at(26, 12, 0), "BLOCK:TIME:START", at(26, 22, 0), true},
+		{"inside: tomorrow's", map[string]string{"BLOCK:TIME:START": "2200", "BLOCK:TIME:END": "0700"}, at(26, 23, 0), "BLOCK:TIME:START", at(27, 22, 0), true},
+		{"at its start: the next", map[string]string{"BLOCK:TIME:밤": "2200-0700"}, at(26, 22, 0), "BLOCK:TIME:밤", at(27, 22, 0), true},
+		{"weekdays skip the weekend", map[string]string{"BLOCK:TIME:school": "0900-1500@MON-FRI"}, at(27, 10, 0), "BLOCK:TIME:school", at(30, 9, 0), true},
+		{"the earliest of two", map[string]string{"BLOCK:TIME:b": "2100-2200", "BLOCK:TIME:a": "2300-0600"}, at(26, 12, 0), "BLOCK:TIME:b", at(26, 21, 0), true},
+		{"a tie names the smallest key", map[string]string{"BLOCK:TIME:b": "2100-2200", "BLOCK:TIME:a": "2100-2300"}, at(26, 12, 0), "BLOCK:TIME:a", at(26, 21, 0), true},
+		{"all day every day never begins", map[string]string{"BLOCK:TIME:x": "0000-0000"}, at(26, 12, 0), "", time.Time{}, false},
+		{"all day on Sundays", map[string]string{"BLOCK:TIME:x": "0000-0000@SUN"}, at(26, 12, 0), "BLOCK:TIME:x", at(29, 0, 0), true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, ok := NextDowntime(mustParse(t, c.cons), c.now, kst)
+			if ok != c.hasStart || got.Rule != c.rule || !got.Start.Equal(c.start) {
+				t.Errorf("NextDowntime = %+v, %v; want %s at %v", got, ok, c.rule, c.start)
+			}
+		})
+	}
+}

@@ -388,6 +388,8 @@ func TestFamilyApp(t *testing.T) {
 			`location.hash === '#/dashboard' && !!document.querySelector('#my-exceptions')?.textContent.includes('쉬는 시간 잠시 해제')`,
 			`location.hash + ' ' + document.querySelector('#main')?.innerText`)
 		t.Logf("30 minutes approved → the child's screen let through: %v", time.Since(start).Round(time.Millisecond))
+		waitJS(t, kid, "when the downtime begins next", 5*time.Second, `!!document.querySelector('#next-downtime')?.textContent.startsWith('다음 차단 시간대: 밤')`,
+			`document.querySelector('#my-rules')?.innerText`)
 		browsertest.Screenshot(t, kid, "app-dashboard-child-exception")
 		if r := rules(); len(r["EXCEPT:TIME"]) != 12 {
 			t.Errorf("after the approval: rules %v, want EXCEPT:TIME", r)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"time"
 
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
@@ -52,7 +53,17 @@ type DashboardMember struct {
 	// now, approved extras included; absent when not set.
 	DailyLimitBytes   *int64 `json:"dailyLimitBytes,omitempty" doc:"The member's daily limit now, approved extras included; absent: no daily limit"`
 	MonthlyLimitBytes *int64 `json:"monthlyLimitBytes,omitempty" doc:"The member's monthly limit now, approved extras included; absent: no monthly limit"`
+	// NextDowntime is when the member's next time window begins.
+	NextDowntime *NextDowntime `json:"nextDowntime,omitempty" doc:"When the member's next time window begins (within 8 days); absent: none"`
 	Standing
+}
+
+// NextDowntime is a time window's next start.
+type NextDowntime struct {
+	Rule  string    `json:"rule" doc:"The window's key: BLOCK:TIME:START (the night window) or BLOCK:TIME:<name>" example:"BLOCK:TIME:밤"`
+	Start time.Time `json:"start"`
+	// Local is Start in the service zone, as windows are set.
+	Local string `json:"local" doc:"Start as the local time YYYYMMDDHHMM of the service zone (the zone windows are set in)" example:"202611262200"`
 }
 
 // Dashboard is the family view: the pool and every member's share and standing.
@@ -88,12 +99,16 @@ func (a *Server) dashboard(ctx context.Context, fid int64) (Dashboard, error) {
 	for _, ms := range st.Members {
 		status[ms.CustomerID] = ms
 	}
-	now := policy.MomentOf(a.cfg.Clock(), a.cfg.State.Location())
+	at := a.cfg.Clock()
+	now := policy.MomentOf(at, a.cfg.State.Location())
 	line := func(cid int64, name, role string, ms quota.MemberStatus) DashboardMember {
 		dm := DashboardMember{CustomerID: cid, Name: name, Role: role, DailyUsedBytes: ms.DailyUsed,
 			MonthlyUsedBytes: ms.MonthlyUsed, PolicyVersion: ms.Version, Standing: standing(ms)}
 		if c, err := policy.ParseConstraints(ms.Constraints); err == nil && len(ms.Constraints) > 0 {
 			dm.DailyLimitBytes, dm.MonthlyLimitBytes = c.EffectiveLimits(now)
+			if next, ok := policy.NextDowntime(c, at, a.cfg.State.Location()); ok {
+				dm.NextDowntime = &NextDowntime{Rule: next.Rule, Start: next.Start, Local: next.Start.Format("200601021504")}
+			}
 		}
 		if st.Used > 0 {
 			dm.SharePercent = float64(ms.MonthlyUsed) * 100 / float64(st.Used)

@@ -181,6 +181,16 @@ func TestTimeAndAppRequests(t *testing.T) {
 	if r := f.use(famA, childA, 10); r.Decision != policy.BlockedTime {
 		t.Fatalf("in the downtime: %+v", r)
 	}
+	// The dashboard says when the downtime begins next: inside it now
+	// (21:00), tomorrow at 20:30.
+	var d Dashboard
+	f.call(http.MethodGet, "/families/100", child, nil, http.StatusOK, &d)
+	for _, m := range d.Members {
+		if m.CustomerID == childA && (m.NextDowntime == nil || m.NextDowntime.Rule != "BLOCK:TIME:밤" ||
+			!m.NextDowntime.Start.Equal(time.Date(2026, 2, 11, 11, 30, 0, 0, time.UTC)) || m.NextDowntime.Local != "202602112030") {
+			t.Errorf("next downtime: %+v", m.NextDowntime)
+		}
+	}
 	// Bad requests name the field.
 	f.problem(http.MethodPost, "/families/100/data-requests", child, map[string]any{"kind": "TIME"}, http.StatusUnprocessableEntity, "body.minutes")
 	f.problem(http.MethodPost, "/families/100/data-requests", child, map[string]any{"kind": "TIME", "minutes": 30, "amountBytes": 5}, http.StatusUnprocessableEntity, "body.amountBytes")

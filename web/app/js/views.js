@@ -27,6 +27,9 @@ export async function dashboardView(root) {
     h('section.card', h('h3#members-h', t('members')), list, stamp)].filter(Boolean));
   let shareFig = null;
   let rulesVersion = -1;
+  // nextLine says when the member's next downtime begins; kept across
+  // redraws of the rules and updated with every dashboard.
+  const nextLine = h('p.muted#next-downtime');
 
   // renderRules lists the member's own restrictions: time windows, blocked
   // categories and apps, an instant block; read again when its policy
@@ -72,7 +75,7 @@ export async function dashboardView(root) {
       x.kind === 'TIME' ? t('exceptionTime', { time: stampClock(x.until) }) : t('exceptionApp', { app: appName(appOf.get(x.appId), x.appId), time: stampClock(x.until) })));
     rulesBox.replaceChildren(...[h('h3#my-rules-h', t('myRules')),
       items.length ? h('ul#my-rules-list', items.map((x) => h('li', x))) : h('p.muted', t('noRules')),
-      excepted.length ? h('ul#my-exceptions', { 'aria-label': t('exceptionsTitle') }, excepted) : null].filter(Boolean));
+      excepted.length ? h('ul#my-exceptions', { 'aria-label': t('exceptionsTitle') }, excepted) : null, nextLine].filter(Boolean));
   }
 
   function render(d) {
@@ -103,6 +106,16 @@ export async function dashboardView(root) {
     renderGift(d);
     stamp.textContent = t('updatedAt', { time: clockOf(state.dashAt) });
     renderRules(self).catch(() => {});
+    const next = self?.nextDowntime;
+    nextLine.hidden = !next;
+    if (next) {
+      const name = next.rule === 'BLOCK:TIME:START' ? t('defaultWindow') : next.rule.slice('BLOCK:TIME:'.length);
+      // The service zone's weekday and time, as the windows are set.
+      const l = next.local;
+      const wd = ['SUN', 'MON', 'TUE', 'WED', 'THU', 'FRI', 'SAT'][new Date(Date.UTC(+l.slice(0, 4), +l.slice(4, 6) - 1, +l.slice(6, 8))).getUTCDay()];
+      const when = `${t(`day.${wd}`)} ${stampClock(l)}`;
+      nextLine.textContent = t('nextDowntime', { name, time: when });
+    }
     // The first render after the page loaded: measured by the browser tests.
     if (!performance.getEntriesByName('dpcs-dashboard').length) performance.mark('dpcs-dashboard');
   }
