@@ -75,6 +75,9 @@ type Config struct {
 	VAPIDPrivateKey string   `envconfig:"VAPID_PRIVATE_KEY" deployables:"processor, server, all-in-one" desc:"Web Push application server private key (P-256 scalar, base64url): a secret (doc/security.md, Web Push keys)"`
 	VAPIDSubject    string   `envconfig:"VAPID_SUBJECT" deployables:"processor, server, all-in-one" doc_default:"all-in-one: mailto:dpcs@localhost; processor, server: required with the keys" desc:"contact the push services' operators can reach: a mailto: or https: URI"`
 	PushKinds       []string `envconfig:"PUSH_KINDS" default:"CUSTOMER_BLOCKED,THRESHOLD_ALERT,DATA_REQUESTED,DATA_REQUEST_ANSWERED" deployables:"processor, server, all-in-one" desc:"notification kinds sent as Web Push messages, comma-separated"`
+	// CatalogRefresh (DPCS_CATALOG_REFRESH) is how often a process reads
+	// the app catalog the back office edits (WatchCatalog).
+	CatalogRefresh time.Duration `envconfig:"CATALOG_REFRESH" default:"30s" deployables:"processor, server, all-in-one" desc:"how often the judges read the app catalog the back office edits (app categories for category blocks), 1s to 1h; the API's own process takes an edit at once"`
 	// TopUpOffers (DPCS_TOPUP_OFFERS) are the top-ups the family app
 	// offers with their prices (api.ParseTopUpOffers; GET /catalog).
 	TopUpOffers string `envconfig:"TOPUP_OFFERS" default:"100MB=2200,500MB=5500,1GB=9900,3GB=19800" deployables:"server, all-in-one" desc:"the top-ups the family app offers and their prices in won, <amount>MB|GB=<won> comma-separated, at most 8; the app shows each with its price and asks before it tops up"`
@@ -265,6 +268,7 @@ func (c *Config) finish(getenv func(string) string, r *envRead) []error {
 	r.want(&errs, "DPCS_KAFKA_SESSION_TIMEOUT", c.KafkaSessionTimeout >= time.Second && c.KafkaSessionTimeout <= 30*time.Minute, "a duration from 1s to 30m")
 	r.want(&errs, "DPCS_START_TIMEOUT", c.StartTimeout >= 0, "a duration ≥ 0")
 	r.want(&errs, "DPCS_NOTIFIER", c.Notifier == "on" || c.Notifier == "off", "on or off")
+	r.want(&errs, "DPCS_CATALOG_REFRESH", c.CatalogRefresh >= time.Second && c.CatalogRefresh <= time.Hour, "a duration from 1s to 1h")
 	errs = append(errs, c.checkLimits(r)...)
 	tr, err := loadTracing(getenv)
 	if err != nil {

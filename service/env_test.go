@@ -98,7 +98,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		Recovery: "auto", LogLevel: slog.LevelInfo, StartTimeout: 2 * time.Minute, Notifier: "on", Tracing: TracingConfig{SampleRatio: 1},
 		PushKinds:   []string{"CUSTOMER_BLOCKED", "THRESHOLD_ALERT", "DATA_REQUESTED", "DATA_REQUEST_ANSWERED"},
 		PushTimeout: 3 * time.Second, PushMaxSubscriptions: 10, FamilyMaxMembers: 10,
-		TopUpOffers: "100MB=2200,500MB=5500,1GB=9900,3GB=19800", TopUps: api.DefaultTopUpOffers()}
+		TopUpOffers: "100MB=2200,500MB=5500,1GB=9900,3GB=19800", TopUps: api.DefaultTopUpOffers(), CatalogRefresh: 30 * time.Second}
 	if d := cmp.Diff(want, c, cmp.Comparer(func(a, b api.Rate) bool { return a == b })); d != "" {
 		t.Errorf("defaults (-want +got):\n%s", d)
 	}

@@ -187,6 +187,7 @@ type System struct {
 	cancel     context.CancelFunc
 	// closeRecovery closes the recovery's Kafka admin client.
 	closeRecovery func()
+	catalog       *CatalogWatcher
 	done          chan error
 	relayDone     chan error
 	closeOnce     sync.Once
@@ -345,9 +346,10 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		return nil, err
 	}
 	nopts = append(nopts, pushOpt)
+	s.catalog = WatchCatalog(ctx, s.DB, cfg.CatalogRefresh, log)
 	s.workers, err = NewWorkers(s.State, s.DB, kopts, WorkersConfig{Logger: log, Notifier: nopts, Metrics: s.Metrics, TracerProvider: tp,
 		Processor: []judge.Option{judge.WithLocation(cfg.Zone), judge.WithMaxEventAge(cfg.DedupeWindow - time.Hour),
-			judge.WithStateGuard(rec)}})
+			judge.WithStateGuard(rec), judge.WithApps(s.catalog.Apps())}})
 	if err != nil {
 		return nil, err
 	}
@@ -414,7 +416,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		return nil, err
 	}
 	if s.Decisions, err = judge.NewDecisions(s.State, slices.Concat(kopts, KafkaHooks(s.Registry, "decisions")),
-		append(cfg.DecisionOptions(rec, s.Metrics, log), judge.WithSpool(spool))...); err != nil {
+		append(cfg.DecisionOptions(rec, s.Metrics, log), judge.WithSpool(spool), judge.WithApps(s.catalog.Apps()))...); err != nil {
 		return nil, err
 	}
 	// The back office's dead-letter browser and operations view: the
@@ -431,7 +433,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		Wake: s.relay.Wake, Secret: secret, Logger: log, AccessEvents: s.access, OnRequest: s.Metrics.OnRequest,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies, Streams: cfg.Streams,
 		VAPIDPublicKey: vapidPublic, AllowLoopbackPush: cfg.AllowLoopbackPush, MaxPushSubscriptions: cfg.PushMaxSubscriptions,
-		Decisions: s.Decisions, GatewayTokens: gateways, TopUpOffers: cfg.TopUps,
+		Decisions: s.Decisions, GatewayTokens: gateways, TopUpOffers: cfg.TopUps, OnCatalogChange: s.catalog.Apps().Set,
 		DeadLetters: backOffice, KafkaStats: backOffice, OperationsMetrics: opsMetrics}); err != nil {
 		return nil, err
 	}
@@ -669,6 +671,9 @@ func (s *System) close(ctx context.Context) error {
 	}
 	if s.workers != nil {
 		errs = append(errs, s.workers.Close(ctx))
+	}
+	if s.catalog != nil {
+		s.catalog.Close()
 	}
 	if s.backOffice != nil {
 		s.backOffice.Close()

@@ -216,6 +216,10 @@ func run(ctx context.Context, getenv func(string) string) error {
 		log.Debug("batch", "records", b.Records, "usage", b.Usage, "duplicates", b.Duplicates,
 			"dlt", b.DeadLettered, "script", b.ScriptLatency, "lag", b.Lag)
 	}
+	// Events name their category from the app catalog the back office
+	// edits, read again every DPCS_CATALOG_REFRESH.
+	catalog := service.WatchCatalog(ctx, db, cfg.CatalogRefresh, log)
+	defer catalog.Close()
 	w, err := service.NewWorkers(qs, db, kopts, service.WorkersConfig{
 		Logger:     log,
 		Notifier:   nopts,
@@ -225,6 +229,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 			judge.WithLocation(cfg.Zone),
 			judge.WithMaxEventAge(cfg.DedupeWindow - time.Hour),
 			judge.WithProcessorHooks(hooks),
+			judge.WithApps(catalog.Apps()),
 		}, guard...),
 		TracerProvider: tp,
 	})

@@ -244,8 +244,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
+	// Events name their category from the app catalog the back office
+	// edits: this server's edits at once, other servers' within
+	// DPCS_CATALOG_REFRESH.
+	catalog := service.WatchCatalog(ctx, db, cfg.CatalogRefresh, log)
+	defer catalog.Close()
 	decisions, err := judge.NewDecisions(qs, slices.Concat(kopts, service.KafkaHooks(reg, "decisions")),
-		append(cfg.DecisionOptions(gens, metrics, log), judge.WithSpool(spool))...)
+		append(cfg.DecisionOptions(gens, metrics, log), judge.WithSpool(spool), judge.WithApps(catalog.Apps()))...)
 	if err != nil {
 		return err
 	}
@@ -265,7 +270,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Wake: relay.Wake, Secret: []byte(cfg.JWTSecret), Logger: log, AccessEvents: access, OnRequest: metrics.OnRequest,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies, Streams: cfg.Streams,
 		VAPIDPublicKey: cfg.VAPIDPublicKey, MaxPushSubscriptions: cfg.PushMaxSubscriptions,
-		Decisions: decisions, GatewayTokens: cfg.GatewayTokens,
+		Decisions: decisions, GatewayTokens: cfg.GatewayTokens, OnCatalogChange: catalog.Apps().Set, TopUpOffers: cfg.TopUps,
 		DeadLetters: backOffice, KafkaStats: backOffice, OperationsMetrics: opsMetrics})
 	if err != nil {
 		return err

@@ -85,6 +85,10 @@ type Config struct {
 	// maximum, policy.MaxBytes). Defaults: 10 GiB and 50 GiB. Negative (in
 	// either): owners may not top up at all (403).
 	OwnerTopUpMax, OwnerTopUpMonthly int64
+	// OnCatalogChange, when set, is told the engine's app catalog (app id →
+	// category) after the back office changed it: the service gives it to
+	// this process's judges (judge.Apps.Set). Default: none.
+	OnCatalogChange func(policy.Catalog)
 	// TopUpOffers are the top-ups the family app offers, with their prices
 	// (GET /catalog): what a carrier sells. Default: DefaultTopUpOffers().
 	TopUpOffers []TopUpOffer

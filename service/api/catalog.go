@@ -3,6 +3,7 @@ package api
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/store"
 )
 
 // CatalogApp is one app of the catalog with its category.
@@ -104,22 +106,126 @@ func DefaultCatalog() Catalog {
 	return c
 }
 
+// catalog is GET /catalog's answer now: the six categories, the store's
+// apps with their labels, the top-up offers.
+func (a *Server) catalog(ctx context.Context) (Catalog, error) {
+	apps, err := a.cfg.Store.Apps(ctx)
+	if err != nil {
+		return Catalog{}, err
+	}
+	c := Catalog{Apps: make([]CatalogApp, 0, len(apps)), TopUpOffers: slices.Clone(a.cfg.TopUpOffers)}
+	c.Categories = DefaultCatalog().Categories
+	for _, cat := range policy.Categories() {
+		if !slices.Contains(c.Categories, string(cat)) {
+			c.Categories = append(c.Categories, string(cat))
+		}
+	}
+	for _, app := range apps {
+		en := app.NameEn
+		if en == "" {
+			en = app.Name
+		}
+		c.Apps = append(c.Apps, CatalogApp{ID: app.ID, Category: string(app.Category), Name: app.Name, NameEn: en, Icon: app.Icon})
+	}
+	return c, nil
+}
+
 type catalogOutput struct {
 	Body Catalog
 }
 
+// CatalogAppBody is an app as the back office writes it.
+type CatalogAppBody struct {
+	Category string `json:"category" enum:"VIDEO,GAME,SOCIAL,MESSAGING,WEB,MUSIC" doc:"The app's category: BLOCK:CATEGORY:<category> blocks it"`
+	Name     string `json:"name" minLength:"1" maxLength:"50" doc:"Its name in Korean, shown to people instead of its id"`
+	NameEn   string `json:"nameEn,omitempty" maxLength:"50" doc:"Its name in English (absent: name)"`
+	Icon     string `json:"icon,omitempty" maxLength:"32" doc:"An emoji shown beside the name"`
+}
+
+type catalogAppInput struct {
+	AppID string `path:"appId" minLength:"1" maxLength:"190" doc:"The app id, as in BLOCK:APP:<appId>"`
+	Body  CatalogAppBody
+}
+
 // registerCatalog adds GET /catalog for any authenticated caller (member,
-// owner or admin): the choices a client shows for app and category blocks.
+// owner or admin): the choices a client shows for app and category blocks;
+// and the back office's edits of it.
 func (a *Server) registerCatalog() {
-	c := DefaultCatalog()
-	c.TopUpOffers = slices.Clone(a.cfg.TopUpOffers)
 	huma.Register(a.api, huma.Operation{OperationID: "get-catalog", Method: http.MethodGet, Path: "/catalog",
 		Summary: "The apps and app categories policies can block",
 		Description: "The categories (for BLOCK:CATEGORY:<category>) and the known apps with their category " +
 			"(for BLOCK:APP:<appId>), as the processor judges them, and the top-ups offered with their prices. " +
-			"Any logged-in caller may read it.",
-		Tags: []string{familiesTag}, Security: secured(), Errors: []int{http.StatusUnauthorized},
-	}, func(context.Context, *struct{}) (*catalogOutput, error) {
+			"The apps are the operator's catalog (PUT and DELETE /admin/catalog/apps/{appId}). Any logged-in caller may read it.",
+		Tags: []string{familiesTag}, Security: secured(), Errors: []int{http.StatusUnauthorized, http.StatusServiceUnavailable},
+	}, func(ctx context.Context, _ *struct{}) (*catalogOutput, error) {
+		if _, ok := principalFrom(ctx); !ok {
+			return nil, huma.Error401Unauthorized("not authenticated")
+		}
+		c, err := a.catalog(ctx)
+		if err != nil {
+			return nil, a.problem(ctx, err, "")
+		}
 		return &catalogOutput{Body: c}, nil
+	})
+
+	changed := func(ctx context.Context) {
+		if a.cfg.OnCatalogChange == nil {
+			return
+		}
+		apps, err := a.cfg.Store.Apps(ctx)
+		if err != nil {
+			a.log.WarnContext(ctx, "api: read the app catalog after a change", "err", err)
+			return
+		}
+		c := make(policy.Catalog, len(apps))
+		for _, app := range apps {
+			c[app.ID] = app.Category
+		}
+		a.cfg.OnCatalogChange(c)
+	}
+	doc := "The app catalog people see apps by (GET /catalog) and the engine judges category blocks with: " +
+		"this process's judges at once, every other process's within DPCS_CATALOG_REFRESH. "
+	huma.Register(a.api, huma.Operation{OperationID: "put-catalog-app", Method: http.MethodPut, Path: "/admin/catalog/apps/{appId}",
+		Summary: "Add an app to the catalog or change it", Tags: []string{adminTag}, Security: secured(),
+		Description: doc + "Adds the app (last) or changes its category, names and icon; a removed app comes back. " +
+			"ADMIN only. Audited as catalog.app.put.",
+		Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusUnprocessableEntity},
+	}, func(ctx context.Context, in *catalogAppInput) (*struct{ Body CatalogApp }, error) {
+		p, err := a.admin(ctx)
+		if err != nil {
+			return nil, err
+		}
+		app, err := a.cfg.Store.PutApp(ctx, store.CatalogApp{ID: in.AppID, Category: policy.Category(in.Body.Category),
+			Name: in.Body.Name, NameEn: in.Body.NameEn, Icon: in.Body.Icon}, p.actor())
+		if err != nil {
+			if fe := (*store.FieldError)(nil); errors.As(err, &fe) && fe.Field == "appId" {
+				return nil, a.problem(ctx, err, "path")
+			}
+			return nil, a.problem(ctx, err, "body")
+		}
+		changed(ctx)
+		en := app.NameEn
+		if en == "" {
+			en = app.Name
+		}
+		return &struct{ Body CatalogApp }{Body: CatalogApp{ID: app.ID, Category: string(app.Category), Name: app.Name, NameEn: en, Icon: app.Icon}}, nil
+	})
+	huma.Register(a.api, huma.Operation{OperationID: "delete-catalog-app", Method: http.MethodDelete, Path: "/admin/catalog/apps/{appId}",
+		Summary: "Remove an app from the catalog", Tags: []string{adminTag}, Security: secured(), DefaultStatus: http.StatusNoContent,
+		Description: doc + "People see the app by its id again and its category no longer names its events' (a block " +
+			"of the app itself, BLOCK:APP:<appId>, still holds). ADMIN only. Audited as catalog.app.delete.",
+		Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound},
+	}, func(ctx context.Context, in *struct {
+		AppID string `path:"appId" minLength:"1" maxLength:"190" doc:"The app id"`
+	}) (*struct{}, error) {
+		p, err := a.admin(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := a.cfg.Store.DeleteApp(ctx, in.AppID, p.actor()); err != nil {
+			return nil, a.problem(ctx, err, "path.appId")
+		}
+		changed(ctx)
+		return &struct{}{}, nil
 	})
 }

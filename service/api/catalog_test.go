@@ -129,3 +129,29 @@ func TestParseTopUpOffers(t *testing.T) {
 		}
 	}
 }
+
+// TestCatalogEdits: the back office adds, changes and removes apps; GET
+// /catalog follows, and this process's judges are told the new map.
+func TestCatalogEdits(t *testing.T) {
+	var told []policy.Catalog
+	f := newAPIFixture(t, func(c *Config) { c.OnCatalogChange = func(m policy.Catalog) { told = append(told, m) } })
+	admin := f.token(adminID)
+	var app CatalogApp
+	f.call(http.MethodPut, "/admin/catalog/apps/com.zepeto.global", admin, map[string]any{"category": "SOCIAL", "name": "제페토", "icon": "🧍"}, http.StatusOK, &app)
+	if app.Name != "제페토" || app.NameEn != "제페토" || app.Category != "SOCIAL" {
+		t.Errorf("put: %+v", app)
+	}
+	f.call(http.MethodDelete, "/admin/catalog/apps/com.tiktok.app", admin, nil, http.StatusNoContent, nil)
+	var got Catalog
+	f.call(http.MethodGet, "/catalog", f.token(childA), nil, http.StatusOK, &got)
+	last := got.Apps[len(got.Apps)-1]
+	if last.ID != "com.zepeto.global" || slices.ContainsFunc(got.Apps, func(a CatalogApp) bool { return a.ID == "com.tiktok.app" }) {
+		t.Errorf("catalog after the edits: last %+v, %d apps", last, len(got.Apps))
+	}
+	if len(told) != 2 || told[1]["com.zepeto.global"] != policy.CategorySocial || told[1].Category("com.tiktok.app") != "" {
+		t.Errorf("judges told %v", told)
+	}
+	f.problem(http.MethodPut, "/admin/catalog/apps/a%20b", admin, map[string]any{"category": "GAME", "name": "x"}, http.StatusUnprocessableEntity, "path.appId")
+	f.problem(http.MethodPut, "/admin/catalog/apps/x.y", f.token(agentID), map[string]any{"category": "GAME", "name": "x"}, http.StatusForbidden, "")
+	f.problem(http.MethodDelete, "/admin/catalog/apps/com.tiktok.app", admin, nil, http.StatusNotFound, "")
+}

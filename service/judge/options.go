@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -22,10 +24,10 @@ const TracerName = "github.com/dabom/dpcs/service"
 // settings is what a Processor and Decisions are configured with; each
 // Option says which of the two it applies to (the other ignores it).
 type settings struct {
-	log     *slog.Logger
-	now     func() time.Time
-	loc     *time.Location
-	catalog policy.Catalog
+	log  *slog.Logger
+	now  func() time.Time
+	loc  *time.Location
+	apps *Apps
 	// tracer starts the records' process spans; nil: tracing off.
 	tracer          trace.Tracer
 	maxAge, maxSkew time.Duration
@@ -56,7 +58,7 @@ func defaults() (settings, error) {
 		log:        slog.New(slog.DiscardHandler),
 		now:        time.Now,
 		loc:        loc,
-		catalog:    policy.NewCatalog(policy.DefaultApps()),
+		apps:       NewApps(policy.NewCatalog(policy.DefaultApps())),
 		maxAge:     23 * time.Hour,
 		maxSkew:    5 * time.Minute,
 		maxPoll:    2000,
@@ -126,8 +128,45 @@ func WithLocation(loc *time.Location) Option {
 // WithCatalog sets the app catalog that names an event's category.
 // Processor and Decisions. Default: policy.DefaultApps().
 func WithCatalog(c policy.Catalog) Option {
-	return func(s *settings) error { s.catalog = c; return nil }
+	return func(s *settings) error { s.apps = NewApps(c); return nil }
 }
+
+// WithApps names events' categories from apps, a catalog that may be
+// replaced while judging (Apps.Set): the catalog the back office edits.
+// Processor and Decisions; several may share one. Default: a fixed
+// policy.DefaultApps().
+func WithApps(apps *Apps) Option {
+	return func(s *settings) error {
+		if apps == nil {
+			return errors.New("judge: nil Apps")
+		}
+		s.apps = apps
+		return nil
+	}
+}
+
+// Apps is an app catalog (app id → category) that can be replaced while
+// events are judged: an operator's edit reaches every judge of a process
+// at once, without a restart. Safe for concurrent use.
+type Apps struct {
+	p atomic.Pointer[policy.Catalog]
+}
+
+// NewApps returns apps holding a copy of c.
+func NewApps(c policy.Catalog) *Apps {
+	a := &Apps{}
+	a.Set(c)
+	return a
+}
+
+// Set replaces the catalog with a copy of c.
+func (a *Apps) Set(c policy.Catalog) {
+	cp := maps.Clone(c)
+	a.p.Store(&cp)
+}
+
+// Category is app's category ("" when the catalog does not know it).
+func (a *Apps) Category(app string) policy.Category { return (*a.p.Load()).Category(app) }
 
 // WithMaxEventAge refuses usage events stamped longer ago than d (the
 // processor dead-letters them, Decisions answers an invalid event). It
@@ -385,5 +424,5 @@ func (s *settings) checkUsage(e envelope.Envelope[envelope.UsagePayload], now ti
 func (s *settings) event(e envelope.Envelope[envelope.UsagePayload]) quota.Event {
 	pl := e.Payload
 	return quota.Event{ID: e.EventID, FamilyID: pl.FamilyID, CustomerID: pl.CustomerID, Bytes: pl.BytesUsed,
-		AppID: pl.AppID, Category: s.catalog.Category(pl.AppID), At: e.Timestamp}
+		AppID: pl.AppID, Category: s.apps.Category(pl.AppID), At: e.Timestamp}
 }

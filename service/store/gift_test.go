@@ -139,3 +139,65 @@ func testFamilyNotes(t *testing.T, e *env) {
 	_, err = e.S.FamilyNotes(e.Ctx, 77, 0)
 	wantErr(t, "notes of a family that does not exist", err, store.ErrNotFound)
 }
+
+// testAppCatalog: the catalog is seeded with the defaults, edited,
+// extended and shrunk by the back office, audited; a migration never
+// undoes an edit or a removal; the judges' map follows.
+func testAppCatalog(t *testing.T, e *env) {
+	apps, err := e.S.Apps(e.Ctx)
+	if err != nil || len(apps) != len(policy.DefaultApps()) || apps[0].ID != "com.youtube.app" || apps[0].Name != "유튜브" {
+		t.Fatalf("seeded catalog: %d apps, first %+v, %v", len(apps), apps, err)
+	}
+	by := store.Actor{ID: 99, Role: policy.RoleAdmin}
+	if _, err := e.S.PutApp(e.Ctx, store.CatalogApp{ID: "com.zepeto.global", Category: policy.CategorySocial, Name: " 제페토 ", NameEn: "ZEPETO", Icon: "🧍"}, by); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.S.PutApp(e.Ctx, store.CatalogApp{ID: "com.youtube.app", Category: policy.CategoryMusic, Name: "유튜브"}, by); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.S.DeleteApp(e.Ctx, "com.tiktok.app", by); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "delete twice", e.S.DeleteApp(e.Ctx, "com.tiktok.app", by), store.ErrNotFound)
+	for _, bad := range []store.CatalogApp{
+		{ID: "a b", Category: policy.CategoryGame, Name: "x"},
+		{ID: "x.y", Category: "NEWS", Name: "x"},
+		{ID: "x.y", Category: policy.CategoryGame, Name: " "},
+		{ID: "x.y", Category: policy.CategoryGame, Name: "x\u0007"},
+		{ID: "x.y", Category: policy.CategoryGame, Name: strings.Repeat("가", store.MaxAppName+1)},
+	} {
+		_, err := e.S.PutApp(e.Ctx, bad, by)
+		wantErr(t, fmt.Sprintf("app %+v", bad), err, store.ErrInvalid)
+	}
+	// Migrating again (every start does) keeps the edits.
+	if err := e.S.Migrate(e.Ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := store.AppCatalog(e.Ctx, e.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c["com.zepeto.global"] != policy.CategorySocial || c["com.youtube.app"] != policy.CategoryMusic || c.Category("com.tiktok.app") != "" ||
+		c["com.roblox.client"] != policy.CategoryGame || len(c) != len(policy.DefaultApps()) {
+		t.Errorf("judges' catalog after the edits: %v", c)
+	}
+	apps, _ = e.S.Apps(e.Ctx)
+	if last := apps[len(apps)-1]; last.ID != "com.zepeto.global" || last.Name != "제페토" {
+		t.Errorf("an added app comes last: %+v", last)
+	}
+	// A removed app comes back with a put.
+	if _, err := e.S.PutApp(e.Ctx, store.CatalogApp{ID: "com.tiktok.app", Category: policy.CategoryVideo, Name: "틱톡"}, by); err != nil {
+		t.Fatal(err)
+	}
+	var audits int
+	if err := e.DB.QueryRowContext(e.Ctx, `SELECT COUNT(*) FROM audit_log WHERE action LIKE 'catalog.app.%'`).Scan(&audits); err != nil || audits != 4 {
+		t.Errorf("%d catalog audit rows (%v), want 4", audits, err)
+	}
+	// A table never seeded (no rows) is the defaults.
+	if _, err := e.DB.ExecContext(e.Ctx, `DELETE FROM app_catalog`); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := store.AppCatalog(e.Ctx, e.DB); err != nil || len(c) != len(policy.DefaultApps()) || c["com.tiktok.app"] != policy.CategoryVideo {
+		t.Errorf("an empty table: %v %v, want the defaults", c, err)
+	}
+}

@@ -102,7 +102,7 @@ func migrate(ctx context.Context, db *sql.DB, d sqldialect.Dialect) error {
 			return err
 		}
 	}
-	return nil
+	return seedApps(ctx, db, d)
 }
 
 // runScript runs the script dir/name.

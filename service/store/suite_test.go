@@ -80,6 +80,7 @@ func runSuite(t *testing.T, open opener) {
 		"Rearms":        testThresholdRearms,
 		"Gifts":         testGifts,
 		"FamilyNotes":   testFamilyNotes,
+		"AppCatalog":    testAppCatalog,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, newEnv(t, open)) })
 	}

@@ -1,0 +1,73 @@
+package service
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/store"
+)
+
+// CatalogWatcher keeps a judge.Apps equal to the SQL app catalog the back
+// office edits (store.AppCatalog): read once when it starts, then every
+// interval, so every process's judges name events' categories from the
+// operator's catalog within an interval of an edit (the API's own process
+// at once, through api.Config.OnCatalogChange). A read that fails keeps
+// the catalog held and is logged.
+type CatalogWatcher struct {
+	apps   *judge.Apps
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+}
+
+// WatchCatalog loads db's app catalog into a new judge.Apps and reads it
+// again every interval (≤ 0: never) until Close.
+func WatchCatalog(ctx context.Context, db *sql.DB, every time.Duration, log *slog.Logger) *CatalogWatcher {
+	w := &CatalogWatcher{apps: judge.NewApps(nil)}
+	load := func(ctx context.Context) {
+		c, err := store.AppCatalog(ctx, db)
+		if err != nil {
+			log.WarnContext(ctx, "app catalog: read from SQL failed, keeping the one held", "err", err)
+			return
+		}
+		w.apps.Set(c)
+	}
+	w.apps.Set(defaultCatalog())
+	load(ctx)
+	runCtx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	if every > 0 {
+		w.done.Add(1)
+		go func() {
+			defer w.done.Done()
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-runCtx.Done():
+					return
+				case <-t.C:
+					load(runCtx)
+				}
+			}
+		}()
+	}
+	return w
+}
+
+// Apps is the catalog the watcher keeps: give it to the judges
+// (judge.WithApps) and to the API's OnCatalogChange (Apps.Set).
+func (w *CatalogWatcher) Apps() *judge.Apps { return w.apps }
+
+// Close stops the watcher and waits for its goroutine.
+func (w *CatalogWatcher) Close() {
+	w.cancel()
+	w.done.Wait()
+}
+
+// defaultCatalog is the engine's catalog before SQL answered.
+func defaultCatalog() policy.Catalog { return policy.NewCatalog(policy.DefaultApps()) }
