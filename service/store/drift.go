@@ -38,7 +38,10 @@ type Drift struct {
 	Diffs []RuleDiff
 }
 
-// DiffRules lists the keys on which current and template differ, by key.
+// DiffRules lists the keys on which current and template differ, by key:
+// what applying the template again changes. Keys granted for a while
+// (policy.Granted) that the template does not name are kept by an apply,
+// so they are no difference.
 func DiffRules(current, template map[string]string) []RuleDiff {
 	var out []RuleDiff
 	for _, k := range slices.Sorted(maps.Keys(policy.Merge(current, template))) {
@@ -49,6 +52,10 @@ func DiffRules(current, template map[string]string) []RuleDiff {
 			continue
 		case !okc:
 			out = append(out, RuleDiff{Key: k, Kind: DiffAdded, Template: &t})
+		case !okt && policy.Granted(k):
+			// Granted for a while (an approved extra, an exception, data
+			// given away): applying the template again keeps it.
+			continue
 		case !okt:
 			out = append(out, RuleDiff{Key: k, Kind: DiffRemoved, Current: &c})
 		default:
