@@ -189,6 +189,11 @@ type PushMessage struct {
 	// app's service worker offers to approve or decline it from the
 	// notification itself.
 	RequestID int64 `json:"requestId,omitempty"`
+	// RequestKind is that request's kind when it asks for time (TIME or
+	// APP, with Minutes): approving it grants the minutes asked for, not
+	// data. Absent for a request for data.
+	RequestKind string `json:"requestKind,omitempty"`
+	Minutes     int64  `json:"minutes,omitempty"`
 }
 
 // Urgency is RFC 8030's Urgency header value.
@@ -461,10 +466,15 @@ func (w *WebPush) message(n Notification) PushMessage {
 		FamilyID: n.FamilyID, MemberID: n.MemberID, Lang: w.lang}
 	if n.Kind == envelope.SubDataRequested {
 		var p struct {
-			RequestID int64 `json:"requestId"`
+			RequestID int64  `json:"requestId"`
+			Kind      string `json:"kind"`
+			Minutes   int64  `json:"minutes"`
 		}
 		if json.Unmarshal(n.Payload, &p) == nil && p.RequestID > 0 {
 			m.RequestID = p.RequestID
+			if p.Kind == envelope.KindTime || p.Kind == envelope.KindApp {
+				m.RequestKind, m.Minutes = p.Kind, p.Minutes
+			}
 		}
 	}
 	return m

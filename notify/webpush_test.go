@@ -483,3 +483,30 @@ func TestWebPushDoesNotFollowRedirects(t *testing.T) {
 		t.Errorf("the redirect was followed: %d delivered, %q refused", len(got), bad)
 	}
 }
+
+// A request for time is approved from its notification with its minutes,
+// not with a grant of data: the push says its kind and minutes.
+func TestPushMessageTimeRequest(t *testing.T) {
+	keys, err := GenerateVAPIDKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wp, err := NewWebPush(&memSubs{}, keys, "mailto:ops@dpcs.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		payload string
+		kind    string
+		minutes int64
+	}{
+		{`{"familyId":100,"requestId":8,"customerId":1,"kind":"TIME","minutes":30}`, "TIME", 30},
+		{`{"familyId":100,"requestId":9,"customerId":1,"kind":"APP","appId":"com.youtube.app","minutes":15}`, "APP", 15},
+		{`{"familyId":100,"requestId":7,"customerId":1,"amountBytes":5}`, "", 0},
+	} {
+		m := wp.message(Notification{EventID: "e", FamilyID: 100, Kind: KindDataRequested, Payload: json.RawMessage(c.payload)})
+		if m.RequestID == 0 || m.RequestKind != c.kind || m.Minutes != c.minutes {
+			t.Errorf("%s: push %+v, want kind %q minutes %d", c.payload, m, c.kind, c.minutes)
+		}
+	}
+}

@@ -410,6 +410,24 @@ func TestFamilyApp(t *testing.T) {
 			`(() => { const b = document.querySelector('#windows-exceptions button'); if (b && !b.dataset.tapped) { b.dataset.tapped = '1'; b.click(); }
 				return !document.querySelector('#windows-exceptions') && document.querySelector('#controls-status').dataset.status === 'BLOCKED'; })()`,
 			`document.querySelector('#controls-status')?.textContent + ' / ' + document.querySelector('#windows')?.innerText`)
+		// A time request approved from its push notification grants its
+		// minutes (a grant of data would be refused): as the service worker does.
+		var req struct{ ID int64 }
+		sys.Call(t, sys.Token(t, sys.Child), http.MethodPost, fmt.Sprintf("/families/%d/data-requests", fam),
+			map[string]any{"kind": "TIME", "minutes": 15}, &req, http.StatusCreated)
+		var res string
+		browsertest.Run(t, owner, "approve 15 minutes as the service worker does", chromedp.Evaluate(
+			`new Promise((ok, fail) => { const s = document.createElement('script'); s.src = '/app/js/answer.js';
+				s.onload = () => ok(true); s.onerror = fail; document.head.append(s); })`, nil, awaitPromise),
+			chromedp.Evaluate(fmt.Sprintf(`self.dpcsAnswer({familyId: %d, requestId: %d, kind: 'TIME'}, 'approve')`, fam, req.ID), &res, awaitPromise))
+		if res != "approved" {
+			t.Errorf("a time request approved from its notification: %q", res)
+		}
+		waitAPI(t, "15 minutes granted", 5*time.Second, func() (bool, string) { r := rules(); return len(r["EXCEPT:TIME"]) == 12, fmt.Sprint(r) })
+		// The controls read the policy changed behind them afresh.
+		browsertest.Run(t, owner, "reload the controls", chromedp.Reload())
+		waitJS(t, owner, "the new exception listed", 10*time.Second, `!!document.querySelector('#windows-exceptions')`,
+			`document.querySelector('#windows')?.innerText`)
 	})
 	// The card may be drawn again by a live update between the tap and the
 	// click (a tap on the old card does nothing): tap the card shown, once.

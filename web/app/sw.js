@@ -52,11 +52,17 @@ self.addEventListener('push', (e) => {
   const ask = kind === 'DATA_REQUESTED' && n.requestId > 0 && n.familyId > 0;
   e.waitUntil(self.registration.showNotification(n.title || 'DPCS', {
     body: n.body || '', tag: n.tag || n.eventId || undefined, icon: 'icons/icon-192.png', badge: 'icons/icon-192.png',
-    lang: n.lang || 'ko', data: { url, ko, request: ask ? { familyId: n.familyId, requestId: n.requestId } : null },
-    actions: ask ? [{ action: 'approve', title: ko ? '오늘 쓸 만큼 승인' : 'Approve for today' },
-      { action: 'decline', title: ko ? '거절' : 'Decline' }] : [],
+    lang: n.lang || 'ko', data: { url, ko, request: ask ? { familyId: n.familyId, requestId: n.requestId, kind: n.requestKind || 'DATA' } : null },
+    actions: ask ? [{ action: 'approve', title: approveTitle(n, ko) }, { action: 'decline', title: ko ? '거절' : 'Decline' }] : [],
   }));
 });
+
+// approveTitle is the approve button's words: data for today, or the
+// minutes a request for time asked for ("30분 허락").
+function approveTitle(n, ko) {
+  if ((n.requestKind === 'TIME' || n.requestKind === 'APP') && n.minutes > 0) return ko ? `${n.minutes}분 허락` : `Allow ${n.minutes} min`;
+  return ko ? '오늘 쓸 만큼 승인' : 'Approve for today';
+}
 
 // The answer's outcome, shown as a notification of its own; anything but a
 // done answer opens the app at the request instead.

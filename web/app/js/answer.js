@@ -20,8 +20,10 @@ self.dpcsAnswer = async function dpcsAnswer(req, action) {
     token = self.navigator.locks ? await self.navigator.locks.request('dpcs-refresh', refresh) : await refresh();
   } catch { return 'offline'; }
   if (!token) return 'signed-out';
-  // Approving grants what was asked for today (the inbox's default).
-  const body = action === 'approve' ? { grant: 'DAY' } : {};
+  // Approving grants what was asked for: data for today (the inbox's
+  // default), or the minutes of a request for time (no grant to name).
+  const timed = req.kind === 'TIME' || req.kind === 'APP';
+  const body = action === 'approve' && !timed ? { grant: 'DAY' } : {};
   let r;
   try {
     r = await fetch(`/families/${req.familyId}/data-requests/${req.requestId}/${action}`, {

@@ -58,8 +58,15 @@ export async function controlsView(root, [cid]) {
   let focusNext = null;
 
   // apply sends one change with the version check and re-renders from the
-  // answer; where names the card that says how it went.
-  async function apply(change, where) {
+  // answer; where names the card that says how it went. Changes go one
+  // after another, each with the version the one before left: a parent
+  // ticking two boxes quickly is not told another owner changed it first.
+  let queue = Promise.resolve();
+  function apply(change, where) {
+    queue = queue.then(() => applyNow(change, where), () => applyNow(change, where));
+    return queue;
+  }
+  async function applyNow(change, where) {
     try {
       pol = await api.patchPolicies(fam, id, pol.version, change);
       note = { where, text: t('applied'), error: false };
@@ -181,7 +188,11 @@ export async function controlsView(root, [cid]) {
 
   // grant lifts the member's downtime (TIME) or an app's block (APP) for
   // 30 minutes ("30분 더"), or extends what is in effect.
-  async function grant(kind, where, appId) {
+  function grant(kind, where, appId) {
+    queue = queue.then(() => grantNow(kind, where, appId), () => grantNow(kind, where, appId));
+    return queue;
+  }
+  async function grantNow(kind, where, appId) {
     try {
       pol = await api.grantException(fam, id, kind, 30, appId);
       note = { where, text: t('applied'), error: false };
