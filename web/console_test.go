@@ -104,3 +104,116 @@ func TestConsoleNoInlineCode(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The console's texts (console/i18n.js): the Korean and the English table
+// hold the same keys, each once, and every key the console names — t("…")
+// in its modules, data-i18n in its page — is in them. A key missing from a
+// table would show the key itself to an agent.
+func TestConsoleTexts(t *testing.T) {
+	files := os.DirFS(".")
+	src, err := fs.ReadFile(files, "console/i18n.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables := jsTableKeys(t, string(src))
+	ko, en := tables["ko"], tables["en"]
+	if len(ko) == 0 || len(en) == 0 {
+		t.Fatalf("found %d Korean and %d English texts in console/i18n.js", len(ko), len(en))
+	}
+	for k := range ko {
+		if !en[k] {
+			t.Errorf("%q has a Korean text and no English one", k)
+		}
+	}
+	for k := range en {
+		if !ko[k] {
+			t.Errorf("%q has an English text and no Korean one", k)
+		}
+	}
+	used := regexp.MustCompile(`\bt\(\s*"([^"]+)"|data-i18n(?:-label)?="([^"]+)"`)
+	err = fs.WalkDir(files, "console", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if ext := path.Ext(name); ext != ".js" && ext != ".html" {
+			return nil
+		}
+		b, err := fs.ReadFile(files, name)
+		if err != nil {
+			return err
+		}
+		for _, m := range used.FindAllStringSubmatch(string(b), -1) {
+			if k := m[1] + m[2]; !ko[k] {
+				t.Errorf("%s names the text %q, which console/i18n.js lacks", name, k)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// jsTableKeys reads the keys of i18n.js's `ko: {…}` and `en: {…}` objects:
+// a small tokenizer (strings, identifiers, braces), enough for an object
+// literal of string values. A key twice in one table is an error (the
+// second text would silently win).
+func jsTableKeys(t *testing.T, src string) map[string]map[string]bool {
+	t.Helper()
+	out := map[string]map[string]bool{}
+	var table map[string]bool
+	depth := 0
+	var prev string // the previous token
+	for i := 0; i < len(src); {
+		c := src[i]
+		switch {
+		case c == '/' && i+1 < len(src) && src[i+1] == '/':
+			for i < len(src) && src[i] != '\n' {
+				i++
+			}
+		case c == '"' || c == '\'' || c == '`':
+			j := i + 1
+			for j < len(src) && src[j] != c {
+				if src[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			prev = src[i+1 : j]
+			i = j + 1
+		case c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+			j := i
+			for j < len(src) && (src[j] == '_' || src[j] >= 'a' && src[j] <= 'z' || src[j] >= 'A' && src[j] <= 'Z' || src[j] >= '0' && src[j] <= '9') {
+				j++
+			}
+			prev = src[i:j]
+			i = j
+		case c == ':':
+			if depth == 1 && (prev == "ko" || prev == "en") {
+				table = map[string]bool{}
+				out[prev] = table
+			} else if depth == 2 && table != nil {
+				if table[prev] {
+					t.Errorf("console/i18n.js: %q twice in one table", prev)
+				}
+				table[prev] = true
+			}
+			i++
+		case c == '{':
+			depth++
+			i++
+		case c == '}':
+			depth--
+			if depth < 2 {
+				table = nil
+			}
+			if depth == 0 {
+				return out // the end of the tables' object
+			}
+			i++
+		default:
+			i++
+		}
+	}
+	return out
+}

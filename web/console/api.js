@@ -3,9 +3,13 @@
 
 const SESSION = "dpcs.console.session";
 
-/** ApiError carries the HTTP status and the RFC 9457 problem details. */
+/**
+ * ApiError carries the HTTP status (0: the server was not reached), the
+ * RFC 9457 problem details and Retry-After. Its message is the server's
+ * text, for the console's logs: what the agent reads is errorText (ui.js).
+ */
 export class ApiError extends Error {
-  constructor(status, problem) {
+  constructor(status, problem, retryAfter, code) {
     const detail = problem && (problem.detail || problem.title);
     const errs = problem && Array.isArray(problem.errors)
       ? problem.errors.map((e) => `${e.location ? e.location + ": " : ""}${e.message}`).join("; ")
@@ -13,6 +17,8 @@ export class ApiError extends Error {
     super([detail || `HTTP ${status}`, errs].filter(Boolean).join(" — "));
     this.status = status;
     this.problem = problem || {};
+    this.retryAfter = retryAfter;
+    this.code = code; // the console's own reason, e.g. "notBackOffice"
   }
 }
 
@@ -42,7 +48,7 @@ export async function login(loginName, password) {
   if (t.role !== "ADMIN" && t.role !== "AGENT") {
     // Not for the back office: end that session at once.
     await raw("POST", "/auth/logout", { refreshToken: t.refreshToken }, false).catch(() => {});
-    throw new ApiError(403, { detail: "This account is not a back-office account (ADMIN or AGENT)." });
+    throw new ApiError(403, { detail: "This account is not a back-office account (ADMIN or AGENT)." }, undefined, "notBackOffice");
   }
   save(t);
   return t;
@@ -61,7 +67,8 @@ async function refresh() {
     const rt = session.refreshToken;
     refreshing = raw("POST", "/auth/refresh", { refreshToken: rt }, false)
       .then((t) => { save(t); })
-      .catch((e) => { save(null); throw e; })
+      // A refused refresh ends the session; an unreachable server does not.
+      .catch((e) => { if (e.status !== 0 && e.status < 500) save(null); throw e; })
       .finally(() => { refreshing = null; });
   }
   return refreshing;
@@ -71,12 +78,17 @@ async function raw(method, path, body, auth) {
   const headers = { Accept: "application/json, application/problem+json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (auth && session) headers.Authorization = `Bearer ${session.accessToken}`;
-  const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  let res;
+  try {
+    res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  } catch (e) {
+    throw new ApiError(0, { detail: String(e && e.message) }); // offline, server down
+  }
   if (res.status === 204) return null;
   const text = await res.text();
   let data = null;
   if (text) { try { data = JSON.parse(text); } catch { data = { detail: text }; } }
-  if (!res.ok) throw new ApiError(res.status, data);
+  if (!res.ok) throw new ApiError(res.status, data, Number(res.headers.get("Retry-After")) || undefined);
   return data;
 }
 
@@ -113,6 +125,16 @@ export const setPlan = (familyId, planBytes) => call("PUT", `/admin/families/${e
 export const familyUsage = (familyId, period = "month") => call("GET", `/admin/families/${enc(familyId)}/usage${qs({ period })}`);
 export const memberUsage = (familyId, customerId, period = "month") =>
   call("GET", `/families/${enc(familyId)}/members/${enc(customerId)}/usage${qs({ period })}`);
+
+/** catalog: every known app with its Korean and English name (GET /catalog). */
+export const catalog = () => call("GET", "/catalog");
+export const putApp = (appId, app) => call("PUT", `/admin/catalog/apps/${enc(appId)}`, app);
+export const deleteApp = (appId) => call("DELETE", `/admin/catalog/apps/${enc(appId)}`);
+
+// Care agents' notes on a family, newest first; adding one is the one
+// write a care agent (AGENT) may make.
+export const notes = (familyId) => call("GET", `/admin/families/${enc(familyId)}/notes`);
+export const addNote = (familyId, body) => call("POST", `/admin/families/${enc(familyId)}/notes`, { body });
 
 // Policies. patch = {set?, remove?, replace?, expectedVersion?}; 409 when the version is stale.
 export const policy = (familyId, customerId) => call("GET", `/families/${enc(familyId)}/members/${enc(customerId)}/policies`);

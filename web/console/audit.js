@@ -1,26 +1,27 @@
 // Audit log, filterable by family, actor, action and time, with before/after as a diff.
 import * as api from "./api.js";
-import { h, fill, field, table, when } from "./ui.js";
+import { h, fill, field, table, when, busy, keyWords, ruleValue, roleWords } from "./ui.js";
+import { t, has } from "./i18n.js";
 
 export async function auditScreen(root, { query }) {
   const get = (k) => query.get(k) || "";
-  const fam = field("Family id", { type: "number", min: 1, name: "familyId", value: get("familyId") });
-  const actor = field("Actor id", { type: "number", min: 0, name: "actorId", value: get("actorId") });
-  const action = field("Action", { name: "action", value: get("action"), placeholder: "policy.update", list: "audit-actions" });
-  const since = field("Since", { type: "datetime-local", name: "since", value: get("since") });
-  const until = field("Until", { type: "datetime-local", name: "until", value: get("until") });
+  const fam = field(t("familyId"), { type: "number", min: 1, name: "familyId", value: get("familyId") });
+  const actor = field(t("actorId"), { type: "number", min: 0, name: "actorId", value: get("actorId") });
+  const action = field(t("action"), { name: "action", value: get("action"), placeholder: "policy.update", list: "audit-actions" });
+  const since = field(t("since"), { type: "datetime-local", name: "since", value: get("since") });
+  const until = field(t("until"), { type: "datetime-local", name: "until", value: get("until") });
   const actions = h("datalist", { id: "audit-actions" }, ["policy.update", "policy.apply_template", "member.add", "member.remove", "member.role",
     "template.create", "template.update", "template.delete", "family.plan", "family.topup", "deadletter.replay"].map((a) => h("option", { value: a })));
   const out = h("div");
-  fill(root, h("h1", {}, "Audit log"),
-    h("section", { class: "card" }, h("form", { class: "row", "aria-label": "Audit filters", onsubmit: (ev) => {
+  fill(root, h("h1", {}, t("auditTitle")),
+    h("section", { class: "card" }, h("form", { class: "row", "aria-label": t("auditFilters"), onsubmit: (ev) => {
       ev.preventDefault();
       const p = new URLSearchParams();
       for (const f of [fam, actor, action, since, until]) if (f.input.value) p.set(f.input.name, f.input.value.trim());
       location.hash = `#/audit?${p}`;
     } }, fam.wrap, actor.wrap, action.wrap, actions, since.wrap, until.wrap,
-    h("div", {}, h("button", { type: "submit" }, "Filter")),
-    h("div", {}, h("button", { type: "button", class: "secondary", onclick: () => { location.hash = "#/audit"; } }, "Clear")))),
+    h("div", {}, h("button", { type: "submit" }, t("filter"))),
+    h("div", {}, h("button", { type: "button", class: "secondary", onclick: () => { location.hash = "#/audit"; } }, t("clear"))))),
     out);
 
   const filters = {
@@ -31,24 +32,25 @@ export async function auditScreen(root, { query }) {
   const tbody = h("tbody");
   const more = h("div");
   fill(out, h("section", { class: "card" }, h("table", {},
-    h("caption", {}, "Changes, newest first"),
-    h("thead", {}, h("tr", {}, ["When", "Actor", "Action", "Target", "Family", "Before → after"].map((c) => h("th", { scope: "col" }, c)))),
+    h("caption", {}, t("auditCaption")),
+    h("thead", {}, h("tr", {}, [t("colWhen"), t("colActor"), t("colAction"), t("colTarget"), t("colFamily"), t("colBeforeAfter")].map((c) => h("th", { scope: "col" }, c)))),
     tbody), more));
 
   async function page(before) {
     const p = await api.auditLog({ ...filters, before });
     const entries = p.entries || [];
-    if (!entries.length && !before) tbody.append(h("tr", {}, h("td", { colspan: 6 }, "No entries match.")));
+    if (!entries.length && !before) tbody.append(h("tr", {}, h("td", { colspan: 6 }, t("auditNone"))));
     for (const e of entries) {
       tbody.append(h("tr", { "data-audit": e.id },
         h("td", {}, when(e.at)),
-        h("td", {}, e.actorName ? `${e.actorName} #${e.actorId}` : `#${e.actorId}`, h("div", { class: "muted" }, e.actorRole)),
-        h("td", { class: "mono" }, e.action),
+        h("td", {}, e.actorName ? `${e.actorName} #${e.actorId}` : `#${e.actorId}`, h("div", { class: "muted" }, roleWords(e.actorRole))),
+        // The action in words; its code (what the filter takes) below.
+        h("td", {}, has(`action.${e.action}`) ? [t(`action.${e.action}`), h("div", { class: "muted mono" }, e.action)] : h("span", { class: "mono" }, e.action)),
         h("td", {}, h("span", { class: "mono" }, e.target), e.targetName ? h("div", { class: "muted" }, e.targetName) : null),
         h("td", {}, e.familyId ? h("a", { href: `#/family/${e.familyId}` }, `#${e.familyId}`) : "—"),
         h("td", {}, auditDiff(e.before, e.after))));
     }
-    fill(more, p.nextBefore ? h("button", { type: "button", class: "secondary", onclick: () => page(p.nextBefore) }, "Older entries") : null);
+    fill(more, p.nextBefore ? h("button", { type: "button", class: "secondary", onclick: () => busy(() => page(p.nextBefore)) }, t("olderEntries")) : null);
   }
   await page();
 }
@@ -77,12 +79,15 @@ export function auditDiff(before, after) {
     const y = a.get(k);
     if (x === y) { same++; continue; }
     const change = x === undefined ? "added" : y === undefined ? "removed" : "changed";
-    rows.push(h("tr", { class: change },
-      h("td", { class: "k" }, k),
-      h("td", { class: "mono" }, x === undefined ? "" : h("del", {}, x)),
-      h("td", { class: "mono" }, y === undefined ? "" : h("ins", {}, y))));
+    // A policy's constraint (rules.<KEY>, defaultRules.<KEY>) in words, its value too.
+    const rule = /^(?:rules|defaultRules)\.([A-Z]+:.+)$/.exec(k);
+    const shown = (v) => (rule && v !== undefined ? ruleValue(rule[1], JSON.parse(v)) : v);
+    rows.push(h("tr", { class: change, "data-key": k },
+      rule ? h("td", {}, t("rulesPath", { key: keyWords(rule[1]) })) : h("td", { class: "k" }, k),
+      h("td", { class: rule ? undefined : "mono" }, x === undefined ? "" : h("del", { "data-value": x }, shown(x))),
+      h("td", { class: rule ? undefined : "mono" }, y === undefined ? "" : h("ins", { "data-value": y }, shown(y)))));
   }
-  if (!rows.length) return h("span", { class: "muted" }, before === undefined && after === undefined ? "—" : "no change");
-  return h("div", {}, table(null, ["Key", "Before", "After"], rows, { class: "diff" }),
-    same ? h("div", { class: "muted" }, `${same} unchanged ${same === 1 ? "key" : "keys"}`) : null);
+  if (!rows.length) return h("span", { class: "muted" }, before === undefined && after === undefined ? "—" : t("noChange"));
+  return h("div", {}, table(null, [t("colKey"), t("colBefore"), t("colAfter")], rows, { class: "diff" }),
+    same ? h("div", { class: "muted" }, t("unchangedKeys", { n: same })) : null);
 }

@@ -2,51 +2,52 @@
 // and drift (members whose copy differs from the template now) with a
 // per-key preview and a bulk re-apply.
 import * as api from "./api.js";
-import { h, fill, field, table, when, say, busy, rulesToText, textToRules, ruleHint } from "./ui.js";
+import { h, fill, field, table, when, say, busy, errorText, rulesToText, textToRules, keyWords, ruleValue, ruleWords, roleWords } from "./ui.js";
+import { t } from "./i18n.js";
 
 export async function templatesScreen(root, { query }) {
   const listCard = h("section", { class: "card", "aria-labelledby": "tpl-list-h" });
   const editCard = h("section", { class: "card", "data-write": "", "aria-labelledby": "tpl-edit-h", id: "template-editor" });
   const applyCard = h("section", { class: "card", "data-write": "", "aria-labelledby": "tpl-apply-h" });
-  fill(root, h("h1", {}, "Policy templates"), listCard, h("div", { class: "grid" }, editCard, applyCard));
+  fill(root, h("h1", {}, t("templatesTitle")), listCard, h("div", { class: "grid" }, editCard, applyCard));
   let all = [];
 
   async function reload() {
     all = (await api.templates()).templates || [];
-    fill(listCard, h("h2", { id: "tpl-list-h" }, "Templates"),
-      all.length ? table(null, ["Id", "Name", "Type", "For", "Rules", "Active", "Updated", "Actions"],
-        all.map((t) => h("tr", { "data-template": t.id },
-          h("td", {}, String(t.id)),
-          h("th", { scope: "row" }, t.name, t.description ? h("div", { class: "muted" }, t.description) : null),
-          h("td", {}, t.type),
-          h("td", {}, t.requireRole || "MEMBER"),
-          h("td", { class: "mono" }, Object.keys(t.defaultRules || {}).sort().map((k) => h("div", {}, `${k}=${t.defaultRules[k]}`))),
-          h("td", {}, h("span", { class: `badge ${t.active ? "ok" : "neutral"}` }, t.active ? "Active" : "Inactive")),
-          h("td", {}, when(t.updatedAt)),
+    fill(listCard, h("h2", { id: "tpl-list-h" }, t("templatesList")),
+      all.length ? table(null, [t("colId"), t("colName"), t("colType"), t("colFor"), t("colRules"), t("colActive"), t("colUpdated"), t("colActions")],
+        all.map((tp) => h("tr", { "data-template": tp.id },
+          h("td", {}, String(tp.id)),
+          h("th", { scope: "row" }, tp.name, tp.description ? h("div", { class: "muted" }, tp.description) : null),
+          h("td", {}, tp.type),
+          h("td", {}, roleWords(tp.requireRole || "MEMBER")),
+          h("td", {}, rulesList(tp.defaultRules)),
+          h("td", {}, h("span", { class: `badge ${tp.active ? "ok" : "neutral"}` }, tp.active ? t("active") : t("inactive"))),
+          h("td", {}, when(tp.updatedAt)),
           h("td", {}, h("div", { class: "actions" },
-            h("button", { type: "button", "data-write": "", "aria-label": `Edit ${t.name}`, onclick: () => edit(t) }, "Edit"),
-            h("a", { href: `#/templates/${t.id}/drift`, class: "drift-link", "aria-label": `Drift of ${t.name}` }, "Drift"),
-            h("button", { type: "button", class: "secondary", "data-write": "", "aria-label": `${t.active ? "Deactivate" : "Activate"} ${t.name}`,
-              onclick: () => busy(async () => { await api.updateTemplate(t.id, { ...body(t), active: !t.active }); await reload(); },
-                `${t.name} ${t.active ? "deactivated" : "activated"}.`) }, t.active ? "Deactivate" : "Activate"),
-            h("button", { type: "button", class: "danger", "data-write": "", "aria-label": `Delete ${t.name}`,
+            h("button", { type: "button", "data-write": "", "data-edit": tp.id, "aria-label": t("editOf", { name: tp.name }), onclick: () => edit(tp) }, t("edit")),
+            h("a", { href: `#/templates/${tp.id}/drift`, class: "drift-link", "aria-label": t("driftOf", { name: tp.name }) }, t("drift")),
+            h("button", { type: "button", class: "secondary", "data-write": "", "aria-label": t(tp.active ? "deactivateOf" : "activateOf", { name: tp.name }),
+              onclick: () => busy(async () => { await api.updateTemplate(tp.id, { ...body(tp), active: !tp.active }); await reload(); },
+                t(tp.active ? "deactivated" : "activated", { name: tp.name })) }, tp.active ? t("deactivate") : t("activate")),
+            h("button", { type: "button", class: "danger", "data-write": "", "aria-label": t("deleteOf", { name: tp.name }),
               onclick: () => {
-                if (!confirm(`Delete template “${t.name}”? Members it was applied to keep their policies.`)) return;
-                busy(async () => { await api.deleteTemplate(t.id); await reload(); }, `${t.name} deleted.`);
-              } }, "Delete"))))))
-        : h("p", { class: "muted" }, "No templates yet: create one below."));
+                if (!confirm(t("deleteConfirm", { name: tp.name }))) return;
+                busy(async () => { await api.deleteTemplate(tp.id); await reload(); }, t("deleted", { name: tp.name }));
+              } }, t("delete")))))))
+        : h("p", { class: "muted" }, t("noTemplates")));
     renderApply(applyCard, all);
   }
 
-  function edit(t) {
-    const name = field("Name", { name: "name", required: true, maxlength: 100, value: t ? t.name : "" });
-    const type = field("Type", { name: "type", required: true, maxlength: 50, value: t ? t.type : "LIMIT", placeholder: "LIMIT" });
-    const role = field("Applies to role", { name: "requireRole", options: [["MEMBER", "Member"], ["OWNER", "Owner"]], value: t ? t.requireRole || "MEMBER" : "MEMBER" }, "select");
-    const desc = field("Description", { name: "description", maxlength: 1000, value: t ? t.description || "" : "" });
-    const rules = field("Default rules (one KEY=value a line)", { name: "defaultRules", value: t ? rulesToText(t.defaultRules) : "LIMIT:DATA:MONTHLY=1073741824", class: "mono", spellcheck: "false" }, "textarea");
-    const active = h("input", { type: "checkbox", id: "tpl-active", name: "active", checked: t ? t.active : true });
+  function edit(tp) {
+    const name = field(t("tplName"), { name: "name", required: true, maxlength: 100, value: tp ? tp.name : "" });
+    const type = field(t("tplType"), { name: "type", required: true, maxlength: 50, value: tp ? tp.type : "LIMIT", placeholder: "LIMIT" });
+    const role = field(t("tplRole"), { name: "requireRole", options: [["MEMBER", t("member")], ["OWNER", t("owner")]], value: tp ? tp.requireRole || "MEMBER" : "MEMBER" }, "select");
+    const desc = field(t("tplDesc"), { name: "description", maxlength: 1000, value: tp ? tp.description || "" : "" });
+    const rules = field(t("tplRules"), { name: "defaultRules", value: tp ? rulesToText(tp.defaultRules) : "LIMIT:DATA:MONTHLY=1073741824", class: "mono", spellcheck: "false" }, "textarea");
+    const active = h("input", { type: "checkbox", id: "tpl-active", name: "active", checked: tp ? tp.active : true });
     const err = h("p", { class: "error", role: "alert" });
-    fill(editCard, h("h2", { id: "tpl-edit-h", tabindex: -1 }, t ? `Edit template #${t.id}` : "New template"),
+    fill(editCard, h("h2", { id: "tpl-edit-h", tabindex: -1 }, tp ? t("editTemplate", { id: tp.id }) : t("newTemplate")),
       h("form", { class: "stack", onsubmit: async (ev) => {
         ev.preventDefault();
         err.textContent = "";
@@ -56,55 +57,60 @@ export async function templatesScreen(root, { query }) {
             description: desc.input.value.trim(), defaultRules: textToRules(rules.input.value), active: active.checked };
         } catch (e) { err.textContent = e.message; return; }
         try {
-          const saved = t ? await api.updateTemplate(t.id, b) : await api.createTemplate(b);
-          say(t ? `Template ${saved.name} saved. Members it was applied to keep their copies: see its drift.` : `Template ${saved.name} created (#${saved.id}).`);
+          const saved = tp ? await api.updateTemplate(tp.id, b) : await api.createTemplate(b);
+          say(tp ? t("tplSaved", { name: saved.name }) : t("tplCreated", { name: saved.name, id: saved.id }));
           await reload();
           edit(null);
-        } catch (e) { err.textContent = e.message; }
+        } catch (e) { err.textContent = errorText(e); }
       } }, name.wrap, type.wrap, role.wrap, desc.wrap, rules.wrap,
-      h("div", { class: "toolbar" }, active, h("label", { for: "tpl-active" }, "Active (can be applied)")),
+      h("div", { class: "toolbar" }, active, h("label", { for: "tpl-active" }, t("tplActive"))),
       err,
-      h("div", { class: "toolbar" }, h("button", { type: "submit" }, t ? "Save template" : "Create template"),
-        t ? h("button", { type: "button", class: "secondary", onclick: () => edit(null) }, "Cancel") : null)));
-    if (t) editCard.querySelector("h2").focus();
+      h("div", { class: "toolbar" }, h("button", { type: "submit" }, tp ? t("tplSave") : t("tplCreate")),
+        tp ? h("button", { type: "button", class: "secondary", onclick: () => edit(null) }, t("cancel")) : null)));
+    if (tp) editCard.querySelector("h2").focus();
   }
 
   await reload();
   const want = Number(query.get("edit"));
-  edit(all.find((t) => t.id === want) || null);
+  edit(all.find((tp) => tp.id === want) || null);
 }
 
-function body(t) {
-  return { name: t.name, type: t.type, requireRole: t.requireRole || "MEMBER", description: t.description || "", defaultRules: t.defaultRules || {}, active: t.active };
+function body(tp) {
+  return { name: tp.name, type: tp.type, requireRole: tp.requireRole || "MEMBER", description: tp.description || "", defaultRules: tp.defaultRules || {}, active: tp.active };
+}
+
+/** rulesList shows a template's rules in words, one a line (the keys in the editor only). */
+function rulesList(rules) {
+  return Object.keys(rules || {}).sort().map((k) => h("div", { "data-rule": `${k}=${rules[k]}` }, ruleWords(k, rules[k])));
 }
 
 // granted reports whether k is what an owner granted on request for a
 // while — an extra allowance or an exception (policy.Granted): applying a
 // template keeps those (the store does), so the preview says so.
-const granted = (k) => k.startsWith("LIMIT:DATA:EXTRA:") || k === "EXCEPT:TIME" || k.startsWith("EXCEPT:APP:");
+const granted = (k) => k.startsWith("LIMIT:DATA:EXTRA:") || k.startsWith("LIMIT:DATA:GIVEN:") || k === "EXCEPT:TIME" || k.startsWith("EXCEPT:APP:");
 
 function renderApply(card, all) {
-  const tpl = field("Template", { options: all.filter((t) => t.active).map((t) => [String(t.id), `#${t.id} ${t.name}`]) }, "select");
-  const fam = field("Family id", { type: "number", min: 1, required: true });
-  const mem = field("Member id", { type: "number", min: 1, required: true });
+  const tpl = field(t("template"), { options: all.filter((tp) => tp.active).map((tp) => [String(tp.id), `#${tp.id} ${tp.name}`]) }, "select");
+  const fam = field(t("familyId"), { type: "number", min: 1, required: true });
+  const mem = field(t("memberId"), { type: "number", min: 1, required: true });
   const preview = h("div", { id: "apply-preview", "aria-live": "polite" });
   // Applying replaces the member's rules with the template's: first a
   // preview, key by key, of what the member loses, keeps and gets; then the
   // apply, at the policy version previewed (a change since is a 409).
-  fill(card, h("h2", { id: "tpl-apply-h" }, "Apply to a member"),
-    h("p", { class: "muted" }, "Replaces the member's rules with the template's (audited, enforced at once); approved extra allowances stay. Later template edits do not change the copy: they show up as drift."),
+  fill(card, h("h2", { id: "tpl-apply-h" }, t("applyTitle")),
+    h("p", { class: "muted" }, t("applyHelp")),
     h("form", { class: "stack", "data-write": "", onsubmit: (ev) => {
       ev.preventDefault();
       const id = Number(tpl.input.value), f = Number(fam.input.value), c = Number(mem.input.value);
       busy(async () => {
-        const [t, pol] = await Promise.all([api.template(id), api.policy(f, c)]);
-        showPreview(t, pol, f, c);
+        const [tp, pol] = await Promise.all([api.template(id), api.policy(f, c)]);
+        showPreview(tp, pol, f, c);
       });
-    } }, tpl.wrap, fam.wrap, mem.wrap, h("button", { type: "submit", disabled: !all.some((t) => t.active) }, "Preview")),
+    } }, tpl.wrap, fam.wrap, mem.wrap, h("button", { type: "submit", disabled: !all.some((tp) => tp.active) }, t("preview"))),
     preview);
 
-  function showPreview(t, pol, f, c) {
-    const cur = pol.rules || {}, next = t.defaultRules || {};
+  function showPreview(tp, pol, f, c) {
+    const cur = pol.rules || {}, next = tp.defaultRules || {};
     const diffs = [];
     for (const k of [...new Set([...Object.keys(cur), ...Object.keys(next)])].sort()) {
       if (granted(k) && !(k in next)) continue; // kept
@@ -114,29 +120,29 @@ function renderApply(card, all) {
     }
     const lost = diffs.filter((d) => d.change === "removed").map((d) => d.key);
     const kept = Object.keys(cur).filter((k) => granted(k) && !(k in next));
-    fill(preview, h("h3", {}, `Member #${c}: policy version ${pol.version} → template “${t.name}”`),
-      diffs.length ? diffTable(diffs, null) : h("p", {}, "The member's rules already equal the template's."),
-      lost.length ? h("p", { class: "error", id: "apply-loses" }, `The member loses its own ${lost.join(", ")}.`) : null,
-      kept.length ? h("p", { class: "muted", id: "apply-keeps" }, `Kept: the approved extra allowances ${kept.join(", ")}.`) : null,
+    fill(preview, h("h3", {}, t("previewTitle", { c, v: pol.version, name: tp.name })),
+      diffs.length ? diffTable(diffs, null) : h("p", {}, t("previewSame")),
+      lost.length ? h("p", { class: "error", id: "apply-loses", "data-keys": lost.join(" ") }, t("applyLoses", { keys: lost.map(keyWords).join(", ") })) : null,
+      kept.length ? h("p", { class: "muted", id: "apply-keeps", "data-keys": kept.join(" ") }, t("applyKeeps", { keys: kept.map(keyWords).join(", ") })) : null,
       h("div", { class: "toolbar" },
         h("button", { type: "button", id: "apply-confirm", onclick: () => busy(async () => {
-          const p = await api.applyTemplate(t.id, f, c, pol.version);
+          const p = await api.applyTemplate(tp.id, f, c, pol.version);
           fill(preview);
           return p;
-        }, (p) => `Applied: member #${p.customerId} of family #${p.familyId} now at policy version ${p.version}.`) },
-        lost.length ? "Apply and remove them" : "Apply"),
-        h("button", { type: "button", class: "secondary", onclick: () => fill(preview) }, "Cancel")));
+        }, (p) => t("applied", { c: p.customerId, f: p.familyId, v: p.version })) },
+        lost.length ? t("applyAndRemove") : t("apply")),
+        h("button", { type: "button", class: "secondary", onclick: () => fill(preview) }, t("cancel"))));
   }
 }
 
-/** diffTable renders a per-key preview: what re-applying does to each key. */
+/** diffTable renders a per-key preview, in words: what re-applying does to each key. */
 export function diffTable(diffs, caption) {
-  const words = { added: "added", removed: "removed", changed: "changed" };
-  return table(caption, ["Key", "Change", "Current", "Template"], (diffs || []).map((d) => h("tr", { class: d.change },
-    h("td", { class: "k" }, d.key),
-    h("td", {}, words[d.change] || d.change),
-    h("td", { class: "mono" }, d.current === undefined ? h("span", { class: "muted" }, "(absent)") : h("del", {}, d.current), " ", h("span", { class: "muted" }, d.current ? ruleHint(d.key, d.current) : "")),
-    h("td", { class: "mono" }, d.template === undefined ? h("span", { class: "muted" }, "(absent)") : h("ins", {}, d.template), " ", h("span", { class: "muted" }, d.template ? ruleHint(d.key, d.template) : "")))),
+  const value = (d, v, tag) => (v === undefined ? h("span", { class: "muted" }, t("absent")) : h(tag, { "data-value": v }, ruleValue(d.key, v)));
+  return table(caption, [t("colKey"), t("colChange"), t("colCurrent"), t("colTemplate")], (diffs || []).map((d) => h("tr", { class: d.change, "data-key": d.key },
+    h("td", {}, keyWords(d.key)),
+    h("td", {}, t(`change.${d.change}`)),
+    h("td", {}, value(d, d.current, "del")),
+    h("td", {}, value(d, d.template, "ins")))),
   { class: "diff" });
 }
 
@@ -147,16 +153,16 @@ export async function driftScreen(root, { args, query }) {
   const body = h("section", { class: "card", "aria-labelledby": "drift-h" });
   const report = h("section", { class: "card", id: "reapply-report", hidden: true, "aria-labelledby": "reapply-h" });
   fill(root, head, report, body);
-  const fam = field("Only family id", { type: "number", min: 1, value: familyFilter });
-  fill(head, h("p", {}, h("a", { href: "#/templates" }, "← Policy templates")), h("h1", {}, "Template drift"),
+  const fam = field(t("onlyFamily"), { type: "number", min: 1, value: familyFilter });
+  fill(head, h("p", {}, h("a", { href: "#/templates" }, t("backToTemplates"))), h("h1", {}, t("driftTitle")),
     h("form", { class: "row", onsubmit: (ev) => { ev.preventDefault(); location.hash = `#/templates/${id}/drift${fam.input.value ? `?familyId=${fam.input.value}` : ""}`; } },
-      fam.wrap, h("div", {}, h("button", { type: "submit", class: "secondary" }, "Filter"))));
+      fam.wrap, h("div", {}, h("button", { type: "submit", class: "secondary" }, t("filter")))));
 
   async function load(after) {
     const d = await api.templateDrift(id, { familyId: familyFilter || undefined, after, limit: 100 });
     const boxes = [];
     const rows = (d.items || []).map((m) => {
-      const cb = h("input", { type: "checkbox", "aria-label": `Select member ${m.customerId} of family ${m.familyId}`, "data-member": m.customerId, "data-write": "" });
+      const cb = h("input", { type: "checkbox", "aria-label": t("selectMember", { c: m.customerId, f: m.familyId }), "data-member": m.customerId, "data-write": "" });
       boxes.push({ cb, m });
       return h("tr", {},
         h("td", {}, cb),
@@ -167,47 +173,49 @@ export async function driftScreen(root, { args, query }) {
     const selectAll = h("input", { type: "checkbox", id: "drift-all", onchange: (ev) => { for (const b of boxes) b.cb.checked = ev.target.checked; } });
     const reapply = async (bodyOf, label) => {
       const b = bodyOf();
-      if (!b) { say("Select at least one member.", true); return; }
+      if (!b) { say(t("selectOne"), true); return; }
       const r = await busy(() => api.reapplyTemplate(id, b));
       if (!r) return;
       showReport(report, r, label);
       await load();
     };
     fill(body, h("h2", { id: "drift-h" }, `#${d.templateId} ${d.templateName}`),
-      d.templateActive ? null : h("p", { class: "conflict" }, "This template is inactive: re-applying it is refused. Activate it first."),
+      d.templateActive ? null : h("p", { class: "conflict" }, t("driftInactive")),
       h("dl", { class: "stats" },
-        h("div", { class: "stat" }, h("dt", {}, "Members with a copy"), h("dd", {}, String(d.members))),
-        h("div", { class: "stat" }, h("dt", {}, "Drifted"), h("dd", { id: "drift-count" }, String(d.drifted))),
-        h("div", { class: "stat" }, h("dt", {}, "Families affected"), h("dd", {}, String(d.families)))),
-      h("h3", {}, "Template rules now"),
-      h("pre", { class: "mono" }, rulesToText(d.templateRules) || "(none)"),
+        h("div", { class: "stat" }, h("dt", {}, t("driftMembers")), h("dd", {}, String(d.members))),
+        h("div", { class: "stat" }, h("dt", {}, t("driftDrifted")), h("dd", { id: "drift-count" }, String(d.drifted))),
+        h("div", { class: "stat" }, h("dt", {}, t("driftFamilies")), h("dd", {}, String(d.families)))),
+      h("h3", {}, t("driftRulesNow")),
+      Object.keys(d.templateRules || {}).length ? h("div", { class: "rules" }, rulesList(d.templateRules)) : h("p", { class: "muted" }, t("absent")),
       d.items && d.items.length ? [
         h("div", { class: "toolbar", "data-write": "" },
-          selectAll, h("label", { for: "drift-all" }, "Select all on this page"),
+          selectAll, h("label", { for: "drift-all" }, t("selectAllPage")),
           h("button", { type: "button", id: "reapply-selected", "data-write": "", disabled: !d.templateActive,
             onclick: () => reapply(() => {
               const members = boxes.filter((b) => b.cb.checked).map(({ m }) => ({ familyId: m.familyId, customerId: m.customerId, expectedVersion: m.version }));
               return members.length ? { members } : null;
-            }, "selected members") }, "Re-apply to selected"),
+            }, t("selectedMembers")) }, t("reapplySelected")),
           h("button", { type: "button", class: "secondary", id: "reapply-all", "data-write": "", disabled: !d.templateActive,
             onclick: () => {
-              if (!confirm(`Re-apply “${d.templateName}” to every drifted member (${d.drifted})? Their own edits to these keys are overwritten.`)) return;
-              reapply(() => (familyFilter ? { familyIds: [Number(familyFilter)] } : { all: true }), familyFilter ? `family #${familyFilter}` : "all drifted members");
-            } }, familyFilter ? `Re-apply to all of family #${familyFilter}` : "Re-apply to all drifted")),
-        table("Drifted members: what re-applying changes", ["Select", "Family", "Member", "Preview (current → template)"], rows),
-        d.nextAfter ? h("button", { type: "button", class: "secondary", onclick: () => busy(() => load(d.nextAfter)) }, "Next page") : null,
-      ] : h("p", { id: "drift-none" }, "No member's copy differs from the template."));
+              if (!confirm(t("reapplyAllConfirm", { name: d.templateName, n: d.drifted }))) return;
+              reapply(() => (familyFilter ? { familyIds: [Number(familyFilter)] } : { all: true }), familyFilter ? t("familyN", { f: familyFilter }) : t("allDrifted"));
+            } }, familyFilter ? t("reapplyFamily", { f: familyFilter }) : t("reapplyAll"))),
+        table(t("driftCaption"), [t("colSelect"), t("colFamily"), t("colMember"), t("colPreview")], rows),
+        d.nextAfter ? h("button", { type: "button", class: "secondary", onclick: () => busy(() => load(d.nextAfter)) }, t("nextPage")) : null,
+      ] : h("p", { id: "drift-none" }, t("driftNone")));
   }
   await load();
 }
 
 function showReport(card, r, label) {
   card.hidden = false;
-  fill(card, h("h2", { id: "reapply-h" }, "Re-apply result"),
-    h("p", {}, `Re-applied to ${label}: ${r.reapplied} updated, ${r.failed} failed, ${r.remaining} still drifted.`),
-    r.results && r.results.length ? table(null, ["Family", "Member", "Status", "Result"], r.results.map((x) => h("tr", {},
+  fill(card, h("h2", { id: "reapply-h" }, t("reapplyTitle")),
+    h("p", {}, t("reapplyDone", { label, ok: r.reapplied, failed: r.failed, left: r.remaining })),
+    r.results && r.results.length ? table(null, [t("colFamily"), t("colMember"), t("colStatus"), t("colResult")], r.results.map((x) => h("tr", {},
       h("td", {}, `#${x.familyId}`), h("td", {}, `#${x.customerId}`),
       h("td", {}, h("span", { class: `badge ${x.status === 200 ? "ok" : "bad"}` }, String(x.status))),
-      h("td", {}, x.error || (x.changed ? `new policy version ${x.policy ? x.policy.version : ""}` : "already equal"))))) : null);
-  say(`Re-applied: ${r.reapplied} updated, ${r.failed} failed.`, r.failed > 0);
+      // A member's refusal in the console's words, by its status.
+      h("td", {}, x.error ? errorText({ status: x.status, problem: {} })
+        : x.changed ? t("newVersion", { v: x.policy ? x.policy.version : "" }) : t("alreadyEqual"))))) : null);
+  say(t("reapplySaid", { ok: r.reapplied, failed: r.failed }), r.failed > 0);
 }

@@ -1,4 +1,7 @@
-// Small DOM helpers shared by the screens (no framework).
+// Small DOM helpers shared by the screens (no framework), and the words
+// the screens share: amounts, times, decisions, constraint keys, refusals.
+import { readOnly } from "./api.js";
+import { t, has, locale } from "./i18n.js";
 
 /** h builds an element: h("td", {class: "num"}, "12"). Attributes starting with "on" are listeners. */
 export function h(tag, attrs, ...children) {
@@ -69,9 +72,64 @@ export async function busy(fn, okMsg) {
     if (okMsg) say(typeof okMsg === "function" ? okMsg(r) : okMsg);
     return r;
   } catch (e) {
-    say(e.message || String(e), true);
+    say(errorText(e), true);
     return undefined;
   }
+}
+
+/**
+ * errorText says in the agent's language why something failed: a refusal
+ * of the API by its status (and, for a 422, the field its problem names),
+ * never the server's own text; a call that never reached the server says
+ * so; the console's own errors (a bad KEY=value line) are already words.
+ */
+export function errorText(e) {
+  if (!e || typeof e.status !== "number") return (e && e.message) || String(e);
+  const s = e.status;
+  if (s === 0) return t("err.network");
+  if (s === 400 || s === 422) return fieldText(e.problem);
+  if (s === 401) return t("err.session");
+  if (s === 403) return readOnly() ? t("err.readOnly") : t("err.forbidden");
+  if (s === 404) return t("err.notFound");
+  if (s === 409) {
+    const loc = ((e.problem && e.problem.errors) || [])[0]?.location;
+    return loc ? t("err.conflictField", { field: fieldName(loc) }) : t("err.conflict");
+  }
+  if (s === 413) return t("err.tooLarge");
+  if (s === 429) return t("err.tooMany", { wait: waitText(e.retryAfter) });
+  if (s === 502 || s === 503 || s === 504) return t("err.unavailable");
+  return t("err.server");
+}
+
+// waitText is a Retry-After in words: "30초", "2분".
+function waitText(sec) {
+  sec = Math.max(1, Math.ceil(Number(sec) || 30));
+  return sec < 90 ? t("err.seconds", { n: sec }) : t("err.minutes", { n: Math.ceil(sec / 60) });
+}
+
+/** fieldName names the field of a problem's location: a constraint key in words ("body.set.LIMIT:DATA:MONTHLY" → 월 한도). */
+export function fieldName(loc) {
+  const path = String(loc || "").replace(/^body\./, "");
+  const m = /^(?:set|replace|rules|defaultRules)\.(.+)$/.exec(path);
+  if (m) return keyWords(m[1]);
+  const seg = path.split(".").pop().replace(/\[\d+\]/g, "");
+  if (has(`field.${seg}`)) return t(`field.${seg}`);
+  if (/^[A-Z]+:/.test(seg)) return keyWords(seg);
+  return seg || t("field.value");
+}
+
+// fieldText names the field a 422 is about and what is wrong with it, read
+// from the problem's first error (huma's wording of JSON Schema checks).
+function fieldText(p) {
+  const d = ((p && p.errors) || [])[0] || {};
+  const field = fieldName(d.location);
+  const msg = String(d.message || "");
+  let m;
+  if ((m = /^expected number <=? ?(-?[\d.e+]+)/.exec(msg))) return t("err.max", { field, max: num(Number(m[1])) });
+  if ((m = /^expected number >=? ?(-?[\d.e+]+)/.exec(msg))) return t("err.min", { field, min: num(Number(m[1])) });
+  if ((m = /^expected (?:string )?length <= (\d+)/.exec(msg))) return t("err.long", { field, n: m[1] });
+  if (/^expected (?:string )?length >=/.test(msg) || /required/.test(msg)) return t("err.required", { field });
+  return t("err.invalid", { field });
 }
 
 const UNITS = ["B", "KB", "MB", "GB", "TB"];
@@ -85,26 +143,36 @@ export function bytes(n) {
 }
 export const MB = 1024 * 1024;
 
-export function when(t) {
-  if (!t) return "—";
-  const d = new Date(t);
-  return Number.isNaN(d.getTime()) ? String(t) : d.toLocaleString("en-GB", { hour12: false });
+/** when is a time in the agent's locale (24-hour clock). */
+export function when(v) {
+  if (!v) return "—";
+  const d = new Date(v);
+  return Number.isNaN(d.getTime()) ? String(v) : d.toLocaleString(locale(), { dateStyle: "medium", timeStyle: "medium", hourCycle: "h23" });
 }
 
 export function num(n, digits = 0) {
-  return Number(n || 0).toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
+  return Number(n || 0).toLocaleString(locale(), { maximumFractionDigits: digits, minimumFractionDigits: digits });
 }
 
 /** decisionBadge renders ALLOWED / BLOCKED_… as a coloured badge with words. */
 export function decisionBadge(decision) {
-  const words = {
-    ALLOWED: "Allowed", BLOCKED_ACCESS: "Blocked: manual block", BLOCKED_APP: "Blocked: app",
-    BLOCKED_TIME: "Blocked: time window", BLOCKED_LIMIT_DAILY: "Blocked: daily limit",
-    BLOCKED_LIMIT_MONTHLY: "Blocked: monthly limit", BLOCKED_FAMILY_QUOTA: "Blocked: family pool",
-    BLOCKED_NOT_MEMBER: "Blocked: not a member",
-  };
   const d = decision || "UNKNOWN";
-  return h("span", { class: `badge ${d === "ALLOWED" ? "ok" : d.startsWith("BLOCKED") ? "bad" : "neutral"}` }, words[d] || d);
+  return h("span", { class: `badge ${d === "ALLOWED" ? "ok" : d.startsWith("BLOCKED") ? "bad" : "neutral"}` }, decisionWords(d));
+}
+
+/** decisionWords is a decision code in words (the code itself when unknown). */
+export function decisionWords(code) {
+  return has(`decision.${code}`) ? t(`decision.${code}`) : code;
+}
+
+/** roleWords is a role (ADMIN, AGENT, OWNER, MEMBER) in words. */
+export function roleWords(role) {
+  return has(`role.${role}`) ? t(`role.${role}`) : role || "";
+}
+
+/** catName is a category (VIDEO, GAME, …) in words. */
+export function catName(c) {
+  return has(`cat.${c}`) ? t(`cat.${c}`) : c;
 }
 
 /** rulesToText / textToRules convert a constraint map to "KEY=value" lines and back. */
@@ -117,18 +185,61 @@ export function textToRules(text) {
     const l = line.trim();
     if (!l || l.startsWith("#")) continue;
     const at = l.indexOf("=");
-    if (at <= 0) throw new Error(`Line ${i + 1}: expected KEY=value, got "${l}"`);
+    if (at <= 0) throw new Error(t("err.line", { n: i + 1, text: l }));
     out[l.slice(0, at).trim()] = l.slice(at + 1).trim();
   }
   return out;
 }
 
-/** ruleHint explains a constraint value in words (limits in MB/GB). */
+const period = (p) => p.replace(/^(\d{4})(\d\d)(\d\d)?$/, (m, y, mo, d) => (d ? `${y}-${mo}-${d}` : `${y}-${mo}`));
+const hhmm = (v) => v.replace(/(^|\D)(\d\d)(\d\d)(?=\D|$)/g, "$1$2:$3");
+
+/**
+ * keyWords is a constraint key in words ("LIMIT:DATA:MONTHLY" → "월 한도"):
+ * outside the raw editor the console shows no keys.
+ */
+export function keyWords(k) {
+  if (has(`key.${k}`)) return t(`key.${k}`);
+  let m;
+  if ((m = /^BLOCK:CATEGORY:(.+)$/.exec(k))) return t("key.blockCategory", { cat: catName(m[1]) });
+  if ((m = /^ALLOW:CATEGORY:(.+)$/.exec(k))) return t("key.allowCategory", { cat: catName(m[1]) });
+  if ((m = /^BLOCK:APP:(.+)$/.exec(k))) return t("key.blockApp", { app: m[1] });
+  if ((m = /^ALLOW:APP:(.+)$/.exec(k))) return t("key.allowApp", { app: m[1] });
+  if ((m = /^EXCEPT:APP:(.+)$/.exec(k))) return t("key.exceptApp", { app: m[1] });
+  if ((m = /^LIMIT:DATA:EXTRA:(\d+)$/.exec(k))) return t("key.extra", { period: period(m[1]) });
+  if ((m = /^LIMIT:DATA:GIVEN:(\d+)$/.exec(k))) return t("key.given", { period: period(m[1]) });
+  if ((m = /^BLOCK:TIME:(.+)$/.exec(k))) return t("key.window", { name: m[1] });
+  return k;
+}
+
+/** ruleValue is a constraint's value in words (limits in MB/GB, times as HH:MM). */
+export function ruleValue(k, v) {
+  if (v === undefined || v === null) return t("absent");
+  v = String(v);
+  if (k.startsWith("LIMIT:DATA:") && /^\d+$/.test(v)) return bytes(Number(v));
+  if (k === "THROTTLE:SPEED" && /^\d+$/.test(v)) return `${num(Number(v))} kbps`;
+  if (k.startsWith("EXCEPT:") && /^\d{12}$/.test(v)) {
+    return t("val.until", { time: `${v.slice(0, 4)}-${v.slice(4, 6)}-${v.slice(6, 8)} ${v.slice(8, 10)}:${v.slice(10)}` });
+  }
+  const w = /^(\d{4})-(\d{4})(?:@(.+))?$/.exec(v); // a named window: HHMM-HHMM[@DAYS]
+  if (k.startsWith("BLOCK:TIME:") && w) {
+    const span = `${hhmm(w[1])}–${hhmm(w[2])}`;
+    return w[3] ? `${span} (${w[3].replace(/[A-Z]{3}/g, (d) => (has(`day.${d}`) ? t(`day.${d}`) : d)).replace(/-/g, "–")})` : span;
+  }
+  if (k.startsWith("BLOCK:TIME:")) return hhmm(v);
+  if (v === "1" && /^(BLOCK|ALLOW):/.test(k)) return t("on");
+  return v;
+}
+
+/** ruleWords is a constraint and its value in words ("월 한도: 50.0 MB", "게임 차단"). */
+export function ruleWords(key, value) {
+  const w = keyWords(key);
+  return String(value) === "1" && /^(BLOCK|ALLOW):/.test(key) ? w : `${w}: ${ruleValue(key, value)}`;
+}
+
+/** ruleHint explains a constraint in words beside its raw value (the raw editor's "Means"); "" when there are none. */
 export function ruleHint(key, value) {
-  if (key.startsWith("LIMIT:DATA:") && /^\d+$/.test(value)) return bytes(Number(value));
-  if (key === "THROTTLE:SPEED") return `${value} kbps`;
-  if (key === "BLOCK:TIME:START" || key === "BLOCK:TIME:END") return value.replace(/^(\d\d)(\d\d)$/, "$1:$2");
-  return "";
+  return keyWords(key) === key && ruleValue(key, value) === value ? "" : ruleWords(key, value);
 }
 
 /** chart makes (or replaces) a Chart.js chart on a canvas; charts are kept per canvas. */
