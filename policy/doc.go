@@ -16,8 +16,8 @@
 //	LIMIT:DATA:DAILY|MONTHLY  bytes                per-member limit for the period
 //	LIMIT:DATA:EXTRA:<period> bytes                extra allowance for a day YYYYMMDD or a month YYYYMM:
 //	                                               while current, raises both set limits ("ask for more")
-//	LIMIT:DATA:GIVEN:<YYYYMM> bytes                data given away this month ("데이터 선물하기"): lowers
-//	                                               the monthly limit (never below 0); the receiver's month extra holds it
+//	LIMIT:DATA:GIFT:<YYYYMM>  ±bytes               data received less data given this month ("데이터 선물하기"):
+//	                                               moves the monthly limit only (never below 0)
 //	THROTTLE:SPEED            kbps                 returned with ALLOWED
 //	ALLOW:APP:<appId>         "1"                  always allowed during downtime (time windows skip it)
 //	ALLOW:CATEGORY:<c>        "1"                  a category always allowed during downtime

@@ -24,7 +24,7 @@ const (
 	KeyLimitDaily        = "LIMIT:DATA:DAILY"
 	KeyLimitMonthly      = "LIMIT:DATA:MONTHLY"
 	KeyLimitExtraPrefix  = "LIMIT:DATA:EXTRA:"
-	KeyLimitGivenPrefix  = "LIMIT:DATA:GIVEN:"
+	KeyLimitGiftPrefix   = "LIMIT:DATA:GIFT:"
 	KeyThrottleSpeed     = "THROTTLE:SPEED"
 	KeyAllowAppPrefix    = "ALLOW:APP:"
 	KeyAllowCatPrefix    = "ALLOW:CATEGORY:"
@@ -101,11 +101,12 @@ type Constraints struct {
 	// the event's current day or month, an extra raises both limits; see
 	// EffectiveLimits. Extras of other periods have no effect.
 	Extras map[string]int64
-	// Given is data the member gave away ("데이터 선물하기"),
-	// LIMIT:DATA:GIVEN:<YYYYMM>=bytes, keyed by month: while its month is the
-	// event's, it lowers the monthly limit (never below 0). A gift is the
-	// giver's Given and the receiver's month Extra of the same amount.
-	Given map[string]int64
+	// Gifts are the data a member received less what it gave away this
+	// month ("데이터 선물하기"), LIMIT:DATA:GIFT:<YYYYMM>=signed bytes, keyed
+	// by month: while its month is the event's, it moves the monthly limit
+	// (never below 0); the daily limit stays. A gift of n bytes is −n on the
+	// giver's and +n on the receiver's.
+	Gifts map[string]int64
 	// ThrottleKbps is returned with ALLOWED so the network can shape speed; 0 = none.
 	ThrottleKbps int64
 	// AllowedApps and AllowedCategories are always allowed during downtime
@@ -270,21 +271,21 @@ func ParseConstraints(m map[string]string) (Constraints, error) {
 				c.AppExceptions = make(map[string]string)
 			}
 			c.AppExceptions[app] = v
-		case strings.HasPrefix(k, KeyLimitGivenPrefix):
-			month := k[len(KeyLimitGivenPrefix):]
+		case strings.HasPrefix(k, KeyLimitGiftPrefix):
+			month := k[len(KeyLimitGiftPrefix):]
 			if len(month) != 6 || !validPeriod(month) {
 				errs = append(errs, fieldErr(k, "period must be a month YYYYMM, got %q", month))
 				continue
 			}
-			n, err := parseBytes(v)
-			if err != nil {
-				errs = append(errs, fieldErr(k, "%v", err))
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || strconv.FormatInt(n, 10) != v || n < -MaxBytes || n > MaxBytes {
+				errs = append(errs, fieldErr(k, "must be a whole number of bytes from %d to %d, got %q", -MaxBytes, MaxBytes, v))
 				continue
 			}
-			if c.Given == nil {
-				c.Given = make(map[string]int64)
+			if c.Gifts == nil {
+				c.Gifts = make(map[string]int64)
 			}
-			c.Given[month] = n
+			c.Gifts[month] = n
 		case k == KeyThrottleSpeed:
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n <= 0 || n > maxThrottleKbps || strconv.FormatInt(n, 10) != v {
@@ -293,7 +294,7 @@ func ParseConstraints(m map[string]string) (Constraints, error) {
 			}
 			c.ThrottleKbps = n
 		default:
-			errs = append(errs, fieldErr(k, "unknown constraint key (want BLOCK:ACCESS, BLOCK:APP:<app>, BLOCK:CATEGORY:<c>, BLOCK:TIME:START|END|<name>, LIMIT:DATA:DAILY|MONTHLY, LIMIT:DATA:EXTRA:<YYYYMMDD|YYYYMM>, LIMIT:DATA:GIVEN:<YYYYMM>, THROTTLE:SPEED, ALLOW:APP:<app>, ALLOW:CATEGORY:<c>, EXCEPT:TIME or EXCEPT:APP:<app>)"))
+			errs = append(errs, fieldErr(k, "unknown constraint key (want BLOCK:ACCESS, BLOCK:APP:<app>, BLOCK:CATEGORY:<c>, BLOCK:TIME:START|END|<name>, LIMIT:DATA:DAILY|MONTHLY, LIMIT:DATA:EXTRA:<YYYYMMDD|YYYYMM>, LIMIT:DATA:GIFT:<YYYYMM>, THROTTLE:SPEED, ALLOW:APP:<app>, ALLOW:CATEGORY:<c>, EXCEPT:TIME or EXCEPT:APP:<app>)"))
 		}
 	}
 	switch {
@@ -368,11 +369,11 @@ func validPeriod(p string) bool {
 }
 
 // Granted reports whether k is a key granted for a while — an extra
-// allowance (LIMIT:DATA:EXTRA:…), data given away (LIMIT:DATA:GIVEN:…) or
+// allowance (LIMIT:DATA:EXTRA:…), data given or received (LIMIT:DATA:GIFT:…) or
 // an exception (EXCEPT:…) — which a new rule map (a form, a template) keeps
 // unless it names it.
 func Granted(k string) bool {
-	return strings.HasPrefix(k, KeyLimitExtraPrefix) || strings.HasPrefix(k, KeyLimitGivenPrefix) ||
+	return strings.HasPrefix(k, KeyLimitExtraPrefix) || strings.HasPrefix(k, KeyLimitGiftPrefix) ||
 		k == KeyExceptTime || strings.HasPrefix(k, KeyExceptAppPrefix)
 }
 
@@ -417,7 +418,7 @@ func (c Constraints) Extra(at Moment) int64 {
 
 // EffectiveLimits returns the member's daily and monthly limits at the moment
 // at: each set limit raised by Extra(at), the monthly one then lowered by
-// what the member gave away this month (Given, never below 0). A limit that
+// the month's gifts (Gifts: received less given, never below 0). A limit that
 // is not set stays nil (no limit); an extra never creates one. Every value
 // stays below 3 × MaxBytes.
 func (c Constraints) EffectiveLimits(at Moment) (daily, monthly *int64) {
@@ -426,7 +427,7 @@ func (c Constraints) EffectiveLimits(at Moment) (daily, monthly *int64) {
 		daily = Limit(*c.DailyLimit + extra)
 	}
 	if c.MonthlyLimit != nil {
-		monthly = Limit(max(*c.MonthlyLimit+extra-c.Given[at.Month], 0))
+		monthly = Limit(max(*c.MonthlyLimit+extra+c.Gifts[at.Month], 0))
 	}
 	return daily, monthly
 }
@@ -460,14 +461,14 @@ func (c *Constraints) DropExpiredExtras(at Moment) bool {
 	if len(c.Extras) == 0 {
 		c.Extras = nil
 	}
-	for m := range c.Given {
+	for m := range c.Gifts {
 		if m < at.Month {
-			delete(c.Given, m)
+			delete(c.Gifts, m)
 			dropped = true
 		}
 	}
-	if len(c.Given) == 0 {
-		c.Given = nil
+	if len(c.Gifts) == 0 {
+		c.Gifts = nil
 	}
 	return dropped
 }
@@ -515,8 +516,8 @@ func (c Constraints) Map() map[string]string {
 	for period, n := range c.Extras {
 		m[KeyLimitExtraPrefix+period] = strconv.FormatInt(n, 10)
 	}
-	for month, n := range c.Given {
-		m[KeyLimitGivenPrefix+month] = strconv.FormatInt(n, 10)
+	for month, n := range c.Gifts {
+		m[KeyLimitGiftPrefix+month] = strconv.FormatInt(n, 10)
 	}
 	if c.ThrottleKbps > 0 {
 		m[KeyThrottleSpeed] = strconv.FormatInt(c.ThrottleKbps, 10)

@@ -71,9 +71,10 @@ func TestParseConstraintsErrorsNameTheKey(t *testing.T) {
 		{"except app end", map[string]string{"EXCEPT:APP:com.youtube.app": "1"}, "EXCEPT:APP:com.youtube.app", "YYYYMMDDHHMM"},
 		{"except app name", map[string]string{"EXCEPT:APP:a b": "202611262230"}, "EXCEPT:APP:a b", "printable"},
 		{"except other", map[string]string{"EXCEPT:DATA": "202611262230"}, "EXCEPT:DATA", "unknown constraint key"},
-		{"given day", map[string]string{"LIMIT:DATA:GIVEN:20261126": "5"}, "LIMIT:DATA:GIVEN:20261126", "YYYYMM"},
-		{"given negative", map[string]string{"LIMIT:DATA:GIVEN:202611": "-5"}, "LIMIT:DATA:GIVEN:202611", "≥ 0"},
-		{"given bad month", map[string]string{"LIMIT:DATA:GIVEN:202613": "5"}, "LIMIT:DATA:GIVEN:202613", "YYYYMM"},
+		{"gift day", map[string]string{"LIMIT:DATA:GIFT:20261126": "5"}, "LIMIT:DATA:GIFT:20261126", "YYYYMM"},
+		{"gift huge", map[string]string{"LIMIT:DATA:GIFT:202611": "-99999999999999999"}, "LIMIT:DATA:GIFT:202611", "whole number"},
+		{"gift plus sign", map[string]string{"LIMIT:DATA:GIFT:202611": "+5"}, "LIMIT:DATA:GIFT:202611", "whole number"},
+		{"gift bad month", map[string]string{"LIMIT:DATA:GIFT:202613": "5"}, "LIMIT:DATA:GIFT:202613", "YYYYMM"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -266,10 +267,10 @@ func TestConstraintsMapProperty(t *testing.T) {
 		}
 		c.ThrottleKbps = rapid.Int64Range(0, maxThrottleKbps).Draw(t, "kbps")
 		for _, p := range rapid.SliceOfDistinct(rapid.SampledFrom([]string{"202611", "202612", "200001", "999912"}), func(s string) string { return s }).Draw(t, "given") {
-			if c.Given == nil {
-				c.Given = map[string]int64{}
+			if c.Gifts == nil {
+				c.Gifts = map[string]int64{}
 			}
-			c.Given[p] = rapid.Int64Range(0, MaxBytes).Draw(t, "gift")
+			c.Gifts[p] = rapid.Int64Range(-MaxBytes, MaxBytes).Draw(t, "gift")
 		}
 		for _, p := range rapid.SliceOfDistinct(rapid.SampledFrom([]string{"20261123", "20261130", "202611", "202612", "20000101", "999912"}), func(s string) string { return s }).Draw(t, "extras") {
 			if c.Extras == nil {
@@ -317,9 +318,10 @@ func TestEffectiveLimitsAndExpiredExtras(t *testing.T) {
 		{"day and month sum", map[string]string{"LIMIT:DATA:MONTHLY": "100", "LIMIT:DATA:EXTRA:202611": "7", "LIMIT:DATA:EXTRA:20261123": "5"}, day, nil, Limit(112), map[string]int64{"202611": 7, "20261123": 5}},
 		{"other periods ignored", map[string]string{"LIMIT:DATA:MONTHLY": "100", "LIMIT:DATA:EXTRA:202610": "7", "LIMIT:DATA:EXTRA:20261122": "5", "LIMIT:DATA:EXTRA:20261124": "3", "LIMIT:DATA:EXTRA:202612": "1"}, day, nil, Limit(100), map[string]int64{"20261124": 3, "202612": 1}},
 		{"every extra expired", map[string]string{"LIMIT:DATA:DAILY": "10", ExtraKey("202610"): "7", ExtraKey("20261122"): "5"}, day, Limit(10), nil, nil},
-		{"given lowers monthly only", map[string]string{"LIMIT:DATA:DAILY": "10", "LIMIT:DATA:MONTHLY": "100", "LIMIT:DATA:GIVEN:202611": "30", "LIMIT:DATA:EXTRA:202611": "7"}, day, Limit(17), Limit(77), map[string]int64{"202611": 7}},
-		{"given past the limit is 0", map[string]string{"LIMIT:DATA:MONTHLY": "100", "LIMIT:DATA:GIVEN:202611": "300"}, day, nil, Limit(0), nil},
-		{"last month's given ignored", map[string]string{"LIMIT:DATA:MONTHLY": "100", "LIMIT:DATA:GIVEN:202610": "30"}, day, nil, Limit(100), nil},
+		{"given lowers monthly only", map[string]string{"LIMIT:DATA:DAILY": "10", "LIMIT:DATA:MONTHLY": "100", "LIMIT:DATA:GIFT:202611": "-30", "LIMIT:DATA:EXTRA:202611": "7"}, day, Limit(17), Limit(77), map[string]int64{"202611": 7}},
+		{"received raises monthly only", map[string]string{"LIMIT:DATA:DAILY": "10", "LIMIT:DATA:MONTHLY": "100", "LIMIT:DATA:GIFT:202611": "30"}, day, Limit(10), Limit(130), nil},
+		{"given past the limit is 0", map[string]string{"LIMIT:DATA:MONTHLY": "100", "LIMIT:DATA:GIFT:202611": "-300"}, day, nil, Limit(0), nil},
+		{"last month's gift ignored", map[string]string{"LIMIT:DATA:MONTHLY": "100", "LIMIT:DATA:GIFT:202610": "-30"}, day, nil, Limit(100), nil},
 		{"max sums stay exact", map[string]string{"LIMIT:DATA:DAILY": "70368744177664", "LIMIT:DATA:EXTRA:202611": "70368744177664", "LIMIT:DATA:EXTRA:20261123": "70368744177664"}, day, Limit(3 * MaxBytes), nil, map[string]int64{"202611": MaxBytes, "20261123": MaxBytes}},
 	}
 	for _, c := range cases {
@@ -334,7 +336,7 @@ func TestEffectiveLimitsAndExpiredExtras(t *testing.T) {
 			}
 			before := len(pc.Extras)
 			oldGiven := false
-			for m := range pc.Given {
+			for m := range pc.Gifts {
 				oldGiven = oldGiven || m < c.at.Month
 			}
 			if dropped := pc.DropExpiredExtras(c.at); dropped != (before != len(c.wantExtras) || oldGiven) {

@@ -17,8 +17,8 @@ import (
 //	<access><extras><daily>,<monthly>,<throttle>
 //
 // access '1' when BLOCK:ACCESS is "1" else '0'; extras '1' when any
-// LIMIT:DATA:EXTRA:<period> or LIMIT:DATA:GIVEN:<month> is set (the script
-// then reads its day's and month's extras and its month's given); daily, monthly and throttle the values of LIMIT:DATA:DAILY,
+// LIMIT:DATA:EXTRA:<period> or LIMIT:DATA:GIFT:<month> is set (the script
+// then reads its day's and month's extras and its month's gifts); daily, monthly and throttle the values of LIMIT:DATA:DAILY,
 // LIMIT:DATA:MONTHLY and THROTTLE:SPEED as stored ("" when unset): at most
 // 42 bytes, so a compact (listpack) hash stays compact. fieldWindows is the
 // time windows, one entry per window, the night window (BLOCK:TIME:START/END)
@@ -68,7 +68,7 @@ func compile(canon map[string]string, c policy.Constraints) string {
 		}
 	}
 	flag(c.BlockAccess)
-	flag(len(c.Extras) > 0 || len(c.Given) > 0)
+	flag(len(c.Extras) > 0 || len(c.Gifts) > 0)
 	b.WriteString(canon[policy.KeyLimitDaily])
 	b.WriteByte(',')
 	b.WriteString(canon[policy.KeyLimitMonthly])

@@ -297,7 +297,7 @@ func genExceptions(t *rapid.T, cons map[string]string, now time.Time, loc *time.
 }
 
 // genExtras adds period-scoped extra allowances (LIMIT:DATA:EXTRA:<period>)
-// and data given away (LIMIT:DATA:GIVEN:<month>)
+// and gifts (LIMIT:DATA:GIFT:<month>)
 // to cons for periods around now: yesterday, today, tomorrow and the previous,
 // current and next month, so the engine's clock, stepping over days and months,
 // meets extras that are current, expired and not yet in effect.
@@ -313,11 +313,11 @@ func genExtras(t *rapid.T, cons map[string]string, now time.Time, loc *time.Loca
 			cons[policy.ExtraKey(p)] = fmt.Sprint(rapid.Int64Range(0, 30*mb).Draw(t, "extraBytes"))
 		}
 	}
-	// Data given away ("데이터 선물하기"): months around now, more than the
-	// limit at times (the limit then stays at 0).
+	// Gifts ("데이터 선물하기"): months around now, received or given,
+	// given more than the limit at times (the limit then stays at 0).
 	for _, p := range periods[3:] {
-		if rapid.IntRange(0, 2).Draw(t, "given") == 0 {
-			cons[policy.KeyLimitGivenPrefix+p] = fmt.Sprint(rapid.Int64Range(0, 70*mb).Draw(t, "givenBytes"))
+		if rapid.IntRange(0, 2).Draw(t, "gift") == 0 {
+			cons[policy.KeyLimitGiftPrefix+p] = fmt.Sprint(rapid.Int64Range(-70*mb, 30*mb).Draw(t, "giftBytes"))
 		}
 	}
 	return cons

@@ -613,14 +613,14 @@ func TestFamilyApp(t *testing.T) {
 		`document.querySelector('#gift')?.innerText`)
 	t.Logf("gift confirmed → said on the child's phone: %v", time.Since(start).Round(time.Millisecond))
 	month := time.Now().In(zone).Format("200601")
-	if r := rules(); r["LIMIT:DATA:GIVEN:"+month] != strconv.Itoa(50*mib) {
+	if r := rules(); r["LIMIT:DATA:GIFT:"+month] != strconv.Itoa(-50*mib) {
 		t.Errorf("the giver's rules after the gift: %v", r)
 	}
 	var sib struct {
 		Rules map[string]string `json:"rules"`
 	}
 	sys.Call(t, ownerTok, http.MethodGet, fmt.Sprintf("/families/%d/members/%d/policies", fam, sibling), nil, &sib)
-	if sib.Rules["LIMIT:DATA:EXTRA:"+month] != strconv.Itoa(50*mib) {
+	if sib.Rules["LIMIT:DATA:GIFT:"+month] != strconv.Itoa(50*mib) {
 		t.Errorf("the receiver's rules after the gift: %v", sib.Rules)
 	}
 

@@ -1,7 +1,7 @@
 -- DPCS quota engine: judge one usage event atomically.
 -- Generation (quota.OnTouch) -> dedupe -> membership -> BLOCK:ACCESS -> app/category blocks (but an
 -- EXCEPT:APP in effect) -> time windows (but EXCEPT:TIME in effect, ALLOW:APP / ALLOW:CATEGORY apps) ->
--- DAILY then MONTHLY limit (raised by the day's and month's extras, the monthly one lowered by data given away)
+-- DAILY then MONTHLY limit (raised by the day's and month's extras, the monthly one moved by the month's gifts)
 -- -> family pool -> deduct -> threshold crossings.
 -- Semantics are those of policy.Evaluate; quota's property tests hold them equal.
 -- Byte counts stay below 2^46 (policy.MaxBytes) and the pool total is bounded
@@ -227,20 +227,21 @@ else
     -- extras of that day and month, LIMIT:DATA:EXTRA:<YYYYMMDD> and
     -- LIMIT:DATA:EXTRA:<YYYYMM> (policy.Constraints.EffectiveLimits). No
     -- limit stays no limit; extras of other periods are not read.
-    -- LIMIT:DATA:GIVEN:<YYYYMM>, data the member gave away this month,
-    -- lowers the monthly limit (never below 0).
+    -- LIMIT:DATA:GIFT:<YYYYMM>, data the member received less data it
+    -- gave away this month (signed), moves the monthly limit only (never
+    -- below 0).
     local dl, ml, xd, xm, gv
     if c then
       dl, ml = tonumber(c['LIMIT:DATA:DAILY']), tonumber(c['LIMIT:DATA:MONTHLY'])
       xd, xm = c['LIMIT:DATA:EXTRA:' .. ARGV[7]], c['LIMIT:DATA:EXTRA:' .. string.sub(ARGV[7], 1, 6)]
-      gv = c['LIMIT:DATA:GIVEN:' .. string.sub(ARGV[7], 1, 6)]
+      gv = c['LIMIT:DATA:GIFT:' .. string.sub(ARGV[7], 1, 6)]
     else
       -- A limit is set when its field is not empty (p1 > 3, p2 > p1 + 1).
       if p1 > 3 then dl = tonumber(string.sub(cc, 3, p1 - 1)) end
       if p2 > p1 + 1 then ml = tonumber(string.sub(cc, p1 + 1, p2 - 1)) end
       if (dl or ml) and string.byte(cc, 2) == 49 then
         local mo = string.sub(ARGV[7], 1, 6)
-        local x = redis.call('HMGET', KEYS[2], 'LIMIT:DATA:EXTRA:' .. ARGV[7], 'LIMIT:DATA:EXTRA:' .. mo, 'LIMIT:DATA:GIVEN:' .. mo)
+        local x = redis.call('HMGET', KEYS[2], 'LIMIT:DATA:EXTRA:' .. ARGV[7], 'LIMIT:DATA:EXTRA:' .. mo, 'LIMIT:DATA:GIFT:' .. mo)
         xd, xm, gv = x[1], x[2], x[3]
       end
     end
@@ -248,7 +249,7 @@ else
       local extra = (tonumber(xd) or 0) + (tonumber(xm) or 0)
       if dl then dl = dl + extra end
       if ml then
-        ml = ml + extra - (tonumber(gv) or 0)
+        ml = ml + extra + (tonumber(gv) or 0)
         if ml < 0 then ml = 0 end
       end
     end

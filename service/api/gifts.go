@@ -29,8 +29,8 @@ type GiftView struct {
 	ToCustomerID   int64      `json:"toCustomerId"`
 	AmountBytes    int64      `json:"amountBytes"`
 	GiverLeftBytes int64      `json:"giverLeftBytes" doc:"What the giver has left to use this month after the gift"`
-	From           PolicyView `json:"from" doc:"The giver's policy (LIMIT:DATA:GIVEN:<YYYYMM> raised) and standing"`
-	To             PolicyView `json:"to" doc:"The receiver's policy (its month's extra, LIMIT:DATA:EXTRA:<YYYYMM>, raised) and standing"`
+	From           PolicyView `json:"from" doc:"The giver's policy (LIMIT:DATA:GIFT:<YYYYMM> lowered) and standing"`
+	To             PolicyView `json:"to" doc:"The receiver's policy (LIMIT:DATA:GIFT:<YYYYMM> raised) and standing"`
 }
 
 type giftOutput struct {
@@ -39,13 +39,13 @@ type giftOutput struct {
 }
 
 const giftDoc = "Moves data from one member's monthly allowance to another's for this month (\"데이터 선물하기\"): the giver's " +
-	"monthly limit is lowered (LIMIT:DATA:GIVEN:<YYYYMM>) and the receiver's limits raised (its month's extra, " +
-	"LIMIT:DATA:EXTRA:<YYYYMM>) by the same amount, in one transaction with a data.gift audit row and both members' " +
+	"monthly limit is lowered and the receiver's raised by the same amount (each member's LIMIT:DATA:GIFT:<YYYYMM>, " +
+	"received less given; daily limits do not move), in one transaction with a data.gift audit row and both members' " +
 	"policy-updated events; the quota engine applies the giver's cut before the receiver's raise, so the family is " +
 	"never allowed more than before, and the family pool does not change. A member gives its own data; owners and " +
-	"admins give any member's. The giver must have a monthly limit (409: it shares the pool), the receiver a daily or " +
-	"monthly limit (409: it may already use the whole pool), and the amount be at most what the giver has left this " +
-	"month (422 says how much)."
+	"admins give any member's. Both must have a monthly limit (409: the giver has no allowance of its own to give; a " +
+	"receiver without one may already use the pool), and the amount be at most what the giver has left this month " +
+	"(422 says how much)."
 
 func (a *Server) registerGifts() {
 	op := huma.Operation{OperationID: "give-data", Method: http.MethodPost, Path: "/families/{familyId}/gifts",

@@ -26,7 +26,7 @@ func TestGifts(t *testing.T) {
 	var g GiftView
 	f.call(http.MethodPost, "/families/100/gifts", child, map[string]any{"toCustomerId": sibling, "amountBytes": 300}, http.StatusCreated, &g)
 	if g.FromCustomerID != childA || g.GiverLeftBytes != 100 || g.Month != "202602" ||
-		g.From.Rules["LIMIT:DATA:GIVEN:202602"] != "300" || g.To.Rules["LIMIT:DATA:EXTRA:202602"] != "300" ||
+		g.From.Rules["LIMIT:DATA:GIFT:202602"] != "-300" || g.To.Rules["LIMIT:DATA:GIFT:202602"] != "300" ||
 		g.From.Standing == nil || g.From.Standing.Status != "ALLOWED" {
 		t.Fatalf("gift: %+v", g)
 	}

@@ -44,7 +44,7 @@ func TestDiffRules(t *testing.T) {
 	// What was granted for a while (an approved extra, an exception, data
 	// given away) stays when the template is applied again: no drift.
 	granted := map[string]string{"A": "1", "LIMIT:DATA:EXTRA:202611": "5", "EXCEPT:TIME": "202611262230",
-		"EXCEPT:APP:yt": "202611262230", "LIMIT:DATA:GIVEN:202611": "7"}
+		"EXCEPT:APP:yt": "202611262230", "LIMIT:DATA:GIFT:202611": "-7"}
 	if got := store.DiffRules(granted, map[string]string{"A": "1"}); got != nil {
 		t.Errorf("DiffRules(granted keys only) = %v, want no drift", got)
 	}

@@ -10,10 +10,11 @@ import (
 )
 
 // Gift is data one member gives another of its family this month
-// ("데이터 선물하기"): the giver's monthly limit is lowered by Bytes
-// (LIMIT:DATA:GIVEN:<YYYYMM>) and the receiver's limits raised by as much
-// (its month's extra allowance, LIMIT:DATA:EXTRA:<YYYYMM>). The family pool
-// does not change.
+// ("데이터 선물하기"): the giver's monthly limit is lowered by Bytes and the
+// receiver's raised by as much (each member's LIMIT:DATA:GIFT:<YYYYMM>,
+// received less given); daily limits do not move (a gift of a month's
+// data, received on one day, is not that much more every day), nor does
+// the family pool.
 type Gift struct {
 	FamilyID int64
 	From, To int64 // the giver and the receiver, two members of the family
@@ -36,10 +37,10 @@ type GiftResult struct {
 
 // GiftData records a gift in one transaction: both members' policies
 // (version + 1, policy.update audit rows, policy-updated events) and a
-// data.gift audit row naming giver, receiver, bytes and month. The giver
-// must have a monthly limit (else there is no allowance to give: 409), the
-// receiver a daily or monthly limit (else it already may use the whole
-// pool: 409), and Bytes at most what the giver has left (422 says how much).
+// data.gift audit row naming giver, receiver, bytes and month. Both must
+// have a monthly limit (the giver's is the allowance to give; a receiver
+// without one may already use the rest of the pool this month: 409), and
+// Bytes be at most what the giver has left (422 says how much).
 func (s *Store) GiftData(ctx context.Context, g Gift) (GiftResult, error) {
 	var out GiftResult
 	switch {
@@ -84,23 +85,24 @@ func (s *Store) GiftData(ctx context.Context, g Gift) (GiftResult, error) {
 		switch {
 		case monthly == nil:
 			return conflict("fromCustomerId", "the giver has no monthly limit: it shares the family pool, so there is no allowance of its own to give", nil)
-		case to.DailyLimit == nil && to.MonthlyLimit == nil:
-			return conflict("toCustomerId", "the receiver has no daily or monthly limit: it may already use the whole family pool", nil)
+		case to.MonthlyLimit == nil:
+			return conflict("toCustomerId", "the receiver has no monthly limit: a gift raises a monthly limit, and without one it may already use the family pool", nil)
 		}
 		left := max(*monthly-g.GiverUsed, 0)
 		if g.Bytes > left {
 			return invalid("amountBytes", "the giver has %d bytes left this month: at most that can be given", left)
 		}
-		given, extra := from.Given[mo.Month]+g.Bytes, to.Extras[mo.Month]+g.Bytes
-		if given > policy.MaxBytes || extra > policy.MaxBytes {
+		given, received := from.Gifts[mo.Month]-g.Bytes, to.Gifts[mo.Month]+g.Bytes
+		if given < -policy.MaxBytes || received > policy.MaxBytes {
 			return invalid("amountBytes", "a month's gifts are at most %d bytes", policy.MaxBytes)
 		}
+		key := policy.KeyLimitGiftPrefix + mo.Month
 		if err := s.writePolicy(ctx, tx, PolicyChange{FamilyID: g.FamilyID, CustomerID: g.From,
-			Set: map[string]string{policy.KeyLimitGivenPrefix + mo.Month: strconv.FormatInt(given, 10)}, By: g.By}, "policy.update", 0, &out.From); err != nil {
+			Set: map[string]string{key: strconv.FormatInt(given, 10)}, By: g.By}, "policy.update", 0, &out.From); err != nil {
 			return err
 		}
 		if err := s.writePolicy(ctx, tx, PolicyChange{FamilyID: g.FamilyID, CustomerID: g.To,
-			Set: map[string]string{policy.ExtraKey(mo.Month): strconv.FormatInt(extra, 10)}, By: g.By}, "policy.update", 0, &out.To); err != nil {
+			Set: map[string]string{key: strconv.FormatInt(received, 10)}, By: g.By}, "policy.update", 0, &out.To); err != nil {
 			return err
 		}
 		type gift struct {

@@ -16,8 +16,10 @@ import (
 // a property: whatever gifts are tried (any giver, receiver, amount, usage),
 // a gift is taken iff it fits what the giver has left, the members' monthly
 // limits in effect always sum to what they summed to before (data moves,
-// none is made), each taken gift is one data.gift audit row, and the
-// refusals name their field and change nothing.
+// none is made), no daily limit moves (a month's gift received once is not
+// that much more every day: gifts back and forth once raised both daily
+// limits), each taken gift is one data.gift audit row, and the refusals
+// name their field and change nothing.
 func testGifts(t *testing.T, e *env) {
 	e.Family(t, 1) // owner 11, child 12
 	own := store.Actor{ID: 11, Role: policy.RoleOwner}
@@ -29,12 +31,12 @@ func testGifts(t *testing.T, e *env) {
 	limits := map[int64]int64{11: 300, 12: 100, 13: 50}
 	for _, id := range members {
 		if _, err := e.S.UpdatePolicy(e.Ctx, store.PolicyChange{FamilyID: 1, CustomerID: id,
-			Set: map[string]string{policy.KeyLimitMonthly: strconv.FormatInt(limits[id], 10)}, By: own}); err != nil {
+			Set: map[string]string{policy.KeyLimitMonthly: strconv.FormatInt(limits[id], 10), policy.KeyLimitDaily: "40"}, By: own}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	mo := policy.MomentOf(start, nil)
-	monthly := func(id int64) int64 {
+	limitsOf := func(id int64) (int64, int64) {
 		t.Helper()
 		p, err := e.S.GetPolicy(e.Ctx, 1, id)
 		if err != nil {
@@ -44,9 +46,10 @@ func testGifts(t *testing.T, e *env) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, m := c.EffectiveLimits(mo)
-		return *m
+		d, m := c.EffectiveLimits(mo)
+		return *d, *m
 	}
+	monthly := func(id int64) int64 { _, m := limitsOf(id); return m }
 	sum := func() (n int64) {
 		for _, id := range members {
 			n += monthly(id)
@@ -87,13 +90,18 @@ func testGifts(t *testing.T, e *env) {
 		if got := sum(); got != total {
 			rt.Fatalf("the members' monthly limits sum to %d, want %d", got, total)
 		}
+		for _, id := range members {
+			if d, _ := limitsOf(id); d != 40 {
+				rt.Fatalf("member %d's daily limit moved to %d with gifts", id, d)
+			}
+		}
 	})
 	// One data.gift row per gift, beside the two policy.update rows.
 	if got := e.Count(t, "audit_log") - audits; got != 3*gifts {
 		t.Errorf("%d audit rows for %d gifts, want %d", got, gifts, 3*gifts)
 	}
 	// Without a monthly limit there is nothing to give; a receiver without
-	// limits already has the whole pool.
+	// one (a daily limit only, as 13 now) may already use the pool.
 	if _, err := e.S.UpdatePolicy(e.Ctx, store.PolicyChange{FamilyID: 1, CustomerID: 13, Remove: []string{policy.KeyLimitMonthly}, By: own}); err != nil {
 		t.Fatal(err)
 	}

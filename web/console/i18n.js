@@ -46,7 +46,7 @@ const table = {
     "key.BLOCK:TIME:START": "밤 차단 시작", "key.BLOCK:TIME:END": "밤 차단 끝", "key.THROTTLE:SPEED": "속도 제한", "key.EXCEPT:TIME": "차단 시간대 잠시 해제",
     "key.blockCategory": "{cat} 차단", "key.allowCategory": "쉬는 시간에도 {cat} 허용", "key.blockApp": "앱 차단: {app}",
     "key.allowApp": "쉬는 시간에도 허용: {app}", "key.exceptApp": "앱 잠시 허용: {app}", "key.window": "차단 시간대 {name}",
-    "key.extra": "추가 허용 ({period})", "key.given": "선물한 데이터 ({period})",
+    "key.extra": "추가 허용 ({period})", "key.gift": "선물로 주고받은 데이터 ({period})",
     "val.until": "{time}까지",
     // Search.
     searchTitle: "가족 찾기", searchField: "가족 번호, 가족 이름 또는 구성원 휴대폰 번호", search: "찾기", searchForm: "가족 찾기",
@@ -209,7 +209,7 @@ const table = {
     "key.BLOCK:TIME:START": "Night block start", "key.BLOCK:TIME:END": "Night block end", "key.THROTTLE:SPEED": "Throttle", "key.EXCEPT:TIME": "Downtime paused",
     "key.blockCategory": "{cat} blocked", "key.allowCategory": "{cat} allowed in downtime", "key.blockApp": "App blocked: {app}",
     "key.allowApp": "Allowed in downtime: {app}", "key.exceptApp": "App allowed for a while: {app}", "key.window": "Time window {name}",
-    "key.extra": "Extra allowance ({period})", "key.given": "Data given away ({period})",
+    "key.extra": "Extra allowance ({period})", "key.gift": "Data given and received ({period})",
     "val.until": "until {time}",
     searchTitle: "Families", searchField: "Family id, name or member phone", search: "Search", searchForm: "Families",
     searchHint: "Search by family id, family name, or the phone of any member.", searchNone: "No family matches “{q}”.",

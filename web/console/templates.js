@@ -87,7 +87,7 @@ function rulesList(rules) {
 // granted reports whether k is what an owner granted on request for a
 // while — an extra allowance or an exception (policy.Granted): applying a
 // template keeps those (the store does), so the preview says so.
-const granted = (k) => k.startsWith("LIMIT:DATA:EXTRA:") || k.startsWith("LIMIT:DATA:GIVEN:") || k === "EXCEPT:TIME" || k.startsWith("EXCEPT:APP:");
+const granted = (k) => k.startsWith("LIMIT:DATA:EXTRA:") || k.startsWith("LIMIT:DATA:GIFT:") || k === "EXCEPT:TIME" || k.startsWith("EXCEPT:APP:");
 
 function renderApply(card, all) {
   const tpl = field(t("template"), { options: all.filter((tp) => tp.active).map((tp) => [String(tp.id), `#${tp.id} ${tp.name}`]) }, "select");

@@ -207,7 +207,7 @@ export function keyWords(k) {
   if ((m = /^ALLOW:APP:(.+)$/.exec(k))) return t("key.allowApp", { app: m[1] });
   if ((m = /^EXCEPT:APP:(.+)$/.exec(k))) return t("key.exceptApp", { app: m[1] });
   if ((m = /^LIMIT:DATA:EXTRA:(\d+)$/.exec(k))) return t("key.extra", { period: period(m[1]) });
-  if ((m = /^LIMIT:DATA:GIVEN:(\d+)$/.exec(k))) return t("key.given", { period: period(m[1]) });
+  if ((m = /^LIMIT:DATA:GIFT:(\d+)$/.exec(k))) return t("key.gift", { period: period(m[1]) });
   if ((m = /^BLOCK:TIME:(.+)$/.exec(k))) return t("key.window", { name: m[1] });
   return k;
 }
