@@ -238,8 +238,10 @@ type Downtime struct {
 // one: what a member's dashboard says ("다음 차단 시간대: 밤 22:00부터"). A
 // window that holds t now is not next: its following start is. Of windows
 // beginning at once the night window, then the smallest key, is named, as
-// the engine names the rule. A window of the whole day (start = end) on
-// every day never begins (it always holds).
+// the engine names the rule. A window of the whole day (start = end)
+// begins at midnight of a day it holds that follows a day it does not (on
+// every day it never begins: it always holds). A time exception in effect
+// is not taken into account.
 func NextDowntime(c Constraints, t time.Time, loc *time.Location) (Downtime, bool) {
 	if loc == nil {
 		loc, _ = LoadZone(DefaultZone)
@@ -272,7 +274,14 @@ func NextDowntime(c Constraints, t time.Time, loc *time.Location) (Downtime, boo
 			if !x.w.Days.Has(wd) {
 				continue
 			}
-			start := time.Date(date.Year(), date.Month(), date.Day(), x.w.Start/60, x.w.Start%60, 0, 0, loc)
+			minute := x.w.Start
+			if x.w.Start == x.w.End {
+				if x.w.Days.Has((wd+5)%7 + 1) { // the day before holds it too: no new start
+					continue
+				}
+				minute = 0
+			}
+			start := time.Date(date.Year(), date.Month(), date.Day(), minute/60, minute%60, 0, 0, loc)
 			if !start.After(lt) {
 				continue
 			}

@@ -401,6 +401,8 @@ func TestNextDowntime(t *testing.T) {
 		{"a tie names the smallest key", map[string]string{"BLOCK:TIME:b": "2100-2200", "BLOCK:TIME:a": "2100-2300"}, at(26, 12, 0), "BLOCK:TIME:a", at(26, 21, 0), true},
 		{"all day every day never begins", map[string]string{"BLOCK:TIME:x": "0000-0000"}, at(26, 12, 0), "", time.Time{}, false},
 		{"all day on Sundays", map[string]string{"BLOCK:TIME:x": "0000-0000@SUN"}, at(26, 12, 0), "BLOCK:TIME:x", at(29, 0, 0), true},
+		{"all day written 2200-2200 begins at midnight", map[string]string{"BLOCK:TIME:x": "2200-2200@SUN"}, at(26, 12, 0), "BLOCK:TIME:x", at(29, 0, 0), true},
+		{"a whole weekend begins once", map[string]string{"BLOCK:TIME:x": "0000-0000@SAT,SUN"}, at(28, 12, 0), "BLOCK:TIME:x", at(35, 0, 0), true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

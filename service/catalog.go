@@ -19,7 +19,11 @@ import (
 // at once, through api.Config.OnCatalogChange). A read that fails keeps
 // the catalog held and is logged.
 type CatalogWatcher struct {
-	apps   *judge.Apps
+	apps *judge.Apps
+	// mu orders a read of SQL with the Set that follows it against the
+	// API's Set after an edit: a read begun before the edit never replaces
+	// the edit's catalog.
+	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 }
@@ -29,6 +33,8 @@ type CatalogWatcher struct {
 func WatchCatalog(ctx context.Context, db *sql.DB, every time.Duration, log *slog.Logger) *CatalogWatcher {
 	w := &CatalogWatcher{apps: judge.NewApps(nil)}
 	load := func(ctx context.Context) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
 		c, err := store.AppCatalog(ctx, db)
 		if err != nil {
 			log.WarnContext(ctx, "app catalog: read from SQL failed, keeping the one held", "err", err)
@@ -60,8 +66,16 @@ func WatchCatalog(ctx context.Context, db *sql.DB, every time.Duration, log *slo
 }
 
 // Apps is the catalog the watcher keeps: give it to the judges
-// (judge.WithApps) and to the API's OnCatalogChange (Apps.Set).
+// (judge.WithApps).
 func (w *CatalogWatcher) Apps() *judge.Apps { return w.apps }
+
+// Set replaces the catalog with c, read after an edit committed: the API's
+// OnCatalogChange. A periodic read in flight finishes first.
+func (w *CatalogWatcher) Set(c policy.Catalog) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.apps.Set(c)
+}
 
 // Close stops the watcher and waits for its goroutine.
 func (w *CatalogWatcher) Close() {

@@ -433,7 +433,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		Wake: s.relay.Wake, Secret: secret, Logger: log, AccessEvents: s.access, OnRequest: s.Metrics.OnRequest,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies, Streams: cfg.Streams,
 		VAPIDPublicKey: vapidPublic, AllowLoopbackPush: cfg.AllowLoopbackPush, MaxPushSubscriptions: cfg.PushMaxSubscriptions,
-		Decisions: s.Decisions, GatewayTokens: gateways, TopUpOffers: cfg.TopUps, OnCatalogChange: s.catalog.Apps().Set,
+		Decisions: s.Decisions, GatewayTokens: gateways, TopUpOffers: cfg.TopUps, OnCatalogChange: s.catalog.Set,
 		DeadLetters: backOffice, KafkaStats: backOffice, OperationsMetrics: opsMetrics}); err != nil {
 		return nil, err
 	}

@@ -143,7 +143,7 @@ type CatalogAppBody struct {
 }
 
 type catalogAppInput struct {
-	AppID string `path:"appId" minLength:"1" maxLength:"190" doc:"The app id, as in BLOCK:APP:<appId>"`
+	AppID string `path:"appId" minLength:"1" maxLength:"189" doc:"The app id, as in BLOCK:APP:<appId>"`
 	Body  CatalogAppBody
 }
 
@@ -216,7 +216,7 @@ func (a *Server) registerCatalog() {
 			"of the app itself, BLOCK:APP:<appId>, still holds). ADMIN only. Audited as catalog.app.delete.",
 		Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound},
 	}, func(ctx context.Context, in *struct {
-		AppID string `path:"appId" minLength:"1" maxLength:"190" doc:"The app id"`
+		AppID string `path:"appId" minLength:"1" maxLength:"189" doc:"The app id"`
 	}) (*struct{}, error) {
 		p, err := a.admin(ctx)
 		if err != nil {

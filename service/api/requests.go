@@ -67,7 +67,7 @@ func dataRequestView(r store.DataRequest) DataRequestView {
 type DataRequestCreate struct {
 	Kind            string        `json:"kind,omitempty" enum:"DATA,TIME,APP" doc:"What is asked for: DATA (absent too) more data, amountBytes; TIME more time in a downtime (\"30분 더\"), minutes; APP more time on the blocked app appId, minutes"`
 	AmountBytes     int64         `json:"amountBytes,omitempty" minimum:"0" maximum:"107374182400" doc:"DATA: bytes asked for, 1 to 100 GiB"`
-	AppID           string        `json:"appId,omitempty" maxLength:"190" doc:"APP: the app, as in BLOCK:APP:<appId>"`
+	AppID           string        `json:"appId,omitempty" maxLength:"189" doc:"APP: the app, as in BLOCK:APP:<appId>"`
 	Minutes         int64         `json:"minutes,omitempty" minimum:"0" maximum:"240" doc:"TIME and APP: minutes asked for, 1 to 240"`
 	Message         MultilineText `json:"message,omitempty" maxLength:"200" doc:"Optional words for the owners. Stored in Unicode NFC; control and invisible characters are refused (422); line feeds (U+000A) are kept."`
 	ClientRequestID string        `json:"clientRequestId,omitempty" maxLength:"128" doc:"Idempotency key, as the Idempotency-Key header (either; both must then be equal)"`
@@ -185,7 +185,7 @@ func (a *Server) activeExceptions(c policy.Constraints) []ExceptionView {
 // ExceptionGrant is an owner's exception for a member ("30분 더").
 type ExceptionGrant struct {
 	Kind    string `json:"kind" enum:"TIME,APP" doc:"TIME: no downtime for a while; APP: the app's block (its own and its category's) lifted for a while"`
-	AppID   string `json:"appId,omitempty" maxLength:"190" doc:"APP: the app, as in BLOCK:APP:<appId>"`
+	AppID   string `json:"appId,omitempty" maxLength:"189" doc:"APP: the app, as in BLOCK:APP:<appId>"`
 	Minutes int64  `json:"minutes" minimum:"1" maximum:"240" doc:"How long, from now or from the end of the same exception in effect (which it extends)"`
 }
 

@@ -211,6 +211,15 @@ func TestTimeAndAppRequests(t *testing.T) {
 	if r := f.use(famA, childA, 10); r.Decision != policy.Allowed {
 		t.Errorf("during the 30 minutes: %+v", r)
 	}
+	// A second request for 30 minutes approved at once does not add up
+	// (an owner's own grant does: below).
+	var r1b DataRequestView
+	f.call(http.MethodPost, "/families/100/data-requests", child, map[string]any{"kind": "TIME", "minutes": 30}, http.StatusCreated, &r1b)
+	f.call(http.MethodPost, "/families/100/data-requests/"+itoa(r1b.ID)+"/approve", owner, map[string]any{}, http.StatusOK, &r1b)
+	if r1b.Until != "202602102130" {
+		t.Errorf("a second 30 minutes approved at once ends at %s, want 202602102130", r1b.Until)
+	}
+	f.problem(http.MethodPost, "/families/100/data-requests/"+itoa(r1b.ID)+"/approve", owner, map[string]any{"amountBytes": 5}, http.StatusUnprocessableEntity, "body.amountBytes")
 	// The same answer again is a replay; the exception is listed.
 	f.call(http.MethodPost, "/families/100/data-requests/"+itoa(r1.ID)+"/approve", owner, map[string]any{"grant": "TIME", "minutes": 30}, http.StatusOK, nil)
 	var pv PolicyView

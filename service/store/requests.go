@@ -382,16 +382,16 @@ func (s *Store) AnswerDataRequest(ctx context.Context, a DataRequestAnswer) (Ans
 		timed := r.Kind == KindTime || r.Kind == KindApp
 		if a.Approve {
 			switch {
+			case timed && a.AmountBytes != 0:
+				return invalid("amountBytes", "a request for time is granted in minutes: leave amountBytes out")
+			case !timed && a.Minutes != 0:
+				return invalid("minutes", "a request for data is granted in bytes: leave minutes out")
 			case timed && a.Grant == "":
 				a.Grant = r.Kind
 			case timed && a.Grant != r.Kind:
 				return invalid("grant", "a %s request is approved with grant %s (or none)", r.Kind, r.Kind)
 			case !timed && (a.Grant == "" || a.Grant == envelope.GrantTime || a.Grant == envelope.GrantApp):
 				return invalid("grant", "a request for data is approved with grant DAY, MONTH or TOPUP")
-			case timed && a.AmountBytes != 0:
-				return invalid("amountBytes", "a request for time is granted in minutes: leave amountBytes out")
-			case !timed && a.Minutes != 0:
-				return invalid("minutes", "a request for data is granted in bytes: leave minutes out")
 			}
 		}
 		amount, minutes := a.AmountBytes, a.Minutes
@@ -429,7 +429,7 @@ func (s *Store) AnswerDataRequest(ctx context.Context, a DataRequestAnswer) (Ans
 		if a.Approve {
 			switch a.Grant {
 			case envelope.GrantTime, envelope.GrantApp:
-				up, until, err := s.grantException(ctx, tx, r.FamilyID, r.CustomerID, r.Kind, r.AppID, minutes, a.By, "requestId")
+				up, until, err := s.grantException(ctx, tx, r.FamilyID, r.CustomerID, r.Kind, r.AppID, minutes, a.By, false)
 				if err != nil {
 					return err
 				}
@@ -539,7 +539,8 @@ func dataKind(k string) string {
 
 // GrantException lifts a member's downtime (kind TIME: EXCEPT:TIME) or an
 // app's block (kind APP: EXCEPT:APP:<app>) for minutes from now — or from
-// the end of the exception in effect, which it extends — through the
+// the end of the exception in effect, which it extends: an owner's grant
+// ("30분 더" tapped twice is an hour) — through the
 // policy write path (version + 1, audit, policy-updated event). It returns
 // the policy update (push it to the quota engine at once) and the local
 // time YYYYMMDDHHMM the exception ends at, the minute after now + minutes.
@@ -550,15 +551,19 @@ func (s *Store) GrantException(ctx context.Context, fid, cid int64, kind, app st
 	var until string
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		up, until, err = s.grantException(ctx, tx, fid, cid, kind, app, minutes, by, "customerId")
+		up, until, err = s.grantException(ctx, tx, fid, cid, kind, app, minutes, by, true)
 		return err
 	})
 	return up, until, err
 }
 
-// grantException is GrantException inside tx; field names the input a
-// member no longer in the family is blamed on.
-func (s *Store) grantException(ctx context.Context, tx *sql.Tx, fid, cid int64, kind, app string, minutes int64, by Actor, field string) (PolicyUpdate, string, error) {
+// grantException is GrantException inside tx. extend (an owner's grant)
+// adds minutes to the end of the exception in effect; an approved request
+// (extend false) ends at the later of that end and now + minutes, so
+// several requests for 30 minutes approved together give 30 minutes, not
+// their sum. Refusals name the request (requestId) when there is one, else
+// the grant's field (kind, appId).
+func (s *Store) grantException(ctx context.Context, tx *sql.Tx, fid, cid int64, kind, app string, minutes int64, by Actor, extend bool) (PolicyUpdate, string, error) {
 	if minutes < 1 || minutes > MaxRequestMinutes {
 		return PolicyUpdate{}, "", invalid("minutes", "must be 1 to %d minutes", MaxRequestMinutes)
 	}
@@ -570,8 +575,14 @@ func (s *Store) grantException(ctx context.Context, tx *sql.Tx, fid, cid int64, 
 	default:
 		return PolicyUpdate{}, "", invalid("kind", "must be TIME or APP")
 	}
+	field := func(direct string) string {
+		if extend {
+			return direct
+		}
+		return "requestId"
+	}
 	if _, err := s.currentMember(ctx, tx, fid, cid, s.d.ForUpdate()); err != nil {
-		if errors.Is(err, ErrNotFound) && field == "requestId" {
+		if errors.Is(err, ErrNotFound) && !extend {
 			return PolicyUpdate{}, "", conflict("requestId", "the member who asked is no longer in the family: decline the request", err)
 		}
 		return PolicyUpdate{}, "", err
@@ -588,25 +599,40 @@ func (s *Store) grantException(ctx context.Context, tx *sql.Tx, fid, cid int64, 
 	mo := policy.MomentOf(now, s.loc)
 	switch {
 	case kind == KindTime && c.Night == nil && len(c.Windows) == 0:
-		return PolicyUpdate{}, "", conflict(field, "the member has no downtime, so there is nothing to lift", nil)
-	case kind == KindApp && !appBlocked(c, app):
-		return PolicyUpdate{}, "", conflict(field, "the app is not blocked for the member, so there is nothing to lift", nil)
+		return PolicyUpdate{}, "", conflict(field("kind"), "the member has no downtime, so there is nothing to lift", nil)
+	case kind == KindApp:
+		blocked, err := s.appBlocked(ctx, tx, c, app)
+		if err != nil {
+			return PolicyUpdate{}, "", err
+		}
+		if !blocked {
+			return PolicyUpdate{}, "", conflict(field("appId"), "the app is not blocked for the member, so there is nothing to lift", nil)
+		}
 	}
-	// From the end of the exception in effect (extending it), else now.
-	from := now
+	// The end of the exception in effect, if any.
+	var held time.Time
 	cur0 := c.TimeException
 	if kind == KindApp {
 		cur0 = c.AppExceptions[app]
 	}
 	if cur0 != "" && cur0 > mo.Stamp() {
-		if t, err := time.ParseInLocation("200601021504", cur0, s.loc); err == nil && t.After(from) {
-			from = t
+		if t, err := time.ParseInLocation("200601021504", cur0, s.loc); err == nil && t.After(now) {
+			held = t
 		}
 	}
-	end := from.Add(time.Duration(minutes) * time.Minute)
+	var end time.Time
+	switch {
+	case extend && !held.IsZero():
+		end = held.Add(time.Duration(minutes) * time.Minute)
+	default:
+		end = now.Add(time.Duration(minutes) * time.Minute)
+	}
 	// Whole minutes, rounded up: 30 minutes granted at 22:10:40 end at 22:41.
 	if t := end.Truncate(time.Minute); t.Before(end) {
 		end = t.Add(time.Minute)
+	}
+	if end.Before(held) {
+		end = held // an approval never shortens what is in effect
 	}
 	until := policy.MomentOf(end, s.loc).Stamp()
 	var up PolicyUpdate
@@ -614,18 +640,24 @@ func (s *Store) grantException(ctx context.Context, tx *sql.Tx, fid, cid int64, 
 	return up, until, err
 }
 
-// appBlocked reports whether c blocks app: its own block, or its category's
-// in the default catalog.
-func appBlocked(c policy.Constraints, app string) bool {
+// appBlocked reports whether c blocks app: its own block, or its
+// category's in the operator's catalog (app_catalog; an app it does not
+// know is in no category).
+func (s *Store) appBlocked(ctx context.Context, q querier, c policy.Constraints, app string) (bool, error) {
 	if slices.Contains(c.BlockedApps, app) {
-		return true
+		return true, nil
 	}
-	for _, a := range policy.DefaultApps() {
+	if len(c.BlockedCategories) == 0 {
+		return false, nil
+	}
+	apps, err := readApps(ctx, q)
+	if err != nil {
+		return false, err
+	}
+	for _, a := range apps {
 		if a.ID == app {
-			return slices.Contains(c.BlockedCategories, a.Category)
+			return slices.Contains(c.BlockedCategories, a.Category), nil
 		}
 	}
-	// An app the default catalog does not know may be in a blocked
-	// category of the processor's own catalog.
-	return len(c.BlockedCategories) > 0
+	return false, nil
 }

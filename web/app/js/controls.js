@@ -271,7 +271,8 @@ export async function controlsView(root, [cid]) {
       const sel = days.map((l) => l.firstChild).filter((c) => c.checked).map((c) => c.value);
       apply({ set: { [`BLOCK:TIME:${name.value}`]: formatWindow(hhmm(start.value), hhmm(end.value), sel) } }, 'windows');
     });
-    const now30 = rows.length ? h('button#grant-time', { type: 'button', onclick: () => grant('TIME', 'windows') }, t('grantTimeNow')) : null;
+    // One tap, one grant: disabled until the card is drawn again.
+    const now30 = rows.length ? h('button#grant-time', { type: 'button', onclick: (e) => { e.currentTarget.disabled = true; grant('TIME', 'windows'); } }, t('grantTimeNow')) : null;
     return h('section.card#windows', h('h3', t('windowsTitle')), h('ul.windows', rows), now30, exceptionsList('TIME', 'windows'),
       cardNote('windows'), form, allowedBox());
   }
@@ -298,7 +299,7 @@ export async function controlsView(root, [cid]) {
         // A blocked app (its own block or its category's) can be allowed for 30 minutes.
         const blocked = pol.rules[key] === '1' || pol.rules[ckey] === '1';
         const allow = blocked ? h('button.small', { type: 'button', id: `allow-${idAttr}`, 'aria-label': `${appName(a, a.id)}: ${t('allowAppNow')}`,
-          onclick: () => grant('APP', 'apps', a.id) }, t('allowAppNow')) : null;
+          onclick: (e) => { e.currentTarget.disabled = true; grant('APP', 'apps', a.id); } }, t('allowAppNow')) : null;
         return h('li', box, h('label', { for: idAttr, title: a.id }, a.icon ? h('span.app-icon', { 'aria-hidden': 'true' }, a.icon) : null, appName(a, a.id)), allow ? ' ' : null, allow);
       });
       return h('fieldset.apps', h('legend', t(`cat.${c}`)),

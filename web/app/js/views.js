@@ -150,12 +150,13 @@ export async function dashboardView(root) {
   // owner gives any such member's. Drawn once per family shape, so a live
   // update does not wipe what is being typed.
   let giftKey = '';
+  let giftLeft = null; // says what the chosen giver has left; again with every dashboard
   function renderGift(d) {
     const givers = d.members.filter((m) => m.monthlyLimitBytes != null && (isOwner() || m.customerId === me().memberId));
     const receivers = d.members.filter((m) => m.dailyLimitBytes != null || m.monthlyLimitBytes != null);
     const key = JSON.stringify([givers.map((m) => m.customerId), receivers.map((m) => m.customerId)]);
     if (!givers.length || receivers.length < 2) { giftBox.hidden = true; giftKey = ''; return; }
-    if (key === giftKey) return;
+    if (key === giftKey) { giftLeft?.(); return; }
     giftKey = key;
     giftBox.hidden = false;
     const left = (id) => {
@@ -171,6 +172,7 @@ export async function dashboardView(root) {
     amount.value = String(100 * MB);
     const hint = h('p.muted#gift-left');
     const showLeft = () => { hint.textContent = t('giftLeft', { bytes: fmtBytes(left(Number(from.value))) }); };
+    giftLeft = showLeft;
     showLeft();
     from.addEventListener('change', () => { fillTo(); showLeft(); });
     const out = h('p.card-note#gift-note', { role: 'status' });
@@ -343,7 +345,8 @@ export async function blockView(root) {
     });
     const renderMine = (items) => {
       if (items === false) { status.textContent = t('askUnavailable'); pending.replaceChildren(); return; }
-      const mine = (items || []).filter((r) => r.customerId === s.memberId);
+      // Each form lists its own kind: data, or time (in a downtime, on an app).
+      const mine = (items || []).filter((r) => r.customerId === s.memberId && ((r.kind || 'DATA') === 'DATA') === (kind !== 'TIME'));
       // The request sent from here is no longer pending: say how it was answered.
       if (sent != null && items && !mine.some((r) => r.id === sent)) {
         const id = sent;
