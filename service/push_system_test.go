@@ -45,14 +45,7 @@ func TestSystemWebPush(t *testing.T) {
 		t.Fatalf("vapid key: %+v %v", key, err)
 	}
 	ps := pushtest.New(t, key.PublicKey)
-	login := func(id string) string {
-		var tok struct{ AccessToken string }
-		if err := json.Unmarshal([]byte(do(t, "POST", base+"/auth/token", "", `{"login":"`+id+`","password":"`+DemoPassword+`"}`, 200)), &tok); err != nil {
-			t.Fatal(err)
-		}
-		return tok.AccessToken
-	}
-	owner, child := login("1000"), login("1002")
+	owner, child := demoLogin(t, base, 1000), demoLogin(t, base, 1002)
 	for path, tok := range map[string]string{"/owner": owner, "/child": child} {
 		e, p, a := ps.Subscribe(path)
 		do(t, "POST", base+"/families/100/push-subscriptions", tok,

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
@@ -32,16 +31,8 @@ func TestSystemCatalogEdits(t *testing.T) {
 	}
 	defer s.Close(ctx)
 	base := "http://" + s.HTTPAddr
-	login := func(id int64) string {
-		body := do(t, "POST", base+"/auth/token", "", fmt.Sprintf(`{"login":"%d","password":"%s"}`, id, DemoPassword), http.StatusOK)
-		var tok struct{ AccessToken string }
-		if err := json.Unmarshal([]byte(body), &tok); err != nil || tok.AccessToken == "" {
-			t.Fatalf("login %d: %s", id, body)
-		}
-		return tok.AccessToken
-	}
 	const dad, child = 1000, 1002
-	do(t, "PATCH", base+"/families/100/members/1002/policies", login(dad), `{"set":{"BLOCK:CATEGORY:GAME":"1"}}`, http.StatusOK)
+	do(t, "PATCH", base+"/families/100/members/1002/policies", demoLogin(t, base, dad), `{"set":{"BLOCK:CATEGORY:GAME":"1"}}`, http.StatusOK)
 	n := 0
 	decide := func() policy.Decision {
 		t.Helper()
@@ -56,7 +47,7 @@ func TestSystemCatalogEdits(t *testing.T) {
 	if d := decide(); d != policy.Allowed {
 		t.Fatalf("an app the catalog does not know: %s", d)
 	}
-	do(t, "PUT", base+"/admin/catalog/apps/com.zepeto.global", login(DemoAdminID), `{"category":"GAME","name":"제페토"}`, http.StatusOK)
+	do(t, "PUT", base+"/admin/catalog/apps/com.zepeto.global", demoLogin(t, base, DemoAdminID), `{"category":"GAME","name":"제페토"}`, http.StatusOK)
 	if d := decide(); d != policy.BlockedApp {
 		t.Errorf("right after the admin put it in GAME: %s, want BLOCKED_APP", d)
 	}

@@ -17,6 +17,18 @@ import (
 	"github.com/dabom/dpcs/service/api"
 )
 
+// demoLogin signs member or admin id of the all-in-one's demo in at base
+// and returns its access token.
+func demoLogin(t *testing.T, base string, id int64) string {
+	t.Helper()
+	body := do(t, "POST", base+"/auth/token", "", fmt.Sprintf(`{"login":"%d","password":"%s"}`, id, DemoPassword), http.StatusOK)
+	var tok struct{ AccessToken string }
+	if err := json.Unmarshal([]byte(body), &tok); err != nil || tok.AccessToken == "" {
+		t.Fatalf("login %d: %s", id, body)
+	}
+	return tok.AccessToken
+}
+
 // sseReader reads a notification stream of the all-in-one: each
 // notification event's data, in order, on C.
 type sseReader struct {
@@ -128,16 +140,8 @@ func TestSystemAskForMore(t *testing.T) {
 			t.Logf("outbox %d %s %s published=%v attempts=%d", id, topic, et, pub, attempts)
 		}
 	})
-	login := func(id int64) string {
-		body := do(t, "POST", base+"/auth/token", "", fmt.Sprintf(`{"login":"%d","password":"%s"}`, id, DemoPassword), http.StatusOK)
-		var tok struct{ AccessToken string }
-		if err := json.Unmarshal([]byte(body), &tok); err != nil || tok.AccessToken == "" {
-			t.Fatalf("login %d: %s", id, body)
-		}
-		return tok.AccessToken
-	}
 	const dad, child, sibling = 1000, 1002, 1003
-	ownerTok, childTok, siblingTok := login(dad), login(child), login(sibling)
+	ownerTok, childTok, siblingTok := demoLogin(t, base, dad), demoLogin(t, base, child), demoLogin(t, base, sibling)
 	seq := 0
 	use := func(bytes int64) quota.Result {
 		t.Helper()
