@@ -50,25 +50,28 @@
 //
 // # Exactly once in effect
 //
-// The processor re-emits byte-identical notification records when it
-// replays a usage event, and Kafka redelivers what was not committed. Each
-// notification has a dedupe key: its event id, or for a THRESHOLD_ALERT
-// its family, threshold and period (ThresholdKey), so a threshold is
-// announced once per period even when it arrives under several event ids.
-// An optional idempotency guard (WithGuard, e.g. on Redis) answers replays
-// without touching the database; the inbox's unique keys are the durable
-// line. A notification is published and queued only when the inbox row is
-// its own and not yet marked delivered, so a replay never adds a row or a
-// second live push. A live-only QUOTA_UPDATED (not stored, see
-// WithStoreQuotaUpdated) that no channel takes is not claimed in the guard
-// (two Redis scripts per allowed usage event, a third of the quota engine's
-// own cost): the notifier remembers the last 65,536 it pushed and drops
-// their duplicates, so only a replay reaching another notifier (its
-// partition moved after a crash or a rebalance) pushes that snapshot of the
-// pool again. The one window left for the rest is a crash after publishing and
-// before the delivered mark: the next owner of the partition publishes
-// again (to its own subscribers) and channels may see the event twice; they
-// get the event id (HeaderEventID) to dedupe.
+// The processor re-emits byte-identical notification records when it replays
+// a usage event, and Kafka redelivers what was not committed. Each
+// notification has a dedupe key: its event id, or for a THRESHOLD_ALERT its
+// family, threshold and period (ThresholdKey), so a threshold is announced
+// once per period even when it arrives under several event ids. An optional
+// idempotency guard (WithGuard, e.g. on Redis) answers replays without
+// touching the database; the inbox's unique keys are the durable line. A
+// notification is published and queued only when the inbox row is its own and
+// not yet marked delivered, so a replay never adds a row or a second live
+// push. A live-only QUOTA_UPDATED (not stored, see WithStoreQuotaUpdated)
+// that no channel takes is not claimed in the guard (two Redis scripts per
+// allowed usage event, a third of the quota engine's own cost): the notifier
+// remembers the last 65,536 it pushed and drops their duplicates, so only a
+// replay reaching another notifier (its partition moved after a crash or a
+// rebalance) pushes that snapshot of the pool again. When no subscriber of
+// the hub watches its family, such a record is not even decoded: its subType
+// header and key (kafkarecord.New's) say what it is and whose, and it is
+// reported Unwatched — a garbled value there is not dead-lettered, since
+// nothing would have been pushed. The one window left for the rest is a crash
+// after publishing and before the delivered mark: the next owner of the
+// partition publishes again (to its own subscribers) and channels may see the
+// event twice; they get the event id (HeaderEventID) to dedupe.
 //
 // # Use
 //

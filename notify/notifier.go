@@ -272,7 +272,14 @@ func (n *Notifier) pollOf(b *consumer.Batch) *poll {
 	}
 	p := &poll{b: b, n: len(b.Records), items: make([]*item, 0, len(b.Records))}
 	seen := make(map[string]*item, 2*len(b.Records))
+	live := !n.cfg.storeQuota && !n.dispatched(envelope.SubQuotaUpdated)
 	for _, r := range b.Records {
+		if live {
+			if fid, ok := n.unwatched(r); ok {
+				n.notified(context.Background(), Notification{Kind: envelope.SubQuotaUpdated, FamilyID: fid}, 0, Unwatched)
+				continue
+			}
+		}
 		it := &item{rec: r}
 		it.ctx, it.span = n.cfg.tracer.Start(trace.ContextWithSpan(context.Background(), trace.SpanFromContext(r.Context)),
 			r.Topic+" process", trace.WithSpanKind(trace.SpanKindConsumer))
@@ -385,6 +392,33 @@ func (n *Notifier) prepare(it *item, note Notification, seen map[string]*item) {
 	} else {
 		seen["k:"+note.DedupeKey], seen["e:"+note.EventID] = it, it
 	}
+}
+
+// unwatched reports whether r is a live-only QUOTA_UPDATED (the caller
+// checked that none is stored or taken by a channel) of a family no
+// subscriber of this notifier's hub watches, by the record's headers and
+// key alone (kafkarecord.New sets them): such a record would be pushed to
+// no one, so it is not decoded (a third of the notifier's work per
+// decision). A record without those headers, or whose key is not a family
+// id, is read as any other.
+func (n *Notifier) unwatched(r *kgo.Record) (int64, bool) {
+	var et, st []byte
+	for _, h := range r.Headers {
+		switch h.Key {
+		case kafkarecord.HeaderEventType:
+			et = h.Value
+		case kafkarecord.HeaderSubType:
+			st = h.Value
+		}
+	}
+	if string(et) != string(envelope.TypeNotification) || string(st) != string(envelope.SubQuotaUpdated) {
+		return 0, false
+	}
+	fid, err := strconv.ParseInt(string(r.Key), 10, 64)
+	if err != nil || fid <= 0 || n.hub.Subscribers(fid) > 0 {
+		return 0, false
+	}
+	return fid, true
 }
 
 // decode reads a notification record; reason says why it cannot be.

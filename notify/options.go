@@ -28,6 +28,11 @@ const (
 	// Duplicate: the event (or, for a threshold alert, its family, threshold
 	// and period) was handled before; nothing was stored or pushed.
 	Duplicate Outcome = "duplicate"
+	// Unwatched: a live-only QUOTA_UPDATED (not stored, taken by no
+	// channel) of a family no subscriber of this notifier's hub watches;
+	// read by its headers and key only (its EventID is not reported),
+	// nothing pushed.
+	Unwatched Outcome = "unwatched"
 )
 
 // NotifyInfo is passed to Hooks.OnNotify for every notification event

@@ -142,7 +142,7 @@ type answered struct {
 
 // NewDecisions returns Decisions judging through qs and producing with its
 // own Kafka client: kopts name the seed brokers (and TLS/SASL); the
-// producer settings (acks all, no linger: a caller waits for them, not
+// producer settings (snappy, acks all, no linger: a caller waits for them, not
 // idempotent) are its own. Close stops it.
 func NewDecisions(qs *State, kopts []kgo.Opt, opts ...Option) (*Decisions, error) {
 	if qs == nil {
@@ -163,7 +163,10 @@ func NewDecisions(qs *State, kopts []kgo.Opt, opts ...Option) (*Decisions, error
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	all := slices.Concat([]kgo.Opt{
-		kgo.ProducerBatchCompression(kgo.Lz4Compression(), kgo.NoCompression()),
+		// Snappy, not lz4: a group commit's batches are a few records, and
+		// lz4's frame costs 3-4 times snappy's per batch at that size for
+		// the same ratio (doc/benchmarks.md, "Peers").
+		kgo.ProducerBatchCompression(kgo.SnappyCompression(), kgo.NoCompression()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 	}, kopts, []kgo.Opt{
 		kgo.ProducerLinger(0),
