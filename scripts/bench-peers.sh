@@ -2,7 +2,8 @@
 # make bench-peers: DPCS's POST /decisions beside gubernator, envoy's
 # ratelimit service and a trivial Redis script, each a process of its own,
 # then the processor deployable fed usage events through Kafka (a process of
-# its own too),
+# its own too) and the engine's Redis ceiling it is compared with, and Go's
+# net/http answering the same requests judging nothing (the floor),
 # driven by one load generator in its own process (bench/peers, a Go module
 # of its own so the SDK never links its peers), on a real redis-server and
 # MariaDB started here on loopback ports. Writes the table into
@@ -21,8 +22,10 @@ dpcs_start_mariadb
 go build -o "$DPCS_TMP/server" ./examples/server
 go build -o "$DPCS_TMP/recoverybench" ./examples/recoverybench
 go build -o "$DPCS_TMP/processor" ./examples/processor
+go build -o "$DPCS_TMP/pipebench" ./examples/pipebench
 (cd bench/peers && go vet ./... && go test -count=1 ./... && go build -o "$DPCS_TMP/peers" .)
 "$DPCS_TMP/peers" -redis "$DPCS_TEST_REDIS_ADDR" -mysql "$DPCS_TEST_MYSQL_DSN" \
 	-server "$DPCS_TMP/server" -recoverybench "$DPCS_TMP/recoverybench" -processor "$DPCS_TMP/processor" \
+	-pipebench "$DPCS_TMP/pipebench" \
 	-dir "$DPCS_TMP/peers-run" \
 	-doc doc/benchmarks.md ${PEERS_FLAGS:-}

@@ -22,8 +22,12 @@
 //	  -server ./server -recoverybench ./recoverybench -processor ./processor \
 //	  -families 80000 -doc doc/benchmarks.md
 //
-// The subcommands kafka, gubernator and envoy-ratelimit are the peers'
-// processes, started by the run itself.
+// With them, the floor: Go's net/http answering the same requests with the
+// same answers and judging nothing, over HTTP/1.1 and over HTTP/2 cleartext
+// (h2c), what any Go HTTP server pays per call on the machine.
+//
+// The subcommands kafka, gubernator, envoy-ratelimit and floor are the
+// peers' processes, started by the run itself.
 package main
 
 import (
@@ -47,6 +51,8 @@ func main() {
 		err = serveKafka(ctx, os.Stdout)
 	case "gubernator":
 		err = serveGubernator(ctx, os.Stdout, os.Args[2:])
+	case "floor":
+		err = serveFloor(ctx, os.Stdout, os.Args[2:])
 	case "envoy-ratelimit":
 		serveEnvoyRatelimit() // exits the process
 	default:

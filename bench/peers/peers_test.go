@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -182,5 +183,32 @@ func TestUntilReady(t *testing.T) {
 	}
 	if len(c.done) != 1 {
 		t.Error("untilReady took the process's exit from stop")
+	}
+}
+
+// -server-env takes only DPCS_ variables, in order; the report states the
+// engine's ceiling and the processor's share of it when measured.
+func TestServerEnvAndCeilingReport(t *testing.T) {
+	base := []string{"-redis", "r", "-mysql", "m", "-server", "s", "-recoverybench", "rb"}
+	c, err := parseFlags(append(base, "-server-env", "DPCS_DECISION_LINGER=1ms", "-server-env", "DPCS_X=a=b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.serverEnv) != 2 || c.serverEnv[0] != "DPCS_DECISION_LINGER=1ms" || c.serverEnv[1] != "DPCS_X=a=b" {
+		t.Errorf("serverEnv = %q", c.serverEnv)
+	}
+	for _, bad := range []string{"PATH=/x", "DPCS_NOVALUE"} {
+		if _, err := parseFlags(append(base, "-server-env", bad)); err == nil {
+			t.Errorf("-server-env %s accepted", bad)
+		}
+	}
+	r := &report{cfg: c, ceiling: 50_000, ceilingCmd: "redis-benchmark …",
+		results: []result{{target: "DPCS processor deployable (usage events through Kafka)", step: "as fast as it judges", per: 1,
+			w: window{Calls: 300_000, Elapsed: 10 * time.Second}}}}
+	md := r.markdown("")
+	for _, want := range []string{"**50,000 judgements/s**", "30,000 events/s = **0.60 of the ceiling**", "`redis-benchmark …`"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
 	}
 }

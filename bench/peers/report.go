@@ -71,6 +71,11 @@ type report struct {
 	results []result
 	// onWindow, when set, is called as each step's measured window opens.
 	onWindow func(ctx context.Context, step string, d time.Duration)
+	// ceiling is the engine script's redis-benchmark rate on the same
+	// server in this run (-pipebench), ceilingCmd its command; 0 when not
+	// measured.
+	ceiling    float64
+	ceilingCmd string
 }
 
 func (r *report) markdown(args string) string {
@@ -120,6 +125,17 @@ func (r *report) markdown(args string) string {
 		for _, n := range names {
 			fmt.Fprintf(&b, "| %s | %s | %.2f× |\n", n, thousands(closed[n]), closed[n]/closed[base])
 		}
+	}
+	if r.ceiling > 0 {
+		fmt.Fprintf(&b, "\nThe engine's ceiling on the same redis-server in this run: **%s judgements/s** (redis-benchmark feeding `apply.lua` pipelined, the full allowed path of a member with every feature on; `pipebench -ceiling-only`).\n",
+			thousands(r.ceiling))
+		for _, res := range r.results {
+			if strings.HasPrefix(res.target, "DPCS processor") && res.step == "as fast as it judges" {
+				fmt.Fprintf(&b, "The processor deployable, as fast as it judges: %s events/s = **%.2f of the ceiling**.\n",
+					thousands(res.perSecond()), res.perSecond()/r.ceiling)
+			}
+		}
+		fmt.Fprintf(&b, "\nCeiling command: `%s`\n", r.ceilingCmd)
 	}
 	return b.String()
 }

@@ -23,7 +23,7 @@ import (
 type config struct {
 	redis, mysql          string
 	server, recoverybench string
-	processor             string
+	processor, pipebench  string
 	families              int
 	seed                  bool
 	callers, inFlight     int
@@ -33,6 +33,7 @@ type config struct {
 	dir, doc              string
 	only                  string
 	profile               string
+	serverEnv             []string
 }
 
 func parseFlags(args []string) (config, error) {
@@ -43,6 +44,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.server, "server", "", "the DPCS server deployable's binary (go build ./examples/server)")
 	fs.StringVar(&c.recoverybench, "recoverybench", "", "the seeding binary (go build ./examples/recoverybench)")
 	fs.StringVar(&c.processor, "processor", "", "the processor deployable's binary (go build ./examples/processor); empty: no pipeline steps")
+	fs.StringVar(&c.pipebench, "pipebench", "", "the pipeline benchmark's binary (go build ./examples/pipebench): measures the engine's Redis ceiling after the pipeline steps; empty: none")
 	fs.Float64Var(&c.eventRate, "event-rate", 5000, "usage events per second of the pipeline's fixed-rate step")
 	fs.IntVar(&c.families, "families", 80_000, "families seeded (4 members each)")
 	fs.BoolVar(&c.seed, "seed", true, "seed the database again (false: use the one a run before seeded with the same -families)")
@@ -55,7 +57,14 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.dir, "dir", "", "directory for the processes' logs and envoy's configuration (default: a temporary one)")
 	fs.StringVar(&c.doc, "doc", "", "write the table into this markdown file (the peers section)")
 	fs.StringVar(&c.profile, "profile", "", "directory for CPU profiles of the DPCS server, one per step (DPCS_ADMIN_PPROF)")
-	fs.StringVar(&c.only, "only", "", "comma-separated targets to run (dpcs, gubernator, envoy, script); default all")
+	fs.StringVar(&c.only, "only", "", "comma-separated targets to run (dpcs, gubernator, envoy, floor, floor-h2c, script); default all")
+	fs.Func("server-env", "`KEY=VALUE` added to the DPCS server's environment (repeatable), e.g. DPCS_DECISION_LINGER=1ms", func(kv string) error {
+		if k, _, ok := strings.Cut(kv, "="); !ok || !strings.HasPrefix(k, "DPCS_") {
+			return errors.New("want DPCS_NAME=value")
+		}
+		c.serverEnv = append(c.serverEnv, kv)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -233,7 +242,7 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 	if err != nil {
 		return err
 	}
-	targets := map[string]bool{"dpcs": true, "gubernator": true, "envoy": true, "script": true}
+	targets := map[string]bool{"dpcs": true, "gubernator": true, "envoy": true, "floor": true, "floor-h2c": true, "script": true}
 	if cfg.only != "" {
 		targets = map[string]bool{}
 		for t := range strings.SplitSeq(cfg.only, ",") {
@@ -280,6 +289,13 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 				return err
 			}
 		}
+		if cfg.pipebench != "" {
+			say("the engine's ceiling (pipebench -ceiling-only)")
+			if rep.ceiling, rep.ceilingCmd, err = measureCeiling(ctx, cfg); err != nil {
+				return err
+			}
+			say("  %s judgements/s", thousands(rep.ceiling))
+		}
 		d.stop()
 	}
 	if targets["gubernator"] {
@@ -302,6 +318,25 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 		procs := append([]proc{{"envoy ratelimit", e.child.pid()}, {"redis-server", rpid}}, base...)
 		err = rep.steps(ctx, "envoy ratelimit `ShouldRateLimit` (gRPC, Redis)", procs, e.call, say)
 		e.stop()
+		if err != nil {
+			return err
+		}
+	}
+	for _, h2c := range []bool{false, true} {
+		name, target := "floor", "Go net/http floor: the same request and answer, nothing judged (HTTP/1.1)"
+		if h2c {
+			name, target = "floor-h2c", "Go net/http floor: the same request and answer, nothing judged (h2c)"
+		}
+		if !targets[name] {
+			continue
+		}
+		c, call, err := startFloor(cfg, self, gen, h2c)
+		if err != nil {
+			return err
+		}
+		procs := append([]proc{{"net/http", c.pid()}}, base...)
+		err = rep.steps(ctx, target, procs, call, say)
+		c.stop()
 		if err != nil {
 			return err
 		}
@@ -418,4 +453,24 @@ func (r *report) steps(ctx context.Context, target string, procs []proc, c calle
 		r.results = append(r.results, res)
 	}
 	return nil
+}
+
+// measureCeiling runs `pipebench -ceiling-only` on the run's redis-server:
+// the engine script's rate fed by redis-benchmark, and its command. Its
+// member is family 999,999's, beyond any seeded population.
+func measureCeiling(ctx context.Context, cfg config) (float64, string, error) {
+	if cfg.families >= 999_999 {
+		return 0, "", errors.New("-pipebench: the ceiling's family 999999 is one of the seeded families")
+	}
+	out, err := exec.CommandContext(ctx, cfg.pipebench, "-redis", cfg.redis, "-ceiling-only", "-first-family", "1000000").CombinedOutput()
+	if err != nil {
+		return 0, "", fmt.Errorf("pipebench -ceiling-only: %w: %s", err, out)
+	}
+	first, rest, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	v, ok := strings.CutPrefix(first, "ceiling ")
+	rps, perr := strconv.ParseFloat(v, 64)
+	if !ok || perr != nil || rps <= 0 {
+		return 0, "", fmt.Errorf("pipebench -ceiling-only said %q", out)
+	}
+	return rps, strings.TrimSpace(rest), nil
 }

@@ -113,6 +113,7 @@ func startDPCS(ctx context.Context, cfg config, self, dsn string, say func(strin
 		"DPCS_JWT_SECRET="+randomHex(32), "DPCS_GATEWAY_TOKENS="+d.token,
 		"DPCS_HTTP_ADDR=127.0.0.1:"+strconv.Itoa(httpPort), "DPCS_ADMIN_ADDR=127.0.0.1:"+strconv.Itoa(adminPort),
 		"DPCS_LOG_LEVEL=warn")
+	env = append(env, cfg.serverEnv...)
 	d.admin = "127.0.0.1:" + strconv.Itoa(adminPort)
 	if cfg.profile != "" {
 		d.profiles = cfg.profile

@@ -56,7 +56,7 @@ type options struct {
 	processors, maxPoll, groups int
 	duration, warmup            time.Duration
 	doc, svg                    string
-	keep, ceiling               bool
+	keep, ceiling, ceilingOnly  bool
 	profileStep, profileDir     string
 	section                     string
 	brokers                     string
@@ -89,6 +89,7 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.section, "section", "pipeline", "name of the marked section of -doc to write (<!-- NAME:begin --> … <!-- NAME:end -->)")
 	fs.BoolVar(&o.keep, "keep", false, "do not FLUSHALL Redis and empty usage_record first")
 	fs.BoolVar(&o.ceiling, "ceiling", true, "measure the redis-benchmark ceiling (single Redis only)")
+	fs.BoolVar(&o.ceilingOnly, "ceiling-only", false, "only measure the ceiling on -redis and print it (\"ceiling <judgements/s>\", then the command); touches only its own family (-first-family less one), neither SQL nor Kafka")
 	fs.StringVar(&o.profileStep, "profile-step", "max", "write CPU and allocation profiles of this step's window (empty: none)")
 	fs.BoolVar(&o.notifier, "notifier", true, "run the notifier in the processor deployables and measure it (notifications/s, alert latency to a live subscriber)")
 	fs.BoolVar(&o.storeQuota, "store-quota-updated", false, "the notifier stores every QUOTA_UPDATED in the inbox too (DPCS_NOTIFIER_STORE_QUOTA_UPDATED)")
@@ -99,8 +100,14 @@ func run(ctx context.Context, args []string) error {
 	if o.firstFamily < 2 {
 		return errors.New("-first-family: must be ≥ 2")
 	}
-	if (o.redisAddr == "") == (o.cluster == "") || o.mysql == "" {
+	if o.ceilingOnly && o.redisAddr == "" {
+		return errors.New("-ceiling-only: give -redis (the ceiling is one server's)")
+	}
+	if !o.ceilingOnly && ((o.redisAddr == "") == (o.cluster == "") || o.mysql == "") {
 		return errors.New("give -redis or -redis-cluster, and -mysql (or DPCS_REDIS_ADDR / DPCS_REDIS_CLUSTER and DPCS_MYSQL_DSN)")
+	}
+	if o.ceilingOnly {
+		return ceilingOnly(ctx, o)
 	}
 	rates, err := parseRates(o.rates)
 	if err != nil {
@@ -330,4 +337,25 @@ func notifierSetting(o options) string {
 		return " + notifier: guard on the same Redis, inbox in MariaDB storing every notification"
 	}
 	return " + notifier: guard on the same Redis, inbox in MariaDB, QUOTA_UPDATED live-only"
+}
+
+// ceilingOnly measures the ceiling of the engine's script on o.redisAddr
+// (bench/peers compares the processor deployable with it in its own run)
+// and prints it.
+func ceilingOnly(ctx context.Context, o options) error {
+	rdb, err := service.Config{RedisAddr: o.redisAddr}.Redis()
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	eng, err := quota.New(rdb)
+	if err != nil {
+		return err
+	}
+	rps, line, err := pipebench.Ceiling(ctx, eng, pipebench.CeilingConfig{Addr: o.redisAddr, FamilyID: o.firstFamily - 1})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("ceiling %.0f\n%s\n", rps, line)
+	return nil
 }

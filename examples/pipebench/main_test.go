@@ -39,6 +39,7 @@ func TestRunRefusesMissingServers(t *testing.T) {
 		{"-redis", "127.0.0.1:1", "-mysql", "x", "-rates", "fast"},
 		{"-redis", "127.0.0.1:1", "-mysql", "x", "-scale", "zero"},
 		{"-nosuchflag"},
+		{"-ceiling-only", "-redis-cluster", "127.0.0.1:2"}, // the ceiling is one server's
 	} {
 		if err := run(context.Background(), args); err == nil {
 			t.Errorf("%s: accepted", strings.Join(args, " "))
