@@ -21,6 +21,8 @@ func TestDecisionConfig(t *testing.T) {
 		{"short token", map[string]string{"DPCS_GATEWAY_TOKENS": testGateway + ",short"}, "DPCS_GATEWAY_TOKENS"},
 		{"linger", map[string]string{"DPCS_DECISION_LINGER": "1s"}, "DPCS_DECISION_LINGER"},
 		{"batch", map[string]string{"DPCS_DECISION_MAX_BATCH": "0"}, "DPCS_DECISION_MAX_BATCH"},
+		{"concurrency", map[string]string{"DPCS_DECISION_CONCURRENCY": "0"}, "DPCS_DECISION_CONCURRENCY"},
+		{"concurrency high", map[string]string{"DPCS_DECISION_CONCURRENCY": "65"}, "DPCS_DECISION_CONCURRENCY"},
 		{"timeout", map[string]string{"DPCS_DECISION_TIMEOUT": "5s"}, "DPCS_DECISION_TIMEOUT"},
 	} {
 		cfg, err := LoadSystemConfig(func(k string) string { return c.env[k] })
@@ -30,7 +32,7 @@ func TestDecisionConfig(t *testing.T) {
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%s: error %v, want one naming %s", c.name, err, c.want)
 		}
-		if c.name == "defaults" && (cfg.DecisionLinger != 200*time.Microsecond || cfg.DecisionMaxBatch != 256 || cfg.DecisionTimeout != 2*time.Second) {
+		if c.name == "defaults" && (cfg.DecisionLinger != 200*time.Microsecond || cfg.DecisionMaxBatch != 256 || cfg.DecisionConcurrency != 4 || cfg.DecisionTimeout != 2*time.Second) {
 			t.Errorf("defaults: %v %d %v", cfg.DecisionLinger, cfg.DecisionMaxBatch, cfg.DecisionTimeout)
 		}
 		if c.name == "tokens" && len(cfg.GatewayTokens) != 2 {

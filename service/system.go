@@ -83,8 +83,12 @@ type SystemConfig struct {
 	// (DPCS_DECISION_TIMEOUT, default 2s) bounds one.
 	DecisionLinger   time.Duration `envconfig:"DECISION_LINGER" default:"200us" deployables:"server, all-in-one" desc:"how long a group commit of POST /decisions waits for more callers (0 to 100ms)"`
 	DecisionMaxBatch int           `envconfig:"DECISION_MAX_BATCH" default:"256" deployables:"server, all-in-one" desc:"events that end a group commit's wait (1 to 10000)"`
-	DecisionTimeout  time.Duration `envconfig:"DECISION_TIMEOUT" default:"2s" deployables:"server, all-in-one" desc:"bound of one group commit, judging and producing its records to Kafka; past it the records go to the SQL outbox and the callers are answered (10ms to below 3s, the recovery's quiet window)"`
-	JWTSecret        string        `envconfig:"JWT_SECRET" deployables:"server, all-in-one" doc_default:"all-in-one: random, kept in $DPCS_DATA_DIR/jwt-secret; server: required" desc:"key signing access tokens, at least 32 bytes, the same for every API instance"`
+	// DecisionConcurrency (DPCS_DECISION_CONCURRENCY, default 4): group
+	// commits of POST /decisions judged at once; callers arriving while
+	// all run join the next.
+	DecisionConcurrency int           `envconfig:"DECISION_CONCURRENCY" default:"4" deployables:"server, all-in-one" desc:"group commits of POST /decisions judged at once, each on its own Redis connection; callers arriving while all run join the next (1 to 64)"`
+	DecisionTimeout     time.Duration `envconfig:"DECISION_TIMEOUT" default:"2s" deployables:"server, all-in-one" desc:"bound of one group commit, judging and producing its records to Kafka; past it the records go to the SQL outbox and the callers are answered (10ms to below 3s, the recovery's quiet window)"`
+	JWTSecret           string        `envconfig:"JWT_SECRET" deployables:"server, all-in-one" doc_default:"all-in-one: random, kept in $DPCS_DATA_DIR/jwt-secret; server: required" desc:"key signing access tokens, at least 32 bytes, the same for every API instance"`
 }
 
 // LoadSystemConfig reads SystemConfig through getenv; errors name the variable.
@@ -110,6 +114,7 @@ func LoadSystemConfig(getenv func(string) string) (SystemConfig, error) {
 	r.want(&errs, "DPCS_GATEWAY_TOKENS", !slices.ContainsFunc(c.GatewayTokens, func(t string) bool { return len(t) < 32 }),
 		"credentials of at least 32 bytes each, comma-separated")
 	r.want(&errs, "DPCS_DECISION_LINGER", c.DecisionLinger >= 0 && c.DecisionLinger <= 100*time.Millisecond, "a duration from 0 to 100ms")
+	r.want(&errs, "DPCS_DECISION_CONCURRENCY", c.DecisionConcurrency >= 1 && c.DecisionConcurrency <= 64, "a whole number from 1 to 64")
 	r.want(&errs, "DPCS_DECISION_MAX_BATCH", c.DecisionMaxBatch >= 1 && c.DecisionMaxBatch <= 10_000, "a whole number from 1 to 10000")
 	r.want(&errs, "DPCS_DECISION_TIMEOUT", c.DecisionTimeout >= 10*time.Millisecond && c.DecisionTimeout < 3*time.Second, "a duration from 10ms to below 3s")
 	r.want(&errs, "DPCS_SIMULATOR_RATE", c.SimulatorRate >= 0 && c.SimulatorRate <= 1e6, "events/s from 0 to 1000000")
@@ -540,6 +545,9 @@ func (c SystemConfig) DecisionOptions(gens judge.GenerationSource, m *Metrics, l
 	}
 	if c.DedupeWindow > time.Hour {
 		opts = append(opts, judge.WithMaxEventAge(c.DedupeWindow-time.Hour))
+	}
+	if c.DecisionConcurrency > 0 {
+		opts = append(opts, judge.WithConcurrency(c.DecisionConcurrency))
 	}
 	if c.DecisionMaxBatch > 0 {
 		opts = append(opts, judge.WithMaxBatch(c.DecisionMaxBatch))

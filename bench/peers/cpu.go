@@ -110,3 +110,30 @@ func (m *meter) mark() {
 	}
 	m.marked++
 }
+
+// peakRSS returns the most resident memory pid has had (VmHWM), in bytes.
+func peakRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0, err
+	}
+	return parseHWM(b)
+}
+
+// parseHWM reads the VmHWM line ("VmHWM:   123456 kB") of /proc/<pid>/status.
+func parseHWM(b []byte) (int64, error) {
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(v)
+			if len(f) != 2 || f[1] != "kB" {
+				break
+			}
+			kb, err := strconv.ParseInt(f[0], 10, 64)
+			if err != nil {
+				break
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("/proc status: no VmHWM line in %q", b)
+}

@@ -186,7 +186,8 @@ func TestUntilReady(t *testing.T) {
 	}
 }
 
-// -server-env takes only DPCS_ variables, in order; the report states the
+// -server-env takes only DPCS_ variables and Go's GOGC, GOMAXPROCS and
+// GOMEMLIMIT, in order; the report states the
 // engine's ceiling and the processor's share of it when measured.
 func TestServerEnvAndCeilingReport(t *testing.T) {
 	base := []string{"-redis", "r", "-mysql", "m", "-server", "s", "-recoverybench", "rb"}
@@ -197,7 +198,10 @@ func TestServerEnvAndCeilingReport(t *testing.T) {
 	if len(c.serverEnv) != 2 || c.serverEnv[0] != "DPCS_DECISION_LINGER=1ms" || c.serverEnv[1] != "DPCS_X=a=b" {
 		t.Errorf("serverEnv = %q", c.serverEnv)
 	}
-	for _, bad := range []string{"PATH=/x", "DPCS_NOVALUE"} {
+	if _, err := parseFlags(append(base, "-server-env", "GOGC=400", "-server-env", "GOMAXPROCS=1")); err != nil {
+		t.Error(err)
+	}
+	for _, bad := range []string{"PATH=/x", "DPCS_NOVALUE", "GODEBUG=x"} {
 		if _, err := parseFlags(append(base, "-server-env", bad)); err == nil {
 			t.Errorf("-server-env %s accepted", bad)
 		}
@@ -210,5 +214,18 @@ func TestServerEnvAndCeilingReport(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
+	}
+}
+
+func TestParseHWM(t *testing.T) {
+	got, err := parseHWM([]byte("Name:\tserver\nVmPeak:\t  999 kB\nVmHWM:\t   56120 kB\nVmRSS:\t 100 kB\n"))
+	if err != nil || got != 56120<<10 {
+		t.Errorf("parseHWM = %d, %v", got, err)
+	}
+	if _, err := parseHWM([]byte("Name:\tx\n")); err == nil {
+		t.Error("no VmHWM accepted")
+	}
+	if _, err := peakRSS(os.Getpid()); err != nil {
+		t.Error(err)
 	}
 }

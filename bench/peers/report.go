@@ -76,6 +76,9 @@ type report struct {
 	// measured.
 	ceiling    float64
 	ceilingCmd string
+	// serverRSS is the DPCS server's peak resident memory over its steps
+	// (0: not measured).
+	serverRSS int64
 }
 
 func (r *report) markdown(args string) string {
@@ -104,6 +107,9 @@ func (r *report) markdown(args string) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d | %.1f | %s |\n", res.target, res.step, thousands(res.perSecond()),
 			ms(percentile(res.w.lat, .5)), ms(percentile(res.w.lat, .99)), ms(percentile(res.w.lat, .999)), res.w.Errors,
 			res.servers(), strings.Join(of, ", "))
+	}
+	if r.serverRSS > 0 {
+		fmt.Fprintf(&b, "\nThe DPCS server's peak resident memory over its steps: %.0f MiB.\n", float64(r.serverRSS)/(1<<20))
 	}
 	// Ratios of the single-decision closed loops, in this run.
 	closed := map[string]float64{}

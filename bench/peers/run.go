@@ -58,9 +58,10 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.doc, "doc", "", "write the table into this markdown file (the peers section)")
 	fs.StringVar(&c.profile, "profile", "", "directory for CPU profiles of the DPCS server, one per step (DPCS_ADMIN_PPROF)")
 	fs.StringVar(&c.only, "only", "", "comma-separated targets to run (dpcs, gubernator, envoy, floor, floor-h2c, script); default all")
-	fs.Func("server-env", "`KEY=VALUE` added to the DPCS server's environment (repeatable), e.g. DPCS_DECISION_LINGER=1ms", func(kv string) error {
-		if k, _, ok := strings.Cut(kv, "="); !ok || !strings.HasPrefix(k, "DPCS_") {
-			return errors.New("want DPCS_NAME=value")
+	fs.Func("server-env", "`KEY=VALUE` added to the DPCS server's environment (repeatable): a DPCS_ setting (e.g. DPCS_DECISION_LINGER=1ms) or Go's GOGC, GOMAXPROCS, GOMEMLIMIT", func(kv string) error {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(k, "DPCS_") && k != "GOGC" && k != "GOMAXPROCS" && k != "GOMEMLIMIT" {
+			return errors.New("want DPCS_NAME=value, GOGC=, GOMAXPROCS= or GOMEMLIMIT=")
 		}
 		c.serverEnv = append(c.serverEnv, kv)
 		return nil
@@ -278,6 +279,9 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 		err = rep.steps(ctx, "DPCS `POST /decisions`", procs, d.call, say)
 		rep.onWindow = nil
 		if err != nil {
+			return err
+		}
+		if rep.serverRSS, err = peakRSS(d.server.pid()); err != nil {
 			return err
 		}
 		if cfg.processor != "" {
