@@ -39,19 +39,20 @@ func benchRecords(tb testing.TB, n int) []*kgo.Record {
 // BenchmarkNotifier measures events/s through a whole notifier: kfake, an
 // idempotency guard on the redis-server at DPCS_TEST_REDIS_ADDR (else on
 // miniredis, whose Lua interpreter then bounds the rate near 2k claims/s), a file SQLite inbox (WAL) and a hub with
-// one reading subscriber per family of the first ten. The records are produced
-// before the clock starts; the clock stops when the last one was handled.
+// one reading subscriber per family (so every QUOTA_UPDATED is read, none
+// skipped as unwatched). The records are produced before the clock starts;
+// the clock stops when the last one was handled.
 func BenchmarkNotifier(b *testing.B) {
 	for _, bc := range benchCases {
 		b.Run(bc.name, func(b *testing.B) {
 			c := newFake(b)
 			inbox := newInbox(b, openSQLite(b))
-			hub, err := NewHub(WithBuffer(1 << 16))
+			hub, err := NewHub(WithBuffer(1 << 10))
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer hub.Close(context.Background())
-			for f := range int64(10) {
+			for f := range int64(1000) {
 				sub, err := hub.Subscribe(f+1, Filter{Role: RoleAdmin})
 				if err != nil {
 					b.Fatal(err)

@@ -68,10 +68,12 @@
 // the hub watches its family, such a record is not even decoded: its subType
 // header and key (kafkarecord.New's) say what it is and whose, and it is
 // reported Unwatched — a garbled value there is not dead-lettered, since
-// nothing would have been pushed. The one window left for the rest is a crash
-// after publishing and before the delivered mark: the next owner of the
-// partition publishes again (to its own subscribers) and channels may see the
-// event twice; they get the event id (HeaderEventID) to dedupe.
+// nothing would have been pushed; whether a record is skipped is decided when
+// its poll is first read, not again on the poll's retries. The one window
+// left for the rest is a crash after publishing and before the delivered
+// mark: the next owner of the partition publishes again (to its own
+// subscribers) and channels may see the event twice; they get the event id
+// (HeaderEventID) to dedupe.
 //
 // # Use
 //

@@ -218,6 +218,10 @@ type poll struct {
 	// oneByOne: the store refused the poll as a whole for its data; it
 	// goes record by record.
 	oneByOne bool
+	// unwatched are the families of the records skipped unread (unwatched),
+	// reported once the poll is handled. Whether a record is skipped is
+	// decided when the poll is first read, not again on its retries.
+	unwatched []int64
 }
 
 // end ends the items' spans.
@@ -234,13 +238,16 @@ func (p *poll) end() {
 // dead-lettering the records at fault. An error (the store or the guard
 // failing) makes the consumer pause, back off and hand the same batch
 // again: the poll's state is kept, so what was published is not published
-// again. Each record has its own span, a child of the trace it carries
+// again. Each record read has its own span, a child of the trace it carries
 // (r.Context, set by the Kafka client's tracing hooks), ended when the poll
-// is done.
+// is done; a record skipped unread (unwatched) has none.
 func (n *Notifier) handle(ctx context.Context, b *consumer.Batch) error {
 	p := n.pollOf(b)
 	if err := n.deliver(ctx, p); err != nil {
 		return err
+	}
+	for _, fid := range p.unwatched {
+		n.notified(ctx, Notification{Kind: envelope.SubQuotaUpdated, FamilyID: fid}, 0, Unwatched)
 	}
 	p.end()
 	n.cur = nil
@@ -276,7 +283,7 @@ func (n *Notifier) pollOf(b *consumer.Batch) *poll {
 	for _, r := range b.Records {
 		if live {
 			if fid, ok := n.unwatched(r); ok {
-				n.notified(context.Background(), Notification{Kind: envelope.SubQuotaUpdated, FamilyID: fid}, 0, Unwatched)
+				p.unwatched = append(p.unwatched, fid)
 				continue
 			}
 		}
@@ -397,10 +404,12 @@ func (n *Notifier) prepare(it *item, note Notification, seen map[string]*item) {
 // unwatched reports whether r is a live-only QUOTA_UPDATED (the caller
 // checked that none is stored or taken by a channel) of a family no
 // subscriber of this notifier's hub watches, by the record's headers and
-// key alone (kafkarecord.New sets them): such a record would be pushed to
-// no one, so it is not decoded (a third of the notifier's work per
-// decision). A record without those headers, or whose key is not a family
-// id, is read as any other.
+// key alone (kafkarecord.New and the outbox set them, matching the value:
+// a producer that labels another kind QUOTA_UPDATED loses it here): such a
+// record would be pushed to no one, so it is not decoded (more than half of
+// the notifier's own work per synchronous decision, its fetching aside). A
+// record without those headers, or whose key is not a family id, is read
+// as any other.
 func (n *Notifier) unwatched(r *kgo.Record) (int64, bool) {
 	var et, st []byte
 	for _, h := range r.Headers {

@@ -357,8 +357,8 @@ func WithHooks(h Hooks) Option {
 	return func(c *config) error { c.hooks = h; return nil }
 }
 
-// WithTracerProvider traces the notifier with tp: a span per handled
-// record ("notification-events process", a child of the record's context —
+// WithTracerProvider traces the notifier with tp: a span per record read
+// (none for one skipped unread, Unwatched) ("notification-events process", a child of the record's context —
 // the trace the processor's record carries when the Kafka client has
 // tracing hooks, e.g. service.TracingKafkaOpts), its hub publish as a child
 // (give the hub the same provider, WithHubTracerProvider), and a span per

@@ -158,7 +158,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.wbPaused = gauge("dpcs_writebehind_paused", "1 while the write-behind has paused fetching (its buffer is full or SQL is failing).")
 
 	// Notifier and hub.
-	m.notifications = counterVec("dpcs_notifier_notifications_total", "Notification events handled, by kind and outcome (delivered, duplicate).", "kind", "outcome")
+	m.notifications = counterVec("dpcs_notifier_notifications_total", "Notification events handled, by kind and outcome (delivered, duplicate, unwatched: a live-only QUOTA_UPDATED no live subscriber of this process watches, not read).", "kind", "outcome")
 	m.sends = histogramVec("dpcs_notifier_send_seconds", "Time of one delivery attempt to an external channel, by channel and result (ok, error).", latencyBuckets, "channel", "result")
 	m.notifyDead = counterVec("dpcs_notifier_dead_letters_total", "Notification records dead-lettered, by channel (\"\" when the record could not be handled at all).", "channel")
 	m.notifyRetries = counterVec("dpcs_notifier_retries_total", "Notifier operations retried, by operation.", "what")

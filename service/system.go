@@ -86,7 +86,7 @@ type SystemConfig struct {
 	// DecisionConcurrency (DPCS_DECISION_CONCURRENCY, default 4): group
 	// commits of POST /decisions judged at once; callers arriving while
 	// all run join the next.
-	DecisionConcurrency int           `envconfig:"DECISION_CONCURRENCY" default:"4" deployables:"server, all-in-one" desc:"group commits of POST /decisions judged at once, each on its own Redis connection; callers arriving while all run join the next (1 to 64)"`
+	DecisionConcurrency int           `envconfig:"DECISION_CONCURRENCY" default:"4" deployables:"server, all-in-one" desc:"group commits of POST /decisions judged at once, each one Redis pipeline on a connection of the shared pool (go-redis's default, 10 per CPU); callers arriving while all run join the next (1 to 64)"`
 	DecisionTimeout     time.Duration `envconfig:"DECISION_TIMEOUT" default:"2s" deployables:"server, all-in-one" desc:"bound of one group commit, judging and producing its records to Kafka; past it the records go to the SQL outbox and the callers are answered (10ms to below 3s, the recovery's quiet window)"`
 	JWTSecret           string        `envconfig:"JWT_SECRET" deployables:"server, all-in-one" doc_default:"all-in-one: random, kept in $DPCS_DATA_DIR/jwt-secret; server: required" desc:"key signing access tokens, at least 32 bytes, the same for every API instance"`
 }

@@ -71,7 +71,7 @@ import (
 
 // gcPercent is the server's GOGC unless the environment sets one: its live
 // heap is small and every decision allocates, so collecting at 5 times the
-// live heap rather than twice took 10-20 % off the server's CPU per
+// live heap rather than twice took 13-23 % off the server's CPU per
 // decision for tens of MiB more (doc/benchmarks.md, "Peers").
 const gcPercent = 400
 
