@@ -201,16 +201,26 @@ func TestServerEnvAndCeilingReport(t *testing.T) {
 	if _, err := parseFlags(append(base, "-server-env", "GOGC=400", "-server-env", "GOMAXPROCS=1")); err != nil {
 		t.Error(err)
 	}
-	for _, bad := range []string{"PATH=/x", "DPCS_NOVALUE", "GODEBUG=x"} {
+	for _, bad := range []string{"PATH=/x", "DPCS_NOVALUE", "GODEBUG=x", "DPCS_HTTP_ADDR=127.0.0.1:1", "DPCS_GATEWAY_TOKENS=x"} {
 		if _, err := parseFlags(append(base, "-server-env", bad)); err == nil {
 			t.Errorf("-server-env %s accepted", bad)
 		}
 	}
-	r := &report{cfg: c, ceiling: 50_000, ceilingCmd: "redis-benchmark …",
+	rps, script, cmd, err := parseCeiling("ceiling 50000\nscript 15.1 17.2 28.9 31.0\nredis-benchmark …\n")
+	if err != nil || rps != 50_000 || script != [4]float64{15.1, 17.2, 28.9, 31.0} || cmd != "redis-benchmark …" {
+		t.Errorf("parseCeiling = %v %v %q %v", rps, script, cmd, err)
+	}
+	for _, bad := range []string{"", "ceiling x\nscript 1 2 3 4\nc", "ceiling 5\nscript 1 2 3\nc", "ceiling 5\nc"} {
+		if _, _, _, err := parseCeiling(bad); err == nil {
+			t.Errorf("parseCeiling(%q) accepted", bad)
+		}
+	}
+	r := &report{cfg: c, ceiling: rps, script: script, ceilingCmd: cmd,
 		results: []result{{target: "DPCS processor deployable (usage events through Kafka)", step: "as fast as it judges", per: 1,
 			w: window{Calls: 300_000, Elapsed: 10 * time.Second}}}}
 	md := r.markdown("")
-	for _, want := range []string{"**50,000 judgements/s**", "30,000 events/s = **0.60 of the ceiling**", "`redis-benchmark …`"} {
+	for _, want := range []string{"**50,000 judgements/s**", "30,000 events/s = **0.60 of the ceiling**", "`redis-benchmark …`",
+		"**15.1 µs of server time per call**"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}

@@ -76,6 +76,9 @@ type report struct {
 	// measured.
 	ceiling    float64
 	ceilingCmd string
+	// script is the engine's apply script's server time and Redis CPU per
+	// call, then its first version's, in µs (pipebench's CompareScripts).
+	script [4]float64
 	// serverRSS is the DPCS server's peak resident memory over its steps
 	// (0: not measured).
 	serverRSS int64
@@ -140,6 +143,10 @@ func (r *report) markdown(args string) string {
 				fmt.Fprintf(&b, "The processor deployable, as fast as it judges: %s events/s = **%.2f of the ceiling**.\n",
 					thousands(res.perSecond()), res.perSecond()/r.ceiling)
 			}
+		}
+		if r.script[0] > 0 {
+			fmt.Fprintf(&b, "The engine's apply script on the same server (redis-benchmark, its best of three rounds): **%.1f µs of server time per call** (`INFO commandstats`), %.1f µs of Redis CPU; its first version %.1f µs (%.1f).\n",
+				r.script[0], r.script[1], r.script[2], r.script[3])
 		}
 		fmt.Fprintf(&b, "\nCeiling command: `%s`\n", r.ceilingCmd)
 	}

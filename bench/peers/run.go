@@ -63,6 +63,11 @@ func parseFlags(args []string) (config, error) {
 		if !ok || !strings.HasPrefix(k, "DPCS_") && k != "GOGC" && k != "GOMAXPROCS" && k != "GOMEMLIMIT" {
 			return errors.New("want DPCS_NAME=value, GOGC=, GOMAXPROCS= or GOMEMLIMIT=")
 		}
+		switch k { // the run's own: its calls and measurements depend on them
+		case "DPCS_KAFKA_BROKERS", "DPCS_REDIS_ADDR", "DPCS_MYSQL_DSN", "DPCS_JWT_SECRET", "DPCS_GATEWAY_TOKENS",
+			"DPCS_HTTP_ADDR", "DPCS_ADMIN_ADDR", "DPCS_ADMIN_PPROF":
+			return fmt.Errorf("%s is the run's own", k)
+		}
 		c.serverEnv = append(c.serverEnv, kv)
 		return nil
 	})
@@ -295,10 +300,11 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 		}
 		if cfg.pipebench != "" {
 			say("the engine's ceiling (pipebench -ceiling-only)")
-			if rep.ceiling, rep.ceilingCmd, err = measureCeiling(ctx, cfg); err != nil {
+			if rep.ceiling, rep.script, rep.ceilingCmd, err = measureCeiling(ctx, cfg); err != nil {
 				return err
 			}
-			say("  %s judgements/s", thousands(rep.ceiling))
+			say("  %s judgements/s; the script %.1f µs per call (%.1f µs of CPU), its first version %.1f (%.1f)",
+				thousands(rep.ceiling), rep.script[0], rep.script[1], rep.script[2], rep.script[3])
 		}
 		d.stop()
 	}
@@ -460,21 +466,46 @@ func (r *report) steps(ctx context.Context, target string, procs []proc, c calle
 }
 
 // measureCeiling runs `pipebench -ceiling-only` on the run's redis-server:
-// the engine script's rate fed by redis-benchmark, and its command. Its
-// member is family 999,999's, beyond any seeded population.
-func measureCeiling(ctx context.Context, cfg config) (float64, string, error) {
-	if cfg.families >= 999_999 {
-		return 0, "", errors.New("-pipebench: the ceiling's family 999999 is one of the seeded families")
+// the engine script's rate fed by redis-benchmark, the script's server µs
+// and CPU µs per call and its first version's (script), and the ceiling's
+// command. Its members are families 999,998 and 999,999's, beyond any
+// seeded population.
+func measureCeiling(ctx context.Context, cfg config) (float64, [4]float64, string, error) {
+	var script [4]float64
+	if cfg.families >= 999_998 {
+		return 0, script, "", errors.New("-pipebench: the ceiling's families 999998 and 999999 are seeded ones")
 	}
-	out, err := exec.CommandContext(ctx, cfg.pipebench, "-redis", cfg.redis, "-ceiling-only", "-first-family", "1000000").CombinedOutput()
+	cmd := exec.CommandContext(ctx, cfg.pipebench, "-redis", cfg.redis, "-ceiling-only", "-first-family", "1000000")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		return 0, "", fmt.Errorf("pipebench -ceiling-only: %w: %s", err, out)
+		return 0, script, "", fmt.Errorf("pipebench -ceiling-only: %w: %s", err, stderr.String())
 	}
-	first, rest, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
-	v, ok := strings.CutPrefix(first, "ceiling ")
-	rps, perr := strconv.ParseFloat(v, 64)
-	if !ok || perr != nil || rps <= 0 {
-		return 0, "", fmt.Errorf("pipebench -ceiling-only said %q", out)
+	return parseCeiling(string(out))
+}
+
+// parseCeiling reads what `pipebench -ceiling-only` prints.
+func parseCeiling(out string) (float64, [4]float64, string, error) {
+	var script [4]float64
+	lines := strings.SplitN(strings.TrimSpace(out), "\n", 3)
+	bad := fmt.Errorf("pipebench -ceiling-only said %q", out)
+	if len(lines) != 3 {
+		return 0, script, "", bad
 	}
-	return rps, strings.TrimSpace(rest), nil
+	v, ok := strings.CutPrefix(lines[0], "ceiling ")
+	rps, err := strconv.ParseFloat(v, 64)
+	if !ok || err != nil || rps <= 0 {
+		return 0, script, "", bad
+	}
+	f := strings.Fields(lines[1])
+	if len(f) != 5 || f[0] != "script" {
+		return 0, script, "", bad
+	}
+	for i := range script {
+		if script[i], err = strconv.ParseFloat(f[i+1], 64); err != nil {
+			return 0, script, "", bad
+		}
+	}
+	return rps, script, strings.TrimSpace(lines[2]), nil
 }

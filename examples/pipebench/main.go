@@ -89,7 +89,7 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.section, "section", "pipeline", "name of the marked section of -doc to write (<!-- NAME:begin --> … <!-- NAME:end -->)")
 	fs.BoolVar(&o.keep, "keep", false, "do not FLUSHALL Redis and empty usage_record first")
 	fs.BoolVar(&o.ceiling, "ceiling", true, "measure the redis-benchmark ceiling (single Redis only)")
-	fs.BoolVar(&o.ceilingOnly, "ceiling-only", false, "only measure the ceiling on -redis and print it (\"ceiling <judgements/s>\", then the command); touches only its own family (-first-family less one), neither SQL nor Kafka")
+	fs.BoolVar(&o.ceilingOnly, "ceiling-only", false, "only measure the ceiling and the apply script's cost (beside its first version) on -redis and print them; touches only its own two families (-first-family less one and two) and resets the server's statistics, neither SQL nor Kafka")
 	fs.StringVar(&o.profileStep, "profile-step", "max", "write CPU and allocation profiles of this step's window (empty: none)")
 	fs.BoolVar(&o.notifier, "notifier", true, "run the notifier in the processor deployables and measure it (notifications/s, alert latency to a live subscriber)")
 	fs.BoolVar(&o.storeQuota, "store-quota-updated", false, "the notifier stores every QUOTA_UPDATED in the inbox too (DPCS_NOTIFIER_STORE_QUOTA_UPDATED)")
@@ -340,13 +340,14 @@ func notifierSetting(o options) string {
 }
 
 // ceilingOnly measures the ceiling of the engine's script on o.redisAddr
-// (bench/peers compares the processor deployable with it in its own run)
-// and prints it.
+// and the script's cost beside its first version (bench/peers compares the
+// processor deployable with them in its own run) and prints them:
+//
+//	ceiling <judgements/s>
+//	script <µs per call> <µs of CPU per call> <first script's µs> <its CPU µs>
+//	<the ceiling's redis-benchmark command>
 func ceilingOnly(ctx context.Context, o options) error {
-	rdb, err := service.Config{RedisAddr: o.redisAddr}.Redis()
-	if err != nil {
-		return err
-	}
+	rdb := redis.NewClient(&redis.Options{Addr: o.redisAddr})
 	defer rdb.Close()
 	eng, err := quota.New(rdb)
 	if err != nil {
@@ -356,6 +357,12 @@ func ceilingOnly(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("ceiling %.0f\n%s\n", rps, line)
+	cmp, err := pipebench.CompareScripts(ctx, rdb, eng, pipebench.CeilingConfig{Addr: o.redisAddr, FamilyID: o.firstFamily - 2})
+	if err != nil {
+		return err
+	}
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	fmt.Printf("ceiling %.0f\nscript %.1f %.1f %.1f %.1f\n%s\n", rps, us(cmp.New.PerCall), us(cmp.New.CPUPerCall),
+		us(cmp.Old.PerCall), us(cmp.Old.CPUPerCall), line)
 	return nil
 }
