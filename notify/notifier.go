@@ -247,7 +247,7 @@ func (n *Notifier) handle(ctx context.Context, b *consumer.Batch) error {
 		return err
 	}
 	for _, fid := range p.unwatched {
-		n.notified(ctx, Notification{Kind: envelope.SubQuotaUpdated, FamilyID: fid}, 0, Unwatched)
+		n.notified(context.Background(), Notification{Kind: envelope.SubQuotaUpdated, FamilyID: fid}, 0, Unwatched) // no span of its own
 	}
 	p.end()
 	n.cur = nil
