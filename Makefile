@@ -83,9 +83,15 @@ bench-peers:
 screenshots:
 	bash scripts/screenshots.sh
 
-## cover: unit-test coverage, with the total on the last line.
+## cover: unit-test coverage, with the total on the last line. The tests'
+## output goes to coverage.log; when one fails, its failure is printed.
 cover:
-	$(GO) test -count=1 -coverprofile=coverage.out -covermode=atomic $(PKGS) >/dev/null
+	@echo "$(GO) test -count=1 -coverprofile=coverage.out -covermode=atomic $(PKGS) >coverage.log"
+	@$(GO) test -count=1 -coverprofile=coverage.out -covermode=atomic $(PKGS) >coverage.log 2>&1 || { \
+		echo "cover: a test failed; its output from coverage.log:"; \
+		grep -n -B 5 -A 40 -E -- '--- FAIL|^FAIL|^panic:|race detected|test timed out' coverage.log | head -n 400; \
+		echo "cover: failed:"; grep -E -- '--- FAIL|^FAIL|^panic:|test timed out' coverage.log; \
+		exit 1; }
 	$(GO) tool cover -func=coverage.out | tail -n 1
 	@$(GO) tool cover -func=coverage.out | awk '/^total:/ {sub("%","",$$3); if ($$3+0 < 70) {print "coverage below 70%"; exit 1}}'
 
