@@ -92,8 +92,9 @@ func TestMetricsMove(t *testing.T) {
 	ph.OnBatch(judge.BatchInfo{Records: 3, Usage: 2, Duplicates: 1, Crossings: 1, Lag: 42, Duration: 20 * time.Millisecond,
 		Decisions: map[policy.Decision]int{policy.Allowed: 2, policy.BlockedTime: 1}})
 	ph.OnApply(judge.ApplyInfo{Events: 2, Duration: 3 * time.Millisecond})
-	produced := time.Now().Add(-250 * time.Millisecond)
-	ph.OnDecided([]*kgo.Record{{Timestamp: produced}, {Timestamp: produced}}, time.Now())
+	decided := time.Now()
+	produced := decided.Add(-250 * time.Millisecond)
+	ph.OnDecided([]*kgo.Record{{Timestamp: produced}, {Timestamp: produced}}, decided)
 	ph.OnRetry(judge.RetryInfo{What: "redis apply"})
 	ph.OnStale(judge.StaleInfo{Stale: true, Reason: "no state marker"})
 	m.OnRecovered(recovery.Info{Families: 7, Total: 2 * time.Second})

@@ -37,6 +37,7 @@ func testSystemConfig(t *testing.T) SystemConfig {
 // The all-in-one starts on a fresh data dir with nothing installed, judges
 // simulated traffic end to end, and its SQL history equals Redis afterwards.
 func TestSystemEndToEnd(t *testing.T) {
+	awayFromMidnight(t) // the invariants compare this month's counters
 	ctx := context.Background()
 	cfg := testSystemConfig(t)
 	cfg.AdminAddr = "127.0.0.1:0"
@@ -139,15 +140,18 @@ func TestSystemEndToEnd(t *testing.T) {
 		t.Fatalf("SSE: %v %v", resp, err)
 	}
 	defer resp.Body.Close()
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	// An SSE client must not hold Close until its context ends (30 s);
+	// an idle machine closes in well under a second, a loaded one slower.
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	start := time.Now()
 	if err := s.Close(cctx); err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
+	if d := time.Since(start); d > 15*time.Second {
 		t.Errorf("Close took %s with an SSE client connected", d)
 	}
+	t.Logf("Close took %s with an SSE client connected", time.Since(start).Round(time.Millisecond))
 }
 
 func do(t *testing.T, method, url, token, body string, want int) string {

@@ -26,6 +26,7 @@ func TestRunWithNotifier(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the pipeline")
 	}
+	awayFromMidnight(t)
 	ctx := context.Background()
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(envelope.DefaultPartitions, envelope.Topics()...))
 	if err != nil {

@@ -583,6 +583,14 @@ func runStep(ctx context.Context, cfg Config, spec StepSpec, warmup time.Duratio
 	if err := waitFor(ctx, time.Minute, func() bool { return rec.decided.Load() > d }); err != nil {
 		return st, fmt.Errorf("step %s: no decision within a minute after the warmup", spec.Label)
 	}
+	// The notifier's group settles on its own: measured once it handles
+	// notifications too (every decision makes at least one).
+	if nb := rec.notifier; nb != nil {
+		h := nb.handled.Load()
+		if err := waitFor(ctx, time.Minute, func() bool { return nb.handled.Load() > h }); err != nil {
+			return st, fmt.Errorf("step %s: no notification handled within a minute after the warmup", spec.Label)
+		}
+	}
 	_ = ResetServerStats(ctx, cfg.Redis) // unsupported on miniredis: no server view
 	rec.start()
 	if cfg.OnStep != nil {

@@ -15,9 +15,23 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/testenv"
+	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service"
 	"github.com/dabom/dpcs/simulate"
 )
+
+// awayFromMidnight waits, when midnight in the service zone is less than
+// two minutes away, for it to pass: a month turns at one, and the invariants
+// after a run compare every usage_record row with this month's counters.
+func awayFromMidnight(t *testing.T) {
+	t.Helper()
+	zone, err := policy.LoadZone(policy.DefaultZone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.AwayFromMidnight(t, zone, 2*time.Minute)
+}
 
 // The harness runs end to end on embedded infrastructure: every produced
 // event is judged and persisted, latencies are measured, the invariants hold
@@ -26,6 +40,7 @@ func TestRunEmbedded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the pipeline")
 	}
+	awayFromMidnight(t)
 	ctx := context.Background()
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(envelope.DefaultPartitions, envelope.Topics()...))
 	if err != nil {
@@ -78,8 +93,9 @@ func TestRunEmbedded(t *testing.T) {
 		}
 	}
 	// The offered rate bounds the step (miniredis under -race on a busy
-	// machine may judge fewer).
-	if r := rep.Steps[0].Throughput; r <= 0 || r > 60 {
+	// machine may judge fewer; a backlog left by a group still settling may
+	// be judged inside the window, so more, but nowhere near the max step).
+	if r := rep.Steps[0].Throughput; r <= 0 || r > 3*40 {
 		t.Errorf("offered 40/s, achieved %.0f/s\n%s", r, progress.String())
 	}
 	// miniredis has no INFO memory: unknown, not made up.
