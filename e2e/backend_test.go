@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -80,19 +81,89 @@ func embedded() backend {
 }
 
 // storyZone is the service time zone the stories run in: Asia/Seoul, the
-// default — unless it is the 1st of the month there. The night-block story
-// sends events at the latest 21:59 before now, which on the 1st is last
-// month, and the invariants compare the SQL history with this month's Redis
-// counters; then a zone where it is not the 1st (one of the three always is
-// not: they span 26 hours).
+// default — unless the clock there is where a story's counts would depend
+// on when it runs, then the first of a few other zones where it is not:
+//   - the 1st of the month: the night-block story sends events at the
+//     latest 21:59 before now, which on the 1st is last month, and the
+//     invariants compare the SQL history with this month's Redis counters;
+//   - within storyMargin of midnight (a day's or a month's counters turn
+//     during the run), or of the night block's edges 22:00 and 07:00 (the
+//     API's answer to the policy change and the processor's decision on it,
+//     a moment later, would see different nights).
+//
+// The others are the fixed offsets from UTC-12 to UTC+14, half an hour
+// apart; one of them is always clear (TestStoryZone).
 func storyZone(now time.Time) *time.Location {
 	seoul, _ := policy.LoadZone(policy.DefaultZone)
-	for _, z := range []*time.Location{seoul, time.FixedZone("UTC-12", -12*3600), time.FixedZone("UTC+14", 14*3600)} {
-		if now.In(z).Day() != 1 {
+	return storyZoneFrom(now, seoul)
+}
+
+// storyZoneFrom is storyZone with the default zone given.
+func storyZoneFrom(now time.Time, seoul *time.Location) *time.Location {
+	if storySafe(now.In(seoul)) {
+		return seoul
+	}
+	for off := -12 * 60; off <= 14*60; off += 30 {
+		z := time.FixedZone(fmt.Sprintf("UTC%+03d%02d", off/60, abs(off%60)), off*60)
+		if storySafe(now.In(z)) {
 			return z
 		}
 	}
 	return seoul
+}
+
+func abs(n int) int { return max(n, -n) }
+
+// TestStoryZone: at every minute of two years, month turns and leap day
+// included, the stories' zone is clear of the turns they depend on, and it
+// is Seoul whenever Seoul is.
+func TestStoryZone(t *testing.T) {
+	seoul, _ := policy.LoadZone(policy.DefaultZone)
+	end := time.Date(2028, 3, 2, 0, 0, 0, 0, time.UTC)
+	for now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC); now.Before(end); now = now.Add(time.Minute) {
+		z := storyZoneFrom(now, seoul)
+		if !storySafe(now.In(z)) {
+			t.Fatalf("%s: zone %s at %s", now, z, now.In(z))
+		}
+		if storySafe(now.In(seoul)) && z.String() != seoul.String() {
+			t.Fatalf("%s: zone %s, but Seoul is clear", now, z)
+		}
+	}
+	for _, tc := range []struct {
+		local string
+		safe  bool
+	}{
+		{"2026-11-27 01:25", true}, {"2026-11-27 21:50", true}, {"2026-11-27 21:51", false},
+		{"2026-11-27 22:09", false}, {"2026-11-27 22:10", true}, {"2026-11-27 06:55", false},
+		{"2026-11-27 23:55", false}, {"2026-11-28 00:05", false}, {"2026-12-01 12:00", false},
+	} {
+		local, err := time.ParseInLocation("2006-01-02 15:04", tc.local, seoul)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := storySafe(local); got != tc.safe {
+			t.Errorf("storySafe(%s) = %v, want %v", tc.local, got, tc.safe)
+		}
+	}
+}
+
+// storyMargin is how far from a turn of the clock the stories start: they
+// take well under a minute.
+const storyMargin = 10 * time.Minute
+
+// storySafe reports whether local is neither on the 1st of a month nor
+// within storyMargin of midnight, 22:00 or 07:00.
+func storySafe(local time.Time) bool {
+	if local.Day() == 1 {
+		return false
+	}
+	day := time.Date(local.Year(), local.Month(), local.Day(), 0, 0, 0, 0, local.Location())
+	for _, edge := range []time.Duration{0, 7 * time.Hour, 22 * time.Hour, 24 * time.Hour} {
+		if d := local.Sub(day.Add(edge)); d > -storyMargin && d < storyMargin {
+			return false
+		}
+	}
+	return true
 }
 
 // familyBase returns the first of 100 family ids for one test, random per

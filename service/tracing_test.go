@@ -113,6 +113,7 @@ func attr(s tracetest.SpanStub, key string) string {
 // the outbox relay is one trace the same way, to the CUSTOMER_BLOCKED it
 // causes.
 func TestTraceFollowsAnEventAcrossKafka(t *testing.T) {
+	awayFromMidnight(t) // today's usage, then today's limit below it
 	ctx := context.Background()
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))

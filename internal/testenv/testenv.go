@@ -256,3 +256,18 @@ func (snap RedisSnapshot) RollBack(tb testing.TB, rdb redis.UniversalClient) {
 		}
 	}
 }
+
+// AwayFromMidnight returns once midnight in zone is more than margin away:
+// at once, or after waiting for the coming midnight to pass. A test on the
+// real clock whose counts hold for one day (a day's or a month's counters,
+// the event stamped now and the decision a moment later) calls it first, so
+// that a run started just before midnight does not see two days.
+func AwayFromMidnight(tb testing.TB, zone *time.Location, margin time.Duration) {
+	tb.Helper()
+	now := time.Now().In(zone)
+	next := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, zone)
+	if d := next.Sub(now); d < margin {
+		tb.Logf("waiting %s for midnight in %s to pass", d.Round(time.Millisecond), zone)
+		time.Sleep(d + time.Second)
+	}
+}
