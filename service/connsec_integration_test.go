@@ -7,11 +7,11 @@ import (
 	"context"
 	"net"
 	"os/exec"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/dabom/dpcs/idempotency"
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 )
@@ -31,13 +31,11 @@ func TestRedisSecurityOnRealRedis(t *testing.T) {
 		t.Fatal("redis-server is not installed (make integration installs it)")
 	}
 	pki := newTestPKI(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	_, port, err := net.SplitHostPort(testenv.FreeAddr(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	args := []string{"--port", "0", "--tls-port", strconv.Itoa(port), "--bind", "127.0.0.1",
+	args := []string{"--port", "0", "--tls-port", port, "--bind", "127.0.0.1",
 		"--tls-cert-file", pki.certFile, "--tls-key-file", pki.keyFile, "--tls-ca-cert-file", pki.caFile,
 		"--tls-auth-clients", "yes", "--save", "", "--appendonly", "no", "--dir", t.TempDir(),
 		"--user", "default", "off", "--user", "dpcs"}
@@ -53,7 +51,7 @@ func TestRedisSecurityOnRealRedis(t *testing.T) {
 		cmd.Wait()
 	})
 
-	env := map[string]string{"DPCS_REDIS_ADDR": "127.0.0.1:" + strconv.Itoa(port), "DPCS_REDIS_USERNAME": "dpcs",
+	env := map[string]string{"DPCS_REDIS_ADDR": "127.0.0.1:" + port, "DPCS_REDIS_USERNAME": "dpcs",
 		"DPCS_REDIS_PASSWORD": "s3cret", "DPCS_REDIS_TLS_CA": pki.caFile,
 		"DPCS_REDIS_TLS_CERT": pki.certFile, "DPCS_REDIS_TLS_KEY": pki.keyFile}
 	cfg, err := LoadConfig(func(k string) string { return env[k] })

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -134,12 +133,7 @@ func TestRunWaitsForRedisAtStart(t *testing.T) {
 	}
 	defer c.Close()
 	mr := miniredis.NewMiniRedis()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testenv.FreeAddr(t)
 	env := map[string]string{
 		"DPCS_KAFKA_BROKERS": strings.Join(c.ListenAddrs(), ","),
 		"DPCS_REDIS_ADDR":    addr,

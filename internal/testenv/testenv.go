@@ -11,7 +11,9 @@ package testenv
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -131,8 +133,23 @@ func SQLitePool(tb testing.TB) *sql.DB {
 // FreeAddr is a loopback address with a port free when it was asked for.
 // Prefer listening on 127.0.0.1:0 and reading the address back; this is for
 // programs that take an address to listen on.
+//
+// The port is drawn from 10000–19999, below Linux's ephemeral range
+// (32768–60999 by default), not from 127.0.0.1:0: between its return and
+// the program's listen, a port of the ephemeral range can be taken by any
+// connection another test package opens beside it, while one below is only
+// ever taken by an explicit listen. None of the servers `make integration`
+// starts uses one (scripts/servers.sh).
 func FreeAddr(tb testing.TB) string {
 	tb.Helper()
+	for range 100 {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", freeAddrLow+rand.IntN(freeAddrSpan)))
+		if err != nil {
+			continue // in use
+		}
+		defer l.Close()
+		return l.Addr().String()
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
@@ -140,6 +157,9 @@ func FreeAddr(tb testing.TB) string {
 	defer l.Close()
 	return l.Addr().String()
 }
+
+// FreeAddr's ports: 10000 up to, not including, 20000.
+const freeAddrLow, freeAddrSpan = 10000, 10000
 
 // Get GETs url, wants 200 and returns the body.
 func Get(tb testing.TB, url string) string {
