@@ -85,12 +85,15 @@ screenshots:
 
 ## cover: unit-test coverage, with the total on the last line. The tests'
 ## output goes to coverage.log; when one fails, its failure is printed.
+COVERTEST = $(GO) test -count=1 -timeout 30m -coverprofile=coverage.out -covermode=atomic $(PKGS)
 cover:
-	@echo "$(GO) test -count=1 -coverprofile=coverage.out -covermode=atomic $(PKGS) >coverage.log"
-	@$(GO) test -count=1 -coverprofile=coverage.out -covermode=atomic $(PKGS) >coverage.log 2>&1 || { \
-		echo "cover: a test failed; its output from coverage.log:"; \
-		grep -n -B 5 -A 40 -E -- '--- FAIL|^FAIL|^panic:|race detected|test timed out' coverage.log | head -n 400; \
-		echo "cover: failed:"; grep -E -- '--- FAIL|^FAIL|^panic:|test timed out' coverage.log; \
+	@echo "$(COVERTEST) >coverage.log 2>&1"
+	@$(COVERTEST) >coverage.log 2>&1 || { \
+		echo "cover: go test failed; from coverage.log:"; \
+		if grep -q -E -- '--- FAIL|^FAIL|^panic:' coverage.log; then \
+			grep -n -B 5 -A 40 -E -- '--- FAIL|^FAIL|^panic:' coverage.log | head -n 400; \
+			echo "cover: failed:"; grep -E -- '--- FAIL|^FAIL|^panic:' coverage.log; \
+		else tail -n 60 coverage.log; fi; \
 		exit 1; }
 	$(GO) tool cover -func=coverage.out | tail -n 1
 	@$(GO) tool cover -func=coverage.out | awk '/^total:/ {sub("%","",$$3); if ($$3+0 < 70) {print "coverage below 70%"; exit 1}}'
@@ -125,5 +128,5 @@ release:
 
 ## clean: remove what cover and release write (coverage.out, dist/).
 clean:
-	rm -f coverage.out
+	rm -f coverage.out coverage.log
 	rm -rf dist
