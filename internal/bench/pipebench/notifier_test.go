@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
@@ -26,7 +27,7 @@ func TestRunWithNotifier(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the pipeline")
 	}
-	awayFromMidnight(t)
+	testenv.AwayFromMidnight(t)
 	ctx := context.Background()
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(envelope.DefaultPartitions, envelope.Topics()...))
 	if err != nil {
