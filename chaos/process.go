@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -157,7 +158,11 @@ func Tail(path string, n int) string {
 }
 
 // FreePorts returns n distinct loopback ports that were free a moment ago
-// (listened on together, then closed).
+// (listened on together, then closed). They are drawn from 10000–19999,
+// below Linux's ephemeral range (32768–60999 by default): a server stopped
+// for a fault is started again on its port, and while it is down a port of
+// the ephemeral range can be taken by any outgoing connection, the
+// processors' own reconnects included; one below only by an explicit listen.
 func FreePorts(n int) ([]int, error) {
 	var lns []net.Listener
 	defer func() {
@@ -167,7 +172,7 @@ func FreePorts(n int) ([]int, error) {
 	}()
 	ports := make([]int, 0, n)
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := listenLow()
 		if err != nil {
 			return nil, fmt.Errorf("chaos: free port: %w", err)
 		}
@@ -180,6 +185,17 @@ func FreePorts(n int) ([]int, error) {
 		ports = append(ports, port)
 	}
 	return ports, nil
+}
+
+// listenLow listens on a free loopback port of 10000–19999, or on any free
+// one when a hundred draws from there were all taken.
+func listenLow() (net.Listener, error) {
+	for range 100 {
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 10000+rand.IntN(10000))); err == nil {
+			return l, nil
+		}
+	}
+	return net.Listen("tcp", "127.0.0.1:0")
 }
 
 // waitFor calls ready every 100 ms until it returns nil, the process p (if

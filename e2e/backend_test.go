@@ -104,15 +104,17 @@ func storyZoneFrom(now time.Time, seoul *time.Location) *time.Location {
 		return seoul
 	}
 	for off := -12 * 60; off <= 14*60; off += 30 {
-		z := time.FixedZone(fmt.Sprintf("UTC%+03d%02d", off/60, abs(off%60)), off*60)
+		sign, a := '+', off
+		if off < 0 {
+			sign, a = '-', -off
+		}
+		z := time.FixedZone(fmt.Sprintf("UTC%c%02d%02d", sign, a/60, a%60), off*60)
 		if storySafe(now.In(z)) {
 			return z
 		}
 	}
 	return seoul
 }
-
-func abs(n int) int { return max(n, -n) }
 
 // TestStoryZone: at every minute of two years, month turns and leap day
 // included, the stories' zone is clear of the turns they depend on, and it

@@ -36,18 +36,6 @@ func openSQLite(t *testing.T) *sql.DB {
 	return db
 }
 
-// awayFromMidnight waits, when the service zone's midnight is less than two
-// minutes away, for it to pass: the tests on the real clock that call it
-// check a day's (or a month's) counters against events stamped now.
-func awayFromMidnight(t *testing.T) {
-	t.Helper()
-	zone, err := policy.LoadZone(policy.DefaultZone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.AwayFromMidnight(t, zone, 2*time.Minute)
-}
-
 // harness is a pipeline (internal/testenv) for running processor
 // deployables.
 type harness struct {

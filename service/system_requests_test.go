@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
@@ -106,7 +107,7 @@ func kinds(ns []notify.Notification) []string {
 // the owner approves DAY; the child's next event is allowed and its stream
 // shows DATA_REQUEST_ANSWERED. Then a decline and a top-up approval.
 func TestSystemAskForMore(t *testing.T) {
-	awayFromMidnight(t) // a day's grant, then an event stamped now
+	testenv.AwayFromMidnight(t) // a day's grant, then an event stamped now
 	ctx := context.Background()
 	// The demo family alone, no simulated traffic: the story's events are
 	// the only ones the notifier has to carry.

@@ -37,7 +37,7 @@ func testSystemConfig(t *testing.T) SystemConfig {
 // The all-in-one starts on a fresh data dir with nothing installed, judges
 // simulated traffic end to end, and its SQL history equals Redis afterwards.
 func TestSystemEndToEnd(t *testing.T) {
-	awayFromMidnight(t) // the invariants compare this month's counters
+	testenv.AwayFromMidnight(t) // the invariants compare this month's counters
 	ctx := context.Background()
 	cfg := testSystemConfig(t)
 	cfg.AdminAddr = "127.0.0.1:0"

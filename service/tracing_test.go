@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
@@ -113,7 +114,7 @@ func attr(s tracetest.SpanStub, key string) string {
 // the outbox relay is one trace the same way, to the CUSTOMER_BLOCKED it
 // causes.
 func TestTraceFollowsAnEventAcrossKafka(t *testing.T) {
-	awayFromMidnight(t) // today's usage, then today's limit below it
+	testenv.AwayFromMidnight(t) // today's usage, then today's limit below it
 	ctx := context.Background()
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))

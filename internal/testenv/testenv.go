@@ -30,6 +30,7 @@ import (
 	_ "modernc.org/sqlite" // the driver SQLite opens
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/policy"
 )
 
 // Kafka starts an embedded single-broker Kafka on a free loopback port
@@ -147,8 +148,9 @@ func FreeAddr(tb testing.TB) string {
 		if err != nil {
 			continue // in use
 		}
-		defer l.Close()
-		return l.Addr().String()
+		addr := l.Addr().String()
+		l.Close()
+		return addr
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -277,13 +279,19 @@ func (snap RedisSnapshot) RollBack(tb testing.TB, rdb redis.UniversalClient) {
 	}
 }
 
-// AwayFromMidnight returns once midnight in zone is more than margin away:
-// at once, or after waiting for the coming midnight to pass. A test on the
-// real clock whose counts hold for one day (a day's or a month's counters,
-// the event stamped now and the decision a moment later) calls it first, so
-// that a run started just before midnight does not see two days.
-func AwayFromMidnight(tb testing.TB, zone *time.Location, margin time.Duration) {
+// AwayFromMidnight returns once midnight in the service zone
+// (policy.DefaultZone) is more than five minutes away: at once, or after
+// waiting for the coming midnight to pass. A test on the real clock whose
+// counts hold for one day (a day's or a month's counters, the event stamped
+// now and the decision a moment later) and that takes well under five
+// minutes calls it first, so that it does not see two days.
+func AwayFromMidnight(tb testing.TB) {
 	tb.Helper()
+	const margin = 5 * time.Minute
+	zone, err := policy.LoadZone(policy.DefaultZone)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	now := time.Now().In(zone)
 	next := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, zone)
 	if d := next.Sub(now); d < margin {
