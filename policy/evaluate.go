@@ -49,10 +49,19 @@ type Pool struct {
 	Total int64
 	// Used is what members used from the pool this month.
 	Used int64
+	// Reserved is what the family's grants hold of the month's pool
+	// (reservations not used yet; see SizeGrant): a request fits in what
+	// is neither used nor reserved (Free). For a grant being sized, the
+	// other grants' reservations only.
+	Reserved int64
 }
 
-// Remaining is Total − Used, never below 0.
+// Remaining is Total − Used, never below 0: what the family sees left, and
+// what thresholds are judged on (reservations are not usage).
 func (p Pool) Remaining() int64 { return max(p.Total-p.Used, 0) }
+
+// Free is Total − Used − Reserved, never below 0: what a request may take.
+func (p Pool) Free() int64 { return max(p.Total-p.Used-p.Reserved, 0) }
 
 // Member is what the evaluator knows about the member an event is for.
 type Member struct {
@@ -60,6 +69,10 @@ type Member struct {
 	Member bool
 	// DailyUsed and MonthlyUsed are the member's usage in the event's day and month.
 	DailyUsed, MonthlyUsed int64
+	// DailyReserved and MonthlyReserved are what the member's grants hold
+	// of its limits in the event's day and month (for a grant being sized,
+	// its other grants' only): a request fits in a limit with them.
+	DailyReserved, MonthlyReserved int64
 }
 
 // Request is one usage event to judge.
@@ -88,43 +101,54 @@ type Result struct {
 // while an EXCEPT:APP:<app> lasts) → time windows (the START/END window,
 // then named windows in key order; none while EXCEPT:TIME lasts, none for
 // an ALLOW:APP or ALLOW:CATEGORY app) → daily, then monthly
-// limit (used + request > limit, each limit raised by the extras of the
-// event's day and month, see Constraints.EffectiveLimits) → family pool (remaining < request) → allow.
+// limit (used + reserved + request > limit, each limit raised by the extras of the
+// event's day and month, see Constraints.EffectiveLimits) → family pool
+// (free < request, free = total − used − reserved) → allow.
 // It is all or nothing: an allowed request deducts exactly req.Bytes.
 func Evaluate(c Constraints, m Member, p Pool, req Request) Result {
-	if d, rule := standing(c, m, req.At); d != Allowed {
+	if d, rule := blocks(c, m, req.AppID, req.Category, req.At); d != Allowed {
 		return Result{Decision: d, Rule: rule}
 	}
-	excepted := c.AppExcepted(req.AppID, req.At)
-	if req.AppID != "" && slices.Contains(c.BlockedApps, req.AppID) && !excepted {
-		return Result{Decision: BlockedApp, Rule: KeyBlockAppPrefix + req.AppID}
-	}
-	if req.Category != "" && slices.Contains(c.BlockedCategories, req.Category) && !excepted {
-		return Result{Decision: BlockedApp, Rule: KeyBlockCatPrefix + string(req.Category)}
-	}
-	if !c.AlwaysAllowed(req.AppID, req.Category) {
-		if d, rule := timeBlock(c, req.At); d != Allowed {
-			return Result{Decision: d, Rule: rule}
-		}
-	}
 	daily, monthly := c.EffectiveLimits(req.At)
-	if daily != nil && m.DailyUsed+req.Bytes > *daily {
+	if daily != nil && m.DailyUsed+m.DailyReserved+req.Bytes > *daily {
 		return Result{Decision: BlockedLimitDaily, Rule: KeyLimitDaily}
 	}
-	if monthly != nil && m.MonthlyUsed+req.Bytes > *monthly {
+	if monthly != nil && m.MonthlyUsed+m.MonthlyReserved+req.Bytes > *monthly {
 		return Result{Decision: BlockedLimitMonthly, Rule: KeyLimitMonthly}
 	}
-	if p.Remaining() < req.Bytes {
+	if p.Free() < req.Bytes {
 		return Result{Decision: BlockedFamilyQuota, Rule: poolRule(p)}
 	}
 	return Result{Decision: Allowed, Deduct: req.Bytes, ThrottleKbps: c.ThrottleKbps}
+}
+
+// blocks is Evaluate's checks before the limits: membership, BLOCK:ACCESS,
+// app and category blocks (with the app's exception), time windows (with
+// the time exception and the always-allowed apps).
+func blocks(c Constraints, m Member, app string, cat Category, at Moment) (Decision, string) {
+	if d, rule := standing(c, m, at); d != Allowed {
+		return d, rule
+	}
+	excepted := c.AppExcepted(app, at)
+	if app != "" && slices.Contains(c.BlockedApps, app) && !excepted {
+		return BlockedApp, KeyBlockAppPrefix + app
+	}
+	if cat != "" && slices.Contains(c.BlockedCategories, cat) && !excepted {
+		return BlockedApp, KeyBlockCatPrefix + string(cat)
+	}
+	if !c.AlwaysAllowed(app, cat) {
+		return timeBlock(c, at)
+	}
+	return Allowed, ""
 }
 
 // Status is the dry run: would this member be blocked now, whatever app it
 // used, and why. It blocks where Evaluate would block any request of one byte
 // or more: membership, BLOCK:ACCESS, an active time window, used ≥ a limit
 // (DAILY before MONTHLY), or an empty family pool. App and category blocks do
-// not block the member as a whole and are not reported.
+// not block the member as a whole and are not reported. Reservations are
+// not usage: a member whose grants hold all of its limit is not blocked
+// (its sessions use them), so Status reads used bytes only.
 func Status(c Constraints, m Member, p Pool, at Moment) Result {
 	if d, rule := standing(c, m, at); d != Allowed {
 		return Result{Decision: d, Rule: rule}
