@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -213,7 +214,10 @@ type MemberStatus struct {
 	Constraints            map[string]string
 	Version                int64
 	DailyUsed, MonthlyUsed int64
-	ThrottleKbps           int64
+	// DailyReserved and MonthlyReserved are what the member's grants hold
+	// of its day and month (not usage: Decision reads used bytes only).
+	DailyReserved, MonthlyReserved int64
+	ThrottleKbps                   int64
 }
 
 // Blocked reports whether the member is blocked now.
@@ -231,8 +235,13 @@ type FamilyStatus struct {
 	Total       int64
 	Thresholds  policy.Thresholds
 	// Fired lists the thresholds already announced this month, descending.
-	Fired   []int
-	Members []MemberStatus
+	Fired []int
+	// Reserved is what the family's grants hold of the month's pool.
+	Reserved int64
+	Members  []MemberStatus
+	// Grants are the family's open grants (any month's), by customer and
+	// grant id.
+	Grants []GrantState
 }
 
 // UsedPercent is the share of the month's pool used, in percent.
@@ -241,6 +250,7 @@ func (f FamilyStatus) UsedPercent() float64 { return usedPercent(f.Total, f.Rema
 type poolReads struct {
 	family *redis.MapStringStringCmd
 	pool   *redis.MapStringStringCmd
+	grants *redis.MapStringStringCmd
 }
 
 type memberReads struct {
@@ -248,13 +258,14 @@ type memberReads struct {
 	constraints *redis.MapStringStringCmd
 	version     *redis.StringCmd
 	usage       *redis.SliceCmd // the usage hash: m, d:<today>
-	pool        *redis.SliceCmd // the pool hash: u:<cid>, d:<cid>
+	pool        *redis.SliceCmd // the pool hash: u:<cid>, d:<cid>, r:<cid>, r:<cid>:<DD>
 }
 
 func (e *Engine) queuePool(ctx context.Context, p redis.Pipeliner, fid int64, m policy.Moment) poolReads {
 	return poolReads{
 		family: p.HGetAll(ctx, e.k.family(fid)),
 		pool:   p.HGetAll(ctx, e.k.pool(fid, m.Month)),
+		grants: p.HGetAll(ctx, e.k.grants(fid)),
 	}
 }
 
@@ -264,7 +275,8 @@ func (e *Engine) queueMember(ctx context.Context, p redis.Pipeliner, fid, cid in
 		constraints: p.HGetAll(ctx, e.k.constraints(fid, cid)),
 		version:     p.Get(ctx, e.k.version(fid, cid)),
 		usage:       p.HMGet(ctx, e.k.usage(fid, cid, m.Month), fieldMonth, dayField(m.Day)),
-		pool:        p.HMGet(ctx, e.k.pool(fid, m.Month), prefixMonthUsage+strconv.FormatInt(cid, 10), prefixDay+strconv.FormatInt(cid, 10)),
+		pool: p.HMGet(ctx, e.k.pool(fid, m.Month), prefixMonthUsage+strconv.FormatInt(cid, 10), prefixDay+strconv.FormatInt(cid, 10),
+			prefixReserved+strconv.FormatInt(cid, 10), prefixReserved+strconv.FormatInt(cid, 10)+":"+m.Day[6:8]),
 	}
 }
 
@@ -300,7 +312,18 @@ func (e *Engine) familyOf(fid int64, m policy.Moment, r poolReads) (f FamilyStat
 			}
 		}
 	}
-	f.Used, f.TopUps = parseInt(pool[fieldUsed]), parseInt(pool[fieldTopUp])
+	f.Used, f.TopUps, f.Reserved = parseInt(pool[fieldUsed]), parseInt(pool[fieldTopUp]), parseInt(pool[fieldReserved])
+	for k, v := range r.grants.Val() {
+		if g, ok := e.parseGrant(k, v); ok {
+			f.Grants = append(f.Grants, g)
+		}
+	}
+	slices.SortFunc(f.Grants, func(a, b GrantState) int {
+		if a.CustomerID != b.CustomerID {
+			return cmp.Compare(a.CustomerID, b.CustomerID)
+		}
+		return strings.Compare(a.GrantID, b.GrantID)
+	})
 	f.Total = f.Plan + f.TopUps
 	f.Remaining = policy.Pool{Total: f.Total, Used: f.Used}.Remaining()
 	for k := range pool {
@@ -329,6 +352,9 @@ func memberOf(r memberReads, member bool, pool policy.Pool, m policy.Moment) (Me
 	delete(s.Constraints, fieldCompiled) // compiled, not a constraint
 	delete(s.Constraints, fieldWindows)
 	s.MonthlyUsed, s.DailyUsed = memberUsage(r, m.Day)
+	if p := r.pool.Val(); len(p) == 4 {
+		s.MonthlyReserved, s.DailyReserved = anyInt(p[2]), anyInt(p[3])
+	}
 	c, err := policy.ParseConstraints(s.Constraints)
 	if err != nil {
 		return s, fmt.Errorf("quota: stored constraints of customer %d are invalid: %w", r.cid, err)
@@ -344,7 +370,7 @@ func memberOf(r memberReads, member bool, pool policy.Pool, m policy.Moment) (Me
 // the usage hash's d:<DD>.
 func memberUsage(r memberReads, day string) (monthly, daily int64) {
 	u, p := r.usage.Val(), r.pool.Val()
-	if len(u) != 2 || len(p) != 2 {
+	if len(u) != 2 || len(p) < 2 {
 		return 0, 0
 	}
 	if s, ok := p[0].(string); ok {

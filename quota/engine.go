@@ -20,6 +20,14 @@ import (
 var (
 	//go:embed lua/apply.lua
 	applyLua string
+	//go:embed lua/grant.lua
+	grantLua string
+	//go:embed lua/policy.lua
+	policyLua string
+	//go:embed lua/limits.lua
+	limitsLua string
+	//go:embed lua/crossings.lua
+	crossingsLua string
 	//go:embed lua/pool.lua
 	poolLua string
 	//go:embed lua/constraints.lua
@@ -121,9 +129,12 @@ type EventError struct {
 func (e *EventError) Error() string { return fmt.Sprintf("event %d: %v", e.Index, e.Err) }
 func (e *EventError) Unwrap() error { return e.Err }
 
-// ApplyInfo is passed to Hooks.OnApply after every Apply / ApplyBatch.
+// ApplyInfo is passed to Hooks.OnApply after every batch (Apply,
+// ApplyBatch, ApplyMarked, Grant, GrantMarked, JudgeMarked).
 type ApplyInfo struct {
-	Events   int
+	Events int
+	// Grants is the batch's grant steps.
+	Grants   int
 	Duration time.Duration
 	Err      error
 	// Replicas is how many replicas acknowledged the batch's writes (on a
@@ -234,8 +245,10 @@ type Engine struct {
 	catalog    policy.Catalog // nil: no lookup
 	hooks      Hooks
 	ack        replicaAck
-	// apply is apply.lua with this engine's constants (applySource).
-	apply *redis.Script
+	sizes      GrantSizes
+	// apply and grant are apply.lua and grant.lua with their parts and
+	// this engine's constants (scriptSource).
+	apply, grant *redis.Script
 
 	markersMu sync.Mutex
 	markers   []string // state marker keys, one per master; see markerKeys
@@ -265,6 +278,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Engine, error) {
 		now:           time.Now,
 		dedupeTTL:     24 * time.Hour,
 		thresholds:    policy.DefaultThresholds(),
+		sizes:         DefaultGrantSizes(),
 		markerRefresh: time.Second,
 	}
 	for _, o := range opts {
@@ -275,19 +289,30 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Engine, error) {
 	if err := e.ack.check(rdb); err != nil {
 		return nil, err
 	}
-	e.apply = redis.NewScript(applySource(e.dedupeTTL, e.thresholds))
+	e.apply = redis.NewScript(e.scriptSource(applyLua))
+	e.grant = redis.NewScript(e.scriptSource(grantLua))
 	return e, nil
 }
 
-// applySource is apply.lua with the engine's constants written in: each
-// argument of a call costs the server a string, a constant need not.
-func applySource(dedupeTTL time.Duration, thr policy.Thresholds) string {
+// scriptSource is a script (apply.lua, grant.lua) with the parts they share
+// written in where they say --[[policy.lua]], --[[limits.lua]] and
+// --[[crossings.lua]], and the engine's constants: each argument of a call
+// costs the server a string, a constant need not.
+func (e *Engine) scriptSource(lua string) string {
+	lua = strings.NewReplacer(
+		"--[[policy.lua]]", policyLua,
+		"--[[limits.lua]]", limitsLua,
+		"--[[crossings.lua]]", crossingsLua,
+	).Replace(lua)
 	return strings.NewReplacer(
-		"DPCS_BUCKET_TTL", strconv.FormatInt(int64(bucketLife*dedupeTTL/time.Second), 10),
+		"DPCS_BUCKET_TTL", strconv.FormatInt(int64(bucketLife*e.dedupeTTL/time.Second), 10),
 		"DPCS_MONTH_TTL", strconv.FormatInt(int64(monthTTL/time.Second), 10),
-		"DPCS_THRESHOLDS", thr.String(),
+		"DPCS_THRESHOLDS", e.thresholds.String(),
 		"DPCS_MAX_TOTAL", strconv.FormatInt(policy.MaxBytes, 10),
-	).Replace(applyLua)
+		"DPCS_GRANT_DEFAULT", strconv.FormatInt(e.sizes.Default, 10),
+		"DPCS_GRANT_MAX", strconv.FormatInt(e.sizes.Max, 10),
+		"DPCS_GRANT_MIN", strconv.FormatInt(e.sizes.Min, 10),
+	).Replace(lua)
 }
 
 // Location returns the engine's service time zone.
@@ -296,7 +321,7 @@ func (e *Engine) Location() *time.Location { return e.loc }
 // Load loads the engine's scripts into Redis (every master of a cluster), so
 // the first pipelined batch does not meet NOSCRIPT. Optional.
 func (e *Engine) Load(ctx context.Context) error {
-	for _, s := range []*redis.Script{e.apply, poolScript, constraintsScript, stateScript} {
+	for _, s := range []*redis.Script{e.apply, e.grant, poolScript, constraintsScript, stateScript} {
 		if err := s.Load(ctx, e.rdb).Err(); err != nil {
 			return fmt.Errorf("quota: load script: %w", err)
 		}
@@ -361,7 +386,8 @@ func (e *Engine) Apply(ctx context.Context, ev Event) (Result, error) {
 //
 // ApplyBatch trusts the Redis state it finds; ApplyMarked checks it first.
 func (e *Engine) ApplyBatch(ctx context.Context, evs []Event) (results []Result, err error) {
-	return e.applyBatch(ctx, "", nil, evs)
+	results, _, err = e.judgeBatch(ctx, "", nil, evs, nil)
+	return results, err
 }
 
 // ApplyMarked is ApplyBatch for a consumer that must not judge from a Redis
@@ -376,43 +402,90 @@ func (e *Engine) ApplyBatch(ctx context.Context, evs []Event) (results []Result,
 // The batch's scripts may still have run on the untrusted state; the rebuild
 // replaces every key they touched.
 func (e *Engine) ApplyMarked(ctx context.Context, gen string, marks []Mark, evs []Event) ([]Result, error) {
-	if gen == "" {
-		return nil, fmt.Errorf("%w: empty state generation", ErrInvalid)
-	}
-	if err := validMarks(marks); err != nil {
-		return nil, err
-	}
-	return e.applyBatch(ctx, gen, marks, evs)
+	results, _, err := e.JudgeMarked(ctx, gen, marks, evs, nil)
+	return results, err
 }
 
-func (e *Engine) applyBatch(ctx context.Context, gen string, marks []Mark, evs []Event) (results []Result, err error) {
+// JudgeMarked is ApplyMarked for a batch of events and grant steps judged
+// in one pipeline (the events first, then the steps, each in order): what a
+// group commit of synchronous decisions and grants sends. An
+// *UnrestoredError names the events (Pending) and steps (GrantPending) not
+// judged.
+func (e *Engine) JudgeMarked(ctx context.Context, gen string, marks []Mark, evs []Event, ops []GrantOp) ([]Result, []GrantResult, error) {
+	if gen == "" {
+		return nil, nil, fmt.Errorf("%w: empty state generation", ErrInvalid)
+	}
+	if err := validMarks(marks); err != nil {
+		return nil, nil, err
+	}
+	return e.judgeBatch(ctx, gen, marks, evs, ops)
+}
+
+// call is one script call of a batch: an event's apply.lua or a grant
+// step's grant.lua.
+type call struct {
+	fid    int64
+	script *redis.Script
+	keys   []string
+	args   []any
+}
+
+func (e *Engine) judgeBatch(ctx context.Context, gen string, marks []Mark, evs []Event, ops []GrantOp) (results []Result, grants []GrantResult, err error) {
 	var replicas int
 	if e.hooks.OnApply != nil {
 		start := time.Now()
 		defer func() {
-			e.hooks.OnApply(ApplyInfo{Events: len(evs), Duration: time.Since(start), Err: err, Replicas: replicas})
+			e.hooks.OnApply(ApplyInfo{Events: len(evs), Grants: len(ops), Duration: time.Since(start), Err: err, Replicas: replicas})
 		}()
 	}
 	for i, ev := range evs {
 		if err := ev.validate(); err != nil {
-			return nil, &EventError{Index: i, Err: err}
+			return nil, nil, &EventError{Index: i, Err: err}
+		}
+	}
+	for i, op := range ops {
+		if err := op.validate(); err != nil {
+			return nil, nil, &GrantError{Index: i, Err: err}
 		}
 	}
 	guarded := gen != ""
-	if len(evs) == 0 && !guarded {
-		return nil, nil
+	if len(evs)+len(ops) == 0 && !guarded {
+		return nil, nil, nil
 	}
 	var markers []string
 	if guarded {
 		if markers, err = e.markerKeys(ctx); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	bucket := e.bucket(e.now())
-	if e.ack.replicas > 0 && len(evs) > 0 {
-		return e.applyAckedMarked(ctx, gen, marks, markers, evs, bucket, &replicas)
+	calls := make([]call, 0, len(evs)+len(ops))
+	for _, ev := range evs {
+		ks, args := e.applyCall(ev, bucket, gen)
+		calls = append(calls, call{ev.FamilyID, e.apply, ks, args})
 	}
-	cmds := make([]*redis.Cmd, len(evs))
+	if len(ops) > 0 {
+		accepted, _, _ := e.AcceptedMonths()
+		for _, op := range ops {
+			ks, args := e.grantCall(op, bucket, gen, accepted)
+			calls = append(calls, call{op.FamilyID, e.grant, ks, args})
+		}
+	}
+	var cmds []*redis.Cmd
+	if e.ack.replicas > 0 && len(calls) > 0 {
+		if cmds, err = e.runAckedMarked(ctx, gen, marks, markers, calls, &replicas); err != nil {
+			return nil, nil, err
+		}
+	} else if cmds, err = e.runBatch(ctx, gen, marks, markers, calls); err != nil {
+		return nil, nil, err
+	}
+	return e.results(cmds, evs, ops, gen)
+}
+
+// runBatch runs calls in one pipeline, between the markers' check and
+// advance when guarded (markers set), and reads the guard.
+func (e *Engine) runBatch(ctx context.Context, gen string, marks []Mark, markers []string, calls []call) ([]*redis.Cmd, error) {
+	cmds := make([]*redis.Cmd, len(calls))
 	checks := make([]*redis.Cmd, len(markers))
 	advances := make([]*redis.Cmd, len(markers))
 	run := func(idx []int) error {
@@ -421,8 +494,8 @@ func (e *Engine) applyBatch(ctx context.Context, gen string, marks []Mark, evs [
 				checks[i] = stateScript.EvalSha(ctx, p, []string{k}, markArgs("check", gen, k, marks, false)...)
 			}
 			for _, i := range idx {
-				ks, args := e.applyCall(evs[i], bucket, gen)
-				cmds[i] = e.apply.EvalSha(ctx, p, ks, args...)
+				c := calls[i]
+				cmds[i] = c.script.EvalSha(ctx, p, c.keys, c.args...)
 			}
 			for i, k := range markers {
 				advances[i] = stateScript.EvalSha(ctx, p, []string{k}, markArgs("advance", gen, k, marks, true)...)
@@ -431,7 +504,7 @@ func (e *Engine) applyBatch(ctx context.Context, gen string, marks []Mark, evs [
 		})
 		return err
 	}
-	all := make([]int, len(evs))
+	all := make([]int, len(calls))
 	for i := range all {
 		all[i] = i
 	}
@@ -448,7 +521,7 @@ func (e *Engine) applyBatch(ctx context.Context, gen string, marks []Mark, evs [
 		}
 		// Redis lost its scripts (a restart): load them and run again what
 		// did not run; the guard runs again around it.
-		for _, s := range []*redis.Script{e.apply, stateScript} {
+		for _, s := range []*redis.Script{e.apply, e.grant, stateScript} {
 			if err := s.Load(ctx, e.rdb).Err(); err != nil {
 				return nil, fmt.Errorf("quota: load scripts: %w", err)
 			}
@@ -457,47 +530,101 @@ func (e *Engine) applyBatch(ctx context.Context, gen string, marks []Mark, evs [
 			return nil, fmt.Errorf("quota: apply: %w", err)
 		}
 	}
-	if guarded {
+	if len(markers) > 0 {
 		if err := guardResult(checks, advances); err != nil {
 			return nil, err
 		}
 	}
-	return e.results(cmds, evs, gen)
+	return cmds, nil
 }
 
-// results reads a batch's apply replies. An event of a family another
-// generation restored (or none, in a generation restored on touch) was not
-// judged: in a generation restored on touch (OnTouch) that is an
-// *UnrestoredError listing them, with the other events' results; else the
-// state is stale.
-func (e *Engine) results(cmds []*redis.Cmd, evs []Event, gen string) ([]Result, error) {
+// results reads a batch's replies: the events' (apply.lua), then the grant
+// steps'. An event or step of a family another generation restored (or
+// none, in a generation restored on touch) was not judged: in a generation
+// restored on touch (OnTouch) that is an *UnrestoredError listing them,
+// with the others' results; else the state is stale.
+func (e *Engine) results(cmds []*redis.Cmd, evs []Event, ops []GrantOp, gen string) ([]Result, []GrantResult, error) {
 	results := make([]Result, len(evs))
+	grants := make([]GrantResult, len(ops))
 	var un *UnrestoredError
-	for i, c := range cmds {
-		r, err := parseApply(c)
+	unrestored := func(fid int64, by string) error {
+		if !OnTouch(gen) {
+			return &StaleError{Reason: fmt.Sprintf("family %d was restored by state generation %s, not %s", fid, by, gen)}
+		}
+		if un == nil {
+			un = &UnrestoredError{Generation: gen, Results: results, GrantResults: grants}
+		}
+		if !slices.Contains(un.Families, fid) {
+			un.Families = append(un.Families, fid)
+		}
+		return nil
+	}
+	for i, ev := range evs {
+		r, err := parseApply(cmds[i])
 		if err != nil {
-			return nil, fmt.Errorf("quota: event %d: %w", i, err)
+			return nil, nil, fmt.Errorf("quota: event %d: %w", i, err)
 		}
 		if r.unrestored {
-			if !OnTouch(gen) {
-				return nil, &StaleError{Reason: fmt.Sprintf("family %d was restored by state generation %s, not %s",
-					evs[i].FamilyID, r.restoredBy, gen)}
-			}
-			if un == nil {
-				un = &UnrestoredError{Generation: gen, Results: results}
-			}
-			if !slices.Contains(un.Families, evs[i].FamilyID) {
-				un.Families = append(un.Families, evs[i].FamilyID)
+			if err := unrestored(ev.FamilyID, r.restoredBy); err != nil {
+				return nil, nil, err
 			}
 			un.Pending = append(un.Pending, i)
 			continue
 		}
 		results[i] = r.Result
 	}
-	if un != nil {
-		return nil, un
+	for i, op := range ops {
+		r, err := e.parseGrantReply(cmds[len(evs)+i])
+		if err != nil {
+			return nil, nil, fmt.Errorf("quota: grant step %d: %w", i, err)
+		}
+		if r.unrestored {
+			if err := unrestored(op.FamilyID, r.restoredBy); err != nil {
+				return nil, nil, err
+			}
+			un.GrantPending = append(un.GrantPending, i)
+			continue
+		}
+		grants[i] = r.GrantResult
 	}
-	return results, nil
+	if un != nil {
+		return nil, nil, un
+	}
+	return results, grants, nil
+}
+
+// granted is one grant script's reply, as applied is an apply script's.
+type granted struct {
+	GrantResult
+	unrestored bool
+	restoredBy string
+}
+
+func (e *Engine) parseGrantReply(c *redis.Cmd) (granted, error) {
+	code, s, err := scriptReply(c)
+	if err != nil {
+		return granted{}, err
+	}
+	if code == 2 {
+		return granted{unrestored: true, restoredBy: s}, nil
+	}
+	r, err := decodeGrantResult(s, e.loc)
+	r.Duplicate = code == 1
+	return granted{GrantResult: r}, err
+}
+
+// scriptReply reads a script's {code, string} reply.
+func scriptReply(c *redis.Cmd) (int64, string, error) {
+	v, err := c.Slice()
+	if err != nil {
+		return 0, "", err
+	}
+	if len(v) != 2 {
+		return 0, "", fmt.Errorf("unexpected script reply %v", v)
+	}
+	code, _ := v[0].(int64)
+	s, _ := v[1].(string)
+	return code, s, nil
 }
 
 // applied is one apply script's reply: a result, or, when the script
@@ -509,15 +636,10 @@ type applied struct {
 }
 
 func parseApply(c *redis.Cmd) (applied, error) {
-	v, err := c.Slice()
+	code, s, err := scriptReply(c)
 	if err != nil {
 		return applied{}, err
 	}
-	if len(v) != 2 {
-		return applied{}, fmt.Errorf("unexpected script reply %v", v)
-	}
-	code, _ := v[0].(int64)
-	s, _ := v[1].(string)
 	if code == 2 {
 		return applied{unrestored: true, restoredBy: s}, nil
 	}
@@ -528,17 +650,9 @@ func parseApply(c *redis.Cmd) (applied, error) {
 
 // encodeResult is the stored form of a result, as apply.lua writes it.
 func encodeResult(r Result) string {
-	crossed := make([]string, len(r.Crossed))
-	for i, p := range r.Crossed {
-		arm := 1
-		if i < len(r.Arms) {
-			arm = r.Arms[i]
-		}
-		crossed[i] = strconv.Itoa(p) + ":" + strconv.Itoa(arm)
-	}
 	return strings.Join([]string{string(r.Decision), strconv.FormatInt(r.Remaining, 10), strconv.FormatInt(r.Total, 10),
 		strconv.FormatInt(r.DailyUsed, 10), strconv.FormatInt(r.MonthlyUsed, 10), strconv.FormatInt(r.ThrottleKbps, 10),
-		strings.Join(crossed, ","), r.Rule}, "|")
+		encodeCrossed(r.Crossed, r.Arms), r.Rule}, "|")
 }
 
 // decodeResult parses "decision|remaining|total|daily|monthly|throttle|crossed|rule".
@@ -557,22 +671,9 @@ func decodeResult(s string) (Result, error) {
 		}
 		*p = n
 	}
-	if f[6] != "" {
-		for _, c := range strings.Split(f[6], ",") {
-			pct, arm, _ := strings.Cut(c, ":")
-			n, err := strconv.Atoi(pct)
-			if err != nil {
-				return Result{}, fmt.Errorf("malformed stored result %q: %w", s, err)
-			}
-			a := 1
-			if arm != "" {
-				if a, err = strconv.Atoi(arm); err != nil {
-					return Result{}, fmt.Errorf("malformed stored result %q: %w", s, err)
-				}
-			}
-			r.Crossed = append(r.Crossed, n)
-			r.Arms = append(r.Arms, a)
-		}
+	var err error
+	if r.Crossed, r.Arms, err = decodeCrossed(f[6]); err != nil {
+		return Result{}, fmt.Errorf("malformed stored result %q: %w", s, err)
 	}
 	r.Rule = f[7]
 	if !r.Decision.Valid() {

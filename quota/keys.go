@@ -31,6 +31,10 @@ func (k keys) events(fid int64, b int64) string {
 	return k.family(fid) + ":evt:" + strconv.FormatInt(b, 10)
 }
 
+// grants is the family's open grants: <cid>|<grantId> -> the reservation
+// "<bytes>|<YYYYMMDD>|<unix s>" (see lua/grant.lua).
+func (k keys) grants(fid int64) string { return k.family(fid) + ":grants" }
+
 // state is a state marker; tag picks its Redis Cluster slot (one marker per
 // master). See lua/state.lua.
 func (k keys) state(tag string) string { return k.prefix + "dpcs:state:{" + tag + "}" }
@@ -59,7 +63,12 @@ const (
 	prefixDay       = "d:"
 	// prefixMonthUsage is the pool hash's u:<cid>, the member's month.
 	prefixMonthUsage = "u:"
-	bucketMarked     = "" // no event id is empty
+	// fieldReserved is the pool hash's r, what the family's grants reserve
+	// of the month; prefixReserved starts r:<cid> (the member's month) and
+	// r:<cid>:<DD> (its day DD).
+	fieldReserved  = "r"
+	prefixReserved = "r:"
+	bucketMarked   = "" // no event id is empty
 )
 
 func memberField(cid int64) string { return prefixMember + strconv.FormatInt(cid, 10) }

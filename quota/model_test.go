@@ -36,6 +36,23 @@ type model struct {
 	daily   map[fcp]int64
 	monthly map[fcp]int64
 	results map[fid]judged
+	// grants are the open grants' reservations; steps the grant steps'
+	// results (ids are one event or one step: the tests keep them apart).
+	grants map[fcg]reservation
+	steps  map[fid]judgedStep
+	sizes  GrantSizes
+}
+
+// reservation is an open grant's: bytes held and the time (whole seconds)
+// of the step that made it, whose day and month it is of.
+type reservation struct {
+	bytes int64
+	at    time.Time
+}
+
+type judgedStep struct {
+	r  GrantResult
+	at time.Time
 }
 
 // judged is a remembered result and when (engine clock) it was first judged.
@@ -58,6 +75,10 @@ type (
 		f  int64
 		id string
 	}
+	fcg struct {
+		f, c int64
+		id   string
+	}
 )
 
 func newModel(loc *time.Location) *model {
@@ -67,7 +88,180 @@ func newModel(loc *time.Location) *model {
 		topup: map[fp]int64{}, used: map[fp]int64{}, fired: map[fp]map[int]bool{}, arms: map[fp]map[int]int{},
 		members: map[fc]bool{}, cons: map[fc]map[string]string{}, ver: map[fc]int64{},
 		daily: map[fcp]int64{}, monthly: map[fcp]int64{}, results: map[fid]judged{},
+		grants: map[fcg]reservation{}, steps: map[fid]judgedStep{}, sizes: testGrantSizes,
 	}
+}
+
+// testGrantSizes are the grant sizes of the model tests, in the scale of
+// their plans (0–60 MB).
+var testGrantSizes = GrantSizes{Default: 5 * mb, Max: 20 * mb, Min: 1 * mb}
+
+// reserved is what the family's grants hold of month's pool, without
+// skip's.
+func (m *model) reserved(f int64, month string, skip fcg) int64 {
+	var n int64
+	for k, g := range m.grants {
+		if k.f == f && k != skip && policy.MomentOf(g.at, m.loc).Month == month {
+			n += g.bytes
+		}
+	}
+	return n
+}
+
+// memberReserved is what the member's grants hold of its day and month,
+// without skip's.
+func (m *model) memberReserved(f, c int64, mo policy.Moment, skip fcg) (day, month int64) {
+	for k, g := range m.grants {
+		if k.f != f || k.c != c || k == skip {
+			continue
+		}
+		gm := policy.MomentOf(g.at, m.loc)
+		if gm.Month == mo.Month {
+			month += g.bytes
+			if gm.Day == mo.Day {
+				day += g.bytes
+			}
+		}
+	}
+	return day, month
+}
+
+// openGrants is how many grants of the family are open.
+func (m *model) openGrants(f int64) int64 {
+	var n int64
+	for k := range m.grants {
+		if k.f == f {
+			n++
+		}
+	}
+	return n
+}
+
+// acceptedMonths are the months an engine whose clock reads now and whose
+// dedupe window is window still holds (Engine.AcceptedMonths).
+func acceptedMonths(now time.Time, window time.Duration, loc *time.Location) []string {
+	var out []string
+	for t := now.Add(-window); ; t = t.AddDate(0, 0, 1) {
+		if t.After(now.Add(window)) {
+			t = now.Add(window)
+		}
+		if mo := policy.MomentOf(t, loc).Month; !slices.Contains(out, mo) {
+			out = append(out, mo)
+		}
+		if !t.Before(now.Add(window)) {
+			return out
+		}
+	}
+}
+
+// crossings judges the thresholds of month's pool, as apply.lua and
+// grant.lua do after a change, and records them in r's Crossed and Arms.
+func (m *model) crossings(f int64, month string) (crossed, arms []int) {
+	pool := m.pool(f, month)
+	if pool.Total <= 0 {
+		return nil, nil
+	}
+	k := fp{f, month}
+	if m.fired[k] == nil {
+		m.fired[k] = map[int]bool{}
+	}
+	for _, p := range m.thresholds(f) {
+		if policy.Reached(p, pool.Total, pool.Remaining()) && !m.fired[k][p] {
+			m.fired[k][p] = true
+			if m.arms[k] == nil {
+				m.arms[k] = map[int]int{}
+			}
+			m.arms[k][p]++
+			crossed, arms = append(crossed, p), append(arms, m.arms[k][p])
+		}
+	}
+	return crossed, arms
+}
+
+// grant judges a grant step arriving at now (see GrantResult and
+// lua/grant.lua): the reservation returned and the use charged to its
+// period, crossings there, a new reservation sized by policy.SizeGrant and
+// valid until policy.NextChange.
+func (m *model) grant(op GrantOp, now time.Time) GrantResult {
+	if j, ok := m.steps[fid{op.FamilyID, op.ID}]; ok && now.Sub(j.at) < 24*time.Hour {
+		r := j.r
+		r.Duplicate = true
+		return r
+	}
+	f, c := op.FamilyID, op.CustomerID
+	at := time.Unix(op.At.Unix(), 0).In(m.loc)
+	mo := policy.MomentOf(at, m.loc)
+	key := fcg{f, c, op.GrantID}
+	held, open := m.grants[key]
+	member := m.members[fc{f, c}]
+	// The charged period: the reservation's when the engine holds its
+	// month (the step's, or the previous while accepted), else the step's.
+	chargedAt, back := at, false
+	if open {
+		hm := policy.MomentOf(held.at, m.loc).Month
+		first := time.Date(at.Year(), at.Month(), 1, 12, 0, 0, 0, m.loc)
+		prev := policy.MomentOf(first.AddDate(0, -1, 0), m.loc).Month
+		next := policy.MomentOf(first.AddDate(0, 1, 0), m.loc).Month
+		if hm == mo.Month || ((hm == prev || hm == next) && slices.Contains(acceptedMonths(now, 24*time.Hour, m.loc), hm)) {
+			chargedAt, back = held.at, true
+		}
+	}
+	var r GrantResult
+	if open || member {
+		r.Charged = op.Used
+	}
+	r.ChargedAt, r.Overage = chargedAt, r.Charged
+	if back {
+		r.Overage = max(r.Charged-held.bytes, 0)
+	}
+	delete(m.grants, key)
+	cm := policy.MomentOf(chargedAt, m.loc)
+	if r.Charged > 0 {
+		m.used[fp{f, cm.Month}] += r.Charged
+		m.daily[fcp{f, c, cm.Day}] += r.Charged
+		m.monthly[fcp{f, c, cm.Month}] += r.Charged
+	}
+	if member || r.Charged > 0 {
+		r.Crossed, r.Arms = m.crossings(f, cm.Month)
+	}
+	pool := m.pool(f, mo.Month)
+	pool.Reserved = m.reserved(f, mo.Month, key)
+	if op.Release {
+		r.Decision = policy.Allowed
+	} else {
+		cons := m.constraints(f, c)
+		dr, mr := m.memberReserved(f, c, mo, key)
+		want := op.Requested
+		if want <= 0 {
+			want = m.sizes.Default
+		}
+		open := m.openGrants(f) + 1
+		g := policy.SizeGrant(cons,
+			policy.Member{Member: member, DailyUsed: m.daily[fcp{f, c, mo.Day}], MonthlyUsed: m.monthly[fcp{f, c, mo.Month}],
+				DailyReserved: dr, MonthlyReserved: mr},
+			pool, policy.GrantRequest{AppID: op.AppID, Category: op.Category, At: mo, Want: min(want, m.sizes.Max),
+				Minimum: m.sizes.Min, Grants: open})
+		r.Decision, r.Rule, r.Granted, r.Final, r.ThrottleKbps = g.Decision, g.Rule, g.Granted, g.Final, g.ThrottleKbps
+		if g.Crowded {
+			share := policy.FairShare(pool, open)
+			for k, h := range m.grants {
+				if k.f == f && h.bytes > share && policy.MomentOf(h.at, m.loc).Month == mo.Month {
+					r.Reclaim = append(r.Reclaim, k.id)
+				}
+			}
+			slices.Sort(r.Reclaim)
+			r.Reclaim = slices.Compact(r.Reclaim)
+		}
+		r.ValidUntil = policy.NextChange(cons, op.AppID, op.Category, op.At, m.loc)
+		if g.Granted > 0 || !g.Final {
+			m.grants[key] = reservation{bytes: g.Granted, at: at}
+		}
+	}
+	pool = m.pool(f, mo.Month)
+	r.Remaining, r.Total, r.Reserved = pool.Remaining(), pool.Total, m.reserved(f, mo.Month, fcg{})
+	r.DailyUsed, r.MonthlyUsed = m.daily[fcp{f, c, mo.Day}], m.monthly[fcp{f, c, mo.Month}]
+	m.steps[fid{f, op.ID}] = judgedStep{r, now}
+	return r
 }
 
 func (m *model) thresholds(f int64) policy.Thresholds {
@@ -106,8 +300,10 @@ func (m *model) apply(ev Event, now time.Time) Result {
 	mo := policy.MomentOf(ev.At, m.loc)
 	dk, mk := fcp{f, c, mo.Day}, fcp{f, c, mo.Month}
 	pool := m.pool(f, mo.Month)
+	pool.Reserved = m.reserved(f, mo.Month, fcg{})
+	dr, mr := m.memberReserved(f, c, mo, fcg{})
 	res := policy.Evaluate(m.constraints(f, c),
-		policy.Member{Member: m.members[fc{f, c}], DailyUsed: m.daily[dk], MonthlyUsed: m.monthly[mk]},
+		policy.Member{Member: m.members[fc{f, c}], DailyUsed: m.daily[dk], MonthlyUsed: m.monthly[mk], DailyReserved: dr, MonthlyReserved: mr},
 		pool, policy.Request{Bytes: ev.Bytes, AppID: ev.AppID, Category: ev.Category, At: mo})
 	r := Result{Decision: res.Decision, Rule: res.Rule, ThrottleKbps: res.ThrottleKbps}
 	if res.Decision == policy.Allowed {
@@ -117,23 +313,8 @@ func (m *model) apply(ev Event, now time.Time) Result {
 		pool = m.pool(f, mo.Month)
 	}
 	// Crossings are judged on every event of a member, allowed or blocked.
-	if res.Decision != policy.BlockedNotMember && pool.Total > 0 {
-		fired := m.fired[fp{f, mo.Month}]
-		if fired == nil {
-			fired = map[int]bool{}
-			m.fired[fp{f, mo.Month}] = fired
-		}
-		for _, p := range m.thresholds(f) {
-			if policy.Reached(p, pool.Total, pool.Remaining()) && !fired[p] {
-				fired[p] = true
-				if m.arms[fp{f, mo.Month}] == nil {
-					m.arms[fp{f, mo.Month}] = map[int]int{}
-				}
-				m.arms[fp{f, mo.Month}][p]++
-				r.Crossed = append(r.Crossed, p)
-				r.Arms = append(r.Arms, m.arms[fp{f, mo.Month}][p])
-			}
-		}
+	if res.Decision != policy.BlockedNotMember {
+		r.Crossed, r.Arms = m.crossings(f, mo.Month)
 	}
 	r.Remaining, r.Total = pool.Remaining(), pool.Total
 	r.DailyUsed, r.MonthlyUsed = m.daily[dk], m.monthly[mk]
@@ -171,8 +352,16 @@ func (m *model) family(f int64, now time.Time) FamilyStatus {
 	fs := FamilyStatus{
 		FamilyID: f, Month: mo.Month, Provisioned: pool.Provisioned, Plan: m.plan[f],
 		TopUps: m.topup[fp{f, mo.Month}], Used: pool.Used, Remaining: pool.Remaining(), Total: pool.Total,
-		Thresholds: m.thresholds(f),
+		Thresholds: m.thresholds(f), Reserved: m.reserved(f, mo.Month, fcg{}),
 	}
+	for k, g := range m.grants {
+		if k.f == f {
+			fs.Grants = append(fs.Grants, GrantState{GrantID: k.id, CustomerID: k.c, Reserved: g.bytes, At: g.at})
+		}
+	}
+	slices.SortFunc(fs.Grants, func(a, b GrantState) int {
+		return cmp.Or(cmp.Compare(a.CustomerID, b.CustomerID), cmp.Compare(a.GrantID, b.GrantID))
+	})
 	for p, on := range m.fired[fp{f, mo.Month}] {
 		if on {
 			fs.Fired = append(fs.Fired, p)
@@ -197,6 +386,7 @@ func (m *model) status(f, c int64, mo policy.Moment) MemberStatus {
 		CustomerID: c, Member: m.members[fc{f, c}], Constraints: m.cons[fc{f, c}], Version: m.ver[fc{f, c}],
 		DailyUsed: m.daily[fcp{f, c, mo.Day}], MonthlyUsed: m.monthly[fcp{f, c, mo.Month}],
 	}
+	s.DailyReserved, s.MonthlyReserved = m.memberReserved(f, c, mo, fcg{})
 	if s.Constraints == nil {
 		s.Constraints = map[string]string{}
 	}
@@ -340,7 +530,8 @@ func checkEngineMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 		// check, and a keyspace growing by a check's keys each time makes
 		// every SCAN (snapshots, rollbacks) slower than the last.
 		defer dropPrefix(context.Background(), rdb, prefix)
-		e, err := New(rdb, WithKeyPrefix(prefix), WithLocation(loc), WithClock(func() time.Time { return now }))
+		e, err := New(rdb, WithKeyPrefix(prefix), WithLocation(loc), WithClock(func() time.Time { return now }),
+			WithGrantSizes(testGrantSizes))
 		if err != nil {
 			rt.Fatal(err)
 		}
@@ -348,6 +539,8 @@ func checkEngineMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 		families := []int64{1, 2}
 		var sent []Event
 		nextID := 0
+		gd := newGrantDriver(m, loc)
+		customers := func(int64) []int64 { return []int64{1, 2, 3, 4} }
 
 		must := func(err error) {
 			if err != nil {
@@ -400,15 +593,46 @@ func checkEngineMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 				rt.Fatalf("%s: engine differs from model (-model +engine):\n%s", what, d)
 			}
 		}
-		applyBoth := func(rt *rapid.T, evs []Event) {
+		// judgeBoth judges events and grant steps in one pipeline on the
+		// engine and the model, and checks the invariants of grants.
+		judgeBoth := func(rt *rapid.T, evs []Event, ops []GrantOp) []GrantResult {
+			ps := newPeriods()
+			for _, ev := range evs {
+				ps.add(ev.FamilyID, ev.CustomerID, ev.At, loc)
+			}
+			for _, op := range ops {
+				ps.add(op.FamilyID, op.CustomerID, op.At, loc)
+				if g, ok := m.grants[fcg{op.FamilyID, op.CustomerID, op.GrantID}]; ok {
+					ps.add(op.FamilyID, op.CustomerID, g.at, loc)
+				}
+			}
+			before := gd.bounds(ps)
 			var want []Result
 			for _, ev := range evs {
 				want = append(want, m.apply(ev, now))
 			}
-			got, err := e.ApplyBatch(ctx, evs)
+			var wantG []GrantResult
+			opens := make([]int64, len(ops)) // the family's open grants after each step
+			for i, op := range ops {
+				wantG = append(wantG, m.grant(op, now))
+				opens[i] = m.openGrants(op.FamilyID)
+			}
+			got, gotG, err := e.judgeBatch(ctx, "", nil, evs, ops)
 			must(err)
+
 			compare(fmt.Sprintf("apply %+v", evs), want, got)
+			compare(fmt.Sprintf("grant steps %+v", ops), wantG, gotG)
+			var overage int64
+			for i, op := range ops {
+				gd.stepped(rt, op, gotG[i], opens[i])
+				if !gotG[i].Duplicate {
+					overage += gotG[i].Overage
+				}
+			}
+			gd.check(rt, fmt.Sprintf("events %+v, steps %+v", evs, ops), ps, before, gd.bounds(ps), overage)
+			return gotG
 		}
+		applyBoth := func(rt *rapid.T, evs []Event) { judgeBoth(rt, evs, nil) }
 
 		rt.Repeat(map[string]func(*rapid.T){
 			"apply": func(rt *rapid.T) {
@@ -525,6 +749,43 @@ func checkEngineMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 				must(e.RemoveMember(ctx, f, c))
 				delete(m.members, fc{f, c})
 				delete(m.cons, fc{f, c})
+			},
+			"grant": func(rt *rapid.T) {
+				judgeBoth(rt, nil, []GrantOp{gd.draw(rt, families, customers, now)})
+			},
+			"grantRetry": func(rt *rapid.T) {
+				op, ok := gd.retry(rt, now)
+				if !ok {
+					rt.Skip("no step within the window")
+				}
+				judgeBoth(rt, nil, []GrantOp{op})
+			},
+			// Events and steps of several sessions in one pipeline.
+			"mixed": func(rt *rapid.T) {
+				var evs []Event
+				for range rapid.IntRange(0, 4).Draw(rt, "mixedEvents") {
+					ev := newEvent(rt)
+					if rapid.Bool().Draw(rt, "holderEvent") {
+						nextID++
+						if hev, ok := gd.event(rt, fmt.Sprintf("evt_%d", nextID), now); ok {
+							ev = hev
+						}
+					}
+					sent = append(sent, ev)
+					evs = append(evs, ev)
+				}
+				var ops []GrantOp
+				for range rapid.IntRange(1, 4).Draw(rt, "mixedSteps") {
+					if op, ok := gd.retry(rt, now); ok && rapid.IntRange(0, 4).Draw(rt, "retryInBatch") == 0 {
+						ops = append(ops, op)
+						continue
+					}
+					ops = append(ops, gd.draw(rt, families, customers, now))
+				}
+				judgeBoth(rt, evs, ops)
+			},
+			"starve": func(rt *rapid.T) {
+				gd.starvationRound(rt, now, func(op GrantOp) GrantResult { return judgeBoth(rt, nil, []GrantOp{op})[0] })
 			},
 			"tick": func(rt *rapid.T) {
 				now = now.Add(time.Duration(rapid.IntRange(1, 180).Draw(rt, "minutes")) * time.Minute)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -92,8 +93,8 @@ func (a replicaAck) check(rdb redis.UniversalClient) error {
 	return nil
 }
 
-// replicaAck is the key a batch whose events were all replays writes before
-// WAIT (see runAcked).
+// replicaAck is the key a batch whose calls were all replays writes before
+// WAIT (see runGroup).
 func (k keys) replicaAck(fid int64) string { return k.family(fid) + ":replica-ack" }
 
 // ackFamily waits, with WithReplicaAck, until enough replicas of the master
@@ -155,38 +156,34 @@ func (e *Engine) barrier(ctx context.Context, node *redis.Client, key string) (i
 // ackGroup is the part of a batch one master judges, on one connection.
 type ackGroup struct {
 	rdb *redis.Client
-	idx []int // event indices
+	idx []int // call indices
 }
 
-// applyAcked is ApplyBatch with WithReplicaAck: the events are grouped by the
-// master that owns them (one group on a single Redis), each group runs as one
-// pipeline that ends in WAIT on that master's connection, and the batch is
-// acknowledged when every group's WAIT reached the replicas asked for. It
-// returns the fewest acknowledgements of any group.
-func (e *Engine) applyAcked(ctx context.Context, evs []Event, bucket int64, gen string) ([]Result, int, error) {
-	groups, err := e.ackGroups(ctx, evs)
+// runAcked is runBatch with WithReplicaAck: the calls are grouped by the
+// master that owns their family (one group on a single Redis), each group
+// runs as one pipeline that ends in WAIT on that master's connection, and
+// the batch is acknowledged when every group's WAIT reached the replicas
+// asked for. It returns the fewest acknowledgements of any group; an
+// unacknowledged batch is a *NotReplicatedError.
+func (e *Engine) runAcked(ctx context.Context, calls []call) ([]*redis.Cmd, int, error) {
+	groups, err := e.ackGroups(ctx, calls)
 	if err != nil {
 		return nil, 0, err
 	}
-	cmds := make([]*redis.Cmd, len(evs))
+	cmds := make([]*redis.Cmd, len(calls))
 	acked := make([]int, len(groups))
 	errs := make([]error, len(groups))
 	if len(groups) == 1 {
-		acked[0], errs[0] = e.runAcked(ctx, groups[0], evs, cmds, bucket, gen)
+		acked[0], errs[0] = e.runGroup(ctx, groups[0], calls, cmds)
 	} else {
 		var wg sync.WaitGroup
 		for i, g := range groups {
-			wg.Go(func() { acked[i], errs[i] = e.runAcked(ctx, g, evs, cmds, bucket, gen) })
+			wg.Go(func() { acked[i], errs[i] = e.runGroup(ctx, g, calls, cmds) })
 		}
 		wg.Wait()
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, 0, e.redirected(ctx, err)
-	}
-	results, rerr := e.results(cmds, evs, gen)
-	var un *UnrestoredError
-	if rerr != nil && !errors.As(rerr, &un) {
-		return nil, 0, e.redirected(ctx, rerr)
 	}
 	fewest := 0
 	for i, n := range acked {
@@ -197,19 +194,16 @@ func (e *Engine) applyAcked(ctx context.Context, evs []Event, bucket int64, gen 
 	if n := acked[fewest]; n < e.ack.replicas {
 		return nil, n, &NotReplicatedError{Addr: groups[fewest].rdb.Options().Addr, Acked: n, Want: e.ack.replicas, Timeout: e.ack.timeout}
 	}
-	if un != nil {
-		return nil, acked[fewest], un
-	}
-	return results, acked[fewest], nil
+	return cmds, acked[fewest], nil
 }
 
-// ackGroups groups the events by master: one group on a *redis.Client, one per
-// master owning an event's family on a *redis.ClusterClient (all keys of an
-// event share its family's slot).
-func (e *Engine) ackGroups(ctx context.Context, evs []Event) ([]ackGroup, error) {
+// ackGroups groups the calls by master: one group on a *redis.Client, one per
+// master owning a call's family on a *redis.ClusterClient (all keys of a
+// call share its family's slot).
+func (e *Engine) ackGroups(ctx context.Context, calls []call) ([]ackGroup, error) {
 	switch c := e.rdb.(type) {
 	case *redis.Client:
-		idx := make([]int, len(evs))
+		idx := make([]int, len(calls))
 		for i := range idx {
 			idx[i] = i
 		}
@@ -217,10 +211,10 @@ func (e *Engine) ackGroups(ctx context.Context, evs []Event) ([]ackGroup, error)
 	case *redis.ClusterClient:
 		var groups []ackGroup
 		at := map[*redis.Client]int{}
-		for i, ev := range evs {
-			node, err := c.MasterForKey(ctx, e.k.family(ev.FamilyID))
+		for i, cl := range calls {
+			node, err := c.MasterForKey(ctx, e.k.family(cl.fid))
 			if err != nil {
-				return nil, fmt.Errorf("quota: master of family %d: %w", ev.FamilyID, err)
+				return nil, fmt.Errorf("quota: master of family %d: %w", cl.fid, err)
 			}
 			g, ok := at[node]
 			if !ok {
@@ -235,23 +229,24 @@ func (e *Engine) ackGroups(ctx context.Context, evs []Event) ([]ackGroup, error)
 	return nil, fmt.Errorf("%w: replica ack on %T", ErrInvalid, e.rdb) // New rejects it
 }
 
-// runAcked runs a group's scripts and WAIT in one pipeline: go-redis sends a
+// runGroup runs a group's scripts and WAIT in one pipeline: go-redis sends a
 // *redis.Client pipeline on one connection (a retry re-sends all of it on
 // another), and WAIT counts the replicas that acknowledged that connection's
 // last write. It fills cmds at the group's indices and returns WAIT's count.
 //
-// A script that judges an event writes its result; a replay writes nothing.
-// When every event of the group was a replay, the writes WAIT must cover were
-// made earlier, maybe on another connection, so the group then writes a
-// short-lived barrier key and WAITs again: replication is ordered, so a replica
-// that acknowledged the barrier has every earlier write of that master.
-func (e *Engine) runAcked(ctx context.Context, g ackGroup, evs []Event, cmds []*redis.Cmd, bucket int64, gen string) (int, error) {
+// A script that judges an event or a step writes its result; a replay
+// writes nothing. When every call of the group was a replay, the writes
+// WAIT must cover were made earlier, maybe on another connection, so the
+// group then writes a short-lived barrier key and WAITs again: replication
+// is ordered, so a replica that acknowledged the barrier has every earlier
+// write of that master.
+func (e *Engine) runGroup(ctx context.Context, g ackGroup, calls []call, cmds []*redis.Cmd) (int, error) {
 	run := func(idx []int) (*redis.IntCmd, error) {
 		var wait *redis.IntCmd
 		_, err := g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, i := range idx {
-				ks, args := e.applyCall(evs[i], bucket, gen)
-				cmds[i] = e.apply.EvalSha(ctx, p, ks, args...)
+				c := calls[i]
+				cmds[i] = c.script.EvalSha(ctx, p, c.keys, c.args...)
 			}
 			wait = e.wait(ctx, p)
 			return nil
@@ -269,10 +264,18 @@ func (e *Engine) runAcked(ctx context.Context, g ackGroup, evs []Event, cmds []*
 		if len(missing) == 0 || wait.Err() != nil {
 			return 0, fmt.Errorf("quota: apply: %w", err)
 		}
-		if err := e.apply.Load(ctx, g.rdb).Err(); err != nil {
-			return 0, fmt.Errorf("quota: load apply script: %w", err)
+		var scripts []*redis.Script // those the calls that did not run need
+		for _, i := range missing {
+			if !slices.Contains(scripts, calls[i].script) {
+				scripts = append(scripts, calls[i].script)
+			}
 		}
-		// The first WAIT covered the events that ran; this one covers the
+		for _, s := range scripts {
+			if err := s.Load(ctx, g.rdb).Err(); err != nil {
+				return 0, fmt.Errorf("quota: load script: %w", err)
+			}
+		}
+		// The first WAIT covered the calls that ran; this one covers the
 		// rest, on its own connection.
 		again, err := run(missing)
 		if err != nil {
@@ -287,7 +290,7 @@ func (e *Engine) runAcked(ctx context.Context, g ackGroup, evs []Event, cmds []*
 			return int(wait.Val()), nil
 		}
 	}
-	return e.barrier(ctx, g.rdb, e.k.replicaAck(evs[g.idx[0]].FamilyID))
+	return e.barrier(ctx, g.rdb, e.k.replicaAck(calls[g.idx[0]].fid))
 }
 
 // wait queues WAIT on p. (Pipeliner has no Wait method.)
@@ -332,34 +335,30 @@ func (e *Engine) redirected(ctx context.Context, err error) error {
 	return err
 }
 
-// applyAckedMarked is applyAcked with the state guard: the markers are
-// checked before (a round trip of its own, since the acknowledged groups run
-// on their masters' own connections) and advanced after the scripts; the
-// advance checks again, so a state that changed in between is reported
-// stale and the batch's results are not used.
-func (e *Engine) applyAckedMarked(ctx context.Context, gen string, marks []Mark, markers []string, evs []Event, bucket int64, replicas *int) ([]Result, error) {
+// runAckedMarked is runAcked with the state guard: the markers are
+// checked before (a round trip of its own, since the acknowledged groups
+// run on their masters' own connections) and advanced after the scripts;
+// the advance checks again, so a state that changed in between is
+// reported stale and the batch's results are not used. Calls of families
+// to restore first (results reads them) were not judged; the others are
+// covered like any batch's.
+func (e *Engine) runAckedMarked(ctx context.Context, gen string, marks []Mark, markers []string, calls []call, replicas *int) ([]*redis.Cmd, error) {
 	if gen != "" {
 		if err := e.guardOnly(ctx, markers, "check", gen, marks); err != nil {
 			return nil, err
 		}
 	}
-	results, n, err := e.applyAcked(ctx, evs, bucket, gen)
+	cmds, n, err := e.runAcked(ctx, calls)
 	*replicas = n
-	var un *UnrestoredError
-	if err != nil && !errors.As(err, &un) {
+	if err != nil {
 		return nil, err
 	}
 	if gen != "" {
-		// The events judged are covered like any batch's; those of
-		// families to restore first were not judged.
 		if err := e.guardOnly(ctx, markers, "advance", gen, marks); err != nil {
 			return nil, err
 		}
 	}
-	if un != nil {
-		return nil, un
-	}
-	return results, nil
+	return cmds, nil
 }
 
 // guardOnly runs one state op ("check" or "advance") on every marker and

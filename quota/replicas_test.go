@@ -504,7 +504,7 @@ func TestReplicaAckRetryFailures(t *testing.T) {
 		{
 			name:    "script load",
 			fail:    func(cmds []redis.Cmder, _ *bool) bool { return cmds[0].Name() == "script" },
-			wantErr: "quota: load apply script: ERR injected",
+			wantErr: "quota: load script: ERR injected",
 		},
 		{
 			name: "second run",

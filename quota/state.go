@@ -49,27 +49,32 @@ func NewOnTouchGeneration(now time.Time, suffix string) string {
 	return "t:" + strconv.FormatInt(now.UnixMilli(), 36) + "-" + suffix
 }
 
-// UnrestoredError is ApplyMarked's answer, in a generation restored on
-// touch (OnTouch), for a batch with events of families not restored in it
-// yet: those events (Pending) were not judged, every other one was and its
-// result is in Results, and the watermarks were advanced as for any batch.
-// Restore the Families (RestoreUnrestored, from SQL) and apply the pending
-// events again with the same marks. It is ErrStale for a caller that does
-// not restore: no decision of the batch may be used then.
+// UnrestoredError is ApplyMarked's (GrantMarked's, JudgeMarked's) answer,
+// in a generation restored on touch (OnTouch), for a batch with events or
+// grant steps of families not restored in it yet: those (Pending,
+// GrantPending) were not judged, every other one was and its result is in
+// Results or GrantResults, and the watermarks were advanced as for any
+// batch. Restore the Families (RestoreUnrestored, from SQL) and judge the
+// pending ones again with the same marks. It is ErrStale for a caller that
+// does not restore: no decision of the batch may be used then.
 type UnrestoredError struct {
 	Generation string
 	// Families are the families to restore, in the order of their first
-	// pending event.
+	// pending event (then step).
 	Families []int64
 	// Pending are the indices of the events not judged, in order.
 	Pending []int
 	// Results has every event's result; the pending ones' are zero.
 	Results []Result
+	// GrantPending are the indices of the grant steps not judged, in order.
+	GrantPending []int
+	// GrantResults has every step's result; the pending ones' are zero.
+	GrantResults []GrantResult
 }
 
 func (e *UnrestoredError) Error() string {
-	return fmt.Sprintf("quota: %d families not restored in state generation %s yet (%d events not judged)",
-		len(e.Families), e.Generation, len(e.Pending))
+	return fmt.Sprintf("quota: %d families not restored in state generation %s yet (%d events, %d grant steps not judged)",
+		len(e.Families), e.Generation, len(e.Pending), len(e.GrantPending))
 }
 
 // Is makes errors.Is(err, ErrStale) true.
