@@ -78,11 +78,69 @@ type ledger struct {
 	// re-armed (PoolState.Rearmed): per family and month, the highest arm
 	// after which each was re-armed.
 	rearmed map[fp]map[int]int
+	// steps are the grant steps' rows (usage_record with the charged
+	// bytes, the reservation after the step); stepFirst each step id's
+	// first result; open each open grant's latest reservation, what a
+	// rebuild restores.
+	steps     []stepRecord
+	stepFirst map[fid]GrantResult
+	open      map[fcg]GrantState
+}
+
+// stepRecord is a grant step's row: its first judgment.
+type stepRecord struct {
+	op GrantOp
+	r  GrantResult
+	at time.Time
 }
 
 func newLedger(loc *time.Location) *ledger {
 	return &ledger{loc: loc, first: map[fid]Result{}, used: map[fp]int64{}, daily: map[fcp]int64{},
-		monthly: map[fcp]int64{}, announced: map[crossing]bool{}, rearmed: map[fp]map[int]int{}}
+		monthly: map[fcp]int64{}, announced: map[crossing]bool{}, rearmed: map[fp]map[int]int{},
+		stepFirst: map[fid]GrantResult{}, open: map[fcg]GrantState{}}
+}
+
+// addStep records a judged grant step, as the write-behind does: the charge
+// (usage at ChargedAt), the crossings, and the grant's reservation after it.
+// It returns what broke an invariant, "" if nothing: a retry answered as
+// first, a step charged once, each threshold announced once per arm.
+func (l *ledger) addStep(op GrantOp, r GrantResult, at time.Time) string {
+	key := fid{op.FamilyID, op.ID}
+	if r.Duplicate {
+		orig, ok := l.stepFirst[key]
+		if !ok {
+			return fmt.Sprintf("step %s: a duplicate of nothing judged", op.ID)
+		}
+		r.Duplicate = false
+		if !gocmp.Equal(orig, r, cmpopts.EquateEmpty()) {
+			return fmt.Sprintf("step %s: retry differs from the first answer (-first +retry):\n%s", op.ID, gocmp.Diff(orig, r, cmpopts.EquateEmpty()))
+		}
+		return ""
+	}
+	if _, ok := l.stepFirst[key]; ok {
+		return fmt.Sprintf("step %s judged (charged) twice within the dedupe window", op.ID)
+	}
+	l.stepFirst[key] = r
+	l.steps = append(l.steps, stepRecord{op: op, r: r, at: at})
+	f, c := op.FamilyID, op.CustomerID
+	cm := policy.MomentOf(r.ChargedAt, l.loc)
+	l.used[fp{f, cm.Month}] += r.Charged
+	l.daily[fcp{f, c, cm.Day}] += r.Charged
+	l.monthly[fcp{f, c, cm.Month}] += r.Charged
+	g := fcg{f, c, op.GrantID}
+	if r.Granted > 0 || !(op.Release || r.Final) {
+		l.open[g] = GrantState{GrantID: op.GrantID, CustomerID: c, Reserved: r.Granted, At: time.Unix(op.At.Unix(), 0).In(l.loc)}
+	} else {
+		delete(l.open, g)
+	}
+	for i, p := range r.Crossed {
+		x := crossing{f, cm.Month, p, r.Arms[i]}
+		if l.announced[x] {
+			return fmt.Sprintf("step %s: %d %% of family %d in %s announced twice on arm %d", op.ID, p, f, cm.Month, x.arm)
+		}
+		l.announced[x] = true
+	}
+	return ""
 }
 
 // add records a judged event; cons are the member's constraints when it was
@@ -214,6 +272,34 @@ func familyState(m *model, l *ledger, e *Engine, f int64, gen string, now time.T
 			st.Judged = append(st.Judged, JudgedEvent{ID: rec.ev.ID, Result: rec.r})
 		}
 	}
+	for _, rec := range l.steps {
+		if rec.op.FamilyID != f {
+			continue
+		}
+		if t := rec.r.ChargedAt; !t.Before(from) && t.Before(to) {
+			if rec.r.Charged > 0 {
+				st.Usage = append(st.Usage, Usage{CustomerID: rec.op.CustomerID, At: t, Bytes: rec.r.Charged})
+			}
+			month := policy.MomentOf(t, e.loc).Month
+			for i, p := range rec.r.Crossed {
+				if st.Arms[month] == nil {
+					st.Arms[month] = map[int]int{}
+				}
+				st.Arms[month][p] = max(st.Arms[month][p], rec.r.Arms[i])
+			}
+		}
+		if !rec.at.Before(since) {
+			st.Steps = append(st.Steps, JudgedStep{ID: rec.op.ID, Result: rec.r})
+		}
+	}
+	for k, g := range l.open {
+		if k.f == f {
+			st.Grants = append(st.Grants, g)
+		}
+	}
+	slices.SortFunc(st.Grants, func(a, b GrantState) int {
+		return cmp.Or(cmp.Compare(a.CustomerID, b.CustomerID), cmp.Compare(a.GrantID, b.GrantID))
+	})
 	return st
 }
 
@@ -346,10 +432,10 @@ func sameSnapshot(a, b map[string]keyDump) bool {
 func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
 	loc, _ := policy.LoadZone(policy.DefaultZone)
-	var losses, rollbacks, detected, touched, pendingJudged int // over every sequence, for the log
+	var losses, rollbacks, detected, touched, pendingJudged, grantsRestored int // over every sequence, for the log
 	defer func() {
-		t.Logf("Redis lost %d and rolled back %d times; %d stale states detected and rebuilt; %d families restored on touch, %d events judged after their family's restore",
-			losses, rollbacks, detected, touched, pendingJudged)
+		t.Logf("Redis lost %d and rolled back %d times; %d stale states detected and rebuilt; %d families restored on touch, %d events and steps judged after their family's restore; %d open grants restored",
+			losses, rollbacks, detected, touched, pendingJudged, grantsRestored)
 	}()
 	rapid.Check(t, func(rt *rapid.T) {
 		base := time.Date(2026, time.Month(rapid.IntRange(1, 12).Draw(rt, "month")), 1, 0, 0, 0, 0, loc)
@@ -359,12 +445,14 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 		// check, and a keyspace growing by a check's keys each time makes
 		// every SCAN (snapshots, rollbacks) slower than the last.
 		defer dropPrefix(context.Background(), rdb, prefix)
-		e, err := New(rdb, WithKeyPrefix(prefix), WithLocation(loc), WithClock(func() time.Time { return now }))
+		e, err := New(rdb, WithKeyPrefix(prefix), WithLocation(loc), WithClock(func() time.Time { return now }),
+			WithGrantSizes(testGrantSizes))
 		if err != nil {
 			rt.Fatal(err)
 		}
 		m := newModel(loc)
 		l := newLedger(loc)
+		gd := newGrantDriver(m, loc)
 		families := []int64{1, 2}
 		customers := map[int64][]int64{} // every customer id a family ever had
 		nextCustomer := int64(1)
@@ -466,6 +554,7 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 		// model's view) did: the door records its re-arms, and the model
 		// takes the restore's rule for fired thresholds.
 		restored := func(st FamilyState) {
+			grantsRestored += len(st.Grants)
 			for mo, r := range e.RestoredRearms(st) {
 				l.recordRearmed(st.FamilyID, PoolState{Month: mo, Rearmed: r})
 			}
@@ -601,7 +690,7 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 		// positions of its partition) or as a synchronous-decisions group
 		// commit in slot (judge.Decisions: every slot's count checked, its
 		// own raised by one).
-		judge := func(rt *rapid.T, evs []Event, slot int) {
+		judge := func(rt *rapid.T, evs []Event, ops []GrantOp, slot int) {
 			mine := func() []Mark {
 				if slot < 0 {
 					return []Mark{{Stream: recoveryStream, From: pos, To: pos + int64(len(evs))}}
@@ -617,9 +706,9 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 				return ms
 			}
 			marks := append(mine(), floors()...)
-			got, err := e.ApplyMarked(ctx, gen, marks, evs)
+			got, gotG, err := e.JudgeMarked(ctx, gen, marks, evs, ops)
 			// The door: families not restored in the generation yet are
-			// restored on touch and their events judged then.
+			// restored on touch and their events and steps judged then.
 			unrestored := func() {
 				var un *UnrestoredError
 				for range 3 {
@@ -636,7 +725,11 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 					for i, at := range un.Pending {
 						sub[i] = evs[at]
 					}
-					rs, e2 := e.ApplyMarked(ctx, gen, marks, sub)
+					subG := make([]GrantOp, len(un.GrantPending))
+					for i, at := range un.GrantPending {
+						subG[i] = ops[at]
+					}
+					rs, rsG, e2 := e.JudgeMarked(ctx, gen, marks, sub, subG)
 					if e2 != nil {
 						err = e2
 						continue
@@ -644,8 +737,11 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 					for i, at := range un.Pending {
 						un.Results[at] = rs[i]
 					}
-					pendingJudged += len(un.Pending)
-					got, err = un.Results, nil
+					for i, at := range un.GrantPending {
+						un.GrantResults[at] = rsG[i]
+					}
+					pendingJudged += len(un.Pending) + len(un.GrantPending)
+					got, gotG, err = un.Results, un.GrantResults, nil
 				}
 			}
 			unrestored()
@@ -656,13 +752,13 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 				if !lost {
 					rt.Fatalf("stale without a loss: %v", err)
 				}
-				if got != nil {
-					rt.Fatalf("a stale batch returned results %v", got)
+				if got != nil || gotG != nil {
+					rt.Fatalf("a stale batch returned results %v %v", got, gotG)
 				}
 				detected++
 				recover()
 				marks = append(mine(), floors()...) // the new generation's
-				got, err = e.ApplyMarked(ctx, gen, marks, evs)
+				got, gotG, err = e.JudgeMarked(ctx, gen, marks, evs, ops)
 				unrestored()
 			}
 			must(err)
@@ -671,25 +767,54 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 			} else {
 				dec[slot]++
 			}
+			ps := newPeriods()
+			for _, ev := range evs {
+				ps.add(ev.FamilyID, ev.CustomerID, ev.At, loc)
+			}
+			for _, op := range ops {
+				ps.add(op.FamilyID, op.CustomerID, op.At, loc)
+				if g, ok := m.grants[fcg{op.FamilyID, op.CustomerID, op.GrantID}]; ok {
+					ps.add(op.FamilyID, op.CustomerID, g.at, loc)
+				}
+			}
+			before := gd.bounds(ps)
 			var want []Result
 			cons := make([]policy.Constraints, len(evs))
 			for i, ev := range evs {
 				cons[i] = m.constraints(ev.FamilyID, ev.CustomerID)
 				want = append(want, m.apply(ev, now))
 			}
+			var wantG []GrantResult
+			opens := make([]int64, len(ops))
+			for i, op := range ops {
+				wantG = append(wantG, m.grant(op, now))
+				opens[i] = m.openGrants(op.FamilyID)
+			}
 			compare(func() string { return fmt.Sprintf("apply %+v", evs) }, want, got)
+			compare(func() string { return fmt.Sprintf("grant steps %+v", ops) }, wantG, gotG)
 			for i, ev := range evs {
 				if broke := l.add(ev, got[i], now, cons[i]); broke != "" {
 					rt.Fatal(broke)
 				}
 			}
+			var overage int64
+			for i, op := range ops {
+				if broke := l.addStep(op, gotG[i], now); broke != "" {
+					rt.Fatal(broke)
+				}
+				gd.stepped(rt, op, gotG[i], opens[i])
+				if !gotG[i].Duplicate {
+					overage += gotG[i].Overage
+				}
+			}
+			gd.check(rt, fmt.Sprintf("events %+v, steps %+v", evs, ops), ps, before, gd.bounds(ps), overage)
 		}
 		// admin reports whether the engine's answer to an API write can be
 		// compared: not while Redis holds a state the rebuild will replace.
 		admin := func() bool { return !lost }
 
 		rt.Repeat(map[string]func(*rapid.T){
-			"apply": func(rt *rapid.T) { judge(rt, []Event{newEvent(rt)}, -1) },
+			"apply": func(rt *rapid.T) { judge(rt, []Event{newEvent(rt)}, nil, -1) },
 			"decide": func(rt *rapid.T) {
 				// A synchronous-decisions group commit: new events and
 				// retries of judged ones (flagged duplicate, same answer).
@@ -702,7 +827,16 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 					}
 					evs = append(evs, newEvent(rt))
 				}
-				judge(rt, evs, rapid.IntRange(0, decisionSlots-1).Draw(rt, "slot"))
+				// Grant steps go through the decisions' group commits too.
+				var ops []GrantOp
+				for range rapid.IntRange(0, 3).Draw(rt, "steps") {
+					if op, ok := gd.retry(rt, now); ok && rapid.IntRange(0, 3).Draw(rt, "retriedStep") == 0 {
+						ops = append(ops, op)
+						continue
+					}
+					ops = append(ops, gd.draw(rt, families, func(f int64) []int64 { return append([]int64{99}, customers[f]...) }, now))
+				}
+				judge(rt, evs, ops, rapid.IntRange(0, decisionSlots-1).Draw(rt, "slot"))
 			},
 			"applyBatch": func(rt *rapid.T) {
 				n := rapid.IntRange(1, 20).Draw(rt, "batch")
@@ -714,7 +848,7 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 					}
 					evs = append(evs, newEvent(rt))
 				}
-				judge(rt, evs, -1)
+				judge(rt, evs, nil, -1)
 			},
 			"replayOtherTime": func(rt *rapid.T) {
 				// The same id with another timestamp the processor accepts
@@ -725,7 +859,7 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 				}
 				ev := rapid.SampledFrom(r).Draw(rt, "replayed")
 				ev.At = now.Add(time.Duration(rapid.IntRange(-23*60, 5).Draw(rt, "atMin")) * time.Minute)
-				judge(rt, []Event{ev}, -1)
+				judge(rt, []Event{ev}, nil, -1)
 			},
 			"setPlan": func(rt *rapid.T) {
 				f := rapid.SampledFrom(families).Draw(rt, "family")

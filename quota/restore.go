@@ -47,6 +47,14 @@ type FamilyState struct {
 	// results; each becomes a dedupe record again, so a replay gets its
 	// original result and re-emits identical records.
 	Judged []JudgedEvent
+	// Steps are the grant steps judged within the dedupe window with
+	// their results, deduped as Judged (ids are one event or one step).
+	Steps []JudgedStep
+	// Grants are the family's open grants with their outstanding
+	// reservations (each grant's latest step that kept it open: granted
+	// units, or none but not final; a release or the sweep's expiry
+	// closes it). Their use is charged as Usage (at GrantResult.ChargedAt).
+	Grants []GrantState
 	// Generation is the state generation the family is restored by (see
 	// ApplyMarked and BeginRebuild); "" writes none.
 	Generation string
@@ -56,6 +64,12 @@ type FamilyState struct {
 type JudgedEvent struct {
 	ID     string
 	Result Result
+}
+
+// JudgedStep is a grant step already judged, for Restore.
+type JudgedStep struct {
+	ID     string
+	Result GrantResult
 }
 
 // MemberState is one member's policy for Restore; Version 0 means none was set.
@@ -112,9 +126,10 @@ func (e *Engine) DedupeWindow() time.Duration { return e.dedupeTTL }
 // as given: the source of truth wins over what Redis held) and month and day
 // counters; the counters and constraints of customers Redis held as members
 // that st does not (removed since: a batch judged on a stale state may have
-// charged them); and the dedupe records of the judged events. It is the
-// rebuild after Redis lost data (doc/architecture.md, "Never trust Redis
-// blindly").
+// charged them); the open grants and what they reserve of each accepted
+// month, the member's months and days; and the dedupe records of the judged
+// events and grant steps. It is the rebuild after Redis lost data
+// (doc/architecture.md, "Never trust Redis blindly").
 func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
 	write, err := e.restoreWrite(st)
 	if err != nil {
@@ -257,12 +272,44 @@ func (e *Engine) restoreWrite(st FamilyState) (func(ctx context.Context, p redis
 		f[dayField(mo.Day)] += u.Bytes
 		used[mo.Month] += u.Bytes
 	}
-	judged := make([]any, 0, 2*len(st.Judged))
+	judged := make([]any, 0, 2*(len(st.Judged)+len(st.Steps)))
 	for _, j := range st.Judged {
 		if j.ID == "" || len(j.ID) > MaxEventIDLen || !j.Result.Decision.Valid() {
 			return nil, fmt.Errorf("%w: judged event %q: bad id or decision", ErrInvalid, j.ID)
 		}
 		judged = append(judged, j.ID, encodeResult(j.Result))
+	}
+	for _, j := range st.Steps {
+		if j.ID == "" || len(j.ID) > MaxEventIDLen || !j.Result.Decision.Valid() {
+			return nil, fmt.Errorf("%w: judged grant step %q: bad id or decision", ErrInvalid, j.ID)
+		}
+		for _, id := range j.Result.Reclaim {
+			if !ValidGrantID(id) {
+				return nil, fmt.Errorf("%w: judged grant step %q: bad grant id %q", ErrInvalid, j.ID, id)
+			}
+		}
+		judged = append(judged, j.ID, encodeGrantResult(j.Result))
+	}
+	// The open grants, and what they reserve of each accepted month (r),
+	// each member's month (r:<cid>) and day (r:<cid>:<DD>).
+	grants := make([]any, 0, 2*len(st.Grants))
+	reserved := map[string]map[string]int64{} // month -> pool field -> bytes
+	for _, g := range st.Grants {
+		if !ValidGrantID(g.GrantID) || g.CustomerID <= 0 || g.Reserved < 0 || g.Reserved > policy.MaxBytes || g.At.IsZero() {
+			return nil, fmt.Errorf("%w: grant %q of customer %d: bad id, customer, bytes or time", ErrInvalid, g.GrantID, g.CustomerID)
+		}
+		grants = append(grants, grantField(g.CustomerID, g.GrantID), e.grantValue(g))
+		mo := policy.MomentOf(g.At, e.loc)
+		if g.Reserved == 0 || g.At.Before(from) || !g.At.Before(to) {
+			continue
+		}
+		if reserved[mo.Month] == nil {
+			reserved[mo.Month] = map[string]int64{}
+		}
+		c := prefixReserved + strconv.FormatInt(g.CustomerID, 10)
+		reserved[mo.Month][fieldReserved] += g.Reserved
+		reserved[mo.Month][c] += g.Reserved
+		reserved[mo.Month][c+":"+mo.Day[6:8]] += g.Reserved
 	}
 	bucket := e.bucket(e.now())
 	return func(ctx context.Context, p redis.Pipeliner, held []string) error {
@@ -348,6 +395,9 @@ func (e *Engine) restoreWrite(st FamilyState) (func(ctx context.Context, p redis
 				}
 				others = append(others, o)
 			}
+			for _, f := range slices.Sorted(maps.Keys(reserved[month])) {
+				poolFields = append(poolFields, f, reserved[month][f])
+			}
 			p.HSet(ctx, pool, poolFields...)
 			p.Expire(ctx, pool, monthTTL)
 			// Every usage hash a stale state may hold goes (members, former
@@ -381,6 +431,10 @@ func (e *Engine) restoreWrite(st FamilyState) (func(ctx context.Context, p redis
 			} else {
 				p.Del(ctx, e.k.version(fid, m.cid))
 			}
+		}
+		p.Del(ctx, e.k.grants(fid))
+		if len(grants) > 0 {
+			p.HSet(ctx, e.k.grants(fid), grants...)
 		}
 		// The dedupe buckets: what a stale state recorded goes, what SQL
 		// knows comes back, remembered for three windows from now (marked: the
