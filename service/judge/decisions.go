@@ -392,7 +392,7 @@ func (s *Decisions) run(batch []*asking, n, slot int) {
 			if res.Duplicate {
 				info.Duplicates++
 			}
-			out, err := usageOutputs(e, res, s.loc)
+			out, err := usageOutputs(e, res, s.loc, s.alertText)
 			if err != nil {
 				// Every field comes from a checked event and the engine.
 				fail(fmt.Errorf("%w: build outputs of %s: %w", ErrUnavailable, e.EventID, err))

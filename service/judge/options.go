@@ -31,6 +31,7 @@ type settings struct {
 	// tracer starts the records' process spans; nil: tracing off.
 	tracer          trace.Tracer
 	maxAge, maxSkew time.Duration
+	alertText       func(percent int) string
 
 	// Processor.
 	procHooks              ProcessorHooks
@@ -61,6 +62,7 @@ func defaults() (settings, error) {
 		apps:       NewApps(policy.NewCatalog(policy.DefaultApps())),
 		maxAge:     23 * time.Hour,
 		maxSkew:    5 * time.Minute,
+		alertText:  policy.ThresholdAlertText,
 		maxPoll:    2000,
 		groups:     4,
 		backoffMin: 100 * time.Millisecond,
@@ -191,6 +193,19 @@ func WithMaxClockSkew(d time.Duration) Option {
 			return errors.New("judge: max clock skew must be ≥ 0")
 		}
 		s.maxSkew = d
+		return nil
+	}
+}
+
+// WithAlertText sets the message of the THRESHOLD_ALERT records the judges
+// produce (envelope.ThresholdAlert.Message) for a threshold of percent %.
+// Processor and Decisions. Default: policy.ThresholdAlertText (Korean).
+func WithAlertText(text func(percent int) string) Option {
+	return func(s *settings) error {
+		if text == nil {
+			return errors.New("judge: nil alert text")
+		}
+		s.alertText = text
 		return nil
 	}
 }

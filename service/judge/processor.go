@@ -410,7 +410,7 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 			// The group's outputs go out while other groups are judged.
 			outs := dead
 			for k, u := range judgedUsage {
-				recs, err := usageOutputs(u.env, results[k], p.loc)
+				recs, err := usageOutputs(u.env, results[k], p.loc, p.alertText)
 				if err != nil {
 					// Every field comes from a validated event and the engine; a
 					// failure here is a bug, not bad input. Stop rather than lose it.

@@ -375,7 +375,7 @@ func TestProcessorOptions(t *testing.T) {
 	bad := []Option{WithMaxEventAge(0), WithMaxClockSkew(-1), WithMaxPollRecords(0),
 		WithRetryBackoff(0, 1), WithRetryBackoff(2, 1), WithLocation(nil), WithApplyConcurrency(0),
 		WithLogger(nil), WithClock(nil), WithTracerProvider(nil), WithStateGuard(nil), WithGenerations(nil),
-		WithLinger(-1), WithMaxBatch(0), WithConcurrency(0), WithTimeout(0)}
+		WithLinger(-1), WithMaxBatch(0), WithConcurrency(0), WithTimeout(0), WithAlertText(nil)}
 	for i, o := range bad {
 		if _, err := NewProcessor(mustState(t, &quota.Engine{}), nil, o); err == nil {
 			t.Errorf("option %d accepted", i)
@@ -383,9 +383,6 @@ func TestProcessorOptions(t *testing.T) {
 	}
 	if _, err := NewProcessor(nil, nil); err == nil {
 		t.Error("nil decider accepted")
-	}
-	if thresholdText(10) != "가족 데이터가 10% 미만입니다! 데이터를 충전해주세요." {
-		t.Error(thresholdText(10))
 	}
 }
 
@@ -396,7 +393,7 @@ func TestThresholdPeriodCarriesTheArm(t *testing.T) {
 	at := time.Date(2026, 2, 6, 5, 30, 0, 0, time.UTC)
 	in := envelope.New("evt_x", at, envelope.UsagePayload{FamilyID: 1, CustomerID: 2, AppID: "a", BytesUsed: 1})
 	recs, err := usageOutputs(in, quota.Result{Decision: policy.Allowed, Remaining: 1, Total: 10,
-		Crossed: []int{30, 10}, Arms: []int{1, 2}}, loc)
+		Crossed: []int{30, 10}, Arms: []int{1, 2}}, loc, policy.ThresholdAlertText)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,6 +403,34 @@ func TestThresholdPeriodCarriesTheArm(t *testing.T) {
 	}
 	if d := cmp.Diff([]string{"2026-02", "2026-02#2"}, periods); d != "" {
 		t.Error(d)
+	}
+}
+
+// A threshold alert's message is the caller's text (WithAlertText), by
+// default the Korean one (policy.ThresholdAlertText).
+func TestThresholdAlertText(t *testing.T) {
+	loc, _ := policy.LoadZone("")
+	at := time.Date(2026, 2, 6, 5, 30, 0, 0, time.UTC)
+	in := envelope.New("evt_x", at, envelope.UsagePayload{FamilyID: 1, CustomerID: 2, AppID: "a", BytesUsed: 1})
+	res := quota.Result{Decision: policy.Allowed, Remaining: 1, Total: 10, Crossed: []int{10}}
+	for _, tt := range []struct {
+		opts []Option
+		want string
+	}{
+		{nil, "가족 데이터가 10% 미만입니다! 데이터를 충전해주세요."},
+		{[]Option{WithAlertText(func(pct int) string { return fmt.Sprintf("below %d%%", pct) })}, "below 10%"},
+	} {
+		s, err := newSettings(tt.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, err := usageOutputs(in, res, loc, s.alertText)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := pipetest.Decode[envelope.ThresholdAlert](t, recs[2:])[0].Payload.Message; got != tt.want {
+			t.Errorf("message %q, want %q", got, tt.want)
+		}
 	}
 }
 
@@ -436,7 +461,7 @@ func TestUsagePersistCarriesTheResult(t *testing.T) {
 				TotalBytes: 10, DailyUsedBytes: 3, MonthlyUsedBytes: 5}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			recs, err := usageOutputs(in, tt.res, loc)
+			recs, err := usageOutputs(in, tt.res, loc, policy.ThresholdAlertText)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -446,7 +471,7 @@ func TestUsagePersistCarriesTheResult(t *testing.T) {
 			if diff := cmp.Diff(want, persist.Payload); diff != "" {
 				t.Errorf("usage-persist (-want +got):\n%s", diff)
 			}
-			again, err := usageOutputs(in, tt.res, loc)
+			again, err := usageOutputs(in, tt.res, loc, policy.ThresholdAlertText)
 			if err != nil {
 				t.Fatal(err)
 			}
