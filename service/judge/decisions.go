@@ -543,19 +543,12 @@ func (s *Decisions) record(ctx context.Context, recs [][]*kgo.Record) ([]bool, i
 		flat = append(flat, rs...)
 	}
 	failed := make([]bool, len(recs))
-	var bad []bool
-	if s.spool != nil && s.kafkaDown.Load() {
-		bad = make([]bool, len(flat))
-		for k := range bad {
-			bad[k] = true
-		}
-	} else {
-		bad = s.send(ctx, flat)
-	}
 	var rest []*kgo.Record
 	var whose []int
-	for k, b := range bad {
-		if b {
+	if s.spool != nil && s.kafkaDown.Load() {
+		rest, whose = flat, owner
+	} else {
+		for _, k := range s.send(ctx, flat) {
 			rest, whose = append(rest, flat[k]), append(whose, owner[k])
 		}
 	}
@@ -615,10 +608,8 @@ func (s *Decisions) record(ctx context.Context, recs [][]*kgo.Record) ([]bool, i
 		cancel()
 		var still []*kgo.Record
 		var stillWhose []int
-		for k, b := range bad {
-			if b {
-				still, stillWhose = append(still, rest[k]), append(stillWhose, whose[k])
-			}
+		for _, k := range bad {
+			still, stillWhose = append(still, rest[k]), append(stillWhose, whose[k])
 		}
 		if len(still) == 0 {
 			s.kafkaDown.Store(false)
@@ -629,46 +620,16 @@ func (s *Decisions) record(ctx context.Context, recs [][]*kgo.Record) ([]bool, i
 }
 
 // send produces recs and waits until Kafka acknowledged or failed each, or
-// ctx ends; it reports which were not acknowledged. kgo may still deliver a
-// record it holds past ctx (an idempotent producer does not drop what it
-// sent): such a record is reported failed, produced again, and its copy in
-// Kafka is harmless (ids are deterministic; consumers dedupe).
-func (s *Decisions) send(ctx context.Context, recs []*kgo.Record) []bool {
-	var mu sync.Mutex
-	bad := make([]bool, len(recs))
-	for k := range bad {
-		bad[k] = true
-	}
-	pending := len(recs)
-	done := make(chan struct{})
-	over := false
-	for k, r := range recs {
-		// Not ctx: a record failed by its context left kgo's partition
-		// stuck (measured on kfake); the client's delivery timeout, which
-		// is the decision timeout, fails it instead.
-		s.cl.Produce(context.Background(), r, func(_ *kgo.Record, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if over {
-				return
-			}
-			bad[k] = err != nil
-			if pending--; pending == 0 {
-				close(done)
-			}
-		})
-	}
-	if len(recs) == 0 {
-		return bad
-	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	over = true
-	return slices.Clone(bad)
+// ctx ends; it reports the positions of those not acknowledged. kgo may
+// still deliver a record it holds past ctx (an idempotent producer does not
+// drop what it sent): such a record is reported failed, produced again, and
+// its copy in Kafka is harmless (ids are deterministic; consumers dedupe).
+func (s *Decisions) send(ctx context.Context, recs []*kgo.Record) []int {
+	// Not ctx: a record failed by its context left kgo's partition stuck
+	// (measured on kfake); the client's delivery timeout, which is the
+	// decision timeout, fails it instead.
+	failed, _ := produce(context.Background(), s.cl, recs).wait(ctx)
+	return failed
 }
 
 // retry starts the background loop that tries Kafka again (retryLoop),
@@ -719,7 +680,7 @@ func (s *Decisions) retryLoop() {
 		recs := copies(s.probe)
 		s.redoMu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-		up := !slices.Contains(s.send(ctx, recs), true)
+		up := len(s.send(ctx, recs)) == 0
 		cancel()
 		s.redoMu.Lock()
 		if up && s.kafkaDown.Swap(false) {

@@ -284,25 +284,18 @@ type poll struct {
 	out   sent
 }
 
-// sent tracks produced records until Kafka acknowledged or failed each.
+// sent is what a poll produced, until Kafka acknowledged or failed each
+// record; the poll's groups add to it concurrently.
 type sent struct {
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	failed []*kgo.Record
+	mu   sync.Mutex
+	outs []*produced
 }
 
 func (s *sent) send(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) {
-	s.wg.Add(len(recs))
-	for _, r := range recs {
-		cl.Produce(ctx, r, func(r *kgo.Record, err error) {
-			if err != nil {
-				s.mu.Lock()
-				s.failed = append(s.failed, r)
-				s.mu.Unlock()
-			}
-			s.wg.Done()
-		})
-	}
+	out := produce(ctx, cl, recs)
+	s.mu.Lock()
+	s.outs = append(s.outs, out)
+	s.mu.Unlock()
 }
 
 // finish waits until every output of w is acknowledged (producing the failed
@@ -313,8 +306,12 @@ func (p *Processor) finish(ctx context.Context, w *poll) error {
 	if err := p.cl.Flush(ctx); err != nil {
 		return err
 	}
-	w.out.wg.Wait() // every promise has run once Flush returned
-	if err := p.produce(ctx, w.out.failed); err != nil {
+	var failed []*kgo.Record
+	for _, out := range w.out.outs { // every record is answered once Flush returned
+		at, _ := out.wait(ctx)
+		failed = append(failed, pick(out.recs, at)...)
+	}
+	if err := p.produce(ctx, failed); err != nil {
 		return err
 	}
 	w.info.Duration = time.Since(w.start)
