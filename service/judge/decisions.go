@@ -90,7 +90,7 @@ type DecisionHooks struct {
 // iff it would have been granted, and a retry with the same id gets that
 // answer. Only Close ends such a wait, with ErrNotRecorded.
 type Decisions struct {
-	settings
+	decisionsConfig
 	qs   *State
 	cl   *kgo.Client
 	free chan int // the free slots: a batch runs in one
@@ -144,22 +144,19 @@ type answered struct {
 // own Kafka client: kopts name the seed brokers (and TLS/SASL); the
 // producer settings (snappy, acks all, no linger: a caller waits for them, not
 // idempotent) are its own. Close stops it.
-func NewDecisions(qs *State, kopts []kgo.Opt, opts ...Option) (*Decisions, error) {
+func NewDecisions(qs *State, kopts []kgo.Opt, opts ...DecisionsOpt) (*Decisions, error) {
 	if qs == nil {
 		return nil, errors.New("judge: nil quota state")
 	}
-	set, err := newSettings(opts)
+	cfg, err := newDecisionsConfig(opts)
 	if err != nil {
 		return nil, err
 	}
-	s := &Decisions{settings: set, qs: qs, free: make(chan int, set.slots),
+	s := &Decisions{decisionsConfig: cfg, qs: qs, free: make(chan int, cfg.slots),
 		in: make(chan *asking), stop: make(chan struct{}), stream: DecisionStream + instanceID(),
-		acked: make([]int64, set.slots)}
-	for i := range set.slots {
+		acked: make([]int64, cfg.slots)}
+	for i := range cfg.slots {
 		s.free <- i
-	}
-	if s.gens == nil && s.guard != nil {
-		s.gens = s.guard
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	all := slices.Concat([]kgo.Opt{
@@ -184,7 +181,7 @@ func NewDecisions(qs *State, kopts []kgo.Opt, opts ...Option) (*Decisions, error
 	s.batches.Add(1)
 	go s.collect() // ends with Close
 	if s.gens != nil && qs.marks != nil {
-		s.recorded = make([]int64, set.slots)
+		s.recorded = make([]int64, cfg.slots)
 		s.batches.Add(1)
 		go s.recordMarks() // ends with Close
 	}
@@ -339,8 +336,8 @@ func (s *Decisions) run(batch []*asking, n, slot int) {
 	info := DecisionBatchInfo{Requests: len(batch), Events: n}
 	defer func() {
 		info.Duration = time.Since(start)
-		if s.decHooks.OnBatch != nil {
-			s.decHooks.OnBatch(info)
+		if s.hooks.OnBatch != nil {
+			s.hooks.OnBatch(info)
 		}
 	}()
 	fail := func(err error) {

@@ -14,8 +14,8 @@ import (
 // nothing is skipped.
 func (p *Processor) retry(ctx context.Context, what string, fn func() error) error {
 	return backoff.Retry(ctx, backoff.Policy{Min: p.backoffMin, Max: p.backoffMax}, fn, func(attempt int, wait time.Duration, err error) {
-		if p.procHooks.OnRetry != nil {
-			p.procHooks.OnRetry(RetryInfo{What: what, Attempt: attempt, Wait: wait, Err: err})
+		if p.hooks.OnRetry != nil {
+			p.hooks.OnRetry(RetryInfo{What: what, Attempt: attempt, Wait: wait, Err: err})
 		}
 		p.log.Warn("retrying", "what", what, "attempt", attempt, "wait", wait, "err", err)
 	})
