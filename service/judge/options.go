@@ -19,7 +19,7 @@ import (
 )
 
 // TracerName is the instrumentation scope of the processor's spans.
-const TracerName = "github.com/dabom/dpcs/service"
+const TracerName = "github.com/dabom/dpcs/service/judge"
 
 // Options are typed per component, as franz-go's kgo.ProducerOpt and
 // kgo.ConsumerOpt are: an Opt configures both a Processor and Decisions, a

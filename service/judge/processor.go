@@ -411,7 +411,7 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 				if err != nil {
 					// Every field comes from a validated event and the engine; a
 					// failure here is a bug, not bad input. Stop rather than lose it.
-					j.err = fmt.Errorf("service: build outputs of %s: %w", u.env.EventID, err)
+					j.err = fmt.Errorf("judge: build outputs of %s: %w", u.env.EventID, err)
 					return
 				}
 				if p.tracer != nil {
