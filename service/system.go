@@ -358,7 +358,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	nopts = append(nopts, pushOpt)
 	s.catalog = WatchCatalog(ctx, s.DB, cfg.CatalogRefresh, log)
 	s.workers, err = NewWorkers(s.State, s.DB, kopts, WorkersConfig{Logger: log, Notifier: nopts, Metrics: s.Metrics, TracerProvider: tp,
-		Processor: []judge.Option{judge.WithLocation(cfg.Zone), judge.WithMaxEventAge(cfg.DedupeWindow - time.Hour),
+		Processor: []judge.ProcessorOpt{judge.WithLocation(cfg.Zone), judge.WithMaxEventAge(cfg.DedupeWindow - time.Hour),
 			judge.WithStateGuard(rec), judge.WithApps(s.catalog.Apps())}})
 	if err != nil {
 		return nil, err
@@ -543,8 +543,8 @@ func gatewayTokens(cfg SystemConfig) ([]string, error) {
 // generation gens names, measured by m (when not nil). When gens is also a
 // judge.StateGuard (a *recovery.Guard), a stale state the decisions find is
 // recovered by it.
-func (c SystemConfig) DecisionOptions(gens judge.GenerationSource, m *Metrics, log *slog.Logger) []judge.Option {
-	opts := []judge.Option{judge.WithLinger(c.DecisionLinger)}
+func (c SystemConfig) DecisionOptions(gens judge.GenerationSource, m *Metrics, log *slog.Logger) []judge.DecisionsOpt {
+	opts := []judge.DecisionsOpt{judge.WithLinger(c.DecisionLinger)}
 	if g, ok := gens.(judge.StateGuard); ok {
 		opts = append(opts, judge.WithStateGuard(g))
 	} else {

@@ -183,7 +183,7 @@ func RunHTTP(ctx context.Context, cfg HTTPConfig) (*HTTPReport, error) {
 		}
 		judges, acks, groupEvents = nil, nil, 0
 	}
-	opts := []judge.Option{judge.WithDecisionHooks(judge.DecisionHooks{OnBatch: func(b judge.DecisionBatchInfo) {
+	opts := []judge.DecisionsOpt{judge.WithDecisionHooks(judge.DecisionHooks{OnBatch: func(b judge.DecisionBatchInfo) {
 		batches.Add(1)
 		events.Add(int64(b.Events))
 		judgeNs.Add(int64(b.Judge))
