@@ -29,6 +29,7 @@ import (
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/api"
+	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/outbox"
 	"github.com/dabom/dpcs/service/recovery"
@@ -149,6 +150,9 @@ type System struct {
 	// through State, the door to it.
 	Engine *quota.Engine
 	State  *judge.State
+	// Family makes every change to a family (the application layer the
+	// API calls).
+	Family *family.Service
 	DB     *sql.DB
 	Store  *store.Store
 	API    *api.Server
@@ -187,6 +191,7 @@ type System struct {
 	backOffice *api.KafkaBackOffice
 	publisher  *simulate.Publisher
 	relay      *outbox.Relay
+	settler    *family.Settler
 	servers    []*http.Server
 	admin      *AdminServer
 	cancel     context.CancelFunc
@@ -431,8 +436,16 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if err != nil {
 		return nil, err
 	}
-	if s.API, err = api.New(api.Config{Store: s.Store, State: s.State, Hub: s.Hub, Inbox: inbox,
-		Wake: s.relay.Wake, Secret: secret, Logger: log, AccessEvents: s.access, OnRequest: s.Metrics.OnRequest,
+	if s.Family, err = family.New(s.Store, s.State, family.WithWake(s.relay.Wake), family.WithLogger(log)); err != nil {
+		return nil, err
+	}
+	// Families whose change's door step was not confirmed are settled
+	// from SQL in the background.
+	if s.settler, err = family.NewSettler(s.Family); err != nil {
+		return nil, err
+	}
+	if s.API, err = api.New(api.Config{Store: s.Store, State: s.State, Family: s.Family, Hub: s.Hub, Inbox: inbox,
+		Secret: secret, Logger: log, AccessEvents: s.access, OnRequest: s.Metrics.OnRequest,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies, Streams: cfg.Streams,
 		VAPIDPublicKey: vapidPublic, AllowLoopbackPush: cfg.AllowLoopbackPush, MaxPushSubscriptions: cfg.PushMaxSubscriptions,
 		Decisions: s.Decisions, GatewayTokens: gateways, TopUpOffers: cfg.TopUps, OnCatalogChange: s.catalog.Set,
@@ -657,6 +670,9 @@ func (s *System) close(ctx context.Context) error {
 	}
 	if s.Decisions != nil {
 		errs = append(errs, s.Decisions.Close(ctx))
+	}
+	if s.settler != nil {
+		errs = append(errs, s.settler.Close(ctx))
 	}
 	if s.access != nil {
 		errs = append(errs, s.access.Close())

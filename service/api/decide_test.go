@@ -105,7 +105,7 @@ func newDecideFixtureSpool(t *testing.T, spool func(*sql.DB) judge.Spool, opts .
 		if os.Getenv("DPCS_TEST_KAFKA_DEBUG") != "" {
 			kopts = append(kopts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelDebug, nil)))
 		}
-		d.dec, err = judge.NewDecisions(cfg.State, kopts, all...)
+		d.dec, err = judge.NewDecisions(cfg.State.(*judge.State), kopts, all...)
 		if err != nil {
 			t.Fatal(err)
 		}
