@@ -234,13 +234,17 @@ func ParseThresholds(s string) (Thresholds, error) {
 	return t.Canonical()
 }
 
+// MaxThresholds is how many alert thresholds a family may have: so many
+// can be crossed by one event (usage_record.crossed is sized by it).
+const MaxThresholds = 10
+
 // Canonical validates t and returns it sorted descending.
 func (t Thresholds) Canonical() (Thresholds, error) {
 	out := slices.Clone(t)
 	slices.Sort(out)
 	slices.Reverse(out)
-	if len(out) > 10 {
-		return nil, fieldErr("thresholds", "at most 10 thresholds, got %d", len(out))
+	if len(out) > MaxThresholds {
+		return nil, fieldErr("thresholds", "at most %d thresholds, got %d", MaxThresholds, len(out))
 	}
 	for i, p := range out {
 		if p < 1 || p > 99 {
@@ -254,6 +258,14 @@ func (t Thresholds) Canonical() (Thresholds, error) {
 		out = Thresholds{}
 	}
 	return out, nil
+}
+
+// ThresholdAlertText is a threshold alert's message in Korean, the
+// service's default language: the text the judges put in every
+// THRESHOLD_ALERT they produce (envelope.ThresholdAlert.Message) unless
+// given another, and the notifier's Korean text of the alert.
+func ThresholdAlertText(percent int) string {
+	return "가족 데이터가 " + strconv.Itoa(percent) + "% 미만입니다! 데이터를 충전해주세요."
 }
 
 // String formats t as "50,30,10".
