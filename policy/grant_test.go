@@ -12,7 +12,9 @@ func TestSizeGrant(t *testing.T) {
 	noon := Moment{Day: "20261123", Month: "202611", Minute: 12 * 60, Weekday: 1}
 	member := Member{Member: true, DailyUsed: 40, MonthlyUsed: 400}
 	pool := Pool{Provisioned: true, Total: 1000, Used: 600}
-	want := func(n int64) GrantRequest { return GrantRequest{Want: n, Minimum: 10, Grants: 1, At: noon, AppID: "kk"} }
+	want := func(n int64) GrantRequest {
+		return GrantRequest{Want: n, Minimum: 10, Grants: 1, At: noon, AppID: "kk"}
+	}
 	withGrants := func(r GrantRequest, n int64) GrantRequest { r.Grants = n; return r }
 	reserved := func(p Pool, n int64) Pool { p.Reserved = n; return p }
 	holding := func(m Member, d, mo int64) Member { m.DailyReserved, m.MonthlyReserved = d, mo; return m }
