@@ -50,6 +50,14 @@
 // reported blocked at once. Blocked-by-limit is derived from usage and limits and
 // never stored, so raising the limit or a new period unblocks by itself.
 //
+// Reservations: Pool.Reserved and Member.DailyReserved / MonthlyReserved
+// are what grants hold; Evaluate fits a request beside them. SizeGrant
+// sizes one step of a grant (the request, what the limits and the pool
+// leave beside the other reservations, FairShare among the open grants;
+// the last units Final below a minimum headroom), and NextChange is the
+// first instant its answer could change by time alone (a window, an
+// exception's end, the day's end): what a grant's validity ends at.
+//
 // Thresholds holds a family's alert levels (percent of the pool remaining,
 // default 50/30/10); Reached is the exact integer test both engines use.
 //

@@ -39,6 +39,26 @@
 //   - Thresholds fire once per family and month; a top-up or a larger plan that
 //     lifts the pool above a fired threshold re-arms it.
 //
+// # Grants
+//
+// A network that asks for units per session instead of per chunk holds a
+// grant: Grant (GrantMarked under the state guard; JudgeMarked with events
+// in one pipeline) judges one step of it — create, update, release — in
+// one script: the grant's reservation returned and its reported use
+// charged to the reservation's day and month, then (unless a release) a
+// new reservation sized by policy.SizeGrant (the request, the limits and
+// the pool net of the other reservations, the fair share among the
+// family's open grants) and valid until policy.NextChange:
+//
+//	rs, err := eng.Grant(ctx, []quota.GrantOp{{ID: "chg_…/1", GrantID: "ref-7/32",
+//		FamilyID: 100, CustomerID: 1, AppID: "com.youtube.app", Requested: 50 << 20, At: now}})
+//	// rs[0].Granted, rs[0].Final, rs[0].ValidUntil
+//
+// Events are judged beside the reservations: at every instant used +
+// reserved stays within the plan and each member period. A step id is
+// deduped with the events' ids. Restore brings open grants back
+// (FamilyState.Grants). See doc/architecture.md, "Grants".
+//
 // # Replication
 //
 // Redis replicates asynchronously: a failover to a replica that missed the

@@ -311,6 +311,16 @@ func (e *Engine) grantCall(op GrantOp, bucket int64, gen string, accepted []stri
 	return ks, args
 }
 
+// GrantCommand returns the Redis command the engine sends to judge op: the
+// EVALSHA arguments (script SHA1, keys, args) exactly as Grant sends them,
+// for measuring the server's cost with an external load generator, as
+// ApplyCommand; op is not validated and nothing is sent.
+func (e *Engine) GrantCommand(op GrantOp) (sha string, keys []string, args []any) {
+	accepted, _, _ := e.AcceptedMonths()
+	keys, args = e.grantCall(op, e.bucket(e.now()), "", accepted)
+	return e.grant.Hash(), keys, args
+}
+
 // Grant judges grant steps in order in one pipeline, as ApplyBatch judges
 // events: for each, atomically, the grant's reservation is returned and
 // Used charged, and (unless a release) a new reservation is sized and made
