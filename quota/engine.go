@@ -450,7 +450,7 @@ func (e *Engine) judgeBatch(ctx context.Context, gen string, marks []Mark, evs [
 		}
 	}
 	for i, op := range ops {
-		if err := op.validate(); err != nil {
+		if err := op.Validate(); err != nil {
 			return nil, nil, &GrantError{Index: i, Err: err}
 		}
 	}

@@ -20,7 +20,7 @@ import (
 // steps, per member (a step of another CustomerID is another grant).
 type GrantOp struct {
 	// ID is the step's unique id, deduped with the events' ids (the same
-	// buckets: an id is one event or one step). At most MaxEventIDLen bytes.
+	// buckets: an id is one event or one step): ValidGrantID's form.
 	ID string
 	// GrantID names the grant: 1..MaxEventIDLen bytes of printable ASCII
 	// without spaces, '|' or ','.
@@ -48,10 +48,15 @@ type GrantOp struct {
 	At time.Time
 }
 
-// MaxGrantIDLen is the longest GrantID.
+// MaxGrantIDLen is the longest GrantID or step id.
 const MaxGrantIDLen = MaxEventIDLen
 
-// ValidGrantID reports whether id can name a grant.
+// MaxReclaim is the most grants a GrantResult names in Reclaim (the
+// smallest ids first).
+const MaxReclaim = 64
+
+// ValidGrantID reports whether id can name a grant or a grant step: 1 to
+// MaxGrantIDLen bytes of printable ASCII without spaces, '|' or ','.
 func ValidGrantID(id string) bool {
 	if id == "" || len(id) > MaxGrantIDLen {
 		return false
@@ -64,12 +69,12 @@ func ValidGrantID(id string) bool {
 	return true
 }
 
-func (op GrantOp) validate() error {
+// Validate checks op as Grant does (an error wraps ErrInvalid): a caller
+// that group-commits steps of several callers checks each alone first.
+func (op GrantOp) Validate() error {
 	switch {
-	case op.ID == "":
-		return fmt.Errorf("%w: step id is empty", ErrInvalid)
-	case len(op.ID) > MaxEventIDLen:
-		return fmt.Errorf("%w: step id longer than %d bytes", ErrInvalid, MaxEventIDLen)
+	case !ValidGrantID(op.ID):
+		return fmt.Errorf("%w: step id must be 1..%d bytes of printable ASCII without spaces, '|' or ','", ErrInvalid, MaxGrantIDLen)
 	case !ValidGrantID(op.GrantID):
 		return fmt.Errorf("%w: grant id must be 1..%d bytes of printable ASCII without spaces, '|' or ','", ErrInvalid, MaxGrantIDLen)
 	case op.FamilyID <= 0:
@@ -130,7 +135,13 @@ type GrantResult struct {
 	// of ChargedAt, as Result's.
 	Crossed []int
 	Arms    []int
-	// Reclaim names the family's other grants (GrantIDs, sorted) holding
+	// Previous is the id of the step whose reservation this step returned
+	// ("" when the grant held none): a grant's steps form a chain, so the
+	// truth can tell its latest step whatever order their records arrive
+	// in (a rebuild restores the open reservation no step replaced).
+	Previous string
+	// Reclaim names the family's other grants (GrantIDs, sorted, at most
+	// MaxReclaim) holding
 	// more than the fair share (policy.FairShare) of the step's month
 	// when the others' reservations cut this grant below what it would
 	// get otherwise: asked to report again (a re-authorization), they
@@ -161,7 +172,7 @@ func encodeGrantResult(r GrantResult) string {
 	n := func(v int64) string { return strconv.FormatInt(v, 10) }
 	return grantPrefix + strings.Join([]string{string(r.Decision), n(r.Granted), fl, n(r.Charged), unix(r.ChargedAt),
 		n(r.Overage), n(r.Remaining), n(r.Total), n(r.Reserved), n(r.DailyUsed), n(r.MonthlyUsed), unix(r.ValidUntil),
-		n(r.ThrottleKbps), encodeCrossed(r.Crossed, r.Arms), r.Rule, strings.Join(r.Reclaim, ",")}, "|")
+		n(r.ThrottleKbps), encodeCrossed(r.Crossed, r.Arms), r.Rule, r.Previous, strings.Join(r.Reclaim, ",")}, "|")
 }
 
 func encodeCrossed(crossed, arms []int) string {
@@ -202,8 +213,8 @@ func decodeCrossed(s string) (crossed, arms []int, err error) {
 // is the zone the times are given in.
 func decodeGrantResult(s string, loc *time.Location) (GrantResult, error) {
 	body, ok := strings.CutPrefix(s, grantPrefix)
-	f := strings.SplitN(body, "|", 16)
-	if !ok || len(f) != 16 {
+	f := strings.SplitN(body, "|", 17)
+	if !ok || len(f) != 17 {
 		return GrantResult{}, fmt.Errorf("malformed stored grant result %q", s)
 	}
 	var r GrantResult
@@ -229,10 +240,13 @@ func decodeGrantResult(s string, loc *time.Location) (GrantResult, error) {
 	if r.Crossed, r.Arms, err = decodeCrossed(f[13]); err != nil {
 		return GrantResult{}, fmt.Errorf("malformed stored grant result %q: %w", s, err)
 	}
-	r.Rule = f[14]
-	if f[15] != "" {
+	r.Rule, r.Previous = f[14], f[15]
+	if f[16] != "" {
 		// grant.lua lists them in the hash's order.
-		r.Reclaim = slices.Compact(slices.Sorted(slices.Values(strings.Split(f[15], ","))))
+		r.Reclaim = slices.Compact(slices.Sorted(slices.Values(strings.Split(f[16], ","))))
+		if len(r.Reclaim) > MaxReclaim {
+			r.Reclaim = r.Reclaim[:MaxReclaim]
+		}
 	}
 	if !r.Decision.Valid() || (f[2] != "0" && f[2] != "1") {
 		return GrantResult{}, fmt.Errorf("malformed stored grant result %q", s)
@@ -321,6 +335,13 @@ func (e *Engine) GrantCommand(op GrantOp) (sha string, keys []string, args []any
 	return e.grant.Hash(), keys, args
 }
 
+// Judge judges events and grant steps in one pipeline (the events first,
+// then the steps, each in order), trusting the Redis state it finds: what
+// ApplyBatch and Grant do together. JudgeMarked checks the state first.
+func (e *Engine) Judge(ctx context.Context, evs []Event, ops []GrantOp) ([]Result, []GrantResult, error) {
+	return e.judgeBatch(ctx, "", nil, evs, ops)
+}
+
 // Grant judges grant steps in order in one pipeline, as ApplyBatch judges
 // events: for each, atomically, the grant's reservation is returned and
 // Used charged, and (unless a release) a new reservation is sized and made
@@ -357,6 +378,9 @@ type GrantState struct {
 	// At is when the step that made it was judged (whole seconds): the
 	// reservation is of its day and month.
 	At time.Time
+	// Step is the id of the step that made it (GrantResult.Previous of
+	// the grant's next step).
+	Step string
 }
 
 // grantField is the grants hash's field of a grant.
@@ -364,14 +388,15 @@ func grantField(cid int64, grantID string) string { return strconv.FormatInt(cid
 
 // grantValue is the grants hash's value of a reservation.
 func (e *Engine) grantValue(g GrantState) string {
-	return strconv.FormatInt(g.Reserved, 10) + "|" + policy.MomentOf(g.At, e.loc).Day + "|" + strconv.FormatInt(g.At.Unix(), 10)
+	return strconv.FormatInt(g.Reserved, 10) + "|" + policy.MomentOf(g.At, e.loc).Day + "|" + strconv.FormatInt(g.At.Unix(), 10) +
+		"|" + g.Step
 }
 
 // parseGrant reads a grants hash entry.
 func (e *Engine) parseGrant(field, value string) (GrantState, bool) {
 	c, id, ok := strings.Cut(field, "|")
-	parts := strings.Split(value, "|")
-	if !ok || len(parts) != 3 {
+	parts := strings.SplitN(value, "|", 4)
+	if !ok || len(parts) != 4 {
 		return GrantState{}, false
 	}
 	cid, err1 := strconv.ParseInt(c, 10, 64)
@@ -380,5 +405,5 @@ func (e *Engine) parseGrant(field, value string) (GrantState, bool) {
 	if err1 != nil || err2 != nil || err3 != nil {
 		return GrantState{}, false
 	}
-	return GrantState{GrantID: id, CustomerID: cid, Reserved: n, At: time.Unix(at, 0).In(e.loc)}, true
+	return GrantState{GrantID: id, CustomerID: cid, Reserved: n, At: time.Unix(at, 0).In(e.loc), Step: parts[3]}, true
 }

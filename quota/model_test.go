@@ -48,6 +48,7 @@ type model struct {
 type reservation struct {
 	bytes int64
 	at    time.Time
+	step  string
 }
 
 type judgedStep struct {
@@ -210,7 +211,7 @@ func (m *model) grant(op GrantOp, now time.Time) GrantResult {
 	if open || member {
 		r.Charged = op.Used
 	}
-	r.ChargedAt, r.Overage = chargedAt, r.Charged
+	r.ChargedAt, r.Overage, r.Previous = chargedAt, r.Charged, held.step
 	if back {
 		r.Overage = max(r.Charged-held.bytes, 0)
 	}
@@ -254,7 +255,7 @@ func (m *model) grant(op GrantOp, now time.Time) GrantResult {
 		}
 		r.ValidUntil = policy.NextChange(cons, op.AppID, op.Category, op.At, m.loc)
 		if g.Granted > 0 || !g.Final {
-			m.grants[key] = reservation{bytes: g.Granted, at: at}
+			m.grants[key] = reservation{bytes: g.Granted, at: at, step: op.ID}
 		}
 	}
 	pool = m.pool(f, mo.Month)
@@ -356,7 +357,7 @@ func (m *model) family(f int64, now time.Time) FamilyStatus {
 	}
 	for k, g := range m.grants {
 		if k.f == f {
-			fs.Grants = append(fs.Grants, GrantState{GrantID: k.id, CustomerID: k.c, Reserved: g.bytes, At: g.at})
+			fs.Grants = append(fs.Grants, GrantState{GrantID: k.id, CustomerID: k.c, Reserved: g.bytes, At: g.at, Step: g.step})
 		}
 	}
 	slices.SortFunc(fs.Grants, func(a, b GrantState) int {

@@ -283,9 +283,9 @@ func (e *Engine) restoreWrite(st FamilyState) (func(ctx context.Context, p redis
 		if j.ID == "" || len(j.ID) > MaxEventIDLen || !j.Result.Decision.Valid() {
 			return nil, fmt.Errorf("%w: judged grant step %q: bad id or decision", ErrInvalid, j.ID)
 		}
-		for _, id := range j.Result.Reclaim {
-			if !ValidGrantID(id) {
-				return nil, fmt.Errorf("%w: judged grant step %q: bad grant id %q", ErrInvalid, j.ID, id)
+		for _, id := range append([]string{j.Result.Previous}, j.Result.Reclaim...) {
+			if id != "" && !ValidGrantID(id) {
+				return nil, fmt.Errorf("%w: judged grant step %q: bad grant or step id %q", ErrInvalid, j.ID, id)
 			}
 		}
 		judged = append(judged, j.ID, encodeGrantResult(j.Result))
@@ -295,8 +295,8 @@ func (e *Engine) restoreWrite(st FamilyState) (func(ctx context.Context, p redis
 	grants := make([]any, 0, 2*len(st.Grants))
 	reserved := map[string]map[string]int64{} // month -> pool field -> bytes
 	for _, g := range st.Grants {
-		if !ValidGrantID(g.GrantID) || g.CustomerID <= 0 || g.Reserved < 0 || g.Reserved > policy.MaxBytes || g.At.IsZero() {
-			return nil, fmt.Errorf("%w: grant %q of customer %d: bad id, customer, bytes or time", ErrInvalid, g.GrantID, g.CustomerID)
+		if !ValidGrantID(g.GrantID) || !ValidGrantID(g.Step) || g.CustomerID <= 0 || g.Reserved < 0 || g.Reserved > policy.MaxBytes || g.At.IsZero() {
+			return nil, fmt.Errorf("%w: grant %q of customer %d: bad id, step, customer, bytes or time", ErrInvalid, g.GrantID, g.CustomerID)
 		}
 		grants = append(grants, grantField(g.CustomerID, g.GrantID), e.grantValue(g))
 		mo := policy.MomentOf(g.At, e.loc)

@@ -17,9 +17,9 @@
 --                                                        the member's month and of its day DD
 -- KEYS[4] family:{f}:customer:{c}:usage:{YYYYMM}   hash  the member's other days (see apply.lua)
 -- KEYS[5] family:{f}:evt:<b>, KEYS[6] …:evt:<b-1>  hash  the dedupe buckets (see apply.lua)
--- KEYS[7] family:{f}:grants                        hash  <cid>|<grantId> -> "<bytes>|<YYYYMMDD>|<unix s>":
---                                                        each open grant's reservation, the day and the
---                                                        time of the step that made it
+-- KEYS[7] family:{f}:grants                        hash  <cid>|<grantId> -> "<bytes>|<YYYYMMDD>|<unix s>|<stepId>":
+--                                                        each open grant's reservation, the day, the time
+--                                                        and the id of the step that made it
 -- KEYS[8], KEYS[9]                                       the pool and usage hashes of the step's previous
 --                                                        month (touched only when ARGV[16] names it),
 -- KEYS[10], KEYS[11]                                     and of its next month (ARGV[17])
@@ -33,9 +33,10 @@
 -- Constants written in (quota.scriptSource): those of apply.lua and
 -- DPCS_GRANT_DEFAULT, DPCS_GRANT_MAX, DPCS_GRANT_MIN (quota.WithGrantSizes).
 -- Returns {duplicate 0|1, "G|decision|granted|final 0|1|charged|chargedAt|overage|
--- remaining|total|reserved|daily|monthly|validUntil|throttle|crossed|rule|reclaim"}
--- (quota.GrantResult; reclaim the other grants' ids, comma-separated, in no
--- order), or {2, generation} as apply.lua.
+-- remaining|total|reserved|daily|monthly|validUntil|throttle|crossed|rule|previous|reclaim"}
+-- (quota.GrantResult; previous the id of the step whose reservation this one
+-- returned, reclaim the other grants' ids, comma-separated, in no order), or
+-- {2, generation} as apply.lua.
 
 local fam = redis.call('HMGET', KEYS[1], 'plan', 'thr', 'm:' .. ARGV[1], 'g')
 if ARGV[11] ~= '' and fam[4] ~= ARGV[11] and (fam[4] or string.byte(ARGV[11], 2) == 58) then
@@ -60,12 +61,14 @@ local maxtotal = DPCS_MAX_TOTAL
 local uf, df, rmf = 'u:' .. cid, 'd:' .. cid, 'r:' .. cid
 local gf = cid .. '|' .. ARGV[12]
 
--- The grant's reservation, if it is open: bytes, day, time.
+-- The grant's reservation, if it is open: bytes, day, time, step.
 local held = redis.call('HGET', KEYS[7], gf)
-local hb, hday, hat = 0, nil, nil
+local hb, hday, hat, hstep = 0, nil, nil, ''
 if held then
   local a = string.find(held, '|', 1, true)
-  hb, hday, hat = tonumber(string.sub(held, 1, a - 1)), string.sub(held, a + 1, a + 8), string.sub(held, a + 10)
+  local b = string.find(held, '|', a + 10, true)
+  hb, hday, hat = tonumber(string.sub(held, 1, a - 1)), string.sub(held, a + 1, a + 8), string.sub(held, a + 10, b - 1)
+  hstep = string.sub(held, b + 1)
 end
 
 -- The use is charged to the reservation's day and month (a grant never
@@ -308,7 +311,7 @@ end
 -- units granted, or none but not final) and what it adds to the step's
 -- month, the member's month and day.
 if granted > 0 or not (release or final) then
-  redis.call('HSET', KEYS[7], gf, string.format('%d', granted) .. '|' .. day .. '|' .. ARGV[13])
+  redis.call('HSET', KEYS[7], gf, string.format('%d', granted) .. '|' .. day .. '|' .. ARGV[13] .. '|' .. ARGV[10])
 elseif held then
   redis.call('HDEL', KEYS[7], gf)
 end
@@ -325,7 +328,7 @@ local fl = '0'
 if final then fl = '1' end
 local result = 'G|' .. decision .. '|' .. string.format('%d', granted) .. '|' .. fl .. '|' ..
   string.format('%d|', charged) .. cat .. '|' .. string.format('%d|%d|%d|%d|%d|%d|%d|', overage, rem, total, rp, daily, monthly, vu) ..
-  throttle .. '|' .. crossed .. '|' .. rule .. '|' .. reclaim
+  throttle .. '|' .. crossed .. '|' .. rule .. '|' .. hstep .. '|' .. reclaim
 if bucket[2] then
   redis.call('HSET', KEYS[5], ARGV[10], result)
 else
