@@ -229,6 +229,8 @@ func (s *scanner) persist() (Payload, bool) {
 			return seen.first(1<<12) && s.intMember(&p.ThrottleKbps, false)
 		case "crossed":
 			return seen.first(1<<13) && s.crossings(&p.Crossed)
+		case "grant":
+			return seen.first(1<<14) && s.grant(&p.Grant)
 		}
 		return s.skip(0)
 	})
@@ -320,6 +322,71 @@ func (s *scanner) crossings(dst *[]Crossing) bool {
 		})
 		out = append(out, c)
 		return ok && seen == 1<<2-1
+	})
+	*dst = out
+	return ok
+}
+
+// grant reads an optional grant step as object.grantStep does.
+func (s *scanner) grant(dst **GrantStep) bool {
+	if s.null() {
+		return true
+	}
+	var g GrantStep
+	var seen members
+	const required = 1<<0 | 1<<2
+	ok := s.object(func(key []byte) bool {
+		switch string(key) {
+		case "grantId":
+			return seen.first(1<<0) && s.stringMember(&g.GrantID, true)
+		case "previousStep":
+			return seen.first(1<<1) && s.stringMember(&g.PreviousStep, false)
+		case "grantedBytes":
+			return seen.first(1<<2) && s.intMember(&g.GrantedBytes, true)
+		case "open":
+			return seen.first(1<<3) && s.boolMember(&g.Open)
+		case "final":
+			return seen.first(1<<4) && s.boolMember(&g.Final)
+		case "overageBytes":
+			return seen.first(1<<5) && s.intMember(&g.OverageBytes, false)
+		case "reservedBytes":
+			return seen.first(1<<6) && s.intMember(&g.ReservedBytes, false)
+		case "validUntil":
+			return seen.first(1<<7) && (s.null() || s.timeMember(&g.ValidUntil))
+		case "reclaim":
+			return seen.first(1<<8) && s.stringArray(&g.Reclaim)
+		}
+		return s.skip(1)
+	})
+	*dst = &g
+	return ok && seen&required == required
+}
+
+// boolMember reads an optional boolean (null leaves false).
+func (s *scanner) boolMember(dst *bool) bool {
+	switch {
+	case s.null():
+		return true
+	case s.peek() == 't':
+		*dst = true
+		return s.literal("true")
+	case s.peek() == 'f':
+		return s.literal("false")
+	}
+	return false
+}
+
+// stringArray reads an optional array of strings; [] reads as nil. A null
+// element is left to the slow path.
+func (s *scanner) stringArray(dst *[]string) bool {
+	if s.null() {
+		return true
+	}
+	var out []string
+	ok := s.array(func() bool {
+		b, ok := s.str()
+		out = append(out, string(b))
+		return ok
 	})
 	*dst = out
 	return ok

@@ -101,6 +101,24 @@ func corpus(tb testing.TB) [][]byte {
 	} {
 		out = append(out, []byte(strings.Replace(persist, `[{"percent":50,"arm":1}]`, c, 1)))
 	}
+	// A grant step's member: every shape of it and of its members.
+	const grant = `{"grantId":"g","grantedBytes":5,"open":true}`
+	for _, g := range []string{
+		`null`, `{}`, `[]`, `1`, `"g"`, grant, `{"grantedBytes":5}`, `{"grantId":"g"}`, `{"grantId":null,"grantedBytes":5}`,
+		`{"grantId":"g","grantedBytes":null}`, `{"grantId":"g","grantId":"h","grantedBytes":5}`, `{"grantId":"g","grantedBytes":5,"grantedBytes":6}`,
+		`{"gr\u0061ntId":"g","grantedBytes":5}`, `{"grantId":"g\u00e9","grantedBytes":5}`,
+	} {
+		out = append(out, []byte(strings.Replace(persist, `"crossed"`, `"grant":`+g+`,"crossed"`, 1)))
+	}
+	for _, m := range []string{
+		`"previousStep":"p"`, `"previousStep":null`, `"previousStep":1`, `"open":false`, `"open":null`, `"open":"true"`, `"open":tru`,
+		`"final":true`, `"final":false`, `"final":1`, `"overageBytes":0`, `"overageBytes":-1`, `"overageBytes":1.5`,
+		`"reservedBytes":9223372036854775808`, `"reservedBytes":null`, `"validUntil":"2026-02-06T14:30:00Z"`, `"validUntil":null`,
+		`"validUntil":"2026-02-06"`, `"validUntil":0`, `"reclaim":[]`, `"reclaim":null`, `"reclaim":["a","b"]`, `"reclaim":["a",null]`,
+		`"reclaim":[""]`, `"reclaim":["a",1]`, `"reclaim":"a"`, `"reclaim":["\u0061"]`, `"reclaim":["a",]`, `"x":{"y":[null]}`,
+	} {
+		out = append(out, []byte(strings.Replace(persist, `"crossed"`, `"grant":`+strings.Replace(grant, `"open":true`, `"open":true,`+m, 1)+`,"crossed"`, 1)))
+	}
 	for _, m := range []string{"totalBytes", "dailyUsedBytes", "monthlyUsedBytes", "throttleKbps"} {
 		for _, v := range []string{`null`, `0`, `-0`, `-1`, `1`, `9223372036854775807`, `9223372036854775808`, `1.5`, `"1"`, `[]`} {
 			out = append(out, []byte(strings.Replace(persist, `"crossed"`, `"`+m+`":`+v+`,"crossed"`, 1)))
@@ -445,6 +463,9 @@ func FuzzEncodeDifferential(f *testing.F) {
 			envelope.UsagePersistPayload{OriginEventID: id, FamilyID: n, CustomerID: n, BytesUsed: n, AppID: s1, ProcessResult: s2, RemainingAfter: n, EventTime: ts,
 				TotalBytes: n, DailyUsedBytes: n / 2, MonthlyUsedBytes: -n, ThrottleKbps: n % 4096,
 				Crossed: []envelope.Crossing{{Percent: int(n % 101), Arm: int(n)}, {Percent: 10, Arm: 1}}},
+			envelope.UsagePersistPayload{OriginEventID: id, FamilyID: n, CustomerID: n, BytesUsed: n, AppID: s1, ProcessResult: s2, RemainingAfter: n, EventTime: ts,
+				Grant: &envelope.GrantStep{GrantID: s1, PreviousStep: s2, GrantedBytes: n, Open: n%2 == 0, Final: n%3 == 0, OverageBytes: -n,
+					ReservedBytes: n, ValidUntil: ts, Reclaim: []string{s1, s2, ""}}},
 			envelope.QuotaUpdated{FamilyID: n, CustomerID: n, FamilyRemainingBytes: n, FamilyUsedPercent: pct, CustomerUsedBytesToday: n},
 			envelope.CustomerBlocked{FamilyID: n, CustomerID: n, BlockReason: s1, BlockedAt: ts, Decision: s2},
 			envelope.ThresholdAlert{FamilyID: n, ThresholdPercent: int(n % 100), Message: s1, Period: s2},

@@ -157,8 +157,48 @@ func (p *UsagePersistPayload) appendJSON(b []byte) []byte {
 		}
 		b = append(b, ']')
 	}
+	if p.Grant != nil {
+		b = append(b, `,"grant":`...)
+		b = p.Grant.appendJSON(b)
+	}
 	b = append(b, `,"eventTime":`...)
 	b = appendTime(b, p.EventTime)
+	return append(b, '}')
+}
+
+func (g *GrantStep) appendJSON(b []byte) []byte {
+	b = append(b, `{"grantId":`...)
+	b = appendString(b, g.GrantID)
+	if g.PreviousStep != "" {
+		b = append(b, `,"previousStep":`...)
+		b = appendString(b, g.PreviousStep)
+	}
+	b = appendInt(b, `,"grantedBytes":`, g.GrantedBytes)
+	b = append(b, `,"open":`...)
+	b = strconv.AppendBool(b, g.Open)
+	if g.Final {
+		b = append(b, `,"final":true`...)
+	}
+	if g.OverageBytes != 0 {
+		b = appendInt(b, `,"overageBytes":`, g.OverageBytes)
+	}
+	if g.ReservedBytes != 0 {
+		b = appendInt(b, `,"reservedBytes":`, g.ReservedBytes)
+	}
+	if !g.ValidUntil.IsZero() {
+		b = append(b, `,"validUntil":`...)
+		b = appendTime(b, g.ValidUntil)
+	}
+	if len(g.Reclaim) > 0 {
+		b = append(b, `,"reclaim":[`...)
+		for i, id := range g.Reclaim {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, id)
+		}
+		b = append(b, ']')
+	}
 	return append(b, '}')
 }
 

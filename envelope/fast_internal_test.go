@@ -64,6 +64,8 @@ func TestDecodeFastAccepts(t *testing.T) {
 		`{"eventId":"p","eventType":"USAGE_PERSIST","timestamp":"2026-02-06T14:30:00Z","payload":{"originEventId":"e","familyId":1,"customerId":2,"bytesUsed":3,"appId":"a","processResult":"ALLOWED","remainingAfter":4,"eventTime":"2026-02-06T14:30:00Z","totalBytes":10,"dailyUsedBytes":3,"monthlyUsedBytes":3,"throttleKbps":0,"crossed":[{"percent":50,"arm":1},{"arm":2,"percent":30,"x":null}]}}`,
 		`{"eventId":"p","eventType":"USAGE_PERSIST","timestamp":"2026-02-06T14:30:00Z","payload":{"originEventId":"e","familyId":1,"customerId":2,"bytesUsed":3,"appId":"a","processResult":"ALLOWED","remainingAfter":4,"eventTime":"2026-02-06T14:30:00Z","totalBytes":null,"crossed":[]}}`,
 		`{"eventId":"p","eventType":"USAGE_PERSIST","timestamp":"2026-02-06T14:30:00Z","payload":{"originEventId":"e","familyId":1,"customerId":2,"bytesUsed":3,"appId":"a","processResult":"ALLOWED","remainingAfter":4,"eventTime":"2026-02-06T14:30:00Z","crossed":null}}`,
+		`{"eventId":"p","eventType":"USAGE_PERSIST","timestamp":"2026-02-06T14:30:00Z","payload":{"originEventId":"s","familyId":1,"customerId":2,"bytesUsed":3,"processResult":"ALLOWED","remainingAfter":4,"eventTime":"2026-02-06T14:30:00Z","grant":{"grantId":"g","grantedBytes":0,"open":false,"final":null,"validUntil":null,"reclaim":[],"x":[1]}}}`,
+		`{"eventId":"p","eventType":"USAGE_PERSIST","timestamp":"2026-02-06T14:30:00Z","payload":{"originEventId":"s","familyId":1,"customerId":2,"bytesUsed":3,"processResult":"ALLOWED","remainingAfter":4,"eventTime":"2026-02-06T14:30:00Z","grant":null}}`,
 	} {
 		if _, ok := decodeFast([]byte(in)); !ok {
 			t.Errorf("decodeFast gave up on %s", in)

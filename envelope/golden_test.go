@@ -29,7 +29,8 @@ var update = flag.Bool("update", false, "rewrite testdata/*.canonical.json from 
 // encoding of each; regenerate them with go test -run Golden -update.
 // usage_persist_result.json is usage_persist.json with the optional members
 // that carry the rest of the engine's result (totalBytes … crossed), a DPCS
-// addition for rebuilding Redis from the database.
+// addition for rebuilding Redis from the database; usage_persist_grant.json
+// is a grant step's record (the member "grant", doc/wire-format.md).
 // notification_data_requested.json and notification_data_request_answered.json
 // are DPCS's own "ask for more" notifications (no seed example).
 
@@ -46,8 +47,8 @@ func goldenFiles(tb testing.TB) []string {
 			out = append(out, f)
 		}
 	}
-	if len(out) != 12 {
-		tb.Fatalf("want 12 golden files, found %d: %v", len(out), out)
+	if len(out) != 13 {
+		tb.Fatalf("want 13 golden files, found %d: %v", len(out), out)
 	}
 	return out
 }
@@ -112,6 +113,19 @@ var wantGolden = map[string]envelope.Event{
 			RemainingAfter: 4823449, EventTime: at("2026-02-06T14:30:00Z"),
 			TotalBytes: 10737418240, DailyUsedBytes: 10485760, MonthlyUsedBytes: 734003200,
 			ThrottleKbps: 1024, Crossed: []envelope.Crossing{{Percent: 50, Arm: 1}, {Percent: 30, Arm: 2}},
+		},
+	},
+	"usage_persist_grant.json": {
+		EventID: "persist_1b4e28ba-...", EventType: envelope.TypeUsagePersist,
+		Timestamp: at("2026-02-06T14:35:00Z"),
+		Payload: envelope.UsagePersistPayload{
+			OriginEventID: "chg_7f3a/32/2", FamilyID: 100, CustomerID: 12345,
+			BytesUsed: 31457280, AppID: "com.youtube.app", ProcessResult: "ALLOWED",
+			RemainingAfter: 4792649728, EventTime: at("2026-02-06T14:30:00Z"),
+			TotalBytes: 10737418240, DailyUsedBytes: 41943040, MonthlyUsedBytes: 765460480,
+			ThrottleKbps: 1024, Crossed: []envelope.Crossing{{Percent: 50, Arm: 1}},
+			Grant: &envelope.GrantStep{GrantID: "chg_7f3a/32", PreviousStep: "chg_7f3a/32/1", GrantedBytes: 52428800,
+				Open: true, ReservedBytes: 73400320, ValidUntil: at("2026-02-06T13:00:00Z"), Reclaim: []string{"chg_9c01/32"}},
 		},
 	},
 	"notification_quota_updated.json": {

@@ -247,6 +247,69 @@ func (o *object) crossings(name string) []Crossing {
 	return out
 }
 
+// bool reads an optional boolean (false when absent or null).
+func (o *object) bool(name string) bool {
+	r, ok := o.present(name, false)
+	if !ok {
+		return false
+	}
+	switch string(r) {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	o.add(malformed(name, "must be true or false"))
+	return false
+}
+
+// strings reads an optional array of strings; an empty array reads as nil.
+func (o *object) strings(name string) []string {
+	r, ok := o.present(name, false)
+	if !ok {
+		return nil
+	}
+	var out []string
+	if r[0] != '[' || json.Unmarshal(r, &out) != nil {
+		o.add(malformed(name, "must be an array of strings"))
+		return nil
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// grantStep reads an optional grant step (UsagePersistPayload.Grant); a
+// bad member is named as name.member.
+func (o *object) grantStep(name string) *GrantStep {
+	r, ok := o.present(name, false)
+	if !ok {
+		return nil
+	}
+	e, err := parseNested(name, r)
+	if err != nil {
+		o.add(err)
+		return nil
+	}
+	g := &GrantStep{
+		GrantID:       e.str("grantId", true),
+		PreviousStep:  e.str("previousStep", false),
+		GrantedBytes:  e.int64("grantedBytes", true),
+		Open:          e.bool("open"),
+		Final:         e.bool("final"),
+		OverageBytes:  e.int64("overageBytes", false),
+		ReservedBytes: e.int64("reservedBytes", false),
+		ValidUntil:    e.time("validUntil", false),
+		Reclaim:       e.strings("reclaim"),
+	}
+	if err := e.err(); err != nil {
+		o.add(prefixed(name, err))
+		return nil
+	}
+	return g
+}
+
 const timeFormatMsg = "must be an RFC 3339 timestamp such as 2026-02-06T14:30:00Z"
 
 // parseTime parses an RFC 3339 timestamp (offsets and fractions allowed) and

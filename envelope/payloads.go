@@ -140,7 +140,52 @@ type UsagePersistPayload struct {
 	MonthlyUsedBytes int64      `json:"monthlyUsedBytes,omitempty"` // ≥ 0, the member's usage of the event's month after it; optional
 	ThrottleKbps     int64      `json:"throttleKbps,omitempty"`     // ≥ 0, the member's THROTTLE:SPEED with ALLOWED; optional
 	Crossed          []Crossing `json:"crossed,omitempty"`          // the thresholds this event crossed; optional, [] reads as nil
+	Grant            *GrantStep `json:"grant,omitempty"`            // a grant step's record (see GrantStep); optional
 }
+
+// GrantStep makes a usage-persist record that of a grant step (a
+// network's create, update or release of a grant, quota.GrantOp) rather
+// than of a usage event: originEventId is the step's id, bytesUsed what
+// the step charged (all of it counts as used, whatever processResult
+// says: processResult is the answer about the next units), eventTime when
+// the charge counts (quota.GrantResult.ChargedAt), and the envelope's
+// timestamp the step's time. Optional (a record of a usage event has
+// none); a consumer of an earlier release ignores it and reads the record
+// as an event's (doc/wire-format.md, "Grant steps").
+type GrantStep struct {
+	GrantID string `json:"grantId"` // non-empty: the grant the step is of
+	// PreviousStep is the step whose reservation this one returned (the
+	// grant's steps form a chain; the truth's latest reservation of a
+	// grant is the one no step replaced); "" when it held none.
+	PreviousStep  string    `json:"previousStep,omitempty"`
+	GrantedBytes  int64     `json:"grantedBytes"`            // ≥ 0, reserved for the grant now
+	Open          bool      `json:"open"`                    // the grant is open after the step (a release, a final answer close it)
+	Final         bool      `json:"final,omitempty"`         // these are the member's last units
+	OverageBytes  int64     `json:"overageBytes,omitempty"`  // ≥ 0, charged beyond what the grant had reserved
+	ReservedBytes int64     `json:"reservedBytes,omitempty"` // ≥ 0, what the family's grants reserve of the step's month after it
+	ValidUntil    time.Time `json:"validUntil,omitzero"`     // when the answer may change; absent on a release
+	Reclaim       []string  `json:"reclaim,omitempty"`       // grants holding more than their fair share; [] reads as nil
+}
+
+func (g *GrantStep) validate(field string) error {
+	errs := []error{
+		nonEmpty(field+".grantId", g.GrantID),
+		nonNegative(field+".grantedBytes", g.GrantedBytes),
+		nonNegative(field+".overageBytes", g.OverageBytes),
+		nonNegative(field+".reservedBytes", g.ReservedBytes),
+	}
+	if !g.ValidUntil.IsZero() {
+		errs = append(errs, validTime(field+".validUntil", g.ValidUntil))
+	}
+	for i, id := range g.Reclaim {
+		errs = append(errs, nonEmpty(fmt.Sprintf("%s.reclaim[%d]", field, i), id))
+	}
+	return errors.Join(errs...)
+}
+
+// MarshalJSON writes g as the fast encoder does (members in declaration
+// order, optional ones when set).
+func (g GrantStep) MarshalJSON() ([]byte, error) { return g.appendJSON(nil), nil }
 
 // Crossing is one threshold a usage event crossed: Percent is the threshold
 // (percent of the pool remaining) and Arm how many times it has fired this
@@ -169,7 +214,15 @@ func (p UsagePersistPayload) Validate() error {
 		nonNegative("monthlyUsedBytes", p.MonthlyUsedBytes),
 		nonNegative("throttleKbps", p.ThrottleKbps),
 		validCrossed("crossed", p.Crossed),
+		p.validGrant(),
 	)
+}
+
+func (p UsagePersistPayload) validGrant() error {
+	if p.Grant == nil {
+		return nil
+	}
+	return p.Grant.validate("grant")
 }
 
 // validCrossed reports thresholds out of 1–100 and arms below 1.
@@ -211,6 +264,7 @@ func (p *UsagePersistPayload) UnmarshalJSON(data []byte) error {
 			MonthlyUsedBytes: o.int64("monthlyUsedBytes", false),
 			ThrottleKbps:     o.int64("throttleKbps", false),
 			Crossed:          o.crossings("crossed"),
+			Grant:            o.grantStep("grant"),
 		}
 	})
 }

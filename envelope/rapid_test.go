@@ -152,6 +152,25 @@ var genPersist = rapid.Custom(func(t *rapid.T) envelope.Payload {
 			}
 		}
 	}
+	// A grant step's record (rarely invalid).
+	if rapid.IntRange(0, 2).Draw(t, "grant") == 0 {
+		g := &envelope.GrantStep{
+			GrantID:       genText(0).Draw(t, "grantId"),
+			PreviousStep:  genText(0).Draw(t, "previousStep"),
+			GrantedBytes:  genCount(t, "grantedBytes"),
+			Open:          rapid.Bool().Draw(t, "open"),
+			Final:         rapid.Bool().Draw(t, "final"),
+			OverageBytes:  genCount(t, "overageBytes"),
+			ReservedBytes: genCount(t, "reservedBytes"),
+		}
+		if rapid.Bool().Draw(t, "validUntil") {
+			g.ValidUntil = genTime.Draw(t, "validUntilTime")
+		}
+		for range rapid.IntRange(-1, 3).Draw(t, "reclaim") {
+			g.Reclaim = append(g.Reclaim, genText(0).Draw(t, "reclaimed"))
+		}
+		p.Grant = g
+	}
 	return p
 })
 
@@ -199,6 +218,16 @@ func normalize(e envelope.Event) envelope.Event {
 		p.EventTime = p.EventTime.UTC()
 		if len(p.Crossed) == 0 {
 			p.Crossed = nil
+		}
+		if p.Grant != nil {
+			g := *p.Grant
+			if !g.ValidUntil.IsZero() {
+				g.ValidUntil = g.ValidUntil.UTC()
+			}
+			if len(g.Reclaim) == 0 {
+				g.Reclaim = nil
+			}
+			p.Grant = &g
 		}
 		e.Payload = p
 	case envelope.CustomerBlocked:

@@ -201,6 +201,15 @@ func TestDecodeErrors(t *testing.T) {
 		{persist, "payload.crossed", `[{"percent":0,"arm":1}]`, "payload.crossed[0].percent", "must be between 1 and 100", nil},
 		{persist, "payload.crossed", `[{"percent":50,"arm":1},{"percent":101,"arm":1}]`, "payload.crossed[1].percent", "must be between 1 and 100", nil},
 		{persist, "payload.crossed", `[{"percent":50,"arm":0}]`, "payload.crossed[0].arm", "must be ≥ 1", nil},
+		{persist, "payload.grant", `[]`, "payload.grant", "must be a JSON object", mal},
+		{persist, "payload.grant", `{"grantedBytes":1}`, "payload.grant.grantId", "required", nil},
+		{persist, "payload.grant", `{"grantId":"g"}`, "payload.grant.grantedBytes", "required", nil},
+		{persist, "payload.grant", `{"grantId":"g","grantedBytes":-1}`, "payload.grant.grantedBytes", "must be ≥ 0", nil},
+		{persist, "payload.grant", `{"grantId":"g","grantedBytes":1,"open":"yes"}`, "payload.grant.open", "must be true or false", mal},
+		{persist, "payload.grant", `{"grantId":"g","grantedBytes":1,"overageBytes":-5}`, "payload.grant.overageBytes", "must be ≥ 0", nil},
+		{persist, "payload.grant", `{"grantId":"g","grantedBytes":1,"validUntil":"soon"}`, "payload.grant.validUntil", "must be an RFC 3339 timestamp", mal},
+		{persist, "payload.grant", `{"grantId":"g","grantedBytes":1,"reclaim":"h"}`, "payload.grant.reclaim", "must be an array of strings", mal},
+		{persist, "payload.grant", `{"grantId":"g","grantedBytes":1,"reclaim":["h",""]}`, "payload.grant.reclaim[1]", "required", nil},
 
 		// NOTIFICATION / QUOTA_UPDATED
 		{quota, "payload.familyId", absent, "payload.familyId", "required", nil},
