@@ -53,7 +53,9 @@ type GenerationSource interface {
 
 // DecisionBatchInfo describes one group commit, for DecisionHooks.OnBatch.
 type DecisionBatchInfo struct {
-	Requests, Events, Duplicates int
+	// Events and Steps count the usage events (Decide) and grant steps
+	// (Charge) judged together; Duplicates the retries among them.
+	Requests, Events, Steps, Duplicates int
 	// Spooled counts the batch's records written to the spool (WithSpool)
 	// because Kafka did not acknowledge them.
 	Spooled int
@@ -128,15 +130,21 @@ type Decisions struct {
 	redoing   bool
 }
 
-// asking is one caller's events waiting for their group commit.
+// asking is one caller's events (Decide) or grant steps (Charge) waiting
+// for their group commit.
 type asking struct {
 	evs  []quota.Event
 	envs []envelope.Envelope[envelope.UsagePayload]
+	ops  []quota.GrantOp
 	done chan answered // buffered: the batch never blocks on a caller gone
 }
 
+// size is how many judgements the caller asks for.
+func (a *asking) size() int { return len(a.evs) + len(a.ops) }
+
 type answered struct {
 	results []quota.Result
+	grants  []quota.GrantResult
 	err     error
 }
 
@@ -256,21 +264,60 @@ func (s *Decisions) Decide(ctx context.Context, envs []envelope.Envelope[envelop
 	if len(envs) == 0 {
 		return nil, nil
 	}
+	r, err := s.ask(ctx, a)
+	return r.results, err
+}
+
+// Charge judges ops (one caller's grant steps, in order: quota.GrantOp) in
+// the next group commit, with whatever events and steps other callers ask
+// for, and returns their results once their records are stored — the
+// promise of Decide (doc/architecture.md, "Grants"): judged on the door's
+// checked state, each step's records (its charge and its reservation
+// after it, usage-persist with the member grant, and its notifications)
+// acknowledged by Kafka or spooled to SQL before the answer, and a refusal
+// (every error but a caller's cancellation) leaves no charge. A retry
+// with the same step ids gets the original answers, flagged Duplicate.
+// Invalid steps are refused with an *InvalidStepError (wrapping
+// quota.ErrInvalid, its Index the step's position) before anything is
+// judged. An empty Category is named from the app catalog, as for events.
+func (s *Decisions) Charge(ctx context.Context, ops []quota.GrantOp) ([]quota.GrantResult, error) {
+	now := s.now()
+	a := &asking{ops: make([]quota.GrantOp, len(ops)), done: make(chan answered, 1)}
+	for i, op := range ops {
+		if err := s.checkStep(op, now); err != nil {
+			se := err.(*InvalidStepError)
+			se.Index = i
+			return nil, se
+		}
+		if op.Category == "" {
+			op.Category = s.apps.Category(op.AppID)
+		}
+		a.ops[i] = op
+	}
+	if len(ops) == 0 {
+		return nil, nil
+	}
+	r, err := s.ask(ctx, a)
+	return r.grants, err
+}
+
+// ask hands a to the next group commit and waits for its answer.
+func (s *Decisions) ask(ctx context.Context, a *asking) (answered, error) {
 	if s.stuck.Load() > 0 {
-		return nil, ErrKafkaUnavailable
+		return answered{}, ErrKafkaUnavailable
 	}
 	select {
 	case s.in <- a:
 	case <-s.stop:
-		return nil, ErrDecisionsClosed
+		return answered{}, ErrDecisionsClosed
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return answered{}, ctx.Err()
 	}
 	select {
 	case r := <-a.done:
-		return r.results, r.err
+		return r, r.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return answered{}, ctx.Err()
 	}
 }
 
@@ -289,14 +336,14 @@ func (s *Decisions) collect() {
 		case <-s.stop:
 			return
 		}
-		n := len(batch[0].evs)
+		n := batch[0].size()
 		if s.linger > 0 {
 			timer.Reset(s.linger)
 		linger:
 			for n < s.maxBatch {
 				select {
 				case a := <-s.in:
-					batch, n = append(batch, a), n+len(a.evs)
+					batch, n = append(batch, a), n+a.size()
 				case <-timer.C:
 					break linger
 				}
@@ -317,7 +364,7 @@ func (s *Decisions) collect() {
 					s.run(batch, n, slot)
 				}()
 			case a := <-in:
-				batch, n = append(batch, a), n+len(a.evs)
+				batch, n = append(batch, a), n+a.size()
 				continue
 			case <-s.stop:
 				for _, a := range batch {
@@ -353,19 +400,26 @@ func (s *Decisions) run(batch []*asking, n, slot int) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
 	evs := make([]quota.Event, 0, n)
+	var ops []quota.GrantOp
 	for _, a := range batch {
 		evs = append(evs, a.evs...)
+		ops = append(ops, a.ops...)
 	}
-	results, err := s.judge(ctx, evs, slot)
+	info.Events, info.Steps = len(evs), len(ops)
+	results, grants, err := s.judge(ctx, evs, ops, slot)
 	info.Judge = time.Since(start)
-	// Events of families that could not be restored on touch were not
-	// judged; the others were, and are recorded and answered.
-	var pending map[int]bool
+	// Events and steps of families that could not be restored on touch
+	// were not judged; the others were, and are recorded and answered.
+	var pending, gpending map[int]bool
 	var pj *PartlyJudgedError
 	if errors.As(err, &pj) {
-		results, pending = pj.Results, make(map[int]bool, len(pj.Pending))
+		results, grants = pj.Results, pj.GrantResults
+		pending, gpending = make(map[int]bool, len(pj.Pending)), make(map[int]bool, len(pj.GrantPending))
 		for _, at := range pj.Pending {
 			pending[at] = true
+		}
+		for _, at := range pj.GrantPending {
+			gpending[at] = true
 		}
 		info.Err = pj
 	} else if err != nil {
@@ -377,8 +431,8 @@ func (s *Decisions) run(batch []*asking, n, slot int) {
 	}
 	// Each caller's records, then all produced at once.
 	recs := make([][]*kgo.Record, len(batch))
-	unjudged := make([]int, len(batch)) // per caller, events not judged
-	k := 0
+	unjudged := make([]int, len(batch)) // per caller, events and steps not judged
+	k, g := 0, 0
 	for i, a := range batch {
 		for j, e := range a.envs {
 			if pending[k+j] {
@@ -397,24 +451,50 @@ func (s *Decisions) run(batch []*asking, n, slot int) {
 			}
 			recs[i] = append(recs[i], out...)
 		}
+		for j, op := range a.ops {
+			if gpending[g+j] {
+				unjudged[i]++
+				continue
+			}
+			res := grants[g+j]
+			if res.Duplicate {
+				info.Duplicates++
+			}
+			out, err := grantOutputs(op, res, s.loc, s.alertText)
+			if err != nil {
+				// Every field comes from a checked step and the engine.
+				fail(fmt.Errorf("%w: build outputs of step %s: %w", ErrUnavailable, op.ID, err))
+				return
+			}
+			recs[i] = append(recs[i], out...)
+		}
 		k += len(a.envs)
+		g += len(a.ops)
 	}
 	failed, spooled := s.record(ctx, recs)
 	info.Spooled = spooled
-	k = 0
+	k, g = 0, 0
 	for i, a := range batch {
 		switch {
 		case failed[i]:
 			a.done <- answered{err: ErrNotRecorded}
 			info.Err = ErrNotRecorded
-		case unjudged[i] == len(a.envs):
+		case unjudged[i] == a.size():
 			a.done <- answered{err: fmt.Errorf("%w: %w", ErrUnavailable, pj.Err)}
 		case unjudged[i] > 0:
 			a.done <- answered{err: fmt.Errorf("%w: %w", ErrPartlyJudged, pj.Err)}
 		default:
-			a.done <- answered{results: results[k : k+len(a.envs) : k+len(a.envs)]}
+			var ans answered
+			if len(a.envs) > 0 {
+				ans.results = results[k : k+len(a.envs) : k+len(a.envs)]
+			}
+			if len(a.ops) > 0 {
+				ans.grants = grants[g : g+len(a.ops) : g+len(a.ops)]
+			}
+			a.done <- ans
 		}
 		k += len(a.envs)
+		g += len(a.ops)
 	}
 }
 
@@ -444,18 +524,18 @@ func instanceID() string {
 // (a single counter raised by the later batch would). A new generation (a
 // rebuild, which reads every granted batch back from SQL) starts the counts
 // again.
-func (s *Decisions) judge(ctx context.Context, evs []quota.Event, slot int) ([]quota.Result, error) {
+func (s *Decisions) judge(ctx context.Context, evs []quota.Event, ops []quota.GrantOp, slot int) ([]quota.Result, []quota.GrantResult, error) {
 	if s.gens == nil {
-		return s.qs.apply(ctx, evs)
+		return s.qs.judge(ctx, evs, ops)
 	}
 	gen, err := s.gens.Generation(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("judge: state generation: %w", err)
+		return nil, nil, fmt.Errorf("judge: state generation: %w", err)
 	}
 	if gen == "" {
 		err := &quota.StaleError{Reason: "Redis was never rebuilt from SQL (no state generation yet)"}
 		s.recover(gen, err)
-		return nil, err
+		return nil, nil, err
 	}
 	s.markMu.Lock()
 	if s.markGen != gen {
@@ -468,7 +548,7 @@ func (s *Decisions) judge(ctx context.Context, evs []quota.Event, slot int) ([]q
 	}
 	marks[slot].To++
 	s.markMu.Unlock()
-	res, err := s.qs.applyMarked(ctx, gen, marks, evs)
+	res, gres, err := s.qs.judgeMarked(ctx, gen, marks, evs, ops)
 	var pj *PartlyJudgedError
 	if errors.As(err, &pj) {
 		// The judged events' batch raised the slot's count like any.
@@ -480,7 +560,7 @@ func (s *Decisions) judge(ctx context.Context, evs []quota.Event, slot int) ([]q
 		if errors.Is(err, quota.ErrStale) { // a rebuild began meanwhile
 			s.recover(gen, err)
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	if errors.Is(err, quota.ErrStale) {
 		if f, ok := s.gens.(interface{ Forget() }); ok {
@@ -489,14 +569,14 @@ func (s *Decisions) judge(ctx context.Context, evs []quota.Event, slot int) ([]q
 		s.recover(gen, err)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s.markMu.Lock()
 	if s.markGen == gen {
 		s.acked[slot] = marks[slot].To
 	}
 	s.markMu.Unlock()
-	return res, nil
+	return res, gres, nil
 }
 
 // recover asks the state guard (WithStateGuard), in the background, to bring

@@ -483,6 +483,55 @@ func (s *common) checkUsage(e envelope.Envelope[envelope.UsagePayload], now time
 	return nil
 }
 
+// InvalidStepError is a grant step that cannot be judged: the field at
+// fault, named as quota.GrantOp's in JSON (grantId, used, at, …), and why.
+// It wraps quota.ErrInvalid. Decisions.Charge refuses the caller's steps
+// with it.
+type InvalidStepError struct {
+	// Index is the step's position in the caller's steps.
+	Index         int
+	Field, Reason string
+}
+
+func (e *InvalidStepError) Error() string { return e.Field + ": " + e.Reason }
+func (e *InvalidStepError) Unwrap() error { return quota.ErrInvalid }
+
+// checkStep is the one rule for which grant steps are judged, beside the
+// engine's own checks (the bounds every sink of their ids holds, the age
+// and skew of their time as an event's): nil, or an *InvalidStepError.
+func (s *common) checkStep(op quota.GrantOp, now time.Time) error {
+	bad := func(field, reason string) error { return &InvalidStepError{Field: field, Reason: reason} }
+	idRule := fmt.Sprintf("1 to %d bytes of printable ASCII without spaces, '|' or ','", quota.MaxGrantIDLen)
+	switch {
+	case !quota.ValidGrantID(op.ID):
+		return bad("id", idRule)
+	case !quota.ValidGrantID(op.GrantID):
+		return bad("grantId", idRule)
+	case op.FamilyID <= 0:
+		return bad("familyId", "must be > 0")
+	case op.CustomerID <= 0:
+		return bad("customerId", "must be > 0")
+	case len(op.AppID) > policy.MaxAppIDLen:
+		return bad("appId", fmt.Sprintf("at most %d bytes", policy.MaxAppIDLen))
+	case op.Category != "" && !op.Category.Valid():
+		return bad("category", "not a category")
+	case op.Used < 0 || op.Used > policy.MaxBytes:
+		return bad("used", fmt.Sprintf("must be 0 to %d", policy.MaxBytes))
+	case op.Requested < 0 || op.Requested > policy.MaxBytes:
+		return bad("requested", fmt.Sprintf("must be 0 to %d", policy.MaxBytes))
+	case op.At.IsZero():
+		return bad("at", "required")
+	case op.At.Before(now.Add(-s.maxAge)):
+		return bad("at", fmt.Sprintf("older than the dedupe window (%s): a retry this late could be charged twice", s.maxAge))
+	case op.At.After(now.Add(s.maxSkew)):
+		return bad("at", fmt.Sprintf("more than %s in the future", s.maxSkew))
+	}
+	if err := op.Validate(); err != nil { // the engine's own, which the cases above cover
+		return bad("step", err.Error())
+	}
+	return nil
+}
+
 // event is the engine's event for a checked usage envelope.
 func (s *common) event(e envelope.Envelope[envelope.UsagePayload]) quota.Event {
 	pl := e.Payload

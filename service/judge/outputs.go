@@ -82,3 +82,78 @@ func usageOutputs(in envelope.Envelope[envelope.UsagePayload], res quota.Result,
 	}
 	return recs, nil
 }
+
+// grantOutputs are the records one judged grant step causes: usage-persist
+// always (the charge and the reservation after the step: its member
+// "grant", doc/wire-format.md), QUOTA_UPDATED when it charged, and
+// CUSTOMER_BLOCKED when it ends the member's session with nothing granted
+// (a final answer), and a THRESHOLD_ALERT per threshold the charge crossed
+// (in the charged month). Ids derive from the step's id, timestamps are
+// the step's (the charge's time for the persist record's eventTime), so a
+// retry re-emits identical records.
+func grantOutputs(op quota.GrantOp, res quota.GrantResult, loc *time.Location,
+	alertText func(percent int) string) ([]*kgo.Record, error) {
+	id, at := op.ID, op.At
+	recs := make([]*kgo.Record, 0, 2+len(res.Crossed))
+	add := func(r *kgo.Record, err error) error {
+		if err != nil {
+			return err
+		}
+		recs = append(recs, r)
+		return nil
+	}
+	var crossed []envelope.Crossing
+	for i, pct := range res.Crossed {
+		arm := 1
+		if i < len(res.Arms) {
+			arm = res.Arms[i]
+		}
+		crossed = append(crossed, envelope.Crossing{Percent: pct, Arm: arm})
+	}
+	err := add(kafkarecord.New(envelope.TopicUsagePersist, envelope.New(
+		envelope.DerivedID(envelope.PrefixPersist, id, "persist"), at,
+		envelope.UsagePersistPayload{OriginEventID: id, FamilyID: op.FamilyID, CustomerID: op.CustomerID,
+			BytesUsed: res.Charged, AppID: op.AppID, ProcessResult: string(res.Decision),
+			RemainingAfter: res.Remaining, EventTime: res.ChargedAt, Rule: res.Rule,
+			TotalBytes: res.Total, DailyUsedBytes: res.DailyUsed, MonthlyUsedBytes: res.MonthlyUsed,
+			ThrottleKbps: res.ThrottleKbps, Crossed: crossed,
+			Grant: &envelope.GrantStep{GrantID: op.GrantID, PreviousStep: res.Previous, GrantedBytes: res.Granted,
+				Open: res.Granted > 0 || !(op.Release || res.Final), Final: res.Final, OverageBytes: res.Overage,
+				ReservedBytes: res.Reserved, ValidUntil: res.ValidUntil, Reclaim: res.Reclaim}})))
+	if err != nil {
+		return nil, err
+	}
+	if res.Charged > 0 {
+		err = add(kafkarecord.New(envelope.TopicNotificationEvents, envelope.New(
+			envelope.DerivedID(envelope.PrefixNotification, id, "quota-updated"), at,
+			envelope.QuotaUpdated{FamilyID: op.FamilyID, CustomerID: op.CustomerID,
+				FamilyRemainingBytes: res.Remaining, FamilyUsedPercent: res.UsedPercent(),
+				CustomerUsedBytesToday: res.DailyUsed})))
+		if err != nil {
+			return nil, err
+		}
+	}
+	if !op.Release && res.Granted == 0 && res.Final {
+		err = add(kafkarecord.New(envelope.TopicNotificationEvents, envelope.New(
+			envelope.DerivedID(envelope.PrefixNotification, id, "customer-blocked"), at,
+			envelope.CustomerBlocked{FamilyID: op.FamilyID, CustomerID: op.CustomerID,
+				BlockReason: res.Rule, BlockedAt: at, Decision: string(res.Decision)})))
+		if err != nil {
+			return nil, err
+		}
+	}
+	for i, pct := range res.Crossed {
+		period := res.ChargedAt.In(loc).Format("2006-01")
+		if i < len(res.Arms) && res.Arms[i] > 1 {
+			period += "#" + strconv.Itoa(res.Arms[i])
+		}
+		err := add(kafkarecord.New(envelope.TopicNotificationEvents, envelope.New(
+			envelope.DerivedID(envelope.PrefixNotification, id, "threshold:"+strconv.Itoa(pct)), at,
+			envelope.ThresholdAlert{FamilyID: op.FamilyID, ThresholdPercent: pct,
+				Message: alertText(pct), Period: period})))
+		if err != nil {
+			return nil, err
+		}
+	}
+	return recs, nil
+}

@@ -17,6 +17,8 @@ import (
 type Engine interface {
 	ApplyBatch(ctx context.Context, evs []quota.Event) ([]quota.Result, error)
 	ApplyMarked(ctx context.Context, gen string, marks []quota.Mark, evs []quota.Event) ([]quota.Result, error)
+	Judge(ctx context.Context, evs []quota.Event, ops []quota.GrantOp) ([]quota.Result, []quota.GrantResult, error)
+	JudgeMarked(ctx context.Context, gen string, marks []quota.Mark, evs []quota.Event, ops []quota.GrantOp) ([]quota.Result, []quota.GrantResult, error)
 	CheckState(ctx context.Context, gen string, marks []quota.Mark) error
 	Advance(ctx context.Context, gen string, marks []quota.Mark) error
 	Enforce(ctx context.Context, fid, cid, version int64, c policy.Constraints) (quota.Enforcement, error)
@@ -124,53 +126,103 @@ func (s *State) apply(ctx context.Context, evs []quota.Event) ([]quota.Result, e
 // yet are restored from the family source (WithFamilySource) and their
 // events judged then; when that fails the error is a *PartlyJudgedError.
 func (s *State) applyMarked(ctx context.Context, gen string, marks []quota.Mark, evs []quota.Event) ([]quota.Result, error) {
+	res, _, err := s.judgeMarked(ctx, gen, marks, evs, nil)
+	return res, err
+}
+
+// judge judges events and grant steps in one pipeline with no state check
+// (no guard configured).
+func (s *State) judge(ctx context.Context, evs []quota.Event, ops []quota.GrantOp) ([]quota.Result, []quota.GrantResult, error) {
+	if len(ops) == 0 {
+		res, err := s.eng.ApplyBatch(ctx, evs)
+		return res, nil, err
+	}
+	return s.eng.Judge(ctx, evs, ops)
+}
+
+// judgeMarked is applyMarked for events and grant steps judged in one
+// pipeline (quota.Engine.JudgeMarked): the synchronous decisions' and
+// grants' group commits.
+func (s *State) judgeMarked(ctx context.Context, gen string, marks []quota.Mark, evs []quota.Event, ops []quota.GrantOp) ([]quota.Result, []quota.GrantResult, error) {
 	marks, err := s.withFloors(ctx, gen, marks)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	res, err := s.eng.ApplyMarked(ctx, gen, marks, evs)
+	run := func(evs []quota.Event, ops []quota.GrantOp) ([]quota.Result, []quota.GrantResult, error) {
+		if len(ops) == 0 {
+			res, err := s.eng.ApplyMarked(ctx, gen, marks, evs)
+			return res, nil, err
+		}
+		return s.eng.JudgeMarked(ctx, gen, marks, evs, ops)
+	}
+	res, gres, err := run(evs, ops)
 	var un *quota.UnrestoredError
 	if !errors.As(err, &un) {
-		return res, err
+		return res, gres, err
+	}
+	partly := func(results []quota.Result, pending []int, gresults []quota.GrantResult, gpending []int, err error) error {
+		return &PartlyJudgedError{Results: results, Pending: pending, GrantResults: gresults, GrantPending: gpending, Err: err}
 	}
 	if s.src == nil {
-		// The events judged are charged: their callers must be answered
-		// (the state guard restores the others' families, Recover).
-		return nil, &PartlyJudgedError{Results: un.Results, Pending: un.Pending, Err: un}
+		// The events and steps judged are charged: their callers must be
+		// answered (the state guard restores the others' families, Recover).
+		return nil, nil, partly(un.Results, un.Pending, un.GrantResults, un.GrantPending, un)
 	}
-	results := un.Results
-	pending := un.Pending
+	results, gresults := un.Results, un.GrantResults
+	pending, gpending := un.Pending, un.GrantPending
+	if gresults == nil {
+		gresults = make([]quota.GrantResult, len(ops))
+	}
 	for attempt := 0; ; attempt++ {
 		if err := s.restoreOnTouch(ctx, gen, un.Families); err != nil {
-			return nil, &PartlyJudgedError{Results: results, Pending: pending, Err: err}
+			return nil, nil, partly(results, pending, gresults, gpending, err)
 		}
 		sub := make([]quota.Event, len(pending))
 		for i, at := range pending {
 			sub[i] = evs[at]
 		}
-		rs, err := s.eng.ApplyMarked(ctx, gen, marks, sub)
+		subG := make([]quota.GrantOp, len(gpending))
+		for i, at := range gpending {
+			subG[i] = ops[at]
+		}
+		rs, grs, err := run(sub, subG)
 		switch {
 		case err == nil:
 			for i, at := range pending {
 				results[at] = rs[i]
 			}
-			return results, nil
+			for i, at := range gpending {
+				gresults[at] = grs[i]
+			}
+			if len(ops) == 0 {
+				gresults = nil
+			}
+			return results, gresults, nil
 		case errors.As(err, &un):
 			// Restored and rolled back meanwhile, or a restore of
 			// another process not yet seen: restore what is left.
 			for i, at := range pending {
 				results[at] = un.Results[i]
 			}
+			for i, at := range gpending {
+				if i < len(un.GrantResults) {
+					gresults[at] = un.GrantResults[i]
+				}
+			}
 			left := make([]int, len(un.Pending))
 			for i, at := range un.Pending {
 				left[i] = pending[at]
 			}
-			pending = left
+			gleft := make([]int, len(un.GrantPending))
+			for i, at := range un.GrantPending {
+				gleft[i] = gpending[at]
+			}
+			pending, gpending = left, gleft
 			if attempt+1 >= touchAttempts {
-				return nil, &PartlyJudgedError{Results: results, Pending: pending, Err: un}
+				return nil, nil, partly(results, pending, gresults, gpending, un)
 			}
 		default:
-			return nil, &PartlyJudgedError{Results: results, Pending: pending, Err: err}
+			return nil, nil, partly(results, pending, gresults, gpending, err)
 		}
 	}
 }
@@ -178,20 +230,25 @@ func (s *State) applyMarked(ctx context.Context, gen string, marks []quota.Mark,
 // touchAttempts bounds how often one batch restores families on touch.
 const touchAttempts = 3
 
-// PartlyJudgedError: in a generation restored on touch, some events of a
-// batch were judged (and charged) and the others (Pending) were not, since
-// their families could not be restored (the family source or Redis failed,
-// or a rebuild began: Err). Applying the batch again is safe: the judged
-// events come back as duplicates with their results.
+// PartlyJudgedError: in a generation restored on touch, some events (and
+// grant steps) of a batch were judged (and charged) and the others
+// (Pending, GrantPending) were not, since their families could not be
+// restored (the family source or Redis failed, or a rebuild began: Err).
+// Applying the batch again is safe: the judged ones come back as
+// duplicates with their results.
 type PartlyJudgedError struct {
 	// Results has the judged events' results; the pending ones' are zero.
 	Results []quota.Result
 	Pending []int
-	Err     error
+	// GrantResults and GrantPending are the grant steps' (nil without).
+	GrantResults []quota.GrantResult
+	GrantPending []int
+	Err          error
 }
 
 func (e *PartlyJudgedError) Error() string {
-	return fmt.Sprintf("judge: %d of %d events not judged: restoring their families: %v", len(e.Pending), len(e.Results), e.Err)
+	return fmt.Sprintf("judge: %d of %d events and %d of %d grant steps not judged: restoring their families: %v",
+		len(e.Pending), len(e.Results), len(e.GrantPending), len(e.GrantResults), e.Err)
 }
 
 func (e *PartlyJudgedError) Unwrap() error { return e.Err }

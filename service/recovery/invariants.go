@@ -55,8 +55,8 @@ func CheckInvariants(ctx context.Context, qs Families, db *sql.DB, families []in
 		if total != fs.Used {
 			errs = append(errs, fmt.Errorf("family %d: usage_record allows %d bytes, Redis pool used %d", fid, total, fs.Used))
 		}
-		if fs.Provisioned && fs.Used > fs.Total {
-			errs = append(errs, fmt.Errorf("family %d: pool overdrawn: used %d of %d", fid, fs.Used, fs.Total))
+		if fs.Provisioned && fs.Used+fs.Reserved > fs.Total {
+			errs = append(errs, fmt.Errorf("family %d: pool overdrawn: used %d and reserved %d of %d", fid, fs.Used, fs.Reserved, fs.Total))
 		}
 		for _, m := range fs.Members {
 			if sums[m.CustomerID] != m.MonthlyUsed {
@@ -90,7 +90,7 @@ func CheckInvariants(ctx context.Context, qs Families, db *sql.DB, families []in
 
 func allowedBytes(ctx context.Context, db *sql.DB, fid int64) (map[int64]int64, error) {
 	rs, err := db.QueryContext(ctx, `SELECT customer_id, SUM(bytes_used) FROM usage_record
-		WHERE family_id = ? AND process_result = ? GROUP BY customer_id`, fid, string(policy.Allowed))
+		WHERE family_id = ? AND (process_result = ? OR grant_id <> '') GROUP BY customer_id`, fid, string(policy.Allowed))
 	if err != nil {
 		return nil, fmt.Errorf("invariants: sum usage_record: %w", err)
 	}

@@ -25,8 +25,12 @@ import (
 //go:embed migrations
 var migrations embed.FS
 
-// usageScript is usage_record's CREATE script, in migrations/<dialect>/.
-const usageScript = "000_usage_record.sql"
+// usageScript and grantStepScript are the CREATE scripts of the tables the
+// write-behind writes (usage_record, grant_step), in migrations/<dialect>/.
+const (
+	usageScript     = "000_usage_record.sql"
+	grantStepScript = "011_grant_step.sql"
+)
 
 // Migrate creates every table of the store on db if missing and adds the
 // columns that tables created by earlier releases lack
@@ -43,9 +47,10 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 // Migrate is the package's Migrate in the store's dialect.
 func (s *Store) Migrate(ctx context.Context) error { return migrate(ctx, s.db, s.d) }
 
-// MigrateUsage is Migrate for usage_record alone, the one table the
-// write-behind writes: it creates the table and its indexes if missing and
-// adds the columns a table created by v0.1.x lacks. For a deployable that
+// MigrateUsage is Migrate for the tables the write-behind writes,
+// usage_record and grant_step: it creates them and their indexes if
+// missing and adds the columns a usage_record created by an earlier
+// release lacks. For a deployable that
 // migrates only the tables it writes (service.Migrate, the processor's).
 // Running it again changes nothing.
 func MigrateUsage(ctx context.Context, db *sql.DB) error {
@@ -55,6 +60,9 @@ func MigrateUsage(ctx context.Context, db *sql.DB) error {
 	}
 	dir := "migrations/" + d.String()
 	if err := runScript(ctx, db, dir, usageScript); err != nil {
+		return err
+	}
+	if err := runScript(ctx, db, dir, grantStepScript); err != nil {
 		return err
 	}
 	return addColumns(ctx, db, d, dir, "usage_record.sql")

@@ -194,17 +194,20 @@ func (s *Store) ReadFamilies(ctx context.Context, w Window, ids []int64, span bo
 	}
 	uargs := append(append([]any{}, args...), s.t(from), s.t(to), s.t(since))
 	rows, err = s.db.QueryContext(ctx, fmt.Sprintf(`SELECT family_id, event_id, customer_id, bytes_used, process_result, remaining_after, rule,
-		total_bytes, daily_used, monthly_used, throttle_kbps, crossed, event_time, %s
+		total_bytes, daily_used, monthly_used, throttle_kbps, crossed, event_time, %s, grant_id
 		FROM usage_record WHERE %s AND (event_time >= ? AND event_time < ? OR created_at >= %s)`, created, which("family_id"), createdArg),
 		uargs...)
 	if err != nil {
 		return nil, nil, dbErr("rebuild: usage", err)
 	}
+	// The charges of grant steps written within the dedupe window, by
+	// step id: half of each step's answer (grant_step holds the rest).
+	charges := map[string]quota.GrantResult{}
 	err = scanAll(rows, func(sc func(...any) error) error {
-		var id, decision, rule, crossed string
+		var id, decision, rule, crossed, grant string
 		var fid, cid, bytes, remaining, total, daily, monthly, throttle int64
 		var at, created sqldialect.NullTime
-		if err := sc(&fid, &id, &cid, &bytes, &decision, &remaining, &rule, &total, &daily, &monthly, &throttle, &crossed, &at, &created); err != nil {
+		if err := sc(&fid, &id, &cid, &bytes, &decision, &remaining, &rule, &total, &daily, &monthly, &throttle, &crossed, &at, &created, &grant); err != nil {
 			return err
 		}
 		st, ok := states[fid]
@@ -217,7 +220,9 @@ func (s *Store) ReadFamilies(ctx context.Context, w Window, ids []int64, span bo
 			return nil
 		}
 		inMonths := !at.Time.Before(from) && at.Time.Before(to)
-		if inMonths && decision == string(policy.Allowed) {
+		// A grant step's charge is used whatever its answer about the
+		// next units (process_result).
+		if inMonths && (decision == string(policy.Allowed) || grant != "") && bytes > 0 {
 			st.Usage = append(st.Usage, quota.Usage{CustomerID: cid, At: at.Time, Bytes: bytes})
 		}
 		if inMonths {
@@ -229,7 +234,14 @@ func (s *Store) ReadFamilies(ctx context.Context, w Window, ids []int64, span bo
 				st.Arms[month][c.Percent] = max(st.Arms[month][c.Percent], c.Arm)
 			}
 		}
-		if !created.Time.Before(since) {
+		if !created.Time.Before(since) && grant != "" {
+			r := quota.GrantResult{Decision: policy.Decision(decision), Rule: rule, Charged: bytes, ChargedAt: at.Time,
+				Remaining: remaining, Total: total, DailyUsed: daily, MonthlyUsed: monthly, ThrottleKbps: throttle}
+			for _, c := range cs {
+				r.Crossed, r.Arms = append(r.Crossed, c.Percent), append(r.Arms, c.Arm)
+			}
+			charges[id] = r
+		} else if !created.Time.Before(since) {
 			r := quota.Result{Decision: policy.Decision(decision), Rule: rule, Remaining: remaining, Total: total,
 				DailyUsed: daily, MonthlyUsed: monthly, ThrottleKbps: throttle}
 			for _, c := range cs {
@@ -243,7 +255,125 @@ func (s *Store) ReadFamilies(ctx context.Context, w Window, ids []int64, span bo
 	if err != nil {
 		return nil, nil, dbErr("rebuild: usage", err)
 	}
+	if err := s.readGrants(ctx, which("family_id"), args, from, to, since, created, createdArg, states, charges); err != nil {
+		return nil, nil, err
+	}
 	return states, bad, nil
+}
+
+// readGrants adds to states, from grant_step, each family's open grants
+// of the accepted months [from, to) — the latest step of each grant, the
+// open row no other row names as its previous step (the records may have
+// arrived in any order) — and the answers of the steps written since
+// since (charges holds their usage_record halves). which selects the
+// families' rows with args; created and createdArg convert created_at as
+// ReadFamilies does.
+func (s *Store) readGrants(ctx context.Context, which string, args []any, from, to, since time.Time, created, createdArg string,
+	states map[int64]quota.FamilyState, charges map[string]quota.GrantResult) error {
+	gargs := append(append([]any{}, args...), s.t(from), s.t(since))
+	rows, err := s.db.QueryContext(ctx, fmt.Sprintf(`SELECT family_id, step_id, customer_id, grant_id, previous_step, granted,
+		is_open, is_final, overage, reserved, valid_until, reclaim, step_time, %s
+		FROM grant_step WHERE %s AND (step_time >= ? OR created_at >= %s) ORDER BY id`, created, which, createdArg), gargs...)
+	if err != nil {
+		return dbErr("rebuild: grant steps", err)
+	}
+	type step struct {
+		fid     int64
+		grant   quota.GrantState
+		open    bool
+		created time.Time
+		result  quota.GrantResult
+	}
+	var steps []step
+	replaced := map[string]bool{}
+	err = scanAll(rows, func(sc func(...any) error) error {
+		var st step
+		var reclaim, previous string
+		var open, final int
+		var until, at, createdAt sqldialect.NullTime
+		if err := sc(&st.fid, &st.grant.Step, &st.grant.CustomerID, &st.grant.GrantID, &previous, &st.grant.Reserved,
+			&open, &final, &st.result.Overage, &st.result.Reserved, &until, &reclaim, &at, &createdAt); err != nil {
+			return err
+		}
+		st.grant.At, st.open, st.created = at.Time, open != 0, createdAt.Time
+		st.result.Granted, st.result.Final, st.result.Previous, st.result.ValidUntil = st.grant.Reserved, final != 0, previous, until.Time
+		if reclaim != "" {
+			st.result.Reclaim = strings.Split(reclaim, ",")
+		}
+		if previous != "" {
+			replaced[previous] = true
+		}
+		steps = append(steps, st)
+		return nil
+	})
+	if err != nil {
+		return dbErr("rebuild: grant steps", err)
+	}
+	// A step's charge is written just before it (one batch): one written
+	// a moment before since, of a month not accepted, is read here.
+	var missing []any
+	for _, st := range steps {
+		if _, ok := charges[st.grant.Step]; !ok && !st.created.Before(since) {
+			missing = append(missing, st.grant.Step)
+		}
+	}
+	if len(missing) > 0 {
+		if err := s.readCharges(ctx, missing, charges); err != nil {
+			return err
+		}
+	}
+	for _, st := range steps {
+		fs, ok := states[st.fid]
+		if !ok {
+			continue
+		}
+		if st.open && !replaced[st.grant.Step] && !st.grant.At.Before(from) && st.grant.At.Before(to) {
+			fs.Grants = append(fs.Grants, st.grant)
+		}
+		if !st.created.Before(since) {
+			r, ok := charges[st.grant.Step]
+			if !ok {
+				// Not written (the write-behind writes it first): no
+				// answer to give a retry, which is judged again.
+				states[st.fid] = fs
+				continue
+			}
+			r.Granted, r.Final, r.Overage, r.Reserved = st.result.Granted, st.result.Final, st.result.Overage, st.result.Reserved
+			r.ValidUntil, r.Previous, r.Reclaim = st.result.ValidUntil, st.result.Previous, st.result.Reclaim
+			fs.Steps = append(fs.Steps, quota.JudgedStep{ID: st.grant.Step, Result: r})
+		}
+		states[st.fid] = fs
+	}
+	return nil
+}
+
+// readCharges adds the usage_record halves of the grant steps ids to charges.
+func (s *Store) readCharges(ctx context.Context, ids []any, charges map[string]quota.GrantResult) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT event_id, bytes_used, process_result, remaining_after, rule,
+		total_bytes, daily_used, monthly_used, throttle_kbps, crossed, event_time
+		FROM usage_record WHERE event_id IN (`+strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")+`)`, ids...)
+	if err != nil {
+		return dbErr("rebuild: grant charges", err)
+	}
+	return scanAll(rows, func(sc func(...any) error) error {
+		var id, decision, rule, crossed string
+		var r quota.GrantResult
+		var at sqldialect.NullTime
+		if err := sc(&id, &r.Charged, &decision, &r.Remaining, &rule, &r.Total, &r.DailyUsed, &r.MonthlyUsed,
+			&r.ThrottleKbps, &crossed, &at); err != nil {
+			return err
+		}
+		cs, err := ParseCrossed(crossed)
+		if err != nil {
+			return fmt.Errorf("%w: grant step %s: %w", ErrUnreadable, id, err)
+		}
+		r.Decision, r.Rule, r.ChargedAt = policy.Decision(decision), rule, at.Time
+		for _, c := range cs {
+			r.Crossed, r.Arms = append(r.Crossed, c.Percent), append(r.Arms, c.Arm)
+		}
+		charges[id] = r
+		return nil
+	})
 }
 
 // FamilyChanges returns, for the families of ids that have any, how many

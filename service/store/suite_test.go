@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/testenv/storetest"
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -81,6 +83,7 @@ func runSuite(t *testing.T, open opener) {
 		"Gifts":         testGifts,
 		"FamilyNotes":   testFamilyNotes,
 		"AppCatalog":    testAppCatalog,
+		"GrantSteps":    testGrantSteps,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, newEnv(t, open)) })
 	}
@@ -846,5 +849,82 @@ func testThresholdRearms(t *testing.T, e *env) {
 	want := map[string]map[int]int{cur: {50: 2, 30: 2}}
 	if got := states[f.ID].Rearmed; !cmp.Equal(got, want) {
 		t.Errorf("Rearmed = %v, want %v (the accepted month's, highest arms)", got, want)
+	}
+}
+
+// Grant steps as the write-behind writes them (usage_record and
+// grant_step): a rebuild reads each open grant's latest reservation of the
+// accepted months — the open row no other row names as its previous step,
+// whatever order the rows were written in — and not a released grant's,
+// nor one of a month no longer accepted; a step's charge is used whatever
+// its answer; the steps written within the dedupe window come back with
+// their whole answers.
+func testGrantSteps(t *testing.T, e *env) {
+	f, err := e.S.CreateFamily(e.Ctx, store.NewFamily{Name: "grants", PlanBytes: 1000}, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	w, err := store.NewUsageWriter(e.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	rec := func(id string, cid int64, charged int64, decision policy.Decision, at time.Time, g store.GrantStepRow) store.UsageRecord {
+		g.StepID, g.FamilyID, g.CustomerID, g.StepTime = id, f.ID, cid, at
+		return store.UsageRecord{EventID: id, FamilyID: f.ID, CustomerID: cid, AppID: "web", BytesUsed: charged,
+			ProcessResult: string(decision), RemainingAfter: 900, Rule: "", EventTime: at, TotalBytes: 1000, Grant: &g}
+	}
+	until := now.Add(time.Hour)
+	prevMonth := month.Add(-time.Hour)
+	batches := [][]store.UsageRecord{
+		{rec("s1", 11, 0, policy.Allowed, now, store.GrantStepRow{GrantID: "g1", Granted: 5, Open: true, ValidUntil: until})},
+		{rec("t2", 12, 3, policy.Allowed, now, store.GrantStepRow{GrantID: "g2", PreviousStep: "t1", Granted: 6, Open: true,
+			Overage: 1, Reserved: 11, ValidUntil: until, Reclaim: []string{"g1"}})},
+		{rec("s2", 11, 2, policy.BlockedFamilyQuota, now, store.GrantStepRow{GrantID: "g1", PreviousStep: "s1", Granted: 0, Open: true}),
+			rec("t1", 12, 0, policy.Allowed, now, store.GrantStepRow{GrantID: "g2", Granted: 4, Open: true, ValidUntil: until}),
+			rec("s3", 11, 1, policy.Allowed, now, store.GrantStepRow{GrantID: "g1", PreviousStep: "s2", Open: false}),
+			rec("u1", 11, 0, policy.Allowed, prevMonth, store.GrantStepRow{GrantID: "g3", Granted: 2, Open: true, ValidUntil: until}),
+			rec("w1", 12, 0, policy.BlockedLimitDaily, now, store.GrantStepRow{GrantID: "g4", Granted: 0, Open: true})},
+	}
+	for _, b := range batches {
+		if err := w.Write(e.Ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Write(e.Ctx, batches[1]); err != nil { // a replay changes nothing
+		t.Fatal(err)
+	}
+	states, bad, err := e.S.ReadFamilies(e.Ctx, monthWindow{month}, []int64{f.ID}, false)
+	if err != nil || len(bad) != 0 {
+		t.Fatalf("ReadFamilies: %v %v", bad, err)
+	}
+	st := states[f.ID]
+	slices.SortFunc(st.Grants, func(a, b quota.GrantState) int { return strings.Compare(a.GrantID, b.GrantID) })
+	want := []quota.GrantState{
+		{GrantID: "g2", CustomerID: 12, Reserved: 6, At: now, Step: "t2"},
+		{GrantID: "g4", CustomerID: 12, Reserved: 0, At: now, Step: "w1"},
+	}
+	if d := cmp.Diff(want, st.Grants); d != "" {
+		t.Errorf("open grants (-want +got):\n%s", d)
+	}
+	var used int64
+	for _, u := range st.Usage {
+		used += u.Bytes
+	}
+	if used != 6 { // t2's 3, s2's 2 (blocked next units, used all the same), s3's 1
+		t.Errorf("used %d, want 6: %+v", used, st.Usage)
+	}
+	var t2 *quota.GrantResult
+	for _, j := range st.Steps {
+		if j.ID == "t2" {
+			t2 = &j.Result
+		}
+	}
+	wantT2 := quota.GrantResult{Decision: policy.Allowed, Granted: 6, Charged: 3, ChargedAt: now, Overage: 1, Remaining: 900,
+		Total: 1000, Reserved: 11, ValidUntil: until, Previous: "t1", Reclaim: []string{"g1"}}
+	if len(st.Steps) != 7 || t2 == nil || !cmp.Equal(wantT2, *t2) {
+		t.Errorf("%d judged steps, t2 %+v; want 7, %+v", len(st.Steps), t2, wantT2)
 	}
 }

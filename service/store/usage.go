@@ -22,8 +22,9 @@ type UsageQuery struct {
 // pool was charged; blocked events are counted, not charged.
 type UsageReport struct {
 	Query UsageQuery
-	// AllowedBytes is the sum of bytes of ALLOWED events; Events counts every
-	// judged event, Blocked the blocked ones.
+	// AllowedBytes is the sum of bytes of ALLOWED events and of grant
+	// steps' charges; Events counts every judged event and grant step,
+	// Blocked the blocked events.
 	AllowedBytes    int64
 	Events, Blocked int64
 	// ByMember, ByApp and ByHour split AllowedBytes (and event counts);
@@ -74,11 +75,11 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsageReport, error) {
 	case q.To.Sub(q.From) > MaxUsageRange:
 		return UsageReport{}, invalid("period", "at most 366 days")
 	}
-	sqlq := `SELECT customer_id, app_id, bytes_used, process_result, event_time FROM usage_record
+	sqlq := `SELECT customer_id, app_id, bytes_used, process_result, event_time, grant_id FROM usage_record
 		WHERE family_id = ? AND event_time >= ? AND event_time < ?`
 	args := []any{q.FamilyID, s.t(q.From), s.t(q.To)}
 	if q.CustomerID > 0 {
-		sqlq = `SELECT customer_id, app_id, bytes_used, process_result, event_time FROM usage_record
+		sqlq = `SELECT customer_id, app_id, bytes_used, process_result, event_time, grant_id FROM usage_record
 			WHERE customer_id = ? AND event_time >= ? AND event_time < ? AND family_id = ?`
 		args = []any{q.CustomerID, s.t(q.From), s.t(q.To), q.FamilyID}
 	}
@@ -93,12 +94,14 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsageReport, error) {
 	hours := map[time.Time]*HourUsage{}
 	for rows.Next() {
 		var cid, n int64
-		var app, result string
+		var app, result, grant string
 		var at sqldialect.NullTime
-		if err := rows.Scan(&cid, &app, &n, &result, &at); err != nil {
+		if err := rows.Scan(&cid, &app, &n, &result, &at, &grant); err != nil {
 			return UsageReport{}, dbErr("usage", err)
 		}
-		allowed := result == string(policy.Allowed)
+		// A grant step's charge is usage whatever its answer about the
+		// next units.
+		allowed := result == string(policy.Allowed) || grant != ""
 		if !allowed {
 			n = 0
 		}

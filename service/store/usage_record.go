@@ -1,9 +1,12 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -36,7 +39,33 @@ type UsageRecord struct {
 	MonthlyUsed    int64               // the member's usage of the event's month, after it
 	ThrottleKbps   int64               // the member's THROTTLE:SPEED, with ALLOWED only
 	Crossed        []envelope.Crossing // thresholds crossed, with their arms; column crossed as FormatCrossed writes it
+	// Grant is set on a grant step's row (column grant_id its GrantID;
+	// the step itself goes to grant_step): BytesUsed is what the step
+	// charged, used whatever ProcessResult says, and EventTime when the
+	// charge counts. nil for a usage event.
+	Grant *GrantStepRow
 }
+
+// GrantStepRow is one row of grant_step: a judged grant step (doc/store.md),
+// written beside its charge in usage_record (the same event id).
+type GrantStepRow struct {
+	StepID       string // the step's id; UNIQUE
+	FamilyID     int64
+	CustomerID   int64
+	GrantID      string
+	PreviousStep string // the step whose reservation this one returned; "" when none
+	Granted      int64  // what the grant holds after the step
+	Open         bool   // the grant is open after the step
+	Final        bool
+	Overage      int64
+	Reserved     int64     // what the family's grants reserve of the step's month after it
+	ValidUntil   time.Time // zero on a release (NULL)
+	Reclaim      []string
+	StepTime     time.Time // the step's time: its reservation's day and month
+}
+
+// maxReclaimLen bounds grant_step.reclaim (a TEXT column).
+const maxReclaimLen = 65535
 
 // UsageRecordOf returns the row of a usage-persist event. The row's event_id
 // is the origin usage event's id, which every replay of that event shares.
@@ -48,7 +77,20 @@ func UsageRecordOf(e envelope.Envelope[envelope.UsagePersistPayload]) UsageRecor
 		Rule: p.Rule, EventTime: p.EventTime,
 		TotalBytes: p.TotalBytes, DailyUsed: p.DailyUsedBytes, MonthlyUsed: p.MonthlyUsedBytes,
 		ThrottleKbps: p.ThrottleKbps, Crossed: p.Crossed,
+		Grant: grantStepRowOf(e),
 	}
+}
+
+// grantStepRowOf is the grant_step row of a grant step's usage-persist
+// record (the envelope's timestamp is the step's time), nil for an event's.
+func grantStepRowOf(e envelope.Envelope[envelope.UsagePersistPayload]) *GrantStepRow {
+	p, g := e.Payload, e.Payload.Grant
+	if g == nil {
+		return nil
+	}
+	return &GrantStepRow{StepID: p.OriginEventID, FamilyID: p.FamilyID, CustomerID: p.CustomerID, GrantID: g.GrantID,
+		PreviousStep: g.PreviousStep, Granted: g.GrantedBytes, Open: g.Open, Final: g.Final, Overage: g.OverageBytes,
+		Reserved: g.ReservedBytes, ValidUntil: g.ValidUntil, Reclaim: g.Reclaim, StepTime: e.Timestamp}
 }
 
 // DecodeUsageRecord is the write-behind's writebehind.Decoder of
@@ -112,6 +154,32 @@ func (u UsageRecord) Validate() error {
 	if y := u.EventTime.UTC().Year(); u.EventTime.IsZero() || y < 1000 || y > 9999 {
 		errs = append(errs, &envelope.FieldError{Field: "payload.eventTime", Msg: "must be a time in years 1000..9999"})
 	}
+	if g := u.Grant; g != nil {
+		str("grant.grantId", g.GrantID, 255, true)
+		str("grant.previousStep", g.PreviousStep, 255, false)
+		for _, n := range []struct {
+			field string
+			v     int64
+		}{{"grant.grantedBytes", g.Granted}, {"grant.overageBytes", g.Overage}, {"grant.reservedBytes", g.Reserved}} {
+			if n.v < 0 {
+				errs = append(errs, &envelope.FieldError{Field: "payload." + n.field, Msg: "must be ≥ 0"})
+			}
+		}
+		if n := len(strings.Join(g.Reclaim, ",")); n > maxReclaimLen || slices.ContainsFunc(g.Reclaim, func(id string) bool {
+			return id == "" || strings.Contains(id, ",") || !utf8.ValidString(id)
+		}) {
+			errs = append(errs, &envelope.FieldError{Field: "payload.grant.reclaim", Msg: fmt.Sprintf("must be non-empty UTF-8 ids without ',', %d bytes in all at most", maxReclaimLen)})
+		}
+		for _, t := range []struct {
+			field string
+			v     time.Time
+			opt   bool
+		}{{"timestamp", g.StepTime, false}, {"payload.grant.validUntil", g.ValidUntil, true}} {
+			if y := t.v.UTC().Year(); (t.v.IsZero() && !t.opt) || (!t.v.IsZero() && (y < 1000 || y > 9999)) {
+				errs = append(errs, &envelope.FieldError{Field: t.field, Msg: "must be a time in years 1000..9999"})
+			}
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -119,20 +187,107 @@ func (u UsageRecord) Validate() error {
 // left to the database).
 var usageColumns = []string{"event_id", "family_id", "customer_id", "app_id", "bytes_used",
 	"process_result", "remaining_after", "rule", "event_time",
-	"total_bytes", "daily_used", "monthly_used", "throttle_kbps", "crossed"}
+	"total_bytes", "daily_used", "monthly_used", "throttle_kbps", "crossed", "grant_id"}
 
-// NewUsageWriter returns the write-behind's writer of usage_record
-// (writebehind.SQLWriter: multi-row insert-ignore on event_id, so replays
-// are skipped). A record that fails Validate is a *writebehind.ItemError,
-// which a writebehind.Runner dead-letters. opts are the SQL writer's
-// (writebehind.WithDialect, writebehind.WithMaxRows).
-func NewUsageWriter(db *sql.DB, opts ...writebehind.SQLOption) (*writebehind.SQLWriter[UsageRecord], error) {
-	return writebehind.NewSQLWriter(db, "usage_record", usageColumns, func(u UsageRecord) ([]any, error) {
+// grantStepColumns are the columns of grant_step a usage writer fills.
+var grantStepColumns = []string{"step_id", "family_id", "customer_id", "grant_id", "previous_step", "granted",
+	"is_open", "is_final", "overage", "reserved", "valid_until", "reclaim", "step_time"}
+
+// UsageWriter is the write-behind's writer of usage-persist records: each
+// record's row of usage_record, and a grant step's row of grant_step
+// (writebehind.SQLWriters: multi-row insert-ignore on event_id and
+// step_id, so replays are skipped). A batch's usage rows are written
+// first, then its steps' rows; a failure between them is retried whole
+// (the usage rows are skipped then).
+type UsageWriter struct {
+	usage *writebehind.SQLWriter[UsageRecord]
+	steps *writebehind.SQLWriter[GrantStepRow]
+}
+
+var _ writebehind.Writer[UsageRecord] = (*UsageWriter)(nil)
+
+// NewUsageWriter returns the write-behind's writer of usage-persist
+// records (UsageWriter). A record that fails Validate is a
+// *writebehind.ItemError, which a writebehind.Runner dead-letters. opts are
+// the SQL writers' (writebehind.WithDialect, writebehind.WithMaxRows).
+func NewUsageWriter(db *sql.DB, opts ...writebehind.SQLOption) (*UsageWriter, error) {
+	usage, err := writebehind.NewSQLWriter(db, "usage_record", usageColumns, func(u UsageRecord) ([]any, error) {
 		if err := u.Validate(); err != nil {
 			return nil, err
 		}
+		grant := ""
+		if u.Grant != nil {
+			grant = u.Grant.GrantID
+		}
 		return []any{u.EventID, u.FamilyID, u.CustomerID, u.AppID, u.BytesUsed,
 			u.ProcessResult, u.RemainingAfter, u.Rule, u.EventTime,
-			u.TotalBytes, u.DailyUsed, u.MonthlyUsed, u.ThrottleKbps, FormatCrossed(u.Crossed)}, nil
+			u.TotalBytes, u.DailyUsed, u.MonthlyUsed, u.ThrottleKbps, FormatCrossed(u.Crossed), grant}, nil
 	}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	steps, err := writebehind.NewSQLWriter(db, "grant_step", grantStepColumns, func(g GrantStepRow) ([]any, error) {
+		var until any // NULL on a release
+		if !g.ValidUntil.IsZero() {
+			until = g.ValidUntil
+		}
+		return []any{g.StepID, g.FamilyID, g.CustomerID, g.GrantID, g.PreviousStep, g.Granted,
+			boolInt(g.Open), boolInt(g.Final), g.Overage, g.Reserved, until, strings.Join(g.Reclaim, ","), g.StepTime}, nil
+	}, opts...)
+	if err != nil {
+		usage.Close()
+		return nil, err
+	}
+	return &UsageWriter{usage: usage, steps: steps}, nil
 }
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Write writes batch: every record's usage_record row, then the grant
+// steps' grant_step rows (validated with the first: an *ItemError names
+// the record's index in batch).
+func (w *UsageWriter) Write(ctx context.Context, batch []UsageRecord) error {
+	if err := w.usage.Write(ctx, batch); err != nil {
+		return err
+	}
+	var rows []GrantStepRow
+	var at []int
+	for i, u := range batch {
+		if u.Grant != nil {
+			rows, at = append(rows, *u.Grant), append(at, i)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	err := w.steps.Write(ctx, rows)
+	if err == nil {
+		return nil
+	}
+	// Item errors name the batch's records, not the steps' rows.
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	for i, e := range errs {
+		var ie *writebehind.ItemError
+		if errors.As(e, &ie) && ie.Index >= 0 && ie.Index < len(at) {
+			errs[i] = &writebehind.ItemError{Index: at[ie.Index], Err: ie.Err}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Inserted is how many usage_record rows the writer inserted (replays
+// skipped).
+func (w *UsageWriter) Inserted() int64 { return w.usage.Inserted() }
+
+// Close closes both writers' statements.
+func (w *UsageWriter) Close() error { return errors.Join(w.usage.Close(), w.steps.Close()) }

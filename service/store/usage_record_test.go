@@ -230,8 +230,8 @@ func testMigrateOldTable(t *testing.T, db *sql.DB, dialect string, migrate func(
 			t.Errorf("column %s missing after the migration", c)
 		}
 	}
-	if len(after) != len(before)+5 {
-		t.Errorf("columns: %d before, %d after, want 5 more", len(before), len(after))
+	if len(after) != len(before)+6 {
+		t.Errorf("columns: %d before, %d after, want 6 more", len(before), len(after))
 	}
 	w, err := store.NewUsageWriter(db)
 	if err != nil {

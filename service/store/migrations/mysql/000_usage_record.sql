@@ -8,7 +8,10 @@
 -- payload's totalBytes, dailyUsedBytes, monthlyUsedBytes, throttleKbps and
 -- crossed as "50:1,30:2"), for rebuilding Redis from this table. A table
 -- created before they existed (v0.1.x) gets them from
--- columns/usage_record.sql.
+-- columns/usage_record.sql. grant_id is set on the row of a grant step's
+-- charge (event_id the step's id, bytes_used what it charged: used
+-- whatever process_result, the answer about the next units; the step
+-- itself is in grant_step).
 CREATE TABLE IF NOT EXISTS usage_record (
   id              BIGINT       NOT NULL AUTO_INCREMENT,
   event_id        VARCHAR(255) NOT NULL,
@@ -26,6 +29,7 @@ CREATE TABLE IF NOT EXISTS usage_record (
   monthly_used    BIGINT       NOT NULL DEFAULT 0,
   throttle_kbps   BIGINT       NOT NULL DEFAULT 0,
   crossed         VARCHAR(255) NOT NULL DEFAULT '',
+  grant_id        VARCHAR(255) NOT NULL DEFAULT '',
   PRIMARY KEY (id),
   UNIQUE KEY uk_usage_record_event_id (event_id),
   KEY idx_usage_record_family_time (family_id, event_time),

@@ -18,7 +18,8 @@ CREATE TABLE IF NOT EXISTS usage_record (
   daily_used      INTEGER NOT NULL DEFAULT 0,
   monthly_used    INTEGER NOT NULL DEFAULT 0,
   throttle_kbps   INTEGER NOT NULL DEFAULT 0,
-  crossed         TEXT    NOT NULL DEFAULT ''
+  crossed         TEXT    NOT NULL DEFAULT '',
+  grant_id        TEXT    NOT NULL DEFAULT ''
 );
 CREATE UNIQUE INDEX IF NOT EXISTS uk_usage_record_event_id ON usage_record (event_id);
 CREATE INDEX IF NOT EXISTS idx_usage_record_family_time ON usage_record (family_id, event_time);
