@@ -130,19 +130,10 @@ func (s *Store) pushSubs(ctx context.Context, query string, args ...any) ([]push
 	if err != nil {
 		return nil, dbErr("push subscriptions", err)
 	}
-	defer rows.Close()
-	var out []pushsub.Subscription
-	for rows.Next() {
-		var p pushsub.Subscription
-		if err := rows.Scan(&p.MemberID, &p.Endpoint, &p.P256dh, &p.Auth); err != nil {
-			return nil, dbErr("push subscriptions", err)
-		}
-		out = append(out, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbErr("push subscriptions", err)
-	}
-	return out, nil
+	return collect(rows, "push subscriptions", func(sc scanner) (p pushsub.Subscription, err error) {
+		err = sc.Scan(&p.MemberID, &p.Endpoint, &p.P256dh, &p.Auth)
+		return p, err
+	})
 }
 
 // RemovePushSubscription implements notify.SubscriptionStore: it deletes
