@@ -34,10 +34,11 @@ func TestWhatTheJudgeAcceptsTheTruthStores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := newSettings([]Option{WithClock(func() time.Time { return now }), WithLocation(time.UTC)})
+	cfg, err := newProcessorConfig([]ProcessorOpt{WithClock(func() time.Time { return now }), WithLocation(time.UTC)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := &cfg.common
 	longest := strings.Repeat("a", policy.MaxAppIDLen)
 	if _, err := eng.SetPlan(ctx, 1, 1<<30); err != nil {
 		t.Fatal(err)
@@ -79,7 +80,7 @@ func TestWhatTheJudgeAcceptsTheTruthStores(t *testing.T) {
 			if res[0].Decision != tc.decision {
 				t.Fatalf("decision %s (rule %q), want %s", res[0].Decision, res[0].Rule, tc.decision)
 			}
-			recs, err := usageOutputs(tc.ev, res[0], time.UTC)
+			recs, err := usageOutputs(tc.ev, res[0], time.UTC, policy.ThresholdAlertText)
 			if err != nil {
 				t.Fatal(err)
 			}
