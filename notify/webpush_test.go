@@ -21,6 +21,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/pushtest"
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/writebehind"
 )
 
@@ -128,8 +129,8 @@ func TestWebPushEndToEnd(t *testing.T) {
 	var sends []SendInfo
 	n, errc := startNotifier(t, c, newInbox(t, openSQLite(t)), hub, WithChannel("webpush", wp, DefaultWebPushKinds()...),
 		WithHooks(Hooks{OnSend: func(i SendInfo) { mu.Lock(); sends = append(sends, i); mu.Unlock() }}))
-	produce(t, producer(t, c), blockedRec(t, "ntf_b", 100, 2), quotaRec(t, "ntf_q", 100, 2), thresholdRec(t, "ntf_t", 100, 30, "2026-02"))
-	eventually(t, "2 push sends", func() bool { mu.Lock(); defer mu.Unlock(); return len(sends) == 2 })
+	produce(t, testenv.Producer(t, c), blockedRec(t, "ntf_b", 100, 2), quotaRec(t, "ntf_q", 100, 2), thresholdRec(t, "ntf_t", 100, 30, "2026-02"))
+	testenv.Eventually(t, "2 push sends", 20*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(sends) == 2 })
 	stopNotifier(t, n, errc)
 
 	got, bad := deliveries(t, ps)
@@ -181,9 +182,9 @@ func TestWebPushGoneAndRetried(t *testing.T) {
 	n, errc := startNotifier(t, c, newInbox(t, openSQLite(t)), hub, WithSleep(sl.sleep), WithChannelWorkers(1),
 		WithChannel("webpush", wp, DefaultWebPushKinds()...),
 		WithHooks(Hooks{OnSend: func(i SendInfo) { mu.Lock(); sends = append(sends, i); mu.Unlock() }}))
-	pr := producer(t, c)
+	pr := testenv.Producer(t, c)
 	produce(t, pr, blockedRec(t, "ntf_gone", 100, 2))
-	eventually(t, "the first push sent", func() bool { mu.Lock(); defer mu.Unlock(); return len(sends) == 1 })
+	testenv.Eventually(t, "the first push sent", 20*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(sends) == 1 })
 	if diff := cmp.Diff([]string{owner.Endpoint}, subs.endpoints()); diff != "" {
 		t.Errorf("subscriptions left after 410/404 (-want +got):\n%s", diff)
 	}
@@ -193,7 +194,7 @@ func TestWebPushGoneAndRetried(t *testing.T) {
 
 	ps.SetStatus("/owner", http.StatusInternalServerError)
 	produce(t, pr, thresholdRec(t, "ntf_500", 100, 10, "2026-02"))
-	dl := readDLT(t, c, 1)
+	dl := testenv.Read(t, c, dlt, 1)
 	stopNotifier(t, n, errc)
 	if got := header(dl[0], HeaderDLTChannel); got != "webpush" {
 		t.Errorf("dlt-channel = %q", got)
