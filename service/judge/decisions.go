@@ -730,7 +730,13 @@ func (s *Decisions) Close(ctx context.Context) error {
 				}
 			}
 			if perr != nil {
-				err = fmt.Errorf("judge: %d judged events' records neither produced to Kafka nor spooled (Redis holds them, SQL does not: rebuild or replay): %w", len(recs), perr)
+				// Charged in Redis, in SQL never: the truth is restored
+				// instead, by a rebuild before the next decision (their
+				// callers were told to retry with the same ids).
+				err = fmt.Errorf("judge: %d judged events' records neither produced to Kafka nor spooled: %w", len(recs), perr)
+				if derr := s.qs.distrust(ctx); derr != nil {
+					err = fmt.Errorf("%w; marking Redis stale for a rebuild from SQL failed too (rebuild it): %w", err, derr)
+				}
 			}
 		}
 		s.cl.Close()
