@@ -598,11 +598,13 @@ func (s *State) staleMark(ctx context.Context) error {
 	return nil
 }
 
-// distrust makes the state stale everywhere until a rebuild reads it back
-// from SQL: for charges the door's judges made but could not record (their
-// records stored nowhere). The markers first (quota.Engine.Distrust), and
-// when Redis cannot be reached a mark no node holds (staleMark).
-func (s *State) distrust(ctx context.Context) error {
+// Distrust makes the state stale everywhere until a rebuild reads it back
+// from SQL: for charges a judge made but could not record (their records
+// stored nowhere), or records SQL learns only after a rebuild that did not
+// read them (recovery.LateRecords). The markers first
+// (quota.Engine.Distrust), and when Redis cannot be reached a mark no node
+// holds (staleMark).
+func (s *State) Distrust(ctx context.Context) error {
 	err := s.eng.Distrust(ctx)
 	if err == nil {
 		return nil
