@@ -648,6 +648,9 @@ func (a *Server) registerFamily() {
 				return nil, err
 			}
 			m, err := a.cfg.Family.SetRole(ctx, in.FamilyID, in.CustomerID, policy.Role(in.Body.Role), p.actor())
+			if errors.Is(err, family.ErrNotYours) {
+				return nil, huma.Error403Forbidden("only an owner of the family or the back office changes roles")
+			}
 			if err != nil {
 				return nil, a.problem(ctx, err, "body.role")
 			}

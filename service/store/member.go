@@ -27,6 +27,10 @@ type Member struct {
 	UpdatedAt time.Time
 	// DeletedAt is set for removed members (soft delete).
 	DeletedAt *time.Time
+	// EverOwner: the member is or was once an OWNER (set when it is added
+	// as one or promoted, never cleared). Who may reset whose password is
+	// decided with it (service/family).
+	EverOwner bool
 	hash      string
 }
 
@@ -45,7 +49,7 @@ type NewMember struct {
 	PasswordHash string
 }
 
-const memberCols = `id, family_id, name, phone, password_hash, role, created_at, updated_at, deleted_at`
+const memberCols = `id, family_id, name, phone, password_hash, role, created_at, updated_at, deleted_at, ever_owner`
 
 func scanMember(sc interface{ Scan(...any) error }) (Member, error) {
 	var m Member
@@ -53,7 +57,7 @@ func scanMember(sc interface{ Scan(...any) error }) (Member, error) {
 	var phone, hash sql.NullString
 	var role string
 	var c, u, d sqldialect.NullTime
-	if err := sc.Scan(&m.ID, &fid, &m.Name, &phone, &hash, &role, &c, &u, &d); err != nil {
+	if err := sc.Scan(&m.ID, &fid, &m.Name, &phone, &hash, &role, &c, &u, &d, &m.EverOwner); err != nil {
 		return Member{}, err
 	}
 	m.FamilyID, m.Phone, m.hash, m.Role = fid.Int64, phone.String, hash.String, policy.Role(role)
@@ -119,8 +123,9 @@ func (s *Store) AddMember(ctx context.Context, m NewMember, by Actor) (Member, e
 		if m.ID > 0 {
 			id = m.ID
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO members (id, family_id, name, phone, password_hash, role, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, id, fid, m.Name, nullStr(m.Phone), nullStr(hash), string(m.Role), s.t(now), s.t(now))
+		res, err := tx.ExecContext(ctx, `INSERT INTO members (id, family_id, name, phone, password_hash, role, created_at, updated_at, ever_owner)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, id, fid, m.Name, nullStr(m.Phone), nullStr(hash), string(m.Role), s.t(now), s.t(now),
+			m.Role == policy.RoleOwner)
 		if sqldialect.IsDuplicate(err) {
 			return s.memberConflict(ctx, tx, m.ID, err)
 		}
@@ -366,8 +371,10 @@ func (s *Store) memberByLogin(ctx context.Context, login string) (Member, error)
 }
 
 // SetRole changes a member's role to MEMBER or OWNER (audited as
-// member.role). Demoting the family's last owner is ErrConflict. Between
-// owners the last write wins.
+// member.role); a promotion marks the member EverOwner for good. Demoting
+// the family's last owner is ErrConflict. Between owners the last write
+// wins. It holds the family's row lock, as ResetPassword does, so a reset
+// judged on the member's role cannot interleave with a role change.
 func (s *Store) SetRole(ctx context.Context, fid, cid int64, role policy.Role, by Actor) (Member, error) {
 	if role != policy.RoleMember && role != policy.RoleOwner {
 		return Member{}, invalid("role", "must be MEMBER or OWNER")
@@ -386,7 +393,8 @@ func (s *Store) SetRole(ctx context.Context, fid, cid int64, role policy.Role, b
 				return err
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE members SET role = ?, updated_at = ? WHERE id = ?`, string(role), s.t(s.now()), cid); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE members SET role = ?, ever_owner = ?, updated_at = ? WHERE id = ?`,
+			string(role), before.EverOwner || role == policy.RoleOwner, s.t(s.now()), cid); err != nil {
 			return dbErr("set role", err)
 		}
 		if out, err = s.member(ctx, tx, cid, ""); err != nil {
