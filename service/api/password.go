@@ -100,7 +100,7 @@ func (a *Server) changePassword(ctx context.Context, in *passwordChangeInput) (*
 		return nil, huma.Error401Unauthorized("not authenticated")
 	}
 	id := strconv.FormatInt(p.ID, 10)
-	key := a.guard.key("login", normalLogin(id))
+	key := a.guard.key("login", memberLogin(p.ID))
 	if err := a.admitLogin(ctx, key); err != nil {
 		return nil, err
 	}
