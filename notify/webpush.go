@@ -129,11 +129,17 @@ func (k VAPIDKeys) Validate() error {
 // address literal the dial guard refuses (see PublicOnlyDialer; a hostname
 // resolving inside the network is refused when it is dialled), a 65-byte
 // uncompressed P-256 public key on the curve and a 16-byte auth secret, both
-// base64url (padding allowed). allowLoopback, for tests with a local push
-// service, also accepts an http or https endpoint on a loopback host, any
-// port.
+// base64url (padding allowed). The endpoint is judged in its one spelling
+// (NormalizePushEndpoint: 127.1, 0x7f000001 or 169.254.169.254. are the
+// addresses they spell); store it in that spelling. allowLoopback, for
+// tests with a local push service, also accepts an http or https endpoint
+// on a loopback host, any port.
 func ValidatePushSubscription(s PushSubscription, allowLoopback bool) error {
-	u, err := url.Parse(s.Endpoint)
+	norm, err := NormalizePushEndpoint(s.Endpoint)
+	if err != nil {
+		return err
+	}
+	u, err := url.Parse(norm)
 	if err != nil || u.Host == "" || u.User != nil {
 		return fmt.Errorf("%w: push endpoint must be an absolute https URL", ErrInvalid)
 	}
