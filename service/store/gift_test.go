@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -146,6 +147,26 @@ func testFamilyNotes(t *testing.T, e *env) {
 	wantErr(t, "note on a family that does not exist", err, store.ErrNotFound)
 	_, err = e.S.FamilyNotes(e.Ctx, 77, 0)
 	wantErr(t, "notes of a family that does not exist", err, store.ErrNotFound)
+
+	// A family holds a bounded number of notes (the operator's): one more
+	// is a conflict naming the family, and writes nothing.
+	bounded, err := store.New(e.DB, store.WithMaxFamilyNotes(3), store.WithClock(e.Clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bounded.AddFamilyNote(e.Ctx, 1, "세 번째", by); err != nil {
+		t.Fatal(err)
+	}
+	_, err = bounded.AddFamilyNote(e.Ctx, 1, "네 번째", by)
+	if fe, ok := errors.AsType[*store.FieldError](err); !ok || fe.Field != "familyId" || !errors.Is(err, store.ErrConflict) {
+		t.Errorf("a 4th note with a bound of 3: %v, want a conflict at familyId", err)
+	}
+	if notes, _ := bounded.FamilyNotes(e.Ctx, 1, 0); len(notes) != 3 {
+		t.Errorf("%d notes after the refusal, want 3", len(notes))
+	}
+	if _, err := store.New(e.DB, store.WithMaxFamilyNotes(0)); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("a bound of 0: %v, want ErrInvalid", err)
+	}
 }
 
 // testAppCatalog: the catalog is seeded with the defaults, edited,
