@@ -73,6 +73,21 @@ func (s *Service) SetRole(ctx context.Context, fid, cid int64, role policy.Role,
 	return m, nil
 }
 
+// SetMinor marks a member as under 19 or not (mayChangeRole says who may):
+// under the carriers' gift rules a minor only receives gifts. Not part of
+// the quota state: nothing goes through the door.
+func (s *Service) SetMinor(ctx context.Context, fid, cid int64, minor bool, by store.Actor) (store.Member, error) {
+	if err := mayChangeRole(by); err != nil {
+		return store.Member{}, err
+	}
+	m, err := s.store.SetMinor(ctx, fid, cid, minor, by)
+	if err != nil {
+		return m, err
+	}
+	s.changed(ctx, Change{Kind: KindMinor, FamilyID: fid, Members: []int64{cid}, Applied: true, By: by})
+	return m, nil
+}
+
 // AddNote records a care agent's note on a family.
 func (s *Service) AddNote(ctx context.Context, fid int64, body string, by store.Actor) (store.FamilyNote, error) {
 	n, err := s.store.AddFamilyNote(ctx, fid, body, by)

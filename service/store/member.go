@@ -31,7 +31,11 @@ type Member struct {
 	// as one or promoted, never cleared). Who may reset whose password is
 	// decided with it (service/family).
 	EverOwner bool
-	hash      string
+	// Minor: the member is under 19, as an owner or the back office said
+	// (SetMinor): under the carriers' gift rules it only receives gifts
+	// (GiftRules.MinorsOnlyReceive).
+	Minor bool
+	hash  string
 }
 
 // NewMember describes a member to add. ID 0 lets the database choose.
@@ -47,9 +51,11 @@ type NewMember struct {
 	// once. Both empty: the member cannot log in.
 	Password     string
 	PasswordHash string
+	// Minor marks the member as under 19 (Member.Minor).
+	Minor bool
 }
 
-const memberCols = `id, family_id, name, phone, password_hash, role, created_at, updated_at, deleted_at, ever_owner`
+const memberCols = `id, family_id, name, phone, password_hash, role, created_at, updated_at, deleted_at, ever_owner, minor`
 
 func scanMember(sc interface{ Scan(...any) error }) (Member, error) {
 	var m Member
@@ -57,7 +63,7 @@ func scanMember(sc interface{ Scan(...any) error }) (Member, error) {
 	var phone, hash sql.NullString
 	var role string
 	var c, u, d sqldialect.NullTime
-	if err := sc.Scan(&m.ID, &fid, &m.Name, &phone, &hash, &role, &c, &u, &d, &m.EverOwner); err != nil {
+	if err := sc.Scan(&m.ID, &fid, &m.Name, &phone, &hash, &role, &c, &u, &d, &m.EverOwner, &m.Minor); err != nil {
 		return Member{}, err
 	}
 	m.FamilyID, m.Phone, m.hash, m.Role = fid.Int64, phone.String, hash.String, policy.Role(role)
@@ -123,9 +129,9 @@ func (s *Store) AddMember(ctx context.Context, m NewMember, by Actor) (Member, e
 		if m.ID > 0 {
 			id = m.ID
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO members (id, family_id, name, phone, password_hash, role, created_at, updated_at, ever_owner)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, id, fid, m.Name, nullStr(m.Phone), nullStr(hash), string(m.Role), s.t(now), s.t(now),
-			m.Role == policy.RoleOwner)
+		res, err := tx.ExecContext(ctx, `INSERT INTO members (id, family_id, name, phone, password_hash, role, created_at, updated_at, ever_owner, minor)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, id, fid, m.Name, nullStr(m.Phone), nullStr(hash), string(m.Role), s.t(now), s.t(now),
+			m.Role == policy.RoleOwner, m.Minor && !m.Role.BackOffice())
 		if sqldialect.IsDuplicate(err) {
 			return s.memberConflict(ctx, tx, m.ID, err)
 		}
@@ -401,6 +407,29 @@ func (s *Store) SetRole(ctx context.Context, fid, cid int64, role policy.Role, b
 			return err
 		}
 		return s.audit(ctx, tx, fid, by, "member.role", memberTarget(cid), map[string]string{"role": string(before.Role)}, map[string]string{"role": string(role)})
+	})
+	return out, err
+}
+
+// SetMinor marks member cid of family fid as under 19 or not (audited as
+// member.minor). Marking it as it is already writes nothing.
+func (s *Store) SetMinor(ctx context.Context, fid, cid int64, minor bool, by Actor) (Member, error) {
+	var out Member
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		before, err := s.currentMember(ctx, tx, fid, cid, s.d.ForUpdate())
+		if err != nil {
+			return err
+		}
+		if out = before; before.Minor == minor {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE members SET minor = ?, updated_at = ? WHERE id = ?`, minor, s.t(s.now()), cid); err != nil {
+			return dbErr("set minor", err)
+		}
+		if out, err = s.member(ctx, tx, cid, ""); err != nil {
+			return err
+		}
+		return s.audit(ctx, tx, fid, by, "member.minor", memberTarget(cid), map[string]bool{"minor": before.Minor}, map[string]bool{"minor": minor})
 	})
 	return out, err
 }

@@ -4,3 +4,6 @@
 -- (service/family, "who may reset whose password"); the store fills it for
 -- rows written before it from their role and their member.role audit rows.
 ALTER TABLE members ADD COLUMN ever_owner TINYINT(1) NOT NULL DEFAULT 0;
+-- minor: the member is under 19 (set by an owner or the back office): under
+-- the carriers' gift rules a minor only receives gifts (DPCS_GIFT_MINORS_GIVE).
+ALTER TABLE members ADD COLUMN minor TINYINT(1) NOT NULL DEFAULT 0;
