@@ -1,13 +1,12 @@
-package notify
+package pushsub
 
 import (
-	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
 )
 
-// NormalizePushEndpoint returns a push endpoint's one spelling, so that
+// Normalize returns a push endpoint's one spelling, so that
 // one push service URL is one subscription whatever a client sent: the
 // scheme and host in lower case, the host without a trailing dot, no port
 // when it is the scheme's default (443 for https, 80 for http), an IPv4
@@ -19,10 +18,10 @@ import (
 // address, each label decimal, octal (a leading 0) or hexadecimal (0x),
 // the last one filling the remaining bytes — so 127.1, 0x7f000001 and
 // 2130706433 are 127.0.0.1. A host that ends in a number but is no such
-// address is refused. Errors wrap ErrInvalid.
-func NormalizePushEndpoint(endpoint string) (string, error) {
+// address is refused. The error is an *Error at endpoint.
+func Normalize(endpoint string) (string, error) {
 	bad := func(why string) (string, error) {
-		return "", fmt.Errorf("%w: push endpoint %s", ErrInvalid, why)
+		return "", &Error{Field: "endpoint", Reason: "push endpoint " + why}
 	}
 	scheme, rest, ok := strings.Cut(endpoint, "://")
 	scheme = strings.ToLower(scheme)
@@ -72,7 +71,7 @@ func NormalizePushEndpoint(endpoint string) (string, error) {
 		if host == "" || strings.HasSuffix(host, ".") {
 			return bad("has no host")
 		}
-		if a, isAddr, err := legacyIPv4(host); err != nil {
+		if a, isAddr, ok := legacyIPv4(host); !ok {
 			return bad("has a host that ends in a number but is no IPv4 address")
 		} else if isAddr {
 			host = a.String()
@@ -87,36 +86,36 @@ func NormalizePushEndpoint(endpoint string) (string, error) {
 
 // legacyIPv4 reads host as the WHATWG URL standard's IPv4 parser does:
 // isAddr when its last label is a number (decimal digits, or 0x and hex
-// digits); then err when it is not a valid address in those forms.
-func legacyIPv4(host string) (a netip.Addr, isAddr bool, err error) {
+// digits); then ok says whether it is a valid address in those forms.
+func legacyIPv4(host string) (a netip.Addr, isAddr, ok bool) {
 	parts := strings.Split(host, ".")
 	if !isNumberLabel(parts[len(parts)-1]) {
-		return a, false, nil
+		return a, false, true
 	}
 	if len(parts) > 4 {
-		return a, true, ErrInvalid
+		return a, true, false
 	}
 	nums := make([]uint64, len(parts))
 	for i, p := range parts {
 		n, ok := parseIPv4Label(p)
 		if !ok {
-			return a, true, ErrInvalid
+			return a, true, false
 		}
 		nums[i] = n
 	}
 	var v uint64
 	for i, n := range nums[:len(nums)-1] {
 		if n > 255 {
-			return a, true, ErrInvalid
+			return a, true, false
 		}
 		v |= n << (8 * (3 - i))
 	}
 	last := nums[len(nums)-1]
 	if last >= 1<<(8*(5-len(nums))) {
-		return a, true, ErrInvalid
+		return a, true, false
 	}
 	v |= last
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), true, nil
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), true, true
 }
 
 // isNumberLabel: digits only, or 0x followed by hex digits (or nothing).
