@@ -311,6 +311,17 @@ func TestValidatePushSubscription(t *testing.T) {
 		{name: "public IPv6 literal", s: PushSubscription{Endpoint: "https://[2607:f8b0:4004::1]:443/x", P256dh: p256, Auth: auth}, ok: true},
 		{name: "https loopback allowed, any port", s: PushSubscription{Endpoint: "https://127.0.0.1:8443/x", P256dh: p256, Auth: auth}, loopback: true, ok: true},
 		{name: "http localhost allowed", s: PushSubscription{Endpoint: "http://localhost:1234/x", P256dh: p256, Auth: auth}, loopback: true, ok: true},
+		// Other spellings of loopback and metadata addresses (the WHATWG
+		// URL standard's IPv4 forms, which browsers and many HTTP stacks
+		// read as addresses) are refused at once too.
+		{name: "short loopback", s: PushSubscription{Endpoint: "https://127.1/x", P256dh: p256, Auth: auth}},
+		{name: "hex loopback", s: PushSubscription{Endpoint: "https://0x7f000001/x", P256dh: p256, Auth: auth}},
+		{name: "decimal loopback", s: PushSubscription{Endpoint: "https://2130706433/x", P256dh: p256, Auth: auth}},
+		{name: "octal loopback", s: PushSubscription{Endpoint: "https://0177.0.0.1/x", P256dh: p256, Auth: auth}},
+		{name: "metadata, trailing dot", s: PushSubscription{Endpoint: "https://169.254.169.254./x", P256dh: p256, Auth: auth}},
+		{name: "localhost, trailing dot", s: PushSubscription{Endpoint: "https://localhost./x", P256dh: p256, Auth: auth}},
+		{name: "not an address, ends in a number", s: PushSubscription{Endpoint: "https://push.example.256/x", P256dh: p256, Auth: auth}},
+		{name: "mixed-case host", s: PushSubscription{Endpoint: "https://PUSH.Example.com./x", P256dh: p256, Auth: auth}, ok: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := ValidatePushSubscription(tc.s, tc.loopback)
@@ -318,6 +329,38 @@ func TestValidatePushSubscription(t *testing.T) {
 				t.Errorf("ValidatePushSubscription = %v, want ok %v", err, tc.ok)
 			}
 		})
+	}
+}
+
+// TestNormalizePushEndpoint: one push endpoint has one spelling — scheme
+// and host in lower case, no trailing dot, no default port, IPv4 in dotted
+// decimal — and the rest of the URL is kept byte for byte.
+func TestNormalizePushEndpoint(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://push.example.com/x":            "https://push.example.com/x",
+		"https://PUSH.example.com/x":            "https://push.example.com/x",
+		"HTTPS://push.example.com./x":           "https://push.example.com/x",
+		"https://push.example.com:443/x":        "https://push.example.com/x",
+		"https://Push.Example.COM.:443/a%2Fb?Q": "https://push.example.com/a%2Fb?Q",
+		"https://push.example.com:0443/x":       "https://push.example.com/x",
+		"https://push.example.com":              "https://push.example.com",
+		"https://8.8.8.8:443/x":                 "https://8.8.8.8/x",
+		"https://0x08.0x08.0x08.0x08/x":         "https://8.8.8.8/x",
+		"https://134744072/x":                   "https://8.8.8.8/x",
+		"https://[2607:F8B0:4004::1]:443/x":     "https://[2607:f8b0:4004::1]/x",
+		"http://127.0.0.1:80/x":                 "http://127.0.0.1/x",
+		"http://127.0.0.1:1234/x":               "http://127.0.0.1:1234/x",
+	} {
+		got, err := NormalizePushEndpoint(in)
+		if err != nil || got != want {
+			t.Errorf("NormalizePushEndpoint(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"push.example/x", "https://user@push.example/x", "https:///x", "https://1.2.3.4.5/x",
+		"https://0x100000000/x", "https://256.1.1.1/x", "https://4294967296/x", "https://push.example:99999/x"} {
+		if got, err := NormalizePushEndpoint(in); !errors.Is(err, ErrInvalid) {
+			t.Errorf("NormalizePushEndpoint(%q) = %q, %v; want ErrInvalid", in, got, err)
+		}
 	}
 }
 

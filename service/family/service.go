@@ -50,6 +50,7 @@ const (
 	KindMember     Kind = "MEMBER"     // a member added
 	KindRemoved    Kind = "REMOVED"    // a member removed
 	KindRole       Kind = "ROLE"       // a member's role
+	KindMinor      Kind = "MINOR"      // a member marked as a minor, or no longer
 	KindPassword   Kind = "PASSWORD"   // a member's password reset (its sessions end)
 	KindRequest    Kind = "REQUEST"    // a data or time request made or answered
 	KindNote       Kind = "NOTE"       // a care agent's note
@@ -79,6 +80,7 @@ type Service struct {
 	wake     func()
 	onChange []func(context.Context, Change)
 	log      *slog.Logger
+	gifts    store.GiftRules
 }
 
 // Option configures a Service.
@@ -100,6 +102,11 @@ func WithOnChange(fn func(context.Context, Change)) Option {
 	}
 }
 
+// WithGiftRules sets the carriers' rules every gift keeps (the operator's
+// DPCS_GIFT_*; a zero field sets no rule). Default:
+// store.DefaultGiftRules().
+func WithGiftRules(r store.GiftRules) Option { return func(s *Service) { s.gifts = r } }
+
 // WithLogger has the service report what it does not return (a step that
 // failed after a change was answered). Default: discard.
 func WithLogger(l *slog.Logger) Option { return func(s *Service) { s.log = l } }
@@ -112,9 +119,12 @@ func New(st *store.Store, d Door, opts ...Option) (*Service, error) {
 	if d == nil {
 		return nil, errors.New("family: nil door")
 	}
-	s := &Service{store: st, door: d, wake: func() {}, log: slog.New(slog.DiscardHandler)}
+	s := &Service{store: st, door: d, wake: func() {}, log: slog.New(slog.DiscardHandler), gifts: store.DefaultGiftRules()}
 	for _, o := range opts {
 		o(s)
+	}
+	if err := s.gifts.Check(); err != nil {
+		return nil, fmt.Errorf("family: gift rules: %w", err)
 	}
 	if s.wake == nil {
 		s.wake = func() {}
