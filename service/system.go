@@ -185,6 +185,7 @@ type System struct {
 	stopClock func() // the embedded Redis's TTL clock
 	rdb       redis.UniversalClient
 	access    *api.RedisAccessEvents
+	live      *notify.RedisBridge
 	workers   *Workers
 	producer  *kgo.Client
 	// backOffice is the API's dead-letter browser and Kafka statistics.
@@ -439,7 +440,13 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if err != nil {
 		return nil, err
 	}
-	if s.Family, err = family.New(s.Store, s.State, family.WithWake(s.relay.Wake), family.WithLogger(log)); err != nil {
+	// Every family change is live on the family's other screens, on this
+	// process's streams and (over Redis pub/sub) every other API process's.
+	if s.live, err = notify.NewRedisBridge(ctx, s.rdb, s.Hub, notify.WithBridgeLogger(log)); err != nil {
+		return nil, err
+	}
+	if s.Family, err = family.New(s.Store, s.State, family.WithWake(s.relay.Wake), family.WithLogger(log),
+		family.WithOnChange(LiveChanges(s.live, log, nil))); err != nil {
 		return nil, err
 	}
 	// Families whose change's door step was not confirmed are settled
@@ -679,6 +686,9 @@ func (s *System) close(ctx context.Context) error {
 	}
 	if s.access != nil {
 		errs = append(errs, s.access.Close())
+	}
+	if s.live != nil {
+		errs = append(errs, s.live.Close())
 	}
 	if s.admin != nil {
 		errs = append(errs, s.admin.Close(ctx))
