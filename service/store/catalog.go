@@ -94,6 +94,51 @@ func defaultApps() []CatalogApp {
 	return out
 }
 
+// AppLabels returns how people know the apps ids names — the catalog's
+// names and icon, a removed app's too (its name still says what it was) —
+// by id; ids the catalog never held are left out. A database without the
+// table gives the default labels. It is notify.Apps for the notifier.
+func (s *Store) AppLabels(ctx context.Context, ids []string) (map[string]policy.AppLabel, error) {
+	out := make(map[string]policy.AppLabel, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	if len(ids) > 1000 {
+		return nil, invalid("ids", "at most 1000")
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT app_id, name, name_en, icon FROM app_catalog WHERE app_id IN (`+
+		strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")+`)`, args...)
+	if err != nil {
+		if isNoTable(err) {
+			defaults := policy.DefaultAppLabels()
+			for _, id := range ids {
+				if l, ok := defaults[id]; ok {
+					out[id] = l
+				}
+			}
+			return out, nil
+		}
+		return nil, dbErr("app labels", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var l policy.AppLabel
+		if err := rows.Scan(&id, &l.Name, &l.NameEn, &l.Icon); err != nil {
+			return nil, dbErr("app labels", err)
+		}
+		out[id] = l
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbErr("app labels", err)
+	}
+	return out, nil
+}
+
 // AppCatalog is the catalog the engine judges category blocks with (app id
 // → category): the judges' catalog source. A database without the table
 // (a processor's, before the server migrated) gives the defaults.
