@@ -262,6 +262,7 @@ export function openStream(f, { onMessage, onState, lastEventId = '' }) {
   let closed = false;
   let ctrl = null;
   let delay = 1000;
+  let upAt = 0;
   let lastId = lastEventId;
   async function run() {
     while (!closed) {
@@ -275,6 +276,7 @@ export function openStream(f, { onMessage, onState, lastEventId = '' }) {
         if (!res.ok || !res.body) throw new APIError(res.status, null);
         onState?.(true);
         delay = 1000;
+        upAt = Date.now();
         const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
         let buf = '';
         let frame = { data: [] };
@@ -312,8 +314,13 @@ export function openStream(f, { onMessage, onState, lastEventId = '' }) {
       }
       if (closed) return;
       onState?.(false);
-      await new Promise((r) => setTimeout(r, delay));
-      delay = Math.min(delay * 2, 15000);
+      // A stream that was up and ended (the server re-checked its access
+      // after a role change, or restarted) is opened again at once; one
+      // that keeps failing waits longer each time.
+      const wait = upAt && Date.now() - upAt > 2000 ? 100 : delay;
+      upAt = 0;
+      await new Promise((r) => setTimeout(r, wait));
+      if (wait === delay) delay = Math.min(delay * 2, 15000);
     }
   }
   run();

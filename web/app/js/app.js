@@ -6,6 +6,7 @@ import { h, errorText } from './util.js';
 import { state, on, startLive, stopLive, refreshDashboard, refreshUnread, refreshRequests } from './store.js';
 import { dashboardView, blockView, usageView, inboxView } from './views.js';
 import { controlsView } from './controls.js';
+import { appBlockView } from './appblock.js';
 import { go, leaveScreen } from './ui.js';
 import { settingsView } from './settings.js';
 
@@ -15,6 +16,7 @@ const routes = {
   login: loginView,
   dashboard: dashboardView,
   block: blockView,
+  app: appBlockView,
   usage: usageView,
   inbox: inboxView,
   controls: controlsView,
@@ -73,7 +75,7 @@ function renderChrome(name) {
     ['settings', t('navSettings'), '#/settings'],
   ].filter(Boolean);
   nav.replaceChildren(h('ul', items.map(([k, label, href]) => h('li',
-    h('a', { href, 'aria-current': k === name || (k === 'dashboard' && name === 'block') ? 'page' : null, id: `nav-${k}` },
+    h('a', { href, 'aria-current': k === name || (k === 'dashboard' && (name === 'block' || name === 'app')) ? 'page' : null, id: `nav-${k}` },
       label, k === 'inbox' ? h('span.badge#unread', { hidden: !state.unread, 'aria-label': t('unreadCount', { n: state.unread }) }, String(state.unread)) : null)))));
 }
 
@@ -146,8 +148,14 @@ function started() {
 let returnTo = null;
 let member = api.currentSession()?.memberId ?? null;
 
+let role = api.currentSession()?.role ?? null;
+
 api.onSession((s) => {
   if (s) member = s.memberId;
+  // A parent changed this member's role (its new token says so): the
+  // navigation and the screen follow it.
+  if (s && role && s.role !== role) { role = s.role; route(); return; }
+  role = s?.role ?? null;
   if (!s) {
     returnTo = !api.endedByLogout() && location.hash.startsWith('#/') && location.hash !== '#/login'
       ? { hash: location.hash, memberId: member } : null;
