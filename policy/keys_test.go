@@ -334,6 +334,16 @@ func TestEffectiveLimitsAndExpiredExtras(t *testing.T) {
 			if diff := cmp.Diff([]*int64{c.wantD, c.wantM}, []*int64{d, m}); diff != "" {
 				t.Errorf("limits (-want +got):\n%s", diff)
 			}
+			// The month's allowance is the monthly limit without today's
+			// extra (#38: a day-only extra raised the monthly figure).
+			if want := c.wantM; want != nil {
+				want = Limit(max(*c.wantM-pc.Extras[c.at.Day], 0))
+				if got := pc.MonthlyAllowance(c.at); !cmp.Equal(want, got) {
+					t.Errorf("MonthlyAllowance = %v, want %d", got, *want)
+				}
+			} else if got := pc.MonthlyAllowance(c.at); got != nil {
+				t.Errorf("MonthlyAllowance = %d without a monthly limit", *got)
+			}
 			before := len(pc.Extras)
 			oldGiven := false
 			for m := range pc.Gifts {
