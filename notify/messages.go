@@ -169,7 +169,7 @@ func blockedText(p envelope.CustomerBlocked, en bool, l Labels) string {
 			}
 			return fmt.Sprintf("%s apps are blocked.", arg)
 		case "family":
-			return "Blocked: the family data is used up. Please top up."
+			return "Blocked: the family data is used up until a parent tops up."
 		case "member":
 			return "Blocked: not a member of this family plan."
 		}
@@ -195,7 +195,7 @@ func blockedText(p envelope.CustomerBlocked, en bool, l Labels) string {
 		}
 		return fmt.Sprintf("%s 앱 사용이 차단되었습니다.", arg)
 	case "family":
-		return "가족 데이터를 모두 사용하여 차단되었습니다. 데이터를 충전해주세요."
+		return "가족 데이터를 모두 사용하여 차단되었습니다. 보호자가 충전하면 다시 쓸 수 있습니다."
 	case "member":
 		return "가족 요금제 구성원이 아니어서 차단되었습니다."
 	}

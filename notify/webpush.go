@@ -53,6 +53,10 @@ type PushSubscription struct {
 	// base64url; Auth its 16-byte authentication secret, base64url.
 	P256dh string `json:"p256dh"`
 	Auth   string `json:"auth"`
+	// Role is the member's role, when the store says (PushRecipients): a
+	// MEMBER gets the texts written for members (a THRESHOLD_ALERT says to
+	// ask a parent, not to top up).
+	Role Role `json:"role,omitempty"`
 }
 
 // SubscriptionStore is what WebPush needs of the subscriptions' store.
@@ -194,6 +198,10 @@ type PushMessage struct {
 	// data. Absent for a request for data.
 	RequestKind string `json:"requestKind,omitempty"`
 	Minutes     int64  `json:"minutes,omitempty"`
+	// TopUp says that the notification offers to top up (an owner's
+	// THRESHOLD_ALERT): the family app's service worker adds a button that
+	// opens its top-ups.
+	TopUp bool `json:"topUp,omitempty"`
 }
 
 // Urgency is RFC 8030's Urgency header value.
@@ -414,9 +422,24 @@ func (w *WebPush) Send(ctx context.Context, n Notification) error {
 	if len(subs) == 0 {
 		return nil
 	}
-	msg, err := json.Marshal(w.message(n))
+	m := w.message(n)
+	m.TopUp = n.Kind == envelope.SubThresholdAlert
+	msg, err := json.Marshal(m)
 	if err != nil {
 		return Permanent(fmt.Errorf("notify: web push: encode: %w", err))
+	}
+	// Only owners can top up: members are told to ask one.
+	forMember := msg
+	if n.Kind == envelope.SubThresholdAlert {
+		var p struct {
+			ThresholdPercent int `json:"thresholdPercent"`
+		}
+		if json.Unmarshal(n.Payload, &p) == nil && p.ThresholdPercent > 0 {
+			m.Body, m.TopUp = MemberThresholdText(p.ThresholdPercent, w.lang), false
+			if forMember, err = json.Marshal(m); err != nil {
+				return Permanent(fmt.Errorf("notify: web push: encode: %w", err))
+			}
+		}
 	}
 	errs := make([]error, len(subs))
 	slots := make(chan struct{}, maxParallelPushes)
@@ -427,7 +450,11 @@ func (w *WebPush) Send(ctx context.Context, n Notification) error {
 			defer func() { <-slots }()
 			pctx, cancel := context.WithTimeout(ctx, w.timeout)
 			defer cancel()
-			errs[i] = w.push(pctx, s, msg, n.Kind)
+			body := msg
+			if s.Role == RoleMember {
+				body = forMember
+			}
+			errs[i] = w.push(pctx, s, body, n.Kind)
 		})
 	}
 	wg.Wait()
