@@ -11,7 +11,7 @@ const table = {
     shareTitle: '구성원별 이번 달 사용 비율', members: '구성원', standing: '상태',
     allowed: '사용 가능', blocked: '차단됨', thisMonth: '이번 달 {bytes}', today: '오늘 {bytes}', owner: '보호자', member: '구성원',
     you: '나', myRules: '나에게 걸린 제한', noRules: '걸린 제한이 없어요', ruleWindow: '차단 시간대 {name}: {from}–{to} ({days})',
-    ruleCategories: '막힌 분류: {list}', ruleApps: '막힌 앱: {list}', leftToday: '오늘 {left} 남음 / {limit}', leftMonth: '이번 달 {left} 남음 / {limit}',
+    ruleCategories: '막힌 분류: {list}', ruleApps: '막힌 앱: {list}', leftToday: '오늘 {left} 남음 / {limit}', leftMonth: '이번 달 {left} 남음 / {limit}', leftTodayOnly: '오늘 {left} 남음', todayExtra: '오늘만 {bytes} 더 허락됨',
     'reason.ALLOWED': '사용 가능', 'reason.BLOCKED_ACCESS': '보호자가 사용을 막았습니다',
     'reason.BLOCKED_APP': '차단된 앱 또는 분류입니다', 'reason.BLOCKED_TIME': '차단 시간대({name})입니다',
     'reason.BLOCKED_LIMIT_DAILY': '하루 한도를 다 썼습니다', 'reason.BLOCKED_LIMIT_MONTHLY': '월 한도를 다 썼습니다',
@@ -26,12 +26,17 @@ const table = {
     askAppMore: '30분 더 부탁', askAppSent: '{app} 30분 부탁을 보냈어요', reqData: '데이터 {bytes}', reqTime: '쉬는 시간에 {n}분 더', reqApp: '{app} {n}분 더',
     exceptionTime: '쉬는 시간 잠시 해제: {time}까지', exceptionApp: '{app} 잠시 허용: {time}까지', exceptionsTitle: '지금 허락된 예외',
     grantTimeNow: '지금 30분 더 허락', endException: '끝내기', allowAppNow: '30분 허락',
+    appBlockTitle: '{app}: 지금은 쓸 수 없어요', appAllowedNow: '{app}: {time}까지 쓸 수 있어요', appNotBlocked: '{app}: 막혀 있지 않아요',
+    appWhyApp: '보호자가 이 앱을 막아 두었어요', appWhyCategory: '보호자가 {cat} 앱을 모두 막아 두었어요', appUntil: '{time}까지 허락받았어요',
+    appOthersWork: '다른 앱은 그대로 쓸 수 있어요.', appAskTitle: '{app} 조금 더 쓰게 해 달라고 부탁하기', appAskSend: '보호자에게 부탁하기',
+    thresholdMember: '가족 데이터가 {pct}% 미만 남았습니다. 더 필요하면 보호자에게 부탁하세요.', poolLow: '가족 데이터가 {pct}% 미만 남았어요.', topupNow: '충전하기',
+    unknownApp: '알 수 없는 앱', stillWorks: '쉬는 시간에도 쓸 수 있는 것: {list}', stillWorksNone: '쉬는 시간에는 모든 앱이 막혀요. 급한 일은 보호자에게 전화하세요.',
     alwaysAllowedTitle: '쉬는 시간에도 쓸 수 있는 분류', alwaysAllowedHelp: '차단 시간대에도 이 분류의 앱은 쓸 수 있어요 (예: 메신저로 연락, 지도).',
     allowCategory: '{cat} 허용', ruleAllowed: '쉬는 시간에도 쓸 수 있어요: {list}', nextDowntime: '다음 차단 시간대: {name} {time}부터',
     priceWon: '{price}원', free: '무료', topupConfirm: '{bytes}를 {price}원에 충전할까요? 가족 데이터에 바로 더해집니다.', topupYes: '충전하기',
     toppedUpPaid: '{bytes} 충전했습니다 ({price}원)', noOffers: '통신사가 정한 충전 상품이 없습니다',
     giftTitle: '데이터 선물하기', giftFrom: '보내는 사람', giftTo: '받는 사람', giftAmount: '얼마나', giftSend: '선물하기',
-    giftLeft: '이번 달 남은 양: {bytes}', giftConfirm: '{to}님에게 데이터 {bytes}를 선물할까요? 이번 달 내 한도에서 빠집니다.', giftYes: '선물하기',
+    giftLeft: '이번 달 남은 양: {bytes}', giftConfirm: '{to}님에게 데이터 {bytes}를 선물할까요? 이번 달 내 한도에서 빠집니다.', giftConfirmFrom: '{from}님의 데이터 {bytes}를 {to}님에게 선물할까요? {from}님의 이번 달 한도에서 빠집니다.', giftYes: '선물하기',
     giftDone: '{to}님에게 {bytes}를 선물했어요. 남은 양: {left}',
     askMore: '데이터 더 달라고 하기', askAmount: '얼마나 필요해요?', askMessage: '메시지 (선택)', askSend: '부탁 보내기',
     askSent: '부탁을 보냈어요. 보호자의 답을 기다리는 중…', askFailed: '보내지 못했습니다: {msg}', askPending: '기다리는 부탁',
@@ -48,6 +53,8 @@ const table = {
     controlsTitle: '보호자 관리', memberPick: '구성원 선택', monthlyLimit: '월 한도', dailyLimit: '하루 한도', noLimit: '한도 없음',
     limitValue: '{bytes}', applied: '적용했습니다', cancel: '취소', amount: '양', unit: '단위', setAmount: '적용',
     limitPick: '양을 정하면 적용됩니다', amountInvalid: '0 이상의 숫자로 적어 주세요.',
+    clearLimit: '한도 없애기', limitMax: '한도는 {max}까지 정할 수 있어요. 적은 값은 그대로 두었어요.', applyAnyway: '그래도 적용',
+    confirmBelowUse: '{name}님은 이미 {used}를 써서 {limit}를 {bytes}로 하면 바로 막혀요. 그래도 적용할까요?',
     confirmZero: '{limit}를 0으로 하면 {name}님은 데이터를 전혀 쓸 수 없어요. 그래도 적용할까요?', setZero: '0으로 적용',
     confirmBlock: '{name}님의 데이터를 지금 막을까요? 풀어 줄 때까지 쓸 수 없어요.',
     revokeExtra: '취소', extraLine: '{when} 추가 허용 {bytes}', conflict: '다른 보호자가 먼저 바꿨습니다. 새로 불러왔습니다.',
@@ -60,11 +67,13 @@ const table = {
     defaultWindow: '기본', windowDefaultName: '밤', appsTitle: '앱 및 분류 차단', category: '분류', blockCategory: '{cat} 전체 차단', appsIn: '{cat} 앱 {n}개',
     thresholdsTitle: '알림 기준 (남은 %)', thresholdsHint: '쉼표로 구분, 예: 50,30,10 (비우면 끔)', save: '저장',
     membersTitle: '구성원 관리', addMember: '구성원 추가', name: '이름', role: '역할', add: '추가', removeConfirm: '{name}님을 가족에서 뺄까요?',
+    memberAdded: '{name}님을 추가했어요. 로그인 번호는 {id}, 비밀번호는 방금 정한 것이에요.', memberAddedNoPassword: '{name}님을 추가했어요. 로그인 번호는 {id}예요. 비밀번호를 정하지 않아 아직 로그인할 수 없어요: 관리에서 {name}님을 골라 비밀번호를 정해 주세요.',
+    memberRemoved: '{name}님을 가족에서 뺐어요.', newPasswordHint: '정해 주면 새 구성원이 로그인 번호와 이 비밀번호로 로그인해요.',
     topupTitle: '데이터 충전', topupBtn: '{bytes} 충전', toppedUp: '{bytes} 충전했습니다',
     settingsTitle: '설정', language: '언어', pushTitle: '푸시 알림', pushOn: '푸시 알림 켜기', pushOff: '푸시 알림 끄기',
     pushUnsupported: '이 브라우저는 푸시 알림을 지원하지 않습니다', pushEnabled: '푸시 알림을 켰습니다', pushDisabled: '푸시 알림을 껐습니다',
     pushFailed: '푸시 알림 설정 실패: {msg}', account: '계정', signedInAs: '{name} ({role}) · 가족 {family}',
-    'cat.VIDEO': '동영상', 'cat.GAME': '게임', 'cat.SOCIAL': 'SNS', 'cat.MESSAGING': '메신저', 'cat.WEB': '웹', 'cat.MUSIC': '음악',
+    'cat.VIDEO': '동영상', 'cat.GAME': '게임', 'cat.SOCIAL': 'SNS', 'cat.MESSAGING': '메신저', 'cat.WEB': '웹', 'cat.MUSIC': '음악', 'cat.OTHER': '기타',
     'day.MON': '월', 'day.TUE': '화', 'day.WED': '수', 'day.THU': '목', 'day.FRI': '금', 'day.SAT': '토', 'day.SUN': '일',
     error: '오류: {msg}', loading: '불러오는 중…', retrying: '연결되면 이 화면을 자동으로 다시 불러옵니다.',
     'err.network': '서버에 연결할 수 없습니다. 인터넷 연결을 확인하고 잠시 뒤에 다시 해 보세요.',
@@ -103,7 +112,7 @@ const table = {
     shareTitle: "Each member's share this month", members: 'Members', standing: 'Standing',
     allowed: 'Allowed', blocked: 'Blocked', thisMonth: 'this month {bytes}', today: 'today {bytes}', owner: 'Owner', member: 'Member',
     you: 'you', myRules: 'My restrictions', noRules: 'Nothing is restricted', ruleWindow: 'Downtime {name}: {from}–{to} ({days})',
-    ruleCategories: 'Blocked categories: {list}', ruleApps: 'Blocked apps: {list}', leftToday: 'Today {left} left of {limit}', leftMonth: 'This month {left} left of {limit}',
+    ruleCategories: 'Blocked categories: {list}', ruleApps: 'Blocked apps: {list}', leftToday: 'Today {left} left of {limit}', leftMonth: 'This month {left} left of {limit}', leftTodayOnly: 'Today {left} left', todayExtra: '{bytes} more allowed today only',
     'reason.ALLOWED': 'Allowed', 'reason.BLOCKED_ACCESS': 'An owner blocked data use',
     'reason.BLOCKED_APP': 'A blocked app or category', 'reason.BLOCKED_TIME': 'Blocked time window ({name})',
     'reason.BLOCKED_LIMIT_DAILY': 'Daily limit used up', 'reason.BLOCKED_LIMIT_MONTHLY': 'Monthly limit used up',
@@ -118,12 +127,17 @@ const table = {
     askAppMore: 'Ask for 30 min', askAppSent: 'Asked for 30 more minutes of {app}', reqData: '{bytes} of data', reqTime: '{n} more min during downtime', reqApp: '{n} more min of {app}',
     exceptionTime: 'Downtime paused until {time}', exceptionApp: '{app} allowed until {time}', exceptionsTitle: 'Exceptions now',
     grantTimeNow: 'Allow 30 more minutes now', endException: 'End', allowAppNow: 'Allow 30 min',
+    appBlockTitle: "{app}: you can't use it now", appAllowedNow: '{app}: you can use it until {time}', appNotBlocked: '{app} is not blocked',
+    appWhyApp: 'A parent blocked this app', appWhyCategory: 'A parent blocked all {cat} apps', appUntil: 'allowed until {time}',
+    appOthersWork: 'Your other apps still work.', appAskTitle: 'Ask for a little more {app}', appAskSend: 'Ask a parent',
+    thresholdMember: 'Less than {pct}% of the family data is left. Ask a parent if you need more.', poolLow: 'Less than {pct}% of the family data is left.', topupNow: 'Top up',
+    unknownApp: 'an unknown app', stillWorks: 'Still works during downtime: {list}', stillWorksNone: 'Every app is blocked during downtime. Call a parent if it is urgent.',
     alwaysAllowedTitle: 'Allowed during downtime', alwaysAllowedHelp: 'Apps of these categories still work during downtime (e.g. messaging, maps).',
     allowCategory: 'Allow {cat}', ruleAllowed: 'Allowed during downtime: {list}', nextDowntime: 'Next downtime: {name} from {time}',
     priceWon: '₩{price}', free: 'free', topupConfirm: 'Add {bytes} for ₩{price}? It is added to the family data at once.', topupYes: 'Top up',
     toppedUpPaid: 'Added {bytes} (₩{price})', noOffers: 'Your carrier offers no top-ups',
     giftTitle: 'Give data', giftFrom: 'From', giftTo: 'To', giftAmount: 'How much', giftSend: 'Give',
-    giftLeft: 'Left this month: {bytes}', giftConfirm: 'Give {bytes} of data to {to}? It comes out of this month\'s limit.', giftYes: 'Give',
+    giftLeft: 'Left this month: {bytes}', giftConfirm: 'Give {bytes} of data to {to}? It comes out of this month\'s limit.', giftConfirmFrom: 'Give {bytes} of {from}\'s data to {to}? It comes out of {from}\'s limit this month.', giftYes: 'Give',
     giftDone: 'Gave {bytes} to {to}. Left: {left}',
     askMore: 'Ask for more data', askAmount: 'How much do you need?', askMessage: 'Message (optional)', askSend: 'Send request',
     askSent: 'Request sent. Waiting for an owner to answer…', askFailed: 'Could not send: {msg}', askPending: 'Pending requests',
@@ -140,6 +154,8 @@ const table = {
     controlsTitle: 'Owner controls', memberPick: 'Member', monthlyLimit: 'Monthly limit', dailyLimit: 'Daily limit', noLimit: 'No limit',
     limitValue: '{bytes}', applied: 'Applied', cancel: 'Cancel', amount: 'amount', unit: 'unit', setAmount: 'Set',
     limitPick: 'Choose an amount to apply it', amountInvalid: 'Write a number, 0 or more.',
+    clearLimit: 'Remove the limit', limitMax: 'A limit can be at most {max}. What you typed is kept.', applyAnyway: 'Apply anyway',
+    confirmBelowUse: '{name} already used {used}: a {limit} of {bytes} blocks at once. Apply it anyway?',
     confirmZero: 'A {limit} of 0 leaves {name} no data at all. Apply it anyway?', setZero: 'Set to 0',
     confirmBlock: "Block {name}'s data now? It stays blocked until you unblock it.",
     revokeExtra: 'Revoke', extraLine: '{when} extra {bytes}', conflict: 'Another owner changed it first. Reloaded.',
@@ -152,11 +168,13 @@ const table = {
     defaultWindow: 'default', windowDefaultName: 'night', appsTitle: 'App and category blocks', category: 'Category', blockCategory: 'Block all {cat}', appsIn: '{n} {cat} apps',
     thresholdsTitle: 'Alert thresholds (% left)', thresholdsHint: 'Comma separated, e.g. 50,30,10 (empty turns alerts off)', save: 'Save',
     membersTitle: 'Members', addMember: 'Add a member', name: 'Name', role: 'Role', add: 'Add', removeConfirm: 'Remove {name} from the family?',
+    memberAdded: 'Added {name}. The login number is {id}, with the password you just set.', memberAddedNoPassword: 'Added {name}; the login number is {id}. No password was set, so {name} cannot log in yet: pick {name} in the controls and set one.',
+    memberRemoved: 'Removed {name} from the family.', newPasswordHint: 'With a password, the new member logs in with the login number and it.',
     topupTitle: 'Top up', topupBtn: 'Add {bytes}', toppedUp: 'Added {bytes}',
     settingsTitle: 'Settings', language: 'Language', pushTitle: 'Push notifications', pushOn: 'Turn on push', pushOff: 'Turn off push',
     pushUnsupported: 'This browser does not support push notifications', pushEnabled: 'Push notifications on', pushDisabled: 'Push notifications off',
     pushFailed: 'Push setup failed: {msg}', account: 'Account', signedInAs: '{name} ({role}) · family {family}',
-    'cat.VIDEO': 'Video', 'cat.GAME': 'Games', 'cat.SOCIAL': 'Social', 'cat.MESSAGING': 'Messaging', 'cat.WEB': 'Web', 'cat.MUSIC': 'Music',
+    'cat.VIDEO': 'Video', 'cat.GAME': 'Games', 'cat.SOCIAL': 'Social', 'cat.MESSAGING': 'Messaging', 'cat.WEB': 'Web', 'cat.MUSIC': 'Music', 'cat.OTHER': 'Other',
     'day.MON': 'Mon', 'day.TUE': 'Tue', 'day.WED': 'Wed', 'day.THU': 'Thu', 'day.FRI': 'Fri', 'day.SAT': 'Sat', 'day.SUN': 'Sun',
     error: 'Error: {msg}', loading: 'Loading…', retrying: 'This screen loads again by itself once the connection is back.',
     'err.network': 'Cannot reach the server. Check the connection and try again in a moment.',
@@ -203,10 +221,11 @@ export function t(key, vars) {
 }
 
 // appName is how an app of the catalog (GET /catalog) is shown: its name
-// in the viewer's language, never its package id (id when unknown).
-export function appName(app, id) {
-  if (!app) return id;
-  return (lang === 'en' ? app.nameEn : app.name) || app.id || id;
+// in the viewer's language, never its package id (an app the catalog does
+// not know is "알 수 없는 앱").
+export function appName(app) {
+  if (!app) return t('unknownApp');
+  return (lang === 'en' ? app.nameEn : app.name) || app.name || t('unknownApp');
 }
 
 export function locale() { return lang === 'en' ? 'en-US' : 'ko-KR'; }
