@@ -124,7 +124,10 @@ export function refresh() {
   if (!refreshing) {
     refreshing = exclusive(() => raw('POST', '/auth/refresh', undefined, COOKIE, null))
       .then((tk) => { save(fromTokens(tk, session)); return session; })
-      .catch((e) => { if (e.status === 401 || e.status === 400 || e.status === 403) save(null); throw e; })
+      .catch((e) => {
+        if (e.status === 401 || e.status === 400 || e.status === 403) { ended = e.problem?.ended || 'SESSION'; save(null); }
+        throw e;
+      })
       .finally(() => { refreshing = null; });
   }
   return refreshing;
@@ -145,6 +148,7 @@ export async function call(method, path, body, headers) {
 /** login starts a session; a refusal is an APIError whose problem.attemptsLeft (401) or retryAfter (429) the screen shows. */
 export async function login(loginId, password) {
   const tk = await raw('POST', '/auth/token', { login: loginId, password }, COOKIE, null);
+  ended = '';
   save(fromTokens(tk));
   return session;
 }
@@ -157,14 +161,23 @@ export async function logout() {
     await raw('POST', '/auth/logout', undefined, COOKIE, null).catch(() => {});
   }
   loggedOut = true;
+  ended = '';
   save(null);
   loggedOut = false;
 }
 
 let loggedOut = false;
+let ended = '';
 
 /** endedByLogout reports, inside an onSession(null) callback, whether this tab's member logged out (not an ended session). */
 export function endedByLogout() { return loggedOut; }
+
+/**
+ * endedWhy says why the last session ended, once (then ''): the refresh's
+ * SessionProblem.ended (EXPIRED, PASSWORD, REMOVED, REVOKED), SESSION when
+ * it did not say, '' after a logout.
+ */
+export function endedWhy() { const e = ended; ended = ''; return e; }
 
 // unsubscribePush stops this browser's Web Push subscription, here and on
 // the server, so no notification about the family arrives after logout.

@@ -101,12 +101,19 @@ async function loginView(root) {
   const id = h('input#login-id', { name: 'login', autocomplete: 'username', required: true, inputMode: 'tel' });
   const pw = h('input#login-password', { name: 'password', type: 'password', autocomplete: 'current-password', required: true });
   const msg = h('p.error#login-error', { role: 'alert' });
+  // Who cannot log in is told who can help (#38): a parent resets a
+  // child's password, the carrier's service centre a parent's.
+  const help = h('p.muted#login-help');
   const btn = h('button.primary#login-submit', { type: 'submit' }, t('loginBtn'));
+  // A session that ended says why, instead of a blank login (#38).
+  const why = endedNote;
+  endedNote = '';
   const form = h('form.card.login', { novalidate: false },
     h('h2', t('loginTitle')),
+    why ? h('p.notice#login-ended', { role: 'status' }, t(`ended.${why}`)) : null,
     h('label', { for: 'login-id' }, t('loginId')), id,
     h('label', { for: 'login-password' }, t('password')), pw,
-    btn, msg);
+    btn, msg, help);
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
     msg.textContent = '';
@@ -117,6 +124,8 @@ async function loginView(root) {
       go(s.passwordWeak ? '#/settings' : afterLogin(s));
     } catch (err) {
       msg.textContent = loginError(err);
+      const left = err.problem?.attemptsLeft;
+      help.textContent = err.status === 429 || (typeof left === 'number' && left <= 3) ? t('lockedHelp') : '';
       btn.disabled = false; btn.textContent = t('loginBtn');
     }
   });
@@ -146,6 +155,8 @@ function started() {
 // memory only (nothing of the family stays in storage), to go back to when
 // the same member logs in again; a logout forgets it.
 let returnTo = null;
+// endedNote is why the last session ended, said once on the login screen.
+let endedNote = '';
 let member = api.currentSession()?.memberId ?? null;
 
 let role = api.currentSession()?.role ?? null;
@@ -157,6 +168,8 @@ api.onSession((s) => {
   if (s && role && s.role !== role) { role = s.role; route(); return; }
   role = s?.role ?? null;
   if (!s) {
+    const why = api.endedWhy();
+    endedNote = !api.endedByLogout() && why ? (['EXPIRED', 'PASSWORD', 'REMOVED', 'REVOKED'].includes(why) ? why : 'SESSION') : '';
     returnTo = !api.endedByLogout() && location.hash.startsWith('#/') && location.hash !== '#/login'
       ? { hash: location.hash, memberId: member } : null;
     stopLive(); state.dash = null; state.unread = 0; state.requests = null;
