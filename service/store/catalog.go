@@ -139,6 +139,49 @@ func (s *Store) AppLabels(ctx context.Context, ids []string) (map[string]policy.
 	return out, nil
 }
 
+// SeenApp is an app in recent traffic: how often and how much it was used,
+// by how many families, and when last.
+type SeenApp struct {
+	AppID    string
+	Events   int64
+	Bytes    int64
+	Families int64
+	LastSeen time.Time
+}
+
+// MaxRecentUsage bounds how many of the newest usage records RecentApps
+// reads.
+const MaxRecentUsage = 1_000_000
+
+// RecentApps returns the apps of the newest n usage records (1 …
+// MaxRecentUsage, read by the primary key: the cost is bounded whatever the
+// table's size) that the catalog does not hold (removed apps count as not
+// held), most used first: apps the back office has yet to name (#38).
+func (s *Store) RecentApps(ctx context.Context, n int) ([]SeenApp, error) {
+	if n < 1 || n > MaxRecentUsage {
+		return nil, invalid("n", "must be 1..%d", MaxRecentUsage)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT app_id, COUNT(*), SUM(bytes_used), COUNT(DISTINCT family_id), MAX(event_time)
+		FROM (SELECT app_id, bytes_used, family_id, event_time FROM usage_record ORDER BY id DESC LIMIT ?) recent
+		WHERE app_id <> '' AND app_id NOT IN (SELECT app_id FROM app_catalog WHERE deleted = 0)
+		GROUP BY app_id ORDER BY COUNT(*) DESC, app_id LIMIT 100`, n)
+	if err != nil {
+		return nil, dbErr("recent apps", err)
+	}
+	defer rows.Close()
+	out := []SeenApp{}
+	for rows.Next() {
+		var a SeenApp
+		var last sqldialect.NullTime
+		if err := rows.Scan(&a.AppID, &a.Events, &a.Bytes, &a.Families, &last); err != nil {
+			return nil, dbErr("recent apps", err)
+		}
+		a.LastSeen = last.Time
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
 // AppCatalog is the catalog the engine judges category blocks with (app id
 // → category): the judges' catalog source. A database without the table
 // (a processor's, before the server migrated) gives the defaults.
