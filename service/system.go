@@ -608,8 +608,10 @@ func (s *System) seed(ctx context.Context, pop *simulate.Population, families in
 	demo := []store.NewMember{
 		{ID: simulate.CustomerID(DemoFamilyID, 0), Name: "아빠", Phone: "010-0000-0100", Role: policy.RoleOwner},
 		{ID: simulate.CustomerID(DemoFamilyID, 1), Name: "엄마", Phone: "010-0000-0101", Role: policy.RoleOwner},
-		{ID: simulate.CustomerID(DemoFamilyID, 2), Name: "자녀1", Role: policy.RoleMember},
-		{ID: simulate.CustomerID(DemoFamilyID, 3), Name: "자녀2", Role: policy.RoleMember},
+		// Every member of a family plan is a subscriber with a number of
+		// its own: the back office finds a family by a child's phone too.
+		{ID: simulate.CustomerID(DemoFamilyID, 2), Name: "자녀1", Phone: "010-0000-0102", Role: policy.RoleMember},
+		{ID: simulate.CustomerID(DemoFamilyID, 3), Name: "자녀2", Phone: "010-0000-0103", Role: policy.RoleMember},
 	}
 	if err := add(DemoFamilyID, "김씨 가족 (Last 10 MB)", 10<<20, demo); err != nil {
 		return false, err
