@@ -167,6 +167,13 @@ func TestFamilyApp(t *testing.T) {
 	// plan cannot hit it); an amount past what a limit can be says the
 	// bound and keeps what was typed; 0 is asked about first, inside the
 	// card, and the outcome is said in the card, not a toast.
+	rules := func() map[string]string {
+		var p struct {
+			Rules map[string]string `json:"rules"`
+		}
+		sys.Call(t, ownerTok, http.MethodGet, fmt.Sprintf("/families/%d/members/%d/policies", fam, child), nil, &p)
+		return p.Rules
+	}
 	waitJS(t, owner, "the amount box is open", 5*time.Second, `!document.querySelector('#daily-enabled') && !document.querySelector('#daily-amount').disabled`,
 		`document.querySelector('#daily-card')?.innerText`)
 	if r := rules(); r["LIMIT:DATA:DAILY"] != "" {
@@ -547,6 +554,14 @@ func TestFamilyApp(t *testing.T) {
 		}
 		return false, fmt.Sprintf("%+v", page.Items)
 	})
+
+	// A fresh tab of the owner's browser (the same profile: logged in, the
+	// service worker installed) for what follows: a tab's actions have 2
+	// minutes, and a busy machine can spend them on the stories above.
+	owner = front(t, b.Page(t, browsertest.Phone))
+	browsertest.Run(t, owner, "open the app in a new tab (owner)", chromedp.Navigate(sys.URL+"/app/#/dashboard"))
+	waitJS(t, owner, "the owner's dashboard in the new tab", 10*time.Second, `!!document.querySelector('#pool-remaining')`,
+		`location.hash + ' ' + document.querySelector('#main')?.innerText`)
 
 	// Offline: the service worker keeps the shell; with the API unreachable
 	// the app shows the last dashboard it kept, marked as such.

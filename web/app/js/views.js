@@ -84,7 +84,7 @@ export async function dashboardView(root) {
     if (self && self.status === 'BLOCKED' && me().role === 'MEMBER' && !state.offline) { go('#/block'); return; }
     const p = d.pool;
     const remPct = p.totalBytes > 0 ? (100 * p.remainingBytes) / p.totalBytes : 0;
-    poolBox.replaceChildren(
+    poolBox.replaceChildren(...[
       h('h3#pool-h', t('poolRemaining')),
       d.provisioned ? gauge(remPct, t('poolRemaining'), fmtBytes(p.remainingBytes))
         : h('p.error', t('noPool')),
@@ -92,7 +92,7 @@ export async function dashboardView(root) {
         ' · ', t('usedPct', { pct: p.usedPercent.toFixed(1) }),
         p.topUpBytes ? ` · ${t('topUps', { bytes: fmtBytes(p.topUpBytes) })}` : ''),
       lowPool(d, remPct),
-    );
+    ].filter(Boolean));
     // Each member's share as bars: no chart library on the first screen.
     shareBox.replaceChildren(h('h3#share-h.sr-only', t('shareTitle')),
       shareBars(t('shareTitle'), d.members.map((m) => m.name), d.members.map((m) => m.monthlyUsedBytes)));
