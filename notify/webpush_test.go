@@ -43,7 +43,7 @@ func (m *memSubs) PushRecipients(ctx context.Context, family, member int64) ([]P
 	var out []PushSubscription
 	for _, s := range m.subs {
 		if (Filter{MemberID: s.MemberID, Role: m.roles[s.MemberID]}).Sees(Notification{MemberID: member}) {
-			s.Role = m.roles[s.MemberID]
+			s.Role = string(m.roles[s.MemberID])
 			out = append(out, s)
 		}
 	}

@@ -64,7 +64,9 @@ func TestFamilyLive(t *testing.T) {
 			sys.Call(t, owner, http.MethodPatch, fmt.Sprintf("/families/%d/members/%d/policies", fam, cid), body, nil)
 		}
 	}
-	limits := func(cid int64) string { return fmt.Sprintf(`document.querySelector('#limits-%d')?.textContent || ''`, cid) }
+	limits := func(cid int64) string {
+		return fmt.Sprintf(`document.querySelector('#limits-%d')?.textContent || ''`, cid)
+	}
 	card := func(cid int64) string { return fmt.Sprintf(`document.querySelector('#member-%d')`, cid) }
 
 	// Limits raised and lowered: the member's line on the child's phone and
