@@ -44,6 +44,7 @@ func (m *memSubs) PushRecipients(ctx context.Context, family, member int64) ([]P
 	var out []PushSubscription
 	for _, s := range m.subs {
 		if (Filter{MemberID: s.MemberID, Role: m.roles[s.MemberID]}).Sees(Notification{MemberID: member}) {
+			s.Role = string(m.roles[s.MemberID])
 			out = append(out, s)
 		}
 	}
@@ -143,15 +144,19 @@ func TestWebPushEndToEnd(t *testing.T) {
 		}
 	}
 	slices.SortFunc(got, func(a, b pushDelivery) int { return strings.Compare(a.Msg.EventID+a.Path, b.Msg.EventID+b.Path) })
-	blocked := PushMessage{Title: "데이터 차단", Body: "가족 데이터를 모두 사용하여 차단되었습니다. 데이터를 충전해주세요.", Tag: "ntf_b",
+	blocked := PushMessage{Title: "데이터 차단", Body: "가족 데이터를 모두 사용하여 차단되었습니다. 보호자가 충전하면 다시 쓸 수 있습니다.", Tag: "ntf_b",
 		URL: "/app/#inbox", Kind: envelope.SubCustomerBlocked, EventID: "ntf_b", FamilyID: 100, MemberID: 2, Lang: Korean}
+	// Only owners can top up: the owner's alert offers it, a child's says
+	// to ask a parent (#38).
 	threshold := PushMessage{Title: "가족 데이터 잔여량 알림", Body: "가족 데이터가 30% 미만입니다! 데이터를 충전해주세요.", Tag: "ntf_t",
-		URL: "/app/#inbox", Kind: envelope.SubThresholdAlert, EventID: "ntf_t", FamilyID: 100, Lang: Korean}
+		URL: "/app/#inbox", Kind: envelope.SubThresholdAlert, EventID: "ntf_t", FamilyID: 100, Lang: Korean, TopUp: true}
+	thresholdMember := threshold
+	thresholdMember.Body, thresholdMember.TopUp = "가족 데이터가 30% 미만 남았습니다. 더 필요하면 보호자에게 부탁하세요.", false
 	want := []pushDelivery{
 		{Path: "/child", TTL: "3600", Urgency: "high", Msg: blocked},
 		{Path: "/owner", TTL: "3600", Urgency: "high", Msg: blocked},
-		{Path: "/child", TTL: "3600", Urgency: "normal", Msg: threshold},
-		{Path: "/other", TTL: "3600", Urgency: "normal", Msg: threshold},
+		{Path: "/child", TTL: "3600", Urgency: "normal", Msg: thresholdMember},
+		{Path: "/other", TTL: "3600", Urgency: "normal", Msg: thresholdMember},
 		{Path: "/owner", TTL: "3600", Urgency: "normal", Msg: threshold},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
