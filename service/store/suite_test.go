@@ -81,6 +81,9 @@ func runSuite(t *testing.T, open opener) {
 		"Gifts":         testGifts,
 		"FamilyNotes":   testFamilyNotes,
 		"AppCatalog":    testAppCatalog,
+		"Charging":      testChargingSessions,
+		"MemberIMSI":    testMemberIMSI,
+		"MemberMSISDN":  testMemberMSISDN,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, newEnv(t, open)) })
 	}
