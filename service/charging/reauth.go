@@ -1,0 +1,256 @@
+package charging
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dabom/dpcs/notify"
+	"github.com/dabom/dpcs/service/store"
+)
+
+// Reauthorize asks every live session of member memberID of family familyID
+// (every member's, when memberID is 0) to report and ask again: a
+// ChargingNotifyRequest (REAUTHORIZATION) to each session's notifyUri, so
+// that its next update is judged by the family's policy as it is now. Call
+// it after every change to a family's policy, plan or membership. It
+// returns once the notifications are queued; they are delivered in the
+// background (Hooks.OnNotify), per destination, so one slow SMF delays no
+// other's.
+func (s *Service) Reauthorize(ctx context.Context, familyID, memberID int64) error {
+	since := s.o.now()
+	live, err := s.sessions.LiveChargingSessions(ctx, familyID, memberID)
+	if err != nil {
+		return fmt.Errorf("charging: reauthorize family %d: %w", familyID, err)
+	}
+	for _, sess := range live {
+		if sess.NotifyURI == "" {
+			continue
+		}
+		s.notifier.enqueue(notifyJob{ref: sess.Ref, uri: sess.NotifyURI, body: reauthBody(sess), since: since})
+	}
+	return nil
+}
+
+// ReauthorizeFamily is Reauthorize for every member of the family.
+func (s *Service) ReauthorizeFamily(ctx context.Context, familyID int64) error {
+	return s.Reauthorize(ctx, familyID, 0)
+}
+
+// reauthBody is the REAUTHORIZATION of every rating group the session
+// holds (none named: the whole session).
+func reauthBody(sess store.ChargingSession) []byte {
+	req := ChargingNotifyRequest{NotificationType: NotificationReauthorization}
+	for _, g := range sess.Grants {
+		rg := g.RatingGroup
+		req.ReauthorizationDetails = append(req.ReauthorizationDetails, ReauthorizationDetails{RatingGroup: &rg})
+	}
+	b, _ := json.Marshal(req) // plain data: always marshals
+	return b
+}
+
+type notifyJob struct {
+	ref, uri string
+	body     []byte
+	since    time.Time
+}
+
+// destination is one consumer endpoint's queue, drained by its own worker
+// while it has jobs.
+type destination struct {
+	jobs    []notifyJob
+	running bool
+}
+
+// notifier delivers notifications, keeping destinations apart: each
+// (scheme, host and port) has its own bounded queue and worker, so an SMF
+// that answers slowly or not at all holds up only its own sessions'
+// notifications.
+type notifier struct {
+	o      options
+	client *http.Client
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	dests   map[string]*destination
+	queued  map[string]bool // refs waiting (not yet being delivered)
+	closing bool
+}
+
+func newNotifier(o options) *notifier {
+	c := o.notifyClient
+	if c == nil {
+		c = notifyClient(o)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &notifier{o: o, client: c, ctx: ctx, cancel: cancel, dests: map[string]*destination{}, queued: map[string]bool{}}
+}
+
+// notifyClient is the default client: HTTP/2 as the SBI speaks it
+// (cleartext with prior knowledge for http URIs, TLS with ALPN for https
+// ones), dialled through the guard, no proxy, no redirects.
+func notifyClient(o options) *http.Client {
+	var p http.Protocols
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	dial := notify.GuardedDialer(o.notifyTimeout, o.notifyLoopback, o.notifyNetworks...)
+	tr := &http.Transport{DialContext: dial.DialContext, Protocols: &p, TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12},
+		MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: o.notifyTimeout}
+	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func destKey(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return uri
+	}
+	return strings.ToLower(u.Scheme + "://" + u.Host)
+}
+
+// enqueue queues j behind its destination's others. A session already
+// waiting is not queued twice (its notification is not yet sent, and will
+// carry the news); a full queue drops j (Hooks.OnNotify: Dropped).
+func (n *notifier) enqueue(j notifyJob) {
+	n.mu.Lock()
+	if n.closing || n.queued[j.ref] {
+		n.mu.Unlock()
+		return
+	}
+	key := destKey(j.uri)
+	d := n.dests[key]
+	if d == nil {
+		d = &destination{}
+		n.dests[key] = d
+	}
+	if len(d.jobs) >= n.o.notifyQueue {
+		n.mu.Unlock()
+		n.o.log.Warn("charging: notification dropped: its destination's queue is full", "ref", j.ref, "destination", key)
+		n.hook(NotifyInfo{Ref: j.ref, URI: j.uri, Dropped: true, Latency: n.o.now().Sub(j.since)})
+		return
+	}
+	d.jobs = append(d.jobs, j)
+	n.queued[j.ref] = true
+	if !d.running {
+		d.running = true
+		n.wg.Add(1)
+		go n.drain(key, d)
+	}
+	n.mu.Unlock()
+}
+
+// drain delivers d's jobs one after the other until none is left.
+func (n *notifier) drain(key string, d *destination) {
+	defer n.wg.Done()
+	for {
+		n.mu.Lock()
+		if len(d.jobs) == 0 {
+			d.running = false
+			delete(n.dests, key)
+			n.mu.Unlock()
+			return
+		}
+		j := d.jobs[0]
+		d.jobs = d.jobs[1:]
+		// A change from now on queues a new notification: this one may
+		// already be on its way.
+		delete(n.queued, j.ref)
+		n.mu.Unlock()
+		n.deliver(j)
+	}
+}
+
+// deliver tries j until the consumer answers 2xx, refuses it for good
+// (another 4xx than 408 and 429: a 404 says it no longer knows the
+// session), the attempts run out or the notifier is stopped.
+func (n *notifier) deliver(j notifyJob) {
+	info := NotifyInfo{Ref: j.ref, URI: j.uri}
+	for attempt := 1; ; attempt++ {
+		info.Attempts = attempt
+		status, err := n.post(j)
+		info.Status, info.Err = status, err
+		if err == nil && status/100 == 2 {
+			info.Delivered = true
+			break
+		}
+		if retry := err != nil || status >= 500 || status == http.StatusRequestTimeout || status == http.StatusTooManyRequests; !retry ||
+			attempt >= n.o.notifyAttempts || errors.Is(err, notify.ErrNotPublic) {
+			break
+		}
+		t := time.NewTimer(n.o.notifyBackoff.Delay(attempt))
+		select {
+		case <-n.ctx.Done():
+			t.Stop()
+			info.Err = errors.Join(info.Err, n.ctx.Err())
+			n.end(j, info)
+			return
+		case <-t.C:
+		}
+	}
+	n.end(j, info)
+}
+
+func (n *notifier) end(j notifyJob, info NotifyInfo) {
+	info.Latency = n.o.now().Sub(j.since)
+	if !info.Delivered {
+		if info.Err == nil {
+			info.Err = fmt.Errorf("answered %d", info.Status)
+		}
+		n.o.log.Warn("charging: REAUTHORIZATION not delivered", "ref", j.ref, "uri", j.uri, "attempts", info.Attempts, "err", info.Err)
+	}
+	n.hook(info)
+}
+
+func (n *notifier) hook(info NotifyInfo) {
+	if n.o.hooks.OnNotify != nil {
+		n.o.hooks.OnNotify(info)
+	}
+}
+
+// post sends j once and returns the answer's status.
+func (n *notifier) post(j notifyJob) (int, error) {
+	ctx, cancel := context.WithTimeout(n.ctx, n.o.notifyTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, j.uri, bytes.NewReader(j.body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, application/problem+json")
+	resp, err := n.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// close stops queueing, lets the queued notifications be tried until ctx
+// ends, then abandons the rest.
+func (n *notifier) close(ctx context.Context) error {
+	n.mu.Lock()
+	n.closing = true
+	n.mu.Unlock()
+	done := make(chan struct{})
+	go func() { n.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		n.cancel()
+		return nil
+	case <-ctx.Done():
+		n.cancel()
+		<-done
+		return ctx.Err()
+	}
+}
