@@ -284,7 +284,7 @@ func (r *rig) start(dec judge.Engine) *workers {
 		},
 	}
 	w, err := service.NewWorkers(mustState(r.t, dec), r.inf.db, r.kopts, service.WorkersConfig{Logger: logger(),
-		Processor: []judge.Option{judge.WithLocation(r.zone), judge.WithProcessorHooks(hooks),
+		Processor: []judge.ProcessorOpt{judge.WithLocation(r.zone), judge.WithProcessorHooks(hooks),
 			judge.WithRetryBackoff(10*time.Millisecond, 200*time.Millisecond), judge.WithMaxPollRecords(25)},
 		WriteBehind: []writebehind.Option{writebehind.WithInterval(50 * time.Millisecond),
 			writebehind.WithBackoff(10*time.Millisecond, 200*time.Millisecond),

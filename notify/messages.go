@@ -35,7 +35,7 @@ func TextFor(p envelope.Notification, lang Lang, name string) (title, body strin
 		if en {
 			return "Family data running low", fmt.Sprintf("Less than %d%% of the family data is left! Please top up.", p.ThresholdPercent)
 		}
-		return "가족 데이터 잔여량 알림", fmt.Sprintf("가족 데이터가 %d%% 미만입니다! 데이터를 충전해주세요.", p.ThresholdPercent)
+		return "가족 데이터 잔여량 알림", policy.ThresholdAlertText(p.ThresholdPercent)
 	case envelope.CustomerBlocked:
 		// A block reaches the whole family: the title says whose.
 		if en {

@@ -232,6 +232,14 @@ func (t Thresholds) Canonical() (Thresholds, error) {
 	return out, nil
 }
 
+// ThresholdAlertText is a threshold alert's message in Korean, the
+// service's default language: the text the judges put in every
+// THRESHOLD_ALERT they produce (envelope.ThresholdAlert.Message) unless
+// given another, and the notifier's Korean text of the alert.
+func ThresholdAlertText(percent int) string {
+	return "가족 데이터가 " + strconv.Itoa(percent) + "% 미만입니다! 데이터를 충전해주세요."
+}
+
 // String formats t as "50,30,10".
 func (t Thresholds) String() string {
 	parts := make([]string, len(t))

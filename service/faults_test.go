@@ -58,13 +58,13 @@ func newHarnessOn(t *testing.T, rdb redis.UniversalClient) *harness {
 const mb = 1 << 20
 
 // startWorkers runs a processor deployable until stop is called.
-func (h *harness) startWorkers(db *sql.DB, opts ...judge.Option) (stop func()) {
+func (h *harness) startWorkers(db *sql.DB, opts ...judge.ProcessorOpt) (stop func()) {
 	h.t.Helper()
 	var log *slog.Logger
 	if os.Getenv("DPCS_TEST_DEBUG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	popts := append([]judge.Option{judge.WithClock(func() time.Time { return h.Now }),
+	popts := append([]judge.ProcessorOpt{judge.WithClock(func() time.Time { return h.Now }),
 		judge.WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond), judge.WithMaxPollRecords(50)}, opts...)
 	var sopts []judge.StateOption
 	if h.marks != nil {

@@ -298,8 +298,8 @@ func TestRecoveryMidPollRebuildsOnce(t *testing.T) {
 	warm, warmDistinct := r.traffic(200, 6)
 	recs, distinct := r.traffic(300, 4)
 	distinct += warmDistinct
-	popts := []judge.Option{judge.WithStateGuard(r.rec), judge.WithApplyConcurrency(4), judge.WithMaxPollRecords(300)}
-	w, err := NewWorkers(mustState(t, d, judge.WithFamilySource(r.h.src)), r.db, r.h.KafkaOpts(), WorkersConfig{Processor: append([]judge.Option{
+	popts := []judge.ProcessorOpt{judge.WithStateGuard(r.rec), judge.WithApplyConcurrency(4), judge.WithMaxPollRecords(300)}
+	w, err := NewWorkers(mustState(t, d, judge.WithFamilySource(r.h.src)), r.db, r.h.KafkaOpts(), WorkersConfig{Processor: append([]judge.ProcessorOpt{
 		judge.WithClock(func() time.Time { return r.h.Now }), judge.WithRetryBackoff(10*time.Millisecond, 100*time.Millisecond)}, popts...)})
 	if err != nil {
 		t.Fatal(err)

@@ -29,6 +29,7 @@ import (
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/api"
+	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/outbox"
 	"github.com/dabom/dpcs/service/recovery"
@@ -149,6 +150,9 @@ type System struct {
 	// through State, the door to it.
 	Engine *quota.Engine
 	State  *judge.State
+	// Family makes every change to a family (the application layer the
+	// API calls).
+	Family *family.Service
 	DB     *sql.DB
 	Store  *store.Store
 	API    *api.Server
@@ -187,6 +191,7 @@ type System struct {
 	backOffice *api.KafkaBackOffice
 	publisher  *simulate.Publisher
 	relay      *outbox.Relay
+	settler    *family.Settler
 	servers    []*http.Server
 	admin      *AdminServer
 	cancel     context.CancelFunc
@@ -353,7 +358,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	nopts = append(nopts, pushOpt)
 	s.catalog = WatchCatalog(ctx, s.DB, cfg.CatalogRefresh, log)
 	s.workers, err = NewWorkers(s.State, s.DB, kopts, WorkersConfig{Logger: log, Notifier: nopts, Metrics: s.Metrics, TracerProvider: tp,
-		Processor: []judge.Option{judge.WithLocation(cfg.Zone), judge.WithMaxEventAge(cfg.DedupeWindow - time.Hour),
+		Processor: []judge.ProcessorOpt{judge.WithLocation(cfg.Zone), judge.WithMaxEventAge(cfg.DedupeWindow - time.Hour),
 			judge.WithStateGuard(rec), judge.WithApps(s.catalog.Apps())}})
 	if err != nil {
 		return nil, err
@@ -434,8 +439,16 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if err != nil {
 		return nil, err
 	}
-	if s.API, err = api.New(api.Config{Store: s.Store, State: s.State, Hub: s.Hub, Inbox: inbox,
-		Wake: s.relay.Wake, Secret: secret, Logger: log, AccessEvents: s.access, OnRequest: s.Metrics.OnRequest,
+	if s.Family, err = family.New(s.Store, s.State, family.WithWake(s.relay.Wake), family.WithLogger(log)); err != nil {
+		return nil, err
+	}
+	// Families whose change's door step was not confirmed are settled
+	// from SQL in the background.
+	if s.settler, err = family.NewSettler(s.Family); err != nil {
+		return nil, err
+	}
+	if s.API, err = api.New(api.Config{Store: s.Store, State: s.State, Family: s.Family, Hub: s.Hub, Inbox: inbox,
+		Secret: secret, Logger: log, AccessEvents: s.access, OnRequest: s.Metrics.OnRequest,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies, Streams: cfg.Streams,
 		VAPIDPublicKey: vapidPublic, AllowLoopbackPush: cfg.AllowLoopbackPush, MaxPushSubscriptions: cfg.PushMaxSubscriptions,
 		Decisions: s.Decisions, GatewayTokens: gateways, TopUpOffers: cfg.TopUps, OnCatalogChange: s.catalog.Set,
@@ -530,8 +543,8 @@ func gatewayTokens(cfg SystemConfig) ([]string, error) {
 // generation gens names, measured by m (when not nil). When gens is also a
 // judge.StateGuard (a *recovery.Guard), a stale state the decisions find is
 // recovered by it.
-func (c SystemConfig) DecisionOptions(gens judge.GenerationSource, m *Metrics, log *slog.Logger) []judge.Option {
-	opts := []judge.Option{judge.WithLinger(c.DecisionLinger)}
+func (c SystemConfig) DecisionOptions(gens judge.GenerationSource, m *Metrics, log *slog.Logger) []judge.DecisionsOpt {
+	opts := []judge.DecisionsOpt{judge.WithLinger(c.DecisionLinger)}
 	if g, ok := gens.(judge.StateGuard); ok {
 		opts = append(opts, judge.WithStateGuard(g))
 	} else {
@@ -660,6 +673,9 @@ func (s *System) close(ctx context.Context) error {
 	}
 	if s.Decisions != nil {
 		errs = append(errs, s.Decisions.Close(ctx))
+	}
+	if s.settler != nil {
+		errs = append(errs, s.settler.Close(ctx))
 	}
 	if s.access != nil {
 		errs = append(errs, s.access.Close())

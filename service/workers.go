@@ -23,7 +23,7 @@ type WorkersConfig struct {
 	// Logger receives both workers' logs. Default: discard.
 	Logger *slog.Logger
 	// Processor, WriteBehind and Notifier are extra options of each worker.
-	Processor   []judge.Option
+	Processor   []judge.ProcessorOpt
 	WriteBehind []writebehind.Option
 	Notifier    []notify.Option
 	// Hub receives live notifications for SSE subscribers. Default: a new hub.
@@ -80,7 +80,7 @@ func NewWorkers(qs *judge.State, db *sql.DB, kopts []kgo.Opt, cfg WorkersConfig)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	procOpts := []judge.Option{judge.WithLogger(log.With("worker", "processor"))}
+	procOpts := []judge.ProcessorOpt{judge.WithLogger(log.With("worker", "processor"))}
 	wbOpts := []writebehind.Option{writebehind.WithLogger(log.With("worker", "write-behind"))}
 	nOpts := []notify.Option{notify.WithLogger(log.With("worker", "notifier"))}
 	var hubOpts []notify.HubOption

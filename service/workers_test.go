@@ -23,7 +23,7 @@ func TestWorkersHistoryEqualsRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	w, err := NewWorkers(mustState(t, h.Engine), db, h.KafkaOpts(), WorkersConfig{
-		Processor:   []judge.Option{judge.WithClock(func() time.Time { return h.Now })},
+		Processor:   []judge.ProcessorOpt{judge.WithClock(func() time.Time { return h.Now })},
 		WriteBehind: []writebehind.Option{writebehind.WithInterval(50 * time.Millisecond)},
 	})
 	if err != nil {

@@ -198,7 +198,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 		}
 		nopts = append(nopts, push...)
 	}
-	var guard []judge.Option
+	var guard []judge.ProcessorOpt
 	if cfg.Recovery != "off" {
 		// Judge only from a Redis state SQL vouches for; rebuild it (or wait
 		// for an operator) when it came back empty or stale.
@@ -225,7 +225,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 		Notifier:   nopts,
 		NoNotifier: cfg.Notifier == "off",
 		Metrics:    metrics,
-		Processor: append([]judge.Option{
+		Processor: append([]judge.ProcessorOpt{
 			judge.WithLocation(cfg.Zone),
 			judge.WithMaxEventAge(cfg.DedupeWindow - time.Hour),
 			judge.WithProcessorHooks(hooks),

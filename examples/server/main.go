@@ -63,6 +63,7 @@ import (
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
 	"github.com/dabom/dpcs/service/api"
+	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/outbox"
 	"github.com/dabom/dpcs/service/recovery"
@@ -276,8 +277,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	apiServer, err := api.New(api.Config{Store: st, State: qs, Hub: hub, Inbox: inbox,
-		Wake: relay.Wake, Secret: []byte(cfg.JWTSecret), Logger: log, AccessEvents: access, OnRequest: metrics.OnRequest,
+	fam, err := family.New(st, qs, family.WithWake(relay.Wake), family.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	// Families whose change's door step was not confirmed are settled
+	// from SQL in the background.
+	settler, err := family.NewSettler(fam)
+	if err != nil {
+		return err
+	}
+	defer settler.Close(context.Background())
+	apiServer, err := api.New(api.Config{Store: st, State: qs, Family: fam, Hub: hub, Inbox: inbox,
+		Secret: []byte(cfg.JWTSecret), Logger: log, AccessEvents: access, OnRequest: metrics.OnRequest,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies, Streams: cfg.Streams,
 		VAPIDPublicKey: cfg.VAPIDPublicKey, MaxPushSubscriptions: cfg.PushMaxSubscriptions,
 		Decisions: decisions, GatewayTokens: cfg.GatewayTokens, OnCatalogChange: catalog.Set, TopUpOffers: cfg.TopUps,

@@ -160,6 +160,7 @@ func (f *apiFixture) instance(t *testing.T, opts ...func(*Config)) (*httptest.Se
 	for _, o := range opts {
 		o(&cfg)
 	}
+	f.complete(&cfg)
 	api, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

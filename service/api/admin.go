@@ -219,11 +219,11 @@ func (a *Server) registerAdmin() {
 		if err != nil {
 			return nil, err
 		}
-		up, err := a.cfg.Store.ApplyTemplate(ctx, in.Body.FamilyID, in.Body.CustomerID, in.TemplateID, in.Body.ExpectedVersion, p.actor())
+		res, err := a.cfg.Family.ApplyTemplate(ctx, in.Body.FamilyID, in.Body.CustomerID, in.TemplateID, in.Body.ExpectedVersion, p.actor())
 		if err != nil {
 			return nil, a.problem(ctx, err, "body")
 		}
-		return &policyOutput{Body: a.enforced(ctx, up)}, nil
+		return &policyOutput{Body: a.policyResult(res)}, nil
 	})
 
 	huma.Register(a.api, op("search-families", http.MethodGet, "/admin/families", "Search families",
@@ -267,17 +267,9 @@ func (a *Server) registerAdmin() {
 				return nil, a.problem(ctx, err, "body.thresholds")
 			}
 		}
-		f, err := a.cfg.Store.CreateFamily(ctx, store.NewFamily{ID: in.Body.ID, Name: string(in.Body.Name), PlanBytes: in.Body.PlanBytes, Thresholds: t}, p.actor())
+		f, err := a.cfg.Family.CreateFamily(ctx, store.NewFamily{ID: in.Body.ID, Name: string(in.Body.Name), PlanBytes: in.Body.PlanBytes, Thresholds: t}, p.actor())
 		if err != nil {
 			return nil, a.problem(ctx, err, "body")
-		}
-		if _, err := a.cfg.State.SetPlan(ctx, f.ID, f.PlanBytes); err != nil {
-			return nil, a.problem(ctx, err, "body.planBytes")
-		}
-		if t != nil {
-			if err := a.cfg.State.SetThresholds(ctx, f.ID, t); err != nil {
-				return nil, a.problem(ctx, err, "body.thresholds")
-			}
 		}
 		return &struct{ Body FamilyView }{Body: familyView(f)}, nil
 	})
@@ -294,11 +286,8 @@ func (a *Server) registerAdmin() {
 			}
 			// As for top-ups, the store refuses a plan the engine would refuse
 			// (this or last month's pool over policy.MaxBytes) before writing.
-			f, err := a.cfg.Store.SetPlan(ctx, in.FamilyID, in.Body.PlanBytes, p.actor())
+			f, err := a.cfg.Family.SetPlan(ctx, in.FamilyID, in.Body.PlanBytes, p.actor())
 			if err != nil {
-				return nil, a.problem(ctx, err, "body.planBytes")
-			}
-			if _, err := a.cfg.State.SetPlan(ctx, f.ID, f.PlanBytes); err != nil {
 				return nil, a.problem(ctx, err, "body.planBytes")
 			}
 			return &struct{ Body FamilyView }{Body: familyView(f)}, nil

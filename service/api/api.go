@@ -19,6 +19,7 @@ import (
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/web"
@@ -35,16 +36,28 @@ const (
 	DefaultOwnerTopUpMonthly = int64(50) << 30
 )
 
-// Config holds what the HTTP API needs. Store, Engine, Hub, Inbox and
-// Secret are required.
+// QuotaReader is what the API reads of the quota state: the door's reads
+// (*judge.State). The API changes the state only through Family.
+type QuotaReader interface {
+	Family(ctx context.Context, fid int64) (quota.FamilyStatus, error)
+	Status(ctx context.Context, fid, cid int64) (quota.MemberStatus, error)
+	Location() *time.Location
+}
+
+var _ QuotaReader = (*judge.State)(nil)
+
+// Config holds what the HTTP API needs. Store, State, Family, Hub, Inbox
+// and Secret are required.
 type Config struct {
+	// Store is read for what the API shows; every change goes through
+	// Family.
 	Store *store.Store
-	State *judge.State
-	Hub   *notify.Hub
-	Inbox *notify.SQLInbox
-	// Wake tells the outbox relay a policy change is waiting (outbox.Relay.Wake).
-	// Default: nil, the relay polls on its own interval.
-	Wake func()
+	// State is read for the quota state's snapshots and standings.
+	State QuotaReader
+	// Family makes every change to a family (the application layer).
+	Family *family.Service
+	Hub    *notify.Hub
+	Inbox  *notify.SQLInbox
 	// Secret signs access tokens (HS256, the only algorithm accepted); at
 	// least 32 bytes.
 	Secret []byte
@@ -159,7 +172,6 @@ type Server struct {
 	api     huma.API
 	log     *slog.Logger
 	now     func() time.Time
-	wake    func()
 	streams *liveStreams
 	// guard limits /auth/token and /auth/refresh.
 	guard authGuard
@@ -181,6 +193,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("api: Config.Store is required")
 	case cfg.State == nil:
 		return nil, errors.New("api: Config.State is required")
+	case cfg.Family == nil:
+		return nil, errors.New("api: Config.Family is required")
 	case cfg.Hub == nil:
 		return nil, errors.New("api: Config.Hub is required")
 	case cfg.Inbox == nil:
@@ -234,11 +248,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Streams, err = cfg.Streams.withDefaults(); err != nil {
 		return nil, err
 	}
-	a := &Server{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger, now: cfg.Clock, wake: cfg.Wake, guard: guard, streams: newLiveStreams(cfg.Streams),
+	a := &Server{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger, now: cfg.Clock, guard: guard, streams: newLiveStreams(cfg.Streams),
 		gateways: newGatewayKeys(cfg.GatewayTokens)}
-	if a.wake == nil {
-		a.wake = func() {}
-	}
 	// The API lives as long as the process that made it: the subscription
 	// ends when that process closes cfg.AccessEvents.
 	cfg.AccessEvents.Subscribe(a.streams.kick)
@@ -370,6 +381,9 @@ func (a *Server) problem(ctx context.Context, err error, loc string) error {
 		a.log.WarnContext(ctx, "api: family write not acknowledged by Redis replicas", "err", err)
 		return huma.Error503ServiceUnavailable("the change is recorded and in effect, but not yet copied to the quota " +
 			"state's replicas: read it back before repeating it")
+	case errors.Is(err, family.ErrNotApplied):
+		return huma.Error503ServiceUnavailable("the change is recorded, but the quota state did not take it yet: it " +
+			"takes effect once it does; read it back before repeating it")
 	case errors.Is(err, judge.ErrNotMarked):
 		a.log.ErrorContext(ctx, "api: family write applied but its mark not recorded", "err", err)
 		return huma.Error503ServiceUnavailable("the change is recorded and in effect, but its protection against a " +

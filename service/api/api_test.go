@@ -22,6 +22,7 @@ import (
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/store"
 )
@@ -101,11 +102,11 @@ func newAPIFixture(t *testing.T, opts ...func(*Config)) *apiFixture {
 	}
 	t.Cleanup(func() { f.hub.Close(context.Background()) })
 	cfg := Config{Store: f.store, State: f.qs, Hub: f.hub, Inbox: f.inbox,
-		Secret: []byte("0123456789abcdef0123456789abcdef"), Clock: f.clock, Wake: func() { f.wakes.Add(1) },
-		PingInterval: 50 * time.Millisecond}
+		Secret: []byte("0123456789abcdef0123456789abcdef"), Clock: f.clock, PingInterval: 50 * time.Millisecond}
 	for _, o := range opts {
 		o(&cfg)
 	}
+	f.complete(&cfg)
 	f.api, err = New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -323,9 +324,11 @@ func (f *apiFixture) notification(fid, member int64, kind envelope.SubType) noti
 func TestNewAPIValidates(t *testing.T) {
 	f := newAPIFixture(t)
 	good := Config{Store: f.store, State: f.qs, Hub: f.hub, Inbox: f.inbox, Secret: make([]byte, 32)}
+	f.complete(&good)
 	for name, mod := range map[string]func(*Config){
 		"store": func(c *Config) { c.Store = nil }, "state": func(c *Config) { c.State = nil },
-		"hub": func(c *Config) { c.Hub = nil }, "inbox": func(c *Config) { c.Inbox = nil },
+		"family": func(c *Config) { c.Family = nil },
+		"hub":    func(c *Config) { c.Hub = nil }, "inbox": func(c *Config) { c.Inbox = nil },
 		"secret": func(c *Config) { c.Secret = make([]byte, 31) }, "ttl": func(c *Config) { c.AccessTTL = -1 },
 		"streams": func(c *Config) { c.Streams.PerMember = -1 },
 	} {
@@ -742,4 +745,23 @@ func TestWindowNamedInKorean(t *testing.T) {
 	}
 	f.problem(http.MethodPatch, "/families/100/members/1002/policies", owner,
 		map[string]any{"set": map[string]string{"BLOCK:TIME:밤\u200b": "2200-0700"}}, http.StatusUnprocessableEntity, "body.set")
+}
+
+// complete gives cfg the application layer over its store and door when a
+// test left it out (the door a test swapped in included), waking the
+// fixture's relay counter.
+func (f *apiFixture) complete(cfg *Config) {
+	f.t.Helper()
+	if cfg.Family != nil {
+		return
+	}
+	qs, ok := cfg.State.(*judge.State)
+	if !ok {
+		f.t.Fatalf("config's State is a %T, not a door: give it a Family", cfg.State)
+	}
+	fam, err := family.New(cfg.Store, qs, family.WithWake(func() { f.wakes.Add(1) }))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	cfg.Family = fam
 }

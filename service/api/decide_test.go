@@ -50,14 +50,14 @@ type decideFixture struct {
 	infos   []judge.DecisionBatchInfo
 }
 
-func newDecideFixture(t *testing.T, opts ...judge.Option) *decideFixture {
+func newDecideFixture(t *testing.T, opts ...judge.DecisionsOpt) *decideFixture {
 	t.Helper()
 	return newDecideFixtureSpool(t, nil, opts...)
 }
 
 // newDecideFixtureSpool is newDecideFixture whose decisions spool to
 // spool(the fixture's SQL database) when it is not nil.
-func newDecideFixtureSpool(t *testing.T, spool func(*sql.DB) judge.Spool, opts ...judge.Option) *decideFixture {
+func newDecideFixtureSpool(t *testing.T, spool func(*sql.DB) judge.Spool, opts ...judge.DecisionsOpt) *decideFixture {
 	t.Helper()
 	d := &decideFixture{}
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(envelope.DefaultPartitions, envelope.Topics()...))
@@ -91,7 +91,7 @@ func newDecideFixtureSpool(t *testing.T, spool func(*sql.DB) judge.Spool, opts .
 		return resp, nil, true
 	})
 	d.apiFixture = newAPIFixture(t, func(cfg *Config) {
-		all := append([]judge.Option{judge.WithClock(cfg.Clock), judge.WithTimeout(time.Second),
+		all := append([]judge.DecisionsOpt{judge.WithClock(cfg.Clock), judge.WithTimeout(time.Second),
 			judge.WithDecisionHooks(judge.DecisionHooks{OnBatch: func(b judge.DecisionBatchInfo) {
 				d.batches.Add(1)
 				d.mu.Lock()
@@ -105,7 +105,7 @@ func newDecideFixtureSpool(t *testing.T, spool func(*sql.DB) judge.Spool, opts .
 		if os.Getenv("DPCS_TEST_KAFKA_DEBUG") != "" {
 			kopts = append(kopts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelDebug, nil)))
 		}
-		d.dec, err = judge.NewDecisions(cfg.State, kopts, all...)
+		d.dec, err = judge.NewDecisions(cfg.State.(*judge.State), kopts, all...)
 		if err != nil {
 			t.Fatal(err)
 		}

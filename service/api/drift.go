@@ -198,7 +198,7 @@ func (a *Server) registerDrift() {
 					}
 				}
 			}
-			res, err := a.cfg.Store.ReapplyTemplate(ctx, in.TemplateID, targets, p.actor())
+			res, err := a.cfg.Family.ReapplyTemplate(ctx, in.TemplateID, targets, p.actor())
 			if err != nil {
 				return nil, a.problem(ctx, err, "path.templateId")
 			}
@@ -209,8 +209,8 @@ func (a *Server) registerDrift() {
 					rv.Status, rv.Error = a.problemText(ctx, a.problem(ctx, r.Err, "body"))
 					out.Failed++
 				} else {
-					pv := a.enforced(ctx, r.Update)
-					rv.Policy, rv.Changed = &pv, !r.Update.Unchanged
+					pv := a.policyResult(r.PolicyResult)
+					rv.Policy, rv.Changed = &pv, !r.Unchanged
 					if rv.Changed {
 						out.Reapplied++
 					}

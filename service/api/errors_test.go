@@ -244,9 +244,9 @@ func TestErrorsCarryNoInternals(t *testing.T) {
 func (f *apiFixture) withAPI(change func(*Config)) {
 	f.t.Helper()
 	cfg := Config{Store: f.store, State: f.qs, Hub: f.hub, Inbox: f.inbox,
-		Secret: []byte("0123456789abcdef0123456789abcdef"), Clock: f.clock, Wake: func() { f.wakes.Add(1) },
-		PingInterval: 50 * time.Millisecond}
+		Secret: []byte("0123456789abcdef0123456789abcdef"), Clock: f.clock, PingInterval: 50 * time.Millisecond}
 	change(&cfg)
+	f.complete(&cfg)
 	a, err := New(cfg)
 	if err != nil {
 		f.t.Fatal(err)
@@ -305,16 +305,21 @@ func TestOwnerTopUps(t *testing.T) {
 	f.call(http.MethodPost, "/families/200/topups", f.token(childB), map[string]any{"bytes": 1}, http.StatusForbidden, nil)
 }
 
-// A top-up whose Redis write failed after SQL recorded it (Redis down) must
-// not leave Redis short for the month: the next top-up that reaches Redis
-// brings it to SQL's total, and an answer never counts a top-up twice.
+// A top-up whose Redis write failed after SQL recorded it (Redis down) is
+// answered as recorded and not yet in effect (503, family.ErrNotApplied),
+// and must not leave Redis short for the month: the next top-up that
+// reaches Redis brings it to SQL's total, and an answer never counts a
+// top-up twice.
 func TestTopUpAfterFailedRedisWrite(t *testing.T) {
 	f := newAPIFixture(t)
 	admin := f.token(adminID)
 	var before TopUpView
 	f.call(http.MethodPost, "/families/100/topups", admin, map[string]any{"bytes": gib}, http.StatusCreated, &before)
 	f.mr.SetError("LOADING Redis is loading the dataset in memory")
-	f.problem(http.MethodPost, "/families/100/topups", admin, map[string]any{"bytes": 2 * gib}, http.StatusInternalServerError, "")
+	p := f.problem(http.MethodPost, "/families/100/topups", admin, map[string]any{"bytes": 2 * gib}, http.StatusServiceUnavailable, "")
+	if !strings.Contains(p.Detail, "recorded") || !strings.Contains(p.Detail, "read it back") {
+		t.Errorf("detail %q: want it to say the top-up is recorded and to read it back", p.Detail)
+	}
 	f.mr.SetError("")
 	var after TopUpView
 	f.call(http.MethodPost, "/families/100/topups", admin, map[string]any{"bytes": 3 * gib}, http.StatusCreated, &after)

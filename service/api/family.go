@@ -12,6 +12,7 @@ import (
 
 	"github.com/dabom/dpcs/internal/usertext"
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -233,9 +234,7 @@ type policyAliasInput struct {
 
 type policyOutput struct{ Body PolicyView }
 
-// changePolicy applies a change: SQL row + audit + outbox in one transaction
-// (store), the new version to Redis at once (Enforce) so the next event is
-// judged by it, then a wake-up of the relay.
+// changePolicy applies a change (family.Service.ChangePolicy).
 func (a *Server) changePolicy(ctx context.Context, fid, cid int64, patch PolicyPatch, by Principal) (PolicyView, error) {
 	var err error
 	for loc, m := range map[string]*map[string]string{"body.set": &patch.Set, "body.replace": &patch.Replace} {
@@ -248,7 +247,7 @@ func (a *Server) changePolicy(ctx context.Context, fid, cid int64, patch PolicyP
 			return PolicyView{}, err
 		}
 	}
-	up, err := a.cfg.Store.UpdatePolicy(ctx, store.PolicyChange{FamilyID: fid, CustomerID: cid, Replace: patch.Replace,
+	res, err := a.cfg.Family.ChangePolicy(ctx, store.PolicyChange{FamilyID: fid, CustomerID: cid, Replace: patch.Replace,
 		Set: patch.Set, Remove: patch.Remove, ExpectedVersion: patch.ExpectedVersion, By: by.actor()})
 	if err != nil {
 		loc := "body.set"
@@ -257,7 +256,7 @@ func (a *Server) changePolicy(ctx context.Context, fid, cid int64, patch PolicyP
 		}
 		return PolicyView{}, a.problem(ctx, err, loc)
 	}
-	return a.enforced(ctx, up), nil
+	return a.policyResult(res), nil
 }
 
 // windowName is key with a time window's name (BLOCK:TIME:<name>, which
@@ -291,30 +290,16 @@ func windowNames(m map[string]string, loc string) (map[string]string, error) {
 	return out, nil
 }
 
-// enforced pushes a committed policy update to the quota engine and wakes the
-// relay. An engine failure does not fail the request: the change is committed
-// and the relay's policy-updated event brings it to Redis.
-func (a *Server) enforced(ctx context.Context, up store.PolicyUpdate) PolicyView {
-	v := policyView(up.Policy)
-	v.EventID, v.Extras, v.Exceptions = up.EventID, a.activeExtras(up.Constraints), a.activeExceptions(up.Constraints)
-	if up.Unchanged {
-		// Nothing was written and there is no event to relay: only report
-		// the standing.
-		if st, err := a.cfg.State.Status(ctx, up.Policy.FamilyID, up.Policy.CustomerID); err == nil {
-			s := standing(st)
-			v.Standing = &s
-		}
-		return v
-	}
-	enf, err := a.cfg.State.Enforce(ctx, up.Policy.FamilyID, up.Policy.CustomerID, up.Policy.Version, up.Constraints)
-	if err != nil {
-		a.log.WarnContext(ctx, "api: enforce after policy update", "family", up.Policy.FamilyID,
-			"customer", up.Policy.CustomerID, "version", up.Policy.Version, "err", err)
-	} else {
-		s := standing(enf.Status)
+// policyResult is the view of a policy change's result: the policy, its
+// extras and exceptions in effect now, and the member's standing when the
+// quota state reported it.
+func (a *Server) policyResult(r family.PolicyResult) PolicyView {
+	v := policyView(r.Policy)
+	v.EventID, v.Extras, v.Exceptions = r.EventID, a.activeExtras(r.Constraints), a.activeExceptions(r.Constraints)
+	if r.Standing != nil {
+		s := standing(*r.Standing)
 		v.Standing = &s
 	}
-	a.wake()
 	return v
 }
 
@@ -549,11 +534,8 @@ func (a *Server) registerFamily() {
 			if err != nil {
 				return nil, a.problem(ctx, err, "body.thresholds")
 			}
-			f, err := a.cfg.Store.SetThresholds(ctx, in.FamilyID, t, p.actor())
+			f, err := a.cfg.Family.SetThresholds(ctx, in.FamilyID, t, p.actor())
 			if err != nil {
-				return nil, a.problem(ctx, err, "body.thresholds")
-			}
-			if err := a.cfg.State.SetThresholds(ctx, in.FamilyID, t); err != nil {
 				return nil, a.problem(ctx, err, "body.thresholds")
 			}
 			return &alertsOutput{Body: Alerts{Thresholds: nonNil([]int(f.Thresholds))}}, nil
@@ -581,24 +563,18 @@ func (a *Server) registerFamily() {
 		// policy.MaxBytes) or over an owner's monthly limit: a 422 then has
 		// written nothing, and no row the engine refuses can reach SQL and
 		// fail every later rebuild.
-		var t store.TopUp
-		if p.Role == policy.RoleAdmin {
-			t, err = a.cfg.Store.AddTopUp(ctx, in.FamilyID, in.Body.Bytes, p.actor())
-		} else {
+		var ownLimit int64
+		if p.Role != policy.RoleAdmin {
 			if err := a.ownerTopUp(in.Body.Bytes); err != nil {
 				return nil, err
 			}
-			t, err = a.cfg.Store.AddOwnTopUp(ctx, in.FamilyID, in.Body.Bytes, p.actor(), a.cfg.OwnerTopUpMonthly)
+			ownLimit = a.cfg.OwnerTopUpMonthly
 		}
+		res, err := a.cfg.Family.TopUp(ctx, in.FamilyID, in.Body.Bytes, p.actor(), ownLimit)
 		if err != nil {
 			return nil, a.problem(ctx, err, "body.bytes")
 		}
-		// The month's total, not the delta: a top-up whose Redis write
-		// failed after SQL recorded it is made good by the next one.
-		pool, err := a.cfg.State.SetTopUps(ctx, in.FamilyID, t.Month, t.MonthTotal)
-		if err != nil {
-			return nil, a.problem(ctx, err, "body.bytes")
-		}
+		t, pool := res.TopUp, res.Pool
 		return &topUpOutput{Body: TopUpView{ID: t.ID, FamilyID: t.FamilyID, Bytes: t.Bytes, Month: t.Month, CreatedBy: t.CreatedBy,
 			CreatedAt: t.CreatedAt, RemainingBytes: pool.Remaining, TotalBytes: pool.Total}}, nil
 	})
@@ -638,15 +614,12 @@ func (a *Server) registerFamily() {
 		if role == "" {
 			role = policy.RoleMember
 		}
-		m, err := a.cfg.Store.AddMember(ctx, store.NewMember{ID: in.Body.CustomerID, FamilyID: in.FamilyID, Name: string(in.Body.Name),
+		m, err := a.cfg.Family.AddMember(ctx, store.NewMember{ID: in.Body.CustomerID, FamilyID: in.FamilyID, Name: string(in.Body.Name),
 			Phone: in.Body.Phone, Role: role, Password: in.Body.Password}, p.actor())
 		if errors.Is(err, store.ErrFamilyFull) {
 			return nil, a.problem(ctx, err, "path.familyId")
 		}
 		if err != nil {
-			return nil, a.problem(ctx, err, "body")
-		}
-		if err := a.cfg.State.AddMember(ctx, in.FamilyID, m.ID); err != nil {
 			return nil, a.problem(ctx, err, "body")
 		}
 		return &memberOutput{Body: memberView(m)}, nil
@@ -660,14 +633,11 @@ func (a *Server) registerFamily() {
 		if err != nil {
 			return nil, err
 		}
-		if err := a.cfg.Store.RemoveMember(ctx, in.FamilyID, in.CustomerID, p.actor()); err != nil {
-			return nil, a.problem(ctx, err, "path.customerId")
+		err = a.cfg.Family.RemoveMember(ctx, in.FamilyID, in.CustomerID, p.actor())
+		if err == nil || errors.Is(err, family.ErrNotApplied) {
+			a.accessChanged(ctx, AccessEvent{Member: in.CustomerID}) // its streams end
 		}
-		a.accessChanged(ctx, AccessEvent{Member: in.CustomerID}) // its streams end
-		if err := a.cfg.State.RemoveMember(ctx, in.FamilyID, in.CustomerID); err != nil {
-			return nil, a.problem(ctx, err, "path.customerId")
-		}
-		return nil, nil
+		return nil, a.problem(ctx, err, "path.customerId")
 	})
 
 	huma.Register(a.api, op("put-member-role", http.MethodPut, "/families/{familyId}/members/{customerId}/role",
@@ -677,7 +647,7 @@ func (a *Server) registerFamily() {
 			if err != nil {
 				return nil, err
 			}
-			m, err := a.cfg.Store.SetRole(ctx, in.FamilyID, in.CustomerID, policy.Role(in.Body.Role), p.actor())
+			m, err := a.cfg.Family.SetRole(ctx, in.FamilyID, in.CustomerID, policy.Role(in.Body.Role), p.actor())
 			if err != nil {
 				return nil, a.problem(ctx, err, "body.role")
 			}

@@ -67,20 +67,13 @@ func (a *Server) registerGifts() {
 		case p.Role == policy.RoleMember && from != p.ID:
 			return nil, huma.Error403Forbidden("a member gives only its own data")
 		}
-		st, err := a.cfg.State.Status(ctx, in.FamilyID, from)
-		if err != nil {
-			return nil, a.problem(ctx, err, "body.fromCustomerId")
-		}
-		res, err := a.cfg.Store.GiftData(ctx, store.Gift{FamilyID: in.FamilyID, From: from, To: in.Body.ToCustomerID,
-			Bytes: in.Body.AmountBytes, GiverUsed: st.MonthlyUsed, By: p.actor()})
+		res, err := a.cfg.Family.Gift(ctx, store.Gift{FamilyID: in.FamilyID, From: from, To: in.Body.ToCustomerID,
+			Bytes: in.Body.AmountBytes, By: p.actor()})
 		if err != nil {
 			return nil, a.problem(ctx, err, "body")
 		}
-		// The giver's cut first: the members together never hold more.
 		v := GiftView{Month: res.Month, FromCustomerID: from, ToCustomerID: in.Body.ToCustomerID, AmountBytes: in.Body.AmountBytes,
-			GiverLeftBytes: res.Left}
-		v.From = a.enforced(ctx, res.From)
-		v.To = a.enforced(ctx, res.To)
+			GiverLeftBytes: res.Left, From: a.policyResult(res.From), To: a.policyResult(res.To)}
 		return &giftOutput{Status: http.StatusCreated, Body: v}, nil
 	})
 }

@@ -92,7 +92,7 @@ func (a *Server) registerNotes() {
 		if err != nil {
 			return nil, err
 		}
-		n, err := a.cfg.Store.AddFamilyNote(ctx, in.FamilyID, string(in.Body.Body), p.actor())
+		n, err := a.cfg.Family.AddNote(ctx, in.FamilyID, string(in.Body.Body), p.actor())
 		if err != nil {
 			return nil, a.problem(ctx, err, "body")
 		}

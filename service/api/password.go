@@ -10,7 +10,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -136,19 +136,12 @@ func (a *Server) resetPassword(ctx context.Context, in *passwordResetInput) (*st
 	if err != nil {
 		return nil, err
 	}
-	if p.Role == policy.RoleOwner {
-		if in.CustomerID == p.ID {
-			return nil, huma.Error403Forbidden("change your own password with POST /me/password: it asks for the current one")
-		}
-		m, err := a.cfg.Store.GetMember(ctx, in.FamilyID, in.CustomerID)
-		if err != nil {
-			return nil, a.problem(ctx, err, "path.customerId")
-		}
-		if m.Role != policy.RoleMember {
-			return nil, huma.Error403Forbidden("an owner's password is reset by the back office")
-		}
-	}
-	if _, err := a.cfg.Store.ResetPassword(ctx, in.FamilyID, in.CustomerID, in.Body.Password, p.actor()); err != nil {
+	switch err := a.cfg.Family.ResetPassword(ctx, in.FamilyID, in.CustomerID, in.Body.Password, p.actor()); {
+	case errors.Is(err, family.ErrOwnPassword):
+		return nil, huma.Error403Forbidden("change your own password with POST /me/password: it asks for the current one")
+	case errors.Is(err, family.ErrOwnerPassword):
+		return nil, huma.Error403Forbidden("an owner's password is reset by the back office")
+	case err != nil:
 		return nil, a.passwordProblem(ctx, err, "body.password")
 	}
 	a.accessChanged(ctx, AccessEvent{Member: in.CustomerID}) // its streams end

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -248,10 +249,10 @@ func (a *Server) registerRequests() {
 			return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "body.clientRequestId",
 				Message: "differs from the Idempotency-Key header: send one of them, or the same value"})
 		}
-		r, created, err := a.cfg.Store.CreateDataRequest(ctx, store.NewDataRequest{FamilyID: in.FamilyID, CustomerID: p.ID,
+		r, created, err := a.cfg.Family.CreateRequest(ctx, store.NewDataRequest{FamilyID: in.FamilyID, CustomerID: p.ID,
 			AmountBytes: in.Body.AmountBytes, Message: string(in.Body.Message), Key: key,
 			Kind: in.Body.Kind, AppID: in.Body.AppID, Minutes: in.Body.Minutes,
-			MaxAmount: MaxDataRequestBytes, MaxPending: MaxPendingDataRequests})
+			MaxAmount: MaxDataRequestBytes, MaxPending: MaxPendingDataRequests}, p.actor())
 		if err != nil {
 			if fe := (*store.FieldError)(nil); errors.As(err, &fe) && fe.Field == "Idempotency-Key" {
 				return nil, a.problem(ctx, err, "header")
@@ -261,7 +262,6 @@ func (a *Server) registerRequests() {
 		status := http.StatusOK
 		if created {
 			status = http.StatusCreated
-			a.wake()
 		}
 		return &dataRequestOutput{Status: status, Body: dataRequestView(r)}, nil
 	})
@@ -346,11 +346,11 @@ func (a *Server) registerRequests() {
 			return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "body.appId",
 				Message: "a TIME exception is for every app: leave appId out"})
 		}
-		up, _, err := a.cfg.Store.GrantException(ctx, in.FamilyID, in.CustomerID, in.Body.Kind, in.Body.AppID, in.Body.Minutes, p.actor())
+		res, err := a.cfg.Family.GrantException(ctx, in.FamilyID, in.CustomerID, in.Body.Kind, in.Body.AppID, in.Body.Minutes, p.actor())
 		if err != nil {
 			return nil, a.problem(ctx, err, "body")
 		}
-		return &policyOutput{Body: a.enforced(ctx, up)}, nil
+		return &policyOutput{Body: a.policyResult(res)}, nil
 	})
 
 	declineOp := op("decline-data-request", http.MethodPost, "/families/{familyId}/data-requests/{requestId}/decline",
@@ -368,50 +368,28 @@ func (a *Server) registerRequests() {
 	})
 }
 
-// answered records an answer (store: one transaction with the grant, the
-// audit rows and the member's notification), then brings the grant to the
-// quota engine at once — the policy with the extra allowance (Enforce) or the
-// top-up — so the member's next event is judged with it, and wakes the relay.
-// An identical retry enforces the current policy again (idempotent by
-// version); a top-up is never added twice.
+// answered records an answer and brings its grant to the quota state
+// (family.Service.AnswerRequest).
 func (a *Server) answered(ctx context.Context, ans store.DataRequestAnswer) (*dataRequestOutput, error) {
-	res, err := a.cfg.Store.AnswerDataRequest(ctx, ans)
-	if err != nil {
+	res, err := a.cfg.Family.AnswerRequest(ctx, ans)
+	if err != nil && !errors.Is(err, family.ErrNotApplied) {
 		return nil, a.problem(ctx, err, "body")
 	}
+	if err != nil {
+		// A TOPUP grant is recorded: the family's next top-up (the month's
+		// total) or a rebuild brings it to the pool; the answer stands.
+		a.log.WarnContext(ctx, "api: top-up of an approved data request", "family", ans.FamilyID, "request", ans.RequestID, "err", err)
+	}
 	v := dataRequestView(res.Request)
-	r := res.Request
-	switch {
-	case res.Policy != nil:
-		pv := a.enforced(ctx, *res.Policy)
-		v.Standing, v.PolicyVersion = pv.Standing, pv.Version
-	case res.TopUp != nil:
-		pool, err := a.cfg.State.SetTopUps(ctx, r.FamilyID, res.TopUp.Month, res.TopUp.MonthTotal)
-		if err != nil {
-			// Committed in SQL: the family's next top-up (the month's
-			// total) or a Redis rebuild brings it to the pool.
-			a.log.WarnContext(ctx, "api: top-up of an approved data request", "family", r.FamilyID, "request", r.ID, "err", err)
-		} else {
-			v.PoolRemainingBytes = &pool.Remaining
-		}
-	case res.Replayed && r.Status == store.RequestApproved && r.Grant != envelope.GrantTopUp:
-		if pol, err := a.cfg.Store.GetPolicy(ctx, r.FamilyID, r.CustomerID); err == nil && pol.Version > 0 {
-			if rules, err := policy.ParseConstraints(pol.Rules); err != nil {
-				a.log.WarnContext(ctx, "api: stored policy does not parse", "family", r.FamilyID, "customer", r.CustomerID, "err", err)
-			} else if enf, err := a.cfg.State.Enforce(ctx, r.FamilyID, r.CustomerID, pol.Version, rules); err == nil {
-				s := standing(enf.Status)
-				v.Standing, v.PolicyVersion = &s, pol.Version
-			}
-		}
+	if res.Standing != nil {
+		s := standing(*res.Standing)
+		v.Standing = &s
 	}
-	if r.Status == store.RequestApproved && v.Standing == nil && !res.Replayed {
-		if st, err := a.cfg.State.Status(ctx, r.FamilyID, r.CustomerID); err == nil {
-			s := standing(st)
-			v.Standing = &s
-		}
+	if res.PolicyVersion > 0 {
+		v.PolicyVersion = res.PolicyVersion
 	}
-	if !res.Replayed {
-		a.wake()
+	if res.Pool != nil {
+		v.PoolRemainingBytes = &res.Pool.Remaining
 	}
 	return &dataRequestOutput{Status: http.StatusOK, Body: v}, nil
 }

@@ -13,8 +13,9 @@ func TestVersionRoute(t *testing.T) {
 	f := newAPIFixture(t)
 	release := VersionInfo{Version: "v0.1.0", Commit: "0123456789abcdef0123456789abcdef01234567",
 		CommitTime: "2026-11-24T09:00:00Z", GoVersion: "go1.26.8"}
-	custom, err := New(Config{Store: f.store, State: f.qs, Hub: f.hub, Inbox: f.inbox,
-		Secret: make([]byte, 32), Build: release})
+	cfg := Config{Store: f.store, State: f.qs, Hub: f.hub, Inbox: f.inbox, Secret: make([]byte, 32), Build: release}
+	f.complete(&cfg)
+	custom, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

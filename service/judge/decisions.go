@@ -90,7 +90,7 @@ type DecisionHooks struct {
 // iff it would have been granted, and a retry with the same id gets that
 // answer. Only Close ends such a wait, with ErrNotRecorded.
 type Decisions struct {
-	settings
+	decisionsConfig
 	qs   *State
 	cl   *kgo.Client
 	free chan int // the free slots: a batch runs in one
@@ -144,22 +144,19 @@ type answered struct {
 // own Kafka client: kopts name the seed brokers (and TLS/SASL); the
 // producer settings (snappy, acks all, no linger: a caller waits for them, not
 // idempotent) are its own. Close stops it.
-func NewDecisions(qs *State, kopts []kgo.Opt, opts ...Option) (*Decisions, error) {
+func NewDecisions(qs *State, kopts []kgo.Opt, opts ...DecisionsOpt) (*Decisions, error) {
 	if qs == nil {
 		return nil, errors.New("judge: nil quota state")
 	}
-	set, err := newSettings(opts)
+	cfg, err := newDecisionsConfig(opts)
 	if err != nil {
 		return nil, err
 	}
-	s := &Decisions{settings: set, qs: qs, free: make(chan int, set.slots),
+	s := &Decisions{decisionsConfig: cfg, qs: qs, free: make(chan int, cfg.slots),
 		in: make(chan *asking), stop: make(chan struct{}), stream: DecisionStream + instanceID(),
-		acked: make([]int64, set.slots)}
-	for i := range set.slots {
+		acked: make([]int64, cfg.slots)}
+	for i := range cfg.slots {
 		s.free <- i
-	}
-	if s.gens == nil && s.guard != nil {
-		s.gens = s.guard
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	all := slices.Concat([]kgo.Opt{
@@ -184,7 +181,7 @@ func NewDecisions(qs *State, kopts []kgo.Opt, opts ...Option) (*Decisions, error
 	s.batches.Add(1)
 	go s.collect() // ends with Close
 	if s.gens != nil && qs.marks != nil {
-		s.recorded = make([]int64, set.slots)
+		s.recorded = make([]int64, cfg.slots)
 		s.batches.Add(1)
 		go s.recordMarks() // ends with Close
 	}
@@ -339,8 +336,8 @@ func (s *Decisions) run(batch []*asking, n, slot int) {
 	info := DecisionBatchInfo{Requests: len(batch), Events: n}
 	defer func() {
 		info.Duration = time.Since(start)
-		if s.decHooks.OnBatch != nil {
-			s.decHooks.OnBatch(info)
+		if s.hooks.OnBatch != nil {
+			s.hooks.OnBatch(info)
 		}
 	}()
 	fail := func(err error) {
@@ -392,7 +389,7 @@ func (s *Decisions) run(batch []*asking, n, slot int) {
 			if res.Duplicate {
 				info.Duplicates++
 			}
-			out, err := usageOutputs(e, res, s.loc)
+			out, err := usageOutputs(e, res, s.loc, s.alertText)
 			if err != nil {
 				// Every field comes from a checked event and the engine.
 				fail(fmt.Errorf("%w: build outputs of %s: %w", ErrUnavailable, e.EventID, err))
@@ -543,19 +540,12 @@ func (s *Decisions) record(ctx context.Context, recs [][]*kgo.Record) ([]bool, i
 		flat = append(flat, rs...)
 	}
 	failed := make([]bool, len(recs))
-	var bad []bool
-	if s.spool != nil && s.kafkaDown.Load() {
-		bad = make([]bool, len(flat))
-		for k := range bad {
-			bad[k] = true
-		}
-	} else {
-		bad = s.send(ctx, flat)
-	}
 	var rest []*kgo.Record
 	var whose []int
-	for k, b := range bad {
-		if b {
+	if s.spool != nil && s.kafkaDown.Load() {
+		rest, whose = flat, owner
+	} else {
+		for _, k := range s.send(ctx, flat) {
 			rest, whose = append(rest, flat[k]), append(whose, owner[k])
 		}
 	}
@@ -615,10 +605,8 @@ func (s *Decisions) record(ctx context.Context, recs [][]*kgo.Record) ([]bool, i
 		cancel()
 		var still []*kgo.Record
 		var stillWhose []int
-		for k, b := range bad {
-			if b {
-				still, stillWhose = append(still, rest[k]), append(stillWhose, whose[k])
-			}
+		for _, k := range bad {
+			still, stillWhose = append(still, rest[k]), append(stillWhose, whose[k])
 		}
 		if len(still) == 0 {
 			s.kafkaDown.Store(false)
@@ -629,46 +617,16 @@ func (s *Decisions) record(ctx context.Context, recs [][]*kgo.Record) ([]bool, i
 }
 
 // send produces recs and waits until Kafka acknowledged or failed each, or
-// ctx ends; it reports which were not acknowledged. kgo may still deliver a
-// record it holds past ctx (an idempotent producer does not drop what it
-// sent): such a record is reported failed, produced again, and its copy in
-// Kafka is harmless (ids are deterministic; consumers dedupe).
-func (s *Decisions) send(ctx context.Context, recs []*kgo.Record) []bool {
-	var mu sync.Mutex
-	bad := make([]bool, len(recs))
-	for k := range bad {
-		bad[k] = true
-	}
-	pending := len(recs)
-	done := make(chan struct{})
-	over := false
-	for k, r := range recs {
-		// Not ctx: a record failed by its context left kgo's partition
-		// stuck (measured on kfake); the client's delivery timeout, which
-		// is the decision timeout, fails it instead.
-		s.cl.Produce(context.Background(), r, func(_ *kgo.Record, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if over {
-				return
-			}
-			bad[k] = err != nil
-			if pending--; pending == 0 {
-				close(done)
-			}
-		})
-	}
-	if len(recs) == 0 {
-		return bad
-	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	over = true
-	return slices.Clone(bad)
+// ctx ends; it reports the positions of those not acknowledged. kgo may
+// still deliver a record it holds past ctx (an idempotent producer does not
+// drop what it sent): such a record is reported failed, produced again, and
+// its copy in Kafka is harmless (ids are deterministic; consumers dedupe).
+func (s *Decisions) send(ctx context.Context, recs []*kgo.Record) []int {
+	// Not ctx: a record failed by its context left kgo's partition stuck
+	// (measured on kfake); the client's delivery timeout, which is the
+	// decision timeout, fails it instead.
+	failed, _ := produce(context.Background(), s.cl, recs).wait(ctx)
+	return failed
 }
 
 // retry starts the background loop that tries Kafka again (retryLoop),
@@ -719,7 +677,7 @@ func (s *Decisions) retryLoop() {
 		recs := copies(s.probe)
 		s.redoMu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-		up := !slices.Contains(s.send(ctx, recs), true)
+		up := len(s.send(ctx, recs)) == 0
 		cancel()
 		s.redoMu.Lock()
 		if up && s.kafkaDown.Swap(false) {

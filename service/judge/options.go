@@ -18,29 +18,72 @@ import (
 	"github.com/dabom/dpcs/quota"
 )
 
-// TracerName is the instrumentation scope of the judges' spans.
-const TracerName = "github.com/dabom/dpcs/service"
+// TracerName is the instrumentation scope of the processor's spans.
+const TracerName = "github.com/dabom/dpcs/service/judge"
 
-// settings is what a Processor and Decisions are configured with; each
-// Option says which of the two it applies to (the other ignores it).
-type settings struct {
-	log  *slog.Logger
-	now  func() time.Time
-	loc  *time.Location
-	apps *Apps
-	// tracer starts the records' process spans; nil: tracing off.
-	tracer          trace.Tracer
+// Options are typed per component, as franz-go's kgo.ProducerOpt and
+// kgo.ConsumerOpt are: an Opt configures both a Processor and Decisions, a
+// ProcessorOpt only a Processor, a DecisionsOpt only Decisions, so an option
+// the component would ignore does not compile. Each is checked once, by the
+// constructor, and its comment states its default.
+
+// ProcessorOpt configures a Processor (NewProcessor): an Opt or one of the
+// processor's own (WithMaxPollRecords, WithApplyConcurrency, …).
+type ProcessorOpt interface {
+	applyProcessor(*processorConfig) error
+}
+
+// DecisionsOpt configures Decisions (NewDecisions): an Opt or one of the
+// decisions' own (WithLinger, WithSpool, …).
+type DecisionsOpt interface {
+	applyDecisions(*decisionsConfig) error
+}
+
+// Opt configures a Processor and Decisions alike (WithLogger, WithClock,
+// WithLocation, WithApps, …).
+type Opt interface {
+	ProcessorOpt
+	DecisionsOpt
+}
+
+type (
+	opt          func(*common) error
+	processorOpt func(*processorConfig) error
+	decisionsOpt func(*decisionsConfig) error
+)
+
+func (o opt) applyProcessor(c *processorConfig) error { return o(&c.common) }
+func (o opt) applyDecisions(c *decisionsConfig) error { return o(&c.common) }
+
+func (o processorOpt) applyProcessor(c *processorConfig) error { return o(c) }
+func (o decisionsOpt) applyDecisions(c *decisionsConfig) error { return o(c) }
+
+// common is what a Processor and Decisions are both configured with (Opt).
+type common struct {
+	log             *slog.Logger
+	now             func() time.Time
+	loc             *time.Location
+	apps            *Apps
 	maxAge, maxSkew time.Duration
+	alertText       func(percent int) string
+	guard           StateGuard
+}
 
-	// Processor.
-	procHooks              ProcessorHooks
+// processorConfig is a Processor's configuration (ProcessorOpt).
+type processorConfig struct {
+	common
+	// tracer starts the records' process spans; nil: tracing off.
+	tracer                 trace.Tracer
+	hooks                  ProcessorHooks
 	maxPoll                int
 	groups                 int
 	backoffMin, backoffMax time.Duration
-	guard                  StateGuard
+}
 
-	// Decisions.
-	decHooks DecisionHooks
+// decisionsConfig is the configuration of Decisions (DecisionsOpt).
+type decisionsConfig struct {
+	common
+	hooks    DecisionHooks
 	gens     GenerationSource
 	linger   time.Duration
 	maxBatch int
@@ -49,100 +92,106 @@ type settings struct {
 	spool    Spool
 }
 
-func defaults() (settings, error) {
+func commonDefaults() (common, error) {
 	loc, err := policy.LoadZone(policy.DefaultZone)
 	if err != nil {
-		return settings{}, err
+		return common{}, err
 	}
-	return settings{
-		log:        slog.New(slog.DiscardHandler),
-		now:        time.Now,
-		loc:        loc,
-		apps:       NewApps(policy.NewCatalog(policy.DefaultApps())),
-		maxAge:     23 * time.Hour,
-		maxSkew:    5 * time.Minute,
-		maxPoll:    2000,
-		groups:     4,
-		backoffMin: 100 * time.Millisecond,
-		backoffMax: 5 * time.Second,
-		linger:     200 * time.Microsecond,
-		maxBatch:   256,
-		timeout:    2 * time.Second,
-		slots:      4,
+	return common{
+		log:       slog.New(slog.DiscardHandler),
+		now:       time.Now,
+		loc:       loc,
+		apps:      NewApps(policy.NewCatalog(policy.DefaultApps())),
+		maxAge:    23 * time.Hour,
+		maxSkew:   5 * time.Minute,
+		alertText: policy.ThresholdAlertText,
 	}, nil
 }
 
-func newSettings(opts []Option) (settings, error) {
-	s, err := defaults()
+func newProcessorConfig(opts []ProcessorOpt) (processorConfig, error) {
+	com, err := commonDefaults()
 	if err != nil {
-		return settings{}, err
+		return processorConfig{}, err
 	}
+	c := processorConfig{common: com, maxPoll: 2000, groups: 4,
+		backoffMin: 100 * time.Millisecond, backoffMax: 5 * time.Second}
 	for _, o := range opts {
-		if err := o(&s); err != nil {
-			return settings{}, err
+		if err := o.applyProcessor(&c); err != nil {
+			return processorConfig{}, err
 		}
 	}
-	return s, nil
+	return c, nil
 }
 
-// Option configures a Processor or Decisions; each says which it applies
-// to (the other ignores it).
-type Option func(*settings) error
+func newDecisionsConfig(opts []DecisionsOpt) (decisionsConfig, error) {
+	com, err := commonDefaults()
+	if err != nil {
+		return decisionsConfig{}, err
+	}
+	c := decisionsConfig{common: com, linger: 200 * time.Microsecond, maxBatch: 256, timeout: 2 * time.Second, slots: 4}
+	for _, o := range opts {
+		if err := o.applyDecisions(&c); err != nil {
+			return decisionsConfig{}, err
+		}
+	}
+	if c.gens == nil && c.guard != nil {
+		c.gens = c.guard
+	}
+	return c, nil
+}
 
-// WithLogger sets the logger. Processor and Decisions. Default: discard.
-func WithLogger(l *slog.Logger) Option {
-	return func(s *settings) error {
+// WithLogger sets the logger. Default: discard.
+func WithLogger(l *slog.Logger) Opt {
+	return opt(func(c *common) error {
 		if l == nil {
 			return errors.New("judge: nil logger")
 		}
-		s.log = l
+		c.log = l
 		return nil
-	}
+	})
 }
 
 // WithClock sets the clock events' timestamps are judged by (WithMaxEventAge,
-// WithMaxClockSkew). Processor and Decisions. Default: time.Now.
-func WithClock(now func() time.Time) Option {
-	return func(s *settings) error {
+// WithMaxClockSkew). Default: time.Now.
+func WithClock(now func() time.Time) Opt {
+	return opt(func(c *common) error {
 		if now == nil {
 			return errors.New("judge: nil clock")
 		}
-		s.now = now
+		c.now = now
 		return nil
-	}
+	})
 }
 
 // WithLocation sets the service time zone, which names the period (YYYY-MM)
-// of threshold alerts. It must be the quota engine's. Processor and
-// Decisions. Default: Asia/Seoul.
-func WithLocation(loc *time.Location) Option {
-	return func(s *settings) error {
+// of threshold alerts. It must be the quota engine's. Default: Asia/Seoul.
+func WithLocation(loc *time.Location) Opt {
+	return opt(func(c *common) error {
 		if loc == nil {
 			return errors.New("judge: nil location")
 		}
-		s.loc = loc
+		c.loc = loc
 		return nil
-	}
+	})
 }
 
 // WithCatalog sets the app catalog that names an event's category.
-// Processor and Decisions. Default: policy.DefaultApps().
-func WithCatalog(c policy.Catalog) Option {
-	return func(s *settings) error { s.apps = NewApps(c); return nil }
+// Default: policy.DefaultApps().
+func WithCatalog(cat policy.Catalog) Opt {
+	return opt(func(c *common) error { c.apps = NewApps(cat); return nil })
 }
 
 // WithApps names events' categories from apps, a catalog that may be
 // replaced while judging (Apps.Set): the catalog the back office edits.
-// Processor and Decisions; several may share one. Default: a fixed
-// policy.DefaultApps().
-func WithApps(apps *Apps) Option {
-	return func(s *settings) error {
+// Several judges may share one. Default: a fixed policy.DefaultApps().
+func WithApps(apps *Apps) Opt {
+	return opt(func(c *common) error {
 		if apps == nil {
 			return errors.New("judge: nil Apps")
 		}
-		s.apps = apps
+		c.apps = apps
 		return nil
-	}
+	})
 }
 
 // Apps is an app catalog (app id → category) that can be replaced while
@@ -171,28 +220,40 @@ func (a *Apps) Category(app string) policy.Category { return (*a.p.Load()).Categ
 // WithMaxEventAge refuses usage events stamped longer ago than d (the
 // processor dead-letters them, Decisions answers an invalid event). It
 // must not exceed the quota engine's dedupe window, or a late replay could
-// be counted twice. Processor and Decisions. Default: 23 h (the engine's
-// default window is 24 h).
-func WithMaxEventAge(d time.Duration) Option {
-	return func(s *settings) error {
+// be counted twice. Default: 23 h (the engine's default window is 24 h).
+func WithMaxEventAge(d time.Duration) Opt {
+	return opt(func(c *common) error {
 		if d <= 0 {
 			return errors.New("judge: max event age must be > 0")
 		}
-		s.maxAge = d
+		c.maxAge = d
 		return nil
-	}
+	})
 }
 
 // WithMaxClockSkew refuses usage events stamped further than d in the
-// future. Processor and Decisions. Default: 5 min.
-func WithMaxClockSkew(d time.Duration) Option {
-	return func(s *settings) error {
+// future. Default: 5 min.
+func WithMaxClockSkew(d time.Duration) Opt {
+	return opt(func(c *common) error {
 		if d < 0 {
 			return errors.New("judge: max clock skew must be ≥ 0")
 		}
-		s.maxSkew = d
+		c.maxSkew = d
 		return nil
-	}
+	})
+}
+
+// WithAlertText sets the message of the THRESHOLD_ALERT records the judges
+// produce (envelope.ThresholdAlert.Message) for a threshold of percent %.
+// Default: policy.ThresholdAlertText (Korean).
+func WithAlertText(text func(percent int) string) Opt {
+	return opt(func(c *common) error {
+		if text == nil {
+			return errors.New("judge: nil alert text")
+		}
+		c.alertText = text
+		return nil
+	})
 }
 
 // WithTracerProvider traces the processor with tp: every consumed record is
@@ -202,64 +263,64 @@ func WithMaxClockSkew(d time.Duration) Option {
 // set by the Kafka client's tracing hooks: give the processor's kgo options
 // the service's TracingKafkaOpts), and the records it causes (usage-persist,
 // notification-events, dead letters) are produced in that span, so their
-// consumers continue the same trace. Processor. Default: no tracing (a
-// no-op provider costs nothing on the judging path).
-func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(s *settings) error {
+// consumers continue the same trace. Default: no tracing (a no-op
+// provider costs nothing on the judging path).
+func WithTracerProvider(tp trace.TracerProvider) ProcessorOpt {
+	return processorOpt(func(c *processorConfig) error {
 		if tp == nil {
 			return errors.New("judge: nil tracer provider")
 		}
-		s.tracer = nil
+		c.tracer = nil
 		if _, off := tp.(noop.TracerProvider); !off {
-			s.tracer = tp.Tracer(TracerName)
+			c.tracer = tp.Tracer(TracerName)
 		}
 		return nil
-	}
+	})
 }
 
-// WithProcessorHooks sets the processor's hooks. Processor. Default: none.
-func WithProcessorHooks(h ProcessorHooks) Option {
-	return func(s *settings) error { s.procHooks = h; return nil }
+// WithProcessorHooks sets the processor's hooks. Default: none.
+func WithProcessorHooks(h ProcessorHooks) ProcessorOpt {
+	return processorOpt(func(c *processorConfig) error { c.hooks = h; return nil })
 }
 
 // WithMaxPollRecords bounds the records judged per poll. Larger polls
 // amortise the per-poll round trips (commit, flush) under load; a quiet
-// stream yields small polls whatever the bound. Processor. Default: 2000.
-func WithMaxPollRecords(n int) Option {
-	return func(s *settings) error {
+// stream yields small polls whatever the bound. Default: 2000.
+func WithMaxPollRecords(n int) ProcessorOpt {
+	return processorOpt(func(c *processorConfig) error {
 		if n < 1 {
 			return errors.New("judge: max poll records must be ≥ 1")
 		}
-		s.maxPoll = n
+		c.maxPoll = n
 		return nil
-	}
+	})
 }
 
 // WithApplyConcurrency splits each poll's usage events into up to n groups
 // of whole partitions, judged concurrently (one batch each, on separate
 // connections) with each group's outputs produced as soon as it is judged.
 // A family's events share a partition, so they stay in one group, in
-// order. Processor. Default: 4; 1 judges a poll in one batch.
-func WithApplyConcurrency(n int) Option {
-	return func(s *settings) error {
+// order. Default: 4; 1 judges a poll in one batch.
+func WithApplyConcurrency(n int) ProcessorOpt {
+	return processorOpt(func(c *processorConfig) error {
 		if n < 1 {
 			return errors.New("judge: apply concurrency must be ≥ 1")
 		}
-		s.groups = n
+		c.groups = n
 		return nil
-	}
+	})
 }
 
 // WithRetryBackoff sets the first and the largest wait between attempts
-// when Redis or Kafka fail. Processor. Default: 100 ms, 5 s.
-func WithRetryBackoff(first, max time.Duration) Option {
-	return func(s *settings) error {
+// when Redis or Kafka fail. Default: 100 ms, 5 s.
+func WithRetryBackoff(first, max time.Duration) ProcessorOpt {
+	return processorOpt(func(c *processorConfig) error {
 		if first <= 0 || max < first {
 			return errors.New("judge: retry backoff must satisfy 0 < first ≤ max")
 		}
-		s.backoffMin, s.backoffMax = first, max
+		c.backoffMin, c.backoffMax = first, max
 		return nil
-	}
+	})
 }
 
 // WithStateGuard makes the processor judge only from a Redis state it can
@@ -270,16 +331,16 @@ func WithRetryBackoff(first, max time.Duration) Option {
 // bring Redis back, and judges the batch again. The synchronous decisions
 // take g as their generation source (WithGenerations) and, when a batch is
 // refused as stale, ask g in the background to bring Redis back, answering
-// every caller with the stale error meanwhile. Processor and Decisions.
-// Default: none (the state is trusted).
-func WithStateGuard(g StateGuard) Option {
-	return func(s *settings) error {
+// every caller with the stale error meanwhile. Default: none (the state is
+// trusted).
+func WithStateGuard(g StateGuard) Opt {
+	return opt(func(c *common) error {
 		if g == nil {
 			return errors.New("judge: nil state guard")
 		}
-		s.guard = g
+		c.guard = g
 		return nil
-	}
+	})
 }
 
 // Spool keeps, durably, the records of judged decisions that Kafka did not
@@ -297,88 +358,88 @@ type Spool interface {
 // every batch's records go to sp without waiting for Kafka. Without a spool,
 // or while sp fails too, the batch's callers wait until Kafka or sp takes
 // the records, and new callers are refused unjudged (ErrKafkaUnavailable).
-// Decisions. Default: none.
-func WithSpool(sp Spool) Option {
-	return func(s *settings) error {
+// Default: none.
+func WithSpool(sp Spool) DecisionsOpt {
+	return decisionsOpt(func(c *decisionsConfig) error {
 		if sp == nil {
 			return errors.New("judge: nil spool")
 		}
-		s.spool = sp
+		c.spool = sp
 		return nil
-	}
+	})
 }
 
-// WithDecisionHooks sets the synchronous decisions' hooks. Decisions.
-// Default: none.
-func WithDecisionHooks(h DecisionHooks) Option {
-	return func(s *settings) error { s.decHooks = h; return nil }
+// WithDecisionHooks sets the synchronous decisions' hooks. Default: none.
+func WithDecisionHooks(h DecisionHooks) DecisionsOpt {
+	return decisionsOpt(func(c *decisionsConfig) error { c.hooks = h; return nil })
 }
 
 // WithGenerations judges only from a Redis state of the generation g names
 // (quota.Engine.ApplyMarked): a state that is stale, being rebuilt or of
 // another generation is answered with an error wrapping quota.ErrStale,
 // never a guess. When g has a Forget method it is called after a stale
-// answer. Decisions. Default: none (the state is trusted).
-func WithGenerations(g GenerationSource) Option {
-	return func(s *settings) error {
+// answer. Default: none (the state is trusted), or the state guard
+// (WithStateGuard) when there is one.
+func WithGenerations(g GenerationSource) DecisionsOpt {
+	return decisionsOpt(func(c *decisionsConfig) error {
 		if g == nil {
 			return errors.New("judge: nil generation source")
 		}
-		s.gens = g
+		c.gens = g
 		return nil
-	}
+	})
 }
 
 // WithLinger is how long a group commit waits for more callers after the
-// first. Decisions. Default: 200 µs.
-func WithLinger(d time.Duration) Option {
-	return func(s *settings) error {
+// first, 0 to 100 ms. Default: 200 µs.
+func WithLinger(d time.Duration) DecisionsOpt {
+	return decisionsOpt(func(c *decisionsConfig) error {
 		if d < 0 || d > 100*time.Millisecond {
 			return errors.New("judge: decision linger must be 0 to 100ms")
 		}
-		s.linger = d
+		c.linger = d
 		return nil
-	}
+	})
 }
 
 // WithMaxBatch ends a group commit's lingering once it holds n events.
-// Decisions. Default: 256.
-func WithMaxBatch(n int) Option {
-	return func(s *settings) error {
+// Default: 256.
+func WithMaxBatch(n int) DecisionsOpt {
+	return decisionsOpt(func(c *decisionsConfig) error {
 		if n < 1 {
 			return errors.New("judge: decision max batch must be ≥ 1")
 		}
-		s.maxBatch = n
+		c.maxBatch = n
 		return nil
-	}
+	})
 }
 
 // WithConcurrency is how many group commits run at once (each one pipeline
 // on its own connection); callers arriving meanwhile join the next.
-// Decisions. Default: 4.
-func WithConcurrency(n int) Option {
-	return func(s *settings) error {
+// Default: 4.
+func WithConcurrency(n int) DecisionsOpt {
+	return decisionsOpt(func(c *decisionsConfig) error {
 		if n < 1 {
 			return errors.New("judge: decision concurrency must be ≥ 1")
 		}
-		s.slots = n
+		c.slots = n
 		return nil
-	}
+	})
 }
 
 // WithTimeout bounds one group commit: judging and producing its records
 // until Kafka acknowledged them; past it the batch's records go to the spool
 // (WithSpool; which has as long again), or the batch waits until they are
 // stored (an error of Redis's is answered at once). Keep it below the recovery's
-// quiet window (3 s). Decisions. Default: 2 s.
-func WithTimeout(d time.Duration) Option {
-	return func(s *settings) error {
+// quiet window (3 s). Default: 2 s.
+func WithTimeout(d time.Duration) DecisionsOpt {
+	return decisionsOpt(func(c *decisionsConfig) error {
 		if d <= 0 {
 			return errors.New("judge: decision timeout must be > 0")
 		}
-		s.timeout = d
+		c.timeout = d
 		return nil
-	}
+	})
 }
 
 // InvalidEventError is a usage event that cannot be judged: the field at
@@ -396,7 +457,7 @@ func (e *InvalidEventError) Unwrap() error { return quota.ErrInvalid }
 
 // checkUsage is the one rule for which usage events are judged, beside the
 // engine's own checks: nil, or an *InvalidEventError.
-func (s *settings) checkUsage(e envelope.Envelope[envelope.UsagePayload], now time.Time) error {
+func (s *common) checkUsage(e envelope.Envelope[envelope.UsagePayload], now time.Time) error {
 	pl := e.Payload
 	bad := func(field, reason string) error { return &InvalidEventError{Field: field, Reason: reason} }
 	switch {
@@ -421,7 +482,7 @@ func (s *settings) checkUsage(e envelope.Envelope[envelope.UsagePayload], now ti
 }
 
 // event is the engine's event for a checked usage envelope.
-func (s *settings) event(e envelope.Envelope[envelope.UsagePayload]) quota.Event {
+func (s *common) event(e envelope.Envelope[envelope.UsagePayload]) quota.Event {
 	pl := e.Payload
 	return quota.Event{ID: e.EventID, FamilyID: pl.FamilyID, CustomerID: pl.CustomerID, Bytes: pl.BytesUsed,
 		AppID: pl.AppID, Category: s.apps.Category(pl.AppID), At: e.Timestamp}

@@ -8,16 +8,17 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/envelope/kafkarecord"
-	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 )
 
 // usageOutputs are the records one judged usage event causes: usage-persist
 // always, and QUOTA_UPDATED (allowed) or CUSTOMER_BLOCKED (blocked), and a
-// THRESHOLD_ALERT per crossed threshold. Ids derive from the origin event id
-// and timestamps are the event's own, so a replay re-emits identical records.
-func usageOutputs(in envelope.Envelope[envelope.UsagePayload], res quota.Result, loc *time.Location) ([]*kgo.Record, error) {
+// THRESHOLD_ALERT per crossed threshold, its message alertText's. Ids derive
+// from the origin event id and timestamps are the event's own, so a replay
+// re-emits identical records.
+func usageOutputs(in envelope.Envelope[envelope.UsagePayload], res quota.Result, loc *time.Location,
+	alertText func(percent int) string) ([]*kgo.Record, error) {
 	pl, id, at := in.Payload, in.EventID, in.Timestamp
 	recs := make([]*kgo.Record, 0, 2+len(res.Crossed))
 	add := func(r *kgo.Record, err error) error {
@@ -74,16 +75,10 @@ func usageOutputs(in envelope.Envelope[envelope.UsagePayload], res quota.Result,
 		err := add(kafkarecord.New(envelope.TopicNotificationEvents, envelope.New(
 			envelope.DerivedID(envelope.PrefixNotification, id, "threshold:"+strconv.Itoa(pct)), at,
 			envelope.ThresholdAlert{FamilyID: pl.FamilyID, ThresholdPercent: pct,
-				Message: thresholdText(pct), Period: period})))
+				Message: alertText(pct), Period: period})))
 		if err != nil {
 			return nil, err
 		}
 	}
 	return recs, nil
-}
-
-// thresholdText is the alert's message in the seed's default language.
-func thresholdText(pct int) string {
-	_, body := notify.Text(envelope.ThresholdAlert{ThresholdPercent: pct}, notify.Korean)
-	return body
 }

@@ -112,7 +112,7 @@ type ProcessorHooks struct {
 // after the engine ran and every emitted record was acknowledged; a replay
 // yields the stored decision and re-emits identical records (same ids).
 type Processor struct {
-	settings
+	processorConfig
 	cl      *kgo.Client
 	qs      *State
 	breaker *gobreaker.CircuitBreaker[any]
@@ -156,15 +156,15 @@ func ProcessorTopics() []string {
 // the seed brokers (kgo.SeedBrokers) and may add TLS/SASL or tuning; the
 // consumer group, topics and commit mode are the processor's own. Call Run
 // to start.
-func NewProcessor(qs *State, kopts []kgo.Opt, opts ...Option) (*Processor, error) {
+func NewProcessor(qs *State, kopts []kgo.Opt, opts ...ProcessorOpt) (*Processor, error) {
 	if qs == nil {
 		return nil, errors.New("judge: nil quota state")
 	}
-	set, err := newSettings(opts)
+	cfg, err := newProcessorConfig(opts)
 	if err != nil {
 		return nil, err
 	}
-	p := &Processor{settings: set, qs: qs}
+	p := &Processor{processorConfig: cfg, qs: qs}
 	if p.guard != nil {
 		p.positions, p.posGen = map[string]int64{}, map[string]string{}
 		p.recorded, p.recGen = map[string]int64{}, map[string]string{}
@@ -199,13 +199,13 @@ func NewProcessor(qs *State, kopts []kgo.Opt, opts ...Option) (*Processor, error
 			OnRevoked: func(i consumer.PartitionsInfo) { p.forget(i.Partitions) },
 			OnLost:    func(i consumer.PartitionsInfo) { p.forget(i.Partitions) },
 			OnRetry: func(i consumer.RetryInfo) {
-				if p.procHooks.OnRetry != nil {
-					p.procHooks.OnRetry(RetryInfo{What: "kafka " + i.Step, Attempt: i.Attempt, Wait: i.Wait, Err: i.Err})
+				if p.hooks.OnRetry != nil {
+					p.hooks.OnRetry(RetryInfo{What: "kafka " + i.Step, Attempt: i.Attempt, Wait: i.Wait, Err: i.Err})
 				}
 			},
 			OnCommit: func(i consumer.CommitInfo) {
-				if i.Err != nil && p.procHooks.OnRetry != nil {
-					p.procHooks.OnRetry(RetryInfo{What: "commit", Attempt: 1, Err: i.Err})
+				if i.Err != nil && p.hooks.OnRetry != nil {
+					p.hooks.OnRetry(RetryInfo{What: "commit", Attempt: 1, Err: i.Err})
 				}
 			},
 		}))
@@ -284,25 +284,18 @@ type poll struct {
 	out   sent
 }
 
-// sent tracks produced records until Kafka acknowledged or failed each.
+// sent is what a poll produced, until Kafka acknowledged or failed each
+// record; the poll's groups add to it concurrently.
 type sent struct {
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	failed []*kgo.Record
+	mu   sync.Mutex
+	outs []*produced
 }
 
 func (s *sent) send(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) {
-	s.wg.Add(len(recs))
-	for _, r := range recs {
-		cl.Produce(ctx, r, func(r *kgo.Record, err error) {
-			if err != nil {
-				s.mu.Lock()
-				s.failed = append(s.failed, r)
-				s.mu.Unlock()
-			}
-			s.wg.Done()
-		})
-	}
+	out := produce(ctx, cl, recs)
+	s.mu.Lock()
+	s.outs = append(s.outs, out)
+	s.mu.Unlock()
 }
 
 // finish waits until every output of w is acknowledged (producing the failed
@@ -313,13 +306,17 @@ func (p *Processor) finish(ctx context.Context, w *poll) error {
 	if err := p.cl.Flush(ctx); err != nil {
 		return err
 	}
-	w.out.wg.Wait() // every promise has run once Flush returned
-	if err := p.produce(ctx, w.out.failed); err != nil {
+	var failed []*kgo.Record
+	for _, out := range w.out.outs { // every record is answered once Flush returned
+		at, _ := out.wait(ctx)
+		failed = append(failed, pick(out.recs, at)...)
+	}
+	if err := p.produce(ctx, failed); err != nil {
 		return err
 	}
 	w.info.Duration = time.Since(w.start)
-	if p.procHooks.OnBatch != nil {
-		p.procHooks.OnBatch(w.info)
+	if p.hooks.OnBatch != nil {
+		p.hooks.OnBatch(w.info)
 	}
 	return nil
 }
@@ -397,24 +394,24 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 			dead = append(dead, rejected...)
 			decidedAt := time.Now()
 			j.latency, j.results = decidedAt.Sub(scriptStart), results
-			if p.procHooks.OnApply != nil && len(judgedUsage) > 0 {
-				p.procHooks.OnApply(ApplyInfo{Events: len(judgedUsage), Duration: j.latency})
+			if p.hooks.OnApply != nil && len(judgedUsage) > 0 {
+				p.hooks.OnApply(ApplyInfo{Events: len(judgedUsage), Duration: j.latency})
 			}
-			if p.procHooks.OnDecided != nil && len(judgedUsage) > 0 {
+			if p.hooks.OnDecided != nil && len(judgedUsage) > 0 {
 				recs := make([]*kgo.Record, len(judgedUsage))
 				for k, u := range judgedUsage {
 					recs[k] = u.rec
 				}
-				p.procHooks.OnDecided(recs, decidedAt)
+				p.hooks.OnDecided(recs, decidedAt)
 			}
 			// The group's outputs go out while other groups are judged.
 			outs := dead
 			for k, u := range judgedUsage {
-				recs, err := usageOutputs(u.env, results[k], p.loc)
+				recs, err := usageOutputs(u.env, results[k], p.loc, p.alertText)
 				if err != nil {
 					// Every field comes from a validated event and the engine; a
 					// failure here is a bug, not bad input. Stop rather than lose it.
-					j.err = fmt.Errorf("service: build outputs of %s: %w", u.env.EventID, err)
+					j.err = fmt.Errorf("judge: build outputs of %s: %w", u.env.EventID, err)
 					return
 				}
 				if p.tracer != nil {

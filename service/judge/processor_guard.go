@@ -196,8 +196,8 @@ func (p *Processor) stale(ctx context.Context, used string, err *error) bool {
 	}
 	if !p.paused.Swap(true) {
 		p.log.Error("the Redis state cannot be trusted: judging paused until Redis is rebuilt from SQL", "reason", reason)
-		if p.procHooks.OnStale != nil {
-			p.procHooks.OnStale(StaleInfo{Stale: true, Reason: reason})
+		if p.hooks.OnStale != nil {
+			p.hooks.OnStale(StaleInfo{Stale: true, Reason: reason})
 		}
 	}
 	// Outputs of batches judged before the state went stale are in flight:
@@ -262,8 +262,8 @@ func (p *Processor) recovered(rec *recovering) bool {
 	if p.paused.Swap(false) {
 		paused := time.Since(rec.start)
 		p.log.Warn("the Redis state is trusted again: judging resumes", "generation", rec.gen, "paused", paused)
-		if p.procHooks.OnStale != nil {
-			p.procHooks.OnStale(StaleInfo{Reason: rec.reason, Paused: paused})
+		if p.hooks.OnStale != nil {
+			p.hooks.OnStale(StaleInfo{Reason: rec.reason, Paused: paused})
 		}
 	}
 	return true

@@ -40,9 +40,9 @@ func newHarnessOn(t *testing.T, rdb redis.UniversalClient) *harness {
 }
 
 // start runs a processor until the test ends (or stop is called).
-func (h *harness) start(eng Engine, opts ...Option) (stop func()) {
+func (h *harness) start(eng Engine, opts ...ProcessorOpt) (stop func()) {
 	h.t.Helper()
-	opts = append([]Option{WithClock(func() time.Time { return h.Now }),
+	opts = append([]ProcessorOpt{WithClock(func() time.Time { return h.Now }),
 		WithRetryBackoff(10*time.Millisecond, 50*time.Millisecond)}, opts...)
 	p, err := NewProcessor(mustState(h.t, eng), h.KafkaOpts(), opts...)
 	if err != nil {
@@ -371,21 +371,56 @@ func storyCrashRestart(h *harness) {
 	h.Settled(ProcessorGroup, envelope.TopicUsageEvents)
 }
 
-func TestProcessorOptions(t *testing.T) {
-	bad := []Option{WithMaxEventAge(0), WithMaxClockSkew(-1), WithMaxPollRecords(0),
-		WithRetryBackoff(0, 1), WithRetryBackoff(2, 1), WithLocation(nil), WithApplyConcurrency(0),
-		WithLogger(nil), WithClock(nil), WithTracerProvider(nil), WithStateGuard(nil), WithGenerations(nil),
-		WithLinger(-1), WithMaxBatch(0), WithConcurrency(0), WithTimeout(0)}
-	for i, o := range bad {
+// Every option is checked by the constructor of the component it configures.
+func TestOptions(t *testing.T) {
+	shared := []Opt{WithMaxEventAge(0), WithMaxClockSkew(-1), WithLocation(nil), WithLogger(nil), WithClock(nil),
+		WithStateGuard(nil), WithAlertText(nil), WithApps(nil)}
+	proc := []ProcessorOpt{WithMaxPollRecords(0), WithRetryBackoff(0, 1), WithRetryBackoff(2, 1),
+		WithApplyConcurrency(0), WithTracerProvider(nil)}
+	dec := []DecisionsOpt{WithGenerations(nil), WithLinger(-1), WithLinger(time.Second), WithMaxBatch(0),
+		WithConcurrency(0), WithTimeout(0), WithSpool(nil)}
+	for _, o := range shared {
+		proc, dec = append(proc, o), append(dec, o)
+	}
+	for i, o := range proc {
 		if _, err := NewProcessor(mustState(t, &quota.Engine{}), nil, o); err == nil {
-			t.Errorf("option %d accepted", i)
+			t.Errorf("processor option %d accepted", i)
+		}
+	}
+	for i, o := range dec {
+		if _, err := NewDecisions(mustState(t, &quota.Engine{}), nil, o); err == nil {
+			t.Errorf("decisions option %d accepted", i)
 		}
 	}
 	if _, err := NewProcessor(nil, nil); err == nil {
 		t.Error("nil decider accepted")
 	}
-	if thresholdText(10) != "가족 데이터가 10% 미만입니다! 데이터를 충전해주세요." {
-		t.Error(thresholdText(10))
+	if _, err := NewDecisions(nil, nil); err == nil {
+		t.Error("nil decider accepted")
+	}
+}
+
+// The defaults are those the options' comments state.
+func TestOptionDefaults(t *testing.T) {
+	p, err := newProcessorConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := newDecisionsConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []common{p.common, d.common} {
+		if c.loc.String() != "Asia/Seoul" || c.maxAge != 23*time.Hour || c.maxSkew != 5*time.Minute ||
+			c.guard != nil || c.alertText(10) != policy.ThresholdAlertText(10) || c.apps.Category("com.youtube.app") == "" {
+			t.Errorf("common defaults: %+v", c)
+		}
+	}
+	if p.tracer != nil || p.maxPoll != 2000 || p.groups != 4 || p.backoffMin != 100*time.Millisecond || p.backoffMax != 5*time.Second {
+		t.Errorf("processor defaults: %+v", p)
+	}
+	if d.gens != nil || d.spool != nil || d.linger != 200*time.Microsecond || d.maxBatch != 256 || d.slots != 4 || d.timeout != 2*time.Second {
+		t.Errorf("decisions defaults: %+v", d)
 	}
 }
 
@@ -396,7 +431,7 @@ func TestThresholdPeriodCarriesTheArm(t *testing.T) {
 	at := time.Date(2026, 2, 6, 5, 30, 0, 0, time.UTC)
 	in := envelope.New("evt_x", at, envelope.UsagePayload{FamilyID: 1, CustomerID: 2, AppID: "a", BytesUsed: 1})
 	recs, err := usageOutputs(in, quota.Result{Decision: policy.Allowed, Remaining: 1, Total: 10,
-		Crossed: []int{30, 10}, Arms: []int{1, 2}}, loc)
+		Crossed: []int{30, 10}, Arms: []int{1, 2}}, loc, policy.ThresholdAlertText)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,6 +441,34 @@ func TestThresholdPeriodCarriesTheArm(t *testing.T) {
 	}
 	if d := cmp.Diff([]string{"2026-02", "2026-02#2"}, periods); d != "" {
 		t.Error(d)
+	}
+}
+
+// A threshold alert's message is the caller's text (WithAlertText), by
+// default the Korean one (policy.ThresholdAlertText).
+func TestThresholdAlertText(t *testing.T) {
+	loc, _ := policy.LoadZone("")
+	at := time.Date(2026, 2, 6, 5, 30, 0, 0, time.UTC)
+	in := envelope.New("evt_x", at, envelope.UsagePayload{FamilyID: 1, CustomerID: 2, AppID: "a", BytesUsed: 1})
+	res := quota.Result{Decision: policy.Allowed, Remaining: 1, Total: 10, Crossed: []int{10}}
+	for _, tt := range []struct {
+		opts []ProcessorOpt
+		want string
+	}{
+		{nil, "가족 데이터가 10% 미만입니다! 데이터를 충전해주세요."},
+		{[]ProcessorOpt{WithAlertText(func(pct int) string { return fmt.Sprintf("below %d%%", pct) })}, "below 10%"},
+	} {
+		s, err := newProcessorConfig(tt.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, err := usageOutputs(in, res, loc, s.alertText)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := pipetest.Decode[envelope.ThresholdAlert](t, recs[2:])[0].Payload.Message; got != tt.want {
+			t.Errorf("message %q, want %q", got, tt.want)
+		}
 	}
 }
 
@@ -436,7 +499,7 @@ func TestUsagePersistCarriesTheResult(t *testing.T) {
 				TotalBytes: 10, DailyUsedBytes: 3, MonthlyUsedBytes: 5}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			recs, err := usageOutputs(in, tt.res, loc)
+			recs, err := usageOutputs(in, tt.res, loc, policy.ThresholdAlertText)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -446,7 +509,7 @@ func TestUsagePersistCarriesTheResult(t *testing.T) {
 			if diff := cmp.Diff(want, persist.Payload); diff != "" {
 				t.Errorf("usage-persist (-want +got):\n%s", diff)
 			}
-			again, err := usageOutputs(in, tt.res, loc)
+			again, err := usageOutputs(in, tt.res, loc, policy.ThresholdAlertText)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -462,7 +525,7 @@ func TestUsagePersistCarriesTheResult(t *testing.T) {
 func TestSplitKeepsPartitionsWholeAndOrdered(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		n := rapid.IntRange(1, 6).Draw(rt, "groups")
-		p := &Processor{settings: settings{groups: n}}
+		p := &Processor{processorConfig: processorConfig{groups: n}}
 		parts := rapid.SliceOfN(rapid.Int32Range(0, 9), 0, 300).Draw(rt, "partitions")
 		var usage []*kgo.Record
 		for i, part := range parts {

@@ -174,7 +174,7 @@ func (p *Processor) policyUpdated(ctx context.Context, r *kgo.Record, ev envelop
 		envelope.CustomerBlocked{FamilyID: pl.FamilyID, CustomerID: pl.TargetCustomerID,
 			BlockReason: st.Rule, BlockedAt: ev.Timestamp, Decision: string(st.Decision)}))
 	if err != nil {
-		return nil, fmt.Errorf("service: build CUSTOMER_BLOCKED for %s: %w", ev.EventID, err)
+		return nil, fmt.Errorf("judge: build CUSTOMER_BLOCKED for %s: %w", ev.EventID, err)
 	}
 	return []*kgo.Record{rec}, nil
 }

@@ -14,8 +14,8 @@ import (
 )
 
 func (p *Processor) deadLetter(r *kgo.Record, reason string) *kgo.Record {
-	if p.procHooks.OnDeadLetter != nil {
-		p.procHooks.OnDeadLetter(r.Topic, reason)
+	if p.hooks.OnDeadLetter != nil {
+		p.hooks.OnDeadLetter(r.Topic, reason)
 	}
 	p.log.Warn("dead-lettered", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", reason)
 	dlt := kafkarecord.DeadLetter(r, envelope.DLT(r.Topic), reason)

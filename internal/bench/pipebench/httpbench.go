@@ -27,6 +27,7 @@ import (
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
 	"github.com/dabom/dpcs/service/api"
+	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/simulate"
@@ -182,7 +183,7 @@ func RunHTTP(ctx context.Context, cfg HTTPConfig) (*HTTPReport, error) {
 		}
 		judges, acks, groupEvents = nil, nil, 0
 	}
-	opts := []judge.Option{judge.WithDecisionHooks(judge.DecisionHooks{OnBatch: func(b judge.DecisionBatchInfo) {
+	opts := []judge.DecisionsOpt{judge.WithDecisionHooks(judge.DecisionHooks{OnBatch: func(b judge.DecisionBatchInfo) {
 		batches.Add(1)
 		events.Add(int64(b.Events))
 		judgeNs.Add(int64(b.Judge))
@@ -350,7 +351,12 @@ func serveAPI(ctx context.Context, dir string, eng *judge.State, dec *judge.Deci
 		db.Close()
 		return "", nil, err
 	}
-	apiServer, err := api.New(api.Config{Store: st, State: eng, Hub: hub, Inbox: inbox,
+	fam, err := family.New(st, eng)
+	if err != nil {
+		db.Close()
+		return "", nil, err
+	}
+	apiServer, err := api.New(api.Config{Store: st, State: eng, Family: fam, Hub: hub, Inbox: inbox,
 		Secret: []byte("httpbench-secret-0123456789abcdef0123"), NoWeb: true,
 		Decisions: dec, GatewayTokens: []string{benchGateway}})
 	if err != nil {

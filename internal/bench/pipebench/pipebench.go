@@ -77,7 +77,7 @@ type Config struct {
 	// of the decisions (0: 5,000 events).
 	MaxBacklog int
 	// ProcessorOptions are added to every processor's options (tuning).
-	ProcessorOptions []judge.Option
+	ProcessorOptions []judge.ProcessorOpt
 	// OnStep, if set, is called when a step's measured window begins and
 	// ends (for profiling one step).
 	OnStep func(label string, begin bool)
@@ -480,7 +480,7 @@ func (p *workerPool) scale(ctx context.Context, n int, eng *judge.State, cfg Con
 	for range n {
 		w, err := service.NewWorkers(eng, cfg.DB, kopts, service.WorkersConfig{
 			NoNotifier: wcfg.NoNotifier, Notifier: wcfg.Notifier, Hub: wcfg.Hub,
-			Processor: append([]judge.Option{judge.WithProcessorHooks(hooks), judge.WithLocation(cfg.Zone)},
+			Processor: append([]judge.ProcessorOpt{judge.WithProcessorHooks(hooks), judge.WithLocation(cfg.Zone)},
 				cfg.ProcessorOptions...),
 			WriteBehind: []writebehind.Option{writebehind.WithHooks(wbHooks), writebehind.WithBatchSize(500)},
 		})

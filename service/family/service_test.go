@@ -1,0 +1,490 @@
+package family_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dabom/dpcs/internal/testenv"
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/family"
+	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/store"
+)
+
+const (
+	fid   = 100
+	owner = 1
+	child = 2
+	mib   = int64(1) << 20
+)
+
+var errDown = errors.New("dial tcp 127.0.0.1:6379: connection refused")
+
+// faultyDoor is the real door with a switch that makes every write fail
+// before it reaches Redis, as a Redis that is down does.
+type faultyDoor struct {
+	*judge.State
+	mu    sync.Mutex
+	fail  error
+	calls []string
+}
+
+func (d *faultyDoor) step(name string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls = append(d.calls, name)
+	return d.fail
+}
+
+func (d *faultyDoor) set(err error) {
+	d.mu.Lock()
+	d.fail = err
+	d.mu.Unlock()
+}
+
+func (d *faultyDoor) called() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.calls)
+}
+
+func (d *faultyDoor) Enforce(ctx context.Context, fid, cid, version int64, c policy.Constraints) (quota.Enforcement, error) {
+	if err := d.step("Enforce"); err != nil {
+		return quota.Enforcement{}, err
+	}
+	return d.State.Enforce(ctx, fid, cid, version, c)
+}
+
+func (d *faultyDoor) SetPlan(ctx context.Context, fid, bytes int64) (quota.PoolState, error) {
+	if err := d.step("SetPlan"); err != nil {
+		return quota.PoolState{}, err
+	}
+	return d.State.SetPlan(ctx, fid, bytes)
+}
+
+func (d *faultyDoor) SetTopUps(ctx context.Context, fid int64, month string, total int64) (quota.PoolState, error) {
+	if err := d.step("SetTopUps"); err != nil {
+		return quota.PoolState{}, err
+	}
+	return d.State.SetTopUps(ctx, fid, month, total)
+}
+
+func (d *faultyDoor) SetThresholds(ctx context.Context, fid int64, t policy.Thresholds) error {
+	if err := d.step("SetThresholds"); err != nil {
+		return err
+	}
+	return d.State.SetThresholds(ctx, fid, t)
+}
+
+func (d *faultyDoor) AddMember(ctx context.Context, fid, cid int64) error {
+	if err := d.step("AddMember"); err != nil {
+		return err
+	}
+	return d.State.AddMember(ctx, fid, cid)
+}
+
+func (d *faultyDoor) RemoveMember(ctx context.Context, fid, cid int64) error {
+	if err := d.step("RemoveMember"); err != nil {
+		return err
+	}
+	return d.State.RemoveMember(ctx, fid, cid)
+}
+
+type fixture struct {
+	t       *testing.T
+	ctx     context.Context
+	store   *store.Store
+	engine  *quota.Engine
+	door    *faultyDoor
+	svc     *family.Service
+	mu      sync.Mutex
+	changes []family.Change
+	wakes   int
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{t: t, ctx: context.Background()}
+	db := testenv.SQLite(t)
+	if err := store.Migrate(f.ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if f.store, err = store.New(db, store.WithBcryptCost(4)); err != nil {
+		t.Fatal(err)
+	}
+	_, rdb := testenv.Redis(t)
+	if f.engine, err = quota.New(rdb); err != nil {
+		t.Fatal(err)
+	}
+	qs, err := judge.NewState(f.engine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.door = &faultyDoor{State: qs}
+	f.svc, err = family.New(f.store, f.door, family.WithWake(func() { f.mu.Lock(); f.wakes++; f.mu.Unlock() }),
+		family.WithOnChange(func(_ context.Context, c family.Change) { f.mu.Lock(); f.changes = append(f.changes, c); f.mu.Unlock() }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := store.Actor{ID: 9, Role: policy.RoleAdmin}
+	if _, err := f.svc.CreateFamily(f.ctx, store.NewFamily{ID: fid, Name: "Kim", PlanBytes: 100 * mib}, admin); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []store.NewMember{{ID: owner, FamilyID: fid, Name: "엄마", Role: policy.RoleOwner},
+		{ID: child, FamilyID: fid, Name: "아이", Role: policy.RoleMember}} {
+		if _, err := f.svc.AddMember(f.ctx, m, admin); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.mu.Lock()
+	f.changes, f.wakes = nil, 0
+	f.mu.Unlock()
+	return f
+}
+
+// unsettled counts the intent rows.
+func (f *fixture) unsettled() int {
+	f.t.Helper()
+	us, err := f.store.UnsettledFamilies(f.ctx, time.Now().Add(time.Hour), 100)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return len(us)
+}
+
+// settle runs one settler pass with no grace.
+func (f *fixture) settle() int {
+	f.t.Helper()
+	st, err := family.NewSettler(f.svc, family.WithSettleGrace(0), family.WithSettleInterval(time.Hour),
+		family.WithSettleClock(func() time.Time { return time.Now().Add(time.Second) }))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer st.Close(f.ctx)
+	return st.Pass()
+}
+
+func (f *fixture) by() store.Actor { return store.Actor{ID: owner, Role: policy.RoleOwner} }
+
+func (f *fixture) lastChange() family.Change {
+	f.t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.changes) == 0 {
+		f.t.Fatal("no change told to the hooks")
+	}
+	return f.changes[len(f.changes)-1]
+}
+
+func (f *fixture) judge(cid, bytes int64) policy.Decision {
+	f.t.Helper()
+	res, err := f.engine.Apply(f.ctx, quota.Event{ID: "evt_" + time.Now().Format(time.RFC3339Nano), FamilyID: fid, CustomerID: cid,
+		Bytes: bytes, At: time.Now()})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return res.Decision
+}
+
+// A policy change is applied through the door at once: the answer carries
+// the member's standing, the relay is woken, the hooks are told.
+func TestChangePolicyApplied(t *testing.T) {
+	f := newFixture(t)
+	res, err := f.svc.ChangePolicy(f.ctx, store.PolicyChange{FamilyID: fid, CustomerID: child,
+		Set: map[string]string{policy.KeyBlockAccess: "1"}, By: f.by()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Standing == nil || res.Standing.Decision != policy.BlockedAccess {
+		t.Fatalf("standing %+v, want BLOCKED_ACCESS", res.Standing)
+	}
+	if got := f.judge(child, mib); got != policy.BlockedAccess {
+		t.Errorf("child's next event: %s, want BLOCKED_ACCESS", got)
+	}
+	if c := f.lastChange(); c.Kind != family.KindPolicy || !c.Applied || !slices.Equal(c.Members, []int64{child}) {
+		t.Errorf("change told: %+v", c)
+	}
+	if f.wakes != 1 {
+		t.Errorf("relay woken %d times, want 1", f.wakes)
+	}
+}
+
+// The one rule for a door step that fails after SQL committed: a change
+// that also travels as an event (a policy) is answered as done; any other
+// is ErrNotApplied — recorded in SQL, told to the hooks as not applied —
+// and sending it again converges.
+func TestDoorFailureRule(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		change  func(f *fixture) error
+		relayed bool
+		// converged checks Redis after the change was sent again with the
+		// door working.
+		converged func(f *fixture)
+	}{
+		{name: "policy", relayed: true, change: func(f *fixture) error {
+			_, err := f.svc.ChangePolicy(f.ctx, store.PolicyChange{FamilyID: fid, CustomerID: child,
+				Set: map[string]string{policy.KeyBlockAccess: "1"}, By: f.by()})
+			return err
+		}, converged: func(f *fixture) {
+			if got := f.judge(child, mib); got != policy.BlockedAccess {
+				f.t.Errorf("after the retry the child's event is %s, want BLOCKED_ACCESS", got)
+			}
+		}},
+		{name: "plan", change: func(f *fixture) error {
+			_, err := f.svc.SetPlan(f.ctx, fid, 3*mib, store.Actor{ID: 9, Role: policy.RoleAdmin})
+			return err
+		}, converged: func(f *fixture) {
+			if got := f.judge(owner, 4*mib); got != policy.BlockedFamilyQuota {
+				f.t.Errorf("4 MB on a 3 MB plan: %s, want BLOCKED_FAMILY_QUOTA", got)
+			}
+		}},
+		{name: "thresholds", change: func(f *fixture) error {
+			_, err := f.svc.SetThresholds(f.ctx, fid, policy.Thresholds{80}, f.by())
+			return err
+		}, converged: func(f *fixture) {
+			st, err := f.engine.Family(f.ctx, fid)
+			if err != nil {
+				f.t.Fatal(err)
+			}
+			if !slices.Equal(st.Thresholds, []int{80}) {
+				f.t.Errorf("thresholds in Redis %v, want [80]", st.Thresholds)
+			}
+		}},
+		{name: "top-up", change: func(f *fixture) error {
+			_, err := f.svc.TopUp(f.ctx, fid, 10*mib, f.by(), 1<<40)
+			return err
+		}, converged: func(f *fixture) {
+			st, err := f.engine.Family(f.ctx, fid)
+			if err != nil {
+				f.t.Fatal(err)
+			}
+			if st.Total != 110*mib {
+				f.t.Errorf("pool total %d MB, want 110 (plan + the top-up SQL recorded)", st.Total/mib)
+			}
+		}},
+		{name: "add member", change: func(f *fixture) error {
+			_, err := f.svc.AddMember(f.ctx, store.NewMember{FamilyID: fid, Name: "둘째", Role: policy.RoleMember}, f.by())
+			return err
+		}, converged: func(f *fixture) {
+			ms, err := f.store.ListMembers(f.ctx, fid, false)
+			if err != nil {
+				f.t.Fatal(err)
+			}
+			for _, m := range ms {
+				if m.ID != owner && m.ID != child && f.judge(m.ID, mib) != policy.Allowed {
+					f.t.Errorf("the new member %d is not allowed", m.ID)
+				}
+			}
+		}},
+		{name: "remove member", change: func(f *fixture) error {
+			return f.svc.RemoveMember(f.ctx, fid, child, f.by())
+		}, converged: func(f *fixture) {
+			if got := f.judge(child, mib); got != policy.BlockedNotMember {
+				f.t.Errorf("the removed child's event: %s, want BLOCKED_NOT_MEMBER", got)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.door.set(errDown)
+			err := tc.change(f)
+			switch {
+			case tc.relayed && err != nil:
+				t.Fatalf("a relayed change whose door step failed: %v, want it answered (its event applies it)", err)
+			case !tc.relayed && !errors.Is(err, family.ErrNotApplied):
+				t.Fatalf("door step failed: %v, want ErrNotApplied", err)
+			case !tc.relayed && !errors.Is(err, errDown):
+				t.Errorf("%v does not wrap the door's error", err)
+			}
+			if c := f.lastChange(); c.Applied {
+				t.Errorf("change told as applied: %+v", c)
+			}
+			if tc.relayed && f.wakes == 0 {
+				t.Error("the relay was not woken")
+			}
+			f.door.set(nil)
+			if tc.relayed {
+				// Its event applies it; sent again, the no-op applies
+				// the member's policy again.
+				if err := tc.change(f); err != nil {
+					t.Fatalf("sent again: %v", err)
+				}
+			} else {
+				// The intent row is left for the settler, which applies
+				// the family's settings from SQL.
+				if n := f.unsettled(); n != 1 {
+					t.Fatalf("%d intent rows after the failed door step, want 1", n)
+				}
+				if n := f.settle(); n != 1 {
+					t.Fatalf("the settler settled %d families, want 1", n)
+				}
+			}
+			tc.converged(f)
+			if n := f.unsettled(); n != 0 {
+				t.Errorf("%d intent rows left after settling", n)
+			}
+		})
+	}
+}
+
+// A process that died between a change's commit and its door step leaves
+// the intent row: the settler applies the change from SQL.
+func TestSettlerAfterCrash(t *testing.T) {
+	f := newFixture(t)
+	if _, err := f.store.Unsettle(f.ctx, fid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.SetPlan(f.ctx, fid, 3*mib, store.System); err != nil { // committed, then the process died
+		t.Fatal(err)
+	}
+	if err := f.store.RemoveMember(f.ctx, fid, child, store.System); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.judge(owner, 4*mib); got != policy.Allowed {
+		t.Fatalf("before settling: %s (Redis already had the plan?)", got)
+	}
+	if n := f.settle(); n != 1 {
+		t.Fatalf("settled %d families, want 1", n)
+	}
+	if got := f.judge(owner, 4*mib); got != policy.BlockedFamilyQuota {
+		t.Errorf("4 MB more on a 3 MB plan after settling: %s", got)
+	}
+	if got := f.judge(child, mib); got != policy.BlockedNotMember {
+		t.Errorf("the removed child after settling: %s", got)
+	}
+	if n := f.unsettled(); n != 0 {
+		t.Errorf("%d intent rows left", n)
+	}
+}
+
+// Changes whose door step succeeded leave no intent row; one still in its
+// grace is not taken.
+func TestSettlerLeavesChangesInFlight(t *testing.T) {
+	f := newFixture(t)
+	if _, err := f.svc.SetPlan(f.ctx, fid, 50*mib, store.Actor{ID: 9, Role: policy.RoleAdmin}); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.unsettled(); n != 0 {
+		t.Fatalf("%d intent rows after a change the door took", n)
+	}
+	if _, err := f.store.Unsettle(f.ctx, fid); err != nil { // a change in flight
+		t.Fatal(err)
+	}
+	st, err := family.NewSettler(f.svc, family.WithSettleGrace(time.Hour), family.WithSettleInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close(f.ctx)
+	if n := st.Pass(); n != 0 {
+		t.Errorf("settled %d families within their grace", n)
+	}
+}
+
+// A state that took a write whose mark could not be recorded is in effect:
+// the error is returned as it is, and the hooks are told it applied.
+func TestNotMarkedIsInEffect(t *testing.T) {
+	f := newFixture(t)
+	notMarked := judge.ErrNotMarked
+	f.door.set(nil)
+	_, err := f.svc.SetPlan(f.ctx, fid, 50*mib, store.Actor{ID: 9, Role: policy.RoleAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.door.set(notMarked)
+	_, err = f.svc.SetPlan(f.ctx, fid, 60*mib, store.Actor{ID: 9, Role: policy.RoleAdmin})
+	if !errors.Is(err, judge.ErrNotMarked) || errors.Is(err, family.ErrNotApplied) {
+		t.Fatalf("%v: want ErrNotMarked as it is", err)
+	}
+	if c := f.lastChange(); !c.Applied {
+		t.Errorf("told as not applied: %+v", c)
+	}
+}
+
+// A no-op change applies the member's current policy again: a change whose
+// door step failed converges when sent again even though SQL has nothing
+// new to write.
+func TestNoOpChangeAppliesAgain(t *testing.T) {
+	f := newFixture(t)
+	set := store.PolicyChange{FamilyID: fid, CustomerID: child, Set: map[string]string{policy.KeyBlockAccess: "1"}, By: f.by()}
+	f.door.set(errDown)
+	if _, err := f.svc.ChangePolicy(f.ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.judge(child, mib); got != policy.Allowed {
+		t.Fatalf("the block reached Redis with the door down: %s", got)
+	}
+	f.door.set(nil)
+	res, err := f.svc.ChangePolicy(f.ctx, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Unchanged || res.Standing == nil || res.Standing.Decision != policy.BlockedAccess {
+		t.Fatalf("no-op answer %+v standing %+v: want unchanged and blocked", res.PolicyUpdate, res.Standing)
+	}
+	if got := f.judge(child, mib); got != policy.BlockedAccess {
+		t.Errorf("after the no-op the child's event is %s, want BLOCKED_ACCESS", got)
+	}
+}
+
+// A gift moves the giver's allowance to the receiver: both policies are
+// applied (the giver's cut first) and the hooks are told once, as a gift.
+func TestGift(t *testing.T) {
+	f := newFixture(t)
+	for _, cid := range []int64{owner, child} {
+		if _, err := f.svc.ChangePolicy(f.ctx, store.PolicyChange{FamilyID: fid, CustomerID: cid,
+			Set: map[string]string{policy.KeyLimitMonthly: "10485760"}, By: f.by()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.mu.Lock()
+	f.changes = nil
+	f.mu.Unlock()
+	res, err := f.svc.Gift(f.ctx, store.Gift{FamilyID: fid, From: owner, To: child, Bytes: 4 * mib, By: f.by()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Left != 6*mib || res.From.Standing == nil || res.To.Standing == nil {
+		t.Fatalf("gift %+v", res)
+	}
+	if got := f.judge(child, 14*mib); got != policy.Allowed {
+		t.Errorf("the receiver's 14 MB on 10 + 4: %s", got)
+	}
+	if got := f.judge(owner, 6*mib+1); got != policy.BlockedLimitMonthly {
+		t.Errorf("the giver's 6 MB + 1 on 10 − 4: %s", got)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.changes) != 1 || f.changes[0].Kind != family.KindGift || !slices.Equal(f.changes[0].Members, []int64{owner, child}) {
+		t.Errorf("changes told: %+v, want one gift", f.changes)
+	}
+}
+
+// An owner resets a MEMBER's password only; never its own, nor another
+// owner's.
+func TestResetPasswordRules(t *testing.T) {
+	f := newFixture(t)
+	other, err := f.svc.AddMember(f.ctx, store.NewMember{FamilyID: fid, Name: "아빠", Role: policy.RoleOwner}, f.by())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pw = "correct horse battery"
+	if err := f.svc.ResetPassword(f.ctx, fid, owner, pw, f.by()); !errors.Is(err, family.ErrOwnPassword) {
+		t.Errorf("own: %v", err)
+	}
+	if err := f.svc.ResetPassword(f.ctx, fid, other.ID, pw, f.by()); !errors.Is(err, family.ErrOwnerPassword) {
+		t.Errorf("another owner: %v", err)
+	}
+	if err := f.svc.ResetPassword(f.ctx, fid, child, pw, f.by()); err != nil {
+		t.Errorf("a member: %v", err)
+	}
+	if err := f.svc.ResetPassword(f.ctx, fid, other.ID, pw, store.Actor{ID: 9, Role: policy.RoleAdmin}); err != nil {
+		t.Errorf("the back office: %v", err)
+	}
+}
