@@ -55,8 +55,9 @@ func Handler(svc *Service, c HandlerConfig) http.Handler {
 	mux.HandleFunc("POST "+BasePath+"/chargingdata/{ref}/update", h.update)
 	mux.HandleFunc("POST "+BasePath+"/chargingdata/{ref}/release", h.release)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		_, pattern := mux.Handler(r)
-		if pattern != "/" && pattern != "" { // the path exists, the method does not
+		post := r.Clone(r.Context())
+		post.Method = http.MethodPost
+		if _, pattern := mux.Handler(post); pattern != "/" { // the path exists, the method does not
 			w.Header().Set("Allow", http.MethodPost)
 			writeProblem(w, &Problem{Status: http.StatusMethodNotAllowed, Detail: "only POST is served here"})
 			return

@@ -46,6 +46,82 @@ func (s *Service) ReauthorizeFamily(ctx context.Context, familyID int64) error {
 	return s.Reauthorize(ctx, familyID, 0)
 }
 
+// Changed is Reauthorize in the background, for hooks that must not block
+// (the application layer's, family.WithOnChange): it returns at once, and
+// the service's own worker looks the live sessions up and queues their
+// notifications. No member named: every member's sessions. Changes of one
+// family that arrive while the worker is busy are taken together.
+func (s *Service) Changed(familyID int64, memberIDs ...int64) {
+	s.changes.mu.Lock()
+	defer s.changes.mu.Unlock()
+	if s.changes.closed {
+		return
+	}
+	members, ok := s.changes.pending[familyID]
+	switch {
+	case ok && members == nil: // the whole family already
+	case len(memberIDs) == 0:
+		s.changes.pending[familyID] = nil
+	default:
+		if members == nil {
+			members = map[int64]bool{}
+		}
+		for _, m := range memberIDs {
+			members[m] = true
+		}
+		s.changes.pending[familyID] = members
+	}
+	select {
+	case s.changes.wake <- struct{}{}:
+	default:
+	}
+}
+
+// changes are the families changed and not yet looked up (nil members:
+// every member).
+type changes struct {
+	mu      sync.Mutex
+	pending map[int64]map[int64]bool
+	closed  bool
+	wake    chan struct{}
+	done    chan struct{}
+}
+
+// changeLoop looks up the live sessions of the families changed until ctx
+// ends, then once more for what is left.
+func (s *Service) changeLoop(ctx context.Context) {
+	defer close(s.changes.done)
+	for {
+		select {
+		case <-ctx.Done():
+			s.changes.mu.Lock()
+			s.changes.closed = true
+			s.changes.mu.Unlock()
+			s.reauthorizePending(context.Background())
+			return
+		case <-s.changes.wake:
+			s.reauthorizePending(ctx)
+		}
+	}
+}
+
+func (s *Service) reauthorizePending(ctx context.Context) {
+	s.changes.mu.Lock()
+	pending := s.changes.pending
+	s.changes.pending = map[int64]map[int64]bool{}
+	s.changes.mu.Unlock()
+	for fid, members := range pending {
+		if members == nil {
+			members = map[int64]bool{0: true}
+		}
+		for m := range members {
+			if err := s.Reauthorize(ctx, fid, m); err != nil {
+				s.o.log.Warn("charging: live sessions of a changed family not reauthorized", "familyId", fid, "memberId", m, "err", err)
+			}
+		}
+	}
+}
+
 // reauthBody is the REAUTHORIZATION of every rating group the session
 // holds (none named: the whole session).
 func reauthBody(sess store.ChargingSession) []byte {

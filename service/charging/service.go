@@ -67,6 +67,7 @@ type Service struct {
 	o         options
 	locks     [64]sync.Mutex
 	notifier  *notifier
+	changes   changes
 	sweepDone chan struct{}
 	stop      context.CancelFunc
 	closeOnce sync.Once
@@ -90,21 +91,25 @@ func New(charger Charger, sessions Sessions, opts ...Option) (*Service, error) {
 			return nil, fmt.Errorf("charging: redirect %q: want an absolute http or https URL", o.redirectURL)
 		}
 	}
-	s := &Service{charger: charger, sessions: sessions, o: o, sweepDone: make(chan struct{})}
+	s := &Service{charger: charger, sessions: sessions, o: o, sweepDone: make(chan struct{}),
+		changes: changes{pending: map[int64]map[int64]bool{}, wake: make(chan struct{}, 1), done: make(chan struct{})}}
 	s.notifier = newNotifier(o)
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	go s.sweepLoop(ctx)
+	go s.changeLoop(ctx)
 	return s, nil
 }
 
-// Close stops the sweep and the notifications: those waiting are still
-// tried until ctx ends.
+// Close stops the sweep and the change worker (the changes it was given
+// are looked up first) and the notifications: those queued are still tried
+// until ctx ends.
 func (s *Service) Close(ctx context.Context) error {
 	var err error
 	s.closeOnce.Do(func() {
 		s.stop()
 		<-s.sweepDone
+		<-s.changes.done
 		err = s.notifier.close(ctx)
 	})
 	return err
