@@ -24,6 +24,11 @@ var layers = map[string][]string{
 	"service/outbox": {"service", "service/api", "service/judge", "service/recovery", "service/store", "github.com/danielgtaylor/huma"},
 	// The HTTP API takes the door, the store and hooks; never the root.
 	"service/api": {"service", "service/recovery"},
+	// The charging interface takes its grant steps through its own Charger
+	// interface (the door implements it) and its sessions from the store:
+	// it links neither the door nor the API, nor huma (3GPP's shapes).
+	"service/charging": {"service", "service/api", "service/judge", "service/recovery", "service/family",
+		"github.com/danielgtaylor/huma"},
 }
 
 // embedded are what only the composition root (service), the mains and the
