@@ -462,7 +462,7 @@ func (s *Service) step(ctx context.Context, sess store.ChargingSession, op Op, r
 				return nil, err
 			}
 			if !ok {
-				return nil, s.raced(ctx, sess.Ref)
+				return s.raced(ctx, sess.Ref, op, seq)
 			}
 		}
 	}
@@ -533,7 +533,7 @@ func (s *Service) step(ctx context.Context, sess store.ChargingSession, op Op, r
 		return nil, err
 	}
 	if !ok {
-		return nil, s.raced(ctx, sess.Ref)
+		return s.raced(ctx, sess.Ref, op, seq)
 	}
 	if op == OpRelease {
 		return nil, nil
@@ -541,13 +541,23 @@ func (s *Service) step(ctx context.Context, sess store.ChargingSession, op Op, r
 	return resp, nil
 }
 
-// raced is the error of a step another process's step overtook.
-func (s *Service) raced(ctx context.Context, ref string) error {
-	if _, err := s.sessions.ChargingSession(ctx, ref); errors.Is(err, store.ErrNotFound) {
-		return noSession(ref)
+// raced answers a step whose session moved on since it was read: the
+// same invocation answered meanwhile (by this invocation's retry, here or
+// in another process) gets that answer, as its retry would; anything else
+// is refused as replay refuses it.
+func (s *Service) raced(ctx context.Context, ref string, op Op, seq uint32) (*ChargingDataResponse, error) {
+	sess, err := s.sessions.ChargingSession(ctx, ref)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, noSession(ref)
 	}
-	return &Problem{Status: http.StatusInternalServerError, Cause: CauseSystemFailure,
-		Detail: "another invocation of this session was answered meanwhile: repeat this one to get its answer"}
+	if err != nil {
+		return nil, err
+	}
+	if resp, done, err := s.replay(sess, op, seq); done || err != nil {
+		return resp, err
+	}
+	return nil, &Problem{Status: http.StatusInternalServerError, Cause: CauseSystemFailure,
+		Detail: "another invocation of this session was answered meanwhile: repeat this one"}
 }
 
 // answer is one rating group's answer to its step, and until when it

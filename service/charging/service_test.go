@@ -497,3 +497,39 @@ func TestGoldenAnswers(t *testing.T) {
 		"invocationSequenceNumber":1,"multipleUnitUsage":[{"ratingGroup":10,"requestedUnit":{"totalVolume":-5}}]}`), charging.OpUpdate)
 	golden(t, "problem-bad-volume.json", problem(t, err).Details())
 }
+
+// Two processes answering the same invocation at once (an SMF's retry
+// reaching another instance) give the same answer and charge once.
+func TestTwoProcessesAnswerOneInvocation(t *testing.T) {
+	e := newEnv(t)
+	other := e.service(e.fake, e.st.S)
+	ref, _, err := e.svc.Create(e.ctx, request("imsi-"+childIMSI, 0, ask(10, 4*mib, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint32(1); seq <= 8; seq++ {
+		req := request("imsi-"+childIMSI, seq, ask(10, 4*mib, 1*mib))
+		var answers [4]*charging.ChargingDataResponse
+		var errs [4]error
+		var wg sync.WaitGroup
+		for i := range answers {
+			svc := e.svc
+			if i%2 == 1 {
+				svc = other
+			}
+			wg.Go(func() { answers[i], errs[i] = svc.Update(context.Background(), ref, req) })
+		}
+		wg.Wait()
+		for i := range answers {
+			if errs[i] != nil {
+				t.Fatalf("invocation %d, caller %d: %v", seq, i, errs[i])
+			}
+			if !cmp.Equal(answers[0], answers[i]) {
+				t.Errorf("invocation %d: callers answered differently: %+v, %+v", seq, answers[0], answers[i])
+			}
+		}
+		if _, used, _ := e.fake.Pool(family); used != int64(seq)*mib {
+			t.Fatalf("after invocation %d: used %d", seq, used)
+		}
+	}
+}
