@@ -26,7 +26,11 @@ func TestSystemServesCharging(t *testing.T) {
 	cfg.Charging.Addr = "127.0.0.1:0"
 	fake := chargertest.New()
 	fake.SetPool(DemoFamilyID, 10<<20)
+	for f := range int64(50) {
+		fake.SetPool(demoFirstFamily+f, 1<<30)
+	}
 	cfg.Charger = fake
+	cfg.SimulatorSessions = 5
 	s, err := StartSystem(ctx, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -78,5 +82,22 @@ func TestSystemServesCharging(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no REAUTHORIZATION after the owner was blocked")
+	}
+	// The demo's simulated SMFs charge the simulated members (their phones
+	// are seeded), and release everything when the system stops.
+	for deadline := time.Now().Add(60 * time.Second); s.SMFs.Stats().Creates < 5; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("simulated SMFs: %+v", s.SMFs.Stats())
+		}
+	}
+	if st := s.SMFs.Stats(); st.GrantedBytes == 0 || st.Errors != 0 {
+		t.Errorf("simulated SMFs: %+v", st)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// What stays held is the session made by hand above, never released.
+	if n := fake.Outstanding(); n != 1 {
+		t.Errorf("%d grants held after the simulated SMFs stopped, want the 1 made by hand", n)
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/api"
 	"github.com/dabom/dpcs/service/charging"
+	"github.com/dabom/dpcs/service/charging/smfsim"
 	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/outbox"
@@ -90,6 +91,10 @@ type SystemConfig struct {
 	// all run join the next.
 	DecisionConcurrency int           `envconfig:"DECISION_CONCURRENCY" default:"4" deployables:"server, all-in-one" desc:"group commits of POST /decisions judged at once, each one Redis pipeline on a connection of the shared pool (go-redis's default, 10 per CPU); callers arriving while all run join the next (1 to 64)"`
 	DecisionTimeout     time.Duration `envconfig:"DECISION_TIMEOUT" default:"2s" deployables:"server, all-in-one" desc:"bound of one group commit, judging and producing its records to Kafka; past it the records go to the SQL outbox and the callers are answered (10ms to below 3s, the recovery's quiet window)"`
+	// SimulatorSessions (DPCS_SIMULATOR_SESSIONS, default 20) simulated
+	// PDU sessions run against the charging interface with the demo
+	// (service/charging/smfsim), when the interface is on.
+	SimulatorSessions int `envconfig:"SIMULATOR_SESSIONS" default:"20" deployables:"all-in-one" desc:"simulated SMF PDU sessions the demo runs against the charging interface when it is on (0 to 10000; 0: none): create, update at the threshold, release, beside the simulated events"`
 	// Charging (DPCS_CHARGING_*) is the charging interface an SMF calls
 	// (ChargingConfig); Charger, when set, takes its grant steps instead
 	// of the door (tests); not read from the environment.
@@ -114,7 +119,8 @@ func LoadSystemConfig(getenv func(string) string) (SystemConfig, error) {
 		key    string
 		v      int
 		lo, hi int
-	}{{"DPCS_EMBEDDED_KAFKA_PORT", c.KafkaPort, 0, 65535}, {"DPCS_DEMO_FAMILIES", c.DemoFamilies, 0, 250_000}} {
+	}{{"DPCS_EMBEDDED_KAFKA_PORT", c.KafkaPort, 0, 65535}, {"DPCS_DEMO_FAMILIES", c.DemoFamilies, 0, 250_000},
+		{"DPCS_SIMULATOR_SESSIONS", c.SimulatorSessions, 0, 10_000}} {
 		r.want(&errs, n.key, n.v >= n.lo && n.v <= n.hi, fmt.Sprintf("a whole number from %d to %d", n.lo, n.hi))
 	}
 	c.GatewayTokens = trimList(c.GatewayTokens)
@@ -161,8 +167,10 @@ type System struct {
 	// API calls).
 	Family *family.Service
 	// Charging is the charging interface an SMF calls (nil when off, or
-	// when no Charger takes its grant steps).
+	// when no Charger takes its grant steps); SMFs are the demo's
+	// simulated PDU sessions against it (nil when none run).
 	Charging *Charging
+	SMFs     *smfsim.Simulator
 	DB       *sql.DB
 	Store    *store.Store
 	API      *api.Server
@@ -493,6 +501,11 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		}
 		s.AdminAddr = s.admin.Addr
 	}
+	if s.Charging != nil && cfg.Demo && cfg.SimulatorSessions > 0 && cfg.DemoFamilies > 0 {
+		if err := s.startSMFs(cfg, pop, log); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.SimulatorAddr != "" {
 		if s.SimulatorAddr, err = s.serve(cfg.SimulatorAddr, simulate.NewHandler(s.Simulator)); err != nil {
 			return nil, fmt.Errorf("DPCS_SIMULATOR_ADDR: %w", err)
@@ -636,7 +649,8 @@ func (s *System) seed(ctx context.Context, pop *simulate.Population, families in
 		for f := range pop.Families() {
 			ms := make([]store.NewMember, len(f.Members))
 			for i, m := range f.Members {
-				ms[i] = store.NewMember{ID: m.CustomerID, Name: fmt.Sprintf("member %d", m.CustomerID), Role: m.Role}
+				ms[i] = store.NewMember{ID: m.CustomerID, Name: fmt.Sprintf("member %d", m.CustomerID), Role: m.Role,
+					Phone: DemoPhone(m.CustomerID)}
 			}
 			if err := add(f.ID, fmt.Sprintf("family %d", f.ID), f.PlanBytes, ms); err != nil {
 				return false, err
@@ -644,6 +658,37 @@ func (s *System) seed(ctx context.Context, pop *simulate.Population, families in
 		}
 	}
 	return true, nil
+}
+
+// DemoPhone is the phone the demo gives a simulated member (by customer
+// id, 010-0001-0000 for 10000), so that the simulated SMFs can name it by
+// its MSISDN (DemoMSISDN).
+func DemoPhone(cid int64) string { return fmt.Sprintf("010-%04d-%04d", cid/10000%10000, cid%10000) }
+
+// DemoMSISDN is DemoPhone as an SMF names the subscriber.
+func DemoMSISDN(cid int64) string {
+	return fmt.Sprintf("msisdn-8210%04d%04d", cid/10000%10000, cid%10000)
+}
+
+// startSMFs starts the demo's simulated PDU sessions against the
+// charging interface, for the simulated members.
+func (s *System) startSMFs(cfg SystemConfig, pop *simulate.Population, log *slog.Logger) error {
+	var subs []string
+	for f := range pop.Families() {
+		for _, m := range f.Members {
+			subs = append(subs, DemoMSISDN(m.CustomerID))
+		}
+	}
+	sim, err := smfsim.New(smfsim.Config{URL: "http://" + s.Charging.Addr, Token: s.Charging.Token, Subscribers: subs,
+		Sessions: cfg.SimulatorSessions, NotifyAddr: "127.0.0.1:0", Seed: 1, Logger: log})
+	if err != nil {
+		return err
+	}
+	if err := sim.Start(); err != nil {
+		return err
+	}
+	s.SMFs = sim
+	return nil
 }
 
 // startCharging starts the charging interface on cfg.Charging.Addr (taken
@@ -717,6 +762,9 @@ func (s *System) close(ctx context.Context) error {
 	}
 	for _, srv := range s.servers {
 		errs = append(errs, srv.Shutdown(ctx))
+	}
+	if s.SMFs != nil { // before the interface: they release what they hold
+		errs = append(errs, s.SMFs.Close(ctx))
 	}
 	if s.Charging != nil {
 		errs = append(errs, s.Charging.Close(ctx))

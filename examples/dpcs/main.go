@@ -173,7 +173,13 @@ func progress(w io.Writer, s *service.System) {
 		}
 	}
 	st := s.Simulator.Stats()
-	fmt.Fprintf(w, "simulated=%d judged: allowed=%d blocked=%d (quota=%d limit=%d time=%d app=%d)\n",
+	sessions := ""
+	if s.SMFs != nil {
+		c := s.SMFs.Stats()
+		sessions = fmt.Sprintf(" · SMF sessions open=%d created=%d updates=%d released=%d granted=%dMiB", c.Open, c.Creates, c.Updates,
+			c.Releases, c.GrantedBytes>>20)
+	}
+	fmt.Fprintf(w, "simulated=%d judged: allowed=%d blocked=%d (quota=%d limit=%d time=%d app=%d)%s\n",
 		st.Produced, d[policy.Allowed], blocked, d[policy.BlockedFamilyQuota],
-		d[policy.BlockedLimitDaily]+d[policy.BlockedLimitMonthly], d[policy.BlockedTime], d[policy.BlockedApp])
+		d[policy.BlockedLimitDaily]+d[policy.BlockedLimitMonthly], d[policy.BlockedTime], d[policy.BlockedApp], sessions)
 }
