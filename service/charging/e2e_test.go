@@ -33,7 +33,9 @@ func h2c() *http.Client {
 }
 
 // serve serves svc's routes on a loopback port; it returns the API root.
-func serve(t *testing.T, svc *charging.Service) string {
+func serve(t *testing.T, svc *charging.Service) string { return serveB(t, svc) }
+
+func serveB(t testing.TB, svc *charging.Service) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -140,7 +142,9 @@ func (s *smf) wait(t *testing.T, d time.Duration) notice {
 	return notice{}
 }
 
-func mustJSON(t *testing.T, v any) []byte {
+func mustJSON(t *testing.T, v any) []byte { return mustJSONB(t, v) }
+
+func mustJSONB(t testing.TB, v any) []byte {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {

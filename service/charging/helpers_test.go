@@ -31,7 +31,7 @@ const (
 // env is a charging service on a SQLite store and the in-memory grant
 // engine, its clock settable.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	st    *storetest.Env
 	fake  *chargertest.Fake
@@ -39,7 +39,12 @@ type env struct {
 	clock *storetest.Clock
 }
 
-func newEnv(t *testing.T, opts ...charging.Option) *env {
+func newEnv(t *testing.T, opts ...charging.Option) *env { return newEnvTB(t, opts...) }
+
+// newBenchEnv is newEnv for a benchmark.
+func newBenchEnv(b *testing.B, opts ...charging.Option) *env { return newEnvTB(b, opts...) }
+
+func newEnvTB(t testing.TB, opts ...charging.Option) *env {
 	t.Helper()
 	st := storetest.New(t, testenv.SQLite(t))
 	e := &env{t: t, ctx: t.Context(), st: st, fake: chargertest.New(), clock: st.Clock}
