@@ -484,7 +484,7 @@ feed:
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, closeRec, err := recovery.NewDeployable(qs, h.db, []kgo.Opt{kgo.SeedBrokers(h.brokers...)}, nil, false, nil)
+	rec, closeRec, err := recovery.NewDeployable(qs, h.db, []kgo.Opt{kgo.SeedBrokers(h.brokers...)}, nil, recovery.Automatic, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

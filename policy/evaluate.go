@@ -210,13 +210,17 @@ func ParseThresholds(s string) (Thresholds, error) {
 	return t.Canonical()
 }
 
+// MaxThresholds is how many alert thresholds a family may have: so many
+// can be crossed by one event (usage_record.crossed is sized by it).
+const MaxThresholds = 10
+
 // Canonical validates t and returns it sorted descending.
 func (t Thresholds) Canonical() (Thresholds, error) {
 	out := slices.Clone(t)
 	slices.Sort(out)
 	slices.Reverse(out)
-	if len(out) > 10 {
-		return nil, fieldErr("thresholds", "at most 10 thresholds, got %d", len(out))
+	if len(out) > MaxThresholds {
+		return nil, fieldErr("thresholds", "at most %d thresholds, got %d", MaxThresholds, len(out))
 	}
 	for i, p := range out {
 		if p < 1 || p > 99 {

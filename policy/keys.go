@@ -31,10 +31,24 @@ const (
 	KeyExceptTime        = "EXCEPT:TIME"
 	KeyExceptAppPrefix   = "EXCEPT:APP:"
 	blockValue           = "1"
-	maxKeyLen            = 200
 	maxThrottleKbps      = 100_000_000
 	maxConstraintEntries = 256
 )
+
+// MaxKeyLen is the longest constraint key, in bytes. A decision's rule
+// (Result.Rule) is a key, or a key's prefix with the event's app id or
+// category, so it is never longer either: what the truth stores of a
+// decision (usage_record.rule) is sized by it.
+const MaxKeyLen = 200
+
+// MaxAppIDLen is the longest app id DPCS judges, in bytes: the id that
+// every key naming an app can hold (EXCEPT:APP:<appId> has the longest
+// prefix). It is the one bound of app ids from the envelope to the SQL
+// columns (usage_record.app_id, app_catalog.app_id, data_request.app_id):
+// an event with a longer id is refused before it is judged, never charged
+// in Redis and then refused by the truth (doc/architecture.md, "Whatever a
+// judge accepts, the truth can store").
+const MaxAppIDLen = MaxKeyLen - len(KeyExceptAppPrefix)
 
 // MaxBytes is the largest byte amount DPCS accepts for a pool, a limit or a
 // request (2^46 B ≈ 70 TB). It keeps every quantity the Lua engine multiplies
@@ -144,8 +158,8 @@ func ParseConstraints(m map[string]string) (Constraints, error) {
 	var start, end *int
 	for _, k := range keys {
 		v := m[k]
-		if len(k) > maxKeyLen {
-			errs = append(errs, fieldErr(k[:32]+"…", "key longer than %d bytes", maxKeyLen))
+		if len(k) > MaxKeyLen {
+			errs = append(errs, fieldErr(k[:32]+"…", "key longer than %d bytes", MaxKeyLen))
 			continue
 		}
 		switch {

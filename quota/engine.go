@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
@@ -54,7 +55,8 @@ type Event struct {
 }
 
 // MaxEventIDLen is the longest event id the engine takes, in bytes: the
-// one bound every producer and API that hands events to it checks.
+// one bound every producer and API that hands events to it checks (app ids:
+// policy.MaxAppIDLen).
 const MaxEventIDLen = 200
 
 func (ev Event) validate() error {
@@ -63,6 +65,10 @@ func (ev Event) validate() error {
 		return fmt.Errorf("%w: event id is empty", ErrInvalid)
 	case len(ev.ID) > MaxEventIDLen:
 		return fmt.Errorf("%w: event id longer than %d bytes", ErrInvalid, MaxEventIDLen)
+	case len(ev.AppID) > policy.MaxAppIDLen || !utf8.ValidString(ev.AppID):
+		// The rule of a block names the app: both must fit what the truth
+		// stores of the decision (policy.MaxAppIDLen).
+		return fmt.Errorf("%w: app id longer than %d bytes or not UTF-8", ErrInvalid, policy.MaxAppIDLen)
 	case ev.FamilyID <= 0:
 		return fmt.Errorf("%w: familyId must be > 0", ErrInvalid)
 	case ev.CustomerID <= 0:

@@ -22,6 +22,7 @@ import (
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/api"
+	"github.com/dabom/dpcs/service/recovery"
 )
 
 // Config is the deployables' configuration, read from DPCS_* variables
@@ -283,6 +284,15 @@ const notifierLease = 10 * time.Second
 
 // NotifierOptions are the notifier's options for this configuration: a Redis
 // idempotency guard in front of the inbox, whether QUOTA_UPDATED is stored,
+// RecoveryMode is who rebuilds Redis from SQL when Recovery is auto or
+// manual (recovery.NewDeployable).
+func (c Config) RecoveryMode() recovery.Mode {
+	if c.Recovery == "manual" {
+		return recovery.Manual
+	}
+	return recovery.Automatic
+}
+
 // and the webhook channel if set.
 func (c Config) NotifierOptions(rdb redis.UniversalClient) ([]notify.Option, error) {
 	st, err := idempotency.NewRedisStore(rdb)

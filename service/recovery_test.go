@@ -88,7 +88,7 @@ func newRecoveryRig(t *testing.T) *recoveryRig {
 	r.st = st
 	r.h.src = recovery.NewFamilySource(st, r.h.Engine)
 	var closeRec func()
-	r.rec, closeRec, err = recovery.NewDeployable(r.state(t), r.db, r.h.KafkaOpts(), nil, false, func(i recovery.Info) {
+	r.rec, closeRec, err = recovery.NewDeployable(r.state(t), r.db, r.h.KafkaOpts(), nil, recovery.Automatic, func(i recovery.Info) {
 		r.mu.Lock()
 		r.recovered = append(r.recovered, i)
 		r.mu.Unlock()
@@ -214,7 +214,7 @@ func TestRecoveryAfterRedisRollback(t *testing.T) {
 // back empty, one rebuilds and the other waits for the new generation.
 func TestRecoveryOneRebuilderOfTwo(t *testing.T) {
 	r := newRecoveryRig(t)
-	other, closeOther, err := recovery.NewDeployable(r.state(t), r.db, r.h.KafkaOpts(), nil, false, func(i recovery.Info) {
+	other, closeOther, err := recovery.NewDeployable(r.state(t), r.db, r.h.KafkaOpts(), nil, recovery.Automatic, func(i recovery.Info) {
 		r.mu.Lock()
 		r.recovered = append(r.recovered, i)
 		r.mu.Unlock()

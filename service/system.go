@@ -305,12 +305,9 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if s.Store, err = store.New(s.DB, append(cfg.StoreOptions(), store.WithLocation(cfg.Zone))...); err != nil {
 		return nil, err
 	}
-	// Every family write the door makes is marked, and every judgement
-	// checks the marks recorded in SQL (doc/architecture.md, "Writer by writer").
-	// After a rebuild each family is restored from SQL on its first touch.
-	if s.State, err = judge.NewState(s.Engine, judge.WithMarkStore(recovery.NewGenerations(s.Store)),
-		judge.WithRearmStore(s.Store), judge.WithFamilySource(recovery.NewFamilySource(s.Store, s.Engine)),
-		judge.WithTouchHook(s.Metrics.OnTouch)); err != nil {
+	// Every write to the quota state goes through the door, made safe
+	// beside a rebuild by recovery.NewDoor (marks, re-arms, restore on touch).
+	if s.State, err = recovery.NewDoor(s.Engine, s.Store, judge.WithTouchHook(s.Metrics.OnTouch)); err != nil {
 		return nil, err
 	}
 	var seeded bool
@@ -324,7 +321,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	// Redis is judged only from a state SQL vouches for (doc/architecture.md, "Never trust Redis blindly"): the
 	// processor checks a state generation and per-partition watermarks with
 	// every batch and rebuilds Redis from SQL when they do not match.
-	rec, closeRec, err := recovery.NewDeployable(s.State, s.DB, kopts, log, false, s.Metrics.OnRecovered)
+	rec, closeRec, err := recovery.NewDeployable(s.State, s.DB, kopts, log, recovery.Automatic, s.Metrics.OnRecovered)
 	if err != nil {
 		return nil, err
 	}

@@ -162,18 +162,17 @@ func run(ctx context.Context, getenv func(string) string) error {
 	}
 	defer db.Close()
 	// Every write to the quota state goes through the door; with recovery
-	// on, every batch also checks the family-write marks the API recorded.
-	var stateOpts []judge.StateOption
-	if cfg.Recovery != "off" {
-		st, err := store.New(db, store.WithLocation(cfg.Zone))
-		if err != nil {
-			return err
+	// on it is made safe beside a rebuild by recovery.NewDoor: every batch
+	// also checks the family-write marks the API recorded.
+	var qs *judge.State
+	if cfg.Recovery == "off" {
+		qs, err = judge.NewState(engine)
+	} else {
+		var st *store.Store
+		if st, err = store.New(db, store.WithLocation(cfg.Zone)); err == nil {
+			qs, err = recovery.NewDoor(engine, st, judge.WithTouchHook(metrics.OnTouch))
 		}
-		// Its rebuilds record the thresholds their restores re-armed.
-		stateOpts = append(stateOpts, judge.WithMarkStore(recovery.NewGenerations(st)), judge.WithRearmStore(st),
-			judge.WithFamilySource(recovery.NewFamilySource(st, engine)))
 	}
-	qs, err := judge.NewState(engine, stateOpts...)
 	if err != nil {
 		return err
 	}
@@ -202,7 +201,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if cfg.Recovery != "off" {
 		// Judge only from a Redis state SQL vouches for; rebuild it (or wait
 		// for an operator) when it came back empty or stale.
-		rec, closeRec, err := recovery.NewDeployable(qs, db, kopts, log, cfg.Recovery == "manual", metrics.OnRecovered)
+		rec, closeRec, err := recovery.NewDeployable(qs, db, kopts, log, cfg.RecoveryMode(), metrics.OnRecovered)
 		if err != nil {
 			return err
 		}

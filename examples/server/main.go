@@ -160,22 +160,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err := service.Migrate(ctx, db); err != nil {
 		return err
 	}
-	marks, err := store.New(db, store.WithLocation(cfg.Zone))
-	if err != nil {
-		return err
-	}
-	// Every write to the quota state goes through the door, which marks
-	// every family write and checks the marks recorded in SQL, and records
-	// the thresholds a plan or top-up change re-armed.
-	// After a rebuild each family is restored from SQL on its first touch.
-	qs, err := judge.NewState(engine, judge.WithMarkStore(recovery.NewGenerations(marks)), judge.WithRearmStore(marks),
-		judge.WithFamilySource(recovery.NewFamilySource(marks, engine)))
-	if err != nil {
-		return err
-	}
-	if len(args) > 0 && args[0] == "rebuild" {
-		return rebuild(ctx, db, qs, cfg.KafkaOptions(), log, args[1:], stdout)
-	}
 	st, err := store.New(db, append(cfg.StoreOptions(), store.WithLocation(cfg.Zone), store.WithLogger(log))...)
 	if err != nil {
 		return err
@@ -184,6 +168,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	metrics, err := service.NewMetrics(reg)
 	if err != nil {
 		return err
+	}
+	// Every write to the quota state goes through the door, made safe
+	// beside a rebuild by recovery.NewDoor (marks, re-arms, restore on touch).
+	qs, err := recovery.NewDoor(engine, st, judge.WithTouchHook(metrics.OnTouch))
+	if err != nil {
+		return err
+	}
+	if len(args) > 0 && args[0] == "rebuild" {
+		return rebuild(ctx, db, qs, cfg.KafkaOptions(), log, args[1:], stdout)
 	}
 	kopts := cfg.KafkaOptions()
 	// The relay's policy-updated records begin their traces.
@@ -242,7 +235,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// is rebuilt from SQL as a processor's would be (DPCS_RECOVERY).
 	var gens judge.GenerationSource = recovery.NewGenerations(st)
 	if cfg.Recovery != "off" {
-		rec, closeRec, err := recovery.NewDeployable(qs, db, kopts, log, cfg.Recovery == "manual", nil)
+		rec, closeRec, err := recovery.NewDeployable(qs, db, kopts, log, cfg.RecoveryMode(), nil)
 		if err != nil {
 			return err
 		}
@@ -383,7 +376,7 @@ func rebuild(ctx context.Context, db *sql.DB, qs *judge.State, kopts []kgo.Opt, 
 	var rep recovery.Report
 	var err error
 	if len(ids) == 0 {
-		rec, closeRec, rerr := recovery.NewDeployable(qs, db, kopts, log, false, nil)
+		rec, closeRec, rerr := recovery.NewDeployable(qs, db, kopts, log, recovery.Automatic, nil)
 		if rerr != nil {
 			return fmt.Errorf("rebuild: %w", rerr)
 		}

@@ -73,7 +73,7 @@ type UsageEvent struct {
 	Timestamp  time.Time      `json:"timestamp" doc:"When the usage happened: windows, days and months are judged at it; at most 23 h old and 5 min ahead"`
 	FamilyID   int64          `json:"familyId" minimum:"1"`
 	CustomerID int64          `json:"customerId" minimum:"1"`
-	AppID      string         `json:"appId" minLength:"1" maxLength:"200" example:"com.youtube.app"`
+	AppID      string         `json:"appId" minLength:"1" maxLength:"189" doc:"The app id, at most 189 bytes" example:"com.youtube.app"`
 	BytesUsed  int64          `json:"bytesUsed" minimum:"0" maximum:"70368744177664"`
 	Metadata   map[string]any `json:"metadata,omitempty" doc:"Optional, e.g. deviceId, networkType"`
 }

@@ -467,8 +467,10 @@ func (s *common) checkUsage(e envelope.Envelope[envelope.UsagePayload], now time
 		return bad("payload.familyId", "must be > 0")
 	case pl.CustomerID <= 0:
 		return bad("payload.customerId", "must be > 0")
-	case pl.AppID == "":
-		return bad("payload.appId", "must not be empty")
+	case pl.AppID == "" || len(pl.AppID) > policy.MaxAppIDLen:
+		// The bound every sink of the id holds (usage_record.app_id, a
+		// block's rule): an id the truth cannot store is never charged.
+		return bad("payload.appId", fmt.Sprintf("1 to %d bytes", policy.MaxAppIDLen))
 	case pl.BytesUsed < 0 || pl.BytesUsed > policy.MaxBytes:
 		return bad("payload.bytesUsed", fmt.Sprintf("must be 0 to %d", policy.MaxBytes))
 	case e.Timestamp.IsZero():

@@ -635,10 +635,22 @@ func (r *Guard) committed(ctx context.Context, group string, topics ...string) (
 	return out, nil
 }
 
+// Mode says who rebuilds Redis from SQL when a Guard finds it stale.
+type Mode int
+
+const (
+	// Automatic: the Guard does, one instance at a time (the lease).
+	Automatic Mode = iota
+	// Manual: an operator does (`server rebuild`); judging stays paused
+	// until SQL names a new generation (Config.Manual).
+	Manual
+)
+
 // NewDeployable builds the Guard of a processor deployable: the
 // SQL store on db, a Kafka admin client of its own on kopts (closed by the
-// returned func), and Rebuild as the rebuild.
-func NewDeployable(qs *judge.State, db *sql.DB, kopts []kgo.Opt, log *slog.Logger, manual bool, onRecovered func(Info)) (*Guard, func(), error) {
+// returned func), and Rebuild as the rebuild; mode says who rebuilds,
+// log and onRecovered are Config's Logger and OnRecovered (nil: none).
+func NewDeployable(qs *judge.State, db *sql.DB, kopts []kgo.Opt, log *slog.Logger, mode Mode, onRecovered func(Info)) (*Guard, func(), error) {
 	st, err := store.New(db, store.WithLocation(qs.Location()))
 	if err != nil {
 		return nil, nil, err
@@ -647,7 +659,7 @@ func NewDeployable(qs *judge.State, db *sql.DB, kopts []kgo.Opt, log *slog.Logge
 	if err != nil {
 		return nil, nil, fmt.Errorf("recovery: recovery kafka client: %w", err)
 	}
-	r, err := New(Config{Store: st, State: qs, Admin: kadm.NewClient(cl), Manual: manual, Logger: log,
+	r, err := New(Config{Store: st, State: qs, Admin: kadm.NewClient(cl), Manual: mode == Manual, Logger: log,
 		OnRecovered: onRecovered,
 		Rebuild: func(ctx context.Context, gen string) (Report, error) {
 			return Rebuild(ctx, st, qs, gen)

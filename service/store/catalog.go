@@ -27,7 +27,7 @@ type CatalogApp struct {
 // Catalog limits.
 const (
 	MaxAppName = 50
-	maxAppID   = 189 // EXCEPT:APP:<appId> stays within a key's 200 bytes
+	maxAppID   = policy.MaxAppIDLen // the one bound of app ids
 	maxAppIcon = 8
 )
 
