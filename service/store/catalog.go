@@ -59,24 +59,24 @@ func readApps(ctx context.Context, q querier) ([]CatalogApp, error) {
 	if err != nil {
 		return nil, dbErr("app catalog", err)
 	}
-	defer rows.Close()
 	out := []CatalogApp{}
 	seeded := false
-	for rows.Next() {
+	err = scanRows(rows, "app catalog", func(sc scanner) error {
 		var a CatalogApp
 		var cat string
 		var deleted int
-		if err := rows.Scan(&a.ID, &cat, &a.Name, &a.NameEn, &a.Icon, &deleted); err != nil {
-			return nil, dbErr("app catalog", err)
+		if err := sc.Scan(&a.ID, &cat, &a.Name, &a.NameEn, &a.Icon, &deleted); err != nil {
+			return err
 		}
 		seeded = true
 		if deleted == 0 {
 			a.Category = policy.Category(cat)
 			out = append(out, a)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbErr("app catalog", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if !seeded {
 		return defaultApps(), nil

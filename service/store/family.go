@@ -113,7 +113,7 @@ func memberTarget(cid int64) string { return "member:" + strconv.FormatInt(cid, 
 
 const familyCols = `id, name, plan_bytes, thresholds, created_at, updated_at`
 
-func scanFamily(sc interface{ Scan(...any) error }) (Family, error) {
+func scanFamily(sc scanner) (Family, error) {
 	var f Family
 	var thr sql.NullString
 	var c, u sqldialect.NullTime
@@ -157,16 +157,10 @@ func (s *Store) FamilyIDs(ctx context.Context, after int64, limit int) ([]int64,
 	if err != nil {
 		return nil, dbErr("family ids", err)
 	}
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, dbErr("family ids", err)
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
+	return collect(rows, "family ids", func(sc scanner) (id int64, err error) {
+		err = sc.Scan(&id)
+		return id, err
+	})
 }
 
 // SearchFamilies finds families for the back office: q is a family id, a
@@ -200,16 +194,7 @@ func (s *Store) SearchFamilies(ctx context.Context, q string, limit int) ([]Fami
 	if err != nil {
 		return nil, dbErr("search families", err)
 	}
-	defer rows.Close()
-	var out []Family
-	for rows.Next() {
-		f, err := scanFamily(rows)
-		if err != nil {
-			return nil, dbErr("search families", err)
-		}
-		out = append(out, f)
-	}
-	return out, rows.Err()
+	return collect(rows, "search families", scanFamily)
 }
 
 // koreaCode is the country code phones are written with besides their

@@ -47,7 +47,7 @@ type NewMember struct {
 
 const memberCols = `id, family_id, name, phone, password_hash, role, created_at, updated_at, deleted_at`
 
-func scanMember(sc interface{ Scan(...any) error }) (Member, error) {
+func scanMember(sc scanner) (Member, error) {
 	var m Member
 	var fid sql.NullInt64
 	var phone, hash sql.NullString
@@ -276,17 +276,17 @@ func (s *Store) MemberNames(ctx context.Context, ids []int64) (map[int64]string,
 	if err != nil {
 		return nil, dbErr("member names", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
+	err = scanRows(rows, "member names", func(sc scanner) error {
 		var id int64
 		var name string
-		if err := rows.Scan(&id, &name); err != nil {
-			return nil, dbErr("member names", err)
+		if err := sc.Scan(&id, &name); err != nil {
+			return err
 		}
 		out[id] = name
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbErr("member names", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -318,16 +318,7 @@ func (s *Store) listMembers(ctx context.Context, q querier, fid int64, removed b
 	if err != nil {
 		return nil, dbErr("list members", err)
 	}
-	defer rows.Close()
-	var out []Member
-	for rows.Next() {
-		m, err := scanMember(rows)
-		if err != nil {
-			return nil, dbErr("list members", err)
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	return collect(rows, "list members", scanMember)
 }
 
 // Authenticate checks a login: a member id (a positive decimal without a

@@ -164,17 +164,18 @@ func columnSet(ctx context.Context, db *sql.DB, d sqldialect.Dialect, table stri
 	if err != nil {
 		return nil, fmt.Errorf("list columns of %s: %w", table, err)
 	}
-	defer rows.Close()
 	out := map[string]bool{}
-	for rows.Next() {
+	wrap := func(err error) error { return fmt.Errorf("list columns of %s: %w", table, err) }
+	err = eachRow(rows, wrap, wrap, func(sc scanner) error {
 		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, fmt.Errorf("list columns of %s: %w", table, err)
+		if err := sc.Scan(&name); err != nil {
+			return err
 		}
 		out[strings.ToLower(name)] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list columns of %s: %w", table, err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, errors.New("list columns: " + table + " not found")

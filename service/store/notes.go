@@ -86,21 +86,22 @@ func (s *Store) FamilyNotes(ctx context.Context, fid int64, limit int) ([]Family
 	if err != nil {
 		return nil, dbErr("family notes", err)
 	}
-	defer rows.Close()
-	out := []FamilyNote{}
-	var authors []int64
-	for rows.Next() {
+	out, err := collect(rows, "family notes", func(sc scanner) (FamilyNote, error) {
 		var n FamilyNote
 		var at sqldialect.NullTime
-		if err := rows.Scan(&n.ID, &n.FamilyID, &n.AuthorID, &n.Body, &at); err != nil {
-			return nil, dbErr("family notes", err)
-		}
+		err := sc.Scan(&n.ID, &n.FamilyID, &n.AuthorID, &n.Body, &at)
 		n.CreatedAt = at.Time
-		out = append(out, n)
-		authors = append(authors, n.AuthorID)
+		return n, err
+	})
+	if err != nil {
+		return nil, err
 	}
-	if err := rows.Err(); err != nil {
-		return nil, dbErr("family notes", err)
+	if out == nil {
+		out = []FamilyNote{}
+	}
+	authors := make([]int64, len(out))
+	for i, n := range out {
+		authors[i] = n.AuthorID
 	}
 	names, err := s.MemberNames(ctx, authors)
 	if err != nil {

@@ -176,14 +176,17 @@ func testPushSubscriptionCap(t *testing.T, e *env) {
 }
 
 func testVAPIDKeys(t *testing.T, e *env) {
-	first, err := e.S.VAPIDKeys(e.Ctx, notify.GenerateVAPIDKeys)
+	first, err := e.S.VAPIDKeys(e.Ctx, func() (store.VAPIDKeys, error) {
+		k, err := notify.GenerateVAPIDKeys()
+		return store.VAPIDKeys(k), err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := first.Validate(); err != nil {
+	if err := notify.VAPIDKeys(first).Validate(); err != nil {
 		t.Fatalf("stored keys: %v", err)
 	}
-	again, err := e.S.VAPIDKeys(e.Ctx, func() (notify.VAPIDKeys, error) { return notify.VAPIDKeys{}, errors.New("must not generate") })
+	again, err := e.S.VAPIDKeys(e.Ctx, func() (store.VAPIDKeys, error) { return store.VAPIDKeys{}, errors.New("must not generate") })
 	if err != nil || again != first {
 		t.Errorf("second call = %+v, %v; want the stored pair", again, err)
 	}

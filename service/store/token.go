@@ -197,7 +197,7 @@ func (s *Store) RevokeRefreshToken(ctx context.Context, token string) (RefreshTo
 // does pruning all of its tokens. One query, served by the rotation_id index.
 func (s *Store) MemberSession(ctx context.Context, cid int64, rotation string) (Member, bool, error) {
 	var live bool
-	m, err := scanMember(rowScanner(func(dest ...any) error {
+	m, err := scanMember(scanFunc(func(dest ...any) error {
 		return s.db.QueryRowContext(ctx, `SELECT `+memberCols+`, EXISTS (SELECT 1 FROM refresh_token r WHERE r.rotation_id = ? AND r.customer_id = members.id AND r.revoked_at IS NULL)
 FROM members WHERE id = ?`, rotation, cid).Scan(append(dest, &live)...)
 	}))
@@ -209,11 +209,6 @@ FROM members WHERE id = ?`, rotation, cid).Scan(append(dest, &live)...)
 	}
 	return m, live, nil
 }
-
-// rowScanner adapts a Scan function to scanMember.
-type rowScanner func(dest ...any) error
-
-func (f rowScanner) Scan(dest ...any) error { return f(dest...) }
 
 // RevokeMemberTokens revokes every refresh token of member cid (logout
 // everywhere, password change).
