@@ -67,7 +67,7 @@ type ChargingSession struct {
 
 const chargingCols = `ref, create_key, family_id, member_id, subscriber, consumer, notify_uri, state, last_seq, last_op, answer, grants, expires_at, created_at, updated_at`
 
-func scanChargingSession(sc interface{ Scan(...any) error }) (ChargingSession, error) {
+func scanChargingSession(sc scanner) (ChargingSession, error) {
 	var c ChargingSession
 	var key, uri, answer sql.NullString
 	var state, grants string
@@ -273,19 +273,7 @@ func (s *Store) LiveChargingSessions(ctx context.Context, fid, mid int64) ([]Cha
 }
 
 func scanChargingSessions(rows *sql.Rows, op string) ([]ChargingSession, error) {
-	defer rows.Close()
-	var out []ChargingSession
-	for rows.Next() {
-		c, err := scanChargingSession(rows)
-		if err != nil {
-			return nil, dbErr(op, err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbErr(op, err)
-	}
-	return out, nil
+	return collect(rows, op, func(sc scanner) (ChargingSession, error) { return scanChargingSession(sc) })
 }
 
 // checkIMSI checks an IMSI's grammar: 5 to 15 decimal digits (its MCC, MNC
