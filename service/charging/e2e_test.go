@@ -3,6 +3,8 @@ package charging_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"io"
 	"net"
@@ -443,5 +445,27 @@ func TestChangedReauthorizes(t *testing.T) {
 	case n := <-node.got:
 		t.Errorf("an extra notification: %s", n.path)
 	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// With a certificate the interface serves HTTPS, HTTP/2 by ALPN.
+func TestServesHTTP2OverTLS(t *testing.T) {
+	e := newEnv(t)
+	dummy := httptest.NewTLSServer(http.NotFoundHandler()) // for its certificate, made for 127.0.0.1
+	defer dummy.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := charging.NewServer(charging.Handler(e.svc, charging.HandlerConfig{Tokens: []string{token}}),
+		&tls.Config{Certificates: dummy.TLS.Certificates, MinVersion: tls.VersionTLS12}, nil)
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	defer srv.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(dummy.Certificate())
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}, Timeout: 10 * time.Second}
+	r := post(t, c, "https://"+ln.Addr().String()+charging.BasePath+"/chargingdata", token, mustJSON(t, request("imsi-"+childIMSI, 0, ask(10, 0, -1))))
+	if r.status != http.StatusCreated || r.proto != "HTTP/2.0" || !strings.HasPrefix(r.header.Get("Location"), "https://") {
+		t.Errorf("create over TLS: %d %s %s", r.status, r.proto, r.header.Get("Location"))
 	}
 }
