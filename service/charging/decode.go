@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dabom/dpcs/service/store"
 )
 
 // MaxRequestBytes bounds a request body. An SMF's ChargingDataRequest is a
@@ -77,8 +79,8 @@ func (r *ChargingDataRequest) check(op Op) *Problem {
 	}
 	if r.NotifyURI != "" {
 		u, err := url.Parse(r.NotifyURI)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-			return badParam(CauseOptionalIEIncorrect, "/notifyUri", "must be an absolute http or https URI")
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || len(r.NotifyURI) > store.MaxNotifyURILen {
+			return badParam(CauseOptionalIEIncorrect, "/notifyUri", fmt.Sprintf("must be an absolute http or https URI of at most %d bytes", store.MaxNotifyURILen))
 		}
 	}
 	seen := map[uint32]bool{}

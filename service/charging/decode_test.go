@@ -46,6 +46,7 @@ func TestDecodeRequest(t *testing.T) {
 		{"no local sequence", `{` + base + `,"multipleUnitUsage":[{"ratingGroup":1,"usedUnitContainer":[{"totalVolume":5}]}]}`, charging.OpUpdate, charging.CauseMandatoryIEMissing, "/multipleUnitUsage/0/usedUnitContainer/0/localSequenceNumber"},
 		{"usage not an array", `{` + base + `,"multipleUnitUsage":{"ratingGroup":1}}`, charging.OpUpdate, charging.CauseMandatoryIEIncorrect, "/multipleUnitUsage"},
 		{"bad notify uri", `{` + base + `,"notifyUri":"ftp://x/y"}`, charging.OpUpdate, charging.CauseOptionalIEIncorrect, "/notifyUri"},
+		{"notify uri too long", `{` + base + `,"notifyUri":"http://smf.example/` + strings.Repeat("n", 2048) + `"}`, charging.OpUpdate, charging.CauseOptionalIEIncorrect, "/notifyUri"},
 		{"trigger without category", `{` + base + `,"triggers":[{"triggerType":"FINAL"}]}`, charging.OpUpdate, charging.CauseMandatoryIEMissing, "/triggers/0/triggerCategory"},
 		{"bad pdu session id", `{` + base + `,"pDUSessionChargingInformation":{"pduSessionInformation":{"pduSessionID":256}}}`, charging.OpUpdate, charging.CauseOptionalIEIncorrect, "/pDUSessionChargingInformation/pduSessionInformation/pduSessionID"},
 	} {

@@ -245,7 +245,7 @@ func allDigits(s string) bool { return s != "" && strings.Trim(s, "0123456789") 
 func consumer(id *NFIdentification) string {
 	for _, s := range []string{id.NFName, id.NFFqdn, id.NFIPv4Address, id.NFIPv6Address} {
 		if s != "" {
-			return truncate(s, 255)
+			return truncate(s, store.MaxConsumerLen)
 		}
 	}
 	return id.NodeFunctionality
@@ -316,7 +316,7 @@ func (s *Service) create(ctx context.Context, req *ChargingDataRequest) (string,
 	ref := uuid.NewString()
 	now := s.o.now()
 	row := store.ChargingSession{Ref: ref, CreateKey: createKey(req), FamilyID: m.FamilyID, MemberID: m.ID,
-		Subscriber: truncate(req.SubscriberIdentifier, 80), Consumer: consumer(req.NfConsumerIdentification),
+		Subscriber: truncate(req.SubscriberIdentifier, store.MaxSubscriberLen), Consumer: consumer(req.NfConsumerIdentification),
 		NotifyURI: req.NotifyURI, LastSeq: -1, LastOp: string(OpCreate), Grants: planned(ref, nil, asks),
 		ExpiresAt: now.Add(s.o.validity + s.o.holding)}
 	sess, created, err := s.sessions.OpenChargingSession(ctx, row)

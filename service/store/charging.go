@@ -28,6 +28,15 @@ const (
 	ChargingClosed  ChargingState = "CLOSED"
 )
 
+// The widths of charging_session's texts: the charging interface refuses a
+// longer notifyUri and cuts a longer subscriber or consumer name, so
+// whatever it accepts the table stores (TestBoundsFitTheColumns).
+const (
+	MaxNotifyURILen  = 2048
+	MaxSubscriberLen = 80
+	MaxConsumerLen   = 255
+)
+
 // ChargingGrant is what a session holds for one rating group: the grant's id
 // (the reservation across steps), the bytes granted at its last step and
 // until when that answer is valid.
