@@ -48,8 +48,8 @@ func ParseRatingGroups(s string) (RatingGroups, error) {
 		}
 		v = strings.TrimSpace(v)
 		if app, isApp := strings.CutPrefix(v, "app:"); isApp {
-			if app == "" || len(app) > 200 || strings.ContainsAny(app, " ,=") {
-				return nil, fmt.Errorf("%q: want app:<appId> with an app id of 1 to 200 bytes", item)
+			if app == "" || len(app) > policy.MaxAppIDLen || strings.ContainsAny(app, " ,=") {
+				return nil, fmt.Errorf("%q: want app:<appId> with an app id of 1 to %d bytes", item, policy.MaxAppIDLen)
 			}
 			out[uint32(rg)] = Coverage{AppID: app}
 			continue
