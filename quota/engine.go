@@ -485,15 +485,16 @@ func (e *Engine) results(cmds []*redis.Cmd, evs []Event, gen string) ([]Result, 
 			return nil, fmt.Errorf("quota: event %d: %w", i, err)
 		}
 		if r.unrestored {
-			if !OnTouch(gen) {
+			if !OnTouch(gen) && FamilyNeeds(gen, r.restoredBy) != NeedSettle {
 				return nil, &StaleError{Reason: fmt.Sprintf("family %d was restored by state generation %s, not %s",
 					evs[i].FamilyID, r.restoredBy, gen)}
 			}
 			if un == nil {
-				un = &UnrestoredError{Generation: gen, Results: results}
+				un = &UnrestoredError{Generation: gen, Results: results, Seen: map[int64]string{}}
 			}
 			if !slices.Contains(un.Families, evs[i].FamilyID) {
 				un.Families = append(un.Families, evs[i].FamilyID)
+				un.Seen[evs[i].FamilyID] = r.restoredBy
 			}
 			un.Pending = append(un.Pending, i)
 			continue

@@ -49,18 +49,22 @@ func NewOnTouchGeneration(now time.Time, suffix string) string {
 	return "t:" + strconv.FormatInt(now.UnixMilli(), 36) + "-" + suffix
 }
 
-// UnrestoredError is ApplyMarked's answer, in a generation restored on
-// touch (OnTouch), for a batch with events of families not restored in it
-// yet: those events (Pending) were not judged, every other one was and its
-// result is in Results, and the watermarks were advanced as for any batch.
-// Restore the Families (RestoreUnrestored, from SQL) and apply the pending
-// events again with the same marks. It is ErrStale for a caller that does
-// not restore: no decision of the batch may be used then.
+// UnrestoredError is ApplyMarked's answer for a batch with events of
+// families not restored in a generation restored on touch (OnTouch) yet,
+// or claimed for a change not settled yet (Claim): those events (Pending)
+// were not judged, every other one was and its result is in Results, and
+// the watermarks were advanced as for any batch. Restore or settle the
+// Families from SQL (FamilyNeeds of Seen: RestoreUnrestored, Settle, each
+// with the token seen) and apply the pending events again with the same
+// marks. It is ErrStale for a caller that does not restore: no decision of
+// the batch may be used then.
 type UnrestoredError struct {
 	Generation string
-	// Families are the families to restore, in the order of their first
-	// pending event.
+	// Families are the families to restore or settle, in the order of
+	// their first pending event.
 	Families []int64
+	// Seen are their tokens as the batch saw them.
+	Seen map[int64]string
 	// Pending are the indices of the events not judged, in order.
 	Pending []int
 	// Results has every event's result; the pending ones' are zero.
@@ -256,28 +260,6 @@ func (e *Engine) MarkerGeneration(ctx context.Context, fid int64) (string, error
 		return "", fmt.Errorf("quota: state marker: %w", err)
 	}
 	return g, nil
-}
-
-// RestoreNeeded reports whether family fid is to be restored before it is
-// written or read: the marker of its node names a generation restored on
-// touch (OnTouch), gen, and the family's hash does not name it. One round
-// trip (the marker and the family share a node).
-func (e *Engine) RestoreNeeded(ctx context.Context, fid int64) (gen string, needed bool, err error) {
-	marker, err := e.FamilyMarker(ctx, fid)
-	if err != nil {
-		return "", false, err
-	}
-	var mg, fg *redis.StringCmd
-	_, err = e.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		mg = p.HGet(ctx, marker, "g")
-		fg = p.HGet(ctx, e.k.family(fid), fieldGeneration)
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return "", false, fmt.Errorf("quota: state marker: %w", err)
-	}
-	gen = mg.Val()
-	return gen, OnTouch(gen) && fg.Val() != gen, nil
 }
 
 func (e *Engine) forgetMarkers() {

@@ -371,6 +371,12 @@ func (a *Server) problem(ctx context.Context, err error, loc string) error {
 		a.log.WarnContext(ctx, "api: decisions partly judged", "err", err)
 		return huma.Error503ServiceUnavailable("some of these events were judged and counted, the others could not be " +
 			"judged now: retry with the same event ids for every answer")
+	// A family change SQL committed whose door step failed: in effect
+	// before the family's next judgement (judge.ErrUnsettled).
+	case errors.Is(err, judge.ErrUnsettled):
+		a.log.WarnContext(ctx, "api: family change recorded, not yet applied to the quota state", "err", err)
+		return huma.Error503ServiceUnavailable("the change is recorded and takes effect before the family's next " +
+			"decision: read it back before repeating it")
 	// The decisions fail closed: 503, nothing granted.
 	case errors.Is(err, quota.ErrStale):
 		a.log.WarnContext(ctx, "api: the Redis state cannot be trusted", "err", err)

@@ -38,6 +38,17 @@ type Window interface {
 // index. An error means the families could not be read: it wraps
 // ErrUnreadable when a value did not scan, else the database failed.
 func (s *Store) ReadFamilies(ctx context.Context, w Window, ids []int64, span bool) (map[int64]quota.FamilyState, map[int64]error, error) {
+	return s.readFamilies(ctx, w, ids, span, true)
+}
+
+// ReadFamilyConfigs is ReadFamilies without the usage_record query (no
+// usage, threshold arms or judged events): a family's configuration, what
+// settling a committed change reads (quota.Engine.Settle).
+func (s *Store) ReadFamilyConfigs(ctx context.Context, w Window, ids []int64) (map[int64]quota.FamilyState, map[int64]error, error) {
+	return s.readFamilies(ctx, w, ids, false, false)
+}
+
+func (s *Store) readFamilies(ctx context.Context, w Window, ids []int64, span, usage bool) (map[int64]quota.FamilyState, map[int64]error, error) {
 	if len(ids) == 0 {
 		return map[int64]quota.FamilyState{}, map[int64]error{}, nil
 	}
@@ -181,6 +192,9 @@ func (s *Store) ReadFamilies(ctx context.Context, w Window, ids []int64, span bo
 		return nil, nil, dbErr("rebuild: threshold re-arms", err)
 	}
 
+	if !usage {
+		return states, bad, nil
+	}
 	// Every judged event of the accepted months: allowed usage, the arms of
 	// the thresholds crossed, and — for those written within the dedupe
 	// window — the dedupe records (a row is written after its event was
