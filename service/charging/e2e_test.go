@@ -469,3 +469,34 @@ func TestServesHTTP2OverTLS(t *testing.T) {
 		t.Errorf("create over TLS: %d %s %s", r.status, r.proto, r.header.Get("Location"))
 	}
 }
+
+// Grants the engine names as holding more than their fair share
+// (GrantResult.Reclaim) are asked to report again, naming just them; the
+// session whose step named them is not.
+func TestReclaimedGrantsReauthorized(t *testing.T) {
+	e := newEnv(t, charging.WithNotifyNetworks(true))
+	node := newSMF(t, false)
+	var refs []string
+	for _, sub := range []string{"imsi-" + childIMSI, "msisdn-821012345678"} {
+		req := request(sub, 0, ask(10, 0, -1), ask(20, 0, -1))
+		req.NotifyURI = node.URL + "/n/" + sub
+		ref, _, err := e.svc.Create(e.ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs = append(refs, ref)
+	}
+	e.fake.ReclaimNext(charging.GrantID(refs[0], 20))
+	if _, err := e.svc.Update(e.ctx, refs[1], request("msisdn-821012345678", 1, ask(10, 0, 1))); err != nil {
+		t.Fatal(err)
+	}
+	n := node.wait(t, 10*time.Second)
+	if n.path != "/n/imsi-"+childIMSI || !strings.Contains(string(n.body), `"reauthorizationDetails":[{"ratingGroup":20}]`) {
+		t.Errorf("notified %s: %s", n.path, n.body)
+	}
+	select {
+	case extra := <-node.got:
+		t.Errorf("an extra notification: %s %s", extra.path, extra.body)
+	case <-time.After(50 * time.Millisecond):
+	}
+}

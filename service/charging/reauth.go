@@ -82,6 +82,10 @@ func (s *Service) Changed(familyID int64, memberIDs ...int64) {
 type changes struct {
 	mu      sync.Mutex
 	pending map[int64]map[int64]bool
+	// reclaim are grants (by family, GrantID) the engine asked to report
+	// again: they hold more than their fair share of the pool while
+	// another member's grant was cut (quota.GrantResult.Reclaim).
+	reclaim map[int64]map[string]bool
 	closed  bool
 	wake    chan struct{}
 	done    chan struct{}
@@ -105,11 +109,66 @@ func (s *Service) changeLoop(ctx context.Context) {
 	}
 }
 
+// reclaimed queues the grants the engine named for reauthorization.
+func (s *Service) reclaimed(familyID int64, grantIDs []string) {
+	s.changes.mu.Lock()
+	defer s.changes.mu.Unlock()
+	if s.changes.closed {
+		return
+	}
+	ids := s.changes.reclaim[familyID]
+	if ids == nil {
+		ids = map[string]bool{}
+		s.changes.reclaim[familyID] = ids
+	}
+	for _, id := range grantIDs {
+		ids[id] = true
+	}
+	select {
+	case s.changes.wake <- struct{}{}:
+	default:
+	}
+}
+
+// reauthorizeGrants asks the live sessions of family fid that hold one of
+// the grants to report again, naming those grants' rating groups.
+func (s *Service) reauthorizeGrants(ctx context.Context, fid int64, grants map[string]bool) error {
+	since := s.o.now()
+	live, err := s.sessions.LiveChargingSessions(ctx, fid, 0)
+	if err != nil {
+		return err
+	}
+	for _, sess := range live {
+		if sess.NotifyURI == "" {
+			continue
+		}
+		var held []store.ChargingGrant
+		for _, g := range sess.Grants {
+			if grants[g.GrantID] {
+				held = append(held, g)
+			}
+		}
+		if len(held) > 0 {
+			sess.Grants = held
+			s.notifier.enqueue(notifyJob{ref: sess.Ref, uri: sess.NotifyURI, body: reauthBody(sess), since: since})
+		}
+	}
+	return nil
+}
+
 func (s *Service) reauthorizePending(ctx context.Context) {
 	s.changes.mu.Lock()
-	pending := s.changes.pending
-	s.changes.pending = map[int64]map[int64]bool{}
+	pending, reclaim := s.changes.pending, s.changes.reclaim
+	s.changes.pending, s.changes.reclaim = map[int64]map[int64]bool{}, map[int64]map[string]bool{}
 	s.changes.mu.Unlock()
+	for fid, grants := range reclaim {
+		if members, ok := pending[fid]; ok && members == nil {
+			continue // the family's change asks its sessions anyway
+		}
+		if err := s.reauthorizeGrants(ctx, fid, grants); err != nil {
+			s.o.log.Warn("charging: grants over their fair share not asked to report", "familyId", fid, "err", err)
+		}
+	}
 	for fid, members := range pending {
 		if members == nil {
 			members = map[int64]bool{0: true}

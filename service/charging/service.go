@@ -92,7 +92,8 @@ func New(charger Charger, sessions Sessions, opts ...Option) (*Service, error) {
 		}
 	}
 	s := &Service{charger: charger, sessions: sessions, o: o, sweepDone: make(chan struct{}),
-		changes: changes{pending: map[int64]map[int64]bool{}, wake: make(chan struct{}, 1), done: make(chan struct{})}}
+		changes: changes{pending: map[int64]map[int64]bool{}, reclaim: map[int64]map[string]bool{}, wake: make(chan struct{}, 1),
+			done: make(chan struct{})}}
 	s.notifier = newNotifier(o)
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
@@ -471,7 +472,7 @@ func (s *Service) step(ctx context.Context, sess store.ChargingSession, op Op, r
 	for i, a := range asks {
 		cov := s.o.groups.Of(a.rg)
 		ops[i] = quota.GrantOp{ID: StepID(sess.Ref, a.rg, seq), GrantID: GrantID(sess.Ref, a.rg), FamilyID: sess.FamilyID,
-			CustomerID: sess.MemberID, AppID: cov.AppID, Category: string(cov.Category), Used: a.used,
+			CustomerID: sess.MemberID, AppID: cov.AppID, Category: cov.Category, Used: a.used,
 			Requested: a.requested, Release: a.release, At: now}
 		if a.release {
 			ops[i].Requested = 0
@@ -534,6 +535,15 @@ func (s *Service) step(ctx context.Context, sess store.ChargingSession, op Op, r
 	}
 	if !ok {
 		return s.raced(ctx, sess.Ref, op, seq)
+	}
+	// Grants the engine found holding more than their fair share while
+	// this one was cut are asked to report again (and shrink to it).
+	var reclaim []string
+	for _, r := range results {
+		reclaim = append(reclaim, r.Reclaim...)
+	}
+	if len(reclaim) > 0 {
+		s.reclaimed(sess.FamilyID, reclaim)
 	}
 	if op == OpRelease {
 		return nil, nil
@@ -601,7 +611,7 @@ func (s *Service) answer(a ask, r quota.GrantResult, now time.Time) (MultipleUni
 // TERMINATE otherwise.
 func (s *Service) final(r quota.GrantResult) *FinalUnitIndication {
 	switch {
-	case r.Decision == policy.Allowed && r.Throttle > 0:
+	case r.Decision == policy.Allowed && r.ThrottleKbps > 0:
 		return &FinalUnitIndication{FinalUnitAction: ActionRestrictAccess, FilterID: s.o.restrictFilter}
 	case s.o.redirectURL != "":
 		reason := string(r.Decision)

@@ -37,7 +37,7 @@ func TestCreateUpdateRelease(t *testing.T) {
 		t.Errorf("reserved %d", r)
 	}
 	ops := e.fake.Ops()
-	if ops[0].Category != string(policy.CategoryVideo) || ops[1].Category != "" || ops[0].CustomerID != child || ops[0].FamilyID != family {
+	if ops[0].Category != policy.CategoryVideo || ops[1].Category != "" || ops[0].CustomerID != child || ops[0].FamilyID != family {
 		t.Errorf("steps = %+v", ops)
 	}
 
@@ -336,7 +336,7 @@ func TestRatingGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	ops := e.fake.Ops()
-	got := [][2]string{{ops[0].AppID, ops[0].Category}, {ops[1].AppID, ops[1].Category}, {ops[2].AppID, ops[2].Category}}
+	got := [][2]string{{ops[0].AppID, string(ops[0].Category)}, {ops[1].AppID, string(ops[1].Category)}, {ops[2].AppID, string(ops[2].Category)}}
 	if want := [][2]string{{"", "VIDEO"}, {"com.youtube.app", ""}, {"", ""}}; !cmp.Equal(want, got) {
 		t.Errorf("coverage = %v, want %v", got, want)
 	}

@@ -27,6 +27,7 @@ type Fake struct {
 	throttle map[int64]int64
 	until    time.Time
 	fail     int
+	reclaim  []string
 	calls    int
 	ops      []quota.GrantOp
 }
@@ -85,6 +86,14 @@ func (f *Fake) FailNext(n int) {
 	f.fail = n
 }
 
+// ReclaimNext makes the next step's result name these grants as holding
+// more than their fair share (quota.GrantResult.Reclaim).
+func (f *Fake) ReclaimNext(grantIDs ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reclaim = grantIDs
+}
+
 // ErrInjected is the error of a call FailNext made fail.
 var ErrInjected = errors.New("chargertest: injected failure")
 
@@ -133,7 +142,7 @@ func (f *Fake) Charge(_ context.Context, ops []quota.GrantOp) ([]quota.GrantResu
 			if r.Granted == 0 {
 				r.Decision = policy.BlockedFamilyQuota
 			}
-			r.Throttle = f.throttle[op.CustomerID]
+			r.ThrottleKbps = f.throttle[op.CustomerID]
 		}
 		if r.Granted > 0 {
 			f.grants[op.GrantID] = &grant{family: op.FamilyID, member: op.CustomerID, reserved: r.Granted}
@@ -141,6 +150,7 @@ func (f *Fake) Charge(_ context.Context, ops []quota.GrantOp) ([]quota.GrantResu
 		}
 		r.Total = fam.total
 		r.Remaining = fam.total - fam.used - fam.reserved
+		r.Reclaim, f.reclaim = f.reclaim, nil
 		f.steps[op.ID] = r
 		out[i] = r
 	}
