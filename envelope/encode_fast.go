@@ -159,6 +159,10 @@ func (p *UsagePersistPayload) appendJSON(b []byte) []byte {
 	}
 	b = append(b, `,"eventTime":`...)
 	b = appendTime(b, p.EventTime)
+	if p.Generation != "" {
+		b = append(b, `,"generation":`...)
+		b = appendString(b, p.Generation)
+	}
 	return append(b, '}')
 }
 

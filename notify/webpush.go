@@ -119,6 +119,16 @@ func (k VAPIDKeys) Validate() error {
 	return err
 }
 
+// NormalizePushEndpoint is pushsub.Normalize, the error wrapping
+// ErrInvalid: a push endpoint's one spelling.
+func NormalizePushEndpoint(endpoint string) (string, error) {
+	n, err := pushsub.Normalize(endpoint)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return n, nil
+}
+
 // ValidatePushSubscription checks a subscription as a browser sends it
 // (pushsub.Validate: an https endpoint the dial guard would not refuse by
 // its URL alone, a P-256 public key and a 16-byte auth secret); the error

@@ -457,7 +457,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if s.Charging, err = s.startCharging(cfg, log); err != nil {
 		return nil, err
 	}
-	famOpts := []family.Option{family.WithWake(s.relay.Wake), family.WithLogger(log)}
+	famOpts := []family.Option{family.WithWake(s.relay.Wake), family.WithLogger(log), family.WithGiftRules(cfg.Gift.Rules())}
 	if s.Charging != nil { // every family change reaches the live sessions it may affect
 		famOpts = append(famOpts, family.WithOnChange(s.Charging.OnChange))
 	}
@@ -473,7 +473,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		Secret: secret, Logger: log, AccessEvents: s.access, OnRequest: s.Metrics.OnRequest,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies, Streams: cfg.Streams,
 		VAPIDPublicKey: vapidPublic, AllowLoopbackPush: cfg.AllowLoopbackPush, MaxPushSubscriptions: cfg.PushMaxSubscriptions,
-		Decisions: s.Decisions, GatewayTokens: gateways, TopUpOffers: cfg.TopUps, OnCatalogChange: s.catalog.Set,
+		Decisions: s.Decisions, GatewayTokens: gateways, TopUpOffers: cfg.TopUps, GiftRate: cfg.Gift.Rate, OnCatalogChange: s.catalog.Set,
 		DeadLetters: backOffice, KafkaStats: backOffice, OperationsMetrics: opsMetrics}); err != nil {
 		return nil, err
 	}
@@ -602,7 +602,8 @@ func (c SystemConfig) DecisionOptions(gens judge.GenerationSource, m *Metrics, l
 }
 
 // seed writes the demo into an empty SQL store: the seed's "Last 10 MB"
-// family (two owners, two children, 10 MB) and the simulated population. It
+// family (two owners, two children marked as minors, 10 MB) and the
+// simulated population. It
 // reports whether it seeded; a store that has families is left alone.
 func (s *System) seed(ctx context.Context, pop *simulate.Population, families int) (bool, error) {
 	ids, err := s.Store.FamilyIDs(ctx, 0, 1)
@@ -628,8 +629,8 @@ func (s *System) seed(ctx context.Context, pop *simulate.Population, families in
 	demo := []store.NewMember{
 		{ID: simulate.CustomerID(DemoFamilyID, 0), Name: "아빠", Phone: "010-0000-0100", Role: policy.RoleOwner},
 		{ID: simulate.CustomerID(DemoFamilyID, 1), Name: "엄마", Phone: "010-0000-0101", Role: policy.RoleOwner},
-		{ID: simulate.CustomerID(DemoFamilyID, 2), Name: "자녀1", Role: policy.RoleMember},
-		{ID: simulate.CustomerID(DemoFamilyID, 3), Name: "자녀2", Role: policy.RoleMember},
+		{ID: simulate.CustomerID(DemoFamilyID, 2), Name: "자녀1", Role: policy.RoleMember, Minor: true},
+		{ID: simulate.CustomerID(DemoFamilyID, 3), Name: "자녀2", Role: policy.RoleMember, Minor: true},
 	}
 	if err := add(DemoFamilyID, "김씨 가족 (Last 10 MB)", 10<<20, demo); err != nil {
 		return false, err

@@ -277,7 +277,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	famOpts := []family.Option{family.WithWake(relay.Wake), family.WithLogger(log)}
+	famOpts := []family.Option{family.WithWake(relay.Wake), family.WithLogger(log), family.WithGiftRules(cfg.Gift.Rules())}
 	if chf != nil {
 		famOpts = append(famOpts, family.WithOnChange(chf.OnChange))
 		log.Info("charging interface serving", "addr", chf.Addr)
@@ -297,7 +297,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Secret: []byte(cfg.JWTSecret), Logger: log, AccessEvents: access, OnRequest: metrics.OnRequest,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies, Streams: cfg.Streams,
 		VAPIDPublicKey: cfg.VAPIDPublicKey, MaxPushSubscriptions: cfg.PushMaxSubscriptions,
-		Decisions: decisions, GatewayTokens: cfg.GatewayTokens, OnCatalogChange: catalog.Set, TopUpOffers: cfg.TopUps,
+		Decisions: decisions, GatewayTokens: cfg.GatewayTokens, OnCatalogChange: catalog.Set, TopUpOffers: cfg.TopUps, GiftRate: cfg.Gift.Rate,
 		DeadLetters: backOffice, KafkaStats: backOffice, OperationsMetrics: opsMetrics})
 	if err != nil {
 		return err

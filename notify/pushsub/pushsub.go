@@ -49,10 +49,16 @@ const (
 // uncompressed P-256 public key on the curve and a 16-byte auth secret,
 // both base64url (padding allowed). allowLoopback, for tests with a local
 // push service, also accepts an http or https endpoint on a loopback host,
-// any port. The error is an *Error.
+// any port. The endpoint is judged in its one spelling (Normalize: 127.1,
+// 0x7f000001 or 169.254.169.254. are the addresses they spell): store it
+// in that spelling. The error is an *Error.
 func Validate(s Subscription, allowLoopback bool) error {
 	bad := func(field, reason string) error { return &Error{Field: field, Reason: reason} }
-	u, err := url.Parse(s.Endpoint)
+	norm, err := Normalize(s.Endpoint)
+	if err != nil {
+		return err
+	}
+	u, err := url.Parse(norm)
 	if err != nil || u.Host == "" || u.User != nil {
 		return bad("endpoint", "push endpoint must be an absolute https URL")
 	}

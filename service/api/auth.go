@@ -271,7 +271,7 @@ func (a *Server) registerAuth() {
 		Responses: map[string]*huma.Response{"401": a.loginProblemResponse()},
 		Errors:    []int{http.StatusTooManyRequests}},
 		func(ctx context.Context, in *loginInput) (*tokensOutput, error) {
-			key := a.guard.key("login", normalLogin(in.Body.Login))
+			key := a.loginKey(ctx, in.Body.Login)
 			if err := a.admitLogin(ctx, key); err != nil {
 				return nil, err
 			}

@@ -31,6 +31,8 @@ type Catalog struct {
 	Categories  []string     `json:"categories" doc:"Every category, in a stable order" example:"[\"VIDEO\",\"GAME\"]"`
 	Apps        []CatalogApp `json:"apps" doc:"Every known app with its category"`
 	TopUpOffers []TopUpOffer `json:"topUpOffers" doc:"The top-ups offered, smallest first, with their prices (the operator's DPCS_TOPUP_OFFERS)"`
+	// GiftRules are the rules every gift keeps (nil in DefaultCatalog).
+	GiftRules *GiftRulesView `json:"giftRules,omitempty" doc:"The rules every gift keeps (the operator's DPCS_GIFT_*)"`
 }
 
 // TopUpOffer is a top-up a carrier sells: an amount and its price.
@@ -113,7 +115,8 @@ func (a *Server) catalog(ctx context.Context) (Catalog, error) {
 	if err != nil {
 		return Catalog{}, err
 	}
-	c := Catalog{Apps: make([]CatalogApp, 0, len(apps)), TopUpOffers: slices.Clone(a.cfg.TopUpOffers)}
+	rules := giftRulesView(a.cfg.Family.GiftRules())
+	c := Catalog{Apps: make([]CatalogApp, 0, len(apps)), TopUpOffers: slices.Clone(a.cfg.TopUpOffers), GiftRules: &rules}
 	c.Categories = DefaultCatalog().Categories
 	for _, cat := range policy.Categories() {
 		if !slices.Contains(c.Categories, string(cat)) {

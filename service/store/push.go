@@ -24,7 +24,9 @@ type PushRules struct {
 
 // SavePushSubscription stores a browser's push subscription for member cid
 // of family fid (a current member), checked with
-// pushsub.Validate. An endpoint is bound to the member who
+// pushsub.Validate and stored in its one spelling (pushsub.Normalize: host
+// case, a trailing dot and the default port make no other endpoint). An
+// endpoint is bound to the member who
 // stored it: the same member storing it again replaces its keys; another
 // member's is ErrConflict, and nothing moves (a browser another member
 // subscribed from unsubscribes first, which gives it a new endpoint). A new
@@ -45,8 +47,14 @@ func (s *Store) SavePushSubscription(ctx context.Context, fid, cid int64, sub pu
 			return pushsub.Subscription{}, invalid("endpoint", "must be an ASCII URL")
 		}
 	}
+	// One endpoint, one spelling (Validate judged this one).
+	norm, err := pushsub.Normalize(sub.Endpoint)
+	if err != nil {
+		return pushsub.Subscription{}, invalid("endpoint", "must be an absolute https URL")
+	}
+	sub.Endpoint = norm
 	sub.MemberID = cid
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		// The member's row lock serialises its subscriptions (the count).
 		if _, err := s.currentMember(ctx, tx, fid, cid, s.d.ForUpdate()); err != nil {
 			return err
@@ -94,10 +102,15 @@ func endpointTaken() error {
 		"turn pushes off and on again in this browser to get an endpoint of your own", nil)
 }
 
-// DeletePushSubscription deletes member cid's subscription with endpoint;
-// ErrNotFound if cid has none with it (another member's is not touched).
+// DeletePushSubscription deletes member cid's subscription with endpoint,
+// in any of its spellings (pushsub.Normalize); ErrNotFound if cid has none
+// with it (another member's is not touched).
 func (s *Store) DeletePushSubscription(ctx context.Context, cid int64, endpoint string) error {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM push_subscriptions WHERE member_id = ? AND endpoint = ?`, cid, endpoint)
+	spellings := []any{cid, endpoint, endpoint}
+	if norm, err := pushsub.Normalize(endpoint); err == nil {
+		spellings[2] = norm // as stored now; a row stored before, as it was sent
+	}
+	res, err := s.db.ExecContext(ctx, `DELETE FROM push_subscriptions WHERE member_id = ? AND endpoint IN (?, ?)`, spellings...)
 	if err != nil {
 		return dbErr("delete push subscription", err)
 	}
