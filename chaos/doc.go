@@ -23,12 +23,13 @@
 //     event three times as three separate records, with one 10× burst;
 //  4. meanwhile rebalances the consumer group (1→3→2→3 processors), kills
 //     processors with SIGKILL and restarts them, kills and restarts
-//     redis-server on the same port and AOF directory, stops MariaDB for
+//     redis-server on the same port and AOF directory (stale as well: a
+//     restart cannot be told from one that lost writes), stops MariaDB for
 //     30 s, restarts redis-server empty and then from an RDB snapshot taken
 //     seconds earlier, each time waiting until one processor rebuilt Redis
 //     from SQL and the group commits again;
 //  5. stops traffic, waits until every distinct event is in usage_record and
-//     every consumer group has caught up, and checks service.CheckInvariants,
+//     every consumer group has caught up, and checks recovery.CheckInvariants,
 //     one row per produced event, one QUOTA_UPDATED or CUSTOMER_BLOCKED per
 //     event, exactly one THRESHOLD_ALERT per threshold the engine fired (in
 //     the inbox and, by event id, on notification-events), and from SQL

@@ -231,6 +231,8 @@ func (s *scanner) persist() (Payload, bool) {
 			return seen.first(1<<13) && s.crossings(&p.Crossed)
 		case "grant":
 			return seen.first(1<<14) && s.grant(&p.Grant)
+		case "generation":
+			return seen.first(1<<15) && s.stringMember(&p.Generation, false)
 		}
 		return s.skip(0)
 	})

@@ -141,6 +141,10 @@ type UsagePersistPayload struct {
 	ThrottleKbps     int64      `json:"throttleKbps,omitempty"`     // ≥ 0, the member's THROTTLE:SPEED with ALLOWED; optional
 	Crossed          []Crossing `json:"crossed,omitempty"`          // the thresholds this event crossed; optional, [] reads as nil
 	Grant            *GrantStep `json:"grant,omitempty"`            // a grant step's record (see GrantStep); optional
+	// Generation is the Redis state generation the event was judged under
+	// (optional; a record written after a rebuild named another generation
+	// is one that rebuild did not read: doc/architecture.md, "Late records").
+	Generation string `json:"generation,omitempty"`
 }
 
 // GrantStep makes a usage-persist record that of a grant step (a
@@ -265,6 +269,7 @@ func (p *UsagePersistPayload) UnmarshalJSON(data []byte) error {
 			ThrottleKbps:     o.int64("throttleKbps", false),
 			Crossed:          o.crossings("crossed"),
 			Grant:            o.grantStep("grant"),
+			Generation:       o.str("generation", false),
 		}
 	})
 }

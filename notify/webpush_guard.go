@@ -8,12 +8,13 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"code.dny.dev/ssrf"
+
+	"github.com/dabom/dpcs/notify/pushsub"
 )
 
 // ErrNotPublic is returned when a connection would reach an address the
@@ -41,6 +42,7 @@ const DefaultPushTimeout = 3 * time.Second
 type dialGuard struct {
 	g        *ssrf.Guardian
 	loopback bool
+	allow    []netip.Prefix
 }
 
 func newDialGuard(loopback bool) dialGuard {
@@ -49,9 +51,15 @@ func newDialGuard(loopback bool) dialGuard {
 
 // control is a net.Dialer's Control.
 func (d dialGuard) control(network, address string, _ syscall.RawConn) error {
-	if d.loopback {
-		if ap, err := netip.ParseAddrPort(address); err == nil && ap.Addr().Unmap().IsLoopback() {
+	if ap, err := netip.ParseAddrPort(address); err == nil {
+		a := ap.Addr().Unmap()
+		if d.loopback && a.IsLoopback() {
 			return nil
+		}
+		for _, p := range d.allow {
+			if p.Contains(a) {
+				return nil
+			}
 		}
 	}
 	if err := d.g.Safe(network, address, nil); err != nil {
@@ -77,6 +85,18 @@ func (d dialGuard) dialer(timeout time.Duration) *net.Dialer {
 // ErrNotPublic. Its timeout is DefaultPushTimeout.
 func PublicOnlyDialer() *net.Dialer { return newDialGuard(false).dialer(DefaultPushTimeout) }
 
+// GuardedDialer returns a dialer with PublicOnlyDialer's guard that also
+// connects, on any port, to addresses in the networks allowed (destinations
+// an operator vouches for, such as its SMFs' notification endpoints) and,
+// with loopback, to loopback addresses (tests). Its timeout is timeout.
+func GuardedDialer(timeout time.Duration, loopback bool, allow ...netip.Prefix) *net.Dialer {
+	g := newDialGuard(loopback)
+	for _, p := range allow {
+		g.allow = append(g.allow, p.Masked())
+	}
+	return g.dialer(timeout)
+}
+
 // guardedTransport dials through dial and never through a proxy: a proxy
 // would connect on our behalf, past the guard.
 func guardedTransport(dial func(ctx context.Context, network, addr string) (net.Conn, error), handshake time.Duration) *http.Transport {
@@ -100,7 +120,7 @@ func pushClient(loopback bool, timeout time.Duration) *http.Client {
 // (a receiver inside the network is normal), every other place, which only
 // a redirect can lead to, through the guard.
 func webhookClient(u *url.URL) *http.Client {
-	origin := net.JoinHostPort(u.Hostname(), portOf(u))
+	origin := net.JoinHostPort(u.Hostname(), pushsub.Port(u))
 	plain := &net.Dialer{Timeout: 10 * time.Second}
 	guarded := newDialGuard(false).dialer(10 * time.Second)
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -110,47 +130,4 @@ func webhookClient(u *url.URL) *http.Client {
 		return guarded.DialContext(ctx, network, addr)
 	}
 	return &http.Client{Timeout: 10 * time.Second, Transport: guardedTransport(dial, 10*time.Second)}
-}
-
-// portOf is u's port, or its scheme's.
-func portOf(u *url.URL) string {
-	if p := u.Port(); p != "" {
-		return p
-	}
-	if u.Scheme == "http" {
-		return strconv.Itoa(portHTTP)
-	}
-	return strconv.Itoa(portHTTPS)
-}
-
-// isLoopbackHost reports whether host (a URL's Hostname) is localhost or a
-// loopback address literal.
-func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.Unmap().IsLoopback()
-}
-
-// checkEndpointHost refuses, when a subscription is made, what the dial
-// guard would refuse at every delivery and can be told from the URL alone: a
-// port other than 80 and 443, a localhost name, an address literal the
-// guard refuses. A hostname that resolves inside the network passes here;
-// the dial refuses it.
-func checkEndpointHost(u *url.URL) error {
-	port, err := strconv.ParseUint(portOf(u), 10, 16)
-	if err != nil || (port != portHTTP && port != portHTTPS) {
-		return fmt.Errorf("%w: push endpoint port must be 443", ErrInvalid)
-	}
-	host := strings.ToLower(u.Hostname())
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return fmt.Errorf("%w: push endpoint must be a public host, not localhost", ErrInvalid)
-	}
-	if a, err := netip.ParseAddr(host); err == nil {
-		if newDialGuard(false).g.SafeAddr(a) != nil {
-			return fmt.Errorf("%w: push endpoint must be a public address", ErrInvalid)
-		}
-	}
-	return nil
 }

@@ -5,6 +5,7 @@ package quota
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -202,6 +203,64 @@ func BenchmarkTrivialEvalSha(b *testing.B) {
 				}
 			}
 			report(b, b.N*size)
+		})
+	}
+}
+
+// BenchmarkApplyMarked is the synchronous decisions' batch: a state
+// check, the events and the slot's advance in one pipeline, for batches of
+// 1 (a lone decision: the check's whole cost on one decision) and 16.
+// Beside events/s it reports the Redis server's time per event
+// (redis-µs/event, from INFO commandstats: every script the batch runs),
+// the figure that survives a noisy machine.
+func BenchmarkApplyMarked(b *testing.B) {
+	for _, size := range []int{1, 16} {
+		b.Run(fmt.Sprint(size), func(b *testing.B) {
+			e, rdb := benchEngine(b)
+			ctx, now := context.Background(), time.Now()
+			gen := NewOnTouchGeneration(now, "bench")
+			if _, err := e.BeginRebuild(ctx, gen); err != nil {
+				b.Fatal(err)
+			}
+			if err := e.FinishRebuild(ctx, gen, nil); err != nil {
+				b.Fatal(err)
+			}
+			// The benchmark's families name the generation, as restored.
+			_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for f := int64(1); f <= benchFamilies; f++ {
+					p.HSet(ctx, e.k.family(f), fieldGeneration, gen)
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			evs := make([]Event, size)
+			var n int64
+			if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				for i := range evs {
+					evs[i] = benchEvent(now)
+				}
+				if _, err := e.ApplyMarked(ctx, gen, []Mark{{Stream: "decisions/bench/0", From: n, To: n + 1}}, evs); err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+			b.StopTimer()
+			report(b, b.N*size)
+			stats, err := rdb.Info(ctx, "commandstats").Result()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if at := strings.Index(stats, "cmdstat_evalsha:"); at >= 0 {
+				var calls, usec int64
+				fmt.Sscanf(stats[at:], "cmdstat_evalsha:calls=%d,usec=%d", &calls, &usec)
+				b.ReportMetric(float64(usec)/float64(b.N*size), "redis-µs/event")
+			}
 		})
 	}
 }

@@ -554,14 +554,15 @@ func (e *Engine) results(cmds []*redis.Cmd, evs []Event, ops []GrantOp, gen stri
 	grants := make([]GrantResult, len(ops))
 	var un *UnrestoredError
 	unrestored := func(fid int64, by string) error {
-		if !OnTouch(gen) {
+		if !OnTouch(gen) && FamilyNeeds(gen, by) != NeedSettle {
 			return &StaleError{Reason: fmt.Sprintf("family %d was restored by state generation %s, not %s", fid, by, gen)}
 		}
 		if un == nil {
-			un = &UnrestoredError{Generation: gen, Results: results, GrantResults: grants}
+			un = &UnrestoredError{Generation: gen, Results: results, GrantResults: grants, Seen: map[int64]string{}}
 		}
 		if !slices.Contains(un.Families, fid) {
 			un.Families = append(un.Families, fid)
+			un.Seen[fid] = by
 		}
 		return nil
 	}

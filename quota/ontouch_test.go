@@ -3,6 +3,7 @@ package quota
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -73,13 +74,13 @@ func checkRestoreOnTouch(t *testing.T, rdb redis.UniversalClient) {
 	one := family(1, 50, gen)
 	one.Usage = []Usage{{CustomerID: 11, At: now, Bytes: 10}}
 	one.Judged = []JudgedEvent{{ID: "a", Result: Result{Decision: policy.Allowed, Remaining: 90, Total: 100}}}
-	if ok, err := e.RestoreUnrestored(ctx, one); err != nil || !ok {
+	if ok, err := e.RestoreUnrestored(ctx, one, old); err != nil || !ok {
 		t.Fatalf("RestoreUnrestored(family 1) = %v, %v", ok, err)
 	}
-	for fid, want := range map[int64]bool{1: false, 2: true, 3: true} {
-		g, needed, err := e.RestoreNeeded(ctx, fid)
-		if err != nil || needed != want || g != gen {
-			t.Errorf("RestoreNeeded(family %d) = %s, %v, %v; want %s, %v", fid, g, needed, err, gen, want)
+	for fid, want := range map[int64]Need{1: NeedNothing, 2: NeedRestore, 3: NeedRestore} {
+		g, token, err := e.FamilyToken(ctx, fid)
+		if err != nil || FamilyNeeds(g, token) != want || g != gen {
+			t.Errorf("FamilyToken(family %d) = %s, %q, %v; want %s, needing %v", fid, g, token, err, gen, want)
 		}
 	}
 	// Family 2 (an old generation's), 3 (no hash: Redis lost it) and 4
@@ -96,6 +97,9 @@ func checkRestoreOnTouch(t *testing.T, rdb redis.UniversalClient) {
 	}
 	if !slices.Equal(un.Families, []int64{2, 3, 4}) || !slices.Equal(un.Pending, []int{0, 2, 3, 4}) || un.Generation != gen {
 		t.Errorf("unrestored = families %v, pending %v, gen %s", un.Families, un.Pending, un.Generation)
+	}
+	if want := map[int64]string{2: old, 3: "", 4: ""}; !maps.Equal(un.Seen, want) {
+		t.Errorf("unrestored families' tokens %v, want %v", un.Seen, want)
 	}
 	if r := un.Results[1]; r.Decision != policy.Allowed || r.Remaining != 30 || r.Total != 50 {
 		t.Errorf("family 1's event = %+v, want allowed with 30 of 50 left", r)
@@ -117,7 +121,7 @@ func checkRestoreOnTouch(t *testing.T, rdb redis.UniversalClient) {
 	// Restored, the pending events are judged with the same marks; the
 	// stale state's dedupe record of family 2 is gone.
 	for _, fid := range []int64{2, 3, 4} {
-		ok, err := e.RestoreUnrestored(ctx, family(fid, 100, gen))
+		ok, err := e.RestoreUnrestored(ctx, family(fid, 100, gen), un.Seen[fid])
 		if err != nil || !ok {
 			t.Fatalf("RestoreUnrestored(family %d) = %v, %v", fid, ok, err)
 		}
@@ -140,7 +144,7 @@ func checkRestoreOnTouch(t *testing.T, rdb redis.UniversalClient) {
 	}
 
 	// A second restore of the generation never overwrites what was judged.
-	if ok, err := e.RestoreUnrestored(ctx, family(1, 50, gen)); err != nil || ok {
+	if ok, err := e.RestoreUnrestored(ctx, family(1, 50, gen), old); err != nil || ok {
 		t.Errorf("restoring family 1 again = %v, %v, want skipped", ok, err)
 	}
 	if f, _ := e.Family(ctx, 1); f.Used != 30 {
@@ -148,16 +152,16 @@ func checkRestoreOnTouch(t *testing.T, rdb redis.UniversalClient) {
 	}
 	// A restore for a generation the marker does not name is refused.
 	var se *StaleError
-	if _, err := e.RestoreUnrestored(ctx, family(5, 100, "t:older")); !errors.As(err, &se) {
+	if _, err := e.RestoreUnrestored(ctx, family(5, 100, "t:older"), ""); !errors.As(err, &se) {
 		t.Errorf("restore for another generation = %v, want stale", err)
 	}
-	if _, err := e.RestoreUnrestored(ctx, family(5, 100, "")); !errors.Is(err, ErrInvalid) {
+	if _, err := e.RestoreUnrestored(ctx, family(5, 100, ""), ""); !errors.Is(err, ErrInvalid) {
 		t.Errorf("restore without a generation = %v, want ErrInvalid", err)
 	}
 	if _, err := e.BeginRebuild(ctx, "t:next"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.RestoreUnrestored(ctx, family(5, 100, gen)); !errors.As(err, &se) {
+	if _, err := e.RestoreUnrestored(ctx, family(5, 100, gen), ""); !errors.As(err, &se) {
 		t.Errorf("restore while a rebuild runs = %v, want stale", err)
 	}
 }
@@ -189,8 +193,8 @@ func TestEarlierGenerationJudgesUnmarkedFamilies(t *testing.T) {
 	if err != nil || rs[0].Decision != policy.Allowed {
 		t.Fatalf("= %+v, %v", rs, err)
 	}
-	if _, needed, err := e.RestoreNeeded(ctx, 1); needed || err != nil {
-		t.Errorf("RestoreNeeded in an earlier generation = %v, %v", needed, err)
+	if g, token, err := e.FamilyToken(ctx, 1); FamilyNeeds(g, token) != NeedNothing || err != nil {
+		t.Errorf("FamilyToken in an earlier generation = %s, %q, %v: needs %v", g, token, err, FamilyNeeds(g, token))
 	}
 }
 
@@ -209,7 +213,7 @@ func TestRestoreUnrestoredRace(t *testing.T) {
 	oks := make(chan bool, n)
 	for range n {
 		go func() {
-			ok, err := e.RestoreUnrestored(ctx, FamilyState{FamilyID: 7, Provisioned: true, Plan: 100, Members: []MemberState{{CustomerID: 70}}, Generation: gen})
+			ok, err := e.RestoreUnrestored(ctx, FamilyState{FamilyID: 7, Provisioned: true, Plan: 100, Members: []MemberState{{CustomerID: 70}}, Generation: gen}, "")
 			if err != nil {
 				t.Error(err)
 			}

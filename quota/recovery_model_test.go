@@ -582,13 +582,13 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 			if !onTouch || gen == "" {
 				return
 			}
-			mg, err := e.MarkerGeneration(ctx, f)
+			mg, seen, err := e.FamilyToken(ctx, f)
 			must(err)
 			if mg != gen {
 				return
 			}
 			st := familyState(m, l, e, f, gen, now)
-			ok, err := e.RestoreUnrestored(ctx, st)
+			ok, err := e.RestoreUnrestored(ctx, st, seen)
 			must(err)
 			if ok {
 				touched++
@@ -628,8 +628,10 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 					if !rapid.Bool().Draw(rt, "sweptFirst") {
 						continue
 					}
+					_, seen, err := e.FamilyToken(ctx, f)
+					must(err)
 					st := familyState(m, l, e, f, next, now)
-					ok, err := e.RestoreUnrestored(ctx, st)
+					ok, err := e.RestoreUnrestored(ctx, st, seen)
 					must(err)
 					if !ok {
 						rt.Fatalf("family %d: a restore of a new generation skipped", f)

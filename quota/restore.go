@@ -153,15 +153,20 @@ const restoreAttempts = 10
 
 // RestoreUnrestored is Restore for a generation restored on touch
 // (OnTouch): it restores the family only if its hash does not name
-// st.Generation yet, and only while the marker of the node that holds it
-// does, atomically with the check (WATCH on the family's hash, which every
-// restore writes). It reports whether it restored: false when another
-// restore of the generation came first — the family may have been judged
-// since, and its state is newer than SQL's. A marker that names another
-// generation (a rebuild began, or gen is not the current one) is a
-// *StaleError: a restore for an older generation must never overwrite a
-// family a newer one restored and judged.
-func (e *Engine) RestoreUnrestored(ctx context.Context, st FamilyState) (bool, error) {
+// st.Generation yet, only while its token is still seen — the token read
+// before st was read from the source of truth (FamilyToken, FamilyTokens,
+// an *UnrestoredError's Seen, Claim) — and only while the marker of the
+// node that holds it names st.Generation, atomically with the checks (WATCH
+// on the family's hash, which every restore and claim writes). It reports
+// whether it restored: false when a restore of the generation came first —
+// the family may have been judged since, and its state is newer than SQL's.
+// A token that moved otherwise (the family was claimed for a change
+// committed since, perhaps after st was read) is an error wrapping ErrMoved:
+// a later read restores it. A marker that names another generation (a
+// rebuild began, or gen is not the current one) is a *StaleError: a
+// restore for an older generation must never overwrite a family a newer
+// one restored and judged.
+func (e *Engine) RestoreUnrestored(ctx context.Context, st FamilyState, seen string) (bool, error) {
 	if st.Generation == "" {
 		return false, fmt.Errorf("%w: restore on touch needs a generation", ErrInvalid)
 	}
@@ -177,16 +182,20 @@ func (e *Engine) RestoreUnrestored(ctx context.Context, st FamilyState) (bool, e
 			if err != nil {
 				return err
 			}
-			if fields[fieldGeneration] == st.Generation {
-				return nil
+			g := fields[fieldGeneration]
+			if base, _, _ := strings.Cut(g, claimSep); base == st.Generation {
+				return nil // restored (and perhaps claimed since: its claimer settles it)
 			}
-			g, err := e.MarkerGeneration(ctx, st.FamilyID)
+			if g != seen {
+				return ErrMoved
+			}
+			mg, err := e.MarkerGeneration(ctx, st.FamilyID)
 			if err != nil {
 				return err
 			}
-			if g != st.Generation {
+			if mg != st.Generation {
 				return &StaleError{Reason: fmt.Sprintf("restoring family %d for state generation %s: the node's marker names %q",
-					st.FamilyID, st.Generation, g)}
+					st.FamilyID, st.Generation, mg)}
 			}
 			held := slices.Collect(maps.Keys(fields))
 			if _, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error { return write(ctx, p, held) }); err != nil {
@@ -199,7 +208,7 @@ func (e *Engine) RestoreUnrestored(ctx context.Context, st FamilyState) (bool, e
 			continue // another restore or write came between: look again
 		}
 		if err != nil {
-			if errors.Is(err, ErrStale) {
+			if errors.Is(err, ErrStale) || errors.Is(err, ErrMoved) {
 				return false, err
 			}
 			return false, fmt.Errorf("quota: restore family %d: %w", st.FamilyID, err)

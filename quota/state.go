@@ -49,19 +49,23 @@ func NewOnTouchGeneration(now time.Time, suffix string) string {
 	return "t:" + strconv.FormatInt(now.UnixMilli(), 36) + "-" + suffix
 }
 
-// UnrestoredError is ApplyMarked's (GrantMarked's, JudgeMarked's) answer,
-// in a generation restored on touch (OnTouch), for a batch with events or
-// grant steps of families not restored in it yet: those (Pending,
-// GrantPending) were not judged, every other one was and its result is in
-// Results or GrantResults, and the watermarks were advanced as for any
-// batch. Restore the Families (RestoreUnrestored, from SQL) and judge the
-// pending ones again with the same marks. It is ErrStale for a caller that
-// does not restore: no decision of the batch may be used then.
+// UnrestoredError is ApplyMarked's (GrantMarked's, JudgeMarked's) answer
+// for a batch with events or grant steps of families not restored in a
+// generation restored on touch (OnTouch) yet, or claimed for a change not
+// settled yet (Claim): those (Pending, GrantPending) were not judged, every
+// other one was and its result is in Results or GrantResults, and the
+// watermarks were advanced as for any batch. Restore or settle the
+// Families from SQL (FamilyNeeds of Seen: RestoreUnrestored, Settle, each
+// with the token seen) and judge the pending ones again with the same
+// marks. It is ErrStale for a caller that does not restore: no decision of
+// the batch may be used then.
 type UnrestoredError struct {
 	Generation string
-	// Families are the families to restore, in the order of their first
-	// pending event (then step).
+	// Families are the families to restore or settle, in the order of
+	// their first pending event (then step).
 	Families []int64
+	// Seen are their tokens as the batch saw them.
+	Seen map[int64]string
 	// Pending are the indices of the events not judged, in order.
 	Pending []int
 	// Results has every event's result; the pending ones' are zero.
@@ -263,28 +267,6 @@ func (e *Engine) MarkerGeneration(ctx context.Context, fid int64) (string, error
 	return g, nil
 }
 
-// RestoreNeeded reports whether family fid is to be restored before it is
-// written or read: the marker of its node names a generation restored on
-// touch (OnTouch), gen, and the family's hash does not name it. One round
-// trip (the marker and the family share a node).
-func (e *Engine) RestoreNeeded(ctx context.Context, fid int64) (gen string, needed bool, err error) {
-	marker, err := e.FamilyMarker(ctx, fid)
-	if err != nil {
-		return "", false, err
-	}
-	var mg, fg *redis.StringCmd
-	_, err = e.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		mg = p.HGet(ctx, marker, "g")
-		fg = p.HGet(ctx, e.k.family(fid), fieldGeneration)
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return "", false, fmt.Errorf("quota: state marker: %w", err)
-	}
-	gen = mg.Val()
-	return gen, OnTouch(gen) && fg.Val() != gen, nil
-}
-
 func (e *Engine) forgetMarkers() {
 	e.markersMu.Lock()
 	e.markers = nil
@@ -385,6 +367,19 @@ func (e *Engine) BeginRebuild(ctx context.Context, next string) (map[string]int6
 		}
 	}
 	return wm, nil
+}
+
+// DistrustedPrefix starts the generation of a marker Distrust made stale.
+const DistrustedPrefix = "distrusted:"
+
+// Distrust makes every node's state stale until a rebuild: each marker's
+// generation becomes "distrusted:<generation>" (one being rebuilt is left
+// alone). It is for a judge that charged what it could not record (its
+// records stored nowhere): the rebuild reads the state back from the
+// truth, without those charges.
+func (e *Engine) Distrust(ctx context.Context) error {
+	_, err := e.stateOp(ctx, "distrust", "")
+	return err
 }
 
 // FinishRebuild ends a rebuild: every node's marker is replaced by generation

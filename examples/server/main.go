@@ -214,7 +214,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	nopts = append(nopts, push...)
 	notifier, err := notify.New(inbox, hub, slices.Concat(kopts, service.KafkaHooks(reg, "notifier"), service.TracingKafkaOpts(tp)),
 		append(nopts, notify.WithLogger(log), notify.WithHooks(metrics.NotifierHooks()), notify.WithTracerProvider(tp),
-			notify.WithNames(st))...)
+			notify.WithNames(st), notify.WithApps(st))...)
 	if err != nil {
 		return err
 	}
@@ -270,7 +270,27 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	fam, err := family.New(st, qs, family.WithWake(relay.Wake), family.WithLogger(log))
+	// Every family change is live on the family's other screens: on this
+	// server's SSE streams and, over Redis pub/sub, every other server's.
+	live, err := notify.NewRedisBridge(ctx, rdb, hub, notify.WithBridgeLogger(log))
+	if err != nil {
+		return err
+	}
+	defer live.Close()
+	// The charging interface SMFs call (DPCS_CHARGING_ADDR, off by
+	// default): grants through the door, sessions in SQL, and every family
+	// change reaching the live sessions it may affect.
+	chf, err := service.StartServerCharging(cfg.Charging, st, log, metrics, decisions, qs)
+	if err != nil {
+		return err
+	}
+	famOpts := []family.Option{family.WithWake(relay.Wake), family.WithLogger(log), family.WithGiftRules(cfg.Gift.Rules()),
+		family.WithOnChange(service.LiveChanges(live, log, nil))}
+	if chf != nil {
+		famOpts = append(famOpts, family.WithOnChange(chf.OnChange))
+		log.Info("charging interface serving", "addr", chf.Addr)
+	}
+	fam, err := family.New(st, qs, famOpts...)
 	if err != nil {
 		return err
 	}
@@ -285,7 +305,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Secret: []byte(cfg.JWTSecret), Logger: log, AccessEvents: access, OnRequest: metrics.OnRequest,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies, Streams: cfg.Streams,
 		VAPIDPublicKey: cfg.VAPIDPublicKey, MaxPushSubscriptions: cfg.PushMaxSubscriptions,
-		Decisions: decisions, GatewayTokens: cfg.GatewayTokens, OnCatalogChange: catalog.Set, TopUpOffers: cfg.TopUps,
+		Decisions: decisions, GatewayTokens: cfg.GatewayTokens, OnCatalogChange: catalog.Set, TopUpOffers: cfg.TopUps, GiftRate: cfg.Gift.Rate,
 		DeadLetters: backOffice, KafkaStats: backOffice, OperationsMetrics: opsMetrics})
 	if err != nil {
 		return err
@@ -337,7 +357,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// them until the deadline.
 	hubErr := hub.Close(shutdown)
 	srvErr := srv.Shutdown(shutdown)
-	return errors.Join(firstErr, hubErr, srvErr, decisions.Close(shutdown), relay.Close(shutdown), notifier.Close(shutdown))
+	var chfErr error
+	if chf != nil {
+		chfErr = chf.Close(shutdown)
+	}
+	return errors.Join(firstErr, hubErr, srvErr, chfErr, decisions.Close(shutdown), relay.Close(shutdown), notifier.Close(shutdown))
 }
 
 // rebuild restores the named families (every family when none is named),

@@ -3,29 +3,63 @@
 -- "Never trust Redis blindly"). One marker hash per Redis node (master).
 --
 -- KEYS[1] <prefix>dpcs:state:{<tag>}   hash  g (generation), w:<stream> (watermark:
---                                             the next position after the last judged)
+--                                             the next position after the last judged),
+--                                             n (the node's identity the generation was
+--                                             named on), b (the identity a rebuild began on)
+-- The node's identity is its run_id and replication id (INFO): a restart (from
+-- whatever snapshot) gives a node a new run_id, a promoted replica is another
+-- process with a new replication id, so no rollback of a node's data keeps it
+-- (doc/architecture.md, "No window"). A server without INFO server (miniredis,
+-- which cannot roll back: it has no persistence) has the identity "".
 -- ARGV[1] op, ARGV[2] generation, then per op:
 --   check   ARGV[3..] stream, from pairs: the batch judges stream positions from
---           `from` on. Returns {0, ''} when the marker has generation ARGV[2] and no
---           stream's watermark is below its `from` (a stream without a watermark
---           is new to the generation only from position 0); else {1, reason}.
+--           `from` on. Returns {0, ''} when the marker has generation ARGV[2], names
+--           this node's identity, and no stream's watermark is below its `from` (a
+--           stream without a watermark is new to the generation only from position
+--           0); else {1, reason}.
 --   advance ARGV[3..] stream, from, to triples: if the check (with these froms)
 --           still passes, raise each watermark to its `to` and return 1; else
 --           return 0 (the batch's results must not be used).
 --   begin   a rebuild starts: returns the marker's flat fields (watermarks included)
---           and sets the generation to ARGV[2] ("rebuilding:<new>"), so every check
---           and advance of the old generation fails from now on.
+--           and sets the generation to ARGV[2] ("rebuilding:<new>") and b to the
+--           node's identity, so every check and advance of the old generation fails
+--           from now on.
 --   finish  ARGV[3..] stream, position pairs: the rebuild is done; the marker is
---           replaced by generation ARGV[2] and these watermarks.
+--           replaced by generation ARGV[2], this node's identity and these
+--           watermarks — unless the marker says the rebuild began on another
+--           identity (the node restarted or failed over meanwhile, from a snapshot
+--           taken after the rebuild began: its restores may be lost): then an error
+--           reply, and nothing changes.
+--   distrust  a judge charged what it could not record: the generation becomes
+--           "distrusted:<generation>", so every check fails until a rebuild (a
+--           marker being rebuilt or without a generation is left alone).
 --   get     returns the marker's flat fields.
+local function info(section, field)
+  local r = redis.pcall('INFO', section)
+  if type(r) ~= 'string' then return '' end
+  local at = string.find(r, field .. ':', 1, true)
+  if not at then return '' end
+  local from = at + #field + 1
+  return string.sub(r, from, (string.find(r, '\r', from, true) or (#r + 1)) - 1)
+end
+local function identity()
+  return info('server', 'run_id') .. '/' .. info('replication', 'master_replid')
+end
+
 local op, gen = ARGV[1], ARGV[2]
 if op == 'check' then
-  local g = redis.call('HGET', KEYS[1], 'g')
+  local m = redis.call('HMGET', KEYS[1], 'g', 'n')
+  local g = m[1]
   if not g then
     return {1, 'no state marker: this Redis node lost its data or was never rebuilt from SQL'}
   end
   if g ~= gen then
     return {1, 'state generation is ' .. g .. ', expected ' .. gen}
+  end
+  local id = identity()
+  if m[2] ~= id then
+    return {1, 'this Redis node (' .. id .. ') is not the one state generation ' .. gen .. ' was named on (' ..
+      (m[2] or 'none') .. '): it restarted or a replica took over, and may have lost writes'}
   end
   for i = 3, #ARGV, 2 do
     local w = tonumber(redis.call('HGET', KEYS[1], 'w:' .. ARGV[i]))
@@ -56,12 +90,23 @@ elseif op == 'advance' then
   return 1
 elseif op == 'begin' then
   local flat = redis.call('HGETALL', KEYS[1])
-  redis.call('HSET', KEYS[1], 'g', gen)
+  redis.call('HSET', KEYS[1], 'g', gen, 'b', identity())
   return flat
 elseif op == 'finish' then
+  local id = identity()
+  local b = redis.call('HGET', KEYS[1], 'b')
+  if b and b ~= id then
+    return redis.error_reply('DPCS this Redis node restarted or failed over during the rebuild')
+  end
   redis.call('DEL', KEYS[1])
-  redis.call('HSET', KEYS[1], 'g', gen)
+  redis.call('HSET', KEYS[1], 'g', gen, 'n', id)
   for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], 'w:' .. ARGV[i], ARGV[i + 1]) end
+  return 1
+elseif op == 'distrust' then
+  local g = redis.call('HGET', KEYS[1], 'g')
+  if g and string.sub(g, 1, 11) ~= 'rebuilding:' and string.sub(g, 1, 11) ~= 'distrusted:' then
+    redis.call('HSET', KEYS[1], 'g', 'distrusted:' .. g)
+  end
   return 1
 elseif op == 'get' then
   return redis.call('HGETALL', KEYS[1])

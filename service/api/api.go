@@ -102,6 +102,9 @@ type Config struct {
 	// category) after the back office changed it: the service gives it to
 	// this process's judges (judge.Apps.Set). Default: none.
 	OnCatalogChange func(policy.Catalog)
+	// GiftRate is how many gift requests one member may send (429 beyond).
+	// Default: DefaultGiftRate.
+	GiftRate Rate
 	// TopUpOffers are the top-ups the family app offers, with their prices
 	// (GET /catalog): what a carrier sells. Default: DefaultTopUpOffers().
 	TopUpOffers []TopUpOffer
@@ -227,6 +230,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.TopUpOffers == nil {
 		cfg.TopUpOffers = DefaultTopUpOffers()
+	}
+	if cfg.GiftRate == (Rate{}) {
+		cfg.GiftRate = DefaultGiftRate
+	}
+	if err := cfg.GiftRate.check(); err != nil {
+		return nil, fmt.Errorf("api: Config.GiftRate: %w", err)
 	}
 	if cfg.Title == "" {
 		cfg.Title = "DPCS API"
@@ -371,6 +380,12 @@ func (a *Server) problem(ctx context.Context, err error, loc string) error {
 		a.log.WarnContext(ctx, "api: decisions partly judged", "err", err)
 		return huma.Error503ServiceUnavailable("some of these events were judged and counted, the others could not be " +
 			"judged now: retry with the same event ids for every answer")
+	// A family change SQL committed whose door step failed: in effect
+	// before the family's next judgement (judge.ErrUnsettled).
+	case errors.Is(err, judge.ErrUnsettled):
+		a.log.WarnContext(ctx, "api: family change recorded, not yet applied to the quota state", "err", err)
+		return huma.Error503ServiceUnavailable("the change is recorded and takes effect before the family's next " +
+			"decision: read it back before repeating it")
 	// The decisions fail closed: 503, nothing granted.
 	case errors.Is(err, quota.ErrStale):
 		a.log.WarnContext(ctx, "api: the Redis state cannot be trusted", "err", err)

@@ -406,7 +406,7 @@ func (s *Decisions) run(batch []*asking, n, slot int) {
 		ops = append(ops, a.ops...)
 	}
 	info.Events, info.Steps = len(evs), len(ops)
-	results, grants, err := s.judge(ctx, evs, ops, slot)
+	results, grants, gen, err := s.judge(ctx, evs, ops, slot)
 	info.Judge = time.Since(start)
 	// Events and steps of families that could not be restored on touch
 	// were not judged; the others were, and are recorded and answered.
@@ -443,7 +443,7 @@ func (s *Decisions) run(batch []*asking, n, slot int) {
 			if res.Duplicate {
 				info.Duplicates++
 			}
-			out, err := usageOutputs(e, res, s.loc, s.alertText)
+			out, err := usageOutputs(e, res, gen, s.loc, s.alertText)
 			if err != nil {
 				// Every field comes from a checked event and the engine.
 				fail(fmt.Errorf("%w: build outputs of %s: %w", ErrUnavailable, e.EventID, err))
@@ -460,7 +460,7 @@ func (s *Decisions) run(batch []*asking, n, slot int) {
 			if res.Duplicate {
 				info.Duplicates++
 			}
-			out, err := grantOutputs(op, res, s.loc, s.alertText)
+			out, err := grantOutputs(op, res, gen, s.loc, s.alertText)
 			if err != nil {
 				// Every field comes from a checked step and the engine.
 				fail(fmt.Errorf("%w: build outputs of step %s: %w", ErrUnavailable, op.ID, err))
@@ -524,18 +524,19 @@ func instanceID() string {
 // (a single counter raised by the later batch would). A new generation (a
 // rebuild, which reads every granted batch back from SQL) starts the counts
 // again.
-func (s *Decisions) judge(ctx context.Context, evs []quota.Event, ops []quota.GrantOp, slot int) ([]quota.Result, []quota.GrantResult, error) {
+func (s *Decisions) judge(ctx context.Context, evs []quota.Event, ops []quota.GrantOp, slot int) ([]quota.Result, []quota.GrantResult, string, error) {
 	if s.gens == nil {
-		return s.qs.judge(ctx, evs, ops)
+		res, gres, err := s.qs.judge(ctx, evs, ops)
+		return res, gres, "", err
 	}
 	gen, err := s.gens.Generation(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("judge: state generation: %w", err)
+		return nil, nil, "", fmt.Errorf("judge: state generation: %w", err)
 	}
 	if gen == "" {
 		err := &quota.StaleError{Reason: "Redis was never rebuilt from SQL (no state generation yet)"}
 		s.recover(gen, err)
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	s.markMu.Lock()
 	if s.markGen != gen {
@@ -560,7 +561,7 @@ func (s *Decisions) judge(ctx context.Context, evs []quota.Event, ops []quota.Gr
 		if errors.Is(err, quota.ErrStale) { // a rebuild began meanwhile
 			s.recover(gen, err)
 		}
-		return nil, nil, err
+		return nil, nil, gen, err
 	}
 	if errors.Is(err, quota.ErrStale) {
 		if f, ok := s.gens.(interface{ Forget() }); ok {
@@ -569,14 +570,14 @@ func (s *Decisions) judge(ctx context.Context, evs []quota.Event, ops []quota.Gr
 		s.recover(gen, err)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, gen, err
 	}
 	s.markMu.Lock()
 	if s.markGen == gen {
 		s.acked[slot] = marks[slot].To
 	}
 	s.markMu.Unlock()
-	return res, gres, nil
+	return res, gres, gen, nil
 }
 
 // recover asks the state guard (WithStateGuard), in the background, to bring
@@ -810,7 +811,13 @@ func (s *Decisions) Close(ctx context.Context) error {
 				}
 			}
 			if perr != nil {
-				err = fmt.Errorf("judge: %d judged events' records neither produced to Kafka nor spooled (Redis holds them, SQL does not: rebuild or replay): %w", len(recs), perr)
+				// Charged in Redis, in SQL never: the truth is restored
+				// instead, by a rebuild before the next decision (their
+				// callers were told to retry with the same ids).
+				err = fmt.Errorf("judge: %d judged events' records neither produced to Kafka nor spooled: %w", len(recs), perr)
+				if derr := s.qs.Distrust(ctx); derr != nil {
+					err = fmt.Errorf("%w; marking Redis stale for a rebuild from SQL failed too (rebuild it): %w", err, derr)
+				}
 			}
 		}
 		s.cl.Close()

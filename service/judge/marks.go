@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dabom/dpcs/quota"
 )
@@ -70,6 +71,9 @@ type writeMarks struct {
 	ms     MarkStore
 	stream string
 	slots  chan int
+
+	// unsettled counts the changes this door could not claim (Unsettled).
+	unsettled atomic.Int64
 
 	mu     sync.Mutex
 	gen    string

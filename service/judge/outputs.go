@@ -14,10 +14,12 @@ import (
 
 // usageOutputs are the records one judged usage event causes: usage-persist
 // always, and QUOTA_UPDATED (allowed) or CUSTOMER_BLOCKED (blocked), and a
-// THRESHOLD_ALERT per crossed threshold, its message alertText's. Ids derive
+// THRESHOLD_ALERT per crossed threshold, its message alertText's; gen is
+// the state generation it was judged under (the persist record names it:
+// doc/architecture.md, "Late records"). Ids derive
 // from the origin event id and timestamps are the event's own, so a replay
 // re-emits identical records.
-func usageOutputs(in envelope.Envelope[envelope.UsagePayload], res quota.Result, loc *time.Location,
+func usageOutputs(in envelope.Envelope[envelope.UsagePayload], res quota.Result, gen string, loc *time.Location,
 	alertText func(percent int) string) ([]*kgo.Record, error) {
 	pl, id, at := in.Payload, in.EventID, in.Timestamp
 	recs := make([]*kgo.Record, 0, 2+len(res.Crossed))
@@ -45,10 +47,11 @@ func usageOutputs(in envelope.Envelope[envelope.UsagePayload], res quota.Result,
 			BytesUsed: pl.BytesUsed, AppID: pl.AppID, ProcessResult: string(res.Decision),
 			RemainingAfter: res.Remaining, EventTime: at, Rule: res.Rule,
 			TotalBytes: res.Total, DailyUsedBytes: res.DailyUsed, MonthlyUsedBytes: res.MonthlyUsed,
-			ThrottleKbps: res.ThrottleKbps, Crossed: crossed})))
+			ThrottleKbps: res.ThrottleKbps, Crossed: crossed, Generation: gen})))
 	if err != nil {
 		return nil, err
 	}
+
 	if res.Decision == policy.Allowed {
 		err = add(kafkarecord.New(envelope.TopicNotificationEvents, envelope.New(
 			envelope.DerivedID(envelope.PrefixNotification, id, "quota-updated"), at,
@@ -88,10 +91,11 @@ func usageOutputs(in envelope.Envelope[envelope.UsagePayload], res quota.Result,
 // "grant", doc/wire-format.md), QUOTA_UPDATED when it charged, and
 // CUSTOMER_BLOCKED when it ends the member's session with nothing granted
 // (a final answer), and a THRESHOLD_ALERT per threshold the charge crossed
-// (in the charged month). Ids derive from the step's id, timestamps are
-// the step's (the charge's time for the persist record's eventTime), so a
+// (in the charged month); gen is the state generation it was judged under,
+// as usageOutputs'. Ids derive from the step's id, timestamps are the
+// step's (the charge's time for the persist record's eventTime), so a
 // retry re-emits identical records.
-func grantOutputs(op quota.GrantOp, res quota.GrantResult, loc *time.Location,
+func grantOutputs(op quota.GrantOp, res quota.GrantResult, gen string, loc *time.Location,
 	alertText func(percent int) string) ([]*kgo.Record, error) {
 	id, at := op.ID, op.At
 	recs := make([]*kgo.Record, 0, 2+len(res.Crossed))
@@ -119,7 +123,8 @@ func grantOutputs(op quota.GrantOp, res quota.GrantResult, loc *time.Location,
 			ThrottleKbps: res.ThrottleKbps, Crossed: crossed,
 			Grant: &envelope.GrantStep{GrantID: op.GrantID, PreviousStep: res.Previous, GrantedBytes: res.Granted,
 				Open: res.Granted > 0 || !(op.Release || res.Final), Final: res.Final, OverageBytes: res.Overage,
-				ReservedBytes: res.Reserved, ValidUntil: res.ValidUntil, Reclaim: res.Reclaim}})))
+				ReservedBytes: res.Reserved, ValidUntil: res.ValidUntil, Reclaim: res.Reclaim},
+			Generation: gen})))
 	if err != nil {
 		return nil, err
 	}

@@ -28,11 +28,15 @@ type Engine interface {
 	AddMember(ctx context.Context, fid, cid int64) error
 	RemoveMember(ctx context.Context, fid, cid int64) error
 	FamilyMarker(ctx context.Context, fid int64) (string, error)
-	RestoreNeeded(ctx context.Context, fid int64) (gen string, needed bool, err error)
+	FamilyToken(ctx context.Context, fid int64) (gen, token string, err error)
+	FamilyTokens(ctx context.Context, fids []int64) (map[int64]string, error)
+	Claim(ctx context.Context, fid int64) (gen, token string, err error)
+	Settle(ctx context.Context, st quota.FamilyState, seen string) (quota.Settled, error)
 	Restore(ctx context.Context, st quota.FamilyState) error
-	RestoreUnrestored(ctx context.Context, st quota.FamilyState) (bool, error)
+	RestoreUnrestored(ctx context.Context, st quota.FamilyState, seen string) (bool, error)
 	RestoredRearms(st quota.FamilyState) map[string]map[int]int
 	BeginRebuild(ctx context.Context, next string) (map[string]int64, error)
+	Distrust(ctx context.Context) error
 	FinishRebuild(ctx context.Context, gen string, watermarks map[string]int64) error
 	Family(ctx context.Context, fid int64) (quota.FamilyStatus, error)
 	Status(ctx context.Context, fid, cid int64) (quota.MemberStatus, error)
@@ -174,7 +178,7 @@ func (s *State) judgeMarked(ctx context.Context, gen string, marks []quota.Mark,
 		gresults = make([]quota.GrantResult, len(ops))
 	}
 	for attempt := 0; ; attempt++ {
-		if err := s.restoreOnTouch(ctx, gen, un.Families); err != nil {
+		if err := s.touch(ctx, gen, un.Families, un.Seen); err != nil {
 			return nil, nil, partly(results, pending, gresults, gpending, err)
 		}
 		sub := make([]quota.Event, len(pending))
@@ -262,18 +266,23 @@ func (e *PartlyJudgedError) Unwrap() error { return e.Err }
 // family too).
 type FamilySource interface {
 	Families(ctx context.Context, ids []int64) (states map[int64]quota.FamilyState, bad map[int64]error, err error)
+	// Configs is Families without what a settle keeps (usage, judged
+	// events, threshold arms): the configuration a committed change
+	// touches (quota.Engine.Settle).
+	Configs(ctx context.Context, ids []int64) (states map[int64]quota.FamilyState, bad map[int64]error, err error)
 }
 
 // TouchInfo describes one restore on touch, for WithTouchHook.
 type TouchInfo struct {
 	Generation string
-	// Families asked for; Restored how many of them this call wrote
-	// (others were restored first by another caller); Bad the families
-	// whose rows could not be read, restored empty.
-	Families, Restored int
-	Bad                []int64
-	Duration           time.Duration
-	Err                error
+	// Families asked for; Restored and Settled how many of them this call
+	// restored or settled (others were restored or settled first by
+	// another caller); Bad the families whose rows could not be read,
+	// restored empty.
+	Families, Restored, Settled int
+	Bad                         []int64
+	Duration                    time.Duration
+	Err                         error
 }
 
 // WithFamilySource has the door restore on touch, in a generation restored
@@ -294,8 +303,14 @@ func (s *State) RestoresOnTouch() bool { return s.src != nil }
 // WithTouchHook has the door call fn after every restore on touch.
 func WithTouchHook(fn func(TouchInfo)) StateOption { return func(s *State) { s.touched = fn } }
 
-// restoreOnTouch restores fids for generation gen from the family source.
-func (s *State) restoreOnTouch(ctx context.Context, gen string, fids []int64) (err error) {
+// touch brings fids to what the family source holds before they are
+// judged in generation gen: a family the generation has not restored is
+// restored (quota.Engine.RestoreUnrestored), one claimed for a committed
+// change is settled (quota.Engine.Settle), each only while its token is
+// still the one seen before the source was read. A family whose token
+// moved meanwhile (claimed again) is left to the next look: its claimer,
+// or the next touch, applies a later read.
+func (s *State) touch(ctx context.Context, gen string, fids []int64, seen map[int64]string) (err error) {
 	start := time.Now()
 	info := TouchInfo{Generation: gen, Families: len(fids)}
 	defer func() {
@@ -304,49 +319,114 @@ func (s *State) restoreOnTouch(ctx context.Context, gen string, fids []int64) (e
 			s.touched(info)
 		}
 	}()
-	states, bad, err := s.src.Families(ctx, fids)
-	if err != nil {
-		return fmt.Errorf("judge: reading families to restore: %w", err)
-	}
+	var restore, settle []int64
 	for _, fid := range fids {
-		st, ok := states[fid]
-		if _, isBad := bad[fid]; isBad || !ok {
-			if isBad {
-				info.Bad = append(info.Bad, fid)
-			}
-			st = quota.FamilyState{FamilyID: fid}
+		switch quota.FamilyNeeds(gen, seen[fid]) {
+		case quota.NeedRestore:
+			restore = append(restore, fid)
+		case quota.NeedSettle:
+			settle = append(settle, fid)
 		}
-		st.Generation = gen
-		restored, err := s.restoreUnrestored(ctx, st)
-		if errors.Is(err, quota.ErrInvalid) { // rows the engine refuses
-			info.Bad = append(info.Bad, fid)
-			restored, err = s.restoreUnrestored(ctx, quota.FamilyState{FamilyID: fid, Generation: gen})
-		}
+	}
+	if len(restore) > 0 {
+		states, bad, err := s.src.Families(ctx, restore)
 		if err != nil {
-			return err
+			return fmt.Errorf("judge: reading families to restore: %w", err)
 		}
-		if restored {
-			info.Restored++
+		for _, fid := range restore {
+			st, ok := states[fid]
+			if _, isBad := bad[fid]; isBad || !ok {
+				if isBad {
+					info.Bad = append(info.Bad, fid)
+				}
+				st = quota.FamilyState{FamilyID: fid}
+			}
+			st.Generation = gen
+			restored, err := s.restoreUnrestored(ctx, st, seen[fid])
+			if errors.Is(err, quota.ErrInvalid) { // rows the engine refuses
+				info.Bad = append(info.Bad, fid)
+				restored, err = s.restoreUnrestored(ctx, quota.FamilyState{FamilyID: fid, Generation: gen}, seen[fid])
+			}
+			switch {
+			case errors.Is(err, quota.ErrMoved):
+			case err != nil:
+				return err
+			case restored:
+				info.Restored++
+			}
+		}
+	}
+	for _, fid := range settle {
+		_, bad, err := s.settleFrom(ctx, gen, fid, seen[fid])
+		if bad {
+			info.Bad = append(info.Bad, fid)
+		}
+		switch {
+		case errors.Is(err, quota.ErrMoved):
+		case err != nil:
+			return err
+		default:
+			info.Settled++
 		}
 	}
 	return nil
 }
 
-// RestoreOnTouch restores the families fids for generation gen from the
-// family source, each unless a restore of gen came first: what a judgement
-// that met them (quota.UnrestoredError) does. It is for a state guard whose
-// caller's door has no family source. Without one it does nothing.
-func (s *State) RestoreOnTouch(ctx context.Context, gen string, fids []int64) error {
+// settleFrom reads family fid's configuration from the source and settles
+// it while its token is seen; bad says its rows could not be read or the
+// engine refused them (it is settled as an empty family then).
+func (s *State) settleFrom(ctx context.Context, gen string, fid int64, seen string) (quota.Settled, bool, error) {
+	states, bads, err := s.src.Configs(ctx, []int64{fid})
+	if err != nil {
+		return quota.Settled{}, false, fmt.Errorf("judge: reading family %d to settle: %w", fid, err)
+	}
+	st, ok := states[fid]
+	_, bad := bads[fid]
+	if bad || !ok {
+		st = quota.FamilyState{FamilyID: fid}
+	}
+	st.Generation = gen
+	done, err := s.settle(ctx, st, seen)
+	if errors.Is(err, quota.ErrInvalid) {
+		bad = true
+		done, err = s.settle(ctx, quota.FamilyState{FamilyID: fid, Generation: gen}, seen)
+	}
+	return done, bad, err
+}
+
+// settle applies st's configuration while the family's token is seen
+// (quota.Engine.Settle) and records the thresholds it re-armed.
+func (s *State) settle(ctx context.Context, st quota.FamilyState, seen string) (quota.Settled, error) {
+	done, err := s.eng.Settle(ctx, st, seen)
+	if err != nil {
+		return done, err
+	}
+	if s.rearms != nil {
+		for _, month := range slices.Sorted(maps.Keys(done.Rearmed)) {
+			if err := s.rearms.RecordRearms(ctx, st.FamilyID, month, done.Rearmed[month]); err != nil {
+				return done, fmt.Errorf("%w: recording the re-armed thresholds: %w", ErrNotMarked, err)
+			}
+		}
+	}
+	return done, nil
+}
+
+// RestoreOnTouch restores or settles the families an *UnrestoredError of
+// generation gen met (seen: their tokens), as a judgement that met them
+// does. It is for a state guard whose caller's door has no family source.
+// Without one it does nothing.
+func (s *State) RestoreOnTouch(ctx context.Context, gen string, seen map[int64]string) error {
 	if s.src == nil {
 		return errors.New("judge: the door has no family source")
 	}
-	return s.restoreOnTouch(ctx, gen, fids)
+	return s.touch(ctx, gen, slices.Sorted(maps.Keys(seen)), seen)
 }
 
-// restoreUnrestored restores st unless its generation restored it first
-// (quota.Engine.RestoreUnrestored) and records its re-arms as Restore does.
-func (s *State) restoreUnrestored(ctx context.Context, st quota.FamilyState) (bool, error) {
-	restored, err := s.eng.RestoreUnrestored(ctx, st)
+// restoreUnrestored restores st unless its generation restored it first or
+// its token moved from seen (quota.Engine.RestoreUnrestored) and records
+// its re-arms as Restore does.
+func (s *State) restoreUnrestored(ctx context.Context, st quota.FamilyState, seen string) (bool, error) {
+	restored, err := s.eng.RestoreUnrestored(ctx, st, seen)
 	if err != nil || !restored {
 		return restored, err
 	}
@@ -354,16 +434,23 @@ func (s *State) restoreUnrestored(ctx context.Context, st quota.FamilyState) (bo
 }
 
 // RestoreUnrestored restores a family for a generation restored on touch,
-// unless a restore of that generation came first (the rebuild's sweep;
-// quota.Engine.RestoreUnrestored).
-func (s *State) RestoreUnrestored(ctx context.Context, st quota.FamilyState) (bool, error) {
-	return s.restoreUnrestored(ctx, st)
+// unless a restore of that generation came first or its token moved from
+// seen, the token read before st was read (the rebuild's sweep;
+// quota.Engine.RestoreUnrestored, quota.Engine.FamilyTokens).
+func (s *State) RestoreUnrestored(ctx context.Context, st quota.FamilyState, seen string) (bool, error) {
+	return s.restoreUnrestored(ctx, st, seen)
 }
 
-// ensureRestored restores fid before a family write in a generation
-// restored on touch, so the write lands on the family's state of the
-// generation (SQL recorded it first: a restore after it holds it, and the
-// write itself, applied again, changes nothing then).
+// FamilyTokens returns the families' tokens (quota.Engine.FamilyTokens):
+// a sweep reads them before it reads the families from SQL.
+func (s *State) FamilyTokens(ctx context.Context, fids []int64) (map[int64]string, error) {
+	return s.eng.FamilyTokens(ctx, fids)
+}
+
+// ensureRestored brings fid to what SQL holds before it is read or before
+// a write that needs no claim (the processor's versioned policy updates):
+// restored if the generation has not restored it, settled if a change was
+// claimed and not applied (touch).
 func (s *State) ensureRestored(ctx context.Context, fid int64) error {
 	if s.src == nil {
 		return nil
@@ -371,21 +458,21 @@ func (s *State) ensureRestored(ctx context.Context, fid int64) error {
 	// The generation the family's node names now, not a cached one: a
 	// write must not land on a family that a restore of the current
 	// generation has yet to overwrite with what SQL held before it.
-	gen, needed, err := s.eng.RestoreNeeded(ctx, fid)
+	gen, token, err := s.eng.FamilyToken(ctx, fid)
 	if err != nil {
 		if errors.Is(err, quota.ErrStale) {
 			return nil // a node without a marker: judging refuses it until a rebuild
 		}
 		return err
 	}
-	if !needed {
-		// Restored, or no generation restored on touch (none yet, or a
-		// rebuild began: it restores the write).
+	if quota.FamilyNeeds(gen, token) == quota.NeedNothing {
+		// Restored and settled, or no generation restored on touch (none
+		// yet, or a rebuild began: it restores the family).
 		return nil
 	}
-	err = s.restoreOnTouch(ctx, gen, []int64{fid})
+	err = s.touch(ctx, gen, []int64{fid}, map[int64]string{fid: token})
 	if errors.Is(err, quota.ErrStale) {
-		return nil // a rebuild began (or gen is old): it restores the write
+		return nil // a rebuild began (or gen is old): it restores the family
 	}
 	return err
 }
@@ -407,14 +494,208 @@ func (s *State) advance(ctx context.Context, gen string, marks []quota.Mark) err
 }
 
 // Family changes: the API and the processor's policy-updated records.
+//
+// The rule for a family change (doc/architecture.md, "Writer by writer",
+// family writes): the source of truth commits it first; then the door is
+// told, by Settle or one of the changes below. With a family source
+// (WithFamilySource, every deployable's door) the door claims the family
+// (quota.Engine.Claim), reads it back from the source and applies what it
+// read (quota.Engine.Settle, or a restore when the generation has not
+// restored it yet), so concurrent changes land in the order the source
+// committed them, whatever order their door calls take, and no restore
+// that read the source before the change lands after it. When a step
+// after the claim fails, the family stays claimed: it is not judged until
+// a judgement, a write or a read settles it from the source, and the
+// error wraps ErrUnsettled. When the door cannot be reached at all, the
+// caller calls Unsettled.
+
+// ErrUnsettled is wrapped by the error of a family change the source of
+// truth committed but the door could not apply: the family is claimed (or,
+// when the claim itself failed, the state is marked stale: Unsettled), so
+// the change is in effect before the family's next judgement, whatever
+// happens to this process; answer that it is recorded and will take effect.
+var ErrUnsettled = errors.New("judge: family change recorded but not applied to the quota state yet")
+
+// Settle brings family fid to what the family source holds after a change
+// the source committed: it claims the family, reads it back and applies
+// it (see the rule above), and marks the write. It returns the family's
+// pool of the current month afterwards. A door without a family source
+// cannot read the family back: it answers an error wrapping ErrInvalid.
+// A retry of a change the source finds already made (a member already
+// removed, a request answered) calls Settle too: a change whose first door
+// call failed before its claim then takes effect.
+func (s *State) Settle(ctx context.Context, fid int64) (quota.PoolState, error) {
+	if s.src == nil {
+		return quota.PoolState{}, fmt.Errorf("%w: judge: the door has no family source to settle family %d from", quota.ErrInvalid, fid)
+	}
+	ps, _, err := s.claimed(ctx, fid, nil)
+	return ps, err
+}
+
+// claimed is Settle; direct, when set, is the change applied as it was
+// given on a state no generation vouches for (none yet, or being rebuilt:
+// the rebuild reads the change from the source). It reports whether the
+// family was restored or settled from the source.
+func (s *State) claimed(ctx context.Context, fid int64, direct func() (quota.PoolState, error)) (quota.PoolState, bool, error) {
+	gen, token, err := s.eng.Claim(ctx, fid)
+	if err != nil {
+		return quota.PoolState{}, false, s.unsettled(ctx, fid, err)
+	}
+	ps, applied, err := s.settleClaimed(ctx, fid, gen, token, direct)
+	if err != nil {
+		// Claimed: not judged until a judgement, write or read settles it.
+		return ps, applied, fmt.Errorf("%w: family %d: %w", ErrUnsettled, fid, err)
+	}
+	if err := s.mark(ctx, fid); err != nil {
+		return ps, applied, err
+	}
+	return ps, applied, nil
+}
+
+// settleClaimed applies the family a claim left with token: restored or
+// settled from the source (touch), or, on a state no generation vouches
+// for, the change as given (direct). A token that moved meanwhile was
+// claimed again, by a change committed after this one whose claimer reads
+// the source after it: the door looks again and settles what is pending.
+func (s *State) settleClaimed(ctx context.Context, fid int64, gen, token string, direct func() (quota.PoolState, error)) (quota.PoolState, bool, error) {
+	for attempt := 0; attempt < touchAttempts; attempt++ {
+		if attempt > 0 {
+			var err error
+			if gen, token, err = s.eng.FamilyToken(ctx, fid); err != nil {
+				return quota.PoolState{}, false, err
+			}
+		}
+		if quota.FamilyNeeds(gen, token) == quota.NeedNothing {
+			// Settled (attempt > 0), or no generation vouches for the
+			// state (none yet, a rebuild runs, the family is another
+			// generation's and the next judgement finds it stale): the
+			// rebuild reads the change from the source; meanwhile the
+			// change is applied as given.
+			if attempt == 0 && direct != nil {
+				ps, err := direct()
+				return ps, false, err
+			}
+			ps, err := s.pool(ctx, fid)
+			return ps, attempt > 0, err
+		}
+		if quota.FamilyNeeds(gen, token) == quota.NeedSettle {
+			done, _, err := s.settleFrom(ctx, gen, fid, token)
+			if err == nil {
+				return done.Pool, true, nil
+			}
+			if !errors.Is(err, quota.ErrMoved) {
+				return quota.PoolState{}, false, err
+			}
+			continue
+		}
+		err := s.touch(ctx, gen, []int64{fid}, map[int64]string{fid: token})
+		if err != nil && !errors.Is(err, quota.ErrStale) { // stale: a rebuild began, look again
+			return quota.PoolState{}, false, err
+		}
+	}
+	return quota.PoolState{}, false, fmt.Errorf("judge: family %d kept being claimed (%d attempts)", fid, touchAttempts)
+}
+
+// pool is the family's pool of the current month.
+func (s *State) pool(ctx context.Context, fid int64) (quota.PoolState, error) {
+	f, err := s.eng.Family(ctx, fid)
+	if err != nil {
+		return quota.PoolState{}, err
+	}
+	return quota.PoolState{Remaining: f.Remaining, Total: f.Total, Month: f.Month}, nil
+}
+
+// Unsettled is for a caller whose change the source of truth committed but
+// whose door call failed before it reached the door (its process stopped
+// waiting, the call returned early): it claims the family, so the change
+// is in effect before the family is judged again (its next judgement,
+// write or read settles it from the source). When even the claim fails
+// (Redis cannot be reached) it records, with the mark store, a family-write
+// mark no Redis node holds (WithMarkStore), so every judgement finds the
+// state stale and Redis is rebuilt from the source before the next
+// decision. Its error wraps ErrUnsettled unless one of those held.
+func (s *State) Unsettled(ctx context.Context, fid int64) error {
+	if _, _, err := s.eng.Claim(ctx, fid); err != nil {
+		return s.unsettled(ctx, fid, err)
+	}
+	return nil
+}
+
+// unsettled records that family fid's change could not be claimed
+// (cause): a family-write mark no node holds (staleMark).
+func (s *State) unsettled(ctx context.Context, fid int64, cause error) error {
+	if err := s.staleMark(ctx); err != nil {
+		return fmt.Errorf("%w: family %d: claiming it: %w; marking the state stale: %w", ErrUnsettled, fid, cause, err)
+	}
+	return nil
+}
+
+// staleMark records, with the mark store, a family-write mark no Redis
+// node holds, for every node: every judgement finds the state stale and
+// Redis is rebuilt from SQL (this process's judges at once, the others'
+// within the marks' refresh). Without a mark store, or before the first
+// generation (whose rebuild reads SQL anyway), it records nothing and
+// says so.
+func (s *State) staleMark(ctx context.Context) error {
+	if s.marks == nil {
+		return errors.New("judge: no mark store to mark the state stale in")
+	}
+	gen, err := s.marks.ms.Generation(ctx)
+	if err != nil {
+		return err
+	}
+	if gen == "" {
+		return nil // never rebuilt: the first rebuild reads SQL
+	}
+	n := s.marks.unsettled.Add(1)
+	if err := s.marks.ms.RecordMark(ctx, gen, quota.Mark{Stream: s.marks.stream + "unsettled", From: n, To: n}); err != nil {
+		return err
+	}
+	s.marks.ms.Forget()
+	return nil
+}
+
+// Distrust makes the state stale everywhere until a rebuild reads it back
+// from SQL: for charges a judge made but could not record (their records
+// stored nowhere), or records SQL learns only after a rebuild that did not
+// read them (recovery.LateRecords). The markers first
+// (quota.Engine.Distrust), and when Redis cannot be reached a mark no node
+// holds (staleMark).
+func (s *State) Distrust(ctx context.Context) error {
+	err := s.eng.Distrust(ctx)
+	if err == nil {
+		return nil
+	}
+	if merr := s.staleMark(ctx); merr != nil {
+		return errors.Join(err, merr)
+	}
+	return nil
+}
 
 // Enforce applies a member's whole constraints, parsed once by the caller
 // (policy.ParseConstraints), at version (ignored when the state holds a
 // newer one) and reports the member's standing after it: retroactive
-// enforcement.
+// enforcement. With a family source the door settles the family from it
+// instead (Settle), the constraints and version SQL committed.
 func (s *State) Enforce(ctx context.Context, fid, cid, version int64, c policy.Constraints) (quota.Enforcement, error) {
-	if err := s.ensureRestored(ctx, fid); err != nil {
-		return quota.Enforcement{}, err
+	if s.src != nil {
+		var enf quota.Enforcement
+		_, applied, err := s.claimed(ctx, fid, func() (quota.PoolState, error) {
+			var err error
+			enf, err = s.eng.Enforce(ctx, fid, cid, version, c)
+			return quota.PoolState{}, err
+		})
+		if err != nil {
+			return enf, err
+		}
+		if enf.Status.CustomerID == 0 {
+			st, err := s.eng.Status(ctx, fid, cid)
+			if err != nil {
+				return enf, err
+			}
+			enf = quota.Enforcement{Applied: applied, Status: st}
+		}
+		return enf, nil
 	}
 	enf, err := s.eng.Enforce(ctx, fid, cid, version, c)
 	if err != nil {
@@ -424,7 +705,8 @@ func (s *State) Enforce(ctx context.Context, fid, cid, version int64, c policy.C
 }
 
 // enforce is Enforce without a family-write mark: the processor's
-// policy-updated records, whose partitions' watermarks mark them.
+// policy-updated records, whose partitions' watermarks mark them. Versions
+// order them; the family is brought to the source first.
 func (s *State) enforce(ctx context.Context, fid, cid, version int64, c policy.Constraints) (quota.Enforcement, error) {
 	if err := s.ensureRestored(ctx, fid); err != nil {
 		return quota.Enforcement{}, err
@@ -432,60 +714,66 @@ func (s *State) enforce(ctx context.Context, fid, cid, version int64, c policy.C
 	return s.eng.Enforce(ctx, fid, cid, version, c)
 }
 
-// SetPlan sets the family's monthly plan (quota.Engine.SetPlan).
+// SetPlan sets the family's monthly plan (quota.Engine.SetPlan). With a
+// family source the door settles the family from it instead (Settle): the
+// plan SQL committed last, whatever order concurrent changes reach the
+// door in; bytes is used only on a state no generation vouches for.
 func (s *State) SetPlan(ctx context.Context, fid, bytes int64) (quota.PoolState, error) {
-	if err := s.ensureRestored(ctx, fid); err != nil {
-		return quota.PoolState{}, err
-	}
-	ps, err := s.eng.SetPlan(ctx, fid, bytes)
-	if err != nil {
-		return ps, err
-	}
-	return ps, s.poolWritten(ctx, fid, ps)
+	return s.poolChange(ctx, fid, func() (quota.PoolState, error) { return s.eng.SetPlan(ctx, fid, bytes) })
 }
 
 // SetTopUps raises month's top-ups to the total SQL recorded
-// (quota.Engine.SetTopUps).
+// (quota.Engine.SetTopUps); with a family source, as SetPlan.
 func (s *State) SetTopUps(ctx context.Context, fid int64, month string, total int64) (quota.PoolState, error) {
-	if err := s.ensureRestored(ctx, fid); err != nil {
-		return quota.PoolState{}, err
+	return s.poolChange(ctx, fid, func() (quota.PoolState, error) { return s.eng.SetTopUps(ctx, fid, month, total) })
+}
+
+func (s *State) poolChange(ctx context.Context, fid int64, change func() (quota.PoolState, error)) (quota.PoolState, error) {
+	if s.src != nil {
+		var direct quota.PoolState
+		ps, _, err := s.claimed(ctx, fid, func() (quota.PoolState, error) {
+			var err error
+			direct, err = change()
+			if err == nil && s.rearms != nil && len(direct.Rearmed) > 0 {
+				if err := s.rearms.RecordRearms(ctx, fid, direct.Month, direct.Rearmed); err != nil {
+					return direct, fmt.Errorf("%w: recording the re-armed thresholds: %w", ErrNotMarked, err)
+				}
+			}
+			return direct, err
+		})
+		return ps, err
 	}
-	ps, err := s.eng.SetTopUps(ctx, fid, month, total)
+	ps, err := change()
 	if err != nil {
 		return ps, err
 	}
 	return ps, s.poolWritten(ctx, fid, ps)
 }
 
-// SetThresholds sets the family's alert levels (quota.Engine.SetThresholds).
+// SetThresholds sets the family's alert levels (quota.Engine.SetThresholds);
+// with a family source, as SetPlan.
 func (s *State) SetThresholds(ctx context.Context, fid int64, t policy.Thresholds) error {
-	if err := s.ensureRestored(ctx, fid); err != nil {
-		return err
-	}
-	if err := s.eng.SetThresholds(ctx, fid, t); err != nil {
-		return err
-	}
-	return s.mark(ctx, fid)
+	return s.familyChange(ctx, fid, func() error { return s.eng.SetThresholds(ctx, fid, t) })
 }
 
-// AddMember provisions a member (quota.Engine.AddMember).
+// AddMember provisions a member (quota.Engine.AddMember); with a family
+// source, as SetPlan.
 func (s *State) AddMember(ctx context.Context, fid, cid int64) error {
-	if err := s.ensureRestored(ctx, fid); err != nil {
-		return err
-	}
-	if err := s.eng.AddMember(ctx, fid, cid); err != nil {
-		return err
-	}
-	return s.mark(ctx, fid)
+	return s.familyChange(ctx, fid, func() error { return s.eng.AddMember(ctx, fid, cid) })
 }
 
 // RemoveMember removes a member; its next event is BLOCKED_NOT_MEMBER
-// (quota.Engine.RemoveMember).
+// (quota.Engine.RemoveMember); with a family source, as SetPlan.
 func (s *State) RemoveMember(ctx context.Context, fid, cid int64) error {
-	if err := s.ensureRestored(ctx, fid); err != nil {
+	return s.familyChange(ctx, fid, func() error { return s.eng.RemoveMember(ctx, fid, cid) })
+}
+
+func (s *State) familyChange(ctx context.Context, fid int64, change func() error) error {
+	if s.src != nil {
+		_, _, err := s.claimed(ctx, fid, func() (quota.PoolState, error) { return quota.PoolState{}, change() })
 		return err
 	}
-	if err := s.eng.RemoveMember(ctx, fid, cid); err != nil {
+	if err := change(); err != nil {
 		return err
 	}
 	return s.mark(ctx, fid)
@@ -539,19 +827,63 @@ func (s *State) AcceptedMonths() (months []string, from, to time.Time) { return 
 func (s *State) DedupeWindow() time.Duration { return s.eng.DedupeWindow() }
 
 // Reads.
+//
+// Every answer computed from a read is made on a checked state
+// (doc/architecture.md, "Every decision is made on a checked state"): with
+// a mark store (WithMarkStore, every deployable's door) a read is followed
+// by the check every judgement makes — the markers name the generation SQL
+// names and the node's identity it was named on, and hold every mark SQL
+// recorded — and its answer is used only if the check passed. The check
+// comes after the read: a node that rolled back before the read has a new
+// identity or lacks a mark by the check; one that rolled back between them
+// fails it too. A door without a mark store knows no generation: its reads
+// are not checked.
 
-// Family is a snapshot of the family's pool and members (quota.Engine.Family).
+// Family is a snapshot of the family's pool and members (quota.Engine.Family),
+// read from a checked state.
 func (s *State) Family(ctx context.Context, fid int64) (quota.FamilyStatus, error) {
 	if err := s.ensureRestored(ctx, fid); err != nil {
 		return quota.FamilyStatus{}, err
 	}
-	return s.eng.Family(ctx, fid)
+	f, err := s.eng.Family(ctx, fid)
+	if err != nil {
+		return f, err
+	}
+	return f, s.checkRead(ctx)
 }
 
-// Status is a member's standing now (quota.Engine.Status).
+// Status is a member's standing now (quota.Engine.Status), read from a
+// checked state: what a decision made from a read (a gift's "what the
+// giver has left") must use.
 func (s *State) Status(ctx context.Context, fid, cid int64) (quota.MemberStatus, error) {
 	if err := s.ensureRestored(ctx, fid); err != nil {
 		return quota.MemberStatus{}, err
 	}
-	return s.eng.Status(ctx, fid, cid)
+	st, err := s.eng.Status(ctx, fid, cid)
+	if err != nil {
+		return st, err
+	}
+	return st, s.checkRead(ctx)
+}
+
+// checkRead checks the state after a read: nil, or an error wrapping
+// quota.ErrStale (the read must not be used).
+func (s *State) checkRead(ctx context.Context) error {
+	if s.marks == nil {
+		return nil
+	}
+	for attempt := 0; ; attempt++ {
+		gen, err := s.marks.ms.Generation(ctx)
+		if err != nil {
+			return fmt.Errorf("judge: state generation: %w", err)
+		}
+		if gen == "" {
+			return nil // never rebuilt: nothing is judged on a generation yet
+		}
+		err = s.checkState(ctx, gen, nil)
+		if err == nil || !errors.Is(err, quota.ErrStale) || attempt > 0 {
+			return err
+		}
+		s.marks.ms.Forget() // a rebuild may have named a new generation
+	}
 }

@@ -20,6 +20,10 @@ var ErrIncomplete = errors.New("recovery: rebuild incomplete")
 type Report struct {
 	// Rebuilt counts the families whose Redis state was restored.
 	Rebuilt int
+	// Moved counts the families a sweep left to their first touch: each
+	// was claimed for a change (quota.Engine.Claim) every time the sweep
+	// read it, so what it read was older than the change.
+	Moved int
 	// Failed lists the families that could not be restored, in the order
 	// they were tried. Without a generation their Redis state is whatever it
 	// was before; in a generation rebuild each is
@@ -46,14 +50,29 @@ func NewFamilySource(st *store.Store, w store.Window) *FamilySource {
 
 // Families reads ids from SQL, rebuildNamed at a time.
 func (f *FamilySource) Families(ctx context.Context, ids []int64) (map[int64]quota.FamilyState, map[int64]error, error) {
+	return f.read(ctx, ids, func(ctx context.Context, ids []int64) (map[int64]quota.FamilyState, map[int64]error, error) {
+		return f.st.ReadFamilies(ctx, f.w, ids, false)
+	})
+}
+
+// Configs reads ids' configurations from SQL (store.ReadFamilyConfigs),
+// rebuildNamed at a time.
+func (f *FamilySource) Configs(ctx context.Context, ids []int64) (map[int64]quota.FamilyState, map[int64]error, error) {
+	return f.read(ctx, ids, func(ctx context.Context, ids []int64) (map[int64]quota.FamilyState, map[int64]error, error) {
+		return f.st.ReadFamilyConfigs(ctx, f.w, ids)
+	})
+}
+
+func (f *FamilySource) read(ctx context.Context, ids []int64,
+	read func(context.Context, []int64) (map[int64]quota.FamilyState, map[int64]error, error)) (map[int64]quota.FamilyState, map[int64]error, error) {
 	states, bad := map[int64]quota.FamilyState{}, map[int64]error{}
 	for len(ids) > 0 {
 		n := min(len(ids), rebuildNamed)
-		s, b, err := f.st.ReadFamilies(ctx, f.w, ids[:n], false)
+		s, b, err := read(ctx, ids[:n])
 		if errors.Is(err, store.ErrUnreadable) && n > 1 {
 			// One family's rows: read them one by one to find it.
 			for _, id := range ids[:n] {
-				s, b, err := f.st.ReadFamilies(ctx, f.w, []int64{id}, false)
+				s, b, err := read(ctx, []int64{id})
 				switch {
 				case errors.Is(err, store.ErrUnreadable):
 					bad[id] = err
@@ -233,11 +252,25 @@ type page struct {
 	// changes are the families' change counts (store.FamilyChanges) taken
 	// before they were read.
 	changes map[int64]int64
+	// tokens are the families' tokens read from Redis before they were
+	// read from SQL (a sweep: quota.Engine.FamilyTokens): each is
+	// restored only while its token holds.
+	tokens map[int64]string
 }
 
 func (b rebuilder) read(ctx context.Context, ids []int64, span bool) page {
 	if err := ctx.Err(); err != nil {
 		return page{ids: ids, span: span, err: err}
+	}
+	var tokens map[int64]string
+	if b.sweep() {
+		// Before SQL is read: a family claimed for a change committed
+		// after this read has another token by the restore, which then
+		// leaves it (quota.ErrMoved).
+		var err error
+		if tokens, err = b.qs.FamilyTokens(ctx, ids); err != nil {
+			return page{ids: ids, span: span, err: err}
+		}
 	}
 	changes, err := b.st.FamilyChanges(ctx, ids, span)
 	if err != nil {
@@ -248,8 +281,13 @@ func (b rebuilder) read(ctx context.Context, ids []int64, span bool) page {
 		st.Generation = b.gen
 		states[fid] = st
 	}
-	return page{ids: ids, span: span, states: states, bad: bad, err: err, changes: changes}
+	return page{ids: ids, span: span, states: states, bad: bad, err: err, changes: changes, tokens: tokens}
 }
+
+// sweep says whether the rebuild is a sweep of a generation restored on
+// touch: each family restored once, never over a restore that came first,
+// only while its token holds.
+func (b rebuilder) sweep() bool { return quota.OnTouch(b.gen) && !b.force }
 
 // settleRounds bounds how often a family that keeps changing is restored
 // again within one rebuild; its own writes bring Redis up to date after
@@ -260,14 +298,23 @@ const settleRounds = 5
 // the families that changed while they were read and restored.
 func (b rebuilder) restore(ctx context.Context, p page, rep *Report) error {
 	failed := len(rep.Failed)
-	if err := b.restoreOnce(ctx, p, rep); err != nil {
+	moved, err := b.restoreOnce(ctx, p, rep)
+	if err != nil {
 		return err
 	}
-	if quota.OnTouch(b.gen) && !b.force {
+	if b.sweep() {
 		// A sweep of a generation restored on touch: each family is
 		// restored once (never over a restore that came first), and every
-		// family write restores its family before it lands (the door), so
-		// no write can be overwritten by an older read.
+		// family write claims its family before it reads it (the door),
+		// so no write can be overwritten by an older read: a family
+		// claimed since it was read is read again, and left to its first
+		// touch if it keeps moving.
+		for round := 0; len(moved) > 0 && round < settleRounds; round++ {
+			if moved, err = b.restoreOnce(ctx, b.read(ctx, moved, false), rep); err != nil {
+				return err
+			}
+		}
+		rep.Moved += len(moved)
 		return nil
 	}
 	skip := map[int64]bool{}
@@ -303,7 +350,7 @@ func (b rebuilder) settle(ctx context.Context, p page, failed map[int64]bool, re
 		}
 		again := b.read(ctx, moved, false)
 		var scratch Report
-		if err := b.restoreOnce(ctx, again, &scratch); err != nil {
+		if _, err := b.restoreOnce(ctx, again, &scratch); err != nil {
 			return err
 		}
 		// A family restored before and failing now is failed.
@@ -320,36 +367,38 @@ func (b rebuilder) settle(ctx context.Context, p page, failed map[int64]bool, re
 	return nil
 }
 
-// write restores one family: in a generation restored on touch only if no
-// restore of the generation came first (a judgement or a family write
-// restored it on touch, and may have changed it since).
-func (b rebuilder) write(ctx context.Context, st quota.FamilyState) error {
-	if quota.OnTouch(b.gen) && !b.force {
-		_, err := b.qs.RestoreUnrestored(ctx, st)
+// write restores one family: in a sweep only if no restore of the
+// generation came first (a judgement or a family write restored it on
+// touch, and may have changed it since) and its token is still seen
+// (quota.ErrMoved when not).
+func (b rebuilder) write(ctx context.Context, st quota.FamilyState, seen string) error {
+	if b.sweep() {
+		_, err := b.qs.RestoreUnrestored(ctx, st, seen)
 		return err
 	}
 	return b.qs.Restore(ctx, st)
 }
 
-// restoreOnce restores a page read by read, as families.
-func (b rebuilder) restoreOnce(ctx context.Context, p page, rep *Report) error {
+// restoreOnce restores a page read by read, as families. It returns the
+// families a sweep left because they were claimed since they were read.
+func (b rebuilder) restoreOnce(ctx context.Context, p page, rep *Report) ([]int64, error) {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("recovery: rebuild: %w", err)
+		return nil, fmt.Errorf("recovery: rebuild: %w", err)
 	}
 	ids, states, bad, err := p.ids, p.states, p.bad, p.err
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return fmt.Errorf("recovery: rebuild: %w", ctx.Err())
+		return nil, fmt.Errorf("recovery: rebuild: %w", ctx.Err())
 	case err != nil && !errors.Is(err, store.ErrUnreadable):
 		// The database failed, not a family's rows: stop, blame no one.
-		return fmt.Errorf("recovery: rebuild: reading SQL: %w", err)
+		return nil, fmt.Errorf("recovery: rebuild: reading SQL: %w", err)
 	case err != nil && len(ids) > 1:
 		for _, fid := range ids {
 			if err := b.families(ctx, []int64{fid}, false, rep); err != nil {
-				return err
+				return nil, err
 			}
 		}
-		return nil
+		return nil, nil
 	case err != nil:
 		bad = map[int64]error{ids[0]: fmt.Errorf("recovery: rebuild family %d: %w", ids[0], err)}
 	}
@@ -357,6 +406,7 @@ func (b rebuilder) restoreOnce(ctx context.Context, p page, rep *Report) error {
 	errs := make([]error, len(ids))
 	done := make([]bool, len(ids))
 	transient := make([]bool, len(ids))
+	moved := make([]bool, len(ids))
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range min(rebuildWorkers, len(ids)) {
@@ -365,7 +415,10 @@ func (b rebuilder) restoreOnce(ctx context.Context, p page, rep *Report) error {
 				fid := ids[i]
 				if e, ok := bad[fid]; ok {
 					errs[i] = e
-				} else if e := b.write(ctx, states[fid]); e != nil {
+				} else if e := b.write(ctx, states[fid], p.tokens[fid]); errors.Is(e, quota.ErrMoved) {
+					moved[i], done[i] = true, true
+					continue
+				} else if e != nil {
 					errs[i] = fmt.Errorf("recovery: rebuild family %d: %w", fid, e)
 					if !errors.Is(e, quota.ErrInvalid) {
 						// Redis failed, not the family's rows: stop.
@@ -375,7 +428,10 @@ func (b rebuilder) restoreOnce(ctx context.Context, p page, rep *Report) error {
 					}
 				}
 				if errs[i] != nil && b.gen != "" && ctx.Err() == nil {
-					if e := b.write(ctx, quota.FamilyState{FamilyID: fid, Generation: b.gen}); e != nil {
+					if e := b.write(ctx, quota.FamilyState{FamilyID: fid, Generation: b.gen}, p.tokens[fid]); errors.Is(e, quota.ErrMoved) {
+						moved[i], done[i] = true, true
+						continue
+					} else if e != nil {
 						errs[i] = errors.Join(errs[i], fmt.Errorf("recovery: empty family %d of generation %s: %w", fid, b.gen, e))
 					}
 				}
@@ -395,9 +451,12 @@ feed:
 	wg.Wait()
 	stopped := ctx.Err()
 	var redisErr error
+	var left []int64
 	for i, fid := range ids {
 		switch {
 		case !done[i]:
+		case moved[i]:
+			left = append(left, fid)
 		case errs[i] == nil:
 			rep.Rebuilt++
 		case transient[i]:
@@ -408,10 +467,10 @@ feed:
 		}
 	}
 	if stopped != nil {
-		return fmt.Errorf("recovery: rebuild: %w", stopped)
+		return nil, fmt.Errorf("recovery: rebuild: %w", stopped)
 	}
 	if redisErr != nil {
-		return fmt.Errorf("recovery: rebuild: writing Redis: %w", redisErr)
+		return nil, fmt.Errorf("recovery: rebuild: writing Redis: %w", redisErr)
 	}
-	return nil
+	return left, nil
 }

@@ -188,7 +188,7 @@ func (r *Guard) Recover(ctx context.Context, used string, cause error) (string, 
 		case attempt == 0 && errors.As(cause, &un) && un.Generation == used && r.cfg.State.RestoresOnTouch():
 			// The caller's door does not restore on touch: this one
 			// restores the families its judgement met, and it judges again.
-			if err := r.cfg.State.RestoreOnTouch(ctx, used, un.Families); err != nil {
+			if err := r.cfg.State.RestoreOnTouch(ctx, used, un.Seen); err != nil {
 				r.log.Warn("recovery: restoring families on touch", "families", len(un.Families), "err", err)
 				break
 			}

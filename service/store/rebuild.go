@@ -38,6 +38,17 @@ type Window interface {
 // index. An error means the families could not be read: it wraps
 // ErrUnreadable when a value did not scan, else the database failed.
 func (s *Store) ReadFamilies(ctx context.Context, w Window, ids []int64, span bool) (map[int64]quota.FamilyState, map[int64]error, error) {
+	return s.readFamilies(ctx, w, ids, span, true)
+}
+
+// ReadFamilyConfigs is ReadFamilies without the usage_record query (no
+// usage, threshold arms or judged events): a family's configuration, what
+// settling a committed change reads (quota.Engine.Settle).
+func (s *Store) ReadFamilyConfigs(ctx context.Context, w Window, ids []int64) (map[int64]quota.FamilyState, map[int64]error, error) {
+	return s.readFamilies(ctx, w, ids, false, false)
+}
+
+func (s *Store) readFamilies(ctx context.Context, w Window, ids []int64, span, usage bool) (map[int64]quota.FamilyState, map[int64]error, error) {
 	if len(ids) == 0 {
 		return map[int64]quota.FamilyState{}, map[int64]error{}, nil
 	}
@@ -66,10 +77,10 @@ func (s *Store) ReadFamilies(ctx context.Context, w Window, ids []int64, span bo
 	if err != nil {
 		return nil, nil, dbErr("rebuild: families", err)
 	}
-	err = scanAll(rows, func(sc func(...any) error) error {
+	err = scanAll(rows, func(sc scanner) error {
 		var fid, plan int64
 		var thr sql.NullString
-		if err := sc(&fid, &plan, &thr); err != nil {
+		if err := sc.Scan(&fid, &plan, &thr); err != nil {
 			return err
 		}
 		if _, listed := slices.BinarySearch(ids, fid); span && !listed { // created since the page was listed
@@ -106,11 +117,11 @@ func (s *Store) ReadFamilies(ctx context.Context, w Window, ids []int64, span bo
 	if err != nil {
 		return nil, nil, dbErr("rebuild: members", err)
 	}
-	err = scanAll(rows, func(sc func(...any) error) error {
+	err = scanAll(rows, func(sc scanner) error {
 		var fid, cid int64
 		var rules sql.NullString
 		var version sql.NullInt64
-		if err := sc(&fid, &cid, &rules, &version); err != nil {
+		if err := sc.Scan(&fid, &cid, &rules, &version); err != nil {
 			return err
 		}
 		m := quota.MemberState{CustomerID: cid, Constraints: map[string]string{}, Version: version.Int64}
@@ -141,10 +152,10 @@ func (s *Store) ReadFamilies(ctx context.Context, w Window, ids []int64, span bo
 	if err != nil {
 		return nil, nil, dbErr("rebuild: top-ups", err)
 	}
-	err = scanAll(rows, func(sc func(...any) error) error {
+	err = scanAll(rows, func(sc scanner) error {
 		var fid, sum int64
 		var month string
-		if err := sc(&fid, &month, &sum); err != nil {
+		if err := sc.Scan(&fid, &month, &sum); err != nil {
 			return err
 		}
 		if st, ok := states[fid]; ok {
@@ -162,11 +173,11 @@ func (s *Store) ReadFamilies(ctx context.Context, w Window, ids []int64, span bo
 	if err != nil {
 		return nil, nil, dbErr("rebuild: threshold re-arms", err)
 	}
-	err = scanAll(rows, func(sc func(...any) error) error {
+	err = scanAll(rows, func(sc scanner) error {
 		var fid int64
 		var month string
 		var pct, arm int
-		if err := sc(&fid, &month, &pct, &arm); err != nil {
+		if err := sc.Scan(&fid, &month, &pct, &arm); err != nil {
 			return err
 		}
 		if st, ok := states[fid]; ok {
@@ -181,6 +192,9 @@ func (s *Store) ReadFamilies(ctx context.Context, w Window, ids []int64, span bo
 		return nil, nil, dbErr("rebuild: threshold re-arms", err)
 	}
 
+	if !usage {
+		return states, bad, nil
+	}
 	// Every judged event of the accepted months: allowed usage, the arms of
 	// the thresholds crossed, and — for those written within the dedupe
 	// window — the dedupe records (a row is written after its event was
@@ -203,11 +217,11 @@ func (s *Store) ReadFamilies(ctx context.Context, w Window, ids []int64, span bo
 	// The charges of grant steps written within the dedupe window, by
 	// step id: half of each step's answer (grant_step holds the rest).
 	charges := map[string]quota.GrantResult{}
-	err = scanAll(rows, func(sc func(...any) error) error {
+	err = scanAll(rows, func(sc scanner) error {
 		var id, decision, rule, crossed, grant string
 		var fid, cid, bytes, remaining, total, daily, monthly, throttle int64
 		var at, created sqldialect.NullTime
-		if err := sc(&fid, &id, &cid, &bytes, &decision, &remaining, &rule, &total, &daily, &monthly, &throttle, &crossed, &at, &created, &grant); err != nil {
+		if err := sc.Scan(&fid, &id, &cid, &bytes, &decision, &remaining, &rule, &total, &daily, &monthly, &throttle, &crossed, &at, &created, &grant); err != nil {
 			return err
 		}
 		st, ok := states[fid]
@@ -286,12 +300,12 @@ func (s *Store) readGrants(ctx context.Context, which string, args []any, from, 
 	}
 	var steps []step
 	replaced := map[string]bool{}
-	err = scanAll(rows, func(sc func(...any) error) error {
+	err = scanAll(rows, func(sc scanner) error {
 		var st step
 		var reclaim, previous string
 		var open, final int
 		var until, at, createdAt sqldialect.NullTime
-		if err := sc(&st.fid, &st.grant.Step, &st.grant.CustomerID, &st.grant.GrantID, &previous, &st.grant.Reserved,
+		if err := sc.Scan(&st.fid, &st.grant.Step, &st.grant.CustomerID, &st.grant.GrantID, &previous, &st.grant.Reserved,
 			&open, &final, &st.result.Overage, &st.result.Reserved, &until, &reclaim, &at, &createdAt); err != nil {
 			return err
 		}
@@ -355,11 +369,11 @@ func (s *Store) readCharges(ctx context.Context, ids []any, charges map[string]q
 	if err != nil {
 		return dbErr("rebuild: grant charges", err)
 	}
-	return scanAll(rows, func(sc func(...any) error) error {
+	return scanAll(rows, func(sc scanner) error {
 		var id, decision, rule, crossed string
 		var r quota.GrantResult
 		var at sqldialect.NullTime
-		if err := sc(&id, &r.Charged, &decision, &r.Remaining, &rule, &r.Total, &r.DailyUsed, &r.MonthlyUsed,
+		if err := sc.Scan(&id, &r.Charged, &decision, &r.Remaining, &rule, &r.Total, &r.DailyUsed, &r.MonthlyUsed,
 			&r.ThrottleKbps, &crossed, &at); err != nil {
 			return err
 		}
@@ -400,9 +414,9 @@ func (s *Store) FamilyChanges(ctx context.Context, ids []int64, span bool) (map[
 	if err != nil {
 		return nil, dbErr("family changes", err)
 	}
-	err = scanAll(rows, func(sc func(...any) error) error {
+	err = scanAll(rows, func(sc scanner) error {
 		var fid, n int64
-		if err := sc(&fid, &n); err != nil {
+		if err := sc.Scan(&fid, &n); err != nil {
 			return err
 		}
 		out[fid] = n
@@ -419,28 +433,6 @@ func (s *Store) FamilyChanges(ctx context.Context, ids []int64, span bool) (map[
 // at fault. Every other error of ReadFamilies is the database's (a query
 // refused, a connection lost) and blames no family.
 var ErrUnreadable = errors.New("store: a row cannot be read")
-
-// scanAll calls row for every row of rows with its Scan, then closes rows.
-// A Scan error (the data) wraps ErrUnreadable.
-func scanAll(rows *sql.Rows, row func(scan func(...any) error) error) error {
-	defer rows.Close()
-	for rows.Next() {
-		if err := row(scanning(rows.Scan)); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
-}
-
-// scanning marks scan's errors as the data's.
-func scanning(scan func(...any) error) func(...any) error {
-	return func(dest ...any) error {
-		if err := scan(dest...); err != nil {
-			return fmt.Errorf("%w: %w", ErrUnreadable, err)
-		}
-		return nil
-	}
-}
 
 func anys(ss []string) []any {
 	out := make([]any, len(ss))

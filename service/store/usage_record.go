@@ -44,6 +44,10 @@ type UsageRecord struct {
 	// charged, used whatever ProcessResult says, and EventTime when the
 	// charge counts. nil for a usage event.
 	Grant *GrantStepRow
+	// Generation is the state generation the event was judged under (the
+	// payload's; no column): what the write-behind checks for late records
+	// (recovery.LateRecords).
+	Generation string
 }
 
 // GrantStepRow is one row of grant_step: a judged grant step (doc/store.md),
@@ -76,7 +80,7 @@ func UsageRecordOf(e envelope.Envelope[envelope.UsagePersistPayload]) UsageRecor
 		BytesUsed: p.BytesUsed, ProcessResult: p.ProcessResult, RemainingAfter: p.RemainingAfter,
 		Rule: p.Rule, EventTime: p.EventTime,
 		TotalBytes: p.TotalBytes, DailyUsed: p.DailyUsedBytes, MonthlyUsed: p.MonthlyUsedBytes,
-		ThrottleKbps: p.ThrottleKbps, Crossed: p.Crossed,
+		ThrottleKbps: p.ThrottleKbps, Crossed: p.Crossed, Generation: p.Generation,
 		Grant: grantStepRowOf(e),
 	}
 }
@@ -291,3 +295,33 @@ func (w *UsageWriter) Inserted() int64 { return w.usage.Inserted() }
 
 // Close closes both writers' statements.
 func (w *UsageWriter) Close() error { return errors.Join(w.usage.Close(), w.steps.Close()) }
+
+// KnownEvents returns which of ids usage_record holds already.
+func (s *Store) KnownEvents(ctx context.Context, ids []string) (map[string]bool, error) {
+	known := map[string]bool{}
+	for len(ids) > 0 {
+		n := min(len(ids), 500)
+		args := make([]any, n)
+		for i, id := range ids[:n] {
+			args[i] = id
+		}
+		rows, err := s.db.QueryContext(ctx, `SELECT event_id FROM usage_record WHERE event_id IN (`+
+			strings.TrimSuffix(strings.Repeat("?,", n), ",")+`)`, args...)
+		if err != nil {
+			return nil, dbErr("known events", err)
+		}
+		err = scanRows(rows, "known events", func(sc scanner) error {
+			var id string
+			if err := sc.Scan(&id); err != nil {
+				return err
+			}
+			known[id] = true
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		ids = ids[n:]
+	}
+	return known, nil
+}
