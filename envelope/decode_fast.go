@@ -3,6 +3,8 @@ package envelope
 import (
 	"strconv"
 	"time"
+
+	"github.com/dabom/dpcs/internal/jsonscan"
 )
 
 // The fast path of Decode. Decoding through encoding/json (a syntax check,
@@ -66,7 +68,7 @@ func (ms *members) first(m members) bool {
 // decodeFast decodes a built-in event without validating it; ok is false
 // when the slow path must decide.
 func decodeFast(data []byte) (ev Event, ok bool) {
-	s := scanner{data: data}
+	s := scanner{jsonscan.Scanner{Data: data}}
 	const (
 		mID members = 1 << iota
 		mType
@@ -80,7 +82,7 @@ func decodeFast(data []byte) (ev Event, ok bool) {
 		guess     kind // the payload type as known when "payload" was read
 		payloadAt int
 	)
-	ok = s.object(func(key []byte) bool {
+	ok = s.Object(func(key []byte) bool {
 		switch string(key) {
 		case "eventId":
 			return seen.first(mID) && s.stringMember(&ev.EventID, true)
@@ -91,22 +93,22 @@ func decodeFast(data []byte) (ev Event, ok bool) {
 		case "timestamp":
 			return seen.first(mTimestamp) && s.timeMember(&ev.Timestamp)
 		case "payload":
-			if !seen.first(mPayload) || s.peek() != '{' {
+			if !seen.first(mPayload) || s.Peek() != '{' {
 				return false
 			}
-			payloadAt = s.pos
+			payloadAt = s.Pos
 			// Members usually come in the canonical order, type first; when
 			// they do not, the payload is read again below.
 			if guess = kindOf(ev.EventType, ev.SubType); guess == kindNone {
-				return s.skip(0)
+				return s.Skip(0)
 			}
 			var ok bool
 			ev.Payload, ok = s.payload(guess)
 			return ok
 		}
-		return s.skip(0)
+		return s.Skip(0)
 	})
-	if !ok || seen&required != required || !s.end() {
+	if !ok || seen&required != required || !s.End() {
 		return Event{}, false
 	}
 	k := kindOf(ev.EventType, ev.SubType)
@@ -114,7 +116,7 @@ func decodeFast(data []byte) (ev Event, ok bool) {
 		return Event{}, false
 	}
 	if k != guess {
-		s.pos = payloadAt
+		s.Pos = payloadAt
 		if ev.Payload, ok = s.payload(k); !ok {
 			return Event{}, false
 		}
@@ -149,7 +151,7 @@ func (s *scanner) usage() (Payload, bool) {
 	var p UsagePayload
 	var seen members
 	const required = 1<<4 - 1
-	ok := s.object(func(key []byte) bool {
+	ok := s.Object(func(key []byte) bool {
 		switch string(key) {
 		case "familyId":
 			return seen.first(1<<0) && s.intMember(&p.FamilyID, true)
@@ -162,7 +164,7 @@ func (s *scanner) usage() (Payload, bool) {
 		case "metadata":
 			return seen.first(1<<4) && s.metadata(&p.Metadata)
 		}
-		return s.skip(0)
+		return s.Skip(0)
 	})
 	return p, ok && seen&required == required
 }
@@ -171,7 +173,7 @@ func (s *scanner) policy() (Payload, bool) {
 	var p PolicyUpdatedPayload
 	var seen members
 	const required = 1<<0 | 1<<1 | 1<<6 | 1<<7
-	ok := s.object(func(key []byte) bool {
+	ok := s.Object(func(key []byte) bool {
 		switch string(key) {
 		case "familyId":
 			return seen.first(1<<0) && s.intMember(&p.FamilyID, true)
@@ -190,7 +192,7 @@ func (s *scanner) policy() (Payload, bool) {
 		case "constraints":
 			return seen.first(1<<7) && s.constraints(&p.Constraints)
 		}
-		return s.skip(0)
+		return s.Skip(0)
 	})
 	return p, ok && seen&required == required
 }
@@ -199,7 +201,7 @@ func (s *scanner) persist() (Payload, bool) {
 	var p UsagePersistPayload
 	var seen members
 	const required = 1<<0 | 1<<1 | 1<<2 | 1<<3 | 1<<5 | 1<<6 | 1<<7
-	ok := s.object(func(key []byte) bool {
+	ok := s.Object(func(key []byte) bool {
 		switch string(key) {
 		case "originEventId":
 			return seen.first(1<<0) && s.stringMember(&p.OriginEventID, true)
@@ -232,7 +234,7 @@ func (s *scanner) persist() (Payload, bool) {
 		case "generation":
 			return seen.first(1<<14) && s.stringMember(&p.Generation, false)
 		}
-		return s.skip(0)
+		return s.Skip(0)
 	})
 	return p, ok && seen&required == required
 }
@@ -241,7 +243,7 @@ func (s *scanner) quota() (Payload, bool) {
 	var p QuotaUpdated
 	var seen members
 	const required = 1<<5 - 1
-	ok := s.object(func(key []byte) bool {
+	ok := s.Object(func(key []byte) bool {
 		switch string(key) {
 		case "familyId":
 			return seen.first(1<<0) && s.intMember(&p.FamilyID, true)
@@ -254,7 +256,7 @@ func (s *scanner) quota() (Payload, bool) {
 		case "customerUsedBytesToday":
 			return seen.first(1<<4) && s.intMember(&p.CustomerUsedBytesToday, true)
 		}
-		return s.skip(0)
+		return s.Skip(0)
 	})
 	return p, ok && seen&required == required
 }
@@ -263,7 +265,7 @@ func (s *scanner) blocked() (Payload, bool) {
 	var p CustomerBlocked
 	var seen members
 	const required = 1<<4 - 1
-	ok := s.object(func(key []byte) bool {
+	ok := s.Object(func(key []byte) bool {
 		switch string(key) {
 		case "familyId":
 			return seen.first(1<<0) && s.intMember(&p.FamilyID, true)
@@ -276,7 +278,7 @@ func (s *scanner) blocked() (Payload, bool) {
 		case "decision":
 			return seen.first(1<<4) && s.stringMember(&p.Decision, false)
 		}
-		return s.skip(0)
+		return s.Skip(0)
 	})
 	return p, ok && seen&required == required
 }
@@ -285,7 +287,7 @@ func (s *scanner) threshold() (Payload, bool) {
 	var p ThresholdAlert
 	var seen members
 	const required = 1<<3 - 1
-	ok := s.object(func(key []byte) bool {
+	ok := s.Object(func(key []byte) bool {
 		switch string(key) {
 		case "familyId":
 			return seen.first(1<<0) && s.intMember(&p.FamilyID, true)
@@ -296,7 +298,7 @@ func (s *scanner) threshold() (Payload, bool) {
 		case "period":
 			return seen.first(1<<3) && s.stringMember(&p.Period, false)
 		}
-		return s.skip(0)
+		return s.Skip(0)
 	})
 	return p, ok && seen&required == required
 }
@@ -304,21 +306,21 @@ func (s *scanner) threshold() (Payload, bool) {
 // crossings reads an optional array of {"percent":…,"arm":…} objects as
 // object.crossings does; [] reads as nil.
 func (s *scanner) crossings(dst *[]Crossing) bool {
-	if s.null() {
+	if s.Null() {
 		return true
 	}
 	var out []Crossing
-	ok := s.array(func() bool {
+	ok := s.Array(func() bool {
 		var c Crossing
 		var seen members
-		ok := s.object(func(key []byte) bool {
+		ok := s.Object(func(key []byte) bool {
 			switch string(key) {
 			case "percent":
 				return seen.first(1<<0) && s.intMemberInt(&c.Percent)
 			case "arm":
 				return seen.first(1<<1) && s.intMemberInt(&c.Arm)
 			}
-			return s.skip(1)
+			return s.Skip(1)
 		})
 		out = append(out, c)
 		return ok && seen == 1<<2-1
@@ -331,30 +333,30 @@ func (s *scanner) crossings(dst *[]Crossing) bool {
 // so they give up on it; an optional null leaves the zero value.
 
 func (s *scanner) stringMember(dst *string, required bool) bool {
-	if s.null() {
+	if s.Null() {
 		return !required
 	}
-	b, ok := s.str()
+	b, ok := s.Str()
 	*dst = string(b)
 	return ok
 }
 
 func (s *scanner) optStringMember(dst **string) bool {
-	if s.null() {
+	if s.Null() {
 		return true
 	}
-	b, ok := s.str()
+	b, ok := s.Str()
 	v := string(b)
 	*dst = &v
 	return ok
 }
 
 func (s *scanner) intMember(dst *int64, required bool) bool {
-	if s.null() {
+	if s.Null() {
 		return !required
 	}
 	var ok bool
-	*dst, ok = s.int64()
+	*dst, ok = s.Int64()
 	return ok
 }
 
@@ -369,7 +371,7 @@ func (s *scanner) intMemberInt(dst *int) bool {
 // floatMember reads a required number as encoding/json does (strconv.ParseFloat
 // of the number's text); out-of-range numbers are left to the slow path.
 func (s *scanner) floatMember(dst *float64) bool {
-	tok, ok := s.number()
+	tok, ok := s.Number()
 	if !ok {
 		return false
 	}
@@ -387,7 +389,7 @@ func (s *scanner) timeMember(dst *time.Time) bool {
 // eventType reads a built-in event type without allocating; a type that is
 // not built in is left to the slow path.
 func (s *scanner) eventType(dst *EventType) bool {
-	b, ok := s.str()
+	b, ok := s.Str()
 	for _, t := range [...]EventType{TypeDataUsage, TypePolicyUpdated, TypeUsagePersist, TypeNotification} {
 		if ok && string(b) == string(t) {
 			*dst = t
@@ -399,10 +401,10 @@ func (s *scanner) eventType(dst *EventType) bool {
 
 // subType reads null, "" or a built-in subtype without allocating.
 func (s *scanner) subType(dst *SubType) bool {
-	if s.null() {
+	if s.Null() {
 		return true
 	}
-	b, ok := s.str()
+	b, ok := s.Str()
 	for _, t := range [...]SubType{"", SubQuotaUpdated, SubCustomerBlocked, SubThresholdAlert} {
 		if ok && string(b) == string(t) {
 			*dst = t
@@ -416,8 +418,8 @@ func (s *scanner) subType(dst *SubType) bool {
 func (s *scanner) constraints(dst *map[string]string) bool {
 	m := make(map[string]string)
 	*dst = m
-	return s.object(func(key []byte) bool {
-		v, ok := s.str()
+	return s.Object(func(key []byte) bool {
+		v, ok := s.Str()
 		m[string(key)] = string(v) // the last of duplicate keys wins, as in encoding/json
 		return ok
 	})
@@ -426,60 +428,12 @@ func (s *scanner) constraints(dst *map[string]string) bool {
 // metadata reads an optional free-form object the way json.Unmarshal into a
 // map[string]any does; {} reads as nil (see object.anyMap).
 func (s *scanner) metadata(dst *map[string]any) bool {
-	if s.null() {
+	if s.Null() {
 		return true
 	}
-	m, ok := s.anyObject(0)
+	m, ok := s.AnyObject(0)
 	if len(m) > 0 {
 		*dst = m
 	}
 	return ok
-}
-
-func (s *scanner) anyObject(depth int) (map[string]any, bool) {
-	if depth >= maxScanDepth || s.peek() != '{' {
-		return nil, false
-	}
-	m := make(map[string]any)
-	ok := s.object(func(key []byte) bool {
-		v, ok := s.anyValue(depth + 1)
-		m[string(key)] = v // the last of duplicate keys wins, as in encoding/json
-		return ok
-	})
-	return m, ok
-}
-
-// anyValue reads a value into encoding/json's generic types: float64, string,
-// bool, nil, []any (non-nil, even when empty) and map[string]any.
-func (s *scanner) anyValue(depth int) (any, bool) {
-	switch s.peek() {
-	case '{':
-		return s.anyObject(depth)
-	case '[':
-		if depth >= maxScanDepth {
-			return nil, false
-		}
-		a := make([]any, 0)
-		ok := s.array(func() bool {
-			v, ok := s.anyValue(depth + 1)
-			a = append(a, v)
-			return ok
-		})
-		return a, ok
-	case '"':
-		b, ok := s.str()
-		return string(b), ok
-	case 't':
-		return true, s.literal("true")
-	case 'f':
-		return false, s.literal("false")
-	case 'n':
-		return nil, s.literal("null")
-	}
-	tok, ok := s.number()
-	if !ok {
-		return nil, false
-	}
-	f, err := strconv.ParseFloat(string(tok), 64)
-	return f, err == nil
 }

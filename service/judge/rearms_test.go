@@ -3,10 +3,10 @@ package judge
 import (
 	"context"
 	"errors"
-	"github.com/dabom/dpcs/internal/testenv"
 	"testing"
 	"time"
 
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/google/go-cmp/cmp"
