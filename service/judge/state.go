@@ -32,6 +32,7 @@ type Engine interface {
 	Settle(ctx context.Context, st quota.FamilyState, seen string) (quota.Settled, error)
 	Restore(ctx context.Context, st quota.FamilyState) error
 	RestoreUnrestored(ctx context.Context, st quota.FamilyState, seen string) (bool, error)
+	RestoreClaimed(ctx context.Context, st quota.FamilyState, seen string) error
 	RestoredRearms(st quota.FamilyState) map[string]map[int]int
 	BeginRebuild(ctx context.Context, next string) (map[string]int64, error)
 	Distrust(ctx context.Context) error
@@ -382,6 +383,25 @@ func (s *State) restoreUnrestored(ctx context.Context, st quota.FamilyState, see
 // quota.Engine.RestoreUnrestored, quota.Engine.FamilyTokens).
 func (s *State) RestoreUnrestored(ctx context.Context, st quota.FamilyState, seen string) (bool, error) {
 	return s.restoreUnrestored(ctx, st, seen)
+}
+
+// Fence claims family fid for an operator's rebuild of it
+// (quota.Engine.Claim): no judgement charges it until RestoreClaimed
+// restores it (or a judgement's touch settles it: a family change
+// committed meanwhile). It returns the claim's token.
+func (s *State) Fence(ctx context.Context, fid int64) (string, error) {
+	_, token, err := s.eng.Claim(ctx, fid)
+	return token, err
+}
+
+// RestoreClaimed restores a family Fence claimed, while its token is still
+// seen (quota.Engine.RestoreClaimed), and records its re-arms as Restore
+// does.
+func (s *State) RestoreClaimed(ctx context.Context, st quota.FamilyState, seen string) error {
+	if err := s.eng.RestoreClaimed(ctx, st, seen); err != nil {
+		return err
+	}
+	return s.recordRestoredRearms(ctx, st)
 }
 
 // FamilyTokens returns the families' tokens (quota.Engine.FamilyTokens):
