@@ -29,7 +29,7 @@
 //     seconds earlier, each time waiting until one processor rebuilt Redis
 //     from SQL and the group commits again;
 //  5. stops traffic, waits until every distinct event is in usage_record and
-//     every consumer group has caught up, and checks service.CheckInvariants,
+//     every consumer group has caught up, and checks recovery.CheckInvariants,
 //     one row per produced event, one QUOTA_UPDATED or CUSTOMER_BLOCKED per
 //     event, exactly one THRESHOLD_ALERT per threshold the engine fired (in
 //     the inbox and, by event id, on notification-events), and from SQL

@@ -157,12 +157,12 @@ func (p *UsagePersistPayload) appendJSON(b []byte) []byte {
 		}
 		b = append(b, ']')
 	}
-	b = append(b, `,"eventTime":`...)
-	b = appendTime(b, p.EventTime)
 	if p.Generation != "" {
 		b = append(b, `,"generation":`...)
 		b = appendString(b, p.Generation)
 	}
+	b = append(b, `,"eventTime":`...)
+	b = appendTime(b, p.EventTime)
 	return append(b, '}')
 }
 

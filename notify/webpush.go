@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/notify/pushsub"
 )
 
 // The ask-for-more notification kinds (sent to a family's owners when a
@@ -45,15 +46,9 @@ func DefaultWebPushKinds() []envelope.SubType {
 }
 
 // PushSubscription is a browser's push subscription (the Push API's
-// PushSubscription): where to post and the keys to encrypt for.
-type PushSubscription struct {
-	MemberID int64  `json:"memberId"`
-	Endpoint string `json:"endpoint"`
-	// P256dh is the user agent's P-256 public key, uncompressed (65 bytes),
-	// base64url; Auth its 16-byte authentication secret, base64url.
-	P256dh string `json:"p256dh"`
-	Auth   string `json:"auth"`
-}
+// PushSubscription): where to post and the keys to encrypt for
+// (notify/pushsub, which a store of them imports without this sender).
+type PushSubscription = pushsub.Subscription
 
 // SubscriptionStore is what WebPush needs of the subscriptions' store.
 type SubscriptionStore interface {
@@ -96,7 +91,7 @@ func GenerateVAPIDKeys() (VAPIDKeys, error) {
 
 // parse checks that the pair is a P-256 key pair that belongs together.
 func (k VAPIDKeys) parse() (*ecdsa.PrivateKey, []byte, error) {
-	priv, err := decodeB64(k.Private)
+	priv, err := pushsub.DecodeKey(k.Private)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: VAPID private key is not base64url: %v", ErrInvalid, err)
 	}
@@ -104,7 +99,7 @@ func (k VAPIDKeys) parse() (*ecdsa.PrivateKey, []byte, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: VAPID private key: %v", ErrInvalid, err)
 	}
-	pub, err := decodeB64(k.Public)
+	pub, err := pushsub.DecodeKey(k.Public)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: VAPID public key is not base64url: %v", ErrInvalid, err)
 	}
@@ -124,51 +119,25 @@ func (k VAPIDKeys) Validate() error {
 	return err
 }
 
-// ValidatePushSubscription checks a subscription as a browser sends it: an
-// https endpoint on port 443 (or 80) whose host is not localhost nor an
-// address literal the dial guard refuses (see PublicOnlyDialer; a hostname
-// resolving inside the network is refused when it is dialled), a 65-byte
-// uncompressed P-256 public key on the curve and a 16-byte auth secret, both
-// base64url (padding allowed). allowLoopback, for tests with a local push
-// service, also accepts an http or https endpoint on a loopback host, any
-// port.
-func ValidatePushSubscription(s PushSubscription, allowLoopback bool) error {
-	u, err := url.Parse(s.Endpoint)
-	if err != nil || u.Host == "" || u.User != nil {
-		return fmt.Errorf("%w: push endpoint must be an absolute https URL", ErrInvalid)
+// NormalizePushEndpoint is pushsub.Normalize, the error wrapping
+// ErrInvalid: a push endpoint's one spelling.
+func NormalizePushEndpoint(endpoint string) (string, error) {
+	n, err := pushsub.Normalize(endpoint)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	loopback := allowLoopback && isLoopbackHost(u.Hostname())
-	switch {
-	case u.Scheme == "https", u.Scheme == "http" && loopback:
-	default:
-		return fmt.Errorf("%w: push endpoint must be https", ErrInvalid)
-	}
-	if !loopback {
-		if err := checkEndpointHost(u); err != nil {
-			return err
-		}
-	}
-	if len(s.Endpoint) > 2048 {
-		return fmt.Errorf("%w: push endpoint longer than 2048 bytes", ErrInvalid)
-	}
-	pub, err := decodeB64(s.P256dh)
-	if err != nil || len(pub) != 65 {
-		return fmt.Errorf("%w: keys.p256dh must be a 65-byte P-256 public key, base64url", ErrInvalid)
-	}
-	if _, err := ecdh.P256().NewPublicKey(pub); err != nil {
-		return fmt.Errorf("%w: keys.p256dh is not a P-256 point", ErrInvalid)
-	}
-	auth, err := decodeB64(s.Auth)
-	if err != nil || len(auth) != 16 {
-		return fmt.Errorf("%w: keys.auth must be a 16-byte secret, base64url", ErrInvalid)
-	}
-	return nil
+	return n, nil
 }
 
-// decodeB64 accepts base64url with or without padding (browsers send it
-// without, some libraries with).
-func decodeB64(s string) ([]byte, error) {
-	return base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
+// ValidatePushSubscription checks a subscription as a browser sends it
+// (pushsub.Validate: an https endpoint the dial guard would not refuse by
+// its URL alone, a P-256 public key and a 16-byte auth secret); the error
+// wraps ErrInvalid and the *pushsub.Error naming the field.
+func ValidatePushSubscription(s PushSubscription, allowLoopback bool) error {
+	if err := pushsub.Validate(s, allowLoopback); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
 }
 
 // PushMessage is the JSON a push carries, decrypted by the browser and
@@ -194,6 +163,10 @@ type PushMessage struct {
 	// data. Absent for a request for data.
 	RequestKind string `json:"requestKind,omitempty"`
 	Minutes     int64  `json:"minutes,omitempty"`
+	// TopUp says that the notification offers to top up (an owner's
+	// THRESHOLD_ALERT): the family app's service worker adds a button that
+	// opens its top-ups.
+	TopUp bool `json:"topUp,omitempty"`
 }
 
 // Urgency is RFC 8030's Urgency header value.
@@ -414,9 +387,24 @@ func (w *WebPush) Send(ctx context.Context, n Notification) error {
 	if len(subs) == 0 {
 		return nil
 	}
-	msg, err := json.Marshal(w.message(n))
+	m := w.message(n)
+	m.TopUp = n.Kind == envelope.SubThresholdAlert
+	msg, err := json.Marshal(m)
 	if err != nil {
 		return Permanent(fmt.Errorf("notify: web push: encode: %w", err))
+	}
+	// Only owners can top up: members are told to ask one.
+	forMember := msg
+	if n.Kind == envelope.SubThresholdAlert {
+		var p struct {
+			ThresholdPercent int `json:"thresholdPercent"`
+		}
+		if json.Unmarshal(n.Payload, &p) == nil && p.ThresholdPercent > 0 {
+			m.Body, m.TopUp = MemberThresholdText(p.ThresholdPercent, w.lang), false
+			if forMember, err = json.Marshal(m); err != nil {
+				return Permanent(fmt.Errorf("notify: web push: encode: %w", err))
+			}
+		}
 	}
 	errs := make([]error, len(subs))
 	slots := make(chan struct{}, maxParallelPushes)
@@ -427,7 +415,11 @@ func (w *WebPush) Send(ctx context.Context, n Notification) error {
 			defer func() { <-slots }()
 			pctx, cancel := context.WithTimeout(ctx, w.timeout)
 			defer cancel()
-			errs[i] = w.push(pctx, s, msg, n.Kind)
+			body := msg
+			if s.Role == string(RoleMember) {
+				body = forMember
+			}
+			errs[i] = w.push(pctx, s, body, n.Kind)
 		})
 	}
 	wg.Wait()
@@ -566,7 +558,7 @@ const pushRecordSize = 4096
 // ephemeral public key) and one record, msg + the 0x02 delimiter,
 // unpadded (every byte counts on a metered phone).
 func encryptPush(s PushSubscription, msg []byte) ([]byte, error) {
-	uaRaw, err := decodeB64(s.P256dh)
+	uaRaw, err := pushsub.DecodeKey(s.P256dh)
 	if err != nil {
 		return nil, fmt.Errorf("push subscription p256dh: %w", err)
 	}
@@ -574,7 +566,7 @@ func encryptPush(s PushSubscription, msg []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("push subscription p256dh: %w", err)
 	}
-	authSecret, err := decodeB64(s.Auth)
+	authSecret, err := pushsub.DecodeKey(s.Auth)
 	if err != nil {
 		return nil, fmt.Errorf("push subscription auth: %w", err)
 	}

@@ -8,12 +8,13 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"code.dny.dev/ssrf"
+
+	"github.com/dabom/dpcs/notify/pushsub"
 )
 
 // ErrNotPublic is returned when a connection would reach an address the
@@ -100,7 +101,7 @@ func pushClient(loopback bool, timeout time.Duration) *http.Client {
 // (a receiver inside the network is normal), every other place, which only
 // a redirect can lead to, through the guard.
 func webhookClient(u *url.URL) *http.Client {
-	origin := net.JoinHostPort(u.Hostname(), portOf(u))
+	origin := net.JoinHostPort(u.Hostname(), pushsub.Port(u))
 	plain := &net.Dialer{Timeout: 10 * time.Second}
 	guarded := newDialGuard(false).dialer(10 * time.Second)
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -110,47 +111,4 @@ func webhookClient(u *url.URL) *http.Client {
 		return guarded.DialContext(ctx, network, addr)
 	}
 	return &http.Client{Timeout: 10 * time.Second, Transport: guardedTransport(dial, 10*time.Second)}
-}
-
-// portOf is u's port, or its scheme's.
-func portOf(u *url.URL) string {
-	if p := u.Port(); p != "" {
-		return p
-	}
-	if u.Scheme == "http" {
-		return strconv.Itoa(portHTTP)
-	}
-	return strconv.Itoa(portHTTPS)
-}
-
-// isLoopbackHost reports whether host (a URL's Hostname) is localhost or a
-// loopback address literal.
-func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.Unmap().IsLoopback()
-}
-
-// checkEndpointHost refuses, when a subscription is made, what the dial
-// guard would refuse at every delivery and can be told from the URL alone: a
-// port other than 80 and 443, a localhost name, an address literal the
-// guard refuses. A hostname that resolves inside the network passes here;
-// the dial refuses it.
-func checkEndpointHost(u *url.URL) error {
-	port, err := strconv.ParseUint(portOf(u), 10, 16)
-	if err != nil || (port != portHTTP && port != portHTTPS) {
-		return fmt.Errorf("%w: push endpoint port must be 443", ErrInvalid)
-	}
-	host := strings.ToLower(u.Hostname())
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return fmt.Errorf("%w: push endpoint must be a public host, not localhost", ErrInvalid)
-	}
-	if a, err := netip.ParseAddr(host); err == nil {
-		if newDialGuard(false).g.SafeAddr(a) != nil {
-			return fmt.Errorf("%w: push endpoint must be a public address", ErrInvalid)
-		}
-	}
-	return nil
 }

@@ -150,6 +150,13 @@ type Config struct {
 	// how many current members a family may have; see
 	// store.WithMaxFamilyMembers and StoreOptions.
 	FamilyMaxMembers int `envconfig:"FAMILY_MAX_MEMBERS" default:"10" deployables:"server, all-in-one" desc:"current members a family may have (1 to 100); adding one more is answered 409. The demo needs 10"`
+	// Gift (DPCS_GIFT_*) are the carriers' gift rules and the gift request
+	// rate; see GiftConfig.
+	Gift GiftConfig `envconfig:"GIFT"`
+	// FamilyMaxNotes (DPCS_FAMILY_MAX_NOTES, 1 to 100000, default 1000) is
+	// how many care agents' notes a family may have; see
+	// store.WithMaxFamilyNotes and StoreOptions.
+	FamilyMaxNotes int `envconfig:"FAMILY_MAX_NOTES" default:"1000" deployables:"server, all-in-one" desc:"care agents' notes a family may have (1 to 100000); one more is answered 409"`
 	// Tracing (DPCS_OTLP_ENDPOINT or the standard OTEL_EXPORTER_OTLP_ENDPOINT,
 	// DPCS_TRACE_SAMPLE_RATIO; default off) exports OpenTelemetry traces;
 	// see Tracing and doc/observability.md (Tracing).
@@ -271,6 +278,7 @@ func (c *Config) finish(getenv func(string) string, r *envRead) []error {
 	r.want(&errs, "DPCS_NOTIFIER", c.Notifier == "on" || c.Notifier == "off", "on or off")
 	r.want(&errs, "DPCS_CATALOG_REFRESH", c.CatalogRefresh >= time.Second && c.CatalogRefresh <= time.Hour, "a duration from 1s to 1h")
 	errs = append(errs, c.checkLimits(r)...)
+	errs = append(errs, c.checkCarrier(r)...)
 	tr, err := loadTracing(getenv)
 	if err != nil {
 		errs = append(errs, err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dabom/dpcs/service/api"
+	"github.com/dabom/dpcs/service/store"
 	"github.com/google/go-cmp/cmp"
 	"github.com/kelseyhightower/envconfig"
 )
@@ -97,7 +98,9 @@ func TestLoadConfigDefaults(t *testing.T) {
 	want := Config{SQLitePath: "dpcs.db", Timezone: "Asia/Seoul", DedupeWindow: 24 * time.Hour, ReplicaAckTimeout: 100 * time.Millisecond,
 		Recovery: "auto", LogLevel: slog.LevelInfo, StartTimeout: 2 * time.Minute, Notifier: "on", Tracing: TracingConfig{SampleRatio: 1},
 		PushKinds:   []string{"CUSTOMER_BLOCKED", "THRESHOLD_ALERT", "DATA_REQUESTED", "DATA_REQUEST_ANSWERED"},
-		PushTimeout: 3 * time.Second, PushMaxSubscriptions: 10, FamilyMaxMembers: 10,
+		PushTimeout: 3 * time.Second, PushMaxSubscriptions: 10, FamilyMaxMembers: 10, FamilyMaxNotes: 1000,
+		Gift: GiftConfig{GivenPerMonth: 2, ReceivedPerMonth: 2, Step: 100 << 20, Max: 1 << 30, GiverFloor: 500 << 20, MaxShare: 50,
+			ReceivedMax: 2 << 30, Rate: api.Rate{N: 10, Per: time.Minute}},
 		TopUpOffers: "100MB=2200,500MB=5500,1GB=9900,3GB=19800", TopUps: api.DefaultTopUpOffers(), CatalogRefresh: 30 * time.Second}
 	if d := cmp.Diff(want, c, cmp.Comparer(func(a, b api.Rate) bool { return a == b })); d != "" {
 		t.Errorf("defaults (-want +got):\n%s", d)
@@ -238,6 +241,30 @@ func TestConfigurationDoc(t *testing.T) {
 	}
 	t.Errorf("%s differs from the configuration structs (-doc +structs); run go test ./service -run TestConfigurationDoc -update:\n%s",
 		path, cmp.Diff(strings.Split(have, "\n"), strings.Split(table, "\n")))
+}
+
+// The carriers' gift rules are the store's defaults unless the operator
+// says otherwise; sizes take MB and GB; a bad one names its variable.
+func TestGiftConfig(t *testing.T) {
+	c, err := LoadConfig(env(nil))
+	if err != nil || c.Gift.Rules() != store.DefaultGiftRules() {
+		t.Errorf("default gift rules %+v, %v; want the carriers' %+v", c.Gift.Rules(), err, store.DefaultGiftRules())
+	}
+	c, err = LoadConfig(env(map[string]string{"DPCS_GIFT_STEP": "50MB", "DPCS_GIFT_MAX": "2GB", "DPCS_GIFT_GIVEN_PER_MONTH": "5",
+		"DPCS_GIFT_MINORS_GIVE": "true", "DPCS_GIFT_GIVER_FLOOR": "0"}))
+	if r := c.Gift.Rules(); err != nil || r.Step != 50<<20 || r.Max != 2<<30 || r.GivenPerMonth != 5 || r.MinorsOnlyReceive || r.GiverFloor != 0 {
+		t.Errorf("gift rules %+v, %v", r, err)
+	}
+	for name, value := range map[string]string{"DPCS_GIFT_STEP": "1TB", "DPCS_GIFT_MAX_SHARE": "101", "DPCS_GIFT_RATE": "fast",
+		"DPCS_GIFT_GIVEN_PER_MONTH": "-1"} {
+		if _, err := LoadConfig(env(map[string]string{name: value})); err == nil || !strings.Contains(err.Error(), name+": ") {
+			t.Errorf("%s=%s: %v, want an error naming it", name, value, err)
+		}
+	}
+	if _, err := LoadConfig(env(map[string]string{"DPCS_GIFT_STEP": "1GB", "DPCS_GIFT_MAX": "100MB"})); err == nil ||
+		!strings.Contains(err.Error(), "DPCS_GIFT_MAX: ") {
+		t.Errorf("a most below a step: %v", err)
+	}
 }
 
 func TestTopUpOffersConfig(t *testing.T) {

@@ -115,10 +115,14 @@ func (c Config) webPushOption(subs notify.SubscriptionStore, keys notify.VAPIDKe
 func (c SystemConfig) systemPush(ctx context.Context, st *store.Store, log *slog.Logger) (notify.Option, string, error) {
 	keys, ok := c.VAPIDKeys()
 	if !ok {
-		var err error
-		if keys, err = st.VAPIDKeys(ctx, notify.GenerateVAPIDKeys); err != nil {
+		stored, err := st.VAPIDKeys(ctx, func() (store.VAPIDKeys, error) {
+			k, err := notify.GenerateVAPIDKeys()
+			return store.VAPIDKeys(k), err
+		})
+		if err != nil {
 			return nil, "", err
 		}
+		keys = notify.VAPIDKeys(stored)
 	}
 	subject := c.VAPIDSubject
 	if subject == "" {

@@ -134,11 +134,11 @@ func NewWorkers(qs *judge.State, db *sql.DB, kopts []kgo.Opt, cfg WorkersConfig)
 	inbox, err := notify.NewSQLInbox(db)
 	var names *store.Store
 	if err == nil {
-		names, err = store.New(db) // texts that name a member say the member's name
+		names, err = store.New(db) // texts that name a member or an app say its name
 	}
 	if err == nil {
 		var n *notify.Notifier
-		n, err = notify.New(inbox, hub, clientOpts("notifier"), slices.Concat(nOpts, []notify.Option{notify.WithNames(names)}, cfg.Notifier)...)
+		n, err = notify.New(inbox, hub, clientOpts("notifier"), slices.Concat(nOpts, []notify.Option{notify.WithNames(names), notify.WithApps(names)}, cfg.Notifier)...)
 		if err == nil {
 			return &Workers{Processor: proc, WriteBehind: wb, Notifier: n, Hub: hub, log: log}, nil
 		}

@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 
@@ -95,20 +96,45 @@ func RegisterAPI(api huma.API, sim *Simulator) {
 }
 
 // problem maps a simulator error to problem details (the schema checks
-// catch almost everything before it gets here).
-func problem(err error, field string, value any) error {
+// catch almost everything before it gets here). The value sent is never
+// repeated (value is accepted for the callers' symmetry and dropped).
+func problem(err error, field string, _ any) error {
 	if errors.Is(err, ErrInvalid) {
-		return huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: field, Message: err.Error(), Value: value})
+		return huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: field, Message: err.Error()})
 	}
-	return huma.Error500InternalServerError("simulator error", err)
+	return huma.Error500InternalServerError("simulator error")
 }
 
 // NewHandler returns an http.Handler serving the control API of sim with its
 // OpenAPI 3.1 description at /openapi.json (and /openapi.yaml) and
-// interactive docs at /docs.
+// interactive docs at /docs. Its problems never repeat what was sent: no
+// error detail carries the value, and a body that is not JSON is said to be
+// so without encoding/json's text (which quotes it).
 func NewHandler(sim *Simulator) http.Handler {
 	mux := http.NewServeMux()
-	api := humago.New(mux, huma.DefaultConfig("DPCS simulator control API", "1.0.0"))
+	cfg := huma.DefaultConfig("DPCS simulator control API", "1.0.0")
+	format := huma.DefaultJSONFormat
+	format.Unmarshal = func(data []byte, v any) error {
+		if err := json.Unmarshal(data, v); err != nil {
+			return errors.New("the body is not a JSON object of the operation's fields")
+		}
+		return nil
+	}
+	cfg.Formats = map[string]huma.Format{"application/json": format, "json": format}
+	cfg.Transformers = append(cfg.Transformers, func(_ huma.Context, _ string, v any) (any, error) {
+		if m, ok := v.(*huma.ErrorModel); ok {
+			c := *m
+			c.Errors = make([]*huma.ErrorDetail, 0, len(m.Errors))
+			for _, d := range m.Errors {
+				if d != nil {
+					c.Errors = append(c.Errors, &huma.ErrorDetail{Location: d.Location, Message: d.Message})
+				}
+			}
+			return &c, nil
+		}
+		return v, nil
+	})
+	api := humago.New(mux, cfg)
 	RegisterAPI(api, sim)
 	return mux
 }

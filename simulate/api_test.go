@@ -106,3 +106,44 @@ func TestProblemMapping(t *testing.T) {
 		t.Errorf("other: %v", err)
 	}
 }
+
+// TestControlAPIEchoesNothing: a refused request's problem names the field
+// and says what it takes, and never repeats what was sent — neither a value
+// (huma's details carry it by default) nor a malformed body's literal
+// (encoding/json's texts quote it).
+func TestControlAPIEchoesNothing(t *testing.T) {
+	sim := mustSimulator(t, &counterSource{}, SinkFunc(func(_ context.Context, _ Event, done func(error)) { done(nil) }))
+	srv := httptest.NewServer(NewHandler(sim))
+	defer srv.Close()
+	for _, c := range []struct{ method, path, body, sent string }{
+		{"PUT", "/simulator/rate", `{"rate": -98765.4321}`, "98765"},
+		{"PUT", "/simulator/rate", `{"rate": "ECHO<b>1"}`, "ECHO"},
+		{"PUT", "/simulator/rate", `{"rate": 12345678901}`, "12345678901"},
+		{"PUT", "/simulator/rate", `{"rate": ECHO2}`, "ECHO"},
+		{"PUT", "/simulator/rate", `{"rate": 5} ECHO3`, "ECHO"},
+		{"POST", "/simulator/burst", `{"events": "ECHO4"}`, "ECHO"},
+		{"POST", "/simulator/burst", `{"events": 1.5e99}`, "1.5e"},
+		{"POST", "/simulator/burst", `{"events": -424242}`, "424242"},
+	} {
+		req, err := http.NewRequest(c.method, srv.URL+c.path, strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode < 400 || resp.StatusCode >= 500 {
+			t.Errorf("%s %s: status %d", c.method, c.body, resp.StatusCode)
+		}
+		if strings.Contains(string(data), c.sent) {
+			t.Errorf("%s %s: the answer repeats what was sent: %s", c.method, c.body, data)
+		}
+		if !strings.Contains(string(data), `"location":"body`) {
+			t.Errorf("%s %s: the answer names no field: %s", c.method, c.body, data)
+		}
+	}
+}

@@ -56,6 +56,10 @@ var sdk = map[string]struct {
 			"github.com/twmb/franz-go/pkg/kmsg", "go.opentelemetry.io/otel", "go.opentelemetry.io/otel/trace",
 			"go.uber.org/atomic", "golang.org/x/sys"},
 	},
+	"notify/pushsub": { // a push subscription and its check, for what stores them: the dial guard's address rules, no HTTP client
+		modules: []string{"code.dny.dev/ssrf"},
+		noStd:   []string{"database/sql", "net/http"},
+	},
 	"simulate": { // Kafka producer and its control API (huma), rate limits
 		modules: []string{"github.com/danielgtaylor/huma/v2", "github.com/google/uuid", "github.com/klauspost/compress",
 			"github.com/pierrec/lz4/v4", "github.com/twmb/franz-go", "github.com/twmb/franz-go/pkg/kmsg", "golang.org/x/time"},

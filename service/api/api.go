@@ -102,6 +102,9 @@ type Config struct {
 	// category) after the back office changed it: the service gives it to
 	// this process's judges (judge.Apps.Set). Default: none.
 	OnCatalogChange func(policy.Catalog)
+	// GiftRate is how many gift requests one member may send (429 beyond).
+	// Default: DefaultGiftRate.
+	GiftRate Rate
 	// TopUpOffers are the top-ups the family app offers, with their prices
 	// (GET /catalog): what a carrier sells. Default: DefaultTopUpOffers().
 	TopUpOffers []TopUpOffer
@@ -227,6 +230,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.TopUpOffers == nil {
 		cfg.TopUpOffers = DefaultTopUpOffers()
+	}
+	if cfg.GiftRate == (Rate{}) {
+		cfg.GiftRate = DefaultGiftRate
+	}
+	if err := cfg.GiftRate.check(); err != nil {
+		return nil, fmt.Errorf("api: Config.GiftRate: %w", err)
 	}
 	if cfg.Title == "" {
 		cfg.Title = "DPCS API"

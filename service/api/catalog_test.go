@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/store"
 )
 
 func TestCatalogRoute(t *testing.T) {
@@ -17,6 +18,8 @@ func TestCatalogRoute(t *testing.T) {
 	f.call(http.MethodGet, "/catalog", f.token(childA), nil, http.StatusOK, &got) // a MEMBER may read it
 	want := DefaultCatalog()
 	want.TopUpOffers = DefaultTopUpOffers()
+	rules := giftRulesView(store.DefaultGiftRules())
+	want.GiftRules = &rules
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("GET /catalog (-want +got):\n%s", diff)
 	}
@@ -85,7 +88,7 @@ func TestCatalogRouteDocumented(t *testing.T) {
 		required []string
 		props    []string
 	}{
-		{"Catalog", []string{"categories", "apps", "topUpOffers"}, []string{"apps", "categories", "topUpOffers"}},
+		{"Catalog", []string{"categories", "apps", "topUpOffers"}, []string{"apps", "categories", "giftRules", "topUpOffers"}},
 		{"TopUpOffer", []string{"bytes", "priceKrw"}, []string{"bytes", "priceKrw"}},
 		{"CatalogApp", []string{"id", "category", "name", "nameEn", "icon"}, []string{"category", "icon", "id", "name", "nameEn"}},
 	}

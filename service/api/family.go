@@ -80,12 +80,13 @@ type MemberView struct {
 	Name       string    `json:"name"`
 	Phone      string    `json:"phone,omitempty"`
 	Role       string    `json:"role"`
+	Minor      bool      `json:"minor" doc:"Under 19, as an owner or the back office said: under the operator's gift rules a minor only receives gifts"`
 	CreatedAt  time.Time `json:"createdAt"`
 	UpdatedAt  time.Time `json:"updatedAt"`
 }
 
 func memberView(m store.Member) MemberView {
-	return MemberView{CustomerID: m.ID, FamilyID: m.FamilyID, Name: m.Name, Phone: m.Phone, Role: string(m.Role),
+	return MemberView{CustomerID: m.ID, FamilyID: m.FamilyID, Name: m.Name, Phone: m.Phone, Role: string(m.Role), Minor: m.Minor,
 		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt}
 }
 
@@ -346,6 +347,7 @@ type NewMember struct {
 	Phone      string `json:"phone,omitempty" maxLength:"32" doc:"Admins only: the member's phone, a login; 0 or + first, then digits with single spaces or hyphens (010-1234-5678, +82 10 1234 5678)"`
 	Role       string `json:"role,omitempty" enum:"MEMBER,OWNER" default:"MEMBER"`
 	Password   string `json:"password,omitempty" maxLength:"128" doc:"At least 8 characters and at most 72 bytes, not a common or breached password, not the member's id, phone or name (422 at body.password says which). Empty: the member cannot log in"`
+	Minor      bool   `json:"minor,omitempty" doc:"The member is under 19 (PUT …/minor changes it): under the operator's gift rules it only receives gifts"`
 }
 
 type addMemberInput struct {
@@ -362,6 +364,16 @@ type MemberList struct {
 
 type membersOutput struct {
 	Body MemberList
+}
+
+// MinorChange is the body of PUT …/minor.
+type MinorChange struct {
+	Minor bool `json:"minor" doc:"true: the member is under 19"`
+}
+
+type minorInput struct {
+	MemberPath
+	Body MinorChange
 }
 
 // RoleChange is the body of a role change.
@@ -388,6 +400,8 @@ var familyDocs = map[string]string{
 		"notified once per month each. Owners and admins; audited.",
 	"remove-member": "Removes a member: its usage history stays, its logins and sessions end at once and its " +
 		"notification streams close. Owners and admins; the last owner cannot be removed (409).",
+	"put-member-minor": "Marks a member as under 19, or not: under the operator's gift rules (DPCS_GIFT_MINORS_GIVE) a minor " +
+		"only receives gifts. Owners and admins; audited (member.minor).",
 	"put-member-role": "Promotes a member to OWNER or demotes an owner to MEMBER; the family keeps at least one owner (409). " +
 		"The member's open streams reconnect with the new role's view. Owners and admins; audited.",
 }
@@ -615,7 +629,7 @@ func (a *Server) registerFamily() {
 			role = policy.RoleMember
 		}
 		m, err := a.cfg.Family.AddMember(ctx, store.NewMember{ID: in.Body.CustomerID, FamilyID: in.FamilyID, Name: string(in.Body.Name),
-			Phone: in.Body.Phone, Role: role, Password: in.Body.Password}, p.actor())
+			Phone: in.Body.Phone, Role: role, Password: in.Body.Password, Minor: in.Body.Minor}, p.actor())
 		if errors.Is(err, store.ErrFamilyFull) {
 			return nil, a.problem(ctx, err, "path.familyId")
 		}
@@ -648,10 +662,30 @@ func (a *Server) registerFamily() {
 				return nil, err
 			}
 			m, err := a.cfg.Family.SetRole(ctx, in.FamilyID, in.CustomerID, policy.Role(in.Body.Role), p.actor())
+			if errors.Is(err, family.ErrNotYours) {
+				return nil, huma.Error403Forbidden("only an owner of the family or the back office changes roles")
+			}
 			if err != nil {
 				return nil, a.problem(ctx, err, "body.role")
 			}
 			a.accessChanged(ctx, AccessEvent{Member: in.CustomerID}) // its streams reconnect with the new role's filter
+			return &memberOutput{Body: memberView(m)}, nil
+		})
+
+	huma.Register(a.api, op("put-member-minor", http.MethodPut, "/families/{familyId}/members/{customerId}/minor",
+		"Mark a member as a minor (under 19) or not", http.StatusForbidden, http.StatusUnprocessableEntity),
+		func(ctx context.Context, in *minorInput) (*memberOutput, error) {
+			p, err := a.family(ctx, in.FamilyID, ownerOnly)
+			if err != nil {
+				return nil, err
+			}
+			m, err := a.cfg.Family.SetMinor(ctx, in.FamilyID, in.CustomerID, in.Body.Minor, p.actor())
+			if errors.Is(err, family.ErrNotYours) {
+				return nil, huma.Error403Forbidden("only an owner of the family or the back office marks minors")
+			}
+			if err != nil {
+				return nil, a.problem(ctx, err, "path.customerId")
+			}
 			return &memberOutput{Body: memberView(m)}, nil
 		})
 }

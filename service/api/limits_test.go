@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -312,6 +313,56 @@ func TestLimitsInOpenAPI(t *testing.T) {
 	for _, p := range []string{"/auth/token", "/auth/refresh"} {
 		if doc.Paths[p]["post"].Responses["429"] == nil {
 			t.Errorf("POST %s: no 429 in %v", p, doc.Paths[p]["post"].Responses)
+		}
+	}
+}
+
+// TestLockoutPerMember: a member's id and its phone are two names of one
+// login: failures through either count toward one lockout (3 by id and 2
+// by phone lock it after 5), the lock holds for both names, and a success
+// through either resets the count for both.
+func TestLockoutPerMember(t *testing.T) {
+	f := newAPIFixtureWith(t, func(c *Config) {
+		c.Limits = AuthLimits{LoginPerLogin: Rate{1000, time.Minute}, LockoutAfter: 5, LockoutFor: 15 * time.Minute}
+	})
+	const id, phone = "1009", "010-1009-0000"
+	if _, err := f.store.AddMember(context.Background(), store.NewMember{ID: 1009, FamilyID: famA, Name: "m1009", Phone: phone,
+		Role: policy.RoleMember, Password: testPassword}, store.System); err != nil {
+		t.Fatal(err)
+	}
+	fail := func(login string, want int) {
+		t.Helper()
+		if got := f.tryLogin(login, "wrong"); got.Status != want {
+			t.Fatalf("wrong password by %s: %+v, want %d", login, got, want)
+		}
+	}
+	// A success by phone resets what failures by id counted, and back.
+	for range 4 {
+		fail(id, http.StatusUnauthorized)
+	}
+	if got := f.tryLogin(phone, testPassword); got.Status != http.StatusOK {
+		t.Fatalf("right password by phone: %+v", got)
+	}
+	for range 4 {
+		fail(phone, http.StatusUnauthorized)
+	}
+	if got := f.tryLogin(id, testPassword); got.Status != http.StatusOK {
+		t.Fatalf("right password by id: %+v", got)
+	}
+	// 3 by id and 2 by phone: locked, under both names.
+	for range 3 {
+		fail(id, http.StatusUnauthorized)
+	}
+	fail(phone, http.StatusUnauthorized)
+	var p LoginProblem
+	if resp, body := f.do(http.MethodPost, "/auth/token", "", map[string]string{"login": phone, "password": "wrong"}); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("5th failure: %d %s", resp.StatusCode, body)
+	} else if err := json.Unmarshal(body, &p); err != nil || p.AttemptsLeft != 0 {
+		t.Fatalf("5th failure: %s (%v), want attemptsLeft 0", body, err)
+	}
+	for _, login := range []string{id, phone} {
+		if got := f.tryLogin(login, testPassword); got.Status != http.StatusTooManyRequests {
+			t.Errorf("right password by %s while locked: %+v, want 429", login, got)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -84,8 +85,9 @@ func (a *Server) registerNotes() {
 		})
 	create := op("add-family-note", http.MethodPost, "Add a note on a family",
 		"Records a note on the family (what it called about, what was done): ADMIN and AGENT — the one write a care "+
-			"agent makes, since it changes nothing of the family's. Notes are never edited or deleted. Audited as "+
-			"family-note.create.", http.StatusUnprocessableEntity)
+			"agent makes, since it changes nothing of the family's. Notes are never edited or deleted. A family holds "+
+			"at most DPCS_FAMILY_MAX_NOTES notes (default 1,000): one more is 409 at path.familyId. Audited as "+
+			"family-note.create.", http.StatusConflict, http.StatusUnprocessableEntity)
 	create.DefaultStatus = http.StatusCreated
 	huma.Register(a.api, create, func(ctx context.Context, in *noteCreateInput) (*struct{ Body NoteView }, error) {
 		p, err := a.noteWriter(ctx)
@@ -93,6 +95,9 @@ func (a *Server) registerNotes() {
 			return nil, err
 		}
 		n, err := a.cfg.Family.AddNote(ctx, in.FamilyID, string(in.Body.Body), p.actor())
+		if errors.Is(err, store.ErrConflict) {
+			return nil, a.problem(ctx, err, "path.familyId")
+		}
 		if err != nil {
 			return nil, a.problem(ctx, err, "body")
 		}

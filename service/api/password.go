@@ -84,8 +84,10 @@ func (a *Server) registerPasswords() {
 	huma.Register(a.api, huma.Operation{OperationID: "reset-member-password", Method: http.MethodPost,
 		Path: "/families/{familyId}/members/{customerId}/password", Tags: []string{familiesTag}, Security: secured(),
 		DefaultStatus: http.StatusNoContent, Summary: "Reset a member's password",
-		Description: "Sets a member's password without the current one: an owner resets a MEMBER's of the family " +
-			"(not another owner's, nor its own: that is POST /me/password), an admin anyone's. Every session of the " +
+		Description: "Sets a member's password without the current one: an owner resets the password of a MEMBER of " +
+			"the family who was never an owner (not another owner's, not a demoted owner's — demoting a co-owner, " +
+			"resetting its password and promoting it back would take over its login —, nor its own: that is POST " +
+			"/me/password), an admin anyone's; a refusal is 403 and audited (member.password.refused). Every session of the " +
 			"member ends at once: its tokens are refused and its notification streams close on every instance. " +
 			"A password the rules refuse is 422 at body.password. Audited.",
 		Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusUnprocessableEntity}},
@@ -98,7 +100,7 @@ func (a *Server) changePassword(ctx context.Context, in *passwordChangeInput) (*
 		return nil, huma.Error401Unauthorized("not authenticated")
 	}
 	id := strconv.FormatInt(p.ID, 10)
-	key := a.guard.key("login", normalLogin(id))
+	key := a.guard.key("login", memberLogin(p.ID))
 	if err := a.admitLogin(ctx, key); err != nil {
 		return nil, err
 	}
@@ -140,7 +142,9 @@ func (a *Server) resetPassword(ctx context.Context, in *passwordResetInput) (*st
 	case errors.Is(err, family.ErrOwnPassword):
 		return nil, huma.Error403Forbidden("change your own password with POST /me/password: it asks for the current one")
 	case errors.Is(err, family.ErrOwnerPassword):
-		return nil, huma.Error403Forbidden("an owner's password is reset by the back office")
+		return nil, huma.Error403Forbidden("the password of a member who is or was an owner is reset by the back office")
+	case errors.Is(err, family.ErrNotYours):
+		return nil, huma.Error403Forbidden("only an owner of the family or the back office resets passwords")
 	case err != nil:
 		return nil, a.passwordProblem(ctx, err, "body.password")
 	}

@@ -168,3 +168,54 @@ func TestResetPassword(t *testing.T) {
 		t.Errorf("audit rows %+v, %v", rows, err)
 	}
 }
+
+// TestCoOwnerTakeoverRefused is the story of a co-owner's takeover: owner
+// 1001 demotes co-owner 1004 (200), tries to reset its password (an owner
+// resets only the password of a member who was never an owner: 403), and
+// promotes it back (200); 1004 still logs in with its own password and the
+// owner's choice is refused. The refusal is audited beside the role
+// changes, and the back office still resets 1004's password.
+func TestCoOwnerTakeoverRefused(t *testing.T) {
+	f := newAPIFixture(t)
+	const coOwner = int64(1004)
+	f.addMember(famA, coOwner, policy.RoleOwner)
+	owner, admin := f.token(ownerA), f.token(adminID)
+	const chosen = "owner chose this 1"
+	role := func(r string) {
+		t.Helper()
+		f.call(http.MethodPut, fmt.Sprintf("/families/100/members/%d/role", coOwner), owner, map[string]string{"role": r}, http.StatusOK, nil)
+	}
+	reset := fmt.Sprintf("/families/100/members/%d/password", coOwner)
+
+	role("MEMBER")
+	f.problem(http.MethodPost, reset, owner, map[string]string{"password": chosen}, http.StatusForbidden, "")
+	role("OWNER")
+	f.problem(http.MethodPost, "/auth/token", "", map[string]string{"login": fmt.Sprint(coOwner), "password": chosen}, http.StatusUnauthorized, "")
+	var tok Tokens
+	f.call(http.MethodPost, "/auth/token", "", map[string]string{"login": fmt.Sprint(coOwner), "password": testPassword}, http.StatusOK, &tok)
+	if tok.Role != policy.RoleOwner {
+		t.Errorf("the co-owner logs in as %s, want OWNER", tok.Role)
+	}
+
+	// A member who was once an owner stays the back office's to reset, also
+	// while it is a member; a child who never was is the owners'.
+	role("MEMBER")
+	f.problem(http.MethodPost, reset, owner, map[string]string{"password": chosen}, http.StatusForbidden, "")
+	f.call(http.MethodPost, fmt.Sprintf("/families/100/members/%d/password", childA), owner, map[string]string{"password": chosen}, http.StatusNoContent, nil)
+	f.call(http.MethodPost, reset, admin, map[string]string{"password": chosen}, http.StatusNoContent, nil)
+
+	rows, err := f.store.AuditLog(context.Background(), store.AuditFilter{Target: fmt.Sprintf("member:%d", coOwner)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rows {
+		got = append(got, fmt.Sprintf("%s by %d", r.Action, r.Actor.ID))
+	}
+	// Newest first.
+	want := []string{store.ActionPassword + " by 9001", store.ActionPasswordRefused + " by 1001", "member.role by 1001",
+		"member.role by 1001", store.ActionPasswordRefused + " by 1001", "member.role by 1001", "member.add by 0"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the co-owner's audit (-want +got):\n%s", diff)
+	}
+}

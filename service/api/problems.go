@@ -170,6 +170,10 @@ func cleanProblem(_ huma.Context, status string, v any) (any, error) {
 		c := *p
 		c.ErrorModel = *cleanModel(&p.ErrorModel, status)
 		return &c, nil
+	case *GiftProblem:
+		c := *p
+		c.ErrorModel = *cleanModel(&p.ErrorModel, status)
+		return &c, nil
 	}
 	return v, nil
 }

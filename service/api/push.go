@@ -104,8 +104,9 @@ func (a *Server) registerPush() {
 		Description: "Stores the browser's PushSubscription (its toJSON()) for the caller: pushes of the notifications " +
 			"the caller sees (CUSTOMER_BLOCKED, THRESHOLD_ALERT, data requests and answers) go to it, encrypted for it. " +
 			"The endpoint must be https on port 443 of a public host: an address literal in a private or other " +
-			"special-purpose range, or localhost, is refused (422). Subscribing again with the same endpoint replaces " +
-			"its keys. An endpoint belongs to the member who subscribed it: another member's is refused (409) and stays " +
+			"special-purpose range in any spelling (127.1, 0x7f000001, 2130706433, 169.254.169.254.), or localhost, is refused (422). " +
+			"The endpoint is stored and answered in one spelling (host in lower case, no trailing dot, no default port): " +
+			"subscribing again with the same endpoint, however spelled, replaces its keys. An endpoint belongs to the member who subscribed it: another member's is refused (409) and stays " +
 			"theirs (a browser shared by two logins unsubscribes, then subscribes again for a new endpoint). A member " +
 			"has at most a configured number of subscriptions (10 by default): a new endpoint beyond it is refused " +
 			"(409) until one is deleted. Subscriptions the push service reports gone are removed, as are a removed " +

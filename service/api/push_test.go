@@ -198,3 +198,36 @@ func TestPushSubscriptionCap(t *testing.T) {
 	}
 	two.problem(http.MethodPost, "/families/100/push-subscriptions", child, pushBody(endpoint(2), keys), http.StatusConflict, "body.endpoint")
 }
+
+// TestPushEndpointOneSpelling: the spellings of one push endpoint (host
+// case, a trailing dot, the default port) are one subscription, stored and
+// answered in its one spelling, and deleted by any of them; loopback and
+// metadata addresses in the URL standard's other IPv4 forms are refused
+// when subscribing (422 at body.endpoint), not only when dialled.
+func TestPushEndpointOneSpelling(t *testing.T) {
+	f := newAPIFixture(t)
+	child := f.token(childA)
+	keys := map[string]string{}
+	if err := json.Unmarshal([]byte(testPushKeys(t)), &keys); err != nil {
+		t.Fatal(err)
+	}
+	const one = "https://push.example.com/send/abc"
+	for _, spelling := range []string{one, "https://PUSH.example.com/send/abc", "https://push.example.com./send/abc",
+		"https://push.example.com:443/send/abc", "HTTPS://Push.Example.Com.:443/send/abc"} {
+		var got PushSubscriptionView
+		f.call(http.MethodPost, "/families/100/push-subscriptions", child, pushBody(spelling, keys), http.StatusCreated, &got)
+		if got.Endpoint != one {
+			t.Errorf("subscribed %s: answered %s, want %s", spelling, got.Endpoint, one)
+		}
+	}
+	var list []PushSubscriptionView
+	f.call(http.MethodGet, "/families/100/push-subscriptions", child, nil, http.StatusOK, &list)
+	if len(list) != 1 || list[0].Endpoint != one {
+		t.Errorf("subscriptions = %+v, want one at %s", list, one)
+	}
+	f.call(http.MethodDelete, "/families/100/push-subscriptions?endpoint="+url.QueryEscape("https://PUSH.example.com.:443/send/abc"), child, nil, http.StatusNoContent, nil)
+	for _, bad := range []string{"https://127.1/x", "https://0x7f000001/x", "https://2130706433/x", "https://169.254.169.254./x",
+		"https://0251.0376.0251.0376/x", "https://localhost./x"} {
+		f.problem(http.MethodPost, "/families/100/push-subscriptions", child, pushBody(bad, keys), http.StatusUnprocessableEntity, "body.endpoint")
+	}
+}

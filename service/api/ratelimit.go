@@ -400,15 +400,34 @@ func (g *authGuard) key(kind, v string) string {
 	return kind + ":" + hex.EncodeToString(m.Sum(nil)[:16])
 }
 
-// normalLogin is the login's limiter identity: every spelling Authenticate
-// could take for the same member id is one (a decimal with a sign or leading
-// zeros), phones are trimmed and lower-cased. Grouping more than the store
-// distinguishes only makes the limits stricter.
+// normalLogin is the login's limiter identity when it names no member
+// (loginKey): every spelling Authenticate could take for the same member id
+// is one (a decimal with a sign or leading zeros), phones are trimmed and
+// lower-cased. Grouping more than the store distinguishes only makes the
+// limits stricter.
 func normalLogin(login string) string {
 	if id, err := strconv.ParseInt(strings.TrimSpace(login), 10, 64); err == nil && id > 0 {
-		return "id:" + strconv.FormatInt(id, 10)
+		return memberLogin(id)
 	}
 	return "phone:" + strings.ToLower(strings.TrimSpace(login))
+}
+
+// memberLogin is member id's limiter identity: whichever name a login
+// gives it (its id or its phone), one rate, one failure count, one lock.
+func memberLogin(id int64) string { return "id:" + strconv.FormatInt(id, 10) }
+
+// loginKey is the limiter key of a login: the member's (memberLogin) when
+// the login is a phone of a current member, else normalLogin's. A phone is
+// looked up as Authenticate looks it up; a lookup that fails counts under
+// the login's own spelling, which still limits it.
+func (a *Server) loginKey(ctx context.Context, login string) string {
+	name := normalLogin(login)
+	if strings.HasPrefix(name, "phone:") {
+		if m, err := a.cfg.Store.MemberByPhone(ctx, login); err == nil && m.ID > 0 {
+			name = memberLogin(m.ID)
+		}
+	}
+	return a.guard.key("login", name)
 }
 
 // clientAddr is the request's client address: the peer's, unless the peer

@@ -16,7 +16,7 @@ func (s *Service) AddMember(ctx context.Context, m store.NewMember, by store.Act
 		var err error
 		mem, err = s.store.AddMember(ctx, m, by)
 		return Change{Kind: KindMember, FamilyID: m.FamilyID, Members: []int64{mem.ID}, By: by}, err
-	}, func() error {
+	}, func(ctx context.Context) error {
 		return s.door.AddMember(ctx, m.FamilyID, mem.ID)
 	})
 	return mem, err
@@ -30,10 +30,13 @@ func (s *Service) AddMember(ctx context.Context, m store.NewMember, by store.Act
 func (s *Service) RemoveMember(ctx context.Context, fid, cid int64, by store.Actor) error {
 	err := s.unrelayed(ctx, fid, func() (Change, error) {
 		return Change{Kind: KindRemoved, FamilyID: fid, Members: []int64{cid}, By: by}, s.store.RemoveMember(ctx, fid, cid, by)
-	}, func() error {
+	}, func(ctx context.Context) error {
 		return s.door.RemoveMember(ctx, fid, cid)
 	})
 	if errors.Is(err, store.ErrNotFound) && s.removed(ctx, fid, cid) {
+		// A retry of a removal SQL holds: its first door step may have
+		// failed before it claimed the family (a door with a family
+		// source settles the family from SQL).
 		if derr := s.door.RemoveMember(ctx, fid, cid); derr != nil {
 			s.log.WarnContext(ctx, "family: removing a removed member again", "family", fid, "member", cid, "err", derr)
 		}
@@ -56,14 +59,35 @@ func (s *Service) removed(ctx context.Context, fid, cid int64) bool {
 }
 
 // SetRole promotes a member to OWNER or demotes an owner (the family keeps
-// at least one owner). Roles are not part of the quota state: nothing goes
-// through the door.
+// at least one owner; mayChangeRole says who may). A promotion marks the
+// member as one who was an owner for good (store.Member.EverOwner): its
+// password is the back office's to reset from then on, also after a
+// demotion. Roles are not part of the quota state: nothing goes through
+// the door.
 func (s *Service) SetRole(ctx context.Context, fid, cid int64, role policy.Role, by store.Actor) (store.Member, error) {
+	if err := mayChangeRole(by); err != nil {
+		return store.Member{}, err
+	}
 	m, err := s.store.SetRole(ctx, fid, cid, role, by)
 	if err != nil {
 		return m, err
 	}
 	s.changed(ctx, Change{Kind: KindRole, FamilyID: fid, Members: []int64{cid}, Applied: true, By: by})
+	return m, nil
+}
+
+// SetMinor marks a member as under 19 or not (mayChangeRole says who may):
+// under the carriers' gift rules a minor only receives gifts. Not part of
+// the quota state: nothing goes through the door.
+func (s *Service) SetMinor(ctx context.Context, fid, cid int64, minor bool, by store.Actor) (store.Member, error) {
+	if err := mayChangeRole(by); err != nil {
+		return store.Member{}, err
+	}
+	m, err := s.store.SetMinor(ctx, fid, cid, minor, by)
+	if err != nil {
+		return m, err
+	}
+	s.changed(ctx, Change{Kind: KindMinor, FamilyID: fid, Members: []int64{cid}, Applied: true, By: by})
 	return m, nil
 }
 
@@ -78,31 +102,22 @@ func (s *Service) AddNote(ctx context.Context, fid int64, body string, by store.
 }
 
 // ResetPassword sets another member's password (store.Store.ResetPassword
-// ends the member's sessions). An owner resets only a MEMBER's password,
-// never its own (POST /me/password asks for the current one) nor another
-// owner's (the back office does that); the back office resets anyone's.
+// ends the member's sessions). mayResetPassword decides who may, inside
+// the store's transaction that writes it (no role change comes between);
+// a refusal is audited (store.ActionPasswordRefused).
 func (s *Service) ResetPassword(ctx context.Context, fid, cid int64, password string, by store.Actor) error {
-	if by.Role == policy.RoleOwner {
-		if cid == by.ID {
-			return ErrOwnPassword
-		}
-		m, err := s.store.GetMember(ctx, fid, cid)
-		if err != nil {
-			return err
-		}
-		if m.Role != policy.RoleMember {
-			return ErrOwnerPassword
-		}
-	}
-	if _, err := s.store.ResetPassword(ctx, fid, cid, password, by); err != nil {
+	if _, err := s.store.ResetPassword(ctx, fid, cid, password, by, func(m store.Member) error {
+		return mayResetPassword(by, m)
+	}); err != nil {
 		return err
 	}
 	s.changed(ctx, Change{Kind: KindPassword, FamilyID: fid, Members: []int64{cid}, Applied: true, By: by})
 	return nil
 }
 
-// Refusals of ResetPassword.
+// Refusals of ResetPassword and SetRole.
 var (
 	ErrOwnPassword   = errors.New("family: change your own password with the current one")
-	ErrOwnerPassword = errors.New("family: an owner's password is reset by the back office")
+	ErrOwnerPassword = errors.New("family: the password of a member who is or was an owner is reset by the back office")
+	ErrNotYours      = errors.New("family: only an owner of the family or the back office may do this")
 )

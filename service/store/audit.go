@@ -81,17 +81,13 @@ func (s *Store) AuditLog(ctx context.Context, f AuditFilter) ([]AuditEntry, erro
 	if err != nil {
 		return nil, dbErr("audit log", err)
 	}
-	defer rows.Close()
-	var out []AuditEntry
-	for rows.Next() {
+	return collect(rows, "audit log", func(sc scanner) (AuditEntry, error) {
 		var e AuditEntry
 		var fid sql.NullInt64
 		var role string
 		var before, after sql.NullString
 		var at sqldialect.NullTime
-		if err := rows.Scan(&e.ID, &fid, &e.Actor.ID, &role, &e.Action, &e.Target, &before, &after, &at); err != nil {
-			return nil, dbErr("audit log", err)
-		}
+		err := sc.Scan(&e.ID, &fid, &e.Actor.ID, &role, &e.Action, &e.Target, &before, &after, &at)
 		e.FamilyID, e.Actor.Role, e.At = fid.Int64, policy.Role(role), at.Time
 		if before.Valid {
 			e.Before = json.RawMessage(before.String)
@@ -99,7 +95,6 @@ func (s *Store) AuditLog(ctx context.Context, f AuditFilter) ([]AuditEntry, erro
 		if after.Valid {
 			e.After = json.RawMessage(after.String)
 		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
+		return e, err
+	})
 }

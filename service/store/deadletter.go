@@ -109,23 +109,20 @@ func (s *Store) Replays(ctx context.Context, refs []DeadLetterRef) (map[DeadLett
 		if err != nil {
 			return nil, dbErr("list replays", err)
 		}
-		for rows.Next() {
+		err = scanRows(rows, "list replays", func(sc scanner) error {
 			rp := Replay{DeadLetterRef: DeadLetterRef{Topic: k.topic, Partition: k.p}}
 			var at sqldialect.NullTime
-			if err := rows.Scan(&rp.Offset, &rp.Origin, &rp.By, &at); err != nil {
-				rows.Close()
-				return nil, dbErr("list replays", err)
+			if err := sc.Scan(&rp.Offset, &rp.Origin, &rp.By, &at); err != nil {
+				return err
 			}
 			rp.At = at.Time
 			if want[rp.DeadLetterRef] {
 				out[rp.DeadLetterRef] = rp
 			}
-		}
-		if err := rows.Close(); err != nil {
-			return nil, dbErr("list replays", err)
-		}
-		if err := rows.Err(); err != nil {
-			return nil, dbErr("list replays", err)
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return out, nil

@@ -1,12 +1,14 @@
 // Package store is DPCS's SQL store (doc/store.md): families, members
 // (MEMBER / OWNER, soft delete) and back-office admins, policy templates and
 // per-member policy assignments with monotonic versions, top-ups, the audit
-// log, the transactional outbox and its ordered relay, refresh tokens with
-// rotation and reuse detection, the usage history usage_record with its
-// reports, and the rebuild of the quota engine's Redis state from SQL. It
-// runs on MySQL 8 / MariaDB 10.6+ (github.com/go-sql-driver/mysql) and
-// SQLite (modernc.org/sqlite); dialect differences live in
-// internal/sqldialect.
+// log, the outbox rows each change writes in its transaction (published by
+// service/outbox's relay), refresh tokens with rotation and reuse
+// detection, the usage history usage_record with its reports, and the reads
+// a rebuild of the quota engine's Redis state needs (ReadFamilies; the
+// rebuild itself is service/recovery's). It runs on MySQL 8 / MariaDB 10.6+
+// (github.com/go-sql-driver/mysql) and SQLite (modernc.org/sqlite); dialect
+// differences live in internal/sqldialect. The store is the truth: it
+// writes no Redis and produces to no Kafka.
 //
 // # Setup
 //
@@ -38,9 +40,10 @@
 //
 // UpdatePolicy writes, in one transaction, the member's assignment with
 // version + 1, an audit row with before and after, and an outbox row holding
-// the POLICY_UPDATED envelope (service/outbox). The caller then applies the
-// returned version to Redis at once, through the door to the quota state,
-// so the next event is judged by the new policy even before the relay has
+// the POLICY_UPDATED envelope (service/outbox). The caller (service/family,
+// which owns every family change's sequence) then applies the returned
+// version to Redis at once, through the door to the quota state, so the
+// next event is judged by the new policy even before the relay has
 // published:
 //
 //	up, err := s.UpdatePolicy(ctx, store.PolicyChange{FamilyID: f, CustomerID: c,

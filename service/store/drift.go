@@ -99,16 +99,15 @@ func (s *Store) TemplateDrift(ctx context.Context, f DriftFilter) (drifted []Dri
 	if err != nil {
 		return nil, 0, dbErr("template drift", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
+	err = scanRows(rows, "template drift", func(sc scanner) error {
 		p := Policy{TemplateID: f.TemplateID}
 		var rules string
 		var at sqldialect.NullTime
-		if err := rows.Scan(&p.CustomerID, &p.FamilyID, &rules, &p.Version, &p.UpdatedBy, &at); err != nil {
-			return nil, 0, dbErr("template drift", err)
+		if err := sc.Scan(&p.CustomerID, &p.FamilyID, &rules, &p.Version, &p.UpdatedBy, &at); err != nil {
+			return err
 		}
 		if err := json.Unmarshal([]byte(rules), &p.Rules); err != nil {
-			return nil, 0, fmt.Errorf("store: policy of member %d: rules: %w", p.CustomerID, err)
+			return fmt.Errorf("store: policy of member %d: rules: %w", p.CustomerID, err)
 		}
 		if p.Rules == nil {
 			p.Rules = map[string]string{}
@@ -118,9 +117,10 @@ func (s *Store) TemplateDrift(ctx context.Context, f DriftFilter) (drifted []Dri
 		if d := DiffRules(p.Rules, want); len(d) > 0 {
 			drifted = append(drifted, Drift{Policy: p, Template: want, Diffs: d})
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, dbErr("template drift", err)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
 	}
 	return drifted, members, nil
 }

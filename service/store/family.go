@@ -113,7 +113,7 @@ func memberTarget(cid int64) string { return "member:" + strconv.FormatInt(cid, 
 
 const familyCols = `id, name, plan_bytes, thresholds, created_at, updated_at`
 
-func scanFamily(sc interface{ Scan(...any) error }) (Family, error) {
+func scanFamily(sc scanner) (Family, error) {
 	var f Family
 	var thr sql.NullString
 	var c, u sqldialect.NullTime
@@ -157,16 +157,10 @@ func (s *Store) FamilyIDs(ctx context.Context, after int64, limit int) ([]int64,
 	if err != nil {
 		return nil, dbErr("family ids", err)
 	}
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, dbErr("family ids", err)
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
+	return collect(rows, "family ids", func(sc scanner) (id int64, err error) {
+		err = sc.Scan(&id)
+		return id, err
+	})
 }
 
 // SearchFamilies finds families for the back office: q is a family id, a
@@ -200,14 +194,37 @@ func (s *Store) SearchFamilies(ctx context.Context, q string, limit int) ([]Fami
 	if err != nil {
 		return nil, dbErr("search families", err)
 	}
+	return collect(rows, "search families", scanFamily)
+}
+
+// MatchedMembers returns the current members SearchFamilies would find a
+// family by for q — the member with that id, or with that phone (spaces and
+// hyphens ignored, national or international form) — so the back office
+// can say which member matched; none for a q that is neither.
+func (s *Store) MatchedMembers(ctx context.Context, q string) ([]Member, error) {
+	q = strings.TrimSpace(q)
+	if q == "" {
+		return nil, nil
+	}
+	const bare = `REPLACE(REPLACE(phone, '-', ''), ' ', '')`
+	national, intl := phoneForms(q)
+	n, nerr := strconv.ParseInt(q, 10, 64)
+	if nerr != nil {
+		n = -1
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT `+memberCols+` FROM members WHERE (id = ? OR `+bare+` IN (?, ?))
+		AND family_id IS NOT NULL AND deleted_at IS NULL ORDER BY id LIMIT 100`, n, national, intl)
+	if err != nil {
+		return nil, dbErr("matched members", err)
+	}
 	defer rows.Close()
-	var out []Family
+	var out []Member
 	for rows.Next() {
-		f, err := scanFamily(rows)
+		m, err := scanMember(rows)
 		if err != nil {
-			return nil, dbErr("search families", err)
+			return nil, dbErr("matched members", err)
 		}
-		out = append(out, f)
+		out = append(out, m)
 	}
 	return out, rows.Err()
 }

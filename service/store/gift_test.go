@@ -1,10 +1,12 @@
 package store_test
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 
@@ -12,14 +14,19 @@ import (
 	"github.com/dabom/dpcs/service/store"
 )
 
-// testGifts: "데이터 선물하기" between three members with monthly limits —
-// a property: whatever gifts are tried (any giver, receiver, amount, usage),
-// a gift is taken iff it fits what the giver has left, the members' monthly
-// limits in effect always sum to what they summed to before (data moves,
-// none is made), no daily limit moves (a month's gift received once is not
-// that much more every day: gifts back and forth once raised both daily
-// limits), each taken gift is one data.gift audit row, and the refusals
-// name their field and change nothing.
+// testGifts: "데이터 선물하기" between three members with monthly limits
+// under the carriers' rules (small figures: 10-byte steps, at most 100 a
+// gift, the giver keeps 20 and gives at most half its plan a month, 2 gifts
+// given and 2 received a month, at most 150 received a month, minors only
+// receive) — a property over random sequences of gifts (any giver,
+// receiver, amount and usage), day extras granted and months turning: a
+// gift is taken iff a model of every rule takes it, and a refusal names
+// the model's first broken rule and changes nothing; the members' monthly
+// limits — as they stand on any day of the month, a day's extra being the
+// day's alone — always sum to the same (data moves, none is made: a day's
+// extra given away made the giver's limit clamp at 0 the next day while
+// the receiver kept it); no daily limit moves; each taken gift is one gifts
+// row and one data.gift audit row, and the rows are the history.
 func testGifts(t *testing.T, e *env) {
 	e.Family(t, 1) // owner 11, child 12
 	own := store.Actor{ID: 11, Role: policy.RoleOwner}
@@ -27,16 +34,21 @@ func testGifts(t *testing.T, e *env) {
 		Password: testPW}, store.System); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := e.S.SetMinor(e.Ctx, 1, 12, true, own); err != nil {
+		t.Fatal(err)
+	}
+	rules := store.GiftRules{GivenPerMonth: 2, ReceivedPerMonth: 2, Step: 10, Max: 100, GiverFloor: 20, MaxSharePercent: 50,
+		ReceivedMax: 150, MinorsOnlyReceive: true}
 	members := []int64{11, 12, 13}
-	limits := map[int64]int64{11: 300, 12: 100, 13: 50}
+	base := map[int64]int64{11: 300, 12: 100, 13: 200}
+	minor := map[int64]bool{12: true}
 	for _, id := range members {
 		if _, err := e.S.UpdatePolicy(e.Ctx, store.PolicyChange{FamilyID: 1, CustomerID: id,
-			Set: map[string]string{policy.KeyLimitMonthly: strconv.FormatInt(limits[id], 10), policy.KeyLimitDaily: "40"}, By: own}); err != nil {
+			Set: map[string]string{policy.KeyLimitMonthly: strconv.FormatInt(base[id], 10), policy.KeyLimitDaily: "40"}, By: own}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	mo := policy.MomentOf(start, nil)
-	limitsOf := func(id int64) (int64, int64) {
+	constraints := func(id int64) policy.Constraints {
 		t.Helper()
 		p, err := e.S.GetPolicy(e.Ctx, 1, id)
 		if err != nil {
@@ -46,71 +58,185 @@ func testGifts(t *testing.T, e *env) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, m := c.EffectiveLimits(mo)
-		return *d, *m
+		return c
 	}
-	monthly := func(id int64) int64 { _, m := limitsOf(id); return m }
-	sum := func() (n int64) {
+	// Limits as they stand today, and on another day of this month.
+	limits := func(id int64) (daily, monthly, monthlyAnyDay int64) {
+		c := constraints(id)
+		mo := policy.MomentOf(e.Clock.Now(), seoul)
+		d, m := c.EffectiveLimits(mo)
+		mo.Day = "another day"
+		_, any := c.EffectiveLimits(mo)
+		return *d, *m, *any
+	}
+	sumAnyDay := func() (n int64) {
 		for _, id := range members {
-			n += monthly(id)
+			_, _, m := limits(id)
+			n += m
 		}
 		return n
 	}
-	total := sum()
-	audits := e.Count(t, "audit_log")
+	total := sumAnyDay()
+	rows := e.Count(t, "gifts")
 	gifts := 0
+	// The model: this month's gifts per member.
+	type tally struct {
+		givenN, recvN         int
+		givenBytes, recvBytes int64
+	}
+	month := policy.MomentOf(e.Clock.Now(), seoul).Month
+	model := map[int64]*tally{}
+	for _, id := range members {
+		model[id] = &tally{}
+	}
 	rapid.Check(t, func(rt *rapid.T) {
-		from := rapid.SampledFrom(members).Draw(rt, "from")
-		to := rapid.SampledFrom(members).Draw(rt, "to")
-		used := rapid.Int64Range(0, 400).Draw(rt, "used")
-		bytes := rapid.Int64Range(0, 200).Draw(rt, "bytes")
-		left := max(monthly(from)-used, 0)
-		before := map[int64]int64{11: monthly(11), 12: monthly(12), 13: monthly(13)}
-		res, err := e.S.GiftData(e.Ctx, store.Gift{FamilyID: 1, From: from, To: to, Bytes: bytes, GiverUsed: used, By: own})
-		switch {
-		case from == to || bytes < 1 || bytes > left:
-			if err == nil {
-				rt.Fatalf("gift of %d from %d (left %d) to %d taken", bytes, from, left, to)
+		mo := policy.MomentOf(e.Clock.Now(), seoul)
+		switch rapid.IntRange(0, 9).Draw(rt, "action") {
+		case 0: // a day's extra granted (an approved request)
+			id := rapid.SampledFrom(members).Draw(rt, "extra-to")
+			if _, err := e.S.UpdatePolicy(e.Ctx, store.PolicyChange{FamilyID: 1, CustomerID: id,
+				Set: map[string]string{policy.ExtraKey(mo.Day): strconv.FormatInt(rapid.Int64Range(1, 300).Draw(rt, "extra"), 10)}, By: own}); err != nil {
+				rt.Fatal(err)
 			}
-			wantErr(t, "refused gift", err, store.ErrInvalid)
-			for id, m := range before {
-				if monthly(id) != m {
-					rt.Fatalf("a refused gift changed member %d's limit: %d → %d", id, m, monthly(id))
+		case 1: // a few days later; sometimes the next month
+			e.Clock.Add(time.Duration(rapid.IntRange(1, 12).Draw(rt, "days")) * 24 * time.Hour)
+			if m := policy.MomentOf(e.Clock.Now(), seoul).Month; m != month {
+				month = m
+				for _, id := range members {
+					model[id] = &tally{}
+				}
+				total = sumAnyDay()
+			}
+		default:
+			from := rapid.SampledFrom(members).Draw(rt, "from")
+			to := rapid.SampledFrom(members).Draw(rt, "to")
+			used := rapid.Int64Range(0, 400).Draw(rt, "used")
+			bytes := rapid.Int64Range(0, 24).Draw(rt, "steps") * 5
+			c := constraints(from)
+			left := max(*c.MonthlyLimit+c.Extras[mo.Month]+c.Gifts[mo.Month]-used, 0)
+			g, r := model[from], model[to]
+			want := ""
+			switch {
+			case from == to || bytes < 1:
+				want = "invalid"
+			case bytes%rules.Step != 0 && bytes != rules.Max:
+				want = store.GiftRuleStep
+			case bytes > rules.Max:
+				want = store.GiftRuleMax
+			case minor[from]:
+				want = store.GiftRuleMinor
+			case g.givenN >= rules.GivenPerMonth:
+				want = store.GiftRuleGivenPerMonth
+			case r.recvN >= rules.ReceivedPerMonth:
+				want = store.GiftRuleReceivedPerMonth
+			case r.recvBytes+bytes > rules.ReceivedMax:
+				want = store.GiftRuleReceivedMax
+			case bytes > left:
+				want = store.GiftRuleLeft
+			case left-bytes < rules.GiverFloor:
+				want = store.GiftRuleFloor
+			case g.givenBytes+bytes > base[from]*int64(rules.MaxSharePercent)/100:
+				want = store.GiftRuleShare
+			}
+			before := map[int64]int64{}
+			for _, id := range members {
+				_, _, before[id] = limits(id)
+			}
+			res, err := e.S.GiftData(e.Ctx, store.Gift{FamilyID: 1, From: from, To: to, Bytes: bytes, GiverUsed: used, Rules: rules, By: own})
+			refusal, _ := errors.AsType[*store.GiftRefusal](err)
+			switch {
+			case want == "" && err != nil:
+				rt.Fatalf("gift of %d from %d (left %d, model %+v) to %d (model %+v): %v", bytes, from, left, *g, to, *r, err)
+			case want == "":
+				gifts++
+				g.givenN, g.givenBytes, r.recvN, r.recvBytes = g.givenN+1, g.givenBytes+bytes, r.recvN+1, r.recvBytes+bytes
+				_, _, mf := limits(from)
+				_, _, mt := limits(to)
+				if res.Month != mo.Month || res.Left != left-bytes || mf != before[from]-bytes || mt != before[to]+bytes ||
+					res.GiftsLeft != rules.GivenPerMonth-g.givenN || res.Gift.Bytes != bytes || res.Gift.ID == 0 {
+					rt.Fatalf("gift %d from %d to %d: %+v, limits %d → %d and %d → %d", bytes, from, to, res,
+						before[from], mf, before[to], mt)
+				}
+			case err == nil:
+				rt.Fatalf("gift of %d from %d (left %d, model %+v) to %d (model %+v) taken, want refused by %s", bytes, from, left, *g, to, *r, want)
+			case want == "invalid":
+				wantErr(t, "refused gift", err, store.ErrInvalid)
+			case refusal == nil || refusal.Rule != want:
+				rt.Fatalf("gift of %d from %d to %d refused with %v, want rule %s", bytes, from, to, err, want)
+			default:
+				for id, m := range before {
+					if _, _, now := limits(id); now != m {
+						rt.Fatalf("a refused gift changed member %d's limit: %d → %d", id, m, now)
+					}
 				}
 			}
-		case err != nil:
-			rt.Fatalf("gift of %d from %d (left %d) to %d: %v", bytes, from, left, to, err)
-		default:
-			gifts++
-			if res.Month != mo.Month || res.Left != left-bytes || monthly(from) != before[from]-bytes || monthly(to) != before[to]+bytes {
-				rt.Fatalf("gift %d from %d to %d: %+v, limits %d → %d and %d → %d", bytes, from, to, res,
-					before[from], monthly(from), before[to], monthly(to))
-			}
 		}
-		if got := sum(); got != total {
+		if got := sumAnyDay(); got != total {
 			rt.Fatalf("the members' monthly limits sum to %d, want %d", got, total)
 		}
 		for _, id := range members {
-			if d, _ := limitsOf(id); d != 40 {
+			if d, _, _ := limits(id); d != 40+constraints(id).Extras[policy.MomentOf(e.Clock.Now(), seoul).Day] {
 				rt.Fatalf("member %d's daily limit moved to %d with gifts", id, d)
 			}
 		}
 	})
-	// One data.gift row per gift, beside the two policy.update rows.
-	if got := e.Count(t, "audit_log") - audits; got != 3*gifts {
-		t.Errorf("%d audit rows for %d gifts, want %d", got, gifts, 3*gifts)
+	// One gifts row and one data.gift audit row per gift, beside the two
+	// policy.update rows; extras granted add policy.update rows of their own.
+	if got := e.Count(t, "gifts") - rows; got != gifts {
+		t.Errorf("%d gifts rows for %d gifts", got, gifts)
 	}
+	var giftAudits int
+	if err := e.DB.QueryRowContext(e.Ctx, `SELECT COUNT(*) FROM audit_log WHERE action = 'data.gift'`).Scan(&giftAudits); err != nil || giftAudits != gifts {
+		t.Errorf("%d data.gift audit rows (%v) for %d gifts", giftAudits, err, gifts)
+	}
+	if gifts == 0 {
+		t.Error("no gift was taken: the property tried none")
+	}
+	// The history: this month's gifts, newest first, a member's own.
+	mo := policy.MomentOf(e.Clock.Now(), seoul).Month
+	all, err := e.S.Gifts(e.Ctx, 1, mo, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range all {
+		if g.Month != mo || g.FamilyID != 1 || (i > 0 && g.ID > all[i-1].ID) {
+			t.Errorf("history row %d: %+v", i, g)
+		}
+	}
+	mine, err := e.S.Gifts(e.Ctx, 1, mo, 13)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range mine {
+		if g.From != 13 && g.To != 13 {
+			t.Errorf("member 13's history holds %+v", g)
+		}
+	}
+
 	// Without a monthly limit there is nothing to give; a receiver without
 	// one (a daily limit only, as 13 now) may already use the pool.
+	e.Clock.Add(31 * 24 * time.Hour) // a month with no gifts counted yet
 	if _, err := e.S.UpdatePolicy(e.Ctx, store.PolicyChange{FamilyID: 1, CustomerID: 13, Remove: []string{policy.KeyLimitMonthly}, By: own}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := e.S.GiftData(e.Ctx, store.Gift{FamilyID: 1, From: 13, To: 12, Bytes: 1, By: own})
-	wantErr(t, "giver without a monthly limit", err, store.ErrConflict)
-	_, err = e.S.GiftData(e.Ctx, store.Gift{FamilyID: 1, From: 12, To: 13, Bytes: 1, By: own})
-	wantErr(t, "receiver without limits", err, store.ErrConflict)
-	_, err = e.S.GiftData(e.Ctx, store.Gift{FamilyID: 1, From: 12, To: 99, Bytes: 1, By: own})
+	_, err = e.S.GiftData(e.Ctx, store.Gift{FamilyID: 1, From: 13, To: 11, Bytes: 10, Rules: rules, By: own})
+	if r, ok := errors.AsType[*store.GiftRefusal](err); !ok || r.Rule != store.GiftRuleGiverNoLimit || !errors.Is(err, store.ErrConflict) {
+		t.Errorf("giver without a monthly limit: %v", err)
+	}
+	_, err = e.S.GiftData(e.Ctx, store.Gift{FamilyID: 1, From: 11, To: 13, Bytes: 10, Rules: rules, By: own})
+	if r, ok := errors.AsType[*store.GiftRefusal](err); !ok || r.Rule != store.GiftRuleReceiverNoLimit || !errors.Is(err, store.ErrConflict) {
+		t.Errorf("receiver without a monthly limit: %v", err)
+	}
+	_, err = e.S.GiftData(e.Ctx, store.Gift{FamilyID: 1, From: 11, To: 99, Bytes: 10, Rules: rules, By: own})
 	wantErr(t, "receiver not a member", err, store.ErrNotFound)
+	for _, bad := range []store.GiftRules{{Step: -1}, {GivenPerMonth: -1}, {MaxSharePercent: 101}, {Step: 10, Max: 5}} {
+		if err := bad.Check(); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("rules %+v: %v, want ErrInvalid", bad, err)
+		}
+	}
+	if err := store.DefaultGiftRules().Check(); err != nil {
+		t.Errorf("the carriers' rules: %v", err)
+	}
 }
 
 // testFamilyNotes: care agents' notes — newest first with the author's
@@ -146,6 +272,26 @@ func testFamilyNotes(t *testing.T, e *env) {
 	wantErr(t, "note on a family that does not exist", err, store.ErrNotFound)
 	_, err = e.S.FamilyNotes(e.Ctx, 77, 0)
 	wantErr(t, "notes of a family that does not exist", err, store.ErrNotFound)
+
+	// A family holds a bounded number of notes (the operator's): one more
+	// is a conflict naming the family, and writes nothing.
+	bounded, err := store.New(e.DB, store.WithMaxFamilyNotes(3), store.WithClock(e.Clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bounded.AddFamilyNote(e.Ctx, 1, "세 번째", by); err != nil {
+		t.Fatal(err)
+	}
+	_, err = bounded.AddFamilyNote(e.Ctx, 1, "네 번째", by)
+	if fe, ok := errors.AsType[*store.FieldError](err); !ok || fe.Field != "familyId" || !errors.Is(err, store.ErrConflict) {
+		t.Errorf("a 4th note with a bound of 3: %v, want a conflict at familyId", err)
+	}
+	if notes, _ := bounded.FamilyNotes(e.Ctx, 1, 0); len(notes) != 3 {
+		t.Errorf("%d notes after the refusal, want 3", len(notes))
+	}
+	if _, err := store.New(e.DB, store.WithMaxFamilyNotes(0)); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("a bound of 0: %v, want ErrInvalid", err)
+	}
 }
 
 // testAppCatalog: the catalog is seeded with the defaults, edited,

@@ -61,24 +61,19 @@ func (s *Store) JudgedSince(ctx context.Context, fid int64, since time.Time) ([]
 	if err != nil {
 		return nil, dbErr("judged since", err)
 	}
-	defer rows.Close()
-	var out []JudgedRow
-	for rows.Next() {
+	return collect(rows, "judged since", func(sc scanner) (JudgedRow, error) {
 		var r JudgedRow
 		var decision, crossed string
 		var at, createdAt sqldialect.NullTime
-		if err := rows.Scan(&r.EventID, &r.CustomerID, &r.Bytes, &decision, &r.Rule, &r.Remaining,
+		if err := sc.Scan(&r.EventID, &r.CustomerID, &r.Bytes, &decision, &r.Rule, &r.Remaining,
 			&r.Total, &r.DailyUsed, &r.MonthlyUsed, &r.ThrottleKbps, &crossed, &at, &createdAt); err != nil {
-			return nil, dbErr("judged since", err)
+			return r, err
 		}
 		r.Decision, r.EventTime, r.CreatedAt = policy.Decision(decision), at.Time, createdAt.Time
+		var err error
 		if r.Crossed, err = ParseCrossed(crossed); err != nil {
-			return nil, fmt.Errorf("store: judged since: event %s: %w", r.EventID, err)
+			return r, fmt.Errorf("store: judged since: event %s: %w", r.EventID, err)
 		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbErr("judged since", err)
-	}
-	return out, nil
+		return r, nil
+	})
 }

@@ -27,7 +27,15 @@ type Member struct {
 	UpdatedAt time.Time
 	// DeletedAt is set for removed members (soft delete).
 	DeletedAt *time.Time
-	hash      string
+	// EverOwner: the member is or was once an OWNER (set when it is added
+	// as one or promoted, never cleared). Who may reset whose password is
+	// decided with it (service/family).
+	EverOwner bool
+	// Minor: the member is under 19, as an owner or the back office said
+	// (SetMinor): under the carriers' gift rules it only receives gifts
+	// (GiftRules.MinorsOnlyReceive).
+	Minor bool
+	hash  string
 }
 
 // NewMember describes a member to add. ID 0 lets the database choose.
@@ -43,17 +51,19 @@ type NewMember struct {
 	// once. Both empty: the member cannot log in.
 	Password     string
 	PasswordHash string
+	// Minor marks the member as under 19 (Member.Minor).
+	Minor bool
 }
 
-const memberCols = `id, family_id, name, phone, password_hash, role, created_at, updated_at, deleted_at`
+const memberCols = `id, family_id, name, phone, password_hash, role, created_at, updated_at, deleted_at, ever_owner, minor`
 
-func scanMember(sc interface{ Scan(...any) error }) (Member, error) {
+func scanMember(sc scanner) (Member, error) {
 	var m Member
 	var fid sql.NullInt64
 	var phone, hash sql.NullString
 	var role string
 	var c, u, d sqldialect.NullTime
-	if err := sc.Scan(&m.ID, &fid, &m.Name, &phone, &hash, &role, &c, &u, &d); err != nil {
+	if err := sc.Scan(&m.ID, &fid, &m.Name, &phone, &hash, &role, &c, &u, &d, &m.EverOwner, &m.Minor); err != nil {
 		return Member{}, err
 	}
 	m.FamilyID, m.Phone, m.hash, m.Role = fid.Int64, phone.String, hash.String, policy.Role(role)
@@ -119,8 +129,9 @@ func (s *Store) AddMember(ctx context.Context, m NewMember, by Actor) (Member, e
 		if m.ID > 0 {
 			id = m.ID
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO members (id, family_id, name, phone, password_hash, role, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, id, fid, m.Name, nullStr(m.Phone), nullStr(hash), string(m.Role), s.t(now), s.t(now))
+		res, err := tx.ExecContext(ctx, `INSERT INTO members (id, family_id, name, phone, password_hash, role, created_at, updated_at, ever_owner, minor)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, id, fid, m.Name, nullStr(m.Phone), nullStr(hash), string(m.Role), s.t(now), s.t(now),
+			m.Role == policy.RoleOwner, m.Minor && !m.Role.BackOffice())
 		if sqldialect.IsDuplicate(err) {
 			return s.memberConflict(ctx, tx, m.ID, err)
 		}
@@ -276,17 +287,17 @@ func (s *Store) MemberNames(ctx context.Context, ids []int64) (map[int64]string,
 	if err != nil {
 		return nil, dbErr("member names", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
+	err = scanRows(rows, "member names", func(sc scanner) error {
 		var id int64
 		var name string
-		if err := rows.Scan(&id, &name); err != nil {
-			return nil, dbErr("member names", err)
+		if err := sc.Scan(&id, &name); err != nil {
+			return err
 		}
 		out[id] = name
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbErr("member names", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -318,16 +329,7 @@ func (s *Store) listMembers(ctx context.Context, q querier, fid int64, removed b
 	if err != nil {
 		return nil, dbErr("list members", err)
 	}
-	defer rows.Close()
-	var out []Member
-	for rows.Next() {
-		m, err := scanMember(rows)
-		if err != nil {
-			return nil, dbErr("list members", err)
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	return collect(rows, "list members", scanMember)
 }
 
 // Authenticate checks a login: a member id (a positive decimal without a
@@ -366,8 +368,10 @@ func (s *Store) memberByLogin(ctx context.Context, login string) (Member, error)
 }
 
 // SetRole changes a member's role to MEMBER or OWNER (audited as
-// member.role). Demoting the family's last owner is ErrConflict. Between
-// owners the last write wins.
+// member.role); a promotion marks the member EverOwner for good. Demoting
+// the family's last owner is ErrConflict. Between owners the last write
+// wins. It holds the family's row lock, as ResetPassword does, so a reset
+// judged on the member's role cannot interleave with a role change.
 func (s *Store) SetRole(ctx context.Context, fid, cid int64, role policy.Role, by Actor) (Member, error) {
 	if role != policy.RoleMember && role != policy.RoleOwner {
 		return Member{}, invalid("role", "must be MEMBER or OWNER")
@@ -386,13 +390,37 @@ func (s *Store) SetRole(ctx context.Context, fid, cid int64, role policy.Role, b
 				return err
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE members SET role = ?, updated_at = ? WHERE id = ?`, string(role), s.t(s.now()), cid); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE members SET role = ?, ever_owner = ?, updated_at = ? WHERE id = ?`,
+			string(role), before.EverOwner || role == policy.RoleOwner, s.t(s.now()), cid); err != nil {
 			return dbErr("set role", err)
 		}
 		if out, err = s.member(ctx, tx, cid, ""); err != nil {
 			return err
 		}
 		return s.audit(ctx, tx, fid, by, "member.role", memberTarget(cid), map[string]string{"role": string(before.Role)}, map[string]string{"role": string(role)})
+	})
+	return out, err
+}
+
+// SetMinor marks member cid of family fid as under 19 or not (audited as
+// member.minor). Marking it as it is already writes nothing.
+func (s *Store) SetMinor(ctx context.Context, fid, cid int64, minor bool, by Actor) (Member, error) {
+	var out Member
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		before, err := s.currentMember(ctx, tx, fid, cid, s.d.ForUpdate())
+		if err != nil {
+			return err
+		}
+		if out = before; before.Minor == minor {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE members SET minor = ?, updated_at = ? WHERE id = ?`, minor, s.t(s.now()), cid); err != nil {
+			return dbErr("set minor", err)
+		}
+		if out, err = s.member(ctx, tx, cid, ""); err != nil {
+			return err
+		}
+		return s.audit(ctx, tx, fid, by, "member.minor", memberTarget(cid), map[string]bool{"minor": before.Minor}, map[string]bool{"minor": minor})
 	})
 	return out, err
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/dabom/dpcs/internal/sqldialect"
@@ -57,7 +58,8 @@ func MigrateUsage(ctx context.Context, db *sql.DB) error {
 	if err := runScript(ctx, db, dir, usageScript); err != nil {
 		return err
 	}
-	return addColumns(ctx, db, d, dir, "usage_record.sql")
+	_, err = addColumns(ctx, db, d, dir, "usage_record.sql")
+	return err
 }
 
 // MigrateRedisState creates redis_state, redis_marks and threshold_rearms
@@ -98,11 +100,61 @@ func migrate(ctx context.Context, db *sql.DB, d sqldialect.Dialect) error {
 		return fmt.Errorf("store: migrate: %w", err)
 	}
 	for _, e := range upgrades {
-		if err := addColumns(ctx, db, d, dir, e.Name()); err != nil {
+		added, err := addColumns(ctx, db, d, dir, e.Name())
+		if err != nil {
 			return err
+		}
+		for _, col := range added {
+			if fill := backfills[strings.TrimSuffix(e.Name(), ".sql")+"."+col]; fill != nil {
+				if err := fill(ctx, db); err != nil {
+					return fmt.Errorf("store: migrate columns/%s: fill %s: %w", e.Name(), col, err)
+				}
+			}
 		}
 	}
 	return seedApps(ctx, db, d)
+}
+
+// backfills fill a column (<table>.<column>) for the rows written before
+// it, once, right after the migration added it.
+var backfills = map[string]func(context.Context, *sql.DB) error{
+	"members.ever_owner": fillEverOwner,
+}
+
+// fillEverOwner marks the members who are or were once an owner: the
+// current owners and every member a role change was audited for (a
+// promotion made it an owner; a demotion says it was one; a change to the
+// role it had already, which says neither, marks it too: it is then the
+// back office's to reset, which errs on the safe side).
+func fillEverOwner(ctx context.Context, db *sql.DB) error {
+	if _, err := db.ExecContext(ctx, `UPDATE members SET ever_owner = 1 WHERE role = ?`, "OWNER"); err != nil {
+		return err
+	}
+	rows, err := db.QueryContext(ctx, `SELECT DISTINCT target FROM audit_log WHERE action = ?`, "member.role")
+	if err != nil {
+		return err
+	}
+	var ids []int64
+	for rows.Next() {
+		var target string
+		if err := rows.Scan(&target); err != nil {
+			rows.Close()
+			return err
+		}
+		if id, err := strconv.ParseInt(strings.TrimPrefix(target, "member:"), 10, 64); err == nil && strings.HasPrefix(target, "member:") {
+			ids = append(ids, id)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if _, err := db.ExecContext(ctx, `UPDATE members SET ever_owner = 1 WHERE id = ?`, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // runScript runs the script dir/name.
@@ -121,12 +173,14 @@ func runScript(ctx context.Context, db *sql.DB, dir, name string) error {
 var addColumn = regexp.MustCompile(`(?is)^ALTER TABLE ([a-z_]+) ADD COLUMN ([a-z_]+) `)
 
 // addColumns runs each ALTER TABLE … ADD COLUMN of dir/columns/name (name
-// is <table>.sql) whose column the table lacks. Two processes migrating at
-// once may both try to add a column: the loser's error is ignored when the
-// column is there afterwards.
-func addColumns(ctx context.Context, db *sql.DB, d sqldialect.Dialect, dir, name string) error {
+// is <table>.sql) whose column the table lacks, and returns the columns it
+// added. Two processes migrating at once may both try to add a column: the
+// loser's error is ignored when the column is there afterwards (and the
+// column is not reported: the winner fills it).
+func addColumns(ctx context.Context, db *sql.DB, d sqldialect.Dialect, dir, name string) ([]string, error) {
 	table := strings.TrimSuffix(name, ".sql")
-	fail := func(err error) error { return fmt.Errorf("store: migrate columns/%s: %w", name, err) }
+	fail := func(err error) ([]string, error) { return nil, fmt.Errorf("store: migrate columns/%s: %w", name, err) }
+	var added []string
 	script, err := migrations.ReadFile(dir + "/columns/" + name)
 	if err != nil {
 		return fail(err)
@@ -149,8 +203,9 @@ func addColumns(ctx context.Context, db *sql.DB, d sqldialect.Dialect, dir, name
 			}
 			return fail(fmt.Errorf("add column %s: %w", m[2], err))
 		}
+		added = append(added, m[2])
 	}
-	return nil
+	return added, nil
 }
 
 // columnSet returns the names of table's columns, lower case; an error if
@@ -164,17 +219,18 @@ func columnSet(ctx context.Context, db *sql.DB, d sqldialect.Dialect, table stri
 	if err != nil {
 		return nil, fmt.Errorf("list columns of %s: %w", table, err)
 	}
-	defer rows.Close()
 	out := map[string]bool{}
-	for rows.Next() {
+	wrap := func(err error) error { return fmt.Errorf("list columns of %s: %w", table, err) }
+	err = eachRow(rows, wrap, wrap, func(sc scanner) error {
 		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, fmt.Errorf("list columns of %s: %w", table, err)
+		if err := sc.Scan(&name); err != nil {
+			return err
 		}
 		out[strings.ToLower(name)] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list columns of %s: %w", table, err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, errors.New("list columns: " + table + " not found")

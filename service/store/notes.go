@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -28,7 +29,9 @@ type FamilyNote struct {
 // AddFamilyNote records a note on family fid by the back-office actor by,
 // with a family-note.create audit row, in one transaction. The body is
 // trimmed and stored in NFC; it holds 1 … MaxNoteLength characters, line
-// feeds kept, no control or invisible characters.
+// feeds kept, no control or invisible characters. A family holds at most
+// WithMaxFamilyNotes notes: one more is ErrConflict at familyId (counted
+// under the family's row lock).
 func (s *Store) AddFamilyNote(ctx context.Context, fid int64, body string, by Actor) (FamilyNote, error) {
 	body = strings.TrimSpace(body)
 	switch {
@@ -47,6 +50,16 @@ func (s *Store) AddFamilyNote(ctx context.Context, fid int64, body string, by Ac
 	}
 	var out FamilyNote
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := s.lockFamily(ctx, tx, fid); err != nil {
+			return err
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM family_note WHERE family_id = ?`, fid).Scan(&n); err != nil {
+			return dbErr("family note", err)
+		}
+		if n >= s.maxNotes {
+			return conflict("familyId", fmt.Sprintf("the family has %d notes, the most it may have", n), nil)
+		}
 		now := s.now()
 		res, err := tx.ExecContext(ctx, `INSERT INTO family_note (family_id, author_id, body, created_at) VALUES (?, ?, ?, ?)`,
 			fid, by.ID, body, s.t(now))
@@ -86,21 +99,22 @@ func (s *Store) FamilyNotes(ctx context.Context, fid int64, limit int) ([]Family
 	if err != nil {
 		return nil, dbErr("family notes", err)
 	}
-	defer rows.Close()
-	out := []FamilyNote{}
-	var authors []int64
-	for rows.Next() {
+	out, err := collect(rows, "family notes", func(sc scanner) (FamilyNote, error) {
 		var n FamilyNote
 		var at sqldialect.NullTime
-		if err := rows.Scan(&n.ID, &n.FamilyID, &n.AuthorID, &n.Body, &at); err != nil {
-			return nil, dbErr("family notes", err)
-		}
+		err := sc.Scan(&n.ID, &n.FamilyID, &n.AuthorID, &n.Body, &at)
 		n.CreatedAt = at.Time
-		out = append(out, n)
-		authors = append(authors, n.AuthorID)
+		return n, err
+	})
+	if err != nil {
+		return nil, err
 	}
-	if err := rows.Err(); err != nil {
-		return nil, dbErr("family notes", err)
+	if out == nil {
+		out = []FamilyNote{}
+	}
+	authors := make([]int64, len(out))
+	for i, n := range out {
+		authors[i] = n.AuthorID
 	}
 	names, err := s.MemberNames(ctx, authors)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"strconv"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -106,12 +107,23 @@ func (s *Store) ChangePassword(ctx context.Context, cid int64, current, next, ke
 	return ended, err
 }
 
+// ActionPasswordRefused is the audit action of a password reset the
+// caller's rule refused (ResetPassword's may): who tried whose, and why.
+const ActionPasswordRefused = "member.password.refused"
+
 // ResetPassword sets the password of member cid of family fid (an owner's
-// or an admin's reset; who may reset whom is the caller's to decide) and
-// ends every session of the member. It returns how many sessions it ended.
-// pw must pass CheckPassword. A member of another family, or removed, is
-// ErrNotFound. Audited as member.password by by.
-func (s *Store) ResetPassword(ctx context.Context, fid, cid int64, pw string, by Actor) (int64, error) {
+// or an admin's reset) and ends every session of the member. It returns
+// how many sessions it ended. pw must pass CheckPassword. A member of
+// another family, or removed, is ErrNotFound. Audited as member.password
+// by by.
+//
+// Who may reset whose password is the caller's to decide, in may, which
+// is called inside the transaction that writes the password with the
+// member as it is then (role, EverOwner), under the family's row lock that
+// role changes take too (SetRole): no role change can come between the
+// decision and the write. An error of may is returned as it is, after an
+// audit row (ActionPasswordRefused) saying who tried; nil may allows all.
+func (s *Store) ResetPassword(ctx context.Context, fid, cid int64, pw string, by Actor, may func(Member) error) (int64, error) {
 	m, err := s.currentMember(ctx, s.db, fid, cid, "")
 	if err != nil {
 		return 0, err
@@ -121,15 +133,37 @@ func (s *Store) ResetPassword(ctx context.Context, fid, cid int64, pw string, by
 		return 0, err
 	}
 	var ended int64
+	var refused error
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := s.currentMember(ctx, tx, fid, cid, s.d.ForUpdate()); err != nil {
+		if _, err := s.lockFamily(ctx, tx, fid); err != nil {
 			return err
+		}
+		if m, err = s.currentMember(ctx, tx, fid, cid, s.d.ForUpdate()); err != nil {
+			return err
+		}
+		if may != nil {
+			if refused = may(m); refused != nil {
+				return refused
+			}
 		}
 		if ended, err = s.setPassword(ctx, tx, cid, hash, ""); err != nil {
 			return err
 		}
 		return s.audit(ctx, tx, fid, by, ActionPassword, memberTarget(cid), nil, PasswordAudit{Change: "reset", SessionsEnded: ended})
 	})
+	if refused != nil && errors.Is(err, refused) {
+		type attempt struct {
+			Change string `json:"change"`
+			Role   string `json:"role"`
+			Reason string `json:"reason"`
+		}
+		if aerr := s.inTx(ctx, func(tx *sql.Tx) error {
+			return s.audit(ctx, tx, fid, by, ActionPasswordRefused, memberTarget(cid), nil,
+				attempt{Change: "reset", Role: string(m.Role), Reason: refused.Error()})
+		}); aerr != nil {
+			s.log.WarnContext(ctx, "store: auditing a refused password reset", "family", fid, "member", cid, "err", aerr)
+		}
+	}
 	return ended, err
 }
 
@@ -151,4 +185,18 @@ func (s *Store) setPassword(ctx context.Context, tx *sql.Tx, cid int64, hash, ke
 		return 0, dbErr("set password", err)
 	}
 	return ended, nil
+}
+
+// PasswordSetSince reports whether member cid of family fid had its
+// password changed or reset at or after since (its audit rows): why a
+// session issued before then ended, for the words a refused refresh
+// answers with.
+func (s *Store) PasswordSetSince(ctx context.Context, fid, cid int64, since time.Time) (bool, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM audit_log WHERE family_id = ? AND action = ? AND target = ? AND created_at >= ?`,
+		fid, ActionPassword, memberTarget(cid), s.t(since.UTC().Truncate(time.Millisecond))).Scan(&n)
+	if err != nil {
+		return false, dbErr("password set since", err)
+	}
+	return n > 0, nil
 }

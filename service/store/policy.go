@@ -307,7 +307,7 @@ type Template struct {
 
 const templateCols = `id, name, type, description, require_role, default_rules, active, created_at, updated_at`
 
-func scanTemplate(sc interface{ Scan(...any) error }) (Template, error) {
+func scanTemplate(sc scanner) (Template, error) {
 	var t Template
 	var role, rules string
 	var c, u sqldialect.NullTime
@@ -350,16 +350,7 @@ func (s *Store) ListTemplates(ctx context.Context, activeOnly bool) ([]Template,
 	if err != nil {
 		return nil, dbErr("list templates", err)
 	}
-	defer rows.Close()
-	var out []Template
-	for rows.Next() {
-		t, err := scanTemplate(rows)
-		if err != nil {
-			return nil, dbErr("list templates", err)
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return collect(rows, "list templates", scanTemplate)
 }
 
 // templateArgs validates t, puts its texts in the form they are stored in

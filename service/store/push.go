@@ -5,14 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/dabom/dpcs/internal/sqldialect"
-	"github.com/dabom/dpcs/notify"
+	"github.com/dabom/dpcs/notify/pushsub"
 	"github.com/dabom/dpcs/policy"
 )
-
-var _ notify.SubscriptionStore = (*Store)(nil)
 
 // PushRules are what SavePushSubscription enforces beyond the
 // subscription's own validity.
@@ -21,37 +18,43 @@ type PushRules struct {
 	// endpoint beyond it is refused.
 	Max int
 	// AllowLoopback accepts endpoints on a loopback host, http too (tests
-	// with a local push service; see notify.ValidatePushSubscription).
+	// with a local push service; see pushsub.Validate).
 	AllowLoopback bool
 }
 
 // SavePushSubscription stores a browser's push subscription for member cid
 // of family fid (a current member), checked with
-// notify.ValidatePushSubscription. An endpoint is bound to the member who
+// pushsub.Validate and stored in its one spelling (pushsub.Normalize: host
+// case, a trailing dot and the default port make no other endpoint). An
+// endpoint is bound to the member who
 // stored it: the same member storing it again replaces its keys; another
 // member's is ErrConflict, and nothing moves (a browser another member
 // subscribed from unsubscribes first, which gives it a new endpoint). A new
 // endpoint beyond rules.Max of cid's is ErrConflict too. Both are
 // FieldErrors on "endpoint". Returns the stored subscription.
-func (s *Store) SavePushSubscription(ctx context.Context, fid, cid int64, sub notify.PushSubscription, rules PushRules) (notify.PushSubscription, error) {
+func (s *Store) SavePushSubscription(ctx context.Context, fid, cid int64, sub pushsub.Subscription, rules PushRules) (pushsub.Subscription, error) {
 	if rules.Max < 1 {
-		return notify.PushSubscription{}, invalid("max", "must be at least 1")
+		return pushsub.Subscription{}, invalid("max", "must be at least 1")
 	}
-	if err := notify.ValidatePushSubscription(sub, rules.AllowLoopback); err != nil {
-		msg, _ := strings.CutPrefix(err.Error(), notify.ErrInvalid.Error()+": ")
-		field := "endpoint"
-		if strings.Contains(msg, "keys.") {
-			field, _, _ = strings.Cut(msg, " ")
-		}
-		return notify.PushSubscription{}, invalid(field, "%s", msg)
+	var bad *pushsub.Error
+	if err := pushsub.Validate(sub, rules.AllowLoopback); errors.As(err, &bad) {
+		return pushsub.Subscription{}, invalid(bad.Field, "%s", bad.Reason)
+	} else if err != nil {
+		return pushsub.Subscription{}, err
 	}
 	for _, r := range sub.Endpoint {
 		if r > 0x7e || r < 0x21 {
-			return notify.PushSubscription{}, invalid("endpoint", "must be an ASCII URL")
+			return pushsub.Subscription{}, invalid("endpoint", "must be an ASCII URL")
 		}
 	}
+	// One endpoint, one spelling (Validate judged this one).
+	norm, err := pushsub.Normalize(sub.Endpoint)
+	if err != nil {
+		return pushsub.Subscription{}, invalid("endpoint", "must be an absolute https URL")
+	}
+	sub.Endpoint = norm
 	sub.MemberID = cid
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		// The member's row lock serialises its subscriptions (the count).
 		if _, err := s.currentMember(ctx, tx, fid, cid, s.d.ForUpdate()); err != nil {
 			return err
@@ -87,7 +90,7 @@ func (s *Store) SavePushSubscription(ctx context.Context, fid, cid int64, sub no
 		return nil
 	})
 	if err != nil {
-		return notify.PushSubscription{}, err
+		return pushsub.Subscription{}, err
 	}
 	return sub, nil
 }
@@ -99,10 +102,15 @@ func endpointTaken() error {
 		"turn pushes off and on again in this browser to get an endpoint of your own", nil)
 }
 
-// DeletePushSubscription deletes member cid's subscription with endpoint;
-// ErrNotFound if cid has none with it (another member's is not touched).
+// DeletePushSubscription deletes member cid's subscription with endpoint,
+// in any of its spellings (pushsub.Normalize); ErrNotFound if cid has none
+// with it (another member's is not touched).
 func (s *Store) DeletePushSubscription(ctx context.Context, cid int64, endpoint string) error {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM push_subscriptions WHERE member_id = ? AND endpoint = ?`, cid, endpoint)
+	spellings := []any{cid, endpoint, endpoint}
+	if norm, err := pushsub.Normalize(endpoint); err == nil {
+		spellings[2] = norm // as stored now; a row stored before, as it was sent
+	}
+	res, err := s.db.ExecContext(ctx, `DELETE FROM push_subscriptions WHERE member_id = ? AND endpoint IN (?, ?)`, spellings...)
 	if err != nil {
 		return dbErr("delete push subscription", err)
 	}
@@ -115,7 +123,7 @@ func (s *Store) DeletePushSubscription(ctx context.Context, cid int64, endpoint 
 }
 
 // PushSubscriptions returns member cid's subscriptions, oldest first.
-func (s *Store) PushSubscriptions(ctx context.Context, cid int64) ([]notify.PushSubscription, error) {
+func (s *Store) PushSubscriptions(ctx context.Context, cid int64) ([]pushsub.Subscription, error) {
 	return s.pushSubs(ctx, `SELECT member_id, endpoint, p256dh, auth FROM push_subscriptions WHERE member_id = ? ORDER BY id`, cid)
 }
 
@@ -123,31 +131,38 @@ func (s *Store) PushSubscriptions(ctx context.Context, cid int64) ([]notify.Push
 // the current members of family fid who see a notification about member cid
 // (0: family-wide) — its owners and cid, or everyone for 0 — the rule of
 // notify.Filter.Sees, the SSE stream's.
-func (s *Store) PushRecipients(ctx context.Context, fid, cid int64) ([]notify.PushSubscription, error) {
-	return s.pushSubs(ctx, `SELECT p.member_id, p.endpoint, p.p256dh, p.auth FROM push_subscriptions p
+func (s *Store) PushRecipients(ctx context.Context, fid, cid int64) ([]pushsub.Subscription, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT p.member_id, p.endpoint, p.p256dh, p.auth, m.role FROM push_subscriptions p
 		JOIN members m ON m.id = p.member_id
 		WHERE m.family_id = ? AND m.deleted_at IS NULL AND (? = 0 OR m.role = ? OR m.id = ?)
 		ORDER BY p.id`, fid, cid, string(policy.RoleOwner), cid)
-}
-
-func (s *Store) pushSubs(ctx context.Context, query string, args ...any) ([]notify.PushSubscription, error) {
-	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, dbErr("push subscriptions", err)
+		return nil, dbErr("push recipients", err)
 	}
 	defer rows.Close()
-	var out []notify.PushSubscription
+	var out []pushsub.Subscription
 	for rows.Next() {
-		var p notify.PushSubscription
-		if err := rows.Scan(&p.MemberID, &p.Endpoint, &p.P256dh, &p.Auth); err != nil {
-			return nil, dbErr("push subscriptions", err)
+		var p pushsub.Subscription
+		if err := rows.Scan(&p.MemberID, &p.Endpoint, &p.P256dh, &p.Auth, &p.Role); err != nil {
+			return nil, dbErr("push recipients", err)
 		}
 		out = append(out, p)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, dbErr("push subscriptions", err)
+		return nil, dbErr("push recipients", err)
 	}
 	return out, nil
+}
+
+func (s *Store) pushSubs(ctx context.Context, query string, args ...any) ([]pushsub.Subscription, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, dbErr("push subscriptions", err)
+	}
+	return collect(rows, "push subscriptions", func(sc scanner) (p pushsub.Subscription, err error) {
+		err = sc.Scan(&p.MemberID, &p.Endpoint, &p.P256dh, &p.Auth)
+		return p, err
+	})
 }
 
 // RemovePushSubscription implements notify.SubscriptionStore: it deletes
@@ -160,11 +175,17 @@ func (s *Store) RemovePushSubscription(ctx context.Context, endpoint string) err
 	return nil
 }
 
+// VAPIDKeys is a Web Push application server's key pair as stored
+// (notify.VAPIDKeys, to which it converts).
+type VAPIDKeys struct {
+	Public, Private string
+}
+
 // VAPIDKeys returns the VAPID key pair kept in the store; when there is
 // none yet it stores generate's, once: concurrent callers (several
 // processes on one database) all get the pair that was stored first.
-func (s *Store) VAPIDKeys(ctx context.Context, generate func() (notify.VAPIDKeys, error)) (notify.VAPIDKeys, error) {
-	var k notify.VAPIDKeys
+func (s *Store) VAPIDKeys(ctx context.Context, generate func() (VAPIDKeys, error)) (VAPIDKeys, error) {
+	var k VAPIDKeys
 	err := s.db.QueryRowContext(ctx, `SELECT public_key, private_key FROM vapid_keys WHERE id = 1`).Scan(&k.Public, &k.Private)
 	if err == nil {
 		return k, nil

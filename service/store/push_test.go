@@ -47,6 +47,9 @@ func testPushSubscriptions(t *testing.T, e *env) {
 	// The same browser again: keys replaced, still one row.
 	c = save(1, 12, pushSub(t, "https://push.example/c"))
 
+	// Recipients say their role: a member's texts are written for members.
+	role := func(s notify.PushSubscription, r notify.Role) notify.PushSubscription { s.Role = string(r); return s }
+	o, c, m, other = role(o, notify.RoleOwner), role(c, notify.RoleMember), role(m, notify.RoleMember), role(other, notify.RoleOwner)
 	for _, tc := range []struct {
 		name        string
 		fid, member int64
@@ -103,7 +106,7 @@ func testPushSubscriptions(t *testing.T, e *env) {
 			t.Errorf("member %d posting the child's endpoint: %v", thief[1], err)
 		}
 	}
-	if got, _ := e.S.PushSubscriptions(e.Ctx, 12); len(got) != 1 || got[0] != c {
+	if got, _ := e.S.PushSubscriptions(e.Ctx, 12); len(got) != 1 || got[0] != role(c, "") {
 		t.Errorf("the child's subscription after the attempts: %+v, want %+v", got, c)
 	}
 
@@ -176,14 +179,17 @@ func testPushSubscriptionCap(t *testing.T, e *env) {
 }
 
 func testVAPIDKeys(t *testing.T, e *env) {
-	first, err := e.S.VAPIDKeys(e.Ctx, notify.GenerateVAPIDKeys)
+	first, err := e.S.VAPIDKeys(e.Ctx, func() (store.VAPIDKeys, error) {
+		k, err := notify.GenerateVAPIDKeys()
+		return store.VAPIDKeys(k), err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := first.Validate(); err != nil {
+	if err := notify.VAPIDKeys(first).Validate(); err != nil {
 		t.Fatalf("stored keys: %v", err)
 	}
-	again, err := e.S.VAPIDKeys(e.Ctx, func() (notify.VAPIDKeys, error) { return notify.VAPIDKeys{}, errors.New("must not generate") })
+	again, err := e.S.VAPIDKeys(e.Ctx, func() (store.VAPIDKeys, error) { return store.VAPIDKeys{}, errors.New("must not generate") })
 	if err != nil || again != first {
 		t.Errorf("second call = %+v, %v; want the stored pair", again, err)
 	}

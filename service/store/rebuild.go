@@ -77,10 +77,10 @@ func (s *Store) readFamilies(ctx context.Context, w Window, ids []int64, span, u
 	if err != nil {
 		return nil, nil, dbErr("rebuild: families", err)
 	}
-	err = scanAll(rows, func(sc func(...any) error) error {
+	err = scanAll(rows, func(sc scanner) error {
 		var fid, plan int64
 		var thr sql.NullString
-		if err := sc(&fid, &plan, &thr); err != nil {
+		if err := sc.Scan(&fid, &plan, &thr); err != nil {
 			return err
 		}
 		if _, listed := slices.BinarySearch(ids, fid); span && !listed { // created since the page was listed
@@ -117,11 +117,11 @@ func (s *Store) readFamilies(ctx context.Context, w Window, ids []int64, span, u
 	if err != nil {
 		return nil, nil, dbErr("rebuild: members", err)
 	}
-	err = scanAll(rows, func(sc func(...any) error) error {
+	err = scanAll(rows, func(sc scanner) error {
 		var fid, cid int64
 		var rules sql.NullString
 		var version sql.NullInt64
-		if err := sc(&fid, &cid, &rules, &version); err != nil {
+		if err := sc.Scan(&fid, &cid, &rules, &version); err != nil {
 			return err
 		}
 		m := quota.MemberState{CustomerID: cid, Constraints: map[string]string{}, Version: version.Int64}
@@ -152,10 +152,10 @@ func (s *Store) readFamilies(ctx context.Context, w Window, ids []int64, span, u
 	if err != nil {
 		return nil, nil, dbErr("rebuild: top-ups", err)
 	}
-	err = scanAll(rows, func(sc func(...any) error) error {
+	err = scanAll(rows, func(sc scanner) error {
 		var fid, sum int64
 		var month string
-		if err := sc(&fid, &month, &sum); err != nil {
+		if err := sc.Scan(&fid, &month, &sum); err != nil {
 			return err
 		}
 		if st, ok := states[fid]; ok {
@@ -173,11 +173,11 @@ func (s *Store) readFamilies(ctx context.Context, w Window, ids []int64, span, u
 	if err != nil {
 		return nil, nil, dbErr("rebuild: threshold re-arms", err)
 	}
-	err = scanAll(rows, func(sc func(...any) error) error {
+	err = scanAll(rows, func(sc scanner) error {
 		var fid int64
 		var month string
 		var pct, arm int
-		if err := sc(&fid, &month, &pct, &arm); err != nil {
+		if err := sc.Scan(&fid, &month, &pct, &arm); err != nil {
 			return err
 		}
 		if st, ok := states[fid]; ok {
@@ -214,11 +214,11 @@ func (s *Store) readFamilies(ctx context.Context, w Window, ids []int64, span, u
 	if err != nil {
 		return nil, nil, dbErr("rebuild: usage", err)
 	}
-	err = scanAll(rows, func(sc func(...any) error) error {
+	err = scanAll(rows, func(sc scanner) error {
 		var id, decision, rule, crossed string
 		var fid, cid, bytes, remaining, total, daily, monthly, throttle int64
 		var at, created sqldialect.NullTime
-		if err := sc(&fid, &id, &cid, &bytes, &decision, &remaining, &rule, &total, &daily, &monthly, &throttle, &crossed, &at, &created); err != nil {
+		if err := sc.Scan(&fid, &id, &cid, &bytes, &decision, &remaining, &rule, &total, &daily, &monthly, &throttle, &crossed, &at, &created); err != nil {
 			return err
 		}
 		st, ok := states[fid]
@@ -284,9 +284,9 @@ func (s *Store) FamilyChanges(ctx context.Context, ids []int64, span bool) (map[
 	if err != nil {
 		return nil, dbErr("family changes", err)
 	}
-	err = scanAll(rows, func(sc func(...any) error) error {
+	err = scanAll(rows, func(sc scanner) error {
 		var fid, n int64
-		if err := sc(&fid, &n); err != nil {
+		if err := sc.Scan(&fid, &n); err != nil {
 			return err
 		}
 		out[fid] = n
@@ -303,28 +303,6 @@ func (s *Store) FamilyChanges(ctx context.Context, ids []int64, span bool) (map[
 // at fault. Every other error of ReadFamilies is the database's (a query
 // refused, a connection lost) and blames no family.
 var ErrUnreadable = errors.New("store: a row cannot be read")
-
-// scanAll calls row for every row of rows with its Scan, then closes rows.
-// A Scan error (the data) wraps ErrUnreadable.
-func scanAll(rows *sql.Rows, row func(scan func(...any) error) error) error {
-	defer rows.Close()
-	for rows.Next() {
-		if err := row(scanning(rows.Scan)); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
-}
-
-// scanning marks scan's errors as the data's.
-func scanning(scan func(...any) error) func(...any) error {
-	return func(dest ...any) error {
-		if err := scan(dest...); err != nil {
-			return fmt.Errorf("%w: %w", ErrUnreadable, err)
-		}
-		return nil
-	}
-}
 
 func anys(ss []string) []any {
 	out := make([]any, len(ss))

@@ -146,19 +146,10 @@ func (s *Store) RedisMarks(ctx context.Context, gen string) ([]RedisMark, error)
 	if err != nil {
 		return nil, dbErr("redis marks", err)
 	}
-	defer rows.Close()
-	var out []RedisMark
-	for rows.Next() {
-		var m RedisMark
-		if err := rows.Scan(&m.Node, &m.Stream, &m.N); err != nil {
-			return nil, dbErr("redis marks", err)
-		}
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbErr("redis marks", err)
-	}
-	return out, nil
+	return collect(rows, "redis marks", func(sc scanner) (m RedisMark, err error) {
+		err = sc.Scan(&m.Node, &m.Stream, &m.N)
+		return m, err
+	})
 }
 
 // DropRedisMarks deletes the marks of every generation but gen: a rebuild

@@ -97,7 +97,7 @@ type NewDataRequest struct {
 const requestCols = `id, family_id, customer_id, amount_bytes, message, status, grant_kind, granted_bytes, period, reason,
 	answered_by, answered_at, created_at, kind, app_id, minutes, granted_minutes, until_stamp`
 
-func scanRequest(sc interface{ Scan(...any) error }) (DataRequest, error) {
+func scanRequest(sc scanner) (DataRequest, error) {
 	var r DataRequest
 	var by sql.NullInt64
 	var answered, created sqldialect.NullTime
@@ -292,16 +292,11 @@ func (s *Store) DataRequests(ctx context.Context, q DataRequestQuery) ([]DataReq
 	if err != nil {
 		return nil, dbErr("data requests", err)
 	}
-	defer rows.Close()
-	out := []DataRequest{}
-	for rows.Next() {
-		r, err := scanRequest(rows)
-		if err != nil {
-			return nil, dbErr("data requests", err)
-		}
-		out = append(out, r)
+	out, err := collect(rows, "data requests", scanRequest)
+	if out == nil && err == nil {
+		out = []DataRequest{}
 	}
-	return out, rows.Err()
+	return out, err
 }
 
 // DataRequestAnswer is an owner's (or admin's) answer to a data request.

@@ -59,19 +59,11 @@ func (s *Store) UnsettledFamilies(ctx context.Context, before time.Time, limit i
 	if err != nil {
 		return nil, dbErr("unsettled families", err)
 	}
-	var out []Unsettled
-	err = scanAll(rows, func(sc func(...any) error) error {
+	return collect(rows, "unsettled families", func(sc scanner) (Unsettled, error) {
 		var u Unsettled
 		var at sqldialect.NullTime
-		if err := sc(&u.FamilyID, &u.Token, &at); err != nil {
-			return err
-		}
+		err := sc.Scan(&u.FamilyID, &u.Token, &at)
 		u.Since = at.Time
-		out = append(out, u)
-		return nil
+		return u, err
 	})
-	if err != nil {
-		return nil, dbErr("unsettled families", err)
-	}
-	return out, nil
 }

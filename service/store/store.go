@@ -183,6 +183,24 @@ func WithMaxFamilyMembers(n int) Option {
 	}
 }
 
+// DefaultMaxFamilyNotes is how many care agents' notes a family may have
+// unless WithMaxFamilyNotes says otherwise.
+const DefaultMaxFamilyNotes = 1000
+
+// WithMaxFamilyNotes sets how many notes one family may have, at least 1
+// (AddFamilyNote beyond it is ErrConflict at familyId): notes are never
+// deleted, and a care agent's tool that loops must not fill the table.
+// Default: DefaultMaxFamilyNotes.
+func WithMaxFamilyNotes(n int) Option {
+	return func(s *Store) error {
+		if n < 1 {
+			return invalid("maxFamilyNotes", "must be ≥ 1")
+		}
+		s.maxNotes = n
+		return nil
+	}
+}
+
 // WithDialect names the SQL dialect ("mysql" or "sqlite") instead of
 // detecting it from db's driver. Default: detected.
 func WithDialect(name string) Option {
@@ -209,6 +227,8 @@ type Store struct {
 	log  *slog.Logger
 	// maxMembers bounds a family's current members (WithMaxFamilyMembers).
 	maxMembers int
+	// maxNotes bounds a family's notes (WithMaxFamilyNotes).
+	maxNotes int
 
 	dummyOnce sync.Once
 	dummy     []byte // a hash compared against for unknown logins
@@ -224,7 +244,7 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{db: db, loc: loc, now: time.Now, cost: bcrypt.DefaultCost, rand: rand.Reader,
-		log: slog.New(slog.DiscardHandler), maxMembers: DefaultMaxFamilyMembers}
+		log: slog.New(slog.DiscardHandler), maxMembers: DefaultMaxFamilyMembers, maxNotes: DefaultMaxFamilyNotes}
 	for _, o := range opts {
 		if err := o(s); err != nil {
 			return nil, err

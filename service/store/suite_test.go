@@ -68,6 +68,7 @@ func runSuite(t *testing.T, open opener) {
 		"LockoutAudit":  testLockoutAudit,
 		"PasswordRules": testPasswordRules,
 		"Passwords":     testPasswordChanges,
+		"ResetRace":     testResetRace,
 		"PushSubs":      testPushSubscriptions,
 		"PushSubsCap":   testPushSubscriptionCap,
 		"VAPIDKeys":     testVAPIDKeys,
@@ -81,6 +82,7 @@ func runSuite(t *testing.T, open opener) {
 		"Gifts":         testGifts,
 		"FamilyNotes":   testFamilyNotes,
 		"AppCatalog":    testAppCatalog,
+		"RecentApps":    testRecentApps,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, newEnv(t, open)) })
 	}
@@ -182,7 +184,7 @@ func testMembers(t *testing.T, e *env) {
 		_, err := e.S.Authenticate(e.Ctx, c[0], c[1])
 		wantErr(t, "Authenticate "+c[0], err, store.ErrBadCredentials)
 	}
-	if _, err := e.S.ResetPassword(e.Ctx, 1, 11, "new password", admin); err != nil {
+	if _, err := e.S.ResetPassword(e.Ctx, 1, 11, "new password", admin, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.S.Authenticate(e.Ctx, "11", "new password"); err != nil {

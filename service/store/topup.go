@@ -192,16 +192,11 @@ func (s *Store) TopUps(ctx context.Context, fid int64, month string) ([]TopUp, e
 	if err != nil {
 		return nil, dbErr("top-ups", err)
 	}
-	defer rows.Close()
-	var out []TopUp
-	for rows.Next() {
+	return collect(rows, "top-ups", func(sc scanner) (TopUp, error) {
 		var t TopUp
 		var at sqldialect.NullTime
-		if err := rows.Scan(&t.ID, &t.FamilyID, &t.Bytes, &t.Month, &t.CreatedBy, &at); err != nil {
-			return nil, dbErr("top-ups", err)
-		}
+		err := sc.Scan(&t.ID, &t.FamilyID, &t.Bytes, &t.Month, &t.CreatedBy, &at)
 		t.CreatedAt = at.Time
-		out = append(out, t)
-	}
-	return out, rows.Err()
+		return t, err
+	})
 }

@@ -86,17 +86,16 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsageReport, error) {
 	if err != nil {
 		return UsageReport{}, dbErr("usage", err)
 	}
-	defer rows.Close()
 	r := UsageReport{Query: q}
 	members := map[int64]*MemberUsage{}
 	apps := map[string]*AppUsage{}
 	hours := map[time.Time]*HourUsage{}
-	for rows.Next() {
+	err = scanRows(rows, "usage", func(sc scanner) error {
 		var cid, n int64
 		var app, result string
 		var at sqldialect.NullTime
-		if err := rows.Scan(&cid, &app, &n, &result, &at); err != nil {
-			return UsageReport{}, dbErr("usage", err)
+		if err := sc.Scan(&cid, &app, &n, &result, &at); err != nil {
+			return err
 		}
 		allowed := result == string(policy.Allowed)
 		if !allowed {
@@ -131,9 +130,10 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsageReport, error) {
 		}
 		hu.Events++
 		hu.AllowedBytes += n
-	}
-	if err := rows.Err(); err != nil {
-		return UsageReport{}, dbErr("usage", err)
+		return nil
+	})
+	if err != nil {
+		return UsageReport{}, err
 	}
 	for _, m := range members {
 		r.ByMember = append(r.ByMember, *m)

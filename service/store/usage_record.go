@@ -157,16 +157,16 @@ func (s *Store) KnownEvents(ctx context.Context, ids []string) (map[string]bool,
 		if err != nil {
 			return nil, dbErr("known events", err)
 		}
-		err = scanAll(rows, func(sc func(...any) error) error {
+		err = scanRows(rows, "known events", func(sc scanner) error {
 			var id string
-			if err := sc(&id); err != nil {
+			if err := sc.Scan(&id); err != nil {
 				return err
 			}
 			known[id] = true
 			return nil
 		})
 		if err != nil {
-			return nil, dbErr("known events", err)
+			return nil, err
 		}
 		ids = ids[n:]
 	}
