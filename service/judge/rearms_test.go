@@ -188,9 +188,7 @@ func (s staticSource) Configs(ctx context.Context, ids []int64) (map[int64]quota
 // threshold fired, its next alert lost).
 func TestRearmsRecordedBeforeTheirRestore(t *testing.T) {
 	ctx := context.Background()
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { rdb.Close() })
+	_, rdb := testenv.Redis(t)
 	now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
 	eng, err := quota.New(rdb, quota.WithLocation(time.UTC), quota.WithClock(func() time.Time { return now }))
 	if err != nil {
