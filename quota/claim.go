@@ -172,9 +172,9 @@ func (e *Engine) FamilyTokens(ctx context.Context, fids []int64) (map[int64]stri
 type Settled struct {
 	// Pool is the family's pool of the current month after the settle.
 	Pool PoolState
-	// Rearmed maps a month and a threshold to how often it had fired:
-	// the thresholds the settle re-armed (the pool is above them again),
-	// as a pool change reports them (PoolState.Rearmed).
+	// Rearmed maps a month and a threshold to how often it had fired: the
+	// thresholds the settle re-armed in the current month (the pool is above
+	// them again), as a pool change reports them (PoolState.Rearmed).
 	Rearmed map[string]map[int]int
 }
 
@@ -182,8 +182,8 @@ type Settled struct {
 // — membership, each member's constraints and policy version, plan,
 // thresholds, and the top-ups of the accepted months (raised to st's,
 // never lowered) — keeping its usage, dedupe records and fired thresholds,
-// and re-arms the thresholds the pools are above again, as a pool change
-// does. It writes only while the family's token is seen (Claim; an error
+// and re-arms the thresholds the current month's pool is above again, as a
+// pool change does. It writes only while the family's token is seen (Claim; an error
 // wrapping ErrMoved otherwise), atomically (WATCH on the family's hash and
 // pools), and leaves the family unclaimed in its generation. record, when
 // not nil, is called with the thresholds the settle is about to re-arm
@@ -255,7 +255,7 @@ func (e *Engine) Settle(ctx context.Context, st FamilyState, seen string, record
 					return err
 				}
 			}
-			rearmed := settleRearms(st, months, pools)
+			rearmed := settleRearms(st, current, months, pools)
 			if record != nil && len(rearmed) > 0 {
 				if err := record(rearmed); err != nil {
 					return &recordError{err}
@@ -352,11 +352,15 @@ type recordError struct{ err error }
 func (e *recordError) Error() string { return e.err.Error() }
 
 // settleRearms returns what Settle re-arms given the pools it read (in the
-// order of months): per month, every fired threshold the pool is above
-// again with how often it had fired (pool.lua's rule).
-func settleRearms(st FamilyState, months []string, pools []map[string]string) map[string]map[int]int {
+// order of months): in the current month (as pool.lua re-arms the pool a
+// change is made in), every fired threshold the pool is above again with
+// how often it had fired.
+func settleRearms(st FamilyState, current string, months []string, pools []map[string]string) map[string]map[int]int {
 	var out map[string]map[int]int
 	for i, month := range months {
+		if month != current {
+			continue
+		}
 		pool := pools[i]
 		topup := max(parseInt(pool[fieldTopUp]), st.TopUps[month])
 		total := topup
