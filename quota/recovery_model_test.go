@@ -409,7 +409,7 @@ func checkRecoveryMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 				rt.Fatalf("%s: engine differs from model (-model +engine):\n%s", what(), gocmp.Diff(want, got, cmpopts.EquateEmpty()))
 			}
 		}
-		var markWrite, touch func(f int64)     // below
+		var markWrite, touch func(f int64)       // below
 		var doorWrite func(rt *rapid.T, f int64) // below
 		addMember := func(rt *rapid.T, f int64) {
 			c := nextCustomer
