@@ -274,6 +274,9 @@ func (h *harness) redisFailover() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	if p := h.cfg.RedisPort; p != 0 {
+		ports[0] = p + 1 // DPCS_CHAOS_REDIS_PORT's neighbour
+	}
 	replica, err := NewRedis(h.redis.Bin, filepath.Join(h.dir, "redis-replica"), ports[0])
 	if err != nil {
 		h.t.Fatal(err)
