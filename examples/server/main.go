@@ -370,7 +370,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 // of every family is a new state generation, run as a recovery does: under
 // the rebuild lease, with the processors paused by the state marker, once SQL
 // holds every judged event. Named families are restored in the current
-// generation.
+// generation, fenced (judged no more) and SQL drained first.
 func rebuild(ctx context.Context, db *sql.DB, qs *judge.State, kopts []kgo.Opt, log *slog.Logger, args []string, stdout io.Writer) error {
 	var ids []int64
 	for _, a := range args {
@@ -396,15 +396,14 @@ func rebuild(ctx context.Context, db *sql.DB, qs *judge.State, kopts []kgo.Opt, 
 			fmt.Fprintf(stdout, "generation: %s (waited %s for SQL to hold every judged event)\n", info.Generation, info.Drain.Round(time.Millisecond))
 		}
 	} else {
-		st, serr := store.New(db, store.WithLocation(qs.Location()))
-		if serr != nil {
-			return serr
+		// Fenced and drained first: no event judged before the restore
+		// is dropped, none judged on the state it replaces.
+		rec, closeRec, rerr := recovery.NewDeployable(qs, db, kopts, log, recovery.Automatic, nil)
+		if rerr != nil {
+			return fmt.Errorf("rebuild: %w", rerr)
 		}
-		state, serr := st.RedisState(ctx)
-		if serr != nil {
-			return fmt.Errorf("rebuild: %w", serr)
-		}
-		rep, err = recovery.Rebuild(ctx, st, qs, state.Generation, ids...)
+		defer closeRec()
+		rep, err = rec.RebuildFamilies(ctx, ids...)
 	}
 	fmt.Fprintf(stdout, "families restored: %d, failed: %d, took: %s\n", rep.Rebuilt, len(rep.Failed), time.Since(start).Round(time.Millisecond))
 	for _, f := range rep.Failed {
