@@ -346,16 +346,11 @@ func (s *Store) Gifts(ctx context.Context, fid int64, month string, member int64
 	if err != nil {
 		return nil, dbErr("gifts", err)
 	}
-	defer rows.Close()
-	var out []GiftRecord
-	for rows.Next() {
+	return collect(rows, "gifts", func(sc scanner) (GiftRecord, error) {
 		var g GiftRecord
 		var at sqldialect.NullTime
-		if err := rows.Scan(&g.ID, &g.FamilyID, &g.From, &g.To, &g.Bytes, &g.Month, &g.CreatedBy, &at); err != nil {
-			return nil, dbErr("gifts", err)
-		}
+		err := sc.Scan(&g.ID, &g.FamilyID, &g.From, &g.To, &g.Bytes, &g.Month, &g.CreatedBy, &at)
 		g.CreatedAt = at.Time
-		out = append(out, g)
-	}
-	return out, rows.Err()
+		return g, err
+	})
 }
