@@ -207,7 +207,11 @@ func (s *sseStream) read(body io.ReadCloser, ready chan struct{}) {
 				if err := json.Unmarshal([]byte(data), &n); err != nil && s.err == nil {
 					s.err = fmt.Errorf("SSE: bad notification %q: %w", data, err)
 				}
-				s.count[n.EventID]++
+				// A family change is live-only (never stored): the
+				// checks count what the inbox holds.
+				if n.Kind != notify.KindFamilyChanged {
+					s.count[n.EventID]++
+				}
 				s.mu.Unlock()
 			} else if event == "ping" && !pinged {
 				pinged = true

@@ -15,11 +15,11 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/envelope/kafkarecord"
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
@@ -160,17 +160,11 @@ func newRig(t *testing.T, b backend) *rig {
 	t.Helper()
 	ctx := context.Background()
 	r := &rig{t: t, name: b.name, ctx: ctx, inf: b.open(t), zone: storyZone(time.Now())}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(envelope.DefaultPartitions, envelope.Topics()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	r.kopts = []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.HeartbeatInterval(100 * time.Millisecond)}
-	if r.prod, err = kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.prod.Close)
+	c := testenv.Kafka(t)
+	r.kopts = testenv.KafkaOpts(c)
+	r.prod = testenv.Client(t, c)
 	r.watch = newWatcher(t, c.ListenAddrs())
+	var err error
 	if r.eng, err = quota.New(r.inf.rdb, quota.WithLocation(r.zone)); err != nil {
 		t.Fatal(err)
 	}

@@ -229,6 +229,8 @@ func (s *scanner) persist() (Payload, bool) {
 			return seen.first(1<<12) && s.intMember(&p.ThrottleKbps, false)
 		case "crossed":
 			return seen.first(1<<13) && s.crossings(&p.Crossed)
+		case "generation":
+			return seen.first(1<<14) && s.stringMember(&p.Generation, false)
 		}
 		return s.skip(0)
 	})

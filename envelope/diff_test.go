@@ -336,7 +336,7 @@ func genMutation(t *rapid.T, data []byte) []byte {
 		"metadata", "targetCustomerId", "policyKey", "oldValue", "newValue", "changedBy", "version", "constraints", "originEventId",
 		"processResult", "remainingAfter", "eventTime", "rule", "familyRemainingBytes", "familyUsedPercent", "customerUsedBytesToday",
 		"blockReason", "blockedAt", "decision", "thresholdPercent", "message", "period", "totalBytes", "dailyUsedBytes",
-		"monthlyUsedBytes", "throttleKbps", "crossed", "unknown"}
+		"monthlyUsedBytes", "throttleKbps", "crossed", "generation", "unknown"}
 	name := rapid.SampledFrom(names).Draw(t, "member")
 	if rapid.IntRange(0, 4).Draw(t, "delete") == 0 {
 		delete(obj, name)

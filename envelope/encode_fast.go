@@ -157,6 +157,10 @@ func (p *UsagePersistPayload) appendJSON(b []byte) []byte {
 		}
 		b = append(b, ']')
 	}
+	if p.Generation != "" {
+		b = append(b, `,"generation":`...)
+		b = appendString(b, p.Generation)
+	}
 	b = append(b, `,"eventTime":`...)
 	b = appendTime(b, p.EventTime)
 	return append(b, '}')

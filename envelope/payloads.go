@@ -140,6 +140,10 @@ type UsagePersistPayload struct {
 	MonthlyUsedBytes int64      `json:"monthlyUsedBytes,omitempty"` // ≥ 0, the member's usage of the event's month after it; optional
 	ThrottleKbps     int64      `json:"throttleKbps,omitempty"`     // ≥ 0, the member's THROTTLE:SPEED with ALLOWED; optional
 	Crossed          []Crossing `json:"crossed,omitempty"`          // the thresholds this event crossed; optional, [] reads as nil
+	// Generation is the Redis state generation the event was judged under
+	// (optional; a record written after a rebuild named another generation
+	// is one that rebuild did not read: doc/architecture.md, "Late records").
+	Generation string `json:"generation,omitempty"`
 }
 
 // Crossing is one threshold a usage event crossed: Percent is the threshold
@@ -211,6 +215,7 @@ func (p *UsagePersistPayload) UnmarshalJSON(data []byte) error {
 			MonthlyUsedBytes: o.int64("monthlyUsedBytes", false),
 			ThrottleKbps:     o.int64("throttleKbps", false),
 			Crossed:          o.crossings("crossed"),
+			Generation:       o.str("generation", false),
 		}
 	})
 }

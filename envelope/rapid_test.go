@@ -140,6 +140,9 @@ var genPersist = rapid.Custom(func(t *rapid.T) envelope.Payload {
 		p.DailyUsedBytes = optional("dailyUsedBytes")
 		p.MonthlyUsedBytes = optional("monthlyUsedBytes")
 		p.ThrottleKbps = optional("throttleKbps")
+		if rapid.Bool().Draw(t, "hasGeneration") {
+			p.Generation = genText(0).Draw(t, "generation")
+		}
 		switch n := rapid.IntRange(-1, 4).Draw(t, "crossed"); n {
 		case -1:
 			p.Crossed = []envelope.Crossing{} // written as absent, read back as nil

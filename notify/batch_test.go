@@ -117,7 +117,7 @@ func TestReplayAfterCrashBeforeCommit(t *testing.T) {
 					recs = append(recs, quotaRec(t, id, 100, int64(i+1)))
 				}
 			}
-			produce(t, producer(t, c), recs...)
+			produce(t, testenv.Producer(t, c), recs...)
 			var opts []Option
 			if guarded {
 				opts = append(opts, WithGuard(newGuard(t)))
@@ -144,7 +144,7 @@ func TestReplayAfterCrashBeforeCommit(t *testing.T) {
 						}
 					},
 				}))...)
-				eventually(t, name+": 30 handled", func() bool { return handled.Load() >= 30 })
+				testenv.Eventually(t, name+": 30 handled", 20*time.Second, func() bool { return handled.Load() >= 30 })
 				stopNotifier(t, n, errc)
 				pushed = map[envelope.SubType]int{}
 				for _, m := range drainSub(sub) {

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/idempotency"
+	"github.com/dabom/dpcs/internal/testenv"
 )
 
 // benchRecords returns n notification records shaped like the processor's
@@ -63,7 +64,7 @@ func BenchmarkNotifier(b *testing.B) {
 				}()
 			}
 			recs := benchRecords(b, b.N)
-			p := producer(b, c)
+			p := testenv.Producer(b, c)
 			for i := 0; i < len(recs); i += 5000 {
 				produce(b, p, recs[i:min(i+5000, len(recs))]...)
 			}
@@ -74,7 +75,7 @@ func BenchmarkNotifier(b *testing.B) {
 					close(done)
 				}
 			}})}, bc.opts...)
-			n, err := New(inbox, hub, clientOpts(c), opts...)
+			n, err := New(inbox, hub, testenv.ConsumerOpts(c), opts...)
 			if err != nil {
 				b.Fatal(err)
 			}

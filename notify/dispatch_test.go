@@ -16,6 +16,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/pushtest"
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/writebehind"
 )
 
@@ -72,11 +73,11 @@ func TestSlowFamilyDoesNotDelayAnother(t *testing.T) {
 		n.Close(ctx) // family 100's pushes are still hanging: dead-lettered
 		<-errc
 	}()
-	p := producer(t, c)
+	p := testenv.Producer(t, c)
 	for i := range 8 {
 		produce(t, p, blockedRec(t, fmt.Sprintf("ntf_slow_%d", i), 100, 1001+int64(i%4)))
 	}
-	eventually(t, "family 100's pushes hanging", func() bool { return hanging.Load() >= 1 })
+	testenv.Eventually(t, "family 100's pushes hanging", 20*time.Second, func() bool { return hanging.Load() >= 1 })
 
 	start := time.Now()
 	produce(t, p, blockedRec(t, "ntf_other", 200, 2001))
@@ -130,7 +131,7 @@ func TestFamilyCannotFillChannelQueue(t *testing.T) {
 				full.Add(1)
 			}
 		}}))
-	p := producer(t, c)
+	p := testenv.Producer(t, c)
 	const flood = 1100
 	recs := make([]*kgo.Record, flood)
 	for i := range recs {
@@ -138,15 +139,15 @@ func TestFamilyCannotFillChannelQueue(t *testing.T) {
 	}
 	produce(t, p, recs...)
 	produce(t, p, blockedRec(t, "ntf_other", 200, 2))
-	eventually(t, "family 200's notification delivered", func() bool {
+	testenv.Eventually(t, "family 200's notification delivered", 20*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(delivered) == 1
 	})
-	eventually(t, "the flood beyond family 100's share dead-lettered", func() bool { return full.Load() == flood-64 })
+	testenv.Eventually(t, "the flood beyond family 100's share dead-lettered", 20*time.Second, func() bool { return full.Load() == flood-64 })
 	close(release)
 	stopNotifier(t, n, errc)
-	for _, r := range readDLT(t, c, flood-64) {
+	for _, r := range testenv.Read(t, c, dlt, flood-64) {
 		if reason := header(r, writebehind.HeaderDLTReason); !strings.Contains(reason, "family 100") {
 			t.Fatalf("dead letter %q", reason)
 		}
@@ -232,13 +233,13 @@ func TestRetryWaitHoldsNoWorker(t *testing.T) {
 	c := newFake(t)
 	hub, _ := newHubSub(t, 100, Filter{MemberID: 1, Role: RoleOwner})
 	n, errc := startNotifier(t, c, newInbox(t, openSQLite(t)), hub, WithChannel("hook", ch), WithChannelWorkers(1), WithSleep(sleep))
-	p := producer(t, c)
+	p := testenv.Producer(t, c)
 	produce(t, p, blockedRec(t, "ntf_failing", 100, 1))
 	if d := <-waiting; d != time.Second {
 		t.Errorf("first retry wait %s, want 1s", d)
 	}
 	produce(t, p, blockedRec(t, "ntf_other", 200, 2))
-	eventually(t, "family 200's notification delivered", func() bool {
+	testenv.Eventually(t, "family 200's notification delivered", 20*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(delivered) == 1
@@ -249,7 +250,7 @@ func TestRetryWaitHoldsNoWorker(t *testing.T) {
 		t.Errorf("Close = %v, want the retry wait cut short", err)
 	}
 	<-errc
-	dl := readDLT(t, c, 1)
+	dl := testenv.Read(t, c, dlt, 1)
 	if r := header(dl[0], writebehind.HeaderDLTReason); !strings.Contains(r, "shut down after 1 failed attempts") {
 		t.Errorf("dead letter %q", r)
 	}

@@ -59,31 +59,7 @@ func newGuard(tb testing.TB) *idempotency.Guard {
 
 func newFake(tb testing.TB) *kfake.Cluster {
 	tb.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(10, envelope.TopicNotificationEvents, dlt))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(c.Close)
-	return c
-}
-
-func clientOpts(c *kfake.Cluster) []kgo.Opt {
-	return []kgo.Opt{
-		kgo.SeedBrokers(c.ListenAddrs()...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.HeartbeatInterval(100 * time.Millisecond),
-		kgo.FetchMaxWait(100 * time.Millisecond),
-	}
-}
-
-func producer(tb testing.TB, c *kfake.Cluster) *kgo.Client {
-	tb.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ProducerLinger(0))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(cl.Close)
-	return cl
+	return testenv.KafkaOf(tb, kfake.SeedTopics(10, envelope.TopicNotificationEvents, dlt))
 }
 
 func produce(tb testing.TB, cl *kgo.Client, recs ...*kgo.Record) {
@@ -141,18 +117,6 @@ func (f *fakeSleep) got() []time.Duration {
 	return append([]time.Duration(nil), f.waits...)
 }
 
-// eventually polls cond until it holds or a generous deadline passes.
-func eventually(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // drainSub returns what a subscription has buffered.
 func drainSub(s *Subscription) []Message {
 	var out []Message
@@ -167,28 +131,6 @@ func drainSub(s *Subscription) []Message {
 			return out
 		}
 	}
-}
-
-// readDLT reads the dead-letter topic until want records arrived.
-func readDLT(tb testing.TB, c *kfake.Cluster, want int) []*kgo.Record {
-	tb.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(dlt),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var out []*kgo.Record
-	for len(out) < want {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			tb.Fatalf("DLT: got %d records, want %d", len(out), want)
-		}
-		out = append(out, fs.Records()...)
-	}
-	return out
 }
 
 func header(r *kgo.Record, key string) string {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope/consumer"
 	"github.com/dabom/dpcs/idempotency"
+	"github.com/dabom/dpcs/internal/testenv"
 )
 
 // The integration tag runs the inbox suite and the notifier on MariaDB
@@ -106,11 +107,11 @@ func TestNotifierMariaDBRedis(t *testing.T) {
 		thresholdRec(t, "ntf_t"+suffix, 100, 10, "2026-02"),
 		thresholdRec(t, "ntf_t2"+suffix, 100, 10, "2026-02"),
 	}
-	p := producer(t, c)
+	p := testenv.Producer(t, c)
 	for range 3 {
 		produce(t, p, recs...)
 	}
-	eventually(t, "9 handled", func() bool { return handled.Load() == 9 })
+	testenv.Eventually(t, "9 handled", 20*time.Second, func() bool { return handled.Load() == 9 })
 	stopNotifier(t, n, errc)
 	if got := len(rows(t, inbox, 100)); got != 2 {
 		t.Errorf("rows = %d, want 2", got)

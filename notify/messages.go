@@ -24,12 +24,59 @@ const (
 // wording; CUSTOMER_BLOCKED says why by the block reason (or the decision
 // code when present): a data limit, a time block, a manual block, an app or
 // category block, the family pool.
-func Text(p envelope.Notification, lang Lang) (title, body string) { return TextFor(p, lang, "") }
+func Text(p envelope.Notification, lang Lang) (title, body string) {
+	return TextWith(p, lang, Labels{})
+}
 
 // TextFor is Text naming the member a block or a request for more data is
 // about by name ("민지님") instead of by id; name "" is Text.
 func TextFor(p envelope.Notification, lang Lang, name string) (title, body string) {
+	return TextWith(p, lang, Labels{Member: name})
+}
+
+// Labels are the names the texts give what a payload names by id.
+type Labels struct {
+	// Member is the display name of the member a block or a request is
+	// about; "": the member's id.
+	Member string
+	// Apps are the operator's names of the apps the payload names (its
+	// catalog, WithApps). An app not in it is named by
+	// policy.DefaultAppLabels, else as "an app": texts never show a
+	// package id.
+	Apps map[string]policy.AppLabel
+}
+
+// app is how people know app id in the language: "" when no catalog knows
+// it.
+func (l Labels) app(id string, en bool) string {
+	a, ok := l.Apps[id]
+	if !ok {
+		a, ok = policy.DefaultAppLabels()[id]
+	}
+	switch {
+	case !ok:
+		return ""
+	case en && a.NameEn != "":
+		return a.NameEn
+	}
+	return a.Name
+}
+
+// appOr is app, or the generic word for an app no catalog knows.
+func (l Labels) appOr(id string, en bool) string {
+	if n := l.app(id, en); n != "" {
+		return n
+	}
+	if en {
+		return "an app"
+	}
+	return "앱"
+}
+
+// TextWith is Text with the names of labels.
+func TextWith(p envelope.Notification, lang Lang, l Labels) (title, body string) {
 	en := lang == English
+	name := l.Member
 	switch p := p.(type) {
 	case envelope.ThresholdAlert:
 		if en {
@@ -40,18 +87,18 @@ func TextFor(p envelope.Notification, lang Lang, name string) (title, body strin
 		// A block reaches the whole family: the title says whose.
 		if en {
 			if name != "" {
-				return "Data blocked for " + name, blockedText(p, true)
+				return "Data blocked for " + name, blockedText(p, true, l)
 			}
-			return "Data blocked", blockedText(p, true)
+			return "Data blocked", blockedText(p, true, l)
 		}
 		if name != "" {
-			return name + "님 데이터 차단", blockedText(p, false)
+			return name + "님 데이터 차단", blockedText(p, false, l)
 		}
-		return "데이터 차단", blockedText(p, false)
+		return "데이터 차단", blockedText(p, false, l)
 	case envelope.DataRequested:
-		return requestedText(p, en, name)
+		return requestedText(p, en, l)
 	case envelope.DataRequestAnswered:
-		return answeredText(p, en)
+		return answeredText(p, en, l)
 	case envelope.QuotaUpdated:
 		left := humanBytes(p.FamilyRemainingBytes)
 		if en {
@@ -65,10 +112,20 @@ func TextFor(p envelope.Notification, lang Lang, name string) (title, body strin
 	return "알림", ""
 }
 
+// MemberThresholdText is a THRESHOLD_ALERT's body for a member who is not an
+// owner: only owners can top up, so it says to ask one (the stored text,
+// Text's, is the owners').
+func MemberThresholdText(percent int, lang Lang) string {
+	if lang == English {
+		return fmt.Sprintf("Less than %d%% of the family data is left. Ask a parent if you need more.", percent)
+	}
+	return fmt.Sprintf("가족 데이터가 %d%% 미만 남았습니다. 더 필요하면 보호자에게 부탁하세요.", percent)
+}
+
 // blockedText explains a block. Decision codes and reasons are the policy
 // package's (BLOCKED_LIMIT_DAILY / LIMIT:DATA:DAILY, …); notify keeps its own
 // copy of the strings so it does not depend on the engine.
-func blockedText(p envelope.CustomerBlocked, en bool) string {
+func blockedText(p envelope.CustomerBlocked, en bool, l Labels) string {
 	reason, arg := p.BlockReason, ""
 	kind := ""
 	switch {
@@ -81,9 +138,9 @@ func blockedText(p envelope.CustomerBlocked, en bool) string {
 	case p.Decision == "BLOCKED_ACCESS" || reason == "BLOCK:ACCESS":
 		kind = "manual"
 	case strings.HasPrefix(reason, "BLOCK:APP:"):
-		kind, arg = "app", strings.TrimPrefix(reason, "BLOCK:APP:")
+		kind, arg = "app", l.app(strings.TrimPrefix(reason, "BLOCK:APP:"), en)
 	case strings.HasPrefix(reason, "BLOCK:CATEGORY:"):
-		kind, arg = "category", strings.TrimPrefix(reason, "BLOCK:CATEGORY:")
+		kind, arg = "category", categoryName(strings.TrimPrefix(reason, "BLOCK:CATEGORY:"), en)
 	case p.Decision == "BLOCKED_APP":
 		kind = "app"
 	case p.Decision == "BLOCKED_FAMILY_QUOTA" || reason == "POOL" || reason == "POOL:UNPROVISIONED":
@@ -105,11 +162,14 @@ func blockedText(p envelope.CustomerBlocked, en bool) string {
 			if arg == "" {
 				return "This app is blocked."
 			}
-			return fmt.Sprintf("The app %s is blocked.", arg)
+			return fmt.Sprintf("%s is blocked.", arg)
 		case "category":
-			return fmt.Sprintf("%s apps are blocked.", categoryName(arg, true))
+			if arg == "" {
+				return "Apps of this category are blocked."
+			}
+			return fmt.Sprintf("%s apps are blocked.", arg)
 		case "family":
-			return "Blocked: the family data is used up. Please top up."
+			return "Blocked: the family data is used up until a parent tops up."
 		case "member":
 			return "Blocked: not a member of this family plan."
 		}
@@ -130,9 +190,12 @@ func blockedText(p envelope.CustomerBlocked, en bool) string {
 		}
 		return fmt.Sprintf("%s 앱 사용이 차단되었습니다.", arg)
 	case "category":
-		return fmt.Sprintf("%s 앱 사용이 차단되었습니다.", categoryName(arg, false))
+		if arg == "" {
+			return "이 분류의 앱 사용이 차단되었습니다."
+		}
+		return fmt.Sprintf("%s 앱 사용이 차단되었습니다.", arg)
 	case "family":
-		return "가족 데이터를 모두 사용하여 차단되었습니다. 데이터를 충전해주세요."
+		return "가족 데이터를 모두 사용하여 차단되었습니다. 보호자가 충전하면 다시 쓸 수 있습니다."
 	case "member":
 		return "가족 요금제 구성원이 아니어서 차단되었습니다."
 	}
@@ -140,7 +203,7 @@ func blockedText(p envelope.CustomerBlocked, en bool) string {
 }
 
 // categoryName is an app category as the family app names it (policy's
-// catalog categories; notify keeps its own copy); an unknown one as is.
+// catalog categories; notify keeps its own copy); "" for an unknown one.
 func categoryName(c string, en bool) string {
 	names := map[string][2]string{
 		"VIDEO": {"동영상", "Video"}, "GAME": {"게임", "Game"}, "SOCIAL": {"SNS", "Social"},
@@ -149,7 +212,7 @@ func categoryName(c string, en bool) string {
 	n, ok := names[c]
 	switch {
 	case !ok:
-		return c
+		return ""
 	case en:
 		return n[1]
 	}
@@ -158,9 +221,10 @@ func categoryName(c string, en bool) string {
 
 // requestedText is DATA_REQUESTED for the owners: who asked (by name, or by
 // member id when the name is not known), how much, and the member's message.
-func requestedText(p envelope.DataRequested, en bool, name string) (title, body string) {
+func requestedText(p envelope.DataRequested, en bool, l Labels) (title, body string) {
+	name := l.Member
 	if p.Kind == envelope.KindTime || p.Kind == envelope.KindApp {
-		return timeRequestedText(p, en, name)
+		return timeRequestedText(p, en, l)
 	}
 	amount := humanBytes(p.AmountBytes)
 	if en {
@@ -187,14 +251,15 @@ func requestedText(p envelope.DataRequested, en bool, name string) (title, body 
 
 // timeRequestedText is DATA_REQUESTED of a TIME or APP request: "민지님이
 // 쉬는 시간에 30분 더 쓰게 해 달라고 요청했습니다", "… 유튜브를 15분 더 …".
-func timeRequestedText(p envelope.DataRequested, en bool, name string) (title, body string) {
+func timeRequestedText(p envelope.DataRequested, en bool, l Labels) (title, body string) {
+	name := l.Member
 	if en {
 		who := fmt.Sprintf("Member %d", p.CustomerID)
 		if name != "" {
 			who = name
 		}
 		if p.Kind == envelope.KindApp {
-			body = fmt.Sprintf("%s asks for %d more minutes of %s.", who, p.Minutes, appName(p.AppID, true))
+			body = fmt.Sprintf("%s asks for %d more minutes of %s.", who, p.Minutes, l.appOr(p.AppID, true))
 		} else {
 			body = fmt.Sprintf("%s asks for %d more minutes during downtime.", who, p.Minutes)
 		}
@@ -208,7 +273,7 @@ func timeRequestedText(p envelope.DataRequested, en bool, name string) (title, b
 		who = name
 	}
 	if p.Kind == envelope.KindApp {
-		app := appName(p.AppID, false)
+		app := l.appOr(p.AppID, false)
 		body = fmt.Sprintf("%s님이 %s%s %d분 더 쓰게 해 달라고 요청했습니다.", who, app, objectParticle(app), p.Minutes)
 	} else {
 		body = fmt.Sprintf("%s님이 쉬는 시간에 %d분 더 쓰게 해 달라고 요청했습니다.", who, p.Minutes)
@@ -220,16 +285,16 @@ func timeRequestedText(p envelope.DataRequested, en bool, name string) (title, b
 }
 
 // timeAnsweredText is DATA_REQUEST_ANSWERED of a TIME or APP request.
-func timeAnsweredText(p envelope.DataRequestAnswered, en bool) (title, body string) {
+func timeAnsweredText(p envelope.DataRequestAnswered, en bool, l Labels) (title, body string) {
 	what := fmt.Sprintf("%d분 더", p.Minutes)
 	if en {
 		what = fmt.Sprintf("%d more minutes", p.Minutes)
 	}
 	if p.Kind == envelope.KindApp {
 		if en {
-			what += " of " + appName(p.AppID, true)
+			what += " of " + l.appOr(p.AppID, true)
 		} else {
-			what = appName(p.AppID, false) + " " + what
+			what = l.appOr(p.AppID, false) + " " + what
 		}
 	}
 	until := ""
@@ -266,23 +331,10 @@ func objectParticle(word string) string {
 	return "를"
 }
 
-// appName is an app as people know it (policy.DefaultAppLabels), else its
-// id.
-func appName(id string, en bool) string {
-	l, ok := policy.DefaultAppLabels()[id]
-	switch {
-	case !ok:
-		return id
-	case en:
-		return l.NameEn
-	}
-	return l.Name
-}
-
 // answeredText is DATA_REQUEST_ANSWERED for the member who asked.
-func answeredText(p envelope.DataRequestAnswered, en bool) (title, body string) {
+func answeredText(p envelope.DataRequestAnswered, en bool, l Labels) (title, body string) {
 	if p.Kind == envelope.KindTime || p.Kind == envelope.KindApp {
-		return timeAnsweredText(p, en)
+		return timeAnsweredText(p, en, l)
 	}
 	amount := humanBytes(p.AmountBytes)
 	if p.Status == envelope.AnswerDeclined {

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/policy"
 )
 
 func TestText(t *testing.T) {
@@ -24,12 +25,13 @@ func TestText(t *testing.T) {
 		{blocked("BLOCK:TIME:START", ""), "차단 시간대라 데이터 사용이 차단되었습니다.", "Data is blocked during this time window."},
 		{blocked("BLOCK:TIME:night", "BLOCKED_TIME"), "차단 시간대라 데이터 사용이 차단되었습니다.", "Data is blocked during this time window."},
 		{blocked("BLOCK:ACCESS", "BLOCKED_ACCESS"), "보호자가 데이터 사용을 차단했습니다.", "Data use was blocked by a parent."},
-		{blocked("BLOCK:APP:com.youtube.app", "BLOCKED_APP"), "com.youtube.app 앱 사용이 차단되었습니다.", "The app com.youtube.app is blocked."},
+		{blocked("BLOCK:APP:com.youtube.app", "BLOCKED_APP"), "유튜브 앱 사용이 차단되었습니다.", "YouTube is blocked."},
+		{blocked("BLOCK:APP:com.example.unknown", "BLOCKED_APP"), "차단된 앱입니다.", "This app is blocked."},
 		{blocked("X", "BLOCKED_APP"), "차단된 앱입니다.", "This app is blocked."},
 		{blocked("BLOCK:CATEGORY:GAME", "BLOCKED_APP"), "게임 앱 사용이 차단되었습니다.", "Game apps are blocked."},
-		{blocked("BLOCK:CATEGORY:NEWCAT", "BLOCKED_APP"), "NEWCAT 앱 사용이 차단되었습니다.", "NEWCAT apps are blocked."},
-		{blocked("POOL", "BLOCKED_FAMILY_QUOTA"), "가족 데이터를 모두 사용하여 차단되었습니다. 데이터를 충전해주세요.", "Blocked: the family data is used up. Please top up."},
-		{blocked("POOL:UNPROVISIONED", ""), "가족 데이터를 모두 사용하여 차단되었습니다. 데이터를 충전해주세요.", "Blocked: the family data is used up. Please top up."},
+		{blocked("BLOCK:CATEGORY:NEWCAT", "BLOCKED_APP"), "이 분류의 앱 사용이 차단되었습니다.", "Apps of this category are blocked."},
+		{blocked("POOL", "BLOCKED_FAMILY_QUOTA"), "가족 데이터를 모두 사용하여 차단되었습니다. 보호자가 충전하면 다시 쓸 수 있습니다.", "Blocked: the family data is used up until a parent tops up."},
+		{blocked("POOL:UNPROVISIONED", ""), "가족 데이터를 모두 사용하여 차단되었습니다. 보호자가 충전하면 다시 쓸 수 있습니다.", "Blocked: the family data is used up until a parent tops up."},
 		{blocked("MEMBERSHIP", "BLOCKED_NOT_MEMBER"), "가족 요금제 구성원이 아니어서 차단되었습니다.", "Blocked: not a member of this family plan."},
 		{blocked("SOMETHING:NEW", ""), "데이터 사용이 차단되었습니다.", "Data use was blocked."},
 		{envelope.QuotaUpdated{FamilyID: 1, CustomerID: 2, FamilyRemainingBytes: 53681848320, FamilyUsedPercent: 50.5},
@@ -73,6 +75,40 @@ func TestTextFor(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// Apps are named as the operator's catalog names them (#38: the inbox said
+// "com.youtube.app 앱 사용이 차단되었습니다"), else by the default labels,
+// else as "앱": never by a package id.
+func TestTextWithApps(t *testing.T) {
+	apps := map[string]policy.AppLabel{"com.youtube.app": {Name: "유튜브 키즈", NameEn: "YouTube Kids"}, "kr.new.app": {Name: "새 앱"}}
+	blocked := func(app string) envelope.CustomerBlocked {
+		return envelope.CustomerBlocked{FamilyID: 1, CustomerID: 2, BlockReason: "BLOCK:APP:" + app, BlockedAt: t0, Decision: "BLOCKED_APP"}
+	}
+	asked := func(app string) envelope.DataRequested {
+		return envelope.DataRequested{FamilyID: 1, CustomerID: 2, RequestID: 1, Kind: envelope.KindApp, AppID: app, Minutes: 30, RequestedAt: t0}
+	}
+	answered := envelope.DataRequestAnswered{FamilyID: 1, CustomerID: 2, RequestID: 1, Status: envelope.AnswerApproved, Kind: envelope.KindApp,
+		AppID: "kr.new.app", Minutes: 30, Until: "202611262230", AnsweredAt: t0}
+	for _, c := range []struct {
+		p      envelope.Notification
+		lang   Lang
+		labels Labels
+		body   string
+	}{
+		{blocked("com.youtube.app"), Korean, Labels{Apps: apps}, "유튜브 키즈 앱 사용이 차단되었습니다."},
+		{blocked("com.youtube.app"), English, Labels{Apps: apps}, "YouTube Kids is blocked."},
+		{blocked("kr.new.app"), English, Labels{Apps: apps}, "새 앱 is blocked."},
+		{blocked("com.netflix.mediaclient"), Korean, Labels{Apps: apps}, "넷플릭스 앱 사용이 차단되었습니다."},
+		{asked("kr.new.app"), Korean, Labels{Member: "민지", Apps: apps}, "민지님이 새 앱을 30분 더 쓰게 해 달라고 요청했습니다."},
+		{asked("kr.unknown.app"), Korean, Labels{Member: "민지"}, "민지님이 앱을 30분 더 쓰게 해 달라고 요청했습니다."},
+		{asked("kr.unknown.app"), English, Labels{Member: "Minji"}, "Minji asks for 30 more minutes of an app."},
+		{answered, Korean, Labels{Apps: apps}, "승인되었습니다: 새 앱 30분 더, 22:30까지 쓸 수 있습니다."},
+	} {
+		if _, body := TextWith(c.p, c.lang, c.labels); body != c.body {
+			t.Errorf("%T %s: %q, want %q", c.p, c.lang, body, c.body)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/policy"
 )
 
 // Sentinel errors callers branch on with errors.Is.
@@ -114,6 +115,10 @@ type Notification struct {
 	// a request for more data), when the notifier knows it (WithNames); the
 	// texts say "member <id>" without it. Localized keeps it.
 	MemberName string `json:"-"`
+	// Apps are the operator's names of the apps the texts name (a block of
+	// an app, a request for an app's time), when the notifier knows them
+	// (WithApps). Localized keeps them.
+	Apps map[string]policy.AppLabel `json:"-"`
 }
 
 // ThresholdKey is the dedupe key of a THRESHOLD_ALERT: one per family,
@@ -186,7 +191,7 @@ func (n Notification) Localized(lang Lang) (Notification, error) {
 	if err != nil {
 		return n, fmt.Errorf("notify: payload of %s: %w", n.EventID, err)
 	}
-	n.Title, n.Body = TextFor(p, lang, n.MemberName)
+	n.Title, n.Body = TextWith(p, lang, Labels{Member: n.MemberName, Apps: n.Apps})
 	return n, nil
 }
 

@@ -2,11 +2,13 @@ package notify
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -311,14 +313,15 @@ func (n *Notifier) pollOf(b *consumer.Batch) *poll {
 	return p
 }
 
-// namesTimeout bounds the one names lookup of a poll.
+// namesTimeout bounds each names lookup of a poll.
 const namesTimeout = 2 * time.Second
 
-// nameMembers renders again, naming their member (WithNames), the texts of
-// the poll's notifications that name one: one lookup for the poll. When it
-// fails the texts keep the member's id.
+// nameMembers renders again the texts of the poll's notifications that
+// name a member (WithNames) or an app (WithApps) with their names: one
+// lookup of each for the poll. When one fails the texts keep the member's
+// id, and name apps by the default labels.
 func (n *Notifier) nameMembers(items []*item) {
-	if n.cfg.names == nil {
+	if n.cfg.names == nil && n.cfg.apps == nil {
 		return
 	}
 	named := func(it *item) bool {
@@ -326,31 +329,81 @@ func (n *Notifier) nameMembers(items []*item) {
 		return it.note.MemberID != 0 && (k == envelope.SubCustomerBlocked || k == envelope.SubDataRequested)
 	}
 	var ids []int64
+	var apps []string
 	for _, it := range items {
 		if named(it) && !slices.Contains(ids, it.note.MemberID) {
 			ids = append(ids, it.note.MemberID)
 		}
+		if a := appOf(it.note); a != "" && !slices.Contains(apps, a) {
+			apps = append(apps, a)
+		}
 	}
-	if len(ids) == 0 {
-		return
+	var names map[int64]string
+	if len(ids) > 0 && n.cfg.names != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), namesTimeout)
+		var err error
+		names, err = n.cfg.names.MemberNames(ctx, ids)
+		cancel()
+		if err != nil {
+			n.cfg.log.Warn("notify: member names not found; the texts name member ids", "members", len(ids), "err", err)
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), namesTimeout)
-	defer cancel()
-	names, err := n.cfg.names.MemberNames(ctx, ids)
-	if err != nil {
-		n.cfg.log.Warn("notify: member names not found; the texts name member ids", "members", len(ids), "err", err)
+	var labels map[string]policy.AppLabel
+	if len(apps) > 0 && n.cfg.apps != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), namesTimeout)
+		var err error
+		labels, err = n.cfg.apps.AppLabels(ctx, apps)
+		cancel()
+		if err != nil {
+			n.cfg.log.Warn("notify: app names not found; the texts name apps by the default catalog", "apps", len(apps), "err", err)
+		}
+	}
+	if len(names) == 0 && len(labels) == 0 {
 		return
 	}
 	for _, it := range items {
 		name := names[it.note.MemberID]
-		if !named(it) || name == "" {
+		if !named(it) {
+			name = ""
+		}
+		a := appOf(it.note)
+		l, ok := labels[a]
+		if name == "" && !ok {
 			continue
 		}
 		it.note.MemberName = name
-		if l, err := it.note.Localized(n.cfg.lang); err == nil {
-			it.note = l
+		if ok {
+			it.note.Apps = map[string]policy.AppLabel{a: l}
+		}
+		if r, err := it.note.Localized(n.cfg.lang); err == nil {
+			it.note = r
 		}
 	}
+}
+
+// appOf is the app a notification's texts name: the app of a block of an
+// app, or of a request for an app's time; "" for none.
+func appOf(n Notification) string {
+	var p struct {
+		BlockReason string `json:"blockReason"`
+		AppID       string `json:"appId"`
+		Kind        string `json:"kind"`
+	}
+	switch n.Kind {
+	case envelope.SubCustomerBlocked, envelope.SubDataRequested, envelope.SubDataRequestAnswered:
+	default:
+		return ""
+	}
+	if json.Unmarshal(n.Payload, &p) != nil {
+		return ""
+	}
+	if a, ok := strings.CutPrefix(p.BlockReason, "BLOCK:APP:"); ok {
+		return a
+	}
+	if p.Kind == envelope.KindApp {
+		return p.AppID
+	}
+	return ""
 }
 
 // deliver is one attempt at the poll's items not yet done.

@@ -19,12 +19,13 @@ import (
 	"github.com/dabom/dpcs/envelope/consumer"
 	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/idempotency"
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/writebehind"
 )
 
 func startNotifier(t *testing.T, c *kfake.Cluster, store Store, hub *Hub, opts ...Option) (*Notifier, chan error) {
 	t.Helper()
-	n, err := New(store, hub, clientOpts(c), opts...)
+	n, err := New(store, hub, testenv.ConsumerOpts(c), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,11 +89,11 @@ func TestStory5DuplicatesStoredAndPushedOnce(t *testing.T) {
 				quotaRec(t, envelope.DerivedID("ntf_", "evt_b", "quota-updated"), 100, 1),
 				thresholdRec(t, envelope.DerivedID("ntf_", "evt_b", "threshold:10"), 100, 10, "2026-02"),
 			}
-			p := producer(t, c)
+			p := testenv.Producer(t, c)
 			for range 3 {
 				produce(t, p, recs...)
 			}
-			eventually(t, "9 records handled", func() bool { return delivered.Load()+dups.Load() == 9 })
+			testenv.Eventually(t, "9 records handled", 20*time.Second, func() bool { return delivered.Load()+dups.Load() == 9 })
 			stopNotifier(t, n, errc)
 			var kinds []envelope.SubType
 			got := rows(t, inbox, 100)
@@ -134,7 +135,7 @@ func TestStory4ThresholdsOncePerPeriod(t *testing.T) {
 				opts = append(opts, WithGuard(newGuard(t)))
 			}
 			n, errc := startNotifier(t, c, inbox, hub, opts...)
-			p := producer(t, c)
+			p := testenv.Producer(t, c)
 			var recs []*kgo.Record
 			for i, pct := range []int{50, 30, 10} {
 				id := envelope.DerivedID("ntf_", "evt_"+string(rune('a'+i)), "threshold")
@@ -145,7 +146,7 @@ func TestStory4ThresholdsOncePerPeriod(t *testing.T) {
 			}
 			recs = append(recs, thresholdRec(t, "ntf_march", 100, 50, "2026-03"))
 			produce(t, p, recs...)
-			eventually(t, "all handled", func() bool { return int(handled.Load()) == len(recs) })
+			testenv.Eventually(t, "all handled", 20*time.Second, func() bool { return int(handled.Load()) == len(recs) })
 			stopNotifier(t, n, errc)
 
 			var got []string
@@ -173,7 +174,7 @@ func TestMalformedToDLTAndFlowContinues(t *testing.T) {
 	inbox := newInbox(t, openSQLite(t))
 	hub, sub := newHubSub(t, 100, Filter{MemberID: 1, Role: RoleOwner})
 	n, errc := startNotifier(t, c, inbox, hub)
-	p := producer(t, c)
+	p := testenv.Producer(t, c)
 	usage, err := kafkarecord.New(envelope.TopicNotificationEvents, envelope.New("evt_u", t0,
 		envelope.UsagePayload{FamilyID: 100, CustomerID: 1, AppID: "a", BytesUsed: 1}))
 	if err != nil {
@@ -181,8 +182,8 @@ func TestMalformedToDLTAndFlowContinues(t *testing.T) {
 	}
 	bad := &kgo.Record{Topic: envelope.TopicNotificationEvents, Key: []byte("100"), Value: []byte(`{"eventId":`)}
 	produce(t, p, bad, usage, blockedRec(t, "ntf_ok", 100, 2))
-	dl := readDLT(t, c, 2)
-	eventually(t, "the good record", func() bool { return len(rows(t, inbox, 100)) == 1 })
+	dl := testenv.Read(t, c, dlt, 2)
+	testenv.Eventually(t, "the good record", 20*time.Second, func() bool { return len(rows(t, inbox, 100)) == 1 })
 	stopNotifier(t, n, errc)
 	reasons := []string{header(dl[0], writebehind.HeaderDLTReason), header(dl[1], writebehind.HeaderDLTReason)}
 	slices.Sort(reasons)
@@ -238,8 +239,8 @@ func TestStoreFailurePausesAndRetries(t *testing.T) {
 	// From before the produce: the notifier can fetch the record (and fail
 	// its first attempt) before the producer has its acknowledgement.
 	start := time.Now()
-	produce(t, producer(t, c), blockedRec(t, "ntf_1", 100, 2))
-	eventually(t, "delivered", func() bool {
+	produce(t, testenv.Producer(t, c), blockedRec(t, "ntf_1", 100, 2))
+	testenv.Eventually(t, "delivered", 20*time.Second, func() bool {
 		r := rows(t, inbox, 100)
 		return len(r) == 1 && r[0].DeliveredAt != nil
 	})
@@ -289,13 +290,13 @@ func TestStoppedAfterDeliveryCompletesClaim(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	hub, sub := newHubSub(t, 100, Filter{MemberID: 1, Role: RoleOwner})
-	n, err := New(&stopAtMark{Store: inbox, stop: cancel}, hub, clientOpts(c), WithGuard(g))
+	n, err := New(&stopAtMark{Store: inbox, stop: cancel}, hub, testenv.ConsumerOpts(c), WithGuard(g))
 	if err != nil {
 		t.Fatal(err)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- n.Run(ctx) }()
-	produce(t, producer(t, c), blockedRec(t, "ntf_1", 100, 2))
+	produce(t, testenv.Producer(t, c), blockedRec(t, "ntf_1", 100, 2))
 	if err := <-errc; err != nil {
 		t.Errorf("Run: %v", err)
 	}
@@ -324,7 +325,7 @@ func TestStoppedAfterDeliveryCompletesClaim(t *testing.T) {
 func TestRestartFromCommittedOffsets(t *testing.T) {
 	c := newFake(t)
 	inbox := newInbox(t, openSQLite(t))
-	p := producer(t, c)
+	p := testenv.Producer(t, c)
 	var first []*kgo.Record
 	for i := range 20 {
 		first = append(first, blockedRec(t, envelope.DerivedID("ntf_", "evt_1", string(rune('a'+i))), 100+int64(i%5), 2))
@@ -344,7 +345,7 @@ func TestRestartFromCommittedOffsets(t *testing.T) {
 			}
 		},
 	}))
-	eventually(t, "first batch committed", func() bool { return h1.Load() == 20 && c1.Load() == 20 })
+	testenv.Eventually(t, "first batch committed", 20*time.Second, func() bool { return h1.Load() == 20 && c1.Load() == 20 })
 	stopNotifier(t, n1, errc1)
 
 	var second []*kgo.Record
@@ -362,7 +363,7 @@ func TestRestartFromCommittedOffsets(t *testing.T) {
 			dups.Add(1)
 		}
 	}}))
-	eventually(t, "second batch", func() bool { return delivered.Load()+dups.Load() == 15 })
+	testenv.Eventually(t, "second batch", 20*time.Second, func() bool { return delivered.Load()+dups.Load() == 15 })
 	stopNotifier(t, n2, errc2)
 	if delivered.Load() != 10 || dups.Load() != 5 {
 		t.Errorf("second run: delivered %d, duplicates %d; want 10, 5 (nothing of the first run again)", delivered.Load(), dups.Load())
@@ -405,10 +406,10 @@ func TestChannelRetryScheduleAndDLT(t *testing.T) {
 	n, errc := startNotifier(t, c, inbox, hub, WithSleep(sl.sleep), WithChannelWorkers(1),
 		WithChannel("push", failing), WithChannel("hook", okCh, envelope.SubCustomerBlocked, envelope.SubQuotaUpdated),
 		WithHooks(Hooks{OnSend: func(i SendInfo) { mu.Lock(); sends = append(sends, i); mu.Unlock() }}))
-	produce(t, producer(t, c), blockedRec(t, "ntf_b", 100, 2), quotaRec(t, "ntf_q", 100, 2),
+	produce(t, testenv.Producer(t, c), blockedRec(t, "ntf_b", 100, 2), quotaRec(t, "ntf_q", 100, 2),
 		thresholdRec(t, "ntf_t", 100, 50, "2026-02"))
-	dl := readDLT(t, c, 2)
-	eventually(t, "good channel", func() bool { mu.Lock(); defer mu.Unlock(); return len(good) == 2 })
+	dl := testenv.Read(t, c, dlt, 2)
+	testenv.Eventually(t, "good channel", 20*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(good) == 2 })
 	stopNotifier(t, n, errc)
 
 	if diff := cmp.Diff([]time.Duration{time.Second, 5 * time.Second, 30 * time.Second}, sl.got()); diff != "" {
@@ -480,12 +481,12 @@ func TestNotifierNamesMembers(t *testing.T) {
 			var handled atomic.Int32
 			n, errc := startNotifier(t, c, inbox, hub, WithNames(names),
 				WithHooks(Hooks{OnNotify: func(NotifyInfo) { handled.Add(1) }}))
-			produce(t, producer(t, c),
+			produce(t, testenv.Producer(t, c),
 				blockedRec(t, "ntf_b3", 100, 3),
 				blockedRec(t, "ntf_b4", 100, 4),
 				record(t, "ntf_r3", t0, envelope.DataRequested{FamilyID: 100, CustomerID: 3, RequestID: 7, AmountBytes: 100 << 20, RequestedAt: t0}),
 				quotaRec(t, "ntf_q3", 100, 3))
-			eventually(t, "4 records handled", func() bool { return handled.Load() == 4 })
+			testenv.Eventually(t, "4 records handled", 20*time.Second, func() bool { return handled.Load() == 4 })
 			stopNotifier(t, n, errc)
 			want := map[string]string{"ntf_b3": "민지님 데이터 차단", "ntf_b4": "데이터 차단", "ntf_r3": "데이터 추가 요청"}
 			wantBody := "민지님이 데이터 100.0 MB 추가를 요청했습니다."
@@ -560,7 +561,7 @@ func TestUnwatchedQuotaUpdatesNotRead(t *testing.T) {
 			// Without its headers a record is read whoever watches.
 			bare := quotaRec(t, "ntf_q4", 400, 1)
 			bare.Headers = nil
-			produce(t, producer(t, c), quotaRec(t, "ntf_q1", 100, 1), quotaRec(t, "ntf_q2", 200, 1), garbled, bare,
+			produce(t, testenv.Producer(t, c), quotaRec(t, "ntf_q1", 100, 1), quotaRec(t, "ntf_q2", 200, 1), garbled, bare,
 				blockedRec(t, "ntf_b2", 200, 3))
 			want := map[string]int{
 				"100 QUOTA_UPDATED delivered":    1,
@@ -572,9 +573,9 @@ func TestUnwatchedQuotaUpdatesNotRead(t *testing.T) {
 				delete(want, "200 QUOTA_UPDATED delivered")
 				want["200 QUOTA_UPDATED unwatched"], want["300 QUOTA_UPDATED unwatched"] = 1, 1
 			} else {
-				readDLT(t, c, 1) // the garbled one, read and refused
+				testenv.Read(t, c, dlt, 1) // the garbled one, read and refused
 			}
-			eventually(t, "every record handled", func() bool {
+			testenv.Eventually(t, "every record handled", 20*time.Second, func() bool {
 				mu.Lock()
 				defer mu.Unlock()
 				return len(outcomes) == len(want)

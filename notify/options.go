@@ -12,6 +12,7 @@ import (
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/envelope/consumer"
 	"github.com/dabom/dpcs/idempotency"
+	"github.com/dabom/dpcs/policy"
 )
 
 // DefaultGroup is the Notifier's consumer group (doc/deploy.md, "Kafka").
@@ -116,6 +117,7 @@ type config struct {
 	hooks       Hooks
 	tracer      trace.Tracer
 	names       Names
+	apps        Apps
 }
 
 // Option configures a Notifier.
@@ -302,6 +304,28 @@ func WithNames(nm Names) Option {
 			return fmt.Errorf("%w: nil names", ErrInvalid)
 		}
 		c.names = nm
+		return nil
+	}
+}
+
+// Apps looks up how people know apps, for the texts that name one (a block
+// of an app, a request for an app's time): the operator's catalog,
+// service/store's AppLabels. Ids it does not know are left out of the map.
+type Apps interface {
+	AppLabels(ctx context.Context, ids []string) (map[string]policy.AppLabel, error)
+}
+
+// WithApps makes the texts name apps as the operator's catalog does
+// ("유튜브 앱 사용이 차단되었습니다"): the notifier asks a once per poll for
+// the apps its notifications name. Without it, or when the lookup fails
+// (logged), apps are named by policy.DefaultAppLabels, and an app no
+// catalog knows as "앱": never by its package id. Default: none.
+func WithApps(a Apps) Option {
+	return func(c *config) error {
+		if a == nil {
+			return fmt.Errorf("%w: nil apps", ErrInvalid)
+		}
+		c.apps = a
 		return nil
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/envelope/consumer"
 	"github.com/dabom/dpcs/internal/backoff"
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/writebehind"
 )
 
@@ -80,19 +81,19 @@ func TestChannelQueueFullAndShutdown(t *testing.T) {
 	var dead atomic.Int32
 	n, errc := startNotifier(t, c, inbox, hub, WithChannel("hang", hang), WithChannelWorkers(1), WithChannelQueue(1),
 		WithHooks(Hooks{OnDeadLetter: func(DeadLetterInfo) { dead.Add(1) }}))
-	p := producer(t, c)
+	p := testenv.Producer(t, c)
 	produce(t, p, blockedRec(t, "ntf_1", 100, 2))
 	<-started // the worker holds ntf_1
 	produce(t, p, blockedRec(t, "ntf_2", 100, 2), blockedRec(t, "ntf_3", 100, 2), blockedRec(t, "ntf_4", 100, 2))
-	eventually(t, "pushed", func() bool { return len(sub.C) == 4 })
-	eventually(t, "overflow dead-lettered", func() bool { return dead.Load() == 2 }) // ntf_2 queued; 3, 4 overflow
+	testenv.Eventually(t, "pushed", 20*time.Second, func() bool { return len(sub.C) == 4 })
+	testenv.Eventually(t, "overflow dead-lettered", 20*time.Second, func() bool { return dead.Load() == 2 }) // ntf_2 queued; 3, 4 overflow
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if err := n.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Close: %v", err)
 	}
 	<-errc
-	dl := readDLT(t, c, 4)
+	dl := testenv.Read(t, c, dlt, 4)
 	reasons := map[string]int{}
 	for _, r := range dl {
 		reason := header(r, writebehind.HeaderDLTReason)

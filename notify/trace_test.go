@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/testenv"
 )
 
 func traced(t *testing.T) (*tracetest.InMemoryExporter, *sdktrace.TracerProvider) {
@@ -105,7 +106,7 @@ func TestNotifierContinuesTheRecordsTrace(t *testing.T) {
 	}
 	sent := make(chan string, 1)
 	ch := ChannelFunc(func(ctx context.Context, n Notification) error { sent <- n.EventID; return nil })
-	n, err := New(inbox, hub, append(clientOpts(c), hooks), WithTracerProvider(tp), WithChannel("hook", ch))
+	n, err := New(inbox, hub, append(testenv.ConsumerOpts(c), hooks), WithTracerProvider(tp), WithChannel("hook", ch))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -163,6 +163,10 @@ type PushMessage struct {
 	// data. Absent for a request for data.
 	RequestKind string `json:"requestKind,omitempty"`
 	Minutes     int64  `json:"minutes,omitempty"`
+	// TopUp says that the notification offers to top up (an owner's
+	// THRESHOLD_ALERT): the family app's service worker adds a button that
+	// opens its top-ups.
+	TopUp bool `json:"topUp,omitempty"`
 }
 
 // Urgency is RFC 8030's Urgency header value.
@@ -383,9 +387,24 @@ func (w *WebPush) Send(ctx context.Context, n Notification) error {
 	if len(subs) == 0 {
 		return nil
 	}
-	msg, err := json.Marshal(w.message(n))
+	m := w.message(n)
+	m.TopUp = n.Kind == envelope.SubThresholdAlert
+	msg, err := json.Marshal(m)
 	if err != nil {
 		return Permanent(fmt.Errorf("notify: web push: encode: %w", err))
+	}
+	// Only owners can top up: members are told to ask one.
+	forMember := msg
+	if n.Kind == envelope.SubThresholdAlert {
+		var p struct {
+			ThresholdPercent int `json:"thresholdPercent"`
+		}
+		if json.Unmarshal(n.Payload, &p) == nil && p.ThresholdPercent > 0 {
+			m.Body, m.TopUp = MemberThresholdText(p.ThresholdPercent, w.lang), false
+			if forMember, err = json.Marshal(m); err != nil {
+				return Permanent(fmt.Errorf("notify: web push: encode: %w", err))
+			}
+		}
 	}
 	errs := make([]error, len(subs))
 	slots := make(chan struct{}, maxParallelPushes)
@@ -396,7 +415,11 @@ func (w *WebPush) Send(ctx context.Context, n Notification) error {
 			defer func() { <-slots }()
 			pctx, cancel := context.WithTimeout(ctx, w.timeout)
 			defer cancel()
-			errs[i] = w.push(pctx, s, msg, n.Kind)
+			body := msg
+			if s.Role == string(RoleMember) {
+				body = forMember
+			}
+			errs[i] = w.push(pctx, s, body, n.Kind)
 		})
 	}
 	wg.Wait()

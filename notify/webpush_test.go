@@ -21,6 +21,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/pushtest"
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/writebehind"
 )
 
@@ -43,6 +44,7 @@ func (m *memSubs) PushRecipients(ctx context.Context, family, member int64) ([]P
 	var out []PushSubscription
 	for _, s := range m.subs {
 		if (Filter{MemberID: s.MemberID, Role: m.roles[s.MemberID]}).Sees(Notification{MemberID: member}) {
+			s.Role = string(m.roles[s.MemberID])
 			out = append(out, s)
 		}
 	}
@@ -128,8 +130,8 @@ func TestWebPushEndToEnd(t *testing.T) {
 	var sends []SendInfo
 	n, errc := startNotifier(t, c, newInbox(t, openSQLite(t)), hub, WithChannel("webpush", wp, DefaultWebPushKinds()...),
 		WithHooks(Hooks{OnSend: func(i SendInfo) { mu.Lock(); sends = append(sends, i); mu.Unlock() }}))
-	produce(t, producer(t, c), blockedRec(t, "ntf_b", 100, 2), quotaRec(t, "ntf_q", 100, 2), thresholdRec(t, "ntf_t", 100, 30, "2026-02"))
-	eventually(t, "2 push sends", func() bool { mu.Lock(); defer mu.Unlock(); return len(sends) == 2 })
+	produce(t, testenv.Producer(t, c), blockedRec(t, "ntf_b", 100, 2), quotaRec(t, "ntf_q", 100, 2), thresholdRec(t, "ntf_t", 100, 30, "2026-02"))
+	testenv.Eventually(t, "2 push sends", 20*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(sends) == 2 })
 	stopNotifier(t, n, errc)
 
 	got, bad := deliveries(t, ps)
@@ -142,15 +144,19 @@ func TestWebPushEndToEnd(t *testing.T) {
 		}
 	}
 	slices.SortFunc(got, func(a, b pushDelivery) int { return strings.Compare(a.Msg.EventID+a.Path, b.Msg.EventID+b.Path) })
-	blocked := PushMessage{Title: "데이터 차단", Body: "가족 데이터를 모두 사용하여 차단되었습니다. 데이터를 충전해주세요.", Tag: "ntf_b",
+	blocked := PushMessage{Title: "데이터 차단", Body: "가족 데이터를 모두 사용하여 차단되었습니다. 보호자가 충전하면 다시 쓸 수 있습니다.", Tag: "ntf_b",
 		URL: "/app/#inbox", Kind: envelope.SubCustomerBlocked, EventID: "ntf_b", FamilyID: 100, MemberID: 2, Lang: Korean}
+	// Only owners can top up: the owner's alert offers it, a child's says
+	// to ask a parent (#38).
 	threshold := PushMessage{Title: "가족 데이터 잔여량 알림", Body: "가족 데이터가 30% 미만입니다! 데이터를 충전해주세요.", Tag: "ntf_t",
-		URL: "/app/#inbox", Kind: envelope.SubThresholdAlert, EventID: "ntf_t", FamilyID: 100, Lang: Korean}
+		URL: "/app/#inbox", Kind: envelope.SubThresholdAlert, EventID: "ntf_t", FamilyID: 100, Lang: Korean, TopUp: true}
+	thresholdMember := threshold
+	thresholdMember.Body, thresholdMember.TopUp = "가족 데이터가 30% 미만 남았습니다. 더 필요하면 보호자에게 부탁하세요.", false
 	want := []pushDelivery{
 		{Path: "/child", TTL: "3600", Urgency: "high", Msg: blocked},
 		{Path: "/owner", TTL: "3600", Urgency: "high", Msg: blocked},
-		{Path: "/child", TTL: "3600", Urgency: "normal", Msg: threshold},
-		{Path: "/other", TTL: "3600", Urgency: "normal", Msg: threshold},
+		{Path: "/child", TTL: "3600", Urgency: "normal", Msg: thresholdMember},
+		{Path: "/other", TTL: "3600", Urgency: "normal", Msg: thresholdMember},
 		{Path: "/owner", TTL: "3600", Urgency: "normal", Msg: threshold},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -181,9 +187,9 @@ func TestWebPushGoneAndRetried(t *testing.T) {
 	n, errc := startNotifier(t, c, newInbox(t, openSQLite(t)), hub, WithSleep(sl.sleep), WithChannelWorkers(1),
 		WithChannel("webpush", wp, DefaultWebPushKinds()...),
 		WithHooks(Hooks{OnSend: func(i SendInfo) { mu.Lock(); sends = append(sends, i); mu.Unlock() }}))
-	pr := producer(t, c)
+	pr := testenv.Producer(t, c)
 	produce(t, pr, blockedRec(t, "ntf_gone", 100, 2))
-	eventually(t, "the first push sent", func() bool { mu.Lock(); defer mu.Unlock(); return len(sends) == 1 })
+	testenv.Eventually(t, "the first push sent", 20*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(sends) == 1 })
 	if diff := cmp.Diff([]string{owner.Endpoint}, subs.endpoints()); diff != "" {
 		t.Errorf("subscriptions left after 410/404 (-want +got):\n%s", diff)
 	}
@@ -193,7 +199,7 @@ func TestWebPushGoneAndRetried(t *testing.T) {
 
 	ps.SetStatus("/owner", http.StatusInternalServerError)
 	produce(t, pr, thresholdRec(t, "ntf_500", 100, 10, "2026-02"))
-	dl := readDLT(t, c, 1)
+	dl := testenv.Read(t, c, dlt, 1)
 	stopNotifier(t, n, errc)
 	if got := header(dl[0], HeaderDLTChannel); got != "webpush" {
 		t.Errorf("dlt-channel = %q", got)

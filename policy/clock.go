@@ -241,7 +241,9 @@ type Downtime struct {
 // the engine names the rule. A window of the whole day (start = end)
 // begins at midnight of a day it holds that follows a day it does not (on
 // every day it never begins: it always holds). A time exception in effect
-// is not taken into account.
+// (EXCEPT:TIME) lifts the windows until it ends: a start it covers does
+// not count, and the downtime comes back when it ends if a window holds
+// then.
 func NextDowntime(c Constraints, t time.Time, loc *time.Location) (Downtime, bool) {
 	if loc == nil {
 		loc, _ = LoadZone(DefaultZone)
@@ -261,6 +263,25 @@ func NextDowntime(c Constraints, t time.Time, loc *time.Location) (Downtime, boo
 	day := time.Date(lt.Year(), lt.Month(), lt.Day(), 0, 0, 0, 0, loc)
 	var best Downtime
 	found := false
+	consider := func(rule string, start time.Time) {
+		if !found || start.Before(best.Start) || (start.Equal(best.Start) && ruleFirst(rule, best.Rule)) {
+			best, found = Downtime{Rule: rule, Start: start}, true
+		}
+	}
+	// Until the exception ends, nothing begins; when it ends, a window
+	// that holds then is back.
+	var except time.Time
+	if c.TimeException != "" {
+		if e, err := time.ParseInLocation("200601021504", c.TimeException, loc); err == nil && e.After(lt) {
+			except = e
+			at := MomentOf(e, loc)
+			for _, x := range ws {
+				if x.w.Contains(at) {
+					consider(x.rule, e)
+				}
+			}
+		}
+	}
 	for _, x := range ws {
 		if x.w.Start == x.w.End && (x.w.Days == 0 || x.w.Days == 0xFE) {
 			continue
@@ -282,12 +303,10 @@ func NextDowntime(c Constraints, t time.Time, loc *time.Location) (Downtime, boo
 				minute = 0
 			}
 			start := time.Date(date.Year(), date.Month(), date.Day(), minute/60, minute%60, 0, 0, loc)
-			if !start.After(lt) {
+			if !start.After(lt) || start.Before(except) {
 				continue
 			}
-			if !found || start.Before(best.Start) || (start.Equal(best.Start) && ruleFirst(x.rule, best.Rule)) {
-				best, found = Downtime{Rule: x.rule, Start: start}, true
-			}
+			consider(x.rule, start)
 			break
 		}
 	}

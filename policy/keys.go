@@ -446,6 +446,17 @@ func (c Constraints) EffectiveLimits(at Moment) (daily, monthly *int64) {
 	return daily, monthly
 }
 
+// MonthlyAllowance is what the member has for the month at the moment at:
+// the monthly limit with the month's extras and gifts (EffectiveLimits'
+// monthly one without today's extra, which lifts the monthly limit for
+// that day only). nil when no monthly limit is set.
+func (c Constraints) MonthlyAllowance(at Moment) *int64 {
+	if c.MonthlyLimit == nil {
+		return nil
+	}
+	return Limit(max(*c.MonthlyLimit+c.Extras[at.Month]+c.Gifts[at.Month], 0))
+}
+
 // DropExpiredExtras removes what was granted for a time that has passed at
 // the moment at — the extras whose period ended before it (days before
 // at.Day, months before at.Month) and the exceptions that ended at or before

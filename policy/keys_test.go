@@ -334,6 +334,16 @@ func TestEffectiveLimitsAndExpiredExtras(t *testing.T) {
 			if diff := cmp.Diff([]*int64{c.wantD, c.wantM}, []*int64{d, m}); diff != "" {
 				t.Errorf("limits (-want +got):\n%s", diff)
 			}
+			// The month's allowance is the monthly limit without today's
+			// extra (#38: a day-only extra raised the monthly figure).
+			if want := c.wantM; want != nil {
+				want = Limit(max(*c.wantM-pc.Extras[c.at.Day], 0))
+				if got := pc.MonthlyAllowance(c.at); !cmp.Equal(want, got) {
+					t.Errorf("MonthlyAllowance = %v, want %d", got, *want)
+				}
+			} else if got := pc.MonthlyAllowance(c.at); got != nil {
+				t.Errorf("MonthlyAllowance = %d without a monthly limit", *got)
+			}
 			before := len(pc.Extras)
 			oldGiven := false
 			for m := range pc.Gifts {
@@ -403,6 +413,21 @@ func TestNextDowntime(t *testing.T) {
 		{"all day on Sundays", map[string]string{"BLOCK:TIME:x": "0000-0000@SUN"}, at(26, 12, 0), "BLOCK:TIME:x", at(29, 0, 0), true},
 		{"all day written 2200-2200 begins at midnight", map[string]string{"BLOCK:TIME:x": "2200-2200@SUN"}, at(26, 12, 0), "BLOCK:TIME:x", at(29, 0, 0), true},
 		{"a whole weekend begins once", map[string]string{"BLOCK:TIME:x": "0000-0000@SAT,SUN"}, at(28, 12, 0), "BLOCK:TIME:x", at(35, 0, 0), true},
+		// A time exception ("30분 더") in effect: the downtime comes back
+		// when it ends, if a window holds then (#38: "다음 차단 시간대: 밤
+		// 토 22:00" was said while the block came back at 22:38).
+		{"an exception ends inside the window", map[string]string{"BLOCK:TIME:START": "2200", "BLOCK:TIME:END": "0700", "EXCEPT:TIME": "202611262238"},
+			at(26, 22, 10), "BLOCK:TIME:START", at(26, 22, 38), true},
+		{"an exception covers a start", map[string]string{"BLOCK:TIME:a": "2100-2200", "EXCEPT:TIME": "202611262130"},
+			at(26, 20, 0), "BLOCK:TIME:a", at(26, 21, 30), true},
+		{"an exception outlasts the window", map[string]string{"BLOCK:TIME:a": "2100-2200", "EXCEPT:TIME": "202611262230"},
+			at(26, 20, 0), "BLOCK:TIME:a", at(27, 21, 0), true},
+		{"an exception ends at a start", map[string]string{"BLOCK:TIME:a": "2100-2200", "EXCEPT:TIME": "202611262100"},
+			at(26, 20, 0), "BLOCK:TIME:a", at(26, 21, 0), true},
+		{"an exception ended", map[string]string{"BLOCK:TIME:a": "2100-2200", "EXCEPT:TIME": "202611261900"},
+			at(26, 20, 0), "BLOCK:TIME:a", at(26, 21, 0), true},
+		{"an exception in a window of every day", map[string]string{"BLOCK:TIME:x": "0000-0000", "EXCEPT:TIME": "202611261230"},
+			at(26, 12, 0), "BLOCK:TIME:x", at(26, 12, 30), true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -110,7 +110,10 @@ func (e *Engine) Claim(ctx context.Context, fid int64) (gen, token string, err e
 		t = claimScript.Run(ctx, p, []string{e.k.family(fid)}, hex.EncodeToString(b))
 		return nil
 	})
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+	// The pipeline's error is its first command's: the marker's HGET is
+	// redis.Nil on a node no generation named yet, which would hide the
+	// script's NOSCRIPT.
+	if serr := t.Err(); serr != nil && redis.HasErrorPrefix(serr, "NOSCRIPT") {
 		if err := claimScript.Load(ctx, e.rdb).Err(); err != nil {
 			return "", "", fmt.Errorf("quota: claim family %d: %w", fid, err)
 		}

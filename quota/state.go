@@ -364,6 +364,19 @@ func (e *Engine) BeginRebuild(ctx context.Context, next string) (map[string]int6
 	return wm, nil
 }
 
+// DistrustedPrefix starts the generation of a marker Distrust made stale.
+const DistrustedPrefix = "distrusted:"
+
+// Distrust makes every node's state stale until a rebuild: each marker's
+// generation becomes "distrusted:<generation>" (one being rebuilt is left
+// alone). It is for a judge that charged what it could not record (its
+// records stored nowhere): the rebuild reads the state back from the
+// truth, without those charges.
+func (e *Engine) Distrust(ctx context.Context) error {
+	_, err := e.stateOp(ctx, "distrust", "")
+	return err
+}
+
 // FinishRebuild ends a rebuild: every node's marker is replaced by generation
 // gen with the given watermarks (the positions the restored state reflects,
 // e.g. the consumers' committed offsets), and judging with gen may resume.

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service/judge"
@@ -208,11 +209,7 @@ func TestMetricsMove(t *testing.T) {
 // label; a second live client with the same name is left out instead of
 // panicking inside kgo.NewClient.
 func TestKafkaHooks(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := testenv.KafkaOf(t, kfake.SeedTopics(1, "t"))
 	reg := NewRegistry()
 	if KafkaHooks(nil, "x") != nil {
 		t.Error("KafkaHooks(nil) returned options")

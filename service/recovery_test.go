@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
@@ -54,9 +53,7 @@ func (r *recoveryRig) restoreRetried() bool {
 
 func newRecoveryRig(t *testing.T) *recoveryRig {
 	t.Helper()
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { rdb.Close() })
+	mr, rdb := testenv.Redis(t)
 	r := &recoveryRig{h: newHarnessOn(t, rdb), mr: mr, db: openSQLite(t)}
 	ctx := r.h.Ctx
 	if err := store.Migrate(ctx, r.db); err != nil {

@@ -2,6 +2,7 @@ package service
 
 import (
 	"database/sql"
+	"github.com/dabom/dpcs/internal/testenv"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -9,16 +10,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 )
 
 // /readyz tells an anonymous caller what is not ready, never the raw error
 // (addresses, driver messages); the log has the error.
 func TestReadyHidesErrorDetail(t *testing.T) {
-	mr := miniredis.RunT(t)
-	up := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { up.Close() })
+	_, up := testenv.Redis(t)
 	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 	t.Cleanup(func() { down.Close() })
 	closed, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "x.db"))

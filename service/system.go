@@ -185,6 +185,7 @@ type System struct {
 	stopClock func() // the embedded Redis's TTL clock
 	rdb       redis.UniversalClient
 	access    *api.RedisAccessEvents
+	live      *notify.RedisBridge
 	workers   *Workers
 	producer  *kgo.Client
 	// backOffice is the API's dead-letter browser and Kafka statistics.
@@ -436,8 +437,13 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if err != nil {
 		return nil, err
 	}
+	// Every family change is live on the family's other screens, on this
+	// process's streams and (over Redis pub/sub) every other API process's.
+	if s.live, err = notify.NewRedisBridge(ctx, s.rdb, s.Hub, notify.WithBridgeLogger(log)); err != nil {
+		return nil, err
+	}
 	if s.Family, err = family.New(s.Store, s.State, family.WithWake(s.relay.Wake), family.WithLogger(log),
-		family.WithGiftRules(cfg.Gift.Rules())); err != nil {
+		family.WithGiftRules(cfg.Gift.Rules()), family.WithOnChange(LiveChanges(s.live, log, nil))); err != nil {
 		return nil, err
 	}
 	// Families whose change's door step was not confirmed are settled
@@ -600,8 +606,10 @@ func (s *System) seed(ctx context.Context, pop *simulate.Population, families in
 	demo := []store.NewMember{
 		{ID: simulate.CustomerID(DemoFamilyID, 0), Name: "아빠", Phone: "010-0000-0100", Role: policy.RoleOwner},
 		{ID: simulate.CustomerID(DemoFamilyID, 1), Name: "엄마", Phone: "010-0000-0101", Role: policy.RoleOwner},
-		{ID: simulate.CustomerID(DemoFamilyID, 2), Name: "자녀1", Role: policy.RoleMember, Minor: true},
-		{ID: simulate.CustomerID(DemoFamilyID, 3), Name: "자녀2", Role: policy.RoleMember, Minor: true},
+		// Every member of a family plan is a subscriber with a number of
+		// its own: the back office finds a family by a child's phone too.
+		{ID: simulate.CustomerID(DemoFamilyID, 2), Name: "자녀1", Phone: "010-0000-0102", Role: policy.RoleMember, Minor: true},
+		{ID: simulate.CustomerID(DemoFamilyID, 3), Name: "자녀2", Phone: "010-0000-0103", Role: policy.RoleMember, Minor: true},
 	}
 	if err := add(DemoFamilyID, "김씨 가족 (Last 10 MB)", 10<<20, demo); err != nil {
 		return false, err
@@ -678,6 +686,9 @@ func (s *System) close(ctx context.Context) error {
 	}
 	if s.access != nil {
 		errs = append(errs, s.access.Close())
+	}
+	if s.live != nil {
+		errs = append(errs, s.live.Close())
 	}
 	if s.admin != nil {
 		errs = append(errs, s.admin.Close(ctx))

@@ -7,10 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/google/go-cmp/cmp"
-	"github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -120,15 +117,9 @@ func TestTraceFollowsAnEventAcrossKafka(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
 
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(envelope.DefaultPartitions, envelope.Topics()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
-	kopts := []kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.HeartbeatInterval(100 * time.Millisecond)}
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { rdb.Close() })
+	cluster := testenv.Kafka(t)
+	kopts := testenv.KafkaOpts(cluster)
+	_, rdb := testenv.Redis(t)
 	engine, err := quota.New(rdb)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/recovery"
 	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/writebehind"
 )
@@ -103,11 +104,18 @@ func NewWorkers(qs *judge.State, db *sql.DB, kopts []kgo.Opt, cfg WorkersConfig)
 		return nil, err
 	}
 	w, err := store.NewUsageWriter(db)
+	var truth *store.Store
+	if err == nil {
+		truth, err = store.New(db, store.WithLocation(qs.Location()))
+	}
 	if err != nil {
 		proc.Close(context.Background())
 		return nil, fmt.Errorf("service: usage writer: %w", err)
 	}
-	wb, err := writebehind.NewRunner(store.DecodeUsageRecord, w, clientOpts("write-behind"), append(wbOpts, cfg.WriteBehind...)...)
+	// Records of events judged before the current generation that SQL
+	// learns only now make Redis stale (doc/architecture.md, "Late records").
+	late := recovery.NewLateRecords(w, truth, qs, log.With("worker", "write-behind"))
+	wb, err := writebehind.NewRunner[store.UsageRecord](store.DecodeUsageRecord, late, clientOpts("write-behind"), append(wbOpts, cfg.WriteBehind...)...)
 	if err != nil {
 		proc.Close(context.Background())
 		return nil, fmt.Errorf("service: write-behind runner: %w", err)
@@ -126,11 +134,11 @@ func NewWorkers(qs *judge.State, db *sql.DB, kopts []kgo.Opt, cfg WorkersConfig)
 	inbox, err := notify.NewSQLInbox(db)
 	var names *store.Store
 	if err == nil {
-		names, err = store.New(db) // texts that name a member say the member's name
+		names, err = store.New(db) // texts that name a member or an app say its name
 	}
 	if err == nil {
 		var n *notify.Notifier
-		n, err = notify.New(inbox, hub, clientOpts("notifier"), slices.Concat(nOpts, []notify.Option{notify.WithNames(names)}, cfg.Notifier)...)
+		n, err = notify.New(inbox, hub, clientOpts("notifier"), slices.Concat(nOpts, []notify.Option{notify.WithNames(names), notify.WithApps(names)}, cfg.Notifier)...)
 		if err == nil {
 			return &Workers{Processor: proc, WriteBehind: wb, Notifier: n, Hub: hub, log: log}, nil
 		}

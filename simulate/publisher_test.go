@@ -14,17 +14,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/testenv"
 )
 
 const testPartitions = 10
 
 func newCluster(tb testing.TB, topics ...string) *kfake.Cluster {
 	tb.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(testPartitions, topics...))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(c.Close)
+	c := testenv.KafkaOf(tb, kfake.SeedTopics(testPartitions, topics...))
 	return c
 }
 
@@ -36,27 +33,6 @@ func newProducer(tb testing.TB, c *kfake.Cluster, extra ...kgo.Opt) *kgo.Client 
 	}
 	tb.Cleanup(cl.Close)
 	return cl
-}
-
-func consumeAll(tb testing.TB, c *kfake.Cluster, topic string, n int) []*kgo.Record {
-	tb.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var out []*kgo.Record
-	for len(out) < n {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			tb.Fatalf("consumed %d of %d: %v", len(out), n, err)
-		}
-		out = append(out, fs.Records()...)
-	}
-	return out
 }
 
 // javaPartition is Kafka's Java default partitioner for a keyed record:
@@ -122,7 +98,7 @@ func TestPublisherKeysAndPartitions(t *testing.T) {
 	}
 	kgoPart := kgo.StickyKeyPartitioner(nil).ForTopic(envelope.TopicUsageEvents)
 	used := map[int32]bool{}
-	for _, r := range consumeAll(t, c, envelope.TopicUsageEvents, n+1) {
+	for _, r := range testenv.Read(t, c, envelope.TopicUsageEvents, n+1) {
 		ev, err := envelope.DecodeAs[envelope.UsagePayload](r.Value)
 		if err != nil {
 			t.Fatal(err)

@@ -77,6 +77,11 @@ func TestFamilyAppAccount(t *testing.T) {
 	front(t, kid)
 	waitJS(t, kid, "the child's open app is logged out", 10*time.Second, `location.hash === '#/login' && !!document.querySelector('#login-id')`,
 		`location.hash`)
+	// Saying why, not a blank login (#38).
+	waitJS(t, kid, "why the session ended", 5*time.Second, `!!document.querySelector('#login-ended')?.textContent.includes('비밀번호가 바뀌어')`,
+		`document.querySelector('#main')?.innerText`)
+	browsertest.CheckAccessibility(t, kid, "app-session-ended")
+	browsertest.Screenshot(t, kid, "app-session-ended")
 	leftBehind(t, kid, "after the session ended")
 
 	// The child logs in with the new password and is back where its session

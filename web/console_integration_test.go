@@ -449,13 +449,21 @@ func TestConsoleStories(t *testing.T) {
 		sys.Call(t, admin, http.MethodPatch, path, map[string]any{"set": map[string]string{"BLOCK:CATEGORY:GAME": "1"}}, nil)
 		run(t, ctx, "open the templates", chromedp.Navigate(console+"#/templates"))
 		consoleWait(t, ctx, "the apply form", fmt.Sprintf(`!!document.querySelector('#apply-preview') && !![...document.querySelectorAll('select option')].find((o) => o.value === '%d')`, tpl.ID))
-		run(t, ctx, "preview the template for the second child", chromedp.Evaluate(fmt.Sprintf(`(() => {
+		// The family by its number, then the child picked by name (#38).
+		run(t, ctx, "give the family", chromedp.Evaluate(fmt.Sprintf(`(() => {
 			const form = document.querySelector('#apply-preview').previousElementSibling;
 			form.querySelector('select').value = '%d';
-			const [fam, mem] = form.querySelectorAll('input[type=number]');
-			fam.value = '%d'; mem.value = '%d';
+			const fam = form.querySelector('input[type=number]');
+			fam.value = '%d'; fam.dispatchEvent(new Event('change'));
+		})()`, tpl.ID, sys.FamilyID), nil))
+		consoleWait(t, ctx, "the family's members by name", `[...document.querySelector('#apply-preview').previousElementSibling.querySelectorAll('select')[1].options].some((o) => o.textContent.startsWith('자녀2 (구성원)'))`)
+		run(t, ctx, "preview the template for the second child", chromedp.Evaluate(fmt.Sprintf(`(() => {
+			const form = document.querySelector('#apply-preview').previousElementSibling;
+			const mem = form.querySelectorAll('select')[1];
+			mem.value = [...mem.options].find((o) => o.textContent.startsWith('자녀2'))?.value || '';
+			if (mem.value !== '%d') throw new Error('the second child is not %d');
 			form.querySelector('button[type=submit]').click();
-		})()`, tpl.ID, sys.FamilyID, sys.Child2.ID), nil))
+		})()`, sys.Child2.ID, sys.Child2.ID), nil))
 		consoleWait(t, ctx, "the preview naming what the child loses", `document.querySelector('#apply-loses')?.dataset.keys.includes('BLOCK:CATEGORY:GAME') && document.querySelector('#apply-loses').textContent.includes('게임 차단')`)
 		var pol struct {
 			Rules map[string]string `json:"rules"`

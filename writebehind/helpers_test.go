@@ -14,7 +14,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	_ "modernc.org/sqlite"
 
 	"github.com/dabom/dpcs/internal/sqldialect"
@@ -79,36 +78,15 @@ func openSQLite(tb testing.TB) *sql.DB {
 // dead-letter topic (1) and topics (10 each).
 func newFake(tb testing.TB, topics ...string) *kfake.Cluster {
 	tb.Helper()
-	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(10, testTopic), kfake.SeedTopics(1, testTopic+".DLT")}
+	opts := []kfake.Opt{kfake.SeedTopics(10, testTopic), kfake.SeedTopics(1, testTopic+".DLT")}
 	for _, t := range topics {
 		opts = append(opts, kfake.SeedTopics(10, t))
 	}
-	c, err := kfake.NewCluster(opts...)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(c.Close)
-	return c
+	return testenv.KafkaOf(tb, opts...)
 }
 
 func clientOpts(c *kfake.Cluster) []kgo.Opt {
-	return []kgo.Opt{
-		kgo.SeedBrokers(c.ListenAddrs()...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.HeartbeatInterval(100 * time.Millisecond),
-		kgo.SessionTimeout(3 * time.Second),
-		kgo.FetchMaxWait(100 * time.Millisecond),
-	}
-}
-
-func producer(tb testing.TB, c *kfake.Cluster) *kgo.Client {
-	tb.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ProducerLinger(0))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(cl.Close)
-	return cl
+	return append(testenv.ConsumerOpts(c), kgo.SessionTimeout(3*time.Second))
 }
 
 var t0 = time.Date(2026, 2, 6, 14, 30, 0, 0, time.UTC)
@@ -272,58 +250,4 @@ func record(tb testing.TB, it item) *kgo.Record {
 		tb.Fatal(err)
 	}
 	return &kgo.Record{Topic: testTopic, Key: []byte(strconv.FormatInt(it.Family, 10)), Value: v}
-}
-
-// committed returns the group's committed offsets of topic, per partition.
-func committed(tb testing.TB, c *kfake.Cluster, group, topic string) map[int32]int64 {
-	tb.Helper()
-	cl := producer(tb, c)
-	out := map[int32]int64{}
-	req := kmsg.NewPtrOffsetFetchRequest()
-	req.Group = group
-	rt := kmsg.NewOffsetFetchRequestTopic()
-	rt.Topic = topic
-	g := kmsg.NewOffsetFetchRequestGroup()
-	g.Group = group
-	gt := kmsg.NewOffsetFetchRequestGroupTopic()
-	gt.Topic = topic
-	for p := range int32(10) {
-		rt.Partitions = append(rt.Partitions, p)
-		gt.Partitions = append(gt.Partitions, p)
-	}
-	req.Topics = append(req.Topics, rt)
-	g.Topics = append(g.Topics, gt)
-	req.Groups = append(req.Groups, g)
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if p.Offset >= 0 {
-				out[p.Partition] = p.Offset
-			}
-		}
-	}
-	for _, g := range resp.Groups {
-		for _, t := range g.Topics {
-			for _, p := range t.Partitions {
-				if p.Offset >= 0 {
-					out[p.Partition] = p.Offset
-				}
-			}
-		}
-	}
-	return out
-}
-
-func waitFor(tb testing.TB, what string, d time.Duration, cond func() bool) {
-	tb.Helper()
-	end := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(end) {
-			tb.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/dabom/dpcs/internal/outageproxy"
 	"github.com/dabom/dpcs/internal/sqldialect"
+	"github.com/dabom/dpcs/internal/testenv"
 )
 
 // mariaDB opens a fresh database with the tests' table (wb_item) on the
@@ -138,7 +139,7 @@ func TestSQLWriterMariaDB(t *testing.T) {
 func TestOutageMariaDB(t *testing.T) {
 	db, direct, proxy := mariaDB(t, true)
 	c := newFake(t)
-	p := producer(t, c)
+	p := testenv.Producer(t, c)
 
 	const total, unique = 100_000, 95_000
 	run := time.Now().UnixNano()
@@ -184,7 +185,7 @@ func TestOutageMariaDB(t *testing.T) {
 
 	// checkCommitted: every record below a committed offset has its row.
 	checkCommitted := func(when string) int64 {
-		offs := committed(t, c, DefaultGroup, testTopic)
+		offs := testenv.Committed(t, c, DefaultGroup, testTopic)
 		ids := itemIDs(t, direct)
 		mu.Lock()
 		defer mu.Unlock()
@@ -208,7 +209,7 @@ func TestOutageMariaDB(t *testing.T) {
 	done1 := make(chan error, 1)
 	go func() { done1 <- r1.Run(context.Background()) }()
 
-	waitFor(t, "30k rows before the outage", 60*time.Second, func() bool { return w1.Inserted() >= 30_000 })
+	testenv.Eventually(t, "30k rows before the outage", 60*time.Second, func() bool { return w1.Inserted() >= 30_000 })
 	proxy.Down()
 	t.Logf("database down at %d rows", w1.Inserted())
 	time.Sleep(5 * time.Second)
@@ -223,7 +224,7 @@ func TestOutageMariaDB(t *testing.T) {
 	if errs.Load() == 0 || pauses.Load() == 0 {
 		t.Errorf("no write errors (%d) or pauses (%d) during the outage", errs.Load(), pauses.Load())
 	}
-	waitFor(t, "70k rows after the outage", 60*time.Second, func() bool { return w1.Inserted() >= 70_000 })
+	testenv.Eventually(t, "70k rows after the outage", 60*time.Second, func() bool { return w1.Inserted() >= 70_000 })
 
 	// Crash: stop without draining.
 	dead, cancel := context.WithCancel(context.Background())
@@ -247,7 +248,7 @@ func TestOutageMariaDB(t *testing.T) {
 		}
 		return rows, distinct
 	}
-	waitFor(t, "all unique rows", 90*time.Second, func() bool { _, d := countRows(); return d >= unique })
+	testenv.Eventually(t, "all unique rows", 90*time.Second, func() bool { _, d := countRows(); return d >= unique })
 	if err := stop2(); err != nil {
 		t.Fatal(err)
 	}

@@ -97,7 +97,7 @@ func produce(tb testing.TB, cl *kgo.Client, rs ...*kgo.Record) {
 
 func TestRunnerWritesAndCommits(t *testing.T) {
 	c := newFake(t)
-	p := producer(t, c)
+	p := testenv.Producer(t, c)
 	var rs []*kgo.Record
 	for i := range 250 {
 		rs = append(rs, itemRecord(t, fmt.Sprintf("item_%d", i), int64(i%20+1)))
@@ -113,13 +113,13 @@ func TestRunnerWritesAndCommits(t *testing.T) {
 			commits.Add(int64(ci.Records))
 		}}))
 	stop := start(t, r)
-	waitFor(t, "250 records written", 20*time.Second, func() bool { return w.distinct() == 250 })
-	waitFor(t, "250 records committed", 5*time.Second, func() bool { return commits.Load() == 250 })
+	testenv.Eventually(t, "250 records written", 20*time.Second, func() bool { return w.distinct() == 250 })
+	testenv.Eventually(t, "250 records committed", 5*time.Second, func() bool { return commits.Load() == 250 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	var total int64
-	for _, o := range committed(t, c, DefaultGroup, testTopic) {
+	for _, o := range testenv.Committed(t, c, DefaultGroup, testTopic) {
 		total += o
 	}
 	if total != 250 {
@@ -131,7 +131,7 @@ func TestRunnerWritesAndCommits(t *testing.T) {
 // are written and committed.
 func TestRunnerDeadLetters(t *testing.T) {
 	c := newFake(t)
-	p := producer(t, c)
+	p := testenv.Producer(t, c)
 	good1 := itemRecord(t, "item_good1", 7)
 	good2 := itemRecord(t, "item_good2", 7)
 	junk := &kgo.Record{Topic: testTopic, Key: []byte("7"), Value: []byte("{not json")}
@@ -147,7 +147,7 @@ func TestRunnerDeadLetters(t *testing.T) {
 			rejects.Add(1)
 		}}))
 	stop := start(t, r)
-	waitFor(t, "good records", 20*time.Second, func() bool { return w.distinct() == 2 })
+	testenv.Eventually(t, "good records", 20*time.Second, func() bool { return w.distinct() == 2 })
 
 	got := deadLetters(t, c, 2)
 	for i, want := range []struct{ value, reason string }{{"{not json", "malformed"}, {string(noID.Value), "id required"}} {
@@ -163,7 +163,7 @@ func TestRunnerDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	var total int64
-	for _, o := range committed(t, c, DefaultGroup, testTopic) {
+	for _, o := range testenv.Committed(t, c, DefaultGroup, testTopic) {
 		total += o
 	}
 	if total != 4 || rejects.Load() != 2 {
@@ -210,7 +210,7 @@ func headers(r *kgo.Record) map[string]string {
 // and every offset committed.
 func TestRunnerIntoSQLite(t *testing.T) {
 	c := newFake(t)
-	p := producer(t, c)
+	p := testenv.Producer(t, c)
 	db := openSQLite(t)
 	createItems(t, db, sqldialect.SQLite)
 	w := newItemWriter(t, db)
@@ -244,9 +244,9 @@ func TestRunnerIntoSQLite(t *testing.T) {
 	if h := byID["item_poison"]; h == nil || !strings.Contains(h[HeaderDLTReason], "cannot store TEXT value in INTEGER column") {
 		t.Errorf("item the database refuses: headers %v", h)
 	}
-	waitFor(t, "every offset committed", 20*time.Second, func() bool {
+	testenv.Eventually(t, "every offset committed", 20*time.Second, func() bool {
 		var total int64
-		for _, o := range committed(t, c, DefaultGroup, testTopic) {
+		for _, o := range testenv.Committed(t, c, DefaultGroup, testTopic) {
 			total += o
 		}
 		return total == int64(len(rs))
@@ -268,7 +268,7 @@ func TestRunnerIntoSQLite(t *testing.T) {
 // resumes.
 func TestRunnerPausesWhileFailing(t *testing.T) {
 	c := newFake(t)
-	p := producer(t, c)
+	p := testenv.Producer(t, c)
 	for i := range 30 {
 		produce(t, p, itemRecord(t, fmt.Sprintf("item_a%d", i), int64(i%5+1)))
 	}
@@ -283,8 +283,8 @@ func TestRunnerPausesWhileFailing(t *testing.T) {
 			OnError:  func(ErrorInfo) { errs.Add(1) },
 		}))
 	stop := start(t, r)
-	waitFor(t, "failing writes", 20*time.Second, func() bool { return errs.Load() >= 5 })
-	if n := len(committed(t, c, DefaultGroup, testTopic)); n != 0 {
+	testenv.Eventually(t, "failing writes", 20*time.Second, func() bool { return errs.Load() >= 5 })
+	if n := len(testenv.Committed(t, c, DefaultGroup, testTopic)); n != 0 {
 		t.Fatalf("%d partitions committed while the database was down", n)
 	}
 	if pauses.Load() != 1 {
@@ -298,7 +298,7 @@ func TestRunnerPausesWhileFailing(t *testing.T) {
 	for i := range 20 {
 		produce(t, p, itemRecord(t, fmt.Sprintf("item_b%d", i), int64(i%5+1)))
 	}
-	waitFor(t, "all 50 written", 20*time.Second, func() bool { return w.distinct() == 50 })
+	testenv.Eventually(t, "all 50 written", 20*time.Second, func() bool { return w.distinct() == 50 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func TestRunnerPausesWhileFailing(t *testing.T) {
 		t.Errorf("resumed %d times, want 1", resumes.Load())
 	}
 	var total int64
-	for _, o := range committed(t, c, DefaultGroup, testTopic) {
+	for _, o := range testenv.Committed(t, c, DefaultGroup, testTopic) {
 		total += o
 	}
 	if total != 50 {
@@ -318,7 +318,7 @@ func TestRunnerPausesWhileFailing(t *testing.T) {
 // written (duplicates allowed, none lost), and all offsets end committed.
 func TestRunnerRebalance(t *testing.T) {
 	c := newFake(t)
-	p := producer(t, c)
+	p := testenv.Producer(t, c)
 	w := &uniqueWriter{}
 	r1 := newRunner(t, c, w, WithBatchSize(20), WithInterval(20*time.Millisecond))
 	stop1 := start(t, r1)
@@ -334,7 +334,7 @@ func TestRunnerRebalance(t *testing.T) {
 	time.Sleep(150 * time.Millisecond)
 	r2 := newRunner(t, c, w, WithBatchSize(20), WithInterval(20*time.Millisecond))
 	stop2 := start(t, r2)
-	waitFor(t, "all written", 30*time.Second, func() bool { return w.distinct() == n })
+	testenv.Eventually(t, "all written", 30*time.Second, func() bool { return w.distinct() == n })
 	if err := stop1(); err != nil {
 		t.Error(err)
 	}
@@ -342,7 +342,7 @@ func TestRunnerRebalance(t *testing.T) {
 		t.Error(err)
 	}
 	var total int64
-	for _, o := range committed(t, c, DefaultGroup, testTopic) {
+	for _, o := range testenv.Committed(t, c, DefaultGroup, testTopic) {
 		total += o
 	}
 	if total != n {
@@ -354,13 +354,13 @@ func TestRunnerRebalance(t *testing.T) {
 // client; Run twice is an error.
 func TestRunnerLifecycle(t *testing.T) {
 	c := newFake(t)
-	produce(t, producer(t, c), itemRecord(t, "item_1", 1))
+	produce(t, testenv.Producer(t, c), itemRecord(t, "item_1", 1))
 	w := &uniqueWriter{}
 	r := newRunner(t, c, w, WithInterval(time.Hour), WithConsumer(consumer.WithDrainTimeout(5*time.Second)))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	waitFor(t, "record buffered", 10*time.Second, func() bool { return r.c.Pending() == 1 })
+	testenv.Eventually(t, "record buffered", 10*time.Second, func() bool { return r.c.Pending() == 1 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -381,12 +381,12 @@ func TestRunnerLifecycle(t *testing.T) {
 	}
 
 	// A drain that cannot finish reports what it left uncommitted.
-	produce(t, producer(t, c), itemRecord(t, "item_2", 1))
+	produce(t, testenv.Producer(t, c), itemRecord(t, "item_2", 1))
 	bad := &uniqueWriter{}
 	bad.fail.Store(true)
 	r3 := newRunner(t, c, bad, WithConsumer(consumer.WithGroup("other")), WithInterval(time.Hour), WithBackoff(time.Millisecond, 5*time.Millisecond))
 	go func() { done <- r3.Run(context.Background()) }()
-	waitFor(t, "records buffered", 10*time.Second, func() bool { return r3.c.Pending() == 2 })
+	testenv.Eventually(t, "records buffered", 10*time.Second, func() bool { return r3.c.Pending() == 2 })
 	cctx, ccancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer ccancel()
 	_ = r3.Close(cctx)
@@ -430,7 +430,7 @@ func TestRunnerRetriesFailedCommit(t *testing.T) {
 		refused.Add(1)
 		return true
 	})
-	p := producer(t, c)
+	p := testenv.Producer(t, c)
 	var rs []*kgo.Record
 	for i := range 40 {
 		rs = append(rs, itemRecord(t, fmt.Sprintf("item_%d", i), int64(i%20+1)))
@@ -440,11 +440,11 @@ func TestRunnerRetriesFailedCommit(t *testing.T) {
 	r := newRunner(t, c, w, WithBatchSize(100), WithInterval(50*time.Millisecond))
 	stop := start(t, r)
 	defer stop()
-	waitFor(t, "40 records written", 20*time.Second, func() bool { return w.distinct() == 40 })
+	testenv.Eventually(t, "40 records written", 20*time.Second, func() bool { return w.distinct() == 40 })
 	var total int64
-	waitFor(t, "40 records committed after the refused commits", 20*time.Second, func() bool {
+	testenv.Eventually(t, "40 records committed after the refused commits", 20*time.Second, func() bool {
 		total = 0
-		for _, o := range committed(t, c, DefaultGroup, testTopic) {
+		for _, o := range testenv.Committed(t, c, DefaultGroup, testTopic) {
 			total += o
 		}
 		return total == 40

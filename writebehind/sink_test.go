@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
+
+	"github.com/dabom/dpcs/internal/testenv"
 )
 
 func newSink[T any](tb testing.TB, w Writer[T], opts ...Option) *Sink[T] {
@@ -38,7 +40,7 @@ func TestSinkFlushesAtSize(t *testing.T) {
 	if err := s.Add(context.Background(), seq(25)...); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "two full batches", 5*time.Second, func() bool { return len(w.sizes()) == 2 })
+	testenv.Eventually(t, "two full batches", 5*time.Second, func() bool { return len(w.sizes()) == 2 })
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -58,12 +60,12 @@ func TestSinkFlushesAtInterval(t *testing.T) {
 		WithHooks(Hooks{OnFlush: func(f FlushInfo) { mu.Lock(); reasons = append(reasons, f.Reason); mu.Unlock() }}))
 	start := time.Now()
 	_ = s.Add(context.Background(), 1, 2, 3)
-	waitFor(t, "interval flush", 5*time.Second, func() bool { return len(w.all()) == 3 })
+	testenv.Eventually(t, "interval flush", 5*time.Second, func() bool { return len(w.all()) == 3 })
 	if el := time.Since(start); el < 25*time.Millisecond {
 		t.Errorf("flushed after %v, before the interval", el)
 	}
 	_ = s.Add(context.Background(), 4)
-	waitFor(t, "second interval flush", 5*time.Second, func() bool { return len(w.all()) == 4 })
+	testenv.Eventually(t, "second interval flush", 5*time.Second, func() bool { return len(w.all()) == 4 })
 	mu.Lock()
 	defer mu.Unlock()
 	if diff := cmp.Diff([]string{"interval", "interval"}, reasons); diff != "" {
@@ -111,7 +113,7 @@ func TestSinkBackPressure(t *testing.T) {
 	if err := s.Add(ctx, 1, 2, 3, 4, 5); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "buffer full", 5*time.Second, func() bool { return len(s.in) == 3 })
+	testenv.Eventually(t, "buffer full", 5*time.Second, func() bool { return len(s.in) == 3 })
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	if err := s.Add(short, 6); !errors.Is(err, context.DeadlineExceeded) {

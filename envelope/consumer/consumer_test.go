@@ -42,14 +42,14 @@ func TestCommitsOnlyAfterSuccess(t *testing.T) {
 	cs := newConsumer(t, c, h, WithHooks(log.hooks()))
 	stop := start(t, cs)
 	<-entered
-	waitFor(t, "records held", func() bool { return cs.Pending() > 0 })
+	testenv.Eventually(t, "records held", 20*time.Second, func() bool { return cs.Pending() > 0 })
 	if got := committed(t, c, group); len(got) != 0 {
 		t.Fatalf("committed %v while the handler had not returned", got)
 	}
 	close(release)
-	waitFor(t, "all handled", func() bool { return rec.handled() == len(vals) })
-	waitFor(t, "all committed", func() bool { return total(committed(t, c, group)) == int64(len(vals)) })
-	waitFor(t, "nothing pending", func() bool { return cs.Pending() == 0 })
+	testenv.Eventually(t, "all handled", 20*time.Second, func() bool { return rec.handled() == len(vals) })
+	testenv.Eventually(t, "all committed", 20*time.Second, func() bool { return total(committed(t, c, group)) == int64(len(vals)) })
+	testenv.Eventually(t, "nothing pending", 20*time.Second, func() bool { return cs.Pending() == 0 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -89,9 +89,9 @@ func TestTransientFailureRetriesSameBatch(t *testing.T) {
 	}}
 	cs = newConsumer(t, c, rec, WithHooks(log.hooks()), WithBackoff(20*time.Millisecond, 50*time.Millisecond, 0))
 	stop := start(t, cs)
-	waitFor(t, "first batch handled", func() bool { return rec.handled() > 0 })
+	testenv.Eventually(t, "first batch handled", 20*time.Second, func() bool { return rec.handled() > 0 })
 	more := produce(t, p, "b", 20, 2)
-	waitFor(t, "all handled", func() bool { return rec.handled() == 40 })
+	testenv.Eventually(t, "all handled", 20*time.Second, func() bool { return rec.handled() == 40 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -182,11 +182,11 @@ func TestDeadLetters(t *testing.T) {
 				t.Errorf("DeadLetterTopic = %q, want %q", cs.DeadLetterTopic(topic), tc.dlt)
 			}
 			stop := start(t, cs)
-			waitFor(t, "committed", func() bool { return total(committed(t, c, group)) == 6 })
+			testenv.Eventually(t, "committed", 20*time.Second, func() bool { return total(committed(t, c, group)) == 6 })
 			if err := stop(); err != nil {
 				t.Fatal(err)
 			}
-			dl := readTopic(t, c, tc.dlt, 2)
+			dl := testenv.Read(t, c, tc.dlt, 2)
 			if end := endOffset(t, c, tc.dlt); end != 2 {
 				t.Errorf("%s holds %d records, want 2: a dead letter was produced twice", tc.dlt, end)
 			}
@@ -210,28 +210,6 @@ func TestDeadLetters(t *testing.T) {
 			}
 		})
 	}
-}
-
-// readTopic reads want records of t from the start.
-func readTopic(tb testing.TB, c interface{ ListenAddrs() []string }, t string, want int) []*kgo.Record {
-	tb.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(t),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var out []*kgo.Record
-	for len(out) < want {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			tb.Fatalf("%s: got %d records, want %d", t, len(out), want)
-		}
-		out = append(out, fs.Records()...)
-	}
-	return out
 }
 
 // endOffset returns the end offset of partition 0 of t.
@@ -267,8 +245,8 @@ func TestAccumulateBySize(t *testing.T) {
 	var log hookLog
 	cs := newConsumer(t, c, rec, WithBatch(10, time.Hour), WithHooks(log.hooks()))
 	stop := start(t, cs)
-	waitFor(t, "two full batches", func() bool { return rec.handled() == 20 })
-	waitFor(t, "five held", func() bool { return cs.Pending() == 5 })
+	testenv.Eventually(t, "two full batches", 20*time.Second, func() bool { return rec.handled() == 20 })
+	testenv.Eventually(t, "five held", 20*time.Second, func() bool { return cs.Pending() == 5 })
 	if n := total(committed(t, c, group)); n != 20 {
 		t.Errorf("committed %d before the drain, want 20", n)
 	}
@@ -303,12 +281,12 @@ func TestAccumulateByInterval(t *testing.T) {
 	// start the interval) before the producer has its acknowledgement.
 	sent := time.Now()
 	produce(t, p, "a", 3, 1)
-	waitFor(t, "first interval batch", func() bool { return rec.handled() == 3 })
+	testenv.Eventually(t, "first interval batch", 20*time.Second, func() bool { return rec.handled() == 3 })
 	if waited := time.Since(sent); waited < 150*time.Millisecond {
 		t.Errorf("batch handled after %v, before the 150 ms interval", waited)
 	}
 	produce(t, p, "b", 4, 1)
-	waitFor(t, "second interval batch", func() bool { return rec.handled() == 7 })
+	testenv.Eventually(t, "second interval batch", 20*time.Second, func() bool { return rec.handled() == 7 })
 	var got []string
 	for _, s := range rec.seen() {
 		got = append(got, fmt.Sprint(s.reason, len(s.values)))
@@ -316,7 +294,7 @@ func TestAccumulateByInterval(t *testing.T) {
 	if diff := cmp.Diff([]string{"interval3", "interval4"}, got); diff != "" {
 		t.Errorf("batches (-want +got):\n%s", diff)
 	}
-	waitFor(t, "committed", func() bool { return total(committed(t, c, group)) == 7 })
+	testenv.Eventually(t, "committed", 20*time.Second, func() bool { return total(committed(t, c, group)) == 7 })
 }
 
 // A second member joins while the first holds a batch (a long interval):
@@ -330,14 +308,14 @@ func TestRevokeDuringBatchLosesNothing(t *testing.T) {
 	var log1, log2 hookLog
 	c1 := newConsumer(t, c, rec, WithBatch(100_000, time.Hour), WithHooks(log1.hooks()))
 	stop1 := start(t, c1)
-	waitFor(t, "member 1 holds every record", func() bool { return c1.Pending() == 200 })
+	testenv.Eventually(t, "member 1 holds every record", 20*time.Second, func() bool { return c1.Pending() == 200 })
 	c2 := newConsumer(t, c, rec, WithBatch(100_000, time.Hour), WithHooks(log2.hooks()))
 	stop2 := start(t, c2)
-	waitFor(t, "partitions revoked from member 1", func() bool { return partitionCount(log1.snapshot().revoked) > 0 })
-	waitFor(t, "partitions assigned to member 2", func() bool { return partitionCount(log2.snapshot().assigned) > 0 })
+	testenv.Eventually(t, "partitions revoked from member 1", 20*time.Second, func() bool { return partitionCount(log1.snapshot().revoked) > 0 })
+	testenv.Eventually(t, "partitions assigned to member 2", 20*time.Second, func() bool { return partitionCount(log2.snapshot().assigned) > 0 })
 	more := produce(t, p, "b", 200, 4)
-	waitFor(t, "member 2 holds records", func() bool { return c2.Pending() > 0 })
-	waitFor(t, "every record handled or held", func() bool { return rec.handled()+c1.Pending()+c2.Pending() == 400 })
+	testenv.Eventually(t, "member 2 holds records", 20*time.Second, func() bool { return c2.Pending() > 0 })
+	testenv.Eventually(t, "every record handled or held", 20*time.Second, func() bool { return rec.handled()+c1.Pending()+c2.Pending() == 400 })
 	if err := stop1(); err != nil {
 		t.Error(err)
 	}
@@ -387,12 +365,12 @@ func TestRebalanceUnderLoad(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	})
-	waitFor(t, "member 1 working", func() bool { return rec.handled() > 0 })
+	testenv.Eventually(t, "member 1 working", 20*time.Second, func() bool { return rec.handled() > 0 })
 	c2 := newConsumer(t, c, rec, WithBatch(20, 20*time.Millisecond))
 	stop2 := start(t, c2)
 	wg.Wait()
-	waitFor(t, "all handled", func() bool { return rec.handled() == 1000 })
-	waitFor(t, "all committed", func() bool { return total(committed(t, c, group)) == 1000 })
+	testenv.Eventually(t, "all handled", 20*time.Second, func() bool { return rec.handled() == 1000 })
+	testenv.Eventually(t, "all committed", 20*time.Second, func() bool { return total(committed(t, c, group)) == 1000 })
 	if err := stop1(); err != nil {
 		t.Error(err)
 	}
@@ -422,7 +400,7 @@ func TestCloseDrains(t *testing.T) {
 		{"Run's context", nil,
 			func(t *testing.T, cs *Consumer, cancelRun context.CancelFunc) error {
 				cancelRun()
-				waitFor(t, "drained", func() bool { return cs.Pending() == 0 })
+				testenv.Eventually(t, "drained", 20*time.Second, func() bool { return cs.Pending() == 0 })
 				return cs.Close(context.Background()) // after Run: what Run returned
 			},
 			func(err error) bool { return err == nil }, 10, func(n int) bool { return n == 1 }},
@@ -452,7 +430,7 @@ func TestCloseDrains(t *testing.T) {
 			defer cancel()
 			done := make(chan error, 1)
 			go func() { done <- cs.Run(ctx) }()
-			waitFor(t, "held", func() bool { return cs.Pending() == 10 })
+			testenv.Eventually(t, "held", 20*time.Second, func() bool { return cs.Pending() == 10 })
 			err := tc.stop(t, cs, cancel)
 			if !tc.wantErr(err) {
 				t.Errorf("Close: %v", err)
@@ -547,7 +525,7 @@ func testOverlappedCommitsInOrder(t *testing.T, refuse int) {
 	}
 	cs := newConsumer(t, c, h, WithMaxPoll(5), WithRebalanceInterval(time.Hour), WithHooks(hooks))
 	stop := start(t, cs)
-	waitFor(t, "all committed", func() bool { return total(committed(t, c, group)) == int64(len(vals)) })
+	testenv.Eventually(t, "all committed", 20*time.Second, func() bool { return total(committed(t, c, group)) == int64(len(vals)) })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -597,7 +575,7 @@ func TestFinishFailures(t *testing.T) {
 		})
 		cs := newConsumer(t, c, h, WithHooks(log.hooks()))
 		stop := start(t, cs)
-		waitFor(t, "committed", func() bool { return total(committed(t, c, group)) == 5 })
+		testenv.Eventually(t, "committed", 20*time.Second, func() bool { return total(committed(t, c, group)) == 5 })
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -628,7 +606,7 @@ func TestFinishFailures(t *testing.T) {
 		cs := newConsumer(t, c, h)
 		done := make(chan error, 1)
 		go func() { done <- cs.Run(context.Background()) }()
-		waitFor(t, "first committed", func() bool { return total(committed(t, c, group)) == 3 })
+		testenv.Eventually(t, "first committed", 20*time.Second, func() bool { return total(committed(t, c, group)) == 3 })
 		produce(t, p, "w", 3, 1)
 		var err error
 		select {
@@ -665,7 +643,7 @@ func TestPermanentHandlerError(t *testing.T) {
 	cs := newConsumer(t, c, h)
 	done := make(chan error, 1)
 	go func() { done <- cs.Run(context.Background()) }()
-	waitFor(t, "first committed", func() bool { return total(committed(t, c, group)) == 3 })
+	testenv.Eventually(t, "first committed", 20*time.Second, func() bool { return total(committed(t, c, group)) == 3 })
 	produce(t, p, "w", 3, 1)
 	if err := <-done; !errors.Is(err, bad) {
 		t.Errorf("Run: %v", err)
@@ -686,7 +664,7 @@ func TestRefusedCommitRetried(t *testing.T) {
 	var log hookLog
 	cs := newConsumer(t, c, rec, WithHooks(log.hooks()))
 	stop := start(t, cs)
-	waitFor(t, "committed after refusals", func() bool { return total(committed(t, c, group)) == 20 })
+	testenv.Eventually(t, "committed after refusals", 20*time.Second, func() bool { return total(committed(t, c, group)) == 20 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -737,7 +715,7 @@ func TestReadCommitted(t *testing.T) {
 	rec := &recorder{}
 	cs := newConsumer(t, c, rec, WithReadCommitted())
 	stop := start(t, cs)
-	waitFor(t, "the committed record", func() bool { return rec.handled() == 1 })
+	testenv.Eventually(t, "the committed record", 20*time.Second, func() bool { return rec.handled() == 1 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -803,7 +781,7 @@ func TestNewAndLifecycle(t *testing.T) {
 	// Run twice.
 	cs = newConsumer(t, c, h)
 	stop := start(t, cs)
-	waitFor(t, "running", func() bool { cs.life.Lock(); defer cs.life.Unlock(); return cs.started })
+	testenv.Eventually(t, "running", 20*time.Second, func() bool { cs.life.Lock(); defer cs.life.Unlock(); return cs.started })
 	if err := cs.Run(context.Background()); !errors.Is(err, ErrInvalid) {
 		t.Errorf("second Run: %v", err)
 	}
@@ -829,7 +807,7 @@ func TestLostPartitionsDropped(t *testing.T) {
 	cs := newConsumer(t, c, rec, WithBatch(10, time.Hour), WithHooks(log.hooks()))
 	stop := start(t, cs)
 	defer stop()
-	waitFor(t, "failing", func() bool { return len(log.snapshot().retries) > 0 })
+	testenv.Eventually(t, "failing", 20*time.Second, func() bool { return len(log.snapshot().retries) > 0 })
 	// What kgo does on a fatal group error, called as it would: with the
 	// loop waiting in a poll.
 	cs.onLost(context.Background(), cs.cl, map[string][]int32{topic: {0, 1}})
@@ -895,7 +873,7 @@ func TestOutputsAcknowledgedBeforeCommit(t *testing.T) {
 	})
 	cs = newConsumer(t, c, h, WithMaxPoll(20))
 	stop := start(t, cs)
-	waitFor(t, "all committed", func() bool { return total(committed(t, c, group)) == int64(len(vals)) })
+	testenv.Eventually(t, "all committed", 20*time.Second, func() bool { return total(committed(t, c, group)) == int64(len(vals)) })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package consumer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -12,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/dabom/dpcs/internal/testenv"
 )
 
 const (
@@ -27,37 +26,21 @@ const (
 // partitions) and its dead-letter topic.
 func newCluster(tb testing.TB, partitions int32, topics ...string) *kfake.Cluster {
 	tb.Helper()
-	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic), kfake.SeedTopics(1, topic+".DLT")}
+	opts := []kfake.Opt{kfake.SeedTopics(partitions, topic), kfake.SeedTopics(1, topic+".DLT")}
 	for _, t := range topics {
 		opts = append(opts, kfake.SeedTopics(1, t))
 	}
-	c, err := kfake.NewCluster(opts...)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(c.Close)
-	return c
+	return testenv.KafkaOf(tb, opts...)
 }
 
 func clientOpts(c *kfake.Cluster) []kgo.Opt {
-	return []kgo.Opt{
-		kgo.SeedBrokers(c.ListenAddrs()...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.HeartbeatInterval(100 * time.Millisecond),
-		kgo.FetchMaxWait(100 * time.Millisecond),
-		kgo.ProducerLinger(0),
-	}
+	return append(testenv.ConsumerOpts(c), kgo.ProducerLinger(0))
 }
 
+// producer writes to the partition each record names.
 func producer(tb testing.TB, c *kfake.Cluster) *kgo.Client {
 	tb.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ProducerLinger(0),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(cl.Close)
-	return cl
+	return testenv.Producer(tb, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 }
 
 // produce sends n records to partitions 0…parts−1 round robin (value
@@ -113,21 +96,7 @@ func start(tb testing.TB, cs *Consumer) (stop func() error) {
 // committed returns the group's committed offsets of topic, per partition.
 func committed(tb testing.TB, c *kfake.Cluster, group string) map[int32]int64 {
 	tb.Helper()
-	cl := producer(tb, c)
-	offs, err := kadm.NewClient(cl).FetchOffsets(context.Background(), group)
-	if errors.Is(err, kerr.GroupIDNotFound) {
-		return map[int32]int64{} // nothing committed yet
-	}
-	if err != nil {
-		tb.Fatal(err)
-	}
-	out := map[int32]int64{}
-	offs.Each(func(o kadm.OffsetResponse) {
-		if o.Topic == topic && o.At >= 0 {
-			out[o.Partition] = o.At
-		}
-	})
-	return out
+	return testenv.Committed(tb, c, group, topic)
 }
 
 func total(m map[int32]int64) int64 {
@@ -142,21 +111,10 @@ func total(m map[int32]int64) int64 {
 // every goroutine the consumer starts.
 func noneLeft(tb testing.TB) {
 	tb.Helper()
-	waitFor(tb, "the consumer's goroutines to end", func() bool {
+	testenv.Eventually(tb, "the consumer's goroutines to end", 20*time.Second, func() bool {
 		buf := make([]byte, 1<<20)
 		return !strings.Contains(string(buf[:runtime.Stack(buf, true)]), "envelope/consumer.(*Consumer)")
 	})
-}
-
-func waitFor(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	end := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(end) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // recorder is a handler that records what it was given and fails on demand.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/envelope/kafkarecord"
+	"github.com/dabom/dpcs/internal/testenv"
 )
 
 func TestNew(t *testing.T) {
@@ -145,11 +146,7 @@ func TestPartitioningMatchesJava(t *testing.T) {
 // to an in-process broker and decodes what a consumer receives.
 func TestKfakeRoundTrip(t *testing.T) {
 	const partitions = 10
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, envelope.TopicNotificationEvents))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := testenv.KafkaOf(t, kfake.SeedTopics(partitions, envelope.TopicNotificationEvents))
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(c.ListenAddrs()...),
 		kgo.ConsumeTopics(envelope.TopicNotificationEvents),

@@ -12,7 +12,6 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/dabom/dpcs/internal/testenv"
-	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 func TestRunNeedsBrokersWithRealRedis(t *testing.T) {
@@ -67,11 +66,7 @@ func TestRunEmbedded(t *testing.T) {
 // with histograms, the Kafka clients' and the runtime's), and stops cleanly
 // on cancel.
 func TestRunStartsAndStops(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := testenv.KafkaOf(t)
 	mr := miniredis.RunT(t)
 	env := map[string]string{
 		"DPCS_KAFKA_BROKERS": strings.Join(c.ListenAddrs(), ","),
@@ -127,11 +122,7 @@ func TestRunStartsAndStops(t *testing.T) {
 
 // Started while Redis is down, the deployable waits for it and then runs.
 func TestRunWaitsForRedisAtStart(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := testenv.KafkaOf(t)
 	mr := miniredis.NewMiniRedis()
 	addr := testenv.FreeAddr(t)
 	env := map[string]string{

@@ -214,7 +214,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	nopts = append(nopts, push...)
 	notifier, err := notify.New(inbox, hub, slices.Concat(kopts, service.KafkaHooks(reg, "notifier"), service.TracingKafkaOpts(tp)),
 		append(nopts, notify.WithLogger(log), notify.WithHooks(metrics.NotifierHooks()), notify.WithTracerProvider(tp),
-			notify.WithNames(st))...)
+			notify.WithNames(st), notify.WithApps(st))...)
 	if err != nil {
 		return err
 	}
@@ -270,7 +270,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	fam, err := family.New(st, qs, family.WithWake(relay.Wake), family.WithLogger(log), family.WithGiftRules(cfg.Gift.Rules()))
+	// Every family change is live on the family's other screens: on this
+	// server's SSE streams and, over Redis pub/sub, every other server's.
+	live, err := notify.NewRedisBridge(ctx, rdb, hub, notify.WithBridgeLogger(log))
+	if err != nil {
+		return err
+	}
+	defer live.Close()
+	fam, err := family.New(st, qs, family.WithWake(relay.Wake), family.WithLogger(log), family.WithGiftRules(cfg.Gift.Rules()),
+		family.WithOnChange(service.LiveChanges(live, log, nil)))
 	if err != nil {
 		return err
 	}

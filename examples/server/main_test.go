@@ -16,7 +16,6 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/dabom/dpcs/internal/buildinfo"
 	"github.com/dabom/dpcs/internal/testenv"
@@ -36,11 +35,7 @@ func TestRunNeedsInfrastructure(t *testing.T) {
 // The API deployable serves against Kafka, Redis and SQL, and its rebuild
 // command restores Redis from SQL.
 func TestRunServesAndRebuilds(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := testenv.KafkaOf(t)
 	mr := miniredis.RunT(t)
 	dbPath := filepath.Join(t.TempDir(), "dpcs.db")
 	env := map[string]string{
@@ -133,11 +128,7 @@ func TestRunServesAndRebuilds(t *testing.T) {
 // families failed and why, and fails (exit status 1) when any did.
 func TestRebuildReportsFailedFamilies(t *testing.T) {
 	ctx := context.Background()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := testenv.KafkaOf(t)
 	mr := miniredis.RunT(t)
 	env := map[string]string{
 		"DPCS_KAFKA_BROKERS": strings.Join(c.ListenAddrs(), ","), "DPCS_REDIS_ADDR": mr.Addr(),
@@ -222,11 +213,7 @@ func TestRunVersion(t *testing.T) {
 // in use are refused and create nothing.
 func TestAdminCreate(t *testing.T) {
 	ctx := context.Background()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := testenv.KafkaOf(t)
 	mr := miniredis.RunT(t)
 	dir := t.TempDir()
 	const secret = "correct horse battery staple"

@@ -11,6 +11,7 @@ package testenv
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -38,13 +40,68 @@ import (
 // partitions each) and closes it when the test ends.
 func Kafka(tb testing.TB, opts ...kfake.Opt) *kfake.Cluster {
 	tb.Helper()
-	all := append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(envelope.DefaultPartitions, envelope.Topics()...)}, opts...)
-	c, err := kfake.NewCluster(all...)
+	return KafkaOf(tb, append([]kfake.Opt{kfake.SeedTopics(envelope.DefaultPartitions, envelope.Topics()...)}, opts...)...)
+}
+
+// KafkaOf starts an embedded single-broker Kafka on a free loopback port
+// with only what opts seed (kfake.SeedTopics: the SDK's Kafka pieces test on
+// topics of their own) and closes it when the test ends.
+func KafkaOf(tb testing.TB, opts ...kfake.Opt) *kfake.Cluster {
+	tb.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(c.Close)
 	return c
+}
+
+// ConsumerOpts are KafkaOpts for a consumer that reads c's topics from
+// their start and is not kept waiting for fetches (100 ms at most).
+func ConsumerOpts(c *kfake.Cluster) []kgo.Opt {
+	return append(KafkaOpts(c), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+}
+
+// Producer is a client on c that produces at once (no linger), with opts
+// added, closed when the test ends.
+func Producer(tb testing.TB, c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
+	tb.Helper()
+	return Client(tb, c, append([]kgo.Opt{kgo.ProducerLinger(0)}, opts...)...)
+}
+
+// Committed returns group's committed offsets of topic on c, per partition
+// (none when the group committed nothing).
+func Committed(tb testing.TB, c *kfake.Cluster, group, topic string) map[int32]int64 {
+	tb.Helper()
+	cl := Client(tb, c)
+	offs, err := kadm.NewClient(cl).FetchOffsets(context.Background(), group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return map[int32]int64{}
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := map[int32]int64{}
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == topic && o.At >= 0 {
+			out[o.Partition] = o.At
+		}
+	})
+	return out
+}
+
+// Eventually waits until cond holds, checking every 5 ms, and fails the
+// test when it does not within d: a bound on progress, never a guess at
+// how long something takes (set it generously; doc/testing.md).
+func Eventually(tb testing.TB, what string, d time.Duration, cond func() bool) {
+	tb.Helper()
+	end := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(end) {
+			tb.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // KafkaOpts are a client's options for c: its brokers and a 100 ms group
@@ -73,7 +130,20 @@ func Client(tb testing.TB, c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
 // most) and fails the test if more or fewer arrive.
 func Collect(tb testing.TB, c *kfake.Cluster, topic string, n int) []*kgo.Record {
 	tb.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(topic))
+	out := Read(tb, c, topic, n)
+	if len(out) > n {
+		tb.Fatalf("%s: got %d records, want %d", topic, len(out), n)
+	}
+	return out
+}
+
+// Read reads topic on c from its start until at least n records arrived
+// (20 s at most, else it fails the test) and returns every record the
+// fetches brought.
+func Read(tb testing.TB, c *kfake.Cluster, topic string, n int) []*kgo.Record {
+	tb.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -87,9 +157,6 @@ func Collect(tb testing.TB, c *kfake.Cluster, topic string, n int) []*kgo.Record
 			tb.Fatalf("%s: got %d records, want %d", topic, len(out), n)
 		}
 		out = append(out, f.Records()...)
-	}
-	if len(out) > n {
-		tb.Fatalf("%s: got %d records, want %d", topic, len(out), n)
 	}
 	return out
 }

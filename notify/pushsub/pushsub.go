@@ -25,6 +25,10 @@ type Subscription struct {
 	// base64url; Auth its 16-byte authentication secret, base64url.
 	P256dh string `json:"p256dh"`
 	Auth   string `json:"auth"`
+	// Role is the member's role (MEMBER, OWNER), when the store says (a
+	// push's recipients): a MEMBER gets the texts written for members (a
+	// low-data alert says to ask a parent, not to top up).
+	Role string `json:"role,omitempty"`
 }
 
 // Error is a subscription Validate refuses: the field at fault (endpoint,

@@ -30,6 +30,9 @@
 --           identity (the node restarted or failed over meanwhile, from a snapshot
 --           taken after the rebuild began: its restores may be lost): then an error
 --           reply, and nothing changes.
+--   distrust  a judge charged what it could not record: the generation becomes
+--           "distrusted:<generation>", so every check fails until a rebuild (a
+--           marker being rebuilt or without a generation is left alone).
 --   get     returns the marker's flat fields.
 local function info(section, field)
   local r = redis.pcall('INFO', section)
@@ -98,6 +101,12 @@ elseif op == 'finish' then
   redis.call('DEL', KEYS[1])
   redis.call('HSET', KEYS[1], 'g', gen, 'n', id)
   for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], 'w:' .. ARGV[i], ARGV[i + 1]) end
+  return 1
+elseif op == 'distrust' then
+  local g = redis.call('HGET', KEYS[1], 'g')
+  if g and string.sub(g, 1, 11) ~= 'rebuilding:' and string.sub(g, 1, 11) ~= 'distrusted:' then
+    redis.call('HSET', KEYS[1], 'g', 'distrusted:' .. g)
+  end
   return 1
 elseif op == 'get' then
   return redis.call('HGETALL', KEYS[1])

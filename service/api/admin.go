@@ -84,6 +84,17 @@ type FamilyView struct {
 	Thresholds []int     `json:"thresholds,omitempty" doc:"Absent: the default 50,30,10"`
 	CreatedAt  time.Time `json:"createdAt"`
 	UpdatedAt  time.Time `json:"updatedAt"`
+	// Matched are the family's members a search found it by (its id or
+	// phone); absent outside a search, and when the family's name matched.
+	Matched []SearchMatch `json:"matched,omitempty" doc:"In a search: the members the family was found by (their id or phone)"`
+}
+
+// SearchMatch is a member a family search matched, and by what.
+type SearchMatch struct {
+	CustomerID int64  `json:"customerId"`
+	Name       string `json:"name"`
+	Role       string `json:"role"`
+	By         string `json:"by" enum:"id,phone" doc:"What matched: the member's id or its phone"`
 }
 
 func familyView(f store.Family) FamilyView {
@@ -243,10 +254,26 @@ func (a *Server) registerAdmin() {
 			if err != nil {
 				return nil, a.problem(ctx, err, "query.q")
 			}
+			// Which member each family was found by (#38: a search by a
+			// child's phone said only the family).
+			ms, err := a.cfg.Store.MatchedMembers(ctx, in.Q)
+			if err != nil {
+				return nil, a.problem(ctx, err, "query.q")
+			}
 			out := &familiesOutput{}
 			out.Body.Families = make([]FamilyView, 0, len(fs))
 			for _, f := range fs {
-				out.Body.Families = append(out.Body.Families, familyView(f))
+				v := familyView(f)
+				for _, m := range ms {
+					if m.FamilyID == f.ID {
+						by := "phone"
+						if strconv.FormatInt(m.ID, 10) == strings.TrimSpace(in.Q) {
+							by = "id"
+						}
+						v.Matched = append(v.Matched, SearchMatch{CustomerID: m.ID, Name: m.Name, Role: string(m.Role), By: by})
+					}
+				}
+				out.Body.Families = append(out.Body.Families, v)
 			}
 			return out, nil
 		})

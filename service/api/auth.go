@@ -296,8 +296,10 @@ func (a *Server) registerAuth() {
 			"token again is taken as theft and revokes the whole session (401). Refreshes are limited per client " +
 			"address (429 with Retry-After in seconds). A browser session (X-DPCS-Session: cookie) sends no body: the " +
 			"token is its dpcs_refresh cookie, and the new one comes back in the cookie only (403 without the header or " +
-			"from another site; a refused cookie is cleared).",
-		Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusTooManyRequests}},
+			"from another site; a refused cookie is cleared). A refused token of a session that ended says why in ended " +
+			"(EXPIRED, PASSWORD, REMOVED, REVOKED), for the words a front-end shows.",
+		Errors:    []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusTooManyRequests},
+		Responses: map[string]*huma.Response{"401": a.sessionProblemResponse()}},
 		func(ctx context.Context, in *refreshInput) (*tokensOutput, error) {
 			presented, cookie, err := in.token()
 			if err != nil {
@@ -314,12 +316,16 @@ func (a *Server) registerAuth() {
 			if errors.Is(err, store.ErrNotFound) {
 				return nil, refused(huma.Error401Unauthorized("unknown refresh token"))
 			}
+			if errors.Is(err, store.ErrTokenExpired) || errors.Is(err, store.ErrTokenReused) {
+				return nil, refused(a.sessionEnded(ctx, err))
+			}
 			if err != nil {
 				return nil, refused(a.problem(ctx, err, "body.refreshToken"))
 			}
 			m, err := a.cfg.Store.MemberByID(ctx, rt.CustomerID)
 			if err != nil || m.DeletedAt != nil {
-				return nil, refused(huma.Error401Unauthorized("unknown refresh token"))
+				return nil, refused(&SessionProblem{ErrorModel: huma.ErrorModel{Status: http.StatusUnauthorized,
+					Title: http.StatusText(http.StatusUnauthorized), Detail: "the member was removed"}, Ended: EndedRemoved})
 			}
 			t, err := a.issueIn(ctx, m, tok, rt)
 			if err != nil {

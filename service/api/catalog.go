@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -33,6 +34,21 @@ type Catalog struct {
 	TopUpOffers []TopUpOffer `json:"topUpOffers" doc:"The top-ups offered, smallest first, with their prices (the operator's DPCS_TOPUP_OFFERS)"`
 	// GiftRules are the rules every gift keeps (nil in DefaultCatalog).
 	GiftRules *GiftRulesView `json:"giftRules,omitempty" doc:"The rules every gift keeps (the operator's DPCS_GIFT_*)"`
+}
+
+// UnknownApps are the apps in recent traffic the catalog does not name.
+type UnknownApps struct {
+	Records int          `json:"records" doc:"How many of the newest usage records were read"`
+	Apps    []UnknownApp `json:"apps"`
+}
+
+// UnknownApp is an app seen in traffic and not in the catalog.
+type UnknownApp struct {
+	ID       string    `json:"id" doc:"The app id the network reported" example:"com.zepeto.global"`
+	Events   int64     `json:"events" doc:"Usage events of it among the records read"`
+	Bytes    int64     `json:"bytes" doc:"Bytes used by it among the records read"`
+	Families int64     `json:"families" doc:"How many families used it"`
+	LastSeen time.Time `json:"lastSeen" doc:"Its latest usage event's time"`
 }
 
 // TopUpOffer is a top-up a carrier sells: an amount and its price, billed
@@ -232,6 +248,32 @@ func (a *Server) registerCatalog() {
 			en = app.Name
 		}
 		return &struct{ Body CatalogApp }{Body: CatalogApp{ID: app.ID, Category: string(app.Category), Name: app.Name, NameEn: en, Icon: app.Icon}}, nil
+	})
+	huma.Register(a.api, huma.Operation{OperationID: "list-unknown-apps", Method: http.MethodGet, Path: "/admin/catalog/unknown-apps",
+		Summary: "Apps in recent traffic the catalog does not name", Tags: []string{adminTag}, Security: secured(),
+		Description: "The apps of the newest usage records (records, default 100000, read newest first: the cost is bounded " +
+			"whatever the history's size) that the catalog does not hold, most used first, at most 100: what people would see " +
+			"as \"알 수 없는 앱\" until an admin names them (PUT /admin/catalog/apps/{appId}). ADMIN or AGENT.",
+		Errors: []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusUnprocessableEntity},
+	}, func(ctx context.Context, in *struct {
+		Records int `query:"records" minimum:"1" maximum:"1000000" default:"100000" doc:"How many of the newest usage records to read"`
+	}) (*struct{ Body UnknownApps }, error) {
+		if _, err := a.admin(ctx); err != nil {
+			return nil, err
+		}
+		n := in.Records
+		if n == 0 {
+			n = 100_000
+		}
+		seen, err := a.cfg.Store.RecentApps(ctx, n)
+		if err != nil {
+			return nil, a.problem(ctx, err, "query.records")
+		}
+		out := UnknownApps{Records: n, Apps: make([]UnknownApp, 0, len(seen))}
+		for _, s := range seen {
+			out.Apps = append(out.Apps, UnknownApp{ID: s.AppID, Events: s.Events, Bytes: s.Bytes, Families: s.Families, LastSeen: s.LastSeen})
+		}
+		return &struct{ Body UnknownApps }{Body: out}, nil
 	})
 	huma.Register(a.api, huma.Operation{OperationID: "delete-catalog-app", Method: http.MethodDelete, Path: "/admin/catalog/apps/{appId}",
 		Summary: "Remove an app from the catalog", Tags: []string{adminTag}, Security: secured(), DefaultStatus: http.StatusNoContent,

@@ -49,10 +49,16 @@ type DashboardMember struct {
 	MonthlyUsedBytes int64   `json:"monthlyUsedBytes"`
 	SharePercent     float64 `json:"sharePercent" doc:"Share of the family's use this month"`
 	PolicyVersion    int64   `json:"policyVersion"`
-	// DailyLimitBytes and MonthlyLimitBytes are the member's limits in effect
-	// now, approved extras included; absent when not set.
+	// DailyLimitBytes is the member's daily limit in effect now, approved
+	// extras included; MonthlyLimitBytes what it has for the month (the
+	// month's extras and gifts included, today's extra not: it lifts the
+	// monthly limit for today only, TodayExtraBytes). Absent when not set.
 	DailyLimitBytes   *int64 `json:"dailyLimitBytes,omitempty" doc:"The member's daily limit now, approved extras included; absent: no daily limit"`
-	MonthlyLimitBytes *int64 `json:"monthlyLimitBytes,omitempty" doc:"The member's monthly limit now, approved extras included; absent: no monthly limit"`
+	MonthlyLimitBytes *int64 `json:"monthlyLimitBytes,omitempty" doc:"The member's monthly limit with the month's approved extras and gifts (today's extra is TodayExtraBytes); absent: no monthly limit"`
+	TodayExtraBytes   *int64 `json:"todayExtraBytes,omitempty" doc:"More data approved for today only; absent: none"`
+	// TodayLeftBytes is what the member may still use today: the smallest of
+	// what its daily and monthly limits leave and what the family pool has.
+	TodayLeftBytes int64 `json:"todayLeftBytes" doc:"What the member may still use today: the smallest of what its daily limit, its monthly limit (today's extra included) and the family pool leave"`
 	// NextDowntime is when the member's next time window begins.
 	NextDowntime *NextDowntime `json:"nextDowntime,omitempty" doc:"When the member's next time window begins (within 8 days); absent: none"`
 	Standing
@@ -103,9 +109,19 @@ func (a *Server) dashboard(ctx context.Context, fid int64) (Dashboard, error) {
 	now := policy.MomentOf(at, a.cfg.State.Location())
 	line := func(cid int64, name, role string, ms quota.MemberStatus) DashboardMember {
 		dm := DashboardMember{CustomerID: cid, Name: name, Role: role, DailyUsedBytes: ms.DailyUsed,
-			MonthlyUsedBytes: ms.MonthlyUsed, PolicyVersion: ms.Version, Standing: standing(ms)}
+			MonthlyUsedBytes: ms.MonthlyUsed, PolicyVersion: ms.Version, Standing: standing(ms), TodayLeftBytes: max(st.Remaining, 0)}
 		if c, err := policy.ParseConstraints(ms.Constraints); err == nil && len(ms.Constraints) > 0 {
-			dm.DailyLimitBytes, dm.MonthlyLimitBytes = c.EffectiveLimits(now)
+			daily, monthly := c.EffectiveLimits(now)
+			dm.DailyLimitBytes, dm.MonthlyLimitBytes = daily, c.MonthlyAllowance(now)
+			if x := c.Extras[now.Day]; x > 0 && (daily != nil || monthly != nil) {
+				dm.TodayExtraBytes = &x
+			}
+			if daily != nil {
+				dm.TodayLeftBytes = min(dm.TodayLeftBytes, max(*daily-ms.DailyUsed, 0))
+			}
+			if monthly != nil {
+				dm.TodayLeftBytes = min(dm.TodayLeftBytes, max(*monthly-ms.MonthlyUsed, 0))
+			}
 			if next, ok := policy.NextDowntime(c, at, a.cfg.State.Location()); ok {
 				dm.NextDowntime = &NextDowntime{Rule: next.Rule, Start: next.Start, Local: next.Start.Format("200601021504")}
 			}

@@ -160,3 +160,32 @@ func FuzzDecideFast(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDecodeDecisionAsk is the fast path's decoder on a gateway's
+// usual bodies: one event, and a batch of 16 with metadata on one.
+func BenchmarkDecodeDecisionAsk(b *testing.B) {
+	ev := func(i int, extra string) string {
+		return fmt.Sprintf(`{"eventId":"evt_550e8400-e29b-41d4-a716-4466554400%02d","timestamp":"2026-02-10T12:00:00Z",`+
+			`"familyId":100,"customerId":%d,"appId":"com.youtube.app","bytesUsed":1048576%s}`, i, 1+i%4, extra)
+	}
+	batch := make([]string, 16)
+	for i := range batch {
+		batch[i] = ev(i, "")
+	}
+	batch[3] = ev(3, `,"metadata":{"deviceId":"d-1","cell":"450-05-1234"}`)
+	for _, c := range []struct{ name, body string }{
+		{"one", `{"events":[` + ev(0, "") + `]}`},
+		{"batch16", `{"events":[` + strings.Join(batch, ",") + `]}`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			data := []byte(c.body)
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, ok := decodeDecisionAsk(data); !ok {
+					b.Fatal("not decoded")
+				}
+			}
+		})
+	}
+}

@@ -178,6 +178,20 @@ func TestAdminRoutes(t *testing.T) {
 	if len(fs.Families) != 1 || fs.Families[0].ID != famA {
 		t.Fatalf("search by member %+v", fs)
 	}
+	// The search says which member matched, and by what (#38).
+	if m := fs.Families[0].Matched; len(m) != 1 || m[0].CustomerID != childA || m[0].By != "id" || m[0].Name == "" {
+		t.Errorf("search by member 1002: matched %+v", m)
+	}
+	f.call(http.MethodPost, "/families/100/members", admin, map[string]any{"name": "막내", "phone": "010-5555-0102"}, http.StatusCreated, nil)
+	f.call(http.MethodGet, "/admin/families?q=01055550102", admin, nil, http.StatusOK, &fs)
+	if len(fs.Families) != 1 || len(fs.Families[0].Matched) != 1 || fs.Families[0].Matched[0].Name != "막내" || fs.Families[0].Matched[0].By != "phone" {
+		t.Errorf("search by a child's phone: %+v", fs.Families)
+	}
+	fs.Families = nil
+	f.call(http.MethodGet, "/admin/families?q=new", admin, nil, http.StatusOK, &fs)
+	if len(fs.Families) != 1 || fs.Families[0].Matched != nil {
+		t.Errorf("search by name: %+v, want no member matched", fs.Families)
+	}
 	var rep FamilyUsageView
 	f.call(http.MethodGet, "/admin/families/100/usage?period=day", admin, nil, http.StatusOK, &rep)
 	f.problem(http.MethodGet, "/admin/families/999/usage", admin, nil, http.StatusNotFound, "")

@@ -42,9 +42,11 @@ func (s *Service) Gift(ctx context.Context, g store.Gift) (GiftResult, error) {
 		return GiftResult{}, err
 	}
 	out := GiftResult{Gift: res.Gift, Month: res.Month, Left: res.Left, GiftsLeft: res.GiftsLeft}
+	dctx, cancel := doorContext(ctx)
+	defer cancel()
 	var errFrom, errTo error
-	out.From, errFrom = s.applyPolicy(ctx, res.From)
-	out.To, errTo = s.applyPolicy(ctx, res.To)
+	out.From, errFrom = s.applyPolicy(dctx, res.From)
+	out.To, errTo = s.applyPolicy(dctx, res.To)
 	return out, s.settled(ctx, Change{Kind: KindGift, FamilyID: g.FamilyID, Members: []int64{g.From, g.To}, By: g.By},
 		true, errors.Join(errFrom, errTo))
 }

@@ -16,7 +16,7 @@ func (s *Service) AddMember(ctx context.Context, m store.NewMember, by store.Act
 		var err error
 		mem, err = s.store.AddMember(ctx, m, by)
 		return Change{Kind: KindMember, FamilyID: m.FamilyID, Members: []int64{mem.ID}, By: by}, err
-	}, func() error {
+	}, func(ctx context.Context) error {
 		return s.door.AddMember(ctx, m.FamilyID, mem.ID)
 	})
 	return mem, err
@@ -30,10 +30,13 @@ func (s *Service) AddMember(ctx context.Context, m store.NewMember, by store.Act
 func (s *Service) RemoveMember(ctx context.Context, fid, cid int64, by store.Actor) error {
 	err := s.unrelayed(ctx, fid, func() (Change, error) {
 		return Change{Kind: KindRemoved, FamilyID: fid, Members: []int64{cid}, By: by}, s.store.RemoveMember(ctx, fid, cid, by)
-	}, func() error {
+	}, func(ctx context.Context) error {
 		return s.door.RemoveMember(ctx, fid, cid)
 	})
 	if errors.Is(err, store.ErrNotFound) && s.removed(ctx, fid, cid) {
+		// A retry of a removal SQL holds: its first door step may have
+		// failed before it claimed the family (a door with a family
+		// source settles the family from SQL).
 		if derr := s.door.RemoveMember(ctx, fid, cid); derr != nil {
 			s.log.WarnContext(ctx, "family: removing a removed member again", "family", fid, "member", cid, "err", derr)
 		}

@@ -82,7 +82,9 @@ func (s *Service) GrantException(ctx context.Context, fid, cid int64, kind, app 
 // version (the door ignores a version it holds): a change whose door step
 // failed converges when it is sent again.
 func (s *Service) enforce(ctx context.Context, up store.PolicyUpdate, by store.Actor) (PolicyResult, error) {
-	out, err := s.applyPolicy(ctx, up)
+	dctx, cancel := doorContext(ctx)
+	defer cancel()
+	out, err := s.applyPolicy(dctx, up)
 	if up.Unchanged {
 		// Nothing was written: nobody to tell, no event to relay.
 		return out, nil

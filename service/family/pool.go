@@ -16,7 +16,7 @@ func (s *Service) CreateFamily(ctx context.Context, f store.NewFamily, by store.
 		var err error
 		fam, err = s.store.CreateFamily(ctx, f, by)
 		return Change{Kind: KindPlan, FamilyID: fam.ID, By: by}, err
-	}, func() error {
+	}, func(ctx context.Context) error {
 		if _, err := s.door.SetPlan(ctx, fam.ID, fam.PlanBytes); err != nil {
 			return err
 		}
@@ -36,7 +36,7 @@ func (s *Service) SetPlan(ctx context.Context, fid, bytes int64, by store.Actor)
 		var err error
 		f, err = s.store.SetPlan(ctx, fid, bytes, by)
 		return Change{Kind: KindPlan, FamilyID: fid, By: by}, err
-	}, func() error {
+	}, func(ctx context.Context) error {
 		_, err := s.door.SetPlan(ctx, f.ID, f.PlanBytes)
 		return err
 	})
@@ -51,7 +51,7 @@ func (s *Service) SetThresholds(ctx context.Context, fid int64, t policy.Thresho
 		var err error
 		f, err = s.store.SetThresholds(ctx, fid, t, by)
 		return Change{Kind: KindThresholds, FamilyID: fid, By: by}, err
-	}, func() error {
+	}, func(ctx context.Context) error {
 		return s.door.SetThresholds(ctx, fid, f.Thresholds)
 	})
 	return f, err
@@ -86,7 +86,7 @@ func (s *Service) TopUp(ctx context.Context, fid, bytes int64, p store.Purchase,
 			out.TopUp, err = s.store.AddTopUp(ctx, fid, bytes, by)
 		}
 		return Change{Kind: KindTopUp, FamilyID: fid, By: by}, err
-	}, func() error {
+	}, func(ctx context.Context) error {
 		var err error
 		out.Pool, err = s.door.SetTopUps(ctx, fid, out.Month, out.MonthTotal)
 		return err

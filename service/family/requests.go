@@ -51,7 +51,7 @@ func (s *Service) AnswerRequest(ctx context.Context, ans store.DataRequestAnswer
 			var err error
 			out, err = s.answer(ctx, ans)
 			return Change{Kind: KindTopUp, FamilyID: ans.FamilyID, By: ans.By}, err
-		}, func() error {
+		}, func(ctx context.Context) error {
 			if out.TopUp == nil {
 				return nil // answered before: nothing to add
 			}
@@ -112,7 +112,10 @@ func (s *Service) answered(ctx context.Context, ans store.DataRequestAnswer, out
 	}
 }
 
-// reenforce applies a member's current policy from SQL again.
+// reenforce applies the member's current policy from SQL again for a
+// replayed approval (its first door step may have failed; a door with a
+// family source settles the whole family from SQL) and reads the member's
+// standing.
 func (s *Service) reenforce(ctx context.Context, fid, cid int64, out *Answer) error {
 	pol, err := s.store.GetPolicy(ctx, fid, cid)
 	if err != nil || pol.Version == 0 {

@@ -22,10 +22,17 @@ type Door interface {
 	SetThresholds(ctx context.Context, fid int64, t policy.Thresholds) error
 	AddMember(ctx context.Context, fid, cid int64) error
 	RemoveMember(ctx context.Context, fid, cid int64) error
+	// Status is a checked read: a state the door cannot vouch for is
+	// quota.ErrStale, so no decision is made on it (a gift's "what the
+	// giver has left").
 	Status(ctx context.Context, fid, cid int64) (quota.MemberStatus, error)
-	// The quota state's window (the months it accepts, its dedupe window
-	// and zone), for reading a family's settings from SQL.
-	store.Window
+	// Settle claims the family and applies what SQL holds now; Unsettled
+	// claims it (or, when Redis cannot be reached, has every judgement find
+	// the state stale) so a change committed in SQL is in effect before the
+	// family's next decision (judge.State.Settle, judge.State.Unsettled).
+	Settle(ctx context.Context, fid int64) (quota.PoolState, error)
+	Unsettled(ctx context.Context, fid int64) error
+	Location() *time.Location
 }
 
 var _ Door = (*judge.State)(nil)
@@ -132,11 +139,12 @@ func New(st *store.Store, d Door, opts ...Option) (*Service, error) {
 func (s *Service) Location() *time.Location { return s.door.Location() }
 
 // ErrNotApplied: the change is recorded in SQL (it stands: a retry does not
-// make it twice) but the quota state did not take it, and no other path
-// brings it there (the policy relay does for policy changes, which are
-// therefore never answered with it). The family converges when the change
-// is sent again (every method applies the truth's current state, also when
-// SQL says nothing changed) or at the next rebuild. Wrapped in a
+// make it twice) but the door did not apply it now; it is in effect before
+// the family's next decision all the same (the door claimed the family, or
+// every judgement finds the state stale until Redis is rebuilt from SQL;
+// judge.ErrUnsettled), and the settler applies it from SQL when this
+// process could not even say so (it died). Policy changes, which also
+// travel as events, are never answered with it. Wrapped in a
 // *NotAppliedError.
 var ErrNotApplied = errors.New("family: the change is recorded but the quota state has not taken it")
 
@@ -154,24 +162,37 @@ func (e *NotAppliedError) Error() string {
 // Unwrap returns ErrNotApplied and the door's error.
 func (e *NotAppliedError) Unwrap() []error { return []error{ErrNotApplied, e.Err} }
 
-// settled is the one rule for the door step of a change SQL committed. err
-// is the door's answer; relayed says whether the change also travels by a
-// path that cannot lose it (an outbox event the processors apply in the
+// doorTimeout bounds a door step the caller no longer waits for: a change
+// SQL committed is applied whether or not its caller is still there.
+const doorTimeout = 10 * time.Second
+
+// doorContext is ctx without its cancellation, bounded by doorTimeout.
+func doorContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), doorTimeout)
+}
+
+// settled is the one rule for the door step of a change SQL committed
+// (doc/architecture.md, "The rule for every family change"). err is the
+// door's answer; relayed says whether the change also travels by a path
+// that cannot lose it (an outbox event the processors apply in the
 // family's partition order, watermarked like every judged record).
 //
 //   - nil: applied.
-//   - relayed: whatever the door said, the change is in effect at the
-//     latest when the processors apply its event; a failure is logged, not
-//     returned.
 //   - judge.ErrNotMarked, quota.ErrNotReplicated: the state took the change
 //     but its protection against a loss of the state is not complete; the
 //     error is returned as it is (the caller answers "in effect, read it
-//     back before repeating it").
-//   - any other error: a *NotAppliedError.
+//     back before repeating it"), relayed or not.
+//   - any other error: unless it says the door made sure already
+//     (judge.ErrUnsettled), the door is asked to (judge.State.Unsettled:
+//     the family is claimed, or every judgement finds the state stale), so
+//     the change is in effect before the family's next decision. A relayed
+//     change is then answered as done (its event applies it too); any
+//     other is a *NotAppliedError: recorded, not applied now.
 //
 // The hooks are told in every case.
 func (s *Service) settled(ctx context.Context, c Change, relayed bool, err error) error {
-	c.Applied = err == nil || errors.Is(err, judge.ErrNotMarked) || errors.Is(err, quota.ErrNotReplicated)
+	protected := errors.Is(err, judge.ErrNotMarked) || errors.Is(err, quota.ErrNotReplicated)
+	c.Applied = err == nil || protected
 	if relayed {
 		s.wake()
 	}
@@ -179,15 +200,22 @@ func (s *Service) settled(ctx context.Context, c Change, relayed bool, err error
 	switch {
 	case err == nil:
 		return nil
-	case relayed:
-		s.log.WarnContext(ctx, "family: the quota state did not take a change; its event will", "kind", c.Kind,
-			"family", c.FamilyID, "members", c.Members, "err", err)
-		return nil
-	case c.Applied:
+	case protected:
 		return err
 	}
-	s.log.WarnContext(ctx, "family: change recorded, not applied", "kind", c.Kind, "family", c.FamilyID,
-		"members", c.Members, "err", err)
+	if !errors.Is(err, judge.ErrUnsettled) {
+		dctx, cancel := doorContext(ctx)
+		defer cancel()
+		if uerr := s.door.Unsettled(dctx, c.FamilyID); uerr != nil && !errors.Is(uerr, judge.ErrUnsettled) {
+			s.log.ErrorContext(ctx, "family: a change's door step failed and the family could not be claimed",
+				"kind", c.Kind, "family", c.FamilyID, "err", err, "claim", uerr)
+		}
+	}
+	s.log.WarnContext(ctx, "family: change recorded, not applied now", "kind", c.Kind, "family", c.FamilyID,
+		"members", c.Members, "relayed", relayed, "err", err)
+	if relayed {
+		return nil
+	}
 	return &NotAppliedError{FamilyID: c.FamilyID, Kind: c.Kind, Err: err}
 }
 

@@ -3,6 +3,7 @@ package family_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/recovery"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -32,12 +34,25 @@ type faultyDoor struct {
 	mu    sync.Mutex
 	fail  error
 	calls []string
+	// writesOnly: the writes fail, the claims (Unsettled, Settle) do not.
+	writesOnly bool
 }
 
 func (d *faultyDoor) step(name string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.calls = append(d.calls, name)
+	return d.fail
+}
+
+// claimStep is step for the claims, which fail unless only the writes do.
+func (d *faultyDoor) claimStep(name string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls = append(d.calls, name)
+	if d.writesOnly {
+		return nil
+	}
 	return d.fail
 }
 
@@ -95,6 +110,22 @@ func (d *faultyDoor) RemoveMember(ctx context.Context, fid, cid int64) error {
 	return d.State.RemoveMember(ctx, fid, cid)
 }
 
+func (d *faultyDoor) Settle(ctx context.Context, fid int64) (quota.PoolState, error) {
+	if err := d.claimStep("Settle"); err != nil {
+		return quota.PoolState{}, err
+	}
+	return d.State.Settle(ctx, fid)
+}
+
+// Unsettled fails too while the door is down: the claim cannot reach
+// Redis either (without a mark store the door then answers ErrUnsettled).
+func (d *faultyDoor) Unsettled(ctx context.Context, fid int64) error {
+	if err := d.claimStep("Unsettled"); err != nil {
+		return err
+	}
+	return d.State.Unsettled(ctx, fid)
+}
+
 type fixture struct {
 	t       *testing.T
 	ctx     context.Context
@@ -102,9 +133,11 @@ type fixture struct {
 	engine  *quota.Engine
 	door    *faultyDoor
 	svc     *family.Service
+	gen     string
 	mu      sync.Mutex
 	changes []family.Change
 	wakes   int
+	events  int
 }
 
 func newFixture(t *testing.T, opts ...family.Option) *fixture {
@@ -122,7 +155,16 @@ func newFixture(t *testing.T, opts ...family.Option) *fixture {
 	if f.engine, err = quota.New(rdb); err != nil {
 		t.Fatal(err)
 	}
-	qs, err := judge.NewState(f.engine)
+	// A generation restored on touch, as after a deployable's first
+	// rebuild: a family met unrestored or claimed is settled from SQL.
+	f.gen = quota.NewOnTouchGeneration(time.Now(), "family")
+	if _, err := f.engine.BeginRebuild(f.ctx, f.gen); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.engine.FinishRebuild(f.ctx, f.gen, nil); err != nil {
+		t.Fatal(err)
+	}
+	qs, err := judge.NewState(f.engine, judge.WithFamilySource(recovery.NewFamilySource(f.store, f.engine)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,14 +224,28 @@ func (f *fixture) lastChange() family.Change {
 	return f.changes[len(f.changes)-1]
 }
 
+// judge decides one event of member cid as the door does: a family met
+// unrestored or claimed is settled from SQL first.
 func (f *fixture) judge(cid, bytes int64) policy.Decision {
 	f.t.Helper()
-	res, err := f.engine.Apply(f.ctx, quota.Event{ID: "evt_" + time.Now().Format(time.RFC3339Nano), FamilyID: fid, CustomerID: cid,
-		Bytes: bytes, At: time.Now()})
-	if err != nil {
-		f.t.Fatal(err)
+	f.events++
+	ev := []quota.Event{{ID: fmt.Sprintf("evt_%d", f.events), FamilyID: fid, CustomerID: cid, Bytes: bytes, At: time.Now()}}
+	for range 3 {
+		res, err := f.engine.ApplyMarked(f.ctx, f.gen, nil, ev)
+		var un *quota.UnrestoredError
+		if errors.As(err, &un) {
+			if err := f.door.RestoreOnTouch(f.ctx, f.gen, un.Seen); err != nil {
+				f.t.Fatal(err)
+			}
+			continue
+		}
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		return res[0].Decision
 	}
-	return res.Decision
+	f.t.Fatal("the family stayed unrestored")
+	return ""
 }
 
 // A policy change is applied through the door at once: the answer carries
@@ -331,6 +387,27 @@ func TestDoorFailureRule(t *testing.T) {
 				t.Errorf("%d intent rows left after settling", n)
 			}
 		})
+	}
+}
+
+// A door write that fails after its commit while Redis still takes the
+// claim (a SQL timeout reading the family back, say): the family is
+// claimed, so the change is in effect at the family's next decision, with
+// no settler.
+func TestFailedWriteInEffectBeforeNextDecision(t *testing.T) {
+	f := newFixture(t)
+	f.door.mu.Lock()
+	f.door.writesOnly = true
+	f.door.mu.Unlock()
+	f.door.set(errDown)
+	if err := f.svc.RemoveMember(f.ctx, fid, child, f.by()); !errors.Is(err, family.ErrNotApplied) {
+		t.Fatalf("removal: %v, want ErrNotApplied", err)
+	}
+	if !slices.Contains(f.door.called(), "Unsettled") {
+		t.Fatalf("the door was not asked to claim the family: %v", f.door.called())
+	}
+	if got := f.judge(child, mib); got != policy.BlockedNotMember {
+		t.Errorf("the removed child's next event: %s, want BLOCKED_NOT_MEMBER", got)
 	}
 }
 

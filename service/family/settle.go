@@ -3,14 +3,10 @@ package family
 import (
 	"context"
 	"errors"
-	"fmt"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/dabom/dpcs/internal/backoff"
-	"github.com/dabom/dpcs/policy"
 )
 
 // unrelayed runs a change that has no event of its own to bring it to the
@@ -19,9 +15,10 @@ import (
 // change (commit), then its door step (door), then the rule (settled). The
 // row is deleted once the door took the change; one a failed door step or
 // a process that died between the commit and the door leaves behind is
-// found by the Settler, which applies the family's settings from SQL. fid
+// found by the Settler, which settles the family from SQL (Settle). The
+// door step runs whether or not the caller still waits (doorContext). fid
 // 0 (a family the commit creates) writes the row after the commit.
-func (s *Service) unrelayed(ctx context.Context, fid int64, commit func() (Change, error), door func() error) error {
+func (s *Service) unrelayed(ctx context.Context, fid int64, commit func() (Change, error), door func(context.Context) error) error {
 	var token int64
 	if fid != 0 {
 		t, err := s.store.Unsettle(ctx, fid)
@@ -44,7 +41,9 @@ func (s *Service) unrelayed(ctx context.Context, fid int64, commit func() (Chang
 			s.log.WarnContext(ctx, "family: recording a change's door step", "family", c.FamilyID, "err", err)
 		}
 	}
-	err = s.settled(ctx, c, false, door())
+	dctx, cancel := doorContext(ctx)
+	defer cancel()
+	err = s.settled(ctx, c, false, door(dctx))
 	if token != 0 && !errors.Is(err, ErrNotApplied) {
 		s.settle(ctx, c.FamilyID, token)
 	}
@@ -59,89 +58,14 @@ func (s *Service) settle(ctx context.Context, fid, token int64) {
 	}
 }
 
-// Settle applies family fid's settings as SQL holds them now through the
-// door: the plan, the alert levels, each accepted month's top-ups, the
-// current members with their policies and the removed members' removal.
-// Every step is idempotent (an absolute value, a version the door ignores
-// when it holds it, a month's total that only raises), so settling a
-// family the door is in step with changes nothing. A change committed
-// while it read is read and applied again. It is what the Settler does
-// with a family whose change's door step was not confirmed.
+// Settle brings family fid to what SQL holds now through the door
+// (judge.State.Settle: it claims the family, reads it back and applies
+// it, so a change committed meanwhile is not overwritten): what the
+// Settler does with a family whose change's door step was not confirmed,
+// and what a retry that finds its change already made does.
 func (s *Service) Settle(ctx context.Context, fid int64) error {
-	for attempt := 0; ; attempt++ {
-		before, err := s.store.FamilyChanges(ctx, []int64{fid}, false)
-		if err != nil {
-			return err
-		}
-		if err := s.apply(ctx, fid); err != nil {
-			return err
-		}
-		after, err := s.store.FamilyChanges(ctx, []int64{fid}, false)
-		if err != nil {
-			return err
-		}
-		if after[fid] == before[fid] {
-			return nil
-		}
-		if attempt == 4 {
-			return fmt.Errorf("family: settling family %d: it kept changing", fid)
-		}
-	}
-}
-
-// apply writes family fid's settings read from SQL through the door.
-func (s *Service) apply(ctx context.Context, fid int64) error {
-	states, bad, err := s.store.ReadFamilies(ctx, s.door, []int64{fid}, false)
-	if err != nil {
-		return err
-	}
-	if err := bad[fid]; err != nil {
-		return fmt.Errorf("family: settling family %d: %w", fid, err)
-	}
-	st := states[fid]
-	if _, err := s.door.SetPlan(ctx, fid, st.Plan); err != nil {
-		return err
-	}
-	if st.Thresholds != nil {
-		if err := s.door.SetThresholds(ctx, fid, st.Thresholds); err != nil {
-			return err
-		}
-	}
-	for _, month := range slices.Sorted(maps.Keys(st.TopUps)) {
-		if st.TopUps[month] == 0 {
-			continue
-		}
-		if _, err := s.door.SetTopUps(ctx, fid, month, st.TopUps[month]); err != nil {
-			return err
-		}
-	}
-	for _, m := range st.Members {
-		if err := s.door.AddMember(ctx, fid, m.CustomerID); err != nil {
-			return err
-		}
-		if m.Version == 0 {
-			continue
-		}
-		c, err := policy.ParseConstraints(m.Constraints)
-		if err != nil {
-			return fmt.Errorf("family: settling family %d: member %d: %w", fid, m.CustomerID, err)
-		}
-		if _, err := s.door.Enforce(ctx, fid, m.CustomerID, m.Version, c); err != nil {
-			return err
-		}
-	}
-	ms, err := s.store.ListMembers(ctx, fid, true)
-	if err != nil {
-		return err
-	}
-	for _, m := range ms {
-		if m.DeletedAt != nil {
-			if err := s.door.RemoveMember(ctx, fid, m.ID); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	_, err := s.door.Settle(ctx, fid)
+	return err
 }
 
 // Settler settles, in the background, the families whose change's door

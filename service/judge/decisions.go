@@ -356,7 +356,7 @@ func (s *Decisions) run(batch []*asking, n, slot int) {
 	for _, a := range batch {
 		evs = append(evs, a.evs...)
 	}
-	results, err := s.judge(ctx, evs, slot)
+	results, gen, err := s.judge(ctx, evs, slot)
 	info.Judge = time.Since(start)
 	// Events of families that could not be restored on touch were not
 	// judged; the others were, and are recorded and answered.
@@ -389,7 +389,7 @@ func (s *Decisions) run(batch []*asking, n, slot int) {
 			if res.Duplicate {
 				info.Duplicates++
 			}
-			out, err := usageOutputs(e, res, s.loc, s.alertText)
+			out, err := usageOutputs(e, res, gen, s.loc, s.alertText)
 			if err != nil {
 				// Every field comes from a checked event and the engine.
 				fail(fmt.Errorf("%w: build outputs of %s: %w", ErrUnavailable, e.EventID, err))
@@ -444,18 +444,19 @@ func instanceID() string {
 // (a single counter raised by the later batch would). A new generation (a
 // rebuild, which reads every granted batch back from SQL) starts the counts
 // again.
-func (s *Decisions) judge(ctx context.Context, evs []quota.Event, slot int) ([]quota.Result, error) {
+func (s *Decisions) judge(ctx context.Context, evs []quota.Event, slot int) ([]quota.Result, string, error) {
 	if s.gens == nil {
-		return s.qs.apply(ctx, evs)
+		res, err := s.qs.apply(ctx, evs)
+		return res, "", err
 	}
 	gen, err := s.gens.Generation(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("judge: state generation: %w", err)
+		return nil, "", fmt.Errorf("judge: state generation: %w", err)
 	}
 	if gen == "" {
 		err := &quota.StaleError{Reason: "Redis was never rebuilt from SQL (no state generation yet)"}
 		s.recover(gen, err)
-		return nil, err
+		return nil, "", err
 	}
 	s.markMu.Lock()
 	if s.markGen != gen {
@@ -480,7 +481,7 @@ func (s *Decisions) judge(ctx context.Context, evs []quota.Event, slot int) ([]q
 		if errors.Is(err, quota.ErrStale) { // a rebuild began meanwhile
 			s.recover(gen, err)
 		}
-		return nil, err
+		return nil, gen, err
 	}
 	if errors.Is(err, quota.ErrStale) {
 		if f, ok := s.gens.(interface{ Forget() }); ok {
@@ -489,14 +490,14 @@ func (s *Decisions) judge(ctx context.Context, evs []quota.Event, slot int) ([]q
 		s.recover(gen, err)
 	}
 	if err != nil {
-		return nil, err
+		return nil, gen, err
 	}
 	s.markMu.Lock()
 	if s.markGen == gen {
 		s.acked[slot] = marks[slot].To
 	}
 	s.markMu.Unlock()
-	return res, nil
+	return res, gen, nil
 }
 
 // recover asks the state guard (WithStateGuard), in the background, to bring
@@ -730,7 +731,13 @@ func (s *Decisions) Close(ctx context.Context) error {
 				}
 			}
 			if perr != nil {
-				err = fmt.Errorf("judge: %d judged events' records neither produced to Kafka nor spooled (Redis holds them, SQL does not: rebuild or replay): %w", len(recs), perr)
+				// Charged in Redis, in SQL never: the truth is restored
+				// instead, by a rebuild before the next decision (their
+				// callers were told to retry with the same ids).
+				err = fmt.Errorf("judge: %d judged events' records neither produced to Kafka nor spooled: %w", len(recs), perr)
+				if derr := s.qs.Distrust(ctx); derr != nil {
+					err = fmt.Errorf("%w; marking Redis stale for a rebuild from SQL failed too (rebuild it): %w", err, derr)
+				}
 			}
 		}
 		s.cl.Close()

@@ -3,12 +3,12 @@ package judge
 import (
 	"context"
 	"errors"
+	"github.com/dabom/dpcs/internal/testenv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dabom/dpcs/policy"
@@ -71,11 +71,9 @@ func (m *memMarks) total(gen string) (n int64) {
 	return n
 }
 
-func markedDoor(t *testing.T) (*State, *quota.Engine, *memMarks, *redis.Client) {
+func markedDoor(t *testing.T) (*State, *quota.Engine, *memMarks, redis.UniversalClient) {
 	t.Helper()
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { rdb.Close() })
+	_, rdb := testenv.Redis(t)
 	eng, err := quota.New(rdb)
 	if err != nil {
 		t.Fatal(err)

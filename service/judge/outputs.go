@@ -14,10 +14,12 @@ import (
 
 // usageOutputs are the records one judged usage event causes: usage-persist
 // always, and QUOTA_UPDATED (allowed) or CUSTOMER_BLOCKED (blocked), and a
-// THRESHOLD_ALERT per crossed threshold, its message alertText's. Ids derive
+// THRESHOLD_ALERT per crossed threshold, its message alertText's; gen is
+// the state generation it was judged under (the persist record names it:
+// doc/architecture.md, "Late records"). Ids derive
 // from the origin event id and timestamps are the event's own, so a replay
 // re-emits identical records.
-func usageOutputs(in envelope.Envelope[envelope.UsagePayload], res quota.Result, loc *time.Location,
+func usageOutputs(in envelope.Envelope[envelope.UsagePayload], res quota.Result, gen string, loc *time.Location,
 	alertText func(percent int) string) ([]*kgo.Record, error) {
 	pl, id, at := in.Payload, in.EventID, in.Timestamp
 	recs := make([]*kgo.Record, 0, 2+len(res.Crossed))
@@ -45,10 +47,11 @@ func usageOutputs(in envelope.Envelope[envelope.UsagePayload], res quota.Result,
 			BytesUsed: pl.BytesUsed, AppID: pl.AppID, ProcessResult: string(res.Decision),
 			RemainingAfter: res.Remaining, EventTime: at, Rule: res.Rule,
 			TotalBytes: res.Total, DailyUsedBytes: res.DailyUsed, MonthlyUsedBytes: res.MonthlyUsed,
-			ThrottleKbps: res.ThrottleKbps, Crossed: crossed})))
+			ThrottleKbps: res.ThrottleKbps, Crossed: crossed, Generation: gen})))
 	if err != nil {
 		return nil, err
 	}
+
 	if res.Decision == policy.Allowed {
 		err = add(kafkarecord.New(envelope.TopicNotificationEvents, envelope.New(
 			envelope.DerivedID(envelope.PrefixNotification, id, "quota-updated"), at,

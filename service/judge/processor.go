@@ -386,7 +386,7 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 			usage, dead := p.decodeUsage(g, now)
 			j.usage = len(usage)
 			scriptStart := time.Now()
-			results, judgedUsage, rejected, err := p.apply(ctx, usage, p.marksOf(g))
+			results, judgedUsage, rejected, gen, err := p.apply(ctx, usage, p.marksOf(g))
 			if err != nil {
 				j.err = err
 				return
@@ -407,7 +407,7 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 			// The group's outputs go out while other groups are judged.
 			outs := dead
 			for k, u := range judgedUsage {
-				recs, err := usageOutputs(u.env, results[k], p.loc, p.alertText)
+				recs, err := usageOutputs(u.env, results[k], gen, p.loc, p.alertText)
 				if err != nil {
 					// Every field comes from a validated event and the engine; a
 					// failure here is a bug, not bad input. Stop rather than lose it.

@@ -90,7 +90,7 @@ func (p *Processor) decodeUsage(recs []*kgo.Record, now time.Time) (usage []usag
 // With a state guard the batch is judged with its marks (even when no event
 // is left, so the watermarks move); a stale state is recovered and the batch
 // judged again.
-func (p *Processor) apply(ctx context.Context, usage []usageIn, marks []quota.Mark) ([]quota.Result, []usageIn, []*kgo.Record, error) {
+func (p *Processor) apply(ctx context.Context, usage []usageIn, marks []quota.Mark) ([]quota.Result, []usageIn, []*kgo.Record, string, error) {
 	var dead []*kgo.Record
 	for len(usage) > 0 || len(marks) > 0 {
 		evs := make([]quota.Event, len(usage))
@@ -129,14 +129,14 @@ func (p *Processor) apply(ctx context.Context, usage []usageIn, marks []quota.Ma
 			continue
 		}
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, "", err
 		}
 		if p.guard != nil {
 			p.advanced(gen, marks)
 		}
-		return results, usage, dead, nil
+		return results, usage, dead, gen, nil
 	}
-	return nil, nil, dead, nil
+	return nil, nil, dead, "", nil
 }
 
 func (p *Processor) policyUpdated(ctx context.Context, r *kgo.Record, ev envelope.Event, pl envelope.PolicyUpdatedPayload) ([]*kgo.Record, error) {

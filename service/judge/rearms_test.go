@@ -3,15 +3,13 @@ package judge
 import (
 	"context"
 	"errors"
+	"github.com/dabom/dpcs/internal/testenv"
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/google/go-cmp/cmp"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
+	"github.com/google/go-cmp/cmp"
 )
 
 // memRearms is a RearmStore in memory.
@@ -44,9 +42,7 @@ func (m *memRearms) RecordRearms(_ context.Context, fid int64, month string, rea
 // failure to record wraps ErrNotMarked, the change standing.
 func TestPoolWritesRecordRearms(t *testing.T) {
 	ctx := context.Background()
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { rdb.Close() })
+	_, rdb := testenv.Redis(t)
 	now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
 	eng, err := quota.New(rdb, quota.WithLocation(time.UTC), quota.WithClock(func() time.Time { return now }))
 	if err != nil {
@@ -107,8 +103,7 @@ func TestPoolWritesRecordRearms(t *testing.T) {
 func TestRestoreRecordsItsRearms(t *testing.T) {
 	for _, record := range []bool{true, false} {
 		ctx := context.Background()
-		mr := miniredis.RunT(t)
-		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+		_, rdb := testenv.Redis(t)
 		now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
 		eng, err := quota.New(rdb, quota.WithLocation(time.UTC), quota.WithClock(func() time.Time { return now }))
 		if err != nil {

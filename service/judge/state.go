@@ -34,6 +34,7 @@ type Engine interface {
 	RestoreUnrestored(ctx context.Context, st quota.FamilyState, seen string) (bool, error)
 	RestoredRearms(st quota.FamilyState) map[string]map[int]int
 	BeginRebuild(ctx context.Context, next string) (map[string]int64, error)
+	Distrust(ctx context.Context) error
 	FinishRebuild(ctx context.Context, gen string, watermarks map[string]int64) error
 	Family(ctx context.Context, fid int64) (quota.FamilyStatus, error)
 	Status(ctx context.Context, fid, cid int64) (quota.MemberStatus, error)
@@ -564,22 +565,53 @@ func (s *State) Unsettled(ctx context.Context, fid int64) error {
 }
 
 // unsettled records that family fid's change could not be claimed
-// (cause): a family-write mark no node holds, recorded for every node.
+// (cause): a family-write mark no node holds (staleMark).
 func (s *State) unsettled(ctx context.Context, fid int64, cause error) error {
-	if s.marks == nil {
-		return fmt.Errorf("%w: family %d: claiming it: %w", ErrUnsettled, fid, cause)
-	}
-	gen, err := s.marks.ms.Generation(ctx)
-	if err != nil || gen == "" {
-		// No generation yet: the first rebuild reads the change.
-		return fmt.Errorf("%w: family %d: claiming it: %w", ErrUnsettled, fid, errors.Join(cause, err))
-	}
-	n := s.marks.unsettled.Add(1)
-	m := quota.Mark{Stream: s.marks.stream + "unsettled", From: n, To: n}
-	if err := s.marks.ms.RecordMark(ctx, gen, m); err != nil {
+	if err := s.staleMark(ctx); err != nil {
 		return fmt.Errorf("%w: family %d: claiming it: %w; marking the state stale: %w", ErrUnsettled, fid, cause, err)
 	}
-	s.marks.ms.Forget() // this process's judges see it at once, the others' within a second
+	return nil
+}
+
+// staleMark records, with the mark store, a family-write mark no Redis
+// node holds, for every node: every judgement finds the state stale and
+// Redis is rebuilt from SQL (this process's judges at once, the others'
+// within the marks' refresh). Without a mark store, or before the first
+// generation (whose rebuild reads SQL anyway), it records nothing and
+// says so.
+func (s *State) staleMark(ctx context.Context) error {
+	if s.marks == nil {
+		return errors.New("judge: no mark store to mark the state stale in")
+	}
+	gen, err := s.marks.ms.Generation(ctx)
+	if err != nil {
+		return err
+	}
+	if gen == "" {
+		return nil // never rebuilt: the first rebuild reads SQL
+	}
+	n := s.marks.unsettled.Add(1)
+	if err := s.marks.ms.RecordMark(ctx, gen, quota.Mark{Stream: s.marks.stream + "unsettled", From: n, To: n}); err != nil {
+		return err
+	}
+	s.marks.ms.Forget()
+	return nil
+}
+
+// Distrust makes the state stale everywhere until a rebuild reads it back
+// from SQL: for charges a judge made but could not record (their records
+// stored nowhere), or records SQL learns only after a rebuild that did not
+// read them (recovery.LateRecords). The markers first
+// (quota.Engine.Distrust), and when Redis cannot be reached a mark no node
+// holds (staleMark).
+func (s *State) Distrust(ctx context.Context) error {
+	err := s.eng.Distrust(ctx)
+	if err == nil {
+		return nil
+	}
+	if merr := s.staleMark(ctx); merr != nil {
+		return errors.Join(err, merr)
+	}
 	return nil
 }
 

@@ -94,6 +94,94 @@ func defaultApps() []CatalogApp {
 	return out
 }
 
+// AppLabels returns how people know the apps ids names — the catalog's
+// names and icon, a removed app's too (its name still says what it was) —
+// by id; ids the catalog never held are left out. A database without the
+// table gives the default labels. It is notify.Apps for the notifier.
+func (s *Store) AppLabels(ctx context.Context, ids []string) (map[string]policy.AppLabel, error) {
+	out := make(map[string]policy.AppLabel, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	if len(ids) > 1000 {
+		return nil, invalid("ids", "at most 1000")
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT app_id, name, name_en, icon FROM app_catalog WHERE app_id IN (`+
+		strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")+`)`, args...)
+	if err != nil {
+		if isNoTable(err) {
+			defaults := policy.DefaultAppLabels()
+			for _, id := range ids {
+				if l, ok := defaults[id]; ok {
+					out[id] = l
+				}
+			}
+			return out, nil
+		}
+		return nil, dbErr("app labels", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var l policy.AppLabel
+		if err := rows.Scan(&id, &l.Name, &l.NameEn, &l.Icon); err != nil {
+			return nil, dbErr("app labels", err)
+		}
+		out[id] = l
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbErr("app labels", err)
+	}
+	return out, nil
+}
+
+// SeenApp is an app in recent traffic: how often and how much it was used,
+// by how many families, and when last.
+type SeenApp struct {
+	AppID    string
+	Events   int64
+	Bytes    int64
+	Families int64
+	LastSeen time.Time
+}
+
+// MaxRecentUsage bounds how many of the newest usage records RecentApps
+// reads.
+const MaxRecentUsage = 1_000_000
+
+// RecentApps returns the apps of the newest n usage records (1 …
+// MaxRecentUsage, read by the primary key: the cost is bounded whatever the
+// table's size) that the catalog does not hold (removed apps count as not
+// held), most used first: apps the back office has yet to name (#38).
+func (s *Store) RecentApps(ctx context.Context, n int) ([]SeenApp, error) {
+	if n < 1 || n > MaxRecentUsage {
+		return nil, invalid("n", "must be 1..%d", MaxRecentUsage)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT app_id, COUNT(*), SUM(bytes_used), COUNT(DISTINCT family_id), MAX(event_time)
+		FROM (SELECT app_id, bytes_used, family_id, event_time FROM usage_record ORDER BY id DESC LIMIT ?) recent
+		WHERE app_id <> '' AND app_id NOT IN (SELECT app_id FROM app_catalog WHERE deleted = 0)
+		GROUP BY app_id ORDER BY COUNT(*) DESC, app_id LIMIT 100`, n)
+	if err != nil {
+		return nil, dbErr("recent apps", err)
+	}
+	defer rows.Close()
+	out := []SeenApp{}
+	for rows.Next() {
+		var a SeenApp
+		var last sqldialect.NullTime
+		if err := rows.Scan(&a.AppID, &a.Events, &a.Bytes, &a.Families, &last); err != nil {
+			return nil, dbErr("recent apps", err)
+		}
+		a.LastSeen = last.Time
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
 // AppCatalog is the catalog the engine judges category blocks with (app id
 // → category): the judges' catalog source. A database without the table
 // (a processor's, before the server migrated) gives the defaults.

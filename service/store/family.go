@@ -197,6 +197,38 @@ func (s *Store) SearchFamilies(ctx context.Context, q string, limit int) ([]Fami
 	return collect(rows, "search families", scanFamily)
 }
 
+// MatchedMembers returns the current members SearchFamilies would find a
+// family by for q — the member with that id, or with that phone (spaces and
+// hyphens ignored, national or international form) — so the back office
+// can say which member matched; none for a q that is neither.
+func (s *Store) MatchedMembers(ctx context.Context, q string) ([]Member, error) {
+	q = strings.TrimSpace(q)
+	if q == "" {
+		return nil, nil
+	}
+	const bare = `REPLACE(REPLACE(phone, '-', ''), ' ', '')`
+	national, intl := phoneForms(q)
+	n, nerr := strconv.ParseInt(q, 10, 64)
+	if nerr != nil {
+		n = -1
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT `+memberCols+` FROM members WHERE (id = ? OR `+bare+` IN (?, ?))
+		AND family_id IS NOT NULL AND deleted_at IS NULL ORDER BY id LIMIT 100`, n, national, intl)
+	if err != nil {
+		return nil, dbErr("matched members", err)
+	}
+	defer rows.Close()
+	var out []Member
+	for rows.Next() {
+		m, err := scanMember(rows)
+		if err != nil {
+			return nil, dbErr("matched members", err)
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
 // koreaCode is the country code phones are written with besides their
 // national form (010-… ≡ +82 10-…): the service's country.
 const koreaCode = "+82"

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"strconv"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -184,4 +185,18 @@ func (s *Store) setPassword(ctx context.Context, tx *sql.Tx, cid int64, hash, ke
 		return 0, dbErr("set password", err)
 	}
 	return ended, nil
+}
+
+// PasswordSetSince reports whether member cid of family fid had its
+// password changed or reset at or after since (its audit rows): why a
+// session issued before then ended, for the words a refused refresh
+// answers with.
+func (s *Store) PasswordSetSince(ctx context.Context, fid, cid int64, since time.Time) (bool, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM audit_log WHERE family_id = ? AND action = ? AND target = ? AND created_at >= ?`,
+		fid, ActionPassword, memberTarget(cid), s.t(since.UTC().Truncate(time.Millisecond))).Scan(&n)
+	if err != nil {
+		return false, dbErr("password set since", err)
+	}
+	return n > 0, nil
 }

@@ -98,13 +98,33 @@ func testPasswordChanges(t *testing.T, e *env) {
 
 	// Reset: by an owner of the family; every session ends.
 	rts = append(rts, sessions(12, 1)...)
+	before, _, err := e.S.IssueRefreshToken(e.Ctx, 12, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
 	_, err = e.S.ResetPassword(e.Ctx, 2, 12, third, owner, nil)
 	wantErr(t, "reset in another family", err, store.ErrNotFound)
-	if ended, err = e.S.ResetPassword(e.Ctx, 1, 12, third, owner, nil); err != nil || ended != 2 {
-		t.Fatalf("reset: %d sessions ended, %v; want 2", ended, err)
+	if ended, err = e.S.ResetPassword(e.Ctx, 1, 12, third, owner, nil); err != nil || ended != 3 {
+		t.Fatalf("reset: %d sessions ended, %v; want 3", ended, err)
 	}
 	if diff := cmp.Diff([]bool{false, false, false, false}, live(12, rts)); diff != "" {
 		t.Errorf("sessions after a reset (-want +got):\n%s", diff)
+	}
+	// A token of a session the reset ended says when it was issued, and
+	// the reset is found after it: the words for a refused refresh (#38).
+	_, _, err = e.S.RotateRefreshToken(e.Ctx, before, time.Hour)
+	reused, ok := errors.AsType[*store.TokenReusedError](err)
+	if !ok || reused.IssuedAt.IsZero() {
+		t.Fatalf("refresh after a reset: %v, want a TokenReusedError with its time", err)
+	}
+	for _, c := range []struct {
+		fid, cid int64
+		since    time.Time
+		want     bool
+	}{{1, 12, reused.IssuedAt, true}, {1, 11, reused.IssuedAt, false}, {2, 12, reused.IssuedAt, false}, {1, 12, reused.IssuedAt.Add(time.Hour), false}} {
+		if got, err := e.S.PasswordSetSince(e.Ctx, c.fid, c.cid, c.since); err != nil || got != c.want {
+			t.Errorf("PasswordSetSince(%d, %d, %v) = %v, %v; want %v", c.fid, c.cid, c.since, got, err, c.want)
+		}
 	}
 	if _, err := e.S.Authenticate(e.Ctx, "010-12", third); err != nil {
 		t.Errorf("the reset password: %v", err)
@@ -136,7 +156,7 @@ func testPasswordChanges(t *testing.T, e *env) {
 			t.Errorf("audit row keeps a hash or a password: %s", s)
 		}
 	}
-	if diff := cmp.Diff([]change{{"reset", 2}, {"self", 2}}, got); diff != "" {
+	if diff := cmp.Diff([]change{{"reset", 3}, {"self", 2}}, got); diff != "" {
 		t.Errorf("audit rows (-want +got):\n%s", diff)
 	}
 	if rows[0].Actor != owner || rows[1].Actor != (store.Actor{ID: 12, Role: policy.RoleMember}) {

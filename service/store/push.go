@@ -132,10 +132,26 @@ func (s *Store) PushSubscriptions(ctx context.Context, cid int64) ([]pushsub.Sub
 // (0: family-wide) — its owners and cid, or everyone for 0 — the rule of
 // notify.Filter.Sees, the SSE stream's.
 func (s *Store) PushRecipients(ctx context.Context, fid, cid int64) ([]pushsub.Subscription, error) {
-	return s.pushSubs(ctx, `SELECT p.member_id, p.endpoint, p.p256dh, p.auth FROM push_subscriptions p
+	rows, err := s.db.QueryContext(ctx, `SELECT p.member_id, p.endpoint, p.p256dh, p.auth, m.role FROM push_subscriptions p
 		JOIN members m ON m.id = p.member_id
 		WHERE m.family_id = ? AND m.deleted_at IS NULL AND (? = 0 OR m.role = ? OR m.id = ?)
 		ORDER BY p.id`, fid, cid, string(policy.RoleOwner), cid)
+	if err != nil {
+		return nil, dbErr("push recipients", err)
+	}
+	defer rows.Close()
+	var out []pushsub.Subscription
+	for rows.Next() {
+		var p pushsub.Subscription
+		if err := rows.Scan(&p.MemberID, &p.Endpoint, &p.P256dh, &p.Auth, &p.Role); err != nil {
+			return nil, dbErr("push recipients", err)
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbErr("push recipients", err)
+	}
+	return out, nil
 }
 
 func (s *Store) pushSubs(ctx context.Context, query string, args ...any) ([]pushsub.Subscription, error) {

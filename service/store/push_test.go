@@ -47,6 +47,9 @@ func testPushSubscriptions(t *testing.T, e *env) {
 	// The same browser again: keys replaced, still one row.
 	c = save(1, 12, pushSub(t, "https://push.example/c"))
 
+	// Recipients say their role: a member's texts are written for members.
+	role := func(s notify.PushSubscription, r notify.Role) notify.PushSubscription { s.Role = string(r); return s }
+	o, c, m, other = role(o, notify.RoleOwner), role(c, notify.RoleMember), role(m, notify.RoleMember), role(other, notify.RoleOwner)
 	for _, tc := range []struct {
 		name        string
 		fid, member int64
@@ -103,7 +106,7 @@ func testPushSubscriptions(t *testing.T, e *env) {
 			t.Errorf("member %d posting the child's endpoint: %v", thief[1], err)
 		}
 	}
-	if got, _ := e.S.PushSubscriptions(e.Ctx, 12); len(got) != 1 || got[0] != c {
+	if got, _ := e.S.PushSubscriptions(e.Ctx, 12); len(got) != 1 || got[0] != role(c, "") {
 		t.Errorf("the child's subscription after the attempts: %+v, want %+v", got, c)
 	}
 

@@ -83,6 +83,7 @@ func runSuite(t *testing.T, open opener) {
 		"Gifts":         testGifts,
 		"FamilyNotes":   testFamilyNotes,
 		"AppCatalog":    testAppCatalog,
+		"RecentApps":    testRecentApps,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, newEnv(t, open)) })
 	}

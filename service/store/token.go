@@ -89,6 +89,9 @@ func (s *Store) insertToken(ctx context.Context, q querier, cid int64, rotation 
 type TokenReusedError struct {
 	CustomerID int64
 	RotationID string
+	// IssuedAt is when the presented token was issued: what ended its
+	// session came after it (SessionEnded).
+	IssuedAt time.Time
 }
 
 func (e *TokenReusedError) Error() string {
@@ -114,9 +117,9 @@ func (s *Store) RotateRefreshToken(ctx context.Context, token string, ttl time.D
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var id, cid int64
 		var rot string
-		var exp, used, revoked sqldialect.NullTime
-		err := tx.QueryRowContext(ctx, `SELECT id, customer_id, rotation_id, expires_at, used_at, revoked_at FROM refresh_token WHERE token_hash = ?`+s.d.ForUpdate(),
-			hashToken(token)).Scan(&id, &cid, &rot, &exp, &used, &revoked)
+		var created, exp, used, revoked sqldialect.NullTime
+		err := tx.QueryRowContext(ctx, `SELECT id, customer_id, rotation_id, created_at, expires_at, used_at, revoked_at FROM refresh_token WHERE token_hash = ?`+s.d.ForUpdate(),
+			hashToken(token)).Scan(&id, &cid, &rot, &created, &exp, &used, &revoked)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound("refresh token", "")
 		}
@@ -128,7 +131,7 @@ func (s *Store) RotateRefreshToken(ctx context.Context, token string, ttl time.D
 			if err := s.revokeRotation(ctx, tx, rot, now); err != nil {
 				return err
 			}
-			reused = &TokenReusedError{CustomerID: cid, RotationID: rot}
+			reused = &TokenReusedError{CustomerID: cid, RotationID: rot, IssuedAt: created.Time}
 			return nil // commit the revocation
 		}
 		if !now.Before(exp.Time) {
@@ -150,7 +153,7 @@ func (s *Store) RotateRefreshToken(ctx context.Context, token string, ttl time.D
 			if err := s.revokeRotation(ctx, tx, rot, now); err != nil {
 				return err
 			}
-			reused = &TokenReusedError{CustomerID: cid, RotationID: rot}
+			reused = &TokenReusedError{CustomerID: cid, RotationID: rot, IssuedAt: created.Time}
 			return nil
 		}
 		next, rt, err = s.insertToken(ctx, tx, cid, rot, ttl)

@@ -1,9 +1,11 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -36,6 +38,10 @@ type UsageRecord struct {
 	MonthlyUsed    int64               // the member's usage of the event's month, after it
 	ThrottleKbps   int64               // the member's THROTTLE:SPEED, with ALLOWED only
 	Crossed        []envelope.Crossing // thresholds crossed, with their arms; column crossed as FormatCrossed writes it
+	// Generation is the state generation the event was judged under (the
+	// payload's; no column): what the write-behind checks for late records
+	// (recovery.LateRecords).
+	Generation string
 }
 
 // UsageRecordOf returns the row of a usage-persist event. The row's event_id
@@ -47,7 +53,7 @@ func UsageRecordOf(e envelope.Envelope[envelope.UsagePersistPayload]) UsageRecor
 		BytesUsed: p.BytesUsed, ProcessResult: p.ProcessResult, RemainingAfter: p.RemainingAfter,
 		Rule: p.Rule, EventTime: p.EventTime,
 		TotalBytes: p.TotalBytes, DailyUsed: p.DailyUsedBytes, MonthlyUsed: p.MonthlyUsedBytes,
-		ThrottleKbps: p.ThrottleKbps, Crossed: p.Crossed,
+		ThrottleKbps: p.ThrottleKbps, Crossed: p.Crossed, Generation: p.Generation,
 	}
 }
 
@@ -135,4 +141,34 @@ func NewUsageWriter(db *sql.DB, opts ...writebehind.SQLOption) (*writebehind.SQL
 			u.ProcessResult, u.RemainingAfter, u.Rule, u.EventTime,
 			u.TotalBytes, u.DailyUsed, u.MonthlyUsed, u.ThrottleKbps, FormatCrossed(u.Crossed)}, nil
 	}, opts...)
+}
+
+// KnownEvents returns which of ids usage_record holds already.
+func (s *Store) KnownEvents(ctx context.Context, ids []string) (map[string]bool, error) {
+	known := map[string]bool{}
+	for len(ids) > 0 {
+		n := min(len(ids), 500)
+		args := make([]any, n)
+		for i, id := range ids[:n] {
+			args[i] = id
+		}
+		rows, err := s.db.QueryContext(ctx, `SELECT event_id FROM usage_record WHERE event_id IN (`+
+			strings.TrimSuffix(strings.Repeat("?,", n), ",")+`)`, args...)
+		if err != nil {
+			return nil, dbErr("known events", err)
+		}
+		err = scanRows(rows, "known events", func(sc scanner) error {
+			var id string
+			if err := sc.Scan(&id); err != nil {
+				return err
+			}
+			known[id] = true
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		ids = ids[n:]
+	}
+	return known, nil
 }

@@ -3,10 +3,10 @@
 // localStorage), never caches API answers, and shows Web Push notifications.
 // Logging out deletes every cache (api.js, forget): the shell is fetched
 // again on the next visit.
-const CACHE = 'dpcs-app-v4';
+const CACHE = 'dpcs-app-v5';
 const SHELL = [
   './', 'index.html', 'app.css', 'manifest.webmanifest', 'icons/icon.svg', 'icons/icon-192.png', 'icons/icon-512.png',
-  'js/app.js', 'js/api.js', 'js/store.js', 'js/views.js', 'js/controls.js', 'js/settings.js', 'js/ui.js',
+  'js/app.js', 'js/api.js', 'js/store.js', 'js/views.js', 'js/appblock.js', 'js/controls.js', 'js/settings.js', 'js/ui.js',
   'js/util.js', 'js/i18n.js', 'js/charts.js', 'js/answer.js', 'vendor/chart.umd.min.js',
 ];
 importScripts('js/answer.js'); // self.dpcsAnswer: a data request answered from its notification
@@ -53,7 +53,9 @@ self.addEventListener('push', (e) => {
   e.waitUntil(self.registration.showNotification(n.title || 'DPCS', {
     body: n.body || '', tag: n.tag || n.eventId || undefined, icon: 'icons/icon-192.png', badge: 'icons/icon-192.png',
     lang: n.lang || 'ko', data: { url, ko, request: ask ? { familyId: n.familyId, requestId: n.requestId, kind: n.requestKind || 'DATA' } : null },
-    actions: ask ? [{ action: 'approve', title: approveTitle(n, ko) }, { action: 'decline', title: ko ? '거절' : 'Decline' }] : [],
+    // An owner's low-data alert tops up from the notification: it opens the offers.
+    actions: ask ? [{ action: 'approve', title: approveTitle(n, ko) }, { action: 'decline', title: ko ? '거절' : 'Decline' }]
+      : n.topUp ? [{ action: 'topup', title: ko ? '충전하기' : 'Top up' }] : [],
   }));
 });
 
@@ -87,6 +89,10 @@ self.addEventListener('notificationclick', (e) => {
   const data = e.notification.data || {};
   if ((e.action === 'approve' || e.action === 'decline') && data.request) {
     e.waitUntil(answer(data, e.action));
+    return;
+  }
+  if (e.action === 'topup') {
+    e.waitUntil(open(`${base}#/controls/0/topup`));
     return;
   }
   e.waitUntil(open(data.url || base));

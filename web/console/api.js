@@ -54,8 +54,13 @@ export async function login(loginName, password) {
   return t;
 }
 
+/** endedWhy says, once, why the last session ended by itself (EXPIRED, PASSWORD, REMOVED, REVOKED, SESSION); "" after a sign-out. */
+export function endedWhy() { const e = ended; ended = ""; return e; }
+let ended = "";
+
 export async function logout() {
   const s = session;
+  ended = "";
   save(null);
   if (s) await raw("POST", "/auth/logout", { refreshToken: s.refreshToken }, false).catch(() => {});
 }
@@ -67,8 +72,12 @@ async function refresh() {
     const rt = session.refreshToken;
     refreshing = raw("POST", "/auth/refresh", { refreshToken: rt }, false)
       .then((t) => { save(t); })
-      // A refused refresh ends the session; an unreachable server does not.
-      .catch((e) => { if (e.status !== 0 && e.status < 500) save(null); throw e; })
+      // A refused refresh ends the session, saying why (#38); an
+      // unreachable server does not.
+      .catch((e) => {
+        if (e.status !== 0 && e.status < 500) { ended = (e.problem && e.problem.ended) || "SESSION"; save(null); }
+        throw e;
+      })
       .finally(() => { refreshing = null; });
   }
   return refreshing;
@@ -130,6 +139,8 @@ export const memberUsage = (familyId, customerId, period = "month") =>
 export const catalog = () => call("GET", "/catalog");
 export const putApp = (appId, app) => call("PUT", `/admin/catalog/apps/${enc(appId)}`, app);
 export const deleteApp = (appId) => call("DELETE", `/admin/catalog/apps/${enc(appId)}`);
+/** unknownApps: the apps in recent traffic the catalog does not name (GET /admin/catalog/unknown-apps). */
+export const unknownApps = () => call("GET", "/admin/catalog/unknown-apps");
 
 // Care agents' notes on a family, newest first; adding one is the one
 // write a care agent (AGENT) may make.

@@ -1,7 +1,7 @@
 // The back office shell: sign-in, navigation, the language switch and the
 // hash router.
 import * as api from "./api.js";
-import { h, fill, say, errorText } from "./ui.js";
+import { h, fill, say, errorText, setApps } from "./ui.js";
 import { t, lang, setLang } from "./i18n.js";
 import { searchScreen } from "./search.js";
 import { familyScreen } from "./family.js";
@@ -23,6 +23,7 @@ const routes = [
 ];
 
 const view = document.getElementById("view");
+let appsRead = false;
 let cleanup = null;
 
 // The page's own texts (index.html) in the current language: elements name
@@ -51,11 +52,19 @@ async function render() {
   document.getElementById("logout").hidden = !signedIn;
   if (!signedIn) {
     fill(view);
+    // A session that ended by itself says why (#38).
+    const why = api.endedWhy();
+    if (why) document.getElementById("login-error").textContent = t(`ended.${["EXPIRED", "PASSWORD", "REMOVED", "REVOKED"].includes(why) ? why : "SESSION"}`);
     document.title = t("docTitle", { title: t("signIn") });
     document.getElementById("login-name").focus();
     return;
   }
   const s = api.current();
+  // Apps are named by the catalog everywhere (#38): read once per sign-in.
+  if (!appsRead) {
+    appsRead = true;
+    await api.catalog().then((c) => setApps(c.apps), () => { appsRead = false; });
+  }
   // A care agent reads and changes nothing: every control that writes
   // ([data-write]) is hidden, and the API refuses such calls anyway.
   document.body.classList.toggle("read-only", api.readOnly());
@@ -93,7 +102,7 @@ document.getElementById("login-form").addEventListener("submit", async (ev) => {
     err.textContent = e.code === "notBackOffice" ? t("loginNotBackOffice") : e.status === 401 ? t("loginWrong") : errorText(e);
   }
 });
-document.getElementById("logout").addEventListener("click", () => api.logout());
+document.getElementById("logout").addEventListener("click", () => { appsRead = false; api.logout(); });
 // The language switch: the page's texts and the screen shown are redrawn
 // in the other language (a screen's unsaved input is not kept).
 document.getElementById("lang").addEventListener("click", async () => {

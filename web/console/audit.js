@@ -1,6 +1,6 @@
 // Audit log, filterable by family, actor, action and time, with before/after as a diff.
 import * as api from "./api.js";
-import { h, fill, field, table, when, busy, keyWords, ruleValue, roleWords } from "./ui.js";
+import { h, fill, field, table, when, busy, keyWords, ruleValue, roleWords, appWords, bytes, num, catName } from "./ui.js";
 import { t, has } from "./i18n.js";
 
 export async function auditScreen(root, { query }) {
@@ -43,16 +43,58 @@ export async function auditScreen(root, { query }) {
     for (const e of entries) {
       tbody.append(h("tr", { "data-audit": e.id },
         h("td", {}, when(e.at)),
-        h("td", {}, e.actorName ? `${e.actorName} #${e.actorId}` : `#${e.actorId}`, h("div", { class: "muted" }, roleWords(e.actorRole))),
-        // The action in words; its code (what the filter takes) below.
-        h("td", {}, has(`action.${e.action}`) ? [t(`action.${e.action}`), h("div", { class: "muted mono" }, e.action)] : h("span", { class: "mono" }, e.action)),
-        h("td", {}, h("span", { class: "mono" }, e.target), e.targetName ? h("div", { class: "muted" }, e.targetName) : null),
+        h("td", {}, e.actorRole === "SYSTEM" ? t("actorSystem") : e.actorName ? `${e.actorName} #${e.actorId}` : `#${e.actorId}`,
+          e.actorRole === "SYSTEM" ? null : h("div", { class: "muted" }, roleWords(e.actorRole))),
+        // The action in words (its code, what the filter takes, only as the
+        // cell's title: no code is read as words, #38).
+        h("td", { title: e.action, "data-action": e.action }, actionWords(e.action)),
+        h("td", {}, targetWords(e.target, e.targetName)),
         h("td", {}, e.familyId ? h("a", { href: `#/family/${e.familyId}` }, `#${e.familyId}`) : "—"),
         h("td", {}, auditDiff(e.before, e.after))));
     }
     fill(more, p.nextBefore ? h("button", { type: "button", class: "secondary", onclick: () => busy(() => page(p.nextBefore)) }, t("olderEntries")) : null);
   }
   await page();
+}
+
+/** actionWords is an audit action in words; an action this console does not know yet is "그 밖의 변경". */
+function actionWords(a) {
+  return has(`action.${a}`) ? t(`action.${a}`) : t("action.other");
+}
+
+/** targetWords is an audit row's target in words: "구성원 자녀1 #1002", "가족 #100", an app by its name. */
+function targetWords(target, name) {
+  const m = /^([a-z-]+):(.+)$/.exec(target || "");
+  if (!m) return has(`target.${target}`) ? t(`target.${target}`) : t("target.other");
+  if (m[1] === "app") return t("target.app", { app: appWords(m[2]) });
+  if (m[1] === "member") return name ? t("target.memberNamed", { name, id: m[2] }) : t("target.member", { id: m[2] });
+  return has(`target.${m[1]}`) ? t(`target.${m[1]}`, { id: m[2] }) : t("target.other");
+}
+
+const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d/;
+
+/** valueWords is one audited value in words: amounts of bytes, times, yes/no, lists; never JSON. */
+function valueWords(path, raw) {
+  if (raw === undefined) return "";
+  let v;
+  try { v = JSON.parse(raw); } catch { return raw; }
+  const leaf = path.split(".").pop();
+  if (v === null) return t("absent");
+  if (typeof v === "boolean") return v ? t("yes") : t("no");
+  if (typeof v === "number" && /bytes$|^bytes$|^monthTotal$|Bytes$/i.test(leaf)) return bytes(v);
+  if (typeof v === "string" && ISO.test(v)) return when(v);
+  if (typeof v === "string" && (leaf === "role" || leaf === "actorRole")) return roleWords(v);
+  if (typeof v === "string" && (leaf === "appId" || leaf === "ID")) return appWords(v);
+  if (typeof v === "string" && leaf === "Category") return catName(v);
+  if (typeof v === "string" && has(`val.${leaf}.${v}`)) return t(`val.${leaf}.${v}`);
+  if (Array.isArray(v)) return v.map((x) => (typeof x === "object" ? t("aList") : String(x))).join(", ");
+  if (typeof v === "number") return num(v, Number.isInteger(v) ? 0 : 2);
+  return String(v);
+}
+
+/** pathWords is an audited field in words ("sessionsEnded" → "끝난 로그인 수"); a field without words keeps its name. */
+function pathWords(path) {
+  return path.split(".").map((p) => (has(`field.${p}`) ? t(`field.${p}`) : p)).join(" · ");
 }
 
 /** flatten turns nested JSON into path → scalar text ("rules.LIMIT:DATA:MONTHLY" → "524288000"). */
@@ -81,11 +123,11 @@ export function auditDiff(before, after) {
     const change = x === undefined ? "added" : y === undefined ? "removed" : "changed";
     // A policy's constraint (rules.<KEY>, defaultRules.<KEY>) in words, its value too.
     const rule = /^(?:rules|defaultRules)\.([A-Z]+:.+)$/.exec(k);
-    const shown = (v) => (rule && v !== undefined ? ruleValue(rule[1], JSON.parse(v)) : v);
+    const shown = (v) => (rule && v !== undefined ? ruleValue(rule[1], JSON.parse(v)) : valueWords(k, v));
     rows.push(h("tr", { class: change, "data-key": k },
-      rule ? h("td", {}, t("rulesPath", { key: keyWords(rule[1]) })) : h("td", { class: "k" }, k),
-      h("td", { class: rule ? undefined : "mono" }, x === undefined ? "" : h("del", { "data-value": x }, shown(x))),
-      h("td", { class: rule ? undefined : "mono" }, y === undefined ? "" : h("ins", { "data-value": y }, shown(y)))));
+      rule ? h("td", {}, t("rulesPath", { key: keyWords(rule[1]) })) : h("td", { class: "k" }, pathWords(k)),
+      h("td", {}, x === undefined ? "" : h("del", { "data-value": x }, shown(x))),
+      h("td", {}, y === undefined ? "" : h("ins", { "data-value": y }, shown(y)))));
   }
   if (!rows.length) return h("span", { class: "muted" }, before === undefined && after === undefined ? "—" : t("noChange"));
   return h("div", {}, table(null, [t("colKey"), t("colBefore"), t("colAfter")], rows, { class: "diff" }),

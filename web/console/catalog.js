@@ -3,19 +3,43 @@
 // /admin/catalog/apps/{appId}; GET /catalog). An edit is judged at once by
 // this server and by the other processes within DPCS_CATALOG_REFRESH.
 import * as api from "./api.js";
-import { h, fill, field, table, busy, say } from "./ui.js";
+import { h, fill, field, table, busy, say, ask, setApps, errorText, num, bytes, when } from "./ui.js";
 import { t } from "./i18n.js";
 
 const CATEGORIES = ["VIDEO", "GAME", "SOCIAL", "MESSAGING", "WEB", "MUSIC"];
 
 export async function catalogScreen(root) {
   const list = h("div", { id: "catalog-list" });
-  fill(root, h("h1", {}, t("catalogTitle")), h("p", { class: "muted" }, t("catalogHelp")), addForm(), list);
+  const unknown = h("section", { class: "card", id: "unknown-apps", "aria-labelledby": "unknown-apps-h" });
+  const adder = addForm();
+  fill(root, h("h1", {}, t("catalogTitle")), h("p", { class: "muted" }, t("catalogHelp")), unknown, adder, list);
   await draw();
+
+  // drawUnknown lists the apps seen in traffic that the catalog does not
+  // name (#38): people see them as "알 수 없는 앱" until they are named.
+  async function drawUnknown() {
+    let u;
+    try { u = await api.unknownApps(); } catch (e) {
+      fill(unknown, h("h2", { id: "unknown-apps-h" }, t("unknownAppsTitle")), h("p", { class: "error" }, errorText(e)));
+      return;
+    }
+    const apps = u.apps || [];
+    fill(unknown, h("h2", { id: "unknown-apps-h" }, t("unknownAppsTitle")),
+      h("p", { class: "muted" }, t("unknownAppsHelp", { n: num(u.records) })),
+      apps.length ? table(t("unknownAppsCaption", { n: apps.length }),
+        [t("colAppId"), [t("colEvents"), "num"], [t("colUsed"), "num"], [t("colFamilies"), "num"], t("colLastSeen"), t("colActions")],
+        apps.map((a) => h("tr", { "data-unknown-app": a.id }, h("td", {}, h("code", {}, a.id)), h("td", { class: "num" }, num(a.events)),
+          h("td", { class: "num" }, bytes(a.bytes)), h("td", { class: "num" }, num(a.families)), h("td", {}, when(a.lastSeen)),
+          h("td", {}, h("button", { type: "button", class: "secondary", "data-write": "", "aria-label": t("nameAppOf", { app: a.id }),
+            onclick: () => { adder.querySelector("#new-app-id").value = a.id; adder.querySelector("#new-app-name").focus(); } }, t("nameApp"))))))
+        : h("p", { id: "unknown-apps-none" }, t("unknownAppsNone")));
+  }
 
   async function draw() {
     const c = await api.catalog();
     const apps = c.apps || [];
+    setApps(apps); // the other screens name apps as edited here
+    await drawUnknown();
     fill(list, h("section", { class: "card" }, table(t("catalogCaption", { n: apps.length }),
       [t("colIcon"), t("colAppName"), t("colAppNameEn"), t("colAppId"), t("colCategory"), t("colActions")],
       apps.map((a) => row(a)), { class: "catalog" })));
@@ -37,11 +61,10 @@ export async function catalogScreen(root) {
         t("appSaved", { app: name.value }));
       if (ok) await draw();
     });
-    del.addEventListener("click", async () => {
-      if (!confirm(t("deleteAppConfirm", { app: a.name }))) return;
+    del.addEventListener("click", () => ask(del, t("deleteAppConfirm", { app: a.name }), t("delete"), async () => {
       const ok = await busy(async () => { await api.deleteApp(a.id); return true; }, t("appDeleted", { app: a.name }));
       if (ok) await draw();
-    });
+    }));
     return h("tr", { "data-app": a.id }, h("td", {}, icon), h("td", {}, name), h("td", {}, nameEn),
       h("td", {}, h("code", {}, a.id)), h("td", {}, cat), h("td", { class: "actions" }, save, " ", del));
   }

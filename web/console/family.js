@@ -3,7 +3,7 @@
 // versioned edits), usage history charts, top-ups and the plan.
 import * as api from "./api.js";
 import {
-  h, fill, field, table, bytes, when, num, say, busy, errorText, decisionBadge, keyWords, ruleValue, ruleHint, roleWords,
+  h, fill, field, table, bytes, when, num, say, busy, ask, errorText, decisionBadge, keyWords, ruleValue, ruleHint, roleWords,
   chart, chartBox, PALETTE, MB,
 } from "./ui.js";
 import { t, lang, locale } from "./i18n.js";
@@ -105,10 +105,9 @@ function renderMembers(card, dash, phones, state, reload, openEditor) {
         h("button", { type: "button", "aria-label": t("policiesOf", { name: m.name }), "data-policies": m.customerId,
           onclick: () => openEditor(m.customerId, m.name) }, t("policies")),
         h("button", { type: "button", class: "danger", "data-write": "", "aria-label": t("removeOf", { name: m.name }), "data-remove": m.customerId,
-          onclick: () => {
-            if (!confirm(t("removeConfirm", { name: m.name, id: m.customerId }))) return;
-            busy(async () => { await api.removeMember(dash.familyId, m.customerId); await reload(); }, t("removed", { name: m.name }));
-          } }, t("remove")))));
+          onclick: (ev) => ask(ev.currentTarget, t("removeConfirm", { name: m.name, id: m.customerId }), t("remove"),
+            () => busy(async () => { await api.removeMember(dash.familyId, m.customerId); await reload(); }, t("removed", { name: m.name }))) },
+        t("remove")))));
   });
   const name = field(t("name"), { name: "name", required: true, maxlength: 100 });
   const phone = field(t("phoneLogin"), { name: "phone", placeholder: "010-1234-5678" });

@@ -122,7 +122,11 @@ export async function deadLettersScreen(root, { query }) {
   fill(root, h("h1", {}, t("dltTitle")),
     h("section", { class: "card" }, h("form", { class: "row", onsubmit: (ev) => {
       ev.preventDefault();
-      location.hash = `#/dead-letters${topic.input.value ? `?topic=${encodeURIComponent(topic.input.value)}` : ""}`;
+      // "보기" reads the records again even when the address stays the
+      // same (#38: it only set an unchanged fragment and showed nothing new).
+      const next = `#/dead-letters${topic.input.value ? `?topic=${encodeURIComponent(topic.input.value)}` : ""}`;
+      if (location.hash === next) window.dispatchEvent(new HashChangeEvent("hashchange"));
+      else location.hash = next;
     } }, topic.wrap, h("div", {}, h("button", { type: "submit", class: "secondary" }, t("show"))),
     h("p", { class: "muted" }, t("dltHelp")))),
     report, out);
@@ -159,9 +163,10 @@ export async function deadLettersScreen(root, { query }) {
           r.replayedFrom ? h("div", { class: "muted" }, t("replayOf", { id: r.replayedFrom })) : null),
         h("td", { class: "mono" }, r.originTopic || "—", r.originPartition >= 0 ? ` / ${r.originPartition} / ${r.originOffset}` : "",
           r.channel ? h("div", { class: "muted" }, t("channel", { c: r.channel })) : null),
-        h("td", {}, r.reason || "—"),
+        // Why, in words; the consumer's own text (for developers) folded.
+        h("td", {}, dltReason(r), r.reason ? h("details", { class: "raw-reason" }, h("summary", {}, t("dltRawReason")), h("pre", { class: "mono" }, r.reason)) : null),
         h("td", { class: "mono" }, r.key || "—"),
-        h("td", {}, h("details", {}, h("summary", {}, `${r.payloadEncoding || "bytes"}, ${bytes(r.payloadBytes)}`), h("pre", { class: "mono" }, pretty(r)))),
+        h("td", {}, h("details", {}, h("summary", {}, t(r.payloadEncoding === "json" ? "dltPayloadJSON" : "dltPayloadBytes", { bytes: bytes(r.payloadBytes) })), h("pre", { class: "mono" }, pretty(r)))),
         h("td", { "data-replayed": r.replayed ? "yes" : "no" }, r.replayed
           ? h("span", { class: "badge ok" }, t("replayedBy", { when: when(r.replayed.at), by: r.replayed.by }))
           : h("span", { class: "badge neutral" }, t("notReplayed")))));
@@ -190,6 +195,21 @@ export async function deadLettersScreen(root, { query }) {
   }
 
   await page();
+}
+
+// dltReason says in words why a record was dead-lettered, from the
+// consumer's reason (free text written for developers, kept below it).
+function dltReason(r) {
+  const why = String(r.reason || "").toLowerCase();
+  if (!why) return t("dltWhy.unknown");
+  if (r.channel || /attempts failed|channel/.test(why)) return t("dltWhy.channel");
+  if (/queue (is )?full|queue full/.test(why)) return t("dltWhy.queue");
+  if (/too (big|large)|exceeds/.test(why)) return t("dltWhy.tooBig");
+  if (/too old|older than|dedupe window|max(imum)? age/.test(why)) return t("dltWhy.tooOld");
+  if (/on topic|unexpected|unknown (event|sub)|event type/.test(why)) return t("dltWhy.wrongTopic");
+  if (/json|decode|malformed|invalid|parse|payload|missing|must/.test(why)) return t("dltWhy.unreadable");
+  if (/member|family|not provisioned/.test(why)) return t("dltWhy.family");
+  return t("dltWhy.other");
 }
 
 function pretty(r) {

@@ -1,6 +1,6 @@
 // Family search by id, name or phone.
 import * as api from "./api.js";
-import { h, fill, field, table, bytes, when, say } from "./ui.js";
+import { h, fill, field, table, bytes, when, say, roleWords } from "./ui.js";
 import { t } from "./i18n.js";
 
 export async function searchScreen(root, { query }) {
@@ -25,9 +25,12 @@ export async function searchScreen(root, { query }) {
   say(t("searchFound", { n: fams.length }));
   fill(results, h("section", { class: "card" }, table(t("searchCaption", { q }),
     [t("colId"), t("colName"), [t("colPlan"), "num"], t("colThresholds"), t("colUpdated")],
-    fams.map((fam) => h("tr", {},
+    fams.map((fam) => h("tr", { "data-family": fam.id },
       h("td", {}, h("a", { href: `#/family/${fam.id}` }, String(fam.id))),
-      h("td", {}, h("a", { href: `#/family/${fam.id}` }, fam.name)),
+      // Which member the family was found by (#38), by name and role.
+      h("td", {}, h("a", { href: `#/family/${fam.id}` }, fam.name),
+        (fam.matched || []).map((m) => h("div", { class: "muted matched", "data-matched": m.customerId },
+          t(m.by === "phone" ? "matchedPhone" : "matchedId", { name: m.name, role: roleWords(m.role) })))),
       h("td", { class: "num" }, bytes(fam.planBytes)),
       h("td", {}, (fam.thresholds || [50, 30, 10]).map((x) => `${x}%`).join(", ")),
       h("td", {}, when(fam.updatedAt)))))));

@@ -2,7 +2,7 @@
 // and drift (members whose copy differs from the template now) with a
 // per-key preview and a bulk re-apply.
 import * as api from "./api.js";
-import { h, fill, field, table, when, say, busy, errorText, rulesToText, textToRules, keyWords, ruleValue, ruleWords, roleWords } from "./ui.js";
+import { h, fill, field, table, when, say, busy, ask, errorText, rulesToText, textToRules, keyWords, ruleValue, ruleWords, roleWords } from "./ui.js";
 import { t } from "./i18n.js";
 
 export async function templatesScreen(root, { query }) {
@@ -31,10 +31,8 @@ export async function templatesScreen(root, { query }) {
               onclick: () => busy(async () => { await api.updateTemplate(tp.id, { ...body(tp), active: !tp.active }); await reload(); },
                 t(tp.active ? "deactivated" : "activated", { name: tp.name })) }, tp.active ? t("deactivate") : t("activate")),
             h("button", { type: "button", class: "danger", "data-write": "", "aria-label": t("deleteOf", { name: tp.name }),
-              onclick: () => {
-                if (!confirm(t("deleteConfirm", { name: tp.name }))) return;
-                busy(async () => { await api.deleteTemplate(tp.id); await reload(); }, t("deleted", { name: tp.name }));
-              } }, t("delete")))))))
+              onclick: (ev) => ask(ev.currentTarget, t("deleteConfirm", { name: tp.name }), t("delete"),
+                () => busy(async () => { await api.deleteTemplate(tp.id); await reload(); }, t("deleted", { name: tp.name }))) }, t("delete")))))))
         : h("p", { class: "muted" }, t("noTemplates")));
     renderApply(applyCard, all);
   }
@@ -92,8 +90,23 @@ const granted = (k) => k.startsWith("LIMIT:DATA:EXTRA:") || k.startsWith("LIMIT:
 function renderApply(card, all) {
   const tpl = field(t("template"), { options: all.filter((tp) => tp.active).map((tp) => [String(tp.id), `#${tp.id} ${tp.name}`]) }, "select");
   const fam = field(t("familyId"), { type: "number", min: 1, required: true });
-  const mem = field(t("memberId"), { type: "number", min: 1, required: true });
+  // The member is picked by name from the family's members (#38: an id had
+  // to be typed), read when the family is given.
+  const mem = field(t("memberPick"), { required: true, disabled: true, options: [["", t("memberPickFirst")]] }, "select");
   const preview = h("div", { id: "apply-preview", "aria-live": "polite" });
+  const loadMembers = async () => {
+    const f = Number(fam.input.value);
+    mem.input.disabled = true;
+    if (!(f > 0)) { fill(mem.input, h("option", { value: "" }, t("memberPickFirst"))); return; }
+    let list;
+    try { list = (await api.members(f)).members || []; } catch (e) {
+      fill(mem.input, h("option", { value: "" }, e.status === 404 ? t("memberPickNoFamily") : errorText(e)));
+      return;
+    }
+    fill(mem.input, list.map((m) => h("option", { value: String(m.customerId) }, `${m.name} (${roleWords(m.role)}) #${m.customerId}`)));
+    mem.input.disabled = !list.length;
+  };
+  fam.input.addEventListener("change", loadMembers);
   // Applying replaces the member's rules with the template's: first a
   // preview, key by key, of what the member loses, keeps and gets; then the
   // apply, at the policy version previewed (a change since is a 409).
@@ -196,10 +209,9 @@ export async function driftScreen(root, { args, query }) {
               return members.length ? { members } : null;
             }, t("selectedMembers")) }, t("reapplySelected")),
           h("button", { type: "button", class: "secondary", id: "reapply-all", "data-write": "", disabled: !d.templateActive,
-            onclick: () => {
-              if (!confirm(t("reapplyAllConfirm", { name: d.templateName, n: d.drifted }))) return;
-              reapply(() => (familyFilter ? { familyIds: [Number(familyFilter)] } : { all: true }), familyFilter ? t("familyN", { f: familyFilter }) : t("allDrifted"));
-            } }, familyFilter ? t("reapplyFamily", { f: familyFilter }) : t("reapplyAll"))),
+            onclick: (ev) => ask(ev.currentTarget, t("reapplyAllConfirm", { name: d.templateName, n: d.drifted }), t("reapplyAll"),
+              () => reapply(() => (familyFilter ? { familyIds: [Number(familyFilter)] } : { all: true }), familyFilter ? t("familyN", { f: familyFilter }) : t("allDrifted")),
+              "primary") }, familyFilter ? t("reapplyFamily", { f: familyFilter }) : t("reapplyAll"))),
         table(t("driftCaption"), [t("colSelect"), t("colFamily"), t("colMember"), t("colPreview")], rows),
         d.nextAfter ? h("button", { type: "button", class: "secondary", onclick: () => busy(() => load(d.nextAfter)) }, t("nextPage")) : null,
       ] : h("p", { id: "drift-none" }, t("driftNone")));
@@ -213,7 +225,7 @@ function showReport(card, r, label) {
     h("p", {}, t("reapplyDone", { label, ok: r.reapplied, failed: r.failed, left: r.remaining })),
     r.results && r.results.length ? table(null, [t("colFamily"), t("colMember"), t("colStatus"), t("colResult")], r.results.map((x) => h("tr", {},
       h("td", {}, `#${x.familyId}`), h("td", {}, `#${x.customerId}`),
-      h("td", {}, h("span", { class: `badge ${x.status === 200 ? "ok" : "bad"}` }, String(x.status))),
+      h("td", {}, h("span", { class: `badge ${x.status === 200 ? "ok" : "bad"}`, "data-status": x.status }, x.status === 200 ? t("resultDone") : t("resultRefused"))),
       // A member's refusal in the console's words, by its status.
       h("td", {}, x.error ? errorText({ status: x.status, problem: {} })
         : x.changed ? t("newVersion", { v: x.policy ? x.policy.version : "" }) : t("alreadyEqual"))))) : null);

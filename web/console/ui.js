@@ -1,7 +1,7 @@
 // Small DOM helpers shared by the screens (no framework), and the words
 // the screens share: amounts, times, decisions, constraint keys, refusals.
 import { readOnly } from "./api.js";
-import { t, has, locale } from "./i18n.js";
+import { t, has, locale, lang } from "./i18n.js";
 
 /** h builds an element: h("td", {class: "num"}, "12"). Attributes starting with "on" are listeners. */
 export function h(tag, attrs, ...children) {
@@ -63,6 +63,22 @@ export function say(msg, bad = false) {
   s.classList.toggle("bad", bad);
   s.textContent = msg;
   if (msg && !bad) statusTimer = setTimeout(() => { s.textContent = ""; }, 6000);
+}
+
+/**
+ * ask asks inside the page, beside the control clicked (never the
+ * browser's own dialog, #38): the question, a button that runs yes, and
+ * one that cancels. One question is open at a time.
+ */
+export function ask(near, question, yesText, yes, kind = "danger") {
+  for (const e of document.querySelectorAll(".ask")) e.remove();
+  const no = h("button", { type: "button", class: "secondary ask-no" }, t("cancel"));
+  const box = h("div", { class: "ask", role: "alertdialog", "aria-label": question },
+    h("p", {}, question),
+    h("button", { type: "button", class: `${kind} ask-yes`, onclick: () => { box.remove(); yes(); } }, yesText), " ", no);
+  no.addEventListener("click", () => { box.remove(); near.focus(); });
+  (near.closest("td, li, .toolbar, .card") || near.parentElement).append(box);
+  no.focus();
 }
 
 /** busy runs fn, reporting its error in the status region; returns fn's result or undefined. */
@@ -194,6 +210,16 @@ export function textToRules(text) {
 const period = (p) => p.replace(/^(\d{4})(\d\d)(\d\d)?$/, (m, y, mo, d) => (d ? `${y}-${mo}-${d}` : `${y}-${mo}`));
 const hhmm = (v) => v.replace(/(^|\D)(\d\d)(\d\d)(?=\D|$)/g, "$1$2:$3");
 
+let apps = new Map();
+/** setApps gives the screens the app catalog's names (GET /catalog's apps). */
+export function setApps(list) { apps = new Map((list || []).map((a) => [a.id, a])); }
+
+/** appWords is an app by its name in the agent's language: never its package id (an app the catalog does not know is "알 수 없는 앱"). */
+export function appWords(id) {
+  const a = apps.get(id);
+  return a ? ((lang === "en" ? a.nameEn : a.name) || a.name) : t("unknownApp");
+}
+
 /**
  * keyWords is a constraint key in words ("LIMIT:DATA:MONTHLY" → "월 한도"):
  * outside the raw editor the console shows no keys.
@@ -203,9 +229,9 @@ export function keyWords(k) {
   let m;
   if ((m = /^BLOCK:CATEGORY:(.+)$/.exec(k))) return t("key.blockCategory", { cat: catName(m[1]) });
   if ((m = /^ALLOW:CATEGORY:(.+)$/.exec(k))) return t("key.allowCategory", { cat: catName(m[1]) });
-  if ((m = /^BLOCK:APP:(.+)$/.exec(k))) return t("key.blockApp", { app: m[1] });
-  if ((m = /^ALLOW:APP:(.+)$/.exec(k))) return t("key.allowApp", { app: m[1] });
-  if ((m = /^EXCEPT:APP:(.+)$/.exec(k))) return t("key.exceptApp", { app: m[1] });
+  if ((m = /^BLOCK:APP:(.+)$/.exec(k))) return t("key.blockApp", { app: appWords(m[1]) });
+  if ((m = /^ALLOW:APP:(.+)$/.exec(k))) return t("key.allowApp", { app: appWords(m[1]) });
+  if ((m = /^EXCEPT:APP:(.+)$/.exec(k))) return t("key.exceptApp", { app: appWords(m[1]) });
   if ((m = /^LIMIT:DATA:EXTRA:(\d+)$/.exec(k))) return t("key.extra", { period: period(m[1]) });
   if ((m = /^LIMIT:DATA:GIFT:(\d+)$/.exec(k))) return t("key.gift", { period: period(m[1]) });
   if ((m = /^BLOCK:TIME:(.+)$/.exec(k))) return t("key.window", { name: m[1] });
@@ -216,6 +242,11 @@ export function keyWords(k) {
 export function ruleValue(k, v) {
   if (v === undefined || v === null) return t("absent");
   v = String(v);
+  // A gift is given (below 0) or received: said so, never a signed count.
+  if (k.startsWith("LIMIT:DATA:GIFT:") && /^-?\d+$/.test(v)) {
+    const n = Number(v);
+    return n < 0 ? t("val.giftGiven", { bytes: bytes(-n) }) : t("val.giftReceived", { bytes: bytes(n) });
+  }
   if (k.startsWith("LIMIT:DATA:") && /^\d+$/.test(v)) return bytes(Number(v));
   if (k === "THROTTLE:SPEED" && /^\d+$/.test(v)) return `${num(Number(v))} kbps`;
   if (k.startsWith("EXCEPT:") && /^\d{12}$/.test(v)) {

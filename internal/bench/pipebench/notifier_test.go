@@ -7,11 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kfake"
-
-	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
@@ -29,14 +24,8 @@ func TestRunWithNotifier(t *testing.T) {
 	}
 	testenv.AwayFromMidnight(t)
 	ctx := context.Background()
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(envelope.DefaultPartitions, envelope.Topics()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb.Close()
+	kc := testenv.Kafka(t)
+	_, rdb := testenv.Redis(t)
 	db, err := service.Config{SQLitePath: filepath.Join(t.TempDir(), "n.db")}.SQL(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -78,9 +67,7 @@ func TestRunWithNotifier(t *testing.T) {
 // comparison) and the other families keep their plans.
 func TestAlertFamilies(t *testing.T) {
 	ctx := context.Background()
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb.Close()
+	_, rdb := testenv.Redis(t)
 	engine, err := quota.New(rdb)
 	if err != nil {
 		t.Fatal(err)

@@ -10,11 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/service"
 	"github.com/dabom/dpcs/simulate"
@@ -29,14 +26,8 @@ func TestRunEmbedded(t *testing.T) {
 	}
 	testenv.AwayFromMidnight(t)
 	ctx := context.Background()
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(envelope.DefaultPartitions, envelope.Topics()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kc.Close()
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb.Close()
+	kc := testenv.Kafka(t)
+	_, rdb := testenv.Redis(t)
 	db, err := service.Config{SQLitePath: filepath.Join(t.TempDir(), "b.db")}.SQL(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -87,7 +87,7 @@ func StartSystem(t testing.TB, opts ...SystemOption) *System {
 	}
 	sys := &System{System: s, URL: "http://" + s.HTTPAddr, FamilyID: fam,
 		Owner: member(0, "아빠", "010-0000-0100"), Owner2: member(1, "엄마", "010-0000-0101"),
-		Child: member(2, "자녀1", ""), Child2: member(3, "자녀2", ""),
+		Child: member(2, "자녀1", "010-0000-0102"), Child2: member(3, "자녀2", "010-0000-0103"),
 		Admin:    Login{ID: service.DemoAdminID, Name: "admin", Phone: "010-0000-0001"},
 		Agent:    Login{ID: service.DemoAgentID, Name: "상담원", Phone: "010-0000-0002"},
 		Password: service.DemoPassword, http: &http.Client{Timeout: 30 * time.Second}}

@@ -124,7 +124,10 @@ export function refresh() {
   if (!refreshing) {
     refreshing = exclusive(() => raw('POST', '/auth/refresh', undefined, COOKIE, null))
       .then((tk) => { save(fromTokens(tk, session)); return session; })
-      .catch((e) => { if (e.status === 401 || e.status === 400 || e.status === 403) save(null); throw e; })
+      .catch((e) => {
+        if (e.status === 401 || e.status === 400 || e.status === 403) { ended = e.problem?.ended || 'SESSION'; save(null); }
+        throw e;
+      })
       .finally(() => { refreshing = null; });
   }
   return refreshing;
@@ -145,6 +148,7 @@ export async function call(method, path, body, headers) {
 /** login starts a session; a refusal is an APIError whose problem.attemptsLeft (401) or retryAfter (429) the screen shows. */
 export async function login(loginId, password) {
   const tk = await raw('POST', '/auth/token', { login: loginId, password }, COOKIE, null);
+  ended = '';
   save(fromTokens(tk));
   return session;
 }
@@ -157,14 +161,23 @@ export async function logout() {
     await raw('POST', '/auth/logout', undefined, COOKIE, null).catch(() => {});
   }
   loggedOut = true;
+  ended = '';
   save(null);
   loggedOut = false;
 }
 
 let loggedOut = false;
+let ended = '';
 
 /** endedByLogout reports, inside an onSession(null) callback, whether this tab's member logged out (not an ended session). */
 export function endedByLogout() { return loggedOut; }
+
+/**
+ * endedWhy says why the last session ended, once (then ''): the refresh's
+ * SessionProblem.ended (EXPIRED, PASSWORD, REMOVED, REVOKED), SESSION when
+ * it did not say, '' after a logout.
+ */
+export function endedWhy() { const e = ended; ended = ''; return e; }
 
 // unsubscribePush stops this browser's Web Push subscription, here and on
 // the server, so no notification about the family arrives after logout.
@@ -262,6 +275,7 @@ export function openStream(f, { onMessage, onState, lastEventId = '' }) {
   let closed = false;
   let ctrl = null;
   let delay = 1000;
+  let upAt = 0;
   let lastId = lastEventId;
   async function run() {
     while (!closed) {
@@ -275,6 +289,7 @@ export function openStream(f, { onMessage, onState, lastEventId = '' }) {
         if (!res.ok || !res.body) throw new APIError(res.status, null);
         onState?.(true);
         delay = 1000;
+        upAt = Date.now();
         const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
         let buf = '';
         let frame = { data: [] };
@@ -312,8 +327,13 @@ export function openStream(f, { onMessage, onState, lastEventId = '' }) {
       }
       if (closed) return;
       onState?.(false);
-      await new Promise((r) => setTimeout(r, delay));
-      delay = Math.min(delay * 2, 15000);
+      // A stream that was up and ended (the server re-checked its access
+      // after a role change, or restarted) is opened again at once; one
+      // that keeps failing waits longer each time.
+      const wait = upAt && Date.now() - upAt > 2000 ? 100 : delay;
+      upAt = 0;
+      await new Promise((r) => setTimeout(r, wait));
+      if (wait === delay) delay = Math.min(delay * 2, 15000);
     }
   }
   run();

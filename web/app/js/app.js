@@ -6,6 +6,7 @@ import { h, errorText } from './util.js';
 import { state, on, startLive, stopLive, refreshDashboard, refreshUnread, refreshRequests } from './store.js';
 import { dashboardView, blockView, usageView, inboxView } from './views.js';
 import { controlsView } from './controls.js';
+import { appBlockView } from './appblock.js';
 import { go, leaveScreen } from './ui.js';
 import { settingsView } from './settings.js';
 
@@ -15,6 +16,7 @@ const routes = {
   login: loginView,
   dashboard: dashboardView,
   block: blockView,
+  app: appBlockView,
   usage: usageView,
   inbox: inboxView,
   controls: controlsView,
@@ -73,7 +75,7 @@ function renderChrome(name) {
     ['settings', t('navSettings'), '#/settings'],
   ].filter(Boolean);
   nav.replaceChildren(h('ul', items.map(([k, label, href]) => h('li',
-    h('a', { href, 'aria-current': k === name || (k === 'dashboard' && name === 'block') ? 'page' : null, id: `nav-${k}` },
+    h('a', { href, 'aria-current': k === name || (k === 'dashboard' && (name === 'block' || name === 'app')) ? 'page' : null, id: `nav-${k}` },
       label, k === 'inbox' ? h('span.badge#unread', { hidden: !state.unread, 'aria-label': t('unreadCount', { n: state.unread }) }, String(state.unread)) : null)))));
 }
 
@@ -99,12 +101,19 @@ async function loginView(root) {
   const id = h('input#login-id', { name: 'login', autocomplete: 'username', required: true, inputMode: 'tel' });
   const pw = h('input#login-password', { name: 'password', type: 'password', autocomplete: 'current-password', required: true });
   const msg = h('p.error#login-error', { role: 'alert' });
+  // Who cannot log in is told who can help (#38): a parent resets a
+  // child's password, the carrier's service centre a parent's.
+  const help = h('p.muted#login-help');
   const btn = h('button.primary#login-submit', { type: 'submit' }, t('loginBtn'));
+  // A session that ended says why, instead of a blank login (#38).
+  const why = endedNote;
+  endedNote = '';
   const form = h('form.card.login', { novalidate: false },
     h('h2', t('loginTitle')),
+    why ? h('p.notice#login-ended', { role: 'status' }, t(`ended.${why}`)) : null,
     h('label', { for: 'login-id' }, t('loginId')), id,
     h('label', { for: 'login-password' }, t('password')), pw,
-    btn, msg);
+    btn, msg, help);
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
     msg.textContent = '';
@@ -115,6 +124,8 @@ async function loginView(root) {
       go(s.passwordWeak ? '#/settings' : afterLogin(s));
     } catch (err) {
       msg.textContent = loginError(err);
+      const left = err.problem?.attemptsLeft;
+      help.textContent = err.status === 429 || (typeof left === 'number' && left <= 3) ? t('lockedHelp') : '';
       btn.disabled = false; btn.textContent = t('loginBtn');
     }
   });
@@ -144,11 +155,21 @@ function started() {
 // memory only (nothing of the family stays in storage), to go back to when
 // the same member logs in again; a logout forgets it.
 let returnTo = null;
+// endedNote is why the last session ended, said once on the login screen.
+let endedNote = '';
 let member = api.currentSession()?.memberId ?? null;
+
+let role = api.currentSession()?.role ?? null;
 
 api.onSession((s) => {
   if (s) member = s.memberId;
+  // A parent changed this member's role (its new token says so): the
+  // navigation and the screen follow it.
+  if (s && role && s.role !== role) { role = s.role; route(); return; }
+  role = s?.role ?? null;
   if (!s) {
+    const why = api.endedWhy();
+    endedNote = !api.endedByLogout() && why ? (['EXPIRED', 'PASSWORD', 'REMOVED', 'REVOKED'].includes(why) ? why : 'SESSION') : '';
     returnTo = !api.endedByLogout() && location.hash.startsWith('#/') && location.hash !== '#/login'
       ? { hash: location.hash, memberId: member } : null;
     stopLive(); state.dash = null; state.unread = 0; state.requests = null;

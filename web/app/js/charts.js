@@ -35,8 +35,11 @@ export function chartBox(title, kind, labels, values, { format = fmtBytes, id } 
     return fig;
   }
   const canvas = h('canvas', { role: 'img', 'aria-label': title });
-  const table = h('table.sr-only', h('caption', title),
-    h('tbody', labels.map((l, i) => h('tr', h('th', { scope: 'row' }, l), h('td', format(values[i]))))));
+  // The table is inside a visually hidden box: a table is never narrower
+  // than its content, and a long name in it widened the phone's page
+  // (#38: 730 px).
+  const table = h('div.sr-only', h('table', h('caption', title),
+    h('tbody', labels.map((l, i) => h('tr', h('th', { scope: 'row' }, l), h('td', format(values[i])))))));
   const fig = h('figure.chart', { id }, h('figcaption', title), h('div.chart-canvas', canvas), table);
   loadChart().then((Chart) => {
     const ch = new Chart(canvas, {
@@ -54,6 +57,34 @@ export function chartBox(title, kind, labels, values, { format = fmtBytes, id } 
     fig.chart = ch;
   }).catch(() => fig.classList.add('chart-failed'));
   return fig;
+}
+
+/**
+ * shareBars draws each member's share of the month as a labelled bar (SVG,
+ * no library: the dashboard loads no chart library, doc/frontends.md
+ * "Budgets"); the names and numbers are text, the bars decoration.
+ */
+export function shareBars(title, labels, values, { format = fmtBytes, id } = {}) {
+  const total = values.reduce((a, b) => a + Math.max(0, b), 0);
+  if (!(total > 0)) {
+    const fig = h('figure.chart.chart-empty', { id }, h('figcaption', title), h('p.muted.empty', t('noUsage')));
+    fig.empty = true;
+    return fig;
+  }
+  const NS = 'http://www.w3.org/2000/svg';
+  const rows = labels.map((l, i) => {
+    const pct = (100 * Math.max(0, values[i])) / total;
+    const svg = document.createElementNS(NS, 'svg');
+    for (const [k, v] of Object.entries({ viewBox: '0 0 100 6', preserveAspectRatio: 'none', 'aria-hidden': 'true', class: 'share-bar' })) svg.setAttribute(k, v);
+    for (const [w, cls, fill] of [[100, 'share-bg', null], [pct, 'share-fg', PALETTE[i % PALETTE.length]]]) {
+      const r = document.createElementNS(NS, 'rect');
+      for (const [k, v] of Object.entries({ x: 0, y: 0, width: w, height: 6, class: cls })) r.setAttribute(k, v);
+      if (fill) r.setAttribute('fill', fill);
+      svg.append(r);
+    }
+    return h('li.share-row', h('span.share-name', l), h('span.share-value', `${format(values[i])} · ${pct.toFixed(1)}%`), svg);
+  });
+  return h('figure.chart.share', { id }, h('figcaption', title), h('ul.share-list', rows));
 }
 
 /** gauge draws the pool's remaining share as an SVG ring (no library needed, no inline style). */

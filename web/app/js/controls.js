@@ -10,13 +10,16 @@ import { passwordText } from './settings.js';
 
 // WINDOW_PRESETS are the usual downtimes: school hours on weekdays, school
 // nights (the evening before a school day, past midnight), weekend nights.
+// MAX_BYTES is the largest limit the engine takes (policy.MaxBytes, 2^46).
+const MAX_BYTES = 2 ** 46;
+
 const WINDOW_PRESETS = [
   { key: 'school', start: '09:00', end: '15:00', days: ['MON', 'TUE', 'WED', 'THU', 'FRI'] },
   { key: 'schoolNight', start: '22:00', end: '07:00', days: ['SUN', 'MON', 'TUE', 'WED', 'THU'] },
   { key: 'weekendNight', start: '23:30', end: '08:00', days: ['FRI', 'SAT'] },
 ];
 
-export async function controlsView(root, [cid]) {
+export async function controlsView(root, [cid, focus]) {
   const s = api.currentSession();
   if (s.role === 'MEMBER') { root.append(h('p.error', { role: 'alert' }, t('ownersOnly'))); return; }
   const d = state.dash || await refreshDashboard();
@@ -39,7 +42,7 @@ export async function controlsView(root, [cid]) {
     if (!m) return;
     status.dataset.status = m.status;
     status.className = m.status === 'BLOCKED' ? 'status st-blocked-text' : 'status';
-    status.textContent = `${m.name}: ${m.status === 'BLOCKED' ? `${t('blocked')} — ${reasonText(m)}` : t('allowed')} · ${t('thisMonth', { bytes: fmtBytes(m.monthlyUsedBytes) })}`;
+    status.textContent = `${m.name}: ${m.status === 'BLOCKED' ? `${t('blocked')} — ${reasonText(m, catalog)}` : t('allowed')} · ${t('thisMonth', { bytes: fmtBytes(m.monthlyUsedBytes) })}`;
     // Another owner (or an approved request) changed the policies: show theirs.
     if (m.policyVersion > pol.version) {
       api.policies(fam, id).then((p) => { if (p.version > pol.version) { pol = p; renderMember(); } }).catch(() => {});
@@ -52,9 +55,9 @@ export async function controlsView(root, [cid]) {
   // note is the outcome of the last change, shown in the card changed (a
   // toast would cover the control just used).
   let note = null;
-  // opened are the limit cards ticked but not applied yet: a re-render (a
-  // change by another owner, a live update) keeps them open.
-  const opened = new Set();
+  // drafts are amounts typed in a limit card and not (yet) applied: a
+  // re-render (a refusal, a live update) keeps them.
+  const drafts = {};
   let focusNext = null;
 
   // apply sends one change with the version check and re-renders from the
@@ -70,8 +73,11 @@ export async function controlsView(root, [cid]) {
     try {
       pol = await api.patchPolicies(fam, id, pol.version, change);
       note = { where, text: t('applied'), error: false };
+      delete drafts[where];
     } catch (e) {
-      if (e.status === 409) { pol = await api.policies(fam, id); note = { where, text: t('conflict'), error: true }; } else note = { where, text: errorText(e), error: true };
+      if (e.status === 409) { pol = await api.policies(fam, id); note = { where, text: t('conflict'), error: true }; }
+      else if (e.status === 422 && (where === 'daily' || where === 'monthly')) note = { where, text: t('limitMax', { max: fmtBytes(MAX_BYTES) }), error: true };
+      else note = { where, text: errorText(e), error: true };
     }
     renderMember();
     refreshDashboard().catch(() => {});
@@ -117,57 +123,59 @@ export async function controlsView(root, [cid]) {
   }
 
   // limitBox is a data limit: a slider scaled to the family's plan, the
-  // amount typed with its unit, presets, and the member's approved extras.
-  // Ticking the box only opens the controls: nothing is applied until an
-  // amount is chosen; a limit of 0 is asked about first.
+  // amount typed with its unit, presets, a way to remove it, and the
+  // member's approved extras. Nothing gates the controls: a limit is set
+  // by choosing an amount (#38: the amount box was disabled until a
+  // checkbox was ticked). A limit of 0, or one at or below what the member
+  // already used (it blocks at once), is asked about first; an amount past
+  // what a limit can be says the bound and keeps what was typed.
   function limitBox(key, name, title) {
     const cur = pol.rules[key];
     const on_ = cur !== undefined;
-    if (on_) opened.delete(name);
-    const open = on_ || opened.has(name);
     const pool = state.dash?.pool.totalBytes || 0;
     const max = Math.max(pool || 1024 * MB, Number(cur) || 0);
     const step = Math.max(1, Math.round(max / 400));
     const start = on_ ? Number(cur) : Math.round(max / (name === 'daily' ? 30 : 2));
-    const enabled = h(`input#${name}-enabled`, { type: 'checkbox', checked: open });
-    const slider = h(`input#${name}-slider`, { type: 'range', min: '0', max: String(max), step: String(step), value: String(start), disabled: !open });
-    const gb = start >= 1024 * MB;
-    const amount = h(`input#${name}-amount`, { type: 'number', min: '0', step: 'any', inputMode: 'decimal', disabled: !open,
-      value: on_ ? String(+(start / (gb ? 1024 * MB : MB)).toFixed(2)) : '', 'aria-label': `${title}: ${t('amount')}` });
-    const unit = h(`select#${name}-unit`, { disabled: !open, 'aria-label': `${title}: ${t('unit')}` },
+    const draft = drafts[name];
+    const gb = draft ? Number(draft.unit) === 1024 * MB : on_ && start >= 1024 * MB;
+    const slider = h(`input#${name}-slider`, { type: 'range', min: '0', max: String(max), step: String(step), value: String(start) });
+    const amount = h(`input#${name}-amount`, { type: 'number', min: '0', step: 'any', inputMode: 'decimal',
+      value: draft ? draft.amount : on_ ? String(+(start / (gb ? 1024 * MB : MB)).toFixed(2)) : '', 'aria-label': `${title}: ${t('amount')}` });
+    const unit = h(`select#${name}-unit`, { 'aria-label': `${title}: ${t('unit')}` },
       h('option', { value: String(MB), selected: !gb }, 'MB'), h('option', { value: String(1024 * MB), selected: gb }, 'GB'));
-    const out = h(`output#${name}-value`, { for: `${name}-slider` }, on_ ? fmtBytes(start) : open ? t('limitPick') : t('noLimit'));
+    const out = h(`output#${name}-value`, { for: `${name}-slider` }, on_ ? fmtBytes(start) : t('noLimit'));
     slider.setAttribute('aria-valuetext', out.textContent);
     const presets = [100 * MB, 500 * MB, 1024 * MB, 3 * 1024 * MB].filter((b) => b < max).map((b) =>
-      h('button.small', { type: 'button', id: `${name}-preset-${b / MB}`, disabled: !open, onclick: () => want(b) }, fmtBytes(b)));
+      h('button.small', { type: 'button', id: `${name}-preset-${b / MB}`, onclick: () => want(b) }, fmtBytes(b)));
+    const clear = on_ ? h('button.small', { type: 'button', id: `${name}-clear`, onclick: () => apply({ remove: [key] }, name) }, t('clearLimit')) : null;
     const box = h('section.card', { id: `${name}-card` }, h('h3', { id: `${name}-h` }, title),
-      h('div.row', enabled, h('label', { for: `${name}-enabled` }, title)),
       h('label', { for: `${name}-slider` }, `${title}: `, out), slider,
-      h('div.row.amount', amount, unit, h('button.small', { type: 'button', id: `${name}-set`, disabled: !open, onclick: () => typed() }, t('setAmount'))),
-      presets.length ? h('div.row.presets', presets) : null,
+      h('div.row.amount', amount, unit, h('button.small', { type: 'button', id: `${name}-set`, onclick: () => typed() }, t('setAmount'))),
+      presets.length ? h('div.row.presets', presets) : null, clear,
       extrasList(name), cardNote(name));
     function want(bytes) {
-      if (bytes === 0) confirmed(box, t('confirmZero', { name: who, limit: title }), t('setZero'), () => apply({ set: { [key]: '0' } }, name));
-      else apply({ set: { [key]: String(bytes) } }, name);
+      if (bytes > MAX_BYTES) {
+        note = { where: name, text: t('limitMax', { max: fmtBytes(MAX_BYTES) }), error: true };
+        renderMember();
+        return;
+      }
+      const m = state.dash?.members.find((x) => x.customerId === id);
+      const used = (name === 'daily' ? m?.dailyUsedBytes : m?.monthlyUsedBytes) || 0;
+      const go = () => apply({ set: { [key]: String(bytes) } }, name);
+      if (bytes === 0) confirmed(box, t('confirmZero', { name: who, limit: title }), t('setZero'), go);
+      else if (used > 0 && bytes <= used && (!on_ || bytes < Number(cur))) {
+        confirmed(box, t('confirmBelowUse', { name: who, limit: title, used: fmtBytes(used), bytes: fmtBytes(bytes) }), t('applyAnyway'), go);
+      } else go();
     }
     function typed() {
       const v = Number(amount.value);
+      drafts[name] = { amount: amount.value, unit: unit.value };
       if (amount.value.trim() === '' || !Number.isFinite(v) || v < 0) { note = { where: name, text: t('amountInvalid'), error: true }; renderMember(); return; }
       want(Math.round(v * Number(unit.value)));
     }
     amount.addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); typed(); } });
     slider.addEventListener('input', () => { out.textContent = fmtBytes(Number(slider.value)); slider.setAttribute('aria-valuetext', out.textContent); });
-    slider.addEventListener('change', () => want(Math.round(Number(slider.value))));
-    enabled.addEventListener('change', () => {
-      if (!enabled.checked) {
-        opened.delete(name);
-        if (on_) apply({ remove: [key] }, name); else renderMember();
-        return;
-      }
-      opened.add(name);
-      focusNext = `${name}-amount`;
-      renderMember();
-    });
+    slider.addEventListener('change', () => { delete drafts[name]; want(Math.round(Number(slider.value))); });
     return box;
   }
 
@@ -337,14 +345,24 @@ export async function controlsView(root, [cid]) {
   }
 
   function thresholdsBox() {
-    const input = h('input#thresholds', { value: (d.pool.thresholds || []).join(','), inputMode: 'numeric', pattern: '^\\s*(\\d{1,2}\\s*(,\\s*\\d{1,2}\\s*)*)?$', 'aria-describedby': 'thresholds-hint' });
-    const form = h('form.card#thresholds-form', h('h3', t('thresholdsTitle')),
+    const input = h('input#thresholds', { value: (d.pool.thresholds || []).join(','), inputMode: 'numeric', 'aria-describedby': 'thresholds-hint' });
+    // Checked in the app's own words, not the browser's bubble (#38).
+    const form = h('form.card#thresholds-form', { novalidate: true }, h('h3', t('thresholdsTitle')),
       h('label', { for: 'thresholds' }, t('thresholdsTitle')), input, h('p.muted#thresholds-hint', t('thresholdsHint')),
       h('button.primary', { type: 'submit' }, t('save')));
+    // Another parent's new alert levels, unless this parent changed the box.
+    let stored = input.value;
+    track(on('dashboard', (dd) => {
+      const now = (dd?.pool?.thresholds || []).join(',');
+      if (now === stored) return;
+      if (input.value === stored && document.activeElement !== input) input.value = now;
+      stored = now;
+    }));
     form.addEventListener('submit', async (e) => {
       e.preventDefault();
-      if (!form.reportValidity()) return;
-      const list = input.value.split(',').map((x) => x.trim()).filter(Boolean).map(Number);
+      const parts = input.value.split(',').map((x) => x.trim()).filter(Boolean);
+      if (parts.some((x) => !/^\d{1,2}$/.test(x) || Number(x) < 1)) { toast(t('err.thresholds'), 'error'); input.focus(); return; }
+      const list = parts.map(Number);
       try { await api.setAlerts(fam, list); toast(t('applied')); refreshDashboard().catch(() => {}); } catch (err) { toast(errorText(err), 'error'); }
     });
     return form;
@@ -386,33 +404,49 @@ export async function controlsView(root, [cid]) {
           try { await api.setRole(fam, m.customerId, role.value); toast(t('applied')); } catch (e) { toast(errorText(e), 'error'); }
           load(); refreshDashboard().catch(() => {});
         });
-        const del = h('button.small.danger', { type: 'button', 'aria-label': `${t('remove')}: ${m.name}` }, t('remove'));
-        del.addEventListener('click', async () => {
-          if (!confirm(t('removeConfirm', { name: m.name }))) return;
-          try { await api.removeMember(fam, m.customerId); toast(t('applied')); } catch (e) { toast(errorText(e), 'error'); }
+        const del = h('button.small.danger', { type: 'button', id: `remove-${m.customerId}`, 'aria-label': `${t('remove')}: ${m.name}` }, t('remove'));
+        // Asked inside the card, not with the browser's dialog (#38).
+        del.addEventListener('click', () => confirmed(box, t('removeConfirm', { name: m.name }), t('remove'), async () => {
+          try { await api.removeMember(fam, m.customerId); added.textContent = t('memberRemoved', { name: m.name }); } catch (e) { toast(errorText(e), 'error'); }
           load(); refreshDashboard().catch(() => {});
-        });
+        }));
         return h('li', h('span', m.name), role, m.customerId === s.memberId ? null : del);
       }));
     }
     const name = h('input#new-name', { required: true, maxLength: 100, autocomplete: 'off' });
     const pw = h('input#new-password', { type: 'password', maxLength: 128, autocomplete: 'new-password' });
     const role = h('select#new-role', ['MEMBER', 'OWNER'].map((r) => h('option', { value: r }, r === 'OWNER' ? t('owner') : t('member'))));
+    // The new member's login number is said where it was added (#38: it was
+    // shown nowhere): owners cannot set phones, so the number is the login.
+    const added = h('p.card-note#add-member-note', { role: 'status' });
     const form = h('form#add-member', h('h4', t('addMember')),
-      h('label', { for: 'new-name' }, t('name')), name, h('label', { for: 'new-password' }, t('password')), pw,
-      h('label', { for: 'new-role' }, t('role')), role, h('button.primary', { type: 'submit' }, t('add')));
+      h('label', { for: 'new-name' }, t('name')), name,
+      h('label', { for: 'new-password' }, t('password')), pw, h('p.muted#new-password-hint', t('newPasswordHint')),
+      h('label', { for: 'new-role' }, t('role')), role, h('button.primary', { type: 'submit' }, t('add')), added);
+    pw.setAttribute('aria-describedby', 'new-password-hint');
     form.addEventListener('submit', async (e) => {
       e.preventDefault();
+      added.className = 'card-note';
       try {
-        await api.addMember(fam, { name: name.value.trim(), password: pw.value || undefined, role: role.value });
-        name.value = ''; pw.value = ''; toast(t('applied'));
-      } catch (err) { toast(errorText(err), 'error'); }
+        const m = await api.addMember(fam, { name: name.value.trim(), password: pw.value || undefined, role: role.value });
+        added.textContent = t(pw.value ? 'memberAdded' : 'memberAddedNoPassword', { name: m.name, id: m.customerId });
+        added.dataset.login = String(m.customerId);
+        name.value = ''; pw.value = '';
+      } catch (err) { added.className = 'card-note error'; added.textContent = err.status === 422 && err.problem?.errors?.[0]?.location === 'body.password' ? passwordText(err) : errorText(err); }
       load(); refreshDashboard().catch(() => {});
     });
     box.append(form);
     load().catch((e) => list.append(h('li.error', errorText(e))));
+    // Another parent added, removed or promoted a member: list them again.
+    track(on('family', (c) => { if (['MEMBER', 'REMOVED', 'ROLE'].includes(c.change)) load().catch(() => {}); }));
     return box;
   }
 
   renderMember();
+  // Opened to top up (a low-data alert's button): the offers, in view.
+  if (focus === 'topup') {
+    const box = document.getElementById('topup');
+    box?.scrollIntoView({ block: 'start' });
+    box?.querySelector('button')?.focus({ preventScroll: true });
+  }
 }

@@ -10,6 +10,7 @@ export const state = {
   dash: null, dashAt: 0, offline: false, live: false, unread: 0,
   requests: null, // null: unknown; false: the server has no data-request routes; []: list
   catalog: null,
+  changedAt: 0, // performance.now() of the last family change told live (the browser tests read it)
 };
 
 export function on(name, f) {
@@ -31,6 +32,10 @@ export function refreshDashboard() {
     try {
       const d = await api.dashboard(s.familyId);
       state.dash = d; state.dashAt = Date.now(); state.offline = false;
+      // A parent changed this member's role: a new token carries it (the
+      // screens follow the session's role).
+      const mine = d.members?.find((x) => x.customerId === s.memberId);
+      if (mine && mine.role !== s.role && mine.role !== 'ADMIN') api.refresh().catch(() => {});
       try { localStorage.setItem(LAST, JSON.stringify({ at: state.dashAt, familyId: s.familyId, data: d })); } catch { /* full */ }
       emit('dashboard', d);
       return d;
@@ -90,6 +95,9 @@ export async function loadCatalog() {
 // The live stream: every notification can change the dashboard (usage,
 // blocks, policy changes, answered requests), so each one schedules a
 // debounced re-fetch; inbox rows (those with an id) are passed to the inbox.
+// FAMILY_CHANGED (live only) says that a parent or an agent changed the
+// family: the dashboard is read at once, and the 'family' event tells the
+// screens that show more (the controls, the members).
 let stream = null;
 let poll = 0;
 const LIVE_ONLY = new Set(['QUOTA_UPDATED']);
@@ -109,6 +117,16 @@ export function startLive() {
       if (m.id) sessionStorage.setItem('dpcs.lastEventId', m.id);
       const n = m.data || {};
       const kind = n.kind || n.subType || '';
+      // A parent's or an agent's change (doc/frontends.md, "Live"): read
+      // again at once what it changed; screens that show more listen.
+      if (kind === 'FAMILY_CHANGED') {
+        const c = n.payload || {};
+        state.changedAt = performance.now();
+        dashboardSoon(0);
+        if (c.change === 'REQUEST') refreshRequests().catch(() => {});
+        emit('family', c);
+        return;
+      }
       dashboardSoon(kind === 'CUSTOMER_BLOCKED' || kind.startsWith('DATA_REQUEST') ? 0 : 120);
       if (kind.startsWith('DATA_REQUEST')) refreshRequests().catch(() => {});
       if (m.id && !LIVE_ONLY.has(kind)) {
@@ -117,7 +135,7 @@ export function startLive() {
       }
     },
   });
-  // A safety net for changes no notification announces (another owner's edit).
+  // A safety net for a live message missed (while reconnecting).
   poll = setInterval(() => { if (document.visibilityState === 'visible') refreshDashboard().catch(() => {}); }, 30000);
 }
 

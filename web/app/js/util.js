@@ -1,6 +1,6 @@
 // util.js: a tiny DOM builder (text is always set as text, never parsed as
 // HTML) and formatting helpers.
-import { t, locale } from './i18n.js';
+import { t, locale, appName } from './i18n.js';
 
 /** h('div.card#x', {attr: v, onclick: f}, ...children) */
 export function h(tag, attrs, ...kids) {
@@ -47,13 +47,17 @@ export function fmtTime(d) {
 
 export function fmtClock(hhmm) { return `${hhmm.slice(0, 2)}:${hhmm.slice(2, 4)}`; }
 
-/** reasonText says why a member is blocked, in words, from a Standing {decision, rule}. */
-export function reasonText(st) {
+/**
+ * reasonText says why a member is blocked, in words, from a Standing
+ * {decision, rule}; catalog (GET /catalog) names a blocked app (never its
+ * package id).
+ */
+export function reasonText(st, catalog) {
   const d = st?.decision || 'ALLOWED';
   if (d === 'BLOCKED_TIME') return t('reason.BLOCKED_TIME', { name: windowName(st.rule) });
   if (d === 'BLOCKED_APP' && st.rule) {
     const m = /^BLOCK:(APP|CATEGORY):(.+)$/.exec(st.rule);
-    if (m) return `${t('reason.BLOCKED_APP')} (${m[1] === 'CATEGORY' ? t(`cat.${m[2]}`) : m[2]})`;
+    if (m) return `${t('reason.BLOCKED_APP')} (${m[1] === 'CATEGORY' ? t(`cat.${m[2]}`) : appName(catalog?.apps?.find((a) => a.id === m[2]))})`;
   }
   return t(`reason.${d}`);
 }

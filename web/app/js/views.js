@@ -3,7 +3,7 @@
 import * as api from './api.js';
 import { t, appName, locale } from './i18n.js';
 import { h, fmtBytes, fmtTime, fmtClock, parseWindow, reasonText, untilText, MB, errorText } from './util.js';
-import { chartBox, gauge } from './charts.js';
+import { chartBox, gauge, shareBars } from './charts.js';
 import { state, on, refreshDashboard, refreshRequests, refreshUnread, loadCatalog, emit } from './store.js';
 import { toast, go, track } from './ui.js';
 
@@ -25,7 +25,6 @@ export async function dashboardView(root) {
   // (append writes a null as the text "null": an owner has no rules box.)
   root.append(...[h('h2.sr-only', t('navDashboard')), poolBox, reqBox, rulesBox, giftBox, shareBox,
     h('section.card', h('h3#members-h', t('members')), list, stamp)].filter(Boolean));
-  let shareFig = null;
   let rulesVersion = -1;
   // nextLine says when the member's next downtime begins; kept across
   // redraws of the rules and updated with every dashboard.
@@ -57,21 +56,22 @@ export async function dashboardView(root) {
     if (cats.length) items.push(t('ruleCategories', { list: cats.join(', ') }));
     const allowed = Object.keys(rules).filter((k) => k.startsWith('ALLOW:CATEGORY:')).map((k) => t(`cat.${k.slice(15)}`));
     if (allowed.length) items.push(t('ruleAllowed', { list: allowed.join(', ') }));
-    // Each blocked app with a way to ask for 30 minutes on it ("30분 더").
+    // Each blocked app once: allowed for a while (an approved "30분 더"),
+    // or with a way to its own screen to ask for time.
     const appIds = Object.keys(rules).filter((k) => k.startsWith('BLOCK:APP:')).map((k) => k.slice(10));
+    const appException = (id) => exceptions.find((x) => x.kind === 'APP' && x.appId === id);
     if (appIds.length) {
       items.push(h('span', t('ruleApps', { list: '' }), h('ul.ask-apps', appIds.map((id) => {
         const name = appName(appOf.get(id), id);
-        const b = h('button.small', { type: 'button', id: `ask-app-${id.replace(/[^\w-]/g, '_')}`, 'aria-label': `${name}: ${t('askAppMore')}` }, t('askAppMore'));
-        b.addEventListener('click', async () => {
-          b.disabled = true;
-          try { await api.createTimeRequest(me().familyId, 'APP', 30, id); toast(t('askAppSent', { app: name })); } catch (e) { toast(errorText(e), 'error'); b.disabled = false; }
-        });
-        return h('li', name, ' ', b);
+        const x = appException(id);
+        if (x) return h('li', { id: `my-app-${safeId(id)}` }, t('exceptionApp', { app: name, time: stampClock(x.until) }));
+        const a = h('a.button.small', { href: `#/app/${encodeURIComponent(id)}`, id: `ask-app-${safeId(id)}`, 'aria-label': `${name}: ${t('askAppMore')}` }, t('askAppMore'));
+        return h('li', { id: `my-app-${safeId(id)}` }, name, ' ', a);
       }))));
     }
-    // Exceptions end at a time of the service zone, as the windows are set.
-    const excepted = exceptions.map((x) => h('li.exception', { id: `my-exception-${x.kind}` },
+    // Exceptions end at a time of the service zone, as the windows are set;
+    // an app's is said beside the app above.
+    const excepted = exceptions.filter((x) => !(x.kind === 'APP' && appIds.includes(x.appId))).map((x) => h('li.exception', { id: `my-exception-${x.kind}` },
       x.kind === 'TIME' ? t('exceptionTime', { time: stampClock(x.until) }) : t('exceptionApp', { app: appName(appOf.get(x.appId), x.appId), time: stampClock(x.until) })));
     rulesBox.replaceChildren(...[h('h3#my-rules-h', t('myRules')),
       items.length ? h('ul#my-rules-list', items.map((x) => h('li', x))) : h('p.muted', t('noRules')),
@@ -84,24 +84,18 @@ export async function dashboardView(root) {
     if (self && self.status === 'BLOCKED' && me().role === 'MEMBER' && !state.offline) { go('#/block'); return; }
     const p = d.pool;
     const remPct = p.totalBytes > 0 ? (100 * p.remainingBytes) / p.totalBytes : 0;
-    poolBox.replaceChildren(
+    poolBox.replaceChildren(...[
       h('h3#pool-h', t('poolRemaining')),
       d.provisioned ? gauge(remPct, t('poolRemaining'), fmtBytes(p.remainingBytes))
         : h('p.error', t('noPool')),
       h('p.pool-detail', h('span#pool-remaining', { 'data-bytes': String(p.remainingBytes) }, t('poolOf', { remaining: fmtBytes(p.remainingBytes), total: fmtBytes(p.totalBytes) })),
         ' · ', t('usedPct', { pct: p.usedPercent.toFixed(1) }),
         p.topUpBytes ? ` · ${t('topUps', { bytes: fmtBytes(p.topUpBytes) })}` : ''),
-    );
-    const labels = d.members.map((m) => m.name);
-    const values = d.members.map((m) => m.monthlyUsedBytes);
-    if (shareFig?.chart && shareFig.labelsKey === labels.join('\u0000') && values.some((v) => v > 0)) {
-      shareFig.chart.data.datasets[0].data = values;
-      shareFig.chart.update('none');
-    } else {
-      shareFig = chartBox(t('shareTitle'), 'doughnut', labels, values);
-      shareFig.labelsKey = labels.join('\u0000');
-      shareBox.replaceChildren(h('h3#share-h.sr-only', t('shareTitle')), shareFig);
-    }
+      lowPool(d, remPct),
+    ].filter(Boolean));
+    // Each member's share as bars: no chart library on the first screen.
+    shareBox.replaceChildren(h('h3#share-h.sr-only', t('shareTitle')),
+      shareBars(t('shareTitle'), d.members.map((m) => m.name), d.members.map((m) => m.monthlyUsedBytes)));
     list.replaceChildren(...d.members.map((m) => memberCard(m)));
     renderGift(d);
     stamp.textContent = t('updatedAt', { time: clockOf(state.dashAt) });
@@ -128,7 +122,7 @@ export async function dashboardView(root) {
         h('strong', m.name, mine ? ` (${t('you')})` : ''),
         h('span.role', m.role === 'OWNER' ? t('owner') : t('member')),
         h(`span.badge-status.${blocked ? 'st-blocked' : 'st-ok'}`, blocked ? t('blocked') : t('allowed'))),
-      blocked ? h('p.reason', { id: `reason-${m.customerId}` }, reasonText(m)) : null,
+      blocked ? h('p.reason', { id: `reason-${m.customerId}` }, reasonText(m, state.catalog)) : null,
       h('p.muted', `${t('thisMonth', { bytes: fmtBytes(m.monthlyUsedBytes) })} · ${t('today', { bytes: fmtBytes(m.dailyUsedBytes) })} · ${m.sharePercent.toFixed(1)}%`),
       limitsLine(m),
       h('p.links',
@@ -137,11 +131,20 @@ export async function dashboardView(root) {
         mine && blocked ? h('a', { href: '#/block' }, t('askMore')) : null));
   }
 
-  // limitsLine says what is left of the member's limits: "오늘 32 MB 남음 / 50 MB".
+  // limitsLine says what is left of the member's limits: "오늘 32 MB 남음 /
+  // 50 MB" — never more than the family pool has (todayLeftBytes is the
+  // smallest of the limits' and the pool's) — and an extra approved for
+  // today apart from the month's figure.
   function limitsLine(m) {
     const parts = [];
-    if (m.dailyLimitBytes != null) parts.push(t('leftToday', { left: fmtBytes(Math.max(0, m.dailyLimitBytes - m.dailyUsedBytes)), limit: fmtBytes(m.dailyLimitBytes) }));
-    if (m.monthlyLimitBytes != null) parts.push(t('leftMonth', { left: fmtBytes(Math.max(0, m.monthlyLimitBytes - m.monthlyUsedBytes)), limit: fmtBytes(m.monthlyLimitBytes) }));
+    const pool = Math.max(0, state.dash?.pool?.remainingBytes ?? Infinity);
+    const today = m.todayLeftBytes ?? Math.min(pool, Math.max(0, (m.dailyLimitBytes ?? Infinity) - m.dailyUsedBytes));
+    if (m.dailyLimitBytes != null) parts.push(t('leftToday', { left: fmtBytes(today), limit: fmtBytes(m.dailyLimitBytes) }));
+    else if (m.todayExtraBytes) parts.push(t('leftTodayOnly', { left: fmtBytes(today) }));
+    if (m.monthlyLimitBytes != null) {
+      parts.push(t('leftMonth', { left: fmtBytes(Math.min(pool, Math.max(0, m.monthlyLimitBytes - m.monthlyUsedBytes))), limit: fmtBytes(m.monthlyLimitBytes) }));
+    }
+    if (m.todayExtraBytes) parts.push(t('todayExtra', { bytes: fmtBytes(m.todayExtraBytes) }));
     return parts.length ? h('p.limits', { id: `limits-${m.customerId}` }, parts.join(' · ')) : null;
   }
 
@@ -179,11 +182,14 @@ export async function dashboardView(root) {
     const send = h('button.primary#gift-send', { type: 'button' }, t('giftSend'));
     send.addEventListener('click', () => {
       const name = (sel) => sel.options[sel.selectedIndex]?.textContent || '';
-      const what = { to: name(to), bytes: fmtBytes(Number(amount.value)) };
+      const what = { to: name(to), from: name(from), bytes: fmtBytes(Number(amount.value)) };
+      // Whose limit it comes out of: mine, or (an owner giving for a
+      // child) the giver's, named (#38).
+      const question = Number(from.value) === me().memberId ? t('giftConfirm', what) : t('giftConfirmFrom', what);
       giftBox.querySelector('.confirm')?.remove();
       const yes = h('button.primary.confirm-yes', { type: 'button' }, t('giftYes'));
       const no = h('button.confirm-no', { type: 'button' }, t('cancel'));
-      const q = h('div.confirm', { role: 'alertdialog', 'aria-label': t('giftConfirm', what) }, h('p', t('giftConfirm', what)), yes, no);
+      const q = h('div.confirm', { role: 'alertdialog', 'aria-label': question }, h('p', question), yes, no);
       no.addEventListener('click', () => q.remove());
       yes.addEventListener('click', async () => {
         q.remove();
@@ -231,6 +237,17 @@ export async function dashboardView(root) {
   if (isOwner()) refreshRequests().catch(() => {});
 }
 
+// lowPool is the pool card's line once an alert level was passed this
+// month (or 10 % is left): owners get a way to top up, members are told to
+// ask one (only owners can top up).
+function lowPool(d, remPct) {
+  const fired = d.pool.fired || [];
+  if (!d.provisioned || (!fired.length && remPct > 10)) return null;
+  const pct = fired.length ? Math.min(...fired) : 10;
+  if (!isOwner()) return h('p.low-pool#pool-low', t('thresholdMember', { pct }));
+  return h('p.low-pool#pool-low', t('poolLow', { pct }), ' ', h('a.button.small.primary#pool-topup', { href: '#/controls/0/topup' }, t('topupNow')));
+}
+
 // requestActions answers a pending data request: how to grant it, approve,
 // decline. The dashboard and the inbox item of the request both show it
 // (ids prefixed by where).
@@ -272,6 +289,9 @@ function clockOf(at) {
   return new Date(at).toLocaleTimeString(locale(), { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' });
 }
 
+// safeId is an app id as a part of an element id ("com_youtube_app").
+const safeId = (id) => id.replace(/[^\w-]/g, '_');
+
 // stampClock is a local time YYYYMMDDHHMM's time of day: "22:41".
 const stampClock = (s) => (s && s.length === 12 ? `${s.slice(8, 10)}:${s.slice(10, 12)}` : '');
 
@@ -291,6 +311,18 @@ export async function blockView(root) {
   let rules = null;
   let left = false;
   try { rules = (await api.policies(s.familyId, s.memberId)).rules; } catch { /* the reason is enough */ }
+  await loadCatalog().catch(() => null);
+
+  // stillWorks lists what a downtime leaves allowed: categories
+  // (ALLOW:CATEGORY) and apps (ALLOW:APP), by name.
+  function stillWorks() {
+    const r = rules || {};
+    const cats = Object.keys(r).filter((k) => k.startsWith('ALLOW:CATEGORY:')).map((k) => t(`cat.${k.slice(15)}`));
+    const apps = Object.keys(r).filter((k) => k.startsWith('ALLOW:APP:'))
+      .map((k) => appName(state.catalog?.apps?.find((a) => a.id === k.slice(10))));
+    const all = [...cats, ...apps];
+    return all.length ? t('stillWorks', { list: all.join(', ') }) : t('stillWorksNone');
+  }
 
   function render(d) {
     const self = myCard(d);
@@ -303,10 +335,15 @@ export async function blockView(root) {
     ask.hidden = !dataHelps;
     askTime.hidden = !timeHelps;
     notData.hidden = dataHelps || timeHelps;
+    // A downtime says what still works (the categories and apps allowed in
+    // it); an app's block leads to that app's own screen.
+    const app = self.decision === 'BLOCKED_APP' ? /^BLOCK:APP:(.+)$/.exec(self.rule || '')?.[1] : null;
     body.replaceChildren(h('dl.facts',
-      h('dt', t('why')), h('dd#block-reason', { 'data-decision': self.decision }, reasonText(self)),
+      h('dt', t('why')), h('dd#block-reason', { 'data-decision': self.decision }, reasonText(self, state.catalog)),
       h('dt', t('until')), h('dd#block-until', untilText(self, rules)),
-      h('dt', t('whoToAsk')), h('dd#block-owners', owners.join(', '))));
+      h('dt', t('whoToAsk')), h('dd#block-owners', owners.join(', '))),
+      timeHelps ? h('p#block-still-works', stillWorks()) : null,
+      app ? h('p', h('a.button#block-app-link', { href: `#/app/${encodeURIComponent(app)}` }, t('askAppMore'))) : null);
   }
 
   // askBox asks the owners for data (kind DATA: ids ask-…) or for minutes
@@ -367,8 +404,9 @@ export async function blockView(root) {
   }
 
   track(on('dashboard', render));
-  // An owner's unblock (a raised limit, a removed window or block) sends no
-  // notification: while the block screen is shown, look again every 3 s.
+  // An owner's unblock arrives live (FAMILY_CHANGED); a block that ends by
+  // itself (a window's end, midnight) does not: while the block screen is
+  // shown, look again every 3 s.
   const poll = setInterval(() => refreshDashboard().catch(() => {}), 3000);
   track(() => clearInterval(poll));
   if (state.dash) render(state.dash);
@@ -398,10 +436,17 @@ export async function usageView(root, [cid]) {
     if (at.getMonth() === now.getMonth()) days[at.getDate() - 1] += b.allowedBytes;
     if (at.toDateString() === now.toDateString()) hours[at.getHours()] += b.allowedBytes;
   }
-  const apps = [...(u.byApp || [])].sort((a, b) => b.allowedBytes - a.allowedBytes);
   const catOf = new Map((cat?.apps || []).map((a) => [a.id, a.category]));
   const appOf = new Map((cat?.apps || []).map((a) => [a.id, a]));
-  const label = (id) => (appOf.has(id) ? appName(appOf.get(id), id) : id.split('.').slice(-2).join('.'));
+  // Apps the catalog does not know are one bar, "알 수 없는 앱": never a
+  // package id.
+  const known = new Map();
+  for (const a of u.byApp || []) {
+    const k = appOf.has(a.appId) ? a.appId : '';
+    known.set(k, { appId: k, allowedBytes: (known.get(k)?.allowedBytes || 0) + a.allowedBytes });
+  }
+  const apps = [...known.values()].sort((a, b) => b.allowedBytes - a.allowedBytes);
+  const label = (id) => appName(appOf.get(id));
   const byCat = new Map();
   for (const a of apps) {
     const c = catOf.get(a.appId) || 'OTHER';
@@ -432,9 +477,14 @@ export async function inboxView(root) {
     seen.add(n.id);
     const read = h('button.small', { type: 'button', hidden: !!n.readAt, 'aria-label': `${t('markRead')}: ${n.title}` }, t('markRead'));
     const answer = h('div.note-answer');
+    // A threshold alert: owners can top up from it; members are told to
+    // ask a parent (the stored text is the owners').
+    const alert = n.kind === 'THRESHOLD_ALERT' ? n.payload?.thresholdPercent : null;
+    const body = alert && !isOwner() ? t('thresholdMember', { pct: alert }) : n.body;
+    if (alert && isOwner()) answer.append(h('a.button.small.primary', { href: '#/controls/0/topup', id: `note-topup-${n.id}` }, t('topupNow')));
     const li = h(`li.note${n.readAt ? '' : '.unread'}`, { id: `note-${n.id}`, 'data-kind': n.kind },
       h('div.note-head', h('strong', n.title), n.readAt ? null : h('span.badge-status.st-new', t('unread'))),
-      h('p', n.body), answer, h('p.muted', fmtTime(n.createdAt)), read);
+      h('p', body), answer, h('p.muted', fmtTime(n.createdAt)), read);
     // A request for more data is answered from its inbox item too (#24).
     const rid = n.kind === 'DATA_REQUESTED' && isOwner() ? n.payload?.requestId : null;
     if (rid) {

@@ -1,0 +1,100 @@
+package judge
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/quota"
+)
+
+type fixedGeneration string
+
+func (g fixedGeneration) Generation(context.Context) (string, error) { return string(g), nil }
+
+// A batch judged and charged whose records neither Kafka nor a spool took
+// (no spool here, Kafka down until the server stops): its callers are told
+// "judged and counted, retry with the same event ids", and the truth is
+// restored instead of leaving the charge in Redis alone — the state is
+// stale until a rebuild reads it back from SQL, where the charge never
+// was. It failed before: Redis kept the 5 MB charge, trusted, and SQL
+// never saw it (issue #36, item 5).
+func TestUnrecordedBatchRestoresTheTruth(t *testing.T) {
+	h := newHarness(t)
+	var down atomic.Bool
+	down.Store(true)
+	h.Kafka.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		h.Kafka.KeepControl()
+		if !down.Load() {
+			return nil, nil, false
+		}
+		pr := req.(*kmsg.ProduceRequest)
+		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+		resp.Version = pr.Version
+		for _, tp := range pr.Topics {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic, rt.TopicID = tp.Topic, tp.TopicID
+			for _, p := range tp.Partitions {
+				rp := kmsg.NewProduceResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, kerr.InvalidRecord.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+	const gen = "t:unrecorded"
+	if _, err := h.Engine.BeginRebuild(h.Ctx, gen); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Engine.FinishRebuild(h.Ctx, gen, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The family as its generation restored it (the judgement refuses
+	// any other).
+	if err := h.Engine.Restore(h.Ctx, quota.FamilyState{FamilyID: 100, Provisioned: true, Plan: 20 * mb,
+		Members: []quota.MemberState{{CustomerID: 1}, {CustomerID: 2}}, Generation: gen}); err != nil {
+		t.Fatal(err)
+	}
+	qs := mustState(t, h.Engine)
+	dec, err := NewDecisions(qs, h.KafkaOpts(), WithClock(h.Clock), WithGenerations(fixedGeneration(gen)),
+		WithTimeout(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan error, 1)
+	go func() {
+		_, err := dec.Decide(h.Ctx, []envelope.Envelope[envelope.UsagePayload]{envelope.New("evt_lost", h.Now,
+			envelope.UsagePayload{FamilyID: 100, CustomerID: 1, AppID: "com.kakao.talk", BytesUsed: 5 * mb})})
+		answered <- err
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for dec.Available() {
+		if time.Now().After(deadline) {
+			t.Fatal("the batch's records never waited")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	f, err := h.Engine.Family(h.Ctx, 100)
+	if err != nil || f.Used != 5*mb {
+		t.Fatalf("the batch was not charged: used %d, %v", f.Used, err)
+	}
+	// The server stops with Kafka still down.
+	ctx, cancel := context.WithTimeout(h.Ctx, 5*time.Second)
+	defer cancel()
+	if err := dec.Close(ctx); err == nil {
+		t.Error("Close stored the records: Kafka was down")
+	}
+	if err := <-answered; !errors.Is(err, ErrNotRecorded) {
+		t.Errorf("the caller: %v, want ErrNotRecorded (retry with the same ids)", err)
+	}
+	if err := h.Engine.CheckState(h.Ctx, gen, nil); !errors.Is(err, quota.ErrStale) {
+		t.Errorf("the state after Close: %v, want ErrStale: Redis holds a charge SQL never will, until a rebuild from SQL", err)
+	}
+}

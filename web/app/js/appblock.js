@@ -1,0 +1,107 @@
+// appblock.js: one blocked app, as the child sees it (#/app/<appId>) —
+// whether it can be used now and until when, why not, whom to ask, and a
+// request for more minutes on it with a message ("30분 더", kind APP).
+// Reached from the child's list of blocked apps and from a block screen
+// that names an app; live: an approval shows at once.
+import * as api from './api.js';
+import { t, appName } from './i18n.js';
+import { h, fmtTime, errorText } from './util.js';
+import { state, on, refreshDashboard, refreshRequests, loadCatalog } from './store.js';
+import { track } from './ui.js';
+
+const stampClock = (s) => (s && s.length === 12 ? `${s.slice(8, 10)}:${s.slice(10, 12)}` : '');
+
+export async function appBlockView(root, [raw]) {
+  const s = api.currentSession();
+  const id = decodeURIComponent(raw || '');
+  const catalog = await loadCatalog().catch(() => ({ apps: [] }));
+  const app = (catalog.apps || []).find((a) => a.id === id);
+  const name = appName(app, id);
+  const head = h('h2#app-block-h');
+  const facts = h('dl.facts#app-block-facts');
+  const box = h('section.card.block#app-block', { 'aria-labelledby': 'app-block-h' }, head, facts, h('p.muted', t('appOthersWork')),
+    h('p', h('a', { href: '#/dashboard' }, t('backHome'))));
+
+  const minutes = h('select#app-ask-minutes', [15, 30, 60].map((n) => h('option', { value: String(n) }, t('minutes', { n }))));
+  minutes.value = '30';
+  const msg = h('textarea#app-ask-message', { maxLength: 200, rows: 2 });
+  const status = h('p#app-ask-status', { role: 'status' });
+  const pending = h('ul.requests#app-requests');
+  const send = h('button.primary#app-ask-send', { type: 'submit' }, t('appAskSend'));
+  const form = h('form.card#app-ask', { 'aria-labelledby': 'app-ask-h' },
+    h('h3#app-ask-h', t('appAskTitle', { app: name })),
+    h('label', { for: 'app-ask-minutes' }, t('timeAskMinutes')), minutes,
+    h('label', { for: 'app-ask-message' }, t('askMessage')), msg, send, status,
+    h('h4', t('askPending')), pending);
+  root.append(box, form);
+
+  let pol = { rules: {}, exceptions: [], version: -1 };
+  async function readPolicy() {
+    try { pol = await api.policies(s.familyId, s.memberId); } catch { /* the dashboard still says whom to ask */ }
+  }
+
+  function render() {
+    const d = state.dash;
+    const owners = (d?.members || []).filter((m) => m.role === 'OWNER').map((m) => m.name);
+    const byApp = pol.rules[`BLOCK:APP:${id}`] === '1';
+    const cat = app?.category;
+    const byCat = !!cat && pol.rules[`BLOCK:CATEGORY:${cat}`] === '1';
+    const x = (pol.exceptions || []).find((e) => e.kind === 'APP' && e.appId === id);
+    form.hidden = !(byApp || byCat) || !!x;
+    if (x) head.textContent = t('appAllowedNow', { app: name, time: stampClock(x.until) });
+    else if (byApp || byCat) head.textContent = t('appBlockTitle', { app: name });
+    else head.textContent = t('appNotBlocked', { app: name });
+    facts.replaceChildren(...(byApp || byCat ? [
+      h('dt', t('why')), h('dd#app-block-why', byApp ? t('appWhyApp') : t('appWhyCategory', { cat: t(`cat.${cat}`) })),
+      h('dt', t('until')), h('dd', x ? t('appUntil', { time: stampClock(x.until) }) : t('until.owner')),
+      h('dt', t('whoToAsk')), h('dd', owners.join(', ')),
+    ] : []));
+  }
+
+  let key = api.uuid(); // one key per request the child means to send
+  let sent = null;
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    send.disabled = true;
+    try {
+      const r = await api.createTimeRequest(s.familyId, 'APP', Number(minutes.value), id, msg.value.trim(), key);
+      key = api.uuid();
+      sent = r?.id ?? null;
+      status.textContent = t('askSent');
+      msg.value = '';
+      refreshRequests().catch(() => {});
+    } catch (err) {
+      status.textContent = t('askFailed', { msg: errorText(err) });
+    } finally { send.disabled = false; }
+  });
+
+  const renderMine = (items) => {
+    if (!Array.isArray(items)) return;
+    const mine = items.filter((r) => r.customerId === s.memberId && r.kind === 'APP' && r.appId === id);
+    if (sent != null && !mine.some((r) => r.id === sent)) {
+      const rid = sent;
+      sent = null;
+      api.dataRequest(s.familyId, rid).then((r) => {
+        status.textContent = r.status === 'APPROVED' && r.until ? t('timeApproved', { time: stampClock(r.until) })
+          : r.status === 'DECLINED' ? t('askDeclined') : status.textContent;
+      }).catch(() => {});
+    }
+    pending.replaceChildren(...(mine.length
+      ? mine.map((r) => h('li', { id: `app-request-${r.id}` }, `${t('reqApp', { app: name, n: r.minutes })} · ${fmtTime(r.createdAt)}`, r.message ? h('q', r.message) : null))
+      : [h('li.muted', t('noRequests'))]));
+  };
+
+  // A parent's answer or change arrives live: the policy is read again
+  // when its version moves.
+  track(on('dashboard', (d) => {
+    const self = d?.members?.find((m) => m.customerId === s.memberId);
+    if (self && self.policyVersion !== pol.version) readPolicy().then(render);
+    else render();
+  }));
+  track(on('requests', renderMine));
+  await readPolicy();
+  render();
+  renderMine(state.requests);
+  refreshRequests().catch(() => {});
+  await refreshDashboard();
+}
