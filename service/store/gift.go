@@ -243,7 +243,7 @@ func (s *Store) GiftData(ctx context.Context, g Gift) (GiftResult, error) {
 		}
 		// What the giver has left: its monthly allowance without a day's
 		// extra (policy.Constraints.EffectiveLimits adds it), less its use.
-		left := max(*from.MonthlyLimit+from.Extras[mo.Month]+from.Gifts[mo.Month]-g.GiverUsed, 0)
+		left := max(*from.MonthlyAllowance(mo)-g.GiverUsed, 0)
 		switch {
 		case r.GivenPerMonth > 0 && given.n >= r.GivenPerMonth:
 			return refuseGift(GiftRuleGivenPerMonth, "fromCustomerId", int64(r.GivenPerMonth), ErrConflict,
