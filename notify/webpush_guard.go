@@ -42,6 +42,7 @@ const DefaultPushTimeout = 3 * time.Second
 type dialGuard struct {
 	g        *ssrf.Guardian
 	loopback bool
+	allow    []netip.Prefix
 }
 
 func newDialGuard(loopback bool) dialGuard {
@@ -50,9 +51,15 @@ func newDialGuard(loopback bool) dialGuard {
 
 // control is a net.Dialer's Control.
 func (d dialGuard) control(network, address string, _ syscall.RawConn) error {
-	if d.loopback {
-		if ap, err := netip.ParseAddrPort(address); err == nil && ap.Addr().Unmap().IsLoopback() {
+	if ap, err := netip.ParseAddrPort(address); err == nil {
+		a := ap.Addr().Unmap()
+		if d.loopback && a.IsLoopback() {
 			return nil
+		}
+		for _, p := range d.allow {
+			if p.Contains(a) {
+				return nil
+			}
 		}
 	}
 	if err := d.g.Safe(network, address, nil); err != nil {
@@ -77,6 +84,18 @@ func (d dialGuard) dialer(timeout time.Duration) *net.Dialer {
 // the network is refused as its address would be; the error wraps
 // ErrNotPublic. Its timeout is DefaultPushTimeout.
 func PublicOnlyDialer() *net.Dialer { return newDialGuard(false).dialer(DefaultPushTimeout) }
+
+// GuardedDialer returns a dialer with PublicOnlyDialer's guard that also
+// connects, on any port, to addresses in the networks allowed (destinations
+// an operator vouches for, such as its SMFs' notification endpoints) and,
+// with loopback, to loopback addresses (tests). Its timeout is timeout.
+func GuardedDialer(timeout time.Duration, loopback bool, allow ...netip.Prefix) *net.Dialer {
+	g := newDialGuard(loopback)
+	for _, p := range allow {
+		g.allow = append(g.allow, p.Masked())
+	}
+	return g.dialer(timeout)
+}
 
 // guardedTransport dials through dial and never through a proxy: a proxy
 // would connect on our behalf, past the guard.

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -447,6 +448,27 @@ func TestPublicOnlyDialerRefusesSpecialPurposeRanges(t *testing.T) {
 		if err := PublicOnlyDialer().Control(network(addr), addr, nil); err != nil {
 			t.Errorf("%s: %v", addr, err)
 		}
+	}
+}
+
+// GuardedDialer opens the networks it is given, on any port, and loopback
+// only when asked; everything else is refused as PublicOnlyDialer refuses it.
+func TestGuardedDialerAllowsOnlyWhatItIsGiven(t *testing.T) {
+	d := GuardedDialer(time.Second, false, netip.MustParsePrefix("10.20.0.0/16"))
+	for addr, ok := range map[string]bool{
+		"10.20.1.2:29510": true, "10.21.1.2:29510": false, "127.0.0.1:8080": false, "[::ffff:10.20.1.2]:80": true,
+		"142.250.196.10:443": true, "142.250.196.10:8443": false, "169.254.169.254:80": false,
+	} {
+		network := "tcp4"
+		if strings.HasPrefix(addr, "[") {
+			network = "tcp6"
+		}
+		if err := d.Control(network, addr, nil); (err == nil) != ok {
+			t.Errorf("%s: %v, want allowed %v", addr, err, ok)
+		}
+	}
+	if err := GuardedDialer(time.Second, true).Control("tcp4", "127.0.0.1:8080", nil); err != nil {
+		t.Errorf("loopback: %v", err)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/api"
+	"github.com/dabom/dpcs/service/charging"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/outbox"
 	"github.com/dabom/dpcs/service/recovery"
@@ -87,6 +88,12 @@ type Metrics struct {
 	relayFailures  *prometheus.CounterVec
 
 	api *prometheus.HistogramVec
+
+	chargingSteps         *prometheus.HistogramVec
+	chargingGranted       prometheus.Counter
+	chargingNotifications *prometheus.CounterVec
+	chargingNotifyLatency prometheus.Histogram
+	chargingSwept         *prometheus.CounterVec
 
 	syncEvents, syncRequests, syncSeconds prometheus.Histogram
 	syncRefused                           *prometheus.CounterVec
@@ -181,6 +188,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	// API.
 	m.api = histogramVec("dpcs_api_request_seconds", "API requests by operation (the OpenAPI operation id) and status, and their time; for the SSE stream it is the stream's lifetime.",
 		latencyBuckets, "operation", "status")
+
+	// Charging interface (service/charging).
+	m.chargingSteps = histogramVec("dpcs_charging_request_seconds", "Nchf_ConvergedCharging requests by operation (create, update, release) and result (ok, retransmit: answered from the stored answer, or the refusal's cause), and their time.",
+		fineLatencyBuckets, "op", "result")
+	m.chargingGranted = counter("dpcs_charging_granted_bytes_total", "Bytes granted to SMFs (reserved from the pools).")
+	m.chargingNotifications = counterVec("dpcs_charging_notifications_total", "REAUTHORIZATION notifications ended, by outcome (delivered, failed, dropped: its destination's queue was full).", "outcome")
+	m.chargingNotifyLatency = histogram("dpcs_charging_notify_seconds", "Time from a family change to its REAUTHORIZATION's delivery (or end).", latencyBuckets)
+	m.chargingSwept = counterVec("dpcs_charging_swept_sessions_total", "Sessions the sweep closed after their validity and holding time (closed), or failed to release (failed: tried again).", "outcome")
 
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
@@ -344,6 +359,46 @@ func (m *Metrics) RelayHooks() outbox.Hooks {
 				outcome = "expired"
 			}
 			m.relayFailures.WithLabelValues(outcome).Inc()
+		},
+	}
+}
+
+// ChargingHooks returns charging service hooks that feed m.
+func (m *Metrics) ChargingHooks() charging.Hooks {
+	return charging.Hooks{
+		OnStep: func(i charging.StepInfo) {
+			result := "ok"
+			var p *charging.Problem
+			switch {
+			case errors.As(i.Err, &p):
+				result = p.Cause
+				if result == "" {
+					result = strconv.Itoa(p.Status)
+				}
+			case i.Err != nil:
+				result = "error"
+			case i.Retransmit:
+				result = "retransmit"
+			}
+			m.chargingSteps.WithLabelValues(string(i.Op), result).Observe(i.Took.Seconds())
+			if i.Err == nil && !i.Retransmit {
+				m.chargingGranted.Add(float64(i.Granted))
+			}
+		},
+		OnNotify: func(i charging.NotifyInfo) {
+			outcome := "failed"
+			switch {
+			case i.Delivered:
+				outcome = "delivered"
+			case i.Dropped:
+				outcome = "dropped"
+			}
+			m.chargingNotifications.WithLabelValues(outcome).Inc()
+			m.chargingNotifyLatency.Observe(i.Latency.Seconds())
+		},
+		OnSweep: func(i charging.SweepInfo) {
+			m.chargingSwept.WithLabelValues("closed").Add(float64(i.Closed))
+			m.chargingSwept.WithLabelValues("failed").Add(float64(i.Failed))
 		},
 	}
 }

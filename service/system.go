@@ -29,6 +29,8 @@ import (
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/api"
+	"github.com/dabom/dpcs/service/charging"
+	"github.com/dabom/dpcs/service/charging/smfsim"
 	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/outbox"
@@ -89,7 +91,16 @@ type SystemConfig struct {
 	// all run join the next.
 	DecisionConcurrency int           `envconfig:"DECISION_CONCURRENCY" default:"4" deployables:"server, all-in-one" desc:"group commits of POST /decisions judged at once, each one Redis pipeline on a connection of the shared pool (go-redis's default, 10 per CPU); callers arriving while all run join the next (1 to 64)"`
 	DecisionTimeout     time.Duration `envconfig:"DECISION_TIMEOUT" default:"2s" deployables:"server, all-in-one" desc:"bound of one group commit, judging and producing its records to Kafka; past it the records go to the SQL outbox and the callers are answered (10ms to below 3s, the recovery's quiet window)"`
-	JWTSecret           string        `envconfig:"JWT_SECRET" deployables:"server, all-in-one" doc_default:"all-in-one: random, kept in $DPCS_DATA_DIR/jwt-secret; server: required" desc:"key signing access tokens, at least 32 bytes, the same for every API instance"`
+	// SimulatorSessions (DPCS_SIMULATOR_SESSIONS, default 20) simulated
+	// PDU sessions run against the charging interface with the demo
+	// (service/charging/smfsim), when the interface is on.
+	SimulatorSessions int `envconfig:"SIMULATOR_SESSIONS" default:"20" deployables:"all-in-one" desc:"simulated SMF PDU sessions the demo runs against the charging interface when it is on (0 to 10000; 0: none): create, update at the threshold, release, beside the simulated events"`
+	// Charging (DPCS_CHARGING_*) is the charging interface an SMF calls
+	// (ChargingConfig); Charger, when set, takes its grant steps instead
+	// of the door (tests); not read from the environment.
+	Charging  ChargingConfig   `envconfig:"CHARGING"`
+	Charger   charging.Charger `ignored:"true"`
+	JWTSecret string           `envconfig:"JWT_SECRET" deployables:"server, all-in-one" doc_default:"all-in-one: random, kept in $DPCS_DATA_DIR/jwt-secret; server: required" desc:"key signing access tokens, at least 32 bytes, the same for every API instance"`
 }
 
 // LoadSystemConfig reads SystemConfig through getenv; errors name the variable.
@@ -108,7 +119,8 @@ func LoadSystemConfig(getenv func(string) string) (SystemConfig, error) {
 		key    string
 		v      int
 		lo, hi int
-	}{{"DPCS_EMBEDDED_KAFKA_PORT", c.KafkaPort, 0, 65535}, {"DPCS_DEMO_FAMILIES", c.DemoFamilies, 0, 250_000}} {
+	}{{"DPCS_EMBEDDED_KAFKA_PORT", c.KafkaPort, 0, 65535}, {"DPCS_DEMO_FAMILIES", c.DemoFamilies, 0, 250_000},
+		{"DPCS_SIMULATOR_SESSIONS", c.SimulatorSessions, 0, 10_000}} {
 		r.want(&errs, n.key, n.v >= n.lo && n.v <= n.hi, fmt.Sprintf("a whole number from %d to %d", n.lo, n.hi))
 	}
 	c.GatewayTokens = trimList(c.GatewayTokens)
@@ -118,6 +130,7 @@ func LoadSystemConfig(getenv func(string) string) (SystemConfig, error) {
 	r.want(&errs, "DPCS_DECISION_CONCURRENCY", c.DecisionConcurrency >= 1 && c.DecisionConcurrency <= 64, "a whole number from 1 to 64")
 	r.want(&errs, "DPCS_DECISION_MAX_BATCH", c.DecisionMaxBatch >= 1 && c.DecisionMaxBatch <= 10_000, "a whole number from 1 to 10000")
 	r.want(&errs, "DPCS_DECISION_TIMEOUT", c.DecisionTimeout >= 10*time.Millisecond && c.DecisionTimeout < 3*time.Second, "a duration from 10ms to below 3s")
+	errs = append(errs, c.Charging.finish(r)...)
 	r.want(&errs, "DPCS_SIMULATOR_RATE", c.SimulatorRate >= 0 && c.SimulatorRate <= 1e6, "events/s from 0 to 1000000")
 	if _, set := r.raw["DPCS_SQLITE_PATH"]; !set {
 		c.SQLitePath = filepath.Join(c.DataDir, "dpcs.db")
@@ -153,9 +166,14 @@ type System struct {
 	// Family makes every change to a family (the application layer the
 	// API calls).
 	Family *family.Service
-	DB     *sql.DB
-	Store  *store.Store
-	API    *api.Server
+	// Charging is the charging interface an SMF calls (nil when off, or
+	// when no Charger takes its grant steps); SMFs are the demo's
+	// simulated PDU sessions against it (nil when none run).
+	Charging *Charging
+	SMFs     *smfsim.Simulator
+	DB       *sql.DB
+	Store    *store.Store
+	API      *api.Server
 	// AdminAddr serves /healthz, /readyz and /metrics when Config.AdminAddr
 	// was set (StartSystem takes it as given: "" or "off" serves none; the
 	// mains resolve the default with Config.AdminAddress). It is the only
@@ -442,8 +460,15 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if s.live, err = notify.NewRedisBridge(ctx, s.rdb, s.Hub, notify.WithBridgeLogger(log)); err != nil {
 		return nil, err
 	}
-	if s.Family, err = family.New(s.Store, s.State, family.WithWake(s.relay.Wake), family.WithLogger(log),
-		family.WithGiftRules(cfg.Gift.Rules()), family.WithOnChange(LiveChanges(s.live, log, nil))); err != nil {
+	if s.Charging, err = s.startCharging(cfg, log); err != nil {
+		return nil, err
+	}
+	famOpts := []family.Option{family.WithWake(s.relay.Wake), family.WithLogger(log), family.WithGiftRules(cfg.Gift.Rules()),
+		family.WithOnChange(LiveChanges(s.live, log, nil))}
+	if s.Charging != nil { // every family change reaches the live sessions it may affect
+		famOpts = append(famOpts, family.WithOnChange(s.Charging.OnChange))
+	}
+	if s.Family, err = family.New(s.Store, s.State, famOpts...); err != nil {
 		return nil, err
 	}
 	// Families whose change's door step was not confirmed are settled
@@ -479,6 +504,11 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 			return nil, fmt.Errorf("DPCS_ADMIN_ADDR: %w", err)
 		}
 		s.AdminAddr = s.admin.Addr
+	}
+	if s.Charging != nil && cfg.Demo && cfg.SimulatorSessions > 0 && cfg.DemoFamilies > 0 {
+		if err := s.startSMFs(cfg, pop, log); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.SimulatorAddr != "" {
 		if s.SimulatorAddr, err = s.serve(cfg.SimulatorAddr, simulate.NewHandler(s.Simulator)); err != nil {
@@ -626,7 +656,8 @@ func (s *System) seed(ctx context.Context, pop *simulate.Population, families in
 		for f := range pop.Families() {
 			ms := make([]store.NewMember, len(f.Members))
 			for i, m := range f.Members {
-				ms[i] = store.NewMember{ID: m.CustomerID, Name: fmt.Sprintf("member %d", m.CustomerID), Role: m.Role}
+				ms[i] = store.NewMember{ID: m.CustomerID, Name: fmt.Sprintf("member %d", m.CustomerID), Role: m.Role,
+					Phone: DemoPhone(m.CustomerID)}
 			}
 			if err := add(f.ID, fmt.Sprintf("family %d", f.ID), f.PlanBytes, ms); err != nil {
 				return false, err
@@ -634,6 +665,67 @@ func (s *System) seed(ctx context.Context, pop *simulate.Population, families in
 		}
 	}
 	return true, nil
+}
+
+// DemoPhone is the phone the demo gives a simulated member (by customer
+// id, 010-0001-0000 for 10000), so that the simulated SMFs can name it by
+// its MSISDN (DemoMSISDN).
+func DemoPhone(cid int64) string { return fmt.Sprintf("010-%04d-%04d", cid/10000%10000, cid%10000) }
+
+// DemoMSISDN is DemoPhone as an SMF names the subscriber.
+func DemoMSISDN(cid int64) string {
+	return fmt.Sprintf("msisdn-8210%04d%04d", cid/10000%10000, cid%10000)
+}
+
+// startSMFs starts the demo's simulated PDU sessions against the
+// charging interface, for the simulated members.
+func (s *System) startSMFs(cfg SystemConfig, pop *simulate.Population, log *slog.Logger) error {
+	var subs []string
+	for f := range pop.Families() {
+		for _, m := range f.Members {
+			subs = append(subs, DemoMSISDN(m.CustomerID))
+		}
+	}
+	sim, err := smfsim.New(smfsim.Config{URL: "http://" + s.Charging.Addr, Token: s.Charging.Token, Subscribers: subs,
+		Sessions: cfg.SimulatorSessions, NotifyAddr: "127.0.0.1:0", Seed: 1, Logger: log})
+	if err != nil {
+		return err
+	}
+	if err := sim.Start(); err != nil {
+		return err
+	}
+	s.SMFs = sim
+	return nil
+}
+
+// startCharging starts the charging interface on cfg.Charging.Addr (taken
+// as given, as AdminAddr is: "" or "off" serves none; the all-in-one's main
+// resolves the default with ChargingConfig.Address) with cfg.Charger, else
+// the door's grant steps; nil when it is off or the door takes none.
+// Notifications may reach loopback when the interface listens on loopback
+// (the demo's SMFs do).
+func (s *System) startCharging(cfg SystemConfig, log *slog.Logger) (*Charging, error) {
+	addr := cfg.Charging.Address("")
+	if addr == "" {
+		return nil, nil
+	}
+	charger := cfg.Charger
+	if charger == nil {
+		c, ok := doorCharger(s.Decisions, s.State)
+		if !ok {
+			log.Warn("charging interface not started: the door takes no grant steps in this build (service/charging.Charger)")
+			return nil, nil
+		}
+		charger = c
+	}
+	tokens, err := chargingTokens(cfg)
+	if err != nil {
+		return nil, err
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	ip := net.ParseIP(host)
+	return StartCharging(cfg.Charging, addr, ChargingDeps{Charger: charger, Store: s.Store, Logger: log, Metrics: s.Metrics,
+		Tokens: tokens, Loopback: host == "localhost" || (ip != nil && ip.IsLoopback())})
 }
 
 func (s *System) serve(addr string, h http.Handler) (string, error) {
@@ -677,6 +769,12 @@ func (s *System) close(ctx context.Context) error {
 	}
 	for _, srv := range s.servers {
 		errs = append(errs, srv.Shutdown(ctx))
+	}
+	if s.SMFs != nil { // before the interface: they release what they hold
+		errs = append(errs, s.SMFs.Close(ctx))
+	}
+	if s.Charging != nil {
+		errs = append(errs, s.Charging.Close(ctx))
 	}
 	if s.Decisions != nil {
 		errs = append(errs, s.Decisions.Close(ctx))

@@ -35,6 +35,7 @@ import (
 	"github.com/dabom/dpcs/internal/buildinfo"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service"
+	"github.com/dabom/dpcs/service/charging"
 )
 
 func main() {
@@ -61,6 +62,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	cfg.AdminAddr = cfg.AdminAddress(service.DefaultAllInOneAdminAddr)
+	cfg.Charging.Addr = cfg.Charging.Address(service.DefaultAllInOneChargingAddr)
 	cfg.Tracing.ServiceName = "dpcs"
 	fmt.Fprintln(stdout, "starting DPCS…")
 	s, err := service.StartSystem(ctx, cfg, log)
@@ -128,6 +130,18 @@ func banner(w io.Writer, cfg service.SystemConfig, s *service.System, token stri
 	}
 	p("  gateway    GATEWAY=%s   (synchronous decisions; DPCS_GATEWAY_TOKENS sets your own)", s.GatewayToken)
 	p(`             curl -X POST -H "Authorization: Bearer $GATEWAY" -H 'Content-Type: application/json' -d '{"events":[{"eventId":"evt_demo_1","timestamp":"'$(date -u +%%FT%%TZ)'","familyId":%d,"customerId":%d,"appId":"com.youtube.app","bytesUsed":1048576}]}' http://%s/decisions`, fam, child, api)
+	switch {
+	case s.Charging != nil:
+		sub := "msisdn-821000000100" // the demo owner's phone, 010-0000-0100
+		if !cfg.Demo {
+			sub = "msisdn-<a member's phone, e.g. 8210…>"
+		}
+		p("  charging   SMF=%s   (Nchf_ConvergedCharging for SMFs, HTTP/2; DPCS_CHARGING_TOKENS sets your own)", s.Charging.Token)
+		p(`             curl -i --http2-prior-knowledge -X POST -H "Authorization: Bearer $SMF" -H 'Content-Type: application/json' -d '{"subscriberIdentifier":"%s","nfConsumerIdentification":{"nodeFunctionality":"SMF"},"invocationTimeStamp":"'$(date -u +%%FT%%TZ)'","invocationSequenceNumber":0,"multipleUnitUsage":[{"ratingGroup":10,"requestedUnit":{"totalVolume":10485760}}]}' http://%s%s/chargingdata`,
+			sub, s.Charging.Addr, charging.BasePath)
+	case cfg.Charging.Addr != "" && cfg.Charging.Addr != "off":
+		p("  charging   off: the door takes no grant steps in this build")
+	}
 	p("  health     curl http://%s/healthz   ·   /readyz", api)
 	if s.AdminAddr != "" {
 		p("  admin      curl http://%s/metrics   (also /healthz, /readyz; Grafana: doc/grafana-dashboard.json)", s.AdminAddr)
@@ -159,7 +173,13 @@ func progress(w io.Writer, s *service.System) {
 		}
 	}
 	st := s.Simulator.Stats()
-	fmt.Fprintf(w, "simulated=%d judged: allowed=%d blocked=%d (quota=%d limit=%d time=%d app=%d)\n",
+	sessions := ""
+	if s.SMFs != nil {
+		c := s.SMFs.Stats()
+		sessions = fmt.Sprintf(" · SMF sessions open=%d created=%d updates=%d released=%d granted=%dMiB", c.Open, c.Creates, c.Updates,
+			c.Releases, c.GrantedBytes>>20)
+	}
+	fmt.Fprintf(w, "simulated=%d judged: allowed=%d blocked=%d (quota=%d limit=%d time=%d app=%d)%s\n",
 		st.Produced, d[policy.Allowed], blocked, d[policy.BlockedFamilyQuota],
-		d[policy.BlockedLimitDaily]+d[policy.BlockedLimitMonthly], d[policy.BlockedTime], d[policy.BlockedApp])
+		d[policy.BlockedLimitDaily]+d[policy.BlockedLimitMonthly], d[policy.BlockedTime], d[policy.BlockedApp], sessions)
 }

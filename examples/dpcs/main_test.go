@@ -38,7 +38,7 @@ func TestRunAllInOne(t *testing.T) {
 	env := map[string]string{
 		"DPCS_DATA_DIR": dir, "DPCS_EMBEDDED_KAFKA_PORT": "0", "DPCS_HTTP_ADDR": "127.0.0.1:0",
 		"DPCS_SIMULATOR_ADDR": "127.0.0.1:0", "DPCS_DEMO_FAMILIES": "20", "DPCS_SIMULATOR_RATE": "200",
-		"DPCS_LOG_LEVEL": "warn", "DPCS_ADMIN_ADDR": "127.0.0.1:0",
+		"DPCS_LOG_LEVEL": "warn", "DPCS_ADMIN_ADDR": "127.0.0.1:0", "DPCS_CHARGING_ADDR": "127.0.0.1:0",
 	}
 	for round := range 2 {
 		var out syncBuffer
@@ -143,7 +143,7 @@ func login(t *testing.T, banner, login, password string) int {
 func TestRunWithoutDemo(t *testing.T) {
 	env := map[string]string{
 		"DPCS_DATA_DIR": t.TempDir(), "DPCS_EMBEDDED_KAFKA_PORT": "0", "DPCS_HTTP_ADDR": "127.0.0.1:0",
-		"DPCS_SIMULATOR_ADDR": "127.0.0.1:0", "DPCS_DEMO": "0", "DPCS_LOG_LEVEL": "warn", "DPCS_ADMIN_ADDR": "127.0.0.1:0",
+		"DPCS_SIMULATOR_ADDR": "127.0.0.1:0", "DPCS_DEMO": "0", "DPCS_LOG_LEVEL": "warn", "DPCS_ADMIN_ADDR": "127.0.0.1:0", "DPCS_CHARGING_ADDR": "127.0.0.1:0",
 	}
 	var out syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())

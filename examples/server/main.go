@@ -277,8 +277,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	defer live.Close()
-	fam, err := family.New(st, qs, family.WithWake(relay.Wake), family.WithLogger(log), family.WithGiftRules(cfg.Gift.Rules()),
-		family.WithOnChange(service.LiveChanges(live, log, nil)))
+	// The charging interface SMFs call (DPCS_CHARGING_ADDR, off by
+	// default): grants through the door, sessions in SQL, and every family
+	// change reaching the live sessions it may affect.
+	chf, err := service.StartServerCharging(cfg.Charging, st, log, metrics, decisions, qs)
+	if err != nil {
+		return err
+	}
+	famOpts := []family.Option{family.WithWake(relay.Wake), family.WithLogger(log), family.WithGiftRules(cfg.Gift.Rules()),
+		family.WithOnChange(service.LiveChanges(live, log, nil))}
+	if chf != nil {
+		famOpts = append(famOpts, family.WithOnChange(chf.OnChange))
+		log.Info("charging interface serving", "addr", chf.Addr)
+	}
+	fam, err := family.New(st, qs, famOpts...)
 	if err != nil {
 		return err
 	}
@@ -345,7 +357,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// them until the deadline.
 	hubErr := hub.Close(shutdown)
 	srvErr := srv.Shutdown(shutdown)
-	return errors.Join(firstErr, hubErr, srvErr, decisions.Close(shutdown), relay.Close(shutdown), notifier.Close(shutdown))
+	var chfErr error
+	if chf != nil {
+		chfErr = chf.Close(shutdown)
+	}
+	return errors.Join(firstErr, hubErr, srvErr, chfErr, decisions.Close(shutdown), relay.Close(shutdown), notifier.Close(shutdown))
 }
 
 // rebuild restores the named families (every family when none is named),

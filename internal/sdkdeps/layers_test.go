@@ -78,11 +78,14 @@ var layers = map[string]rule{
 		modules: slices.Concat(kafkaMods, kadmMod, redisMods, storeMods, traceMods, breaker),
 		noStd:   []string{"net/http"},
 	},
-	// The Nchf charging interface for the network: its own HTTP listener;
-	// grants through the door, family changes through service/family.
+	// The Nchf charging interface for the network: its own HTTP listener
+	// (plain net/http: 3GPP's shapes, not huma's); its grant steps go
+	// through its own Charger interface, which the door implements, and its
+	// sessions through the store: it links neither the door nor the
+	// application layer.
 	"service/charging": {
-		dpcs:    []string{"sdk", "service/judge", "service/store", "service/outbox", "service/family", "internal/..."},
-		modules: slices.Concat(kafkaMods, redisMods, storeMods, traceMods, breaker),
+		dpcs:    []string{"sdk", "service/store", "service/outbox", "internal/..."},
+		modules: slices.Concat(kafkaMods, redisMods, storeMods, traceMods),
 	},
 	// The HTTP API: decodes, authorizes, calls service/family for writes
 	// and reads through the store and the door's read interface.

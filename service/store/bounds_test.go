@@ -116,6 +116,12 @@ func TestBoundsFitTheColumns(t *testing.T) {
 		{"redis_state", "generation", generation, "quota.NewOnTouchGeneration of a 12-digit id"},
 		{"redis_marks", "generation", generation, "quota.NewOnTouchGeneration of a 12-digit id"},
 		{"threshold_rearms", "month", len("YYYYMM"), "a month key"},
+		{"charging_session", "notify_uri", MaxNotifyURILen, "store.MaxNotifyURILen, the longest notifyUri the charging interface takes"},
+		{"charging_session", "subscriber", MaxSubscriberLen, "store.MaxSubscriberLen, where the charging interface cuts a subscriber"},
+		{"charging_session", "consumer", MaxConsumerLen, "store.MaxConsumerLen, where the charging interface cuts a consumer"},
+		{"charging_session", "ref", 36, "a ChargingDataRef: a UUID"},
+		{"charging_session", "create_key", 36, "a create key: a UUID"},
+		{"member_imsi", "imsi", 15, "an IMSI: at most 15 digits"},
 	}
 	for _, dialect := range []string{"mysql", "sqlite"} {
 		t.Run(dialect, func(t *testing.T) {

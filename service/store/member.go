@@ -468,6 +468,9 @@ func (s *Store) RemoveMember(ctx context.Context, fid, cid int64, by Actor) erro
 		if _, err := tx.ExecContext(ctx, `DELETE FROM push_subscriptions WHERE member_id = ?`, cid); err != nil {
 			return dbErr("remove member", err)
 		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM member_imsi WHERE member_id = ?`, cid); err != nil {
+			return dbErr("remove member", err)
+		}
 		return s.audit(ctx, tx, fid, by, "member.remove", memberTarget(cid), before, nil)
 	})
 }

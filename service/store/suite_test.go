@@ -84,6 +84,9 @@ func runSuite(t *testing.T, open opener) {
 		"FamilyNotes":   testFamilyNotes,
 		"AppCatalog":    testAppCatalog,
 		"RecentApps":    testRecentApps,
+		"Charging":      testChargingSessions,
+		"MemberIMSI":    testMemberIMSI,
+		"MemberMSISDN":  testMemberMSISDN,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, newEnv(t, open)) })
 	}

@@ -1,0 +1,250 @@
+package service
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/charging"
+	"github.com/dabom/dpcs/service/family"
+	"github.com/dabom/dpcs/service/store"
+)
+
+// ChargingConfig configures the charging interface (service/charging,
+// doc/wire-format.md "Charging (Nchf)", doc/runbook.md "Charging"): the
+// Nchf_ConvergedCharging routes an SMF calls, on a listener of their own
+// with credentials of their own.
+type ChargingConfig struct {
+	Addr         string         `envconfig:"ADDR" deployables:"server, all-in-one" doc_default:"all-in-one: 127.0.0.1:8090; server: off" desc:"host:port of the Nchf_ConvergedCharging interface (HTTP/2 cleartext and HTTP/1.1, or HTTPS with DPCS_CHARGING_TLS_CERT); off: none"`
+	Tokens       []string       `envconfig:"TOKENS" deployables:"server, all-in-one" doc_default:"all-in-one: random, kept in $DPCS_DATA_DIR/charging-token; server: required with DPCS_CHARGING_ADDR" desc:"credentials (comma-separated, each at least 32 bytes) SMFs send as Authorization: Bearer to the charging interface, and only there"`
+	TLSCert      string         `envconfig:"TLS_CERT" deployables:"server, all-in-one" desc:"PEM certificate (chain) the charging interface serves HTTPS (HTTP/2 by ALPN) with, with DPCS_CHARGING_TLS_KEY. Empty: cleartext"`
+	TLSKey       string         `envconfig:"TLS_KEY" deployables:"server, all-in-one" desc:"PEM private key of DPCS_CHARGING_TLS_CERT: a secret"`
+	APIRoot      string         `envconfig:"API_ROOT" deployables:"server, all-in-one" desc:"apiRoot the Location of a created charging data resource begins with (https://chf.example.net). Empty: the request's scheme and Host"`
+	RatingGroups string         `envconfig:"RATING_GROUPS" default:"10=VIDEO,20=GAME,30=SOCIAL,40=MESSAGING,50=WEB,60=MUSIC" deployables:"server, all-in-one" desc:"what each rating group covers: <ratingGroup>=<CATEGORY> or <ratingGroup>=app:<appId>, comma-separated; a rating group not named covers any traffic"`
+	MinGrant     int64          `envconfig:"MIN_GRANT" default:"1048576" deployables:"server, all-in-one" desc:"bytes below which a grant comes as the last units (finalUnitIndication), unless less was asked for"`
+	Grant        int64          `envconfig:"GRANT" default:"10485760" deployables:"server, all-in-one" desc:"bytes asked for when an SMF's requestedUnit names no volume"`
+	MaxGrant     int64          `envconfig:"MAX_GRANT" default:"104857600" deployables:"server, all-in-one" desc:"most bytes one grant reserves (a larger request is cut to it); with the sessions a member may hold, it bounds what a lost session holds until the sweep (doc/runbook.md, Charging)"`
+	Validity     time.Duration  `envconfig:"VALIDITY" default:"1h" deployables:"server, all-in-one" desc:"longest validityTime of a grant (1s to 24h); a grant ends sooner at the next boundary that could change its answer"`
+	HoldingTime  time.Duration  `envconfig:"HOLDING_TIME" default:"5m" deployables:"server, all-in-one" desc:"quotaHoldingTime of every grant (0 to 24h); a session not updated within its validity plus this is closed and its grants released"`
+	Threshold    int            `envconfig:"THRESHOLD" default:"20" deployables:"server, all-in-one" desc:"volumeQuotaThreshold as a percentage of each grant (0 to 99): the SMF reports when that much is left; 0 sends none"`
+	RedirectURL  string         `envconfig:"REDIRECT_URL" deployables:"server, all-in-one" desc:"where blocked and last grants send the user (finalUnitAction REDIRECT, the decision as ?reason=): the family app's block screen. Empty: TERMINATE"`
+	Networks     []netip.Prefix `envconfig:"NOTIFY_NETWORKS" deployables:"server, all-in-one" desc:"networks (CIDRs, comma-separated) of the SMFs' notifyUri endpoints, reached on any port; elsewhere only public addresses on ports 80 and 443 (doc/security.md)"`
+	Sweep        time.Duration  `envconfig:"SWEEP" default:"30s" deployables:"server, all-in-one" desc:"how often sessions past their validity and holding time are closed and their grants released (1s to 1h)"`
+}
+
+// DefaultAllInOneChargingAddr is where the all-in-one serves the charging
+// interface unless DPCS_CHARGING_ADDR says otherwise.
+const DefaultAllInOneChargingAddr = "127.0.0.1:8090"
+
+// Address is the address to listen on: DPCS_CHARGING_ADDR, else def; ""
+// when it is off.
+func (c ChargingConfig) Address(def string) string {
+	switch c.Addr {
+	case "":
+		return def
+	case "off":
+		return ""
+	}
+	return c.Addr
+}
+
+// finish checks what readEnv decoded; errors name the variable.
+func (c *ChargingConfig) finish(r *envRead) []error {
+	var errs []error
+	c.Addr = strings.TrimSpace(c.Addr)
+	if c.Addr != "" {
+		listenAddr(&errs, "DPCS_CHARGING_ADDR", c.Addr)
+	}
+	c.Tokens = trimList(c.Tokens)
+	r.want(&errs, "DPCS_CHARGING_TOKENS", !slices.ContainsFunc(c.Tokens, func(t string) bool { return len(t) < 32 }),
+		"credentials of at least 32 bytes each, comma-separated")
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		errs = append(errs, errors.New("DPCS_CHARGING_TLS_CERT, DPCS_CHARGING_TLS_KEY: set both or neither"))
+	}
+	if _, err := charging.ParseRatingGroups(c.RatingGroups); err != nil {
+		errs = append(errs, fmt.Errorf("DPCS_CHARGING_RATING_GROUPS: %w", err))
+	}
+	r.want(&errs, "DPCS_CHARGING_MIN_GRANT", c.MinGrant >= 0 && c.MinGrant <= policy.MaxBytes, "bytes from 0 to 2^46")
+	r.want(&errs, "DPCS_CHARGING_GRANT", c.Grant >= 1 && c.Grant <= policy.MaxBytes, "bytes from 1 to 2^46")
+	r.want(&errs, "DPCS_CHARGING_MAX_GRANT", c.MaxGrant >= 1 && c.MaxGrant <= policy.MaxBytes, "bytes from 1 to 2^46")
+	if c.MinGrant > c.MaxGrant || c.Grant > c.MaxGrant {
+		errs = append(errs, fmt.Errorf("DPCS_CHARGING_MIN_GRANT, DPCS_CHARGING_GRANT, DPCS_CHARGING_MAX_GRANT: want min ≤ max and grant ≤ max, got %d, %d, %d",
+			c.MinGrant, c.Grant, c.MaxGrant))
+	}
+	r.want(&errs, "DPCS_CHARGING_VALIDITY", c.Validity >= time.Second && c.Validity <= 24*time.Hour, "a duration from 1s to 24h")
+	r.want(&errs, "DPCS_CHARGING_HOLDING_TIME", c.HoldingTime >= 0 && c.HoldingTime <= 24*time.Hour, "a duration from 0 to 24h")
+	r.want(&errs, "DPCS_CHARGING_THRESHOLD", c.Threshold >= 0 && c.Threshold <= 99, "a percentage from 0 to 99")
+	r.want(&errs, "DPCS_CHARGING_SWEEP", c.Sweep >= time.Second && c.Sweep <= time.Hour, "a duration from 1s to 1h")
+	return errs
+}
+
+// options are the charging service's options for this configuration.
+func (c ChargingConfig) options(log *slog.Logger, m *Metrics, loopback bool) ([]charging.Option, error) {
+	groups, err := charging.ParseRatingGroups(c.RatingGroups)
+	if err != nil {
+		return nil, fmt.Errorf("DPCS_CHARGING_RATING_GROUPS: %w", err)
+	}
+	opts := []charging.Option{charging.WithLogger(log), charging.WithRatingGroups(groups),
+		charging.WithGrantSizes(c.MinGrant, c.Grant, c.MaxGrant), charging.WithValidity(c.Validity),
+		charging.WithQuotaHoldingTime(c.HoldingTime), charging.WithThreshold(c.Threshold),
+		charging.WithSweep(c.Sweep, charging.DefaultClosedRetention), charging.WithNotifyNetworks(loopback, c.Networks...)}
+	if c.RedirectURL != "" {
+		opts = append(opts, charging.WithRedirect(c.RedirectURL))
+	}
+	if m != nil {
+		opts = append(opts, charging.WithHooks(m.ChargingHooks()))
+	}
+	return opts, nil
+}
+
+// Charging is a deployable's charging interface: the service, its
+// listener and its first credential (for the banner).
+type Charging struct {
+	Service *charging.Service
+	Addr    string
+	Token   string
+	srv     *http.Server
+	log     *slog.Logger
+}
+
+// ChargingDeps are what StartCharging composes the interface from.
+type ChargingDeps struct {
+	// Charger takes the grant steps: the door's.
+	Charger charging.Charger
+	Store   *store.Store
+	Logger  *slog.Logger
+	Metrics *Metrics
+	// Tokens are the credentials (the configured ones, or a generated one).
+	Tokens []string
+	// Loopback lets notifications reach loopback addresses (tests).
+	Loopback bool
+}
+
+// StartCharging starts the charging service and serves its routes on addr
+// (HTTP/2 cleartext and HTTP/1.1, or HTTPS with the configured
+// certificate). Close stops both.
+func StartCharging(c ChargingConfig, addr string, d ChargingDeps) (*Charging, error) {
+	if d.Charger == nil || d.Store == nil {
+		return nil, errors.New("charging: a Charger and a store are required")
+	}
+	if len(d.Tokens) == 0 {
+		return nil, errors.New("DPCS_CHARGING_TOKENS: required to serve the charging interface (DPCS_CHARGING_ADDR)")
+	}
+	log := d.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts, err := c.options(log, d.Metrics, d.Loopback)
+	if err != nil {
+		return nil, err
+	}
+	var tlsConfig *tls.Config
+	if c.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("DPCS_CHARGING_TLS_CERT, DPCS_CHARGING_TLS_KEY: %w", err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	svc, err := charging.New(d.Charger, d.Store, opts...)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		_ = svc.Close(context.Background())
+		return nil, fmt.Errorf("DPCS_CHARGING_ADDR: %w", err)
+	}
+	ch := &Charging{Service: svc, Addr: ln.Addr().String(), Token: d.Tokens[0], log: log,
+		srv: charging.NewServer(charging.Handler(svc, charging.HandlerConfig{Tokens: d.Tokens, APIRoot: c.APIRoot, Logger: log}), tlsConfig, log)}
+	go func() {
+		var err error
+		if tlsConfig != nil {
+			err = ch.srv.ServeTLS(ln, "", "")
+		} else {
+			err = ch.srv.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("charging interface", "addr", ch.Addr, "err", err)
+		}
+	}()
+	return ch, nil
+}
+
+// OnChange reauthorizes the live sessions a family change may affect (for
+// family.WithOnChange): a policy, plan, top-up, gift or membership change;
+// not an alert level, a password, a request or a note.
+func (c *Charging) OnChange(_ context.Context, ch family.Change) {
+	switch ch.Kind {
+	case family.KindPolicy, family.KindPlan, family.KindTopUp, family.KindGift, family.KindMember, family.KindRemoved, family.KindRole:
+		c.Service.Changed(ch.FamilyID, ch.Members...)
+	}
+}
+
+// Close stops serving (requests in flight finish within ctx) and the
+// service.
+func (c *Charging) Close(ctx context.Context) error {
+	return errors.Join(c.srv.Shutdown(ctx), c.Service.Close(ctx))
+}
+
+// chargingTokens returns the configured credentials, or the data dir's own
+// one (created on first start).
+func chargingTokens(cfg SystemConfig) ([]string, error) {
+	if len(cfg.Charging.Tokens) > 0 {
+		return cfg.Charging.Tokens, nil
+	}
+	path := filepath.Join(cfg.DataDir, "charging-token")
+	if b, err := os.ReadFile(path); err == nil && len(b) >= 32 {
+		return []string{string(b)}, nil
+	}
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	tok := "chf_" + hex.EncodeToString(b)
+	if err := os.WriteFile(path, []byte(tok), 0o600); err != nil {
+		return nil, fmt.Errorf("charging token: %w", err)
+	}
+	return []string{tok}, nil
+}
+
+// doorCharger is the door's grant steps when the door takes them: the
+// synchronous decisions' group commits (judge.Decisions) or the state
+// (judge.State), whichever implements charging.Charger.
+func doorCharger(doors ...any) (charging.Charger, bool) {
+	for _, d := range doors {
+		if c, ok := d.(charging.Charger); ok && d != nil {
+			return c, true
+		}
+	}
+	return nil, false
+}
+
+// StartServerCharging starts the server deployable's charging interface
+// when DPCS_CHARGING_ADDR is set (it is off by default): its credentials
+// are DPCS_CHARGING_TOKENS (required), its grant steps the first of doors
+// that takes them (an error when none does). Nil when it is off.
+func StartServerCharging(c ChargingConfig, st *store.Store, log *slog.Logger, m *Metrics, doors ...any) (*Charging, error) {
+	addr := c.Address("")
+	if addr == "" {
+		return nil, nil
+	}
+	charger, ok := doorCharger(doors...)
+	if !ok {
+		return nil, errors.New("DPCS_CHARGING_ADDR: the door takes no grant steps in this build (service/charging.Charger); leave it unset")
+	}
+	return StartCharging(c, addr, ChargingDeps{Charger: charger, Store: st, Logger: log, Metrics: m, Tokens: c.Tokens})
+}

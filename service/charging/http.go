@@ -1,0 +1,206 @@
+package charging
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dabom/dpcs/internal/httpserver"
+)
+
+// BasePath is where the service's resources live.
+const BasePath = "/nchf-convergedcharging/v3"
+
+// HandlerConfig configures the routes.
+type HandlerConfig struct {
+	// Tokens are the credentials consumers send as Authorization: Bearer
+	// (each at least 32 bytes). Required: a handler without one refuses
+	// every request.
+	Tokens []string
+	// APIRoot, when set (https://chf.example.net), begins the Location of
+	// a created resource; otherwise the request's scheme and Host do.
+	APIRoot string
+	// Logger receives the failures answered 500. Default: discard.
+	Logger *slog.Logger
+}
+
+// Handler serves the Nchf_ConvergedCharging routes of svc:
+//
+//	POST /nchf-convergedcharging/v3/chargingdata                           create  → 201 + Location
+//	POST /nchf-convergedcharging/v3/chargingdata/{ChargingDataRef}/update  update  → 200
+//	POST /nchf-convergedcharging/v3/chargingdata/{ChargingDataRef}/release release → 204
+//
+// Every error is a ProblemDetails (application/problem+json) with a cause.
+func Handler(svc *Service, c HandlerConfig) http.Handler {
+	h := &handler{svc: svc, cfg: c, log: c.Logger}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	for _, t := range c.Tokens {
+		if t = strings.TrimSpace(t); t != "" {
+			h.keys = append(h.keys, sha256.Sum256([]byte(t)))
+		}
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+BasePath+"/chargingdata", h.create)
+	mux.HandleFunc("POST "+BasePath+"/chargingdata/{ref}/update", h.update)
+	mux.HandleFunc("POST "+BasePath+"/chargingdata/{ref}/release", h.release)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		post := r.Clone(r.Context())
+		post.Method = http.MethodPost
+		if _, pattern := mux.Handler(post); pattern != "/" { // the path exists, the method does not
+			w.Header().Set("Allow", http.MethodPost)
+			writeProblem(w, &Problem{Status: http.StatusMethodNotAllowed, Detail: "only POST is served here"})
+			return
+		}
+		writeProblem(w, &Problem{Status: http.StatusNotFound, Cause: CauseResourceURIStructNotFound,
+			Detail: "no such resource: the routes are " + BasePath + "/chargingdata[/{ChargingDataRef}/update|release]"})
+	})
+	return h.authenticate(mux)
+}
+
+type handler struct {
+	svc  *Service
+	cfg  HandlerConfig
+	log  *slog.Logger
+	keys [][sha256.Size]byte
+}
+
+// authenticate checks the bearer credential in constant time, digest
+// against digest.
+func (h *handler) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		d := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+		ok := 0
+		for _, k := range h.keys {
+			ok |= subtle.ConstantTimeCompare(d[:], k[:])
+		}
+		if ok != 1 || !strings.EqualFold(scheme, "Bearer") {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="dpcs-charging", error="invalid_token"`)
+			writeProblem(w, &Problem{Status: http.StatusUnauthorized, Detail: "a charging credential is required (DPCS_CHARGING_TOKENS)"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// body reads and decodes the request for op.
+func (h *handler) body(w http.ResponseWriter, r *http.Request, op Op) (*ChargingDataRequest, *Problem) {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return nil, &Problem{Status: http.StatusUnsupportedMediaType, Detail: "the body must be application/json"}
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, &Problem{Status: http.StatusRequestEntityTooLarge, Detail: "the body is larger than " + strconv.Itoa(MaxRequestBytes) + " bytes"}
+		}
+		return nil, &Problem{Status: http.StatusBadRequest, Cause: CauseInvalidMsgFormat, Detail: "the body could not be read", Err: err}
+	}
+	req, err := DecodeRequest(b, op)
+	if err != nil {
+		return nil, asProblem(err)
+	}
+	return req, nil
+}
+
+func (h *handler) create(w http.ResponseWriter, r *http.Request) {
+	req, p := h.body(w, r, OpCreate)
+	if p != nil {
+		h.fail(w, r, p)
+		return
+	}
+	ref, resp, err := h.svc.Create(r.Context(), req)
+	if err != nil {
+		h.fail(w, r, asProblem(err))
+		return
+	}
+	w.Header().Set("Location", h.root(r)+BasePath+"/chargingdata/"+ref)
+	writeJSON(w, http.StatusCreated, resp)
+}
+
+func (h *handler) update(w http.ResponseWriter, r *http.Request) {
+	req, p := h.body(w, r, OpUpdate)
+	if p != nil {
+		h.fail(w, r, p)
+		return
+	}
+	resp, err := h.svc.Update(r.Context(), r.PathValue("ref"), req)
+	if err != nil {
+		h.fail(w, r, asProblem(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (h *handler) release(w http.ResponseWriter, r *http.Request) {
+	req, p := h.body(w, r, OpRelease)
+	if p != nil {
+		h.fail(w, r, p)
+		return
+	}
+	if err := h.svc.Release(r.Context(), r.PathValue("ref"), req); err != nil {
+		h.fail(w, r, asProblem(err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, p *Problem) {
+	if p.Status >= 500 {
+		h.log.Error("charging: request failed", "method", r.Method, "path", r.URL.Path, "cause", p.Cause, "err", p.Err)
+	}
+	writeProblem(w, p)
+}
+
+// root is the apiRoot the Location begins with.
+func (h *handler) root(r *http.Request) string {
+	if h.cfg.APIRoot != "" {
+		return strings.TrimSuffix(h.cfg.APIRoot, "/")
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeProblem(w, asProblem(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// NewServer returns the hardened server for h (internal/httpserver's
+// bounds and headers) speaking HTTP/1.1 and HTTP/2: cleartext HTTP/2 with
+// prior knowledge when tlsConfig is nil (as an SMF's SBI client speaks it),
+// HTTP/2 over TLS (ALPN h2) otherwise — serve it with ServeTLS then.
+func NewServer(h http.Handler, tlsConfig *tls.Config, log *slog.Logger) *http.Server {
+	srv := httpserver.New(h, httpserver.Config{HandlerTimeout: 10 * time.Second, Logger: log})
+	var p http.Protocols
+	p.SetHTTP1(true)
+	if tlsConfig != nil {
+		p.SetHTTP2(true)
+		srv.TLSConfig = tlsConfig
+	} else {
+		p.SetUnencryptedHTTP2(true)
+	}
+	srv.Protocols = &p
+	return srv
+}

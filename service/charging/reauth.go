@@ -1,0 +1,391 @@
+package charging
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dabom/dpcs/notify"
+	"github.com/dabom/dpcs/service/store"
+)
+
+// Reauthorize asks every live session of member memberID of family familyID
+// (every member's, when memberID is 0) to report and ask again: a
+// ChargingNotifyRequest (REAUTHORIZATION) to each session's notifyUri, so
+// that its next update is judged by the family's policy as it is now. Call
+// it after every change to a family's policy, plan or membership. It
+// returns once the notifications are queued; they are delivered in the
+// background (Hooks.OnNotify), per destination, so one slow SMF delays no
+// other's.
+func (s *Service) Reauthorize(ctx context.Context, familyID, memberID int64) error {
+	since := s.o.now()
+	live, err := s.sessions.LiveChargingSessions(ctx, familyID, memberID)
+	if err != nil {
+		return fmt.Errorf("charging: reauthorize family %d: %w", familyID, err)
+	}
+	for _, sess := range live {
+		if sess.NotifyURI == "" {
+			continue
+		}
+		s.notifier.enqueue(notifyJob{ref: sess.Ref, uri: sess.NotifyURI, body: reauthBody(sess), since: since})
+	}
+	return nil
+}
+
+// ReauthorizeFamily is Reauthorize for every member of the family.
+func (s *Service) ReauthorizeFamily(ctx context.Context, familyID int64) error {
+	return s.Reauthorize(ctx, familyID, 0)
+}
+
+// Changed is Reauthorize in the background, for hooks that must not block
+// (the application layer's, family.WithOnChange): it returns at once, and
+// the service's own worker looks the live sessions up and queues their
+// notifications. No member named: every member's sessions. Changes of one
+// family that arrive while the worker is busy are taken together.
+func (s *Service) Changed(familyID int64, memberIDs ...int64) {
+	s.changes.mu.Lock()
+	defer s.changes.mu.Unlock()
+	if s.changes.closed {
+		return
+	}
+	members, ok := s.changes.pending[familyID]
+	switch {
+	case ok && members == nil: // the whole family already
+	case len(memberIDs) == 0:
+		s.changes.pending[familyID] = nil
+	default:
+		if members == nil {
+			members = map[int64]bool{}
+		}
+		for _, m := range memberIDs {
+			members[m] = true
+		}
+		s.changes.pending[familyID] = members
+	}
+	select {
+	case s.changes.wake <- struct{}{}:
+	default:
+	}
+}
+
+// changes are the families changed and not yet looked up (nil members:
+// every member).
+type changes struct {
+	mu      sync.Mutex
+	pending map[int64]map[int64]bool
+	// reclaim are grants (by family, GrantID) the engine asked to report
+	// again: they hold more than their fair share of the pool while
+	// another member's grant was cut (quota.GrantResult.Reclaim).
+	reclaim map[int64]map[string]bool
+	closed  bool
+	wake    chan struct{}
+	done    chan struct{}
+}
+
+// changeLoop looks up the live sessions of the families changed until ctx
+// ends, then once more for what is left.
+func (s *Service) changeLoop(ctx context.Context) {
+	defer close(s.changes.done)
+	for {
+		select {
+		case <-ctx.Done():
+			s.changes.mu.Lock()
+			s.changes.closed = true
+			s.changes.mu.Unlock()
+			s.reauthorizePending(context.Background())
+			return
+		case <-s.changes.wake:
+			s.reauthorizePending(ctx)
+		}
+	}
+}
+
+// reclaimed queues the grants the engine named for reauthorization.
+func (s *Service) reclaimed(familyID int64, grantIDs []string) {
+	s.changes.mu.Lock()
+	defer s.changes.mu.Unlock()
+	if s.changes.closed {
+		return
+	}
+	ids := s.changes.reclaim[familyID]
+	if ids == nil {
+		ids = map[string]bool{}
+		s.changes.reclaim[familyID] = ids
+	}
+	for _, id := range grantIDs {
+		ids[id] = true
+	}
+	select {
+	case s.changes.wake <- struct{}{}:
+	default:
+	}
+}
+
+// reauthorizeGrants asks the live sessions of family fid that hold one of
+// the grants to report again, naming those grants' rating groups.
+func (s *Service) reauthorizeGrants(ctx context.Context, fid int64, grants map[string]bool) error {
+	since := s.o.now()
+	live, err := s.sessions.LiveChargingSessions(ctx, fid, 0)
+	if err != nil {
+		return err
+	}
+	for _, sess := range live {
+		if sess.NotifyURI == "" {
+			continue
+		}
+		var held []store.ChargingGrant
+		for _, g := range sess.Grants {
+			if grants[g.GrantID] {
+				held = append(held, g)
+			}
+		}
+		if len(held) > 0 {
+			sess.Grants = held
+			s.notifier.enqueue(notifyJob{ref: sess.Ref, uri: sess.NotifyURI, body: reauthBody(sess), since: since})
+		}
+	}
+	return nil
+}
+
+func (s *Service) reauthorizePending(ctx context.Context) {
+	s.changes.mu.Lock()
+	pending, reclaim := s.changes.pending, s.changes.reclaim
+	s.changes.pending, s.changes.reclaim = map[int64]map[int64]bool{}, map[int64]map[string]bool{}
+	s.changes.mu.Unlock()
+	for fid, grants := range reclaim {
+		if members, ok := pending[fid]; ok && members == nil {
+			continue // the family's change asks its sessions anyway
+		}
+		if err := s.reauthorizeGrants(ctx, fid, grants); err != nil {
+			s.o.log.Warn("charging: grants over their fair share not asked to report", "familyId", fid, "err", err)
+		}
+	}
+	for fid, members := range pending {
+		if members == nil {
+			members = map[int64]bool{0: true}
+		}
+		for m := range members {
+			if err := s.Reauthorize(ctx, fid, m); err != nil {
+				s.o.log.Warn("charging: live sessions of a changed family not reauthorized", "familyId", fid, "memberId", m, "err", err)
+			}
+		}
+	}
+}
+
+// reauthBody is the REAUTHORIZATION of every rating group the session
+// holds (none named: the whole session).
+func reauthBody(sess store.ChargingSession) []byte {
+	req := ChargingNotifyRequest{NotificationType: NotificationReauthorization}
+	for _, g := range sess.Grants {
+		rg := g.RatingGroup
+		req.ReauthorizationDetails = append(req.ReauthorizationDetails, ReauthorizationDetails{RatingGroup: &rg})
+	}
+	b, _ := json.Marshal(req) // plain data: always marshals
+	return b
+}
+
+type notifyJob struct {
+	ref, uri string
+	body     []byte
+	since    time.Time
+}
+
+// destination is one consumer endpoint's queue, drained by its own worker
+// while it has jobs.
+type destination struct {
+	jobs    []notifyJob
+	running bool
+}
+
+// notifier delivers notifications, keeping destinations apart: each
+// (scheme, host and port) has its own bounded queue and worker, so an SMF
+// that answers slowly or not at all holds up only its own sessions'
+// notifications.
+type notifier struct {
+	o      options
+	client *http.Client
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	dests   map[string]*destination
+	queued  map[string]bool // refs waiting (not yet being delivered)
+	closing bool
+}
+
+func newNotifier(o options) *notifier {
+	c := o.notifyClient
+	if c == nil {
+		c = notifyClient(o)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &notifier{o: o, client: c, ctx: ctx, cancel: cancel, dests: map[string]*destination{}, queued: map[string]bool{}}
+}
+
+// notifyClient is the default client: HTTP/2 as the SBI speaks it
+// (cleartext with prior knowledge for http URIs, TLS with ALPN for https
+// ones), dialled through the guard, no proxy, no redirects.
+func notifyClient(o options) *http.Client {
+	var p http.Protocols
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	dial := notify.GuardedDialer(o.notifyTimeout, o.notifyLoopback, o.notifyNetworks...)
+	tr := &http.Transport{DialContext: dial.DialContext, Protocols: &p, TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12},
+		MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: o.notifyTimeout}
+	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func destKey(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return uri
+	}
+	return strings.ToLower(u.Scheme + "://" + u.Host)
+}
+
+// enqueue queues j behind its destination's others. A session already
+// waiting is not queued twice (its notification is not yet sent, and will
+// carry the news); a full queue drops j (Hooks.OnNotify: Dropped).
+func (n *notifier) enqueue(j notifyJob) {
+	n.mu.Lock()
+	if n.closing || n.queued[j.ref] {
+		n.mu.Unlock()
+		return
+	}
+	key := destKey(j.uri)
+	d := n.dests[key]
+	if d == nil {
+		d = &destination{}
+		n.dests[key] = d
+	}
+	if len(d.jobs) >= n.o.notifyQueue {
+		n.mu.Unlock()
+		n.o.log.Warn("charging: notification dropped: its destination's queue is full", "ref", j.ref, "destination", key)
+		n.hook(NotifyInfo{Ref: j.ref, URI: j.uri, Dropped: true, Latency: n.o.now().Sub(j.since)})
+		return
+	}
+	d.jobs = append(d.jobs, j)
+	n.queued[j.ref] = true
+	if !d.running {
+		d.running = true
+		n.wg.Add(1)
+		go n.drain(key, d)
+	}
+	n.mu.Unlock()
+}
+
+// drain delivers d's jobs one after the other until none is left.
+func (n *notifier) drain(key string, d *destination) {
+	defer n.wg.Done()
+	for {
+		n.mu.Lock()
+		if len(d.jobs) == 0 {
+			d.running = false
+			delete(n.dests, key)
+			n.mu.Unlock()
+			return
+		}
+		j := d.jobs[0]
+		d.jobs = d.jobs[1:]
+		// A change from now on queues a new notification: this one may
+		// already be on its way.
+		delete(n.queued, j.ref)
+		n.mu.Unlock()
+		n.deliver(j)
+	}
+}
+
+// deliver tries j until the consumer answers 2xx, refuses it for good
+// (another 4xx than 408 and 429: a 404 says it no longer knows the
+// session), the attempts run out or the notifier is stopped.
+func (n *notifier) deliver(j notifyJob) {
+	info := NotifyInfo{Ref: j.ref, URI: j.uri}
+	for attempt := 1; ; attempt++ {
+		info.Attempts = attempt
+		status, err := n.post(j)
+		info.Status, info.Err = status, err
+		if err == nil && status/100 == 2 {
+			info.Delivered = true
+			break
+		}
+		if retry := err != nil || status >= 500 || status == http.StatusRequestTimeout || status == http.StatusTooManyRequests; !retry ||
+			attempt >= n.o.notifyAttempts || errors.Is(err, notify.ErrNotPublic) {
+			break
+		}
+		t := time.NewTimer(n.o.notifyBackoff.Delay(attempt))
+		select {
+		case <-n.ctx.Done():
+			t.Stop()
+			info.Err = errors.Join(info.Err, n.ctx.Err())
+			n.end(j, info)
+			return
+		case <-t.C:
+		}
+	}
+	n.end(j, info)
+}
+
+func (n *notifier) end(j notifyJob, info NotifyInfo) {
+	info.Latency = n.o.now().Sub(j.since)
+	if !info.Delivered {
+		if info.Err == nil {
+			info.Err = fmt.Errorf("answered %d", info.Status)
+		}
+		n.o.log.Warn("charging: REAUTHORIZATION not delivered", "ref", j.ref, "uri", j.uri, "attempts", info.Attempts, "err", info.Err)
+	}
+	n.hook(info)
+}
+
+func (n *notifier) hook(info NotifyInfo) {
+	if n.o.hooks.OnNotify != nil {
+		n.o.hooks.OnNotify(info)
+	}
+}
+
+// post sends j once and returns the answer's status.
+func (n *notifier) post(j notifyJob) (int, error) {
+	ctx, cancel := context.WithTimeout(n.ctx, n.o.notifyTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, j.uri, bytes.NewReader(j.body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, application/problem+json")
+	resp, err := n.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// close stops queueing, lets the queued notifications be tried until ctx
+// ends, then abandons the rest.
+func (n *notifier) close(ctx context.Context) error {
+	n.mu.Lock()
+	n.closing = true
+	n.mu.Unlock()
+	done := make(chan struct{})
+	go func() { n.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		n.cancel()
+		return nil
+	case <-ctx.Done():
+		n.cancel()
+		<-done
+		return ctx.Err()
+	}
+}

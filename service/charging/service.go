@@ -1,0 +1,644 @@
+package charging
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/store"
+)
+
+// Charger takes grant steps: reserves, charges and releases bytes of a
+// family's pool and a member's limits for each GrantOp, and answers each
+// with a GrantResult, in order. The door (service/judge) implements it with
+// the promise of POST /decisions: a step is judged on a trusted state,
+// recorded (Kafka acknowledged or spooled to SQL) before it is answered, and
+// an error leaves no charge. It must:
+//
+//   - dedupe by GrantOp.ID: a step taken before is answered with its stored
+//     result (Duplicate), nothing reserved or charged again;
+//   - keep at most one reservation per GrantOp.GrantID, replaced by each
+//     step's grant and returned by a release (Release: charge Used, grant
+//     nothing);
+//   - answer a release of a GrantID it holds nothing for with nothing
+//     charged beyond Used and no error (the sweep releases what a session
+//     recorded it would ask for, whether or not the ask was made).
+type Charger interface {
+	Charge(ctx context.Context, ops []quota.GrantOp) ([]quota.GrantResult, error)
+}
+
+// Sessions is the SQL the service keeps its sessions in and finds
+// subscribers with (*store.Store).
+type Sessions interface {
+	OpenChargingSession(ctx context.Context, c store.ChargingSession) (store.ChargingSession, bool, error)
+	ChargingSession(ctx context.Context, ref string) (store.ChargingSession, error)
+	SetChargingGrants(ctx context.Context, ref string, seq int64, grants []store.ChargingGrant) (bool, error)
+	RecordChargingStep(ctx context.Context, ref string, prevSeq int64, step store.ChargingStep) (bool, error)
+	ExpiredChargingSessions(ctx context.Context, now time.Time, limit int) ([]store.ChargingSession, error)
+	BeginClosingChargingSession(ctx context.Context, ref string, seq int64) (bool, error)
+	FinishClosingChargingSession(ctx context.Context, ref string) error
+	PurgeChargingSessions(ctx context.Context, before time.Time, limit int) (int64, error)
+	LiveChargingSessions(ctx context.Context, fid, mid int64) ([]store.ChargingSession, error)
+	MemberByIMSI(ctx context.Context, imsi string) (store.Member, error)
+	MemberByMSISDN(ctx context.Context, msisdn string) (store.Member, error)
+}
+
+var _ Sessions = (*store.Store)(nil)
+
+// Service is DPCS as a charging function: the use cases behind the Nchf
+// routes (Create, Update, Release), the REAUTHORIZATION notifications
+// (Reauthorize) and the sweep of sessions the SMF lost. Close stops it.
+type Service struct {
+	charger   Charger
+	sessions  Sessions
+	o         options
+	locks     [64]sync.Mutex
+	notifier  *notifier
+	changes   changes
+	sweepDone chan struct{}
+	stop      context.CancelFunc
+	closeOnce sync.Once
+}
+
+// New returns a service taking grant steps through charger and keeping
+// sessions in sessions; it starts the sweep (WithSweep).
+func New(charger Charger, sessions Sessions, opts ...Option) (*Service, error) {
+	if charger == nil || sessions == nil {
+		return nil, errors.New("charging: a Charger and Sessions are required")
+	}
+	o := defaults()
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if o.redirectURL != "" {
+		u, err := url.Parse(o.redirectURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("charging: redirect %q: want an absolute http or https URL", o.redirectURL)
+		}
+	}
+	s := &Service{charger: charger, sessions: sessions, o: o, sweepDone: make(chan struct{}),
+		changes: changes{pending: map[int64]map[int64]bool{}, reclaim: map[int64]map[string]bool{}, wake: make(chan struct{}, 1),
+			done: make(chan struct{})}}
+	s.notifier = newNotifier(o)
+	ctx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	go s.sweepLoop(ctx)
+	go s.changeLoop(ctx)
+	return s, nil
+}
+
+// Close stops the sweep and the change worker (the changes it was given
+// are looked up first) and the notifications: those queued are still tried
+// until ctx ends.
+func (s *Service) Close(ctx context.Context) error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.stop()
+		<-s.sweepDone
+		<-s.changes.done
+		err = s.notifier.close(ctx)
+	})
+	return err
+}
+
+// lock serialises the steps of one session in this process (another
+// process's are refused by the store's conditional writes).
+func (s *Service) lock(ref string) func() {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(ref))
+	m := &s.locks[h.Sum32()%uint32(len(s.locks))]
+	m.Lock()
+	return m.Unlock
+}
+
+// GrantID names the reservation of session ref for rating group rg across
+// its steps.
+func GrantID(ref string, rg uint32) string {
+	return envelope.DerivedID("grt_", ref, "rg:"+strconv.FormatUint(uint64(rg), 10))
+}
+
+// StepID names the step of session ref's invocation seq for rating group
+// rg: a retry of the invocation takes the same step, which the Charger
+// answers from its record.
+func StepID(ref string, rg uint32, seq uint32) string {
+	return envelope.DerivedID("grs_", ref, "rg:"+strconv.FormatUint(uint64(rg), 10)+":seq:"+strconv.FormatUint(uint64(seq), 10))
+}
+
+// ExpiryStepID names the sweep's release of session ref's rating group rg.
+func ExpiryStepID(ref string, rg uint32) string {
+	return envelope.DerivedID("grs_", ref, "rg:"+strconv.FormatUint(uint64(rg), 10)+":expired")
+}
+
+// ask is one rating group's part of a request, in bytes.
+type ask struct {
+	rg        uint32
+	used      int64
+	requested int64
+	release   bool // no requestedUnit: charge used, hold nothing more
+	inAnswer  bool // the request named it: the answer does too
+}
+
+// asks reads the request's rating groups.
+func (s *Service) asks(req *ChargingDataRequest) ([]ask, *Problem) {
+	out := make([]ask, 0, len(req.MultipleUnitUsage))
+	for i, u := range req.MultipleUnitUsage {
+		at := "/multipleUnitUsage/" + strconv.Itoa(i)
+		a := ask{rg: *u.RatingGroup, inAnswer: true}
+		for j, c := range u.UsedUnitContainer {
+			v, ok := volume(c.TotalVolume, c.UplinkVolume, c.DownlinkVolume)
+			if !ok || v > uint64(policy.MaxBytes) || a.used+int64(v) > policy.MaxBytes {
+				return nil, badParam(CauseOptionalIEIncorrect, at+"/usedUnitContainer/"+strconv.Itoa(j)+"/totalVolume",
+					fmt.Sprintf("a rating group's usage must total at most %d bytes", policy.MaxBytes))
+			}
+			a.used += int64(v)
+		}
+		if u.RequestedUnit == nil {
+			a.release = true
+		} else {
+			v, _ := volume(u.RequestedUnit.TotalVolume, u.RequestedUnit.UplinkVolume, u.RequestedUnit.DownlinkVolume)
+			switch {
+			case u.RequestedUnit.TotalVolume == nil && u.RequestedUnit.UplinkVolume == nil && u.RequestedUnit.DownlinkVolume == nil:
+				a.requested = s.o.grant // the CHF decides
+			case v == 0:
+				a.release = true
+			default:
+				a.requested = int64(min(v, uint64(s.o.max)))
+			}
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// volume is total, or uplink + downlink when total is absent; false when
+// the sum overflows.
+func volume(total, up, down *uint64) (uint64, bool) {
+	if total != nil {
+		return *total, true
+	}
+	var v uint64
+	for _, p := range []*uint64{up, down} {
+		if p != nil {
+			if v+*p < v {
+				return 0, false
+			}
+			v += *p
+		}
+	}
+	return v, true
+}
+
+// subscriber finds the member req names: its subscriberIdentifier (an IMSI
+// an operator set on a member, or an MSISDN, the member's phone), else the
+// served GPSI's MSISDN.
+func (s *Service) subscriber(ctx context.Context, req *ChargingDataRequest) (store.Member, error) {
+	ids := []string{req.SubscriberIdentifier}
+	if p := req.PDUSessionChargingInformation; p != nil && p.UserInformation != nil && p.UserInformation.ServedGPSI != "" {
+		ids = append(ids, p.UserInformation.ServedGPSI)
+	}
+	for i, id := range ids {
+		var m store.Member
+		var err error
+		kind, digits, _ := strings.Cut(id, "-")
+		if !allDigits(digits) {
+			if i == 0 && (kind == "imsi" || kind == "msisdn") {
+				return store.Member{}, badParam(CauseMandatoryIEIncorrect, "/subscriberIdentifier", "must be imsi-<5 to 15 digits> or msisdn-<digits>")
+			}
+			continue
+		}
+		switch {
+		case kind == "imsi" && len(digits) >= 5 && len(digits) <= 15:
+			m, err = s.sessions.MemberByIMSI(ctx, digits)
+		case kind == "msisdn" && len(digits) >= 5 && len(digits) <= 15:
+			m, err = s.sessions.MemberByMSISDN(ctx, digits)
+		default:
+			continue
+		}
+		if err == nil {
+			return m, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return store.Member{}, err
+		}
+	}
+	return store.Member{}, &Problem{Status: http.StatusNotFound, Cause: CauseUserUnknown,
+		Detail: "no current family member has this subscriber's identity: set the member's phone (its MSISDN) or its IMSI"}
+}
+
+func allDigits(s string) bool { return s != "" && strings.Trim(s, "0123456789") == "" }
+
+// consumer names the NF consumer for the session's record.
+func consumer(id *NFIdentification) string {
+	for _, s := range []string{id.NFName, id.NFFqdn, id.NFIPv4Address, id.NFIPv6Address} {
+		if s != "" {
+			return truncate(s, store.MaxConsumerLen)
+		}
+	}
+	return id.NodeFunctionality
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// createKey names a create by what its retries repeat: the subscriber, the
+// consumer, the charging ids and the PDU session, and the invocation; ""
+// when it carries no charging id (then nothing tells a retry from a new
+// session, and each create is a session).
+func createKey(req *ChargingDataRequest) string {
+	var ids []string
+	if req.ChargingID != nil {
+		ids = append(ids, "c"+strconv.FormatUint(uint64(*req.ChargingID), 10))
+	}
+	if p := req.PDUSessionChargingInformation; p != nil {
+		if p.ChargingID != nil {
+			ids = append(ids, "p"+strconv.FormatUint(uint64(*p.ChargingID), 10))
+		}
+		if p.SMFChargingID != "" {
+			ids = append(ids, "s"+p.SMFChargingID)
+		}
+		if p.PDUSessionInformation != nil && p.PDUSessionInformation.PDUSessionID != nil {
+			ids = append(ids, "u"+strconv.Itoa(int(*p.PDUSessionInformation.PDUSessionID)))
+		}
+	}
+	if len(ids) == 0 {
+		return ""
+	}
+	id := req.NfConsumerIdentification
+	return envelope.DerivedID("", strings.Join([]string{req.SubscriberIdentifier, id.NFName, id.NFFqdn, id.NFIPv4Address,
+		id.NFIPv6Address, strings.Join(ids, "/"), strconv.FormatUint(uint64(*req.InvocationSequenceNumber), 10)}, "\x00"), "create")
+}
+
+// Every error of Create, Update and Release is a *Problem: a refusal, or a
+// SYSTEM_FAILURE (500) wrapping what failed, after which a retry of the same
+// invocation takes no step twice.
+
+// Create opens a charging data resource for req (its ref is the
+// ChargingDataRef) and takes the first step of each rating group it names.
+// A retry of a create that carried a charging id gets the same ref and
+// answer; two creates without one are two sessions.
+func (s *Service) Create(ctx context.Context, req *ChargingDataRequest) (string, *ChargingDataResponse, error) {
+	start := s.o.now()
+	ref, body, replay, m, err := s.create(ctx, req)
+	s.stepHook(OpCreate, ref, m, body, replay, start, err)
+	if err != nil {
+		return "", nil, asProblem(err)
+	}
+	return ref, body, nil
+}
+
+func (s *Service) create(ctx context.Context, req *ChargingDataRequest) (string, *ChargingDataResponse, bool, store.Member, error) {
+	asks, p := s.asks(req)
+	if p != nil {
+		return "", nil, false, store.Member{}, p
+	}
+	m, err := s.subscriber(ctx, req)
+	if err != nil {
+		return "", nil, false, store.Member{}, err
+	}
+	ref := uuid.NewString()
+	now := s.o.now()
+	row := store.ChargingSession{Ref: ref, CreateKey: createKey(req), FamilyID: m.FamilyID, MemberID: m.ID,
+		Subscriber: truncate(req.SubscriberIdentifier, store.MaxSubscriberLen), Consumer: consumer(req.NfConsumerIdentification),
+		NotifyURI: req.NotifyURI, LastSeq: -1, LastOp: string(OpCreate), Grants: planned(ref, nil, asks),
+		ExpiresAt: now.Add(s.o.validity + s.o.holding)}
+	sess, created, err := s.sessions.OpenChargingSession(ctx, row)
+	if err != nil {
+		return "", nil, false, m, err
+	}
+	unlock := s.lock(sess.Ref)
+	defer unlock()
+	if !created { // a retry of this create: its session, maybe its answer
+		if sess, err = s.sessions.ChargingSession(ctx, sess.Ref); err != nil {
+			return "", nil, false, m, err
+		}
+		if resp, done, err := s.replay(sess, OpCreate, *req.InvocationSequenceNumber); done || err != nil {
+			return sess.Ref, resp, true, m, err
+		}
+	}
+	resp, err := s.step(ctx, sess, OpCreate, req, asks)
+	return sess.Ref, resp, false, m, err
+}
+
+// Update takes the next step of session ref: charges what req reports used
+// and grants what it asks for. A retry of the last invocation gets the same
+// answer; an older invocation is refused.
+func (s *Service) Update(ctx context.Context, ref string, req *ChargingDataRequest) (*ChargingDataResponse, error) {
+	start := s.o.now()
+	resp, replay, m, err := s.next(ctx, ref, OpUpdate, req)
+	s.stepHook(OpUpdate, ref, m, resp, replay, start, err)
+	if err != nil {
+		return nil, asProblem(err)
+	}
+	return resp, nil
+}
+
+// Release ends session ref: charges what req reports used and returns
+// every reservation the session holds.
+func (s *Service) Release(ctx context.Context, ref string, req *ChargingDataRequest) error {
+	start := s.o.now()
+	_, replay, m, err := s.next(ctx, ref, OpRelease, req)
+	s.stepHook(OpRelease, ref, m, nil, replay, start, err)
+	if err != nil {
+		return asProblem(err)
+	}
+	return nil
+}
+
+func (s *Service) next(ctx context.Context, ref string, op Op, req *ChargingDataRequest) (*ChargingDataResponse, bool, store.Member, error) {
+	asks, p := s.asks(req)
+	if p != nil {
+		return nil, false, store.Member{}, p
+	}
+	unlock := s.lock(ref)
+	defer unlock()
+	sess, err := s.sessions.ChargingSession(ctx, ref)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, false, store.Member{}, noSession(ref)
+	}
+	if err != nil {
+		return nil, false, store.Member{}, err
+	}
+	m := store.Member{ID: sess.MemberID, FamilyID: sess.FamilyID}
+	if resp, done, err := s.replay(sess, op, *req.InvocationSequenceNumber); done || err != nil {
+		return resp, true, m, err
+	}
+	if op == OpRelease { // every grant the session holds is returned
+		named := map[uint32]bool{}
+		for _, a := range asks {
+			named[a.rg] = true
+		}
+		for i := range asks {
+			asks[i].release = true
+		}
+		for _, g := range sess.Grants {
+			if !named[g.RatingGroup] {
+				asks = append(asks, ask{rg: g.RatingGroup, release: true})
+			}
+		}
+	}
+	resp, err := s.step(ctx, sess, op, req, asks)
+	return resp, false, m, err
+}
+
+func noSession(ref string) *Problem {
+	return &Problem{Status: http.StatusNotFound, Cause: CauseResourceContextNotFound,
+		Detail: "no open charging data resource " + ref + ": it was released, expired or never created"}
+}
+
+// replay answers an invocation the session has seen: done with the stored
+// answer for a retry of the last one, an error for an older one or one
+// sent to a closed session; not done for a new one.
+func (s *Service) replay(sess store.ChargingSession, op Op, seq uint32) (*ChargingDataResponse, bool, error) {
+	last := sess.LastSeq
+	again := int64(seq) == last && Op(sess.LastOp) == op
+	switch {
+	case sess.State != store.ChargingOpen:
+		// Only a release is answered again once the session is closed: a
+		// stored grant would name a reservation released since.
+		if again && op == OpRelease {
+			return nil, true, nil
+		}
+		return nil, true, noSession(sess.Ref)
+	case again:
+		var resp ChargingDataResponse
+		if err := json.Unmarshal(sess.Answer, &resp); err != nil {
+			return nil, true, fmt.Errorf("charging: stored answer of %s: %w", sess.Ref, err)
+		}
+		return &resp, true, nil
+	case int64(seq) <= last:
+		return nil, true, badParam(CauseMandatoryIEIncorrect, "/invocationSequenceNumber",
+			fmt.Sprintf("invocation %d was answered already (this session's last is %d): send a new one with a higher number, or repeat the last", seq, last))
+	}
+	return nil, false, nil
+}
+
+// planned is the session's grants once the asks are taken: each rating
+// group asked for is held (a new one with no grant yet), each released one
+// dropped.
+func planned(ref string, have []store.ChargingGrant, asks []ask) []store.ChargingGrant {
+	out := make([]store.ChargingGrant, 0, len(have)+len(asks))
+	idx := map[uint32]int{}
+	for _, g := range have {
+		idx[g.RatingGroup] = len(out)
+		out = append(out, g)
+	}
+	for _, a := range asks {
+		if _, ok := idx[a.rg]; !ok {
+			idx[a.rg] = len(out)
+			out = append(out, store.ChargingGrant{RatingGroup: a.rg, GrantID: GrantID(ref, a.rg)})
+		}
+	}
+	return out
+}
+
+// step takes the Charger steps of one invocation and records its answer.
+func (s *Service) step(ctx context.Context, sess store.ChargingSession, op Op, req *ChargingDataRequest, asks []ask) (*ChargingDataResponse, error) {
+	seq := *req.InvocationSequenceNumber
+	// Record every rating group about to be asked for before asking, so a
+	// crash after the ask leaves the sweep something to release.
+	if op != OpCreate {
+		grants := planned(sess.Ref, sess.Grants, asks)
+		if len(grants) > len(sess.Grants) {
+			ok, err := s.sessions.SetChargingGrants(ctx, sess.Ref, sess.LastSeq, grants)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return s.raced(ctx, sess.Ref, op, seq)
+			}
+		}
+	}
+	now := s.o.now()
+	ops := make([]quota.GrantOp, len(asks))
+	for i, a := range asks {
+		cov := s.o.groups.Of(a.rg)
+		ops[i] = quota.GrantOp{ID: StepID(sess.Ref, a.rg, seq), GrantID: GrantID(sess.Ref, a.rg), FamilyID: sess.FamilyID,
+			CustomerID: sess.MemberID, AppID: cov.AppID, Category: cov.Category, Used: a.used,
+			Requested: a.requested, Release: a.release, At: now}
+		if a.release {
+			ops[i].Requested = 0
+		}
+	}
+	var results []quota.GrantResult
+	if len(ops) > 0 {
+		var err error
+		if results, err = s.charger.Charge(ctx, ops); err != nil {
+			return nil, fmt.Errorf("charging: grant steps: %w", err)
+		}
+		if len(results) != len(ops) {
+			return nil, fmt.Errorf("charging: %d grant steps answered with %d results", len(ops), len(results))
+		}
+	}
+	resp := &ChargingDataResponse{InvocationTimeStamp: now.UTC().Truncate(time.Millisecond), InvocationSequenceNumber: seq}
+	held := map[uint32]store.ChargingGrant{}
+	for _, g := range sess.Grants {
+		held[g.RatingGroup] = g
+	}
+	for i, a := range asks {
+		r := results[i]
+		if a.release {
+			delete(held, a.rg)
+			if a.inAnswer {
+				resp.MultipleUnitInformation = append(resp.MultipleUnitInformation, MultipleUnitInformation{ResultCode: ResultSuccess, RatingGroup: a.rg})
+			}
+			continue
+		}
+		mui, until := s.answer(a, r, now)
+		resp.MultipleUnitInformation = append(resp.MultipleUnitInformation, mui)
+		held[a.rg] = store.ChargingGrant{RatingGroup: a.rg, GrantID: ops[i].GrantID, Granted: r.Granted, ValidUntil: until}
+	}
+	st := store.ChargingStep{Seq: int64(seq), Op: string(op), State: store.ChargingOpen}
+	expires := now.Add(s.o.validity)
+	if len(held) > 0 {
+		expires = now
+	}
+	for _, a := range planned(sess.Ref, sess.Grants, asks) { // the session's order, then the new ones
+		if g, ok := held[a.RatingGroup]; ok {
+			st.Grants = append(st.Grants, g)
+			if g.ValidUntil.After(expires) {
+				expires = g.ValidUntil
+			}
+		}
+	}
+	st.ExpiresAt = expires.Add(s.o.holding)
+	if op == OpRelease {
+		st.State, st.Grants = store.ChargingClosed, nil
+	} else {
+		b, err := json.Marshal(resp)
+		if err != nil {
+			return nil, err
+		}
+		st.Answer = b
+	}
+	ok, err := s.sessions.RecordChargingStep(ctx, sess.Ref, sess.LastSeq, st)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return s.raced(ctx, sess.Ref, op, seq)
+	}
+	// Grants the engine found holding more than their fair share while
+	// this one was cut are asked to report again (and shrink to it).
+	var reclaim []string
+	for _, r := range results {
+		reclaim = append(reclaim, r.Reclaim...)
+	}
+	if len(reclaim) > 0 {
+		s.reclaimed(sess.FamilyID, reclaim)
+	}
+	if op == OpRelease {
+		return nil, nil
+	}
+	return resp, nil
+}
+
+// raced answers a step whose session moved on since it was read: the
+// same invocation answered meanwhile (by this invocation's retry, here or
+// in another process) gets that answer, as its retry would; anything else
+// is refused as replay refuses it.
+func (s *Service) raced(ctx context.Context, ref string, op Op, seq uint32) (*ChargingDataResponse, error) {
+	sess, err := s.sessions.ChargingSession(ctx, ref)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, noSession(ref)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if resp, done, err := s.replay(sess, op, seq); done || err != nil {
+		return resp, err
+	}
+	return nil, &Problem{Status: http.StatusInternalServerError, Cause: CauseSystemFailure,
+		Detail: "another invocation of this session was answered meanwhile: repeat this one"}
+}
+
+// answer is one rating group's answer to its step, and until when it
+// holds.
+func (s *Service) answer(a ask, r quota.GrantResult, now time.Time) (MultipleUnitInformation, time.Time) {
+	until := now.Add(s.o.validity)
+	if !r.ValidUntil.IsZero() && r.ValidUntil.Before(until) {
+		until = r.ValidUntil
+	}
+	secs := max(int64(until.Sub(now).Round(time.Second)/time.Second), 1)
+	until = now.Add(time.Duration(secs) * time.Second)
+	holding := int64(s.o.holding / time.Second)
+	mui := MultipleUnitInformation{RatingGroup: a.rg, ValidityTime: &secs, QuotaHoldingTime: &holding}
+	granted := uint64(max(r.Granted, 0))
+	mui.GrantedUnit = &GrantedUnit{TotalVolume: &granted}
+	switch {
+	case r.Decision == policy.Allowed && r.Granted > 0:
+		mui.ResultCode = ResultSuccess
+		if r.Final || (r.Granted < s.o.minGrant && r.Granted < a.requested) {
+			mui.FinalUnitIndication = s.final(r)
+		} else if s.o.thresholdPercent > 0 {
+			th := granted * uint64(s.o.thresholdPercent) / 100
+			mui.VolumeQuotaThreshold = &th
+		}
+	case r.Decision == policy.Allowed: // nothing left to grant
+		mui.ResultCode = ResultQuotaLimitReached
+		mui.FinalUnitIndication = s.final(r)
+	default:
+		mui.ResultCode = ResultEndUserServiceDenied
+		switch r.Decision {
+		case policy.BlockedFamilyQuota, policy.BlockedLimitDaily, policy.BlockedLimitMonthly:
+			mui.ResultCode = ResultQuotaLimitReached
+		}
+		mui.FinalUnitIndication = s.final(r)
+	}
+	return mui, until
+}
+
+// final is what the SMF does once the last units are used: RESTRICT_ACCESS
+// for a throttled member, REDIRECT to the block screen when one is set,
+// TERMINATE otherwise.
+func (s *Service) final(r quota.GrantResult) *FinalUnitIndication {
+	switch {
+	case r.Decision == policy.Allowed && r.ThrottleKbps > 0:
+		return &FinalUnitIndication{FinalUnitAction: ActionRestrictAccess, FilterID: s.o.restrictFilter}
+	case s.o.redirectURL != "":
+		reason := string(r.Decision)
+		if r.Decision == policy.Allowed {
+			reason = string(policy.BlockedFamilyQuota) // the last units: what follows is the pool's end
+		}
+		sep := "?"
+		if strings.Contains(s.o.redirectURL, "?") {
+			sep = "&"
+		}
+		return &FinalUnitIndication{FinalUnitAction: ActionRedirect, RedirectServer: &RedirectServer{
+			RedirectAddressType: RedirectAddressURL, RedirectServerAddress: s.o.redirectURL + sep + "reason=" + url.QueryEscape(reason)}}
+	}
+	return &FinalUnitIndication{FinalUnitAction: ActionTerminate}
+}
+
+func (s *Service) stepHook(op Op, ref string, m store.Member, resp *ChargingDataResponse, replay bool, start time.Time, err error) {
+	if s.o.hooks.OnStep == nil {
+		return
+	}
+	info := StepInfo{Op: op, Ref: ref, FamilyID: m.FamilyID, MemberID: m.ID, Retransmit: replay, Took: s.o.now().Sub(start), Err: err}
+	if resp != nil {
+		for _, u := range resp.MultipleUnitInformation {
+			if u.GrantedUnit != nil && u.GrantedUnit.TotalVolume != nil {
+				info.Granted += int64(*u.GrantedUnit.TotalVolume)
+			}
+		}
+	}
+	s.o.hooks.OnStep(info)
+}

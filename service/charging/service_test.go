@@ -1,0 +1,535 @@
+package charging_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/charging"
+	"github.com/dabom/dpcs/service/store"
+)
+
+// A session's life: the create reserves, the update charges what was used
+// and reserves again, the release charges the rest of the usage and returns
+// every reservation.
+func TestCreateUpdateRelease(t *testing.T) {
+	e := newEnv(t)
+	ref, resp, err := e.svc.Create(e.ctx, request("imsi-"+childIMSI, 0, ask(10, 10*mib, -1), ask(1, 0, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := unit(t, resp, 10)
+	if u.ResultCode != charging.ResultSuccess || granted(u) != 10*mib || *u.VolumeQuotaThreshold != 2*mib ||
+		*u.ValidityTime != 3600 || *u.QuotaHoldingTime != 300 || u.FinalUnitIndication != nil {
+		t.Errorf("rating group 10 = %+v", u)
+	}
+	if g := granted(unit(t, resp, 1)); g != charging.DefaultGrant {
+		t.Errorf("rating group 1 (no volume asked) granted %d, want the default %d", g, charging.DefaultGrant)
+	}
+	if r := e.fake.Reserved(charging.GrantID(ref, 10)); r != 10*mib {
+		t.Errorf("reserved %d", r)
+	}
+	ops := e.fake.Ops()
+	if ops[0].Category != policy.CategoryVideo || ops[1].Category != "" || ops[0].CustomerID != child || ops[0].FamilyID != family {
+		t.Errorf("steps = %+v", ops)
+	}
+
+	resp, err = e.svc.Update(e.ctx, ref, request("imsi-"+childIMSI, 1, ask(10, 0, 8*mib)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := granted(unit(t, resp, 10)); g != charging.DefaultGrant {
+		t.Errorf("update granted %d", g)
+	}
+	if _, used, reserved := e.fake.Pool(family); used != 8*mib || reserved != 20*mib {
+		t.Errorf("after the update: used %d reserved %d", used, reserved)
+	}
+
+	if err := e.svc.Release(e.ctx, ref, request("imsi-"+childIMSI, 2, report(10, 3*mib))); err != nil {
+		t.Fatal(err)
+	}
+	if _, used, reserved := e.fake.Pool(family); used != 11*mib || reserved != 0 {
+		t.Errorf("after the release: used %d reserved %d, want 11 MiB and nothing held", used, reserved)
+	}
+	sess, err := e.st.S.ChargingSession(e.ctx, ref)
+	if err != nil || sess.State != store.ChargingClosed || len(sess.Grants) != 0 {
+		t.Errorf("session = %+v, %v", sess, err)
+	}
+	if err := e.fake.Check(); err != nil {
+		t.Error(err)
+	}
+}
+
+// A retry of an invocation is answered as the first was and charges
+// nothing more; an older invocation is refused; once released, only the
+// release's retry is answered.
+func TestRetriesChargeOnce(t *testing.T) {
+	e := newEnv(t)
+	ref, _, err := e.svc.Create(e.ctx, request("msisdn-821012345678", 7, ask(10, 10*mib, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	upd := request("msisdn-821012345678", 8, ask(10, 5*mib, 8*mib))
+	first, err := e.svc.Update(e.ctx, ref, upd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(time.Minute)
+	for range 3 {
+		again, err := e.svc.Update(e.ctx, ref, upd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(first, again); diff != "" {
+			t.Errorf("retry answered differently (-first +retry):\n%s", diff)
+		}
+	}
+	if _, used, reserved := e.fake.Pool(family); used != 8*mib || reserved != 5*mib {
+		t.Errorf("used %d reserved %d after retries, want 8 MiB and 5 MiB", used, reserved)
+	}
+	_, err = e.svc.Update(e.ctx, ref, request("msisdn-821012345678", 7, ask(10, 5*mib, 1)))
+	wantProblem(t, err, http.StatusBadRequest, charging.CauseMandatoryIEIncorrect, "/invocationSequenceNumber")
+
+	rel := request("msisdn-821012345678", 9, report(10, 1*mib))
+	for range 2 {
+		if err := e.svc.Release(e.ctx, ref, rel); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, used, reserved := e.fake.Pool(family); used != 9*mib || reserved != 0 {
+		t.Errorf("used %d reserved %d after the release twice", used, reserved)
+	}
+	_, err = e.svc.Update(e.ctx, ref, request("msisdn-821012345678", 10, ask(10, 5*mib, 0)))
+	wantProblem(t, err, http.StatusNotFound, charging.CauseResourceContextNotFound, "")
+	_, err = e.svc.Update(e.ctx, "no-such-ref", request("msisdn-821012345678", 1, ask(10, 5*mib, 0)))
+	wantProblem(t, err, http.StatusNotFound, charging.CauseResourceContextNotFound, "")
+}
+
+// A step the Charger could not take answers SYSTEM_FAILURE and charges
+// nothing; its retry takes it once.
+func TestFailedStepIsRetried(t *testing.T) {
+	e := newEnv(t)
+	ref, _, err := e.svc.Create(e.ctx, request("imsi-"+childIMSI, 0, ask(10, 10*mib, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	upd := request("imsi-"+childIMSI, 1, ask(10, 10*mib, 4*mib))
+	e.fake.FailNext(1)
+	_, err = e.svc.Update(e.ctx, ref, upd)
+	wantProblem(t, err, http.StatusInternalServerError, charging.CauseSystemFailure, "")
+	if _, used, _ := e.fake.Pool(family); used != 0 {
+		t.Errorf("a failed step charged %d", used)
+	}
+	if _, err := e.svc.Update(e.ctx, ref, upd); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Update(e.ctx, ref, upd); err != nil {
+		t.Fatal(err)
+	}
+	if _, used, reserved := e.fake.Pool(family); used != 4*mib || reserved != 10*mib {
+		t.Errorf("used %d reserved %d", used, reserved)
+	}
+}
+
+// failingSessions fails RecordChargingStep while fail is set: the crash
+// between the Charger's answer and the session's record.
+type failingSessions struct {
+	charging.Sessions
+	mu   sync.Mutex
+	fail bool
+}
+
+func (f *failingSessions) RecordChargingStep(ctx context.Context, ref string, prev int64, st store.ChargingStep) (bool, error) {
+	f.mu.Lock()
+	fail := f.fail
+	f.mu.Unlock()
+	if fail {
+		return false, context.DeadlineExceeded
+	}
+	return f.Sessions.RecordChargingStep(ctx, ref, prev, st)
+}
+
+// A create whose answer could not be stored after the Charger reserved
+// (the process died between the two) leaves a session the sweep closes: its
+// reservation is returned once the session expires.
+func TestSweepReleasesWhatALostSessionHeld(t *testing.T) {
+	e := newEnv(t)
+	fs := &failingSessions{Sessions: e.st.S, fail: true}
+	svc := e.service(e.fake, fs, charging.WithValidity(10*time.Minute), charging.WithQuotaHoldingTime(time.Minute))
+	_, _, err := svc.Create(e.ctx, request("imsi-"+childIMSI, 0, ask(10, 10*mib, -1), ask(20, 5*mib, -1)))
+	wantProblem(t, err, http.StatusInternalServerError, charging.CauseSystemFailure, "")
+	if _, _, reserved := e.fake.Pool(family); reserved != 15*mib {
+		t.Fatalf("reserved %d: the Charger took the steps before the record failed", reserved)
+	}
+	fs.mu.Lock()
+	fs.fail = false
+	fs.mu.Unlock()
+	// An answered session, idle too.
+	ref, _, err := svc.Create(e.ctx, request("msisdn-821022223333", 0, ask(30, 1*mib, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(10*time.Minute + 59*time.Second)
+	if info, err := svc.Sweep(e.ctx); err != nil || info.Closed != 0 {
+		t.Fatalf("sweep before the expiry: %+v, %v", info, err)
+	}
+	e.clock.Add(2 * time.Second)
+	info, err := svc.Sweep(e.ctx)
+	if err != nil || info.Closed != 2 {
+		t.Fatalf("sweep: %+v, %v", info, err)
+	}
+	if _, _, reserved := e.fake.Pool(family); reserved != 0 || e.fake.Outstanding() != 0 {
+		t.Errorf("after the sweep %d bytes are still reserved", reserved)
+	}
+	_, err = svc.Update(e.ctx, ref, request("msisdn-821022223333", 1, ask(30, 1*mib, 1)))
+	wantProblem(t, err, http.StatusNotFound, charging.CauseResourceContextNotFound, "")
+	e.clock.Add(25 * time.Hour)
+	if info, err := svc.Sweep(e.ctx); err != nil || info.Purged != 2 {
+		t.Errorf("purge: %+v, %v", info, err)
+	}
+}
+
+// A release the sweep could not take is taken by the next sweep; an update
+// keeps a session from expiring.
+func TestSweepRetriesAndUpdatesKeepSessions(t *testing.T) {
+	e := newEnv(t, charging.WithValidity(10*time.Minute), charging.WithQuotaHoldingTime(time.Minute))
+	idle, _, err := e.svc.Create(e.ctx, request("imsi-"+childIMSI, 0, ask(10, 10*mib, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, _, err := e.svc.Create(e.ctx, request("msisdn-01012345678", 0, ask(10, 10*mib, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(9 * time.Minute)
+	if _, err := e.svc.Update(e.ctx, busy, request("msisdn-01012345678", 1, ask(10, 10*mib, 9*mib))); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(3 * time.Minute)
+	e.fake.FailNext(1)
+	info, err := e.svc.Sweep(e.ctx)
+	if err == nil || info.Failed != 1 || info.Closed != 0 {
+		t.Fatalf("sweep with a failing Charger: %+v, %v", info, err)
+	}
+	if s, _ := e.st.S.ChargingSession(e.ctx, idle); s.State != store.ChargingClosing {
+		t.Errorf("state after a failed release: %s", s.State)
+	}
+	if info, err := e.svc.Sweep(e.ctx); err != nil || info.Closed != 1 {
+		t.Fatalf("second sweep: %+v, %v", info, err)
+	}
+	if e.fake.Reserved(charging.GrantID(idle, 10)) != 0 || e.fake.Reserved(charging.GrantID(busy, 10)) != 10*mib {
+		t.Errorf("the idle session's grant is held or the busy one's was released")
+	}
+}
+
+// Two creates at once are two sessions, as are two creates of different
+// PDU sessions; a create repeated (the same charging ids and invocation)
+// is the same session with the same answer.
+func TestCreatesMakeSessions(t *testing.T) {
+	e := newEnv(t)
+	var wg sync.WaitGroup
+	refs := make([]string, 8)
+	errs := make([]error, len(refs))
+	for i := range refs {
+		wg.Go(func() {
+			req := request("imsi-"+childIMSI, 0, ask(10, 1*mib, -1))
+			if i%2 == 1 { // distinct PDU sessions, each with its charging id
+				req.ChargingID = u32(uint32(1000 + i))
+			}
+			refs[i], _, errs[i] = e.svc.Create(context.Background(), req)
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for i, ref := range refs {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if seen[ref] {
+			t.Errorf("two creates answered with the same ChargingDataRef %s", ref)
+		}
+		seen[ref] = true
+	}
+	if _, _, reserved := e.fake.Pool(family); reserved != 8*mib {
+		t.Errorf("reserved %d for 8 sessions of 1 MiB", reserved)
+	}
+
+	req := readRequest(t, "request-create.json", charging.OpCreate)
+	ref1, resp1, err := e.svc.Create(e.ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(time.Second)
+	ref2, resp2, err := e.svc.Create(e.ctx, readRequest(t, "request-create.json", charging.OpCreate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref1 != ref2 || !cmp.Equal(resp1, resp2) {
+		t.Errorf("the create's retry: %s %+v, first %s %+v", ref2, resp2, ref1, resp1)
+	}
+	if _, _, reserved := e.fake.Pool(family); reserved != 8*mib+10*mib+charging.DefaultGrant {
+		t.Errorf("reserved %d: the retry reserved again", reserved)
+	}
+}
+
+// Subscribers are found by IMSI or by MSISDN however the phone was typed,
+// else by the served GPSI; an unknown one is USER_UNKNOWN.
+func TestSubscribers(t *testing.T) {
+	e := newEnv(t)
+	for sub, want := range map[string]int64{
+		"imsi-" + childIMSI:   child,
+		"msisdn-821012345678": dad, // stored 010-1234-5678
+		"msisdn-01012345678":  dad,
+		"msisdn-821022223333": mom, // stored +82 10 2222 3333
+	} {
+		if _, _, err := e.svc.Create(e.ctx, request(sub, 0, ask(10, 1, -1))); err != nil {
+			t.Errorf("%s: %v", sub, err)
+			continue
+		}
+		if ops := e.fake.Ops(); ops[len(ops)-1].CustomerID != want {
+			t.Errorf("%s charged member %d, want %d", sub, ops[len(ops)-1].CustomerID, want)
+		}
+	}
+	for _, sub := range []string{"imsi-450059999999999", "msisdn-821099999999", "nai-someone@example.com", "gci-x"} {
+		_, _, err := e.svc.Create(e.ctx, request(sub, 0, ask(10, 1, -1)))
+		wantProblem(t, err, http.StatusNotFound, charging.CauseUserUnknown, "")
+	}
+	_, _, err := e.svc.Create(e.ctx, request("imsi-45005x", 0))
+	wantProblem(t, err, http.StatusBadRequest, charging.CauseMandatoryIEIncorrect, "/subscriberIdentifier")
+
+	req := request("imsi-450059999999999", 0, ask(10, 1, -1))
+	req.PDUSessionChargingInformation = &charging.PDUSessionChargingInformation{
+		UserInformation: &charging.UserInformation{ServedGPSI: "msisdn-821012345678"}}
+	if _, _, err := e.svc.Create(e.ctx, req); err != nil {
+		t.Errorf("an unknown IMSI with a known GPSI: %v", err)
+	}
+	// A removed member is unknown, its IMSI free for another.
+	if err := e.st.S.RemoveMember(e.ctx, family, child, store.System); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = e.svc.Create(e.ctx, request("imsi-"+childIMSI, 0))
+	wantProblem(t, err, http.StatusNotFound, charging.CauseUserUnknown, "")
+	if err := e.st.S.SetMemberIMSI(e.ctx, family, mom, childIMSI, store.System); err != nil {
+		t.Errorf("the removed member's IMSI: %v", err)
+	}
+	if err := e.st.S.SetMemberIMSI(e.ctx, family, dad, childIMSI, store.System); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("another current member's IMSI: %v, want ErrConflict", err)
+	}
+}
+
+// Rating groups map to what the operator set: a category, an app, or any
+// traffic.
+func TestRatingGroups(t *testing.T) {
+	groups, err := charging.ParseRatingGroups("10=video, 11=app:com.youtube.app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, charging.WithRatingGroups(groups))
+	if _, _, err := e.svc.Create(e.ctx, request("imsi-"+childIMSI, 0, ask(10, 1, -1), ask(11, 1, -1), ask(99, 1, -1))); err != nil {
+		t.Fatal(err)
+	}
+	ops := e.fake.Ops()
+	got := [][2]string{{ops[0].AppID, string(ops[0].Category)}, {ops[1].AppID, string(ops[1].Category)}, {ops[2].AppID, string(ops[2].Category)}}
+	if want := [][2]string{{"", "VIDEO"}, {"com.youtube.app", ""}, {"", ""}}; !cmp.Equal(want, got) {
+		t.Errorf("coverage = %v, want %v", got, want)
+	}
+	for _, bad := range []string{"10", "x=VIDEO", "10=SPORTS", "10=VIDEO,10=GAME", "10=app:", "4294967296=WEB"} {
+		if _, err := charging.ParseRatingGroups(bad); err == nil {
+			t.Errorf("%q: accepted", bad)
+		}
+	}
+	if g, err := charging.ParseRatingGroups(charging.DefaultRatingGroups); err != nil || len(g) != len(policy.Categories()) {
+		t.Errorf("the default mapping: %v, %v", g, err)
+	}
+}
+
+// The last units come with finalUnitIndication: TERMINATE, REDIRECT to the
+// block screen when one is set, RESTRICT_ACCESS for a throttled member; a
+// blocked member's rating group is refused with its reason and a validity
+// that ends when the block may lift.
+func TestFinalUnits(t *testing.T) {
+	e := newEnv(t)
+	e.fake.SetPool(family, 15*mib)
+	if _, _, err := e.svc.Create(e.ctx, request("imsi-"+childIMSI, 0, ask(10, 10*mib, -1))); err != nil {
+		t.Fatal(err)
+	}
+	_, resp, err := e.svc.Create(e.ctx, request("msisdn-821012345678", 0, ask(10, 10*mib, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := unit(t, resp, 10)
+	if granted(u) != 5*mib || u.FinalUnitIndication == nil || u.FinalUnitIndication.FinalUnitAction != charging.ActionTerminate ||
+		u.VolumeQuotaThreshold != nil {
+		t.Errorf("the pool's last 5 MiB: %+v", u)
+	}
+	_, resp, err = e.svc.Create(e.ctx, request("msisdn-821022223333", 0, ask(10, 10*mib, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := unit(t, resp, 10); u.ResultCode != charging.ResultQuotaLimitReached || granted(u) != 0 ||
+		u.FinalUnitIndication.FinalUnitAction != charging.ActionTerminate {
+		t.Errorf("nothing left: %+v", u)
+	}
+
+	r := newEnv(t, charging.WithRedirect("https://dpcs.example.net/app/#blocked"))
+	lift := r.clock.Now().Add(90 * time.Minute).Truncate(time.Second)
+	r.fake.Block(child, policy.BlockedTime)
+	r.fake.ValidUntil(lift.Add(-time.Hour))
+	_, resp, err = r.svc.Create(r.ctx, request("imsi-"+childIMSI, 0, ask(10, 10*mib, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u = unit(t, resp, 10)
+	want := &charging.FinalUnitIndication{FinalUnitAction: charging.ActionRedirect, RedirectServer: &charging.RedirectServer{
+		RedirectAddressType: "URL", RedirectServerAddress: "https://dpcs.example.net/app/#blocked?reason=BLOCKED_TIME"}}
+	if u.ResultCode != charging.ResultEndUserServiceDenied || granted(u) != 0 || *u.ValidityTime != 1800 || !cmp.Equal(want, u.FinalUnitIndication) {
+		t.Errorf("blocked: %+v %+v", u, u.FinalUnitIndication)
+	}
+	r.fake.Block(child, policy.Allowed)
+	r.fake.Throttle(dad, 512)
+	r.fake.SetPool(family, 3*mib)
+	_, resp, err = r.svc.Create(r.ctx, request("msisdn-821012345678", 0, ask(10, 10*mib, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := unit(t, resp, 10); u.FinalUnitIndication == nil || u.FinalUnitIndication.FinalUnitAction != charging.ActionRestrictAccess ||
+		u.FinalUnitIndication.FilterID != charging.DefaultRestrictFilter {
+		t.Errorf("throttled: %+v", u.FinalUnitIndication)
+	}
+}
+
+// What the steps carry: ids derived from the session, the rating group and
+// the invocation; one reservation per rating group across steps.
+func TestStepIDs(t *testing.T) {
+	e := newEnv(t)
+	ref, _, err := e.svc.Create(e.ctx, request("imsi-"+childIMSI, 3, ask(10, 1*mib, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Update(e.ctx, ref, request("imsi-"+childIMSI, 4, ask(10, 1*mib, 1))); err != nil {
+		t.Fatal(err)
+	}
+	ops := e.fake.Ops()
+	want := []quota.GrantOp{
+		{ID: charging.StepID(ref, 10, 3), GrantID: charging.GrantID(ref, 10), Requested: 1 * mib},
+		{ID: charging.StepID(ref, 10, 4), GrantID: charging.GrantID(ref, 10), Requested: 1 * mib, Used: 1},
+	}
+	got := make([]quota.GrantOp, len(ops))
+	for i, op := range ops {
+		got[i] = quota.GrantOp{ID: op.ID, GrantID: op.GrantID, Requested: op.Requested, Used: op.Used}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("steps (-want +got):\n%s", diff)
+	}
+	if charging.StepID(ref, 10, 4) == charging.StepID(ref, 11, 4) || charging.StepID(ref, 10, 4) == charging.StepID("other", 10, 4) {
+		t.Error("step ids collide")
+	}
+}
+
+// Many sessions stepping at once keep the pool's invariant, and every
+// session's answer is its own.
+func TestConcurrentSessions(t *testing.T) {
+	e := newEnv(t)
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Go(func() {
+			sub := []string{"imsi-" + childIMSI, "msisdn-821012345678", "msisdn-821022223333"}[i%3]
+			ref, _, err := e.svc.Create(context.Background(), request(sub, 0, ask(10, 2*mib, -1)))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for seq := uint32(1); seq <= 5; seq++ {
+				resp, err := e.svc.Update(context.Background(), ref, request(sub, seq, ask(10, 2*mib, 1*mib)))
+				if err != nil || resp.InvocationSequenceNumber != seq {
+					t.Errorf("update %d: %v", seq, err)
+					return
+				}
+				if err := e.fake.Check(); err != nil {
+					t.Error(err)
+				}
+			}
+			if err := e.svc.Release(context.Background(), ref, request(sub, 6, report(10, 1*mib))); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if _, used, reserved := e.fake.Pool(family); used != 6*6*mib || reserved != 0 {
+		t.Errorf("used %d reserved %d", used, reserved)
+	}
+}
+
+// The answers as the wire carries them, against golden files checked
+// against the schema (TestGoldenFilesMatchTheSchema).
+func TestGoldenAnswers(t *testing.T) {
+	e := newEnv(t, charging.WithRedirect("https://dpcs.example.net/app/"))
+	e.clock.Add(-e.clock.Now().Sub(time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)))
+	ref, resp, err := e.svc.Create(e.ctx, readRequest(t, "request-create.json", charging.OpCreate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "response-create.json", resp)
+	e.clock.Add(5 * time.Minute)
+	if resp, err = e.svc.Update(e.ctx, ref, readRequest(t, "request-update-threshold.json", charging.OpUpdate)); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "response-update-threshold.json", resp)
+	e.clock.Add(time.Minute)
+	e.fake.Block(child, policy.BlockedAccess)
+	if resp, err = e.svc.Update(e.ctx, ref, readRequest(t, "request-update-reauthorized.json", charging.OpUpdate)); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "response-update-blocked.json", resp)
+	if err := e.svc.Release(e.ctx, ref, readRequest(t, "request-release.json", charging.OpRelease)); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = e.svc.Create(e.ctx, request("imsi-450059999999999", 0))
+	golden(t, "problem-user-unknown.json", problem(t, err).Details())
+	_, err = charging.DecodeRequest([]byte(`{"nfConsumerIdentification":{"nodeFunctionality":"SMF"},"invocationTimeStamp":"2026-11-27T10:00:00Z",
+		"invocationSequenceNumber":1,"multipleUnitUsage":[{"ratingGroup":10,"requestedUnit":{"totalVolume":-5}}]}`), charging.OpUpdate)
+	golden(t, "problem-bad-volume.json", problem(t, err).Details())
+}
+
+// Two processes answering the same invocation at once (an SMF's retry
+// reaching another instance) give the same answer and charge once.
+func TestTwoProcessesAnswerOneInvocation(t *testing.T) {
+	e := newEnv(t)
+	other := e.service(e.fake, e.st.S)
+	ref, _, err := e.svc.Create(e.ctx, request("imsi-"+childIMSI, 0, ask(10, 4*mib, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint32(1); seq <= 8; seq++ {
+		req := request("imsi-"+childIMSI, seq, ask(10, 4*mib, 1*mib))
+		var answers [4]*charging.ChargingDataResponse
+		var errs [4]error
+		var wg sync.WaitGroup
+		for i := range answers {
+			svc := e.svc
+			if i%2 == 1 {
+				svc = other
+			}
+			wg.Go(func() { answers[i], errs[i] = svc.Update(context.Background(), ref, req) })
+		}
+		wg.Wait()
+		for i := range answers {
+			if errs[i] != nil {
+				t.Fatalf("invocation %d, caller %d: %v", seq, i, errs[i])
+			}
+			if !cmp.Equal(answers[0], answers[i]) {
+				t.Errorf("invocation %d: callers answered differently: %+v, %+v", seq, answers[0], answers[i])
+			}
+		}
+		if _, used, _ := e.fake.Pool(family); used != int64(seq)*mib {
+			t.Fatalf("after invocation %d: used %d", seq, used)
+		}
+	}
+}

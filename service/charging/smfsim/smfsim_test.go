@@ -1,0 +1,94 @@
+package smfsim_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/dabom/dpcs/internal/testenv"
+	"github.com/dabom/dpcs/internal/testenv/chargertest"
+	"github.com/dabom/dpcs/internal/testenv/storetest"
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/charging"
+	"github.com/dabom/dpcs/service/charging/smfsim"
+	"github.com/dabom/dpcs/service/store"
+)
+
+const token = "smfsim-test-credential-0123456789abcdef"
+
+// Simulated SMFs open sessions, report at their thresholds, answer a
+// REAUTHORIZATION with an update, and release everything they hold when
+// stopped: the engine holds nothing afterwards and charged what they
+// reported.
+func TestSessions(t *testing.T) {
+	ctx := t.Context()
+	st := storetest.New(t, testenv.SQLite(t))
+	if _, err := st.S.CreateFamily(ctx, store.NewFamily{ID: 100, Name: "f", PlanBytes: 1 << 40}, store.System); err != nil {
+		t.Fatal(err)
+	}
+	subs := []string{"msisdn-821000010000", "msisdn-821000010001"}
+	for i, phone := range []string{"010-0001-0000", "010-0001-0001"} {
+		if _, err := st.S.AddMember(ctx, store.NewMember{ID: int64(1001 + i), FamilyID: 100, Name: "m", Phone: phone, Role: policy.RoleOwner}, store.System); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fake := chargertest.New()
+	fake.SetPool(100, 1<<40)
+	svc, err := charging.New(fake, st.S, charging.WithNotifyNetworks(true), charging.WithGrantSizes(1<<10, 256<<10, 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close(context.Background())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := charging.NewServer(charging.Handler(svc, charging.HandlerConfig{Tokens: []string{token}}), nil, nil)
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+
+	sim, err := smfsim.New(smfsim.Config{URL: "http://" + ln.Addr().String(), Token: token, Subscribers: subs, Sessions: 4,
+		NotifyAddr: "127.0.0.1:0", Rate: [2]int64{1 << 20, 2 << 20}, Lifetime: [2]time.Duration{300 * time.Millisecond, 800 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); sim.Stats().Updates < 4 || sim.Stats().Releases < 4; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats: %+v", sim.Stats())
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); sim.Stats().Open == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no session open: %+v", sim.Stats())
+		}
+	}
+	svc.Changed(100)
+	for deadline := time.Now().Add(30 * time.Second); sim.Stats().Notifications == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no REAUTHORIZATION reached the SMFs: %+v", sim.Stats())
+		}
+	}
+	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := sim.Close(closeCtx); err != nil {
+		t.Fatal(err)
+	}
+	s := sim.Stats()
+	t.Logf("stats: %+v", s)
+	if s.Open != 0 || s.Releases < s.Creates {
+		t.Errorf("sessions left open: %+v", s)
+	}
+	if n := fake.Outstanding(); n != 0 {
+		t.Errorf("%d grants still held after every session was released", n)
+	}
+	if _, used, _ := fake.Pool(100); uint64(used) != s.UsedBytes {
+		t.Errorf("charged %d, the SMFs reported %d", used, s.UsedBytes)
+	}
+	if err := fake.Check(); err != nil {
+		t.Error(err)
+	}
+}

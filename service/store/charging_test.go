@@ -1,0 +1,156 @@
+package store_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/store"
+)
+
+// Charging sessions: opened once per create key, stepped only from where
+// they were read, expired, closed and purged.
+func testChargingSessions(t *testing.T, e *env) {
+	e.Family(t, 100)
+	s := store.ChargingSession{Ref: "r1", CreateKey: "k1", FamilyID: 100, MemberID: 1001, Subscriber: "imsi-450051234567890",
+		Consumer: "smf-1", NotifyURI: "http://10.0.0.1:8080/n", LastSeq: -1, LastOp: "create",
+		Grants: []store.ChargingGrant{{RatingGroup: 10, GrantID: "g10"}}, ExpiresAt: start.Add(time.Hour)}
+	got, created, err := e.S.OpenChargingSession(e.Ctx, s)
+	if err != nil || !created || got.State != store.ChargingOpen || got.LastSeq != -1 || len(got.Grants) != 1 || !got.ExpiresAt.Equal(start.Add(time.Hour)) {
+		t.Fatalf("open: %+v %v %v", got, created, err)
+	}
+	again := s
+	again.Ref = "r2"
+	if got, created, err := e.S.OpenChargingSession(e.Ctx, again); err != nil || created || got.Ref != "r1" {
+		t.Errorf("open with the same create key: %s %v %v", got.Ref, created, err)
+	}
+	other := s
+	other.Ref, other.CreateKey = "r3", ""
+	if _, created, err := e.S.OpenChargingSession(e.Ctx, other); err != nil || !created {
+		t.Errorf("open without a key: %v %v", created, err)
+	}
+	other.Ref = "r4"
+	if _, created, err := e.S.OpenChargingSession(e.Ctx, other); err != nil || !created {
+		t.Errorf("a second open without a key: %v %v", created, err)
+	}
+	step := store.ChargingStep{Seq: 0, Op: "create", Answer: []byte(`{"a":1}`), State: store.ChargingOpen, ExpiresAt: start.Add(2 * time.Hour),
+		Grants: []store.ChargingGrant{{RatingGroup: 10, GrantID: "g10", Granted: 5, ValidUntil: start.Add(time.Hour)}}}
+	if ok, err := e.S.RecordChargingStep(e.Ctx, "r1", -1, step); err != nil || !ok {
+		t.Fatalf("record: %v %v", ok, err)
+	}
+	if ok, err := e.S.RecordChargingStep(e.Ctx, "r1", -1, step); err != nil || ok {
+		t.Errorf("record from a stale read: %v %v", ok, err)
+	}
+	got, err = e.S.ChargingSession(e.Ctx, "r1")
+	if err != nil || got.LastSeq != 0 || string(got.Answer) != `{"a":1}` || got.Grants[0].Granted != 5 || !got.Grants[0].ValidUntil.Equal(start.Add(time.Hour)) {
+		t.Errorf("after the step: %+v %v", got, err)
+	}
+	if ok, err := e.S.SetChargingGrants(e.Ctx, "r1", 0, append(got.Grants, store.ChargingGrant{RatingGroup: 20, GrantID: "g20"})); err != nil || !ok {
+		t.Errorf("set grants: %v %v", ok, err)
+	}
+	if _, err := e.S.ChargingSession(e.Ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("unknown ref: %v", err)
+	}
+	live, err := e.S.LiveChargingSessions(e.Ctx, 100, 1001)
+	if err != nil || len(live) != 3 {
+		t.Errorf("live sessions: %d %v", len(live), err)
+	}
+	if live, _ := e.S.LiveChargingSessions(e.Ctx, 100, 1002); len(live) != 0 {
+		t.Errorf("another member's live sessions: %d", len(live))
+	}
+	// r3 and r4 expire at start+1h, r1 at start+2h.
+	exp, err := e.S.ExpiredChargingSessions(e.Ctx, start.Add(90*time.Minute), 10)
+	if err != nil || len(exp) != 2 {
+		t.Fatalf("expired: %d %v", len(exp), err)
+	}
+	if ok, err := e.S.BeginClosingChargingSession(e.Ctx, "r3", -1); err != nil || !ok {
+		t.Errorf("begin closing: %v %v", ok, err)
+	}
+	if ok, _ := e.S.BeginClosingChargingSession(e.Ctx, "r3", -1); ok {
+		t.Error("began closing a closing session")
+	}
+	if exp, _ := e.S.ExpiredChargingSessions(e.Ctx, start.Add(90*time.Minute), 10); len(exp) != 2 {
+		t.Errorf("a closing session is still to sweep: %d", len(exp))
+	}
+	if err := e.S.FinishClosingChargingSession(e.Ctx, "r3"); err != nil {
+		t.Error(err)
+	}
+	if ok, _ := e.S.RecordChargingStep(e.Ctx, "r3", -1, step); ok {
+		t.Error("stepped a closed session")
+	}
+	release := store.ChargingStep{Seq: 1, Op: "release", State: store.ChargingClosed, ExpiresAt: start}
+	if ok, err := e.S.RecordChargingStep(e.Ctx, "r1", 0, release); err != nil || !ok {
+		t.Errorf("release: %v %v", ok, err)
+	}
+	if n, err := e.S.PurgeChargingSessions(e.Ctx, start, 10); err != nil || n != 0 {
+		t.Errorf("purge of sessions closed before they closed: %d %v", n, err)
+	}
+	e.Clock.Add(48 * time.Hour)
+	if n, err := e.S.PurgeChargingSessions(e.Ctx, e.Clock.Now().Add(-24*time.Hour), 10); err != nil || n != 2 {
+		t.Errorf("purge: %d %v", n, err)
+	}
+}
+
+// IMSIs: one per member, one member per IMSI, released when the member is
+// removed; found only for current family members.
+func testMemberIMSI(t *testing.T, e *env) {
+	e.Family(t, 100)
+	const imsi = "450051234567890"
+	if err := e.S.SetMemberIMSI(e.Ctx, 100, 1001, imsi, admin); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := e.S.MemberByIMSI(e.Ctx, imsi); err != nil || m.ID != 1001 {
+		t.Errorf("by imsi: %d %v", m.ID, err)
+	}
+	wantErr(t, "taken", e.S.SetMemberIMSI(e.Ctx, 100, 1002, imsi, admin), store.ErrConflict)
+	wantErr(t, "bad", e.S.SetMemberIMSI(e.Ctx, 100, 1002, "12a45", admin), store.ErrInvalid)
+	wantErr(t, "other family", e.S.SetMemberIMSI(e.Ctx, 200, 1002, "45005000000001", admin), store.ErrNotFound)
+	if err := e.S.SetMemberIMSI(e.Ctx, 100, 1001, "450050000000002", admin); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.S.MemberIMSI(e.Ctx, 1001); got != "450050000000002" {
+		t.Errorf("replaced imsi = %q", got)
+	}
+	if err := e.S.SetMemberIMSI(e.Ctx, 100, 1002, imsi, admin); err != nil {
+		t.Errorf("the freed imsi: %v", err)
+	}
+	if err := e.S.RemoveMember(e.Ctx, 100, 1002, owner); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.S.MemberByIMSI(e.Ctx, imsi); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a removed member's imsi: %v", err)
+	}
+	if err := e.S.SetMemberIMSI(e.Ctx, 100, 1001, "", admin); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.S.MemberByIMSI(e.Ctx, "450050000000002"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a cleared imsi: %v", err)
+	}
+}
+
+// MSISDNs find the member whose phone they are, however it was typed.
+func testMemberMSISDN(t *testing.T, e *env) {
+	if _, err := e.S.CreateFamily(e.Ctx, store.NewFamily{ID: 100, Name: "f", PlanBytes: 1}, admin); err != nil {
+		t.Fatal(err)
+	}
+	for id, phone := range map[int64]string{1: "010-1234-5678", 2: "+82 10 2222 3333", 3: "01033334444", 4: "+82-10-5555-6666"} {
+		if _, err := e.S.AddMember(e.Ctx, store.NewMember{ID: id, FamilyID: 100, Name: "m", Phone: phone, Role: policy.RoleOwner}, admin); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.S.AddMember(e.Ctx, store.NewMember{ID: 9, Name: "admin", Phone: "010-9999-9999", Role: policy.RoleAdmin}, admin); err != nil {
+		t.Fatal(err)
+	}
+	for msisdn, want := range map[string]int64{"821012345678": 1, "01012345678": 1, "821022223333": 2, "821033334444": 3, "821055556666": 4,
+		"821099999999": 0, "8210": 0, "": 0, "82-10": 0} {
+		m, err := e.S.MemberByMSISDN(e.Ctx, msisdn)
+		if want == 0 {
+			wantErr(t, msisdn, err, store.ErrNotFound)
+			continue
+		}
+		if err != nil || m.ID != want {
+			t.Errorf("%s: member %d %v, want %d", msisdn, m.ID, err, want)
+		}
+	}
+}
