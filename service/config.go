@@ -82,6 +82,9 @@ type Config struct {
 	// TopUpOffers (DPCS_TOPUP_OFFERS) are the top-ups the family app
 	// offers with their prices (api.ParseTopUpOffers; GET /catalog).
 	TopUpOffers string `envconfig:"TOPUP_OFFERS" default:"100MB=2200,500MB=5500,1GB=9900,3GB=19800" deployables:"server, all-in-one" desc:"the top-ups the family app offers and their prices in won, <amount>MB|GB=<won> comma-separated, at most 8; the app shows each with its price and asks before it tops up"`
+	// VATRate (DPCS_VAT_RATE, percent, default 10) is the VAT included in
+	// the offers' prices: receipts show it (api.Config.VATRate).
+	VATRate int `envconfig:"VAT_RATE" default:"10" deployables:"server, all-in-one" desc:"the VAT included in the top-up offers' prices, in percent (0 to 100); receipts and the family's history show it"`
 	// TopUps is TopUpOffers parsed.
 	TopUps []api.TopUpOffer `ignored:"true"`
 	// PushTimeout (DPCS_PUSH_TIMEOUT) bounds each push to one endpoint

@@ -480,7 +480,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		Secret: secret, Logger: log, AccessEvents: s.access, OnRequest: s.Metrics.OnRequest,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies, Streams: cfg.Streams,
 		VAPIDPublicKey: vapidPublic, AllowLoopbackPush: cfg.AllowLoopbackPush, MaxPushSubscriptions: cfg.PushMaxSubscriptions,
-		Decisions: s.Decisions, GatewayTokens: gateways, TopUpOffers: cfg.TopUps, GiftRate: cfg.Gift.Rate, OnCatalogChange: s.catalog.Set,
+		Decisions: s.Decisions, GatewayTokens: gateways, TopUpOffers: cfg.TopUps, GiftRate: cfg.Gift.Rate, VATRate: cfg.APIVATRate(), OnCatalogChange: s.catalog.Set,
 		DeadLetters: backOffice, KafkaStats: backOffice, OperationsMetrics: opsMetrics}); err != nil {
 		return nil, err
 	}

@@ -338,9 +338,12 @@ func TestConsoleStories(t *testing.T) {
 
 		var before string
 		run(t, ctx, "read the pool", chromedp.AttributeValue("#pool-remaining", "data-value", &before, nil, chromedp.ByID))
+		// An amount outside the operator's offers: the back office's, free.
+		consoleWait(t, ctx, "the offers listed", `document.querySelectorAll('select[name=offer] option').length > 1`)
 		run(t, ctx, "top up 5 MB",
+			chromedp.SetValue(`select[name=offer]`, "", chromedp.ByQuery),
 			chromedp.SendKeys(`input[name=topup]`, "5", chromedp.ByQuery),
-			chromedp.Click(`form:has(input[name=topup]) button[type=submit]`, chromedp.ByQuery))
+			chromedp.Click(`#topup-form button[type=submit]`, chromedp.ByQuery))
 		b0, _ := strconv.ParseInt(before, 10, 64)
 		consoleWait(t, ctx, "the pool 5 MB larger", fmt.Sprintf(`document.querySelector('#pool-remaining').dataset.value === '%d'`, b0+5<<20))
 		var fam struct {
