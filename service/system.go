@@ -186,6 +186,7 @@ type System struct {
 	rdb       redis.UniversalClient
 	access    *api.RedisAccessEvents
 	live      *notify.RedisBridge
+	weekly    *WeeklySummaries
 	workers   *Workers
 	producer  *kgo.Client
 	// backOffice is the API's dead-letter browser and Kafka statistics.
@@ -349,7 +350,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if err != nil {
 		return nil, err
 	}
-	pushOpt, vapidPublic, err := cfg.systemPush(ctx, s.Store, log)
+	pushOpt, pushChannel, vapidPublic, err := cfg.systemPush(ctx, s.Store, log)
 	if err != nil {
 		return nil, err
 	}
@@ -461,6 +462,17 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	}
 	if err := s.Metrics.WatchStreams(s.API.OpenStreams); err != nil {
 		return nil, err
+	}
+	// The owners' weekly summary, at the operator's time.
+	if cfg.WeeklyAt != nil {
+		var push notify.Channel
+		if cfg.Pushes(notify.KindWeeklySummary) {
+			push = pushChannel
+		}
+		if s.weekly, err = NewWeeklySummaries(s.Store, inbox, s.live, push, *cfg.WeeklyAt, cfg.Zone, log); err != nil {
+			return nil, err
+		}
+		s.weekly.Start()
 	}
 	// The API address serves the probes too; the metrics only the admin
 	// address does: they are the operator's, not the public's
@@ -685,6 +697,9 @@ func (s *System) close(ctx context.Context) error {
 	}
 	if s.access != nil {
 		errs = append(errs, s.access.Close())
+	}
+	if s.weekly != nil {
+		s.weekly.Close()
 	}
 	if s.live != nil {
 		errs = append(errs, s.live.Close())
