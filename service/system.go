@@ -168,6 +168,9 @@ type System struct {
 	Simulator *simulate.Simulator
 	// Hub carries live notifications (for SSE subscribers).
 	Hub *notify.Hub
+	// Weekly sends the owners' weekly summaries (nil when
+	// DPCS_WEEKLY_SUMMARY is off).
+	Weekly *WeeklySummaries
 	// Rebuild is what the start-time rebuild of Redis from SQL did (zero
 	// when none ran). Families it could not restore are logged and listed
 	// here, and the system runs without them: Redis does not know their
@@ -186,7 +189,6 @@ type System struct {
 	rdb       redis.UniversalClient
 	access    *api.RedisAccessEvents
 	live      *notify.RedisBridge
-	weekly    *WeeklySummaries
 	workers   *Workers
 	producer  *kgo.Client
 	// backOffice is the API's dead-letter browser and Kafka statistics.
@@ -469,10 +471,10 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		if cfg.Pushes(notify.KindWeeklySummary) {
 			push = pushChannel
 		}
-		if s.weekly, err = NewWeeklySummaries(s.Store, inbox, s.live, push, *cfg.WeeklyAt, cfg.Zone, log); err != nil {
+		if s.Weekly, err = NewWeeklySummaries(s.Store, inbox, s.live, push, *cfg.WeeklyAt, cfg.Zone, log); err != nil {
 			return nil, err
 		}
-		s.weekly.Start()
+		s.Weekly.Start()
 	}
 	// The API address serves the probes too; the metrics only the admin
 	// address does: they are the operator's, not the public's
@@ -698,8 +700,8 @@ func (s *System) close(ctx context.Context) error {
 	if s.access != nil {
 		errs = append(errs, s.access.Close())
 	}
-	if s.weekly != nil {
-		s.weekly.Close()
+	if s.Weekly != nil {
+		s.Weekly.Close()
 	}
 	if s.live != nil {
 		errs = append(errs, s.live.Close())
