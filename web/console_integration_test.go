@@ -377,10 +377,12 @@ func TestConsoleStories(t *testing.T) {
 		edit := fmt.Sprintf(`tr[data-template="%d"] button[data-edit]`, tpl.ID)
 		consoleWait(t, ctx, "the template in the list", fmt.Sprintf(`!!document.querySelector(%q)`, edit))
 		browsertest.CheckAccessibility(t, ctx, "console-templates")
+		// Typed, with its unit (#38: the rules were KEY=bytes lines).
 		run(t, ctx, "edit the template",
 			chromedp.Click(edit, chromedp.ByQuery),
-			chromedp.WaitVisible(`#template-editor textarea`, chromedp.ByQuery),
-			chromedp.SetValue(`#template-editor textarea`, "LIMIT:DATA:MONTHLY=524288000\nBLOCK:TIME:START=2200\nBLOCK:TIME:END=0700", chromedp.ByQuery),
+			chromedp.WaitVisible(`#template-editor #pf-monthly-amount`, chromedp.ByQuery),
+			chromedp.SetValue(`#template-editor #pf-monthly-amount`, "500", chromedp.ByQuery),
+			chromedp.SetValue(`#template-editor #pf-monthly-unit`, "MB", chromedp.ByQuery),
 			chromedp.Click(`#template-editor button[type=submit]`, chromedp.ByQuery))
 		// The list says the rules in words ("월 한도: 500 MB"), the keys kept in data-rule.
 		consoleWait(t, ctx, "the saved template in the list", fmt.Sprintf(`document.querySelector('tr[data-template="%d"] [data-rule="LIMIT:DATA:MONTHLY=524288000"]')?.textContent === '월 한도: 500 MB'`, tpl.ID))
