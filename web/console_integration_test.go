@@ -378,9 +378,10 @@ func TestConsoleStories(t *testing.T) {
 		consoleWait(t, ctx, "the template in the list", fmt.Sprintf(`!!document.querySelector(%q)`, edit))
 		browsertest.CheckAccessibility(t, ctx, "console-templates")
 		// Typed, with its unit (#38: the rules were KEY=bytes lines).
+		run(t, ctx, "open the template's editor", chromedp.Click(edit, chromedp.ByQuery),
+			chromedp.WaitVisible(`#template-editor #pf-monthly-amount`, chromedp.ByQuery))
+		browsertest.CheckAccessibility(t, ctx, "console-template-editor")
 		run(t, ctx, "edit the template",
-			chromedp.Click(edit, chromedp.ByQuery),
-			chromedp.WaitVisible(`#template-editor #pf-monthly-amount`, chromedp.ByQuery),
 			chromedp.SetValue(`#template-editor #pf-monthly-amount`, "500", chromedp.ByQuery),
 			chromedp.SetValue(`#template-editor #pf-monthly-unit`, "MB", chromedp.ByQuery),
 			chromedp.Click(`#template-editor button[type=submit]`, chromedp.ByQuery))

@@ -136,6 +136,7 @@ func TestWordsPeopleRead(t *testing.T) {
 			}
 		}
 		t.Logf("%s: %d texts read", screen, len(texts))
+		browsertest.CheckAccessibility(t, ctx, screen)
 	}
 
 	// The family app, on each person's phone.
