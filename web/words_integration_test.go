@@ -96,6 +96,9 @@ func TestWordsPeopleRead(t *testing.T) {
 	}
 	sys.Call(t, owner, http.MethodPost, famPath+"/members", map[string]any{"name": "할머니"}, &added, http.StatusCreated)
 	call(owner, http.MethodDelete, fmt.Sprintf("%s/members/%d", famPath, added.CustomerID), nil, http.StatusNoContent)
+	// A long name must not widen a phone's page (#38: 730 px).
+	call(owner, http.MethodPost, famPath+"/members", map[string]any{"name": "김수한무거북이와두루미삼천갑자동방삭치치카포사리사리센타워리워리세브리깡무두셀라구름이허리케인담벼락"},
+		http.StatusCreated)
 	call(admin, http.MethodPut, fmt.Sprintf("/admin/families/%d/plan", fam), map[string]any{"planBytes": 20 * mib})
 	call(admin, http.MethodPost, "/admin/policy-templates", map[string]any{"name": "게임 없는 평일", "type": "LIMIT", "requireRole": "MEMBER", "active": true,
 		"defaultRules": map[string]string{"BLOCK:CATEGORY:GAME": "1", "BLOCK:APP:com.roblox.client": "1", "LIMIT:DATA:DAILY": strconv.Itoa(300 * mib)}},
@@ -137,6 +140,11 @@ func TestWordsPeopleRead(t *testing.T) {
 		}
 		t.Logf("%s: %d texts read", screen, len(texts))
 		browsertest.CheckAccessibility(t, ctx, screen)
+		var wide struct{ Page, Window int }
+		browsertest.Run(t, ctx, "measure "+screen, chromedp.Evaluate(`({Page: document.documentElement.scrollWidth, Window: window.innerWidth})`, &wide))
+		if wide.Page > wide.Window {
+			problems = append(problems, fmt.Sprintf("%s: the page is %d px wide in a %d px window", screen, wide.Page, wide.Window))
+		}
 	}
 
 	// The family app, on each person's phone.
@@ -150,7 +158,7 @@ func TestWordsPeopleRead(t *testing.T) {
 		browsertest.Run(t, ctx, "open "+hash, chromedp.Navigate(sys.URL+"/app/"+hash))
 	}
 	dad := phone(sys.Owner, sys.Password)
-	read(dad, "app: owner's dashboard", `document.querySelectorAll('#members li.member').length === 4 && !!document.querySelector('#requests li')`)
+	read(dad, "app: owner's dashboard", `document.querySelectorAll('#members li.member').length === 5 && !!document.querySelector('#requests li')`)
 	goTo(dad, fmt.Sprintf("#/usage/%d", child))
 	read(dad, "app: child's usage", `!!document.querySelector('#chart-app')`)
 	goTo(dad, "#/inbox")
@@ -188,7 +196,7 @@ func TestWordsPeopleRead(t *testing.T) {
 	}
 	open("#/search?q="+sys.Child.Phone, "console: search by a child's phone", `!!document.querySelector('#search-results [data-matched]')`)
 	open(fmt.Sprintf("#/family/%d?member=%d", fam, child), "console: the family, the child's policies",
-		`!!document.querySelector('#policy-form') && !!document.querySelector('#notes-list') && document.querySelectorAll('tr[data-member]').length === 4`)
+		`!!document.querySelector('#policy-form') && !!document.querySelector('#notes-list') && document.querySelectorAll('tr[data-member]').length === 5`)
 	open(fmt.Sprintf("#/family/%d?member=%d", fam, sys.Owner2.ID), "console: the giver's policies", `!!document.querySelector('#policy-form')`)
 	open("#/templates", "console: templates", `!!document.querySelector('[data-edit]')`)
 	open(fmt.Sprintf("#/audit?familyId=%d", fam), "console: the family's audit log", `document.querySelectorAll('tr[data-audit]').length >= 10`)

@@ -31,7 +31,8 @@ export async function auditScreen(root, { query }) {
   };
   const tbody = h("tbody");
   const more = h("div");
-  fill(out, h("section", { class: "card" }, h("table", {},
+  // Wide diffs scroll inside the card; the page keeps the window's width.
+  fill(out, h("section", { class: "card table-scroll" }, h("table", {},
     h("caption", {}, t("auditCaption")),
     h("thead", {}, h("tr", {}, [t("colWhen"), t("colActor"), t("colAction"), t("colTarget"), t("colFamily"), t("colBeforeAfter")].map((c) => h("th", { scope: "col" }, c)))),
     tbody), more));
