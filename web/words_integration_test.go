@@ -128,6 +128,11 @@ func TestWordsPeopleRead(t *testing.T) {
 	})
 
 	var problems []string
+	// The screens kept as screenshots (make screenshots).
+	shots := map[string]string{"app: owner's inbox": "app-inbox-weekly", "app: owner's dashboard": "app-dashboard-requests",
+		"app: an unknown app's screen": "app-app-unknown", "app: the blocked child's block screen": "app-block-parent",
+		"console: search by a child's phone": "console-search-matched", "console: the family, the child's policies": "console-family-logins",
+		"console: the family's audit log": "console-audit-words", "console: dead letters": "console-dead-letters-words"}
 	read := func(ctx context.Context, screen, ready string) {
 		t.Helper()
 		waitJS(t, ctx, screen, 15*time.Second, ready, `location.hash + ' ' + document.querySelector('main')?.innerText`)
@@ -140,6 +145,9 @@ func TestWordsPeopleRead(t *testing.T) {
 		}
 		t.Logf("%s: %d texts read", screen, len(texts))
 		browsertest.CheckAccessibility(t, ctx, screen)
+		if name := shots[screen]; name != "" {
+			browsertest.Screenshot(t, ctx, name)
+		}
 		var wide struct{ Page, Window int }
 		browsertest.Run(t, ctx, "measure "+screen, chromedp.Evaluate(`({Page: document.documentElement.scrollWidth, Window: window.innerWidth})`, &wide))
 		if wide.Page > wide.Window {
