@@ -74,7 +74,7 @@ func WeekBefore(t time.Time, loc *time.Location) (from, to time.Time, week strin
 // Web Push. It runs in the API deployables; each family's summary of a week
 // is stored once (the inbox's dedupe key), and only the process that stored
 // it sends it on, so several servers send it once. A process started after
-// this week's time sends what is missing at once. Close stops it.
+// this week's time sends what is missing a minute later. Close stops it.
 type WeeklySummaries struct {
 	st    *store.Store
 	inbox notify.Store
@@ -84,6 +84,9 @@ type WeeklySummaries struct {
 	loc   *time.Location
 	now   func() time.Time
 	log   *slog.Logger
+	// catchUp is how long a process waits after it starts before it sends
+	// a week's missing summaries: a starting server has its own work first.
+	catchUp time.Duration
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -109,21 +112,29 @@ func NewWeeklySummaries(st *store.Store, inbox notify.Store, live LivePublisher,
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &WeeklySummaries{st: st, inbox: inbox, live: live, push: push, at: at, loc: loc, now: time.Now, log: log}, nil
+	return &WeeklySummaries{st: st, inbox: inbox, live: live, push: push, at: at, loc: loc, now: time.Now, log: log, catchUp: time.Minute}, nil
 }
 
-// Start runs the job in a goroutine of its own until Close: at once for a
-// week whose time has passed (what is missing is sent), then at every
-// weekly time.
+// Start runs the job in a goroutine of its own until Close: a minute
+// after the start for a week whose time has passed (what is missing is
+// sent), then at every weekly time.
 func (w *WeeklySummaries) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel, w.done = cancel, make(chan struct{})
 	go func() {
 		defer close(w.done)
 		// The week in which a process starts after the time: its summaries
-		// may be missing (no process ran then).
+		// may be missing (no process ran then). Sent a minute after the
+		// start, not in the middle of it.
 		if now := w.now(); w.at.Next(now.AddDate(0, 0, -7), w.loc).Before(now) {
-			w.run(ctx, now)
+			t := time.NewTimer(w.catchUp)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			w.run(ctx, w.now())
 		}
 		for {
 			next := w.at.Next(w.now(), w.loc)

@@ -163,9 +163,10 @@ func TestWeeklySummaries(t *testing.T) {
 		t.Error("a member sees the weekly summary live")
 	}
 
-	// Started after the week's time, the job sends what is missing and stops.
+	// Started after the week's time, the job sends what is missing (once:
+	// nothing here) after its catch-up delay, and stops when closed.
 	j := job()
-	j.now = func() time.Time { return monday.Add(2 * time.Hour) }
+	j.now, j.catchUp = func() time.Time { return monday.Add(2 * time.Hour) }, 0
 	j.Start()
 	j.Close()
 	j.Close()
