@@ -199,7 +199,7 @@ func TestFamilyApp(t *testing.T) {
 		`document.querySelector('#daily-card')?.innerText`)
 	browsertest.CheckAccessibility(t, owner, "app-limit-below-use")
 	browsertest.Screenshot(t, owner, "app-limit-below-use")
-	browsertest.Run(t, owner, "keep the limit", chromedp.Click("#daily-card .confirm-no", chromedp.ByQuery))
+	browsertest.Run(t, owner, "keep the limit", chromedp.Evaluate(`document.querySelector('#daily-card .confirm-no').click()`, nil))
 	browsertest.Run(t, owner, "type 0", chromedp.SetValue("#daily-amount", "0", chromedp.ByID), chromedp.Click("#daily-set", chromedp.ByID))
 	waitJS(t, owner, "0 is asked about first", 5*time.Second, `!!document.querySelector('#daily-card .confirm')?.textContent.includes('데이터를 전혀 쓸 수 없어요')`,
 		`document.querySelector('#daily-card')?.innerText`)
@@ -208,7 +208,7 @@ func TestFamilyApp(t *testing.T) {
 	}
 	browsertest.CheckAccessibility(t, owner, "app-limit-confirm")
 	browsertest.Screenshot(t, owner, "app-limit-confirm")
-	browsertest.Run(t, owner, "confirm 0", chromedp.Click("#daily-card .confirm-yes", chromedp.ByQuery))
+	browsertest.Run(t, owner, "confirm 0", chromedp.Evaluate(`document.querySelector('#daily-card .confirm-yes').click()`, nil))
 	waitAPI(t, "the daily limit is 0", 5*time.Second, func() (bool, string) { r := rules(); return r["LIMIT:DATA:DAILY"] == "0", fmt.Sprint(r) })
 	waitJS(t, owner, "0 shown in the card", 5*time.Second, `document.querySelector('#daily-value')?.textContent === '0 B' && !document.querySelector('#daily-card .confirm')`,
 		`document.querySelector('#daily-card')?.innerText`)
@@ -616,7 +616,7 @@ func TestFamilyApp(t *testing.T) {
 	}
 	browsertest.Run(t, owner, "show the top-up card", chromedp.ScrollIntoView("#topup", chromedp.ByID))
 	browsertest.Screenshot(t, owner, "app-topup-confirm")
-	browsertest.Run(t, owner, "confirm the top-up", chromedp.Click("#topup .confirm-yes", chromedp.ByQuery))
+	browsertest.Run(t, owner, "confirm the top-up", chromedp.Evaluate(`document.querySelector('#topup .confirm-yes').click()`, nil))
 	waitJS(t, owner, "the top-up said in its card", 5*time.Second, `!!document.querySelector('#topup-note')?.textContent.includes('충전했습니다 (9,900원, 휴대폰 요금에 합산)')`,
 		`document.querySelector('#topup')?.innerText`)
 	waitAPI(t, "the pool grew by 1 GB", 5*time.Second, func() (bool, string) { n := poolTotal(); return n == total+1<<30, fmt.Sprint(n) })
@@ -656,7 +656,7 @@ func TestFamilyApp(t *testing.T) {
 	browsertest.Run(t, owner, "show the gift card", chromedp.ScrollIntoView("#gift", chromedp.ByID))
 	browsertest.Screenshot(t, owner, "app-gift-confirm")
 	start = time.Now()
-	browsertest.Run(t, owner, "confirm the gift", chromedp.Click("#gift .confirm-yes", chromedp.ByQuery))
+	browsertest.Run(t, owner, "confirm the gift", chromedp.Evaluate(`document.querySelector('#gift .confirm-yes').click()`, nil))
 	waitJS(t, owner, "the gift said in its card", 5*time.Second, `!!document.querySelector('#gift-note')?.textContent.includes('자녀1님에게 300 MB를 선물했어요')`,
 		`document.querySelector('#gift')?.innerText`)
 	t.Logf("gift confirmed → said on the owner's phone: %v", time.Since(start).Round(time.Millisecond))

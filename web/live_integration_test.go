@@ -158,5 +158,7 @@ func TestFamilyLive(t *testing.T) {
 		sys.Call(t, owner, http.MethodPost, fmt.Sprintf("/families/%d/members", fam), map[string]any{"name": "자녀4"}, &added, http.StatusCreated)
 	}, `document.querySelectorAll('#member-admin li').length === 5`, `document.querySelector('#member-admin')?.innerText`)
 
+	browsertest.Screenshot(t, kid, "app-live-child")
+	browsertest.Screenshot(t, mom, "app-live-controls")
 	t.Logf("live changes on another phone (SSE FAMILY_CHANGED → the screen read again):\n%s", strings.Join(measured, "\n"))
 }

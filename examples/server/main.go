@@ -207,11 +207,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	push, err := cfg.WebPushOptions(db, log)
+	pushOpt, pushChannel, err := cfg.WebPush(db, log)
 	if err != nil {
 		return err
 	}
-	nopts = append(nopts, push...)
+	if pushOpt != nil {
+		nopts = append(nopts, pushOpt)
+	}
 	notifier, err := notify.New(inbox, hub, slices.Concat(kopts, service.KafkaHooks(reg, "notifier"), service.TracingKafkaOpts(tp)),
 		append(nopts, notify.WithLogger(log), notify.WithHooks(metrics.NotifierHooks()), notify.WithTracerProvider(tp),
 			notify.WithNames(st), notify.WithApps(st))...)
@@ -312,6 +314,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	if err := metrics.WatchStreams(apiServer.OpenStreams); err != nil {
 		return err
+	}
+	// The owners' weekly summary, at the operator's time: every server runs
+	// it, each family's week is sent once.
+	if cfg.WeeklyAt != nil {
+		var ch notify.Channel
+		if pushChannel != nil && cfg.Pushes(notify.KindWeeklySummary) {
+			ch = pushChannel
+		}
+		weekly, err := service.NewWeeklySummaries(st, inbox, live, ch, *cfg.WeeklyAt, cfg.Zone, log)
+		if err != nil {
+			return err
+		}
+		weekly.Start()
+		defer weekly.Close()
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", apiServer.Handler())

@@ -308,6 +308,7 @@ func New(cfg Config) (*Server, error) {
 	a.registerVersion()
 	a.registerDecisions()
 	a.registerCatalog()
+	a.registerLogins()
 	a.registerGifts()
 	a.registerNotes()
 	if !cfg.NoWeb {

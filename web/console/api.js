@@ -144,6 +144,8 @@ export const memberUsage = (familyId, customerId, period = "month") =>
 export const catalog = () => call("GET", "/catalog");
 export const putApp = (appId, app) => call("PUT", `/admin/catalog/apps/${enc(appId)}`, app);
 export const deleteApp = (appId) => call("DELETE", `/admin/catalog/apps/${enc(appId)}`);
+/** familyLogins: each member's logins, locked or with the attempts left (GET /admin/families/{id}/logins). */
+export const familyLogins = (familyId) => call("GET", `/admin/families/${enc(familyId)}/logins`);
 /** unknownApps: the apps in recent traffic the catalog does not name (GET /admin/catalog/unknown-apps). */
 export const unknownApps = () => call("GET", "/admin/catalog/unknown-apps");
 

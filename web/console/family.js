@@ -23,8 +23,10 @@ export async function familyScreen(root, { args, query }) {
   fill(root, header, h("div", { class: "grid" }, pool, money), membersCard, historyCard, notesCard, editor, usage);
 
   async function reload() {
-    const [dash, list] = await Promise.all([api.dashboard(familyId), api.members(familyId)]);
+    const [dash, list, logins] = await Promise.all([api.dashboard(familyId), api.members(familyId),
+      api.familyLogins(familyId).catch(() => null)]);
     const phones = new Map((list.members || []).map((m) => [m.customerId, m]));
+    for (const l of (logins && logins.members) || []) if (phones.has(l.customerId)) phones.get(l.customerId).login = l;
     fill(header, h("p", {}, h("a", { href: "#/search" }, t("backToSearch"))),
       h("h1", {}, `${dash.name} `, h("span", { class: "muted" }, `#${dash.familyId}`)));
     renderPool(pool, dash);
@@ -91,6 +93,9 @@ function renderMembers(card, dash, phones, state, reload, openEditor) {
     return h("tr", { class: state.editing === m.customerId ? "selected" : undefined, "data-member": m.customerId },
       h("th", { scope: "row" }, m.name, h("div", { class: "muted mono" }, `#${m.customerId}`)),
       h("td", { class: "nowrap" }, info.phone || h("span", { class: "muted" }, "—")),
+      // The login as the agent on the phone needs it (#38): locked, or
+      // how many tries are left, by number and by phone.
+      h("td", { "data-login": m.customerId }, loginWords(info.login)),
       h("td", {}, h("span", { "data-read": "" }, roleWords(m.role)),
         h("div", { class: "actions", "data-write": "" }, role.wrap,
           h("button", { type: "button", class: "secondary", "aria-label": t("setRoleOf", { name: m.name }), "data-set-role": m.customerId,
@@ -125,9 +130,19 @@ function renderMembers(card, dash, phones, state, reload, openEditor) {
         (m) => t("added", { name: m.name, id: m.customerId }));
     } }, name.wrap, phone.wrap, pw.wrap, role.wrap, h("div", {}, h("button", { type: "submit" }, t("addMember"))));
   fill(card, h("h2", { id: "members-h" }, t("membersTitle")),
-    table(null, [t("colMember"), t("colPhone"), t("colRole"), t("colStanding"), [t("colToday"), "num"], [t("colMonth"), "num"],
+    table(null, [t("colMember"), t("colPhone"), t("colLogin"), t("colRole"), t("colStanding"), [t("colToday"), "num"], [t("colMonth"), "num"],
       [t("colShare"), "num"], [t("colPolicyVersion"), "num"], t("colActions")], rows),
     h("h3", { "data-write": "" }, t("addMember")), add);
+}
+
+// loginWords says a member's logins: locked (for how long) or the tries
+// left; a parent resets a child's password in the app.
+function loginWords(l) {
+  if (!l) return h("span", { class: "muted" }, "—");
+  const one = (s, by) => (s.lockedSeconds > 0
+    ? h("div", { class: "bad-text" }, t("loginLocked", { by, min: Math.ceil(s.lockedSeconds / 60) }))
+    : h("div", { class: s.attemptsLeft < 10 ? "warn-text" : "muted" }, t("loginTries", { by, n: s.attemptsLeft })));
+  return [one(l.byId, t("loginById")), l.byPhone ? one(l.byPhone, t("loginByPhone")) : null];
 }
 
 function renderMoney(box, dash, reload) {

@@ -328,7 +328,7 @@ export async function controlsView(root, [cid, focus]) {
         const blocked = pol.rules[key] === '1' || pol.rules[ckey] === '1';
         const allow = blocked ? h('button.small', { type: 'button', id: `allow-${idAttr}`, 'aria-label': `${appName(a, a.id)}: ${t('allowAppNow')}`,
           onclick: (e) => { e.currentTarget.disabled = true; grant('APP', 'apps', a.id); } }, t('allowAppNow')) : null;
-        return h('li', box, h('label', { for: idAttr, title: a.id }, a.icon ? h('span.app-icon', { 'aria-hidden': 'true' }, a.icon) : null, appName(a, a.id)), allow ? ' ' : null, allow);
+        return h('li', box, h('label', { for: idAttr }, a.icon ? h('span.app-icon', { 'aria-hidden': 'true' }, a.icon) : null, appName(a, a.id)), allow ? ' ' : null, allow);
       });
       return h('fieldset.apps', h('legend', t(`cat.${c}`)),
         h('div.row', cbox, h('label', { for: `block-cat-${c}` }, t('blockCategory', { cat: t(`cat.${c}`) }))),

@@ -534,6 +534,13 @@ export async function usageView(root, [cid]) {
 
 // ---------------------------------------------------------------- inbox
 
+// weekTable is a weekly summary's members: use and blocks, most used first.
+function weekTable(w) {
+  return h('table.week', h('caption.sr-only', t('weekCaption', { from: w.from, to: w.to })),
+    h('thead', h('tr', h('th', { scope: 'col' }, t('name')), h('th', { scope: 'col' }, t('weekUsed')), h('th', { scope: 'col' }, t('weekBlocked')))),
+    h('tbody', w.members.map((m) => h('tr', h('th', { scope: 'row' }, m.name), h('td', fmtBytes(m.usedBytes)), h('td', String(m.blocked || 0))))));
+}
+
 export async function inboxView(root) {
   const s = me();
   // A request's top-up is priced from the catalog's offers.
@@ -554,6 +561,8 @@ export async function inboxView(root) {
     const alert = n.kind === 'THRESHOLD_ALERT' ? n.payload?.thresholdPercent : null;
     const body = alert && !isOwner() ? t('thresholdMember', { pct: alert }) : n.body;
     if (alert && isOwner()) answer.append(h('a.button.small.primary', { href: '#/controls/0/topup', id: `note-topup-${n.id}` }, t('topupNow')));
+    // A weekly summary: each member's week as a table.
+    if (n.kind === 'WEEKLY_SUMMARY' && Array.isArray(n.payload?.members)) answer.append(weekTable(n.payload));
     const li = h(`li.note${n.readAt ? '' : '.unread'}`, { id: `note-${n.id}`, 'data-kind': n.kind },
       h('div.note-head', h('strong', n.title), n.readAt ? null : h('span.badge-status.st-new', t('unread'))),
       h('p', body), answer, h('p.muted', fmtTime(n.createdAt)), read);
