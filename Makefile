@@ -6,10 +6,12 @@ PKGS     ?= ./...
 # -rapid.checks only to packages whose tests use rapid).
 # Extra flags for go test, e.g. `make test TESTFLAGS=-v`.
 TESTFLAGS ?=
-# Sequences the rapid property tests run in `make test` / `make integration`.
+# Sequences the rapid property tests run in `make check` / `make integration`
+# (full strength), and in `make test` (the quick run).
 RAPID_CHECKS ?= 1000
+TEST_RAPID_CHECKS ?= 100
 
-.PHONY: help all run test integration e2e chaos bench bench-pipeline bench-recovery bench-peers cover lint fuzz release screenshots clean
+.PHONY: help all run test check integration e2e chaos bench bench-pipeline bench-recovery bench-peers cover lint fuzz release screenshots clean
 
 # A bare `make` runs all; help is listed first.
 .DEFAULT_GOAL := all
@@ -33,17 +35,29 @@ all: lint test
 run:
 	$(GO) run ./examples/dpcs
 
-## test: every test that needs no external server (miniredis, kfake, rapid), with -race.
+## test: the quick run (≤ 5 min warm on 2 cores): every test that needs no
+## external server (miniredis, kfake, SQLite), with -race and -short — rapid at
+## TEST_RAPID_CHECKS (100) sequences; the whole-system runs (the stories, the
+## all-in-one under traffic) skipped. `make check` is the deep run.
 test:
-	RAPID_CHECKS=$(RAPID_CHECKS) bash scripts/gotest.sh -race -count=1 -timeout 30m $(TESTFLAGS)
+	RAPID_CHECKS=$(TEST_RAPID_CHECKS) bash scripts/gotest.sh -race -short -count=1 -timeout 30m $(TESTFLAGS)
 
-## integration: real redis-server (single + 3-node cluster), MariaDB and kcat on loopback.
+## check: the deep run without servers: every test `make test` runs and the
+## ones it skips, rapid at RAPID_CHECKS (1,000) sequences, with -race.
+## (`make integration`, which CI runs, is this plus real servers.)
+check:
+	RAPID_CHECKS=$(RAPID_CHECKS) bash scripts/gotest.sh -race -count=1 -timeout 40m $(TESTFLAGS)
+
+## integration: `make check` (every package's tests but e2e's, which
+## `make e2e` runs; -race, rapid at 1,000 sequences) plus the integration
+## tests on real redis-server (single, replica, 3-node cluster), MariaDB and
+## kcat on loopback. CI's deep run.
 integration:
 	RAPID_CHECKS=$(RAPID_CHECKS) bash scripts/integration.sh
 
 ## e2e: the acceptance stories 1–6 (doc/testing.md) against the whole system,
 ## embedded and on real redis-server (single + 3-node cluster) and MariaDB.
-## (`make test` runs the embedded form too.)
+## (`make check` runs the embedded form too.)
 e2e:
 	bash scripts/e2e.sh
 

@@ -99,10 +99,10 @@ func loadConfig(t *testing.T) config {
 	num("DPCS_CHAOS_KAFKA_PORT", func(f float64) { c.KafkaPort = int(f) }, 1024, 65533)
 	num("DPCS_CHAOS_REDIS_PORT", func(f float64) { c.RedisPort = int(f) }, 1024, 65535)
 	num("DPCS_CHAOS_MYSQL_PORT", func(f float64) { c.MySQLPort = int(f) }, 1024, 65535)
-	// Twelve steps of at least 4 s (a rebalance takes about a heartbeat, 3 s)
+	// Fourteen steps of at least 4 s (a rebalance takes about a heartbeat, 3 s)
 	// around the Redis and MariaDB outages.
-	if min := c.MySQLDown + c.RedisDown + 48*time.Second; c.Duration < min {
-		errs = append(errs, fmt.Errorf("DPCS_CHAOS_DURATION: at least DPCS_CHAOS_MYSQL_DOWN + DPCS_CHAOS_REDIS_DOWN + 48s = %s, got %s", min, c.Duration))
+	if min := c.MySQLDown + c.RedisDown + 56*time.Second; c.Duration < min {
+		errs = append(errs, fmt.Errorf("DPCS_CHAOS_DURATION: at least DPCS_CHAOS_MYSQL_DOWN + DPCS_CHAOS_REDIS_DOWN + 56s = %s, got %s", min, c.Duration))
 	}
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
@@ -663,7 +663,7 @@ func (h *harness) startTraffic() (*Traffic, *simulate.Simulator) {
 func (h *harness) faults(sim *simulate.Simulator) {
 	cfg := h.cfg
 	M, R := cfg.MySQLDown, cfg.RedisDown
-	u := (cfg.Duration - M - R) / 12
+	u := (cfg.Duration - M - R) / 14
 
 	// Rebalance: 1 → 3 → 2 → 3 processors.
 	h.at(1 * u)
@@ -722,6 +722,15 @@ func (h *harness) faults(sim *simulate.Simulator) {
 	// are restored (on touch and by the sweep).
 	h.at(11*u + R + M)
 	h.redisEmptySQLDown()
+
+	// A replica a second behind takes over, under the gateways' decisions
+	// and the owners' top-ups.
+	h.at(12*u + R + M)
+	h.redisFailover()
+
+	// Redis comes back from a snapshot a second old.
+	h.at(13*u + R + M)
+	h.redisYoungSnapshot()
 }
 
 // committed sums the processor group's committed offsets.

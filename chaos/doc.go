@@ -26,8 +26,10 @@
 //     redis-server on the same port and AOF directory (stale as well: a
 //     restart cannot be told from one that lost writes), stops MariaDB for
 //     30 s, restarts redis-server empty and then from an RDB snapshot taken
-//     seconds earlier, each time waiting until one processor rebuilt Redis
-//     from SQL and the group commits again;
+//     seconds earlier, has a replica detached a second before the master is
+//     killed take its place, restarts it from a snapshot a second old, each
+//     time waiting until one processor rebuilt Redis from SQL and the group
+//     commits again;
 //  5. stops traffic, waits until every distinct event is in usage_record and
 //     every consumer group has caught up, and checks recovery.CheckInvariants,
 //     one row per produced event, one QUOTA_UPDATED or CUSTOMER_BLOCKED per

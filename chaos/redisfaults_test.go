@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dabom/dpcs/e2e"
 	"github.com/dabom/dpcs/service/store"
 )
@@ -252,4 +254,93 @@ func (h *harness) awaitRecovery(what string, f redisFault) {
 	h.timing("%s: %d processors paused, 1 rebuilt from SQL, %d waited for it; redis_state: %d families in %s, generation named %s after Redis answered%s; judging again %s after Redis answered, every family restored %s after",
 		what, stale, waited, st.Families, st.Duration, st.RebuiltAt.Sub(back).Round(100*time.Millisecond), figures,
 		judging.Round(100*time.Millisecond), swept.Round(100*time.Millisecond))
+}
+
+// replicaLag is how far behind the master the replica that takes over in
+// redisFailover is, and how old the snapshot of redisYoungSnapshot.
+const replicaLag = time.Second
+
+// redisFailover starts a replica of redis-server, waits until it holds
+// everything, detaches it (REPLICAOF NO ONE: it lags from now on), lets the
+// processors, the gateways and the owners' top-ups go on for replicaLag,
+// then kills the master and puts the replica's data in its place (the
+// address the deployables use, as a failover's virtual address would):
+// a replica a second behind took over. Nothing answered may be lost —
+// the node is not the one the generation was named on, so it is stale
+// before the next decision and rebuilt from SQL.
+func (h *harness) redisFailover() {
+	h.t.Helper()
+	ports, err := FreePorts(1)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if p := h.cfg.RedisPort; p != 0 {
+		ports[0] = p + 1 // DPCS_CHAOS_REDIS_PORT's neighbour
+	}
+	replica, err := NewRedis(h.redis.Bin, filepath.Join(h.dir, "redis-replica"), ports[0])
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	replica.ReplicaOf = fmt.Sprintf("127.0.0.1 %d", h.redis.Port)
+	if err := replica.Start(h.ctx); err != nil {
+		h.t.Fatal(err)
+	}
+	h.addServer(replica.Process())
+	rc := redis.NewClient(&redis.Options{Addr: replica.Addr()})
+	defer rc.Close()
+	err = e2e.Wait{What: "the replica to hold everything the master has", Poll: 50 * time.Millisecond}.
+		Until(h.ctx, func(ctx context.Context) (e2e.Progress, error) {
+			n, err := h.rdb.Wait(ctx, 1, 200*time.Millisecond).Result()
+			return e2e.Progress{Done: err == nil && n >= 1, Seen: fmt.Sprintf("WAIT 1: %d, %v", n, err)}, nil
+		})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	f := h.beginRedisFault()
+	if err := rc.Do(h.ctx, "replicaof", "no", "one").Err(); err != nil {
+		h.t.Fatal(err)
+	}
+	from, _ := call(h, h.committed)
+	detached := time.Now()
+	time.Sleep(replicaLag)
+	c, _ := call(h, h.committed)
+	snap := filepath.Join(h.dir, "replica.rdb")
+	if _, err := replica.Snapshot(h.ctx, snap); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.redis.Kill(); err != nil {
+		h.t.Fatal(err)
+	}
+	replica.Stop()
+	if err := h.redis.StartFresh(h.ctx, filepath.Join(h.dir, "redis-failover"), snap); err != nil {
+		h.t.Fatal(err)
+	}
+	h.addServer(h.redis.Process())
+	h.logf("a replica detached %s before the master was killed (%d offsets committed meanwhile) took over %s (pid %d)",
+		time.Since(detached).Round(10*time.Millisecond), c-from, h.redis.Addr(), h.redis.Process().PID())
+	h.awaitRecovery(fmt.Sprintf("a replica %s behind took over", replicaLag), f)
+}
+
+// redisYoungSnapshot is redisSnapshot with a snapshot replicaLag old: within
+// the second the marks reach SQL, the window the node's identity closes.
+func (h *harness) redisYoungSnapshot() {
+	h.t.Helper()
+	snap := filepath.Join(h.dir, "snapshot-young.rdb")
+	at, err := h.redis.Snapshot(h.ctx, snap)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	taken := time.Now()
+	time.Sleep(replicaLag)
+	f := h.beginRedisFault()
+	if err := h.redis.Kill(); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.redis.StartFresh(h.ctx, filepath.Join(h.dir, "redis-snapshot-young"), snap); err != nil {
+		h.t.Fatal(err)
+	}
+	h.addServer(h.redis.Process())
+	h.logf("kill -9 redis-server %s after a snapshot (LASTSAVE %s); started from it (pid %d)",
+		time.Since(taken).Round(10*time.Millisecond), at.Format(time.TimeOnly), h.redis.Process().PID())
+	h.awaitRecovery("Redis came back from a snapshot "+replicaLag.String()+" old", f)
 }

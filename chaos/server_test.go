@@ -94,6 +94,7 @@ func (h *harness) startServer() *serverLoad {
 		"DPCS_JWT_SECRET="+hex.EncodeToString(secret),
 		"DPCS_GATEWAY_TOKENS="+s.gw,
 		"DPCS_LOG_LEVEL=info",
+		"DPCS_TOPUP_OFFERS=1MB=0,100MB=2200", // the load's owners buy 1 MiB top-ups
 		// It joins the processors' notifier group: store QUOTA_UPDATED as
 		// they do (the invariants count one per allowed row).
 		"DPCS_NOTIFIER_STORE_QUOTA_UPDATED=true",
@@ -230,7 +231,8 @@ func (s *serverLoad) run() {
 	}()
 }
 
-// topUp logs the family's owner in (once) and tops the family up by 1 MiB.
+// topUp logs the family's owner in (once) and buys the family the 1 MiB
+// offer.
 func (s *serverLoad) topUp(f int64) bool {
 	s.mu.Lock()
 	tok := s.tokens[f]
@@ -250,7 +252,7 @@ func (s *serverLoad) topUp(f int64) bool {
 		s.tokens[f] = tok
 		s.mu.Unlock()
 	}
-	_, err := s.post(fmt.Sprintf("/families/%d/topups", f), tok, map[string]any{"bytes": 1 << 20}, nil)
+	_, err := s.post(fmt.Sprintf("/families/%d/topups", f), tok, map[string]any{"offerId": "1MB"}, nil)
 	return err == nil
 }
 

@@ -23,6 +23,9 @@ type Redis struct {
 	Bin  string
 	Dir  string // working directory: the AOF and the log
 	Port int
+	// ReplicaOf, when set ("host port"), starts the server as a replica of
+	// that master.
+	ReplicaOf string
 	// Starts counts the server's starts, Kills its SIGKILLs.
 	Starts, Kills int
 
@@ -58,10 +61,13 @@ func (r *Redis) start(ctx context.Context, aof bool) error {
 	if !aof {
 		appendonly = "no" // dump.rdb is loaded: Redis reads the RDB only without AOF
 	}
-	p, err := StartProcess("redis-server", r.LogPath(), nil, r.Bin,
-		"--port", strconv.Itoa(r.Port), "--bind", "127.0.0.1", "--dir", r.Dir,
+	args := []string{"--port", strconv.Itoa(r.Port), "--bind", "127.0.0.1", "--dir", r.Dir,
 		"--daemonize", "no", "--save", "", "--appendonly", appendonly, "--appendfsync", "always",
-		"--auto-aof-rewrite-percentage", "0", "--protected-mode", "no")
+		"--auto-aof-rewrite-percentage", "0", "--protected-mode", "no"}
+	if r.ReplicaOf != "" {
+		args = append(args, "--replicaof", r.ReplicaOf)
+	}
+	p, err := StartProcess("redis-server", r.LogPath(), nil, r.Bin, args...)
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,7 @@ const (
 // events in order, usage_record holds each event once, the SQL history
 // equals Redis — and every notification reached the inbox once.
 func TestFaults(t *testing.T) {
+	testenv.SkipShort(t, "the fault stories on the whole system (make e2e runs them on real servers too)")
 	t.Parallel()
 	var runs []subtest
 	for _, b := range backends() {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/simulate"
 )
@@ -20,6 +21,7 @@ import (
 // Redis, the inbox, the SSE stream and the API's reports must agree
 // (pipeline.verify).
 func TestStories(t *testing.T) {
+	testenv.SkipShort(t, "the acceptance stories on the whole system (make e2e runs them on real servers too)")
 	t.Parallel()
 	var runs []subtest
 	for _, b := range backends() {

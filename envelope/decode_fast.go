@@ -3,6 +3,8 @@ package envelope
 import (
 	"strconv"
 	"time"
+
+	"github.com/dabom/dpcs/internal/jsonscan"
 )
 
 // The fast path of Decode. Decoding through encoding/json (a syntax check,
@@ -66,7 +68,7 @@ func (ms *members) first(m members) bool {
 // decodeFast decodes a built-in event without validating it; ok is false
 // when the slow path must decide.
 func decodeFast(data []byte) (ev Event, ok bool) {
-	s := scanner{data: data}
+	s := scanner{jsonscan.Scanner{Data: data}}
 	const (
 		mID members = 1 << iota
 		mType
@@ -80,7 +82,7 @@ func decodeFast(data []byte) (ev Event, ok bool) {
 		guess     kind // the payload type as known when "payload" was read
 		payloadAt int
 	)
-	ok = s.object(func(key []byte) bool {
+	ok = s.Object(func(key []byte) bool {
 		switch string(key) {
 		case "eventId":
 			return seen.first(mID) && s.stringMember(&ev.EventID, true)
@@ -91,22 +93,22 @@ func decodeFast(data []byte) (ev Event, ok bool) {
 		case "timestamp":
 			return seen.first(mTimestamp) && s.timeMember(&ev.Timestamp)
 		case "payload":
-			if !seen.first(mPayload) || s.peek() != '{' {
+			if !seen.first(mPayload) || s.Peek() != '{' {
 				return false
 			}
-			payloadAt = s.pos
+			payloadAt = s.Pos
 			// Members usually come in the canonical order, type first; when
 			// they do not, the payload is read again below.
 			if guess = kindOf(ev.EventType, ev.SubType); guess == kindNone {
-				return s.skip(0)
+				return s.Skip(0)
 			}
 			var ok bool
 			ev.Payload, ok = s.payload(guess)
 			return ok
 		}
-		return s.skip(0)
+		return s.Skip(0)
 	})
-	if !ok || seen&required != required || !s.end() {
+	if !ok || seen&required != required || !s.End() {
 		return Event{}, false
 	}
 	k := kindOf(ev.EventType, ev.SubType)
@@ -114,7 +116,7 @@ func decodeFast(data []byte) (ev Event, ok bool) {
 		return Event{}, false
 	}
 	if k != guess {
-		s.pos = payloadAt
+		s.Pos = payloadAt
 		if ev.Payload, ok = s.payload(k); !ok {
 			return Event{}, false
 		}
@@ -149,7 +151,7 @@ func (s *scanner) usage() (Payload, bool) {
 	var p UsagePayload
 	var seen members
 	const required = 1<<4 - 1
-	ok := s.object(func(key []byte) bool {
+	ok := s.Object(func(key []byte) bool {
 		switch string(key) {
 		case "familyId":
 			return seen.first(1<<0) && s.intMember(&p.FamilyID, true)
@@ -162,7 +164,7 @@ func (s *scanner) usage() (Payload, bool) {
 		case "metadata":
 			return seen.first(1<<4) && s.metadata(&p.Metadata)
 		}
-		return s.skip(0)
+		return s.Skip(0)
 	})
 	return p, ok && seen&required == required
 }
@@ -171,7 +173,7 @@ func (s *scanner) policy() (Payload, bool) {
 	var p PolicyUpdatedPayload
 	var seen members
 	const required = 1<<0 | 1<<1 | 1<<6 | 1<<7
-	ok := s.object(func(key []byte) bool {
+	ok := s.Object(func(key []byte) bool {
 		switch string(key) {
 		case "familyId":
 			return seen.first(1<<0) && s.intMember(&p.FamilyID, true)
@@ -190,7 +192,7 @@ func (s *scanner) policy() (Payload, bool) {
 		case "constraints":
 			return seen.first(1<<7) && s.constraints(&p.Constraints)
 		}
-		return s.skip(0)
+		return s.Skip(0)
 	})
 	return p, ok && seen&required == required
 }
@@ -199,7 +201,7 @@ func (s *scanner) persist() (Payload, bool) {
 	var p UsagePersistPayload
 	var seen members
 	const required = 1<<0 | 1<<1 | 1<<2 | 1<<3 | 1<<5 | 1<<6 | 1<<7
-	ok := s.object(func(key []byte) bool {
+	ok := s.Object(func(key []byte) bool {
 		switch string(key) {
 		case "originEventId":
 			return seen.first(1<<0) && s.stringMember(&p.OriginEventID, true)
@@ -234,7 +236,7 @@ func (s *scanner) persist() (Payload, bool) {
 		case "generation":
 			return seen.first(1<<15) && s.stringMember(&p.Generation, false)
 		}
-		return s.skip(0)
+		return s.Skip(0)
 	})
 	return p, ok && seen&required == required
 }
@@ -243,7 +245,7 @@ func (s *scanner) quota() (Payload, bool) {
 	var p QuotaUpdated
 	var seen members
 	const required = 1<<5 - 1
-	ok := s.object(func(key []byte) bool {
+	ok := s.Object(func(key []byte) bool {
 		switch string(key) {
 		case "familyId":
 			return seen.first(1<<0) && s.intMember(&p.FamilyID, true)
@@ -256,7 +258,7 @@ func (s *scanner) quota() (Payload, bool) {
 		case "customerUsedBytesToday":
 			return seen.first(1<<4) && s.intMember(&p.CustomerUsedBytesToday, true)
 		}
-		return s.skip(0)
+		return s.Skip(0)
 	})
 	return p, ok && seen&required == required
 }
@@ -265,7 +267,7 @@ func (s *scanner) blocked() (Payload, bool) {
 	var p CustomerBlocked
 	var seen members
 	const required = 1<<4 - 1
-	ok := s.object(func(key []byte) bool {
+	ok := s.Object(func(key []byte) bool {
 		switch string(key) {
 		case "familyId":
 			return seen.first(1<<0) && s.intMember(&p.FamilyID, true)
@@ -278,7 +280,7 @@ func (s *scanner) blocked() (Payload, bool) {
 		case "decision":
 			return seen.first(1<<4) && s.stringMember(&p.Decision, false)
 		}
-		return s.skip(0)
+		return s.Skip(0)
 	})
 	return p, ok && seen&required == required
 }
@@ -287,7 +289,7 @@ func (s *scanner) threshold() (Payload, bool) {
 	var p ThresholdAlert
 	var seen members
 	const required = 1<<3 - 1
-	ok := s.object(func(key []byte) bool {
+	ok := s.Object(func(key []byte) bool {
 		switch string(key) {
 		case "familyId":
 			return seen.first(1<<0) && s.intMember(&p.FamilyID, true)
@@ -298,7 +300,7 @@ func (s *scanner) threshold() (Payload, bool) {
 		case "period":
 			return seen.first(1<<3) && s.stringMember(&p.Period, false)
 		}
-		return s.skip(0)
+		return s.Skip(0)
 	})
 	return p, ok && seen&required == required
 }
@@ -306,21 +308,21 @@ func (s *scanner) threshold() (Payload, bool) {
 // crossings reads an optional array of {"percent":…,"arm":…} objects as
 // object.crossings does; [] reads as nil.
 func (s *scanner) crossings(dst *[]Crossing) bool {
-	if s.null() {
+	if s.Null() {
 		return true
 	}
 	var out []Crossing
-	ok := s.array(func() bool {
+	ok := s.Array(func() bool {
 		var c Crossing
 		var seen members
-		ok := s.object(func(key []byte) bool {
+		ok := s.Object(func(key []byte) bool {
 			switch string(key) {
 			case "percent":
 				return seen.first(1<<0) && s.intMemberInt(&c.Percent)
 			case "arm":
 				return seen.first(1<<1) && s.intMemberInt(&c.Arm)
 			}
-			return s.skip(1)
+			return s.Skip(1)
 		})
 		out = append(out, c)
 		return ok && seen == 1<<2-1
@@ -331,13 +333,13 @@ func (s *scanner) crossings(dst *[]Crossing) bool {
 
 // grant reads an optional grant step as object.grantStep does.
 func (s *scanner) grant(dst **GrantStep) bool {
-	if s.null() {
+	if s.Null() {
 		return true
 	}
 	var g GrantStep
 	var seen members
 	const required = 1<<0 | 1<<2
-	ok := s.object(func(key []byte) bool {
+	ok := s.Object(func(key []byte) bool {
 		switch string(key) {
 		case "grantId":
 			return seen.first(1<<0) && s.stringMember(&g.GrantID, true)
@@ -354,11 +356,11 @@ func (s *scanner) grant(dst **GrantStep) bool {
 		case "reservedBytes":
 			return seen.first(1<<6) && s.intMember(&g.ReservedBytes, false)
 		case "validUntil":
-			return seen.first(1<<7) && (s.null() || s.timeMember(&g.ValidUntil))
+			return seen.first(1<<7) && (s.Null() || s.timeMember(&g.ValidUntil))
 		case "reclaim":
 			return seen.first(1<<8) && s.stringArray(&g.Reclaim)
 		}
-		return s.skip(1)
+		return s.Skip(1)
 	})
 	*dst = &g
 	return ok && seen&required == required
@@ -367,13 +369,13 @@ func (s *scanner) grant(dst **GrantStep) bool {
 // boolMember reads an optional boolean (null leaves false).
 func (s *scanner) boolMember(dst *bool) bool {
 	switch {
-	case s.null():
+	case s.Null():
 		return true
-	case s.peek() == 't':
+	case s.Peek() == 't':
 		*dst = true
-		return s.literal("true")
-	case s.peek() == 'f':
-		return s.literal("false")
+		return s.Literal("true")
+	case s.Peek() == 'f':
+		return s.Literal("false")
 	}
 	return false
 }
@@ -381,12 +383,12 @@ func (s *scanner) boolMember(dst *bool) bool {
 // stringArray reads an optional array of strings; [] reads as nil. A null
 // element is left to the slow path.
 func (s *scanner) stringArray(dst *[]string) bool {
-	if s.null() {
+	if s.Null() {
 		return true
 	}
 	var out []string
-	ok := s.array(func() bool {
-		b, ok := s.str()
+	ok := s.Array(func() bool {
+		b, ok := s.Str()
 		out = append(out, string(b))
 		return ok
 	})
@@ -398,30 +400,30 @@ func (s *scanner) stringArray(dst *[]string) bool {
 // so they give up on it; an optional null leaves the zero value.
 
 func (s *scanner) stringMember(dst *string, required bool) bool {
-	if s.null() {
+	if s.Null() {
 		return !required
 	}
-	b, ok := s.str()
+	b, ok := s.Str()
 	*dst = string(b)
 	return ok
 }
 
 func (s *scanner) optStringMember(dst **string) bool {
-	if s.null() {
+	if s.Null() {
 		return true
 	}
-	b, ok := s.str()
+	b, ok := s.Str()
 	v := string(b)
 	*dst = &v
 	return ok
 }
 
 func (s *scanner) intMember(dst *int64, required bool) bool {
-	if s.null() {
+	if s.Null() {
 		return !required
 	}
 	var ok bool
-	*dst, ok = s.int64()
+	*dst, ok = s.Int64()
 	return ok
 }
 
@@ -436,7 +438,7 @@ func (s *scanner) intMemberInt(dst *int) bool {
 // floatMember reads a required number as encoding/json does (strconv.ParseFloat
 // of the number's text); out-of-range numbers are left to the slow path.
 func (s *scanner) floatMember(dst *float64) bool {
-	tok, ok := s.number()
+	tok, ok := s.Number()
 	if !ok {
 		return false
 	}
@@ -454,7 +456,7 @@ func (s *scanner) timeMember(dst *time.Time) bool {
 // eventType reads a built-in event type without allocating; a type that is
 // not built in is left to the slow path.
 func (s *scanner) eventType(dst *EventType) bool {
-	b, ok := s.str()
+	b, ok := s.Str()
 	for _, t := range [...]EventType{TypeDataUsage, TypePolicyUpdated, TypeUsagePersist, TypeNotification} {
 		if ok && string(b) == string(t) {
 			*dst = t
@@ -466,10 +468,10 @@ func (s *scanner) eventType(dst *EventType) bool {
 
 // subType reads null, "" or a built-in subtype without allocating.
 func (s *scanner) subType(dst *SubType) bool {
-	if s.null() {
+	if s.Null() {
 		return true
 	}
-	b, ok := s.str()
+	b, ok := s.Str()
 	for _, t := range [...]SubType{"", SubQuotaUpdated, SubCustomerBlocked, SubThresholdAlert} {
 		if ok && string(b) == string(t) {
 			*dst = t
@@ -483,8 +485,8 @@ func (s *scanner) subType(dst *SubType) bool {
 func (s *scanner) constraints(dst *map[string]string) bool {
 	m := make(map[string]string)
 	*dst = m
-	return s.object(func(key []byte) bool {
-		v, ok := s.str()
+	return s.Object(func(key []byte) bool {
+		v, ok := s.Str()
 		m[string(key)] = string(v) // the last of duplicate keys wins, as in encoding/json
 		return ok
 	})
@@ -493,60 +495,12 @@ func (s *scanner) constraints(dst *map[string]string) bool {
 // metadata reads an optional free-form object the way json.Unmarshal into a
 // map[string]any does; {} reads as nil (see object.anyMap).
 func (s *scanner) metadata(dst *map[string]any) bool {
-	if s.null() {
+	if s.Null() {
 		return true
 	}
-	m, ok := s.anyObject(0)
+	m, ok := s.AnyObject(0)
 	if len(m) > 0 {
 		*dst = m
 	}
 	return ok
-}
-
-func (s *scanner) anyObject(depth int) (map[string]any, bool) {
-	if depth >= maxScanDepth || s.peek() != '{' {
-		return nil, false
-	}
-	m := make(map[string]any)
-	ok := s.object(func(key []byte) bool {
-		v, ok := s.anyValue(depth + 1)
-		m[string(key)] = v // the last of duplicate keys wins, as in encoding/json
-		return ok
-	})
-	return m, ok
-}
-
-// anyValue reads a value into encoding/json's generic types: float64, string,
-// bool, nil, []any (non-nil, even when empty) and map[string]any.
-func (s *scanner) anyValue(depth int) (any, bool) {
-	switch s.peek() {
-	case '{':
-		return s.anyObject(depth)
-	case '[':
-		if depth >= maxScanDepth {
-			return nil, false
-		}
-		a := make([]any, 0)
-		ok := s.array(func() bool {
-			v, ok := s.anyValue(depth + 1)
-			a = append(a, v)
-			return ok
-		})
-		return a, ok
-	case '"':
-		b, ok := s.str()
-		return string(b), ok
-	case 't':
-		return true, s.literal("true")
-	case 'f':
-		return false, s.literal("false")
-	case 'n':
-		return nil, s.literal("null")
-	}
-	tok, ok := s.number()
-	if !ok {
-		return nil, false
-	}
-	f, err := strconv.ParseFloat(string(tok), 64)
-	return f, err == nil
 }

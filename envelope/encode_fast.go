@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/dabom/dpcs/internal/jsonscan"
 )
 
 // The fast path of Encode: the canonical JSON of a built-in payload written
@@ -287,7 +289,7 @@ func appendString(b []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if plainASCII[c] {
+			if jsonscan.IsPlain(c) {
 				i++
 				continue
 			}

@@ -314,8 +314,8 @@ func (s *SQLInbox) List(ctx context.Context, q Query) ([]Notification, error) {
 	b.WriteString(" WHERE n.family_id = ?")
 	args := []any{q.Viewer.MemberID, q.FamilyID}
 	if q.Viewer.Role == RoleMember {
-		b.WriteString(" AND (n.member_id IS NULL OR n.member_id = ?) AND n.kind <> ?")
-		args = append(args, q.Viewer.MemberID, string(OwnersOnlyKind))
+		b.WriteString(" AND (n.member_id IS NULL OR n.member_id = ?) AND n.kind NOT IN (?, ?)")
+		args = append(args, q.Viewer.MemberID, string(OwnersOnlyKind), string(KindWeeklySummary))
 	}
 	if q.Unread {
 		b.WriteString(" AND r.read_at IS NULL")
@@ -341,6 +341,17 @@ func (s *SQLInbox) List(ctx context.Context, q Query) ([]Notification, error) {
 		return nil, fmt.Errorf("notify: inbox list: %w", err)
 	}
 	return out, nil
+}
+
+// HasDedupeKey reports whether a row with dedupe key key is stored: a job
+// that stores one notification per key (a weekly summary) skips its work
+// for a key stored before.
+func (s *SQLInbox) HasDedupeKey(ctx context.Context, key string) (bool, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM notification WHERE dedupe_key = ?", key).Scan(&n); err != nil {
+		return false, fmt.Errorf("notify: inbox has %q: %w", key, err)
+	}
+	return n > 0, nil
 }
 
 // MarkRead marks row id read for the viewer at at; marking again keeps the

@@ -67,14 +67,14 @@ func (f Filter) validate() error {
 
 // Sees reports whether the viewer may see n: owners and admins see all of
 // their family's notifications, members the family-wide ones (MemberID 0)
-// and their own, except a DATA_REQUESTED, which is for owners only (its
-// MemberID is the member who asked). The family is checked by the caller
-// (Hub, inbox query).
+// and their own, except a DATA_REQUESTED (its MemberID is the member who
+// asked) and a WEEKLY_SUMMARY, which are for owners only. The family is
+// checked by the caller (Hub, inbox query).
 func (f Filter) Sees(n Notification) bool {
 	if f.Role == RoleOwner || f.Role == RoleAdmin {
 		return true
 	}
-	return n.Kind != OwnersOnlyKind && (n.MemberID == 0 || n.MemberID == f.MemberID)
+	return !ownersOnly(n.Kind) && (n.MemberID == 0 || n.MemberID == f.MemberID)
 }
 
 // OwnersOnlyKind is the notification kind only owners and admins see: a
@@ -185,6 +185,13 @@ func (n Notification) Localized(lang Lang) (Notification, error) {
 		p, err = unmarshalAs[envelope.DataRequested](n.Payload)
 	case envelope.SubDataRequestAnswered:
 		p, err = unmarshalAs[envelope.DataRequestAnswered](n.Payload)
+	case KindWeeklySummary:
+		var s WeeklySummary
+		if err := json.Unmarshal(n.Payload, &s); err != nil {
+			return n, fmt.Errorf("notify: payload of %s: %w", n.EventID, err)
+		}
+		n.Title, n.Body = weeklyText(s, lang == English)
+		return n, nil
 	default:
 		return n, fmt.Errorf("%w: unknown kind %q", ErrInvalid, n.Kind)
 	}

@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,10 +40,11 @@ const (
 )
 
 // DefaultWebPushKinds returns the kinds a web push channel delivers unless
-// configured otherwise: CUSTOMER_BLOCKED, THRESHOLD_ALERT and the
-// ask-for-more kinds. Pass them (or another set) to WithChannel.
+// configured otherwise: CUSTOMER_BLOCKED, THRESHOLD_ALERT, the
+// ask-for-more kinds and the owners' WEEKLY_SUMMARY. Pass them (or another
+// set) to WithChannel.
 func DefaultWebPushKinds() []envelope.SubType {
-	return []envelope.SubType{envelope.SubCustomerBlocked, envelope.SubThresholdAlert, KindDataRequested, KindDataRequestAnswered}
+	return []envelope.SubType{envelope.SubCustomerBlocked, envelope.SubThresholdAlert, KindDataRequested, KindDataRequestAnswered, KindWeeklySummary}
 }
 
 // PushSubscription is a browser's push subscription (the Push API's
@@ -383,6 +385,11 @@ func (w *WebPush) Send(ctx context.Context, n Notification) error {
 	subs, err := w.store.PushRecipients(ctx, n.FamilyID, n.MemberID)
 	if err != nil {
 		return fmt.Errorf("notify: web push: subscriptions of family %d: %w", n.FamilyID, err)
+	}
+	// What only owners see goes to no member's browser (a request for more
+	// data is about the member who asked; a weekly summary is the family's).
+	if ownersOnly(n.Kind) {
+		subs = slices.DeleteFunc(subs, func(s PushSubscription) bool { return s.Role == string(RoleMember) })
 	}
 	if len(subs) == 0 {
 		return nil

@@ -172,9 +172,9 @@ func (e *Engine) FamilyTokens(ctx context.Context, fids []int64) (map[int64]stri
 type Settled struct {
 	// Pool is the family's pool of the current month after the settle.
 	Pool PoolState
-	// Rearmed maps a month and a threshold to how often it had fired:
-	// the thresholds the settle re-armed (the pool is above them again),
-	// as a pool change reports them (PoolState.Rearmed).
+	// Rearmed maps a month and a threshold to how often it had fired: the
+	// thresholds the settle re-armed in the current month (the pool is above
+	// them again), as a pool change reports them (PoolState.Rearmed).
 	Rearmed map[string]map[int]int
 }
 
@@ -182,12 +182,15 @@ type Settled struct {
 // — membership, each member's constraints and policy version, plan,
 // thresholds, and the top-ups of the accepted months (raised to st's,
 // never lowered) — keeping its usage, dedupe records and fired thresholds,
-// and re-arms the thresholds the pools are above again, as a pool change
-// does. It writes only while the family's token is seen (Claim; an error
+// and re-arms the thresholds the current month's pool is above again, as a
+// pool change does. It writes only while the family's token is seen (Claim; an error
 // wrapping ErrMoved otherwise), atomically (WATCH on the family's hash and
-// pools), and leaves the family unclaimed in its generation. Usage and
-// judged events of st are ignored.
-func (e *Engine) Settle(ctx context.Context, st FamilyState, seen string) (Settled, error) {
+// pools), and leaves the family unclaimed in its generation. record, when
+// not nil, is called with the thresholds the settle is about to re-arm
+// (Settled.Rearmed) before it writes: its error stops the settle, which
+// writes nothing (the caller records them where a rebuild reads them).
+// Usage and judged events of st are ignored.
+func (e *Engine) Settle(ctx context.Context, st FamilyState, seen string, record func(rearmed map[string]map[int]int) error) (Settled, error) {
 	fid := st.FamilyID
 	if err := checkFamily(fid); err != nil {
 		return Settled{}, err
@@ -252,6 +255,13 @@ func (e *Engine) Settle(ctx context.Context, st FamilyState, seen string) (Settl
 					return err
 				}
 			}
+			rearmed := settleRearms(st, current, months, pools)
+			if record != nil && len(rearmed) > 0 {
+				if err := record(rearmed); err != nil {
+					return &recordError{err}
+				}
+			}
+			out.Rearmed = rearmed
 			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
 				if st.Provisioned {
 					p.HSet(ctx, fam, fieldPlan, st.Plan)
@@ -307,29 +317,11 @@ func (e *Engine) Settle(ctx context.Context, st FamilyState, seen string) (Settl
 						total += st.Plan
 					}
 					rem := policy.Pool{Total: total, Used: parseInt(pool[fieldUsed])}.Remaining()
-					// Re-arm every fired threshold the pool is above again
-					// (pool.lua's rule).
-					for f := range pool {
-						if !strings.HasPrefix(f, prefixAlert) {
-							continue
-						}
-						pct, err := strconv.Atoi(f[len(prefixAlert):])
-						if err == nil && total > 0 && rem*100 <= int64(pct)*total {
-							continue
-						}
-						p.HDel(ctx, pk, f, "q")
-						if err == nil {
-							if out.Rearmed == nil {
-								out.Rearmed = map[string]map[int]int{}
-							}
-							if out.Rearmed[month] == nil {
-								out.Rearmed[month] = map[int]int{}
-							}
-							out.Rearmed[month][pct] = max(int(parseInt(pool[prefixArms+strconv.Itoa(pct)])), 1)
-						}
+					for _, pct := range slices.Sorted(maps.Keys(rearmed[month])) {
+						p.HDel(ctx, pk, prefixAlert+strconv.Itoa(pct), "q") // q: see apply.lua
 					}
 					if month == current {
-						out.Pool = PoolState{Remaining: rem, Total: total, Month: month, Rearmed: out.Rearmed[month]}
+						out.Pool = PoolState{Remaining: rem, Total: total, Month: month, Rearmed: rearmed[month]}
 					}
 				}
 				return nil
@@ -342,10 +334,56 @@ func (e *Engine) Settle(ctx context.Context, st FamilyState, seen string) (Settl
 		if errors.Is(err, ErrMoved) {
 			return Settled{}, fmt.Errorf("quota: settle family %d: %w", fid, ErrMoved)
 		}
+		var re *recordError
+		if errors.As(err, &re) {
+			return Settled{}, re.err
+		}
 		if err != nil {
 			return Settled{}, fmt.Errorf("quota: settle family %d: %w", fid, err)
 		}
 		return out, e.ackFamily(ctx, fid)
 	}
 	return Settled{}, fmt.Errorf("quota: settle family %d: its keys kept changing (%d attempts)", fid, restoreAttempts)
+}
+
+// recordError carries the error of Settle's record out of its WATCH.
+type recordError struct{ err error }
+
+func (e *recordError) Error() string { return e.err.Error() }
+
+// settleRearms returns what Settle re-arms given the pools it read (in the
+// order of months): in the current month (as pool.lua re-arms the pool a
+// change is made in), every fired threshold the pool is above again with
+// how often it had fired.
+func settleRearms(st FamilyState, current string, months []string, pools []map[string]string) map[string]map[int]int {
+	var out map[string]map[int]int
+	for i, month := range months {
+		if month != current {
+			continue
+		}
+		pool := pools[i]
+		topup := max(parseInt(pool[fieldTopUp]), st.TopUps[month])
+		total := topup
+		if st.Provisioned {
+			total += st.Plan
+		}
+		rem := policy.Pool{Total: total, Used: parseInt(pool[fieldUsed])}.Remaining()
+		for f := range pool {
+			if !strings.HasPrefix(f, prefixAlert) {
+				continue
+			}
+			pct, err := strconv.Atoi(f[len(prefixAlert):])
+			if err != nil || total > 0 && rem*100 <= int64(pct)*total {
+				continue
+			}
+			if out == nil {
+				out = map[string]map[int]int{}
+			}
+			if out[month] == nil {
+				out[month] = map[int]int{}
+			}
+			out[month][pct] = max(int(parseInt(pool[prefixArms+strconv.Itoa(pct)])), 1)
+		}
+	}
+	return out
 }

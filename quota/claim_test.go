@@ -104,10 +104,10 @@ func checkClaimAndSettle(t *testing.T, rdb redis.UniversalClient) {
 		Members: []MemberState{{CustomerID: 11}, {CustomerID: 13, Constraints: map[string]string{policy.KeyLimitMonthly: "5"}, Version: 3}},
 		// Ignored by a settle:
 		Usage: []Usage{{CustomerID: 11, At: now, Bytes: 999}}, Generation: gen}
-	if _, err := e.Settle(ctx, settled, first); !errors.Is(err, ErrMoved) {
+	if _, err := e.Settle(ctx, settled, first, nil); !errors.Is(err, ErrMoved) {
 		t.Errorf("a settle of an earlier claim: %v, want ErrMoved", err)
 	}
-	done, err := e.Settle(ctx, settled, last)
+	done, err := e.Settle(ctx, settled, last, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func checkClaimAndSettle(t *testing.T, rdb redis.UniversalClient) {
 		done.Pool.Rearmed[50] != 1 || done.Rearmed["202603"][50] != 1 {
 		t.Errorf("Settle = %+v, want pool %+v and 50 re-armed", done, wantPool)
 	}
-	if _, err := e.Settle(ctx, settled, last); !errors.Is(err, ErrMoved) {
+	if _, err := e.Settle(ctx, settled, last, nil); !errors.Is(err, ErrMoved) {
 		t.Errorf("a second settle of the same claim: %v, want ErrMoved", err)
 	}
 	if g, token, err := e.FamilyToken(ctx, 1); err != nil || token != gen || FamilyNeeds(g, token) != NeedNothing {
@@ -148,7 +148,7 @@ func checkClaimAndSettle(t *testing.T, rdb redis.UniversalClient) {
 		t.Errorf("after the settle: %+v", rs)
 	}
 	// Only a claim is settled.
-	if _, err := e.Settle(ctx, FamilyState{FamilyID: 1, Generation: gen}, gen); !errors.Is(err, ErrInvalid) {
+	if _, err := e.Settle(ctx, FamilyState{FamilyID: 1, Generation: gen}, gen, nil); !errors.Is(err, ErrInvalid) {
 		t.Errorf("a settle of a token that is no claim: %v, want ErrInvalid", err)
 	}
 }

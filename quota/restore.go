@@ -167,6 +167,21 @@ const restoreAttempts = 10
 // restore for an older generation must never overwrite a family a newer
 // one restored and judged.
 func (e *Engine) RestoreUnrestored(ctx context.Context, st FamilyState, seen string) (bool, error) {
+	return e.restoreSeen(ctx, st, seen, false)
+}
+
+// RestoreClaimed is Restore of a family this caller claimed (Claim, whose
+// token is seen), for an operator's rebuild of named families: it writes
+// while the family's token is still seen — whatever generation restored it
+// before — and while the marker of its node names st.Generation; a token
+// that moved is an error wrapping ErrMoved, a marker that names another
+// generation a *StaleError. The family is unclaimed after it.
+func (e *Engine) RestoreClaimed(ctx context.Context, st FamilyState, seen string) error {
+	_, err := e.restoreSeen(ctx, st, seen, true)
+	return err
+}
+
+func (e *Engine) restoreSeen(ctx context.Context, st FamilyState, seen string, claimed bool) (bool, error) {
 	if st.Generation == "" {
 		return false, fmt.Errorf("%w: restore on touch needs a generation", ErrInvalid)
 	}
@@ -183,7 +198,7 @@ func (e *Engine) RestoreUnrestored(ctx context.Context, st FamilyState, seen str
 				return err
 			}
 			g := fields[fieldGeneration]
-			if base, _, _ := strings.Cut(g, claimSep); base == st.Generation {
+			if base, _, _ := strings.Cut(g, claimSep); base == st.Generation && !claimed {
 				return nil // restored (and perhaps claimed since: its claimer settles it)
 			}
 			if g != seen {

@@ -14,7 +14,8 @@
 # DPCS_CHAOS_PROCESSOR (a prebuilt examples/processor), DPCS_CHAOS_KEEP=1 (keep
 # the work directory of a green run). A failed run keeps it and prints its path.
 # Ports (default: free ones): DPCS_CHAOS_KAFKA_PORT (the first of three kfake
-# brokers), DPCS_CHAOS_REDIS_PORT, DPCS_CHAOS_MYSQL_PORT.
+# brokers), DPCS_CHAOS_REDIS_PORT (and the next one, the replica that takes
+# over), DPCS_CHAOS_MYSQL_PORT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/servers.sh

@@ -75,15 +75,23 @@ type Config struct {
 	VAPIDPublicKey  string   `envconfig:"VAPID_PUBLIC_KEY" deployables:"processor, server, all-in-one" doc_default:"all-in-one: generated once, kept in its SQL store; processor, server: none (no web push)" desc:"Web Push application server public key (uncompressed P-256, base64url; server vapid-keys makes a pair). Set with DPCS_VAPID_PRIVATE_KEY and DPCS_VAPID_SUBJECT, the same on every processor and server"`
 	VAPIDPrivateKey string   `envconfig:"VAPID_PRIVATE_KEY" deployables:"processor, server, all-in-one" desc:"Web Push application server private key (P-256 scalar, base64url): a secret (doc/security.md, Web Push keys)"`
 	VAPIDSubject    string   `envconfig:"VAPID_SUBJECT" deployables:"processor, server, all-in-one" doc_default:"all-in-one: mailto:dpcs@localhost; processor, server: required with the keys" desc:"contact the push services' operators can reach: a mailto: or https: URI"`
-	PushKinds       []string `envconfig:"PUSH_KINDS" default:"CUSTOMER_BLOCKED,THRESHOLD_ALERT,DATA_REQUESTED,DATA_REQUEST_ANSWERED" deployables:"processor, server, all-in-one" desc:"notification kinds sent as Web Push messages, comma-separated"`
+	PushKinds       []string `envconfig:"PUSH_KINDS" default:"CUSTOMER_BLOCKED,THRESHOLD_ALERT,DATA_REQUESTED,DATA_REQUEST_ANSWERED,WEEKLY_SUMMARY" deployables:"processor, server, all-in-one" desc:"notification kinds sent as Web Push messages, comma-separated"`
 	// CatalogRefresh (DPCS_CATALOG_REFRESH) is how often a process reads
 	// the app catalog the back office edits (WatchCatalog).
 	CatalogRefresh time.Duration `envconfig:"CATALOG_REFRESH" default:"30s" deployables:"processor, server, all-in-one" desc:"how often the judges read the app catalog the back office edits (app categories for category blocks), 1s to 1h; the API's own process takes an edit at once"`
 	// TopUpOffers (DPCS_TOPUP_OFFERS) are the top-ups the family app
 	// offers with their prices (api.ParseTopUpOffers; GET /catalog).
 	TopUpOffers string `envconfig:"TOPUP_OFFERS" default:"100MB=2200,500MB=5500,1GB=9900,3GB=19800" deployables:"server, all-in-one" desc:"the top-ups the family app offers and their prices in won, <amount>MB|GB=<won> comma-separated, at most 8; the app shows each with its price and asks before it tops up"`
+	// VATRate (DPCS_VAT_RATE, percent, default 10) is the VAT included in
+	// the offers' prices: receipts show it (api.Config.VATRate).
+	VATRate int `envconfig:"VAT_RATE" default:"10" deployables:"server, all-in-one" desc:"the VAT included in the top-up offers' prices, in percent (0 to 100); receipts and the family's history show it"`
 	// TopUps is TopUpOffers parsed.
 	TopUps []api.TopUpOffer `ignored:"true"`
+	// WeeklySummary (DPCS_WEEKLY_SUMMARY) is when the owners' weekly
+	// summary of the week before is sent (ParseWeeklyAt; WeeklySummaries).
+	WeeklySummary string `envconfig:"WEEKLY_SUMMARY" default:"MON 09:00" deployables:"server, all-in-one" desc:"when each family's owners get the summary of the week before (usage per member, blocks, requests), a weekday and a time of DPCS_TIMEZONE, e.g. MON 09:00; off: never. Sent once per family and week however many servers run"`
+	// WeeklyAt is WeeklySummary parsed (nil: off).
+	WeeklyAt *WeeklyAt `ignored:"true"`
 	// PushTimeout (DPCS_PUSH_TIMEOUT) bounds each push to one endpoint
 	// (notify.WithPushTimeout).
 	PushTimeout time.Duration `envconfig:"PUSH_TIMEOUT" default:"3s" deployables:"processor, server, all-in-one" desc:"how long one Web Push request to one endpoint may take (connect, TLS, answer), 100ms to 1m; a slower endpoint fails that attempt and is retried later"`
@@ -277,6 +285,11 @@ func (c *Config) finish(getenv func(string) string, r *envRead) []error {
 	r.want(&errs, "DPCS_START_TIMEOUT", c.StartTimeout >= 0, "a duration ≥ 0")
 	r.want(&errs, "DPCS_NOTIFIER", c.Notifier == "on" || c.Notifier == "off", "on or off")
 	r.want(&errs, "DPCS_CATALOG_REFRESH", c.CatalogRefresh >= time.Second && c.CatalogRefresh <= time.Hour, "a duration from 1s to 1h")
+	if at, err := ParseWeeklyAt(c.WeeklySummary); err != nil {
+		errs = append(errs, fmt.Errorf("DPCS_WEEKLY_SUMMARY: %w", err))
+	} else {
+		c.WeeklyAt = at
+	}
 	errs = append(errs, c.checkLimits(r)...)
 	errs = append(errs, c.checkCarrier(r)...)
 	tr, err := loadTracing(getenv)

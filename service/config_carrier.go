@@ -53,9 +53,19 @@ func (g GiftConfig) Rules() store.GiftRules {
 		GiverFloor: int64(g.GiverFloor), MaxSharePercent: g.MaxShare, ReceivedMax: int64(g.ReceivedMax), MinorsOnlyReceive: !g.MinorsGive}
 }
 
+// APIVATRate is VATRate as api.Config takes it (0 there is the default;
+// no VAT is negative).
+func (c Config) APIVATRate() int {
+	if c.VATRate == 0 {
+		return -1
+	}
+	return c.VATRate
+}
+
 // checkCarrier checks the carriers' rules' variables.
 func (c Config) checkCarrier(r *envRead) []error {
 	var errs []error
+	r.want(&errs, "DPCS_VAT_RATE", c.VATRate >= 0 && c.VATRate <= 100, "a percentage from 0 to 100")
 	g := c.Gift
 	r.want(&errs, "DPCS_GIFT_GIVEN_PER_MONTH", g.GivenPerMonth >= 0 && g.GivenPerMonth <= 1000, "a whole number from 0 to 1000")
 	r.want(&errs, "DPCS_GIFT_RECEIVED_PER_MONTH", g.ReceivedPerMonth >= 0 && g.ReceivedPerMonth <= 1000, "a whole number from 0 to 1000")

@@ -97,11 +97,12 @@ func TestLoadConfigDefaults(t *testing.T) {
 	c.Zone = nil
 	want := Config{SQLitePath: "dpcs.db", Timezone: "Asia/Seoul", DedupeWindow: 24 * time.Hour, ReplicaAckTimeout: 100 * time.Millisecond,
 		Recovery: "auto", LogLevel: slog.LevelInfo, StartTimeout: 2 * time.Minute, Notifier: "on", Tracing: TracingConfig{SampleRatio: 1},
-		PushKinds:   []string{"CUSTOMER_BLOCKED", "THRESHOLD_ALERT", "DATA_REQUESTED", "DATA_REQUEST_ANSWERED"},
-		PushTimeout: 3 * time.Second, PushMaxSubscriptions: 10, FamilyMaxMembers: 10, FamilyMaxNotes: 1000,
+		PushKinds:   []string{"CUSTOMER_BLOCKED", "THRESHOLD_ALERT", "DATA_REQUESTED", "DATA_REQUEST_ANSWERED", "WEEKLY_SUMMARY"},
+		PushTimeout: 3 * time.Second, PushMaxSubscriptions: 10, FamilyMaxMembers: 10, FamilyMaxNotes: 1000, VATRate: 10,
 		Gift: GiftConfig{GivenPerMonth: 2, ReceivedPerMonth: 2, Step: 100 << 20, Max: 1 << 30, GiverFloor: 500 << 20, MaxShare: 50,
 			ReceivedMax: 2 << 30, Rate: api.Rate{N: 10, Per: time.Minute}},
-		TopUpOffers: "100MB=2200,500MB=5500,1GB=9900,3GB=19800", TopUps: api.DefaultTopUpOffers(), CatalogRefresh: 30 * time.Second}
+		TopUpOffers: "100MB=2200,500MB=5500,1GB=9900,3GB=19800", TopUps: api.DefaultTopUpOffers(), CatalogRefresh: 30 * time.Second,
+		WeeklySummary: "MON 09:00", WeeklyAt: &WeeklyAt{Day: time.Monday, Minute: 540}}
 	if d := cmp.Diff(want, c, cmp.Comparer(func(a, b api.Rate) bool { return a == b })); d != "" {
 		t.Errorf("defaults (-want +got):\n%s", d)
 	}
@@ -269,7 +270,7 @@ func TestGiftConfig(t *testing.T) {
 
 func TestTopUpOffersConfig(t *testing.T) {
 	c, err := LoadConfig(env(map[string]string{"DPCS_TOPUP_OFFERS": "1GB=12000"}))
-	if err != nil || len(c.TopUps) != 1 || c.TopUps[0] != (api.TopUpOffer{Bytes: 1 << 30, PriceKRW: 12000}) {
+	if err != nil || len(c.TopUps) != 1 || c.TopUps[0] != (api.TopUpOffer{ID: "1GB", Bytes: 1 << 30, PriceKRW: 12000}) {
 		t.Errorf("DPCS_TOPUP_OFFERS=1GB=12000: %v %v", c.TopUps, err)
 	}
 	if _, err := LoadConfig(env(map[string]string{"DPCS_TOPUP_OFFERS": "1TB=5"})); err == nil || !strings.Contains(err.Error(), "DPCS_TOPUP_OFFERS: ") {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -65,6 +66,10 @@ func (c Config) pushKinds() []envelope.SubType {
 	return out
 }
 
+// Pushes reports whether notifications of kind k are sent as Web Push
+// messages (DPCS_PUSH_KINDS).
+func (c Config) Pushes(k envelope.SubType) bool { return slices.Contains(c.pushKinds(), k) }
+
 // VAPIDKeys returns the configured VAPID key pair; ok is false when none is
 // configured.
 func (c Config) VAPIDKeys() (keys notify.VAPIDKeys, ok bool) {
@@ -80,39 +85,47 @@ func (c Config) VAPIDKeys() (keys notify.VAPIDKeys, ok bool) {
 // DPCS_VAPID_SUBJECT are set. Without them, none, and one INFO line says
 // push is off.
 func (c Config) WebPushOptions(db *sql.DB, log *slog.Logger) ([]notify.Option, error) {
-	keys, ok := c.VAPIDKeys()
-	if !ok {
-		log.Info("web push off: set DPCS_VAPID_PUBLIC_KEY, DPCS_VAPID_PRIVATE_KEY and DPCS_VAPID_SUBJECT to send pushes (server vapid-keys makes a pair)")
-		return nil, nil
-	}
-	if c.VAPIDSubject == "" {
-		return nil, errors.New("DPCS_VAPID_SUBJECT: required with the VAPID keys (mailto: or https:)")
-	}
-	st, err := store.New(db, store.WithLocation(c.Zone), store.WithLogger(log))
-	if err != nil {
-		return nil, err
-	}
-	o, err := c.webPushOption(st, keys, c.VAPIDSubject, log)
-	if err != nil {
+	o, _, err := c.WebPush(db, log)
+	if err != nil || o == nil {
 		return nil, err
 	}
 	return []notify.Option{o}, nil
 }
 
-func (c Config) webPushOption(subs notify.SubscriptionStore, keys notify.VAPIDKeys, subject string, log *slog.Logger, opts ...notify.WebPushOption) (notify.Option, error) {
+// WebPush is WebPushOptions' channel and option: the option for the
+// notifier and the channel itself, for what sends without a notifier (the
+// weekly summaries). Both nil when push is off.
+func (c Config) WebPush(db *sql.DB, log *slog.Logger) (notify.Option, *notify.WebPush, error) {
+	keys, ok := c.VAPIDKeys()
+	if !ok {
+		log.Info("web push off: set DPCS_VAPID_PUBLIC_KEY, DPCS_VAPID_PRIVATE_KEY and DPCS_VAPID_SUBJECT to send pushes (server vapid-keys makes a pair)")
+		return nil, nil, nil
+	}
+	if c.VAPIDSubject == "" {
+		return nil, nil, errors.New("DPCS_VAPID_SUBJECT: required with the VAPID keys (mailto: or https:)")
+	}
+	st, err := store.New(db, store.WithLocation(c.Zone), store.WithLogger(log))
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.webPushOption(st, keys, c.VAPIDSubject, log)
+}
+
+func (c Config) webPushOption(subs notify.SubscriptionStore, keys notify.VAPIDKeys, subject string, log *slog.Logger,
+	opts ...notify.WebPushOption) (notify.Option, *notify.WebPush, error) {
 	wp, err := notify.NewWebPush(subs, keys, subject,
 		append([]notify.WebPushOption{notify.WithPushLogger(log), notify.WithPushTimeout(c.PushTimeout)}, opts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("web push: %w", err)
+		return nil, nil, fmt.Errorf("web push: %w", err)
 	}
 	log.Info("web push on", "kinds", c.pushKinds(), "publicKey", keys.Public)
-	return notify.WithChannel(PushChannelName, wp, c.pushKinds()...), nil
+	return notify.WithChannel(PushChannelName, wp, c.pushKinds()...), wp, nil
 }
 
 // systemPush is the all-in-one's Web Push: the configured keys, or a pair
 // generated once and kept in st, so browsers' subscriptions (made for the
 // public key) survive restarts.
-func (c SystemConfig) systemPush(ctx context.Context, st *store.Store, log *slog.Logger) (notify.Option, string, error) {
+func (c SystemConfig) systemPush(ctx context.Context, st *store.Store, log *slog.Logger) (notify.Option, *notify.WebPush, string, error) {
 	keys, ok := c.VAPIDKeys()
 	if !ok {
 		stored, err := st.VAPIDKeys(ctx, func() (store.VAPIDKeys, error) {
@@ -120,7 +133,7 @@ func (c SystemConfig) systemPush(ctx context.Context, st *store.Store, log *slog
 			return store.VAPIDKeys(k), err
 		})
 		if err != nil {
-			return nil, "", err
+			return nil, nil, "", err
 		}
 		keys = notify.VAPIDKeys(stored)
 	}
@@ -132,6 +145,6 @@ func (c SystemConfig) systemPush(ctx context.Context, st *store.Store, log *slog
 	if c.AllowLoopbackPush { // tests: a local push service; the guard still refuses the rest
 		opts = append(opts, notify.WithPushLoopback())
 	}
-	o, err := c.webPushOption(st, keys, subject, log, opts...)
-	return o, keys.Public, err
+	o, wp, err := c.webPushOption(st, keys, subject, log, opts...)
+	return o, wp, keys.Public, err
 }

@@ -2,7 +2,6 @@ package service
 
 import (
 	"database/sql"
-	"github.com/dabom/dpcs/internal/testenv"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dabom/dpcs/internal/testenv"
 )
 
 // /readyz tells an anonymous caller what is not ready, never the raw error

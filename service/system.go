@@ -186,6 +186,9 @@ type System struct {
 	Simulator *simulate.Simulator
 	// Hub carries live notifications (for SSE subscribers).
 	Hub *notify.Hub
+	// Weekly sends the owners' weekly summaries (nil when
+	// DPCS_WEEKLY_SUMMARY is off).
+	Weekly *WeeklySummaries
 	// Rebuild is what the start-time rebuild of Redis from SQL did (zero
 	// when none ran). Families it could not restore are logged and listed
 	// here, and the system runs without them: Redis does not know their
@@ -367,7 +370,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if err != nil {
 		return nil, err
 	}
-	pushOpt, vapidPublic, err := cfg.systemPush(ctx, s.Store, log)
+	pushOpt, pushChannel, vapidPublic, err := cfg.systemPush(ctx, s.Store, log)
 	if err != nil {
 		return nil, err
 	}
@@ -480,12 +483,23 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		Secret: secret, Logger: log, AccessEvents: s.access, OnRequest: s.Metrics.OnRequest,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies, Streams: cfg.Streams,
 		VAPIDPublicKey: vapidPublic, AllowLoopbackPush: cfg.AllowLoopbackPush, MaxPushSubscriptions: cfg.PushMaxSubscriptions,
-		Decisions: s.Decisions, GatewayTokens: gateways, TopUpOffers: cfg.TopUps, GiftRate: cfg.Gift.Rate, OnCatalogChange: s.catalog.Set,
+		Decisions: s.Decisions, GatewayTokens: gateways, TopUpOffers: cfg.TopUps, GiftRate: cfg.Gift.Rate, VATRate: cfg.APIVATRate(), OnCatalogChange: s.catalog.Set,
 		DeadLetters: backOffice, KafkaStats: backOffice, OperationsMetrics: opsMetrics}); err != nil {
 		return nil, err
 	}
 	if err := s.Metrics.WatchStreams(s.API.OpenStreams); err != nil {
 		return nil, err
+	}
+	// The owners' weekly summary, at the operator's time.
+	if cfg.WeeklyAt != nil {
+		var push notify.Channel
+		if cfg.Pushes(notify.KindWeeklySummary) {
+			push = pushChannel
+		}
+		if s.Weekly, err = NewWeeklySummaries(s.Store, inbox, s.live, push, *cfg.WeeklyAt, cfg.Zone, log); err != nil {
+			return nil, err
+		}
+		s.Weekly.Start()
 	}
 	// The API address serves the probes too; the metrics only the admin
 	// address does: they are the operator's, not the public's
@@ -784,6 +798,9 @@ func (s *System) close(ctx context.Context) error {
 	}
 	if s.access != nil {
 		errs = append(errs, s.access.Close())
+	}
+	if s.Weekly != nil {
+		s.Weekly.Close()
 	}
 	if s.live != nil {
 		errs = append(errs, s.live.Close())

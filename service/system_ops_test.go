@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service/api"
 )
@@ -22,6 +23,7 @@ import (
 // in the dead-letter browser with its reason and origin, and its replay is
 // judged again (and dead-lettered again, naming the record replayed).
 func TestSystemBackOffice(t *testing.T) {
+	testenv.SkipShort(t, "the all-in-one's back office under simulated traffic")
 	ctx := context.Background()
 	s, err := StartSystem(ctx, testSystemConfig(t), nil)
 	if err != nil {

@@ -216,20 +216,20 @@ func TestSystemAskForMore(t *testing.T) {
 		t.Errorf("decline: %+v %+v", declined, aa)
 	}
 
-	// TOPUP → the pool grows by the grant.
+	// TOPUP → the pool grows by the offer bought.
 	before, err := s.Engine.Family(ctx, DemoFamilyID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var req3 api.DataRequestView
 	json.Unmarshal([]byte(do(t, "POST", base+"/families/100/data-requests", childTok, `{"amountBytes":5242880}`, http.StatusCreated)), &req3)
-	do(t, "POST", fmt.Sprintf("%s/families/100/data-requests/%d/approve", base, req3.ID), ownerTok, `{"grant":"TOPUP"}`, http.StatusOK)
+	do(t, "POST", fmt.Sprintf("%s/families/100/data-requests/%d/approve", base, req3.ID), ownerTok, `{"grant":"TOPUP","offerId":"100MB"}`, http.StatusOK)
 	after, err := s.Engine.Family(ctx, DemoFamilyID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after.Total != before.Total+5<<20 {
-		t.Errorf("pool total %d → %d, want +5 MiB", before.Total, after.Total)
+	if after.Total != before.Total+100<<20 {
+		t.Errorf("pool total %d → %d, want +100 MiB (the offer bought)", before.Total, after.Total)
 	}
 	topped, _ := childLive.await(t, "child", envelope.SubDataRequestAnswered, wait)
 	if err := json.Unmarshal(topped.Payload, &aa); err != nil || aa.Grant != envelope.GrantTopUp {

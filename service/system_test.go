@@ -37,6 +37,7 @@ func testSystemConfig(t *testing.T) SystemConfig {
 // The all-in-one starts on a fresh data dir with nothing installed, judges
 // simulated traffic end to end, and its SQL history equals Redis afterwards.
 func TestSystemEndToEnd(t *testing.T) {
+	testenv.SkipShort(t, "the all-in-one under simulated traffic, then the invariants")
 	testenv.AwayFromMidnight(t) // the invariants compare this month's counters
 	ctx := context.Background()
 	cfg := testSystemConfig(t)

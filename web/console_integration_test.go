@@ -330,7 +330,10 @@ func TestConsoleStories(t *testing.T) {
 		if _, role := member("할머니"); role != "OWNER" {
 			t.Fatalf("her role is %q after the change, want OWNER", role)
 		}
+		// Asked inside the page, not in the browser's dialog (#38).
 		run(t, ctx, "remove her", chromedp.Click(row+` button[data-remove]`, chromedp.ByQuery))
+		consoleWait(t, ctx, "the removal asked about", `!!document.querySelector('`+row+` .ask')`)
+		run(t, ctx, "yes, remove her", chromedp.Evaluate(`document.querySelector('.ask .ask-yes').click()`, nil))
 		consoleWait(t, ctx, "four members again", `document.querySelectorAll('tr[data-member]').length === 4`)
 		if id, _ := member("할머니"); id != 0 {
 			t.Fatalf("member %d is still listed after the removal", id)
@@ -338,9 +341,12 @@ func TestConsoleStories(t *testing.T) {
 
 		var before string
 		run(t, ctx, "read the pool", chromedp.AttributeValue("#pool-remaining", "data-value", &before, nil, chromedp.ByID))
+		// An amount outside the operator's offers: the back office's, free.
+		consoleWait(t, ctx, "the offers listed", `document.querySelectorAll('select[name=offer] option').length > 1`)
 		run(t, ctx, "top up 5 MB",
+			chromedp.SetValue(`select[name=offer]`, "", chromedp.ByQuery),
 			chromedp.SendKeys(`input[name=topup]`, "5", chromedp.ByQuery),
-			chromedp.Click(`form:has(input[name=topup]) button[type=submit]`, chromedp.ByQuery))
+			chromedp.Click(`#topup-form button[type=submit]`, chromedp.ByQuery))
 		b0, _ := strconv.ParseInt(before, 10, 64)
 		consoleWait(t, ctx, "the pool 5 MB larger", fmt.Sprintf(`document.querySelector('#pool-remaining').dataset.value === '%d'`, b0+5<<20))
 		var fam struct {
@@ -377,10 +383,13 @@ func TestConsoleStories(t *testing.T) {
 		edit := fmt.Sprintf(`tr[data-template="%d"] button[data-edit]`, tpl.ID)
 		consoleWait(t, ctx, "the template in the list", fmt.Sprintf(`!!document.querySelector(%q)`, edit))
 		browsertest.CheckAccessibility(t, ctx, "console-templates")
+		// Typed, with its unit (#38: the rules were KEY=bytes lines).
+		run(t, ctx, "open the template's editor", chromedp.Click(edit, chromedp.ByQuery),
+			chromedp.WaitVisible(`#template-editor #pf-monthly-amount`, chromedp.ByQuery))
+		browsertest.CheckAccessibility(t, ctx, "console-template-editor")
 		run(t, ctx, "edit the template",
-			chromedp.Click(edit, chromedp.ByQuery),
-			chromedp.WaitVisible(`#template-editor textarea`, chromedp.ByQuery),
-			chromedp.SetValue(`#template-editor textarea`, "LIMIT:DATA:MONTHLY=524288000\nBLOCK:TIME:START=2200\nBLOCK:TIME:END=0700", chromedp.ByQuery),
+			chromedp.SetValue(`#template-editor #pf-monthly-amount`, "500", chromedp.ByQuery),
+			chromedp.SetValue(`#template-editor #pf-monthly-unit`, "MB", chromedp.ByQuery),
 			chromedp.Click(`#template-editor button[type=submit]`, chromedp.ByQuery))
 		// The list says the rules in words ("월 한도: 500 MB"), the keys kept in data-rule.
 		consoleWait(t, ctx, "the saved template in the list", fmt.Sprintf(`document.querySelector('tr[data-template="%d"] [data-rule="LIMIT:DATA:MONTHLY=524288000"]')?.textContent === '월 한도: 500 MB'`, tpl.ID))
@@ -430,7 +439,7 @@ func TestConsoleStories(t *testing.T) {
 		consoleWait(t, ctx, "the filters in the address", fmt.Sprintf(`location.hash.includes('familyId=%d') && location.hash.includes('actorId=%d') && location.hash.includes('since=')`, sys.FamilyID, sys.Admin.ID))
 		consoleWait(t, ctx, "the re-apply's diff", `[...document.querySelectorAll('tr[data-audit] .diff tr.changed')].some(r => r.dataset.key.endsWith('LIMIT:DATA:MONTHLY') && r.textContent.includes('월 한도') && r.querySelector('del')?.dataset.value.includes('1073741824') && r.querySelector('ins')?.dataset.value.includes('524288000'))`)
 		// Names beside ids (#24): the admin who re-applied, the member it changed.
-		consoleWait(t, ctx, "names beside the ids", fmt.Sprintf(`[...document.querySelectorAll('tr[data-audit]')].some(r => r.cells[1].textContent.startsWith(%q + ' #') && r.cells[3].querySelector('.muted')?.textContent.length > 0)`, sys.Admin.Name))
+		consoleWait(t, ctx, "names beside the ids", fmt.Sprintf(`[...document.querySelectorAll('tr[data-audit]')].some(r => r.cells[1].textContent.startsWith(%q + ' #') && /^구성원 자녀\d #\d+$/.test(r.cells[3].textContent))`, sys.Admin.Name))
 		browsertest.CheckAccessibility(t, ctx, "console-audit")
 		shot(t, ctx, "console-audit")
 	})

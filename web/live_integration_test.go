@@ -118,7 +118,7 @@ func TestFamilyLive(t *testing.T) {
 	var before float64
 	browsertest.Run(t, kid, "read the pool", chromedp.Evaluate(poolBytes, &before))
 	live("top-up (1 GB)", "the child's pool", kid, func() {
-		sys.Call(t, owner, http.MethodPost, fmt.Sprintf("/families/%d/topups", fam), map[string]any{"bytes": 1024 * mib}, nil, http.StatusCreated)
+		sys.Call(t, owner, http.MethodPost, fmt.Sprintf("/families/%d/topups", fam), map[string]any{"offerId": "1GB"}, nil, http.StatusCreated)
 	}, fmt.Sprintf(`%s >= %d`, poolBytes, int64(before)+1024*mib), poolBytes)
 
 	// Members added and removed, a role: the other parent's dashboard.
@@ -158,5 +158,7 @@ func TestFamilyLive(t *testing.T) {
 		sys.Call(t, owner, http.MethodPost, fmt.Sprintf("/families/%d/members", fam), map[string]any{"name": "자녀4"}, &added, http.StatusCreated)
 	}, `document.querySelectorAll('#member-admin li').length === 5`, `document.querySelector('#member-admin')?.innerText`)
 
+	browsertest.Screenshot(t, kid, "app-live-child")
+	browsertest.Screenshot(t, mom, "app-live-controls")
 	t.Logf("live changes on another phone (SSE FAMILY_CHANGED → the screen read again):\n%s", strings.Join(measured, "\n"))
 }

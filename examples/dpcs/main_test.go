@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/service"
 )
 
@@ -34,6 +35,7 @@ func (s *syncBuffer) String() string {
 // make run's command on free ports: it starts, prints where to look and its
 // progress, and stops cleanly; a second start on the same data dir keeps the data.
 func TestRunAllInOne(t *testing.T) {
+	testenv.SkipShort(t, "the all-in-one with the demo, started twice")
 	dir := t.TempDir()
 	env := map[string]string{
 		"DPCS_DATA_DIR": dir, "DPCS_EMBEDDED_KAFKA_PORT": "0", "DPCS_HTTP_ADDR": "127.0.0.1:0",

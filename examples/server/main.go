@@ -207,11 +207,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	push, err := cfg.WebPushOptions(db, log)
+	pushOpt, pushChannel, err := cfg.WebPush(db, log)
 	if err != nil {
 		return err
 	}
-	nopts = append(nopts, push...)
+	if pushOpt != nil {
+		nopts = append(nopts, pushOpt)
+	}
 	notifier, err := notify.New(inbox, hub, slices.Concat(kopts, service.KafkaHooks(reg, "notifier"), service.TracingKafkaOpts(tp)),
 		append(nopts, notify.WithLogger(log), notify.WithHooks(metrics.NotifierHooks()), notify.WithTracerProvider(tp),
 			notify.WithNames(st), notify.WithApps(st))...)
@@ -305,13 +307,27 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Secret: []byte(cfg.JWTSecret), Logger: log, AccessEvents: access, OnRequest: metrics.OnRequest,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies, Streams: cfg.Streams,
 		VAPIDPublicKey: cfg.VAPIDPublicKey, MaxPushSubscriptions: cfg.PushMaxSubscriptions,
-		Decisions: decisions, GatewayTokens: cfg.GatewayTokens, OnCatalogChange: catalog.Set, TopUpOffers: cfg.TopUps, GiftRate: cfg.Gift.Rate,
+		Decisions: decisions, GatewayTokens: cfg.GatewayTokens, OnCatalogChange: catalog.Set, TopUpOffers: cfg.TopUps, GiftRate: cfg.Gift.Rate, VATRate: cfg.APIVATRate(),
 		DeadLetters: backOffice, KafkaStats: backOffice, OperationsMetrics: opsMetrics})
 	if err != nil {
 		return err
 	}
 	if err := metrics.WatchStreams(apiServer.OpenStreams); err != nil {
 		return err
+	}
+	// The owners' weekly summary, at the operator's time: every server runs
+	// it, each family's week is sent once.
+	if cfg.WeeklyAt != nil {
+		var ch notify.Channel
+		if pushChannel != nil && cfg.Pushes(notify.KindWeeklySummary) {
+			ch = pushChannel
+		}
+		weekly, err := service.NewWeeklySummaries(st, inbox, live, ch, *cfg.WeeklyAt, cfg.Zone, log)
+		if err != nil {
+			return err
+		}
+		weekly.Start()
+		defer weekly.Close()
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", apiServer.Handler())
@@ -370,7 +386,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 // of every family is a new state generation, run as a recovery does: under
 // the rebuild lease, with the processors paused by the state marker, once SQL
 // holds every judged event. Named families are restored in the current
-// generation.
+// generation, fenced (judged no more) and SQL drained first.
 func rebuild(ctx context.Context, db *sql.DB, qs *judge.State, kopts []kgo.Opt, log *slog.Logger, args []string, stdout io.Writer) error {
 	var ids []int64
 	for _, a := range args {
@@ -396,15 +412,14 @@ func rebuild(ctx context.Context, db *sql.DB, qs *judge.State, kopts []kgo.Opt, 
 			fmt.Fprintf(stdout, "generation: %s (waited %s for SQL to hold every judged event)\n", info.Generation, info.Drain.Round(time.Millisecond))
 		}
 	} else {
-		st, serr := store.New(db, store.WithLocation(qs.Location()))
-		if serr != nil {
-			return serr
+		// Fenced and drained first: no event judged before the restore
+		// is dropped, none judged on the state it replaces.
+		rec, closeRec, rerr := recovery.NewDeployable(qs, db, kopts, log, recovery.Automatic, nil)
+		if rerr != nil {
+			return fmt.Errorf("rebuild: %w", rerr)
 		}
-		state, serr := st.RedisState(ctx)
-		if serr != nil {
-			return fmt.Errorf("rebuild: %w", serr)
-		}
-		rep, err = recovery.Rebuild(ctx, st, qs, state.Generation, ids...)
+		defer closeRec()
+		rep, err = rec.RebuildFamilies(ctx, ids...)
 	}
 	fmt.Fprintf(stdout, "families restored: %d, failed: %d, took: %s\n", rep.Rebuilt, len(rep.Failed), time.Since(start).Round(time.Millisecond))
 	for _, f := range rep.Failed {

@@ -90,6 +90,16 @@ func Committed(tb testing.TB, c *kfake.Cluster, group, topic string) map[int32]i
 	return out
 }
 
+// SkipShort skips tb under -short (`make test`, the quick run): what tb
+// runs is long — the whole system for minutes, the acceptance stories —
+// and `make check`, `make integration` and CI run it in full. what names it.
+func SkipShort(tb testing.TB, what string) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skipf("-short: %s (make check runs it)", what)
+	}
+}
+
 // Eventually waits until cond holds, checking every 5 ms, and fails the
 // test when it does not within d: a bound on progress, never a guess at
 // how long something takes (set it generously; doc/testing.md).

@@ -5,7 +5,9 @@
 -- KEYS[1] <prefix>dpcs:state:{<tag>}   hash  g (generation), w:<stream> (watermark:
 --                                             the next position after the last judged),
 --                                             n (the node's identity the generation was
---                                             named on), b (the identity a rebuild began on)
+--                                             named on), b (the identity a rebuild began on),
+--                                             x (set by a check that found another identity:
+--                                             no advance passes until a rebuild names the node)
 -- The node's identity is its run_id and replication id (INFO): a restart (from
 -- whatever snapshot) gives a node a new run_id, a promoted replica is another
 -- process with a new replication id, so no rollback of a node's data keeps it
@@ -18,8 +20,9 @@
 --           stream without a watermark is new to the generation only from position
 --           0); else {1, reason}.
 --   advance ARGV[3..] stream, from, to triples: if the check (with these froms)
---           still passes, raise each watermark to its `to` and return 1; else
---           return 0 (the batch's results must not be used).
+--           still passes (the identity as the check of its pipeline found it: x),
+--           raise each watermark to its `to` and return 1; else return 0 (the
+--           batch's results must not be used).
 --   begin   a rebuild starts: returns the marker's flat fields (watermarks included)
 --           and sets the generation to ARGV[2] ("rebuilding:<new>") and b to the
 --           node's identity, so every check and advance of the old generation fails
@@ -58,6 +61,9 @@ if op == 'check' then
   end
   local id = identity()
   if m[2] ~= id then
+    -- Flagged for the advance of the same pipeline (which does not read
+    -- the identity again): nothing judged here raises a watermark.
+    redis.call('HSET', KEYS[1], 'x', id)
     return {1, 'this Redis node (' .. id .. ') is not the one state generation ' .. gen .. ' was named on (' ..
       (m[2] or 'none') .. '): it restarted or a replica took over, and may have lost writes'}
   end
@@ -75,7 +81,8 @@ if op == 'check' then
   end
   return {0, ''}
 elseif op == 'advance' then
-  if redis.call('HGET', KEYS[1], 'g') ~= gen then return 0 end
+  local m = redis.call('HMGET', KEYS[1], 'g', 'x')
+  if m[1] ~= gen or m[2] then return 0 end
   local ws = {}
   for i = 3, #ARGV, 3 do
     local w = tonumber(redis.call('HGET', KEYS[1], 'w:' .. ARGV[i]))

@@ -102,6 +102,9 @@ type Config struct {
 	// category) after the back office changed it: the service gives it to
 	// this process's judges (judge.Apps.Set). Default: none.
 	OnCatalogChange func(policy.Catalog)
+	// VATRate is the VAT in the offers' prices, in percent (receipts show
+	// it). Default: DefaultVATRate; negative: no VAT.
+	VATRate int
 	// GiftRate is how many gift requests one member may send (429 beyond).
 	// Default: DefaultGiftRate.
 	GiftRate Rate
@@ -231,6 +234,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.TopUpOffers == nil {
 		cfg.TopUpOffers = DefaultTopUpOffers()
 	}
+	switch {
+	case cfg.VATRate == 0:
+		cfg.VATRate = DefaultVATRate
+	case cfg.VATRate > 100:
+		return nil, errors.New("api: Config.VATRate must be at most 100 (percent)")
+	}
 	if cfg.GiftRate == (Rate{}) {
 		cfg.GiftRate = DefaultGiftRate
 	}
@@ -289,6 +298,7 @@ func New(cfg Config) (*Server, error) {
 	a.registerAuth()
 	a.registerPasswords()
 	a.registerFamily()
+	a.registerTopUps()
 	a.registerRequests()
 	a.registerStream()
 	a.registerPush()
@@ -298,6 +308,7 @@ func New(cfg Config) (*Server, error) {
 	a.registerVersion()
 	a.registerDecisions()
 	a.registerCatalog()
+	a.registerLogins()
 	a.registerGifts()
 	a.registerNotes()
 	if !cfg.NoWeb {

@@ -20,7 +20,8 @@ import (
 // family that does not exist; 403 only inside one's own family or on /admin.
 // {f} is the target family, {c} its child member (the MEMBER caller itself
 // in its own family), {v} a fresh member, {t} a fresh template, {n} a fresh
-// notification, {r} a fresh data request of {c}, {u} a unique suffix.
+// notification, {r} a fresh data request of {c}, {p} a fresh top-up of
+// {f}, {u} a unique suffix.
 func TestAuthorizationMatrix(t *testing.T) {
 	f := newAPIFixture(t)
 	type cols [8]int                                                                // MEMBER own, MEMBER other, OWNER own, OWNER other, ADMIN own, ADMIN other, AGENT own, AGENT other
@@ -45,14 +46,17 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"POST", "/families/{f}/gifts", `{"fromCustomerId":{c},"toCustomerId":{c},"amountBytes":1}`, cols{422, 404, 422, 404, 422, 422, 403, 403}},
 		{"POST", "/families/{f}/members/{c}/exceptions", `{"kind":"APP","appId":"com.game","minutes":30}`, own(200)}, // after the block above
 		{"PUT", "/families/{f}/alerts", `{"thresholds":[50,20]}`, own(200)},
-		{"POST", "/families/{f}/topups", `{"bytes":1048576}`, own(201)},
+		{"POST", "/families/{f}/topups", `{"offerId":"100MB"}`, own(201)},
 		{"POST", "/families/{f}/members", `{"name":"new {u}"}`, own(201)},
 		{"DELETE", "/families/{f}/members/{v}", "", own(204)},
 		{"PUT", "/families/{f}/members/{c}/role", `{"role":"MEMBER"}`, own(200)},
 		{"POST", "/families/{f}/data-requests", `{"amountBytes":1048576,"message":"{u}"}`, cols{201, 404, 201, 404, 403, 403, 403, 403}},
 		{"GET", "/families/{f}/data-requests", "", fam(200)},
 		{"GET", "/families/{f}/data-requests/{r}", "", fam(200)},
-		{"POST", "/families/{f}/data-requests/{r}/approve", `{"grant":"TOPUP","amountBytes":1048576}`, own(200)},
+		{"POST", "/families/{f}/data-requests/{r}/approve", `{"grant":"TOPUP","offerId":"100MB"}`, own(200)},
+		{"GET", "/families/{f}/topups/{p}", "", cols{403, 404, 200, 404, 200, 200, 200, 200}}, // a receipt: owners and the back office
+		{"GET", "/families/{f}/history", "", fam(200)},
+		{"PUT", "/families/{f}/members/{c}/minor", `{"minor":true}`, own(200)},
 		{"POST", "/families/{f}/data-requests/{r}/decline", `{"reason":"not now"}`, own(200)},
 		{"GET", "/families/{f}/notifications", "", fam(200)},
 		{"POST", "/families/{f}/notifications/{n}/read", "", famw(204)},
@@ -79,6 +83,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"GET", "/admin/operations", "", adm(200)},
 		{"PUT", "/admin/catalog/apps/app.n{u}", `{"category":"GAME","name":"게임 {u}"}`, admw(200)},
 		{"GET", "/admin/catalog/unknown-apps", "", adm(200)},
+		{"GET", "/admin/families/{f}/logins", "", adm(200)},
 		{"DELETE", "/admin/catalog/apps/com.tiktok.app", "", cols{403, 403, 403, 403, 204, 404, 403, 403}}, // removed by the first call
 		// Notes: the one write a care agent makes.
 		{"GET", "/admin/families/{f}/notes", "", adm(200)},
@@ -109,6 +114,13 @@ func TestAuthorizationMatrix(t *testing.T) {
 					if strings.Contains(s, "{v}") {
 						f.addMember(target, vid, policy.RoleMember)
 						s = strings.ReplaceAll(s, "{v}", fmt.Sprint(vid))
+					}
+					if strings.Contains(s, "{p}") {
+						tu, err := f.store.AddTopUp(ctx, target, 1, store.System)
+						if err != nil {
+							t.Fatal(err)
+						}
+						s = strings.ReplaceAll(s, "{p}", fmt.Sprint(tu.ID))
 					}
 					if strings.Contains(s, "{t}") {
 						tpl, err := f.store.CreateTemplate(ctx, policy.Template{Name: fmt.Sprint("tpl", vid), Type: "LIMIT", RequireRole: policy.RoleMember,

@@ -51,25 +51,44 @@ type UnknownApp struct {
 	LastSeen time.Time `json:"lastSeen" doc:"Its latest usage event's time"`
 }
 
-// TopUpOffer is a top-up a carrier sells: an amount and its price.
+// TopUpOffer is a top-up a carrier sells: an amount and its price, billed
+// to the phone bill.
 type TopUpOffer struct {
-	Bytes    int64 `json:"bytes" doc:"The amount added to the family pool" example:"1073741824"`
-	PriceKRW int64 `json:"priceKrw" doc:"Its price in won (0: free)" example:"9900"`
+	ID       string `json:"id" doc:"The offer's id, what POST …/topups names (offerId): its amount, e.g. 500MB or 1GB" example:"1GB"`
+	Bytes    int64  `json:"bytes" doc:"The amount added to the family pool" example:"1073741824"`
+	PriceKRW int64  `json:"priceKrw" doc:"Its price in won, VAT included (0: free)" example:"9900"`
+	VATKRW   int64  `json:"vatKrw" doc:"The VAT in the price, at the operator's rate (DPCS_VAT_RATE)" example:"900"`
+}
+
+// offerID is the id of an offer of bytes: its amount in GB when whole,
+// else in MB (ParseTopUpOffers takes only whole MB).
+func offerID(bytes int64) string {
+	if bytes%(1<<30) == 0 {
+		return strconv.FormatInt(bytes>>30, 10) + "GB"
+	}
+	return strconv.FormatInt(bytes>>20, 10) + "MB"
 }
 
 // DefaultTopUpOffers are the top-ups offered when the operator names none:
-// 100 MB for 2,200 won, 500 MB 5,500, 1 GB 9,900, 3 GB 19,800.
+// 100 MB for 2,200 won, 500 MB 5,500, 1 GB 9,900, 3 GB 19,800 (VAT
+// included; VATKRW is filled in by the server at its rate).
 func DefaultTopUpOffers() []TopUpOffer {
-	return []TopUpOffer{{100 << 20, 2200}, {500 << 20, 5500}, {1 << 30, 9900}, {3 << 30, 19800}}
+	out := []TopUpOffer{{Bytes: 100 << 20, PriceKRW: 2200}, {Bytes: 500 << 20, PriceKRW: 5500}, {Bytes: 1 << 30, PriceKRW: 9900},
+		{Bytes: 3 << 30, PriceKRW: 19800}}
+	for i := range out {
+		out[i].ID = offerID(out[i].Bytes)
+	}
+	return out
 }
 
 // MaxTopUpOffers is how many top-ups ParseTopUpOffers accepts.
 const MaxTopUpOffers = 8
 
 // ParseTopUpOffers reads offers written "100MB=2200,1GB=9900": an amount in
-// MB or GB (binary units, whole numbers) and its price in won, at most
-// MaxTopUpOffers, each amount once; they are returned smallest first. ""
-// is none (the app then offers no top-up buttons).
+// MB or GB (binary units, whole numbers) and its price in won, VAT
+// included, at most MaxTopUpOffers, each amount once; they are returned
+// smallest first, each with its id (its amount: 1024MB is 1GB). "" is none
+// (the app then offers no top-up buttons, and owners cannot top up).
 func ParseTopUpOffers(s string) ([]TopUpOffer, error) {
 	out := []TopUpOffer{}
 	if strings.TrimSpace(s) == "" {
@@ -90,6 +109,7 @@ func ParseTopUpOffers(s string) ([]TopUpOffer, error) {
 			return nil, fmt.Errorf("%q: want <amount>MB=<won> or <amount>GB=<won>, e.g. 1GB=9900 (amount ≥ 1, price 0 to 100000000)", item)
 		}
 		o := TopUpOffer{Bytes: n * unit, PriceKRW: won}
+		o.ID = offerID(o.Bytes)
 		if slices.ContainsFunc(out, func(x TopUpOffer) bool { return x.Bytes == o.Bytes }) {
 			return nil, fmt.Errorf("%q: the amount is offered twice", item)
 		}
@@ -132,7 +152,7 @@ func (a *Server) catalog(ctx context.Context) (Catalog, error) {
 		return Catalog{}, err
 	}
 	rules := giftRulesView(a.cfg.Family.GiftRules())
-	c := Catalog{Apps: make([]CatalogApp, 0, len(apps)), TopUpOffers: slices.Clone(a.cfg.TopUpOffers), GiftRules: &rules}
+	c := Catalog{Apps: make([]CatalogApp, 0, len(apps)), TopUpOffers: a.offers(), GiftRules: &rules}
 	c.Categories = DefaultCatalog().Categories
 	for _, cat := range policy.Categories() {
 		if !slices.Contains(c.Categories, string(cat)) {

@@ -18,6 +18,9 @@ func TestCatalogRoute(t *testing.T) {
 	f.call(http.MethodGet, "/catalog", f.token(childA), nil, http.StatusOK, &got) // a MEMBER may read it
 	want := DefaultCatalog()
 	want.TopUpOffers = DefaultTopUpOffers()
+	for i, vat := range []int64{200, 500, 900, 1800} { // 10 % of the price without it
+		want.TopUpOffers[i].VATKRW = vat
+	}
 	rules := giftRulesView(store.DefaultGiftRules())
 	want.GiftRules = &rules
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -89,7 +92,7 @@ func TestCatalogRouteDocumented(t *testing.T) {
 		props    []string
 	}{
 		{"Catalog", []string{"categories", "apps", "topUpOffers"}, []string{"apps", "categories", "giftRules", "topUpOffers"}},
-		{"TopUpOffer", []string{"bytes", "priceKrw"}, []string{"bytes", "priceKrw"}},
+		{"TopUpOffer", []string{"id", "bytes", "priceKrw", "vatKrw"}, []string{"bytes", "id", "priceKrw", "vatKrw"}},
 		{"CatalogApp", []string{"id", "category", "name", "nameEn", "icon"}, []string{"category", "icon", "id", "name", "nameEn"}},
 	}
 	for _, tt := range tests {
@@ -114,7 +117,7 @@ func TestCatalogRouteDocumented(t *testing.T) {
 
 func TestParseTopUpOffers(t *testing.T) {
 	got, err := ParseTopUpOffers(" 1GB=9900, 100MB=2200,3GB=0 ")
-	want := []TopUpOffer{{100 << 20, 2200}, {1 << 30, 9900}, {3 << 30, 0}}
+	want := []TopUpOffer{{ID: "100MB", Bytes: 100 << 20, PriceKRW: 2200}, {ID: "1GB", Bytes: 1 << 30, PriceKRW: 9900}, {ID: "3GB", Bytes: 3 << 30}}
 	if err != nil || !cmp.Equal(want, got) {
 		t.Errorf("ParseTopUpOffers = %v, %v; want %v", got, err, want)
 	}

@@ -49,6 +49,7 @@ type DashboardMember struct {
 	MonthlyUsedBytes int64   `json:"monthlyUsedBytes"`
 	SharePercent     float64 `json:"sharePercent" doc:"Share of the family's use this month"`
 	PolicyVersion    int64   `json:"policyVersion"`
+	Minor            bool    `json:"minor,omitempty" doc:"Under 19: under the operator's gift rules it only receives gifts"`
 	// DailyLimitBytes is the member's daily limit in effect now, approved
 	// extras included; MonthlyLimitBytes what it has for the month (the
 	// month's extras and gifts included, today's extra not: it lifts the
@@ -137,7 +138,9 @@ func (a *Server) dashboard(ctx context.Context, fid int64) (Dashboard, error) {
 			ms = quota.MemberStatus{CustomerID: m.ID, Decision: policy.BlockedNotMember}
 		}
 		delete(status, m.ID)
-		d.Members = append(d.Members, line(m.ID, m.Name, string(m.Role), ms))
+		dm := line(m.ID, m.Name, string(m.Role), ms)
+		dm.Minor = m.Minor
+		d.Members = append(d.Members, dm)
 	}
 	for _, ms := range st.Members { // provisioned in Redis only (e.g. simulated population)
 		if _, ok := status[ms.CustomerID]; ok {

@@ -14,6 +14,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/jsonscan"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 )
@@ -177,154 +178,38 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// decodeDecisionAsk reads a DecisionAsk body in one pass; ok is false for
-// anything it does not understand completely or that the schema refuses.
+// decodeDecisionAsk reads a DecisionAsk body in one pass (internal/jsonscan);
+// ok is false for anything it does not understand completely or that the
+// schema refuses.
 func decodeDecisionAsk(data []byte) (envs []envelope.Envelope[envelope.UsagePayload], ok bool) {
-	s := askScanner{b: data}
-	if !s.byte('{') {
-		return nil, false
-	}
+	s := jsonscan.Scanner{Data: data}
 	seen := false
-	if !s.byte('}') {
-		for {
-			name, ok := s.name()
-			if !ok || name != "events" || seen || !s.byte(':') {
-				return nil, false
-			}
-			seen = true
-			if envs, ok = s.events(); !ok {
-				return nil, false
-			}
-			if !s.byte(',') {
-				break
-			}
+	ok = s.Object(func(key []byte) bool {
+		if string(key) != "events" || seen {
+			return false
 		}
-	}
-	if !s.byte('}') || !seen || !s.end() {
+		seen = true
+		envs, ok = askEvents(&s)
+		return ok
+	})
+	if !ok || !seen || !s.End() {
 		return nil, false
 	}
 	return envs, true
 }
 
-// askScanner reads the JSON of a DecisionAsk.
-type askScanner struct {
-	b []byte
-	i int
-}
-
-func (s *askScanner) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
-}
-
-// byte skips white space and c.
-func (s *askScanner) byte(c byte) bool {
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == c {
-		s.i++
-		return true
-	}
-	return false
-}
-
-func (s *askScanner) end() bool {
-	s.ws()
-	return s.i == len(s.b)
-}
-
-// raw reads a string of printable ASCII without escapes; it returns its
-// bytes in the input.
-func (s *askScanner) raw() ([]byte, bool) {
-	if !s.byte('"') {
-		return nil, false
-	}
-	start := s.i
-	for s.i < len(s.b) {
-		c := s.b[s.i]
-		switch {
-		case c == '"':
-			s.i++
-			return s.b[start : s.i-1], true
-		case c == '\\' || c < 0x20 || c > 0x7e:
-			return nil, false
-		}
-		s.i++
-	}
-	return nil, false
-}
-
-func (s *askScanner) name() (string, bool) {
-	b, ok := s.raw()
-	return string(b), ok
-}
-
-// str reads a string member's value of 1..200 characters.
-func (s *askScanner) str() (string, bool) {
-	b, ok := s.raw()
-	if !ok || len(b) < 1 || len(b) > 200 {
-		return "", false
-	}
-	return string(b), true
-}
-
-// int reads an integer in min..max: digits with an optional minus sign, no
-// leading zeros, fraction or exponent.
-func (s *askScanner) int(min, max int64) (int64, bool) {
-	s.ws()
-	neg := s.i < len(s.b) && s.b[s.i] == '-'
-	if neg {
-		s.i++
-	}
-	digits := s.i
-	var n int64
-	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
-		if s.i-digits >= 18 {
-			return 0, false
-		}
-		n = n*10 + int64(s.b[s.i]-'0')
-		s.i++
-	}
-	if s.i == digits || (s.b[digits] == '0' && s.i-digits > 1) {
-		return 0, false
-	}
-	if s.i < len(s.b) {
-		switch s.b[s.i] {
-		case '.', 'e', 'E':
-			return 0, false
-		}
-	}
-	if neg {
-		n = -n
-	}
-	return n, n >= min && n <= max
-}
-
-// events reads the events array: 1..maxDecisionEvents events.
-func (s *askScanner) events() ([]envelope.Envelope[envelope.UsagePayload], bool) {
-	if !s.byte('[') || s.byte(']') {
-		return nil, false
-	}
+// askEvents reads the events array: 1..maxDecisionEvents events.
+func askEvents(s *jsonscan.Scanner) ([]envelope.Envelope[envelope.UsagePayload], bool) {
 	var envs []envelope.Envelope[envelope.UsagePayload]
-	for {
+	ok := s.Array(func() bool {
 		if len(envs) == maxDecisionEvents {
-			return nil, false
+			return false
 		}
-		env, ok := s.event()
-		if !ok {
-			return nil, false
-		}
+		env, ok := askEvent(s)
 		envs = append(envs, env)
-		if !s.byte(',') {
-			break
-		}
-	}
-	return envs, s.byte(']')
+		return ok
+	})
+	return envs, ok && len(envs) > 0
 }
 
 // The members of an event, as bits.
@@ -339,144 +224,91 @@ const (
 	memRequired = memEventID | memTimestamp | memFamilyID | memCustomerID | memAppID | memBytesUsed
 )
 
-// event reads one UsageEvent object with every required member once.
-func (s *askScanner) event() (envelope.Envelope[envelope.UsagePayload], bool) {
+// askEvent reads one UsageEvent object with every required member once.
+func askEvent(s *jsonscan.Scanner) (envelope.Envelope[envelope.UsagePayload], bool) {
 	var (
 		e    UsageEvent
 		seen int
-		zero envelope.Envelope[envelope.UsagePayload]
 	)
-	if !s.byte('{') || s.byte('}') {
-		return zero, false
-	}
-	for {
-		name, ok := s.raw()
-		if !ok || !s.byte(':') {
-			return zero, false
-		}
+	ok := s.Object(func(name []byte) bool {
 		var m int
+		ok := false
 		switch string(name) {
 		case "eventId":
 			m = memEventID
-			e.EventID, ok = s.str()
+			e.EventID, ok = askString(s)
 		case "timestamp":
 			m = memTimestamp
 			var b []byte
-			if b, ok = s.raw(); ok {
+			if b, ok = s.ASCII(); ok {
 				// encoding/json's own (strict RFC 3339) parse, which huma's
 				// date-time check accepts too.
 				ok = e.Timestamp.UnmarshalText(b) == nil
 			}
 		case "familyId":
 			m = memFamilyID
-			e.FamilyID, ok = s.int(1, math.MaxInt64)
+			e.FamilyID, ok = askInt(s, 1, math.MaxInt64)
 		case "customerId":
 			m = memCustomerID
-			e.CustomerID, ok = s.int(1, math.MaxInt64)
+			e.CustomerID, ok = askInt(s, 1, math.MaxInt64)
 		case "appId":
 			m = memAppID
-			e.AppID, ok = s.str()
+			e.AppID, ok = askString(s)
 		case "bytesUsed":
 			m = memBytesUsed
-			e.BytesUsed, ok = s.int(0, policy.MaxBytes)
+			e.BytesUsed, ok = askInt(s, 0, policy.MaxBytes)
 		case "metadata":
 			m = memMetadata
-			e.Metadata, ok = s.metadata()
-		default:
-			return zero, false
+			e.Metadata, ok = askMetadata(s)
 		}
 		if !ok || seen&m != 0 {
-			return zero, false
+			return false
 		}
 		seen |= m
-		if !s.byte(',') {
-			break
-		}
-	}
-	if !s.byte('}') || seen&memRequired != memRequired {
-		return zero, false
+		return true
+	})
+	if !ok || seen&memRequired != memRequired {
+		return envelope.Envelope[envelope.UsagePayload]{}, false
 	}
 	return envelope.New(e.EventID, e.Timestamp, envelope.UsagePayload{FamilyID: e.FamilyID,
 		CustomerID: e.CustomerID, AppID: e.AppID, BytesUsed: e.BytesUsed, Metadata: e.Metadata}), true
 }
 
-// metadata reads the optional metadata object through encoding/json, as
-// huma's path decodes it: the object's bytes are found first.
-func (s *askScanner) metadata() (map[string]any, bool) {
-	s.ws()
-	start := s.i
-	if !s.skipValue(0) || s.b[start] != '{' {
+// askMetadata reads the optional metadata object as huma's path decodes it,
+// json.Unmarshal into a map[string]any: jsonscan.AnyObject reads the same
+// in one pass when the object's strings have no escapes, and
+// json.Unmarshal reads the object's bytes when they have.
+func askMetadata(s *jsonscan.Scanner) (map[string]any, bool) {
+	start := s.Pos
+	if s.Peek() != '{' {
+		return nil, false
+	}
+	if m, ok := s.AnyObject(0); ok {
+		return m, true
+	}
+	s.Pos = start
+	if s.Peek() != '{' || !s.Skip(0) {
 		return nil, false
 	}
 	var m map[string]any
-	if err := json.Unmarshal(s.b[start:s.i], &m); err != nil {
+	if err := json.Unmarshal(s.Data[start:s.Pos], &m); err != nil {
 		return nil, false
 	}
 	return m, true
 }
 
-// skipValue skips one JSON value (any), at most 32 levels deep; syntax is
-// checked again by encoding/json.
-func (s *askScanner) skipValue(depth int) bool {
-	if depth > 32 {
-		return false
+// askString reads a string member's value of 1..200 characters, printable
+// ASCII without escapes (so its length in bytes is huma's in characters).
+func askString(s *jsonscan.Scanner) (string, bool) {
+	b, ok := s.ASCII()
+	if !ok || len(b) < 1 || len(b) > 200 {
+		return "", false
 	}
-	s.ws()
-	if s.i >= len(s.b) {
-		return false
-	}
-	switch c := s.b[s.i]; c {
-	case '{', '[':
-		closing := byte('}')
-		if c == '[' {
-			closing = ']'
-		}
-		s.i++
-		if s.byte(closing) {
-			return true
-		}
-		for {
-			if c == '{' {
-				if !s.skipString() || !s.byte(':') {
-					return false
-				}
-			}
-			if !s.skipValue(depth + 1) {
-				return false
-			}
-			if !s.byte(',') {
-				return s.byte(closing)
-			}
-		}
-	case '"':
-		return s.skipString()
-	default:
-		for s.i < len(s.b) {
-			switch s.b[s.i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return true
-			}
-			s.i++
-		}
-		return true
-	}
+	return string(b), true
 }
 
-// skipString skips a string, escapes included.
-func (s *askScanner) skipString() bool {
-	if !s.byte('"') {
-		return false
-	}
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case '\\':
-			s.i += 2
-			continue
-		case '"':
-			s.i++
-			return true
-		}
-		s.i++
-	}
-	return false
+// askInt reads an integer in min..max (no fraction, no exponent).
+func askInt(s *jsonscan.Scanner, min, max int64) (int64, bool) {
+	n, ok := s.Int64()
+	return n, ok && n >= min && n <= max
 }

@@ -256,33 +256,37 @@ func (f *apiFixture) withAPI(change func(*Config)) {
 	f.t.Cleanup(f.srv.Close)
 }
 
-// TestOwnerTopUps: owners top up within the per-top-up and monthly limits
-// (defaults 10 GiB and 50 GiB for the family's members together); admins
-// only within the pool's maximum; limits can be set, or turned off for
-// owners.
+// TestOwnerTopUps: owners buy offers within the per-top-up and monthly
+// limits (defaults 10 GiB and 50 GiB for the family's members together);
+// admins only within the pool's maximum; limits can be set, or turned off
+// for owners.
 func TestOwnerTopUps(t *testing.T) {
-	f := newAPIFixture(t)
+	offers, err := ParseTopUpOffers("1GB=9900,9GB=50000,10GB=55000,11GB=60000,1MB=100,2MB=200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newAPIFixture(t, func(c *Config) { c.TopUpOffers = offers })
 	owner, admin := f.token(ownerA), f.token(adminID)
-	p := f.problem(http.MethodPost, "/families/100/topups", owner, map[string]any{"bytes": DefaultOwnerTopUpMax + 1}, http.StatusUnprocessableEntity, "body.bytes")
+	buy := func(id string) map[string]any { return map[string]any{"offerId": id} }
+	p := f.problem(http.MethodPost, "/families/100/topups", owner, buy("11GB"), http.StatusUnprocessableEntity, "body.bytes")
 	if !strings.Contains(p.Errors[0].Message, "10737418240 bytes per top-up") {
 		t.Errorf("per top-up refusal %+v", p)
 	}
 	for range 4 {
-		f.call(http.MethodPost, "/families/100/topups", owner, map[string]any{"bytes": DefaultOwnerTopUpMax}, http.StatusCreated, nil)
+		f.call(http.MethodPost, "/families/100/topups", owner, buy("10GB"), http.StatusCreated, nil)
 	}
 	f.call(http.MethodPut, "/families/100/members/1002/role", owner, map[string]string{"role": "OWNER"}, http.StatusOK, nil)
-	f.call(http.MethodPost, "/families/100/topups", f.token(childA), map[string]any{"bytes": DefaultOwnerTopUpMax - gib}, http.StatusCreated, nil)
-	p = f.problem(http.MethodPost, "/families/100/topups", owner, map[string]any{"bytes": gib + 1}, http.StatusUnprocessableEntity, "body.bytes")
-	if !strings.Contains(p.Errors[0].Message, "1073741824 bytes can still be added in 202602") {
+	f.call(http.MethodPost, "/families/100/topups", f.token(childA), buy("9GB"), http.StatusCreated, nil)
+	f.call(http.MethodPost, "/families/100/topups", owner, buy("1GB"), http.StatusCreated, nil)
+	p = f.problem(http.MethodPost, "/families/100/topups", owner, buy("1MB"), http.StatusUnprocessableEntity, "body.bytes")
+	if !strings.Contains(p.Errors[0].Message, "can be added in 202602") && !strings.Contains(p.Errors[0].Message, "are used up") {
 		t.Errorf("monthly refusal %+v", p)
 	}
-	f.call(http.MethodPost, "/families/100/topups", owner, map[string]any{"bytes": gib}, http.StatusCreated, nil)
-	f.problem(http.MethodPost, "/families/100/topups", owner, map[string]any{"bytes": 1}, http.StatusUnprocessableEntity, "body.bytes")
 	// another family is not affected, nor admins
-	f.call(http.MethodPost, "/families/200/topups", f.token(ownerB), map[string]any{"bytes": DefaultOwnerTopUpMax}, http.StatusCreated, nil)
+	f.call(http.MethodPost, "/families/200/topups", f.token(ownerB), buy("10GB"), http.StatusCreated, nil)
 	var tu TopUpView
 	f.call(http.MethodPost, "/families/100/topups", admin, map[string]any{"bytes": 100 * gib}, http.StatusCreated, &tu)
-	if tu.TotalBytes != 10*gib+50*gib+100*gib {
+	if tu.TotalBytes != 10*gib+50*gib+100*gib || tu.OfferID != "" || tu.PriceKRW != 0 {
 		t.Fatalf("after admin top-up %+v", tu)
 	}
 	// next month starts afresh
@@ -290,14 +294,14 @@ func TestOwnerTopUps(t *testing.T) {
 	f.now.Store(&next)
 	clear(f.tokens) // expired
 	owner, admin = f.token(ownerA), f.token(adminID)
-	f.call(http.MethodPost, "/families/100/topups", owner, map[string]any{"bytes": DefaultOwnerTopUpMax}, http.StatusCreated, nil)
+	f.call(http.MethodPost, "/families/100/topups", owner, buy("10GB"), http.StatusCreated, nil)
 
 	// operator's limits
-	f.withAPI(func(c *Config) { c.OwnerTopUpMax, c.OwnerTopUpMonthly = mib, 2*mib })
-	f.call(http.MethodPost, "/families/200/topups", f.token(ownerB), map[string]any{"bytes": mib}, http.StatusCreated, nil)
-	f.problem(http.MethodPost, "/families/200/topups", f.token(ownerB), map[string]any{"bytes": mib + 1}, http.StatusUnprocessableEntity, "body.bytes")
-	f.call(http.MethodPost, "/families/200/topups", f.token(ownerB), map[string]any{"bytes": mib}, http.StatusCreated, nil)
-	f.problem(http.MethodPost, "/families/200/topups", f.token(ownerB), map[string]any{"bytes": 1}, http.StatusUnprocessableEntity, "body.bytes")
+	f.withAPI(func(c *Config) { c.OwnerTopUpMax, c.OwnerTopUpMonthly, c.TopUpOffers = mib, 2*mib, offers })
+	f.call(http.MethodPost, "/families/200/topups", f.token(ownerB), buy("1MB"), http.StatusCreated, nil)
+	f.problem(http.MethodPost, "/families/200/topups", f.token(ownerB), buy("2MB"), http.StatusUnprocessableEntity, "body.bytes")
+	f.call(http.MethodPost, "/families/200/topups", f.token(ownerB), buy("1MB"), http.StatusCreated, nil)
+	f.problem(http.MethodPost, "/families/200/topups", f.token(ownerB), buy("1MB"), http.StatusUnprocessableEntity, "body.bytes")
 	// turned off for owners: 403; admins still top up
 	f.withAPI(func(c *Config) { c.OwnerTopUpMax = -1 })
 	f.problem(http.MethodPost, "/families/200/topups", f.token(ownerB), map[string]any{"bytes": 1}, http.StatusForbidden, "")

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -316,30 +315,6 @@ type alertsInput struct {
 
 type alertsOutput struct{ Body Alerts }
 
-// TopUpView is a recorded top-up and the pool after it.
-type TopUpView struct {
-	ID             int64     `json:"id"`
-	FamilyID       int64     `json:"familyId"`
-	Bytes          int64     `json:"bytes"`
-	Month          string    `json:"month"`
-	CreatedBy      int64     `json:"createdBy"`
-	CreatedAt      time.Time `json:"createdAt"`
-	RemainingBytes int64     `json:"remainingBytes"`
-	TotalBytes     int64     `json:"totalBytes"`
-}
-
-// TopUp is the body of a top-up request.
-type TopUp struct {
-	Bytes int64 `json:"bytes" minimum:"1" maximum:"70368744177664" doc:"Bytes added to this month's pool. Owners: at most 10 GiB per top-up and 50 GiB a month per family by default (the operator's limits); everyone: the plan plus the month's top-ups may total at most 70368744177664 bytes (2^46). A 422 says how many can still be added"`
-}
-
-type topUpInput struct {
-	FamilyPath
-	Body TopUp
-}
-
-type topUpOutput struct{ Body TopUpView }
-
 // NewMember is the body of an add-member request.
 type NewMember struct {
 	CustomerID int64  `json:"customerId,omitempty" minimum:"0" maximum:"999999999999999" doc:"Admins only; 0 or absent: assigned by the server. Chosen ids end at 10^15 − 1 (store.MaxMemberID), leaving the ids above to the server"`
@@ -555,44 +530,6 @@ func (a *Server) registerFamily() {
 			return &alertsOutput{Body: Alerts{Thresholds: nonNil([]int(f.Thresholds))}}, nil
 		})
 
-	topOp := op("post-topup", http.MethodPost, "/families/{familyId}/topups", "Add data to this month's pool",
-		http.StatusForbidden, http.StatusUnprocessableEntity)
-	topOp.DefaultStatus = http.StatusCreated
-	owners := "Owners may top up within the operator's limits: at most " + gibText(a.cfg.OwnerTopUpMax) +
-		" per top-up and " + gibText(a.cfg.OwnerTopUpMonthly) + " a month for the family's members together; over them " +
-		"the answer is 422 naming what can still be added."
-	if a.cfg.OwnerTopUpMax < 0 || a.cfg.OwnerTopUpMonthly < 0 {
-		owners = "The operator turned owners' top-ups off: owners get 403."
-	}
-	topOp.Description = "Adds bytes to the family's pool for the rest of the month (the \"top-up where allowed\" " +
-		"of ask-for-more). " + owners + " Admins are bounded only by the pool's maximum: the plan plus the month's " +
-		"top-ups may total at most 2^46 bytes. Audited; members (not owners) get 403."
-	huma.Register(a.api, topOp, func(ctx context.Context, in *topUpInput) (*topUpOutput, error) {
-		p, err := a.family(ctx, in.FamilyID, ownerOnly)
-		if err != nil {
-			return nil, err
-		}
-		// The store refuses, inside the transaction holding the family row,
-		// a top-up the engine would refuse (plan + month's top-ups over
-		// policy.MaxBytes) or over an owner's monthly limit: a 422 then has
-		// written nothing, and no row the engine refuses can reach SQL and
-		// fail every later rebuild.
-		var ownLimit int64
-		if p.Role != policy.RoleAdmin {
-			if err := a.ownerTopUp(in.Body.Bytes); err != nil {
-				return nil, err
-			}
-			ownLimit = a.cfg.OwnerTopUpMonthly
-		}
-		res, err := a.cfg.Family.TopUp(ctx, in.FamilyID, in.Body.Bytes, p.actor(), ownLimit)
-		if err != nil {
-			return nil, a.problem(ctx, err, "body.bytes")
-		}
-		t, pool := res.TopUp, res.Pool
-		return &topUpOutput{Body: TopUpView{ID: t.ID, FamilyID: t.FamilyID, Bytes: t.Bytes, Month: t.Month, CreatedBy: t.CreatedBy,
-			CreatedAt: t.CreatedAt, RemainingBytes: pool.Remaining, TotalBytes: pool.Total}}, nil
-	})
-
 	addOp := op("add-member", http.MethodPost, "/families/{familyId}/members", "Add a member",
 		http.StatusForbidden, http.StatusConflict, http.StatusUnprocessableEntity)
 	addOp.DefaultStatus = http.StatusCreated
@@ -688,26 +625,4 @@ func (a *Server) registerFamily() {
 			}
 			return &memberOutput{Body: memberView(m)}, nil
 		})
-}
-
-// ownerTopUp checks an owner's top-up against the per-top-up limit (the
-// monthly one is the store's, in the transaction that writes it).
-func (a *Server) ownerTopUp(bytes int64) error {
-	switch {
-	case a.cfg.OwnerTopUpMax < 0 || a.cfg.OwnerTopUpMonthly < 0:
-		return huma.Error403Forbidden("top-ups are made by the back office: ask an admin")
-	case bytes > a.cfg.OwnerTopUpMax:
-		return huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "body.bytes",
-			Message: fmt.Sprintf("an owner may add at most %d bytes per top-up", a.cfg.OwnerTopUpMax), Value: bytes})
-	}
-	return nil
-}
-
-// gibText renders a byte limit for route docs: "10 GiB" or "1500 bytes".
-func gibText(n int64) string {
-	switch {
-	case n > 0 && n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	}
-	return fmt.Sprintf("%d bytes", n)
 }

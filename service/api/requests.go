@@ -105,7 +105,8 @@ type DataRequestPath struct {
 // DataRequestApproval is the body of an approval.
 type DataRequestApproval struct {
 	Grant       string        `json:"grant,omitempty" enum:"DAY,MONTH,TOPUP,TIME,APP" doc:"A DATA request: DAY raises the member's daily and monthly limits for the rest of today; MONTH for the rest of this month; TOPUP adds to the family pool (owners within the top-up limits). A TIME or APP request: its kind, or absent"`
-	AmountBytes int64         `json:"amountBytes,omitempty" minimum:"0" maximum:"70368744177664" doc:"DATA: bytes granted; 0 or absent: what the member asked for"`
+	AmountBytes int64         `json:"amountBytes,omitempty" minimum:"0" maximum:"70368744177664" doc:"DATA (DAY, MONTH; admins' TOPUP): bytes granted; 0 or absent: what the member asked for"`
+	OfferID     string        `json:"offerId,omitempty" maxLength:"32" doc:"TOPUP: the offer bought (GET /catalog topUpOffers), its bytes granted; required of owners (422 at body.offerId names the offers), optional for admins"`
 	Minutes     int64         `json:"minutes,omitempty" minimum:"0" maximum:"240" doc:"TIME and APP: minutes granted; 0 or absent: what the member asked for"`
 	Reason      MultilineText `json:"reason,omitempty" maxLength:"200" doc:"Optional words for the member. Stored in Unicode NFC; control and invisible characters are refused (422); line feeds (U+000A) are kept."`
 }
@@ -214,7 +215,8 @@ var requestDocs = map[string]string{
 		"limits for the rest of today / this month by writing the extra allowance LIMIT:DATA:EXTRA:<YYYYMMDD|YYYYMM> " +
 		"into the member's policy (the same path as PATCH …/policies: version + 1, audit, policy-updated event, the " +
 		"quota engine at once), added to an extra already granted for that period; the member must have a daily or " +
-		"monthly limit (else 409: use TOPUP). TOPUP tops up the family pool within the owners' top-up limits (422 " +
+		"monthly limit (else 409: use TOPUP). TOPUP buys one of the operator's offers (offerId; admins may instead grant " +
+		"amountBytes outside the offers, no price) for the family pool within the owners' top-up limits (422 " +
 		"says how much can still be added). The member is told at once (DATA_REQUEST_ANSWERED) and its next event is " +
 		"judged with the grant. A TIME or APP request is approved with grant TIME or APP (or none) and optional minutes: " +
 		"the exception of POST …/exceptions (409 when there is nothing to lift). A request is answered once: another answer is 409 naming its state, the same answer " +
@@ -313,17 +315,19 @@ func (a *Server) registerRequests() {
 		}
 		ans := store.DataRequestAnswer{FamilyID: in.FamilyID, RequestID: in.RequestID, Approve: true, Grant: in.Body.Grant,
 			AmountBytes: in.Body.AmountBytes, Minutes: in.Body.Minutes, Reason: string(in.Body.Reason), By: p.actor()}
-		if in.Body.Grant == envelope.GrantTopUp && p.Role != policy.RoleAdmin {
-			// The per-top-up limit needs the amount: the asked one when absent.
-			amount := in.Body.AmountBytes
-			if amount == 0 {
-				r, err := a.cfg.Store.GetDataRequest(ctx, in.FamilyID, in.RequestID)
-				if err != nil {
-					return nil, a.problem(ctx, err, "path.requestId")
-				}
-				amount = r.AmountBytes
+		if in.Body.Grant == envelope.GrantTopUp && (in.Body.OfferID != "" || p.Role != policy.RoleAdmin) {
+			if in.Body.AmountBytes != 0 {
+				return nil, huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: "body.amountBytes",
+					Message: "충전으로 승인할 때는 양 대신 충전 상품(offerId)을 보내 주세요 (a TOPUP grant names an offer, not an amount)"})
 			}
-			if err := a.ownerTopUp(amount); err != nil {
+			bytes, buy, err := a.purchase(in.Body.OfferID, "body.offerId")
+			if err != nil {
+				return nil, err
+			}
+			ans.AmountBytes, ans.Purchase = bytes, buy
+		}
+		if in.Body.Grant == envelope.GrantTopUp && p.Role != policy.RoleAdmin {
+			if err := a.ownerTopUp(ans.AmountBytes); err != nil {
 				return nil, renameBytes(err)
 			}
 			ans.OwnTopUpLimit = a.cfg.OwnerTopUpMonthly

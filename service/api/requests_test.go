@@ -126,7 +126,8 @@ func TestDataRequests(t *testing.T) {
 	// Refusals.
 	var r4 DataRequestView
 	f.call(http.MethodPost, "/families/100/data-requests", child, map[string]any{"amountBytes": 100 << 30}, http.StatusCreated, &r4)
-	f.problem(http.MethodPost, "/families/100/data-requests/"+itoa(r4.ID)+"/approve", owner, map[string]any{"grant": "TOPUP"}, http.StatusUnprocessableEntity, "body.amountBytes")
+	f.problem(http.MethodPost, "/families/100/data-requests/"+itoa(r4.ID)+"/approve", owner, map[string]any{"grant": "TOPUP"}, http.StatusUnprocessableEntity, "body.offerId")
+	f.problem(http.MethodPost, "/families/100/data-requests/"+itoa(r4.ID)+"/approve", owner, map[string]any{"grant": "TOPUP", "amountBytes": 1 << 20}, http.StatusUnprocessableEntity, "body.amountBytes")
 	f.problem(http.MethodPost, "/families/100/data-requests/"+itoa(r4.ID)+"/approve", owner, map[string]any{"grant": "WEEK"}, http.StatusUnprocessableEntity, "body.grant")
 	f.problem(http.MethodPost, "/families/100/data-requests/"+itoa(r4.ID)+"/approve", child, map[string]any{"grant": "DAY"}, http.StatusForbidden, "")
 	f.problem(http.MethodPost, "/families/100/data-requests/99999/approve", owner, map[string]any{"grant": "DAY"}, http.StatusNotFound, "")

@@ -53,11 +53,11 @@ func TestFamilyRoutes(t *testing.T) {
 
 	// top-ups
 	var tu TopUpView
-	f.call(http.MethodPost, "/families/100/topups", owner, map[string]any{"bytes": gib}, http.StatusCreated, &tu)
-	if tu.TotalBytes != 11*gib || tu.Month != "202602" || tu.CreatedBy != ownerA {
+	f.call(http.MethodPost, "/families/100/topups", owner, map[string]any{"offerId": "1GB"}, http.StatusCreated, &tu)
+	if tu.TotalBytes != 11*gib || tu.Month != "202602" || tu.CreatedBy != ownerA || tu.OfferID != "1GB" || tu.PriceKRW != 9900 || tu.VATKRW != 900 {
 		t.Fatalf("topup %+v", tu)
 	}
-	f.problem(http.MethodPost, "/families/100/topups", owner, map[string]any{"bytes": 0}, http.StatusUnprocessableEntity, "body.bytes")
+	f.problem(http.MethodPost, "/families/100/topups", owner, map[string]any{}, http.StatusUnprocessableEntity, "body.offerId")
 	f.problem(http.MethodPost, "/families/100/topups", owner, "{", http.StatusBadRequest, "")
 
 	// members and roles

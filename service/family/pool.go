@@ -65,19 +65,24 @@ type TopUpResult struct {
 	Pool quota.PoolState
 }
 
-// TopUp records bytes added to this month's pool and raises the pool's
-// top-ups through the door to the month's total SQL recorded (so a top-up
-// whose door step failed is made good by the next one). ownLimit > 0 is
-// the most the family's own members may add in a month (an owner's
-// top-up, store.Store.AddOwnTopUp); 0: the back office's, bounded only by
-// the pool's maximum.
-func (s *Service) TopUp(ctx context.Context, fid, bytes int64, by store.Actor, ownLimit int64) (TopUpResult, error) {
+// TopUp records bytes added to this month's pool — one of the operator's
+// offers bought (p names it, its price and VAT: the row and its audit row
+// record them) or, with a zero p, the back office's top-up outside the
+// offers — and raises the pool's top-ups through the door to the month's
+// total SQL recorded (so a top-up whose door step failed is made good by
+// the next one). ownLimit > 0 is the most the family's own members may add
+// in a month (an owner's top-up, store.Store.AddOwnTopUp); 0: the back
+// office's, bounded only by the pool's maximum.
+func (s *Service) TopUp(ctx context.Context, fid, bytes int64, p store.Purchase, by store.Actor, ownLimit int64) (TopUpResult, error) {
 	var out TopUpResult
 	err := s.unrelayed(ctx, fid, func() (Change, error) {
 		var err error
-		if ownLimit > 0 {
+		switch {
+		case p != (store.Purchase{}):
+			out.TopUp, err = s.store.BuyTopUp(ctx, fid, bytes, p, by, ownLimit)
+		case ownLimit > 0:
 			out.TopUp, err = s.store.AddOwnTopUp(ctx, fid, bytes, by, ownLimit)
-		} else {
+		default:
 			out.TopUp, err = s.store.AddTopUp(ctx, fid, bytes, by)
 		}
 		return Change{Kind: KindTopUp, FamilyID: fid, By: by}, err

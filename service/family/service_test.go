@@ -314,7 +314,7 @@ func TestDoorFailureRule(t *testing.T) {
 			}
 		}},
 		{name: "top-up", change: func(f *fixture) error {
-			_, err := f.svc.TopUp(f.ctx, fid, 10*mib, f.by(), 1<<40)
+			_, err := f.svc.TopUp(f.ctx, fid, 10*mib, store.Purchase{}, f.by(), 1<<40)
 			return err
 		}, converged: func(f *fixture) {
 			st, err := f.engine.Family(f.ctx, fid)

@@ -725,10 +725,16 @@ func (s *Decisions) retry() {
 
 // copies are fresh records with recs' contents: a record handed to kgo
 // keeps its partition, offset and producer fields.
+//
+// The timestamp is not copied: kgo stamps a record when it is produced and
+// fails it once that stamp is older than the delivery timeout, so a copy
+// keeping the first try's stamp failed at once on every retry after a Kafka
+// fault longer than the decision timeout, and the batch's callers waited
+// forever (TestDecisionsRecoverAfterLongKafkaFault, which failed before).
 func copies(recs []*kgo.Record) []*kgo.Record {
 	out := make([]*kgo.Record, len(recs))
 	for i, r := range recs {
-		out[i] = &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp}
+		out[i] = &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Headers: r.Headers}
 	}
 	return out
 }

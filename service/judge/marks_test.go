@@ -3,7 +3,6 @@ package judge
 import (
 	"context"
 	"errors"
-	"github.com/dabom/dpcs/internal/testenv"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 )

@@ -31,9 +31,10 @@ type Engine interface {
 	FamilyToken(ctx context.Context, fid int64) (gen, token string, err error)
 	FamilyTokens(ctx context.Context, fids []int64) (map[int64]string, error)
 	Claim(ctx context.Context, fid int64) (gen, token string, err error)
-	Settle(ctx context.Context, st quota.FamilyState, seen string) (quota.Settled, error)
+	Settle(ctx context.Context, st quota.FamilyState, seen string, record func(rearmed map[string]map[int]int) error) (quota.Settled, error)
 	Restore(ctx context.Context, st quota.FamilyState) error
 	RestoreUnrestored(ctx context.Context, st quota.FamilyState, seen string) (bool, error)
+	RestoreClaimed(ctx context.Context, st quota.FamilyState, seen string) error
 	RestoredRearms(st quota.FamilyState) map[string]map[int]int
 	BeginRebuild(ctx context.Context, next string) (map[string]int64, error)
 	Distrust(ctx context.Context) error
@@ -397,18 +398,20 @@ func (s *State) settleFrom(ctx context.Context, gen string, fid int64, seen stri
 // settle applies st's configuration while the family's token is seen
 // (quota.Engine.Settle) and records the thresholds it re-armed.
 func (s *State) settle(ctx context.Context, st quota.FamilyState, seen string) (quota.Settled, error) {
-	done, err := s.eng.Settle(ctx, st, seen)
-	if err != nil {
-		return done, err
-	}
-	if s.rearms != nil {
-		for _, month := range slices.Sorted(maps.Keys(done.Rearmed)) {
-			if err := s.rearms.RecordRearms(ctx, st.FamilyID, month, done.Rearmed[month]); err != nil {
-				return done, fmt.Errorf("%w: recording the re-armed thresholds: %w", ErrNotMarked, err)
+	// The settle's re-arms are recorded before it lands (under its WATCH):
+	// one whose re-arms could not be recorded leaves the family claimed,
+	// and the next settle finds and records them again.
+	return s.eng.Settle(ctx, st, seen, func(rearmed map[string]map[int]int) error {
+		if s.rearms == nil {
+			return nil
+		}
+		for _, month := range slices.Sorted(maps.Keys(rearmed)) {
+			if err := s.rearms.RecordRearms(ctx, st.FamilyID, month, rearmed[month]); err != nil {
+				return fmt.Errorf("%w: recording the re-armed thresholds: %w", ErrNotMarked, err)
 			}
 		}
-	}
-	return done, nil
+		return nil
+	})
 }
 
 // RestoreOnTouch restores or settles the families an *UnrestoredError of
@@ -426,11 +429,12 @@ func (s *State) RestoreOnTouch(ctx context.Context, gen string, seen map[int64]s
 // its token moved from seen (quota.Engine.RestoreUnrestored) and records
 // its re-arms as Restore does.
 func (s *State) restoreUnrestored(ctx context.Context, st quota.FamilyState, seen string) (bool, error) {
-	restored, err := s.eng.RestoreUnrestored(ctx, st, seen)
-	if err != nil || !restored {
-		return restored, err
+	// Recorded first: a restore whose re-arms could not be recorded must
+	// not land (no later touch would restore it again to record them).
+	if err := s.recordRestoredRearms(ctx, st); err != nil {
+		return false, err
 	}
-	return true, s.recordRestoredRearms(ctx, st)
+	return s.eng.RestoreUnrestored(ctx, st, seen)
 }
 
 // RestoreUnrestored restores a family for a generation restored on touch,
@@ -439,6 +443,25 @@ func (s *State) restoreUnrestored(ctx context.Context, st quota.FamilyState, see
 // quota.Engine.RestoreUnrestored, quota.Engine.FamilyTokens).
 func (s *State) RestoreUnrestored(ctx context.Context, st quota.FamilyState, seen string) (bool, error) {
 	return s.restoreUnrestored(ctx, st, seen)
+}
+
+// Fence claims family fid for an operator's rebuild of it
+// (quota.Engine.Claim): no judgement charges it until RestoreClaimed
+// restores it (or a judgement's touch settles it: a family change
+// committed meanwhile). It returns the claim's token.
+func (s *State) Fence(ctx context.Context, fid int64) (string, error) {
+	_, token, err := s.eng.Claim(ctx, fid)
+	return token, err
+}
+
+// RestoreClaimed restores a family Fence claimed, while its token is still
+// seen (quota.Engine.RestoreClaimed), and records its re-arms as Restore
+// does.
+func (s *State) RestoreClaimed(ctx context.Context, st quota.FamilyState, seen string) error {
+	if err := s.recordRestoredRearms(ctx, st); err != nil {
+		return err
+	}
+	return s.eng.RestoreClaimed(ctx, st, seen)
 }
 
 // FamilyTokens returns the families' tokens (quota.Engine.FamilyTokens):
@@ -785,10 +808,10 @@ func (s *State) familyChange(ctx context.Context, fid int64, change func() error
 // and, with a re-arm store (WithRearmStore), records the thresholds the
 // restore re-armed (quota.Engine.RestoredRearms).
 func (s *State) Restore(ctx context.Context, st quota.FamilyState) error {
-	if err := s.eng.Restore(ctx, st); err != nil {
+	if err := s.recordRestoredRearms(ctx, st); err != nil {
 		return err
 	}
-	return s.recordRestoredRearms(ctx, st)
+	return s.eng.Restore(ctx, st)
 }
 
 func (s *State) recordRestoredRearms(ctx context.Context, st quota.FamilyState) error {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -718,4 +719,73 @@ func (r *Guard) nameNow(ctx context.Context, reason string, drain bool) (Info, e
 		_ = r.cfg.Store.ReleaseRebuild(context.WithoutCancel(ctx), r.cfg.Owner)
 	}
 	return info, err
+}
+
+// fenceRounds bounds how often RebuildFamilies fences a family again when a
+// family change claimed it while it waited.
+const fenceRounds = 3
+
+// RebuildFamilies is an operator's rebuild of named families (`server
+// rebuild <ids>`), in the generation SQL names: each family is fenced
+// first (judge.State.Fence: judged no more), then SQL is drained as a
+// recovery does (every event judged before the fence is in SQL), and only
+// then is each restored from SQL (judge.State.RestoreClaimed), so no event
+// judged but not yet in SQL is dropped and none is judged on the state the
+// restore replaces. A family a change claimed meanwhile is fenced and
+// restored again; one that keeps moving is reported failed. Without a
+// generation (never rebuilt) the families are restored as Rebuild does.
+func (r *Guard) RebuildFamilies(ctx context.Context, ids ...int64) (Report, error) {
+	var rep Report
+	st, err := r.cfg.Store.RedisState(ctx)
+	if err != nil {
+		return rep, err
+	}
+	if st.Generation == "" {
+		return Rebuild(ctx, r.cfg.Store, r.cfg.State, "", ids...)
+	}
+	left := slices.Clone(ids)
+	for round := 0; len(left) > 0; round++ {
+		tokens := map[int64]string{}
+		for _, fid := range left {
+			if tokens[fid], err = r.cfg.State.Fence(ctx, fid); err != nil {
+				return rep, fmt.Errorf("recovery: fencing family %d: %w", fid, err)
+			}
+		}
+		if _, _, err := r.drain(ctx); err != nil {
+			return rep, err
+		}
+		var moved []int64
+		for ids := left; len(ids) > 0; {
+			n := min(len(ids), rebuildNamed)
+			states, bad, err := r.cfg.Store.ReadFamilies(ctx, r.cfg.State, ids[:n], false)
+			if err != nil {
+				return rep, fmt.Errorf("recovery: rebuild: reading SQL: %w", err)
+			}
+			for _, fid := range ids[:n] {
+				fam, ok := states[fid]
+				if e, isBad := bad[fid]; isBad || !ok {
+					ok = false
+					if e == nil {
+						e = fmt.Errorf("family %d: not in SQL", fid)
+					}
+					rep.Failed = append(rep.Failed, FamilyError{FamilyID: fid, Err: e})
+					fam = quota.FamilyState{FamilyID: fid}
+				}
+				fam.Generation = st.Generation
+				err := r.cfg.State.RestoreClaimed(ctx, fam, tokens[fid])
+				switch {
+				case !ok: // failed above; restored empty, as a rebuild does
+				case errors.Is(err, quota.ErrMoved) && round+1 < fenceRounds:
+					moved = append(moved, fid)
+				case err != nil:
+					rep.Failed = append(rep.Failed, FamilyError{FamilyID: fid, Err: err})
+				default:
+					rep.Rebuilt++
+				}
+			}
+			ids = ids[n:]
+		}
+		left = moved
+	}
+	return rep, rep.err()
 }

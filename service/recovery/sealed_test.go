@@ -49,11 +49,11 @@ func (f *faultyEngine) Claim(ctx context.Context, fid int64) (string, string, er
 	return f.Engine.Claim(ctx, fid)
 }
 
-func (f *faultyEngine) Settle(ctx context.Context, st quota.FamilyState, seen string) (quota.Settled, error) {
+func (f *faultyEngine) Settle(ctx context.Context, st quota.FamilyState, seen string, record func(map[string]map[int]int) error) (quota.Settled, error) {
 	if f.failWrites {
 		return quota.Settled{}, errRedisDown
 	}
-	return f.Engine.Settle(ctx, st, seen)
+	return f.Engine.Settle(ctx, st, seen, record)
 }
 
 func (f *faultyEngine) RemoveMember(ctx context.Context, fid, cid int64) error {

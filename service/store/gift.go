@@ -243,7 +243,7 @@ func (s *Store) GiftData(ctx context.Context, g Gift) (GiftResult, error) {
 		}
 		// What the giver has left: its monthly allowance without a day's
 		// extra (policy.Constraints.EffectiveLimits adds it), less its use.
-		left := max(*from.MonthlyLimit+from.Extras[mo.Month]+from.Gifts[mo.Month]-g.GiverUsed, 0)
+		left := max(*from.MonthlyAllowance(mo)-g.GiverUsed, 0)
 		switch {
 		case r.GivenPerMonth > 0 && given.n >= r.GivenPerMonth:
 			return refuseGift(GiftRuleGivenPerMonth, "fromCustomerId", int64(r.GivenPerMonth), ErrConflict,
@@ -346,16 +346,11 @@ func (s *Store) Gifts(ctx context.Context, fid int64, month string, member int64
 	if err != nil {
 		return nil, dbErr("gifts", err)
 	}
-	defer rows.Close()
-	var out []GiftRecord
-	for rows.Next() {
+	return collect(rows, "gifts", func(sc scanner) (GiftRecord, error) {
 		var g GiftRecord
 		var at sqldialect.NullTime
-		if err := rows.Scan(&g.ID, &g.FamilyID, &g.From, &g.To, &g.Bytes, &g.Month, &g.CreatedBy, &at); err != nil {
-			return nil, dbErr("gifts", err)
-		}
+		err := sc.Scan(&g.ID, &g.FamilyID, &g.From, &g.To, &g.Bytes, &g.Month, &g.CreatedBy, &at)
 		g.CreatedAt = at.Time
-		out = append(out, g)
-	}
-	return out, rows.Err()
+		return g, err
+	})
 }

@@ -30,7 +30,7 @@ var migrations embed.FS
 // write-behind writes (usage_record, grant_step), in migrations/<dialect>/.
 const (
 	usageScript     = "000_usage_record.sql"
-	grantStepScript = "011_grant_step.sql"
+	grantStepScript = "013_grant_step.sql"
 )
 
 // Migrate creates every table of the store on db if missing and adds the

@@ -1,7 +1,9 @@
 package store_test
 
 import (
+	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -138,5 +140,76 @@ func TestPoolLimitErrorText(t *testing.T) {
 		if got := tc.err.Error(); got != tc.want {
 			t.Errorf("%+v.Error():\n got %s\nwant %s", tc.err, got, tc.want)
 		}
+	}
+}
+
+// testPurchases: a top-up of an offer records the offer, its price and
+// its VAT with the row and in its family.topup audit row, and reads back
+// as a receipt (GetTopUp: only through its own family); the back office's
+// top-ups outside the offers record none; a purchase that does not add up
+// is refused before anything is written; a data request's TOPUP grant
+// records its offer too.
+func testPurchases(t *testing.T, e *env) {
+	e.Family(t, 1)
+	e.Family(t, 2)
+	own := store.Actor{ID: 11, Role: policy.RoleOwner}
+	gb := store.Purchase{OfferID: "1GB", PriceKRW: 9900, VATKRW: store.VAT(9900, 10), VATRate: 10}
+	if gb.VATKRW != 900 || store.VAT(7700, 10) != 700 || store.VAT(2200, 10) != 200 || store.VAT(1000, 0) != 0 || store.VAT(0, 10) != 0 {
+		t.Errorf("VAT: 9900 → %d, 7700 → %d, 2200 → %d", gb.VATKRW, store.VAT(7700, 10), store.VAT(2200, 10))
+	}
+	bought, err := e.S.BuyTopUp(e.Ctx, 1, 1<<30, gb, own, 50<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bought.Purchase != gb || bought.Bytes != 1<<30 || bought.ID == 0 {
+		t.Fatalf("BuyTopUp = %+v", bought)
+	}
+	free, err := e.S.AddTopUp(e.Ctx, 1, 5<<20, admin)
+	if err != nil || free.Purchase != (store.Purchase{}) {
+		t.Fatalf("AddTopUp = %+v, %v", free, err)
+	}
+	got, err := e.S.GetTopUp(e.Ctx, 1, bought.ID)
+	if err != nil || got.Purchase != gb || got.Bytes != 1<<30 || got.CreatedBy != 11 || !got.CreatedAt.Equal(bought.CreatedAt) {
+		t.Errorf("GetTopUp = %+v, %v; want %+v", got, err, bought)
+	}
+	_, err = e.S.GetTopUp(e.Ctx, 2, bought.ID)
+	wantErr(t, "another family's top-up", err, store.ErrNotFound)
+	all, err := e.S.TopUps(e.Ctx, 1, bought.Month)
+	if err != nil || len(all) != 2 || all[0].Purchase != gb || all[1].OfferID != "" {
+		t.Errorf("TopUps = %+v, %v", all, err)
+	}
+	rows, err := e.S.AuditLog(e.Ctx, store.AuditFilter{FamilyID: 1, Action: "family.topup"})
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("audit %+v, %v", rows, err)
+	}
+	var audited store.TopUp
+	if err := json.Unmarshal(rows[1].After, &audited); err != nil || audited.Purchase != gb {
+		t.Errorf("the purchase's audit row %s: %+v, %v", rows[1].After, audited, err)
+	}
+	before := e.Count(t, "topups")
+	for name, p := range map[string]store.Purchase{
+		"VAT over the price": {OfferID: "x", PriceKRW: 100, VATKRW: 101},
+		"a price, no offer":  {PriceKRW: 100},
+		"a long offer id":    {OfferID: strings.Repeat("x", store.MaxOfferID+1)},
+		"a negative price":   {OfferID: "x", PriceKRW: -1},
+	} {
+		_, err := e.S.BuyTopUp(e.Ctx, 1, 1, p, own, 0)
+		wantErr(t, name, err, store.ErrInvalid)
+	}
+	if n := e.Count(t, "topups"); n != before {
+		t.Errorf("refused purchases wrote %d rows", n-before)
+	}
+
+	// A data request approved with a top-up of an offer.
+	r, _, err := e.S.CreateDataRequest(e.Ctx, store.NewDataRequest{FamilyID: 1, CustomerID: 12, AmountBytes: 500 << 20, Key: "k1",
+		MaxAmount: 1 << 30, MaxPending: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := store.Purchase{OfferID: "500MB", PriceKRW: 5500, VATKRW: 500, VATRate: 10}
+	ans, err := e.S.AnswerDataRequest(e.Ctx, store.DataRequestAnswer{FamilyID: 1, RequestID: r.ID, Approve: true, Grant: "TOPUP",
+		AmountBytes: 500 << 20, Purchase: half, By: own, OwnTopUpLimit: 50 << 30})
+	if err != nil || ans.TopUp == nil || ans.TopUp.Purchase != half {
+		t.Fatalf("TOPUP grant of an offer: %+v, %v", ans, err)
 	}
 }

@@ -322,6 +322,10 @@ type DataRequestAnswer struct {
 	// does (the month's top-ups by the family's members); 0: unbounded but
 	// by the pool's maximum (admins).
 	OwnTopUpLimit int64
+	// Purchase is the offer a TOPUP buys (its bytes are AmountBytes), as
+	// BuyTopUp records it; zero: the back office's top-up outside the
+	// offers.
+	Purchase Purchase
 }
 
 // AnsweredDataRequest is the outcome of AnswerDataRequest.
@@ -443,7 +447,10 @@ func (s *Store) AnswerDataRequest(ctx context.Context, a DataRequestAnswer) (Ans
 				if _, err := s.currentMember(ctx, tx, r.FamilyID, r.CustomerID, ""); err != nil {
 					return conflict("requestId", "the member who asked is no longer in the family: decline the request", err)
 				}
-				t, err := s.insertTopUp(ctx, tx, r.FamilyID, amount, a.By, a.OwnTopUpLimit)
+				if err := a.Purchase.check(); err != nil {
+					return err
+				}
+				t, err := s.insertTopUp(ctx, tx, r.FamilyID, amount, a.Purchase, a.By, a.OwnTopUpLimit)
 				var tl *TopUpLimitError
 				var pl *PoolLimitError
 				switch {

@@ -67,6 +67,7 @@ func runSuite(t *testing.T, open opener) {
 		"LoginGrammar":  testLoginGrammar,
 		"Conflicts":     testConflicts,
 		"OwnTopUpLimit": testOwnTopUpLimit,
+		"Purchases":     testPurchases,
 		"LockoutAudit":  testLockoutAudit,
 		"PasswordRules": testPasswordRules,
 		"Passwords":     testPasswordChanges,

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -59,6 +60,45 @@ type TopUp struct {
 	MonthTotal int64 `json:"-"`
 	CreatedBy  int64
 	CreatedAt  time.Time
+	// Purchase is the offer bought and its price (zero: the back office's
+	// top-up outside the offers, free).
+	Purchase
+}
+
+// Purchase is what a top-up bought: one of the operator's offers and what
+// it cost, billed to the phone bill (T world, KT and LG U+ sell top-ups so).
+type Purchase struct {
+	// OfferID names the offer (e.g. "1GB"); "" for none.
+	OfferID string
+	// PriceKRW is the price in won, VAT included; VATKRW the VAT in it, at
+	// VATRate percent.
+	PriceKRW, VATKRW int64
+	VATRate          int
+}
+
+// MaxOfferID is the longest offer id a top-up records.
+const MaxOfferID = 32
+
+// VAT is the VAT in a price that includes it at rate percent, in whole won
+// (rounded down, as Korean receipts show it: 9,900원 at 10 % holds 900원).
+func VAT(priceKRW int64, rate int) int64 {
+	if rate <= 0 || priceKRW <= 0 {
+		return 0
+	}
+	return priceKRW * int64(rate) / int64(100+rate)
+}
+
+// check refuses a purchase the columns cannot hold or that does not add up.
+func (p Purchase) check() error {
+	switch {
+	case len(p.OfferID) > MaxOfferID:
+		return invalid("offerId", "at most %d bytes", MaxOfferID)
+	case p.PriceKRW < 0 || p.PriceKRW > 100_000_000 || p.VATKRW < 0 || p.VATKRW > p.PriceKRW || p.VATRate < 0 || p.VATRate > 100:
+		return invalid("offerId", "the offer's price and VAT do not add up")
+	case p.OfferID == "" && p.PriceKRW != 0:
+		return invalid("offerId", "a priced top-up names its offer")
+	}
+	return nil
 }
 
 // AddTopUp records bytes added to this month's pool (audited as
@@ -67,7 +107,17 @@ type TopUp struct {
 // would take the plan plus this month's top-ups over policy.MaxBytes is a
 // *PoolLimitError and writes nothing.
 func (s *Store) AddTopUp(ctx context.Context, fid, bytes int64, by Actor) (TopUp, error) {
-	return s.addTopUp(ctx, fid, bytes, by, 0)
+	return s.addTopUp(ctx, fid, bytes, Purchase{}, by, 0)
+}
+
+// BuyTopUp is AddTopUp of an offer bought: the row and its family.topup
+// audit row record the offer, its price and its VAT. monthlyLimit > 0
+// bounds the family's own members' top-ups as AddOwnTopUp does.
+func (s *Store) BuyTopUp(ctx context.Context, fid, bytes int64, p Purchase, by Actor, monthlyLimit int64) (TopUp, error) {
+	if monthlyLimit < 0 {
+		return TopUp{}, invalid("monthlyLimit", "must be ≥ 0")
+	}
+	return s.addTopUp(ctx, fid, bytes, p, by, monthlyLimit)
 }
 
 // TopUpLimitError is a top-up by a family's own member refused because the
@@ -105,28 +155,32 @@ func (s *Store) AddOwnTopUp(ctx context.Context, fid, bytes int64, by Actor, mon
 	if monthlyLimit < 1 {
 		return TopUp{}, invalid("monthlyLimit", "must be ≥ 1")
 	}
-	return s.addTopUp(ctx, fid, bytes, by, monthlyLimit)
+	return s.addTopUp(ctx, fid, bytes, Purchase{}, by, monthlyLimit)
 }
 
-// addTopUp records a top-up; with ownLimit > 0, within that monthly limit
-// of the family's members' top-ups.
-func (s *Store) addTopUp(ctx context.Context, fid, bytes int64, by Actor, ownLimit int64) (TopUp, error) {
+// addTopUp records a top-up of purchase p; with ownLimit > 0, within that
+// monthly limit of the family's members' top-ups.
+func (s *Store) addTopUp(ctx context.Context, fid, bytes int64, p Purchase, by Actor, ownLimit int64) (TopUp, error) {
 	if err := checkBytes("bytes", bytes, 1); err != nil {
+		return TopUp{}, err
+	}
+	if err := p.check(); err != nil {
 		return TopUp{}, err
 	}
 	var t TopUp
 	err := s.inTx(ctx, func(tx *sql.Tx) (err error) {
-		t, err = s.insertTopUp(ctx, tx, fid, bytes, by, ownLimit)
+		t, err = s.insertTopUp(ctx, tx, fid, bytes, p, by, ownLimit)
 		return err
 	})
 	return t, err
 }
 
-// insertTopUp records a top-up inside tx (see addTopUp), audited as
-// family.topup.
-func (s *Store) insertTopUp(ctx context.Context, tx *sql.Tx, fid, bytes int64, by Actor, ownLimit int64) (TopUp, error) {
+// insertTopUp records a top-up of purchase p inside tx (see addTopUp),
+// audited as family.topup.
+func (s *Store) insertTopUp(ctx context.Context, tx *sql.Tx, fid, bytes int64, p Purchase, by Actor, ownLimit int64) (TopUp, error) {
 	now := s.now()
-	t := TopUp{FamilyID: fid, Bytes: bytes, Month: policy.MomentOf(now, s.loc).Month, CreatedBy: by.ID, CreatedAt: now.UTC().Truncate(time.Millisecond)}
+	t := TopUp{FamilyID: fid, Bytes: bytes, Month: policy.MomentOf(now, s.loc).Month, CreatedBy: by.ID, CreatedAt: now.UTC().Truncate(time.Millisecond),
+		Purchase: p}
 	err := func() error {
 		f, err := s.lockFamily(ctx, tx, fid)
 		if err != nil {
@@ -149,8 +203,8 @@ func (s *Store) insertTopUp(ctx context.Context, tx *sql.Tx, fid, bytes int64, b
 				return &TopUpLimitError{Month: t.Month, Limit: ownLimit, Left: max(ownLimit-own, 0)}
 			}
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO topups (family_id, bytes, month, created_by, created_at) VALUES (?, ?, ?, ?, ?)`,
-			fid, bytes, t.Month, by.ID, s.t(now))
+		res, err := tx.ExecContext(ctx, `INSERT INTO topups (family_id, bytes, month, created_by, created_at, offer_id, price_krw, vat_krw, vat_rate)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, fid, bytes, t.Month, by.ID, s.t(now), p.OfferID, p.PriceKRW, p.VATKRW, p.VATRate)
 		if err != nil {
 			return dbErr("top-up", err)
 		}
@@ -185,18 +239,34 @@ func (s *Store) topUpSum(ctx context.Context, q querier, fid int64, month string
 	return sum, nil
 }
 
+const topUpCols = `id, family_id, bytes, month, created_by, created_at, offer_id, price_krw, vat_krw, vat_rate`
+
+func scanTopUp(sc scanner) (TopUp, error) {
+	var t TopUp
+	var at sqldialect.NullTime
+	err := sc.Scan(&t.ID, &t.FamilyID, &t.Bytes, &t.Month, &t.CreatedBy, &at, &t.OfferID, &t.PriceKRW, &t.VATKRW, &t.VATRate)
+	t.CreatedAt = at.Time
+	return t, err
+}
+
 // TopUps returns the family's top-ups of month (YYYYMM), oldest first.
 func (s *Store) TopUps(ctx context.Context, fid int64, month string) ([]TopUp, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, family_id, bytes, month, created_by, created_at FROM topups
-		WHERE family_id = ? AND month = ? ORDER BY id`, fid, month)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+topUpCols+` FROM topups WHERE family_id = ? AND month = ? ORDER BY id`, fid, month)
 	if err != nil {
 		return nil, dbErr("top-ups", err)
 	}
-	return collect(rows, "top-ups", func(sc scanner) (TopUp, error) {
-		var t TopUp
-		var at sqldialect.NullTime
-		err := sc.Scan(&t.ID, &t.FamilyID, &t.Bytes, &t.Month, &t.CreatedBy, &at)
-		t.CreatedAt = at.Time
-		return t, err
-	})
+	return collect(rows, "top-ups", scanTopUp)
+}
+
+// GetTopUp returns top-up id of family fid (ErrNotFound when the family
+// has none with that id): a receipt.
+func (s *Store) GetTopUp(ctx context.Context, fid, id int64) (TopUp, error) {
+	t, err := scanTopUp(s.db.QueryRowContext(ctx, `SELECT `+topUpCols+` FROM topups WHERE id = ? AND family_id = ?`, id, fid))
+	if errors.Is(err, sql.ErrNoRows) {
+		return TopUp{}, notFound("top-up", id)
+	}
+	if err != nil {
+		return TopUp{}, dbErr("top-up", err)
+	}
+	return t, nil
 }

@@ -3,10 +3,10 @@
 // localStorage), never caches API answers, and shows Web Push notifications.
 // Logging out deletes every cache (api.js, forget): the shell is fetched
 // again on the next visit.
-const CACHE = 'dpcs-app-v5';
+const CACHE = 'dpcs-app-v6';
 const SHELL = [
   './', 'index.html', 'app.css', 'manifest.webmanifest', 'icons/icon.svg', 'icons/icon-192.png', 'icons/icon-512.png',
-  'js/app.js', 'js/api.js', 'js/store.js', 'js/views.js', 'js/appblock.js', 'js/controls.js', 'js/settings.js', 'js/ui.js',
+  'js/app.js', 'js/api.js', 'js/store.js', 'js/views.js', 'js/appblock.js', 'js/controls.js', 'js/history.js', 'js/settings.js', 'js/ui.js',
   'js/util.js', 'js/i18n.js', 'js/charts.js', 'js/answer.js', 'vendor/chart.umd.min.js',
 ];
 importScripts('js/answer.js'); // self.dpcsAnswer: a data request answered from its notification

@@ -129,7 +129,12 @@ export const members = (familyId) => call("GET", `/families/${enc(familyId)}/mem
 export const addMember = (familyId, m) => call("POST", `/families/${enc(familyId)}/members`, m);
 export const removeMember = (familyId, customerId) => call("DELETE", `/families/${enc(familyId)}/members/${enc(customerId)}`);
 export const setRole = (familyId, customerId, role) => call("PUT", `/families/${enc(familyId)}/members/${enc(customerId)}/role`, { role });
+/** topUp adds bytes outside the offers (the back office's, free); buyTopUp buys an offer (catalog topUpOffers[].id). */
 export const topUp = (familyId, bytes) => call("POST", `/families/${enc(familyId)}/topups`, { bytes });
+export const buyTopUp = (familyId, offerId) => call("POST", `/families/${enc(familyId)}/topups`, { offerId });
+/** receipt: a top-up's receipt; history: a month's top-ups and gifts (충전/선물 내역), one member's with member. */
+export const receipt = (familyId, id) => call("GET", `/families/${enc(familyId)}/topups/${enc(id)}`);
+export const history = (familyId, month, member) => call("GET", `/families/${enc(familyId)}/history${qs({ month, member })}`);
 export const setPlan = (familyId, planBytes) => call("PUT", `/admin/families/${enc(familyId)}/plan`, { planBytes });
 export const familyUsage = (familyId, period = "month") => call("GET", `/admin/families/${enc(familyId)}/usage${qs({ period })}`);
 export const memberUsage = (familyId, customerId, period = "month") =>
@@ -139,6 +144,8 @@ export const memberUsage = (familyId, customerId, period = "month") =>
 export const catalog = () => call("GET", "/catalog");
 export const putApp = (appId, app) => call("PUT", `/admin/catalog/apps/${enc(appId)}`, app);
 export const deleteApp = (appId) => call("DELETE", `/admin/catalog/apps/${enc(appId)}`);
+/** familyLogins: each member's logins, locked or with the attempts left (GET /admin/families/{id}/logins). */
+export const familyLogins = (familyId) => call("GET", `/admin/families/${enc(familyId)}/logins`);
 /** unknownApps: the apps in recent traffic the catalog does not name (GET /admin/catalog/unknown-apps). */
 export const unknownApps = () => call("GET", "/admin/catalog/unknown-apps");
 

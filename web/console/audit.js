@@ -31,7 +31,8 @@ export async function auditScreen(root, { query }) {
   };
   const tbody = h("tbody");
   const more = h("div");
-  fill(out, h("section", { class: "card" }, h("table", {},
+  // Wide diffs scroll inside the card; the page keeps the window's width.
+  fill(out, h("section", { class: "card table-scroll" }, h("table", {},
     h("caption", {}, t("auditCaption")),
     h("thead", {}, h("tr", {}, [t("colWhen"), t("colActor"), t("colAction"), t("colTarget"), t("colFamily"), t("colBeforeAfter")].map((c) => h("th", { scope: "col" }, c)))),
     tbody), more));
@@ -78,15 +79,17 @@ function valueWords(path, raw) {
   if (raw === undefined) return "";
   let v;
   try { v = JSON.parse(raw); } catch { return raw; }
+  // Fields as the API writes them (appId) or as Go names them (AppID).
   const leaf = path.split(".").pop();
+  const lk = leaf[0].toLowerCase() + leaf.slice(1);
   if (v === null) return t("absent");
   if (typeof v === "boolean") return v ? t("yes") : t("no");
-  if (typeof v === "number" && /bytes$|^bytes$|^monthTotal$|Bytes$/i.test(leaf)) return bytes(v);
+  if (typeof v === "number" && /bytes$|^monthTotal$/i.test(leaf)) return bytes(v);
   if (typeof v === "string" && ISO.test(v)) return when(v);
-  if (typeof v === "string" && (leaf === "role" || leaf === "actorRole")) return roleWords(v);
-  if (typeof v === "string" && (leaf === "appId" || leaf === "ID")) return appWords(v);
-  if (typeof v === "string" && leaf === "Category") return catName(v);
-  if (typeof v === "string" && has(`val.${leaf}.${v}`)) return t(`val.${leaf}.${v}`);
+  if (typeof v === "string" && /role$/i.test(leaf)) return roleWords(v);
+  if (typeof v === "string" && (/^app_?id$/i.test(leaf) || leaf === "ID")) return appWords(v);
+  if (typeof v === "string" && /^category$/i.test(leaf)) return catName(v);
+  if (typeof v === "string" && has(`val.${lk}.${v}`)) return t(`val.${lk}.${v}`);
   if (Array.isArray(v)) return v.map((x) => (typeof x === "object" ? t("aList") : String(x))).join(", ");
   if (typeof v === "number") return num(v, Number.isInteger(v) ? 0 : 2);
   return String(v);
@@ -94,7 +97,12 @@ function valueWords(path, raw) {
 
 /** pathWords is an audited field in words ("sessionsEnded" → "끝난 로그인 수"); a field without words keeps its name. */
 function pathWords(path) {
-  return path.split(".").map((p) => (has(`field.${p}`) ? t(`field.${p}`) : p)).join(" · ");
+  // Fields as the API writes them (appId) or as Go names them (AppID).
+  const words = (p) => {
+    for (const k of [p, p[0].toLowerCase() + p.slice(1), (p[0].toLowerCase() + p.slice(1)).replace(/ID$/, "Id")]) if (has(`field.${k}`)) return t(`field.${k}`);
+    return p;
+  };
+  return path.split(".").map(words).join(" · ");
 }
 
 /** flatten turns nested JSON into path → scalar text ("rules.LIMIT:DATA:MONTHLY" → "524288000"). */
@@ -122,7 +130,7 @@ export function auditDiff(before, after) {
     if (x === y) { same++; continue; }
     const change = x === undefined ? "added" : y === undefined ? "removed" : "changed";
     // A policy's constraint (rules.<KEY>, defaultRules.<KEY>) in words, its value too.
-    const rule = /^(?:rules|defaultRules)\.([A-Z]+:.+)$/.exec(k);
+    const rule = /^(?:rules|defaultRules|Rules|DefaultRules)\.([A-Z]+:.+)$/.exec(k);
     const shown = (v) => (rule && v !== undefined ? ruleValue(rule[1], JSON.parse(v)) : valueWords(k, v));
     rows.push(h("tr", { class: change, "data-key": k },
       rule ? h("td", {}, t("rulesPath", { key: keyWords(rule[1]) })) : h("td", { class: "k" }, pathWords(k)),

@@ -19,16 +19,19 @@ export async function familyScreen(root, { args, query }) {
   const editor = h("section", { class: "card", id: "policy-editor", "aria-labelledby": "policy-h", hidden: true });
   const usage = h("section", { class: "card", "aria-labelledby": "usage-h" });
   const money = h("div", { class: "grid" });
-  fill(root, header, h("div", { class: "grid" }, pool, money), membersCard, notesCard, editor, usage);
+  const historyCard = h("section", { class: "card", id: "history", "aria-labelledby": "history-h" });
+  fill(root, header, h("div", { class: "grid" }, pool, money), membersCard, historyCard, notesCard, editor, usage);
 
   async function reload() {
-    const [dash, list] = await Promise.all([api.dashboard(familyId), api.members(familyId)]);
+    const [dash, list, logins] = await Promise.all([api.dashboard(familyId), api.members(familyId),
+      api.familyLogins(familyId).catch(() => null)]);
     const phones = new Map((list.members || []).map((m) => [m.customerId, m]));
+    for (const l of (logins && logins.members) || []) if (phones.has(l.customerId)) phones.get(l.customerId).login = l;
     fill(header, h("p", {}, h("a", { href: "#/search" }, t("backToSearch"))),
       h("h1", {}, `${dash.name} `, h("span", { class: "muted" }, `#${dash.familyId}`)));
     renderPool(pool, dash);
     renderMembers(membersCard, dash, phones, state, reload, openEditor);
-    renderMoney(money, dash, reload);
+    renderMoney(money, dash, async () => { await reload(); await renderHistory(historyCard, dash, state); });
     return dash;
   }
 
@@ -40,6 +43,7 @@ export async function familyScreen(root, { args, query }) {
   }
 
   const dash = await reload();
+  await renderHistory(historyCard, dash, state).catch((e) => fill(historyCard, h("p", { class: "error" }, errorText(e))));
   // The notes load on their own: a failure there leaves the rest of the screen.
   const notesLoaded = renderNotes(notesCard, familyId);
   await renderUsage(usage, familyId, state, dash);
@@ -89,6 +93,9 @@ function renderMembers(card, dash, phones, state, reload, openEditor) {
     return h("tr", { class: state.editing === m.customerId ? "selected" : undefined, "data-member": m.customerId },
       h("th", { scope: "row" }, m.name, h("div", { class: "muted mono" }, `#${m.customerId}`)),
       h("td", { class: "nowrap" }, info.phone || h("span", { class: "muted" }, "—")),
+      // The login as the agent on the phone needs it (#38): locked, or
+      // how many tries are left, by number and by phone.
+      h("td", { "data-login": m.customerId }, loginWords(info.login)),
       h("td", {}, h("span", { "data-read": "" }, roleWords(m.role)),
         h("div", { class: "actions", "data-write": "" }, role.wrap,
           h("button", { type: "button", class: "secondary", "aria-label": t("setRoleOf", { name: m.name }), "data-set-role": m.customerId,
@@ -123,28 +130,109 @@ function renderMembers(card, dash, phones, state, reload, openEditor) {
         (m) => t("added", { name: m.name, id: m.customerId }));
     } }, name.wrap, phone.wrap, pw.wrap, role.wrap, h("div", {}, h("button", { type: "submit" }, t("addMember"))));
   fill(card, h("h2", { id: "members-h" }, t("membersTitle")),
-    table(null, [t("colMember"), t("colPhone"), t("colRole"), t("colStanding"), [t("colToday"), "num"], [t("colMonth"), "num"],
+    table(null, [t("colMember"), t("colPhone"), t("colLogin"), t("colRole"), t("colStanding"), [t("colToday"), "num"], [t("colMonth"), "num"],
       [t("colShare"), "num"], [t("colPolicyVersion"), "num"], t("colActions")], rows),
     h("h3", { "data-write": "" }, t("addMember")), add);
 }
 
+// loginWords says a member's logins: locked (for how long) or the tries
+// left; a parent resets a child's password in the app.
+function loginWords(l) {
+  if (!l) return h("span", { class: "muted" }, "—");
+  const one = (s, by) => (s.lockedSeconds > 0
+    ? h("div", { class: "bad-text" }, t("loginLocked", { by, min: Math.ceil(s.lockedSeconds / 60) }))
+    : h("div", { class: s.attemptsLeft < 10 ? "warn-text" : "muted" }, t("loginTries", { by, n: s.attemptsLeft })));
+  return [one(l.byId, t("loginById")), l.byPhone ? one(l.byPhone, t("loginByPhone")) : null];
+}
+
 function renderMoney(box, dash, reload) {
-  const top = field(t("topupMb"), { type: "number", min: 1, step: 1, name: "topup", required: true });
+  // A top-up is one of the operator's offers (billed to the phone bill), or
+  // the back office's amount outside them (free, a goodwill top-up).
+  const offer = field(t("topupOffer"), { name: "offer", options: [["", t("topupFreeAmount")]] }, "select");
+  api.catalog().then((c) => {
+    for (const o of c.topUpOffers || []) {
+      offer.input.append(h("option", { value: o.id }, t("offerLine", { bytes: bytes(o.bytes), price: won(o.priceKrw) })));
+    }
+    if ((c.topUpOffers || []).length) offer.input.value = c.topUpOffers[0].id;
+    sync();
+  }).catch(() => {});
+  const top = field(t("topupMb"), { type: "number", min: 1, step: 1, name: "topup" });
+  const sync = () => { top.wrap.hidden = offer.input.value !== ""; top.input.required = offer.input.value === ""; };
+  offer.input.addEventListener("change", sync);
+  sync();
   const plan = field(t("planMb"), { type: "number", min: 0, step: 1, name: "plan", required: true, value: Math.round(dash.pool.planBytes / MB) });
   fill(box,
     h("section", { class: "card", "data-write": "", "aria-labelledby": "topup-h" }, h("h2", { id: "topup-h" }, t("topupTitle")),
-      h("form", { class: "row", onsubmit: (ev) => {
+      h("form", { class: "row", id: "topup-form", onsubmit: (ev) => {
         ev.preventDefault();
+        const id = offer.input.value;
         const b = Math.round(Number(top.input.value) * MB);
-        busy(async () => { const r = await api.topUp(dash.familyId, b); ev.target.reset(); await reload(); return r; },
+        busy(async () => { const r = id ? await api.buyTopUp(dash.familyId, id) : await api.topUp(dash.familyId, b); top.input.value = ""; await reload(); return r; },
           (r) => t("toppedUp", { bytes: bytes(r.bytes), remaining: bytes(r.remainingBytes), total: bytes(r.totalBytes) }));
-      } }, top.wrap, h("div", {}, h("button", { type: "submit" }, t("topup"))))),
+      } }, offer.wrap, top.wrap, h("div", {}, h("button", { type: "submit" }, t("topup"))))),
     h("section", { class: "card", "data-write": "", "aria-labelledby": "plan-h" }, h("h2", { id: "plan-h" }, t("planTitle")),
       h("form", { class: "row", onsubmit: (ev) => {
         ev.preventDefault();
         const b = Math.round(Number(plan.input.value) * MB);
         busy(async () => { const r = await api.setPlan(dash.familyId, b); await reload(); return r; }, (r) => t("planSet", { bytes: bytes(r.planBytes) }));
       } }, plan.wrap, h("div", {}, h("button", { type: "submit" }, t("setPlan"))))));
+}
+
+const won = (n) => Number(n || 0).toLocaleString(locale());
+
+// The family's 충전/선물 내역: a month's top-ups (with price and VAT, and the
+// receipt on demand) and gifts, one member's or everyone's; read by admins
+// and care agents alike.
+async function renderHistory(card, dash, state) {
+  const month = state.historyMonth || dash.month;
+  const member = state.historyMember || 0;
+  const hist = await api.history(dash.familyId, month, member || undefined);
+  const months = [];
+  for (let y = Number(dash.month.slice(0, 4)), m = Number(dash.month.slice(4, 6)), i = 0; i < 6; i++) {
+    months.push([`${y}${String(m).padStart(2, "0")}`, monthName(`${y}${String(m).padStart(2, "0")}`)]);
+    if (--m === 0) { m = 12; y--; }
+  }
+  const pickMonth = field(t("historyMonth"), { name: "history-month", options: months, value: month }, "select");
+  const pickWho = field(t("historyWho"), { name: "history-member", options: [["0", t("historyEveryone")],
+    ...dash.members.map((m) => [String(m.customerId), m.name])], value: String(member) }, "select");
+  const again = () => {
+    state.historyMonth = pickMonth.input.value;
+    state.historyMember = Number(pickWho.input.value) || 0;
+    renderHistory(card, dash, state).catch((e) => say(errorText(e)));
+  };
+  pickMonth.input.addEventListener("change", again);
+  pickWho.input.addEventListener("change", again);
+  const rows = hist.entries.map((e) => {
+    const receipt = h("td", {});
+    if (e.kind === "TOPUP") {
+      const open = h("button", { type: "button", class: "secondary", "data-receipt": e.id, "aria-label": t("receiptOf", { id: e.id }),
+        onclick: async () => {
+          try {
+            const r = await api.receipt(dash.familyId, e.id);
+            fill(receipt, h("dl", { class: "receipt", id: `receipt-${e.id}` },
+              h("dt", {}, t("receiptSupply")), h("dd", {}, `${won(r.supplyKrw)} ${t("wonUnit")}`),
+              h("dt", {}, t("receiptVat", { rate: r.vatRate })), h("dd", {}, `${won(r.vatKrw)} ${t("wonUnit")}`),
+              h("dt", {}, t("receiptTotal")), h("dd", {}, h("strong", {}, `${won(r.priceKrw)} ${t("wonUnit")}`)),
+              h("dt", {}, t("receiptBilling")), h("dd", {}, t(`billing.${r.billing}`))));
+          } catch (err) { fill(receipt, h("p", { class: "error" }, errorText(err))); }
+        } }, t("receipt"));
+      receipt.append(open);
+    }
+    const what = e.kind === "TOPUP"
+      ? (e.offerId ? t("histTopup", { offer: e.offerId }) : t("histTopupFree"))
+      : t("histGift", { from: e.from?.name || `#${e.from?.customerId}`, to: e.to?.name || `#${e.to?.customerId}` });
+    return h("tr", { "data-kind": e.kind, "data-id": e.id },
+      h("td", { class: "nowrap" }, h("time", { datetime: e.at }, when(e.at))),
+      h("td", {}, what), h("td", { class: "num" }, bytes(e.bytes)),
+      h("td", { class: "num" }, e.priceKrw != null && e.kind === "TOPUP" ? `${won(e.priceKrw)} ${t("wonUnit")}` : "—"),
+      h("td", {}, e.by?.name || `#${e.by?.customerId}`), receipt);
+  });
+  fill(card, h("h2", { id: "history-h" }, t("historyTitle")),
+    h("div", { class: "row" }, pickMonth.wrap, pickWho.wrap),
+    h("p", { id: "history-totals" }, t("historyTotals", { bytes: bytes(hist.topUpBytes), price: won(hist.priceKrw), gifts: bytes(hist.giftBytes) })),
+    rows.length
+      ? table(null, [t("colWhen"), t("colWhat"), [t("colAmount"), "num"], [t("colPrice"), "num"], t("colBy"), t("receipt")], rows)
+      : h("p", { class: "muted", id: "history-empty" }, t("historyEmpty")));
 }
 
 // Care agents' notes on the family: newest first, each with its author and

@@ -28,6 +28,26 @@ export function formKey(k) {
  * fields are shown disabled: a care agent sees the policy, changes nothing.
  */
 export function policyForm(rules, { readOnly = false, onsubmit } = {}) {
+  const f = policyFields(rules, { readOnly });
+  const err = h("p", { class: "error", role: "alert", id: "policy-form-error" });
+  const form = h("form", { id: "policy-form", "aria-labelledby": "policy-form-h", onsubmit: (ev) => {
+    ev.preventDefault();
+    err.textContent = "";
+    const r = f.read();
+    if (r.error) { err.textContent = r.error; return; }
+    onsubmit(r.patch);
+  } },
+  h("h3", { id: "policy-form-h" }, t("formTitle")), f.element, err,
+  h("div", { class: "toolbar", "data-write": "" }, h("button", { type: "submit" }, t("formSave"))));
+  return form;
+}
+
+/**
+ * policyFields is the typed fields of rules without a form of their own
+ * (a template's editor holds them in its form): element, and read() →
+ * {patch} or {error}, as policyForm's.
+ */
+export function policyFields(rules, { readOnly = false } = {}) {
   const fields = [
     limitField("pf-monthly", "monthlyLimit", MONTHLY, rules[MONTHLY]),
     limitField("pf-daily", "dailyLimit", DAILY, rules[DAILY]),
@@ -38,20 +58,10 @@ export function policyForm(rules, { readOnly = false, onsubmit } = {}) {
     nightField(rules[START], rules[END]),
   ];
   const others = Object.keys(rules).filter((k) => !formKey(k)).sort();
-  const err = h("p", { class: "error", role: "alert", id: "policy-form-error" });
-  const form = h("form", { id: "policy-form", "aria-labelledby": "policy-form-h", onsubmit: (ev) => {
-    ev.preventDefault();
-    err.textContent = "";
-    const r = read();
-    if (r.error) { err.textContent = r.error; return; }
-    onsubmit(r.patch);
-  } },
-  h("h3", { id: "policy-form-h" }, t("formTitle")),
-  h("fieldset", { class: "policy-form", disabled: readOnly }, h("legend", { class: "sr-only" }, t("formTitle")), fields.map((f) => f.wrap)),
-  others.length ? h("p", { class: "muted", id: "policy-form-others" },
-    t("formOther", { list: others.map((k) => ruleWords(k, rules[k])).join(", ") })) : null,
-  err,
-  h("div", { class: "toolbar", "data-write": "" }, h("button", { type: "submit" }, t("formSave"))));
+  const element = h("div", {},
+    h("fieldset", { class: "policy-form", disabled: readOnly }, h("legend", { class: "sr-only" }, t("formTitle")), fields.map((f) => f.wrap)),
+    others.length ? h("p", { class: "muted", id: "policy-form-others" },
+      t("formOther", { list: others.map((k) => ruleWords(k, rules[k])).join(", ") })) : null);
 
   function read() {
     const set = {}, remove = [];
@@ -65,7 +75,7 @@ export function policyForm(rules, { readOnly = false, onsubmit } = {}) {
     }
     return { patch: { set, remove } };
   }
-  return form;
+  return { element, read };
 }
 
 // Each field: wrap (its element), changed() (the agent touched it), read()

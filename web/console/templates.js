@@ -4,6 +4,7 @@
 import * as api from "./api.js";
 import { h, fill, field, table, when, say, busy, ask, errorText, rulesToText, textToRules, keyWords, ruleValue, ruleWords, roleWords } from "./ui.js";
 import { t } from "./i18n.js";
+import { policyFields } from "./policyform.js";
 
 export async function templatesScreen(root, { query }) {
   const listCard = h("section", { class: "card", "aria-labelledby": "tpl-list-h" });
@@ -42,7 +43,13 @@ export async function templatesScreen(root, { query }) {
     const type = field(t("tplType"), { name: "type", required: true, maxlength: 50, value: tp ? tp.type : "LIMIT", placeholder: "LIMIT" });
     const role = field(t("tplRole"), { name: "requireRole", options: [["MEMBER", t("member")], ["OWNER", t("owner")]], value: tp ? tp.requireRole || "MEMBER" : "MEMBER" }, "select");
     const desc = field(t("tplDesc"), { name: "description", maxlength: 1000, value: tp ? tp.description || "" : "" });
-    const rules = field(t("tplRules"), { name: "defaultRules", value: tp ? rulesToText(tp.defaultRules) : "LIMIT:DATA:MONTHLY=1073741824", class: "mono", spellcheck: "false" }, "textarea");
+    // The rules as typed fields (limits with their unit, blocks by name);
+    // the raw keys only under "고급", folded (#38: rules were KEY=bytes).
+    const start = tp ? { ...tp.defaultRules } : { "LIMIT:DATA:MONTHLY": String(1024 * 1024 * 1024) };
+    const typed = policyFields(start);
+    const rawText = rulesToText(start);
+    const rules = field(t("tplRules"), { name: "defaultRules", value: rawText, class: "mono", spellcheck: "false" }, "textarea");
+    const advanced = h("details", { id: "tpl-advanced" }, h("summary", {}, t("advanced")), rules.wrap);
     const active = h("input", { type: "checkbox", id: "tpl-active", name: "active", checked: tp ? tp.active : true });
     const err = h("p", { class: "error", role: "alert" });
     fill(editCard, h("h2", { id: "tpl-edit-h", tabindex: -1 }, tp ? t("editTemplate", { id: tp.id }) : t("newTemplate")),
@@ -51,8 +58,17 @@ export async function templatesScreen(root, { query }) {
         err.textContent = "";
         let b;
         try {
+          // An edit of the raw keys wins; else the typed fields' changes.
+          let defaultRules;
+          if (rules.input.value !== rawText) defaultRules = textToRules(rules.input.value);
+          else {
+            const r = typed.read();
+            if (r.error) { err.textContent = r.error; return; }
+            defaultRules = { ...start, ...r.patch.set };
+            for (const k of r.patch.remove) delete defaultRules[k];
+          }
           b = { name: name.input.value.trim(), type: type.input.value.trim(), requireRole: role.input.value,
-            description: desc.input.value.trim(), defaultRules: textToRules(rules.input.value), active: active.checked };
+            description: desc.input.value.trim(), defaultRules, active: active.checked };
         } catch (e) { err.textContent = e.message; return; }
         try {
           const saved = tp ? await api.updateTemplate(tp.id, b) : await api.createTemplate(b);
@@ -60,7 +76,7 @@ export async function templatesScreen(root, { query }) {
           await reload();
           edit(null);
         } catch (e) { err.textContent = errorText(e); }
-      } }, name.wrap, type.wrap, role.wrap, desc.wrap, rules.wrap,
+      } }, name.wrap, type.wrap, role.wrap, desc.wrap, h("h3", {}, t("tplRulesTitle")), typed.element, advanced,
       h("div", { class: "toolbar" }, active, h("label", { for: "tpl-active" }, t("tplActive"))),
       err,
       h("div", { class: "toolbar" }, h("button", { type: "submit" }, tp ? t("tplSave") : t("tplCreate")),

@@ -215,13 +215,25 @@ export const members = (f) => call('GET', `${fam(f)}/members`);
 export const addMember = (f, m) => call('POST', `${fam(f)}/members`, m);
 export const removeMember = (f, c) => call('DELETE', mem(f, c));
 export const setRole = (f, c, role) => call('PUT', `${mem(f, c)}/role`, { role });
+/** setMinor marks a member as under 19 (it then only receives gifts) or not. */
+export const setMinor = (f, c, minor) => call('PUT', `${mem(f, c)}/minor`, { minor });
 export const usage = (f, c, period = 'month') => call('GET', `${mem(f, c)}/usage?period=${period}`);
 export const policies = (f, c) => call('GET', `${mem(f, c)}/policies`);
 /** patchPolicies: {set?, remove?} with the version check (409 when another owner changed it). */
 export const patchPolicies = (f, c, version, change) =>
   call('PATCH', `${mem(f, c)}/policies`, { expectedVersion: version, ...change });
 export const setAlerts = (f, thresholds) => call('PUT', `${fam(f)}/alerts`, { thresholds });
-export const topUp = (f, bytes) => call('POST', `${fam(f)}/topups`, { bytes }, { 'Idempotency-Key': uuid() });
+/** topUp buys one of the operator's offers (catalog topUpOffers[].id), billed to the phone bill. */
+export const topUp = (f, offerId) => call('POST', `${fam(f)}/topups`, { offerId }, { 'Idempotency-Key': uuid() });
+/** receipt is a top-up's receipt (owners). */
+export const receipt = (f, id) => call('GET', `${fam(f)}/topups/${encodeURIComponent(id)}`);
+/** history is a month's top-ups and gifts (YYYYMM; '' this month), one member's when member is set. */
+export function history(f, month, member) {
+  const q = new URLSearchParams();
+  if (month) q.set('month', month);
+  if (member) q.set('member', String(member));
+  return call('GET', `${fam(f)}/history${q.size ? `?${q}` : ''}`);
+}
 export const catalog = () => call('GET', '/catalog');
 
 // Inbox.
@@ -246,9 +258,13 @@ export const dataRequest = (f, id) => call('GET', `${fam(f)}/data-requests/${enc
 /** createTimeRequest asks for minutes more: in a downtime (kind TIME) or on a blocked app (APP, appId). */
 export const createTimeRequest = (f, kind, minutes, appId, message, key = uuid()) =>
   call('POST', `${fam(f)}/data-requests`, { kind, minutes, ...(appId ? { appId } : {}), ...(message ? { message } : {}) }, { 'Idempotency-Key': key });
-/** approveDataRequest approves with a grant (DAY, MONTH, TOPUP for data; none for a TIME or APP request). */
-export const approveDataRequest = (f, id, grant, amountBytes) =>
-  call('POST', `${fam(f)}/data-requests/${encodeURIComponent(id)}/approve`, { ...(grant ? { grant } : {}), ...(amountBytes ? { amountBytes } : {}) },
+/**
+ * approveDataRequest approves with a grant (DAY, MONTH, TOPUP for data; none
+ * for a TIME or APP request); a TOPUP buys the offer offerId.
+ */
+export const approveDataRequest = (f, id, grant, amountBytes, offerId) =>
+  call('POST', `${fam(f)}/data-requests/${encodeURIComponent(id)}/approve`,
+    { ...(grant ? { grant } : {}), ...(amountBytes ? { amountBytes } : {}), ...(offerId ? { offerId } : {}) },
     { 'Idempotency-Key': uuid() });
 /** giveData moves bytes of this month's allowance from one member to another ("데이터 선물하기"). */
 export const giveData = (f, fromCustomerId, toCustomerId, amountBytes) =>

@@ -9,6 +9,7 @@ import { controlsView } from './controls.js';
 import { appBlockView } from './appblock.js';
 import { go, leaveScreen } from './ui.js';
 import { settingsView } from './settings.js';
+import { historyView, receiptView } from './history.js';
 
 const main = document.getElementById('main');
 
@@ -21,6 +22,8 @@ const routes = {
   inbox: inboxView,
   controls: controlsView,
   settings: settingsView,
+  history: historyView,
+  receipt: receiptView,
 };
 
 // A screen that could not load because the server or the network was
@@ -75,7 +78,7 @@ function renderChrome(name) {
     ['settings', t('navSettings'), '#/settings'],
   ].filter(Boolean);
   nav.replaceChildren(h('ul', items.map(([k, label, href]) => h('li',
-    h('a', { href, 'aria-current': k === name || (k === 'dashboard' && (name === 'block' || name === 'app')) ? 'page' : null, id: `nav-${k}` },
+    h('a', { href, 'aria-current': k === name || (k === 'dashboard' && ['block', 'app', 'history', 'receipt'].includes(name)) ? 'page' : null, id: `nav-${k}` },
       label, k === 'inbox' ? h('span.badge#unread', { hidden: !state.unread, 'aria-label': t('unreadCount', { n: state.unread }) }, String(state.unread)) : null)))));
 }
 

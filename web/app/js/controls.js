@@ -223,16 +223,36 @@ export async function controlsView(root, [cid, focus]) {
     }));
   }
 
-  // allowedBox picks the categories still allowed during downtime
-  // (ALLOW:CATEGORY:<c>): messaging to reach the family, maps.
+  // allowedBox picks what stays allowed during downtime: categories
+  // (ALLOW:CATEGORY:<c>: messaging to reach the family, maps) and single
+  // apps by name from the catalog (ALLOW:APP:<appId>: a school app), as
+  // Screen Time's "always allowed".
   function allowedBox() {
-    return h('fieldset.allowed#always-allowed', h('legend', t('alwaysAllowedTitle')), h('p.muted', t('alwaysAllowedHelp')),
-      h('div.row.wrap', catalog.categories.map((c) => {
-        const key = `ALLOW:CATEGORY:${c}`;
-        const box = h('input', { type: 'checkbox', id: `allow-cat-${c}`, checked: pol.rules[key] === '1' });
+    const cats = h('div.row.wrap', catalog.categories.map((c) => {
+      const key = `ALLOW:CATEGORY:${c}`;
+      const box = h('input', { type: 'checkbox', id: `allow-cat-${c}`, checked: pol.rules[key] === '1' });
+      box.addEventListener('change', () => apply(box.checked ? { set: { [key]: '1' } } : { remove: [key] }, 'windows'));
+      return h('label.day', box, t(`cat.${c}`));
+    }));
+    const apps = catalog.categories.map((c) => {
+      const list = catalog.apps.filter((a) => a.category === c).map((a) => {
+        const key = `ALLOW:APP:${a.id}`;
+        const idAttr = `allow-app-${a.id.replace(/[^\w-]/g, '_')}`;
+        const box = h('input', { type: 'checkbox', id: idAttr, checked: pol.rules[key] === '1' });
         box.addEventListener('change', () => apply(box.checked ? { set: { [key]: '1' } } : { remove: [key] }, 'windows'));
-        return h('label.day', box, t(`cat.${c}`));
-      })));
+        return h('li', box, h('label', { for: idAttr, title: a.id }, a.icon ? h('span.app-icon', { 'aria-hidden': 'true' }, a.icon) : null, appName(a, a.id)));
+      });
+      if (!list.length) return null;
+      return h('details', { open: list.some((li) => li.firstChild.checked) },
+        h('summary', t('appsIn', { cat: t(`cat.${c}`), n: list.length })), h('ul.applist', list));
+    }).filter(Boolean);
+    // An allowed app the catalog no longer names still shows, by its id.
+    const stray = Object.keys(pol.rules).filter((k) => k.startsWith('ALLOW:APP:') && !catalog.apps.some((a) => `ALLOW:APP:${a.id}` === k))
+      .map((k) => h('li', h('span', k.slice('ALLOW:APP:'.length)), ' ',
+        h('button.small', { type: 'button', onclick: () => apply({ remove: [k] }, 'windows') }, t('remove'))));
+    return h('fieldset.allowed#always-allowed', h('legend', t('alwaysAllowedTitle')), h('p.muted', t('alwaysAllowedHelp')), cats,
+      h('fieldset.allowed#always-allowed-apps', h('legend', t('alwaysAllowedApps')), h('p.muted', t('alwaysAllowedAppsHelp')),
+        apps, stray.length ? h('ul.applist', stray) : null));
   }
 
   function windowsBox() {
@@ -308,7 +328,7 @@ export async function controlsView(root, [cid, focus]) {
         const blocked = pol.rules[key] === '1' || pol.rules[ckey] === '1';
         const allow = blocked ? h('button.small', { type: 'button', id: `allow-${idAttr}`, 'aria-label': `${appName(a, a.id)}: ${t('allowAppNow')}`,
           onclick: (e) => { e.currentTarget.disabled = true; grant('APP', 'apps', a.id); } }, t('allowAppNow')) : null;
-        return h('li', box, h('label', { for: idAttr, title: a.id }, a.icon ? h('span.app-icon', { 'aria-hidden': 'true' }, a.icon) : null, appName(a, a.id)), allow ? ' ' : null, allow);
+        return h('li', box, h('label', { for: idAttr }, a.icon ? h('span.app-icon', { 'aria-hidden': 'true' }, a.icon) : null, appName(a, a.id)), allow ? ' ' : null, allow);
       });
       return h('fieldset.apps', h('legend', t(`cat.${c}`)),
         h('div.row', cbox, h('label', { for: `block-cat-${c}` }, t('blockCategory', { cat: t(`cat.${c}`) }))),
@@ -368,8 +388,10 @@ export async function controlsView(root, [cid, focus]) {
     return form;
   }
 
-  // topupBox offers the operator's top-ups with their prices and asks
-  // before it tops up (a carrier app's "데이터 충전").
+  // topupBox offers the operator's top-ups with their prices (VAT
+  // included, billed to the phone bill) and asks before it buys one (a
+  // carrier app's "데이터 충전"); what was bought has a receipt, and the
+  // month's top-ups and gifts are a tap away.
   function topupBox() {
     const offers = catalog.topUpOffers || [];
     const won = (n) => n.toLocaleString(locale());
@@ -377,18 +399,21 @@ export async function controlsView(root, [cid, focus]) {
     const box = h('section.card#topup', h('h3', t('topupTitle')));
     const btns = offers.map((o) => {
       const what = { bytes: fmtBytes(o.bytes), price: won(o.priceKrw) };
-      const b = h('button', { type: 'button', id: `topup-${Math.round(o.bytes / MB)}` },
-        h('strong', fmtBytes(o.bytes)), h('span.price', o.priceKrw ? t('priceWon', what) : t('free')));
+      const b = h('button', { type: 'button', id: `topup-${Math.round(o.bytes / MB)}`, 'data-offer': o.id },
+        h('strong', fmtBytes(o.bytes)), h('span.price', o.priceKrw ? t('priceWon', what) : t('free')),
+        o.vatKrw ? h('span.price.muted', t('topupVat', { vat: won(o.vatKrw) })) : null);
       b.addEventListener('click', () => confirmed(box, t('topupConfirm', what), t('topupYes'), async () => {
         try {
-          await api.topUp(fam, o.bytes);
-          done.className = 'card-note'; done.textContent = t('toppedUpPaid', what);
+          const tu = await api.topUp(fam, o.id);
+          done.className = 'card-note';
+          done.replaceChildren(t('toppedUpPaid', what), ' ', h('a#topup-receipt', { href: `#/receipt/${tu.id}` }, t('seeReceipt')));
           refreshDashboard().catch(() => {});
         } catch (e) { done.className = 'card-note error'; done.textContent = errorText(e); }
       }, 'primary'));
       return b;
     });
-    box.append(btns.length ? h('div.row.offers', btns) : h('p.muted', t('noOffers')), done);
+    box.append(btns.length ? h('div.row.offers', btns) : h('p.muted', t('noOffers')), done,
+      h('p', h('a#topup-history', { href: '#/history' }, t('historyLink'))));
     return box;
   }
 
@@ -410,7 +435,15 @@ export async function controlsView(root, [cid, focus]) {
           try { await api.removeMember(fam, m.customerId); added.textContent = t('memberRemoved', { name: m.name }); } catch (e) { toast(errorText(e), 'error'); }
           load(); refreshDashboard().catch(() => {});
         }));
-        return h('li', h('span', m.name), role, m.customerId === s.memberId ? null : del);
+        // Under 19: under the carriers' gift rules a minor only receives.
+        const minorId = `minor-${m.customerId}`;
+        const minor = m.role === 'MEMBER' ? h('input', { type: 'checkbox', id: minorId, checked: !!m.minor }) : null;
+        minor?.addEventListener('change', async () => {
+          try { await api.setMinor(fam, m.customerId, minor.checked); toast(t('applied')); } catch (e) { toast(errorText(e), 'error'); }
+          load(); refreshDashboard().catch(() => {});
+        });
+        return h('li', h('span', m.name), role, minor ? h('label.minor', { for: minorId }, minor, t('minorLabel')) : null,
+          m.customerId === s.memberId ? null : del);
       }));
     }
     const name = h('input#new-name', { required: true, maxLength: 100, autocomplete: 'off' });

@@ -111,6 +111,10 @@ export function startLive() {
     onState(up) {
       state.live = up; emit('live', up);
       if (up) { dashboardSoon(0); refreshUnread().catch(() => {}); }
+      // A stream that ended may have ended because this member's role
+      // changed: the dashboard (read at once) says so, and a new token
+      // carries it.
+      else dashboardSoon(0);
     },
     onMessage(m) {
       if (m.event === 'ping') return;

@@ -130,7 +130,7 @@ export function debounce(f, ms) {
 
 // Fields the API may name in a 422 (the last segment of its location), and
 // those that hold bytes (their bounds are shown as amounts).
-const FIELDS = ['bytes', 'amountBytes', 'name', 'message', 'reason', 'thresholds', 'start', 'end', 'days', 'role', 'phone', 'value'];
+const FIELDS = ['bytes', 'amountBytes', 'name', 'message', 'reason', 'thresholds', 'start', 'end', 'days', 'role', 'phone', 'offerId', 'value'];
 const BYTE_FIELDS = new Set(['bytes', 'amountBytes']);
 
 /**
@@ -165,6 +165,7 @@ function fieldText(p) {
   const seg = String(d.location || '').split('.').pop().replace(/\[\d+\]/g, '');
   const key = FIELDS.includes(seg) ? seg : 'value';
   if (key === 'thresholds') return t('err.thresholds');
+  if (key === 'offerId') return t('err.offer');
   const field = t(`field.${key}`);
   const msg = String(d.message || '');
   let m;

@@ -54,7 +54,8 @@ export async function dashboardView(root) {
     }
     const cats = Object.keys(rules).filter((k) => k.startsWith('BLOCK:CATEGORY:')).map((k) => t(`cat.${k.slice(15)}`));
     if (cats.length) items.push(t('ruleCategories', { list: cats.join(', ') }));
-    const allowed = Object.keys(rules).filter((k) => k.startsWith('ALLOW:CATEGORY:')).map((k) => t(`cat.${k.slice(15)}`));
+    const allowed = [...Object.keys(rules).filter((k) => k.startsWith('ALLOW:CATEGORY:')).map((k) => t(`cat.${k.slice(15)}`)),
+      ...Object.keys(rules).filter((k) => k.startsWith('ALLOW:APP:')).map((k) => appName(appOf.get(k.slice(10)), k.slice(10)))];
     if (allowed.length) items.push(t('ruleAllowed', { list: allowed.join(', ') }));
     // Each blocked app once: allowed for a while (an approved "30분 더"),
     // or with a way to its own screen to ask for time.
@@ -92,6 +93,7 @@ export async function dashboardView(root) {
         ' · ', t('usedPct', { pct: p.usedPercent.toFixed(1) }),
         p.topUpBytes ? ` · ${t('topUps', { bytes: fmtBytes(p.topUpBytes) })}` : ''),
       lowPool(d, remPct),
+      h('p', h('a#pool-history', { href: '#/history' }, t('historyLink'))),
     ].filter(Boolean));
     // Each member's share as bars: no chart library on the first screen.
     shareBox.replaceChildren(h('h3#share-h.sr-only', t('shareTitle')),
@@ -150,31 +152,68 @@ export async function dashboardView(root) {
 
   // renderGift is "데이터 선물하기": a member with a monthly limit gives part
   // of what it has left this month to another member with a limit; an
-  // owner gives any such member's. Drawn once per family shape, so a live
-  // update does not wipe what is being typed.
+  // owner gives any such member's. The operator's rules (GET /catalog
+  // giftRules: steps, the most per gift, what the giver keeps, minors only
+  // receive) shape the amounts offered, and a refusal says its rule in the
+  // viewer's words. Drawn once per family shape, so a live update does not
+  // wipe what is being typed.
   let giftKey = '';
-  let giftLeft = null; // says what the chosen giver has left; again with every dashboard
+  let giftLeft = null; // says what the chosen giver can give; again with every dashboard
   function renderGift(d) {
-    const givers = d.members.filter((m) => m.monthlyLimitBytes != null && (isOwner() || m.customerId === me().memberId));
-    const receivers = d.members.filter((m) => m.dailyLimitBytes != null || m.monthlyLimitBytes != null);
-    const key = JSON.stringify([givers.map((m) => m.customerId), receivers.map((m) => m.customerId)]);
+    const rules = state.catalog?.giftRules || null;
+    const minorsOnly = rules && !rules.minorsGive;
+    const mine = myCard(d);
+    const givers = d.members.filter((m) => m.monthlyLimitBytes != null && (isOwner() || m.customerId === me().memberId) && !(minorsOnly && m.minor));
+    const receivers = d.members.filter((m) => m.monthlyLimitBytes != null);
+    const key = JSON.stringify([givers.map((m) => m.customerId), receivers.map((m) => m.customerId), !!rules]);
+    if (minorsOnly && mine?.minor && !isOwner()) {
+      // A minor is told why it has no way to give, instead of no card.
+      if (giftKey !== 'minor') {
+        giftKey = 'minor';
+        giftBox.hidden = false;
+        giftBox.replaceChildren(h('h3#gift-h', t('giftTitle')), h('p.muted#gift-minor', t('giftMinorNote')));
+      }
+      return;
+    }
     if (!givers.length || receivers.length < 2) { giftBox.hidden = true; giftKey = ''; return; }
     if (key === giftKey) { giftLeft?.(); return; }
     giftKey = key;
     giftBox.hidden = false;
-    const left = (id) => {
+    // What the giver can give: what it has left this month less what it
+    // keeps, at most one gift's worth (the server judges; this shapes the
+    // choices).
+    const canGive = (id) => {
       const m = state.dash?.members.find((x) => x.customerId === id);
-      return m ? Math.max(0, m.monthlyLimitBytes - m.monthlyUsedBytes) : 0;
+      if (!m) return 0;
+      const left = Math.max(0, m.monthlyLimitBytes - m.monthlyUsedBytes - (rules?.giverFloorBytes || 0));
+      return rules?.maxBytes ? Math.min(left, rules.maxBytes) : left;
     };
     const from = h('select#gift-from', { disabled: givers.length === 1 }, givers.map((m) => h('option', { value: String(m.customerId) }, m.name)));
     const to = h('select#gift-to');
     const fillTo = () => to.replaceChildren(...receivers.filter((m) => String(m.customerId) !== from.value)
       .map((m) => h('option', { value: String(m.customerId) }, m.name)));
     fillTo();
-    const amount = h('select#gift-amount', [50, 100, 200, 500, 1024].map((mb) => h('option', { value: String(mb * MB) }, fmtBytes(mb * MB))));
-    amount.value = String(100 * MB);
+    // The amounts: every step up to the most a gift moves (and that most
+    // itself, e.g. 100 MB … 1,000 MB and 1 GB), else a few round ones.
+    const step = rules?.stepBytes || 0;
+    const most = rules?.maxBytes || 0;
+    let amounts = [50, 100, 200, 500, 1024].map((mb) => mb * MB);
+    if (step && most) {
+      amounts = [];
+      for (let b = step; b <= most && amounts.length < 20; b += step) amounts.push(b);
+      if (!amounts.includes(most)) amounts.push(most);
+    }
+    const amount = h('select#gift-amount', amounts.map((b) => h('option', { value: String(b) }, fmtBytes(b))));
+    amount.value = String(amounts[0]);
     const hint = h('p.muted#gift-left');
-    const showLeft = () => { hint.textContent = t('giftLeft', { bytes: fmtBytes(left(Number(from.value))) }); };
+    const ruleHint = rules && step && most
+      ? h('p.muted.gift-hint#gift-rules', t('giftRulesHint', { step: fmtBytes(step), max: fmtBytes(most), floor: fmtBytes(rules.giverFloorBytes || 0) }))
+      : null;
+    const showLeft = () => {
+      const can = canGive(Number(from.value));
+      hint.textContent = can > 0 ? t('giftCanGive', { bytes: fmtBytes(can) }) : t('giftNoneLeft');
+      for (const o of amount.options) o.disabled = Number(o.value) > can;
+    };
     giftLeft = showLeft;
     showLeft();
     from.addEventListener('change', () => { fillTo(); showLeft(); });
@@ -196,18 +235,26 @@ export async function dashboardView(root) {
         send.disabled = true;
         try {
           const g = await api.giveData(me().familyId, Number(from.value), Number(to.value), Number(amount.value));
-          out.className = 'card-note'; out.textContent = t('giftDone', { ...what, left: fmtBytes(g.giverLeftBytes) });
+          out.className = 'card-note';
+          out.replaceChildren(t('giftDone', { ...what, left: fmtBytes(g.giverLeftBytes) }),
+            g.giftsLeft >= 0 ? ` · ${t('giftTimesLeft', { n: g.giftsLeft })}` : '');
+          out.dataset.rule = '';
           refreshDashboard().catch(() => {});
-        } catch (e) { out.className = 'card-note error'; out.textContent = errorText(e); }
+        } catch (e) {
+          out.className = 'card-note error';
+          out.dataset.rule = e.problem?.rule || '';
+          out.textContent = giftErrorText(e, rules);
+        }
         send.disabled = false;
       });
       giftBox.append(q);
       yes.focus();
     });
-    giftBox.replaceChildren(h('h3#gift-h', t('giftTitle')),
+    giftBox.replaceChildren(...[h('h3#gift-h', t('giftTitle')),
       h('div.row', h('label', { for: 'gift-from' }, t('giftFrom')), from),
       h('div.row', h('label', { for: 'gift-to' }, t('giftTo')), to),
-      h('div.row', h('label', { for: 'gift-amount' }, t('giftAmount')), amount), hint, send, out);
+      h('div.row', h('label', { for: 'gift-amount' }, t('giftAmount')), amount), hint, ruleHint, send, out,
+      h('p', h('a#gift-history', { href: '#/history' }, t('historyLink')))].filter(Boolean));
   }
 
   function renderRequests(items) {
@@ -232,7 +279,8 @@ export async function dashboardView(root) {
   else poolBox.append(h('p', t('loading')));
   renderRequests(state.requests);
   // Requests for an app's time name the app: the catalog says how.
-  if (isOwner()) loadCatalog().then(() => renderRequests(state.requests)).catch(() => {});
+  // The catalog names requests' apps, prices top-ups and says the gift rules.
+  loadCatalog().then(() => { renderRequests(state.requests); if (state.dash) render(state.dash); }).catch(() => {});
   await refreshDashboard();
   if (isOwner()) refreshRequests().catch(() => {});
 }
@@ -248,20 +296,42 @@ function lowPool(d, remPct) {
   return h('p.low-pool#pool-low', t('poolLow', { pct }), ' ', h('a.button.small.primary#pool-topup', { href: '#/controls/0/topup' }, t('topupNow')));
 }
 
+// giftErrorText says why a gift was refused: the rule the server names
+// (a GiftProblem's rule and the bound it leaves), in the viewer's words.
+function giftErrorText(e, rules) {
+  const rule = e?.problem?.rule;
+  if (!rule) return errorText(e);
+  const limit = e.problem.limit || 0;
+  const counted = rule === 'GIVEN_PER_MONTH' || rule === 'RECEIVED_PER_MONTH';
+  return t(`giftRule.${rule}`, { limit: counted ? String(limit) : fmtBytes(limit), pct: rules?.maxSharePercent ?? 50 });
+}
+
+// topUpOffer is the offer a TOPUP approval buys for a request of bytes:
+// the smallest that covers it, else the largest.
+function topUpOffer(bytes) {
+  const offers = [...(state.catalog?.topUpOffers || [])].sort((a, b) => a.bytes - b.bytes);
+  return offers.find((o) => o.bytes >= bytes) || offers[offers.length - 1] || null;
+}
+
 // requestActions answers a pending data request: how to grant it, approve,
 // decline. The dashboard and the inbox item of the request both show it
 // (ids prefixed by where).
 function requestActions(r, prefix = '') {
   // A TIME or APP request is granted as asked: no choice of grant.
   const timed = r.kind === 'TIME' || r.kind === 'APP';
-  const sel = timed ? null : h('select', { id: `${prefix}grant-${r.id}` }, ['DAY', 'MONTH', 'TOPUP'].map((g) => h('option', { value: g }, t(`grant.${g}`))));
+  // A top-up buys one of the operator's offers, named with its price.
+  const offer = timed ? null : topUpOffer(r.amountBytes || 0);
+  const grants = ['DAY', 'MONTH', ...(offer ? ['TOPUP'] : [])];
+  const sel = timed ? null : h('select', { id: `${prefix}grant-${r.id}` }, grants.map((g) => h('option', { value: g },
+    g === 'TOPUP' ? t('grant.TOPUP.offer', { bytes: fmtBytes(offer.bytes), price: offer.priceKrw.toLocaleString(locale()) }) : t(`grant.${g}`))));
   const approve = h('button.primary', { type: 'button', id: `${prefix}approve-${r.id}` }, t('approve'));
   const decline = h('button', { type: 'button', id: `${prefix}decline-${r.id}` }, t('decline'));
   const fam = me().familyId;
   approve.addEventListener('click', async () => {
     approve.disabled = decline.disabled = true;
     try {
-      await api.approveDataRequest(fam, r.id, sel?.value); // the amount (or the minutes) asked for
+      // The amount (or the minutes) asked for; a top-up buys the offer.
+      await api.approveDataRequest(fam, r.id, sel?.value, 0, sel?.value === 'TOPUP' ? offer.id : undefined);
       toast(t('approved'));
     } catch (e) { toast(errorText(e), 'error'); approve.disabled = decline.disabled = false; }
     refreshRequests().catch(() => {}); refreshDashboard().catch(() => {});
@@ -464,8 +534,17 @@ export async function usageView(root, [cid]) {
 
 // ---------------------------------------------------------------- inbox
 
+// weekTable is a weekly summary's members: use and blocks, most used first.
+function weekTable(w) {
+  return h('table.week', h('caption.sr-only', t('weekCaption', { from: w.from, to: w.to })),
+    h('thead', h('tr', h('th', { scope: 'col' }, t('name')), h('th', { scope: 'col' }, t('weekUsed')), h('th', { scope: 'col' }, t('weekBlocked')))),
+    h('tbody', w.members.map((m) => h('tr', h('th', { scope: 'row' }, m.name), h('td', fmtBytes(m.usedBytes)), h('td', String(m.blocked || 0))))));
+}
+
 export async function inboxView(root) {
   const s = me();
+  // A request's top-up is priced from the catalog's offers.
+  if (isOwner()) await loadCatalog().catch(() => null);
   const list = h('ul.notes#notes', { 'aria-live': 'polite' });
   const allBtn = h('button#mark-all', { type: 'button' }, t('markAllRead'));
   const more = h('button#more', { type: 'button', hidden: true }, t('loadMore'));
@@ -482,6 +561,8 @@ export async function inboxView(root) {
     const alert = n.kind === 'THRESHOLD_ALERT' ? n.payload?.thresholdPercent : null;
     const body = alert && !isOwner() ? t('thresholdMember', { pct: alert }) : n.body;
     if (alert && isOwner()) answer.append(h('a.button.small.primary', { href: '#/controls/0/topup', id: `note-topup-${n.id}` }, t('topupNow')));
+    // A weekly summary: each member's week as a table.
+    if (n.kind === 'WEEKLY_SUMMARY' && Array.isArray(n.payload?.members)) answer.append(weekTable(n.payload));
     const li = h(`li.note${n.readAt ? '' : '.unread'}`, { id: `note-${n.id}`, 'data-kind': n.kind },
       h('div.note-head', h('strong', n.title), n.readAt ? null : h('span.badge-status.st-new', t('unread'))),
       h('p', body), answer, h('p.muted', fmtTime(n.createdAt)), read);
