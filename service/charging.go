@@ -19,7 +19,9 @@ import (
 
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service/charging"
+	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/family"
+	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -34,9 +36,9 @@ type ChargingConfig struct {
 	TLSKey       string         `envconfig:"TLS_KEY" deployables:"server, all-in-one" desc:"PEM private key of DPCS_CHARGING_TLS_CERT: a secret"`
 	APIRoot      string         `envconfig:"API_ROOT" deployables:"server, all-in-one" desc:"apiRoot the Location of a created charging data resource begins with (https://chf.example.net). Empty: the request's scheme and Host"`
 	RatingGroups string         `envconfig:"RATING_GROUPS" default:"10=VIDEO,20=GAME,30=SOCIAL,40=MESSAGING,50=WEB,60=MUSIC" deployables:"server, all-in-one" desc:"what each rating group covers: <ratingGroup>=<CATEGORY> or <ratingGroup>=app:<appId>, comma-separated; a rating group not named covers any traffic"`
-	MinGrant     int64          `envconfig:"MIN_GRANT" default:"1048576" deployables:"server, all-in-one" desc:"bytes below which a grant comes as the last units (finalUnitIndication), unless less was asked for"`
-	Grant        int64          `envconfig:"GRANT" default:"10485760" deployables:"server, all-in-one" desc:"bytes asked for when an SMF's requestedUnit names no volume"`
-	MaxGrant     int64          `envconfig:"MAX_GRANT" default:"104857600" deployables:"server, all-in-one" desc:"most bytes one grant reserves (a larger request is cut to it); with the sessions a member may hold, it bounds what a lost session holds until the sweep (doc/runbook.md, Charging)"`
+	MinGrant     int64          `envconfig:"MIN_GRANT" default:"1048576" deployables:"server, all-in-one" desc:"bytes below which a grant comes as the last units (finalUnitIndication), unless less was asked for; the engine judging grant steps uses the same (quota.WithGrantSizes)"`
+	Grant        int64          `envconfig:"GRANT" default:"10485760" deployables:"server, all-in-one" desc:"bytes asked for when an SMF's requestedUnit names no volume; the engine's default grant too (quota.WithGrantSizes)"`
+	MaxGrant     int64          `envconfig:"MAX_GRANT" default:"104857600" deployables:"server, all-in-one" desc:"most bytes one grant reserves (a larger request is cut to it, by the interface and the engine alike); with the sessions a member may hold, it bounds what a lost session holds until the sweep (doc/runbook.md, Charging)"`
 	Validity     time.Duration  `envconfig:"VALIDITY" default:"1h" deployables:"server, all-in-one" desc:"longest validityTime of a grant (1s to 24h); a grant ends sooner at the next boundary that could change its answer"`
 	HoldingTime  time.Duration  `envconfig:"HOLDING_TIME" default:"5m" deployables:"server, all-in-one" desc:"quotaHoldingTime of every grant (0 to 24h); a session not updated within its validity plus this is closed and its grants released"`
 	Threshold    int            `envconfig:"THRESHOLD" default:"20" deployables:"server, all-in-one" desc:"volumeQuotaThreshold as a percentage of each grant (0 to 99): the SMF reports when that much is left; 0 sends none"`
@@ -98,7 +100,7 @@ func (c ChargingConfig) options(log *slog.Logger, m *Metrics, loopback bool) ([]
 		return nil, fmt.Errorf("DPCS_CHARGING_RATING_GROUPS: %w", err)
 	}
 	opts := []charging.Option{charging.WithLogger(log), charging.WithRatingGroups(groups),
-		charging.WithGrantSizes(c.MinGrant, c.Grant, c.MaxGrant), charging.WithValidity(c.Validity),
+		charging.WithGrantSizes(c.GrantSizes().Min, c.GrantSizes().Default, c.GrantSizes().Max), charging.WithValidity(c.Validity),
 		charging.WithQuotaHoldingTime(c.HoldingTime), charging.WithThreshold(c.Threshold),
 		charging.WithSweep(c.Sweep, charging.DefaultClosedRetention), charging.WithNotifyNetworks(loopback, c.Networks...)}
 	if c.RedirectURL != "" {
@@ -108,6 +110,15 @@ func (c ChargingConfig) options(log *slog.Logger, m *Metrics, loopback bool) ([]
 		opts = append(opts, charging.WithHooks(m.ChargingHooks()))
 	}
 	return opts, nil
+}
+
+// GrantSizes are the grant sizes DPCS_CHARGING_MIN_GRANT, _GRANT and
+// _MAX_GRANT set, for the engine (quota.WithGrantSizes: what the door's
+// grant.lua sizes and marks final) and the interface alike
+// (charging.WithGrantSizes: what it asks for and caps a request to): one
+// source, so both agree (doc/configuration.md).
+func (c ChargingConfig) GrantSizes() quota.GrantSizes {
+	return quota.GrantSizes{Default: c.Grant, Max: c.MaxGrant, Min: c.MinGrant}
 }
 
 // Charging is a deployable's charging interface: the service, its
@@ -221,30 +232,29 @@ func chargingTokens(cfg SystemConfig) ([]string, error) {
 	return []string{tok}, nil
 }
 
-// doorCharger is the door's grant steps when the door takes them: the
-// synchronous decisions' group commits (judge.Decisions) or the state
-// (judge.State), whichever implements charging.Charger.
-func doorCharger(doors ...any) (charging.Charger, bool) {
-	for _, d := range doors {
-		if c, ok := d.(charging.Charger); ok && d != nil {
-			return c, true
-		}
+// doorCharger is the door's grant steps: the synchronous decisions' group
+// commits (judge.Decisions.Charge, the promise of POST /decisions); false
+// when the deployable runs none.
+func doorCharger(dec *judge.Decisions) (charging.Charger, bool) {
+	if dec == nil {
+		return nil, false
 	}
-	return nil, false
+	return dec, true
 }
 
 // StartServerCharging starts the server deployable's charging interface
 // when DPCS_CHARGING_ADDR is set (it is off by default): its credentials
-// are DPCS_CHARGING_TOKENS (required), its grant steps the first of doors
-// that takes them (an error when none does). Nil when it is off.
-func StartServerCharging(c ChargingConfig, st *store.Store, log *slog.Logger, m *Metrics, doors ...any) (*Charging, error) {
+// are DPCS_CHARGING_TOKENS (required), its grant steps the door's
+// synchronous decisions, dec (an error when there are none). Nil when it is
+// off.
+func StartServerCharging(c ChargingConfig, st *store.Store, log *slog.Logger, m *Metrics, dec *judge.Decisions) (*Charging, error) {
 	addr := c.Address("")
 	if addr == "" {
 		return nil, nil
 	}
-	charger, ok := doorCharger(doors...)
+	charger, ok := doorCharger(dec)
 	if !ok {
-		return nil, errors.New("DPCS_CHARGING_ADDR: the door takes no grant steps in this build (service/charging.Charger); leave it unset")
+		return nil, errors.New("DPCS_CHARGING_ADDR: the charging interface needs the door's synchronous decisions (judge.Decisions)")
 	}
 	return StartCharging(c, addr, ChargingDeps{Charger: charger, Store: st, Logger: log, Metrics: m, Tokens: c.Tokens})
 }

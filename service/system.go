@@ -103,6 +103,18 @@ type SystemConfig struct {
 	JWTSecret string           `envconfig:"JWT_SECRET" deployables:"server, all-in-one" doc_default:"all-in-one: random, kept in $DPCS_DATA_DIR/jwt-secret; server: required" desc:"key signing access tokens, at least 32 bytes, the same for every API instance"`
 }
 
+// EngineOptions are Config.EngineOptions and the grant sizes of the
+// charging interface (ChargingConfig.GrantSizes): the engine that judges
+// grant steps sizes them as the interface does. A configuration not read
+// from the environment (no grant sizes) leaves the engine's defaults.
+func (c SystemConfig) EngineOptions() []quota.Option {
+	opts := c.Config.EngineOptions()
+	if c.Charging.Grant > 0 {
+		opts = append(opts, quota.WithGrantSizes(c.Charging.GrantSizes()))
+	}
+	return opts
+}
+
 // LoadSystemConfig reads SystemConfig through getenv; errors name the variable.
 func LoadSystemConfig(getenv func(string) string) (SystemConfig, error) {
 	var c SystemConfig
@@ -725,10 +737,9 @@ func (s *System) startCharging(cfg SystemConfig, log *slog.Logger) (*Charging, e
 	}
 	charger := cfg.Charger
 	if charger == nil {
-		c, ok := doorCharger(s.Decisions, s.State)
+		c, ok := doorCharger(s.Decisions)
 		if !ok {
-			log.Warn("charging interface not started: the door takes no grant steps in this build (service/charging.Charger)")
-			return nil, nil
+			return nil, errors.New("DPCS_CHARGING_ADDR: the charging interface needs the door's synchronous decisions (judge.Decisions)")
 		}
 		charger = c
 	}

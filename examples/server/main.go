@@ -282,7 +282,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// The charging interface SMFs call (DPCS_CHARGING_ADDR, off by
 	// default): grants through the door, sessions in SQL, and every family
 	// change reaching the live sessions it may affect.
-	chf, err := service.StartServerCharging(cfg.Charging, st, log, metrics, decisions, qs)
+	chf, err := service.StartServerCharging(cfg.Charging, st, log, metrics, decisions)
 	if err != nil {
 		return err
 	}
