@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/dabom/dpcs/policy"
-	"github.com/dabom/dpcs/service/charging"
 	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/charging"
 	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/store"
