@@ -139,8 +139,8 @@ func banner(w io.Writer, cfg service.SystemConfig, s *service.System, token stri
 		p("  charging   SMF=%s   (Nchf_ConvergedCharging for SMFs, HTTP/2; DPCS_CHARGING_TOKENS sets your own)", s.Charging.Token)
 		p(`             curl -i --http2-prior-knowledge -X POST -H "Authorization: Bearer $SMF" -H 'Content-Type: application/json' -d '{"subscriberIdentifier":"%s","nfConsumerIdentification":{"nodeFunctionality":"SMF"},"invocationTimeStamp":"'$(date -u +%%FT%%TZ)'","invocationSequenceNumber":0,"multipleUnitUsage":[{"ratingGroup":10,"requestedUnit":{"totalVolume":10485760}}]}' http://%s%s/chargingdata`,
 			sub, s.Charging.Addr, charging.BasePath)
-	case cfg.Charging.Addr != "" && cfg.Charging.Addr != "off":
-		p("  charging   off: the door takes no grant steps in this build")
+	default:
+		p("  charging   off (DPCS_CHARGING_ADDR=off)")
 	}
 	p("  health     curl http://%s/healthz   ·   /readyz", api)
 	if s.AdminAddr != "" {
