@@ -28,11 +28,14 @@ import (
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/access"
 	"github.com/dabom/dpcs/service/api"
 	"github.com/dabom/dpcs/service/charging"
 	"github.com/dabom/dpcs/service/charging/smfsim"
 	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/kafkaops"
+	"github.com/dabom/dpcs/service/limit"
 	"github.com/dabom/dpcs/service/outbox"
 	"github.com/dabom/dpcs/service/recovery"
 	"github.com/dabom/dpcs/service/store"
@@ -205,12 +208,12 @@ type System struct {
 	redisSrv  *miniredis.Miniredis
 	stopClock func() // the embedded Redis's TTL clock
 	rdb       redis.UniversalClient
-	access    *api.RedisAccessEvents
+	access    *access.Redis
 	live      *notify.RedisBridge
 	workers   *Workers
 	producer  *kgo.Client
 	// backOffice is the API's dead-letter browser and Kafka statistics.
-	backOffice *api.KafkaBackOffice
+	backOffice *kafkaops.BackOffice
 	publisher  *simulate.Publisher
 	relay      *outbox.Relay
 	settler    *family.Settler
@@ -424,13 +427,13 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	// Login limits: in memory (the API's default) on the embedded Redis: one
 	// process has nothing to share, and miniredis's Lua is slow and serves
 	// the quota engine. On a real Redis they are shared with other APIs.
-	var limiter api.AuthLimiter
+	var limiter limit.Limiter
 	if s.redisSrv == nil {
-		if limiter, err = api.NewRedisLimiter(s.rdb); err != nil {
+		if limiter, err = limit.NewRedisLimiter(s.rdb); err != nil {
 			return nil, err
 		}
 	}
-	if s.access, err = api.NewRedisAccessEvents(ctx, s.rdb, "", log); err != nil {
+	if s.access, err = access.NewRedis(ctx, s.rdb, "", log); err != nil {
 		return nil, err
 	}
 	gateways, err := gatewayTokens(cfg)
@@ -450,7 +453,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	}
 	// The back office's dead-letter browser and operations view: the
 	// processor's metrics are in this registry.
-	if s.backOffice, err = api.NewKafkaBackOffice(kopts...); err != nil {
+	if s.backOffice, err = kafkaops.New(kopts...); err != nil {
 		return nil, err
 	}
 	backOffice := s.backOffice

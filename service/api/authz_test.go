@@ -11,6 +11,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/limit"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -224,8 +225,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 // right password too, while its sessions and every other caller go on.
 func TestAuthorizationMatrixLimits(t *testing.T) {
 	f := newAPIFixtureWith(t, func(c *Config) {
-		c.Limits = AuthLimits{LoginPerAddress: Rate{3, time.Minute}, LoginPerLogin: Rate{1000, time.Minute},
-			RefreshPerAddress: Rate{3, time.Minute}, LockoutAfter: 3, LockoutFor: 15 * time.Minute}
+		c.Limits = AuthLimits{LoginPerAddress: limit.Rate{N: 3, Per: time.Minute}, LoginPerLogin: limit.Rate{N: 1000, Per: time.Minute},
+			RefreshPerAddress: limit.Rate{N: 3, Per: time.Minute}, LockoutAfter: 3, LockoutFor: 15 * time.Minute}
 		c.TrustedProxies = loopbackProxy
 	})
 	var child Tokens // 1002's session from before its lockout

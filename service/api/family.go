@@ -11,22 +11,23 @@ import (
 
 	"github.com/dabom/dpcs/internal/usertext"
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/access"
 	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/store"
 )
 
-// access is what a route requires of the caller within a family.
-type access int
+// need is what a route requires of the caller within a family.
+type need int
 
 const (
-	anyMember access = iota // any member of the family
-	ownerOnly               // OWNER of the family (or ADMIN)
+	anyMember need = iota // any member of the family
+	ownerOnly             // OWNER of the family (or ADMIN)
 )
 
 // family authorizes a request about family fid: ADMIN always, AGENT for
 // reading; others only for their own family (else 404, as for a family that
 // does not exist) and, for ownerOnly, as OWNER (else 403).
-func (a *Server) family(ctx context.Context, fid int64, need access) (Principal, error) {
+func (a *Server) family(ctx context.Context, fid int64, want need) (Principal, error) {
 	p, ok := principalFrom(ctx)
 	if !ok {
 		return p, huma.Error401Unauthorized("not authenticated")
@@ -42,7 +43,7 @@ func (a *Server) family(ctx context.Context, fid int64, need access) (Principal,
 	if p.FamilyID != fid || fid <= 0 {
 		return p, errNotFamily(fid)
 	}
-	if need == ownerOnly && p.Role != policy.RoleOwner {
+	if want == ownerOnly && p.Role != policy.RoleOwner {
 		return p, huma.Error403Forbidden("only an owner of the family may do this")
 	}
 	return p, nil
@@ -50,12 +51,12 @@ func (a *Server) family(ctx context.Context, fid int64, need access) (Principal,
 
 // member authorizes a request about member cid of family fid: as family,
 // and a MEMBER only about itself and only for reading.
-func (a *Server) member(ctx context.Context, fid, cid int64, need access) (Principal, error) {
+func (a *Server) member(ctx context.Context, fid, cid int64, want need) (Principal, error) {
 	p, err := a.family(ctx, fid, anyMember)
 	if err != nil {
 		return p, err
 	}
-	if p.Role == policy.RoleMember && (cid != p.ID || need == ownerOnly) {
+	if p.Role == policy.RoleMember && (cid != p.ID || want == ownerOnly) {
 		return p, huma.Error403Forbidden("members may only read their own usage and policies")
 	}
 	return p, nil
@@ -586,7 +587,7 @@ func (a *Server) registerFamily() {
 		}
 		err = a.cfg.Family.RemoveMember(ctx, in.FamilyID, in.CustomerID, p.actor())
 		if err == nil || errors.Is(err, family.ErrNotApplied) {
-			a.accessChanged(ctx, AccessEvent{Member: in.CustomerID}) // its streams end
+			a.accessChanged(ctx, access.Event{Member: in.CustomerID}) // its streams end
 		}
 		return nil, a.problem(ctx, err, "path.customerId")
 	})
@@ -605,7 +606,7 @@ func (a *Server) registerFamily() {
 			if err != nil {
 				return nil, a.problem(ctx, err, "body.role")
 			}
-			a.accessChanged(ctx, AccessEvent{Member: in.CustomerID}) // its streams reconnect with the new role's filter
+			a.accessChanged(ctx, access.Event{Member: in.CustomerID}) // its streams reconnect with the new role's filter
 			return &memberOutput{Body: memberView(m)}, nil
 		})
 
