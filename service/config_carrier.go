@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/dabom/dpcs/policy"
-	"github.com/dabom/dpcs/service/api"
+	"github.com/dabom/dpcs/service/limit"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -36,15 +36,15 @@ func (b *ByteSize) Decode(s string) error {
 // (store.GiftRules; the defaults are the figures T world, KT and LG U+
 // publish) and how often one member may try.
 type GiftConfig struct {
-	GivenPerMonth    int      `envconfig:"GIVEN_PER_MONTH" default:"2" deployables:"server, all-in-one" desc:"gifts one member may give a month (0: no limit)"`
-	ReceivedPerMonth int      `envconfig:"RECEIVED_PER_MONTH" default:"2" deployables:"server, all-in-one" desc:"gifts one member may receive a month (0: no limit)"`
-	Step             ByteSize `envconfig:"STEP" default:"100MB" deployables:"server, all-in-one" desc:"a gift is a whole number of these (bytes, or MB/GB; 0: any amount)"`
-	Max              ByteSize `envconfig:"MAX" default:"1GB" deployables:"server, all-in-one" desc:"the most one gift moves (0: no limit)"`
-	GiverFloor       ByteSize `envconfig:"GIVER_FLOOR" default:"500MB" deployables:"server, all-in-one" desc:"what the giver keeps of its month's allowance after a gift, at least (0: nothing)"`
-	MaxShare         int      `envconfig:"MAX_SHARE" default:"50" deployables:"server, all-in-one" desc:"the most a member gives in a month, in percent of its monthly limit (0: no limit)"`
-	ReceivedMax      ByteSize `envconfig:"RECEIVED_MAX" default:"2GB" deployables:"server, all-in-one" desc:"the most one member receives in a month (0: no limit)"`
-	MinorsGive       bool     `envconfig:"MINORS_GIVE" default:"false" deployables:"server, all-in-one" desc:"true lets members marked as minors give gifts too; false: they only receive"`
-	Rate             api.Rate `envconfig:"RATE" default:"10/1m" deployables:"server, all-in-one" desc:"gift requests one member may send, written N/duration; over it 429 with Retry-After"`
+	GivenPerMonth    int        `envconfig:"GIVEN_PER_MONTH" default:"2" deployables:"server, all-in-one" desc:"gifts one member may give a month (0: no limit)"`
+	ReceivedPerMonth int        `envconfig:"RECEIVED_PER_MONTH" default:"2" deployables:"server, all-in-one" desc:"gifts one member may receive a month (0: no limit)"`
+	Step             ByteSize   `envconfig:"STEP" default:"100MB" deployables:"server, all-in-one" desc:"a gift is a whole number of these (bytes, or MB/GB; 0: any amount)"`
+	Max              ByteSize   `envconfig:"MAX" default:"1GB" deployables:"server, all-in-one" desc:"the most one gift moves (0: no limit)"`
+	GiverFloor       ByteSize   `envconfig:"GIVER_FLOOR" default:"500MB" deployables:"server, all-in-one" desc:"what the giver keeps of its month's allowance after a gift, at least (0: nothing)"`
+	MaxShare         int        `envconfig:"MAX_SHARE" default:"50" deployables:"server, all-in-one" desc:"the most a member gives in a month, in percent of its monthly limit (0: no limit)"`
+	ReceivedMax      ByteSize   `envconfig:"RECEIVED_MAX" default:"2GB" deployables:"server, all-in-one" desc:"the most one member receives in a month (0: no limit)"`
+	MinorsGive       bool       `envconfig:"MINORS_GIVE" default:"false" deployables:"server, all-in-one" desc:"true lets members marked as minors give gifts too; false: they only receive"`
+	Rate             limit.Rate `envconfig:"RATE" default:"10/1m" deployables:"server, all-in-one" desc:"gift requests one member may send, written N/duration; over it 429 with Retry-After"`
 }
 
 // Rules are the store's form of the rules.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/api"
+	"github.com/dabom/dpcs/service/limit"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -107,8 +108,8 @@ func TestLoadConfigAuthLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := api.AuthLimits{LoginPerAddress: api.Rate{N: 300, Per: time.Minute}, LoginPerLogin: api.Rate{N: 5, Per: 30 * time.Second},
-		RefreshPerAddress: api.Rate{N: 1000, Per: time.Hour}, LockoutAfter: 20, LockoutFor: time.Hour}
+	want := api.AuthLimits{LoginPerAddress: limit.Rate{N: 300, Per: time.Minute}, LoginPerLogin: limit.Rate{N: 5, Per: 30 * time.Second},
+		RefreshPerAddress: limit.Rate{N: 1000, Per: time.Hour}, LockoutAfter: 20, LockoutFor: time.Hour}
 	if c.AuthLimits != want {
 		t.Errorf("limits %+v, want %+v", c.AuthLimits, want)
 	}

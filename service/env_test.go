@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dabom/dpcs/service/api"
+	"github.com/dabom/dpcs/service/limit"
 	"github.com/dabom/dpcs/service/store"
 	"github.com/google/go-cmp/cmp"
 	"github.com/kelseyhightower/envconfig"
@@ -32,7 +33,7 @@ type envKinds struct {
 	D    time.Duration `envconfig:"K_D" default:"3s"`
 	L    []string      `envconfig:"K_L"`
 	Lv   slog.Level    `envconfig:"K_LEVEL"` // encoding.TextUnmarshaler
-	R    api.Rate      `envconfig:"K_RATE"`  // envconfig.Decoder
+	R    limit.Rate    `envconfig:"K_RATE"`  // envconfig.Decoder
 	Nest struct {
 		X int `envconfig:"X" default:"7"`
 	} `envconfig:"K_NEST"`
@@ -100,10 +101,10 @@ func TestLoadConfigDefaults(t *testing.T) {
 		PushKinds:   []string{"CUSTOMER_BLOCKED", "THRESHOLD_ALERT", "DATA_REQUESTED", "DATA_REQUEST_ANSWERED", "WEEKLY_SUMMARY"},
 		PushTimeout: 3 * time.Second, PushMaxSubscriptions: 10, FamilyMaxMembers: 10, FamilyMaxNotes: 1000, VATRate: 10,
 		Gift: GiftConfig{GivenPerMonth: 2, ReceivedPerMonth: 2, Step: 100 << 20, Max: 1 << 30, GiverFloor: 500 << 20, MaxShare: 50,
-			ReceivedMax: 2 << 30, Rate: api.Rate{N: 10, Per: time.Minute}},
+			ReceivedMax: 2 << 30, Rate: limit.Rate{N: 10, Per: time.Minute}},
 		TopUpOffers: "100MB=2200,500MB=5500,1GB=9900,3GB=19800", TopUps: api.DefaultTopUpOffers(), CatalogRefresh: 30 * time.Second,
 		WeeklySummary: "MON 09:00", WeeklyAt: &WeeklyAt{Day: time.Monday, Minute: 540}}
-	if d := cmp.Diff(want, c, cmp.Comparer(func(a, b api.Rate) bool { return a == b })); d != "" {
+	if d := cmp.Diff(want, c, cmp.Comparer(func(a, b limit.Rate) bool { return a == b })); d != "" {
 		t.Errorf("defaults (-want +got):\n%s", d)
 	}
 	s, err := LoadSystemConfig(env(nil))

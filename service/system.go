@@ -28,11 +28,14 @@ import (
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/access"
 	"github.com/dabom/dpcs/service/api"
 	"github.com/dabom/dpcs/service/charging"
 	"github.com/dabom/dpcs/service/charging/smfsim"
 	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/kafkaops"
+	"github.com/dabom/dpcs/service/limit"
 	"github.com/dabom/dpcs/service/outbox"
 	"github.com/dabom/dpcs/service/recovery"
 	"github.com/dabom/dpcs/service/store"
@@ -217,12 +220,12 @@ type System struct {
 	redisSrv  *miniredis.Miniredis
 	stopClock func() // the embedded Redis's TTL clock
 	rdb       redis.UniversalClient
-	access    *api.RedisAccessEvents
+	access    *access.Redis
 	live      *notify.RedisBridge
 	workers   *Workers
 	producer  *kgo.Client
 	// backOffice is the API's dead-letter browser and Kafka statistics.
-	backOffice *api.KafkaBackOffice
+	backOffice *kafkaops.BackOffice
 	publisher  *simulate.Publisher
 	relay      *outbox.Relay
 	settler    *family.Settler
@@ -314,7 +317,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if err := EnsureTopics(ctx, s.producer, envelope.DefaultPartitions, envelope.Topics()...); err != nil {
 		return nil, err
 	}
-	pop, err := simulate.NewPopulation(1, simulate.WithFamilies(max(cfg.DemoFamilies, 1)), simulate.WithFirstFamilyID(demoFirstFamily))
+	pop, err := demoPopulation(cfg.DemoFamilies)
 	if err != nil {
 		return nil, err
 	}
@@ -436,13 +439,13 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	// Login limits: in memory (the API's default) on the embedded Redis: one
 	// process has nothing to share, and miniredis's Lua is slow and serves
 	// the quota engine. On a real Redis they are shared with other APIs.
-	var limiter api.AuthLimiter
+	var limiter limit.Limiter
 	if s.redisSrv == nil {
-		if limiter, err = api.NewRedisLimiter(s.rdb); err != nil {
+		if limiter, err = limit.NewRedisLimiter(s.rdb); err != nil {
 			return nil, err
 		}
 	}
-	if s.access, err = api.NewRedisAccessEvents(ctx, s.rdb, "", log); err != nil {
+	if s.access, err = access.NewRedis(ctx, s.rdb, "", log); err != nil {
 		return nil, err
 	}
 	gateways, err := gatewayTokens(cfg)
@@ -462,7 +465,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	}
 	// The back office's dead-letter browser and operations view: the
 	// processor's metrics are in this registry.
-	if s.backOffice, err = api.NewKafkaBackOffice(kopts...); err != nil {
+	if s.backOffice, err = kafkaops.New(kopts...); err != nil {
 		return nil, err
 	}
 	backOffice := s.backOffice
@@ -703,15 +706,36 @@ func DemoMSISDN(cid int64) string {
 	return fmt.Sprintf("msisdn-8210%04d%04d", cid/10000%10000, cid%10000)
 }
 
-// startSMFs starts the demo's simulated PDU sessions against the
-// charging interface, for the simulated members.
-func (s *System) startSMFs(cfg SystemConfig, pop *simulate.Population, log *slog.Logger) error {
+// DemoSubscribers are the subscriberIdentifiers (DemoMSISDN) of the
+// members of the all-in-one's demo of families families: whom simulated
+// SMFs in another process name (examples/simulator with
+// DPCS_SIMULATOR_CHARGING_URL).
+func DemoSubscribers(families int) ([]string, error) {
+	pop, err := demoPopulation(families)
+	if err != nil {
+		return nil, err
+	}
+	return demoSubscribers(pop), nil
+}
+
+func demoPopulation(families int) (*simulate.Population, error) {
+	return simulate.NewPopulation(1, simulate.WithFamilies(max(families, 1)), simulate.WithFirstFamilyID(demoFirstFamily))
+}
+
+func demoSubscribers(pop *simulate.Population) []string {
 	var subs []string
 	for f := range pop.Families() {
 		for _, m := range f.Members {
 			subs = append(subs, DemoMSISDN(m.CustomerID))
 		}
 	}
+	return subs
+}
+
+// startSMFs starts the demo's simulated PDU sessions against the
+// charging interface, for the simulated members.
+func (s *System) startSMFs(cfg SystemConfig, pop *simulate.Population, log *slog.Logger) error {
+	subs := demoSubscribers(pop)
 	sim, err := smfsim.New(smfsim.Config{URL: "http://" + s.Charging.Addr, Token: s.Charging.Token, Subscribers: subs,
 		Sessions: cfg.SimulatorSessions, NotifyAddr: "127.0.0.1:0", Seed: 1, Logger: log})
 	if err != nil {

@@ -62,9 +62,12 @@ import (
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
+	"github.com/dabom/dpcs/service/access"
 	"github.com/dabom/dpcs/service/api"
 	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/kafkaops"
+	"github.com/dabom/dpcs/service/limit"
 	"github.com/dabom/dpcs/service/outbox"
 	"github.com/dabom/dpcs/service/recovery"
 	"github.com/dabom/dpcs/service/store"
@@ -220,17 +223,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	limiter, err := api.NewRedisLimiter(rdb) // login limits shared by every API instance
+	limiter, err := limit.NewRedisLimiter(rdb) // login limits shared by every API instance
 	if err != nil {
 		return err
 	}
 	// Member removals, role changes and ended sessions reach every API
 	// instance's SSE streams over Redis pub/sub.
-	access, err := api.NewRedisAccessEvents(ctx, rdb, "", log)
+	accessEvents, err := access.NewRedis(ctx, rdb, "", log)
 	if err != nil {
 		return err
 	}
-	defer access.Close()
+	defer accessEvents.Close()
 	// POST /decisions: gateways' synchronous decisions, judged only from
 	// the state generation SQL names, their records produced before
 	// answering. A stale state they find (their own grants lost by Redis)
@@ -263,7 +266,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// The back office reads the DLTs and the groups' lags, replays dead
 	// letters, and reads the processors' metrics from their admin
 	// pages (DPCS_OPERATIONS_METRICS_URLS) besides this server's own.
-	backOffice, err := api.NewKafkaBackOffice(kopts...)
+	backOffice, err := kafkaops.New(kopts...)
 	if err != nil {
 		return err
 	}
@@ -304,7 +307,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer settler.Close(context.Background())
 	apiServer, err := api.New(api.Config{Store: st, State: qs, Family: fam, Hub: hub, Inbox: inbox,
-		Secret: []byte(cfg.JWTSecret), Logger: log, AccessEvents: access, OnRequest: metrics.OnRequest,
+		Secret: []byte(cfg.JWTSecret), Logger: log, AccessEvents: accessEvents, OnRequest: metrics.OnRequest,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies, Streams: cfg.Streams,
 		VAPIDPublicKey: cfg.VAPIDPublicKey, MaxPushSubscriptions: cfg.PushMaxSubscriptions,
 		Decisions: decisions, GatewayTokens: cfg.GatewayTokens, OnCatalogChange: catalog.Set, TopUpOffers: cfg.TopUps, GiftRate: cfg.Gift.Rate, VATRate: cfg.APIVATRate(),

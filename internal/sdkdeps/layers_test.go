@@ -87,10 +87,27 @@ var layers = map[string]rule{
 		dpcs:    []string{"sdk", "service/store", "service/outbox", "internal/..."},
 		modules: slices.Concat(kafkaMods, redisMods, storeMods, traceMods),
 	},
+	// Request rates and failure locks per key, in memory or on Redis: no
+	// HTTP, no SQL.
+	"service/limit": {
+		modules: slices.Concat(redisMods, []string{"github.com/go-redis/redis_rate/v10"}),
+		noStd:   []string{"database/sql", "net/http"},
+	},
+	// Access events between API processes (in process or Redis pub/sub).
+	"service/access": {
+		modules: redisMods,
+		noStd:   []string{"database/sql", "net/http"},
+	},
+	// The back office's Kafka: dead letters read and replayed, lags.
+	"service/kafkaops": {
+		dpcs:    []string{"envelope", "envelope/kafkarecord", "internal/..."},
+		modules: slices.Concat(kafkaMods, kadmMod),
+		noStd:   []string{"database/sql", "net/http"},
+	},
 	// The HTTP API: decodes, authorizes, calls service/family for writes
 	// and reads through the store and the door's read interface.
 	"service/api": {
-		dpcs:    []string{"sdk", "service/judge", "service/store", "service/outbox", "service/family", "web", "internal/..."},
+		dpcs:    []string{"sdk", "service/judge", "service/store", "service/outbox", "service/family", "service/limit", "service/kafkaops", "service/access", "web", "internal/..."},
 		modules: slices.Concat(kafkaMods, kadmMod, redisMods, storeMods, traceMods, breaker, apiMods),
 	},
 	// The embedded front-ends: files and a handler.

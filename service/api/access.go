@@ -1,203 +1,15 @@
 package api
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/dabom/dpcs/service/access"
 )
-
-// AccessEvent says that some access changed, so the live SSE streams it
-// concerns must be checked against the store again: a stream whose member
-// was removed, whose role changed or whose session ended is closed (the
-// client reconnects and is refused, or gets its new role's filter).
-type AccessEvent struct {
-	// Member is the member whose access changed.
-	Member int64 `json:"member,omitempty"`
-	// Session, when set, narrows the event to the streams opened with an
-	// access token of that session (refresh rotation id, the token's sid):
-	// a logout or a refresh-token reuse.
-	Session string `json:"session,omitempty"`
-	// All asks for every stream to be checked: events may have been lost
-	// (the subscription was re-established). Never sent between instances.
-	All bool `json:"-"`
-}
-
-// AccessEvents carries AccessEvents to every API instance: each instance's
-// SSE hub only knows its own streams.
-type AccessEvents interface {
-	// Publish delivers e to this instance's subscribers at once and then to
-	// every other instance's. An error means other instances may miss it;
-	// their streams' periodic re-check still ends what it concerns.
-	Publish(ctx context.Context, e AccessEvent) error
-	// Subscribe calls fn with every event delivered from now on until the
-	// returned func is called. fn must not block.
-	Subscribe(fn func(AccessEvent)) (unsubscribe func())
-}
-
-var (
-	_ AccessEvents = (*LocalAccessEvents)(nil)
-	_ AccessEvents = (*RedisAccessEvents)(nil)
-)
-
-// LocalAccessEvents delivers events within one process: enough for a single
-// API instance, and the default of Config.AccessEvents.
-type LocalAccessEvents struct {
-	mu   sync.RWMutex
-	next int
-	subs map[int]func(AccessEvent)
-}
-
-// NewLocalAccessEvents returns an in-process AccessEvents.
-func NewLocalAccessEvents() *LocalAccessEvents {
-	return &LocalAccessEvents{subs: map[int]func(AccessEvent){}}
-}
-
-// Publish calls every subscriber with e before it returns; it never fails.
-func (l *LocalAccessEvents) Publish(_ context.Context, e AccessEvent) error {
-	l.deliver(e)
-	return nil
-}
-
-func (l *LocalAccessEvents) deliver(e AccessEvent) {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	for _, fn := range l.subs {
-		fn(e)
-	}
-}
-
-// Subscribe implements AccessEvents.
-func (l *LocalAccessEvents) Subscribe(fn func(AccessEvent)) func() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	id := l.next
-	l.next++
-	l.subs[id] = fn
-	return func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		delete(l.subs, id)
-	}
-}
-
-// DefaultAccessChannel is the Redis pub/sub channel of RedisAccessEvents.
-const DefaultAccessChannel = "dpcs:access-events"
-
-// RedisAccessEvents carries AccessEvents between API instances over Redis
-// pub/sub (on a Redis Cluster PUBLISH reaches every node's subscribers).
-// Redis pub/sub delivers at most once: a message published while an
-// instance is disconnected is lost to it, so after every re-subscription the
-// instance's subscribers get an AccessEvent{All: true}, and the streams'
-// periodic re-check bounds what a lost message can keep open. Close stops it.
-type RedisAccessEvents struct {
-	rdb     redis.UniversalClient
-	channel string
-	origin  string // this instance: its own messages were delivered by Publish
-	log     *slog.Logger
-	local   *LocalAccessEvents
-	ps      *redis.PubSub
-	done    chan struct{}
-	close   sync.Once
-}
-
-// accessMessage is an AccessEvent on the wire.
-type accessMessage struct {
-	Origin string `json:"origin"`
-	AccessEvent
-}
-
-// NewRedisAccessEvents subscribes to channel (DefaultAccessChannel when
-// empty) on rdb and returns once the subscription is confirmed. log (nil:
-// discard) reports messages it cannot read.
-func NewRedisAccessEvents(ctx context.Context, rdb redis.UniversalClient, channel string, log *slog.Logger) (*RedisAccessEvents, error) {
-	if rdb == nil {
-		return nil, errors.New("api: NewRedisAccessEvents: nil redis client")
-	}
-	if channel == "" {
-		channel = DefaultAccessChannel
-	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	var id [8]byte
-	if _, err := rand.Read(id[:]); err != nil {
-		return nil, fmt.Errorf("api: access events: %w", err)
-	}
-	ps := rdb.Subscribe(ctx, channel)
-	if _, err := ps.Receive(ctx); err != nil {
-		ps.Close()
-		return nil, fmt.Errorf("api: access events: subscribe %s: %w", channel, err)
-	}
-	r := &RedisAccessEvents{rdb: rdb, channel: channel, origin: hex.EncodeToString(id[:]), log: log,
-		local: NewLocalAccessEvents(), ps: ps, done: make(chan struct{})}
-	go r.run(ps.ChannelWithSubscriptions())
-	return r, nil
-}
-
-// run delivers the channel's messages until Close closes the subscription.
-// The subscription's confirmation was read by the constructor: every later
-// one is a re-subscription after a lost connection.
-func (r *RedisAccessEvents) run(ch <-chan any) {
-	defer close(r.done)
-	for msg := range ch {
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			if m.Kind == "subscribe" {
-				r.log.Warn("access events: re-subscribed; re-checking every stream", "channel", r.channel)
-				r.local.deliver(AccessEvent{All: true})
-			}
-		case *redis.Message:
-			var am accessMessage
-			if err := json.Unmarshal([]byte(m.Payload), &am); err != nil {
-				r.log.Warn("access events: unreadable message", "channel", r.channel, "err", err)
-				continue
-			}
-			if am.Origin != r.origin {
-				r.local.deliver(am.AccessEvent)
-			}
-		}
-	}
-}
-
-// Publish delivers e to this instance's subscribers, then publishes it.
-func (r *RedisAccessEvents) Publish(ctx context.Context, e AccessEvent) error {
-	r.local.deliver(e)
-	if e.All {
-		return nil
-	}
-	b, err := json.Marshal(accessMessage{Origin: r.origin, AccessEvent: e})
-	if err != nil {
-		return fmt.Errorf("api: access events: %w", err)
-	}
-	if err := r.rdb.Publish(ctx, r.channel, b).Err(); err != nil {
-		return fmt.Errorf("api: access events: publish: %w", err)
-	}
-	return nil
-}
-
-// Subscribe implements AccessEvents.
-func (r *RedisAccessEvents) Subscribe(fn func(AccessEvent)) func() { return r.local.Subscribe(fn) }
-
-// Close ends the subscription and waits for its goroutine. Publish still
-// reaches this instance's subscribers afterwards. Close is idempotent.
-func (r *RedisAccessEvents) Close() error {
-	var err error
-	r.close.Do(func() {
-		err = r.ps.Close()
-		<-r.done
-	})
-	return err
-}
 
 // liveStreams are this instance's open SSE streams by member, so that an
-// AccessEvent reaches the ones it concerns, within its limits.
+// access.Event reaches the ones it concerns, within its limits.
 type liveStreams struct {
 	limits   StreamLimits
 	mu       sync.Mutex
@@ -280,7 +92,7 @@ func (l *liveStreams) open(member int64, session string) (*liveStream, func(), e
 }
 
 // kick asks every stream e concerns to re-check its access; it never blocks.
-func (l *liveStreams) kick(e AccessEvent) {
+func (l *liveStreams) kick(e access.Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	poke := func(set map[*liveStream]struct{}) {

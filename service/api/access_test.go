@@ -4,146 +4,25 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dabom/dpcs/notify"
+	"github.com/dabom/dpcs/service/access"
 )
 
-// recorder collects the AccessEvents a subscriber got.
-type recorder struct {
-	mu     sync.Mutex
-	got    []AccessEvent
-	signal chan struct{}
-}
-
-func newRecorder() *recorder { return &recorder{signal: make(chan struct{}, 1)} }
-
-func (r *recorder) add(e AccessEvent) {
-	r.mu.Lock()
-	r.got = append(r.got, e)
-	r.mu.Unlock()
-	select {
-	case r.signal <- struct{}{}:
-	default:
-	}
-}
-
-func (r *recorder) events() []AccessEvent {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]AccessEvent(nil), r.got...)
-}
-
-// wait returns the events once there are n, failing after d with those seen.
-func (r *recorder) wait(t *testing.T, what string, n int, d time.Duration) []AccessEvent {
+func newRedisBus(t *testing.T, rdb redis.UniversalClient) *access.Redis {
 	t.Helper()
-	timeout := time.After(d)
-	for {
-		if got := r.events(); len(got) >= n {
-			return got
-		}
-		select {
-		case <-r.signal:
-		case <-timeout:
-			t.Fatalf("%s: %d events after %v, want %d: %+v", what, len(r.events()), d, n, r.events())
-		}
-	}
-}
-
-func newRedisBus(t *testing.T, rdb redis.UniversalClient) *RedisAccessEvents {
-	t.Helper()
-	b, err := NewRedisAccessEvents(context.Background(), rdb, "", nil)
+	b, err := access.NewRedis(context.Background(), rdb, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
 	return b
-}
-
-// accessEventsSuite is what every AccessEvents shared by two instances
-// (a and b) must do.
-func accessEventsSuite(t *testing.T, a, b AccessEvents) {
-	ctx := context.Background()
-	ra, rb := newRecorder(), newRecorder()
-	unsubA := a.Subscribe(ra.add)
-	b.Subscribe(rb.add)
-	sent := []AccessEvent{{Member: 7}, {Member: 8, Session: "abc"}}
-	for _, e := range sent {
-		if err := a.Publish(ctx, e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The publisher's own subscribers have it when Publish returns, once.
-	if diff := cmp.Diff(sent, ra.events()); diff != "" {
-		t.Errorf("publishing instance's events (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(sent, rb.wait(t, "other instance", len(sent), 5*time.Second)); diff != "" {
-		t.Errorf("other instance's events (-want +got):\n%s", diff)
-	}
-	unsubA()
-	if err := b.Publish(ctx, AccessEvent{Member: 9}); err != nil {
-		t.Fatal(err)
-	}
-	rb.wait(t, "other instance, own event", len(sent)+1, 5*time.Second)
-	if got := ra.events(); len(got) != len(sent) {
-		t.Errorf("unsubscribed subscriber got %+v", got)
-	}
-}
-
-func TestLocalAccessEvents(t *testing.T) {
-	l := NewLocalAccessEvents()
-	accessEventsSuite(t, l, l)
-}
-
-func TestRedisAccessEvents(t *testing.T) {
-	f := newAPIFixture(t)
-	other := redis.NewClient(&redis.Options{Addr: f.mr.Addr()})
-	t.Cleanup(func() { other.Close() })
-	a, b := newRedisBus(t, f.rdb), newRedisBus(t, other)
-	accessEventsSuite(t, a, b)
-
-	// A junk message on the channel is skipped.
-	rb := newRecorder()
-	b.Subscribe(rb.add)
-	f.mr.Publish(DefaultAccessChannel, "not json")
-	if err := a.Publish(context.Background(), AccessEvent{Member: 10}); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]AccessEvent{{Member: 10}}, rb.wait(t, "after junk", 1, 5*time.Second)); diff != "" {
-		t.Errorf("events (-want +got):\n%s", diff)
-	}
-
-	// Redis restarting (messages published meanwhile are lost): once b is
-	// subscribed again, its subscribers are told to re-check every stream.
-	f.mr.Close()
-	if err := a.Publish(context.Background(), AccessEvent{Member: 11}); err == nil {
-		t.Error("Publish with Redis down reported no error")
-	}
-	if err := f.mr.Restart(); err != nil {
-		t.Fatal(err)
-	}
-	got := rb.wait(t, "after a Redis restart", 2, 20*time.Second) // health check every 3 s
-	if diff := cmp.Diff(AccessEvent{All: true}, got[1]); diff != "" {
-		t.Errorf("event after re-subscription (-want +got):\n%s", diff)
-	}
-
-	// Close ends the subscription; it is idempotent.
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := NewRedisAccessEvents(context.Background(), nil, "", nil); err == nil {
-		t.Error("NewRedisAccessEvents accepted a nil client")
-	}
 }
 
 // instance serves a second API on f's store, engine and inbox with its own

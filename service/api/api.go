@@ -19,8 +19,10 @@ import (
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/access"
 	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/limit"
 	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/web"
 )
@@ -76,9 +78,9 @@ type Config struct {
 	// AccessEvents carries member removals, role changes and ended sessions
 	// to every API instance, each of which ends the SSE streams they
 	// concern at once. Several instances must share one (a
-	// RedisAccessEvents); its owner closes it after the API's server.
-	// Default: NewLocalAccessEvents(), this instance only.
-	AccessEvents AccessEvents
+	// access.Redis); its owner closes it after the API's server.
+	// Default: access.NewLocal(), this instance only.
+	AccessEvents access.Events
 	// Streams bound the live SSE streams this instance holds; zero fields
 	// take StreamLimits' defaults.
 	Streams StreamLimits
@@ -107,7 +109,7 @@ type Config struct {
 	VATRate int
 	// GiftRate is how many gift requests one member may send (429 beyond).
 	// Default: DefaultGiftRate.
-	GiftRate Rate
+	GiftRate limit.Rate
 	// TopUpOffers are the top-ups the family app offers, with their prices
 	// (GET /catalog): what a carrier sells. Default: DefaultTopUpOffers().
 	TopUpOffers []TopUpOffer
@@ -118,7 +120,7 @@ type Config struct {
 	// /auth/refresh. Default: a MemoryLimiter on Clock, which is this
 	// process's alone: give every instance of a scaled-out API one
 	// RedisLimiter on their shared Redis.
-	Limiter AuthLimiter
+	Limiter limit.Limiter
 	// Limits are the brute-force limits; zero fields take AuthLimits'
 	// defaults.
 	Limits AuthLimits
@@ -127,11 +129,11 @@ type Config struct {
 	// address is the peer's (r.RemoteAddr) and X-Forwarded-For is ignored.
 	TrustedProxies []netip.Prefix
 	// DeadLetters is the dead-letter browser's Kafka side (a
-	// KafkaBackOffice). Default: none; /admin/dead-letters answers 503.
+	// kafkaops.BackOffice). Default: none; /admin/dead-letters answers 503.
 	DeadLetters DeadLetters
 	// KafkaStats gives the operations view (GET /admin/operations) the
 	// consumer groups' lags and the DLTs' record counts (a
-	// KafkaBackOffice). Default: none; the view shows only the metrics.
+	// kafkaops.BackOffice). Default: none; the view shows only the metrics.
 	KafkaStats KafkaStats
 	// OperationsMetrics are where the operations view reads DPCS's
 	// metrics: this process's registry (all-in-one) and/or a
@@ -240,10 +242,10 @@ func New(cfg Config) (*Server, error) {
 	case cfg.VATRate > 100:
 		return nil, errors.New("api: Config.VATRate must be at most 100 (percent)")
 	}
-	if cfg.GiftRate == (Rate{}) {
+	if cfg.GiftRate == (limit.Rate{}) {
 		cfg.GiftRate = DefaultGiftRate
 	}
-	if err := cfg.GiftRate.check(); err != nil {
+	if err := cfg.GiftRate.Check(); err != nil {
 		return nil, fmt.Errorf("api: Config.GiftRate: %w", err)
 	}
 	if cfg.Title == "" {
@@ -256,7 +258,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.ServerURL = "/"
 	}
 	if cfg.AccessEvents == nil {
-		cfg.AccessEvents = NewLocalAccessEvents()
+		cfg.AccessEvents = access.NewLocal()
 	}
 	cfg.Secret = append([]byte(nil), cfg.Secret...)
 	guard, err := newAuthGuard(cfg)
@@ -303,6 +305,7 @@ func New(cfg Config) (*Server, error) {
 	a.registerStream()
 	a.registerPush()
 	a.registerAdmin()
+	a.registerSubscribers()
 	a.registerDrift()
 	a.registerOps()
 	a.registerVersion()

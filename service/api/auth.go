@@ -12,6 +12,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/access"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -356,7 +357,7 @@ func (a *Server) registerAuth() {
 				return nil, a.problem(ctx, err, "body.refreshToken")
 			}
 			if err == nil {
-				a.accessChanged(ctx, AccessEvent{Member: rt.CustomerID, Session: rt.RotationID})
+				a.accessChanged(ctx, access.Event{Member: rt.CustomerID, Session: rt.RotationID})
 			}
 			return out, nil
 		})
@@ -367,16 +368,16 @@ func (a *Server) registerAuth() {
 func (a *Server) rotate(ctx context.Context, token string) (string, store.RefreshToken, error) {
 	tok, rt, err := a.cfg.Store.RotateRefreshToken(ctx, token, a.cfg.RefreshTTL)
 	if reused, ok := errors.AsType[*store.TokenReusedError](err); ok {
-		a.accessChanged(ctx, AccessEvent{Member: reused.CustomerID, Session: reused.RotationID})
+		a.accessChanged(ctx, access.Event{Member: reused.CustomerID, Session: reused.RotationID})
 	}
 	return tok, rt, err
 }
 
 // accessChanged publishes e once the store committed the change: this
 // instance's streams are told at once, the other instances' through
-// AccessEvents (when that fails, their periodic re-check ends the streams).
+// access.Events (when that fails, their periodic re-check ends the streams).
 // It runs to the end even if the client has gone.
-func (a *Server) accessChanged(ctx context.Context, e AccessEvent) {
+func (a *Server) accessChanged(ctx context.Context, e access.Event) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), accessPublishTimeout)
 	defer cancel()
 	if err := a.cfg.AccessEvents.Publish(ctx, e); err != nil {
@@ -385,5 +386,5 @@ func (a *Server) accessChanged(ctx context.Context, e AccessEvent) {
 	}
 }
 
-// accessPublishTimeout bounds publishing one AccessEvent.
+// accessPublishTimeout bounds publishing one access.Event.
 const accessPublishTimeout = 2 * time.Second

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/limit"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -84,6 +85,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"PUT", "/admin/catalog/apps/app.n{u}", `{"category":"GAME","name":"게임 {u}"}`, admw(200)},
 		{"GET", "/admin/catalog/unknown-apps", "", adm(200)},
 		{"GET", "/admin/families/{f}/logins", "", adm(200)},
+		{"PUT", "/admin/families/{f}/members/{c}/imsi", `{"imsi":"45005000{u}"}`, admw(200)},
+		{"GET", "/admin/families/{f}/members/{c}/imsi", "", adm(200)},
 		{"DELETE", "/admin/catalog/apps/com.tiktok.app", "", cols{403, 403, 403, 403, 204, 404, 403, 403}}, // removed by the first call
 		// Notes: the one write a care agent makes.
 		{"GET", "/admin/families/{f}/notes", "", adm(200)},
@@ -224,8 +227,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 // right password too, while its sessions and every other caller go on.
 func TestAuthorizationMatrixLimits(t *testing.T) {
 	f := newAPIFixtureWith(t, func(c *Config) {
-		c.Limits = AuthLimits{LoginPerAddress: Rate{3, time.Minute}, LoginPerLogin: Rate{1000, time.Minute},
-			RefreshPerAddress: Rate{3, time.Minute}, LockoutAfter: 3, LockoutFor: 15 * time.Minute}
+		c.Limits = AuthLimits{LoginPerAddress: limit.Rate{N: 3, Per: time.Minute}, LoginPerLogin: limit.Rate{N: 1000, Per: time.Minute},
+			RefreshPerAddress: limit.Rate{N: 3, Per: time.Minute}, LockoutAfter: 3, LockoutFor: 15 * time.Minute}
 		c.TrustedProxies = loopbackProxy
 	})
 	var child Tokens // 1002's session from before its lockout

@@ -11,22 +11,23 @@ import (
 
 	"github.com/dabom/dpcs/internal/usertext"
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/access"
 	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/store"
 )
 
-// access is what a route requires of the caller within a family.
-type access int
+// need is what a route requires of the caller within a family.
+type need int
 
 const (
-	anyMember access = iota // any member of the family
-	ownerOnly               // OWNER of the family (or ADMIN)
+	anyMember need = iota // any member of the family
+	ownerOnly             // OWNER of the family (or ADMIN)
 )
 
 // family authorizes a request about family fid: ADMIN always, AGENT for
 // reading; others only for their own family (else 404, as for a family that
 // does not exist) and, for ownerOnly, as OWNER (else 403).
-func (a *Server) family(ctx context.Context, fid int64, need access) (Principal, error) {
+func (a *Server) family(ctx context.Context, fid int64, want need) (Principal, error) {
 	p, ok := principalFrom(ctx)
 	if !ok {
 		return p, huma.Error401Unauthorized("not authenticated")
@@ -42,7 +43,7 @@ func (a *Server) family(ctx context.Context, fid int64, need access) (Principal,
 	if p.FamilyID != fid || fid <= 0 {
 		return p, errNotFamily(fid)
 	}
-	if need == ownerOnly && p.Role != policy.RoleOwner {
+	if want == ownerOnly && p.Role != policy.RoleOwner {
 		return p, huma.Error403Forbidden("only an owner of the family may do this")
 	}
 	return p, nil
@@ -50,12 +51,12 @@ func (a *Server) family(ctx context.Context, fid int64, need access) (Principal,
 
 // member authorizes a request about member cid of family fid: as family,
 // and a MEMBER only about itself and only for reading.
-func (a *Server) member(ctx context.Context, fid, cid int64, need access) (Principal, error) {
+func (a *Server) member(ctx context.Context, fid, cid int64, want need) (Principal, error) {
 	p, err := a.family(ctx, fid, anyMember)
 	if err != nil {
 		return p, err
 	}
-	if p.Role == policy.RoleMember && (cid != p.ID || need == ownerOnly) {
+	if p.Role == policy.RoleMember && (cid != p.ID || want == ownerOnly) {
 		return p, huma.Error403Forbidden("members may only read their own usage and policies")
 	}
 	return p, nil
@@ -96,83 +97,10 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-type usageInput struct {
-	MemberPath
-	Period string    `query:"period" enum:"month,day" default:"month" doc:"The current month or day in the service zone; ignored when from and to are given"`
-	From   time.Time `query:"from" doc:"Start (inclusive, RFC 3339); with to"`
-	To     time.Time `query:"to" doc:"End (exclusive, RFC 3339); with from"`
-}
-
-// UsageView is a member's usage report.
-type UsageView struct {
-	FamilyID         int64           `json:"familyId"`
-	CustomerID       int64           `json:"customerId"`
-	From             time.Time       `json:"from"`
-	To               time.Time       `json:"to"`
-	AllowedBytes     int64           `json:"allowedBytes" doc:"Bytes charged to the pool in the period (persisted events)"`
-	Events           int64           `json:"events"`
-	Blocked          int64           `json:"blocked"`
-	ByApp            []AppUsageView  `json:"byApp"`
-	ByHour           []HourUsageView `json:"byHour"`
-	DailyUsedBytes   int64           `json:"dailyUsedBytes" doc:"Live counter of today (quota engine)"`
-	MonthlyUsedBytes int64           `json:"monthlyUsedBytes" doc:"Live counter of this month (quota engine)"`
-	Standing         Standing        `json:"standing"`
-}
-
-// AppUsageView is one app's share.
-type AppUsageView struct {
-	AppID        string `json:"appId"`
-	AllowedBytes int64  `json:"allowedBytes"`
-	Events       int64  `json:"events"`
-}
-
-// HourUsageView is one hour's share.
-type HourUsageView struct {
-	Hour         time.Time `json:"hour"`
-	AllowedBytes int64     `json:"allowedBytes"`
-	Events       int64     `json:"events"`
-}
-
 // MaxReportRange is the longest from..to a usage report may span (366 days,
 // the store's bound): one request cannot make the database aggregate years
 // of events, and the 422 names query.to.
 const MaxReportRange = store.MaxUsageRange
-
-// period resolves a report period: explicit from/to, at most MaxReportRange
-// apart, or the current day or month in the service zone.
-func (a *Server) period(period string, from, to time.Time) (time.Time, time.Time, error) {
-	switch {
-	case !from.IsZero() || !to.IsZero():
-		if from.IsZero() || to.IsZero() || !from.Before(to) {
-			return from, to, huma.Error422UnprocessableEntity("validation failed",
-				&huma.ErrorDetail{Location: "query.to", Message: "from and to go together and from must be before to", Value: to})
-		}
-		if to.Sub(from) > MaxReportRange {
-			return from, to, huma.Error422UnprocessableEntity("validation failed",
-				&huma.ErrorDetail{Location: "query.to", Message: "to may be at most 366 days after from", Value: to})
-		}
-		return from, to, nil
-	case period == "day":
-		now := a.cfg.Clock().In(a.cfg.Store.Location())
-		f := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, now.Location())
-		return f, f.AddDate(0, 0, 1), nil
-	default:
-		f, t := a.cfg.Store.MonthRange(a.cfg.Clock())
-		return f, t, nil
-	}
-}
-
-func usageView(r store.UsageReport) ([]AppUsageView, []HourUsageView) {
-	apps := make([]AppUsageView, 0, len(r.ByApp))
-	for _, u := range r.ByApp {
-		apps = append(apps, AppUsageView{AppID: u.AppID, AllowedBytes: u.AllowedBytes, Events: u.Events})
-	}
-	hours := make([]HourUsageView, 0, len(r.ByHour))
-	for _, u := range r.ByHour {
-		hours = append(hours, HourUsageView{Hour: u.Hour, AllowedBytes: u.AllowedBytes, Events: u.Events})
-	}
-	return apps, hours
-}
 
 // PolicyView is a member's policy and standing.
 type PolicyView struct {
@@ -586,7 +514,7 @@ func (a *Server) registerFamily() {
 		}
 		err = a.cfg.Family.RemoveMember(ctx, in.FamilyID, in.CustomerID, p.actor())
 		if err == nil || errors.Is(err, family.ErrNotApplied) {
-			a.accessChanged(ctx, AccessEvent{Member: in.CustomerID}) // its streams end
+			a.accessChanged(ctx, access.Event{Member: in.CustomerID}) // its streams end
 		}
 		return nil, a.problem(ctx, err, "path.customerId")
 	})
@@ -605,7 +533,7 @@ func (a *Server) registerFamily() {
 			if err != nil {
 				return nil, a.problem(ctx, err, "body.role")
 			}
-			a.accessChanged(ctx, AccessEvent{Member: in.CustomerID}) // its streams reconnect with the new role's filter
+			a.accessChanged(ctx, access.Event{Member: in.CustomerID}) // its streams reconnect with the new role's filter
 			return &memberOutput{Body: memberView(m)}, nil
 		})
 

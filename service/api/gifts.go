@@ -11,12 +11,13 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/limit"
 	"github.com/dabom/dpcs/service/store"
 )
 
 // DefaultGiftRate is Config.GiftRate's default: gift requests one member
 // may send.
-var DefaultGiftRate = Rate{N: 10, Per: time.Minute}
+var DefaultGiftRate = limit.Rate{N: 10, Per: time.Minute}
 
 // GiftCreate is data one member gives another ("데이터 선물하기").
 type GiftCreate struct {

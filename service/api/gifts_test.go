@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/limit"
 )
 
 // giftLimits sets the monthly limits of members through the API.
@@ -97,7 +98,7 @@ func (f *apiFixture) giftProblem(token string, body map[string]any, want int, lo
 // half its plan a month, two gifts given and two received a month — and
 // the catalog says them.
 func TestGiftCarrierRules(t *testing.T) {
-	f := newAPIFixture(t, func(c *Config) { c.GiftRate = Rate{N: 100, Per: time.Minute} })
+	f := newAPIFixture(t, func(c *Config) { c.GiftRate = limit.Rate{N: 100, Per: time.Minute} })
 	owner, child := f.token(ownerA), f.token(childA)
 	const sibling, cousin = 1008, 1009
 	f.addMember(famA, sibling, policy.RoleMember)
@@ -147,7 +148,7 @@ func TestGiftCarrierRules(t *testing.T) {
 // TestGiftRate: one member's gift requests are counted, whatever their
 // outcome; over the rate, 429 with Retry-After, and a minute later again.
 func TestGiftRate(t *testing.T) {
-	f := newAPIFixture(t, func(c *Config) { c.GiftRate = Rate{N: 3, Per: time.Minute} })
+	f := newAPIFixture(t, func(c *Config) { c.GiftRate = limit.Rate{N: 3, Per: time.Minute} })
 	owner := f.token(ownerA)
 	f.giftLimits(owner, map[int64]int64{ownerA: 4 * gib, childA: gib, victimA: gib})
 	body := map[string]any{"toCustomerId": childA, "amountBytes": 100 * mib}

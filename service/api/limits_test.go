@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/limit"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -91,7 +92,7 @@ var loopbackProxy = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.M
 // the count.
 func TestLoginLockout(t *testing.T) {
 	f := newAPIFixtureWith(t, func(c *Config) {
-		c.Limits = AuthLimits{LoginPerLogin: Rate{1000, time.Minute}, LockoutAfter: 5, LockoutFor: 15 * time.Minute}
+		c.Limits = AuthLimits{LoginPerLogin: limit.Rate{N: 1000, Per: time.Minute}, LockoutAfter: 5, LockoutFor: 15 * time.Minute}
 	})
 	for i := range 4 {
 		if got := f.tryLogin("1001", "wrong"); got.Status != http.StatusUnauthorized {
@@ -152,7 +153,7 @@ func TestLoginLockout(t *testing.T) {
 // through its lockout (status, Retry-After, body).
 func TestLoginUnknownAnswersAsWrongPassword(t *testing.T) {
 	f := newAPIFixtureWith(t, func(c *Config) {
-		c.Limits = AuthLimits{LoginPerLogin: Rate{1000, time.Minute}, LockoutAfter: 3, LockoutFor: time.Minute}
+		c.Limits = AuthLimits{LoginPerLogin: limit.Rate{N: 1000, Per: time.Minute}, LockoutAfter: 3, LockoutFor: time.Minute}
 	})
 	answers := func(login, password string) []attempt {
 		var out []attempt
@@ -184,7 +185,7 @@ func TestLoginLimitsIndependent(t *testing.T) {
 	for _, trusted := range []bool{true, false} {
 		t.Run(fmt.Sprint("trusted=", trusted), func(t *testing.T) {
 			f := newAPIFixtureWith(t, func(c *Config) {
-				c.Limits = AuthLimits{LoginPerAddress: Rate{3, time.Minute}, LoginPerLogin: Rate{1000, time.Minute}, LockoutAfter: 2}
+				c.Limits = AuthLimits{LoginPerAddress: limit.Rate{N: 3, Per: time.Minute}, LoginPerLogin: limit.Rate{N: 1000, Per: time.Minute}, LockoutAfter: 2}
 				if trusted {
 					c.TrustedProxies = loopbackProxy
 				}
@@ -230,7 +231,7 @@ func TestLoginLimitsIndependent(t *testing.T) {
 // TestRefreshLimited: refreshes are limited per client address.
 func TestRefreshLimited(t *testing.T) {
 	f := newAPIFixtureWith(t, func(c *Config) {
-		c.Limits = AuthLimits{RefreshPerAddress: Rate{2, time.Minute}}
+		c.Limits = AuthLimits{RefreshPerAddress: limit.Rate{N: 2, Per: time.Minute}}
 		c.TrustedProxies = loopbackProxy
 	})
 	var tok Tokens
@@ -273,10 +274,10 @@ func TestLoginLimitsOnRedis(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	f := newAPIFixtureWith(t, func(c *Config) {
 		var err error
-		if c.Limiter, err = NewRedisLimiter(rdb); err != nil {
+		if c.Limiter, err = limit.NewRedisLimiter(rdb); err != nil {
 			t.Fatal(err)
 		}
-		c.Limits = AuthLimits{LoginPerLogin: Rate{1000, time.Minute}, LockoutAfter: 3, LockoutFor: time.Minute}
+		c.Limits = AuthLimits{LoginPerLogin: limit.Rate{N: 1000, Per: time.Minute}, LockoutAfter: 3, LockoutFor: time.Minute}
 	})
 	for range 3 {
 		f.tryLogin("1001", "wrong")
@@ -323,7 +324,7 @@ func TestLimitsInOpenAPI(t *testing.T) {
 // through either resets the count for both.
 func TestLockoutPerMember(t *testing.T) {
 	f := newAPIFixtureWith(t, func(c *Config) {
-		c.Limits = AuthLimits{LoginPerLogin: Rate{1000, time.Minute}, LockoutAfter: 5, LockoutFor: 15 * time.Minute}
+		c.Limits = AuthLimits{LoginPerLogin: limit.Rate{N: 1000, Per: time.Minute}, LockoutAfter: 5, LockoutFor: 15 * time.Minute}
 	})
 	const id, phone = "1009", "010-1009-0000"
 	if _, err := f.store.AddMember(context.Background(), store.NewMember{ID: 1009, FamilyID: famA, Name: "m1009", Phone: phone,

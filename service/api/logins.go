@@ -2,21 +2,19 @@ package api
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/dabom/dpcs/service/limit"
 	"github.com/danielgtaylor/huma/v2"
-	"github.com/redis/go-redis/v9"
 )
 
 // The back office's view of a family's logins (#38: a care agent on the
 // phone with a family could not see that a child's login was locked, nor
 // how many tries it had left).
 
-// FailureCounter is an AuthLimiter that also says how many consecutive
+// FailureCounter is a limit.Limiter that also says how many consecutive
 // failures a key has now (MemoryLimiter, RedisLimiter): what the attempts
 // left are counted from.
 type FailureCounter interface {
@@ -24,32 +22,9 @@ type FailureCounter interface {
 }
 
 var (
-	_ FailureCounter = (*MemoryLimiter)(nil)
-	_ FailureCounter = (*RedisLimiter)(nil)
+	_ FailureCounter = (*limit.MemoryLimiter)(nil)
+	_ FailureCounter = (*limit.RedisLimiter)(nil)
 )
-
-// Failures implements FailureCounter.
-func (l *MemoryLimiter) Failures(_ context.Context, key string) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
-	if e := l.entry(key, now, false); e != nil && e.failsUntil.After(now) {
-		return e.fails, nil
-	}
-	return 0, nil
-}
-
-// Failures implements FailureCounter.
-func (l *RedisLimiter) Failures(ctx context.Context, key string) (int, error) {
-	n, err := l.rdb.Get(ctx, redisLimitKey(key, "fails")).Int()
-	if errors.Is(err, redis.Nil) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("failures: %w", err)
-	}
-	return n, nil
-}
 
 // MemberLogin is one member's login as the back office sees it: whether it
 // is locked and for how long, and how many failed attempts it may still

@@ -19,6 +19,7 @@ import (
 	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/kafkaops"
 	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/writebehind"
 )
@@ -159,7 +160,7 @@ func (a *Server) registerOps() {
 			if a.cfg.DeadLetters == nil {
 				return nil, errNoDeadLetters()
 			}
-			q := DeadLetterQuery{Topics: DeadLetterTopics(), Limit: in.Limit}
+			q := kafkaops.DeadLetterQuery{Topics: kafkaops.DeadLetterTopics(), Limit: in.Limit}
 			if in.Topic != "" {
 				q.Topics = []string{in.Topic}
 			}
@@ -243,8 +244,8 @@ func (a *Server) replay(ctx context.Context, r DeadLetterRecord, by store.Actor)
 			return out
 		}
 	}
-	d, err := a.cfg.DeadLetters.Get(ctx, TopicPartition{r.Topic, r.Partition}, r.Offset)
-	if errors.Is(err, ErrDeadLetterNotFound) {
+	d, err := a.cfg.DeadLetters.Get(ctx, kafkaops.TopicPartition{Topic: r.Topic, Partition: r.Partition}, r.Offset)
+	if errors.Is(err, kafkaops.ErrDeadLetterNotFound) {
 		out.Status, out.Error = "not-found", "no such record in the dead-letter topic (or no longer retained)"
 		return out
 	}
@@ -278,7 +279,7 @@ func (a *Server) replay(ctx context.Context, r DeadLetterRecord, by store.Actor)
 	return out
 }
 
-func deadLetterView(d DeadLetter) DeadLetterView {
+func deadLetterView(d kafkaops.DeadLetter) DeadLetterView {
 	v := DeadLetterView{Topic: d.Topic, Partition: d.Partition, Offset: d.Offset, Time: d.Time.UTC(), Reason: d.Reason,
 		OriginTopic: d.Origin, OriginPartition: d.OriginPartition, OriginOffset: d.OriginOffset, Channel: d.Channel,
 		PayloadBytes: len(d.Value)}
@@ -286,7 +287,7 @@ func deadLetterView(d DeadLetter) DeadLetterView {
 		switch h.Key {
 		case kafkarecord.HeaderEventType:
 			v.EventType = string(h.Value)
-		case HeaderReplayedFrom:
+		case kafkaops.HeaderReplayedFrom:
 			v.ReplayedFrom = string(h.Value)
 		}
 	}
@@ -311,7 +312,7 @@ func deadLetterView(d DeadLetter) DeadLetterView {
 }
 
 // formatCursor writes a page position as topic:partition:offset,… (sorted).
-func formatCursor(m map[TopicPartition]int64) string {
+func formatCursor(m map[kafkaops.TopicPartition]int64) string {
 	parts := make([]string, 0, len(m))
 	for tp, o := range m {
 		parts = append(parts, tp.Topic+":"+strconv.FormatInt(int64(tp.Partition), 10)+":"+strconv.FormatInt(o, 10))
@@ -321,11 +322,11 @@ func formatCursor(m map[TopicPartition]int64) string {
 }
 
 // parseCursor reads formatCursor's text; only DLTs of DPCS topics are accepted.
-func parseCursor(s string) (map[TopicPartition]int64, error) {
-	out := map[TopicPartition]int64{}
+func parseCursor(s string) (map[kafkaops.TopicPartition]int64, error) {
+	out := map[kafkaops.TopicPartition]int64{}
 	for part := range strings.SplitSeq(s, ",") {
 		f := strings.Split(part, ":")
-		if len(f) != 3 || !slices.Contains(DeadLetterTopics(), f[0]) {
+		if len(f) != 3 || !slices.Contains(kafkaops.DeadLetterTopics(), f[0]) {
 			return nil, errors.New("bad cursor")
 		}
 		p, err1 := strconv.ParseInt(f[1], 10, 32)
@@ -333,7 +334,7 @@ func parseCursor(s string) (map[TopicPartition]int64, error) {
 		if err1 != nil || err2 != nil || p < 0 || o < 0 {
 			return nil, errors.New("bad cursor")
 		}
-		out[TopicPartition{f[0], int32(p)}] = o
+		out[kafkaops.TopicPartition{Topic: f[0], Partition: int32(p)}] = o
 	}
 	return out, nil
 }
@@ -386,7 +387,7 @@ func (a *Server) operations(ctx context.Context) OperationsView {
 		lags, err := a.cfg.KafkaStats.Lag(kctx, judge.ProcessorGroup, notify.DefaultGroup, writebehind.DefaultGroup)
 		if err == nil {
 			v.ProcessorLag, v.NotifierLag, v.WriteBehindLag = lags[judge.ProcessorGroup], lags[notify.DefaultGroup], lags[writebehind.DefaultGroup]
-			v.DeadLetters, err = a.cfg.KafkaStats.Records(kctx, DeadLetterTopics()...)
+			v.DeadLetters, err = a.cfg.KafkaStats.Records(kctx, kafkaops.DeadLetterTopics()...)
 		}
 		if err != nil {
 			a.log.WarnContext(ctx, "api: operations: kafka", "err", err)

@@ -23,6 +23,7 @@ import (
 	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/kafkaops"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -32,7 +33,7 @@ type dltKafka struct {
 	c    *kfake.Cluster
 	cl   *kgo.Client
 	opts []kgo.Opt
-	bo   *KafkaBackOffice
+	bo   *kafkaops.BackOffice
 }
 
 func newDLTKafka(t *testing.T) *dltKafka {
@@ -48,7 +49,7 @@ func newDLTKafka(t *testing.T) *dltKafka {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	bo, err := NewKafkaBackOffice(opts...)
+	bo, err := kafkaops.New(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

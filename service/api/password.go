@@ -10,6 +10,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/dabom/dpcs/service/access"
 	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/store"
 )
@@ -18,7 +19,7 @@ import (
 // the current one, an owner resets a member's, an admin anyone's; the
 // rules are store.CheckPassword's. A change ends the member's other
 // sessions, a reset every session: their access tokens are refused at once
-// and their streams end on every instance (AccessEvents).
+// and their streams end on every instance (access.Events).
 
 // LoginProblem is the problem (RFC 9457) of a failed login: the common
 // members and attemptsLeft.
@@ -113,7 +114,7 @@ func (a *Server) changePassword(ctx context.Context, in *passwordChangeInput) (*
 	}
 	a.loginSucceeded(ctx, key)
 	if ended > 0 {
-		a.accessChanged(ctx, AccessEvent{Member: p.ID}) // the other sessions' streams end
+		a.accessChanged(ctx, access.Event{Member: p.ID}) // the other sessions' streams end
 	}
 	return nil, nil
 }
@@ -148,7 +149,7 @@ func (a *Server) resetPassword(ctx context.Context, in *passwordResetInput) (*st
 	case err != nil:
 		return nil, a.passwordProblem(ctx, err, "body.password")
 	}
-	a.accessChanged(ctx, AccessEvent{Member: in.CustomerID}) // its streams end
+	a.accessChanged(ctx, access.Event{Member: in.CustomerID}) // its streams end
 	return nil, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/limit"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -20,7 +21,7 @@ import (
 // the failure that locks it says 0 with Retry-After; then 429.
 func TestLoginAttemptsLeft(t *testing.T) {
 	f := newAPIFixtureWith(t, func(c *Config) {
-		c.Limits = AuthLimits{LoginPerLogin: Rate{1000, time.Minute}, LockoutAfter: 3, LockoutFor: 15 * time.Minute}
+		c.Limits = AuthLimits{LoginPerLogin: limit.Rate{N: 1000, Per: time.Minute}, LockoutAfter: 3, LockoutFor: 15 * time.Minute}
 	})
 	type answer struct {
 		Status       int
@@ -73,7 +74,7 @@ func TestLoginFlagsWeakPassword(t *testing.T) {
 // counts toward the login's lockout.
 func TestChangeOwnPassword(t *testing.T) {
 	f := newAPIFixture(t, withPing(time.Hour), func(c *Config) {
-		c.Limits = AuthLimits{LoginPerLogin: Rate{1000, time.Minute}, LockoutAfter: 3, LockoutFor: 15 * time.Minute}
+		c.Limits = AuthLimits{LoginPerLogin: limit.Rate{N: 1000, Per: time.Minute}, LockoutAfter: 3, LockoutFor: 15 * time.Minute}
 	})
 	const next = "a brand new secret"
 	here, there := f.login(childA), f.login(childA)

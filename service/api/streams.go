@@ -175,7 +175,7 @@ func (a *Server) streamAuthz(ctx huma.Context, p Principal) bool {
 // The stream lasts as long as the access that opened it: it ends when the
 // access token expires, and when a re-check finds its member removed, its
 // role or family changed or its session ended. A re-check runs at every
-// ping and whenever an AccessEvent concerns the stream; the stream is
+// ping and whenever an access.Event concerns the stream; the stream is
 // registered for those before its first re-check, so a change committed
 // while it opened is not missed either.
 func (a *Server) stream(ctx context.Context, in *streamInput, send sse.Sender) {

@@ -1,6 +1,6 @@
 //go:build integration
 
-package api
+package access
 
 import (
 	"testing"
@@ -9,13 +9,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TestRedisAccessEventsOnRealRedis: access events cross between two
+// TestRedisOnRealRedis: access events cross between two
 // instances' clients on a real redis-server and on a 3-node Redis Cluster
 // (PUBLISH on one node reaches a subscriber on another).
-func TestRedisAccessEventsOnRealRedis(t *testing.T) {
+func TestRedisOnRealRedis(t *testing.T) {
 	for name, open := range map[string]func(testing.TB) redis.UniversalClient{"redis": testenv.RealRedis, "cluster": testenv.RealCluster} {
 		t.Run(name, func(t *testing.T) {
-			accessEventsSuite(t, newRedisBus(t, open(t)), newRedisBus(t, open(t)))
+			eventsSuite(t, newRedisBus(t, open(t)), newRedisBus(t, open(t)))
 		})
 	}
 }

@@ -1,6 +1,6 @@
 //go:build integration
 
-package api
+package limit
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TestRedisLimiterOnRealRedis: the AuthLimiter suite on a real redis-server
+// TestRedisLimiterOnRealRedis: the Limiter suite on a real redis-server
 // and a Redis Cluster (started by `make integration`). Time passes by
 // waiting the durations the limiter answered, plus Redis's 1 ms resolution.
 func TestRedisLimiterOnRealRedis(t *testing.T) {
@@ -22,7 +22,7 @@ func TestRedisLimiterOnRealRedis(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				return limiterUnderTest{AuthLimiter: l, prefix: fmt.Sprintf("test-%d-", time.Now().UnixNano()),
+				return limiterUnderTest{Limiter: l, prefix: fmt.Sprintf("test-%d-", time.Now().UnixNano()),
 					advance: func(d time.Duration) { time.Sleep(d + time.Millisecond) }}
 			})
 		})
