@@ -89,6 +89,24 @@ func TestGrantLifecycle(t *testing.T) {
 		if st.Reserved != 0 || len(st.Grants) != 0 || st.Members[0].DailyReserved != 0 {
 			t.Fatalf("family after the release: %+v", st)
 		}
+		// A release of a grant never opened (a session whose create was
+		// lost, a sweep's second pass) succeeds: what it reports is
+		// charged, nothing is granted or returned. A customer the family
+		// does not have is charged nothing, as its events are not.
+		usedBefore := st.Used
+		unknown := step(GrantOp{ID: "s3b", GrantID: "never", FamilyID: 1, CustomerID: 11, Used: 1 * mb, Release: true, At: now.Add(3 * time.Minute)})
+		if unknown.Decision != policy.Allowed || unknown.Granted != 0 || unknown.Charged != 1*mb || unknown.Reserved != 0 || unknown.Final {
+			t.Fatalf("release of a grant never opened: %+v", unknown)
+		}
+		stranger := step(GrantOp{ID: "s3c", GrantID: "never", FamilyID: 1, CustomerID: 99, Used: 1 * mb, Release: true, At: now.Add(3 * time.Minute)})
+		if stranger.Granted != 0 || stranger.Charged != 0 {
+			t.Fatalf("release by a customer the family does not have: %+v", stranger)
+		}
+		st, err = e.Family(ctx, 1)
+		must(err)
+		if st.Used != usedBefore+1*mb || st.Reserved != 0 || len(st.Grants) != 0 {
+			t.Fatalf("family after releases of grants never opened: used %d (before %d) reserved %d grants %+v", st.Used, usedBefore, st.Reserved, st.Grants)
+		}
 		// At night the grant is blocked, final, and valid until 07:00.
 		blocked := step(GrantOp{ID: "s4", GrantID: "h", FamilyID: 1, CustomerID: 10, At: night.Add(time.Hour)})
 		if blocked.Decision != policy.BlockedTime || !blocked.Final || blocked.Granted != 0 ||
