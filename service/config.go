@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"net/url"
 	"reflect"
 	"slices"
 	"strings"
@@ -400,6 +401,16 @@ type SimulatorConfig struct {
 	StepDelay       time.Duration `envconfig:"SIMULATOR_STEP_DELAY" default:"200ms" desc:"pause between scenario steps"`
 	Progress        time.Duration `envconfig:"SIMULATOR_PROGRESS" default:"1s" desc:"progress line interval"`
 	ShutdownTimeout time.Duration `envconfig:"SIMULATOR_SHUTDOWN_TIMEOUT" default:"15s" desc:"how long shutdown may take to flush"`
+	// ChargingURL, when set, makes the simulator a set of simulated SMFs
+	// (service/charging/smfsim) against that charging interface instead of
+	// an event producer: DPCS_SIMULATOR_SMF_SESSIONS PDU sessions at once,
+	// for DPCS_SIMULATOR_SUBSCRIBERS (default: the members of the
+	// all-in-one's demo of DPCS_DEMO_FAMILIES families, by their MSISDNs).
+	ChargingURL   string   `envconfig:"SIMULATOR_CHARGING_URL" desc:"http://host:port of a charging interface (its DPCS_CHARGING_ADDR): run simulated SMF PDU sessions against it instead of producing events"`
+	ChargingToken string   `envconfig:"SIMULATOR_CHARGING_TOKEN" desc:"a charging credential of that interface (one of its DPCS_CHARGING_TOKENS): a secret"`
+	SMFSessions   int      `envconfig:"SIMULATOR_SMF_SESSIONS" default:"20" desc:"simulated PDU sessions open at once against DPCS_SIMULATOR_CHARGING_URL (1 to 100000)"`
+	Subscribers   []string `envconfig:"SIMULATOR_SUBSCRIBERS" desc:"subscriberIdentifiers (msisdn-…, imsi-…) the simulated sessions are for, comma-separated; empty: the all-in-one demo's members"`
+	DemoFamilies  int      `envconfig:"DEMO_FAMILIES" default:"2000" desc:"with DPCS_SIMULATOR_CHARGING_URL and no DPCS_SIMULATOR_SUBSCRIBERS: the demo families whose members the sessions are for (as the all-in-one's)"`
 	// Streams bound the live SSE streams of an API instance (see
 	// api.StreamLimits; unset: the defaults): DPCS_STREAMS_PER_SESSION
 	// (default 5), DPCS_STREAMS_PER_MEMBER (10) and DPCS_STREAMS_MAX (2000).
@@ -424,6 +435,21 @@ func LoadSimulatorConfig(getenv func(string) string) (SimulatorConfig, error) {
 	c.KafkaBrokers = trimList(c.KafkaBrokers)
 	errs := c.Kafka.finish(c.KafkaBrokers)
 	c.Addr = listenAddr(&errs, "DPCS_SIMULATOR_ADDR", c.Addr)
+	c.Subscribers = trimList(c.Subscribers)
+	if c.ChargingURL != "" {
+		if u, err := url.Parse(c.ChargingURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("DPCS_SIMULATOR_CHARGING_URL: want http://host:port or https://host:port, got %q", c.ChargingURL))
+		}
+		if c.ChargingToken == "" {
+			errs = append(errs, errors.New("DPCS_SIMULATOR_CHARGING_TOKEN: required with DPCS_SIMULATOR_CHARGING_URL"))
+		}
+	}
+	if c.SMFSessions < 1 || c.SMFSessions > 100_000 {
+		errs = append(errs, fmt.Errorf("DPCS_SIMULATOR_SMF_SESSIONS: want 1 to 100000, got %d", c.SMFSessions))
+	}
+	if c.DemoFamilies < 1 || c.DemoFamilies > 250_000 {
+		errs = append(errs, fmt.Errorf("DPCS_DEMO_FAMILIES: want 1 to 250000, got %d", c.DemoFamilies))
+	}
 	tr, err := loadTracing(getenv)
 	c.Tracing = tr
 	return c, errors.Join(append(append(errs, r.errs()...), err)...)

@@ -25,8 +25,8 @@ var _ LivePublisher = (*notify.RedisBridge)(nil)
 // every committed change live on the family's other screens: it publishes a
 // notify.KindFamilyChanged notification (what changed, for whom) through
 // pub, and the family app reads again what it shows (doc/frontends.md,
-// "Live"). A care agent's note is the back office's own and is not told to
-// the family. A publish that fails is logged: screens still catch up on
+// "Live"). A care agent's note and an IMSI provisioned are the back
+// office's own and are not told to the family. A publish that fails is logged: screens still catch up on
 // their next read.
 func LiveChanges(pub LivePublisher, log *slog.Logger, now func() time.Time) func(context.Context, family.Change) {
 	if log == nil {
@@ -36,7 +36,7 @@ func LiveChanges(pub LivePublisher, log *slog.Logger, now func() time.Time) func
 		now = time.Now
 	}
 	return func(ctx context.Context, c family.Change) {
-		if c.Kind == family.KindNote || c.FamilyID <= 0 {
+		if c.Kind == family.KindNote || c.Kind == family.KindIMSI || c.FamilyID <= 0 {
 			return
 		}
 		n, err := notify.FamilyChanged(c.FamilyID, notify.FamilyChange{Change: string(c.Kind), Members: c.Members, By: c.By.ID}, now(), notify.Korean)

@@ -305,7 +305,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	if err := EnsureTopics(ctx, s.producer, envelope.DefaultPartitions, envelope.Topics()...); err != nil {
 		return nil, err
 	}
-	pop, err := simulate.NewPopulation(1, simulate.WithFamilies(max(cfg.DemoFamilies, 1)), simulate.WithFirstFamilyID(demoFirstFamily))
+	pop, err := demoPopulation(cfg.DemoFamilies)
 	if err != nil {
 		return nil, err
 	}
@@ -694,15 +694,36 @@ func DemoMSISDN(cid int64) string {
 	return fmt.Sprintf("msisdn-8210%04d%04d", cid/10000%10000, cid%10000)
 }
 
-// startSMFs starts the demo's simulated PDU sessions against the
-// charging interface, for the simulated members.
-func (s *System) startSMFs(cfg SystemConfig, pop *simulate.Population, log *slog.Logger) error {
+// DemoSubscribers are the subscriberIdentifiers (DemoMSISDN) of the
+// members of the all-in-one's demo of families families: whom simulated
+// SMFs in another process name (examples/simulator with
+// DPCS_SIMULATOR_CHARGING_URL).
+func DemoSubscribers(families int) ([]string, error) {
+	pop, err := demoPopulation(families)
+	if err != nil {
+		return nil, err
+	}
+	return demoSubscribers(pop), nil
+}
+
+func demoPopulation(families int) (*simulate.Population, error) {
+	return simulate.NewPopulation(1, simulate.WithFamilies(max(families, 1)), simulate.WithFirstFamilyID(demoFirstFamily))
+}
+
+func demoSubscribers(pop *simulate.Population) []string {
 	var subs []string
 	for f := range pop.Families() {
 		for _, m := range f.Members {
 			subs = append(subs, DemoMSISDN(m.CustomerID))
 		}
 	}
+	return subs
+}
+
+// startSMFs starts the demo's simulated PDU sessions against the
+// charging interface, for the simulated members.
+func (s *System) startSMFs(cfg SystemConfig, pop *simulate.Population, log *slog.Logger) error {
+	subs := demoSubscribers(pop)
 	sim, err := smfsim.New(smfsim.Config{URL: "http://" + s.Charging.Addr, Token: s.Charging.Token, Subscribers: subs,
 		Sessions: cfg.SimulatorSessions, NotifyAddr: "127.0.0.1:0", Seed: 1, Logger: log})
 	if err != nil {

@@ -6,6 +6,8 @@
 //	curl -X PUT localhost:8081/simulator/rate -d '{"rate":5000}'
 //	DPCS_KAFKA_BROKERS=k1:9092 DPCS_SIMULATOR_RATE=5000 DPCS_SIMULATOR_DURATION=10m go run ./examples/simulator
 //	go run ./examples/simulator -scenario last-10mb    # publish a scenario's events and print its expectations
+//	DPCS_SIMULATOR_CHARGING_URL=http://127.0.0.1:8090 DPCS_SIMULATOR_CHARGING_TOKEN=… go run ./examples/simulator
+//	                                                    # simulated SMFs (PDU sessions) against a charging interface
 //
 // /healthz, /readyz (Kafka answers) and /metrics (Prometheus: the producer's
 // kprom metrics and dpcs_simulator_*) are served on DPCS_ADMIN_ADDR (default
@@ -44,6 +46,7 @@ import (
 	"github.com/dabom/dpcs/internal/httpserver"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service"
+	"github.com/dabom/dpcs/service/charging/smfsim"
 	"github.com/dabom/dpcs/simulate"
 )
 
@@ -102,6 +105,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			fmt.Fprintln(stdout, n)
 		}
 		return nil
+	}
+	if cfg.ChargingURL != "" {
+		return runSMFs(ctx, cfg, stdout)
 	}
 	loc, err := policy.LoadZone(cfg.Timezone)
 	if err != nil {
@@ -246,6 +252,57 @@ loop:
 	st := sim.Stats()
 	fmt.Fprintf(stdout, "stopped: sent=%d produced=%d errors=%d\n", st.Sent, st.Produced, st.Errors)
 	return err
+}
+
+// runSMFs runs simulated SMFs against the charging interface at
+// cfg.ChargingURL until ctx ends or cfg.Duration passes, printing their
+// progress; at the end every session still open is released.
+func runSMFs(ctx context.Context, cfg config, stdout io.Writer) error {
+	subs := cfg.Subscribers
+	if len(subs) == 0 {
+		var err error
+		if subs, err = service.DemoSubscribers(cfg.DemoFamilies); err != nil {
+			return err
+		}
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	sim, err := smfsim.New(smfsim.Config{URL: cfg.ChargingURL, Token: cfg.ChargingToken, Subscribers: subs,
+		Sessions: cfg.SMFSessions, NotifyAddr: "127.0.0.1:0", Seed: cfg.Seed, Logger: log})
+	if err != nil {
+		return err
+	}
+	if err := sim.Start(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "simulating %d SMF sessions for %d subscribers against %s (notifications at %s)\n",
+		cfg.SMFSessions, len(subs), cfg.ChargingURL, sim.NotifyURL())
+	var done <-chan time.Time
+	if cfg.Duration > 0 {
+		done = time.After(cfg.Duration)
+	}
+	tick := time.NewTicker(cfg.Progress)
+	defer tick.Stop()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-done:
+			break loop
+		case <-tick.C:
+			smfProgress(stdout, "", sim.Stats())
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	err = sim.Close(sctx)
+	smfProgress(stdout, "stopped: ", sim.Stats())
+	return err
+}
+
+func smfProgress(w io.Writer, prefix string, st smfsim.Stats) {
+	fmt.Fprintf(w, "%sopen=%d creates=%d updates=%d releases=%d granted=%d used=%d refused=%d final=%d notifications=%d errors=%d\n",
+		prefix, st.Open, st.Creates, st.Updates, st.Releases, st.GrantedBytes, st.UsedBytes, st.Refused, st.Final, st.Notifications, st.Errors)
 }
 
 func progress(w io.Writer, st simulate.Stats) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,6 +15,11 @@ import (
 	"time"
 
 	"github.com/dabom/dpcs/internal/testenv"
+	"github.com/dabom/dpcs/internal/testenv/chargertest"
+	"github.com/dabom/dpcs/internal/testenv/storetest"
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/charging"
+	"github.com/dabom/dpcs/service/store"
 )
 
 // lines collects run's output and lets the test wait for a line.
@@ -212,5 +218,65 @@ func TestRunVersion(t *testing.T) {
 		if !line.MatchString(b.String()) {
 			t.Errorf("%q printed %q, want a line like %q", args, b.String(), "dpcs simulator v0.1.0 (commit 5102705, 2026-11-23, go1.26.8)")
 		}
+	}
+}
+
+// With DPCS_SIMULATOR_CHARGING_URL the command is a set of simulated SMFs
+// against a charging interface (here one on an in-memory engine): sessions
+// open, report and are released when it stops; a URL without its
+// credential is refused.
+func TestRunSMFs(t *testing.T) {
+	ctx := t.Context()
+	st := storetest.New(t, testenv.SQLite(t))
+	if _, err := st.S.CreateFamily(ctx, store.NewFamily{ID: 100, Name: "f", PlanBytes: 1 << 40}, store.System); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.S.AddMember(ctx, store.NewMember{ID: 1001, FamilyID: 100, Name: "m", Phone: "010-0001-0001", Role: policy.RoleOwner}, store.System); err != nil {
+		t.Fatal(err)
+	}
+	fake := chargertest.New()
+	fake.SetPool(100, 1<<40)
+	svc, err := charging.New(fake, st.S, charging.WithNotifyNetworks(true), charging.WithGrantSizes(1<<10, 256<<10, 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close(context.Background())
+	const token = "simulator-test-credential-0123456789abcdef"
+	srv := httptest.NewUnstartedServer(charging.Handler(svc, charging.HandlerConfig{Tokens: []string{token}}))
+	srv.EnableHTTP2 = true
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	defer srv.Close()
+
+	setEnv(t, map[string]string{"DPCS_SIMULATOR_CHARGING_URL": srv.URL, "DPCS_SIMULATOR_CHARGING_TOKEN": token,
+		"DPCS_SIMULATOR_SMF_SESSIONS": "3", "DPCS_SIMULATOR_SUBSCRIBERS": "msisdn-821000010001", "DPCS_SIMULATOR_PROGRESS": "50ms"})
+	pr, pw := io.Pipe()
+	out := newLines(pr)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- run(rctx, []string{"simulator"}, pw); pw.Close() }()
+	if _, _, ok := out.wait(regexp.MustCompile(`^simulating 3 SMF sessions for 1 subscribers against http://`), 0, 20*time.Second); !ok {
+		t.Fatalf("no start line:\n%s", out)
+	}
+	if _, _, ok := out.wait(regexp.MustCompile(`^open=\d+ creates=[1-9]\d* updates=\d+ releases=\d+ granted=[1-9]\d* used=\d+ refused=0 final=0 notifications=\d+ errors=0`), 0, 30*time.Second); !ok {
+		t.Fatalf("no progress with sessions granted:\n%s", out)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := out.wait(regexp.MustCompile(`^stopped: open=0 .* errors=0`), 0, 5*time.Second); !ok {
+		t.Fatalf("not every session released:\n%s", out)
+	}
+	if n := fake.Outstanding(); n != 0 {
+		t.Errorf("the engine still holds %d grants", n)
+	}
+
+	t.Setenv("DPCS_SIMULATOR_CHARGING_TOKEN", "")
+	if err := run(ctx, []string{"simulator"}, io.Discard); err == nil || !strings.Contains(err.Error(), "DPCS_SIMULATOR_CHARGING_TOKEN") {
+		t.Errorf("a URL without a credential: %v", err)
 	}
 }

@@ -305,6 +305,7 @@ func New(cfg Config) (*Server, error) {
 	a.registerStream()
 	a.registerPush()
 	a.registerAdmin()
+	a.registerSubscribers()
 	a.registerDrift()
 	a.registerOps()
 	a.registerVersion()

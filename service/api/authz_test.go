@@ -85,6 +85,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"PUT", "/admin/catalog/apps/app.n{u}", `{"category":"GAME","name":"게임 {u}"}`, admw(200)},
 		{"GET", "/admin/catalog/unknown-apps", "", adm(200)},
 		{"GET", "/admin/families/{f}/logins", "", adm(200)},
+		{"PUT", "/admin/families/{f}/members/{c}/imsi", `{"imsi":"45005000{u}"}`, admw(200)},
+		{"GET", "/admin/families/{f}/members/{c}/imsi", "", adm(200)},
 		{"DELETE", "/admin/catalog/apps/com.tiktok.app", "", cols{403, 403, 403, 403, 204, 404, 403, 403}}, // removed by the first call
 		// Notes: the one write a care agent makes.
 		{"GET", "/admin/families/{f}/notes", "", adm(200)},

@@ -91,6 +91,22 @@ func (s *Service) SetMinor(ctx context.Context, fid, cid int64, minor bool, by s
 	return m, nil
 }
 
+// SetIMSI provisions the IMSI the network names member cid of family fid
+// by (store.Store.SetMemberIMSI; "" removes it): the charging interface
+// finds the member an SMF charges by it. The operator's provisioning does
+// it, so only the back office (or the system) may: ErrNotYours for anyone
+// else. An IMSI another current member has is a conflict.
+func (s *Service) SetIMSI(ctx context.Context, fid, cid int64, imsi string, by store.Actor) error {
+	if by.Role != policy.RoleAdmin && by != store.System {
+		return ErrNotYours
+	}
+	if err := s.store.SetMemberIMSI(ctx, fid, cid, imsi, by); err != nil {
+		return err
+	}
+	s.changed(ctx, Change{Kind: KindIMSI, FamilyID: fid, Members: []int64{cid}, Applied: true, By: by})
+	return nil
+}
+
 // AddNote records a care agent's note on a family.
 func (s *Service) AddNote(ctx context.Context, fid int64, body string, by store.Actor) (store.FamilyNote, error) {
 	n, err := s.store.AddFamilyNote(ctx, fid, body, by)

@@ -52,6 +52,7 @@ const (
 	KindRole       Kind = "ROLE"       // a member's role
 	KindMinor      Kind = "MINOR"      // a member marked as a minor, or no longer
 	KindPassword   Kind = "PASSWORD"   // a member's password reset (its sessions end)
+	KindIMSI       Kind = "IMSI"       // the IMSI the network names a member by (charging)
 	KindRequest    Kind = "REQUEST"    // a data or time request made or answered
 	KindNote       Kind = "NOTE"       // a care agent's note
 )

@@ -423,10 +423,47 @@ export function setLang(l) {
   document.documentElement.lang = lang;
 }
 
+// Korean particles after a filled-in word: a text writes the pair, e.g.
+// "{field}을(를)", and t picks the one the word takes by its last sound —
+// 을/은/이/과/으로 after a final consonant, 를/는/가/와/로 after a vowel
+// (로 after ㄹ too). A word ending in a digit or in capitals is read as
+// Korean reads it ("1" 일, "MB" 비, "M" 엠); one t cannot read (a word in
+// Latin letters, "TikTok") keeps the pair.
+const PARTICLES = { '은(는)': ['은', '는'], '을(를)': ['을', '를'], '이(가)': ['이', '가'], '과(와)': ['과', '와'], '(으)로': ['으로', '로'] };
+const DIGIT_FINAL = [21, 8, 0, 16, 0, 0, 1, 8, 8, 0]; // 영 일 이 삼 사 오 육 칠 팔 구
+const LETTER_FINAL = { l: 8, m: 16, n: 4, r: 8 }; // 엘 엠 엔 알; other capitals end in a vowel
+
+// finalSound is the index of the final consonant of word's last sound
+// (0: none, 8: ㄹ), or -1 when it cannot be read.
+export function finalSound(word) {
+  const c = String(word).trim().slice(-1);
+  if (!c) return -1;
+  const code = c.charCodeAt(0);
+  if (code >= 0xac00 && code <= 0xd7a3) return (code - 0xac00) % 28;
+  if (c >= '0' && c <= '9') return DIGIT_FINAL[c.charCodeAt(0) - 48];
+  if (/[A-Z]/.test(c)) return LETTER_FINAL[c.toLowerCase()] ?? 0;
+  return -1;
+}
+
+function particle(word, pair) {
+  const f = finalSound(word);
+  if (f < 0) return pair;
+  const [after, afterVowel] = PARTICLES[pair];
+  return pair === '(으)로' ? (f === 0 || f === 8 ? afterVowel : after) : (f === 0 ? afterVowel : after);
+}
+
+const FILL = /\{(\w+)\}([”"’']?)(은\(는\)|을\(를\)|이\(가\)|과\(와\)|\(으\)로)?/g;
+
 /** t is key's text in the current language, {name} placeholders filled from vars. */
 export function t(key, vars) {
   let s = table[lang][key] ?? table.ko[key] ?? key;
-  if (vars) s = s.replace(/\{(\w+)\}/g, (m, k) => (k in vars ? String(vars[k]) : m));
+  if (vars) {
+    s = s.replace(FILL, (m, k, quote, pair) => {
+      if (!(k in vars)) return m;
+      const v = String(vars[k]);
+      return v + quote + (pair ? particle(v, pair) : "");
+    });
+  }
   return s;
 }
 
