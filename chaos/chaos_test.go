@@ -52,6 +52,9 @@ type config struct {
 	Seed           uint64        // DPCS_CHAOS_SEED: population and event stream (1)
 	Processor      string        // DPCS_CHAOS_PROCESSOR: a prebuilt examples/processor; default: built here
 	Keep           bool          // DPCS_CHAOS_KEEP=1 keeps the work directory after a green run too
+	// Faults (DPCS_CHAOS_FAULTS, comma-separated) runs only the named steps
+	// of the schedule (faultNames), one after another; empty: all of them.
+	Faults []string
 	// DPCS_CHAOS_KAFKA_PORT (the first of three), DPCS_CHAOS_REDIS_PORT,
 	// DPCS_CHAOS_MYSQL_PORT: loopback ports for the servers; 0 (default) picks
 	// free ones.
@@ -99,9 +102,22 @@ func loadConfig(t *testing.T) config {
 	num("DPCS_CHAOS_KAFKA_PORT", func(f float64) { c.KafkaPort = int(f) }, 1024, 65533)
 	num("DPCS_CHAOS_REDIS_PORT", func(f float64) { c.RedisPort = int(f) }, 1024, 65535)
 	num("DPCS_CHAOS_MYSQL_PORT", func(f float64) { c.MySQLPort = int(f) }, 1024, 65535)
+	if v := os.Getenv("DPCS_CHAOS_FAULTS"); v != "" {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); !slices.Contains(faultNames, name) {
+				errs = append(errs, fmt.Errorf("DPCS_CHAOS_FAULTS: %q is not a step (%s)", name, strings.Join(faultNames, ", ")))
+			} else if !slices.Contains(c.Faults, name) {
+				c.Faults = append(c.Faults, name)
+			}
+		}
+	}
 	// Fourteen steps of at least 4 s (a rebalance takes about a heartbeat, 3 s)
-	// around the Redis and MariaDB outages.
-	if min := c.MySQLDown + c.RedisDown + 56*time.Second; c.Duration < min {
+	// around the Redis and MariaDB outages; the named steps alone, 4 s each.
+	if n := len(c.Faults); n > 0 {
+		if min := time.Duration(n+1) * 4 * time.Second; c.Duration < min {
+			errs = append(errs, fmt.Errorf("DPCS_CHAOS_DURATION: at least 4s per step named in DPCS_CHAOS_FAULTS and 4s more = %s, got %s", min, c.Duration))
+		}
+	} else if min := c.MySQLDown + c.RedisDown + 56*time.Second; c.Duration < min {
 		errs = append(errs, fmt.Errorf("DPCS_CHAOS_DURATION: at least DPCS_CHAOS_MYSQL_DOWN + DPCS_CHAOS_REDIS_DOWN + 56s = %s, got %s", min, c.Duration))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -657,80 +673,102 @@ func (h *harness) startTraffic() (*Traffic, *simulate.Simulator) {
 	return traffic, sim
 }
 
-// faults runs the schedule. u is a twelfth of the traffic time outside the
-// Redis and MariaDB outages; every step starts at its time or, if an
-// earlier one ran late, right after it.
+// faults runs the schedule. u is a fourteenth of the traffic time outside
+// the Redis and MariaDB outages; every step starts at its time or, if an
+// earlier one ran late, right after it. With DPCS_CHAOS_FAULTS only the
+// steps it names run, one after another, a duration/(steps+1) apart.
 func (h *harness) faults(sim *simulate.Simulator) {
 	cfg := h.cfg
 	M, R := cfg.MySQLDown, cfg.RedisDown
 	u := (cfg.Duration - M - R) / 14
-
-	// Rebalance: 1 → 3 → 2 → 3 processors.
-	h.at(1 * u)
-	h.startProcessor()
-	h.startProcessor()
-	h.waitMembers("1→3", 3)
-	h.at(2 * u)
-	h.terminateProcessor()
-	h.waitMembers("3→2", 2)
-	h.at(3 * u)
-	h.startProcessor()
-	h.waitMembers("2→3", 3)
-
-	// Redis killed and restarted on the same port and AOF, while the group
-	// is stable (after a SIGKILL the group waits a session timeout).
-	h.at(4 * u)
-	h.redisOutage()
-
-	// A processor killed mid-stream and restarted at once.
-	h.at(5*u + R)
-	h.killProcessor()
-	h.startProcessor()
-
-	// One 10× burst.
-	h.at(6*u + R)
-	if err := sim.SetRate(cfg.Rate * 10); err != nil {
-		h.t.Fatal(err)
+	steps := []struct {
+		name string
+		at   time.Duration
+		run  func()
+	}{
+		// Rebalance: 1 → 3 → 2 → 3 processors, a u apart.
+		{"rebalance", 1 * u, func() {
+			from := time.Now()
+			h.startProcessor()
+			h.startProcessor()
+			h.waitMembers("1→3", 3)
+			sleepUntil(from.Add(u))
+			h.terminateProcessor()
+			h.waitMembers("3→2", 2)
+			sleepUntil(from.Add(2 * u))
+			h.startProcessor()
+			h.waitMembers("2→3", 3)
+		}},
+		// Redis killed and restarted on the same port and AOF, while the
+		// group is stable (after a SIGKILL the group waits a session timeout).
+		{"redis-outage", 4 * u, h.redisOutage},
+		// A processor killed mid-stream and restarted at once.
+		{"processor-kill", 5*u + R, func() { h.killProcessor(); h.startProcessor() }},
+		// One 10× burst.
+		{"burst", 6*u + R, func() {
+			if err := sim.SetRate(cfg.Rate * 10); err != nil {
+				h.t.Fatal(err)
+			}
+			h.logf("burst: %.0f events/s for %s", cfg.Rate*10, cfg.Burst)
+			time.Sleep(cfg.Burst)
+			if err := sim.SetRate(cfg.Rate); err != nil {
+				h.t.Fatal(err)
+			}
+			h.logf("burst over: back to %.0f events/s", cfg.Rate)
+		}},
+		// MariaDB stopped; a processor killed while it is down and replaced
+		// once it is back (a processor cannot start without its database).
+		{"mysql-outage", 7*u + R, func() { h.mysqlOutage(M/3, h.killProcessor, func() { h.startProcessor() }) }},
+		// Once more, a processor killed and restarted.
+		{"processor-kill-again", 8*u + R + M, func() { h.killProcessor(); h.startProcessor() }},
+		// Redis comes back empty: the processors must notice, one rebuilds
+		// from SQL, the others wait, and all resume.
+		{"redis-empty", 9*u + R + M, h.redisEmpty},
+		// Redis comes back from a snapshot taken seconds earlier.
+		{"redis-snapshot", 10*u + R + M, h.redisSnapshot},
+		// Redis comes back empty again, and MariaDB stops while its families
+		// are restored (on touch and by the sweep).
+		{"redis-empty-sql-down", 11*u + R + M, h.redisEmptySQLDown},
+		// A replica a second behind takes over, under the gateways'
+		// decisions and the owners' top-ups.
+		{"redis-failover", 12*u + R + M, h.redisFailover},
+		// Redis comes back from a snapshot a second old.
+		{"redis-young-snapshot", 13*u + R + M, h.redisYoungSnapshot},
 	}
-	h.logf("burst: %.0f events/s for %s", cfg.Rate*10, cfg.Burst)
-	time.Sleep(cfg.Burst)
-	if err := sim.SetRate(cfg.Rate); err != nil {
-		h.t.Fatal(err)
+	if len(cfg.Faults) == 0 {
+		for _, s := range steps {
+			h.at(s.at)
+			s.run()
+		}
+		return
 	}
-	h.logf("burst over: back to %.0f events/s", cfg.Rate)
+	gap := cfg.Duration / time.Duration(len(cfg.Faults)+1)
+	at := time.Duration(0)
+	for _, s := range steps {
+		if !slices.Contains(cfg.Faults, s.name) {
+			continue
+		}
+		at += gap
+		h.at(at)
+		h.logf("step %s (DPCS_CHAOS_FAULTS)", s.name)
+		s.run()
+	}
+}
 
-	// MariaDB stopped; a processor killed while it is down and replaced
-	// once it is back (a processor cannot start without its database).
-	h.at(7*u + R)
-	h.mysqlOutage(M/3, h.killProcessor, func() { h.startProcessor() })
+// runs reports whether the schedule runs the step name (DPCS_CHAOS_FAULTS).
+func (h *harness) runs(name string) bool {
+	return len(h.cfg.Faults) == 0 || slices.Contains(h.cfg.Faults, name)
+}
 
-	// Once more, a processor killed and restarted.
-	h.at(8*u + R + M)
-	h.killProcessor()
-	h.startProcessor()
+// faultNames are the steps of faults, in their order (DPCS_CHAOS_FAULTS).
+var faultNames = []string{"rebalance", "redis-outage", "processor-kill", "burst", "mysql-outage",
+	"processor-kill-again", "redis-empty", "redis-snapshot", "redis-empty-sql-down", "redis-failover",
+	"redis-young-snapshot"}
 
-	// Redis comes back empty: the processors must notice, one rebuilds
-	// from SQL, the others wait, and all resume.
-	h.at(9*u + R + M)
-	h.redisEmpty()
-
-	// Redis comes back from a snapshot taken seconds earlier.
-	h.at(10*u + R + M)
-	h.redisSnapshot()
-
-	// Redis comes back empty again, and MariaDB stops while its families
-	// are restored (on touch and by the sweep).
-	h.at(11*u + R + M)
-	h.redisEmptySQLDown()
-
-	// A replica a second behind takes over, under the gateways' decisions
-	// and the owners' top-ups.
-	h.at(12*u + R + M)
-	h.redisFailover()
-
-	// Redis comes back from a snapshot a second old.
-	h.at(13*u + R + M)
-	h.redisYoungSnapshot()
+func sleepUntil(t time.Time) {
+	if w := time.Until(t); w > 0 {
+		time.Sleep(w)
+	}
 }
 
 // committed sums the processor group's committed offsets.
@@ -972,10 +1010,10 @@ func (h *harness) check(produced map[string]struct{}, ts TrafficStats) results {
 		"notifier: retries":                 CountLines(logs, batchFailed, notifier),
 		"notifier: failed commits":          CountLines(logs, commitRefused, notifier),
 	}
-	if r.evidence["processor: redis retries"] == 0 {
+	if r.evidence["processor: redis retries"] == 0 && h.runs("redis-outage") {
 		t.Errorf("no processor log shows a failed Redis call: the Redis outage did not meet active processing")
 	}
-	if r.evidence["write-behind: writes refused"] == 0 {
+	if r.evidence["write-behind: writes refused"] == 0 && h.runs("mysql-outage") {
 		t.Errorf("no processor log shows a write-behind batch refused by the stopped MariaDB: the outage did not meet active writing")
 	}
 	if ts.Failed > 0 {

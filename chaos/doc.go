@@ -10,6 +10,7 @@
 //
 //	bash scripts/chaos.sh                       # CI defaults, about 4 minutes
 //	DPCS_CHAOS_DURATION=3m DPCS_CHAOS_RATE=800 bash scripts/chaos.sh
+//	DPCS_CHAOS_FAULTS=redis-failover,redis-young-snapshot DPCS_CHAOS_DURATION=40s bash scripts/chaos.sh
 //
 // Phase by phase, TestChaos
 //
@@ -26,8 +27,10 @@
 //     redis-server on the same port and AOF directory (stale as well: a
 //     restart cannot be told from one that lost writes), stops MariaDB for
 //     30 s, restarts redis-server empty and then from an RDB snapshot taken
-//     seconds earlier, has a replica detached a second before the master is
-//     killed take its place, restarts it from a snapshot a second old, each
+//     seconds earlier, attaches a replica (the master's first: a new
+//     replication id, so a rebuild) and has it, detached a second before the
+//     master is killed, take its place, restarts it from a snapshot a second
+//     old (DPCS_CHAOS_FAULTS: only the steps it names), each
 //     time waiting until one processor rebuilt Redis from SQL and the group
 //     commits again;
 //  5. stops traffic, waits until every distinct event is in usage_record and

@@ -12,7 +12,10 @@
 # DPCS_CHAOS_REPLAY_DELAY (2s), DPCS_CHAOS_RATE (250 events/s),
 # DPCS_CHAOS_FAMILIES (3000), DPCS_CHAOS_COPIES (3), DPCS_CHAOS_SEED (1),
 # DPCS_CHAOS_PROCESSOR (a prebuilt examples/processor), DPCS_CHAOS_KEEP=1 (keep
-# the work directory of a green run). A failed run keeps it and prints its path.
+# the work directory of a green run), DPCS_CHAOS_FAULTS (only these steps of the
+# schedule, comma-separated, one after another a duration/(steps+1) apart, e.g.
+# redis-failover,redis-young-snapshot; the names: chaos/chaos_test.go faultNames).
+# A failed run keeps its work directory and prints its path.
 # Ports (default: free ones): DPCS_CHAOS_KAFKA_PORT (the first of three kfake
 # brokers), DPCS_CHAOS_REDIS_PORT (and the next one, the replica that takes
 # over), DPCS_CHAOS_MYSQL_PORT.

@@ -19,6 +19,24 @@ type result struct {
 	w            window
 	procs        []proc
 	cpu          []time.Duration
+	// authorised is the bytes granted over the window (the grant path;
+	// 0 for the others).
+	authorised int64
+}
+
+// bytesPerCPUSecond is the bytes authorised per second of the servers'
+// CPU: granted bytes for the grant path, perChunk bytes per decision for
+// the others.
+func (r result) bytesPerCPUSecond(perChunk int64) float64 {
+	cpu := r.servers() * float64(r.decisions()) / 1e6 // seconds
+	if cpu <= 0 {
+		return 0
+	}
+	b := r.authorised
+	if b == 0 {
+		b = perChunk * r.decisions()
+	}
+	return float64(b) / cpu
 }
 
 func (r result) decisions() int64 { return (r.w.Calls - r.w.Errors) * int64(r.per) }
@@ -110,6 +128,32 @@ func (r *report) markdown(args string) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d | %.1f | %s |\n", res.target, res.step, thousands(res.perSecond()),
 			ms(percentile(res.w.lat, .5)), ms(percentile(res.w.lat, .99)), ms(percentile(res.w.lat, .999)), res.w.Errors,
 			res.servers(), strings.Join(of, ", "))
+	}
+	var grants []result
+	var single *result
+	for i, res := range r.results {
+		if res.authorised > 0 {
+			grants = append(grants, res)
+		}
+		if strings.HasPrefix(res.target, "DPCS `POST /decisions`") && res.per == 1 && strings.HasPrefix(res.step, "closed loop") {
+			single = &r.results[i]
+		}
+	}
+	if len(grants) > 0 {
+		b.WriteString("\nThe grant path (each call one update: the whole last grant reported used, the next asked for), beside `POST /decisions` (each decision a 1 KiB chunk):\n\n")
+		b.WriteString("| step | updates/s | servers' CPU µs per update | ÷ one `POST /decisions` | bytes authorised per CPU-second |\n|---|---:|---:|---:|---:|\n")
+		for _, g := range grants {
+			ratio := "—"
+			if single != nil && single.servers() > 0 {
+				ratio = fmt.Sprintf("%.2f×", g.servers()/single.servers())
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.1f | %s | %s MiB |\n", g.step, thousands(g.perSecond()), g.servers(), ratio,
+				thousands(g.bytesPerCPUSecond(0)/(1<<20)))
+		}
+		if single != nil {
+			fmt.Fprintf(&b, "| `POST /decisions`, %s, 1 KiB chunks | %s | %.1f | 1.00× | %s MiB |\n", single.step,
+				thousands(single.perSecond()), single.servers(), thousands(single.bytesPerCPUSecond(1024)/(1<<20)))
+		}
 	}
 	if r.serverRSS > 0 {
 		fmt.Fprintf(&b, "\nThe DPCS server's peak resident memory over its steps: %.0f MiB.\n", float64(r.serverRSS)/(1<<20))

@@ -57,14 +57,14 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.dir, "dir", "", "directory for the processes' logs and envoy's configuration (default: a temporary one)")
 	fs.StringVar(&c.doc, "doc", "", "write the table into this markdown file (the peers section)")
 	fs.StringVar(&c.profile, "profile", "", "directory for CPU profiles of the DPCS server, one per step (DPCS_ADMIN_PPROF)")
-	fs.StringVar(&c.only, "only", "", "comma-separated targets to run (dpcs, gubernator, envoy, floor, floor-h2c, script); default all")
+	fs.StringVar(&c.only, "only", "", "comma-separated targets to run (dpcs, charging, gubernator, envoy, floor, floor-h2c, script); default all")
 	fs.Func("server-env", "`KEY=VALUE` added to the DPCS server's environment (repeatable): a DPCS_ setting (e.g. DPCS_DECISION_LINGER=1ms) or Go's GOGC, GOMAXPROCS, GOMEMLIMIT", func(kv string) error {
 		k, _, ok := strings.Cut(kv, "=")
 		if !ok || !strings.HasPrefix(k, "DPCS_") && k != "GOGC" && k != "GOMAXPROCS" && k != "GOMEMLIMIT" {
 			return errors.New("want DPCS_NAME=value, GOGC=, GOMAXPROCS= or GOMEMLIMIT=")
 		}
 		switch k { // the run's own: its calls and measurements depend on them
-		case "DPCS_KAFKA_BROKERS", "DPCS_REDIS_ADDR", "DPCS_MYSQL_DSN", "DPCS_JWT_SECRET", "DPCS_GATEWAY_TOKENS",
+		case "DPCS_KAFKA_BROKERS", "DPCS_REDIS_ADDR", "DPCS_MYSQL_DSN", "DPCS_JWT_SECRET", "DPCS_GATEWAY_TOKENS", "DPCS_CHARGING_ADDR", "DPCS_CHARGING_TOKENS",
 			"DPCS_HTTP_ADDR", "DPCS_ADMIN_ADDR", "DPCS_ADMIN_PPROF":
 			return fmt.Errorf("%s is the run's own", k)
 		}
@@ -248,7 +248,7 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 	if err != nil {
 		return err
 	}
-	targets := map[string]bool{"dpcs": true, "gubernator": true, "envoy": true, "floor": true, "floor-h2c": true, "script": true}
+	targets := map[string]bool{"dpcs": true, "charging": true, "gubernator": true, "envoy": true, "floor": true, "floor-h2c": true, "script": true}
 	if cfg.only != "" {
 		targets = map[string]bool{}
 		for t := range strings.SplitSeq(cfg.only, ",") {
@@ -259,7 +259,7 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 	rep := &report{cfg: cfg, started: time.Now()}
 	base := []proc{{"load generator", os.Getpid()}}
 
-	if targets["dpcs"] {
+	if targets["dpcs"] || targets["charging"] {
 		if cfg.seed {
 			say("seeding %d families (recoverybench -seed-only)", cfg.families)
 			seed, _, err := start(cfg.dir, "seed", cfg.recoverybench, []string{"-redis", cfg.redis, "-mysql", cfg.mysql,
@@ -281,7 +281,12 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 			procs = append(procs, proc{"MariaDB", pid})
 		}
 		rep.onWindow = d.profileWindow
-		err = rep.steps(ctx, "DPCS `POST /decisions`", procs, d.call, say)
+		if targets["dpcs"] {
+			err = rep.steps(ctx, "DPCS `POST /decisions`", procs, d.call, say)
+		}
+		if err == nil && targets["charging"] {
+			err = rep.grantSteps(ctx, d, procs, say)
+		}
 		rep.onWindow = nil
 		if err != nil {
 			return err
@@ -459,6 +464,66 @@ func (r *report) steps(ctx context.Context, target string, procs []proc, c calle
 		}
 		if w.Calls == 0 || w.Errors*10 > w.Calls {
 			return fmt.Errorf("%s, %s: %d of %d calls failed (first: %v)", target, s.name, w.Errors, w.Calls, w.FirstErr)
+		}
+		r.results = append(r.results, res)
+	}
+	return nil
+}
+
+// grantSteps runs the grant path on the server d: closed loops at grant
+// sizes of 1, 10 and 100 MiB, then the fixed rate at 10 MiB; sessions are
+// released between steps.
+func (r *report) grantSteps(ctx context.Context, d *dpcs, procs []proc, say func(string, ...any)) error {
+	cfg := r.cfg
+	const target = "DPCS charging interface (Nchf update over h2c)"
+	s := newSMFs(d.chargingURL, d.chargingToken, d.gen, max(cfg.callers, cfg.inFlight))
+	defer s.releaseAll(context.WithoutCancel(ctx))
+	type step struct {
+		name  string
+		grant int64
+		run   func(call, func()) (window, error)
+	}
+	closed := func(f call, mark func()) (window, error) {
+		return closedLoop(ctx, cfg.callers, cfg.warmup, cfg.duration, f, mark)
+	}
+	steps := []step{
+		{fmt.Sprintf("closed loop, %d callers, 1 MiB grants", cfg.callers), 1 << 20, closed},
+		{fmt.Sprintf("closed loop, %d callers, 10 MiB grants", cfg.callers), 10 << 20, closed},
+		{fmt.Sprintf("closed loop, %d callers, 100 MiB grants", cfg.callers), 100 << 20, closed},
+		{fmt.Sprintf("%s calls/s, 10 MiB grants", thousands(cfg.rate)), 10 << 20, func(f call, mark func()) (window, error) {
+			return openLoop(ctx, cfg.rate, cfg.inFlight, cfg.warmup, cfg.duration, f, mark)
+		}},
+	}
+	for _, st := range steps {
+		if err := s.releaseAll(ctx); err != nil {
+			return fmt.Errorf("%s: releasing the sessions: %w", target, err)
+		}
+		s.grant = st.grant
+		say("%s: %s", target, st.name)
+		m := newMeter(procs)
+		var g0, g1 int64
+		mark := func() {
+			if m.marked == 0 {
+				g0 = s.granted.Load()
+				if r.onWindow != nil {
+					r.onWindow(ctx, "charging "+st.name, cfg.duration)
+				}
+			} else {
+				g1 = s.granted.Load()
+			}
+			m.mark()
+		}
+		w, err := st.run(s.call(1), mark)
+		if err != nil {
+			return err
+		}
+		if m.err != nil {
+			return m.err
+		}
+		res := result{target: target, step: st.name, per: 1, w: w, procs: procs, cpu: m.spent, authorised: g1 - g0}
+		say("%s", res.line())
+		if w.Calls == 0 || w.Errors*10 > w.Calls {
+			return fmt.Errorf("%s, %s: %d of %d calls failed (first: %v)", target, st.name, w.Errors, w.Calls, w.FirstErr)
 		}
 		r.results = append(r.results, res)
 	}

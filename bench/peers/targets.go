@@ -37,6 +37,8 @@ type dpcs struct {
 	server, kafka *child
 	kafkaAddr     string
 	url, token    string
+	chargingURL   string // the charging interface (Nchf over h2c)
+	chargingToken string
 	client        *http.Client
 	gen           *generator
 	seq           atomic.Int64
@@ -108,7 +110,14 @@ func startDPCS(ctx context.Context, cfg config, self, dsn string, say func(strin
 		d.stop()
 		return nil, err
 	}
+	chargingPort, err := freePort()
+	if err != nil {
+		d.stop()
+		return nil, err
+	}
+	d.chargingURL, d.chargingToken = "http://127.0.0.1:"+strconv.Itoa(chargingPort), "chg_peers_"+randomHex(20)
 	env := append(baseEnv(),
+		"DPCS_CHARGING_ADDR=127.0.0.1:"+strconv.Itoa(chargingPort), "DPCS_CHARGING_TOKENS="+d.chargingToken,
 		"DPCS_KAFKA_BROKERS="+kafka, "DPCS_REDIS_ADDR="+cfg.redis, "DPCS_MYSQL_DSN="+dsn,
 		"DPCS_JWT_SECRET="+randomHex(32), "DPCS_GATEWAY_TOKENS="+d.token,
 		"DPCS_HTTP_ADDR=127.0.0.1:"+strconv.Itoa(httpPort), "DPCS_ADMIN_ADDR=127.0.0.1:"+strconv.Itoa(adminPort),

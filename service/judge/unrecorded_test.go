@@ -11,6 +11,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/testenv"
+	"github.com/dabom/dpcs/internal/testenv/pipetest"
+	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 )
 
@@ -97,4 +100,100 @@ func TestUnrecordedBatchRestoresTheTruth(t *testing.T) {
 	if err := h.Engine.CheckState(h.Ctx, gen, nil); !errors.Is(err, quota.ErrStale) {
 		t.Errorf("the state after Close: %v, want ErrStale: Redis holds a charge SQL never will, until a rebuild from SQL", err)
 	}
+}
+
+// A server killed (no Close) while a batch's records wait — its Kafka
+// refusing them, no spool — cannot make the state stale: the charge is in
+// Redis only. The path back to the truth is the caller's retry with the
+// same event id, on any instance: the dedupe in Redis gives it the
+// original answer, flagged duplicate and charged once, and the instance
+// produces the records again, so SQL learns the charge the first caller
+// was charged (issue #36, item 5, the case Close cannot reach; the
+// deployables always spool: TestSystemDecisionsSpoolWhileKafkaRefuses).
+func TestKilledServersChargeIsRecordedByTheRetry(t *testing.T) {
+	h := newHarness(t)
+	refusing := testenv.Kafka(t)
+	refusing.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		refusing.KeepControl()
+		pr := req.(*kmsg.ProduceRequest)
+		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+		resp.Version = pr.Version
+		for _, tp := range pr.Topics {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic, rt.TopicID = tp.Topic, tp.TopicID
+			for _, p := range tp.Partitions {
+				rp := kmsg.NewProduceResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, kerr.NotEnoughReplicas.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+	const gen = "t:killed"
+	if _, err := h.Engine.BeginRebuild(h.Ctx, gen); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Engine.FinishRebuild(h.Ctx, gen, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Engine.Restore(h.Ctx, quota.FamilyState{FamilyID: 100, Provisioned: true, Plan: 20 * mb,
+		Members: []quota.MemberState{{CustomerID: 1}}, Generation: gen}); err != nil {
+		t.Fatal(err)
+	}
+	ev := []envelope.Envelope[envelope.UsagePayload]{envelope.New("evt_killed", h.Now,
+		envelope.UsagePayload{FamilyID: 100, CustomerID: 1, AppID: "com.kakao.talk", BytesUsed: 5 * mb})}
+	// The server that is killed: its caller leaves with it.
+	killed, err := NewDecisions(mustState(t, h.Engine), testenv.KafkaOpts(refusing), WithClock(h.Clock),
+		WithGenerations(fixedGeneration(gen)), WithTimeout(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, leave := context.WithCancel(h.Ctx)
+	left := make(chan error, 1)
+	go func() {
+		_, err := killed.Decide(gone, ev)
+		left <- err
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for killed.Available() {
+		if time.Now().After(deadline) {
+			t.Fatal("the batch's records never waited")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	leave()
+	if err := <-left; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the caller that left: %v", err)
+	}
+	f, err := h.Engine.Family(h.Ctx, 100)
+	if err != nil || f.Used != 5*mb {
+		t.Fatalf("the batch was not charged: used %d, %v", f.Used, err)
+	}
+	// The retry, on another server whose Kafka takes records.
+	other, err := NewDecisions(mustState(t, h.Engine), h.KafkaOpts(), WithClock(h.Clock),
+		WithGenerations(fixedGeneration(gen)), WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close(h.Ctx) })
+	res, err := other.Decide(h.Ctx, ev)
+	if err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	if !res[0].Duplicate || res[0].Decision != policy.Allowed || res[0].Remaining != 15*mb {
+		t.Errorf("the retry: %+v, want the original answer (allowed, 15 MB left), flagged duplicate", res[0])
+	}
+	if f, err := h.Engine.Family(h.Ctx, 100); err != nil || f.Used != 5*mb {
+		t.Errorf("after the retry: used %d, %v; want 5 MB, charged once", f.Used, err)
+	}
+	persist := pipetest.Decode[envelope.UsagePersistPayload](t, h.Collect(envelope.TopicUsagePersist, 1))
+	if p := persist[0].Payload; p.OriginEventID != "evt_killed" || p.ProcessResult != string(policy.Allowed) || p.BytesUsed != 5*mb {
+		t.Errorf("the record the retry produced: %+v", p)
+	}
+	// The killed server's goroutines end with the test (its Close would
+	// make the state stale: TestUnrecordedBatchRestoresTheTruth).
+	ctx, cancel := context.WithTimeout(h.Ctx, 500*time.Millisecond)
+	defer cancel()
+	_ = killed.Close(ctx)
 }

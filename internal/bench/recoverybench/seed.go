@@ -196,7 +196,7 @@ func (g generator) write(ctx context.Context, conn *sql.Conn, lo, hi int) (Seede
 	var n Seeded
 	ts := func(t time.Time) string { return "'" + t.UTC().Format("2006-01-02 15:04:05.000") + "'" }
 	now := ts(g.now)
-	var fam, mem, pol, top strings.Builder
+	var fam, mem, imsi, pol, top strings.Builder
 	usage := []*strings.Builder{{}}
 	rows := 0
 	sep := func(b *strings.Builder) {
@@ -221,6 +221,8 @@ func (g generator) write(ctx context.Context, conn *sql.Conn, lo, hi int) (Seede
 			}
 			sep(&mem)
 			fmt.Fprintf(&mem, "(%d,%s,'member %d','%s',%s,%s)", cid, fs, cid, role, now, now)
+			sep(&imsi)
+			fmt.Fprintf(&imsi, "('%s',%d,%s)", IMSI(cid), cid, now)
 			n.Members++
 			if HasPolicy(f, c) {
 				sep(&pol)
@@ -275,6 +277,7 @@ func (g generator) write(ctx context.Context, conn *sql.Conn, lo, hi int) (Seede
 	stmts := []string{
 		"INSERT INTO families (id, name, plan_bytes, thresholds, created_at, updated_at) VALUES " + fam.String(),
 		"INSERT INTO members (id, family_id, name, role, created_at, updated_at) VALUES " + mem.String(),
+		"INSERT INTO member_imsi (imsi, member_id, updated_at) VALUES " + imsi.String(),
 	}
 	if pol.Len() > 0 {
 		stmts = append(stmts, "INSERT INTO policy_assignment (customer_id, family_id, rules, version, updated_by, updated_at) VALUES "+pol.String())
@@ -293,3 +296,8 @@ func (g generator) write(ctx context.Context, conn *sql.Conn, lo, hi int) (Seede
 	}
 	return n, nil
 }
+
+// IMSI is the IMSI the seeded member cid is provisioned with (member_imsi),
+// so that a charging request naming imsi-<IMSI(cid)> finds it: MCC 450,
+// MNC 99 (not a Korean network's), the member id as the MSIN.
+func IMSI(cid int64) string { return fmt.Sprintf("45099%010d", cid) }

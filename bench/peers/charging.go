@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The grant path: the DPCS server's charging interface (3GPP TS 32.291
+// Nchf_ConvergedCharging over HTTP/2 cleartext, doc/wire-format.md
+// "Charging (Nchf)") driven as SMFs drive it. Each call is one invocation
+// of one PDU session's charging: an update that reports the whole last
+// grant as used and asks for the next (a create when the caller holds no
+// session, a release when nothing more is granted). Members are the seeded
+// ones, named by the IMSI recoverybench provisions (internal/bench/
+// recoverybench.IMSI).
+
+// imsi is recoverybench's IMSI of member cid.
+func imsi(cid int64) string { return fmt.Sprintf("45099%010d", cid) }
+
+// smfs are the simulated SMFs of the grant steps.
+type smfs struct {
+	url, token string
+	client     *http.Client
+	gen        *generator
+	grant      int64 // bytes asked for each time
+	mu         sync.Mutex
+	idle       []*pduSession
+	granted    atomic.Int64 // bytes granted over the measured window and before
+	nextID     atomic.Int64
+	run        string
+}
+
+// pduSession is one charging data resource an SMF holds.
+type pduSession struct {
+	ref  string
+	seq  int
+	held int64
+}
+
+func newSMFs(url, token string, gen *generator, inFlight int) *smfs {
+	tr := &http.Transport{MaxIdleConnsPerHost: inFlight, IdleConnTimeout: time.Minute}
+	tr.Protocols = new(http.Protocols)
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	return &smfs{url: url, token: token, gen: gen, client: &http.Client{Transport: tr, Timeout: 10 * time.Second}, run: randomHex(4)}
+}
+
+// chargingAnswer is what the load generator reads of a ChargingDataResponse.
+type chargingAnswer struct {
+	MultipleUnitInformation []struct {
+		ResultCode  string `json:"resultCode"`
+		GrantedUnit *struct {
+			TotalVolume int64 `json:"totalVolume"`
+		} `json:"grantedUnit"`
+	} `json:"multipleUnitInformation"`
+}
+
+// body is a ChargingDataRequest for one rating group (50, web traffic):
+// used bytes reported, want bytes asked for (0: none, a release).
+func (s *smfs) body(sub string, seq int, used, want int64) string {
+	var b strings.Builder
+	b.WriteString(`{"nfConsumerIdentification":{"nodeFunctionality":"SMF","nFName":"peers-smf"},"invocationTimeStamp":"`)
+	b.WriteString(time.Now().UTC().Format(time.RFC3339Nano))
+	b.WriteString(`","invocationSequenceNumber":` + strconv.Itoa(seq))
+	if sub != "" {
+		b.WriteString(`,"subscriberIdentifier":"` + sub + `"`)
+	}
+	b.WriteString(`,"multipleUnitUsage":[{"ratingGroup":50`)
+	if want > 0 {
+		b.WriteString(`,"requestedUnit":{"totalVolume":` + strconv.FormatInt(want, 10) + `}`)
+	}
+	if used > 0 {
+		b.WriteString(`,"usedUnitContainer":[{"localSequenceNumber":` + strconv.Itoa(seq) + `,"totalVolume":` + strconv.FormatInt(used, 10) + `}]`)
+	}
+	b.WriteString(`}]}`)
+	return b.String()
+}
+
+// post sends one request and returns its status, Location and answer.
+func (s *smfs) post(ctx context.Context, path, body string) (int, string, chargingAnswer, error) {
+	var a chargingAnswer
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/nchf-convergedcharging/v3/chargingdata"+path, strings.NewReader(body))
+	if err != nil {
+		return 0, "", a, err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return 0, "", a, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, "", a, err
+	}
+	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated {
+		if err := json.Unmarshal(data, &a); err != nil {
+			return resp.StatusCode, "", a, err
+		}
+	} else if resp.StatusCode != http.StatusNoContent {
+		return resp.StatusCode, "", a, fmt.Errorf("%s: %d %s", path, resp.StatusCode, data)
+	}
+	return resp.StatusCode, resp.Header.Get("Location"), a, nil
+}
+
+// granted reads the rating group's grant of an answer: bytes, and whether
+// more may be asked for.
+func grantOf(a chargingAnswer) (int64, bool) {
+	if len(a.MultipleUnitInformation) != 1 {
+		return 0, false
+	}
+	u := a.MultipleUnitInformation[0]
+	if u.ResultCode != "SUCCESS" || u.GrantedUnit == nil {
+		return 0, false
+	}
+	return u.GrantedUnit.TotalVolume, u.GrantedUnit.TotalVolume > 0
+}
+
+// call takes one invocation: n is always 1 (a grant step per call).
+func (s *smfs) call(int) call {
+	return func(ctx context.Context, rng *rand.Rand) error {
+		s.mu.Lock()
+		var p *pduSession
+		if n := len(s.idle); n > 0 {
+			p, s.idle = s.idle[n-1], s.idle[:n-1]
+		}
+		s.mu.Unlock()
+		if p == nil {
+			_, cid := s.gen.member(rng)
+			status, loc, a, err := s.post(ctx, "", s.body("imsi-"+imsi(cid), 0, 0, s.grant))
+			if err != nil {
+				return err
+			}
+			if status != http.StatusCreated {
+				return fmt.Errorf("create: %d", status)
+			}
+			g, ok := grantOf(a)
+			if !ok {
+				return errors.New("create: nothing granted")
+			}
+			s.granted.Add(g)
+			ref := loc[strings.LastIndexByte(loc, '/')+1:]
+			s.park(&pduSession{ref: ref, held: g})
+			return nil
+		}
+		p.seq++
+		_, _, a, err := s.post(ctx, "/"+p.ref+"/update", s.body("", p.seq, p.held, s.grant))
+		if err != nil {
+			return err
+		}
+		g, ok := grantOf(a)
+		s.granted.Add(g)
+		if !ok { // the family's pool or a limit is used up: end the session
+			p.seq++
+			if _, _, _, err := s.post(ctx, "/"+p.ref+"/release", s.body("", p.seq, 0, 0)); err != nil {
+				return err
+			}
+			return nil
+		}
+		p.held = g
+		s.park(p)
+		return nil
+	}
+}
+
+func (s *smfs) park(p *pduSession) {
+	s.mu.Lock()
+	s.idle = append(s.idle, p)
+	s.mu.Unlock()
+}
+
+// releaseAll releases every session held (between steps and at the end):
+// what they hold goes back to the pools.
+func (s *smfs) releaseAll(ctx context.Context) error {
+	s.mu.Lock()
+	idle := s.idle
+	s.idle = nil
+	s.mu.Unlock()
+	var first error
+	for _, p := range idle {
+		p.seq++
+		if _, _, _, err := s.post(ctx, "/"+p.ref+"/release", s.body("", p.seq, 0, 0)); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
