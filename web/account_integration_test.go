@@ -99,13 +99,13 @@ func TestFamilyAppAccount(t *testing.T) {
 			chromedp.Click("#pw-submit", chromedp.ByID))
 	}
 	change(reset, "password123")
-	waitJS(t, kid, "a common password refused", 5*time.Second, `document.querySelector('#pw-status')?.textContent.includes('흔하거나')`,
+	waitJS(t, kid, "a common password refused", 15*time.Second, `document.querySelector('#pw-status')?.textContent.includes('흔하거나')`,
 		`document.querySelector('#pw-status')?.textContent`)
 	change("not it at all", mine)
-	waitJS(t, kid, "a wrong current password refused", 5*time.Second, `document.querySelector('#pw-status')?.textContent.includes('지금 비밀번호가 맞지 않습니다')`,
+	waitJS(t, kid, "a wrong current password refused", 15*time.Second, `document.querySelector('#pw-status')?.textContent.includes('지금 비밀번호가 맞지 않습니다')`,
 		`document.querySelector('#pw-status')?.textContent`)
 	change(reset, mine)
-	waitJS(t, kid, "changed", 5*time.Second, `document.querySelector('#pw-status')?.textContent.includes('비밀번호를 바꿨습니다')`,
+	waitJS(t, kid, "changed", 15*time.Second, `document.querySelector('#pw-status')?.textContent.includes('비밀번호를 바꿨습니다')`,
 		`document.querySelector('#pw-status')?.textContent`)
 	browsertest.Screenshot(t, kid, "app-settings-password")
 

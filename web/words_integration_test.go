@@ -69,9 +69,9 @@ func TestWordsPeopleRead(t *testing.T) {
 	useData(t, sys.KafkaAddr, fam, child2, "com.netflix.mediaclient", 1, 1024)
 	// A gift, an exception, a top-up and a plan change.
 	policy(sys.Owner2.ID, map[string]string{"LIMIT:DATA:MONTHLY": strconv.Itoa(1024 * mib)})
-	call(owner, http.MethodPost, famPath+"/gifts", map[string]any{"fromCustomerId": sys.Owner2.ID, "toCustomerId": child, "amountBytes": 50 * mib}, http.StatusCreated)
+	call(owner, http.MethodPost, famPath+"/gifts", map[string]any{"fromCustomerId": sys.Owner2.ID, "toCustomerId": child, "amountBytes": 100 * mib}, http.StatusCreated)
 	call(owner, http.MethodPost, fmt.Sprintf("%s/members/%d/exceptions", famPath, child), map[string]any{"kind": "APP", "appId": "com.unknown.game", "minutes": 30})
-	call(owner, http.MethodPost, famPath+"/topups", map[string]any{"bytes": 100 * mib}, http.StatusCreated)
+	call(owner, http.MethodPost, famPath+"/topups", map[string]any{"offerId": "100MB"}, http.StatusCreated)
 	// Requests of every kind: one approved, one declined, two waiting.
 	var reqs []int64
 	ask := func(body map[string]any) {
@@ -85,10 +85,12 @@ func TestWordsPeopleRead(t *testing.T) {
 	call(owner, http.MethodPost, fmt.Sprintf("%s/data-requests/%d/decline", famPath, reqs[1]), map[string]any{"reason": "내일 하자"})
 	ask(map[string]any{"kind": "APP", "appId": "com.youtube.app", "minutes": 30, "message": "노래 들을게요"})
 	ask(map[string]any{"kind": "APP", "appId": "com.unknown.game", "minutes": 15})
-	// A password reset, a locked login, a member added and removed.
+	// A password reset, a locked login (the other parent's: a lock is the
+	// member's, whatever login was typed, and the blocked child logs in
+	// below), a member added and removed.
 	call(owner, http.MethodPost, fmt.Sprintf("%s/members/%d/password", famPath, child2), map[string]string{"password": "summer camp 2026"}, http.StatusNoContent)
 	for range 10 {
-		sys.Call(t, "", http.MethodPost, "/auth/token", map[string]string{"login": sys.Child2.Phone, "password": "wrong guess"}, nil,
+		sys.Call(t, "", http.MethodPost, "/auth/token", map[string]string{"login": sys.Owner2.Phone, "password": "wrong guess"}, nil,
 			http.StatusUnauthorized, http.StatusTooManyRequests)
 	}
 	var added struct {

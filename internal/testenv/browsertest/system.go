@@ -68,7 +68,10 @@ func StartSystem(t testing.TB, opts ...SystemOption) *System {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// A bound on the start, not a guess at it: seeding the demo's 2,000
+	// families is ~10,000 transactions, 16 s on a busy 2-core machine and
+	// several times that under -race.
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	s, err := service.StartSystem(ctx, cfg, nil)
 	if err != nil {
