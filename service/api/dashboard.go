@@ -20,8 +20,12 @@ type Pool struct {
 	UsedBytes      int64   `json:"usedBytes"`
 	RemainingBytes int64   `json:"remainingBytes"`
 	UsedPercent    float64 `json:"usedPercent"`
-	Thresholds     []int   `json:"thresholds" doc:"Alert levels, percent of the pool remaining"`
-	Fired          []int   `json:"fired" doc:"Thresholds already announced this month"`
+	// ReservedBytes is what the network's live charging sessions hold of
+	// the pool: granted to them, not yet reported used (not usage: alert
+	// levels and UsedBytes count only what was used).
+	ReservedBytes int64 `json:"reservedBytes" doc:"What live network charging sessions hold of the pool: granted, not yet reported used (not usage)"`
+	Thresholds    []int `json:"thresholds" doc:"Alert levels, percent of the pool remaining"`
+	Fired         []int `json:"fired" doc:"Thresholds already announced this month"`
 }
 
 // Standing is whether a member may use data now, and why not.
@@ -49,6 +53,7 @@ type DashboardMember struct {
 	MonthlyUsedBytes int64   `json:"monthlyUsedBytes"`
 	SharePercent     float64 `json:"sharePercent" doc:"Share of the family's use this month"`
 	PolicyVersion    int64   `json:"policyVersion"`
+	ReservedBytes    int64   `json:"reservedBytes" doc:"What the member's live network charging sessions hold this month: granted, not yet reported used"`
 	Minor            bool    `json:"minor,omitempty" doc:"Under 19: under the operator's gift rules it only receives gifts"`
 	// DailyLimitBytes is the member's daily limit in effect now, approved
 	// extras included; MonthlyLimitBytes what it has for the month (the
@@ -100,7 +105,7 @@ func (a *Server) dashboard(ctx context.Context, fid int64) (Dashboard, error) {
 	}
 	d := Dashboard{FamilyID: f.ID, Name: f.Name, Month: st.Month, Provisioned: st.Provisioned,
 		Pool: Pool{PlanBytes: st.Plan, TopUpBytes: st.TopUps, TotalBytes: st.Total, UsedBytes: st.Used,
-			RemainingBytes: st.Remaining, UsedPercent: st.UsedPercent(), Thresholds: nonNil(st.Thresholds), Fired: nonNil(st.Fired)},
+			RemainingBytes: st.Remaining, UsedPercent: st.UsedPercent(), ReservedBytes: st.Reserved, Thresholds: nonNil(st.Thresholds), Fired: nonNil(st.Fired)},
 		Members: []DashboardMember{}}
 	status := make(map[int64]quota.MemberStatus, len(st.Members))
 	for _, ms := range st.Members {
@@ -110,7 +115,7 @@ func (a *Server) dashboard(ctx context.Context, fid int64) (Dashboard, error) {
 	now := policy.MomentOf(at, a.cfg.State.Location())
 	line := func(cid int64, name, role string, ms quota.MemberStatus) DashboardMember {
 		dm := DashboardMember{CustomerID: cid, Name: name, Role: role, DailyUsedBytes: ms.DailyUsed,
-			MonthlyUsedBytes: ms.MonthlyUsed, PolicyVersion: ms.Version, Standing: standing(ms), TodayLeftBytes: max(st.Remaining, 0)}
+			MonthlyUsedBytes: ms.MonthlyUsed, ReservedBytes: ms.MonthlyReserved, PolicyVersion: ms.Version, Standing: standing(ms), TodayLeftBytes: max(st.Remaining, 0)}
 		if c, err := policy.ParseConstraints(ms.Constraints); err == nil && len(ms.Constraints) > 0 {
 			daily, monthly := c.EffectiveLimits(now)
 			dm.DailyLimitBytes, dm.MonthlyLimitBytes = daily, c.MonthlyAllowance(now)

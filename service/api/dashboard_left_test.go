@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
 )
 
 // A member's card says what it may still use today, the smallest of what its
@@ -53,4 +54,40 @@ func deref(p *int64) any {
 		return nil
 	}
 	return *p
+}
+
+// What the network's live charging sessions hold is shown beside what was
+// used, for the pool and the member holding it (#37), and is not usage:
+// the used figures do not move until a step reports it used.
+func TestDashboardReserved(t *testing.T) {
+	f := newAPIFixture(t)
+	owner := f.token(ownerA)
+	ctx := t.Context()
+	rs, err := f.engine.Grant(ctx, []quota.GrantOp{{ID: "grs_dash_1", GrantID: "grt_dash", FamilyID: famA, CustomerID: childA,
+		Requested: 10 * mib, At: f.clock()}})
+	if err != nil || len(rs) != 1 || rs[0].Granted != 10*mib {
+		t.Fatalf("grant: %+v %v", rs, err)
+	}
+	var d Dashboard
+	f.call(http.MethodGet, "/families/100", owner, nil, http.StatusOK, &d)
+	if d.Pool.ReservedBytes != 10*mib || d.Pool.UsedBytes != 0 {
+		t.Errorf("pool: reserved %d used %d, want 10 MiB and 0", d.Pool.ReservedBytes, d.Pool.UsedBytes)
+	}
+	for _, m := range d.Members {
+		want := int64(0)
+		if m.CustomerID == childA {
+			want = 10 * mib
+		}
+		if m.ReservedBytes != want || m.MonthlyUsedBytes != 0 {
+			t.Errorf("member %d: reserved %d used %d, want %d and 0", m.CustomerID, m.ReservedBytes, m.MonthlyUsedBytes, want)
+		}
+	}
+	if _, err := f.engine.Grant(ctx, []quota.GrantOp{{ID: "grs_dash_2", GrantID: "grt_dash", FamilyID: famA, CustomerID: childA,
+		Used: 4 * mib, Release: true, At: f.clock()}}); err != nil {
+		t.Fatal(err)
+	}
+	f.call(http.MethodGet, "/families/100", owner, nil, http.StatusOK, &d)
+	if d.Pool.ReservedBytes != 0 || d.Pool.UsedBytes != 4*mib {
+		t.Errorf("after the release: reserved %d used %d, want 0 and 4 MiB", d.Pool.ReservedBytes, d.Pool.UsedBytes)
+	}
 }

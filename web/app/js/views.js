@@ -92,6 +92,7 @@ export async function dashboardView(root) {
       h('p.pool-detail', h('span#pool-remaining', { 'data-bytes': String(p.remainingBytes) }, t('poolOf', { remaining: fmtBytes(p.remainingBytes), total: fmtBytes(p.totalBytes) })),
         ' · ', t('usedPct', { pct: p.usedPercent.toFixed(1) }),
         p.topUpBytes ? ` · ${t('topUps', { bytes: fmtBytes(p.topUpBytes) })}` : ''),
+      p.reservedBytes > 0 ? h('p#pool-reserved.muted', { 'data-bytes': String(p.reservedBytes) }, t('poolReserved', { bytes: fmtBytes(p.reservedBytes) })) : null,
       lowPool(d, remPct),
       h('p', h('a#pool-history', { href: '#/history' }, t('historyLink'))),
     ].filter(Boolean));
@@ -126,6 +127,7 @@ export async function dashboardView(root) {
         h(`span.badge-status.${blocked ? 'st-blocked' : 'st-ok'}`, blocked ? t('blocked') : t('allowed'))),
       blocked ? h('p.reason', { id: `reason-${m.customerId}` }, reasonText(m, state.catalog)) : null,
       h('p.muted', `${t('thisMonth', { bytes: fmtBytes(m.monthlyUsedBytes) })} · ${t('today', { bytes: fmtBytes(m.dailyUsedBytes) })} · ${m.sharePercent.toFixed(1)}%`),
+      m.reservedBytes > 0 ? h('p.muted.reserved', { id: `reserved-${m.customerId}` }, t('memberReserved', { bytes: fmtBytes(m.reservedBytes) })) : null,
       limitsLine(m),
       h('p.links',
         (isOwner() || mine) ? h('a', { href: `#/usage/${m.customerId}` }, t('navUsage')) : null,
