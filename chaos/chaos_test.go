@@ -163,6 +163,7 @@ type harness struct {
 	owners   map[int64]int64   // family → its first owner
 	rearmed  map[int64]bool    // families topped up through the API
 	gateway  string            // the gateway load's figures, for the summary
+	charging string            // the simulated SMFs' figures, for the summary
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -241,6 +242,7 @@ func TestChaos(t *testing.T) {
 	h.logf("traffic started: %.0f events/s × %d copies", cfg.Rate, cfg.Copies)
 	srv := h.startServer()
 	srv.run()
+	srv.startSMFs()
 
 	// 3. Faults (see faults), then traffic stops.
 	h.faults(sim)
@@ -254,6 +256,7 @@ func TestChaos(t *testing.T) {
 	}
 	cancel()
 	srv.close()
+	smf := srv.closeSMFs()
 	ts := traffic.Stats()
 	h.logf("traffic stopped: %d records, %d distinct events, %d failed", ts.Records, ts.Distinct, ts.Failed)
 	lap("traffic with faults")
@@ -268,6 +271,7 @@ func TestChaos(t *testing.T) {
 		produced[id] = struct{}{}
 	}
 	h.rearmed = srv.toppedUp()
+	srv.checkSMFs(smf)
 	sum := h.check(produced, ts)
 	lap("checks")
 	total := time.Since(began).Round(100 * time.Millisecond)
@@ -1022,6 +1026,15 @@ func (h *harness) check(produced map[string]struct{}, ts TrafficStats) results {
 	ctx, cancel := context.WithTimeout(h.ctx, 5*time.Minute)
 	defer cancel()
 	var err error
+	// The grant steps' rows are the SMFs' creates, updates and releases:
+	// one row each, like an event's.
+	steps, err := GrantSteps(ctx, h.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range steps {
+		produced[id] = struct{}{}
+	}
 	if err := CheckEvents(ctx, h.db, produced); err != nil {
 		t.Errorf("usage_record vs produced events:\n%v", err)
 	}
@@ -1043,7 +1056,11 @@ func (h *harness) check(produced map[string]struct{}, ts TrafficStats) results {
 	if r.kinds, err = NotificationStats(ctx, h.db); err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckNotified(r.kinds, r.usage); err != nil {
+	grantQuota, grantBlocked, err := GrantNotices(ctx, h.db, steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckNotified(r.kinds, r.usage, grantQuota, grantBlocked); err != nil {
 		t.Errorf("notifications:\n%v", err)
 	}
 	r.alerts, err = CheckThresholds(ctx, h.db, h.eng, h.families, h.rearmed)
@@ -1080,7 +1097,7 @@ func (h *harness) summary(r results, ts TrafficStats, phase []string, total time
 		len(h.families), h.cfg.Rate, h.cfg.Rate*10, h.cfg.Burst, h.cfg.Copies)
 	fmt.Fprintf(&b, "records produced (acked)   %d (failed %d)\n", ts.Records, ts.Failed)
 	fmt.Fprintf(&b, "distinct events            %d\n", ts.Distinct)
-	fmt.Fprintf(&b, "usage_record rows          %d (distinct ids %d)\n", r.usage.Rows, r.usage.Distinct)
+	fmt.Fprintf(&b, "usage_record rows          %d (distinct ids %d; events' rows by result:)\n", r.usage.Rows, r.usage.Distinct)
 	for _, k := range slices.Sorted(maps.Keys(r.usage.ByResult)) {
 		fmt.Fprintf(&b, "  %-24s %d\n", k, r.usage.ByResult[k])
 	}
@@ -1088,6 +1105,10 @@ func (h *harness) summary(r results, ts TrafficStats, phase []string, total time
 		r.kinds[string(envelope.SubQuotaUpdated)], r.kinds[string(envelope.SubCustomerBlocked)], r.alerts)
 	if h.gateway != "" {
 		fmt.Fprintf(&b, "gateway (server-1)         %s\n", h.gateway)
+	}
+	if h.charging != "" {
+		fmt.Fprintf(&b, "SMFs (charging, server-1)  %s; %d grant steps in usage_record (%d of them charged bytes)\n",
+			h.charging, r.usage.Grants, r.usage.GrantsCharged)
 	}
 	fmt.Fprintf(&b, "checked from SQL           %d family-months ≤ plan + top-ups, %d member months/days ≤ limit, %d BLOCKED_NOT_MEMBER\n",
 		r.plans, r.limits, r.usage.ByResult[string(policy.BlockedNotMember)])

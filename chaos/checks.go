@@ -98,16 +98,25 @@ func DeadLetters(ctx context.Context, brokers []string, topic string, max int) (
 // UsageStats describes usage_record.
 type UsageStats struct {
 	Rows, Distinct int64
-	ByResult       map[string]int64
+	// ByResult counts the events' rows (grant_id empty) by result.
+	ByResult map[string]int64
+	// Grants counts the grant steps' rows, GrantsCharged those that
+	// charged bytes (each notified QUOTA_UPDATED).
+	Grants, GrantsCharged int64
 }
 
-// Usage counts usage_record's rows, distinct event ids and rows per result.
+// Usage counts usage_record's rows, distinct event ids, the events' rows
+// per result and the grant steps' rows.
 func Usage(ctx context.Context, db *sql.DB) (UsageStats, error) {
 	s := UsageStats{ByResult: map[string]int64{}}
 	if err := db.QueryRowContext(ctx, `SELECT COUNT(*), COUNT(DISTINCT event_id) FROM usage_record`).Scan(&s.Rows, &s.Distinct); err != nil {
 		return s, fmt.Errorf("chaos: count usage_record: %w", err)
 	}
-	rows, err := db.QueryContext(ctx, `SELECT process_result, COUNT(*) FROM usage_record GROUP BY process_result`)
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(bytes_used > 0), 0) FROM usage_record WHERE grant_id <> ''`).
+		Scan(&s.Grants, &s.GrantsCharged); err != nil {
+		return s, fmt.Errorf("chaos: count grant steps: %w", err)
+	}
+	rows, err := db.QueryContext(ctx, `SELECT process_result, COUNT(*) FROM usage_record WHERE grant_id = '' GROUP BY process_result`)
 	if err != nil {
 		return s, fmt.Errorf("chaos: usage_record by result: %w", err)
 	}
@@ -126,8 +135,8 @@ func Usage(ctx context.Context, db *sql.DB) (UsageStats, error) {
 // Allowed is the number of ALLOWED rows.
 func (s UsageStats) Allowed() int64 { return s.ByResult[string(policy.Allowed)] }
 
-// Blocked is the number of rows of any BLOCKED_* result.
-func (s UsageStats) Blocked() int64 { return s.Rows - s.Allowed() }
+// Blocked is the number of events' rows of any BLOCKED_* result.
+func (s UsageStats) Blocked() int64 { return s.Rows - s.Grants - s.Allowed() }
 
 // CheckEvents compares usage_record's event ids with the produced ones:
 // every produced event exactly once, nothing else.
@@ -203,18 +212,104 @@ func NotificationStats(ctx context.Context, db *sql.DB) (map[string]int64, error
 	return out, rows.Err()
 }
 
+// GrantSteps returns the ids of usage_record's grant-step rows (the
+// charging interface's creates, updates and releases): they are not
+// produced events, and each is one row like an event's.
+func GrantSteps(ctx context.Context, db *sql.DB) ([]string, error) {
+	rows, err := db.QueryContext(ctx, `SELECT event_id FROM usage_record WHERE grant_id <> ''`)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: grant steps: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// GrantNotices counts the inbox's QUOTA_UPDATED and CUSTOMER_BLOCKED rows
+// that grant steps caused (their event ids derive from the steps' ids, as
+// service/judge derives them).
+func GrantNotices(ctx context.Context, db *sql.DB, steps []string) (quotaUpdated, blocked int64, err error) {
+	want := make(map[string]string, 2*len(steps))
+	for _, id := range steps {
+		want[envelope.DerivedID(envelope.PrefixNotification, id, "quota-updated")] = string(envelope.SubQuotaUpdated)
+		want[envelope.DerivedID(envelope.PrefixNotification, id, "customer-blocked")] = string(envelope.SubCustomerBlocked)
+	}
+	rows, err := db.QueryContext(ctx, `SELECT event_id, kind FROM notification WHERE kind IN (?, ?)`,
+		string(envelope.SubQuotaUpdated), string(envelope.SubCustomerBlocked))
+	if err != nil {
+		return 0, 0, fmt.Errorf("chaos: grant notifications: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, kind string
+		if err := rows.Scan(&id, &kind); err != nil {
+			return 0, 0, err
+		}
+		switch k, ok := want[id]; {
+		case !ok:
+		case k != kind:
+			return 0, 0, fmt.Errorf("chaos: inbox row %s is %s, its id derives from a grant step's %s", id, kind, k)
+		case k == string(envelope.SubQuotaUpdated):
+			quotaUpdated++
+		default:
+			blocked++
+		}
+	}
+	return quotaUpdated, blocked, rows.Err()
+}
+
 // CheckNotified checks that every judged event was notified exactly once:
 // one QUOTA_UPDATED per allowed row, one CUSTOMER_BLOCKED per blocked row
-// (the inbox's event_id is unique, so more would be a different id).
-func CheckNotified(kinds map[string]int64, u UsageStats) error {
+// (the inbox's event_id is unique, so more would be a different id), and
+// one QUOTA_UPDATED per grant step that charged bytes. grantQuota and
+// grantBlocked are the inbox's rows caused by grant steps (GrantNotices):
+// a refused grant step's CUSTOMER_BLOCKED is not one per row, so only the
+// events' are counted exactly.
+func CheckNotified(kinds map[string]int64, u UsageStats, grantQuota, grantBlocked int64) error {
 	var errs []error
-	if got := kinds[string(envelope.SubQuotaUpdated)]; got != u.Allowed() {
-		errs = append(errs, fmt.Errorf("inbox holds %d QUOTA_UPDATED, usage_record %d ALLOWED rows", got, u.Allowed()))
+	if got := kinds[string(envelope.SubQuotaUpdated)] - grantQuota; got != u.Allowed() {
+		errs = append(errs, fmt.Errorf("inbox holds %d QUOTA_UPDATED for events, usage_record %d ALLOWED rows", got, u.Allowed()))
 	}
-	if got := kinds[string(envelope.SubCustomerBlocked)]; got != u.Blocked() {
-		errs = append(errs, fmt.Errorf("inbox holds %d CUSTOMER_BLOCKED, usage_record %d blocked rows", got, u.Blocked()))
+	if grantQuota != u.GrantsCharged {
+		errs = append(errs, fmt.Errorf("inbox holds %d QUOTA_UPDATED for grant steps, usage_record %d grant steps that charged bytes", grantQuota, u.GrantsCharged))
+	}
+	if got := kinds[string(envelope.SubCustomerBlocked)] - grantBlocked; got != u.Blocked() {
+		errs = append(errs, fmt.Errorf("inbox holds %d CUSTOMER_BLOCKED for events, usage_record %d blocked rows", got, u.Blocked()))
 	}
 	return errors.Join(errs...)
+}
+
+// CheckReleased checks that no grant holds anything any more: every
+// family's pool and every member's day and month have nothing reserved in
+// the engine's state. Run after the SMFs released every session (and the
+// sweep had time to close the sessions whose answers were lost).
+func CheckReleased(ctx context.Context, eng *quota.Engine, families []int64) error {
+	var held []string
+	for _, fid := range families {
+		fs, err := eng.Family(ctx, fid)
+		if err != nil {
+			return fmt.Errorf("chaos: family %d: %w", fid, err)
+		}
+		if fs.Reserved != 0 {
+			held = append(held, fmt.Sprintf("family %d pool reserved %d", fid, fs.Reserved))
+		}
+		for _, m := range fs.Members {
+			if m.DailyReserved != 0 || m.MonthlyReserved != 0 {
+				held = append(held, fmt.Sprintf("family %d member %d reserved %d today, %d this month", fid, m.CustomerID, m.DailyReserved, m.MonthlyReserved))
+			}
+		}
+	}
+	if len(held) > 0 {
+		return fmt.Errorf("%d reservations still held after every session was released: %s", len(held), listed(held))
+	}
+	return nil
 }
 
 // CheckThresholds checks the THRESHOLD_ALERT rows of the inbox against the
@@ -356,15 +451,16 @@ func CheckNotMember(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
-// allowedRow is one ALLOWED usage_record row.
+// allowedRow is one usage_record row that spent bytes: an ALLOWED
+// event or a grant step (its charge, whatever its decision).
 type allowedRow struct {
 	fid, cid, bytes int64
 	at              time.Time
 }
 
 func allowedRows(ctx context.Context, db *sql.DB) ([]allowedRow, error) {
-	rows, err := db.QueryContext(ctx, `SELECT family_id, customer_id, bytes_used, event_time FROM usage_record WHERE process_result = ?`,
-		string(policy.Allowed))
+	rows, err := db.QueryContext(ctx, `SELECT family_id, customer_id, bytes_used, event_time FROM usage_record
+		WHERE process_result = ? OR grant_id <> ''`, string(policy.Allowed))
 	if err != nil {
 		return nil, fmt.Errorf("chaos: allowed rows: %w", err)
 	}
@@ -381,7 +477,7 @@ func allowedRows(ctx context.Context, db *sql.DB) ([]allowedRow, error) {
 }
 
 // CheckPlans checks, from SQL alone, that nobody spent over plan: for every
-// family and month (in loc), Σ bytes of its ALLOWED usage_record rows ≤ its
+// family and month (in loc), Σ bytes of its ALLOWED usage_record rows and grant charges ≤ its
 // plan (families.plan_bytes) + that month's top-ups. It returns the number
 // of family-months checked.
 func CheckPlans(ctx context.Context, db *sql.DB, loc *time.Location) (int, error) {

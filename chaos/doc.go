@@ -22,6 +22,11 @@
 //     Redis from it as the first state generation;
 //  3. drives steady traffic from the simulator's generator, producing every
 //     event three times as three separate records, with one 10× burst;
+//     beside it a server deployable answers a gateway's POST /decisions and
+//     owners' top-ups, and serves the charging interface, on which
+//     simulated SMFs (service/charging/smfsim) hold 20 PDU sessions on the
+//     API families' members (by IMSI) for the whole traffic time — errors
+//     during the faults are expected;
 //  4. meanwhile rebalances the consumer group (1→3→2→3 processors), kills
 //     processors with SIGKILL and restarts them, kills and restarts
 //     redis-server on the same port and AOF directory (stale as well: a
@@ -33,12 +38,17 @@
 //     old (DPCS_CHAOS_FAULTS: only the steps it names), each
 //     time waiting until one processor rebuilt Redis from SQL and the group
 //     commits again;
-//  5. stops traffic, waits until every distinct event is in usage_record and
-//     every consumer group has caught up, and checks recovery.CheckInvariants,
-//     one row per produced event, one QUOTA_UPDATED or CUSTOMER_BLOCKED per
-//     event, exactly one THRESHOLD_ALERT per threshold the engine fired (in
-//     the inbox and, by event id, on notification-events), and from SQL
-//     alone nobody over plan + top-ups, no member over a limit and no
+//  5. stops traffic, has the SMFs release every session, waits until every
+//     distinct event is in usage_record and every consumer group has caught
+//     up, checks that the SMFs were granted bytes and used them and that no
+//     family or member holds a reservation in Redis any more (sessions whose
+//     answers a fault lost are swept within seconds), and checks
+//     recovery.CheckInvariants, one row per produced event or grant step,
+//     one QUOTA_UPDATED or CUSTOMER_BLOCKED per event and one QUOTA_UPDATED
+//     per grant step that charged bytes, exactly one THRESHOLD_ALERT per
+//     threshold the engine fired (in the inbox and, by event id, on
+//     notification-events), and from SQL alone (grant charges included)
+//     nobody over plan + top-ups, no member over a limit and no
 //     BLOCKED_NOT_MEMBER.
 //
 // This package holds the building blocks the test composes: child processes

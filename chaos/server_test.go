@@ -21,6 +21,8 @@ import (
 
 	"github.com/dabom/dpcs/e2e"
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/charging/smfsim"
+	"github.com/dabom/dpcs/service/store"
 )
 
 // The server deployable joins the run (#23): gateways' POST /decisions and
@@ -58,6 +60,12 @@ type serverLoad struct {
 	tried     map[int64]bool // families a top-up was asked for
 	statusSeq map[int]int
 	why       map[string]int // 503s by their detail
+
+	// The charging interface (#37): simulated SMFs hold PDU sessions on
+	// the API families' members through every fault.
+	charging string // its base URL
+	chfToken string
+	smf      *smfsim.Simulator
 }
 
 // buildServer builds examples/server next to the processor binary.
@@ -77,14 +85,16 @@ func (h *harness) buildServer() string {
 func (h *harness) startServer() *serverLoad {
 	h.t.Helper()
 	bin := h.serverBin
-	ports, err := FreePorts(1)
+	ports, err := FreePorts(2)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	secret, gw := make([]byte, 32), make([]byte, 32)
+	secret, gw, chf := make([]byte, 32), make([]byte, 32), make([]byte, 32)
 	_, _ = crand.Read(secret)
 	_, _ = crand.Read(gw)
+	_, _ = crand.Read(chf)
 	s := &serverLoad{h: h, base: fmt.Sprintf("http://127.0.0.1:%d", ports[0]), gw: "gw_" + hex.EncodeToString(gw),
+		charging: fmt.Sprintf("http://127.0.0.1:%d", ports[1]), chfToken: "chf_" + hex.EncodeToString(chf),
 		client: &http.Client{Timeout: 30 * time.Second}, stop: make(chan struct{}),
 		answered: map[string]policy.Decision{}, refused: map[string]bool{}, unknown: map[string]bool{},
 		tokens: map[int64]string{}, tried: map[int64]bool{}, why: map[string]int{}, statusSeq: map[int]int{}}
@@ -98,6 +108,15 @@ func (h *harness) startServer() *serverLoad {
 		// It joins the processors' notifier group: store QUOTA_UPDATED as
 		// they do (the invariants count one per allowed row).
 		"DPCS_NOTIFIER_STORE_QUOTA_UPDATED=true",
+		// The charging interface, with short validities, holding times and
+		// sweeps so that a session whose answer was lost in a fault is
+		// closed (its reservation returned) within seconds of the run.
+		fmt.Sprintf("DPCS_CHARGING_ADDR=127.0.0.1:%d", ports[1]),
+		"DPCS_CHARGING_TOKENS="+s.chfToken,
+		"DPCS_CHARGING_VALIDITY=10s",
+		"DPCS_CHARGING_HOLDING_TIME=5s",
+		"DPCS_CHARGING_SWEEP=2s",
+		"DPCS_CHARGING_NOTIFY_NETWORKS=127.0.0.0/8",
 	)
 	if s.proc, err = StartProcess("server-1", filepath.Join(h.dir, "server-1.log"), env, bin); err != nil {
 		h.t.Fatal(err)
@@ -117,8 +136,88 @@ func (h *harness) startServer() *serverLoad {
 	if err != nil {
 		h.t.Fatalf("%v\n%s", err, Tail(s.proc.LogPath, 30))
 	}
-	h.logf("started server-1 (pid %d) on %s: gateways' /decisions and owners' top-ups", s.proc.PID(), s.base)
+	h.logf("started server-1 (pid %d) on %s: gateways' /decisions and owners' top-ups; charging on %s", s.proc.PID(), s.base, s.charging)
 	return s
+}
+
+// smfSessions is how many PDU sessions the simulated SMFs hold at once.
+const smfSessions = 20
+
+// startSMFs gives the API families' members IMSIs and starts the simulated
+// SMFs on them: modest rates and short sessions, so that pools are touched
+// and grants are created, updated and released through every fault.
+func (s *serverLoad) startSMFs() {
+	h := s.h
+	st, err := store.New(h.db, store.WithLocation(h.eng.Location()))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var subs []string
+	for _, f := range h.families[:min(apiFamilies, len(h.families))] {
+		for _, cid := range h.members[f] {
+			imsi := fmt.Sprintf("45099%010d", cid)
+			if err := retryDeadlock(func() error { return st.SetMemberIMSI(h.ctx, f, cid, imsi, store.System) }); err != nil {
+				h.t.Fatalf("member %d's IMSI: %v", cid, err)
+			}
+			subs = append(subs, "imsi-"+imsi)
+		}
+	}
+	s.smf, err = smfsim.New(smfsim.Config{URL: s.charging, Token: s.chfToken, Subscribers: subs, Sessions: smfSessions,
+		NotifyAddr: "127.0.0.1:0", Seed: h.cfg.Seed, Rate: [2]int64{64 << 10, 512 << 10},
+		Lifetime: [2]time.Duration{5 * time.Second, 30 * time.Second}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := s.smf.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.logf("simulated SMFs started: %d sessions over %d subscribers", smfSessions, len(subs))
+}
+
+// closeSMFs ends every session (each releases what it holds) and records
+// the SMFs' figures for the summary.
+func (s *serverLoad) closeSMFs() smfsim.Stats {
+	h := s.h
+	ctx, cancel := context.WithTimeout(h.ctx, time.Minute)
+	defer cancel()
+	if err := s.smf.Close(ctx); err != nil {
+		h.t.Errorf("simulated SMFs: close (release every session): %v", err)
+	}
+	st := s.smf.Stats()
+	h.logf("simulated SMFs closed: %+v", st)
+	h.charging = fmt.Sprintf("%d creates, %d updates, %d releases, %d REAUTHORIZATIONs; %d bytes granted, %d used; %d rating groups refused, %d last units; %d errors (faults); %d open",
+		st.Creates, st.Updates, st.Releases, st.Notifications, st.GrantedBytes, st.UsedBytes, st.Refused, st.Final, st.Errors, st.Open)
+	return st
+}
+
+// checkSMFs fails the run when charging silently never ran, or a session
+// is still open after Close; then waits until no grant holds anything in
+// Redis (the sweep closes sessions whose answers a fault lost within
+// validity + holding time + sweep, about 20 s) and checks it.
+func (s *serverLoad) checkSMFs(st smfsim.Stats) {
+	h := s.h
+	if st.Creates == 0 || st.Updates == 0 || st.Releases == 0 || st.GrantedBytes == 0 || st.UsedBytes == 0 {
+		h.t.Errorf("charging did not run: the simulated SMFs got %+v (want creates, updates, releases and bytes granted and used)", st)
+	}
+	if st.Open != 0 {
+		h.t.Errorf("simulated SMFs: %d sessions still open after Close", st.Open)
+	}
+	var last error
+	err := e2e.Wait{What: "every grant's reservation returned", Stall: time.Minute, Poll: time.Second}.Until(h.ctx, func(ctx context.Context) (e2e.Progress, error) {
+		last = CheckReleased(ctx, h.eng, h.families[:min(apiFamilies, len(h.families))])
+		if last == nil {
+			return e2e.Progress{Done: true}, nil
+		}
+		return e2e.Progress{Seen: last.Error()}, nil
+	})
+	if err != nil {
+		h.t.Errorf("every release returned: %v", err)
+		return
+	}
+	// Every family, not only the SMFs' ones.
+	if err := CheckReleased(h.ctx, h.eng, h.families); err != nil {
+		h.t.Errorf("every release returned: %v", err)
+	}
 }
 
 // post sends a JSON body and decodes a 200's answer into out.
