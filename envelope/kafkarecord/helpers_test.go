@@ -23,8 +23,8 @@ func goldenFiles(tb testing.TB) []string {
 			out = append(out, f)
 		}
 	}
-	if len(out) != 12 { // one per payload kind (two data-request notifications since #15, two for time requests)
-		tb.Fatalf("want 12 golden files, found %d: %v", len(out), out)
+	if len(out) != 13 { // one per payload kind (two data-request notifications since #15, two for time requests, a grant step since #37)
+		tb.Fatalf("want 13 golden files, found %d: %v", len(out), out)
 	}
 	return out
 }
