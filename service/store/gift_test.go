@@ -110,7 +110,8 @@ func testGifts(t *testing.T, e *env) {
 		default:
 			from := rapid.SampledFrom(members).Draw(rt, "from")
 			to := rapid.SampledFrom(members).Draw(rt, "to")
-			used := rapid.Int64Range(0, 400).Draw(rt, "used")
+			// Often little used, so that gifts are taken as often as refused.
+			used := rapid.OneOf(rapid.Int64Range(0, 40), rapid.Int64Range(0, 400)).Draw(rt, "used")
 			bytes := rapid.Int64Range(0, 24).Draw(rt, "steps") * 5
 			c := constraints(from)
 			left := max(*c.MonthlyLimit+c.Extras[mo.Month]+c.Gifts[mo.Month]-used, 0)
@@ -189,7 +190,9 @@ func testGifts(t *testing.T, e *env) {
 	if err := e.DB.QueryRowContext(e.Ctx, `SELECT COUNT(*) FROM audit_log WHERE action = 'data.gift'`).Scan(&giftAudits); err != nil || giftAudits != gifts {
 		t.Errorf("%d data.gift audit rows (%v) for %d gifts", giftAudits, err, gifts)
 	}
-	if gifts == 0 {
+	// (Under -short rapid draws a fifth of its checks: too few to be sure
+	// of a gift taken.)
+	if gifts == 0 && !testing.Short() {
 		t.Error("no gift was taken: the property tried none")
 	}
 	// The history: this month's gifts, newest first, a member's own.
