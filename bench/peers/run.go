@@ -28,6 +28,7 @@ type config struct {
 	seed                  bool
 	callers, inFlight     int
 	rate, eventRate       float64
+	grantRate             float64
 	batch                 int
 	warmup, duration      time.Duration
 	dir, doc              string
@@ -45,6 +46,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.recoverybench, "recoverybench", "", "the seeding binary (go build ./examples/recoverybench)")
 	fs.StringVar(&c.processor, "processor", "", "the processor deployable's binary (go build ./examples/processor); empty: no pipeline steps")
 	fs.StringVar(&c.pipebench, "pipebench", "", "the pipeline benchmark's binary (go build ./examples/pipebench): measures the engine's Redis ceiling after the pipeline steps; empty: none")
+	fs.Float64Var(&c.grantRate, "grant-rate", 200, "updates per second of the grant path's fixed-rate step (each moves a whole grant: an SMF reports far less often than a gateway asks)")
 	fs.Float64Var(&c.eventRate, "event-rate", 5000, "usage events per second of the pipeline's fixed-rate step")
 	fs.IntVar(&c.families, "families", 80_000, "families seeded (4 members each)")
 	fs.BoolVar(&c.seed, "seed", true, "seed the database again (false: use the one a run before seeded with the same -families)")
@@ -490,8 +492,8 @@ func (r *report) grantSteps(ctx context.Context, d *dpcs, procs []proc, say func
 		{fmt.Sprintf("closed loop, %d callers, 1 MiB grants", cfg.callers), 1 << 20, closed},
 		{fmt.Sprintf("closed loop, %d callers, 10 MiB grants", cfg.callers), 10 << 20, closed},
 		{fmt.Sprintf("closed loop, %d callers, 100 MiB grants", cfg.callers), 100 << 20, closed},
-		{fmt.Sprintf("%s calls/s, 10 MiB grants", thousands(cfg.rate)), 10 << 20, func(f call, mark func()) (window, error) {
-			return openLoop(ctx, cfg.rate, cfg.inFlight, cfg.warmup, cfg.duration, f, mark)
+		{fmt.Sprintf("%s calls/s, 10 MiB grants", thousands(cfg.grantRate)), 10 << 20, func(f call, mark func()) (window, error) {
+			return openLoop(ctx, cfg.grantRate, cfg.inFlight, cfg.warmup, cfg.duration, f, mark)
 		}},
 	}
 	for _, st := range steps {
