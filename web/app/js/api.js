@@ -292,6 +292,7 @@ export function openStream(f, { onMessage, onState, lastEventId = '' }) {
   let ctrl = null;
   let delay = 1000;
   let upAt = 0;
+  let quick = 0; // streams in a row that ended within 2 s of opening
   let lastId = lastEventId;
   async function run() {
     while (!closed) {
@@ -344,9 +345,13 @@ export function openStream(f, { onMessage, onState, lastEventId = '' }) {
       if (closed) return;
       onState?.(false);
       // A stream that was up and ended (the server re-checked its access
-      // after a role change, or restarted) is opened again at once; one
-      // that keeps failing waits longer each time.
-      const wait = upAt && Date.now() - upAt > 2000 ? 100 : delay;
+      // after a role change, or restarted) is opened again at once — twice
+      // in a row even when it had been up only briefly (two role changes a
+      // moment apart); one that keeps ending at once, or keeps failing,
+      // waits longer each time.
+      const brief = upAt && Date.now() - upAt <= 2000;
+      quick = brief ? quick + 1 : 0;
+      const wait = upAt && quick <= 2 ? 100 : delay;
       upAt = 0;
       await new Promise((r) => setTimeout(r, wait));
       if (wait === delay) delay = Math.min(delay * 2, 15000);
