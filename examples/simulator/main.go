@@ -222,23 +222,7 @@ func pump(ctx context.Context, cfg config, loc *time.Location, pub *simulate.Pub
 		return err
 	}
 
-	var done <-chan time.Time
-	if cfg.Duration > 0 {
-		done = time.After(cfg.Duration)
-	}
-	tick := time.NewTicker(cfg.Progress)
-	defer tick.Stop()
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case <-done:
-			break loop
-		case <-tick.C:
-			progress(stdout, sim.Stats())
-		}
-	}
+	every(ctx, cfg, func() { progress(stdout, sim.Stats()) })
 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
@@ -276,28 +260,33 @@ func runSMFs(ctx context.Context, cfg config, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "simulating %d SMF sessions for %d subscribers against %s (notifications at %s)\n",
 		cfg.SMFSessions, len(subs), cfg.ChargingURL, sim.NotifyURL())
-	var done <-chan time.Time
-	if cfg.Duration > 0 {
-		done = time.After(cfg.Duration)
-	}
-	tick := time.NewTicker(cfg.Progress)
-	defer tick.Stop()
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case <-done:
-			break loop
-		case <-tick.C:
-			smfProgress(stdout, "", sim.Stats())
-		}
-	}
+	every(ctx, cfg, func() { smfProgress(stdout, "", sim.Stats()) })
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
 	err = sim.Close(sctx)
 	smfProgress(stdout, "stopped: ", sim.Stats())
 	return err
+}
+
+// every calls tick every cfg.Progress until ctx ends or cfg.Duration (when
+// set) has passed.
+func every(ctx context.Context, cfg config, tick func()) {
+	var done <-chan time.Time
+	if cfg.Duration > 0 {
+		done = time.After(cfg.Duration)
+	}
+	t := time.NewTicker(cfg.Progress)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-done:
+			return
+		case <-t.C:
+			tick()
+		}
+	}
 }
 
 func smfProgress(w io.Writer, prefix string, st smfsim.Stats) {
