@@ -9,9 +9,9 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/judge"
@@ -30,26 +30,7 @@ import (
 func TestGrantsThroughTheDoor(t *testing.T) {
 	r := newRecoveryRig(t)
 	var down atomic.Bool
-	r.h.Kafka.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		r.h.Kafka.KeepControl()
-		if !down.Load() {
-			return nil, nil, false
-		}
-		pr := req.(*kmsg.ProduceRequest)
-		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
-		resp.Version = pr.Version
-		for _, tp := range pr.Topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic, rt.TopicID = tp.Topic, tp.TopicID
-			for _, p := range tp.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, kerr.InvalidRecord.Code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
-	})
+	testenv.RefuseProduces(r.h.Kafka, kerr.InvalidRecord.Code, down.Load)
 	r.start()
 	ctx := r.h.Ctx
 	dec := r.decisions(t)

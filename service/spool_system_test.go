@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/testenv"
@@ -50,26 +49,7 @@ func TestSystemDecisionsSpoolWhileKafkaRefuses(t *testing.T) {
 	}
 	var down atomic.Bool
 	down.Store(true)
-	s.kafka.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		s.kafka.KeepControl()
-		if !down.Load() {
-			return nil, nil, false
-		}
-		pr := req.(*kmsg.ProduceRequest)
-		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
-		resp.Version = pr.Version
-		for _, tp := range pr.Topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic, rt.TopicID = tp.Topic, tp.TopicID
-			for _, p := range tp.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, kerr.NotEnoughReplicas.Code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
-	})
+	testenv.RefuseProduces(s.kafka, kerr.NotEnoughReplicas.Code, down.Load)
 	const id = "evt_spooled_system"
 	body := fmt.Sprintf(`{"events":[{"eventId":%q,"timestamp":%q,"familyId":100,"customerId":1002,"appId":"com.kakao.talk","bytesUsed":1048576}]}`,
 		id, time.Now().UTC().Format(time.RFC3339Nano))

@@ -376,3 +376,30 @@ func AwayFromMidnight(tb testing.TB) {
 		time.Sleep(d + time.Second)
 	}
 }
+
+// RefuseProduces makes c answer every produce with the error code (a kerr
+// code: InvalidRecord, which clients do not retry, or NotEnoughReplicas,
+// which they do) while down reports true, nil meaning always: Kafka
+// refusing records while it still answers everything else.
+func RefuseProduces(c *kfake.Cluster, code int16, down func() bool) {
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if down != nil && !down() {
+			return nil, nil, false
+		}
+		pr := req.(*kmsg.ProduceRequest)
+		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+		resp.Version = pr.Version
+		for _, tp := range pr.Topics {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic, rt.TopicID = tp.Topic, tp.TopicID
+			for _, p := range tp.Partitions {
+				rp := kmsg.NewProduceResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+}

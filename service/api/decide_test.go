@@ -20,7 +20,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/sqldialect"
@@ -70,26 +69,7 @@ func newDecideFixtureSpool(t *testing.T, spool func(*sql.DB) judge.Spool, opts .
 	// not retry). With a retriable one (NOT_ENOUGH_REPLICAS) the client
 	// sent kfake nothing more after the fault was lifted, within 10 s: a
 	// kfake/kgo interplay left for later, see the final report.
-	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if !d.down.Load() {
-			return nil, nil, false
-		}
-		pr := req.(*kmsg.ProduceRequest)
-		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
-		resp.Version = pr.Version
-		for _, tp := range pr.Topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic, rt.TopicID = tp.Topic, tp.TopicID
-			for _, p := range tp.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, kerr.InvalidRecord.Code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
-	})
+	testenv.RefuseProduces(c, kerr.InvalidRecord.Code, d.down.Load)
 	d.apiFixture = newAPIFixture(t, func(cfg *Config) {
 		all := append([]judge.DecisionsOpt{judge.WithClock(cfg.Clock), judge.WithTimeout(time.Second),
 			judge.WithDecisionHooks(judge.DecisionHooks{OnBatch: func(b judge.DecisionBatchInfo) {

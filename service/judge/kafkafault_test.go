@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/quota"
 )
 
@@ -26,26 +26,7 @@ func TestDecisionsRecoverAfterLongKafkaFault(t *testing.T) {
 	h := newHarness(t)
 	var down atomic.Bool
 	down.Store(true)
-	h.Kafka.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		h.Kafka.KeepControl()
-		if !down.Load() {
-			return nil, nil, false
-		}
-		pr := req.(*kmsg.ProduceRequest)
-		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
-		resp.Version = pr.Version
-		for _, tp := range pr.Topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic, rt.TopicID = tp.Topic, tp.TopicID
-			for _, p := range tp.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, kerr.NotEnoughReplicas.Code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
-	})
+	testenv.RefuseProduces(h.Kafka, kerr.NotEnoughReplicas.Code, down.Load)
 	const gen = "t:kafkafault"
 	if _, err := h.Engine.BeginRebuild(h.Ctx, gen); err != nil {
 		t.Fatal(err)
