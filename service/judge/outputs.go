@@ -33,14 +33,7 @@ func usageOutputs(in envelope.Envelope[envelope.UsagePayload], res quota.Result,
 	// The persist record carries the whole result, so Redis can be rebuilt
 	// from usage_record with each event's dedupe record and each
 	// threshold's arm count.
-	var crossed []envelope.Crossing
-	for i, pct := range res.Crossed {
-		arm := 1
-		if i < len(res.Arms) {
-			arm = res.Arms[i]
-		}
-		crossed = append(crossed, envelope.Crossing{Percent: pct, Arm: arm})
-	}
+	crossed := crossings(res.Crossed, res.Arms)
 	err := add(kafkarecord.New(envelope.TopicUsagePersist, envelope.New(
 		envelope.DerivedID(envelope.PrefixPersist, id, "persist"), at,
 		envelope.UsagePersistPayload{OriginEventID: id, FamilyID: pl.FamilyID, CustomerID: pl.CustomerID,
@@ -106,14 +99,7 @@ func grantOutputs(op quota.GrantOp, res quota.GrantResult, gen string, loc *time
 		recs = append(recs, r)
 		return nil
 	}
-	var crossed []envelope.Crossing
-	for i, pct := range res.Crossed {
-		arm := 1
-		if i < len(res.Arms) {
-			arm = res.Arms[i]
-		}
-		crossed = append(crossed, envelope.Crossing{Percent: pct, Arm: arm})
-	}
+	crossed := crossings(res.Crossed, res.Arms)
 	err := add(kafkarecord.New(envelope.TopicUsagePersist, envelope.New(
 		envelope.DerivedID(envelope.PrefixPersist, id, "persist"), at,
 		envelope.UsagePersistPayload{OriginEventID: id, FamilyID: op.FamilyID, CustomerID: op.CustomerID,
@@ -161,4 +147,18 @@ func grantOutputs(op quota.GrantOp, res quota.GrantResult, gen string, loc *time
 		}
 	}
 	return recs, nil
+}
+
+// crossings pairs the thresholds a step crossed with their arm counts (1
+// when the engine named none), as the persist record carries them.
+func crossings(crossed, arms []int) []envelope.Crossing {
+	var out []envelope.Crossing
+	for i, pct := range crossed {
+		arm := 1
+		if i < len(arms) {
+			arm = arms[i]
+		}
+		out = append(out, envelope.Crossing{Percent: pct, Arm: arm})
+	}
+	return out
 }
