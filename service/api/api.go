@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -20,6 +19,7 @@ import (
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/access"
+	"github.com/dabom/dpcs/service/api/gateway"
 	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/limit"
@@ -183,15 +183,10 @@ type Server struct {
 	streams *liveStreams
 	// guard limits /auth/token and /auth/refresh.
 	guard authGuard
-	// gateways are the gateway credentials' digests.
-	gateways gatewayKeys
+	// gateway is POST /decisions.
+	gateway *gateway.Route
 	// ops keeps the operations view's samples.
 	ops opsSampler
-	// decideSlow sends every POST /decisions through huma's own body path
-	// (tests compare the two); decidedFast counts requests the fast path
-	// answered.
-	decideSlow  bool
-	decidedFast atomic.Int64
 }
 
 // NewAPI validates cfg and registers every route.
@@ -268,8 +263,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Streams, err = cfg.Streams.withDefaults(); err != nil {
 		return nil, err
 	}
-	a := &Server{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger, now: cfg.Clock, guard: guard, streams: newLiveStreams(cfg.Streams),
-		gateways: newGatewayKeys(cfg.GatewayTokens)}
+	a := &Server{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger, now: cfg.Clock, guard: guard, streams: newLiveStreams(cfg.Streams)}
 	// The API lives as long as the process that made it: the subscription
 	// ends when that process closes cfg.AccessEvents.
 	cfg.AccessEvents.Subscribe(a.streams.kick)
@@ -288,8 +282,7 @@ func New(cfg Config) (*Server, error) {
 	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		bearerScheme: {Type: "http", Scheme: "bearer", BearerFormat: "JWT",
 			Description: "Access token from POST /auth/token or /auth/refresh (HS256, 30 min)."},
-		gatewayScheme: {Type: "http", Scheme: "bearer",
-			Description: "A gateway credential (one of DPCS_GATEWAY_TOKENS), for POST /decisions only; member access tokens are refused there and it opens no other route."},
+		gateway.Scheme: gateway.SecurityScheme(),
 	}
 	a.api = humago.New(a.mux, hc)
 	if cfg.OnRequest != nil {
@@ -309,7 +302,11 @@ func New(cfg Config) (*Server, error) {
 	a.registerDrift()
 	a.registerOps()
 	a.registerVersion()
-	a.registerDecisions()
+	gw := gateway.Config{Tokens: cfg.GatewayTokens, Problem: a.problem}
+	if cfg.Decisions != nil {
+		gw.Decisions = cfg.Decisions
+	}
+	a.gateway = gateway.Register(a.api, gw)
 	a.registerCatalog()
 	a.registerLogins()
 	a.registerGifts()
@@ -357,7 +354,7 @@ func apiTags() []*huma.Tag {
 		{Name: familiesTag, Description: "A family's dashboard, members, usage, policies, alert thresholds and top-ups. Members read; owners (and admins) change."},
 		{Name: notificationsTag, Description: "The caller's inbox of alerts and policy changes, and the same notifications live over server-sent events."},
 		{Name: adminTag, Description: "The back office, for ADMIN accounts only: policy templates and their drift, family search and provisioning, plans, usage reports, the audit log, the dead-letter browser and the operations view."},
-		{Name: decisionsTag, Description: "Synchronous decisions for gateways that must ask before granting: usage events in, decision, remaining bytes and rule out. Gateway credential only."},
+		gateway.APITag(),
 		{Name: systemTag, Description: "What is serving: the build behind the API. Public."},
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service/access"
+	"github.com/dabom/dpcs/service/api/gateway"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -148,8 +149,8 @@ func (a *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 		next(ctx)
 		return
 	}
-	if _, gw := ctx.Operation().Security[0][gatewayScheme]; gw {
-		a.authenticateGateway(ctx, next)
+	if _, gw := ctx.Operation().Security[0][gateway.Scheme]; gw {
+		a.gateway.Authenticate(ctx, next)
 		return
 	}
 	fail := func(msg string) {
