@@ -19,7 +19,9 @@ import (
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/access"
+	"github.com/dabom/dpcs/service/api/backoffice"
 	"github.com/dabom/dpcs/service/api/gateway"
+	"github.com/dabom/dpcs/service/api/view"
 	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/limit"
@@ -130,14 +132,14 @@ type Config struct {
 	TrustedProxies []netip.Prefix
 	// DeadLetters is the dead-letter browser's Kafka side (a
 	// kafkaops.BackOffice). Default: none; /admin/dead-letters answers 503.
-	DeadLetters DeadLetters
+	DeadLetters backoffice.DeadLetters
 	// KafkaStats gives the operations view (GET /admin/operations) the
 	// consumer groups' lags and the DLTs' record counts (a
 	// kafkaops.BackOffice). Default: none; the view shows only the metrics.
-	KafkaStats KafkaStats
+	KafkaStats backoffice.KafkaStats
 	// OperationsMetrics are where the operations view reads DPCS's
 	// metrics: this process's registry (all-in-one) and/or a
-	// MetricsScraper per processor's admin /metrics. Default: none.
+	// backoffice.MetricsScraper per processor's admin /metrics. Default: none.
 	OperationsMetrics []prometheus.Gatherer
 	// NoWeb leaves out the embedded web front-ends (package web: the family
 	// app under /app/, the back office under /console/). Default: served.
@@ -185,8 +187,6 @@ type Server struct {
 	guard authGuard
 	// gateway is POST /decisions.
 	gateway *gateway.Route
-	// ops keeps the operations view's samples.
-	ops opsSampler
 }
 
 // NewAPI validates cfg and registers every route.
@@ -297,10 +297,16 @@ func New(cfg Config) (*Server, error) {
 	a.registerRequests()
 	a.registerStream()
 	a.registerPush()
-	a.registerAdmin()
+	if err := backoffice.Register(a.api, backoffice.Config{Store: cfg.Store, Family: cfg.Family, DeadLetters: cfg.DeadLetters,
+		KafkaStats: cfg.KafkaStats, OperationsMetrics: cfg.OperationsMetrics, Clock: cfg.Clock, Logger: cfg.Logger,
+		Admin: func(ctx context.Context) (store.Actor, error) {
+			p, err := a.admin(ctx)
+			return p.actor(), err
+		},
+		Problem: a.problem, PolicyView: a.policyResult, Period: a.period}); err != nil {
+		return nil, err
+	}
 	a.registerSubscribers()
-	a.registerDrift()
-	a.registerOps()
 	a.registerVersion()
 	gw := gateway.Config{Tokens: cfg.GatewayTokens, Problem: a.problem}
 	if cfg.Decisions != nil {
@@ -329,10 +335,17 @@ func (a *Server) Handler() http.Handler { return a.mux }
 // OpenAPI returns the API's OpenAPI document.
 func (a *Server) OpenAPI() *huma.OpenAPI { return a.api.OpenAPI() }
 
-const bearerScheme = "bearer"
+const bearerScheme = view.BearerScheme
 
 // secured is the Security of every operation needing an access token.
-func secured() []map[string][]string { return []map[string][]string{{bearerScheme: {}}} }
+func secured() []map[string][]string { return view.Secured() }
+
+// Text and MultilineText are the field types of text people write
+// (view.Text, view.MultilineText).
+type (
+	Text          = view.Text
+	MultilineText = view.MultilineText
+)
 
 // public is the Security of an operation anyone may call: an empty, non-nil
 // list, which the document shows as `security: []` (no requirement) so
@@ -344,7 +357,7 @@ const (
 	authTag          = "auth"
 	familiesTag      = "families"
 	notificationsTag = "notifications"
-	adminTag         = "admin"
+	adminTag         = backoffice.Tag
 	systemTag        = "system"
 )
 
@@ -454,16 +467,10 @@ func (a *Server) problem(ctx context.Context, err error, loc string) error {
 		return huma.Error422UnprocessableEntity("validation failed", details...)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return huma.NewError(http.StatusServiceUnavailable, "request cancelled or timed out")
-	case errors.Is(err, errKafka):
-		a.log.WarnContext(ctx, "api: kafka", "err", err)
-		return huma.Error503ServiceUnavailable("Kafka did not answer: try again")
 	}
 	a.log.ErrorContext(ctx, "api: internal error", "err", err)
 	return huma.Error500InternalServerError("internal error")
 }
-
-// errKafka marks a failed call of the back office's Kafka client.
-var errKafka = errors.New("api: kafka")
 
 // notFoundText keeps 404 texts uniform: never more than what was asked about.
 func notFoundText(err error) string {

@@ -52,6 +52,24 @@ func principalFrom(ctx context.Context) (Principal, bool) {
 	return p, ok
 }
 
+// admin authorizes a back-office request: ADMIN, or AGENT for reading.
+func (a *Server) admin(ctx context.Context) (Principal, error) {
+	p, ok := principalFrom(ctx)
+	if !ok {
+		return p, huma.Error401Unauthorized("not authenticated")
+	}
+	switch {
+	case p.Role == policy.RoleAgent && p.write:
+		return p, errAgentReadOnly
+	case !p.Role.BackOffice():
+		return p, huma.Error403Forbidden("back-office route: ADMIN or AGENT only")
+	}
+	return p, nil
+}
+
+// errAgentReadOnly answers a care agent's change.
+var errAgentReadOnly = huma.Error403Forbidden("care agents (AGENT) read and change nothing: ask an ADMIN")
+
 // Tokens is a login's answer: an access JWT and a refresh token.
 type Tokens struct {
 	AccessToken      string      `json:"accessToken"`
