@@ -1,0 +1,97 @@
+package judge
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
+)
+
+// decisionsOn returns Decisions on h's Redis and Kafka under a restored
+// generation (the deployables' path: every batch carries its marks), the
+// family 100 restored with members 1 and 2 and a pool of plan bytes.
+func decisionsOn(t *testing.T, h *harness, plan int64) *Decisions {
+	t.Helper()
+	const gen = "t:records"
+	if _, err := h.Engine.BeginRebuild(h.Ctx, gen); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Engine.FinishRebuild(h.Ctx, gen, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Engine.Restore(h.Ctx, quota.FamilyState{FamilyID: 100, Provisioned: true, Plan: plan,
+		Members: []quota.MemberState{{CustomerID: 1}, {CustomerID: 2}}, Generation: gen}); err != nil {
+		t.Fatal(err)
+	}
+	dec, err := NewDecisions(mustState(t, h.Engine), h.KafkaOpts(), WithClock(h.Clock), WithGenerations(fixedGeneration(gen)),
+		WithTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dec.Close(h.Ctx) })
+	return dec
+}
+
+// One Kafka record per decision on the synchronous paths (issue #40):
+// an allowed event, a blocked one and each grant step are one usage-persist
+// record each — the record stands for its QUOTA_UPDATED or
+// CUSTOMER_BLOCKED (doc/wire-format.md, "One record per decision") — and
+// nothing is produced to notification-events while no threshold is
+// crossed. The processor's path is counted by TestProcessorLast10MB.
+func TestOneRecordPerDecision(t *testing.T) {
+	t.Run("decide", func(t *testing.T) {
+		h := newHarness(t)
+		dec := decisionsOn(t, h, 100*mb)
+		before := h.produced(envelope.TopicUsagePersist, envelope.TopicNotificationEvents)
+		var decided []policy.Decision
+		for i, b := range []int64{mb, 2 * mb, 200 * mb} {
+			res, err := dec.Decide(h.Ctx, []envelope.Envelope[envelope.UsagePayload]{envelope.New(fmt.Sprintf("evt_%d", i), h.Now,
+				envelope.UsagePayload{FamilyID: 100, CustomerID: 1, AppID: "com.kakao.talk", BytesUsed: b})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			decided = append(decided, res[0].Decision)
+		}
+		if decided[0] != policy.Allowed || decided[1] != policy.Allowed || !decided[2].Blocked() {
+			t.Fatalf("decisions %v, want two allowed and one blocked", decided)
+		}
+		if n := h.produced(envelope.TopicUsagePersist, envelope.TopicNotificationEvents) - before; n != 3 {
+			t.Errorf("%d records for 3 decisions, want 3", n)
+		}
+		if n := h.produced(envelope.TopicNotificationEvents); n != 0 {
+			t.Errorf("%d notification records, want none (each decision's record stands for its notification)", n)
+		}
+	})
+	t.Run("charge", func(t *testing.T) {
+		h := newHarness(t)
+		dec := decisionsOn(t, h, 100*mb)
+		before := h.produced(envelope.TopicUsagePersist, envelope.TopicNotificationEvents)
+		step := func(id string, used, asked int64, release bool) quota.GrantResult {
+			t.Helper()
+			rs, err := dec.Charge(h.Ctx, []quota.GrantOp{{ID: id, GrantID: "grant", FamilyID: 100, CustomerID: 2,
+				AppID: "com.youtube.app", Used: used, Requested: asked, Release: release, At: h.Now}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rs[0]
+		}
+		if r := step("step-1", 0, mb, false); r.Granted != mb {
+			t.Fatalf("create: %+v", r)
+		}
+		if r := step("step-2", mb, mb, false); r.Charged != mb || r.Granted != mb {
+			t.Fatalf("update: %+v", r)
+		}
+		if r := step("step-3", mb/2, 0, true); r.Charged != mb/2 {
+			t.Fatalf("release: %+v", r)
+		}
+		if n := h.produced(envelope.TopicUsagePersist, envelope.TopicNotificationEvents) - before; n != 3 {
+			t.Errorf("%d records for 3 grant steps, want 3", n)
+		}
+		if n := h.produced(envelope.TopicNotificationEvents); n != 0 {
+			t.Errorf("%d notification records, want none", n)
+		}
+	})
+}
