@@ -1,9 +1,13 @@
 package judge
 
 import (
+	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/policy"
@@ -94,4 +98,89 @@ func TestOneRecordPerDecision(t *testing.T) {
 			t.Errorf("%d notification records, want none", n)
 		}
 	})
+}
+
+// redisTrips counts the round trips a client makes (a command, or a
+// pipeline, each one) and the commands they carry.
+type redisTrips struct {
+	mu           sync.Mutex
+	trips, calls int
+}
+
+func (r *redisTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (r *redisTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		r.add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (r *redisTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		r.add(len(cmds))
+		return next(ctx, cmds)
+	}
+}
+
+func (r *redisTrips) add(calls int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.trips++
+	r.calls += calls
+}
+
+func (r *redisTrips) count() (trips, calls int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	trips, calls = r.trips, r.calls
+	r.trips, r.calls = 0, 0
+	return trips, calls
+}
+
+// One Redis round trip per group commit (issue #40): a batch of the
+// synchronous decisions — events or grant steps, under the state guard
+// with the slots' marks — is one pipeline on a single Redis, carrying one
+// script call per judgement and one call of the state script that checks
+// the marker and advances the marks (state.lua's guard; it was a check
+// before the judgements and an advance after them, two calls). Counted by
+// a go-redis hook.
+func TestOneRedisRoundTripPerBatch(t *testing.T) {
+	h := newHarness(t)
+	dec := decisionsOn(t, h, 100*mb)
+	decide := func(ids ...string) {
+		t.Helper()
+		var envs []envelope.Envelope[envelope.UsagePayload]
+		for _, id := range ids {
+			envs = append(envs, envelope.New(id, h.Now, envelope.UsagePayload{FamilyID: 100, CustomerID: 1,
+				AppID: "com.kakao.talk", BytesUsed: 1}))
+		}
+		if _, err := dec.Decide(h.Ctx, envs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	decide("evt_warm") // the scripts loaded
+	rt := &redisTrips{}
+	h.Redis.AddHook(rt)
+	for _, tc := range []struct {
+		name string
+		do   func()
+		n    int // judgements in the batch
+	}{
+		{"one event", func() { decide("evt_1") }, 1},
+		{"three events", func() { decide("evt_2", "evt_3", "evt_4") }, 3},
+		{"a retry", func() { decide("evt_1") }, 1},
+		{"a grant step", func() {
+			if _, err := dec.Charge(h.Ctx, []quota.GrantOp{{ID: "step-1", GrantID: "grant", FamilyID: 100, CustomerID: 2,
+				AppID: "com.youtube.app", Requested: mb, At: h.Now}}); err != nil {
+				t.Fatal(err)
+			}
+		}, 1},
+	} {
+		tc.do()
+		if trips, calls := rt.count(); trips != 1 || calls != tc.n+1 {
+			t.Errorf("%s: %d round trips carrying %d calls, want 1 carrying %d (a script per judgement, one guard)",
+				tc.name, trips, calls, tc.n+1)
+		}
+	}
 }
