@@ -184,3 +184,48 @@ func TestOneRedisRoundTripPerBatch(t *testing.T) {
 		}
 	}
 }
+
+// The processor's batches under the state guard are one round trip each
+// too: a script per event and one guard call.
+func TestOneRedisRoundTripPerProcessorBatch(t *testing.T) {
+	h := newHarness(t)
+	const gen = "t:processor"
+	if _, err := h.Engine.BeginRebuild(h.Ctx, gen); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Engine.FinishRebuild(h.Ctx, gen, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Engine.Restore(h.Ctx, quota.FamilyState{FamilyID: 100, Provisioned: true, Plan: 100 * mb,
+		Members: []quota.MemberState{{CustomerID: 1}}, Generation: gen}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	batches, events := 0, 0
+	guard := &fixedGuard{gen: gen}
+	h.start(h.Engine, WithStateGuard(guard), WithProcessorHooks(ProcessorHooks{OnBatch: func(b BatchInfo) {
+		mu.Lock()
+		defer mu.Unlock()
+		if b.Usage > 0 {
+			batches++
+			events += b.Usage
+		}
+	}}))
+	h.Produce(h.Usage("evt_warm", 100, 1, 1, "com.kakao.talk", h.Now))
+	h.Settled(ProcessorGroup, envelope.TopicUsageEvents)
+	rt := &redisTrips{}
+	h.Redis.AddHook(rt)
+	mu.Lock()
+	batches, events = 0, 0
+	mu.Unlock()
+	h.Produce(h.Usage("evt_1", 100, 1, 1, "com.kakao.talk", h.Now), h.Usage("evt_2", 100, 1, 1, "com.kakao.talk", h.Now),
+		h.Usage("evt_3", 100, 1, 1, "com.kakao.talk", h.Now))
+	h.Settled(ProcessorGroup, envelope.TopicUsageEvents)
+	mu.Lock()
+	defer mu.Unlock()
+	trips, calls := rt.count()
+	if events != 3 || trips != batches || calls != events+batches || guard.recovered.Load() != 0 {
+		t.Errorf("%d events in %d batches: %d round trips carrying %d calls, want %d carrying %d (recoveries: %d)",
+			events, batches, trips, calls, batches, events+batches, guard.recovered.Load())
+	}
+}
