@@ -344,7 +344,7 @@ func (e *Engine) applyCall(ev Event, bucket int64, gen string) ([]string, []any)
 	}
 	ks := []string{
 		e.k.family(f), e.k.constraints(f, c), e.k.pool(f, m.Month), e.k.usage(f, c, m.Month),
-		e.k.events(f, bucket), e.k.events(f, bucket-1),
+		e.k.events(f, bucket), e.k.events(f, bucket-1), e.k.budget(f, c, m.Day),
 	}
 	args := []any{c, ev.Bytes, ev.AppID, string(category), m.Minute, m.Weekday, m.Day, ev.ID, gen}
 	return ks, args
