@@ -55,6 +55,27 @@ func (c Constraints) Budgeted(app string, cat Category) (byApp, byCategory bool)
 	return byApp, byCategory
 }
 
+// BudgetLeft is what app's (of category cat) daily budgets leave of the
+// day with m's counted use: the smaller of the app's and the category's
+// budget less its use (never below 0; the app's on a tie), the key of the
+// budget that leaves it, and ok false when neither has a budget or an app
+// exception lifts them at at. SizeGrant caps a grant with it.
+func (c Constraints) BudgetLeft(m Member, app string, cat Category, at Moment) (left int64, rule string, ok bool) {
+	byApp, byCat := c.Budgeted(app, cat)
+	if !byApp && !byCat || c.AppExcepted(app, at) {
+		return 0, "", false
+	}
+	if byApp {
+		left, rule = max(c.AppBudgets[app]-m.AppUsed, 0), AppBudgetKey(app)
+	}
+	if byCat {
+		if l := max(c.CategoryBudgets[cat]-m.CategoryUsed, 0); !byApp || l < left {
+			left, rule = l, CategoryBudgetKey(cat)
+		}
+	}
+	return left, rule, true
+}
+
 // budgetBlock judges an event of req's app and category against their
 // daily budgets with the day's counted use m.AppUsed and m.CategoryUsed:
 // BlockedAppLimit and the budget's key (the app's first), or Allowed.

@@ -133,3 +133,38 @@ func TestBudgetsProperty(t *testing.T) {
 		}
 	})
 }
+
+// A grant of a budgeted app is capped by what its budgets leave (the
+// smaller of the app's and the category's), final below the minimum with
+// the budget's key, blocked when nothing is left, and sized as without a
+// budget while the app's exception lasts.
+func TestBudgetsSizeGrant(t *testing.T) {
+	c := mustParse(t, map[string]string{"LIMIT:DATA:APP:yt": "500", "LIMIT:DATA:CATEGORY:VIDEO": "800", "LIMIT:DATA:DAILY": "10000"})
+	noon := Moment{Day: "20261123", Month: "202611", Minute: 12 * 60, Weekday: 1}
+	pool := Pool{Provisioned: true, Total: 1 << 30}
+	req := GrantRequest{AppID: "yt", Category: CategoryVideo, At: noon, Want: 1000, Minimum: 50, Grants: 1}
+	for _, tc := range []struct {
+		name string
+		m    Member
+		req  GrantRequest
+		want GrantSize
+	}{
+		{"the app's budget caps", Member{Member: true, AppUsed: 100}, req, GrantSize{Decision: Allowed, Granted: 400}},
+		{"the category's leaves less", Member{Member: true, AppUsed: 100, CategoryUsed: 600}, req, GrantSize{Decision: Allowed, Granted: 200}},
+		{"the last units", Member{Member: true, AppUsed: 470}, req, GrantSize{Decision: Allowed, Granted: 30, Final: true, Rule: "LIMIT:DATA:APP:yt"}},
+		{"used up", Member{Member: true, AppUsed: 500}, req, GrantSize{Decision: BlockedAppLimit, Rule: "LIMIT:DATA:APP:yt", Final: true}},
+		{"the category's used up", Member{Member: true, CategoryUsed: 900}, req, GrantSize{Decision: BlockedAppLimit, Rule: "LIMIT:DATA:CATEGORY:VIDEO", Final: true}},
+		{"another app of the category", Member{Member: true, AppUsed: 500, CategoryUsed: 300},
+			GrantRequest{AppID: "tv", Category: CategoryVideo, At: noon, Want: 1000, Minimum: 50, Grants: 1}, GrantSize{Decision: Allowed, Granted: 500}},
+		{"no budget", Member{Member: true, AppUsed: 500, CategoryUsed: 900},
+			GrantRequest{AppID: "kk", Category: CategoryMessaging, At: noon, Want: 1000, Minimum: 50, Grants: 1}, GrantSize{Decision: Allowed, Granted: 1000}},
+	} {
+		if got := SizeGrant(c, tc.m, pool, tc.req); got != tc.want {
+			t.Errorf("%s: SizeGrant = %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+	x := mustParse(t, map[string]string{"LIMIT:DATA:APP:yt": "500", "EXCEPT:APP:yt": "202611231230"})
+	if got := SizeGrant(x, Member{Member: true, AppUsed: 500}, pool, req); got != (GrantSize{Decision: Allowed, Granted: 1000}) {
+		t.Errorf("an exception in effect: %+v", got)
+	}
+}

@@ -29,6 +29,8 @@ var (
 	limitsLua string
 	//go:embed lua/crossings.lua
 	crossingsLua string
+	//go:embed lua/budget.lua
+	budgetLua string
 	//go:embed lua/pool.lua
 	poolLua string
 	//go:embed lua/constraints.lua
@@ -309,6 +311,7 @@ func (e *Engine) scriptSource(lua string) string {
 		"--[[policy.lua]]", policyLua,
 		"--[[limits.lua]]", limitsLua,
 		"--[[crossings.lua]]", crossingsLua,
+		"--[[budget.lua]]", budgetLua,
 	).Replace(lua)
 	return strings.NewReplacer(
 		"DPCS_BUCKET_TTL", strconv.FormatInt(int64(bucketLife*e.dedupeTTL/time.Second), 10),

@@ -229,13 +229,27 @@ func (m *model) grant(op GrantOp, now time.Time) GrantResult {
 	if member || r.Charged > 0 {
 		r.Crossed, r.Arms = m.crossings(f, cm.Month)
 	}
+	// A step's use of a budgeted app or category counts on the step's day.
+	cons := m.constraints(f, c)
+	if byApp, byCat := cons.Budgeted(op.AppID, op.Category); r.Charged > 0 && (byApp || byCat) {
+		dk := fcp{f, c, mo.Day}
+		if m.spent[dk] == nil {
+			m.spent[dk] = map[string]int64{}
+		}
+		if byApp {
+			m.spent[dk]["a:"+op.AppID] += r.Charged
+		}
+		if byCat {
+			m.spent[dk]["c:"+string(op.Category)] += r.Charged
+		}
+	}
 	pool := m.pool(f, mo.Month)
 	pool.Reserved = m.reserved(f, mo.Month, key)
 	if op.Release {
 		r.Decision = policy.Allowed
 	} else {
-		cons := m.constraints(f, c)
 		dr, mr := m.memberReserved(f, c, mo, key)
+		spent := m.spent[fcp{f, c, mo.Day}]
 		want := op.Requested
 		if want <= 0 {
 			want = m.sizes.Default
@@ -243,7 +257,7 @@ func (m *model) grant(op GrantOp, now time.Time) GrantResult {
 		open := m.openGrants(f) + 1
 		g := policy.SizeGrant(cons,
 			policy.Member{Member: member, DailyUsed: m.daily[fcp{f, c, mo.Day}], MonthlyUsed: m.monthly[fcp{f, c, mo.Month}],
-				DailyReserved: dr, MonthlyReserved: mr},
+				DailyReserved: dr, MonthlyReserved: mr, AppUsed: spent["a:"+op.AppID], CategoryUsed: spent["c:"+string(op.Category)]},
 			pool, policy.GrantRequest{AppID: op.AppID, Category: op.Category, At: mo, Want: min(want, m.sizes.Max),
 				Minimum: m.sizes.Min, Grants: open})
 		r.Decision, r.Rule, r.Granted, r.Final, r.ThrottleKbps = g.Decision, g.Rule, g.Granted, g.Final, g.ThrottleKbps
