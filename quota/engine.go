@@ -29,6 +29,8 @@ var (
 	limitsLua string
 	//go:embed lua/crossings.lua
 	crossingsLua string
+	//go:embed lua/budget.lua
+	budgetLua string
 	//go:embed lua/pool.lua
 	poolLua string
 	//go:embed lua/constraints.lua
@@ -309,6 +311,7 @@ func (e *Engine) scriptSource(lua string) string {
 		"--[[policy.lua]]", policyLua,
 		"--[[limits.lua]]", limitsLua,
 		"--[[crossings.lua]]", crossingsLua,
+		"--[[budget.lua]]", budgetLua,
 	).Replace(lua)
 	return strings.NewReplacer(
 		"DPCS_BUCKET_TTL", strconv.FormatInt(int64(bucketLife*e.dedupeTTL/time.Second), 10),
@@ -344,7 +347,7 @@ func (e *Engine) applyCall(ev Event, bucket int64, gen string) ([]string, []any)
 	}
 	ks := []string{
 		e.k.family(f), e.k.constraints(f, c), e.k.pool(f, m.Month), e.k.usage(f, c, m.Month),
-		e.k.events(f, bucket), e.k.events(f, bucket-1),
+		e.k.events(f, bucket), e.k.events(f, bucket-1), e.k.budget(f, c, m.Day),
 	}
 	args := []any{c, ev.Bytes, ev.AppID, string(category), m.Minute, m.Weekday, m.Day, ev.ID, gen}
 	return ks, args

@@ -187,11 +187,11 @@ type exceptionGrantInput struct {
 
 var requestDocs = map[string]string{
 	"grant-exception": "An owner lifts a member's downtime (TIME: EXCEPT:TIME) or an app's block (APP: EXCEPT:APP:<appId>, " +
-		"the app's own block and its category's) for 1 to 240 minutes — from now, or from the end of the same exception " +
+		"the app's own block and its category's, and their daily data budgets) for 1 to 240 minutes — from now, or from the end of the same exception " +
 		"in effect, which it extends; the end is rounded up to a whole minute, in the service zone. It is written " +
 		"through the policy path (version + 1, audit, policy-updated event) and judged by the quota engine at once; " +
-		"the answer is the member's policy with its exceptions and standing. A member with no downtime, or an app not " +
-		"blocked, is 409: there is nothing to lift. Remove the key (PATCH …/policies) to end it early.",
+		"the answer is the member's policy with its exceptions and standing. A member with no downtime, or an app neither " +
+		"blocked nor budgeted, is 409: there is nothing to lift. Remove the key (PATCH …/policies) to end it early.",
 	"create-data-request": "The caller (a member or an owner of the family) asks the family's owners for more data (kind DATA, " +
 		"amountBytes), for more time in a downtime (TIME, minutes: \"30분 더\") or for more time on a blocked app (APP, " +
 		"appId and minutes). The owners are " +

@@ -131,7 +131,7 @@ type DecisionAsk struct {
 // EventDecision is the engine's answer about one event.
 type EventDecision struct {
 	EventID  string          `json:"eventId"`
-	Decision policy.Decision `json:"decision" enum:"ALLOWED,BLOCKED_NOT_MEMBER,BLOCKED_ACCESS,BLOCKED_APP,BLOCKED_TIME,BLOCKED_LIMIT_DAILY,BLOCKED_LIMIT_MONTHLY,BLOCKED_FAMILY_QUOTA"`
+	Decision policy.Decision `json:"decision" enum:"ALLOWED,BLOCKED_NOT_MEMBER,BLOCKED_ACCESS,BLOCKED_APP,BLOCKED_TIME,BLOCKED_LIMIT_DAILY,BLOCKED_LIMIT_MONTHLY,BLOCKED_FAMILY_QUOTA,BLOCKED_APP_LIMIT"`
 	Rule     string          `json:"rule,omitempty" doc:"What decided a block; empty when allowed"`
 	// Duplicate marks a retry: the original answer, nothing charged again.
 	Duplicate        bool  `json:"duplicate" doc:"The event id was judged before: this is the original answer and nothing was charged again"`
