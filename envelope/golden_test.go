@@ -30,7 +30,9 @@ var update = flag.Bool("update", false, "rewrite testdata/*.canonical.json from 
 // usage_persist_result.json is usage_persist.json with the optional members
 // that carry the rest of the engine's result (totalBytes … crossed), a DPCS
 // addition for rebuilding Redis from the database; usage_persist_grant.json
-// is a grant step's record (the member "grant", doc/wire-format.md).
+// is a grant step's record (the member "grant", doc/wire-format.md);
+// usage_persist_grant_charged.json is a usage event's record of traffic a
+// grant charged (grantChargedBytes, doc/wire-format.md "Charged once").
 // notification_data_requested.json and notification_data_request_answered.json
 // are DPCS's own "ask for more" notifications (no seed example).
 
@@ -47,8 +49,8 @@ func goldenFiles(tb testing.TB) []string {
 			out = append(out, f)
 		}
 	}
-	if len(out) != 13 {
-		tb.Fatalf("want 13 golden files, found %d: %v", len(out), out)
+	if len(out) != 14 {
+		tb.Fatalf("want 14 golden files, found %d: %v", len(out), out)
 	}
 	return out
 }
@@ -126,6 +128,16 @@ var wantGolden = map[string]envelope.Event{
 			ThrottleKbps: 1024, Crossed: []envelope.Crossing{{Percent: 50, Arm: 1}},
 			Grant: &envelope.GrantStep{GrantID: "chg_7f3a/32", PreviousStep: "chg_7f3a/32/1", GrantedBytes: 52428800,
 				Open: true, ReservedBytes: 73400320, ValidUntil: at("2026-02-06T13:00:00Z"), Reclaim: []string{"chg_9c01/32"}},
+		},
+	},
+	"usage_persist_grant_charged.json": {
+		EventID: "persist_3f2504e0-...", EventType: envelope.TypeUsagePersist,
+		Timestamp: at("2026-02-06T14:30:01Z"),
+		Payload: envelope.UsagePersistPayload{
+			OriginEventID: "evt_6ba7b810-...", FamilyID: 100, CustomerID: 12345,
+			BytesUsed: 0, AppID: "com.youtube.app", ProcessResult: "ALLOWED",
+			RemainingAfter: 4823449, EventTime: at("2026-02-06T14:30:00Z"),
+			TotalBytes: 10737418240, GrantChargedBytes: 5242880,
 		},
 	},
 	"notification_quota_updated.json": {
