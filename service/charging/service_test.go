@@ -350,6 +350,37 @@ func TestRatingGroups(t *testing.T) {
 	}
 }
 
+// DPCS_GRANT_CHARGED names traffic as the rating groups do: categories and
+// apps, or all; nothing when empty.
+func TestParseGrantCharged(t *testing.T) {
+	if f, err := charging.ParseGrantCharged(" "); f != nil || err != nil {
+		t.Errorf("empty: %v, %v; want none", f != nil, err)
+	}
+	all, err := charging.ParseGrantCharged("ALL")
+	if err != nil || !all("any.app", "") {
+		t.Errorf("all: %v", err)
+	}
+	f, err := charging.ParseGrantCharged("video, app:com.kakao.talk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		app  string
+		cat  policy.Category
+		want bool
+	}{{"com.youtube.app", policy.CategoryVideo, true}, {"com.kakao.talk", policy.CategoryMessaging, true},
+		{"com.whatsapp", policy.CategoryMessaging, false}, {"unknown.app", "", false}} {
+		if got := f(c.app, c.cat); got != c.want {
+			t.Errorf("%s (%s): %v, want %v", c.app, c.cat, got, c.want)
+		}
+	}
+	for _, bad := range []string{"SPORTS", "app:", "VIDEO,,x=y"} {
+		if _, err := charging.ParseGrantCharged(bad); err == nil {
+			t.Errorf("%q: accepted", bad)
+		}
+	}
+}
+
 // The last units come with finalUnitIndication: TERMINATE, REDIRECT to the
 // block screen when one is set, RESTRICT_ACCESS for a throttled member; a
 // blocked member's rating group is refused with its reason and a validity
