@@ -564,3 +564,140 @@ func TestTwoProcessesAnswerOneInvocation(t *testing.T) {
 		}
 	}
 }
+
+// countingSessions counts the statements the service sends SQL.
+type countingSessions struct {
+	charging.Sessions
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (c *countingSessions) count(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls[name]++
+}
+
+func (c *countingSessions) reset() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.calls
+	c.calls = map[string]int{}
+	return out
+}
+
+func (c *countingSessions) OpenChargingSession(ctx context.Context, s store.ChargingSession) (store.ChargingSession, bool, error) {
+	c.count("open")
+	return c.Sessions.OpenChargingSession(ctx, s)
+}
+
+func (c *countingSessions) ChargingSession(ctx context.Context, ref string) (store.ChargingSession, error) {
+	c.count("read")
+	return c.Sessions.ChargingSession(ctx, ref)
+}
+
+func (c *countingSessions) SetChargingGrants(ctx context.Context, ref string, seq int64, g []store.ChargingGrant) (bool, error) {
+	c.count("plan")
+	return c.Sessions.SetChargingGrants(ctx, ref, seq, g)
+}
+
+func (c *countingSessions) RecordChargingStep(ctx context.Context, ref string, prev int64, st store.ChargingStep) (bool, error) {
+	c.count("record")
+	return c.Sessions.RecordChargingStep(ctx, ref, prev, st)
+}
+
+// A session's steps cost one SQL statement each in the process that keeps
+// it (doc/benchmarks.md, "The grant path over Nchf"): a create inserts and
+// records, an update and a release only record; a rating group new to the
+// session is planned first. Another process (or a restart: an empty cache)
+// reads the session once.
+func TestAStepIsOneStatement(t *testing.T) {
+	e := newEnv(t)
+	cs := &countingSessions{Sessions: e.st.S, calls: map[string]int{}}
+	svc := e.service(e.fake, cs)
+	sub := "imsi-" + childIMSI
+	ref, _, err := svc.Create(e.ctx, request(sub, 0, ask(10, 4*mib, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cs.reset(); !cmp.Equal(got, map[string]int{"open": 1, "record": 1}) {
+		t.Errorf("a create: %v", got)
+	}
+	for seq := uint32(1); seq <= 5; seq++ {
+		if _, err := svc.Update(e.ctx, ref, request(sub, seq, ask(10, 4*mib, 1*mib))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := cs.reset(); !cmp.Equal(got, map[string]int{"record": 5}) {
+		t.Errorf("five updates: %v", got)
+	}
+	// A retry is answered from memory.
+	if _, err := svc.Update(e.ctx, ref, request(sub, 5, ask(10, 4*mib, 1*mib))); err != nil {
+		t.Fatal(err)
+	}
+	if got := cs.reset(); len(got) != 0 {
+		t.Errorf("a retry: %v", got)
+	}
+	if _, err := svc.Update(e.ctx, ref, request(sub, 6, ask(10, 4*mib, 1*mib), ask(20, 1*mib, -1))); err != nil {
+		t.Fatal(err)
+	}
+	if got := cs.reset(); !cmp.Equal(got, map[string]int{"plan": 1, "record": 1}) {
+		t.Errorf("an update with a new rating group: %v", got)
+	}
+	// Another process (a restart) reads the session once, then keeps it.
+	other := e.service(e.fake, cs)
+	for seq := uint32(7); seq <= 8; seq++ {
+		if _, err := other.Update(e.ctx, ref, request(sub, seq, ask(10, 4*mib, 1*mib))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := cs.reset(); !cmp.Equal(got, map[string]int{"read": 1, "record": 2}) {
+		t.Errorf("two updates in another process: %v", got)
+	}
+	if err := other.Release(e.ctx, ref, request(sub, 9, report(10, 1*mib))); err != nil {
+		t.Fatal(err)
+	}
+	if got := cs.reset(); !cmp.Equal(got, map[string]int{"record": 1}) {
+		t.Errorf("a release: %v", got)
+	}
+	if _, used, reserved := e.fake.Pool(family); used != 9*mib || reserved != 0 {
+		t.Errorf("used %d, reserved %d; want 9 MiB and 0", used, reserved)
+	}
+}
+
+// A session kept in one process's memory moves on in another (an SMF's
+// steps reach two processes): the step finds SQL ahead and is taken on
+// SQL's session, charged once; a step on a session another process closed
+// is refused and what it reserved is returned at once (no sweep would:
+// the session is closed).
+func TestKeptSessionMovedOnElsewhere(t *testing.T) {
+	e := newEnv(t)
+	other := e.service(e.fake, e.st.S)
+	sub := "imsi-" + childIMSI
+	ref, _, err := e.svc.Create(e.ctx, request(sub, 0, ask(10, 4*mib, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Update(e.ctx, ref, request(sub, 1, ask(10, 4*mib, 1*mib))); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := e.svc.Update(e.ctx, ref, request(sub, 2, ask(10, 4*mib, 1*mib)))
+	if err != nil {
+		t.Fatalf("an update after another process's: %v", err)
+	}
+	if g := granted(unit(t, resp, 10)); g != 4*mib {
+		t.Errorf("granted %d", g)
+	}
+	if _, used, reserved := e.fake.Pool(family); used != 2*mib || reserved != 4*mib {
+		t.Fatalf("used %d, reserved %d; want 2 and 4 MiB", used, reserved)
+	}
+	if err := other.Release(e.ctx, ref, request(sub, 3, report(10, 1*mib))); err != nil {
+		t.Fatalf("a release in the other process: %v", err)
+	}
+	_, err = e.svc.Update(e.ctx, ref, request(sub, 4, ask(10, 4*mib, 0)))
+	wantProblem(t, err, http.StatusNotFound, charging.CauseResourceContextNotFound, "")
+	if _, used, reserved := e.fake.Pool(family); used != 3*mib || reserved != 0 || e.fake.Outstanding() != 0 {
+		t.Errorf("after a step on a closed session: used %d, reserved %d, %d grants open; want 3 MiB, 0, 0",
+			used, reserved, e.fake.Outstanding())
+	}
+}

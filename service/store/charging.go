@@ -112,7 +112,7 @@ func nullBytes(b []byte) any {
 }
 
 // OpenChargingSession inserts c (state OPEN; its CreatedAt and UpdatedAt
-// are the store's now) and returns it with created true. When c.CreateKey
+// are the store's now) and returns it with created true, in one statement. When c.CreateKey
 // names a session already opened by the same create (its retry), that
 // session is returned instead, with created false; any other session keeps
 // its own ref, so two creates without a key are always two sessions.
@@ -141,8 +141,7 @@ func (s *Store) OpenChargingSession(ctx context.Context, c ChargingSession) (Cha
 	if err != nil {
 		return ChargingSession{}, false, dbErr("open charging session", err)
 	}
-	out, err := s.ChargingSession(ctx, c.Ref)
-	return out, err == nil, err
+	return c, true, nil // as inserted: nothing to read back
 }
 
 // ChargingSession returns the session ref, whatever its state
