@@ -47,7 +47,7 @@ type Sessions interface {
 	OpenChargingSession(ctx context.Context, c store.ChargingSession) (store.ChargingSession, bool, error)
 	ChargingSession(ctx context.Context, ref string) (store.ChargingSession, error)
 	SetChargingGrants(ctx context.Context, ref string, seq int64, grants []store.ChargingGrant) (bool, error)
-	RecordChargingStep(ctx context.Context, ref string, prevSeq int64, step store.ChargingStep) (bool, error)
+	RecordChargingSteps(ctx context.Context, steps []store.ChargingStepOn) ([]bool, error)
 	ExpiredChargingSessions(ctx context.Context, now time.Time, limit int) ([]store.ChargingSession, error)
 	BeginClosingChargingSession(ctx context.Context, ref string, seq int64) (bool, error)
 	FinishClosingChargingSession(ctx context.Context, ref string) error
@@ -68,6 +68,8 @@ type Service struct {
 	o         options
 	locks     [64]sync.Mutex
 	cache     sessionCache
+	records   chan *recording
+	recDone   chan struct{}
 	notifier  *notifier
 	changes   changes
 	sweepDone chan struct{}
@@ -94,7 +96,8 @@ func New(charger Charger, sessions Sessions, opts ...Option) (*Service, error) {
 		}
 	}
 	s := &Service{charger: charger, sessions: sessions, o: o, sweepDone: make(chan struct{}),
-		cache: sessionCache{max: o.cacheSize, m: map[string]store.ChargingSession{}},
+		cache:   sessionCache{max: o.cacheSize, m: map[string]store.ChargingSession{}},
+		records: make(chan *recording), recDone: make(chan struct{}),
 		changes: changes{pending: map[int64]map[int64]bool{}, reclaim: map[int64]map[string]bool{}, wake: make(chan struct{}, 1),
 			done: make(chan struct{})}}
 	s.notifier = newNotifier(o)
@@ -102,6 +105,7 @@ func New(charger Charger, sessions Sessions, opts ...Option) (*Service, error) {
 	s.stop = stop
 	go s.sweepLoop(ctx)
 	go s.changeLoop(ctx)
+	go s.recordLoop(ctx)
 	return s, nil
 }
 
@@ -114,6 +118,7 @@ func (s *Service) Close(ctx context.Context) error {
 		s.stop()
 		<-s.sweepDone
 		<-s.changes.done
+		<-s.recDone
 		err = s.notifier.close(ctx)
 	})
 	return err
@@ -494,7 +499,7 @@ func (s *Service) step(ctx context.Context, sess store.ChargingSession, op Op, r
 		}
 		st.Answer = b
 	}
-	ok, err := s.sessions.RecordChargingStep(ctx, sess.Ref, sess.LastSeq, st)
+	ok, err := s.record(ctx, store.ChargingStepOn{Ref: sess.Ref, PrevSeq: sess.LastSeq, Step: st})
 	if err != nil {
 		s.cache.drop(sess.Ref) // written or not: the next step reads SQL
 		return nil, err
@@ -597,6 +602,83 @@ func (s *Service) fresh(ctx context.Context, ref string) (store.ChargingSession,
 		s.cache.put(sess)
 	}
 	return sess, err
+}
+
+// maxRecordBatch bounds the steps one transaction records.
+const maxRecordBatch = 256
+
+// recording is a step waiting for the record loop.
+type recording struct {
+	on   store.ChargingStepOn
+	done chan recorded
+}
+
+type recorded struct {
+	ok  bool
+	err error
+}
+
+// record stores a step's record (store.RecordChargingStep's promise: only
+// if its session is still where it was read) in the next transaction of
+// the record loop, and reports whether it was recorded.
+func (s *Service) record(ctx context.Context, on store.ChargingStepOn) (bool, error) {
+	r := &recording{on: on, done: make(chan recorded, 1)}
+	select {
+	case s.records <- r:
+	case <-s.recDone:
+		return false, errors.New("charging: the service is closed")
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	select {
+	case res := <-r.done:
+		return res.ok, res.err
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// recordLoop records the steps answered at one moment, each of another
+// session (a session's steps are serialised by its lock), in one
+// transaction: the first waiting step, and every other that waits by the
+// time it starts (no linger: a lone step is written at once). So steps
+// share a commit under load, as the door's group commit shares a Redis
+// round trip and a Kafka produce.
+func (s *Service) recordLoop(ctx context.Context) {
+	defer close(s.recDone)
+	for {
+		var batch []*recording
+		select {
+		case r := <-s.records:
+			batch = append(batch, r)
+		case <-ctx.Done():
+			return
+		}
+	more:
+		for len(batch) < maxRecordBatch {
+			select {
+			case r := <-s.records:
+				batch = append(batch, r)
+			default:
+				break more
+			}
+		}
+		ons := make([]store.ChargingStepOn, len(batch))
+		for i, r := range batch {
+			ons[i] = r.on
+		}
+		ok, err := s.sessions.RecordChargingSteps(ctx, ons)
+		if err == nil && len(ok) != len(batch) {
+			err = fmt.Errorf("charging: %d steps recorded as %d", len(batch), len(ok))
+		}
+		for i, r := range batch {
+			if err != nil {
+				r.done <- recorded{err: err}
+				continue
+			}
+			r.done <- recorded{ok: ok[i]}
+		}
+	}
 }
 
 // sessionCache keeps the OPEN sessions this process stepped as SQL holds

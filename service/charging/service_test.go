@@ -138,7 +138,7 @@ func TestFailedStepIsRetried(t *testing.T) {
 	}
 }
 
-// failingSessions fails RecordChargingStep while fail is set: the crash
+// failingSessions fails RecordChargingSteps while fail is set: the crash
 // between the Charger's answer and the session's record.
 type failingSessions struct {
 	charging.Sessions
@@ -146,14 +146,14 @@ type failingSessions struct {
 	fail bool
 }
 
-func (f *failingSessions) RecordChargingStep(ctx context.Context, ref string, prev int64, st store.ChargingStep) (bool, error) {
+func (f *failingSessions) RecordChargingSteps(ctx context.Context, steps []store.ChargingStepOn) ([]bool, error) {
 	f.mu.Lock()
 	fail := f.fail
 	f.mu.Unlock()
 	if fail {
-		return false, context.DeadlineExceeded
+		return nil, context.DeadlineExceeded
 	}
-	return f.Sessions.RecordChargingStep(ctx, ref, prev, st)
+	return f.Sessions.RecordChargingSteps(ctx, steps)
 }
 
 // A create whose answer could not be stored after the Charger reserved
@@ -568,8 +568,9 @@ func TestTwoProcessesAnswerOneInvocation(t *testing.T) {
 // countingSessions counts the statements the service sends SQL.
 type countingSessions struct {
 	charging.Sessions
-	mu    sync.Mutex
-	calls map[string]int
+	mu      sync.Mutex
+	calls   map[string]int
+	biggest int // the most steps one transaction recorded
 }
 
 func (c *countingSessions) count(name string) {
@@ -601,9 +602,14 @@ func (c *countingSessions) SetChargingGrants(ctx context.Context, ref string, se
 	return c.Sessions.SetChargingGrants(ctx, ref, seq, g)
 }
 
-func (c *countingSessions) RecordChargingStep(ctx context.Context, ref string, prev int64, st store.ChargingStep) (bool, error) {
-	c.count("record")
-	return c.Sessions.RecordChargingStep(ctx, ref, prev, st)
+func (c *countingSessions) RecordChargingSteps(ctx context.Context, steps []store.ChargingStepOn) ([]bool, error) {
+	for range steps {
+		c.count("record")
+	}
+	c.mu.Lock()
+	c.biggest = max(c.biggest, len(steps))
+	c.mu.Unlock()
+	return c.Sessions.RecordChargingSteps(ctx, steps)
 }
 
 // A session's steps cost one SQL statement each in the process that keeps
@@ -699,5 +705,50 @@ func TestKeptSessionMovedOnElsewhere(t *testing.T) {
 	if _, used, reserved := e.fake.Pool(family); used != 3*mib || reserved != 0 || e.fake.Outstanding() != 0 {
 		t.Errorf("after a step on a closed session: used %d, reserved %d, %d grants open; want 3 MiB, 0, 0",
 			used, reserved, e.fake.Outstanding())
+	}
+}
+
+// Steps of different sessions answered at the same moment share one SQL
+// transaction (one commit), each still recorded only where its session
+// was: sessions updated at once until a transaction recorded more than
+// one step, every update charged once.
+func TestStepsShareATransaction(t *testing.T) {
+	e := newEnv(t)
+	cs := &countingSessions{Sessions: e.st.S, calls: map[string]int{}}
+	svc := e.service(e.fake, cs)
+	subs := []string{"imsi-" + childIMSI, "msisdn-01012345678", "msisdn-821022223333"}
+	var refs []string
+	for i := range 12 {
+		ref, _, err := svc.Create(e.ctx, request(subs[i%3], 0, ask(10, 1024, -1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs = append(refs, ref)
+	}
+	updates := 0
+	deadline := time.Now().Add(30 * time.Second)
+	for seq := uint32(1); ; seq++ {
+		var wg sync.WaitGroup
+		for i, ref := range refs {
+			wg.Go(func() {
+				if _, err := svc.Update(e.ctx, ref, request(subs[i%3], seq, ask(10, 1024, 1))); err != nil {
+					t.Errorf("update %d of %s: %v", seq, ref, err)
+				}
+			})
+		}
+		wg.Wait()
+		updates += len(refs)
+		cs.mu.Lock()
+		biggest := cs.biggest
+		cs.mu.Unlock()
+		if t.Failed() || biggest > 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d updates of %d sessions at once, each recorded in a transaction of its own", updates, len(refs))
+		}
+	}
+	if _, used, _ := e.fake.Pool(family); used != int64(updates) {
+		t.Errorf("used %d after %d updates of 1 byte", used, updates)
 	}
 }

@@ -88,6 +88,7 @@ func runSuite(t *testing.T, open opener) {
 		"GrantSteps":    testGrantSteps,
 		"RecentApps":    testRecentApps,
 		"Charging":      testChargingSessions,
+		"ChargingBatch": testChargingStepsBatch,
 		"MemberIMSI":    testMemberIMSI,
 		"MemberMSISDN":  testMemberMSISDN,
 	} {
