@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,37 +24,53 @@ import (
 // this process) by default; on the MariaDB of DPCS_TEST_MYSQL_DSN when it
 // is set, whose CPU is counted too when DPCS_BENCH_SQL_PID names its
 // process.
+// The 16-caller ones update 16 sessions at once (steps of one moment share
+// a transaction).
 func BenchmarkUpdateOverH2C(b *testing.B) {
-	b.Run("kept", func(b *testing.B) { benchmarkUpdate(b) })
-	b.Run("read", func(b *testing.B) { benchmarkUpdate(b, charging.WithSessionCache(0)) })
+	b.Run("kept", func(b *testing.B) { benchmarkUpdate(b, 1) })
+	b.Run("read", func(b *testing.B) { benchmarkUpdate(b, 1, charging.WithSessionCache(0)) })
+	b.Run("kept-16-callers", func(b *testing.B) { benchmarkUpdate(b, 16) })
+	b.Run("read-16-callers", func(b *testing.B) { benchmarkUpdate(b, 16, charging.WithSessionCache(0)) })
 }
 
-func benchmarkUpdate(b *testing.B, opts ...charging.Option) {
+func benchmarkUpdate(b *testing.B, callers int, opts ...charging.Option) {
 	e := newBenchEnv(b, opts...)
 	api := serveB(b, e.svc)
 	c := h2c()
-	ref, _, err := e.svc.Create(b.Context(), request("imsi-"+childIMSI, 0, ask(10, 1*mib, -1)))
-	if err != nil {
-		b.Fatal(err)
-	}
 	e.fake.SetPool(family, 1<<45)
-	sqlPID := os.Getenv("DPCS_BENCH_SQL_PID")
-	cpu0, sql0 := processCPU(b), pidCPU(b, sqlPID)
-	b.ResetTimer()
-	for i := range b.N {
-		body := mustJSONB(b, request("imsi-"+childIMSI, uint32(i+1), ask(10, 1*mib, 1024)))
-		req, _ := http.NewRequest(http.MethodPost, api+"/chargingdata/"+ref+"/update", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := c.Do(req)
+	refs := make([]string, callers)
+	for i := range refs {
+		ref, _, err := e.svc.Create(b.Context(), request("imsi-"+childIMSI, 0, ask(10, 1*mib, -1)))
 		if err != nil {
 			b.Fatal(err)
 		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b.Fatalf("update %d: %d", i, resp.StatusCode)
-		}
+		refs[i] = ref
 	}
+	sqlPID := os.Getenv("DPCS_BENCH_SQL_PID")
+	cpu0, sql0 := processCPU(b), pidCPU(b, sqlPID)
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for k, ref := range refs {
+		wg.Go(func() {
+			for i := k; i < b.N; i += callers {
+				body := mustJSONB(b, request("imsi-"+childIMSI, uint32(i+1), ask(10, 1*mib, 1024)))
+				req, _ := http.NewRequest(http.MethodPost, api+"/chargingdata/"+ref+"/update", bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+token)
+				resp, err := c.Do(req)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					b.Errorf("update %d: %d", i, resp.StatusCode)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "updates/s")
 	// The process is the SMF, the interface and SQLite: its CPU is the
