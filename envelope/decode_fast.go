@@ -237,6 +237,8 @@ func (s *scanner) persist() (Payload, bool) {
 			return seen.first(1<<15) && s.stringMember(&p.Generation, false)
 		case "notifies":
 			return seen.first(1<<16) && s.stringArray(&p.Notifies)
+		case "grantChargedBytes":
+			return seen.first(1<<17) && s.intMember(&p.GrantChargedBytes, false)
 		}
 		return s.Skip(0)
 	})

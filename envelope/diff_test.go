@@ -119,7 +119,7 @@ func corpus(tb testing.TB) [][]byte {
 	} {
 		out = append(out, []byte(strings.Replace(persist, `"crossed"`, `"grant":`+strings.Replace(grant, `"open":true`, `"open":true,`+m, 1)+`,"crossed"`, 1)))
 	}
-	for _, m := range []string{"totalBytes", "dailyUsedBytes", "monthlyUsedBytes", "throttleKbps"} {
+	for _, m := range []string{"totalBytes", "dailyUsedBytes", "monthlyUsedBytes", "throttleKbps", "grantChargedBytes"} {
 		for _, v := range []string{`null`, `0`, `-0`, `-1`, `1`, `9223372036854775807`, `9223372036854775808`, `1.5`, `"1"`, `[]`} {
 			out = append(out, []byte(strings.Replace(persist, `"crossed"`, `"`+m+`":`+v+`,"crossed"`, 1)))
 		}
@@ -358,7 +358,7 @@ func genMutation(t *rapid.T, data []byte) []byte {
 		"metadata", "targetCustomerId", "policyKey", "oldValue", "newValue", "changedBy", "version", "constraints", "originEventId",
 		"processResult", "remainingAfter", "eventTime", "rule", "familyRemainingBytes", "familyUsedPercent", "customerUsedBytesToday",
 		"blockReason", "blockedAt", "decision", "thresholdPercent", "message", "period", "totalBytes", "dailyUsedBytes",
-		"monthlyUsedBytes", "throttleKbps", "crossed", "generation", "unknown"}
+		"monthlyUsedBytes", "throttleKbps", "grantChargedBytes", "crossed", "generation", "unknown"}
 	name := rapid.SampledFrom(names).Draw(t, "member")
 	if rapid.IntRange(0, 4).Draw(t, "delete") == 0 {
 		delete(obj, name)
@@ -465,7 +465,7 @@ func FuzzEncodeDifferential(f *testing.F) {
 			envelope.PolicyUpdatedPayload{FamilyID: n, TargetCustomerID: 1, PolicyKey: s1, OldValue: &s2, NewValue: &s1, ChangedBy: n, Version: n, Constraints: map[string]string{s1: s2, s2: s1, "": ""}},
 			envelope.UsagePersistPayload{OriginEventID: id, FamilyID: n, CustomerID: n, BytesUsed: n, AppID: s1, ProcessResult: s2, RemainingAfter: n, EventTime: ts, Rule: s2},
 			envelope.UsagePersistPayload{OriginEventID: id, FamilyID: n, CustomerID: n, BytesUsed: n, AppID: s1, ProcessResult: s2, RemainingAfter: n, EventTime: ts,
-				TotalBytes: n, DailyUsedBytes: n / 2, MonthlyUsedBytes: -n, ThrottleKbps: n % 4096,
+				TotalBytes: n, DailyUsedBytes: n / 2, MonthlyUsedBytes: -n, ThrottleKbps: n % 4096, GrantChargedBytes: n,
 				Crossed: []envelope.Crossing{{Percent: int(n % 101), Arm: int(n)}, {Percent: 10, Arm: 1}}},
 			envelope.UsagePersistPayload{OriginEventID: id, FamilyID: n, CustomerID: n, BytesUsed: n, AppID: s1, ProcessResult: s2, RemainingAfter: n, EventTime: ts,
 				Grant: &envelope.GrantStep{GrantID: s1, PreviousStep: s2, GrantedBytes: n, Open: n%2 == 0, Final: n%3 == 0, OverageBytes: -n,

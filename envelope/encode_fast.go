@@ -147,6 +147,9 @@ func (p *UsagePersistPayload) appendJSON(b []byte) []byte {
 	if p.ThrottleKbps != 0 {
 		b = appendInt(b, `,"throttleKbps":`, p.ThrottleKbps)
 	}
+	if p.GrantChargedBytes != 0 {
+		b = appendInt(b, `,"grantChargedBytes":`, p.GrantChargedBytes)
+	}
 	if len(p.Crossed) > 0 {
 		b = append(b, `,"crossed":[`...)
 		for i, c := range p.Crossed {

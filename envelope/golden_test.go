@@ -34,6 +34,8 @@ var update = flag.Bool("update", false, "rewrite testdata/*.canonical.json from 
 // usage_persist_notifies.json is a decision's one record standing for its
 // CUSTOMER_BLOCKED (the member "notifies", doc/wire-format.md, "One record
 // per decision").
+// usage_persist_grant_charged.json is a usage event's record of traffic a
+// grant charged (grantChargedBytes, doc/wire-format.md "Charged once").
 // notification_data_requested.json and notification_data_request_answered.json
 // are DPCS's own "ask for more" notifications (no seed example).
 
@@ -50,8 +52,8 @@ func goldenFiles(tb testing.TB) []string {
 			out = append(out, f)
 		}
 	}
-	if len(out) != 14 {
-		tb.Fatalf("want 14 golden files, found %d: %v", len(out), out)
+	if len(out) != 15 {
+		tb.Fatalf("want 15 golden files, found %d: %v", len(out), out)
 	}
 	return out
 }
@@ -140,6 +142,16 @@ var wantGolden = map[string]envelope.Event{
 			RemainingAfter: 4823449, EventTime: at("2026-02-06T14:40:00Z"), Rule: "BLOCK:APP:com.youtube.app",
 			TotalBytes: 10737418240, DailyUsedBytes: 10485760, MonthlyUsedBytes: 734003200,
 			Notifies: []string{"CUSTOMER_BLOCKED"},
+		},
+	},
+	"usage_persist_grant_charged.json": {
+		EventID: "persist_3f2504e0-...", EventType: envelope.TypeUsagePersist,
+		Timestamp: at("2026-02-06T14:30:01Z"),
+		Payload: envelope.UsagePersistPayload{
+			OriginEventID: "evt_6ba7b810-...", FamilyID: 100, CustomerID: 12345,
+			BytesUsed: 0, AppID: "com.youtube.app", ProcessResult: "ALLOWED",
+			RemainingAfter: 4823449, EventTime: at("2026-02-06T14:30:00Z"),
+			TotalBytes: 10737418240, GrantChargedBytes: 5242880,
 		},
 	},
 	"notification_quota_updated.json": {

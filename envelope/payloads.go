@@ -141,6 +141,11 @@ type UsagePersistPayload struct {
 	ThrottleKbps     int64      `json:"throttleKbps,omitempty"`     // ≥ 0, the member's THROTTLE:SPEED with ALLOWED; optional
 	Crossed          []Crossing `json:"crossed,omitempty"`          // the thresholds this event crossed; optional, [] reads as nil
 	Grant            *GrantStep `json:"grant,omitempty"`            // a grant step's record (see GrantStep); optional
+	// GrantChargedBytes is what a usage event reported of traffic the
+	// network charges through grants (doc/wire-format.md, "Charged once"):
+	// recorded, and not in bytesUsed, which is what the event charged.
+	// Optional, ≥ 0; a consumer of an earlier release ignores it.
+	GrantChargedBytes int64 `json:"grantChargedBytes,omitempty"`
 	// Generation is the Redis state generation the event was judged under
 	// (optional; a record written after a rebuild named another generation
 	// is one that rebuild did not read: doc/architecture.md, "Late records").
@@ -224,6 +229,7 @@ func (p UsagePersistPayload) Validate() error {
 		nonNegative("dailyUsedBytes", p.DailyUsedBytes),
 		nonNegative("monthlyUsedBytes", p.MonthlyUsedBytes),
 		nonNegative("throttleKbps", p.ThrottleKbps),
+		nonNegative("grantChargedBytes", p.GrantChargedBytes),
 		validCrossed("crossed", p.Crossed),
 		p.validGrant(),
 		validNotifies("notifies", p.Notifies),
@@ -281,23 +287,24 @@ func (p UsagePersistPayload) MarshalJSON() ([]byte, error) {
 func (p *UsagePersistPayload) UnmarshalJSON(data []byte) error {
 	return decodeInto(p, data, func(o *object) UsagePersistPayload {
 		return UsagePersistPayload{
-			OriginEventID:    o.str("originEventId", true),
-			FamilyID:         o.int64("familyId", true),
-			CustomerID:       o.int64("customerId", true),
-			BytesUsed:        o.int64("bytesUsed", true),
-			AppID:            o.str("appId", false),
-			ProcessResult:    o.str("processResult", true),
-			RemainingAfter:   o.int64("remainingAfter", true),
-			EventTime:        o.time("eventTime", true),
-			Rule:             o.str("rule", false),
-			TotalBytes:       o.int64("totalBytes", false),
-			DailyUsedBytes:   o.int64("dailyUsedBytes", false),
-			MonthlyUsedBytes: o.int64("monthlyUsedBytes", false),
-			ThrottleKbps:     o.int64("throttleKbps", false),
-			Crossed:          o.crossings("crossed"),
-			Grant:            o.grantStep("grant"),
-			Generation:       o.str("generation", false),
-			Notifies:         o.strings("notifies"),
+			OriginEventID:     o.str("originEventId", true),
+			FamilyID:          o.int64("familyId", true),
+			CustomerID:        o.int64("customerId", true),
+			BytesUsed:         o.int64("bytesUsed", true),
+			AppID:             o.str("appId", false),
+			ProcessResult:     o.str("processResult", true),
+			RemainingAfter:    o.int64("remainingAfter", true),
+			EventTime:         o.time("eventTime", true),
+			Rule:              o.str("rule", false),
+			TotalBytes:        o.int64("totalBytes", false),
+			DailyUsedBytes:    o.int64("dailyUsedBytes", false),
+			MonthlyUsedBytes:  o.int64("monthlyUsedBytes", false),
+			ThrottleKbps:      o.int64("throttleKbps", false),
+			Crossed:           o.crossings("crossed"),
+			Grant:             o.grantStep("grant"),
+			Generation:        o.str("generation", false),
+			Notifies:          o.strings("notifies"),
+			GrantChargedBytes: o.int64("grantChargedBytes", false),
 		}
 	})
 }

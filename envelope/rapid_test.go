@@ -140,6 +140,7 @@ var genPersist = rapid.Custom(func(t *rapid.T) envelope.Payload {
 		p.DailyUsedBytes = optional("dailyUsedBytes")
 		p.MonthlyUsedBytes = optional("monthlyUsedBytes")
 		p.ThrottleKbps = optional("throttleKbps")
+		p.GrantChargedBytes = optional("grantChargedBytes")
 		if rapid.Bool().Draw(t, "hasGeneration") {
 			p.Generation = genText(0).Draw(t, "generation")
 		}

@@ -192,6 +192,7 @@ func TestDecodeErrors(t *testing.T) {
 		{persist, "payload.monthlyUsedBytes", `-1`, "payload.monthlyUsedBytes", "must be ≥ 0", nil},
 		{persist, "payload.monthlyUsedBytes", `1.5`, "payload.monthlyUsedBytes", "must be an integer", mal},
 		{persist, "payload.throttleKbps", `-1`, "payload.throttleKbps", "must be ≥ 0", nil},
+		{persist, "payload.grantChargedBytes", `-1`, "payload.grantChargedBytes", "must be ≥ 0", nil},
 		{persist, "payload.crossed", `{}`, "payload.crossed", "must be an array", mal},
 		{persist, "payload.crossed", `"50:1"`, "payload.crossed", "must be an array", mal},
 		{persist, "payload.crossed", `[null]`, "payload.crossed[0]", "must be a JSON object", mal},

@@ -23,6 +23,8 @@ import (
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/api"
+	"github.com/dabom/dpcs/service/charging"
+	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/recovery"
 )
 
@@ -80,6 +82,9 @@ type Config struct {
 	// CatalogRefresh (DPCS_CATALOG_REFRESH) is how often a process reads
 	// the app catalog the back office edits (WatchCatalog).
 	CatalogRefresh time.Duration `envconfig:"CATALOG_REFRESH" default:"30s" deployables:"processor, server, all-in-one" desc:"how often the judges read the app catalog the back office edits (app categories for category blocks), 1s to 1h; the API's own process takes an edit at once"`
+	// GrantCharged (DPCS_GRANT_CHARGED) is the traffic the network charges
+	// through grants (GrantChargedOpts, doc/wire-format.md "Charged once").
+	GrantCharged string `envconfig:"GRANT_CHARGED" deployables:"processor, server, all-in-one" desc:"traffic the network charges through grants (its online rating groups): all, or <CATEGORY> and app:<appId> items, comma-separated, as DPCS_CHARGING_RATING_GROUPS maps them; usage events (Kafka, POST /decisions) for it are judged and recorded (grantChargedBytes) but charge nothing. Empty: every event charges"`
 	// TopUpOffers (DPCS_TOPUP_OFFERS) are the top-ups the family app
 	// offers with their prices (api.ParseTopUpOffers; GET /catalog).
 	TopUpOffers string `envconfig:"TOPUP_OFFERS" default:"100MB=2200,500MB=5500,1GB=9900,3GB=19800" deployables:"server, all-in-one" desc:"the top-ups the family app offers and their prices in won, <amount>MB|GB=<won> comma-separated, at most 8; the app shows each with its price and asks before it tops up"`
@@ -285,6 +290,9 @@ func (c *Config) finish(getenv func(string) string, r *envRead) []error {
 	r.want(&errs, "DPCS_KAFKA_SESSION_TIMEOUT", c.KafkaSessionTimeout >= time.Second && c.KafkaSessionTimeout <= 30*time.Minute, "a duration from 1s to 30m")
 	r.want(&errs, "DPCS_START_TIMEOUT", c.StartTimeout >= 0, "a duration ≥ 0")
 	r.want(&errs, "DPCS_NOTIFIER", c.Notifier == "on" || c.Notifier == "off", "on or off")
+	if _, err := charging.ParseGrantCharged(c.GrantCharged); err != nil {
+		errs = append(errs, fmt.Errorf("DPCS_GRANT_CHARGED: %w", err))
+	}
 	r.want(&errs, "DPCS_CATALOG_REFRESH", c.CatalogRefresh >= time.Second && c.CatalogRefresh <= time.Hour, "a duration from 1s to 1h")
 	if at, err := ParseWeeklyAt(c.WeeklySummary); err != nil {
 		errs = append(errs, fmt.Errorf("DPCS_WEEKLY_SUMMARY: %w", err))
@@ -453,4 +461,13 @@ func LoadSimulatorConfig(getenv func(string) string) (SimulatorConfig, error) {
 	tr, err := loadTracing(getenv)
 	c.Tracing = tr
 	return c, errors.Join(append(append(errs, r.errs()...), err)...)
+}
+
+// GrantChargedOpt is the judges' option for DPCS_GRANT_CHARGED: events of
+// the traffic grants charge charge nothing (judge.WithGrantCharged), for
+// the processor and POST /decisions alike; with it empty, every event
+// charges.
+func (c Config) GrantChargedOpt() judge.Opt {
+	covered, _ := charging.ParseGrantCharged(c.GrantCharged) // finish refused a bad one
+	return judge.WithGrantCharged(covered)
 }

@@ -185,7 +185,7 @@ func gatewayTokens(cfg SystemConfig) ([]string, error) {
 // judge.StateGuard (a *recovery.Guard), a stale state the decisions find is
 // recovered by it.
 func (c SystemConfig) DecisionOptions(gens judge.GenerationSource, m *Metrics, log *slog.Logger) []judge.DecisionsOpt {
-	opts := []judge.DecisionsOpt{judge.WithLinger(c.DecisionLinger)}
+	opts := []judge.DecisionsOpt{judge.WithLinger(c.DecisionLinger), c.GrantChargedOpt()}
 	if g, ok := gens.(judge.StateGuard); ok {
 		opts = append(opts, judge.WithStateGuard(g))
 	} else {

@@ -272,7 +272,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	s.catalog = WatchCatalog(ctx, s.DB, cfg.CatalogRefresh, log)
 	s.workers, err = NewWorkers(s.State, s.DB, kopts, WorkersConfig{Logger: log, Notifier: nopts, Metrics: s.Metrics, TracerProvider: tp,
 		Processor: []judge.ProcessorOpt{judge.WithLocation(cfg.Zone), judge.WithMaxEventAge(cfg.DedupeWindow - time.Hour),
-			judge.WithStateGuard(rec), judge.WithApps(s.catalog.Apps())}})
+			judge.WithStateGuard(rec), judge.WithApps(s.catalog.Apps()), cfg.GrantChargedOpt()}})
 	if err != nil {
 		return nil, err
 	}

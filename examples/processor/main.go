@@ -229,6 +229,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 			judge.WithMaxEventAge(cfg.DedupeWindow - time.Hour),
 			judge.WithProcessorHooks(hooks),
 			judge.WithApps(catalog.Apps()),
+			cfg.GrantChargedOpt(),
 		}, guard...),
 		TracerProvider: tp,
 	})

@@ -46,7 +46,11 @@ func newBenchEnv(b *testing.B, opts ...charging.Option) *env { return newEnvTB(b
 
 func newEnvTB(t testing.TB, opts ...charging.Option) *env {
 	t.Helper()
-	st := storetest.New(t, testenv.SQLite(t))
+	db := testenv.SQLite
+	if _, isBench := t.(*testing.B); isBench && os.Getenv("DPCS_TEST_MYSQL_DSN") != "" {
+		db = testenv.MySQL // the benchmarks on MariaDB (BenchmarkUpdateOverH2C)
+	}
+	st := storetest.New(t, db(t))
 	e := &env{t: t, ctx: t.Context(), st: st, fake: chargertest.New(), clock: st.Clock}
 	if _, err := st.S.CreateFamily(e.ctx, store.NewFamily{ID: family, Name: "Kim", PlanBytes: pool}, store.System); err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ const (
 	DefaultNotifyAttempts   = 5
 	DefaultNotifyQueue      = 1024
 	DefaultRestrictFilter   = "dpcs-throttled"
+	DefaultSessionCache     = 100_000
 )
 
 // DefaultNotifyBackoff is the wait between a notification's attempts.
@@ -48,6 +49,7 @@ type options struct {
 	notifyAttempts        int
 	notifyBackoff         backoff.Policy
 	notifyQueue           int
+	cacheSize             int
 	hooks                 Hooks
 }
 
@@ -58,7 +60,7 @@ func defaults() options {
 		validity: DefaultValidity, holding: DefaultQuotaHoldingTime, thresholdPercent: DefaultThresholdPercent,
 		restrictFilter: DefaultRestrictFilter, sweepEvery: DefaultSweepInterval, retention: DefaultClosedRetention,
 		notifyTimeout: DefaultNotifyTimeout, notifyAttempts: DefaultNotifyAttempts, notifyBackoff: DefaultNotifyBackoff,
-		notifyQueue: DefaultNotifyQueue}
+		notifyQueue: DefaultNotifyQueue, cacheSize: DefaultSessionCache}
 }
 
 // Option configures a Service.
@@ -220,6 +222,21 @@ func WithNotifyDelivery(timeout time.Duration, attempts int, wait backoff.Policy
 			return err
 		}
 		o.notifyTimeout, o.notifyAttempts, o.notifyBackoff, o.notifyQueue = timeout, attempts, wait, queue
+		return nil
+	}
+}
+
+// WithSessionCache sets how many open sessions the service keeps in memory
+// as it last wrote them, so their updates read nothing from SQL (the row
+// stays the truth: a step that finds it moved on reads it again). 0 keeps
+// none: every step reads its session. Default DefaultSessionCache; beyond
+// it, a session's next step reads SQL.
+func WithSessionCache(n int) Option {
+	return func(o *options) error {
+		if n < 0 {
+			return fmt.Errorf("charging: session cache must be ≥ 0, got %d", n)
+		}
+		o.cacheSize = n
 		return nil
 	}
 }

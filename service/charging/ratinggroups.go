@@ -65,3 +65,36 @@ func ParseRatingGroups(s string) (RatingGroups, error) {
 
 // Of is what rating group rg covers.
 func (g RatingGroups) Of(rg uint32) Coverage { return g[rg] }
+
+// ParseGrantCharged reads the traffic the network charges through grants
+// (DPCS_GRANT_CHARGED, doc/wire-format.md "Charged once"): "all", or the
+// traffic its online rating groups cover written as DPCS_CHARGING_RATING_GROUPS'
+// right sides, <CATEGORY> or app:<appId>, comma-separated ("VIDEO,app:com.kakao.talk").
+// It returns whether a usage event of app appID in category cat is such
+// traffic (judge.WithGrantCharged); nil for "" (none: every event charges).
+func ParseGrantCharged(s string) (func(appID string, cat policy.Category) bool, error) {
+	s = strings.TrimSpace(s)
+	switch {
+	case s == "":
+		return nil, nil
+	case strings.EqualFold(s, "all"):
+		return func(string, policy.Category) bool { return true }, nil
+	}
+	var items []string
+	for i, item := range strings.Split(s, ",") {
+		items = append(items, strconv.Itoa(i)+"="+strings.TrimSpace(item))
+	}
+	g, err := ParseRatingGroups(strings.Join(items, ","))
+	if err != nil {
+		return nil, err
+	}
+	apps, cats := map[string]bool{}, map[policy.Category]bool{}
+	for _, c := range g {
+		if c.AppID != "" {
+			apps[c.AppID] = true
+		} else {
+			cats[c.Category] = true
+		}
+	}
+	return func(appID string, cat policy.Category) bool { return apps[appID] || (cat != "" && cats[cat]) }, nil
+}

@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,7 +47,7 @@ type Sessions interface {
 	OpenChargingSession(ctx context.Context, c store.ChargingSession) (store.ChargingSession, bool, error)
 	ChargingSession(ctx context.Context, ref string) (store.ChargingSession, error)
 	SetChargingGrants(ctx context.Context, ref string, seq int64, grants []store.ChargingGrant) (bool, error)
-	RecordChargingStep(ctx context.Context, ref string, prevSeq int64, step store.ChargingStep) (bool, error)
+	RecordChargingSteps(ctx context.Context, steps []store.ChargingStepOn) ([]bool, error)
 	ExpiredChargingSessions(ctx context.Context, now time.Time, limit int) ([]store.ChargingSession, error)
 	BeginClosingChargingSession(ctx context.Context, ref string, seq int64) (bool, error)
 	FinishClosingChargingSession(ctx context.Context, ref string) error
@@ -66,6 +67,9 @@ type Service struct {
 	sessions  Sessions
 	o         options
 	locks     [64]sync.Mutex
+	cache     sessionCache
+	records   chan *recording
+	recDone   chan struct{}
 	notifier  *notifier
 	changes   changes
 	sweepDone chan struct{}
@@ -92,6 +96,8 @@ func New(charger Charger, sessions Sessions, opts ...Option) (*Service, error) {
 		}
 	}
 	s := &Service{charger: charger, sessions: sessions, o: o, sweepDone: make(chan struct{}),
+		cache:   sessionCache{max: o.cacheSize, m: map[string]store.ChargingSession{}},
+		records: make(chan *recording), recDone: make(chan struct{}),
 		changes: changes{pending: map[int64]map[int64]bool{}, reclaim: map[int64]map[string]bool{}, wake: make(chan struct{}, 1),
 			done: make(chan struct{})}}
 	s.notifier = newNotifier(o)
@@ -99,6 +105,7 @@ func New(charger Charger, sessions Sessions, opts ...Option) (*Service, error) {
 	s.stop = stop
 	go s.sweepLoop(ctx)
 	go s.changeLoop(ctx)
+	go s.recordLoop(ctx)
 	return s, nil
 }
 
@@ -111,6 +118,7 @@ func (s *Service) Close(ctx context.Context) error {
 		s.stop()
 		<-s.sweepDone
 		<-s.changes.done
+		<-s.recDone
 		err = s.notifier.close(ctx)
 	})
 	return err
@@ -270,8 +278,10 @@ func (s *Service) create(ctx context.Context, req *ChargingDataRequest) (string,
 	}
 	unlock := s.lock(sess.Ref)
 	defer unlock()
-	if !created { // a retry of this create: its session, maybe its answer
-		if sess, err = s.sessions.ChargingSession(ctx, sess.Ref); err != nil {
+	if created {
+		s.cache.put(sess)
+	} else { // a retry of this create: its session, maybe its answer
+		if sess, err = s.fresh(ctx, sess.Ref); err != nil {
 			return "", nil, false, m, err
 		}
 		if resp, done, err := s.replay(sess, OpCreate, *req.InvocationSequenceNumber); done || err != nil {
@@ -279,7 +289,7 @@ func (s *Service) create(ctx context.Context, req *ChargingDataRequest) (string,
 		}
 	}
 	resp, err := s.step(ctx, sess, OpCreate, req, asks)
-	return sess.Ref, resp, false, m, err
+	return sess.Ref, resp, false, m, moved(err)
 }
 
 // Update takes the next step of session ref: charges what req reports used
@@ -308,39 +318,50 @@ func (s *Service) Release(ctx context.Context, ref string, req *ChargingDataRequ
 }
 
 func (s *Service) next(ctx context.Context, ref string, op Op, req *ChargingDataRequest) (*ChargingDataResponse, bool, store.Member, error) {
-	asks, p := s.asks(req)
+	asked, p := s.asks(req)
 	if p != nil {
 		return nil, false, store.Member{}, p
 	}
 	unlock := s.lock(ref)
 	defer unlock()
-	sess, err := s.sessions.ChargingSession(ctx, ref)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, false, store.Member{}, noSession(ref)
-	}
-	if err != nil {
-		return nil, false, store.Member{}, err
-	}
-	m := store.Member{ID: sess.MemberID, FamilyID: sess.FamilyID}
-	if resp, done, err := s.replay(sess, op, *req.InvocationSequenceNumber); done || err != nil {
-		return resp, true, m, err
-	}
-	if op == OpRelease { // every grant the session holds is returned
-		named := map[uint32]bool{}
-		for _, a := range asks {
-			named[a.rg] = true
+	read, retried := s.session, false
+	for {
+		sess, err := read(ctx, ref)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, false, store.Member{}, noSession(ref)
 		}
-		for i := range asks {
-			asks[i].release = true
+		if err != nil {
+			return nil, false, store.Member{}, err
 		}
-		for _, g := range sess.Grants {
-			if !named[g.RatingGroup] {
-				asks = append(asks, ask{rg: g.RatingGroup, release: true})
+		m := store.Member{ID: sess.MemberID, FamilyID: sess.FamilyID}
+		if resp, done, err := s.replay(sess, op, *req.InvocationSequenceNumber); done || err != nil {
+			return resp, true, m, err
+		}
+		asks := slices.Clone(asked)
+		if op == OpRelease { // every grant the session holds is returned
+			named := map[uint32]bool{}
+			for _, a := range asks {
+				named[a.rg] = true
+			}
+			for i := range asks {
+				asks[i].release = true
+			}
+			for _, g := range sess.Grants {
+				if !named[g.RatingGroup] {
+					asks = append(asks, ask{rg: g.RatingGroup, release: true})
+				}
 			}
 		}
+		resp, err := s.step(ctx, sess, op, req, asks)
+		if errors.Is(err, errMoved) && !retried {
+			// The cached session was behind SQL (another process stepped
+			// it): take this step again on SQL's; the Charger answers the
+			// steps already taken from its record.
+			read, retried = s.fresh, true
+			continue
+		}
+		return resp, false, m, moved(err)
 	}
-	resp, err := s.step(ctx, sess, op, req, asks)
-	return resp, false, m, err
 }
 
 func noSession(ref string) *Problem {
@@ -404,11 +425,16 @@ func (s *Service) step(ctx context.Context, sess store.ChargingSession, op Op, r
 		if len(grants) > len(sess.Grants) {
 			ok, err := s.sessions.SetChargingGrants(ctx, sess.Ref, sess.LastSeq, grants)
 			if err != nil {
+				s.cache.drop(sess.Ref)
 				return nil, err
 			}
 			if !ok {
-				return s.raced(ctx, sess.Ref, op, seq)
+				resp, _, err := s.raced(ctx, sess.Ref, op, seq)
+				return resp, err
 			}
+			planned := sess
+			planned.Grants = grants
+			s.cache.put(planned)
 		}
 	}
 	now := s.o.now()
@@ -473,13 +499,21 @@ func (s *Service) step(ctx context.Context, sess store.ChargingSession, op Op, r
 		}
 		st.Answer = b
 	}
-	ok, err := s.sessions.RecordChargingStep(ctx, sess.Ref, sess.LastSeq, st)
+	ok, err := s.record(ctx, store.ChargingStepOn{Ref: sess.Ref, PrevSeq: sess.LastSeq, Step: st})
 	if err != nil {
+		s.cache.drop(sess.Ref) // written or not: the next step reads SQL
 		return nil, err
 	}
 	if !ok {
-		return s.raced(ctx, sess.Ref, op, seq)
+		resp, open, err := s.raced(ctx, sess.Ref, op, seq)
+		if !open {
+			s.undo(ctx, sess, ops, results)
+		}
+		return resp, err
 	}
+	after := sess
+	after.LastSeq, after.LastOp, after.Answer, after.Grants, after.ExpiresAt, after.State = st.Seq, st.Op, st.Answer, st.Grants, st.ExpiresAt, st.State
+	s.cache.put(after)
 	// Grants the engine found holding more than their fair share while
 	// this one was cut are asked to report again (and shrink to it).
 	var reclaim []string
@@ -495,23 +529,199 @@ func (s *Service) step(ctx context.Context, sess store.ChargingSession, op Op, r
 	return resp, nil
 }
 
-// raced answers a step whose session moved on since it was read: the
-// same invocation answered meanwhile (by this invocation's retry, here or
-// in another process) gets that answer, as its retry would; anything else
-// is refused as replay refuses it.
-func (s *Service) raced(ctx context.Context, ref string, op Op, seq uint32) (*ChargingDataResponse, error) {
-	sess, err := s.sessions.ChargingSession(ctx, ref)
+// raced answers a step whose session moved on since it was read (here,
+// or cached: another process stepped or closed it since): the same
+// invocation answered meanwhile (by this invocation's retry, here or in
+// another process) gets that answer, as its retry would; anything else is
+// refused as replay refuses it. open is false when the session is closed
+// or gone (what the step reserved is then nobody's: undo).
+func (s *Service) raced(ctx context.Context, ref string, op Op, seq uint32) (*ChargingDataResponse, bool, error) {
+	sess, err := s.fresh(ctx, ref)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, noSession(ref)
+		return nil, false, noSession(ref)
 	}
 	if err != nil {
-		return nil, err
+		return nil, true, err
 	}
+	open := sess.State == store.ChargingOpen
 	if resp, done, err := s.replay(sess, op, seq); done || err != nil {
-		return resp, err
+		return resp, open, err
 	}
-	return nil, &Problem{Status: http.StatusInternalServerError, Cause: CauseSystemFailure,
-		Detail: "another invocation of this session was answered meanwhile: repeat this one"}
+	return nil, open, errMoved
+}
+
+// errMoved is a step whose session another invocation moved on meanwhile;
+// its retry is taken on the session as it is now (moved).
+var errMoved = errors.New("charging: the session moved on meanwhile")
+
+// moved is the answer to a step err refused: the retry's Problem when the
+// session moved on.
+func moved(err error) error {
+	if errors.Is(err, errMoved) {
+		return &Problem{Status: http.StatusInternalServerError, Cause: CauseSystemFailure,
+			Detail: "another invocation of this session was answered meanwhile: repeat this one"}
+	}
+	return err
+}
+
+// undo returns what ops reserved for sess when sess was closed meanwhile
+// (by its release or the sweep in another process, after this one read
+// it): no session holds those grants any more, so no sweep would. A
+// release of a grant holding nothing returns nothing (Charger).
+func (s *Service) undo(ctx context.Context, sess store.ChargingSession, ops []quota.GrantOp, results []quota.GrantResult) {
+	var rel []quota.GrantOp
+	for i, op := range ops {
+		if !op.Release && i < len(results) && results[i].Granted > 0 {
+			rel = append(rel, quota.GrantOp{ID: envelope.DerivedID("grs_", op.ID, "undo"), GrantID: op.GrantID, FamilyID: op.FamilyID,
+				CustomerID: op.CustomerID, AppID: op.AppID, Category: op.Category, Release: true, At: s.o.now()})
+		}
+	}
+	if len(rel) == 0 {
+		return
+	}
+	if _, err := s.charger.Charge(ctx, rel); err != nil {
+		s.o.log.Error("charging: a step of a session closed meanwhile reserved bytes that could not be returned",
+			"ref", sess.Ref, "grants", len(rel), "err", err)
+	}
+}
+
+// session is session ref as this process last wrote or read it (the
+// cache), else as SQL holds it.
+func (s *Service) session(ctx context.Context, ref string) (store.ChargingSession, error) {
+	if sess, ok := s.cache.get(ref); ok {
+		return sess, nil
+	}
+	return s.fresh(ctx, ref)
+}
+
+// fresh is session ref as SQL holds it, cached while OPEN.
+func (s *Service) fresh(ctx context.Context, ref string) (store.ChargingSession, error) {
+	s.cache.drop(ref)
+	sess, err := s.sessions.ChargingSession(ctx, ref)
+	if err == nil {
+		s.cache.put(sess)
+	}
+	return sess, err
+}
+
+// maxRecordBatch bounds the steps one transaction records.
+const maxRecordBatch = 256
+
+// recording is a step waiting for the record loop.
+type recording struct {
+	on   store.ChargingStepOn
+	done chan recorded
+}
+
+type recorded struct {
+	ok  bool
+	err error
+}
+
+// record stores a step's record (store.RecordChargingStep's promise: only
+// if its session is still where it was read) in the next transaction of
+// the record loop, and reports whether it was recorded.
+func (s *Service) record(ctx context.Context, on store.ChargingStepOn) (bool, error) {
+	r := &recording{on: on, done: make(chan recorded, 1)}
+	select {
+	case s.records <- r:
+	case <-s.recDone:
+		return false, errors.New("charging: the service is closed")
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	select {
+	case res := <-r.done:
+		return res.ok, res.err
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// recordLoop records the steps answered at one moment, each of another
+// session (a session's steps are serialised by its lock), in one
+// transaction: the first waiting step, and every other that waits by the
+// time it starts (no linger: a lone step is written at once). So steps
+// share a commit under load, as the door's group commit shares a Redis
+// round trip and a Kafka produce.
+func (s *Service) recordLoop(ctx context.Context) {
+	defer close(s.recDone)
+	for {
+		var batch []*recording
+		select {
+		case r := <-s.records:
+			batch = append(batch, r)
+		case <-ctx.Done():
+			return
+		}
+	more:
+		for len(batch) < maxRecordBatch {
+			select {
+			case r := <-s.records:
+				batch = append(batch, r)
+			default:
+				break more
+			}
+		}
+		ons := make([]store.ChargingStepOn, len(batch))
+		for i, r := range batch {
+			ons[i] = r.on
+		}
+		ok, err := s.sessions.RecordChargingSteps(ctx, ons)
+		if err == nil && len(ok) != len(batch) {
+			err = fmt.Errorf("charging: %d steps recorded as %d", len(batch), len(ok))
+		}
+		for i, r := range batch {
+			if err != nil {
+				r.done <- recorded{err: err}
+				continue
+			}
+			r.done <- recorded{ok: ok[i]}
+		}
+	}
+}
+
+// sessionCache keeps the OPEN sessions this process stepped as SQL holds
+// them after its last read or write, so an update reads nothing and writes
+// one statement (doc/benchmarks.md, "The grant path over Nchf"). SQL stays
+// the truth: a step whose conditional write finds the row moved on (another
+// process stepped or closed it) reads it again (raced), and a restart
+// starts empty. An entry is changed only under its session's lock.
+type sessionCache struct {
+	mu  sync.Mutex
+	max int
+	m   map[string]store.ChargingSession
+}
+
+func (c *sessionCache) get(ref string) (store.ChargingSession, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sess, ok := c.m[ref]
+	return sess, ok
+}
+
+// put keeps sess while it is OPEN (forgets it otherwise); when full, it
+// forgets another session first (its next step reads SQL).
+func (c *sessionCache) put(sess store.ChargingSession) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if sess.State != store.ChargingOpen || c.max <= 0 {
+		delete(c.m, sess.Ref)
+		return
+	}
+	if _, ok := c.m[sess.Ref]; !ok && len(c.m) >= c.max {
+		for ref := range c.m {
+			delete(c.m, ref)
+			break
+		}
+	}
+	c.m[sess.Ref] = sess
+}
+
+func (c *sessionCache) drop(ref string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, ref)
 }
 
 // answer is one rating group's answer to its step, and until when it

@@ -138,7 +138,7 @@ func TestFailedStepIsRetried(t *testing.T) {
 	}
 }
 
-// failingSessions fails RecordChargingStep while fail is set: the crash
+// failingSessions fails RecordChargingSteps while fail is set: the crash
 // between the Charger's answer and the session's record.
 type failingSessions struct {
 	charging.Sessions
@@ -146,14 +146,14 @@ type failingSessions struct {
 	fail bool
 }
 
-func (f *failingSessions) RecordChargingStep(ctx context.Context, ref string, prev int64, st store.ChargingStep) (bool, error) {
+func (f *failingSessions) RecordChargingSteps(ctx context.Context, steps []store.ChargingStepOn) ([]bool, error) {
 	f.mu.Lock()
 	fail := f.fail
 	f.mu.Unlock()
 	if fail {
-		return false, context.DeadlineExceeded
+		return nil, context.DeadlineExceeded
 	}
-	return f.Sessions.RecordChargingStep(ctx, ref, prev, st)
+	return f.Sessions.RecordChargingSteps(ctx, steps)
 }
 
 // A create whose answer could not be stored after the Charger reserved
@@ -350,6 +350,37 @@ func TestRatingGroups(t *testing.T) {
 	}
 }
 
+// DPCS_GRANT_CHARGED names traffic as the rating groups do: categories and
+// apps, or all; nothing when empty.
+func TestParseGrantCharged(t *testing.T) {
+	if f, err := charging.ParseGrantCharged(" "); f != nil || err != nil {
+		t.Errorf("empty: %v, %v; want none", f != nil, err)
+	}
+	all, err := charging.ParseGrantCharged("ALL")
+	if err != nil || !all("any.app", "") {
+		t.Errorf("all: %v", err)
+	}
+	f, err := charging.ParseGrantCharged("video, app:com.kakao.talk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		app  string
+		cat  policy.Category
+		want bool
+	}{{"com.youtube.app", policy.CategoryVideo, true}, {"com.kakao.talk", policy.CategoryMessaging, true},
+		{"com.whatsapp", policy.CategoryMessaging, false}, {"unknown.app", "", false}} {
+		if got := f(c.app, c.cat); got != c.want {
+			t.Errorf("%s (%s): %v, want %v", c.app, c.cat, got, c.want)
+		}
+	}
+	for _, bad := range []string{"SPORTS", "app:", "VIDEO,,x=y"} {
+		if _, err := charging.ParseGrantCharged(bad); err == nil {
+			t.Errorf("%q: accepted", bad)
+		}
+	}
+}
+
 // The last units come with finalUnitIndication: TERMINATE, REDIRECT to the
 // block screen when one is set, RESTRICT_ACCESS for a throttled member; a
 // blocked member's rating group is refused with its reason and a validity
@@ -531,5 +562,193 @@ func TestTwoProcessesAnswerOneInvocation(t *testing.T) {
 		if _, used, _ := e.fake.Pool(family); used != int64(seq)*mib {
 			t.Fatalf("after invocation %d: used %d", seq, used)
 		}
+	}
+}
+
+// countingSessions counts the statements the service sends SQL.
+type countingSessions struct {
+	charging.Sessions
+	mu      sync.Mutex
+	calls   map[string]int
+	biggest int // the most steps one transaction recorded
+}
+
+func (c *countingSessions) count(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls[name]++
+}
+
+func (c *countingSessions) reset() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.calls
+	c.calls = map[string]int{}
+	return out
+}
+
+func (c *countingSessions) OpenChargingSession(ctx context.Context, s store.ChargingSession) (store.ChargingSession, bool, error) {
+	c.count("open")
+	return c.Sessions.OpenChargingSession(ctx, s)
+}
+
+func (c *countingSessions) ChargingSession(ctx context.Context, ref string) (store.ChargingSession, error) {
+	c.count("read")
+	return c.Sessions.ChargingSession(ctx, ref)
+}
+
+func (c *countingSessions) SetChargingGrants(ctx context.Context, ref string, seq int64, g []store.ChargingGrant) (bool, error) {
+	c.count("plan")
+	return c.Sessions.SetChargingGrants(ctx, ref, seq, g)
+}
+
+func (c *countingSessions) RecordChargingSteps(ctx context.Context, steps []store.ChargingStepOn) ([]bool, error) {
+	for range steps {
+		c.count("record")
+	}
+	c.mu.Lock()
+	c.biggest = max(c.biggest, len(steps))
+	c.mu.Unlock()
+	return c.Sessions.RecordChargingSteps(ctx, steps)
+}
+
+// A session's steps cost one SQL statement each in the process that keeps
+// it (doc/benchmarks.md, "The grant path over Nchf"): a create inserts and
+// records, an update and a release only record; a rating group new to the
+// session is planned first. Another process (or a restart: an empty cache)
+// reads the session once.
+func TestAStepIsOneStatement(t *testing.T) {
+	e := newEnv(t)
+	cs := &countingSessions{Sessions: e.st.S, calls: map[string]int{}}
+	svc := e.service(e.fake, cs)
+	sub := "imsi-" + childIMSI
+	ref, _, err := svc.Create(e.ctx, request(sub, 0, ask(10, 4*mib, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cs.reset(); !cmp.Equal(got, map[string]int{"open": 1, "record": 1}) {
+		t.Errorf("a create: %v", got)
+	}
+	for seq := uint32(1); seq <= 5; seq++ {
+		if _, err := svc.Update(e.ctx, ref, request(sub, seq, ask(10, 4*mib, 1*mib))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := cs.reset(); !cmp.Equal(got, map[string]int{"record": 5}) {
+		t.Errorf("five updates: %v", got)
+	}
+	// A retry is answered from memory.
+	if _, err := svc.Update(e.ctx, ref, request(sub, 5, ask(10, 4*mib, 1*mib))); err != nil {
+		t.Fatal(err)
+	}
+	if got := cs.reset(); len(got) != 0 {
+		t.Errorf("a retry: %v", got)
+	}
+	if _, err := svc.Update(e.ctx, ref, request(sub, 6, ask(10, 4*mib, 1*mib), ask(20, 1*mib, -1))); err != nil {
+		t.Fatal(err)
+	}
+	if got := cs.reset(); !cmp.Equal(got, map[string]int{"plan": 1, "record": 1}) {
+		t.Errorf("an update with a new rating group: %v", got)
+	}
+	// Another process (a restart) reads the session once, then keeps it.
+	other := e.service(e.fake, cs)
+	for seq := uint32(7); seq <= 8; seq++ {
+		if _, err := other.Update(e.ctx, ref, request(sub, seq, ask(10, 4*mib, 1*mib))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := cs.reset(); !cmp.Equal(got, map[string]int{"read": 1, "record": 2}) {
+		t.Errorf("two updates in another process: %v", got)
+	}
+	if err := other.Release(e.ctx, ref, request(sub, 9, report(10, 1*mib))); err != nil {
+		t.Fatal(err)
+	}
+	if got := cs.reset(); !cmp.Equal(got, map[string]int{"record": 1}) {
+		t.Errorf("a release: %v", got)
+	}
+	if _, used, reserved := e.fake.Pool(family); used != 9*mib || reserved != 0 {
+		t.Errorf("used %d, reserved %d; want 9 MiB and 0", used, reserved)
+	}
+}
+
+// A session kept in one process's memory moves on in another (an SMF's
+// steps reach two processes): the step finds SQL ahead and is taken on
+// SQL's session, charged once; a step on a session another process closed
+// is refused and what it reserved is returned at once (no sweep would:
+// the session is closed).
+func TestKeptSessionMovedOnElsewhere(t *testing.T) {
+	e := newEnv(t)
+	other := e.service(e.fake, e.st.S)
+	sub := "imsi-" + childIMSI
+	ref, _, err := e.svc.Create(e.ctx, request(sub, 0, ask(10, 4*mib, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Update(e.ctx, ref, request(sub, 1, ask(10, 4*mib, 1*mib))); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := e.svc.Update(e.ctx, ref, request(sub, 2, ask(10, 4*mib, 1*mib)))
+	if err != nil {
+		t.Fatalf("an update after another process's: %v", err)
+	}
+	if g := granted(unit(t, resp, 10)); g != 4*mib {
+		t.Errorf("granted %d", g)
+	}
+	if _, used, reserved := e.fake.Pool(family); used != 2*mib || reserved != 4*mib {
+		t.Fatalf("used %d, reserved %d; want 2 and 4 MiB", used, reserved)
+	}
+	if err := other.Release(e.ctx, ref, request(sub, 3, report(10, 1*mib))); err != nil {
+		t.Fatalf("a release in the other process: %v", err)
+	}
+	_, err = e.svc.Update(e.ctx, ref, request(sub, 4, ask(10, 4*mib, 0)))
+	wantProblem(t, err, http.StatusNotFound, charging.CauseResourceContextNotFound, "")
+	if _, used, reserved := e.fake.Pool(family); used != 3*mib || reserved != 0 || e.fake.Outstanding() != 0 {
+		t.Errorf("after a step on a closed session: used %d, reserved %d, %d grants open; want 3 MiB, 0, 0",
+			used, reserved, e.fake.Outstanding())
+	}
+}
+
+// Steps of different sessions answered at the same moment share one SQL
+// transaction (one commit), each still recorded only where its session
+// was: sessions updated at once until a transaction recorded more than
+// one step, every update charged once.
+func TestStepsShareATransaction(t *testing.T) {
+	e := newEnv(t)
+	cs := &countingSessions{Sessions: e.st.S, calls: map[string]int{}}
+	svc := e.service(e.fake, cs)
+	subs := []string{"imsi-" + childIMSI, "msisdn-01012345678", "msisdn-821022223333"}
+	var refs []string
+	for i := range 12 {
+		ref, _, err := svc.Create(e.ctx, request(subs[i%3], 0, ask(10, 1024, -1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs = append(refs, ref)
+	}
+	updates := 0
+	deadline := time.Now().Add(30 * time.Second)
+	for seq := uint32(1); ; seq++ {
+		var wg sync.WaitGroup
+		for i, ref := range refs {
+			wg.Go(func() {
+				if _, err := svc.Update(e.ctx, ref, request(subs[i%3], seq, ask(10, 1024, 1))); err != nil {
+					t.Errorf("update %d of %s: %v", seq, ref, err)
+				}
+			})
+		}
+		wg.Wait()
+		updates += len(refs)
+		cs.mu.Lock()
+		biggest := cs.biggest
+		cs.mu.Unlock()
+		if t.Failed() || biggest > 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d updates of %d sessions at once, each recorded in a transaction of its own", updates, len(refs))
+		}
+	}
+	if _, used, _ := e.fake.Pool(family); used != int64(updates) {
+		t.Errorf("used %d after %d updates of 1 byte", used, updates)
 	}
 }

@@ -78,6 +78,7 @@ func (s *Service) Sweep(ctx context.Context) (SweepInfo, error) {
 func (s *Service) expire(ctx context.Context, sess store.ChargingSession) (bool, error) {
 	unlock := s.lock(sess.Ref)
 	defer unlock()
+	s.cache.drop(sess.Ref) // closing, or stepped meanwhile: the next step reads SQL
 	if sess.State == store.ChargingOpen {
 		ok, err := s.sessions.BeginClosingChargingSession(ctx, sess.Ref, sess.LastSeq)
 		if err != nil || !ok {

@@ -80,7 +80,7 @@ func TestWhatTheJudgeAcceptsTheTruthStores(t *testing.T) {
 			if res[0].Decision != tc.decision {
 				t.Fatalf("decision %s (rule %q), want %s", res[0].Decision, res[0].Rule, tc.decision)
 			}
-			recs, err := usageOutputs(tc.ev, res[0], "t:bounds", time.UTC, policy.ThresholdAlertText)
+			recs, err := usageOutputs(tc.ev, tc.ev.Payload.BytesUsed, res[0], "t:bounds", time.UTC, policy.ThresholdAlertText)
 			if err != nil {
 				t.Fatal(err)
 			}

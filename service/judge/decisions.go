@@ -390,7 +390,7 @@ func (s *Decisions) run(batch []*asking, n, slot int) {
 			if res.Duplicate {
 				info.Duplicates++
 			}
-			out, err := usageOutputs(e, res, gen, s.loc, s.alertText)
+			out, err := usageOutputs(e, a.evs[j].Bytes, res, gen, s.loc, s.alertText)
 			if err != nil {
 				// Every field comes from a checked event and the engine.
 				fail(fmt.Errorf("%w: build outputs of %s: %w", ErrUnavailable, e.EventID, err))

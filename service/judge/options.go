@@ -67,6 +67,7 @@ type common struct {
 	maxAge, maxSkew time.Duration
 	alertText       func(percent int) string
 	guard           StateGuard
+	grantCharged    func(appID string, cat policy.Category) bool
 }
 
 // processorConfig is a Processor's configuration (ProcessorOpt).
@@ -179,6 +180,22 @@ func WithLocation(loc *time.Location) Opt {
 // Default: policy.DefaultApps().
 func WithCatalog(cat policy.Catalog) Opt {
 	return opt(func(c *common) error { c.apps = NewApps(cat); return nil })
+}
+
+// WithGrantCharged names the traffic the network charges through grants
+// (the charging interface's online rating groups, doc/wire-format.md
+// "Charged once"): a usage event for which covered(appID, category)
+// holds — its category named from the catalog (WithApps) — is judged
+// like any other (blocks, windows, the pool's end) but charges nothing,
+// and its usage-persist record carries what it reported as
+// grantChargedBytes beside bytesUsed 0. The same traffic is then never
+// charged twice, once by a grant's report and once by its event. Default:
+// nil, every event charges what it reports.
+func WithGrantCharged(covered func(appID string, category policy.Category) bool) Opt {
+	return opt(func(c *common) error {
+		c.grantCharged = covered
+		return nil
+	})
 }
 
 // WithApps names events' categories from apps, a catalog that may be
@@ -533,8 +550,17 @@ func (s *common) checkStep(op quota.GrantOp, now time.Time) error {
 }
 
 // event is the engine's event for a checked usage envelope.
+// The one place that decides whether a usage event charges: traffic the
+// network charges through grants (WithGrantCharged) is judged with 0 bytes
+// and recorded with what it reported (grantChargedBytes); the rest charges
+// what it reports.
 func (s *common) event(e envelope.Envelope[envelope.UsagePayload]) quota.Event {
 	pl := e.Payload
-	return quota.Event{ID: e.EventID, FamilyID: pl.FamilyID, CustomerID: pl.CustomerID, Bytes: pl.BytesUsed,
-		AppID: pl.AppID, Category: s.apps.Category(pl.AppID), At: e.Timestamp}
+	cat := s.apps.Category(pl.AppID)
+	bytes := pl.BytesUsed
+	if s.grantCharged != nil && s.grantCharged(pl.AppID, cat) {
+		bytes = 0
+	}
+	return quota.Event{ID: e.EventID, FamilyID: pl.FamilyID, CustomerID: pl.CustomerID, Bytes: bytes,
+		AppID: pl.AppID, Category: cat, At: e.Timestamp}
 }

@@ -17,11 +17,13 @@ import (
 // (allowed) or CUSTOMER_BLOCKED (blocked) — the notifier derives them
 // from it (envelope.PersistNotifications; doc/wire-format.md, "One record
 // per decision") — and a THRESHOLD_ALERT per crossed threshold, its
-// message alertText's; gen is the state generation it was judged under
-// (the persist record names it: doc/architecture.md, "Late records"). Ids
-// derive from the origin event id and timestamps are the event's own, so
-// a replay re-emits identical records.
-func usageOutputs(in envelope.Envelope[envelope.UsagePayload], res quota.Result, gen string, loc *time.Location,
+// message alertText's; charged is the bytes the engine was given
+// (common.event: the event's, or 0 for traffic grants charge, then
+// recorded as grantChargedBytes); gen is the state generation it was
+// judged under (the persist record names it: doc/architecture.md, "Late
+// records"). Ids derive from the origin event id and timestamps are the
+// event's own, so a replay re-emits identical records.
+func usageOutputs(in envelope.Envelope[envelope.UsagePayload], charged int64, res quota.Result, gen string, loc *time.Location,
 	alertText func(percent int) string) ([]*kgo.Record, error) {
 	pl, id, at := in.Payload, in.EventID, in.Timestamp
 	recs := make([]*kgo.Record, 0, 1+len(res.Crossed))
@@ -43,7 +45,7 @@ func usageOutputs(in envelope.Envelope[envelope.UsagePayload], res quota.Result,
 	err := add(kafkarecord.New(envelope.TopicUsagePersist, envelope.New(
 		envelope.DerivedID(envelope.PrefixPersist, id, "persist"), at,
 		envelope.UsagePersistPayload{OriginEventID: id, FamilyID: pl.FamilyID, CustomerID: pl.CustomerID,
-			BytesUsed: pl.BytesUsed, AppID: pl.AppID, ProcessResult: string(res.Decision),
+			BytesUsed: charged, GrantChargedBytes: pl.BytesUsed - charged, AppID: pl.AppID, ProcessResult: string(res.Decision),
 			RemainingAfter: res.Remaining, EventTime: at, Rule: res.Rule,
 			TotalBytes: res.Total, DailyUsedBytes: res.DailyUsed, MonthlyUsedBytes: res.MonthlyUsed,
 			ThrottleKbps: res.ThrottleKbps, Crossed: crossed, Generation: gen, Notifies: notifies})))

@@ -335,6 +335,8 @@ func (p *Processor) Close(ctx context.Context) error {
 type usageIn struct {
 	rec *kgo.Record
 	env envelope.Envelope[envelope.UsagePayload]
+	// charged is what the engine was given to charge (common.event).
+	charged int64
 }
 
 // process judges one poll's records and starts producing everything they
@@ -407,7 +409,7 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 			// The group's outputs go out while other groups are judged.
 			outs := dead
 			for k, u := range judgedUsage {
-				recs, err := usageOutputs(u.env, results[k], gen, p.loc, p.alertText)
+				recs, err := usageOutputs(u.env, u.charged, results[k], gen, p.loc, p.alertText)
 				if err != nil {
 					// Every field comes from a validated event and the engine; a
 					// failure here is a bug, not bad input. Stop rather than lose it.

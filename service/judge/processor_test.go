@@ -461,7 +461,7 @@ func TestThresholdPeriodCarriesTheArm(t *testing.T) {
 	loc, _ := policy.LoadZone("")
 	at := time.Date(2026, 2, 6, 5, 30, 0, 0, time.UTC)
 	in := envelope.New("evt_x", at, envelope.UsagePayload{FamilyID: 1, CustomerID: 2, AppID: "a", BytesUsed: 1})
-	recs, err := usageOutputs(in, quota.Result{Decision: policy.Allowed, Remaining: 1, Total: 10,
+	recs, err := usageOutputs(in, 1, quota.Result{Decision: policy.Allowed, Remaining: 1, Total: 10,
 		Crossed: []int{30, 10}, Arms: []int{1, 2}}, "", loc, policy.ThresholdAlertText)
 	if err != nil {
 		t.Fatal(err)
@@ -493,7 +493,7 @@ func TestThresholdAlertText(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		recs, err := usageOutputs(in, res, "", loc, s.alertText)
+		recs, err := usageOutputs(in, in.Payload.BytesUsed, res, "", loc, s.alertText)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -531,7 +531,7 @@ func TestUsagePersistCarriesTheResult(t *testing.T) {
 				TotalBytes: 10, DailyUsedBytes: 3, MonthlyUsedBytes: 5, Notifies: []string{"CUSTOMER_BLOCKED"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			recs, err := usageOutputs(in, tt.res, "", loc, policy.ThresholdAlertText)
+			recs, err := usageOutputs(in, in.Payload.BytesUsed, tt.res, "", loc, policy.ThresholdAlertText)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -541,7 +541,7 @@ func TestUsagePersistCarriesTheResult(t *testing.T) {
 			if diff := cmp.Diff(want, persist.Payload); diff != "" {
 				t.Errorf("usage-persist (-want +got):\n%s", diff)
 			}
-			again, err := usageOutputs(in, tt.res, "", loc, policy.ThresholdAlertText)
+			again, err := usageOutputs(in, in.Payload.BytesUsed, tt.res, "", loc, policy.ThresholdAlertText)
 			if err != nil {
 				t.Fatal(err)
 			}

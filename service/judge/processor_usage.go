@@ -96,6 +96,7 @@ func (p *Processor) apply(ctx context.Context, usage []usageIn, marks []quota.Ma
 		evs := make([]quota.Event, len(usage))
 		for i, u := range usage {
 			evs[i] = p.event(u.env)
+			usage[i].charged = evs[i].Bytes
 		}
 		var results []quota.Result
 		var gen string

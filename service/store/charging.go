@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -112,7 +113,7 @@ func nullBytes(b []byte) any {
 }
 
 // OpenChargingSession inserts c (state OPEN; its CreatedAt and UpdatedAt
-// are the store's now) and returns it with created true. When c.CreateKey
+// are the store's now) and returns it with created true, in one statement. When c.CreateKey
 // names a session already opened by the same create (its retry), that
 // session is returned instead, with created false; any other session keeps
 // its own ref, so two creates without a key are always two sessions.
@@ -141,8 +142,7 @@ func (s *Store) OpenChargingSession(ctx context.Context, c ChargingSession) (Cha
 	if err != nil {
 		return ChargingSession{}, false, dbErr("open charging session", err)
 	}
-	out, err := s.ChargingSession(ctx, c.Ref)
-	return out, err == nil, err
+	return c, true, nil // as inserted: nothing to read back
 }
 
 // ChargingSession returns the session ref, whatever its state
@@ -190,6 +190,64 @@ func (s *Store) RecordChargingStep(ctx context.Context, ref string, prevSeq int6
 		return false, dbErr("record charging step", err)
 	}
 	return n == 1, nil
+}
+
+// ChargingStepOn is a step to record on session Ref, read at last_seq
+// PrevSeq (RecordChargingSteps).
+type ChargingStepOn struct {
+	Ref     string
+	PrevSeq int64
+	Step    ChargingStep
+}
+
+// RecordChargingSteps records each step as RecordChargingStep does, all
+// in one transaction (one commit for the batch: the charging interface's
+// steps of one moment, each of another session), in the order of their
+// sessions' refs. ok[i] reports whether steps[i] was recorded; an error
+// records none of them.
+func (s *Store) RecordChargingSteps(ctx context.Context, steps []ChargingStepOn) ([]bool, error) {
+	type row struct {
+		i      int
+		grants string
+	}
+	rows := make([]row, len(steps))
+	for i, st := range steps {
+		g, err := grantsJSON(st.Step.Grants)
+		if err != nil {
+			return nil, err
+		}
+		rows[i] = row{i, g}
+	}
+	slices.SortFunc(rows, func(a, b row) int { return strings.Compare(steps[a.i].Ref, steps[b.i].Ref) })
+	var ok []bool
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		ok = make([]bool, len(steps))
+		stmt, err := tx.PrepareContext(ctx, `UPDATE charging_session SET last_seq = ?, last_op = ?, answer = ?, grants = ?, expires_at = ?,
+			state = ?, updated_at = ? WHERE ref = ? AND state = ? AND last_seq = ?`)
+		if err != nil {
+			return dbErr("record charging steps", err)
+		}
+		defer stmt.Close()
+		now := s.t(s.now())
+		for _, r := range rows {
+			st := steps[r.i]
+			res, err := stmt.ExecContext(ctx, st.Step.Seq, st.Step.Op, nullBytes(st.Step.Answer), r.grants, s.t(st.Step.ExpiresAt),
+				string(st.Step.State), now, st.Ref, string(ChargingOpen), st.PrevSeq)
+			if err != nil {
+				return dbErr("record charging steps", err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return dbErr("record charging steps", err)
+			}
+			ok[r.i] = n == 1
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ok, nil
 }
 
 // SetChargingGrants records the rating groups session ref is about to ask

@@ -154,3 +154,38 @@ func testMemberMSISDN(t *testing.T, e *env) {
 		}
 	}
 }
+
+// A batch of steps is recorded in one transaction, each only where its
+// session was read.
+func testChargingStepsBatch(t *testing.T, e *env) {
+	e.Family(t, 100)
+	for _, ref := range []string{"b1", "b2", "b3"} {
+		if _, _, err := e.S.OpenChargingSession(e.Ctx, store.ChargingSession{Ref: ref, FamilyID: 100, MemberID: 1001,
+			Subscriber: "imsi-450051234567890", Consumer: "smf-1", LastSeq: -1, LastOp: "create", ExpiresAt: start.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step := store.ChargingStep{Seq: 0, Op: "create", Answer: []byte(`{"b":1}`), State: store.ChargingOpen, ExpiresAt: start.Add(2 * time.Hour),
+		Grants: []store.ChargingGrant{{RatingGroup: 10, GrantID: "g", Granted: 7}}}
+	closed := store.ChargingStep{Seq: 0, Op: "release", State: store.ChargingClosed, ExpiresAt: start}
+	ok, err := e.S.RecordChargingSteps(e.Ctx, []store.ChargingStepOn{{Ref: "b3", PrevSeq: -1, Step: closed},
+		{Ref: "b2", PrevSeq: 5, Step: step}, {Ref: "b1", PrevSeq: -1, Step: step}})
+	if err != nil || len(ok) != 3 || !ok[0] || ok[1] || !ok[2] {
+		t.Fatalf("batch: %v %v; want recorded, stale, recorded", ok, err)
+	}
+	for ref, want := range map[string]int64{"b1": 0, "b2": -1, "b3": 0} {
+		got, err := e.S.ChargingSession(e.Ctx, ref)
+		if err != nil || got.LastSeq != want {
+			t.Errorf("%s: last_seq %d, %v; want %d", ref, got.LastSeq, err, want)
+		}
+		if ref == "b1" && (string(got.Answer) != `{"b":1}` || len(got.Grants) != 1 || got.Grants[0].Granted != 7) {
+			t.Errorf("b1 after the batch: %+v", got)
+		}
+		if ref == "b3" && got.State != store.ChargingClosed {
+			t.Errorf("b3: state %s", got.State)
+		}
+	}
+	if ok, err := e.S.RecordChargingSteps(e.Ctx, nil); err != nil || len(ok) != 0 {
+		t.Errorf("an empty batch: %v %v", ok, err)
+	}
+}

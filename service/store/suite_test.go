@@ -89,6 +89,7 @@ func runSuite(t *testing.T, open opener) {
 		"BudgetUsage":   testBudgetUsage,
 		"RecentApps":    testRecentApps,
 		"Charging":      testChargingSessions,
+		"ChargingBatch": testChargingStepsBatch,
 		"MemberIMSI":    testMemberIMSI,
 		"MemberMSISDN":  testMemberMSISDN,
 	} {
