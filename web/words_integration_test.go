@@ -105,6 +105,13 @@ func TestWordsPeopleRead(t *testing.T) {
 	call(admin, http.MethodPost, "/admin/policy-templates", map[string]any{"name": "게임 없는 평일", "type": "LIMIT", "requireRole": "MEMBER", "active": true,
 		"defaultRules": map[string]string{"BLOCK:CATEGORY:GAME": "1", "BLOCK:APP:com.roblox.client": "1", "LIMIT:DATA:DAILY": strconv.Itoa(300 * mib)}},
 		http.StatusCreated)
+	// The summary sums the persisted events: wait for the write-behind
+	// (asked before it, the week read "0 B" for everyone).
+	waitAPI(t, "the child's use and block persisted", 30*time.Second, func() (bool, string) {
+		var u struct{ AllowedBytes, Blocked int64 }
+		sys.Call(t, owner, http.MethodGet, fmt.Sprintf("%s/members/%d/usage", famPath, child), nil, &u)
+		return u.AllowedBytes >= 5*mib && u.Blocked >= 1, fmt.Sprintf("%+v", u)
+	})
 	// This week's summary (the job sends last week's on Mondays: asked for
 	// this one here).
 	from := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, zone).AddDate(0, 0, -(int(now.Weekday())+6)%7)
@@ -176,6 +183,18 @@ func TestWordsPeopleRead(t *testing.T) {
 	// An alert an owner can act on (#38): the low-data alert offers a top-up.
 	waitJS(t, dad, "the alert's top-up", 5*time.Second, `!!document.querySelector('#notes li[data-kind=THRESHOLD_ALERT] [id^=note-topup-]')`,
 		`document.querySelector('#notes li[data-kind=THRESHOLD_ALERT]')?.innerText`)
+	// The week's table on a phone: an amount and a count on one line each
+	// ("0 B" was drawn as "0" over "B", its headers a letter per line).
+	var tall []string
+	// (The lines of a cell's text, not the cell's height: a row is as tall
+	// as a long name in it.)
+	browsertest.Run(t, dad, "measure the week's table", chromedp.Evaluate(`[...document.querySelectorAll('table.week td, table.week thead th')].map((e) => {
+			const r = document.createRange(); r.selectNodeContents(e);
+			return [e.textContent, new Set([...r.getClientRects()].map((x) => Math.round(x.top))).size];
+		}).filter(([, lines]) => lines > 1).map(([text, lines]) => text + ': ' + lines + ' lines')`, &tall))
+	for _, s := range tall {
+		problems = append(problems, "app: owner's inbox: the week's table squeezed: "+s)
+	}
 	// Every request kind is answered from the inbox and from its push (#38):
 	// the app requests waiting here — one approved from its inbox item, the
 	// other declined as the notification's button does (js/answer.js, run
