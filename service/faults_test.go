@@ -172,6 +172,7 @@ func (h *harness) checkInvariants(db *sql.DB) {
 // Three processor deployables share the group; one leaves mid-run and the
 // others take its partitions over. Every event is judged once in effect.
 func TestThreeWorkersWithRebalance(t *testing.T) {
+	testenv.SkipShort(t, "three workers through a rebalance")
 	h := newHarness(t)
 	db := openSQLite(t)
 	recs, distinct := h.trafficFor(600, 7)

@@ -151,6 +151,7 @@ func TestRecoveryJudgesBeforeTheSweep(t *testing.T) {
 // stale, the guard saw SQL naming the generation it had judged with and
 // rebuilt again, and again — the processor never judged).
 func TestRecoveryForADoorWithoutFamilySource(t *testing.T) {
+	testenv.SkipShort(t, "a door without a family source through a Redis loss")
 	r := newRecoveryRig(t)
 	src := r.h.src
 	r.h.src = nil // the workers' door
@@ -173,6 +174,7 @@ func TestRecoveryForADoorWithoutFamilySource(t *testing.T) {
 // state until the next processor batch: 12 MB granted on a 20 MB plan where
 // the processor had already allowed 15 MB (the recovery model found it).
 func TestRecoveryAfterRollbackOfProcessorBatchesSeenByDecisions(t *testing.T) {
+	testenv.SkipShort(t, "a rollback of processor batches seen by a decisions door")
 	r := newRecoveryRig(t)
 	r.start()
 	ctx := r.h.Ctx

@@ -210,6 +210,7 @@ func TestRecoveryAfterRedisRollback(t *testing.T) {
 // Two processor deployables, each with its own Recovery: when Redis comes
 // back empty, one rebuilds and the other waits for the new generation.
 func TestRecoveryOneRebuilderOfTwo(t *testing.T) {
+	testenv.SkipShort(t, "two rebuilders racing for the lease")
 	r := newRecoveryRig(t)
 	other, closeOther, err := recovery.NewDeployable(r.state(t), r.db, r.h.KafkaOpts(), nil, recovery.Automatic, func(i recovery.Info) {
 		r.mu.Lock()
@@ -290,6 +291,7 @@ func (d *splitBrainDecider) ApplyMarked(ctx context.Context, gen string, marks [
 // poll does not find the state "behind" and rebuild a second time (found by
 // the chaos run: a second 20 s rebuild right after the first).
 func TestRecoveryMidPollRebuildsOnce(t *testing.T) {
+	testenv.SkipShort(t, "a poll split by a rebuild, rebuilt once (a chaos finding)")
 	r := newRecoveryRig(t)
 	d := &splitBrainDecider{Engine: r.h.Engine, mr: r.mr, first: make(chan struct{})}
 	warm, warmDistinct := r.traffic(200, 6)
@@ -522,6 +524,7 @@ func TestRecoveryAfterRollbackOfFamilyWrites(t *testing.T) {
 // rolled-back state for as long as A made no batch: 12 MB more granted on
 // a 20 MB plan where 12 MB were already granted.
 func TestRecoveryAfterRollbackSeenByOtherDecisions(t *testing.T) {
+	testenv.SkipShort(t, "a rollback seen first by another decisions door")
 	r := newRecoveryRig(t)
 	r.start()
 	ctx := r.h.Ctx
@@ -633,6 +636,7 @@ func (r *recoveryRig) decisions(t *testing.T) *judge.Decisions {
 // re-arm (judge.WithRearmStore). Before, the rebuild took it for fired and
 // the alert was lost (#23).
 func TestRecoveryKeepsRearmedThreshold(t *testing.T) {
+	testenv.SkipShort(t, "a re-armed threshold kept through a rebuild")
 	r := newRecoveryRig(t)
 	r.start()
 	ctx := r.h.Ctx

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/api/view"
 	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/store"
 )
@@ -126,13 +127,8 @@ type dataRequestDeclineInput struct {
 	Body *DataRequestDecline
 }
 
-// ExtraView is an extra allowance in effect now (LIMIT:DATA:EXTRA:<period>).
-type ExtraView struct {
-	Key    string `json:"key" example:"LIMIT:DATA:EXTRA:20261123"`
-	Scope  string `json:"scope" enum:"DAY,MONTH"`
-	Period string `json:"period" doc:"YYYYMMDD (DAY) or YYYYMM (MONTH)" example:"20261123"`
-	Bytes  int64  `json:"bytes"`
-}
+// ExtraView is an extra allowance in effect now (view.ExtraView).
+type ExtraView = view.ExtraView
 
 // activeExtras lists the extra allowances of c in effect now in the
 // engine's zone (today's, then this month's).
@@ -150,15 +146,8 @@ func (a *Server) activeExtras(c policy.Constraints) []ExtraView {
 	return out
 }
 
-// ExceptionView is an exception in effect now: downtime (TIME) or an app's
-// block (APP) lifted until a time.
-type ExceptionView struct {
-	Key   string    `json:"key" example:"EXCEPT:TIME"`
-	Kind  string    `json:"kind" enum:"TIME,APP"`
-	AppID string    `json:"appId,omitempty" doc:"APP: the app"`
-	Until string    `json:"until" doc:"The local time YYYYMMDDHHMM (the service zone) it ends at" example:"202611262241"`
-	Ends  time.Time `json:"ends" doc:"The same end as an instant"`
-}
+// ExceptionView is an exception in effect now (view.ExceptionView).
+type ExceptionView = view.ExceptionView
 
 // activeExceptions lists the exceptions of c in effect now in the
 // engine's zone: the time exception, then app exceptions by app id.
