@@ -538,6 +538,17 @@ func TestFamilyApp(t *testing.T) {
 	waitJS(t, kid, "a threshold alert appears in the open inbox", 10*time.Second,
 		fmt.Sprintf(`document.querySelectorAll('#notes li.note[data-kind=THRESHOLD_ALERT]').length > %d`, before),
 		`document.querySelector('#notes')?.innerText`)
+	// Only owners can top up (#38: a child was told "데이터를 충전해주세요"):
+	// the child's alert says to ask a parent and offers no top-up.
+	var alert struct {
+		Text  string
+		TopUp bool
+	}
+	browsertest.Run(t, kid, "read the child's alert", chromedp.Evaluate(`(() => { const n = document.querySelector('#notes li.note[data-kind=THRESHOLD_ALERT]');
+		return {Text: n.innerText, TopUp: !!n.querySelector('[id^=note-topup-]')}; })()`, &alert))
+	if !strings.Contains(alert.Text, "보호자에게 부탁하세요") || strings.Contains(alert.Text, "충전해주세요") || alert.TopUp {
+		t.Errorf("the child's threshold alert: %q (a top-up offered: %v), want it to say to ask a parent", alert.Text, alert.TopUp)
+	}
 	browsertest.CheckAccessibility(t, kid, "app-inbox")
 	browsertest.Screenshot(t, kid, "app-inbox")
 	browsertest.Run(t, kid, "mark it read", chromedp.Click(`#notes li.note.unread[data-kind=THRESHOLD_ALERT] button`, chromedp.ByQuery))
@@ -565,6 +576,11 @@ func TestFamilyApp(t *testing.T) {
 	browsertest.Run(t, owner, "open the app in a new tab (owner)", chromedp.Navigate(sys.URL+"/app/#/dashboard"))
 	waitJS(t, owner, "the owner's dashboard in the new tab", 10*time.Second, `!!document.querySelector('#pool-remaining')`,
 		`location.hash + ' ' + document.querySelector('#main')?.innerText`)
+	// Once an alert level was passed, the owner's pool card offers a top-up
+	// (#38: at 9 % left the owner's dashboard had no top-up button).
+	waitJS(t, owner, "the pool card's top-up", 10*time.Second,
+		`document.querySelector('#pool-low')?.textContent.includes('미만 남았어요') && document.querySelector('#pool-topup')?.getAttribute('href') === '#/controls/0/topup'`,
+		`document.querySelector('#pool-remaining')?.closest('section')?.innerText`)
 
 	// Offline: the service worker keeps the shell; with the API unreachable
 	// the app shows the last dashboard it kept, marked as such.
@@ -641,7 +657,7 @@ func TestFamilyApp(t *testing.T) {
 			sibling = m.CustomerID
 		}
 	}
-	for id, limit := range map[int64]int64{sys.Owner.ID: 2 << 30, child: 1 << 30, sibling: 1 << 30} {
+	for id, limit := range map[int64]int64{sys.Owner.ID: 2 << 30, sys.Owner2.ID: 1 << 30, child: 1 << 30, sibling: 1 << 30} {
 		sys.Call(t, ownerTok, http.MethodPatch, fmt.Sprintf("/families/%d/members/%d/policies", fam, id),
 			map[string]any{"set": map[string]string{"LIMIT:DATA:MONTHLY": strconv.FormatInt(limit, 10)}}, nil)
 	}
@@ -651,6 +667,17 @@ func TestFamilyApp(t *testing.T) {
 	browsertest.Run(t, owner, "open the dashboard (gift)", chromedp.Navigate(sys.URL+"/app/#/dashboard"))
 	waitJS(t, owner, "the gift card", 10*time.Second, `!document.querySelector('#gift')?.hidden && document.querySelector('#gift-from')?.selectedOptions[0]?.textContent === '아빠' && !!document.querySelector('#gift-rules')`,
 		`document.querySelector('#main')?.innerText`)
+	// An owner giving another member's data is told whose limit it comes
+	// out of (#38: "이번 달 내 한도에서 빠집니다" for a gift from another).
+	pick := func(from int64) string {
+		return fmt.Sprintf(`(() => { const f = document.querySelector('#gift-from'); f.value = '%d'; f.dispatchEvent(new Event('change'));
+			document.querySelector('#gift-to').value = '%d'; document.querySelector('#gift-amount').value = '%d'; })()`, from, child, 300*mib)
+	}
+	browsertest.Run(t, owner, "give 300 MB of 엄마's to 자녀1", chromedp.Evaluate(pick(sys.Owner2.ID), nil), chromedp.Click("#gift-send", chromedp.ByID))
+	waitJS(t, owner, "whose limit, named", 5*time.Second,
+		`!!document.querySelector('#gift .confirm')?.textContent.includes('엄마님의 데이터 300 MB를 자녀1님에게 선물할까요? 엄마님의 이번 달 한도에서 빠집니다.')`,
+		`document.querySelector('#gift')?.innerText`)
+	browsertest.Run(t, owner, "not that one", chromedp.Evaluate(`document.querySelector('#gift .confirm-no').click()`, nil), chromedp.Evaluate(pick(sys.Owner.ID), nil))
 	browsertest.Run(t, owner, "give 300 MB to 자녀1", chromedp.SetValue("#gift-to", strconv.FormatInt(child, 10), chromedp.ByID),
 		chromedp.SetValue("#gift-amount", strconv.Itoa(300*mib), chromedp.ByID), chromedp.Click("#gift-send", chromedp.ByID))
 	waitJS(t, owner, "the gift asked about", 5*time.Second, `!!document.querySelector('#gift .confirm')?.textContent.includes('자녀1님에게 데이터 300 MB를 선물할까요')`,

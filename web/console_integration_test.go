@@ -416,6 +416,9 @@ func TestConsoleStories(t *testing.T) {
 			chromedp.Click("#drift-all", chromedp.ByID),
 			chromedp.Click("#reapply-selected", chromedp.ByID))
 		consoleWait(t, ctx, "no drift left and the report", `!!document.querySelector('#drift-none') && !document.querySelector('#reapply-report').hidden`)
+		// Each member's outcome in words (#38: a "200" badge).
+		consoleWait(t, ctx, "the outcomes in words", `(() => { const b = [...document.querySelectorAll('#reapply-report [data-status]')];
+			return b.length === 2 && b.every((x) => x.textContent === '적용됨'); })()`)
 		for _, c := range []browsertest.Login{sys.Child, sys.Child2} {
 			var pol struct {
 				Rules map[string]string `json:"rules"`

@@ -217,3 +217,43 @@ func jsTableKeys(t *testing.T, src string) map[string]map[string]bool {
 	}
 	return out
 }
+
+// Neither front-end asks with the browser's own dialogs (#38: a removal
+// and a re-apply were asked with confirm(), which a screen reader, the
+// page's language and the CSP-styled page do not reach): confirm, alert
+// and prompt are never called in their modules; questions are asked
+// inside the page (TestConsoleStories' "remove her", TestFamilyApp's
+// limit and gift confirmations).
+func TestNoNativeDialogs(t *testing.T) {
+	files := os.DirFS(".") // the package directory: what web embeds
+	dialog := regexp.MustCompile(`(?:^|[^.\w])(?:window\.)?(?:confirm|alert|prompt)\s*\(`)
+	seen := 0
+	for _, dir := range []string{"app", "console"} {
+		err := fs.WalkDir(files, dir, func(name string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || path.Ext(name) != ".js" {
+				return err
+			}
+			b, err := fs.ReadFile(files, name)
+			if err != nil {
+				return err
+			}
+			seen++
+			for i, line := range bytes.Split(b, []byte("\n")) {
+				code := line
+				if j := bytes.Index(code, []byte("//")); j >= 0 {
+					code = code[:j] // a comment may name them
+				}
+				if dialog.Match(code) {
+					t.Errorf("%s:%d: a native dialog: %s", name, i+1, bytes.TrimSpace(line))
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if seen < 10 {
+		t.Fatalf("read %d modules: not the front-ends' directories", seen)
+	}
+}

@@ -94,7 +94,13 @@ func TestFamilyLive(t *testing.T) {
 	live("exception (유튜브 30분)", "the child's restrictions", kid, func() {
 		sys.Call(t, owner, http.MethodPost, fmt.Sprintf("/families/%d/members/%d/exceptions", fam, child),
 			map[string]any{"kind": "APP", "appId": "com.youtube.app", "minutes": 30}, nil)
-	}, `!!document.querySelector('#my-app-com_youtube_app')?.textContent.includes('유튜브 잠시 허용')`, rulesText)
+	}, `!!document.querySelector('#my-app-com_youtube_app')?.textContent.includes('유튜브 잠시 허용') && !document.querySelector('#ask-app-com_youtube_app')`, rulesText)
+	// Said once (#38: "막힌 앱: 유튜브 [30분 더 부탁]" beside "유튜브 잠시 허용").
+	var youtube int
+	browsertest.Run(t, kid, "count YouTube in the restrictions", chromedp.Evaluate(`(document.querySelector('#my-rules')?.textContent.match(/유튜브/g) || []).length`, &youtube))
+	if youtube != 1 {
+		t.Errorf("YouTube is named %d times in the child's restrictions, want once (allowed for a while)", youtube)
+	}
 	list := `document.querySelector('#my-rules-list')?.textContent || ''`
 	live("window removed", "the child's restrictions", kid, patch(child, nil, "BLOCK:TIME:숙제"),
 		`!(`+list+`).includes('숙제')`, rulesText)
@@ -158,6 +164,17 @@ func TestFamilyLive(t *testing.T) {
 		sys.Call(t, owner, http.MethodPost, fmt.Sprintf("/families/%d/members", fam), map[string]any{"name": "자녀4"}, &added, http.StatusCreated)
 	}, `document.querySelectorAll('#member-admin li').length === 5`, `document.querySelector('#member-admin')?.innerText`)
 
+	// A member added in the app is told its login number, and logs in with
+	// it (#38: "적용했습니다" only, and no way to log in).
+	const grandma = "hal-meo-ni garden 7"
+	browsertest.Run(t, mom, "add 할머니 in the controls", chromedp.SetValue("#new-name", "할머니", chromedp.ByID),
+		chromedp.SetValue("#new-password", grandma, chromedp.ByID), chromedp.Evaluate(`document.querySelector('#add-member').requestSubmit()`, nil))
+	waitJS(t, mom, "the login number said", 10*time.Second,
+		`(() => { const n = document.querySelector('#add-member-note'); return !!n?.dataset.login && n.textContent.includes('로그인 번호는 ' + n.dataset.login); })()`,
+		`document.querySelector('#add-member-note')?.textContent`)
+	var number string
+	browsertest.Run(t, mom, "read the login number", chromedp.Evaluate(`document.querySelector('#add-member-note').dataset.login`, &number))
+	sys.Call(t, "", http.MethodPost, "/auth/token", map[string]string{"login": number, "password": grandma}, nil, http.StatusOK)
 	browsertest.Screenshot(t, kid, "app-live-child")
 	browsertest.Screenshot(t, mom, "app-live-controls")
 	t.Logf("live changes on another phone (SSE FAMILY_CHANGED → the screen read again):\n%s", strings.Join(measured, "\n"))

@@ -105,6 +105,13 @@ func TestWordsPeopleRead(t *testing.T) {
 	call(admin, http.MethodPost, "/admin/policy-templates", map[string]any{"name": "게임 없는 평일", "type": "LIMIT", "requireRole": "MEMBER", "active": true,
 		"defaultRules": map[string]string{"BLOCK:CATEGORY:GAME": "1", "BLOCK:APP:com.roblox.client": "1", "LIMIT:DATA:DAILY": strconv.Itoa(300 * mib)}},
 		http.StatusCreated)
+	// The summary sums the persisted events: wait for the write-behind
+	// (asked before it, the week read "0 B" for everyone).
+	waitAPI(t, "the child's use and block persisted", 30*time.Second, func() (bool, string) {
+		var u struct{ AllowedBytes, Blocked int64 }
+		sys.Call(t, owner, http.MethodGet, fmt.Sprintf("%s/members/%d/usage", famPath, child), nil, &u)
+		return u.AllowedBytes >= 5*mib && u.Blocked >= 1, fmt.Sprintf("%+v", u)
+	})
 	// This week's summary (the job sends last week's on Mondays: asked for
 	// this one here).
 	from := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, zone).AddDate(0, 0, -(int(now.Weekday())+6)%7)
@@ -173,8 +180,58 @@ func TestWordsPeopleRead(t *testing.T) {
 	read(dad, "app: child's usage", `!!document.querySelector('#chart-app')`)
 	goTo(dad, "#/inbox")
 	read(dad, "app: owner's inbox", `document.querySelectorAll('#notes li.note').length >= 5 && !!document.querySelector('#notes li[data-kind=WEEKLY_SUMMARY] table')`)
+	// An alert an owner can act on (#38): the low-data alert offers a top-up.
+	waitJS(t, dad, "the alert's top-up", 5*time.Second, `!!document.querySelector('#notes li[data-kind=THRESHOLD_ALERT] [id^=note-topup-]')`,
+		`document.querySelector('#notes li[data-kind=THRESHOLD_ALERT]')?.innerText`)
+	// The week's table on a phone: an amount and a count on one line each
+	// ("0 B" was drawn as "0" over "B", its headers a letter per line).
+	var tall []string
+	// (The lines of a cell's text, not the cell's height: a row is as tall
+	// as a long name in it.)
+	browsertest.Run(t, dad, "measure the week's table", chromedp.Evaluate(`[...document.querySelectorAll('table.week td, table.week thead th')].map((e) => {
+			const r = document.createRange(); r.selectNodeContents(e);
+			return [e.textContent, new Set([...r.getClientRects()].map((x) => Math.round(x.top))).size];
+		}).filter(([, lines]) => lines > 1).map(([text, lines]) => text + ': ' + lines + ' lines')`, &tall))
+	for _, s := range tall {
+		problems = append(problems, "app: owner's inbox: the week's table squeezed: "+s)
+	}
+	// Every request kind is answered from the inbox and from its push (#38):
+	// the app requests waiting here — one approved from its inbox item, the
+	// other declined as the notification's button does (js/answer.js, run
+	// in the page: headless Chromium reaches no push service).
+	appReq, pushReq := reqs[3], reqs[2] // com.unknown.game's, YouTube's
+	waitJS(t, dad, "the app requests answerable in the inbox", 5*time.Second,
+		fmt.Sprintf(`!!document.querySelector('#inbox-approve-%d') && !!document.querySelector('#inbox-decline-%d') && !!document.querySelector('#inbox-decline-%d')`, appReq, appReq, pushReq),
+		`document.querySelector('#notes')?.innerText`)
+	browsertest.Run(t, dad, "approve the app's time from the inbox", chromedp.Evaluate(fmt.Sprintf(`document.querySelector('#inbox-approve-%d').click()`, appReq), nil))
+	var answered string
+	browsertest.Run(t, dad, "decline YouTube's time as the notification does",
+		chromedp.Evaluate(`new Promise((ok, fail) => { const s = document.createElement('script'); s.src = '/app/js/answer.js';
+			s.onload = () => ok(true); s.onerror = fail; document.head.append(s); })`, nil, awaitPromise),
+		chromedp.Evaluate(fmt.Sprintf(`self.dpcsAnswer({familyId: %d, requestId: %d}, 'decline')`, fam, pushReq), &answered, awaitPromise))
+	if answered != "declined" {
+		t.Errorf("YouTube's request declined from the notification: %q", answered)
+	}
+	waitAPI(t, "the app requests answered", 10*time.Second, func() (bool, string) {
+		var a, p struct{ Status string }
+		sys.Call(t, owner, http.MethodGet, fmt.Sprintf("%s/data-requests/%d", famPath, appReq), nil, &a)
+		sys.Call(t, owner, http.MethodGet, fmt.Sprintf("%s/data-requests/%d", famPath, pushReq), nil, &p)
+		return a.Status == "APPROVED" && p.Status == "DECLINED", a.Status + " " + p.Status
+	})
 	goTo(dad, fmt.Sprintf("#/controls/%d", child))
 	read(dad, "app: controls of the child", `!!document.querySelector('#apps') && !!document.querySelector('#member-admin li')`)
+	// A member's name and its buttons on one line each, on a phone (a
+	// squeezed "자녀1" was drawn a letter per line, "삭제" in two).
+	var squeezed []string
+	browsertest.Run(t, dad, "measure the members' names", chromedp.Evaluate(`(() => {
+		const tall = (e, lines) => e.offsetHeight > lines * parseFloat(getComputedStyle(e).fontSize);
+		return [...document.querySelectorAll('#member-admin li')].flatMap((li) => [
+			...[...li.querySelectorAll('span')].filter((s) => s.textContent.length <= 8 && tall(s, 2)).map((s) => 'name ' + s.textContent + ': ' + s.offsetHeight + ' px'),
+			...[...li.querySelectorAll('button')].filter((b) => tall(b, 2.6)).map((b) => 'button ' + b.textContent + ': ' + b.offsetHeight + ' px')]);
+	})()`, &squeezed))
+	for _, s := range squeezed {
+		problems = append(problems, "app: controls of the child: squeezed: "+s)
+	}
 	goTo(dad, "#/settings")
 	read(dad, "app: owner's settings", `!!document.querySelector('#logout')`)
 	kid := phone(sys.Child, sys.Password)
@@ -188,7 +245,13 @@ func TestWordsPeopleRead(t *testing.T) {
 	goTo(kid, "#/usage")
 	read(kid, "app: child's own usage", `!!document.querySelector('#chart-app')`)
 	sister := front(t, browsertest.New(t).Page(t, browsertest.Phone))
-	browsertest.Run(t, sister, "log in as the blocked child", chromedp.Navigate(sys.URL+"/app/"), chromedp.WaitVisible("#login-id", chromedp.ByID),
+	// A locked login says who can help (#38: lockout did not say that a
+	// parent can reset the password).
+	browsertest.Run(t, sister, "try the locked login", chromedp.Navigate(sys.URL+"/app/"), chromedp.WaitVisible("#login-id", chromedp.ByID),
+		chromedp.SetValue("#login-id", sys.Owner2.Phone, chromedp.ByID), chromedp.SetValue("#login-password", "another guess", chromedp.ByID),
+		chromedp.Click("#login-submit", chromedp.ByID))
+	read(sister, "app: a locked login", `document.querySelector('#login-help')?.textContent.includes('보호자에게 재설정을 부탁하세요') && !!document.querySelector('#login-error')?.textContent`)
+	browsertest.Run(t, sister, "log in as the blocked child",
 		chromedp.SetValue("#login-id", strconv.FormatInt(child2, 10), chromedp.ByID), chromedp.SetValue("#login-password", "summer camp 2026", chromedp.ByID),
 		chromedp.Click("#login-submit", chromedp.ByID))
 	read(sister, "app: the blocked child's block screen", `location.hash === '#/block' && !!document.querySelector('#block-reason')`)
@@ -207,12 +270,39 @@ func TestWordsPeopleRead(t *testing.T) {
 	open("#/search?q="+sys.Child.Phone, "console: search by a child's phone", `!!document.querySelector('#search-results [data-matched]')`)
 	open(fmt.Sprintf("#/family/%d?member=%d", fam, child), "console: the family, the child's policies",
 		`!!document.querySelector('#policy-form') && !!document.querySelector('#notes-list') && document.querySelectorAll('tr[data-member]').length === 5`)
+	// The agent sees the logins: the locked one (#38).
+	waitJS(t, desk, "the locked login shown", 5*time.Second, fmt.Sprintf(`!!document.querySelector('td[data-login="%d"] .bad-text')`, sys.Owner2.ID),
+		fmt.Sprintf(`document.querySelector('td[data-login="%d"]')?.innerText`, sys.Owner2.ID))
 	open(fmt.Sprintf("#/family/%d?member=%d", fam, sys.Owner2.ID), "console: the giver's policies", `!!document.querySelector('#policy-form')`)
 	open("#/templates", "console: templates", `!!document.querySelector('[data-edit]')`)
 	open(fmt.Sprintf("#/audit?familyId=%d", fam), "console: the family's audit log", `document.querySelectorAll('tr[data-audit]').length >= 10`)
 	open("#/audit", "console: the audit log", `document.querySelectorAll('tr[data-audit]').length >= 10`)
 	open("#/operations", "console: operations", `!!document.querySelector('#ops-total')?.textContent`)
-	open("#/dead-letters", "console: dead letters", `!!document.querySelector('tr[data-record]')`)
+	// Operations counts the dead letter and its link shows it (#38: "보기"
+	// showed "실패 메시지가 없습니다" while operations counted two).
+	open("#/operations", "console: operations, the dead letters counted", `!!document.querySelector('a[href="#/dead-letters?topic=usage-events.DLT"]')`)
+	browsertest.Run(t, desk, "follow the dead letters' count", chromedp.Evaluate(`document.querySelector('a[href="#/dead-letters?topic=usage-events.DLT"]').click()`, nil))
+	read(desk, "console: dead letters", `!!document.querySelector('tr[data-record]')`)
+	// "보기" on the same address reads the records again.
+	browsertest.Run(t, desk, "mark the list, then 보기", chromedp.Evaluate(`(() => { document.querySelector('tr[data-record]').dataset.seen = '1';
+		document.querySelector('#main .screen form button[type=submit]').click(); })()`, nil))
+	waitJS(t, desk, "the records read again", 10*time.Second, `!!document.querySelector('tr[data-record]') && !document.querySelector('tr[data-record][data-seen]')`,
+		`document.querySelector('main')?.innerText`)
+	// Apps seen in traffic the catalog does not name are listed to be named (#38).
+	browsertest.Run(t, desk, "open the catalog", chromedp.Navigate(console+"#/catalog"))
+	waitJS(t, desk, "the unknown app listed", 15*time.Second, `!!document.querySelector('#unknown-apps tr[data-unknown-app="com.unknown.game"]')`,
+		`document.querySelector('#unknown-apps')?.innerText`)
+	browsertest.CheckAccessibility(t, desk, "console: the app catalog")
+	// A session ended elsewhere says why on the sign-in screen (#38: a blank
+	// sign-in without a word): the admin's refresh token is revoked and its
+	// access token spoilt, as an expired one is refused.
+	var refresh string
+	browsertest.Run(t, desk, "read the console's session", chromedp.Evaluate(`JSON.parse(sessionStorage.getItem('dpcs.console.session')).refreshToken`, &refresh))
+	sys.Call(t, "", http.MethodPost, "/auth/logout", map[string]string{"refreshToken": refresh}, nil, http.StatusNoContent)
+	browsertest.Run(t, desk, "spoil the access token", chromedp.Evaluate(`(() => { const s = JSON.parse(sessionStorage.getItem('dpcs.console.session'));
+		s.accessToken = 'spoilt'; sessionStorage.setItem('dpcs.console.session', JSON.stringify(s)); })()`, nil),
+		chromedp.Navigate(console+"#/operations"), chromedp.Reload())
+	read(desk, "console: the session ended", `!!document.querySelector('#login-error')?.textContent.includes('다른 곳에서 로그아웃되어')`)
 
 	for _, p := range problems {
 		t.Error(p)

@@ -12,7 +12,9 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +26,8 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/dabom/dpcs/policy"
 )
 
 // axeSource is axe-core (MPL-2.0, axe/LICENSE), vendored from npm at 4.14.1.
@@ -105,18 +109,32 @@ func (b *Browser) Page(t testing.TB, vp Viewport) context.Context {
 		cancelT()
 		cancel()
 	})
-	scale := 1.0
-	if vp.Mobile {
-		scale = 2
-	}
+	scale := scaleOf(vp)
 	// In front: a background tab draws no frames (a screenshot waits for one
-	// until its deadline) and its timers are slowed.
+	// until its deadline) and its timers are slowed. The browser's clock is
+	// the service zone's, as a family's phone is: what the server says in
+	// that zone ("08:36까지") and what the page says in the browser's
+	// ("23:36 갱신") agree on the screen and in screenshots.
 	if err := chromedp.Run(ctx, page.BringToFront(), chromedp.ActionFunc(func(ctx context.Context) error {
+		if err := emulation.SetTimezoneOverride(policy.DefaultZone).Do(ctx); err != nil {
+			return err
+		}
 		return emulation.SetDeviceMetricsOverride(vp.Width, vp.Height, scale, vp.Mobile).Do(ctx)
 	})); err != nil {
 		t.Fatalf("browsertest: open a tab: %v", err)
 	}
-	return ctx
+	return context.WithValue(ctx, viewportKey{}, vp)
+}
+
+// viewportKey holds a tab's Viewport in its context (Screenshot's).
+type viewportKey struct{}
+
+// scaleOf is the device pixel ratio a tab of vp is given.
+func scaleOf(vp Viewport) float64 {
+	if vp.Mobile {
+		return 2
+	}
+	return 1
 }
 
 // Run runs actions in the tab ctx and fails t, naming what, on an error.
@@ -204,8 +222,36 @@ func Screenshot(t testing.TB, ctx context.Context, name string) {
 		t.Fatal(err)
 	}
 	// FullScreenshot encodes PNG at quality 100 and JPEG below it; keep PNG.
-	// The tab is brought to the front first: another tab may have been.
-	if err := chromedp.Run(ctx, page.BringToFront(), chromedp.FullScreenshot(&png, 100)); err != nil {
+	// The tab is brought to the front first: another tab may have been. A
+	// page taller than its tab is taken in a tab as tall as the page, then
+	// the tab is sized back: captured beyond the viewport, what is fixed at
+	// the viewport's bottom (the family app's navigation) would be drawn
+	// across the page's middle.
+	vp, sized := ctx.Value(viewportKey{}).(Viewport)
+	if err := chromedp.Run(ctx, page.BringToFront(), chromedp.ActionFunc(func(ctx context.Context) error {
+		if !sized {
+			return chromedp.FullScreenshot(&png, 100).Do(ctx)
+		}
+		_, _, _, _, _, content, err := page.GetLayoutMetrics().Do(ctx)
+		if err != nil {
+			return err
+		}
+		if h := int64(math.Ceil(content.Height)); h > vp.Height {
+			if err := emulation.SetDeviceMetricsOverride(vp.Width, h, scaleOf(vp), vp.Mobile).Do(ctx); err != nil {
+				return err
+			}
+			// A frame drawn at the new size before the capture.
+			_, exp, err := runtime.Evaluate(`new Promise((ok) => requestAnimationFrame(() => requestAnimationFrame(() => ok(true))))`).WithAwaitPromise(true).Do(ctx)
+			if err == nil && exp != nil {
+				err = fmt.Errorf("a frame at the page's height: %s", exp.Text)
+			}
+			if err == nil {
+				err = chromedp.FullScreenshot(&png, 100).Do(ctx)
+			}
+			return errors.Join(err, emulation.SetDeviceMetricsOverride(vp.Width, vp.Height, scaleOf(vp), vp.Mobile).Do(ctx))
+		}
+		return chromedp.FullScreenshot(&png, 100).Do(ctx)
+	})); err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
