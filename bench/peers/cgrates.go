@@ -527,8 +527,9 @@ type contention struct {
 	calls, errors            int64
 	granted, left, overshoot int64
 	// unreturned is what every pool lost over the whole run beyond the
-	// bytes granted: reservations a terminate reported unused that did not
-	// go back to the shared balance.
+	// bytes the answers granted: calls cut off at a step's end after their
+	// debit, and reservations a terminate reported unused that did not go
+	// back to the shared balance.
 	unreturned int64
 	// stalled: a round of 2 s in which no call was answered ended the
 	// check before the pool was used up.

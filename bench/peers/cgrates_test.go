@@ -162,7 +162,7 @@ func TestGrantReport(t *testing.T) {
 	md := r.markdown("")
 	for _, want := range []string{"| closed loop, 50 callers, 1 MiB grants | 100 | 2.0 ms |", "| not read |",
 		"| CGRateS v0.10.4 SessionS, closed loop, 50 callers, 1 MiB grants | 100 | 2.0 ms |", "| 0 bytes |",
-		"150 calls, 0 failed; 1,073,741,824 bytes granted", "lost 4,096 bytes more than was granted"} {
+		"150 calls, 0 failed; 1,073,741,824 bytes granted", "lost 4,096 bytes more than the answers granted"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}

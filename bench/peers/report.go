@@ -173,7 +173,7 @@ func (r *report) markdown(args string) string {
 			fmt.Fprintf(&b, "\nCGRateS, every caller on one family's four members (a 1 GiB shared balance, 10 MiB grants, locking_timeout %s): **SessionS stopped answering** (a 2 s round with no call answered) after %s calls, %s bytes granted, %s bytes left in the balance; overshoot %s bytes.\n",
 				c.lockingTimeout, thousands(float64(c.calls)), thousands(float64(c.granted)), thousands(float64(c.left)), thousands(float64(c.overshoot)))
 		} else {
-			fmt.Fprintf(&b, "\nCGRateS, every caller on one family's four members (a 1 GiB shared balance, 10 MiB grants, until it granted no more): %s calls, %d failed; %s bytes granted, %s bytes left in the balance; overshoot %s bytes. Over the whole run the pools lost %s bytes more than was granted (reservations terminated unused that did not go back to the shared balance).\n",
+			fmt.Fprintf(&b, "\nCGRateS, every caller on one family's four members (a 1 GiB shared balance, 10 MiB grants, until it granted no more): %s calls, %d failed; %s bytes granted, %s bytes left in the balance; overshoot %s bytes. Over the whole run the pools lost %s bytes more than the answers granted: calls cut off at a step's end after their debit, and reservations terminated unused that did not go back to the shared balance.\n",
 				thousands(float64(c.calls)), c.errors, thousands(float64(c.granted)), thousands(float64(c.left)), thousands(float64(c.overshoot)),
 				thousands(float64(c.unreturned)))
 		}
