@@ -135,7 +135,7 @@ fuzz:
 	for f in FuzzDecode FuzzDecodeDifferential FuzzEncodeDifferential; do \
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./envelope || exit 1; \
 	done
-	$(GO) test -run '^$$' -fuzz '^FuzzDecideFast$$' -fuzztime $(FUZZTIME) ./service/api
+	$(GO) test -run '^$$' -fuzz '^FuzzDecideFast$$' -fuzztime $(FUZZTIME) ./service/api/gateway
 
 ## release: the deployables (dpcs, dpcs-processor, dpcs-server, dpcs-simulator)
 ## for linux/amd64 and linux/arm64 into dist/ with SHA256SUMS, -trimpath,

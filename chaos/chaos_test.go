@@ -876,7 +876,7 @@ func groups() []groupTopics {
 	return []groupTopics{
 		{judge.ProcessorGroup, judge.ProcessorTopics()},
 		{writebehind.DefaultGroup, []string{envelope.TopicUsagePersist}},
-		{notify.DefaultGroup, []string{envelope.TopicNotificationEvents}},
+		{notify.DefaultGroup, notify.Topics()},
 	}
 }
 

@@ -68,7 +68,7 @@ func groupTopics() map[string][]string {
 	return map[string][]string{
 		judge.ProcessorGroup:     judge.ProcessorTopics(),
 		writebehind.DefaultGroup: {envelope.TopicUsagePersist},
-		notify.DefaultGroup:      {envelope.TopicNotificationEvents},
+		notify.DefaultGroup:      notify.Topics(),
 	}
 }
 

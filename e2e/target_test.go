@@ -16,6 +16,7 @@ import (
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service/api"
+	"github.com/dabom/dpcs/service/api/backoffice"
 	"github.com/dabom/dpcs/service/recovery"
 	"github.com/dabom/dpcs/simulate"
 )
@@ -272,7 +273,7 @@ func (p *pipeline) Policy(ctx context.Context, ev envelope.Envelope[envelope.Pol
 		p.fail("member %d: policy version %d after the change, the scenario's is %d", cid, v.Version, want)
 	}
 	// Every policy change is in the audit log, with who made it.
-	var audit struct{ Entries []api.AuditView }
+	var audit struct{ Entries []backoffice.AuditView }
 	if err := p.s.api.call(ctx, http.MethodGet, fmt.Sprintf("/admin/audit-log?target=member:%d&limit=1", cid), p.s.admin,
 		nil, &audit, http.StatusOK); err != nil {
 		return o, err
@@ -506,7 +507,7 @@ func (p *pipeline) verifyReports(ctx context.Context) error {
 				m.CustomerID, mib(m.MonthlyUsedBytes), mib(allowed[m.CustomerID])))
 		}
 	}
-	var fu api.FamilyUsageView
+	var fu backoffice.FamilyUsageView
 	if err := cl.call(ctx, http.MethodGet, fmt.Sprintf("/admin/families/%d/usage", fid), p.s.admin, nil, &fu, http.StatusOK); err != nil {
 		return err
 	}

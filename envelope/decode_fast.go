@@ -54,7 +54,7 @@ func kindOf(t EventType, s SubType) kind {
 // members records the known members an object had. A member that appears
 // twice makes the fast path give up: encoding/json keeps the last one, and
 // the slow path does that faithfully.
-type members uint16
+type members uint32
 
 // first marks member m as seen and reports whether it was not seen before.
 func (ms *members) first(m members) bool {
@@ -235,6 +235,8 @@ func (s *scanner) persist() (Payload, bool) {
 			return seen.first(1<<14) && s.grant(&p.Grant)
 		case "generation":
 			return seen.first(1<<15) && s.stringMember(&p.Generation, false)
+		case "notifies":
+			return seen.first(1<<16) && s.stringArray(&p.Notifies)
 		}
 		return s.Skip(0)
 	})

@@ -167,6 +167,16 @@ func (p *UsagePersistPayload) appendJSON(b []byte) []byte {
 		b = append(b, `,"generation":`...)
 		b = appendString(b, p.Generation)
 	}
+	if len(p.Notifies) > 0 {
+		b = append(b, `,"notifies":[`...)
+		for i, k := range p.Notifies {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, k)
+		}
+		b = append(b, ']')
+	}
 	b = append(b, `,"eventTime":`...)
 	b = appendTime(b, p.EventTime)
 	return append(b, '}')

@@ -30,7 +30,10 @@ var update = flag.Bool("update", false, "rewrite testdata/*.canonical.json from 
 // usage_persist_result.json is usage_persist.json with the optional members
 // that carry the rest of the engine's result (totalBytes … crossed), a DPCS
 // addition for rebuilding Redis from the database; usage_persist_grant.json
-// is a grant step's record (the member "grant", doc/wire-format.md).
+// is a grant step's record (the member "grant", doc/wire-format.md);
+// usage_persist_notifies.json is a decision's one record standing for its
+// CUSTOMER_BLOCKED (the member "notifies", doc/wire-format.md, "One record
+// per decision").
 // notification_data_requested.json and notification_data_request_answered.json
 // are DPCS's own "ask for more" notifications (no seed example).
 
@@ -47,8 +50,8 @@ func goldenFiles(tb testing.TB) []string {
 			out = append(out, f)
 		}
 	}
-	if len(out) != 13 {
-		tb.Fatalf("want 13 golden files, found %d: %v", len(out), out)
+	if len(out) != 14 {
+		tb.Fatalf("want 14 golden files, found %d: %v", len(out), out)
 	}
 	return out
 }
@@ -126,6 +129,17 @@ var wantGolden = map[string]envelope.Event{
 			ThrottleKbps: 1024, Crossed: []envelope.Crossing{{Percent: 50, Arm: 1}},
 			Grant: &envelope.GrantStep{GrantID: "chg_7f3a/32", PreviousStep: "chg_7f3a/32/1", GrantedBytes: 52428800,
 				Open: true, ReservedBytes: 73400320, ValidUntil: at("2026-02-06T13:00:00Z"), Reclaim: []string{"chg_9c01/32"}},
+		},
+	},
+	"usage_persist_notifies.json": {
+		EventID: "persist_3f2b7c10-...", EventType: envelope.TypeUsagePersist,
+		Timestamp: at("2026-02-06T14:40:00Z"),
+		Payload: envelope.UsagePersistPayload{
+			OriginEventID: "evt_6ba7b810-...", FamilyID: 100, CustomerID: 12346,
+			BytesUsed: 1048576, AppID: "com.youtube.app", ProcessResult: "BLOCKED_APP",
+			RemainingAfter: 4823449, EventTime: at("2026-02-06T14:40:00Z"), Rule: "BLOCK:APP:com.youtube.app",
+			TotalBytes: 10737418240, DailyUsedBytes: 10485760, MonthlyUsedBytes: 734003200,
+			Notifies: []string{"CUSTOMER_BLOCKED"},
 		},
 	},
 	"notification_quota_updated.json": {

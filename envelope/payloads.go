@@ -145,6 +145,13 @@ type UsagePersistPayload struct {
 	// (optional; a record written after a rebuild named another generation
 	// is one that rebuild did not read: doc/architecture.md, "Late records").
 	Generation string `json:"generation,omitempty"`
+	// Notifies names the notifications this record stands for, in the
+	// order they are due (QUOTA_UPDATED, CUSTOMER_BLOCKED): the producer
+	// sent no record of its own for them, and the notifier derives each
+	// from this record (PersistNotifications; doc/wire-format.md, "One
+	// record per decision"). Optional: a record without it (an earlier
+	// release's) came with its own notification records.
+	Notifies []string `json:"notifies,omitempty"`
 }
 
 // GrantStep makes a usage-persist record that of a grant step (a
@@ -219,7 +226,27 @@ func (p UsagePersistPayload) Validate() error {
 		nonNegative("throttleKbps", p.ThrottleKbps),
 		validCrossed("crossed", p.Crossed),
 		p.validGrant(),
+		validNotifies("notifies", p.Notifies),
 	)
+}
+
+// validNotifies reports a notification a usage-persist record cannot stand
+// for, and one named twice.
+func validNotifies(field string, kinds []string) error {
+	var errs []error
+	for i, k := range kinds {
+		switch SubType(k) {
+		case SubQuotaUpdated, SubCustomerBlocked:
+		default:
+			errs = append(errs, invalid(fmt.Sprintf("%s[%d]", field, i), "must be QUOTA_UPDATED or CUSTOMER_BLOCKED"))
+		}
+		for _, earlier := range kinds[:i] {
+			if earlier == k {
+				errs = append(errs, invalid(fmt.Sprintf("%s[%d]", field, i), "names %s twice", k))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (p UsagePersistPayload) validGrant() error {
@@ -270,6 +297,7 @@ func (p *UsagePersistPayload) UnmarshalJSON(data []byte) error {
 			Crossed:          o.crossings("crossed"),
 			Grant:            o.grantStep("grant"),
 			Generation:       o.str("generation", false),
+			Notifies:         o.strings("notifies"),
 		}
 	})
 }

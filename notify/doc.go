@@ -1,7 +1,9 @@
 // Package notify delivers DPCS notifications (doc/architecture.md,
 // "Notifications"): QUOTA_UPDATED, CUSTOMER_BLOCKED and THRESHOLD_ALERT events
-// from the notification-events topic go to a member's inbox, to live
-// subscribers (SSE) and to external channels (web push, webhooks).
+// from the notification-events topic, and the QUOTA_UPDATED and
+// CUSTOMER_BLOCKED a decision's usage-persist record stands for
+// (doc/wire-format.md, "One record per decision"), go to a member's inbox,
+// to live subscribers (SSE) and to external channels (web push, webhooks).
 //
 // # Pieces
 //

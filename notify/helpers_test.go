@@ -59,7 +59,7 @@ func newGuard(tb testing.TB) *idempotency.Guard {
 
 func newFake(tb testing.TB) *kfake.Cluster {
 	tb.Helper()
-	return testenv.KafkaOf(tb, kfake.SeedTopics(10, envelope.TopicNotificationEvents, dlt))
+	return testenv.KafkaOf(tb, kfake.SeedTopics(10, envelope.TopicNotificationEvents, envelope.TopicUsagePersist, dlt))
 }
 
 func produce(tb testing.TB, cl *kgo.Client, recs ...*kgo.Record) {

@@ -137,6 +137,12 @@ func blockedText(p envelope.CustomerBlocked, en bool, l Labels) string {
 		kind = "time"
 	case p.Decision == "BLOCKED_ACCESS" || reason == "BLOCK:ACCESS":
 		kind = "manual"
+	case strings.HasPrefix(reason, "LIMIT:DATA:APP:"):
+		kind, arg = "budget", l.app(strings.TrimPrefix(reason, "LIMIT:DATA:APP:"), en)
+	case strings.HasPrefix(reason, "LIMIT:DATA:CATEGORY:"):
+		kind, arg = "categoryBudget", categoryName(strings.TrimPrefix(reason, "LIMIT:DATA:CATEGORY:"), en)
+	case p.Decision == "BLOCKED_APP_LIMIT":
+		kind = "budget"
 	case strings.HasPrefix(reason, "BLOCK:APP:"):
 		kind, arg = "app", l.app(strings.TrimPrefix(reason, "BLOCK:APP:"), en)
 	case strings.HasPrefix(reason, "BLOCK:CATEGORY:"):
@@ -168,6 +174,16 @@ func blockedText(p envelope.CustomerBlocked, en bool, l Labels) string {
 				return "Apps of this category are blocked."
 			}
 			return fmt.Sprintf("%s apps are blocked.", arg)
+		case "budget":
+			if arg == "" {
+				return "This app's data for today is used up. Other apps still work."
+			}
+			return fmt.Sprintf("%s's data for today is used up. Other apps still work.", arg)
+		case "categoryBudget":
+			if arg == "" {
+				return "Today's data for apps of this category is used up. Other apps still work."
+			}
+			return fmt.Sprintf("Today's data for %s apps is used up. Other apps still work.", arg)
 		case "family":
 			return "Blocked: the family data is used up until a parent tops up."
 		case "member":
@@ -194,6 +210,16 @@ func blockedText(p envelope.CustomerBlocked, en bool, l Labels) string {
 			return "이 분류의 앱 사용이 차단되었습니다."
 		}
 		return fmt.Sprintf("%s 앱 사용이 차단되었습니다.", arg)
+	case "budget":
+		if arg == "" {
+			return "이 앱의 오늘 데이터를 다 썼습니다. 다른 앱은 계속 쓸 수 있습니다."
+		}
+		return fmt.Sprintf("%s 앱의 오늘 데이터를 다 썼습니다. 다른 앱은 계속 쓸 수 있습니다.", arg)
+	case "categoryBudget":
+		if arg == "" {
+			return "이 분류 앱의 오늘 데이터를 다 썼습니다. 다른 앱은 계속 쓸 수 있습니다."
+		}
+		return fmt.Sprintf("%s 앱의 오늘 데이터를 다 썼습니다. 다른 앱은 계속 쓸 수 있습니다.", arg)
 	case "family":
 		return "가족 데이터를 모두 사용하여 차단되었습니다. 보호자가 충전하면 다시 쓸 수 있습니다."
 	case "member":

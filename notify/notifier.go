@@ -30,8 +30,9 @@ import (
 // kafkarecord's (dlt-reason, dlt-topic, dlt-partition, dlt-offset).
 const HeaderDLTChannel = "dlt-channel"
 
-// Notifier consumes notification-events in the consumer group
-// notification-group: for each event it dedupes, stores the notification in
+// Notifier consumes notification-events, and the decisions' usage-persist
+// records for the notifications they stand for (Topics), in the consumer
+// group notification-group: for each event it dedupes, stores the notification in
 // the inbox, publishes it to the hub and queues it for the channels, and
 // commits offsets only after all of that (see the package documentation).
 // The Kafka side is package envelope/consumer's lifecycle (configured with
@@ -77,7 +78,7 @@ func New(store Store, hub *Hub, kopts []kgo.Opt, opts ...Option) (*Notifier, err
 	n := &Notifier{store: store, hub: hub, cfg: cfg}
 	copts := append([]consumer.Option{
 		consumer.WithGroup(DefaultGroup),
-		consumer.WithTopics(envelope.TopicNotificationEvents),
+		consumer.WithTopics(Topics()...),
 		consumer.WithMaxPoll(500),
 		consumer.WithBackoff(100*time.Millisecond, 5*time.Second, 0),
 		consumer.WithLogger(cfg.log),
@@ -288,24 +289,35 @@ func (n *Notifier) pollOf(b *consumer.Batch) *poll {
 				continue
 			}
 		}
-		it := &item{rec: r}
-		it.ctx, it.span = n.cfg.tracer.Start(trace.ContextWithSpan(context.Background(), trace.SpanFromContext(r.Context)),
-			r.Topic+" process", trace.WithSpanKind(trace.SpanKindConsumer))
-		if it.span.IsRecording() {
-			it.span.SetAttributes(attribute.String("messaging.system", "kafka"),
-				attribute.String("messaging.destination.name", r.Topic),
-				attribute.String("messaging.consumer.group.name", n.cfg.group),
-				attribute.Int("messaging.destination.partition.id", int(r.Partition)),
-				attribute.Int64("messaging.kafka.offset", r.Offset))
+		if standsFor(r) == "" {
+			continue // a usage-persist record standing for no notification
 		}
-		note, reason := n.decode(r)
+		notes, reason := n.decode(r)
+		if reason == "" && len(notes) == 0 {
+			continue // a decision's record that stands for none (an earlier release's)
+		}
 		if reason != "" {
-			n.deadLetter(b, it, reason)
-			it.span.End()
-			continue
+			notes = []Notification{{}}
 		}
-		n.prepare(it, note, seen)
-		p.items = append(p.items, it)
+		for _, note := range notes {
+			it := &item{rec: r}
+			it.ctx, it.span = n.cfg.tracer.Start(trace.ContextWithSpan(context.Background(), trace.SpanFromContext(r.Context)),
+				r.Topic+" process", trace.WithSpanKind(trace.SpanKindConsumer))
+			if it.span.IsRecording() {
+				it.span.SetAttributes(attribute.String("messaging.system", "kafka"),
+					attribute.String("messaging.destination.name", r.Topic),
+					attribute.String("messaging.consumer.group.name", n.cfg.group),
+					attribute.Int("messaging.destination.partition.id", int(r.Partition)),
+					attribute.Int64("messaging.kafka.offset", r.Offset))
+			}
+			if reason != "" {
+				n.deadLetter(b, it, reason)
+				it.span.End()
+				continue
+			}
+			n.prepare(it, note, seen)
+			p.items = append(p.items, it)
+		}
 	}
 	n.nameMembers(p.items)
 	n.cur = p
@@ -453,26 +465,46 @@ func (n *Notifier) prepare(it *item, note Notification, seen map[string]*item) {
 	}
 }
 
-// unwatched reports whether r is a live-only QUOTA_UPDATED (the caller
-// checked that none is stored or taken by a channel) of a family no
-// subscriber of this notifier's hub watches, by the record's headers and
-// key alone (kafkarecord.New and the outbox set them, matching the value:
-// a producer that labels another kind QUOTA_UPDATED loses it here): such a
-// record would be pushed to no one, so it is not decoded (more than half of
-// the notifier's own work per synchronous decision, its fetching aside). A
-// record without those headers, or whose key is not a family id, is read
-// as any other.
-func (n *Notifier) unwatched(r *kgo.Record) (int64, bool) {
-	var et, st []byte
+// standsFor is, by r's headers alone, the notification r is or stands for:
+// a NOTIFICATION record's subType, a usage-persist record's notifies
+// (kafkarecord.HeaderNotifies; "" when it stands for none); "?" when the
+// headers do not say (a record without them is read as any other).
+func standsFor(r *kgo.Record) string {
+	var et, st, ns []byte
 	for _, h := range r.Headers {
 		switch h.Key {
 		case kafkarecord.HeaderEventType:
 			et = h.Value
 		case kafkarecord.HeaderSubType:
 			st = h.Value
+		case kafkarecord.HeaderNotifies:
+			ns = h.Value
 		}
 	}
-	if string(et) != string(envelope.TypeNotification) || string(st) != string(envelope.SubQuotaUpdated) {
+	switch string(et) {
+	case string(envelope.TypeNotification):
+		if len(st) == 0 {
+			return "?"
+		}
+		return string(st)
+	case string(envelope.TypeUsagePersist):
+		return string(ns)
+	}
+	return "?"
+}
+
+// unwatched reports whether r is a live-only QUOTA_UPDATED (the caller
+// checked that none is stored or taken by a channel) of a family no
+// subscriber of this notifier's hub watches, by the record's headers and
+// key alone (kafkarecord.New and the outbox set them, matching the value:
+// a producer that labels another kind QUOTA_UPDATED loses it here): such a
+// record would be pushed to no one, so it is not decoded (more than half of
+// the notifier's own work per synchronous decision, its fetching aside).
+// So is a usage-persist record standing for a QUOTA_UPDATED alone. A
+// record without those headers, or whose key is not a family id, is read
+// as any other.
+func (n *Notifier) unwatched(r *kgo.Record) (int64, bool) {
+	if standsFor(r) != string(envelope.SubQuotaUpdated) {
 		return 0, false
 	}
 	fid, err := strconv.ParseInt(string(r.Key), 10, 64)
@@ -482,22 +514,47 @@ func (n *Notifier) unwatched(r *kgo.Record) (int64, bool) {
 	return fid, true
 }
 
-// decode reads a notification record; reason says why it cannot be.
-func (n *Notifier) decode(r *kgo.Record) (Notification, string) {
+// decode reads a notification record, or the notifications a usage-persist
+// record stands for (envelope.PersistNotifications; none for one that
+// stands for none); reason says why they cannot be read. A usage-persist
+// record the notifier cannot read is the write-behind's to dead-letter: it
+// stands for nothing here (never dead-lettered by the notifier).
+func (n *Notifier) decode(r *kgo.Record) ([]Notification, string) {
 	ev, err := kafkarecord.Decode(r)
 	if err != nil {
-		return Notification{}, err.Error()
+		if r.Topic == envelope.TopicUsagePersist {
+			return nil, ""
+		}
+		return nil, err.Error()
 	}
-	pl, ok := ev.Payload.(envelope.Notification)
-	if !ok {
-		return Notification{}, fmt.Sprintf("unexpected %s event on %s", ev.EventType, r.Topic)
+	var envs []envelope.Envelope[envelope.Notification]
+	switch pl := ev.Payload.(type) {
+	case envelope.Notification:
+		envs = []envelope.Envelope[envelope.Notification]{{EventID: ev.EventID, EventType: ev.EventType,
+			SubType: ev.SubType, Timestamp: ev.Timestamp, Payload: pl}}
+	case envelope.UsagePersistPayload:
+		envs, err = envelope.PersistNotifications(envelope.Envelope[envelope.UsagePersistPayload]{EventID: ev.EventID,
+			EventType: ev.EventType, Timestamp: ev.Timestamp, Payload: pl})
+		if err != nil {
+			// The record itself is the write-behind's (stored, or
+			// dead-lettered there); what it cannot stand for is lost
+			// here, said once.
+			n.cfg.log.Warn("notify: a usage-persist record names notifications that cannot be built; none derived",
+				"event", ev.EventID, "err", err)
+			return nil, ""
+		}
+	default:
+		return nil, fmt.Sprintf("unexpected %s event on %s", ev.EventType, r.Topic)
 	}
-	note, err := FromEvent(envelope.Envelope[envelope.Notification]{EventID: ev.EventID, EventType: ev.EventType,
-		SubType: ev.SubType, Timestamp: ev.Timestamp, Payload: pl}, n.cfg.lang, n.cfg.loc)
-	if err != nil {
-		return Notification{}, err.Error()
+	notes := make([]Notification, 0, len(envs))
+	for _, e := range envs {
+		note, err := FromEvent(e, n.cfg.lang, n.cfg.loc)
+		if err != nil {
+			return nil, err.Error()
+		}
+		notes = append(notes, note)
 	}
-	return note, ""
+	return notes, ""
 }
 
 // duplicateOf reports a later item of a poll as a duplicate of the first

@@ -18,6 +18,13 @@ import (
 // DefaultGroup is the Notifier's consumer group (doc/deploy.md, "Kafka").
 const DefaultGroup = "notification-group"
 
+// Topics are the topics the Notifier consumes: notification-events, and
+// usage-persist, whose decision records stand for their QUOTA_UPDATED and
+// CUSTOMER_BLOCKED (doc/wire-format.md, "One record per decision").
+func Topics() []string {
+	return []string{envelope.TopicNotificationEvents, envelope.TopicUsagePersist}
+}
+
 // Outcome says what the notifier did with a notification event.
 type Outcome string
 

@@ -18,11 +18,13 @@
 //	                                               while current, raises both set limits ("ask for more")
 //	LIMIT:DATA:GIFT:<YYYYMM>  ±bytes               data received less data given this month ("데이터 선물하기"):
 //	                                               moves the monthly limit only (never below 0)
+//	LIMIT:DATA:APP:<appId>    bytes                the app's daily data budget ("유튜브 하루 500 MB")
+//	LIMIT:DATA:CATEGORY:<c>   bytes                a category's daily data budget (both: BLOCKED_APP_LIMIT, budget.go)
 //	THROTTLE:SPEED            kbps                 returned with ALLOWED
 //	ALLOW:APP:<appId>         "1"                  always allowed during downtime (time windows skip it)
 //	ALLOW:CATEGORY:<c>        "1"                  a category always allowed during downtime
 //	EXCEPT:TIME               YYYYMMDDHHMM         no time window blocks until then (local time): "30분 더"
-//	EXCEPT:APP:<appId>        YYYYMMDDHHMM         the app's own and its category's block lifted until then
+//	EXCEPT:APP:<appId>        YYYYMMDDHHMM         the app's own and its category's block and budget lifted until then
 //
 // New policy kinds are new keys, not new code paths. ParseConstraints turns a
 // map into the typed Constraints and names every bad key in its error;
@@ -31,7 +33,8 @@
 // # Evaluation
 //
 // Evaluate judges one request, first match wins: membership → BLOCK:ACCESS →
-// app, then category blocks → time windows → DAILY, then MONTHLY limit
+// app, then category blocks → time windows → the app's, then its category's
+// daily budget → DAILY, then MONTHLY limit
 // (used + request > limit) → family pool (remaining < request) → ALLOWED. A
 // request is never partly granted. Time is judged at the event's own timestamp
 // seen in the service zone (MomentOf; default Asia/Seoul); a window that wraps

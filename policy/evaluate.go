@@ -19,12 +19,14 @@ const (
 	BlockedLimitDaily   Decision = "BLOCKED_LIMIT_DAILY"
 	BlockedLimitMonthly Decision = "BLOCKED_LIMIT_MONTHLY"
 	BlockedFamilyQuota  Decision = "BLOCKED_FAMILY_QUOTA"
+	// BlockedAppLimit (budget.go), judged after BlockedTime and before
+	// BlockedLimitDaily: an app's or category's daily data budget.
 )
 
 // Decisions lists every decision.
 func Decisions() []Decision {
 	return []Decision{Allowed, BlockedNotMember, BlockedAccess, BlockedApp, BlockedTime,
-		BlockedLimitDaily, BlockedLimitMonthly, BlockedFamilyQuota}
+		BlockedLimitDaily, BlockedLimitMonthly, BlockedFamilyQuota, BlockedAppLimit}
 }
 
 // Valid reports whether d is a known decision.
@@ -73,6 +75,10 @@ type Member struct {
 	// of its limits in the event's day and month (for a grant being sized,
 	// its other grants' only): a request fits in a limit with them.
 	DailyReserved, MonthlyReserved int64
+	// AppUsed and CategoryUsed are the event's day's counted use of its app
+	// and of its category, for their daily budgets (budget.go; counted
+	// only while the app or category has one).
+	AppUsed, CategoryUsed int64
 }
 
 // Request is one usage event to judge.
@@ -100,13 +106,18 @@ type Result struct {
 // membership → BLOCK:ACCESS → app, then category blocks (lifted for the app
 // while an EXCEPT:APP:<app> lasts) → time windows (the START/END window,
 // then named windows in key order; none while EXCEPT:TIME lasts, none for
-// an ALLOW:APP or ALLOW:CATEGORY app) → daily, then monthly
+// an ALLOW:APP or ALLOW:CATEGORY app) → the app's, then its category's
+// daily data budget (counted use of the day + request > budget, see
+// budget.go; none while EXCEPT:APP lasts) → daily, then monthly
 // limit (used + reserved + request > limit, each limit raised by the extras of the
 // event's day and month, see Constraints.EffectiveLimits) → family pool
 // (free < request, free = total − used − reserved) → allow.
 // It is all or nothing: an allowed request deducts exactly req.Bytes.
 func Evaluate(c Constraints, m Member, p Pool, req Request) Result {
 	if d, rule := blocks(c, m, req.AppID, req.Category, req.At); d != Allowed {
+		return Result{Decision: d, Rule: rule}
+	}
+	if d, rule := budgetBlock(c, m, req); d != Allowed {
 		return Result{Decision: d, Rule: rule}
 	}
 	daily, monthly := c.EffectiveLimits(req.At)

@@ -58,9 +58,13 @@ func FairShare(p Pool, grants int64) int64 {
 // used (the step's own report already charged) and what the other grants
 // reserve (this grant's previous reservation returned). In Evaluate's order:
 // membership, BLOCK:ACCESS, app and category blocks, time windows block the
-// grant (Granted 0, Final). Otherwise it grants the smallest of
+// grant (Granted 0, Final), then a daily budget of the app or its category
+// that leaves nothing (BlockedAppLimit; Constraints.BudgetLeft with m's
+// AppUsed and CategoryUsed). Otherwise it grants the smallest of
 //
 //   - req.Want (the request, or the default, within the operator maximum),
+//   - what the app's and its category's daily budgets leave (the use
+//     counted; other grants' reservations of the app are not counted),
 //   - what the daily and monthly limits leave (limit − used − the member's
 //     other reservations, each limit raised by the period's extras),
 //   - what the pool leaves (total − used − the other reservations),
@@ -69,13 +73,17 @@ func FairShare(p Pool, grants int64) int64 {
 //
 // never below 0. The units are the last (Final) when the headroom — the
 // smallest of limit − used and total − used, reservations not counted — is
-// below req.Minimum; Rule then names the first of daily, monthly and pool
-// whose headroom is. When nothing is granted the Decision names the first
+// below req.Minimum, or what a budget leaves is; Rule then names the
+// first of the budget, daily, monthly and pool whose headroom is. When nothing is granted the Decision names the first
 // of daily, monthly and pool with no headroom, else the first whose
 // reservations leave nothing (the pool also when the fair share is 0).
 func SizeGrant(c Constraints, m Member, p Pool, req GrantRequest) GrantSize {
 	if d, rule := blocks(c, m, req.AppID, req.Category, req.At); d != Allowed {
 		return GrantSize{Decision: d, Rule: rule, Final: true}
+	}
+	left, budgetRule, budgeted := c.BudgetLeft(m, req.AppID, req.Category, req.At)
+	if budgeted && left <= 0 {
+		return GrantSize{Decision: BlockedAppLimit, Rule: budgetRule, Final: true}
 	}
 	daily, monthly := c.EffectiveLimits(req.At)
 	// Headroom: hard counts used bytes only, soft the other reservations too.
@@ -99,6 +107,12 @@ func SizeGrant(c Constraints, m Member, p Pool, req GrantRequest) GrantSize {
 	share := FairShare(p, req.Grants)
 	cap := min(req.Want, share) // what it would get without the others' reservations of the pool
 	final, finalRule := false, ""
+	if budgeted {
+		cap = min(cap, left)
+		if left < req.Minimum {
+			final, finalRule = true, budgetRule
+		}
+	}
 	for i, r := range rooms {
 		if !r.set {
 			continue

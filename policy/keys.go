@@ -42,8 +42,9 @@ const (
 const MaxKeyLen = 200
 
 // MaxAppIDLen is the longest app id DPCS judges, in bytes: the id that
-// every key naming an app can hold (EXCEPT:APP:<appId> has the longest
-// prefix). It is the one bound of app ids from the envelope to the SQL
+// every key naming an app but a budget's can hold (EXCEPT:APP:<appId> has
+// the longest prefix of the others; an app with a budget has an id of at
+// most MaxBudgetAppIDLen). It is the one bound of app ids from the envelope to the SQL
 // columns (usage_record.app_id, app_catalog.app_id, data_request.app_id):
 // an event with a longer id is refused before it is judged, never charged
 // in Redis and then refused by the truth (doc/architecture.md, "Whatever a
@@ -133,9 +134,14 @@ type Constraints struct {
 	// YYYYMMDDHHMM (EXCEPT:TIME): "30분 더". "" when none.
 	TimeException string
 	// AppExceptions lift an app's blocks — BLOCK:APP:<appId> and the block
-	// of its category — until a local time (EXCEPT:APP:<appId>=YYYYMMDDHHMM),
+	// of its category, and their daily data budgets — until a local time (EXCEPT:APP:<appId>=YYYYMMDDHHMM),
 	// keyed by app id.
 	AppExceptions map[string]string
+	// AppBudgets and CategoryBudgets are daily data budgets in bytes
+	// (LIMIT:DATA:APP:<appId>, LIMIT:DATA:CATEGORY:<c>; see budget.go),
+	// keyed by app id and category. An app exception lifts them too.
+	AppBudgets      map[string]int64
+	CategoryBudgets map[Category]int64
 }
 
 // Limit returns a pointer to n, for filling DailyLimit / MonthlyLimit.
@@ -160,6 +166,12 @@ func ParseConstraints(m map[string]string) (Constraints, error) {
 		v := m[k]
 		if len(k) > MaxKeyLen {
 			errs = append(errs, fieldErr(k[:32]+"…", "key longer than %d bytes", MaxKeyLen))
+			continue
+		}
+		if ok, err := c.parseBudget(k, v); ok {
+			if err != nil {
+				errs = append(errs, err)
+			}
 			continue
 		}
 		switch {
@@ -308,7 +320,7 @@ func ParseConstraints(m map[string]string) (Constraints, error) {
 			}
 			c.ThrottleKbps = n
 		default:
-			errs = append(errs, fieldErr(k, "unknown constraint key (want BLOCK:ACCESS, BLOCK:APP:<app>, BLOCK:CATEGORY:<c>, BLOCK:TIME:START|END|<name>, LIMIT:DATA:DAILY|MONTHLY, LIMIT:DATA:EXTRA:<YYYYMMDD|YYYYMM>, LIMIT:DATA:GIFT:<YYYYMM>, THROTTLE:SPEED, ALLOW:APP:<app>, ALLOW:CATEGORY:<c>, EXCEPT:TIME or EXCEPT:APP:<app>)"))
+			errs = append(errs, fieldErr(k, "unknown constraint key (want BLOCK:ACCESS, BLOCK:APP:<app>, BLOCK:CATEGORY:<c>, BLOCK:TIME:START|END|<name>, LIMIT:DATA:DAILY|MONTHLY, LIMIT:DATA:EXTRA:<YYYYMMDD|YYYYMM>, LIMIT:DATA:GIFT:<YYYYMM>, LIMIT:DATA:APP:<app>, LIMIT:DATA:CATEGORY:<c>, THROTTLE:SPEED, ALLOW:APP:<app>, ALLOW:CATEGORY:<c>, EXCEPT:TIME or EXCEPT:APP:<app>)"))
 		}
 	}
 	switch {
@@ -559,6 +571,7 @@ func (c Constraints) Map() map[string]string {
 	for app, until := range c.AppExceptions {
 		m[KeyExceptAppPrefix+app] = until
 	}
+	c.budgetMap(m)
 	return m
 }
 

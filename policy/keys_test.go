@@ -290,6 +290,18 @@ func TestConstraintsMapProperty(t *testing.T) {
 				c.AppExceptions[app] = until
 			}
 		}
+		for _, app := range rapid.SliceOfDistinct(rapid.StringMatching(`[a-z][a-z.]{0,20}`), func(s string) string { return s }).Draw(t, "budgetApps") {
+			if c.AppBudgets == nil {
+				c.AppBudgets = map[string]int64{}
+			}
+			c.AppBudgets[app] = rapid.Int64Range(0, MaxBytes).Draw(t, "appBudget")
+		}
+		for _, cat := range rapid.SliceOfDistinct(rapid.SampledFrom(Categories()), func(c Category) Category { return c }).Draw(t, "budgetCats") {
+			if c.CategoryBudgets == nil {
+				c.CategoryBudgets = map[Category]int64{}
+			}
+			c.CategoryBudgets[cat] = rapid.Int64Range(0, MaxBytes).Draw(t, "catBudget")
+		}
 		got, err := ParseConstraints(c.Map())
 		if err != nil {
 			t.Fatal(err)

@@ -16,9 +16,12 @@ import (
 //
 //	<access><extras><daily>,<monthly>,<throttle>
 //
-// access '1' when BLOCK:ACCESS is "1" else '0'; extras '1' when any
-// LIMIT:DATA:EXTRA:<period> or LIMIT:DATA:GIFT:<month> is set (the script
-// then reads its day's and month's extras and its month's gifts); daily, monthly and throttle the values of LIMIT:DATA:DAILY,
+// access '1' when BLOCK:ACCESS is "1" else '0'; extras a digit of two
+// flags, '0' + 1 when any LIMIT:DATA:EXTRA:<period> or
+// LIMIT:DATA:GIFT:<month> is set (the script then reads its day's and
+// month's extras and its month's gifts) + 2 when any LIMIT:DATA:APP:<app>
+// or LIMIT:DATA:CATEGORY:<c> is (the script then reads the event's app's
+// and category's budgets; an earlier engine wrote '0' or '1'); daily, monthly and throttle the values of LIMIT:DATA:DAILY,
 // LIMIT:DATA:MONTHLY and THROTTLE:SPEED as stored ("" when unset): at most
 // 42 bytes, so a compact (listpack) hash stays compact. fieldWindows is the
 // time windows, one entry per window, the night window (BLOCK:TIME:START/END)
@@ -68,7 +71,14 @@ func compile(canon map[string]string, c policy.Constraints) string {
 		}
 	}
 	flag(c.BlockAccess)
-	flag(len(c.Extras) > 0 || len(c.Gifts) > 0)
+	flags := byte('0')
+	if len(c.Extras) > 0 || len(c.Gifts) > 0 {
+		flags++
+	}
+	if c.Budgets() {
+		flags += 2
+	}
+	b.WriteByte(flags)
 	b.WriteString(canon[policy.KeyLimitDaily])
 	b.WriteByte(',')
 	b.WriteString(canon[policy.KeyLimitMonthly])

@@ -29,6 +29,8 @@ var (
 	limitsLua string
 	//go:embed lua/crossings.lua
 	crossingsLua string
+	//go:embed lua/budget.lua
+	budgetLua string
 	//go:embed lua/pool.lua
 	poolLua string
 	//go:embed lua/constraints.lua
@@ -309,6 +311,7 @@ func (e *Engine) scriptSource(lua string) string {
 		"--[[policy.lua]]", policyLua,
 		"--[[limits.lua]]", limitsLua,
 		"--[[crossings.lua]]", crossingsLua,
+		"--[[budget.lua]]", budgetLua,
 	).Replace(lua)
 	return strings.NewReplacer(
 		"DPCS_BUCKET_TTL", strconv.FormatInt(int64(bucketLife*e.dedupeTTL/time.Second), 10),
@@ -344,7 +347,7 @@ func (e *Engine) applyCall(ev Event, bucket int64, gen string) ([]string, []any)
 	}
 	ks := []string{
 		e.k.family(f), e.k.constraints(f, c), e.k.pool(f, m.Month), e.k.usage(f, c, m.Month),
-		e.k.events(f, bucket), e.k.events(f, bucket-1),
+		e.k.events(f, bucket), e.k.events(f, bucket-1), e.k.budget(f, c, m.Day),
 	}
 	args := []any{c, ev.Bytes, ev.AppID, string(category), m.Minute, m.Weekday, m.Day, ev.ID, gen}
 	return ks, args
@@ -398,11 +401,12 @@ func (e *Engine) ApplyBatch(ctx context.Context, evs []Event) (results []Result,
 
 // ApplyMarked is ApplyBatch for a consumer that must not judge from a Redis
 // state that lost writes (doc/architecture.md, "Never trust Redis blindly").
-// In the same pipeline, on every Redis node, it first checks the node's state
-// marker — generation gen, and no stream's watermark below its mark's From —
-// then judges the events, then raises the watermarks to each mark's To. If a
-// check fails, the marker changed meanwhile (a rebuild began), or a family was
-// restored by another generation, it returns a *StaleError (errors.Is
+// In the same pipeline, on every Redis node, it judges the events, then in
+// one call checks the node's state marker — generation gen, the node the
+// generation was named on, and no stream's watermark below its mark's From —
+// and raises the watermarks to each mark's To. If the check fails (Redis
+// lost writes, or a rebuild began), or a family was restored by another
+// generation, it returns a *StaleError (errors.Is
 // ErrStale) and no results: the caller must not use any decision of this
 // batch, and must not judge again until Redis is rebuilt (see BeginRebuild).
 // The batch's scripts may still have run on the untrusted state; the rebuild
@@ -488,23 +492,21 @@ func (e *Engine) judgeBatch(ctx context.Context, gen string, marks []Mark, evs [
 	return e.results(cmds, evs, ops, gen)
 }
 
-// runBatch runs calls in one pipeline, between the markers' check and
-// advance when guarded (markers set), and reads the guard.
+// runBatch runs calls in one pipeline, followed when guarded (markers set)
+// by one state script call per marker that checks the marker and advances
+// it (state.lua's guard: one round trip and one script call per node
+// beside the batch's own, doc/redis-keys.md), and reads the guard.
 func (e *Engine) runBatch(ctx context.Context, gen string, marks []Mark, markers []string, calls []call) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(calls))
-	checks := make([]*redis.Cmd, len(markers))
-	advances := make([]*redis.Cmd, len(markers))
+	guards := make([]*redis.Cmd, len(markers))
 	run := func(idx []int) error {
 		_, err := e.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, k := range markers {
-				checks[i] = stateScript.EvalSha(ctx, p, []string{k}, markArgs("check", gen, k, marks, false)...)
-			}
 			for _, i := range idx {
 				c := calls[i]
 				cmds[i] = c.script.EvalSha(ctx, p, c.keys, c.args...)
 			}
 			for i, k := range markers {
-				advances[i] = stateScript.EvalSha(ctx, p, []string{k}, markArgs("advance", gen, k, marks, true)...)
+				guards[i] = stateScript.EvalSha(ctx, p, []string{k}, markArgs("guard", gen, k, marks)...)
 			}
 			return nil
 		})
@@ -522,11 +524,11 @@ func (e *Engine) runBatch(ctx context.Context, gen string, marks []Mark, markers
 				missing = append(missing, i)
 			}
 		}
-		if len(missing) == 0 && !slices.ContainsFunc(checks, noScript) && !slices.ContainsFunc(advances, noScript) {
+		if len(missing) == 0 && !slices.ContainsFunc(guards, noScript) {
 			return nil, fmt.Errorf("quota: apply: %w", err)
 		}
 		// Redis lost its scripts (a restart): load them and run again what
-		// did not run; the guard runs again around it.
+		// did not run; the guard runs again after it.
 		for _, s := range []*redis.Script{e.apply, e.grant, stateScript} {
 			if err := s.Load(ctx, e.rdb).Err(); err != nil {
 				return nil, fmt.Errorf("quota: load scripts: %w", err)
@@ -537,7 +539,7 @@ func (e *Engine) runBatch(ctx context.Context, gen string, marks []Mark, markers
 		}
 	}
 	if len(markers) > 0 {
-		if err := guardResult(checks, advances); err != nil {
+		if err := guardResult("guard", guards); err != nil {
 			return nil, err
 		}
 	}

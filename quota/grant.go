@@ -319,6 +319,7 @@ func (e *Engine) grantCall(op GrantOp, bucket int64, gen string, accepted []stri
 		e.k.family(f), e.k.constraints(f, c), e.k.pool(f, m.Month), e.k.usage(f, c, m.Month),
 		e.k.events(f, bucket), e.k.events(f, bucket-1), e.k.grants(f),
 		e.k.pool(f, prevMonth), e.k.usage(f, c, prevMonth), e.k.pool(f, nextMonth), e.k.usage(f, c, nextMonth),
+		e.k.budget(f, c, m.Day),
 	}
 	args := []any{c, op.Used, op.Requested, release, op.AppID, string(category), m.Minute, m.Weekday, m.Day, op.ID, gen,
 		op.GrantID, op.At.Unix(), op.At.Truncate(time.Minute).Unix(), zone, prev, next}

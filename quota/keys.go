@@ -39,6 +39,12 @@ func (k keys) grants(fid int64) string { return k.family(fid) + ":grants" }
 // master). See lua/state.lua.
 func (k keys) state(tag string) string { return k.prefix + "dpcs:state:{" + tag + "}" }
 
+// budget is the member's day hash of daily budget counters (see
+// policy/budget.go): a:<appId> and c:<category>, the day's allowed bytes of
+// each app and category counted while it has a budget; written only then,
+// and living to the day's end and the dedupe window's late events after.
+func (k keys) budget(fid, cid int64, day string) string { return k.member(fid, cid) + "budget:" + day }
+
 func (k keys) constraints(fid, cid int64) string { return k.member(fid, cid) + "constraints" }
 func (k keys) version(fid, cid int64) string     { return k.member(fid, cid) + "ver" }
 

@@ -35,6 +35,10 @@ type model struct {
 	ver     map[fc]int64
 	daily   map[fcp]int64
 	monthly map[fcp]int64
+	// spent is the day's counted use of budgeted apps and categories,
+	// keyed by day and "a:<app>" / "c:<category>" (lua/apply.lua's budget
+	// hash): allowed events of an app or category that had a budget then.
+	spent   map[fcp]map[string]int64
 	results map[fid]judged
 	// grants are the open grants' reservations; steps the grant steps'
 	// results (ids are one event or one step: the tests keep them apart).
@@ -88,7 +92,7 @@ func newModel(loc *time.Location) *model {
 		plan: map[int64]int64{}, thr: map[int64]policy.Thresholds{},
 		topup: map[fp]int64{}, used: map[fp]int64{}, fired: map[fp]map[int]bool{}, arms: map[fp]map[int]int{},
 		members: map[fc]bool{}, cons: map[fc]map[string]string{}, ver: map[fc]int64{},
-		daily: map[fcp]int64{}, monthly: map[fcp]int64{}, results: map[fid]judged{},
+		daily: map[fcp]int64{}, monthly: map[fcp]int64{}, spent: map[fcp]map[string]int64{}, results: map[fid]judged{},
 		grants: map[fcg]reservation{}, steps: map[fid]judgedStep{}, sizes: testGrantSizes,
 	}
 }
@@ -225,13 +229,27 @@ func (m *model) grant(op GrantOp, now time.Time) GrantResult {
 	if member || r.Charged > 0 {
 		r.Crossed, r.Arms = m.crossings(f, cm.Month)
 	}
+	// A step's use of a budgeted app or category counts on the step's day.
+	cons := m.constraints(f, c)
+	if byApp, byCat := cons.Budgeted(op.AppID, op.Category); r.Charged > 0 && (byApp || byCat) {
+		dk := fcp{f, c, mo.Day}
+		if m.spent[dk] == nil {
+			m.spent[dk] = map[string]int64{}
+		}
+		if byApp {
+			m.spent[dk]["a:"+op.AppID] += r.Charged
+		}
+		if byCat {
+			m.spent[dk]["c:"+string(op.Category)] += r.Charged
+		}
+	}
 	pool := m.pool(f, mo.Month)
 	pool.Reserved = m.reserved(f, mo.Month, key)
 	if op.Release {
 		r.Decision = policy.Allowed
 	} else {
-		cons := m.constraints(f, c)
 		dr, mr := m.memberReserved(f, c, mo, key)
+		spent := m.spent[fcp{f, c, mo.Day}]
 		want := op.Requested
 		if want <= 0 {
 			want = m.sizes.Default
@@ -239,7 +257,7 @@ func (m *model) grant(op GrantOp, now time.Time) GrantResult {
 		open := m.openGrants(f) + 1
 		g := policy.SizeGrant(cons,
 			policy.Member{Member: member, DailyUsed: m.daily[fcp{f, c, mo.Day}], MonthlyUsed: m.monthly[fcp{f, c, mo.Month}],
-				DailyReserved: dr, MonthlyReserved: mr},
+				DailyReserved: dr, MonthlyReserved: mr, AppUsed: spent["a:"+op.AppID], CategoryUsed: spent["c:"+string(op.Category)]},
 			pool, policy.GrantRequest{AppID: op.AppID, Category: op.Category, At: mo, Want: min(want, m.sizes.Max),
 				Minimum: m.sizes.Min, Grants: open})
 		r.Decision, r.Rule, r.Granted, r.Final, r.ThrottleKbps = g.Decision, g.Rule, g.Granted, g.Final, g.ThrottleKbps
@@ -303,8 +321,11 @@ func (m *model) apply(ev Event, now time.Time) Result {
 	pool := m.pool(f, mo.Month)
 	pool.Reserved = m.reserved(f, mo.Month, fcg{})
 	dr, mr := m.memberReserved(f, c, mo, fcg{})
-	res := policy.Evaluate(m.constraints(f, c),
-		policy.Member{Member: m.members[fc{f, c}], DailyUsed: m.daily[dk], MonthlyUsed: m.monthly[mk], DailyReserved: dr, MonthlyReserved: mr},
+	cons := m.constraints(f, c)
+	spent := m.spent[dk]
+	res := policy.Evaluate(cons,
+		policy.Member{Member: m.members[fc{f, c}], DailyUsed: m.daily[dk], MonthlyUsed: m.monthly[mk], DailyReserved: dr, MonthlyReserved: mr,
+			AppUsed: spent["a:"+ev.AppID], CategoryUsed: spent["c:"+string(ev.Category)]},
 		pool, policy.Request{Bytes: ev.Bytes, AppID: ev.AppID, Category: ev.Category, At: mo})
 	r := Result{Decision: res.Decision, Rule: res.Rule, ThrottleKbps: res.ThrottleKbps}
 	if res.Decision == policy.Allowed {
@@ -312,6 +333,16 @@ func (m *model) apply(ev Event, now time.Time) Result {
 		m.daily[dk] += res.Deduct
 		m.monthly[mk] += res.Deduct
 		pool = m.pool(f, mo.Month)
+		byApp, byCat := cons.Budgeted(ev.AppID, ev.Category)
+		if (byApp || byCat) && m.spent[dk] == nil {
+			m.spent[dk] = map[string]int64{}
+		}
+		if byApp {
+			m.spent[dk]["a:"+ev.AppID] += res.Deduct
+		}
+		if byCat {
+			m.spent[dk]["c:"+string(ev.Category)] += res.Deduct
+		}
 	}
 	// Crossings are judged on every event of a member, allowed or blocked.
 	if res.Decision != policy.BlockedNotMember {
@@ -465,6 +496,23 @@ func genConstraints(t *rapid.T) map[string]string {
 		}
 	}
 	return c.Map()
+}
+
+// genBudgets adds daily data budgets (LIMIT:DATA:APP:<app>,
+// LIMIT:DATA:CATEGORY:<c>) to cons in the scale of the events (0–3 MB
+// mostly), so the engine meets budgets left, used up and just reached.
+func genBudgets(t *rapid.T, cons map[string]string) map[string]string {
+	for _, a := range testApps {
+		if rapid.IntRange(0, 3).Draw(t, "budgetApp") == 0 {
+			cons[policy.AppBudgetKey(a.ID)] = fmt.Sprint(rapid.Int64Range(0, 8*mb).Draw(t, "appBudget"))
+		}
+	}
+	for _, cat := range []policy.Category{policy.CategoryVideo, policy.CategoryMessaging, policy.CategoryGame} {
+		if rapid.IntRange(0, 3).Draw(t, "budgetCat") == 0 {
+			cons[policy.CategoryBudgetKey(cat)] = fmt.Sprint(rapid.Int64Range(0, 12*mb).Draw(t, "catBudget"))
+		}
+	}
+	return cons
 }
 
 // genExceptions adds exceptions ("30분 더": EXCEPT:TIME, EXCEPT:APP:<app>)
@@ -720,7 +768,7 @@ func checkEngineMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 				c := rapid.Int64Range(1, 4).Draw(rt, "customer")
 				cur := m.ver[fc{f, c}]
 				v := rapid.Int64Range(max(cur-2, 1), cur+3).Draw(rt, "version")
-				cons := genExceptions(rt, genExtras(rt, genConstraints(rt), now, loc), now, loc)
+				cons := genBudgets(rt, genExceptions(rt, genExtras(rt, genConstraints(rt), now, loc), now, loc))
 				got, err := e.SetConstraints(ctx, f, c, v, cons)
 				must(err)
 				compare("setConstraints applied", m.setConstraints(f, c, v, cons), got)
@@ -729,7 +777,7 @@ func checkEngineMatchesModel(t *testing.T, rdb redis.UniversalClient) {
 				f := rapid.SampledFrom(families).Draw(rt, "family")
 				c := rapid.Int64Range(1, 4).Draw(rt, "customer")
 				v := m.ver[fc{f, c}] + rapid.Int64Range(0, 1).Draw(rt, "bump")
-				cons := genExceptions(rt, genExtras(rt, genConstraints(rt), now, loc), now, loc)
+				cons := genBudgets(rt, genExceptions(rt, genExtras(rt, genConstraints(rt), now, loc), now, loc))
 				if v == 0 {
 					v = 1
 				}

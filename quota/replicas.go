@@ -336,15 +336,21 @@ func (e *Engine) redirected(ctx context.Context, err error) error {
 }
 
 // runAckedMarked is runAcked with the state guard: the markers are
-// checked before (a round trip of its own, since the acknowledged groups
-// run on their masters' own connections) and advanced after the scripts;
-// the advance checks again, so a state that changed in between is
-// reported stale and the batch's results are not used. Calls of families
-// to restore first (results reads them) were not judged; the others are
-// covered like any batch's.
+// checked before (the guard with every mark's To at its From, a round trip
+// of its own, since the acknowledged groups run on their masters' own
+// connections: a stale state judges nothing) and guarded after the scripts
+// and their replicas' acknowledgement (checked again and advanced in one
+// call), so a state that changed in between is reported stale and the
+// batch's results are not used. Calls of families to restore first
+// (results reads them) were not judged; the others are covered like any
+// batch's.
 func (e *Engine) runAckedMarked(ctx context.Context, gen string, marks []Mark, markers []string, calls []call, replicas *int) ([]*redis.Cmd, error) {
 	if gen != "" {
-		if err := e.guardOnly(ctx, markers, "check", gen, marks); err != nil {
+		at := make([]Mark, len(marks))
+		for i, m := range marks {
+			at[i] = Mark{Stream: m.Stream, From: m.From, To: m.From, Node: m.Node}
+		}
+		if err := e.guardOnly(ctx, "check", markers, gen, at); err != nil {
 			return nil, err
 		}
 	}
@@ -354,22 +360,19 @@ func (e *Engine) runAckedMarked(ctx context.Context, gen string, marks []Mark, m
 		return nil, err
 	}
 	if gen != "" {
-		if err := e.guardOnly(ctx, markers, "advance", gen, marks); err != nil {
+		if err := e.guardOnly(ctx, "advance", markers, gen, marks); err != nil {
 			return nil, err
 		}
 	}
 	return cmds, nil
 }
 
-// guardOnly runs one state op ("check" or "advance") on every marker and
-// reads it as such.
-func (e *Engine) guardOnly(ctx context.Context, markers []string, op, gen string, marks []Mark) error {
+// guardOnly runs the state script's guard on every marker and reads it;
+// phase names it in errors.
+func (e *Engine) guardOnly(ctx context.Context, phase string, markers []string, gen string, marks []Mark) error {
 	cmds := make([]*redis.Cmd, len(markers))
 	for i, k := range markers {
-		cmds[i] = stateScript.Run(ctx, e.rdb, []string{k}, markArgs(op, gen, k, marks, op == "advance")...)
+		cmds[i] = stateScript.Run(ctx, e.rdb, []string{k}, markArgs("guard", gen, k, marks)...)
 	}
-	if op == "check" {
-		return guardResult(cmds, nil)
-	}
-	return guardResult(nil, cmds)
+	return guardResult(phase, cmds)
 }

@@ -349,9 +349,9 @@ func TestReplicaAckAcknowledged(t *testing.T) {
 }
 
 // With replica acks, ApplyMarked checks the markers in a round trip of its
-// own before judging, and advances them after WAIT: a stale state judges
-// nothing, and a rebuild that begins while the batch waits for its
-// replicas makes the batch stale.
+// own before judging, and checks them again and advances them after WAIT
+// (one guard call): a stale state judges nothing, and a rebuild that
+// begins while the batch waits for its replicas makes the batch stale.
 func TestReplicaAckMarked(t *testing.T) {
 	hook := &faultHook{after: ackReplicas(1)}
 	m, e, infos := ackedEngine(t, 1, hook)
@@ -424,7 +424,7 @@ func TestReplicaAckMarked(t *testing.T) {
 	}
 	more := []Event{{ID: "evt_late", FamilyID: 100, CustomerID: 1, Bytes: 1, At: evs[0].At}}
 	rs, err = e.ApplyMarked(ctx, "g1", []Mark{{Stream: "usage/0", From: 2, To: 3}}, more)
-	stale("rebuild during WAIT", rs, err, "the state generation changed while the batch was judged")
+	stale("rebuild during WAIT", rs, err, "state generation is rebuilding:g2, expected g1")
 	if st, _ := e.State(ctx); st[0].Watermarks["usage/0"] != 2 {
 		t.Errorf("watermark advanced by a stale batch: %+v", st)
 	}

@@ -80,11 +80,15 @@ type MemberState struct {
 }
 
 // Usage is allowed usage of a member at a time (one event, or a sum within
-// one day of the service zone).
+// one day of the service zone), and of what app: AppID and Category ("":
+// the engine's catalog's, WithCatalog, as for an event) count it for the
+// member's daily budgets of that day (LIMIT:DATA:APP, LIMIT:DATA:CATEGORY).
 type Usage struct {
 	CustomerID int64
 	At         time.Time
 	Bytes      int64
+	AppID      string
+	Category   policy.Category
 }
 
 // CurrentMonth returns the month key (YYYYMM) of the engine's clock in its
@@ -127,7 +131,10 @@ func (e *Engine) DedupeWindow() time.Duration { return e.dedupeTTL }
 // counters; the counters and constraints of customers Redis held as members
 // that st does not (removed since: a batch judged on a stale state may have
 // charged them); the open grants and what they reserve of each accepted
-// month, the member's months and days; and the dedupe records of the judged
+// month, the member's months and days; the daily budget counters of the
+// members with a budget, for the days an event may still be judged for,
+// from the usage of their budgeted apps and categories (all of the day's,
+// whenever the budget was set); and the dedupe records of the judged
 // events and grant steps. It is the rebuild after Redis lost data
 // (doc/architecture.md, "Never trust Redis blindly").
 func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
@@ -261,6 +268,7 @@ func (e *Engine) restoreWrite(st FamilyState) (func(ctx context.Context, p redis
 		version int64
 	}
 	members := make([]memberWrite, 0, len(st.Members))
+	budgeted := map[int64]policy.Constraints{}
 	for _, m := range st.Members {
 		if err := checkMember(fid, m.CustomerID); err != nil {
 			return nil, err
@@ -274,7 +282,14 @@ func (e *Engine) restoreWrite(st FamilyState) (func(ctx context.Context, p redis
 		}
 		fields := constraintFields(c)
 		members = append(members, memberWrite{m.CustomerID, fields, m.Version})
+		if c.Budgets() {
+			budgeted[m.CustomerID] = c
+		}
 	}
+	// The daily budget counters of the days whose hash may live (see
+	// restoreBudgets), for the members with a budget.
+	days := e.budgetDays()
+	spent := map[int64]map[string]map[string]int64{} // cid -> day -> a:<app> / c:<category> -> bytes
 	used := map[string]int64{}                       // month -> bytes
 	usage := map[string]map[int64]map[string]int64{} // month -> cid -> d:<DD> -> bytes
 	for _, u := range st.Usage {
@@ -295,6 +310,9 @@ func (e *Engine) restoreWrite(st FamilyState) (func(ctx context.Context, p redis
 		}
 		f[dayField(mo.Day)] += u.Bytes
 		used[mo.Month] += u.Bytes
+		if c, ok := budgeted[u.CustomerID]; ok && slices.ContainsFunc(days, func(d budgetDay) bool { return d.day == mo.Day }) {
+			e.countBudget(spent, c, u, mo.Day)
+		}
 	}
 	judged := make([]any, 0, 2*(len(st.Judged)+len(st.Steps)))
 	for _, j := range st.Judged {
@@ -456,6 +474,22 @@ func (e *Engine) restoreWrite(st FamilyState) (func(ctx context.Context, p redis
 				p.Del(ctx, e.k.version(fid, m.cid))
 			}
 		}
+		// The budget counters of the members with a budget: what a stale
+		// state counted goes, what SQL recorded of their days comes back.
+		for _, cid := range slices.Sorted(maps.Keys(budgeted)) {
+			for _, d := range days {
+				bk := e.k.budget(fid, cid, d.day)
+				p.Del(ctx, bk)
+				if f := spent[cid][d.day]; len(f) > 0 {
+					args := make([]any, 0, 2*len(f))
+					for _, k := range slices.Sorted(maps.Keys(f)) {
+						args = append(args, k, f[k])
+					}
+					p.HSet(ctx, bk, args...)
+					p.Expire(ctx, bk, d.ttl) // relative: Redis' clock is not the engine's
+				}
+			}
+		}
 		p.Del(ctx, e.k.grants(fid))
 		if len(grants) > 0 {
 			p.HSet(ctx, e.k.grants(fid), grants...)
@@ -473,6 +507,60 @@ func (e *Engine) restoreWrite(st FamilyState) (func(ctx context.Context, p redis
 		}
 		return nil
 	}, nil
+}
+
+// budgetDay is a day whose budget hash may live (budgetDays): its
+// YYYYMMDD and how long from now its hash lives.
+type budgetDay struct {
+	day string
+	ttl time.Duration
+}
+
+// budgetDays are the days whose budget hash may live now: an event judged
+// now may be of any day the dedupe window reaches, and a day's hash lives
+// to its end and three windows after (lua/apply.lua).
+func (e *Engine) budgetDays() []budgetDay {
+	now := e.now()
+	slack := bucketLife * e.dedupeTTL
+	lt := now.Add(-slack).In(e.loc)
+	var out []budgetDay
+	for d := time.Date(lt.Year(), lt.Month(), lt.Day(), 12, 0, 0, 0, e.loc); ; d = d.AddDate(0, 0, 1) {
+		start := time.Date(d.Year(), d.Month(), d.Day(), 0, 0, 0, 0, e.loc)
+		if start.After(now.Add(e.dedupeTTL)) {
+			return out
+		}
+		end := time.Date(d.Year(), d.Month(), d.Day()+1, 0, 0, 0, 0, e.loc)
+		if end.Add(slack).After(now) {
+			out = append(out, budgetDay{policy.MomentOf(d, e.loc).Day, end.Add(slack).Sub(now)})
+		}
+	}
+}
+
+// countBudget adds u's bytes on day to spent for the budgets of c that
+// count it: its app's and its category's (u.Category, else the catalog's).
+func (e *Engine) countBudget(spent map[int64]map[string]map[string]int64, c policy.Constraints, u Usage, day string) {
+	cat := u.Category
+	if cat == "" && e.catalog != nil {
+		cat = e.catalog.Category(u.AppID)
+	}
+	byApp, byCat := c.Budgeted(u.AppID, cat)
+	if !byApp && !byCat {
+		return
+	}
+	if spent[u.CustomerID] == nil {
+		spent[u.CustomerID] = map[string]map[string]int64{}
+	}
+	f := spent[u.CustomerID][day]
+	if f == nil {
+		f = map[string]int64{}
+		spent[u.CustomerID][day] = f
+	}
+	if byApp {
+		f["a:"+u.AppID] += u.Bytes
+	}
+	if byCat {
+		f["c:"+string(cat)] += u.Bytes
+	}
 }
 
 // restoredFired says whether Restore marks a threshold fired: it fired

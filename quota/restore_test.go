@@ -3,10 +3,12 @@ package quota
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/dabom/dpcs/policy"
 )
@@ -129,4 +131,102 @@ func TestRestoreInvalid(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		}
 	}
+}
+
+// The daily budget counters come back from SQL's usage: the day's use of
+// each budgeted app and category (the category from the catalog when the
+// usage names none), for the days events may still be judged for; a stale
+// counter goes; a member without a budget gets none; the next events are
+// judged against the restored counters.
+func TestRestoreBudgets(t *testing.T) {
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		seoul, _ := policy.LoadZone(policy.DefaultZone)
+		now := time.Date(2026, 2, 10, 12, 0, 0, 0, seoul)
+		prefix := fmt.Sprintf("rb%d:", time.Now().UnixNano())
+		defer dropPrefix(ctx, rdb, prefix)
+		cat := policy.NewCatalog([]policy.App{{ID: "yt", Category: policy.CategoryVideo}, {ID: "rb", Category: policy.CategoryGame},
+			{ID: "kk", Category: policy.CategoryMessaging}})
+		e, err := New(rdb, WithKeyPrefix(prefix), WithClock(func() time.Time { return now }), WithCatalog(cat))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const fid = 7
+		budgets := map[string]string{"LIMIT:DATA:APP:yt": "100", "LIMIT:DATA:CATEGORY:GAME": "50"}
+		if _, err := e.SetPlan(ctx, fid, 1000); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []int64{1, 2} {
+			if err := e.AddMember(ctx, fid, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := e.SetConstraints(ctx, fid, 1, 1, budgets); err != nil {
+			t.Fatal(err)
+		}
+		usage := []Usage{
+			{CustomerID: 1, At: now.Add(-time.Hour), Bytes: 60, AppID: "yt"},
+			{CustomerID: 1, At: now.Add(-20 * time.Hour), Bytes: 30, AppID: "yt"}, // yesterday
+			{CustomerID: 1, At: now.Add(-2 * time.Hour), Bytes: 40, AppID: "rb", Category: policy.CategoryGame},
+			{CustomerID: 1, At: now.Add(-3 * time.Hour), Bytes: 10, AppID: "kk"},
+			{CustomerID: 2, At: now.Add(-time.Hour), Bytes: 70, AppID: "yt"},
+		}
+		for i, u := range usage {
+			r, err := e.Apply(ctx, Event{ID: fmt.Sprintf("e%d", i), FamilyID: fid, CustomerID: u.CustomerID, Bytes: u.Bytes, AppID: u.AppID,
+				Category: u.Category, At: u.At})
+			if err != nil || r.Decision != policy.Allowed {
+				t.Fatalf("apply %d: %+v %v", i, r, err)
+			}
+		}
+		today, yesterday := e.k.budget(fid, 1, "20260210"), e.k.budget(fid, 1, "20260209")
+		read := func() map[string]map[string]string {
+			out := map[string]map[string]string{}
+			for _, k := range []string{today, yesterday, e.k.budget(fid, 2, "20260210")} {
+				h, err := rdb.HGetAll(ctx, k).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				out[k] = h
+			}
+			return out
+		}
+		before := read()
+		if want := map[string]string{"a:yt": "60", "c:GAME": "40"}; !cmp.Equal(before[today], want) {
+			t.Fatalf("today's counters before = %v, want %v", before[today], want)
+		}
+		// A stale state's counter, and a lost one.
+		if err := rdb.HSet(ctx, today, "a:yt", "99").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.Del(ctx, yesterday).Err(); err != nil {
+			t.Fatal(err)
+		}
+		st := FamilyState{FamilyID: fid, Provisioned: true, Plan: 1000,
+			Members: []MemberState{{CustomerID: 1, Constraints: budgets, Version: 1}, {CustomerID: 2}}, Usage: usage}
+		if err := e.Restore(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(before, read()); diff != "" {
+			t.Errorf("budget counters after restore (-before +after):\n%s", diff)
+		}
+		ttl, err := rdb.TTL(ctx, today).Result()
+		if err != nil || ttl <= 12*time.Hour || ttl > 12*time.Hour+bucketLife*e.DedupeWindow() {
+			t.Errorf("today's counters' TTL = %v, %v; want the day's end and three windows", ttl, err)
+		}
+		for _, tc := range []struct {
+			app   string
+			bytes int64
+			want  policy.Decision
+			rule  string
+		}{
+			{"yt", 41, policy.BlockedAppLimit, "LIMIT:DATA:APP:yt"},
+			{"rb", 11, policy.BlockedAppLimit, "LIMIT:DATA:CATEGORY:GAME"},
+			{"yt", 40, policy.Allowed, ""},
+		} {
+			r, err := e.Apply(ctx, Event{ID: "after-" + tc.app + fmt.Sprint(tc.bytes), FamilyID: fid, CustomerID: 1, Bytes: tc.bytes, AppID: tc.app, At: now})
+			if err != nil || r.Decision != tc.want || r.Rule != tc.rule {
+				t.Errorf("%s %d B after restore: %+v, %v; want %s %s", tc.app, tc.bytes, r, err, tc.want, tc.rule)
+			}
+		}
+	})
 }

@@ -114,41 +114,34 @@ func validMarks(marks []Mark) error {
 }
 
 // markArgs returns the state script's arguments for the marker key: the
-// marks for every node and those for key.
-func markArgs(op, gen, key string, marks []Mark, to bool) []any {
+// marks (stream, from, to) for every node and those for key.
+func markArgs(op, gen, key string, marks []Mark) []any {
 	args := make([]any, 0, 2+3*len(marks))
 	args = append(args, op, gen)
 	for _, m := range marks {
 		if m.Node != "" && m.Node != key {
 			continue
 		}
-		args = append(args, m.Stream, m.From)
-		if to {
-			args = append(args, m.To)
-		}
+		args = append(args, m.Stream, m.From, m.To)
 	}
 	return args
 }
 
-// guardResult reads the checks and advances of a marked pipeline.
-func guardResult(checks, advances []*redis.Cmd) error {
-	for _, c := range checks {
+// guardResult reads the guards of a marked batch (state.lua's guard: {0, ""}
+// when the marker vouched for the batch and advanced, else {1, reason});
+// phase names the guard in errors.
+func guardResult(phase string, guards []*redis.Cmd) error {
+	for _, c := range guards {
 		v, err := c.Slice()
 		if err != nil {
-			return fmt.Errorf("quota: state check: %w", err)
+			return fmt.Errorf("quota: state %s: %w", phase, err)
 		}
-		if len(v) == 2 && v[0] != int64(0) {
+		if len(v) != 2 {
+			return fmt.Errorf("quota: state %s: unexpected reply %v", phase, v)
+		}
+		if v[0] != int64(0) {
 			reason, _ := v[1].(string)
 			return &StaleError{Reason: reason}
-		}
-	}
-	for _, c := range advances {
-		n, err := c.Int()
-		if err != nil {
-			return fmt.Errorf("quota: state advance: %w", err)
-		}
-		if n != 1 {
-			return &StaleError{Reason: "the state generation changed while the batch was judged (a rebuild began)"}
 		}
 	}
 	return nil

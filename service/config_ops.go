@@ -6,8 +6,9 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/dabom/dpcs/service/api"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dabom/dpcs/service/api/backoffice"
 )
 
 // OperationsMetrics returns the metrics sources of the operations view: own
@@ -24,7 +25,7 @@ func (c Config) OperationsMetrics(own prometheus.Gatherer) ([]prometheus.Gathere
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("DPCS_OPERATIONS_METRICS_URLS: %q is not an http(s) URL", raw)
 		}
-		out = append(out, api.NewMetricsScraper(u.String(), client))
+		out = append(out, backoffice.NewMetricsScraper(u.String(), client))
 	}
 	return out, nil
 }

@@ -3,8 +3,9 @@ package service
 import (
 	"testing"
 
-	"github.com/dabom/dpcs/service/api"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dabom/dpcs/service/api/backoffice"
 )
 
 func TestConfigOperationsMetrics(t *testing.T) {
@@ -29,7 +30,7 @@ func TestConfigOperationsMetrics(t *testing.T) {
 		}
 		var got []string
 		for _, g := range gs {
-			if s, ok := g.(*api.MetricsScraper); ok {
+			if s, ok := g.(*backoffice.MetricsScraper); ok {
 				got = append(got, s.URL)
 			} else {
 				got = append(got, "own")

@@ -14,7 +14,7 @@ import (
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/policy"
-	"github.com/dabom/dpcs/service/api"
+	"github.com/dabom/dpcs/service/api/backoffice"
 )
 
 // TestSystemBackOffice: the all-in-one wires the back office: the
@@ -45,9 +45,9 @@ func TestSystemBackOffice(t *testing.T) {
 	// Rates need two samples at least a second apart: ask until the view
 	// has a window and decisions in it, and Kafka answered in time (on a
 	// loaded machine it may not, once).
-	var v api.OperationsView
+	var v backoffice.OperationsView
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		v = api.OperationsView{}
+		v = backoffice.OperationsView{}
 		if err := json.Unmarshal([]byte(do(t, "GET", base+"/admin/operations", admin, "", http.StatusOK)), &v); err != nil {
 			t.Fatal(err)
 		}
@@ -70,17 +70,17 @@ func TestSystemBackOffice(t *testing.T) {
 	if err := s.producer.ProduceSync(ctx, &kgo.Record{Topic: envelope.TopicUsageEvents, Key: []byte("bad"), Value: []byte(`{"not":"an envelope"}`)}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	list := func() api.DeadLetterList {
+	list := func() backoffice.DeadLetterList {
 		t.Helper()
-		var l api.DeadLetterList
+		var l backoffice.DeadLetterList
 		if err := json.Unmarshal([]byte(do(t, "GET", base+"/admin/dead-letters?topic=usage-events.DLT", admin, "", http.StatusOK)), &l); err != nil {
 			t.Fatal(err)
 		}
 		return l
 	}
-	waitRecords := func(n int) api.DeadLetterList {
+	waitRecords := func(n int) backoffice.DeadLetterList {
 		t.Helper()
-		var l api.DeadLetterList
+		var l backoffice.DeadLetterList
 		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
 			if l = list(); len(l.Records) >= n {
 				return l

@@ -3,6 +3,7 @@ package kafkarecord
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -14,11 +15,17 @@ import (
 const (
 	HeaderEventType = "eventType"
 	HeaderSubType   = "subType"
+	// HeaderNotifies is set on a usage-persist record that stands for its
+	// decision's notifications (envelope.UsagePersistPayload.Notifies):
+	// their sub types, comma-separated ("QUOTA_UPDATED"), so the notifier
+	// can pass over a live-only one no one watches without decoding it.
+	HeaderNotifies = "notifies"
 )
 
 // New validates and encodes e as a record for topic: Key is the decimal
 // familyId (Payload.FamilyKey), Value the canonical JSON (envelope.Encode),
-// and headers eventType and, when set, subType. The Timestamp is left for the
+// and headers eventType and, when set, subType, and for a usage-persist
+// record standing for notifications, notifies. The Timestamp is left for the
 // client to set at produce time; the event's own time is in the value.
 func New[T envelope.Payload](topic string, e envelope.Envelope[T]) (*kgo.Record, error) {
 	value, err := envelope.Encode(e)
@@ -40,13 +47,31 @@ func New[T envelope.Payload](topic string, e envelope.Envelope[T]) (*kgo.Record,
 		rh.headers[1] = kgo.RecordHeader{Key: HeaderSubType, Value: subType}
 		n = 2
 	}
+	if ns := notifies(&e.Payload); len(ns) > 0 {
+		rh.headers[n] = kgo.RecordHeader{Key: HeaderNotifies, Value: []byte(strings.Join(ns, ","))}
+		n++
+	}
 	rh.Record = kgo.Record{Topic: topic, Key: key, Value: value, Headers: rh.headers[:n:n]}
 	return &rh.Record, nil
 }
 
+// notifies is the member notifies of a usage-persist payload, typed or
+// behind the Payload interface (an envelope.Event's); nil for another.
+func notifies[T envelope.Payload](p *T) []string {
+	switch v := any(p).(type) {
+	case *envelope.UsagePersistPayload:
+		return v.Notifies
+	case *envelope.Payload:
+		if pp, ok := (*v).(envelope.UsagePersistPayload); ok {
+			return pp.Notifies
+		}
+	}
+	return nil
+}
+
 type recordWithHeaders struct {
 	kgo.Record
-	headers [2]kgo.RecordHeader
+	headers [3]kgo.RecordHeader
 }
 
 // Decode decodes the value of r with envelope.Decode. Key and headers are

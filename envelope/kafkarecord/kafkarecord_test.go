@@ -37,6 +37,9 @@ func TestNew(t *testing.T) {
 		if ev.SubType != "" {
 			want.Headers = append(want.Headers, kgo.RecordHeader{Key: "subType", Value: []byte(ev.SubType)})
 		}
+		if p, ok := ev.Payload.(envelope.UsagePersistPayload); ok && len(p.Notifies) > 0 {
+			want.Headers = append(want.Headers, kgo.RecordHeader{Key: "notifies", Value: []byte("CUSTOMER_BLOCKED")})
+		}
 		if diff := cmp.Diff(want, r, cmpopts.IgnoreUnexported(kgo.Record{}, kgo.RecordAttrs{})); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", path, diff)
 		}

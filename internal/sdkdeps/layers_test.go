@@ -104,10 +104,32 @@ var layers = map[string]rule{
 		modules: slices.Concat(kafkaMods, kadmMod),
 		noStd:   []string{"database/sql", "net/http"},
 	},
+	// The gateways' POST /decisions on the API's huma: it judges through
+	// its own Decider interface (the door implements it) and maps errors
+	// through the API's function, so it links neither the door nor SQL.
+	"service/api/gateway": {
+		dpcs:    []string{"envelope", "policy", "quota", "internal/..."},
+		modules: slices.Concat(redisMods, []string{"github.com/google/uuid", "github.com/danielgtaylor/huma/v2"}),
+		noStd:   []string{"database/sql"},
+	},
+	// The API's wire types shared by its route groups (text fields,
+	// policy and usage views).
+	"service/api/view": {
+		dpcs:    []string{"sdk", "service/store", "service/outbox", "internal/..."},
+		modules: slices.Concat(kafkaMods, redisMods, storeMods, []string{"github.com/danielgtaylor/huma/v2"}),
+	},
+	// The back office's routes on the API's huma: templates and their
+	// drift, families, the audit log, dead letters, the operations view.
+	// The API's authorization and error mapping come in as functions: it
+	// does not link service/api.
+	"service/api/backoffice": {
+		dpcs:    []string{"sdk", "service/judge", "service/store", "service/outbox", "service/family", "service/kafkaops", "service/api/view", "internal/..."},
+		modules: slices.Concat(kafkaMods, kadmMod, redisMods, storeMods, traceMods, breaker, apiMods),
+	},
 	// The HTTP API: decodes, authorizes, calls service/family for writes
 	// and reads through the store and the door's read interface.
 	"service/api": {
-		dpcs:    []string{"sdk", "service/judge", "service/store", "service/outbox", "service/family", "service/limit", "service/kafkaops", "service/access", "web", "internal/..."},
+		dpcs:    []string{"sdk", "service/judge", "service/store", "service/outbox", "service/family", "service/limit", "service/kafkaops", "service/access", "service/api/gateway", "service/api/backoffice", "service/api/view", "web", "internal/..."},
 		modules: slices.Concat(kafkaMods, kadmMod, redisMods, storeMods, traceMods, breaker, apiMods),
 	},
 	// The embedded front-ends: files and a handler.

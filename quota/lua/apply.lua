@@ -1,6 +1,7 @@
 -- DPCS quota engine: judge one usage event atomically.
 -- Generation (quota.OnTouch) -> dedupe -> membership -> BLOCK:ACCESS -> app/category blocks (but an
 -- EXCEPT:APP in effect) -> time windows (but EXCEPT:TIME in effect, ALLOW:APP / ALLOW:CATEGORY apps) ->
+-- the app's, then its category's daily budget (but an EXCEPT:APP in effect) ->
 -- DAILY then MONTHLY limit (raised by the day's and month's extras, the monthly one moved by the month's gifts)
 -- -> family pool (less what grants reserve) -> deduct -> threshold crossings.
 -- Semantics are those of policy.Evaluate; quota's property tests hold them equal.
@@ -22,6 +23,9 @@
 -- KEYS[5] family:{f}:evt:<b>                       hash  eventId -> stored result (dedupe), "" = 1
 --                                                        once the bucket's TTL is set,
 -- KEYS[6] family:{f}:evt:<b-1>                           by arrival: b = now / window
+-- KEYS[7] family:{f}:customer:{c}:budget:{YYYYMMDD} hash a:<app>, c:<category>: the day's allowed
+--                                                        bytes of each app and category with a daily budget
+--                                                        (read and written only for a member with one)
 -- ARGV: 1 customerId, 2 bytes, 3 appId, 4 category, 5 minute of day, 6 ISO weekday,
 --       7 day "YYYYMMDD", 8 eventId, 9 state generation ("" = unchecked)
 -- The parts shared with grant.lua (policy.lua, limits.lua, crossings.lua) are
@@ -96,6 +100,32 @@ monthly = monthly or 0
 local decision, rule, throttle = nil, '', '0'
 --[[policy.lua]]
 
+-- Daily budgets (LIMIT:DATA:APP:<app>, LIMIT:DATA:CATEGORY:<c>; policy/budget.go),
+-- read only when #c's second byte says the member has one ('2' or '3'; a hash
+-- without #c was written by an engine that refused budgets): the app's, then
+-- its category's budget blocks when the day's counted use + bytes is over it,
+-- unless EXCEPT:APP:<app> lasts. bw: the budget hash's writes if allowed.
+local bw = nil
+if not decision and cc and string.byte(cc, 2) >= 50 then
+  local x = redis.call('HMGET', ck, 'LIMIT:DATA:APP:' .. app, 'LIMIT:DATA:CATEGORY:' .. category, 'EXCEPT:APP:' .. app)
+  local ab, cb = app ~= '' and x[1], category ~= '' and x[2]
+  if ab or cb then
+    local u = redis.call('HMGET', KEYS[7], 'a:' .. app, 'c:' .. category)
+    local au, cu = tonumber(u[1]) or 0, tonumber(u[2]) or 0
+    stamp = stamp or tonumber(day) * 10000 + math.floor(now / 60) * 100 + now % 60
+    if app == '' or not x[3] or stamp >= tonumber(x[3]) then
+      if ab and au + bytes > tonumber(ab) then
+        decision, rule = 'BLOCKED_APP_LIMIT', 'LIMIT:DATA:APP:' .. app
+      elseif cb and cu + bytes > tonumber(cb) then
+        decision, rule = 'BLOCKED_APP_LIMIT', 'LIMIT:DATA:CATEGORY:' .. category
+      end
+    end
+    bw = {}
+    if ab then bw[1], bw[2] = 'a:' .. app, string.format('%d', au + bytes) end
+    if cb then bw[#bw + 1], bw[#bw + 2] = 'c:' .. category, string.format('%d', cu + bytes) end
+  end
+end
+
 if not decision then
   --[[limits.lua]]
   -- What the family's grants reserve (r) is not free; what the member's
@@ -163,6 +193,12 @@ local crossed = ''
 if decision ~= 'BLOCKED_NOT_MEMBER' and total > 0 then
   local q, pk = pool[5], KEYS[3]
   --[[crossings.lua]]
+end
+if bw and decision == 'ALLOWED' then
+  -- The budget hash lives to the event's day's end and the late events
+  -- of the dedupe window after it.
+  redis.call('HSET', KEYS[7], unpack(bw))
+  redis.call('EXPIRE', KEYS[7], (1440 - now) * 60 + DPCS_BUCKET_TTL)
 end
 if pw then
   -- TTLs are set when a period key is created; keys that exist have theirs.

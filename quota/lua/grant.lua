@@ -5,7 +5,8 @@
 -- grant's reservation returned and the reported use charged to its day and
 -- month -> threshold crossings of that month -> (unless a release) the
 -- member's constraints in apply.lua's order (membership, BLOCK:ACCESS, app
--- and category blocks, time windows) -> a new reservation sized by
+-- and category blocks, time windows, the app's and its category's daily
+-- budgets) -> a new reservation sized by
 -- policy.SizeGrant -> its validity (policy.NextChange).
 -- Semantics are those of policy.SizeGrant and quota's model; quota's
 -- property tests hold them equal.
@@ -23,6 +24,8 @@
 -- KEYS[8], KEYS[9]                                       the pool and usage hashes of the step's previous
 --                                                        month (touched only when ARGV[16] names it),
 -- KEYS[10], KEYS[11]                                     and of its next month (ARGV[17])
+-- KEYS[12] family:{f}:customer:{c}:budget:{YYYYMMDD}   the step's day's budget counters (see apply.lua;
+--                                                        a step's use counts on the step's day)
 -- ARGV: 1 customerId, 2 bytes used since the last step, 3 bytes requested (0: the
 --       default), 4 release 0|1, 5 appId, 6 category, 7 minute of day, 8 ISO weekday,
 --       9 day "YYYYMMDD", 10 step id, 11 state generation ("" = unchecked), 12 grant id,
@@ -186,8 +189,39 @@ local decision, rule, throttle = nil, '', '0'
 local granted, final, vu, reclaim = 0, false, 0, ''
 if release then
   decision = 'ALLOWED'
+  -- The use of a budgeted app counts (one more HGET for a release that
+  -- charges something).
+  if charged > 0 then
+    local bcc = redis.call('HGET', ck, '#c')
+    if bcc and string.byte(bcc, 2) >= 50 then
+      local x = redis.call('HMGET', ck, 'LIMIT:DATA:APP:' .. app, 'LIMIT:DATA:CATEGORY:' .. category)
+      --[[budget.lua]]
+    end
+  end
 else
   --[[policy.lua]]
+  -- Daily budgets, read only when #c's flag says the member has one: the
+  -- use counted, then (unless a block or EXCEPT:APP:<app>) what the app's
+  -- and its category's budgets leave (bl, its budget's key br; the app's
+  -- on a tie), nothing left blocking (policy.Constraints.BudgetLeft).
+  local bl, br = nil, nil
+  if cc and string.byte(cc, 2) >= 50 then
+    local x = redis.call('HMGET', ck, 'LIMIT:DATA:APP:' .. app, 'LIMIT:DATA:CATEGORY:' .. category, 'EXCEPT:APP:' .. app)
+    --[[budget.lua]]
+    stamp = stamp or tonumber(day) * 10000 + math.floor(now / 60) * 100 + now % 60
+    if not decision and (ab or cb) and (app == '' or not x[3] or stamp >= tonumber(x[3])) then
+      if ab then
+        bl, br = tonumber(ab) - au, 'LIMIT:DATA:APP:' .. app
+        if bl < 0 then bl = 0 end
+      end
+      if cb then
+        local l = tonumber(cb) - cu
+        if l < 0 then l = 0 end
+        if not bl or l < bl then bl, br = l, 'LIMIT:DATA:CATEGORY:' .. category end
+      end
+      if bl <= 0 then decision, rule = 'BLOCKED_APP_LIMIT', br end
+    end
+  end
   if decision then
     final = true
   else
@@ -207,12 +241,16 @@ else
     local g = want
     if share < g then g = share end
     local frule = nil
+    if bl then
+      if bl < g then g = bl end
+      if bl < DPCS_GRANT_MIN then frule = br end
+    end
     local hd, sdd, hm, smm
     if dl then
       hd = dl - daily
       sdd = hd - rd
       if sdd < g then g = sdd end
-      if hd < DPCS_GRANT_MIN then frule = 'LIMIT:DATA:DAILY' end
+      if not frule and hd < DPCS_GRANT_MIN then frule = 'LIMIT:DATA:DAILY' end
     end
     if ml then
       hm = ml - monthly

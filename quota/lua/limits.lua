@@ -16,7 +16,8 @@ else
   -- A limit is set when its field is not empty (p1 > 3, p2 > p1 + 1).
   if p1 > 3 then dl = tonumber(string.sub(cc, 3, p1 - 1)) end
   if p2 > p1 + 1 then ml = tonumber(string.sub(cc, p1 + 1, p2 - 1)) end
-  if (dl or ml) and string.byte(cc, 2) == 49 then
+  -- #c's second byte: '0' + 1 (extras or gifts) + 2 (budgets).
+  if (dl or ml) and (string.byte(cc, 2) - 48) % 2 == 1 then
     local mo = string.sub(day, 1, 6)
     local x = redis.call('HMGET', ck, 'LIMIT:DATA:EXTRA:' .. day, 'LIMIT:DATA:EXTRA:' .. mo, 'LIMIT:DATA:GIFT:' .. mo)
     xd, xm, gv = x[1], x[2], x[3]

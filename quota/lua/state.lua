@@ -14,15 +14,15 @@
 -- (doc/architecture.md, "No window"). A server without INFO server (miniredis,
 -- which cannot roll back: it has no persistence) has the identity "".
 -- ARGV[1] op, ARGV[2] generation, then per op:
---   check   ARGV[3..] stream, from pairs: the batch judges stream positions from
---           `from` on. Returns {0, ''} when the marker has generation ARGV[2], names
---           this node's identity, and no stream's watermark is below its `from` (a
---           stream without a watermark is new to the generation only from position
---           0); else {1, reason}.
---   advance ARGV[3..] stream, from, to triples: if the check (with these froms)
---           still passes (the identity as the check of its pipeline found it: x),
---           raise each watermark to its `to` and return 1; else return 0 (the
---           batch's results must not be used).
+--   guard   ARGV[3..] stream, from, to triples: the batch judged stream positions
+--           from `from` on, and `to` is next after it. Sent after the batch's scripts
+--           in its pipeline (one state call per node and batch). When the marker has
+--           generation ARGV[2], names this node's identity (and no earlier guard found
+--           another: x), and no stream's watermark is below its `from` (a stream
+--           without a watermark is new to the generation only from position 0), it
+--           raises each watermark to its `to` and returns {0, ''}; else {1, reason},
+--           nothing is raised, and the batch's results must not be used. Called with
+--           to = from, it only checks.
 --   begin   a rebuild starts: returns the marker's flat fields (watermarks included)
 --           and sets the generation to ARGV[2] ("rebuilding:<new>") and b to the
 --           node's identity, so every check and advance of the old generation fails
@@ -49,52 +49,57 @@ local function identity()
   return info('server', 'run_id') .. '/' .. info('replication', 'master_replid')
 end
 
-local op, gen = ARGV[1], ARGV[2]
-if op == 'check' then
-  local m = redis.call('HMGET', KEYS[1], 'g', 'n')
+-- stale returns why the marker does not vouch for a batch judging generation
+-- gen from the froms of ARGV's stream, from, to triples, or nil and the
+-- watermarks read (by ARGV index); a node found with another identity is
+-- flagged (x) for every guard until a rebuild names it.
+local function stale(gen)
+  local m = redis.call('HMGET', KEYS[1], 'g', 'n', 'x')
   local g = m[1]
   if not g then
-    return {1, 'no state marker: this Redis node lost its data or was never rebuilt from SQL'}
+    return 'no state marker: this Redis node lost its data or was never rebuilt from SQL'
   end
   if g ~= gen then
-    return {1, 'state generation is ' .. g .. ', expected ' .. gen}
+    return 'state generation is ' .. g .. ', expected ' .. gen
   end
   local id = identity()
   if m[2] ~= id then
-    -- Flagged for the advance of the same pipeline (which does not read
-    -- the identity again): nothing judged here raises a watermark.
+    -- Flagged: no guard passes here until a rebuild names the node, even
+    -- if it later looks like the named one again.
     redis.call('HSET', KEYS[1], 'x', id)
-    return {1, 'this Redis node (' .. id .. ') is not the one state generation ' .. gen .. ' was named on (' ..
-      (m[2] or 'none') .. '): it restarted or a replica took over, and may have lost writes'}
+    return 'this Redis node (' .. id .. ') is not the one state generation ' .. gen .. ' was named on (' ..
+      (m[2] or 'none') .. '): it restarted or a replica took over, and may have lost writes'
   end
-  for i = 3, #ARGV, 2 do
-    local w = tonumber(redis.call('HGET', KEYS[1], 'w:' .. ARGV[i]))
-    local from = tonumber(ARGV[i + 1])
-    if w and w < from then
-      return {1, 'stream ' .. ARGV[i] .. ': this Redis node has judged up to position ' .. string.format('%d', w) ..
-        ' but position ' .. ARGV[i + 1] .. ' is next: its state is older than what was committed'}
-    end
-    if not w and from > 0 then
-      return {1, 'stream ' .. ARGV[i] .. ': this Redis node has no position for it but position ' .. ARGV[i + 1] ..
-        ' is next: its state is older than what was committed'}
-    end
+  if m[3] then
+    return 'this Redis node (' .. m[3] .. ') was found to be another than the one state generation ' .. gen ..
+      ' was named on: nothing more is vouched for until a rebuild'
   end
-  return {0, ''}
-elseif op == 'advance' then
-  local m = redis.call('HMGET', KEYS[1], 'g', 'x')
-  if m[1] ~= gen or m[2] then return 0 end
   local ws = {}
   for i = 3, #ARGV, 3 do
     local w = tonumber(redis.call('HGET', KEYS[1], 'w:' .. ARGV[i]))
     local from = tonumber(ARGV[i + 1])
-    if (w and w < from) or (not w and from > 0) then return 0 end
+    if w and w < from then
+      return 'stream ' .. ARGV[i] .. ': this Redis node has judged up to position ' .. string.format('%d', w) ..
+        ' but position ' .. ARGV[i + 1] .. ' is next: its state is older than what was committed'
+    end
+    if not w and from > 0 then
+      return 'stream ' .. ARGV[i] .. ': this Redis node has no position for it but position ' .. ARGV[i + 1] ..
+        ' is next: its state is older than what was committed'
+    end
     ws[i] = w
   end
+  return nil, ws
+end
+
+local op, gen = ARGV[1], ARGV[2]
+if op == 'guard' then
+  local reason, ws = stale(gen)
+  if reason then return {1, reason} end
   for i = 3, #ARGV, 3 do
     local to = tonumber(ARGV[i + 2])
     if not ws[i] or ws[i] < to then redis.call('HSET', KEYS[1], 'w:' .. ARGV[i], ARGV[i + 2]) end
   end
-  return 1
+  return {0, ''}
 elseif op == 'begin' then
   local flat = redis.call('HGETALL', KEYS[1])
   redis.call('HSET', KEYS[1], 'g', gen, 'b', identity())

@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -20,6 +19,9 @@ import (
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/access"
+	"github.com/dabom/dpcs/service/api/backoffice"
+	"github.com/dabom/dpcs/service/api/gateway"
+	"github.com/dabom/dpcs/service/api/view"
 	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/limit"
@@ -130,14 +132,14 @@ type Config struct {
 	TrustedProxies []netip.Prefix
 	// DeadLetters is the dead-letter browser's Kafka side (a
 	// kafkaops.BackOffice). Default: none; /admin/dead-letters answers 503.
-	DeadLetters DeadLetters
+	DeadLetters backoffice.DeadLetters
 	// KafkaStats gives the operations view (GET /admin/operations) the
 	// consumer groups' lags and the DLTs' record counts (a
 	// kafkaops.BackOffice). Default: none; the view shows only the metrics.
-	KafkaStats KafkaStats
+	KafkaStats backoffice.KafkaStats
 	// OperationsMetrics are where the operations view reads DPCS's
 	// metrics: this process's registry (all-in-one) and/or a
-	// MetricsScraper per processor's admin /metrics. Default: none.
+	// backoffice.MetricsScraper per processor's admin /metrics. Default: none.
 	OperationsMetrics []prometheus.Gatherer
 	// NoWeb leaves out the embedded web front-ends (package web: the family
 	// app under /app/, the back office under /console/). Default: served.
@@ -183,15 +185,8 @@ type Server struct {
 	streams *liveStreams
 	// guard limits /auth/token and /auth/refresh.
 	guard authGuard
-	// gateways are the gateway credentials' digests.
-	gateways gatewayKeys
-	// ops keeps the operations view's samples.
-	ops opsSampler
-	// decideSlow sends every POST /decisions through huma's own body path
-	// (tests compare the two); decidedFast counts requests the fast path
-	// answered.
-	decideSlow  bool
-	decidedFast atomic.Int64
+	// gateway is POST /decisions.
+	gateway *gateway.Route
 }
 
 // NewAPI validates cfg and registers every route.
@@ -268,8 +263,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Streams, err = cfg.Streams.withDefaults(); err != nil {
 		return nil, err
 	}
-	a := &Server{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger, now: cfg.Clock, guard: guard, streams: newLiveStreams(cfg.Streams),
-		gateways: newGatewayKeys(cfg.GatewayTokens)}
+	a := &Server{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger, now: cfg.Clock, guard: guard, streams: newLiveStreams(cfg.Streams)}
 	// The API lives as long as the process that made it: the subscription
 	// ends when that process closes cfg.AccessEvents.
 	cfg.AccessEvents.Subscribe(a.streams.kick)
@@ -288,8 +282,7 @@ func New(cfg Config) (*Server, error) {
 	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		bearerScheme: {Type: "http", Scheme: "bearer", BearerFormat: "JWT",
 			Description: "Access token from POST /auth/token or /auth/refresh (HS256, 30 min)."},
-		gatewayScheme: {Type: "http", Scheme: "bearer",
-			Description: "A gateway credential (one of DPCS_GATEWAY_TOKENS), for POST /decisions only; member access tokens are refused there and it opens no other route."},
+		gateway.Scheme: gateway.SecurityScheme(),
 	}
 	a.api = humago.New(a.mux, hc)
 	if cfg.OnRequest != nil {
@@ -304,12 +297,22 @@ func New(cfg Config) (*Server, error) {
 	a.registerRequests()
 	a.registerStream()
 	a.registerPush()
-	a.registerAdmin()
+	if err := backoffice.Register(a.api, backoffice.Config{Store: cfg.Store, Family: cfg.Family, DeadLetters: cfg.DeadLetters,
+		KafkaStats: cfg.KafkaStats, OperationsMetrics: cfg.OperationsMetrics, Clock: cfg.Clock, Logger: cfg.Logger,
+		Admin: func(ctx context.Context) (store.Actor, error) {
+			p, err := a.admin(ctx)
+			return p.actor(), err
+		},
+		Problem: a.problem, PolicyView: a.policyResult, Period: a.period}); err != nil {
+		return nil, err
+	}
 	a.registerSubscribers()
-	a.registerDrift()
-	a.registerOps()
 	a.registerVersion()
-	a.registerDecisions()
+	gw := gateway.Config{Tokens: cfg.GatewayTokens, Problem: a.problem}
+	if cfg.Decisions != nil {
+		gw.Decisions = cfg.Decisions
+	}
+	a.gateway = gateway.Register(a.api, gw)
 	a.registerCatalog()
 	a.registerLogins()
 	a.registerGifts()
@@ -332,10 +335,17 @@ func (a *Server) Handler() http.Handler { return a.mux }
 // OpenAPI returns the API's OpenAPI document.
 func (a *Server) OpenAPI() *huma.OpenAPI { return a.api.OpenAPI() }
 
-const bearerScheme = "bearer"
+const bearerScheme = view.BearerScheme
 
 // secured is the Security of every operation needing an access token.
-func secured() []map[string][]string { return []map[string][]string{{bearerScheme: {}}} }
+func secured() []map[string][]string { return view.Secured() }
+
+// Text and MultilineText are the field types of text people write
+// (view.Text, view.MultilineText).
+type (
+	Text          = view.Text
+	MultilineText = view.MultilineText
+)
 
 // public is the Security of an operation anyone may call: an empty, non-nil
 // list, which the document shows as `security: []` (no requirement) so
@@ -347,7 +357,7 @@ const (
 	authTag          = "auth"
 	familiesTag      = "families"
 	notificationsTag = "notifications"
-	adminTag         = "admin"
+	adminTag         = backoffice.Tag
 	systemTag        = "system"
 )
 
@@ -357,7 +367,7 @@ func apiTags() []*huma.Tag {
 		{Name: familiesTag, Description: "A family's dashboard, members, usage, policies, alert thresholds and top-ups. Members read; owners (and admins) change."},
 		{Name: notificationsTag, Description: "The caller's inbox of alerts and policy changes, and the same notifications live over server-sent events."},
 		{Name: adminTag, Description: "The back office, for ADMIN accounts only: policy templates and their drift, family search and provisioning, plans, usage reports, the audit log, the dead-letter browser and the operations view."},
-		{Name: decisionsTag, Description: "Synchronous decisions for gateways that must ask before granting: usage events in, decision, remaining bytes and rule out. Gateway credential only."},
+		gateway.APITag(),
 		{Name: systemTag, Description: "What is serving: the build behind the API. Public."},
 	}
 }
@@ -457,16 +467,10 @@ func (a *Server) problem(ctx context.Context, err error, loc string) error {
 		return huma.Error422UnprocessableEntity("validation failed", details...)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return huma.NewError(http.StatusServiceUnavailable, "request cancelled or timed out")
-	case errors.Is(err, errKafka):
-		a.log.WarnContext(ctx, "api: kafka", "err", err)
-		return huma.Error503ServiceUnavailable("Kafka did not answer: try again")
 	}
 	a.log.ErrorContext(ctx, "api: internal error", "err", err)
 	return huma.Error500InternalServerError("internal error")
 }
-
-// errKafka marks a failed call of the back office's Kafka client.
-var errKafka = errors.New("api: kafka")
 
 // notFoundText keeps 404 texts uniform: never more than what was asked about.
 func notFoundText(err error) string {

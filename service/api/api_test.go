@@ -22,6 +22,7 @@ import (
 	"github.com/dabom/dpcs/notify"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/api/backoffice"
 	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/store"
@@ -535,7 +536,7 @@ func TestStory2(t *testing.T) {
 	}
 	// audited
 	var audit struct {
-		Entries []AuditView `json:"entries"`
+		Entries []backoffice.AuditView `json:"entries"`
 	}
 	f.call(http.MethodGet, "/admin/audit-log?familyId=100&action=policy.update", f.token(adminID), nil, http.StatusOK, &audit)
 	if len(audit.Entries) != 3 || audit.Entries[0].ActorID != ownerA {
@@ -547,7 +548,7 @@ func TestStory2(t *testing.T) {
 		t.Fatal(err)
 	}
 	var member struct {
-		Entries []AuditView `json:"entries"`
+		Entries []backoffice.AuditView `json:"entries"`
 	}
 	f.call(http.MethodGet, fmt.Sprintf("/admin/audit-log?familyId=100&target=member:%d", childA), f.token(adminID), nil, http.StatusOK, &member)
 	kid, err := f.store.GetMember(context.Background(), famA, childA)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service/access"
+	"github.com/dabom/dpcs/service/api/gateway"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -50,6 +51,24 @@ func principalFrom(ctx context.Context) (Principal, bool) {
 	p, ok := ctx.Value(principalKey{}).(Principal)
 	return p, ok
 }
+
+// admin authorizes a back-office request: ADMIN, or AGENT for reading.
+func (a *Server) admin(ctx context.Context) (Principal, error) {
+	p, ok := principalFrom(ctx)
+	if !ok {
+		return p, huma.Error401Unauthorized("not authenticated")
+	}
+	switch {
+	case p.Role == policy.RoleAgent && p.write:
+		return p, errAgentReadOnly
+	case !p.Role.BackOffice():
+		return p, huma.Error403Forbidden("back-office route: ADMIN or AGENT only")
+	}
+	return p, nil
+}
+
+// errAgentReadOnly answers a care agent's change.
+var errAgentReadOnly = huma.Error403Forbidden("care agents (AGENT) read and change nothing: ask an ADMIN")
 
 // Tokens is a login's answer: an access JWT and a refresh token.
 type Tokens struct {
@@ -148,8 +167,8 @@ func (a *Server) authenticate(ctx huma.Context, next func(huma.Context)) {
 		next(ctx)
 		return
 	}
-	if _, gw := ctx.Operation().Security[0][gatewayScheme]; gw {
-		a.authenticateGateway(ctx, next)
+	if _, gw := ctx.Operation().Security[0][gateway.Scheme]; gw {
+		a.gateway.Authenticate(ctx, next)
 		return
 	}
 	fail := func(msg string) {

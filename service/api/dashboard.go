@@ -6,6 +6,7 @@ import (
 
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/api/view"
 )
 
 // The family dashboard (GET /families/{familyId}): the pool and every
@@ -28,13 +29,8 @@ type Pool struct {
 	Fired         []int `json:"fired" doc:"Thresholds already announced this month"`
 }
 
-// Standing is whether a member may use data now, and why not.
-type Standing struct {
-	Status       string `json:"status" enum:"ALLOWED,BLOCKED"`
-	Decision     string `json:"decision" doc:"ALLOWED or the block reason, e.g. BLOCKED_LIMIT_MONTHLY" example:"BLOCKED_LIMIT_MONTHLY"`
-	Rule         string `json:"rule,omitempty" doc:"The constraint that blocks"`
-	ThrottleKbps int64  `json:"throttleKbps,omitempty"`
-}
+// Standing is whether a member may use data now (view.Standing).
+type Standing = view.Standing
 
 func standing(s quota.MemberStatus) Standing {
 	st := Standing{Status: "ALLOWED", Decision: string(s.Decision), Rule: s.Rule, ThrottleKbps: s.ThrottleKbps}

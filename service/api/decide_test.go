@@ -26,6 +26,7 @@ import (
 	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
+	"github.com/dabom/dpcs/service/api/gateway"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/outbox"
 )
@@ -99,19 +100,19 @@ func newDecideFixtureSpool(t *testing.T, spool func(*sql.DB) judge.Spool, opts .
 	return d
 }
 
-func (d *decideFixture) event(id string, fid, cid, bytes int64) UsageEvent {
-	return UsageEvent{EventID: id, Timestamp: d.clock(), FamilyID: fid, CustomerID: cid, AppID: "com.youtube.app", BytesUsed: bytes}
+func (d *decideFixture) event(id string, fid, cid, bytes int64) gateway.UsageEvent {
+	return gateway.UsageEvent{EventID: id, Timestamp: d.clock(), FamilyID: fid, CustomerID: cid, AppID: "com.youtube.app", BytesUsed: bytes}
 }
 
 // decide posts evs with the gateway credential and wants status want.
-func (d *decideFixture) decide(want int, evs ...UsageEvent) []EventDecision {
+func (d *decideFixture) decide(want int, evs ...gateway.UsageEvent) []gateway.EventDecision {
 	d.t.Helper()
-	var out DecisionList
+	var out gateway.DecisionList
 	if want != http.StatusOK {
-		d.problem(http.MethodPost, "/decisions", testGateway, DecisionAsk{Events: evs}, want, "")
+		d.problem(http.MethodPost, "/decisions", testGateway, gateway.DecisionAsk{Events: evs}, want, "")
 		return nil
 	}
-	d.call(http.MethodPost, "/decisions", testGateway, DecisionAsk{Events: evs}, want, &out)
+	d.call(http.MethodPost, "/decisions", testGateway, gateway.DecisionAsk{Events: evs}, want, &out)
 	return out.Decisions
 }
 
@@ -166,16 +167,16 @@ func TestDecideEndpoint(t *testing.T) {
 	start := pool()
 	got := d.decide(http.StatusOK, d.event("e1", famA, childA, 3*gib), d.event("e2", famA, ownerA, 6*gib),
 		d.event("e3", famA, childA, 2*gib), d.event("e4", famA, 5555, 1))
-	want := []EventDecision{
+	want := []gateway.EventDecision{
 		{EventID: "e1", Decision: policy.Allowed, RemainingBytes: start - 3*gib},
 		{EventID: "e2", Decision: policy.Allowed, RemainingBytes: start - 9*gib},
 		{EventID: "e3", Decision: policy.BlockedFamilyQuota, RemainingBytes: start - 9*gib},
 		{EventID: "e4", Decision: policy.BlockedNotMember, RemainingBytes: start - 9*gib},
 	}
-	trim := func(ds []EventDecision) []EventDecision {
-		out := make([]EventDecision, len(ds))
+	trim := func(ds []gateway.EventDecision) []gateway.EventDecision {
+		out := make([]gateway.EventDecision, len(ds))
 		for i, x := range ds {
-			out[i] = EventDecision{EventID: x.EventID, Decision: x.Decision, RemainingBytes: x.RemainingBytes, Duplicate: x.Duplicate}
+			out[i] = gateway.EventDecision{EventID: x.EventID, Decision: x.Decision, RemainingBytes: x.RemainingBytes, Duplicate: x.Duplicate}
 		}
 		return out
 	}
@@ -202,18 +203,18 @@ func TestDecideEndpoint(t *testing.T) {
 	// Bad events are refused before anything is judged.
 	for _, c := range []struct {
 		name string
-		ev   UsageEvent
+		ev   gateway.UsageEvent
 		loc  string
 	}{
 		{"no id", d.event("", famA, childA, 1), "body.events[0].eventId"},
-		{"too old", UsageEvent{EventID: "old", Timestamp: d.clock().Add(-24 * time.Hour), FamilyID: famA, CustomerID: childA, AppID: "a", BytesUsed: 1}, "body.events[0].timestamp"},
-		{"future", UsageEvent{EventID: "future", Timestamp: d.clock().Add(time.Hour), FamilyID: famA, CustomerID: childA, AppID: "a", BytesUsed: 1}, "body.events[0].timestamp"},
+		{"too old", gateway.UsageEvent{EventID: "old", Timestamp: d.clock().Add(-24 * time.Hour), FamilyID: famA, CustomerID: childA, AppID: "a", BytesUsed: 1}, "body.events[0].timestamp"},
+		{"future", gateway.UsageEvent{EventID: "future", Timestamp: d.clock().Add(time.Hour), FamilyID: famA, CustomerID: childA, AppID: "a", BytesUsed: 1}, "body.events[0].timestamp"},
 		{"negative", d.event("neg", famA, childA, -1), "body.events[0].bytesUsed"},
 	} {
-		d.problem(http.MethodPost, "/decisions", testGateway, DecisionAsk{Events: []UsageEvent{c.ev}}, http.StatusUnprocessableEntity, c.loc)
+		d.problem(http.MethodPost, "/decisions", testGateway, gateway.DecisionAsk{Events: []gateway.UsageEvent{c.ev}}, http.StatusUnprocessableEntity, c.loc)
 	}
 	d.problem(http.MethodPost, "/decisions", testGateway, `{"events":[]}`, http.StatusUnprocessableEntity, "body.events")
-	d.problem(http.MethodPost, "/decisions", testGateway, DecisionAsk{}, http.StatusUnprocessableEntity, "body.events")
+	d.problem(http.MethodPost, "/decisions", testGateway, gateway.DecisionAsk{}, http.StatusUnprocessableEntity, "body.events")
 	if p := pool(); p != start-9*gib {
 		t.Errorf("pool %d after refusals, want %d", p, start-9*gib)
 	}
@@ -286,15 +287,15 @@ func TestDecideGroupCommit(t *testing.T) {
 // asked is the outcome of a /decisions request sent by decideAsync.
 type asked struct {
 	status    int
-	decisions []EventDecision
+	decisions []gateway.EventDecision
 	detail    string
 	err       error
 }
 
 // decideAsync posts evs with the gateway credential in the background.
-func (d *decideFixture) decideAsync(evs ...UsageEvent) <-chan asked {
+func (d *decideFixture) decideAsync(evs ...gateway.UsageEvent) <-chan asked {
 	out := make(chan asked, 1)
-	body, err := json.Marshal(DecisionAsk{Events: evs})
+	body, err := json.Marshal(gateway.DecisionAsk{Events: evs})
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -315,8 +316,8 @@ func (d *decideFixture) decideAsync(evs ...UsageEvent) <-chan asked {
 		var a asked
 		a.status = resp.StatusCode
 		var v struct {
-			Decisions []EventDecision `json:"decisions"`
-			Detail    string          `json:"detail"`
+			Decisions []gateway.EventDecision `json:"decisions"`
+			Detail    string                  `json:"detail"`
 		}
 		a.err = json.NewDecoder(resp.Body).Decode(&v)
 		a.decisions, a.detail = v.Decisions, v.Detail
@@ -368,7 +369,7 @@ func TestDecideKafkaDown(t *testing.T) {
 	}
 	// While k1's records wait, nothing else is judged, and the refusal
 	// says nothing was granted.
-	p := d.problem(http.MethodPost, "/decisions", testGateway, DecisionAsk{Events: []UsageEvent{d.event("k2", famA, childA, mib)}},
+	p := d.problem(http.MethodPost, "/decisions", testGateway, gateway.DecisionAsk{Events: []gateway.UsageEvent{d.event("k2", famA, childA, mib)}},
 		http.StatusServiceUnavailable, "")
 	if !strings.Contains(p.Detail, "nothing granted") {
 		t.Errorf("503 without judging says %q, want nothing granted", p.Detail)
@@ -446,7 +447,7 @@ func TestDecideStaleRedis(t *testing.T) {
 // nothing else; a gateway credential opens no other route.
 func TestDecideCredentials(t *testing.T) {
 	d := newDecideFixture(t)
-	body := DecisionAsk{Events: []UsageEvent{d.event("c1", famA, childA, 1)}}
+	body := gateway.DecisionAsk{Events: []gateway.UsageEvent{d.event("c1", famA, childA, 1)}}
 	for _, c := range []struct {
 		name, token string
 		want        int
@@ -484,7 +485,7 @@ func TestDecideCredentials(t *testing.T) {
 			if len(op.Security) == 0 {
 				continue
 			}
-			_, gw := op.Security[0][gatewayScheme]
+			_, gw := op.Security[0][gateway.Scheme]
 			if gw != (path == "/decisions") {
 				t.Errorf("%s %s: security %v", method, path, op.Security)
 			}
@@ -507,7 +508,7 @@ func TestDecideCredentials(t *testing.T) {
 // TestDecideDisabled: without SyncDecisions the route answers 503.
 func TestDecideDisabled(t *testing.T) {
 	f := newAPIFixture(t, func(c *Config) { c.GatewayTokens = []string{testGateway} })
-	f.problem(http.MethodPost, "/decisions", testGateway, DecisionAsk{Events: []UsageEvent{{EventID: "x", Timestamp: f.clock(),
+	f.problem(http.MethodPost, "/decisions", testGateway, gateway.DecisionAsk{Events: []gateway.UsageEvent{{EventID: "x", Timestamp: f.clock(),
 		FamilyID: famA, CustomerID: childA, AppID: "a"}}}, http.StatusServiceUnavailable, "")
 }
 
@@ -691,7 +692,7 @@ func TestDecideKafkaDownSpooled(t *testing.T) {
 	if pl := pool(); pl != start-3*mib {
 		t.Fatalf("pool %d after s3, want %d (charged)", pl, start-3*mib)
 	}
-	p := d.problem(http.MethodPost, "/decisions", testGateway, DecisionAsk{Events: []UsageEvent{d.event("s4", famA, childA, mib)}},
+	p := d.problem(http.MethodPost, "/decisions", testGateway, gateway.DecisionAsk{Events: []gateway.UsageEvent{d.event("s4", famA, childA, mib)}},
 		http.StatusServiceUnavailable, "")
 	if !strings.Contains(p.Detail, "nothing granted") || pool() != start-3*mib {
 		t.Errorf("s4 while s3's records wait: %q, pool %d", p.Detail, pool())

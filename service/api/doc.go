@@ -1,6 +1,6 @@
 // Package api is DPCS's HTTP API (huma v2 on net/http): the family app's
 // and the back office's routes, the gateways' synchronous decisions
-// (POST /decisions), login and tokens, the live notification streams (SSE)
+// (POST /decisions, registered from service/api/gateway), login and tokens, the live notification streams (SSE)
 // and the OpenAPI document (/openapi.json, /docs). New validates a Config
 // and registers every route; Server.Handler serves them.
 //

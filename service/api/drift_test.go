@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/dabom/dpcs/service/api/backoffice"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -21,12 +22,12 @@ func TestTemplateDriftRoutes(t *testing.T) {
 	ctx := context.Background()
 	admin, owner := f.token(adminID), f.token(ownerA)
 
-	var tv TemplateView
+	var tv backoffice.TemplateView
 	f.call(http.MethodPost, "/admin/policy-templates", admin, map[string]any{"name": "calm", "type": "LIMIT",
 		"defaultRules": map[string]string{"THROTTLE:SPEED": "500"}, "active": true}, http.StatusCreated, &tv)
-	drift := func(query string) TemplateDrift {
+	drift := func(query string) backoffice.TemplateDrift {
 		t.Helper()
-		var d TemplateDrift
+		var d backoffice.TemplateDrift
 		f.call(http.MethodGet, fmt.Sprintf("/admin/policy-templates/%d/drift%s", tv.ID, query), admin, nil, http.StatusOK, &d)
 		return d
 	}
@@ -49,7 +50,7 @@ func TestTemplateDriftRoutes(t *testing.T) {
 		t.Fatalf("drift = %+v", d)
 	}
 	one, block := "1", "1"
-	wantChild := []RuleDiffView{
+	wantChild := []backoffice.RuleDiffView{
 		{Key: "BLOCK:ACCESS", Change: "added", Template: &block},
 		{Key: "BLOCK:APP:com.game", Change: "removed", Current: &one},
 	}
@@ -83,7 +84,7 @@ func TestTemplateDriftRoutes(t *testing.T) {
 	}
 
 	// Re-apply to one member with a stale version and one with the right one.
-	var rep ReapplyReport
+	var rep backoffice.ReapplyReport
 	f.call(http.MethodPost, fmt.Sprintf("/admin/policy-templates/%d/reapply", tv.ID), admin, map[string]any{"members": []map[string]any{
 		{"familyId": famA, "customerId": childA, "expectedVersion": 1},
 		{"familyId": famA, "customerId": victimA, "expectedVersion": 1},

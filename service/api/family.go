@@ -12,6 +12,7 @@ import (
 	"github.com/dabom/dpcs/internal/usertext"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service/access"
+	"github.com/dabom/dpcs/service/api/view"
 	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/store"
 )
@@ -102,25 +103,8 @@ func nonNil[T any](s []T) []T {
 // of events, and the 422 names query.to.
 const MaxReportRange = store.MaxUsageRange
 
-// PolicyView is a member's policy and standing.
-type PolicyView struct {
-	FamilyID   int64             `json:"familyId"`
-	CustomerID int64             `json:"customerId"`
-	Version    int64             `json:"version" doc:"Monotonic per member; send it as expectedVersion to avoid overwriting another owner's change"`
-	Rules      map[string]string `json:"rules" doc:"Constraint keys (doc/architecture.md, the policy package), e.g. LIMIT:DATA:MONTHLY, BLOCK:ACCESS, BLOCK:APP:<appId>, BLOCK:TIME:START"`
-	TemplateID int64             `json:"templateId,omitempty"`
-	UpdatedBy  int64             `json:"updatedBy,omitempty"`
-	UpdatedAt  *time.Time        `json:"updatedAt,omitempty"`
-	// Standing is the member's standing under this policy (nil when the
-	// quota engine could not be asked).
-	Standing *Standing `json:"standing,omitempty"`
-	// EventID is the POLICY_UPDATED event of a change.
-	EventID string `json:"eventId,omitempty"`
-	// Extras are the extra allowances in effect now (granted data requests).
-	Extras []ExtraView `json:"extras,omitempty" doc:"Extra allowances in effect now (LIMIT:DATA:EXTRA:<YYYYMMDD|YYYYMM>, from approved data requests): each raises the daily and monthly limits while its day or month lasts. A replace keeps them unless it names them"`
-	// Exceptions are the exceptions in effect now ("30분 더").
-	Exceptions []ExceptionView `json:"exceptions,omitempty" doc:"Exceptions in effect now (EXCEPT:TIME, EXCEPT:APP:<appId>, granted by an owner or an approved TIME or APP request): downtime, or an app's block, lifted until a time. A replace keeps them unless it names them"`
-}
+// PolicyView is a member's policy and standing (view.PolicyView).
+type PolicyView = view.PolicyView
 
 func policyView(p store.Policy) PolicyView {
 	v := PolicyView{FamilyID: p.FamilyID, CustomerID: p.CustomerID, Version: p.Version, Rules: p.Rules,
@@ -369,7 +353,7 @@ func (a *Server) registerFamily() {
 		if err != nil {
 			return nil, a.problem(ctx, err, "path")
 		}
-		apps, hours := usageView(r)
+		apps, hours := view.UsageShares(r)
 		return &struct{ Body UsageView }{Body: UsageView{FamilyID: in.FamilyID, CustomerID: in.CustomerID, From: from, To: to,
 			AllowedBytes: r.AllowedBytes, Events: r.Events, Blocked: r.Blocked, ByApp: apps, ByHour: hours,
 			DailyUsedBytes: ms.DailyUsed, MonthlyUsedBytes: ms.MonthlyUsed, Standing: standing(ms)}}, nil

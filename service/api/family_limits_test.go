@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dabom/dpcs/service/api/backoffice"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -42,7 +43,7 @@ func TestChosenIDs(t *testing.T) {
 		f.problem(http.MethodPost, "/admin/families", admin, map[string]any{"id": id, "name": "far", "planBytes": 1}, http.StatusUnprocessableEntity, "body.id")
 	}
 	f.call(http.MethodPost, "/admin/families", admin, map[string]any{"id": store.MaxFamilyID, "name": "last", "planBytes": 1}, http.StatusCreated, nil)
-	var next FamilyView
+	var next backoffice.FamilyView
 	f.call(http.MethodPost, "/admin/families", admin, map[string]any{"name": "generated", "planBytes": 1}, http.StatusCreated, &next)
 	members := fmt.Sprintf("/families/%d/members", next.ID)
 	for _, id := range []int64{store.MaxMemberID + 1, math.MaxInt64} {

@@ -22,6 +22,7 @@ import (
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/notify"
+	"github.com/dabom/dpcs/service/api/backoffice"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/kafkaops"
 	"github.com/dabom/dpcs/service/store"
@@ -58,7 +59,7 @@ func newDLTKafka(t *testing.T) *dltKafka {
 }
 
 // deadLetter produces a dead letter of a record read at origin/p/off.
-func (k *dltKafka) deadLetter(t *testing.T, origin string, p int32, off int64, at time.Time, value []byte, reason string, extra ...kgo.RecordHeader) DeadLetterRecord {
+func (k *dltKafka) deadLetter(t *testing.T, origin string, p int32, off int64, at time.Time, value []byte, reason string, extra ...kgo.RecordHeader) backoffice.DeadLetterRecord {
 	t.Helper()
 	src := &kgo.Record{Topic: origin, Partition: p, Offset: off, Key: []byte(fmt.Sprint("key-", off)), Value: value,
 		Headers: []kgo.RecordHeader{{Key: kafkarecord.HeaderEventType, Value: []byte("DATA_USAGE")}}}
@@ -68,7 +69,7 @@ func (k *dltKafka) deadLetter(t *testing.T, origin string, p int32, off int64, a
 	if err != nil {
 		t.Fatal(err)
 	}
-	return DeadLetterRecord{Topic: res.Topic, Partition: res.Partition, Offset: res.Offset}
+	return backoffice.DeadLetterRecord{Topic: res.Topic, Partition: res.Partition, Offset: res.Offset}
 }
 
 // TestDeadLetterRoutes: the dead-letter browser lists DLT records newest
@@ -82,29 +83,29 @@ func TestDeadLetterRoutes(t *testing.T) {
 
 	t0 := time.Date(2026, 2, 10, 3, 0, 0, 0, time.UTC)
 	usage := envelope.TopicUsageEvents
-	var recs []DeadLetterRecord // oldest first
+	var recs []backoffice.DeadLetterRecord // oldest first
 	for i := range 5 {
 		recs = append(recs, k.deadLetter(t, usage, int32(i%2), int64(100+i), t0.Add(time.Duration(i)*time.Minute),
 			fmt.Appendf(nil, `{"eventId":"e%d"}`, i), fmt.Sprint("bad event ", i)))
 	}
-	big := bytes.Repeat([]byte("x"), MaxDeadLetterPayload+10)
+	big := bytes.Repeat([]byte("x"), backoffice.MaxDeadLetterPayload+10)
 	recs = append(recs, k.deadLetter(t, envelope.TopicNotificationEvents, 1, 7, t0.Add(10*time.Minute), []byte{0xff, 0xfe}, "channel webhook: 5 attempts failed",
 		kgo.RecordHeader{Key: notify.HeaderDLTChannel, Value: []byte("webhook")}))
 	recs = append(recs, k.deadLetter(t, usage, 0, 300, t0.Add(11*time.Minute), big, "too big"))
 
-	var all DeadLetterList
+	var all backoffice.DeadLetterList
 	f.call(http.MethodGet, "/admin/dead-letters", admin, nil, http.StatusOK, &all)
 	if len(all.Records) != 7 || all.NextBefore != "" {
 		t.Fatalf("all dead letters: %d records, next %q", len(all.Records), all.NextBefore)
 	}
 	if got := all.Records[0]; got.Offset != recs[6].Offset || !got.Truncated || got.PayloadBytes != len(big) || got.PayloadEncoding != "text" ||
-		len(got.Payload) != MaxDeadLetterPayload {
+		len(got.Payload) != backoffice.MaxDeadLetterPayload {
 		t.Errorf("the big record: %+v", got)
 	}
 	if got := all.Records[1]; got.Topic != "notification-events.DLT" || got.Channel != "webhook" || got.PayloadEncoding != "base64" || got.Payload != "//4=" {
 		t.Errorf("the notification record: %+v", got)
 	}
-	want := DeadLetterView{Topic: "usage-events.DLT", Partition: 0, Offset: recs[4].Offset, Time: t0.Add(4 * time.Minute), Reason: "bad event 4",
+	want := backoffice.DeadLetterView{Topic: "usage-events.DLT", Partition: 0, Offset: recs[4].Offset, Time: t0.Add(4 * time.Minute), Reason: "bad event 4",
 		OriginTopic: usage, OriginPartition: 0, OriginOffset: 104, EventType: "DATA_USAGE", Key: "key-104",
 		Payload: `{"eventId":"e4"}`, PayloadEncoding: "json", PayloadBytes: 16}
 	if d := cmp.Diff(want, all.Records[2]); d != "" {
@@ -114,7 +115,7 @@ func TestDeadLetterRoutes(t *testing.T) {
 	// Pages of two of one topic: every record once, newest first.
 	var offsets []string
 	for before := ""; ; {
-		var p DeadLetterList
+		var p backoffice.DeadLetterList
 		f.call(http.MethodGet, "/admin/dead-letters?topic=usage-events.DLT&limit=2&before="+before, admin, nil, http.StatusOK, &p)
 		for _, r := range p.Records {
 			offsets = append(offsets, fmt.Sprintf("%d/%d", r.Partition, r.Offset))
@@ -136,8 +137,8 @@ func TestDeadLetterRoutes(t *testing.T) {
 	}
 
 	// Replay two records (one twice in the same call), an unknown one.
-	var rep DeadLetterReplayReport
-	f.call(http.MethodPost, "/admin/dead-letters/replay", admin, map[string]any{"records": []DeadLetterRecord{
+	var rep backoffice.DeadLetterReplayReport
+	f.call(http.MethodPost, "/admin/dead-letters/replay", admin, map[string]any{"records": []backoffice.DeadLetterRecord{
 		recs[4], recs[1], recs[4], {Topic: "usage-events.DLT", Partition: 1, Offset: 999},
 	}}, http.StatusOK, &rep)
 	if rep.Replayed != 2 || rep.AlreadyReplayed != 1 || rep.Failed != 1 {
@@ -154,7 +155,7 @@ func TestDeadLetterRoutes(t *testing.T) {
 		t.Errorf("first result %+v", r)
 	}
 	// Again in another call: nothing produced.
-	f.call(http.MethodPost, "/admin/dead-letters/replay", admin, map[string]any{"records": []DeadLetterRecord{recs[1]}}, http.StatusOK, &rep)
+	f.call(http.MethodPost, "/admin/dead-letters/replay", admin, map[string]any{"records": []backoffice.DeadLetterRecord{recs[1]}}, http.StatusOK, &rep)
 	if rep.AlreadyReplayed != 1 || rep.Results[0].Status != "already-replayed" || rep.Results[0].Replayed == nil {
 		t.Errorf("second replay %+v", rep)
 	}
@@ -193,7 +194,7 @@ func TestDeadLetterRoutes(t *testing.T) {
 	odd := k.deadLetter(t, envelope.TopicPolicyUpdated, 0, 1, t0, []byte(`{}`), "x")
 	k.cl.ProduceSync(ctx, &kgo.Record{Topic: "usage-events.DLT", Partition: 1, Value: []byte("{}"),
 		Headers: []kgo.RecordHeader{{Key: kafkarecord.HeaderDLTTopic, Value: []byte("policy-updated")}}})
-	f.call(http.MethodPost, "/admin/dead-letters/replay", admin, map[string]any{"records": []DeadLetterRecord{
+	f.call(http.MethodPost, "/admin/dead-letters/replay", admin, map[string]any{"records": []backoffice.DeadLetterRecord{
 		{Topic: "usage-events.DLT", Partition: 1, Offset: recs[3].Offset + 1}, odd}}, http.StatusOK, &rep)
 	if rep.Results[0].Status != "failed" || rep.Results[1].Status != "replayed" {
 		t.Errorf("origin mismatch, then a policy-updated record: %+v", rep)
@@ -209,7 +210,7 @@ func TestDeadLetterRoutes(t *testing.T) {
 	if !strings.Contains(p.Detail, "without a Kafka client") {
 		t.Errorf("503 text %q", p.Detail)
 	}
-	g.problem(http.MethodPost, "/admin/dead-letters/replay", g.token(adminID), map[string]any{"records": []DeadLetterRecord{recs[0]}}, http.StatusServiceUnavailable, "")
+	g.problem(http.MethodPost, "/admin/dead-letters/replay", g.token(adminID), map[string]any{"records": []backoffice.DeadLetterRecord{recs[0]}}, http.StatusServiceUnavailable, "")
 }
 
 // readTopic reads every record of topic, failing unless there are n.
@@ -265,20 +266,20 @@ func TestOperationsView(t *testing.T) {
 
 	f := newAPIFixture(t, func(c *Config) {
 		c.KafkaStats = k.bo
-		c.OperationsMetrics = []prometheus.Gatherer{local, NewMetricsScraper(srv.URL+"/metrics", nil), NewMetricsScraper(gone.URL, nil)}
+		c.OperationsMetrics = []prometheus.Gatherer{local, backoffice.NewMetricsScraper(srv.URL+"/metrics", nil), backoffice.NewMetricsScraper(gone.URL, nil)}
 	})
 	admin := f.token(adminID)
 	dl.WithLabelValues("ALLOWED").Add(1000)
 	dr.WithLabelValues("ALLOWED").Add(500)
 	lag.Set(7)
 
-	var v OperationsView
+	var v backoffice.OperationsView
 	f.call(http.MethodGet, "/admin/operations", admin, nil, http.StatusOK, &v)
 	if v.WindowSeconds != 0 || len(v.DecisionsPerSecond) != 0 || v.ReportedLag == nil || *v.ReportedLag != 7 ||
 		v.RedisStale == nil || *v.RedisStale || v.Kafka != "ok" {
 		t.Fatalf("first view %+v", v)
 	}
-	wantSources := []MetricsSource{{Source: "process 1", OK: true}, {Source: srv.URL + "/metrics", OK: true},
+	wantSources := []backoffice.MetricsSource{{Source: "process 1", OK: true}, {Source: srv.URL + "/metrics", OK: true},
 		{Source: gone.URL, Error: "unreachable or not a metrics page"}}
 	if d := cmp.Diff(wantSources, v.Sources); d != "" {
 		t.Errorf("sources (-want +got):\n%s", d)

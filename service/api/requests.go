@@ -12,6 +12,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/api/view"
 	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/store"
 )
@@ -126,13 +127,8 @@ type dataRequestDeclineInput struct {
 	Body *DataRequestDecline
 }
 
-// ExtraView is an extra allowance in effect now (LIMIT:DATA:EXTRA:<period>).
-type ExtraView struct {
-	Key    string `json:"key" example:"LIMIT:DATA:EXTRA:20261123"`
-	Scope  string `json:"scope" enum:"DAY,MONTH"`
-	Period string `json:"period" doc:"YYYYMMDD (DAY) or YYYYMM (MONTH)" example:"20261123"`
-	Bytes  int64  `json:"bytes"`
-}
+// ExtraView is an extra allowance in effect now (view.ExtraView).
+type ExtraView = view.ExtraView
 
 // activeExtras lists the extra allowances of c in effect now in the
 // engine's zone (today's, then this month's).
@@ -150,15 +146,8 @@ func (a *Server) activeExtras(c policy.Constraints) []ExtraView {
 	return out
 }
 
-// ExceptionView is an exception in effect now: downtime (TIME) or an app's
-// block (APP) lifted until a time.
-type ExceptionView struct {
-	Key   string    `json:"key" example:"EXCEPT:TIME"`
-	Kind  string    `json:"kind" enum:"TIME,APP"`
-	AppID string    `json:"appId,omitempty" doc:"APP: the app"`
-	Until string    `json:"until" doc:"The local time YYYYMMDDHHMM (the service zone) it ends at" example:"202611262241"`
-	Ends  time.Time `json:"ends" doc:"The same end as an instant"`
-}
+// ExceptionView is an exception in effect now (view.ExceptionView).
+type ExceptionView = view.ExceptionView
 
 // activeExceptions lists the exceptions of c in effect now in the
 // engine's zone: the time exception, then app exceptions by app id.
@@ -198,11 +187,11 @@ type exceptionGrantInput struct {
 
 var requestDocs = map[string]string{
 	"grant-exception": "An owner lifts a member's downtime (TIME: EXCEPT:TIME) or an app's block (APP: EXCEPT:APP:<appId>, " +
-		"the app's own block and its category's) for 1 to 240 minutes — from now, or from the end of the same exception " +
+		"the app's own block and its category's, and their daily data budgets) for 1 to 240 minutes — from now, or from the end of the same exception " +
 		"in effect, which it extends; the end is rounded up to a whole minute, in the service zone. It is written " +
 		"through the policy path (version + 1, audit, policy-updated event) and judged by the quota engine at once; " +
-		"the answer is the member's policy with its exceptions and standing. A member with no downtime, or an app not " +
-		"blocked, is 409: there is nothing to lift. Remove the key (PATCH …/policies) to end it early.",
+		"the answer is the member's policy with its exceptions and standing. A member with no downtime, or an app neither " +
+		"blocked nor budgeted, is 409: there is nothing to lift. Remove the key (PATCH …/policies) to end it early.",
 	"create-data-request": "The caller (a member or an owner of the family) asks the family's owners for more data (kind DATA, " +
 		"amountBytes), for more time in a downtime (TIME, minutes: \"30분 더\") or for more time on a blocked app (APP, " +
 		"appId and minutes). The owners are " +

@@ -267,3 +267,43 @@ func TestTimeAndAppRequests(t *testing.T) {
 		t.Errorf("decline: %+v", d2)
 	}
 }
+
+// TestAppBudgetRequest: "유튜브 하루 100 B" over the API — the owner sets
+// the app's daily budget by its key, the child's YouTube is
+// BLOCKED_APP_LIMIT once it is used up, the child asks for more time on
+// the app (kind APP, as for a blocked app), the owner approves and YouTube
+// goes on at once; a category's budget is liftable for its apps too, and
+// an app with neither block nor budget has nothing to lift.
+func TestAppBudgetRequest(t *testing.T) {
+	f := newAPIFixture(t) // 2026-02-10 21:00 KST
+	owner, child := f.token(ownerA), f.token(childA)
+	f.problem(http.MethodPost, "/families/100/members/1002/exceptions", owner, map[string]any{"kind": "APP", "appId": "com.youtube.app", "minutes": 30},
+		http.StatusConflict, "")
+	var pv PolicyView
+	f.call(http.MethodPatch, "/families/100/members/1002/policies", owner,
+		map[string]any{"set": map[string]string{"LIMIT:DATA:APP:com.youtube.app": "100"}}, http.StatusOK, &pv)
+	if pv.Standing == nil || pv.Standing.Status != "ALLOWED" {
+		t.Errorf("a budget does not block the member: %+v", pv.Standing)
+	}
+	if r := f.use(famA, childA, 60); r.Decision != policy.Allowed {
+		t.Fatalf("within the budget: %+v", r)
+	}
+	if r := f.use(famA, childA, 41); r.Decision != policy.BlockedAppLimit || r.Rule != "LIMIT:DATA:APP:com.youtube.app" {
+		t.Fatalf("over the budget: %+v", r)
+	}
+	var req, ans DataRequestView
+	f.call(http.MethodPost, "/families/100/data-requests", child, map[string]any{"kind": "APP", "appId": "com.youtube.app", "minutes": 30}, http.StatusCreated, &req)
+	f.call(http.MethodPost, "/families/100/data-requests/"+itoa(req.ID)+"/approve", owner, map[string]any{}, http.StatusOK, &ans)
+	if ans.Status != "APPROVED" || ans.Grant != "APP" || ans.Until != "202602102130" {
+		t.Fatalf("approve: %+v", ans)
+	}
+	if r := f.use(famA, childA, 41); r.Decision != policy.Allowed {
+		t.Errorf("during the 30 minutes: %+v", r)
+	}
+	// A category's budget: its apps' exceptions lift it.
+	f.call(http.MethodPatch, "/families/100/members/1002/policies", owner,
+		map[string]any{"set": map[string]string{"LIMIT:DATA:CATEGORY:GAME": "100"}}, http.StatusOK, nil)
+	f.call(http.MethodPost, "/families/100/members/1002/exceptions", owner, map[string]any{"kind": "APP", "appId": "com.roblox.client", "minutes": 10}, http.StatusOK, nil)
+	f.problem(http.MethodPost, "/families/100/members/1002/exceptions", owner, map[string]any{"kind": "APP", "appId": "com.kakao.talk", "minutes": 10},
+		http.StatusConflict, "")
+}

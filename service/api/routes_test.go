@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/api/backoffice"
 )
 
 func TestFamilyRoutes(t *testing.T) {
@@ -121,7 +122,7 @@ func TestAdminRoutes(t *testing.T) {
 	f := newAPIFixture(t)
 	admin := f.token(adminID)
 
-	var tv TemplateView
+	var tv backoffice.TemplateView
 	f.call(http.MethodPost, "/admin/policy-templates", admin, map[string]any{"name": "teen", "type": "LIMIT", "requireRole": "MEMBER",
 		"defaultRules": map[string]string{"LIMIT:DATA:MONTHLY": fmt.Sprint(gib)}, "active": true}, http.StatusCreated, &tv)
 	f.problem(http.MethodPost, "/admin/policy-templates", admin, map[string]any{"name": "teen", "type": "LIMIT", "defaultRules": map[string]string{}, "active": true},
@@ -140,7 +141,7 @@ func TestAdminRoutes(t *testing.T) {
 	f.call(http.MethodPut, fmt.Sprintf("/admin/policy-templates/%d", tv.ID), admin, tv.TemplateBody, http.StatusOK, &tv)
 	f.problem(http.MethodPost, fmt.Sprintf("/admin/policy-templates/%d/apply", tv.ID), admin, map[string]any{"familyId": famA, "customerId": childA}, http.StatusConflict, "")
 	var list struct {
-		Templates []TemplateView `json:"templates"`
+		Templates []backoffice.TemplateView `json:"templates"`
 	}
 	f.call(http.MethodGet, "/admin/policy-templates?active=true", admin, nil, http.StatusOK, &list)
 	if len(list.Templates) != 0 {
@@ -149,7 +150,7 @@ func TestAdminRoutes(t *testing.T) {
 	f.call(http.MethodDelete, fmt.Sprintf("/admin/policy-templates/%d", tv.ID), admin, nil, http.StatusNoContent, nil)
 	f.problem(http.MethodDelete, fmt.Sprintf("/admin/policy-templates/%d", tv.ID), admin, nil, http.StatusNotFound, "")
 
-	var fv FamilyView
+	var fv backoffice.FamilyView
 	f.call(http.MethodPost, "/admin/families", admin, map[string]any{"id": 300, "name": "new family", "planBytes": gib, "thresholds": []int{20, 40}}, http.StatusCreated, &fv)
 	if fv.ID != 300 || fmt.Sprint(fv.Thresholds) != "[40 20]" {
 		t.Fatalf("family %+v", fv)
@@ -168,7 +169,7 @@ func TestAdminRoutes(t *testing.T) {
 	f.problem(http.MethodPut, "/admin/families/999/plan", admin, map[string]any{"planBytes": 1}, http.StatusNotFound, "")
 
 	var fs struct {
-		Families []FamilyView `json:"families"`
+		Families []backoffice.FamilyView `json:"families"`
 	}
 	f.call(http.MethodGet, "/admin/families?q=new", admin, nil, http.StatusOK, &fs)
 	if len(fs.Families) != 1 || fs.Families[0].ID != 300 {
@@ -192,13 +193,13 @@ func TestAdminRoutes(t *testing.T) {
 	if len(fs.Families) != 1 || fs.Families[0].Matched != nil {
 		t.Errorf("search by name: %+v, want no member matched", fs.Families)
 	}
-	var rep FamilyUsageView
+	var rep backoffice.FamilyUsageView
 	f.call(http.MethodGet, "/admin/families/100/usage?period=day", admin, nil, http.StatusOK, &rep)
 	f.problem(http.MethodGet, "/admin/families/999/usage", admin, nil, http.StatusNotFound, "")
 
 	var audit struct {
-		Entries    []AuditView `json:"entries"`
-		NextBefore int64       `json:"nextBefore"`
+		Entries    []backoffice.AuditView `json:"entries"`
+		NextBefore int64                  `json:"nextBefore"`
 	}
 	f.call(http.MethodGet, "/admin/audit-log?limit=2", admin, nil, http.StatusOK, &audit)
 	if len(audit.Entries) != 2 || audit.NextBefore == 0 {

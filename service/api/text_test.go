@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/dabom/dpcs/service/api/backoffice"
 )
 
 // textRoute is a route storing free text, with the body that carries v in
@@ -105,7 +107,7 @@ func TestTextNormalised(t *testing.T) {
 	if want := "Jos\u00e9 \uac00"; m.Name != want {
 		t.Errorf("member name %q (%U), want NFC %q", m.Name, []rune(m.Name), want)
 	}
-	var fam FamilyView
+	var fam backoffice.FamilyView
 	family := "김씨 가족 \U0001F468\u200D\U0001F469\u200D\U0001F467\u200D\U0001F466 \u2764\uFE0F"
 	f.call(http.MethodPost, "/admin/families", admin, map[string]any{"name": family, "planBytes": 1}, http.StatusCreated, &fam)
 	if fam.Name != family {

@@ -3,8 +3,9 @@ package api
 import (
 	"time"
 
-	"github.com/dabom/dpcs/service/store"
 	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/dabom/dpcs/service/api/view"
 )
 
 // A member's usage as the family routes show it: by day or month, per
@@ -33,19 +34,11 @@ type UsageView struct {
 	Standing         Standing        `json:"standing"`
 }
 
-// AppUsageView is one app's share.
-type AppUsageView struct {
-	AppID        string `json:"appId"`
-	AllowedBytes int64  `json:"allowedBytes"`
-	Events       int64  `json:"events"`
-}
+// AppUsageView is one app's share (view.AppUsageView).
+type AppUsageView = view.AppUsageView
 
-// HourUsageView is one hour's share.
-type HourUsageView struct {
-	Hour         time.Time `json:"hour"`
-	AllowedBytes int64     `json:"allowedBytes"`
-	Events       int64     `json:"events"`
-}
+// HourUsageView is one hour's share (view.HourUsageView).
+type HourUsageView = view.HourUsageView
 
 // period resolves a report period: explicit from/to, at most MaxReportRange
 // apart, or the current day or month in the service zone.
@@ -69,16 +62,4 @@ func (a *Server) period(period string, from, to time.Time) (time.Time, time.Time
 		f, t := a.cfg.Store.MonthRange(a.cfg.Clock())
 		return f, t, nil
 	}
-}
-
-func usageView(r store.UsageReport) ([]AppUsageView, []HourUsageView) {
-	apps := make([]AppUsageView, 0, len(r.ByApp))
-	for _, u := range r.ByApp {
-		apps = append(apps, AppUsageView{AppID: u.AppID, AllowedBytes: u.AllowedBytes, Events: u.Events})
-	}
-	hours := make([]HourUsageView, 0, len(r.ByHour))
-	for _, u := range r.ByHour {
-		hours = append(hours, HourUsageView{Hour: u.Hour, AllowedBytes: u.AllowedBytes, Events: u.Events})
-	}
-	return apps, hours
 }

@@ -12,17 +12,19 @@ import (
 	"github.com/dabom/dpcs/quota"
 )
 
-// usageOutputs are the records one judged usage event causes: usage-persist
-// always, and QUOTA_UPDATED (allowed) or CUSTOMER_BLOCKED (blocked), and a
-// THRESHOLD_ALERT per crossed threshold, its message alertText's; gen is
-// the state generation it was judged under (the persist record names it:
-// doc/architecture.md, "Late records"). Ids derive
-// from the origin event id and timestamps are the event's own, so a replay
-// re-emits identical records.
+// usageOutputs are the records one judged usage event causes: one
+// usage-persist record, which stands for the event's QUOTA_UPDATED
+// (allowed) or CUSTOMER_BLOCKED (blocked) — the notifier derives them
+// from it (envelope.PersistNotifications; doc/wire-format.md, "One record
+// per decision") — and a THRESHOLD_ALERT per crossed threshold, its
+// message alertText's; gen is the state generation it was judged under
+// (the persist record names it: doc/architecture.md, "Late records"). Ids
+// derive from the origin event id and timestamps are the event's own, so
+// a replay re-emits identical records.
 func usageOutputs(in envelope.Envelope[envelope.UsagePayload], res quota.Result, gen string, loc *time.Location,
 	alertText func(percent int) string) ([]*kgo.Record, error) {
 	pl, id, at := in.Payload, in.EventID, in.Timestamp
-	recs := make([]*kgo.Record, 0, 2+len(res.Crossed))
+	recs := make([]*kgo.Record, 0, 1+len(res.Crossed))
 	add := func(r *kgo.Record, err error) error {
 		if err != nil {
 			return err
@@ -34,29 +36,17 @@ func usageOutputs(in envelope.Envelope[envelope.UsagePayload], res quota.Result,
 	// from usage_record with each event's dedupe record and each
 	// threshold's arm count.
 	crossed := crossings(res.Crossed, res.Arms)
+	notifies := notifiesQuota
+	if res.Decision != policy.Allowed {
+		notifies = notifiesBlocked
+	}
 	err := add(kafkarecord.New(envelope.TopicUsagePersist, envelope.New(
 		envelope.DerivedID(envelope.PrefixPersist, id, "persist"), at,
 		envelope.UsagePersistPayload{OriginEventID: id, FamilyID: pl.FamilyID, CustomerID: pl.CustomerID,
 			BytesUsed: pl.BytesUsed, AppID: pl.AppID, ProcessResult: string(res.Decision),
 			RemainingAfter: res.Remaining, EventTime: at, Rule: res.Rule,
 			TotalBytes: res.Total, DailyUsedBytes: res.DailyUsed, MonthlyUsedBytes: res.MonthlyUsed,
-			ThrottleKbps: res.ThrottleKbps, Crossed: crossed, Generation: gen})))
-	if err != nil {
-		return nil, err
-	}
-
-	if res.Decision == policy.Allowed {
-		err = add(kafkarecord.New(envelope.TopicNotificationEvents, envelope.New(
-			envelope.DerivedID(envelope.PrefixNotification, id, "quota-updated"), at,
-			envelope.QuotaUpdated{FamilyID: pl.FamilyID, CustomerID: pl.CustomerID,
-				FamilyRemainingBytes: res.Remaining, FamilyUsedPercent: res.UsedPercent(),
-				CustomerUsedBytesToday: res.DailyUsed})))
-	} else {
-		err = add(kafkarecord.New(envelope.TopicNotificationEvents, envelope.New(
-			envelope.DerivedID(envelope.PrefixNotification, id, "customer-blocked"), at,
-			envelope.CustomerBlocked{FamilyID: pl.FamilyID, CustomerID: pl.CustomerID,
-				BlockReason: res.Rule, BlockedAt: at, Decision: string(res.Decision)})))
-	}
+			ThrottleKbps: res.ThrottleKbps, Crossed: crossed, Generation: gen, Notifies: notifies})))
 	if err != nil {
 		return nil, err
 	}
@@ -79,19 +69,20 @@ func usageOutputs(in envelope.Envelope[envelope.UsagePayload], res quota.Result,
 	return recs, nil
 }
 
-// grantOutputs are the records one judged grant step causes: usage-persist
-// always (the charge and the reservation after the step: its member
-// "grant", doc/wire-format.md), QUOTA_UPDATED when it charged, and
-// CUSTOMER_BLOCKED when it ends the member's session with nothing granted
-// (a final answer), and a THRESHOLD_ALERT per threshold the charge crossed
-// (in the charged month); gen is the state generation it was judged under,
-// as usageOutputs'. Ids derive from the step's id, timestamps are the
-// step's (the charge's time for the persist record's eventTime), so a
-// retry re-emits identical records.
+// grantOutputs are the records one judged grant step causes: one
+// usage-persist record (the charge and the reservation after the step:
+// its member "grant", doc/wire-format.md), which stands for the step's
+// QUOTA_UPDATED when it charged and its CUSTOMER_BLOCKED when it ends the
+// member's session with nothing granted (a final answer), and a
+// THRESHOLD_ALERT per threshold the charge crossed (in the charged month);
+// gen is the state generation it was judged under, as usageOutputs'. Ids
+// derive from the step's id, timestamps are the step's (the charge's time
+// for the persist record's eventTime), so a retry re-emits identical
+// records.
 func grantOutputs(op quota.GrantOp, res quota.GrantResult, gen string, loc *time.Location,
 	alertText func(percent int) string) ([]*kgo.Record, error) {
 	id, at := op.ID, op.At
-	recs := make([]*kgo.Record, 0, 2+len(res.Crossed))
+	recs := make([]*kgo.Record, 0, 1+len(res.Crossed))
 	add := func(r *kgo.Record, err error) error {
 		if err != nil {
 			return err
@@ -100,6 +91,15 @@ func grantOutputs(op quota.GrantOp, res quota.GrantResult, gen string, loc *time
 		return nil
 	}
 	crossed := crossings(res.Crossed, res.Arms)
+	var notifies []string
+	switch blocked := !op.Release && res.Granted == 0 && res.Final; {
+	case res.Charged > 0 && blocked:
+		notifies = notifiesBoth
+	case res.Charged > 0:
+		notifies = notifiesQuota
+	case blocked:
+		notifies = notifiesBlocked
+	}
 	err := add(kafkarecord.New(envelope.TopicUsagePersist, envelope.New(
 		envelope.DerivedID(envelope.PrefixPersist, id, "persist"), at,
 		envelope.UsagePersistPayload{OriginEventID: id, FamilyID: op.FamilyID, CustomerID: op.CustomerID,
@@ -110,28 +110,9 @@ func grantOutputs(op quota.GrantOp, res quota.GrantResult, gen string, loc *time
 			Grant: &envelope.GrantStep{GrantID: op.GrantID, PreviousStep: res.Previous, GrantedBytes: res.Granted,
 				Open: res.Granted > 0 || !(op.Release || res.Final), Final: res.Final, OverageBytes: res.Overage,
 				ReservedBytes: res.Reserved, ValidUntil: res.ValidUntil, Reclaim: res.Reclaim},
-			Generation: gen})))
+			Generation: gen, Notifies: notifies})))
 	if err != nil {
 		return nil, err
-	}
-	if res.Charged > 0 {
-		err = add(kafkarecord.New(envelope.TopicNotificationEvents, envelope.New(
-			envelope.DerivedID(envelope.PrefixNotification, id, "quota-updated"), at,
-			envelope.QuotaUpdated{FamilyID: op.FamilyID, CustomerID: op.CustomerID,
-				FamilyRemainingBytes: res.Remaining, FamilyUsedPercent: res.UsedPercent(),
-				CustomerUsedBytesToday: res.DailyUsed})))
-		if err != nil {
-			return nil, err
-		}
-	}
-	if !op.Release && res.Granted == 0 && res.Final {
-		err = add(kafkarecord.New(envelope.TopicNotificationEvents, envelope.New(
-			envelope.DerivedID(envelope.PrefixNotification, id, "customer-blocked"), at,
-			envelope.CustomerBlocked{FamilyID: op.FamilyID, CustomerID: op.CustomerID,
-				BlockReason: res.Rule, BlockedAt: at, Decision: string(res.Decision)})))
-		if err != nil {
-			return nil, err
-		}
 	}
 	for i, pct := range res.Crossed {
 		period := res.ChargedAt.In(loc).Format("2006-01")
@@ -148,6 +129,14 @@ func grantOutputs(op quota.GrantOp, res quota.GrantResult, gen string, loc *time
 	}
 	return recs, nil
 }
+
+// The values of a persist record's member notifies (shared, never
+// modified).
+var (
+	notifiesQuota   = []string{string(envelope.SubQuotaUpdated)}
+	notifiesBlocked = []string{string(envelope.SubCustomerBlocked)}
+	notifiesBoth    = []string{string(envelope.SubQuotaUpdated), string(envelope.SubCustomerBlocked)}
+)
 
 // crossings pairs the thresholds a step crossed with their arm counts (1
 // when the engine named none), as the persist record carries them.

@@ -34,6 +34,18 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness { return &harness{pipetest.New(t), t} }
 
+// produced counts the records the topics hold (their end offsets).
+func (h *harness) produced(topics ...string) int64 {
+	h.t.Helper()
+	ends, err := kadm.NewClient(h.Prod).ListEndOffsets(h.Ctx, topics...)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
+	return n
+}
+
 // newHarnessOn builds a harness on any Redis (keys prefixed per test).
 func newHarnessOn(t *testing.T, rdb redis.UniversalClient) *harness {
 	return &harness{pipetest.On(t, rdb), t}
@@ -108,13 +120,15 @@ func storyLast10MB(h *harness) {
 	// their arms (dad leaves 50 % of the pool, mom 20 %).
 	wantPersist := map[string]envelope.UsagePersistPayload{
 		"evt_dad": {OriginEventID: "evt_dad", CustomerID: 1, BytesUsed: 5 * mb, AppID: "com.naver.news", ProcessResult: "ALLOWED",
-			RemainingAfter: 5 * mb, DailyUsedBytes: 5 * mb, MonthlyUsedBytes: 5 * mb, Crossed: []envelope.Crossing{{Percent: 50, Arm: 1}}},
+			RemainingAfter: 5 * mb, DailyUsedBytes: 5 * mb, MonthlyUsedBytes: 5 * mb, Crossed: []envelope.Crossing{{Percent: 50, Arm: 1}},
+			Notifies: []string{"QUOTA_UPDATED"}},
 		"evt_mom": {OriginEventID: "evt_mom", CustomerID: 2, BytesUsed: 3 * mb, AppID: "com.kakao.talk", ProcessResult: "ALLOWED",
-			RemainingAfter: 2 * mb, DailyUsedBytes: 3 * mb, MonthlyUsedBytes: 3 * mb, Crossed: []envelope.Crossing{{Percent: 30, Arm: 1}}},
+			RemainingAfter: 2 * mb, DailyUsedBytes: 3 * mb, MonthlyUsedBytes: 3 * mb, Crossed: []envelope.Crossing{{Percent: 30, Arm: 1}},
+			Notifies: []string{"QUOTA_UPDATED"}},
 		"evt_child1": {OriginEventID: "evt_child1", CustomerID: 3, BytesUsed: 8 * mb, AppID: "com.youtube.app",
-			ProcessResult: "BLOCKED_FAMILY_QUOTA", RemainingAfter: 2 * mb, Rule: policy.RulePool},
+			ProcessResult: "BLOCKED_FAMILY_QUOTA", RemainingAfter: 2 * mb, Rule: policy.RulePool, Notifies: []string{"CUSTOMER_BLOCKED"}},
 		"evt_child2": {OriginEventID: "evt_child2", CustomerID: 4, BytesUsed: 4 * mb, AppID: "com.roblox.client",
-			ProcessResult: "BLOCKED_FAMILY_QUOTA", RemainingAfter: 2 * mb, Rule: policy.RulePool},
+			ProcessResult: "BLOCKED_FAMILY_QUOTA", RemainingAfter: 2 * mb, Rule: policy.RulePool, Notifies: []string{"CUSTOMER_BLOCKED"}},
 	}
 	for _, p := range persist {
 		w := wantPersist[p.Payload.OriginEventID]
@@ -123,10 +137,22 @@ func storyLast10MB(h *harness) {
 			t.Errorf("usage-persist of %s (-want +got):\n%s", p.Payload.OriginEventID, diff)
 		}
 	}
-	// 2 QUOTA_UPDATED, 2 CUSTOMER_BLOCKED, THRESHOLD_ALERT 50 and 30.
-	notes, err := decodeAll(h.Collect(envelope.TopicNotificationEvents, 6))
+	// THRESHOLD_ALERT 50 and 30 as records; 2 QUOTA_UPDATED and 2
+	// CUSTOMER_BLOCKED derived from the persist records, which stand for
+	// them (doc/wire-format.md, "One record per decision").
+	notes, err := decodeAll(h.Collect(envelope.TopicNotificationEvents, 2))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, p := range persist {
+		derived, err := envelope.PersistNotifications(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range derived {
+			notes = append(notes, envelope.Event{EventID: d.EventID, EventType: d.EventType, SubType: d.SubType,
+				Timestamp: d.Timestamp, Payload: d.Payload})
+		}
 	}
 	counts := map[envelope.SubType]int{}
 	var blocked []int64
@@ -153,6 +179,11 @@ func storyLast10MB(h *harness) {
 		t.Errorf("blocked members %v, want 3 and 4", blocked)
 	}
 	h.Settled(ProcessorGroup, envelope.TopicUsageEvents)
+	// One record per decision, the crossings' alerts aside: 4 persist
+	// records and the 2 alerts, nothing else.
+	if n := h.produced(envelope.TopicUsagePersist, envelope.TopicNotificationEvents); n != 4+2 {
+		t.Errorf("%d records produced for 4 decisions crossing 2 thresholds, want 6", n)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if decisions[policy.Allowed] != 2 || decisions[policy.BlockedFamilyQuota] != 2 {
@@ -436,7 +467,7 @@ func TestThresholdPeriodCarriesTheArm(t *testing.T) {
 		t.Fatal(err)
 	}
 	var periods []string
-	for _, a := range pipetest.Decode[envelope.ThresholdAlert](t, recs[2:]) {
+	for _, a := range pipetest.Decode[envelope.ThresholdAlert](t, recs[1:]) {
 		periods = append(periods, a.Payload.Period)
 	}
 	if d := cmp.Diff([]string{"2026-02", "2026-02#2"}, periods); d != "" {
@@ -466,7 +497,7 @@ func TestThresholdAlertText(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := pipetest.Decode[envelope.ThresholdAlert](t, recs[2:])[0].Payload.Message; got != tt.want {
+		if got := pipetest.Decode[envelope.ThresholdAlert](t, recs[1:])[0].Payload.Message; got != tt.want {
 			t.Errorf("message %q, want %q", got, tt.want)
 		}
 	}
@@ -488,15 +519,16 @@ func TestUsagePersistCarriesTheResult(t *testing.T) {
 			quota.Result{Decision: policy.Allowed, Remaining: 1, Total: 10, DailyUsed: 7, MonthlyUsed: 9, ThrottleKbps: 512,
 				Crossed: []int{30, 10}, Arms: []int{1, 3}},
 			envelope.UsagePersistPayload{ProcessResult: "ALLOWED", RemainingAfter: 1, TotalBytes: 10, DailyUsedBytes: 7,
-				MonthlyUsedBytes: 9, ThrottleKbps: 512, Crossed: []envelope.Crossing{{Percent: 30, Arm: 1}, {Percent: 10, Arm: 3}}}},
+				MonthlyUsedBytes: 9, ThrottleKbps: 512, Crossed: []envelope.Crossing{{Percent: 30, Arm: 1}, {Percent: 10, Arm: 3}},
+				Notifies: []string{"QUOTA_UPDATED"}}},
 		{"arms missing",
 			quota.Result{Decision: policy.Allowed, Remaining: 1, Total: 10, DailyUsed: 7, MonthlyUsed: 7, Crossed: []int{50}},
 			envelope.UsagePersistPayload{ProcessResult: "ALLOWED", RemainingAfter: 1, TotalBytes: 10, DailyUsedBytes: 7,
-				MonthlyUsedBytes: 7, Crossed: []envelope.Crossing{{Percent: 50, Arm: 1}}}},
+				MonthlyUsedBytes: 7, Crossed: []envelope.Crossing{{Percent: 50, Arm: 1}}, Notifies: []string{"QUOTA_UPDATED"}}},
 		{"blocked",
 			quota.Result{Decision: policy.BlockedLimitDaily, Rule: "LIMIT:DATA:DAILY", Remaining: 4, Total: 10, DailyUsed: 3, MonthlyUsed: 5},
 			envelope.UsagePersistPayload{ProcessResult: "BLOCKED_LIMIT_DAILY", Rule: "LIMIT:DATA:DAILY", RemainingAfter: 4,
-				TotalBytes: 10, DailyUsedBytes: 3, MonthlyUsedBytes: 5}},
+				TotalBytes: 10, DailyUsedBytes: 3, MonthlyUsedBytes: 5, Notifies: []string{"CUSTOMER_BLOCKED"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			recs, err := usageOutputs(in, tt.res, "", loc, policy.ThresholdAlertText)

@@ -66,7 +66,7 @@ type DeadLetterPage struct {
 var ErrDeadLetterNotFound = errors.New("kafkaops: dead-letter record not found")
 
 // BackOffice reads and replays dead letters and counts lags and records
-// over franz-go (api.DeadLetters and api.KafkaStats). Close
+// over franz-go (backoffice.DeadLetters and backoffice.KafkaStats). Close
 // it after the API that uses it.
 type BackOffice struct {
 	cl   *kgo.Client

@@ -15,7 +15,7 @@ import (
 // owner or an approved request.
 
 // GrantException lifts a member's downtime (kind TIME: EXCEPT:TIME) or an
-// app's block (kind APP: EXCEPT:APP:<app>) for minutes from now — or from
+// app's block or daily budget (kind APP: EXCEPT:APP:<app>) for minutes from now — or from
 // the end of the exception in effect, which it extends: an owner's grant
 // ("30분 더" tapped twice is an hour) — through the
 // policy write path (version + 1, audit, policy-updated event). It returns
@@ -117,14 +117,15 @@ func (s *Store) grantException(ctx context.Context, tx *sql.Tx, fid, cid int64, 
 	return up, until, err
 }
 
-// appBlocked reports whether c blocks app: its own block, or its
-// category's in the operator's catalog (app_catalog; an app it does not
-// know is in no category).
+// appBlocked reports whether c blocks or limits app — what an app
+// exception lifts: its own block or daily data budget, or its category's
+// in the operator's catalog (app_catalog; an app it does not know is in no
+// category).
 func (s *Store) appBlocked(ctx context.Context, q querier, c policy.Constraints, app string) (bool, error) {
-	if slices.Contains(c.BlockedApps, app) {
+	if _, budget := c.AppBudgets[app]; budget || slices.Contains(c.BlockedApps, app) {
 		return true, nil
 	}
-	if len(c.BlockedCategories) == 0 {
+	if len(c.BlockedCategories) == 0 && len(c.CategoryBudgets) == 0 {
 		return false, nil
 	}
 	apps, err := readApps(ctx, q)
@@ -133,7 +134,8 @@ func (s *Store) appBlocked(ctx context.Context, q querier, c policy.Constraints,
 	}
 	for _, a := range apps {
 		if a.ID == app {
-			return slices.Contains(c.BlockedCategories, a.Category), nil
+			_, budget := c.CategoryBudgets[a.Category]
+			return budget || slices.Contains(c.BlockedCategories, a.Category), nil
 		}
 	}
 	return false, nil

@@ -208,7 +208,7 @@ func (s *Store) readFamilies(ctx context.Context, w Window, ids []int64, span, u
 	}
 	uargs := append(append([]any{}, args...), s.t(from), s.t(to), s.t(since))
 	rows, err = s.db.QueryContext(ctx, fmt.Sprintf(`SELECT family_id, event_id, customer_id, bytes_used, process_result, remaining_after, rule,
-		total_bytes, daily_used, monthly_used, throttle_kbps, crossed, event_time, %s, grant_id
+		total_bytes, daily_used, monthly_used, throttle_kbps, crossed, event_time, %s, grant_id, app_id
 		FROM usage_record WHERE %s AND (event_time >= ? AND event_time < ? OR created_at >= %s)`, created, which("family_id"), createdArg),
 		uargs...)
 	if err != nil {
@@ -218,10 +218,10 @@ func (s *Store) readFamilies(ctx context.Context, w Window, ids []int64, span, u
 	// step id: half of each step's answer (grant_step holds the rest).
 	charges := map[string]quota.GrantResult{}
 	err = scanAll(rows, func(sc scanner) error {
-		var id, decision, rule, crossed, grant string
+		var id, decision, rule, crossed, grant, app string
 		var fid, cid, bytes, remaining, total, daily, monthly, throttle int64
 		var at, created sqldialect.NullTime
-		if err := sc.Scan(&fid, &id, &cid, &bytes, &decision, &remaining, &rule, &total, &daily, &monthly, &throttle, &crossed, &at, &created, &grant); err != nil {
+		if err := sc.Scan(&fid, &id, &cid, &bytes, &decision, &remaining, &rule, &total, &daily, &monthly, &throttle, &crossed, &at, &created, &grant, &app); err != nil {
 			return err
 		}
 		st, ok := states[fid]
@@ -237,7 +237,9 @@ func (s *Store) readFamilies(ctx context.Context, w Window, ids []int64, span, u
 		// A grant step's charge is used whatever its answer about the
 		// next units (process_result).
 		if inMonths && (decision == string(policy.Allowed) || grant != "") && bytes > 0 {
-			st.Usage = append(st.Usage, quota.Usage{CustomerID: cid, At: at.Time, Bytes: bytes})
+			// The app counts it for the member's daily budgets (the
+			// engine's catalog names its category, as for the event).
+			st.Usage = append(st.Usage, quota.Usage{CustomerID: cid, At: at.Time, Bytes: bytes, AppID: app})
 		}
 		if inMonths {
 			month := policy.MomentOf(at.Time, w.Location()).Month
@@ -272,7 +274,45 @@ func (s *Store) readFamilies(ctx context.Context, w Window, ids []int64, span, u
 	if err := s.readGrants(ctx, which("family_id"), args, from, to, since, created, createdArg, states, charges); err != nil {
 		return nil, nil, err
 	}
+	if err := s.budgetCategories(ctx, states); err != nil {
+		return nil, nil, err
+	}
 	return states, bad, nil
+}
+
+// budgetCategories names the category of the usage of families with a
+// category's daily budget (LIMIT:DATA:CATEGORY:<c>) from the app catalog
+// the judges name events' categories with (AppCatalog), so that the
+// engine's restore counts it for the budget; the catalog is read only
+// when a family has one.
+func (s *Store) budgetCategories(ctx context.Context, states map[int64]quota.FamilyState) error {
+	var cat policy.Catalog
+	for fid, st := range states {
+		if !slices.ContainsFunc(st.Members, func(m quota.MemberState) bool {
+			for k := range m.Constraints {
+				if strings.HasPrefix(k, policy.KeyLimitCatPrefix) {
+					return true
+				}
+			}
+			return false
+		}) {
+			continue
+		}
+		if cat == nil {
+			c, err := AppCatalog(ctx, s.db)
+			if err != nil {
+				return dbErr("rebuild: app catalog", err)
+			}
+			cat = c
+		}
+		for i, u := range st.Usage {
+			if u.Category == "" {
+				st.Usage[i].Category = cat.Category(u.AppID)
+			}
+		}
+		states[fid] = st
+	}
+	return nil
 }
 
 // readGrants adds to states, from grant_step, each family's open grants

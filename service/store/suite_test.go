@@ -86,6 +86,7 @@ func runSuite(t *testing.T, open opener) {
 		"FamilyNotes":   testFamilyNotes,
 		"AppCatalog":    testAppCatalog,
 		"GrantSteps":    testGrantSteps,
+		"BudgetUsage":   testBudgetUsage,
 		"RecentApps":    testRecentApps,
 		"Charging":      testChargingSessions,
 		"MemberIMSI":    testMemberIMSI,
@@ -922,6 +923,11 @@ func testGrantSteps(t *testing.T, e *env) {
 	if used != 6 { // t2's 3, s2's 2 (blocked next units, used all the same), s3's 1
 		t.Errorf("used %d, want 6: %+v", used, st.Usage)
 	}
+	for _, u := range st.Usage {
+		if u.AppID != "web" { // what the member's daily budgets count it for
+			t.Errorf("usage %+v: want app web", u)
+		}
+	}
 	var t2 *quota.GrantResult
 	for _, j := range st.Steps {
 		if j.ID == "t2" {
@@ -932,5 +938,51 @@ func testGrantSteps(t *testing.T, e *env) {
 		Total: 1000, Reserved: 11, ValidUntil: until, Previous: "t1", Reclaim: []string{"g1"}}
 	if len(st.Steps) != 7 || t2 == nil || !cmp.Equal(wantT2, *t2) {
 		t.Errorf("%d judged steps, t2 %+v; want 7, %+v", len(st.Steps), t2, wantT2)
+	}
+}
+
+// A rebuild's usage names its app, and for a family with a category's
+// daily budget its category from the app catalog, so the engine restores
+// the budget counters (quota.Usage); a family without one gets no
+// category (the catalog is not read for it).
+func testBudgetUsage(t *testing.T, e *env) {
+	e.Family(t, 5)
+	e.Family(t, 6)
+	if _, err := e.S.UpdatePolicy(e.Ctx, store.PolicyChange{FamilyID: 5, CustomerID: 52,
+		Set: map[string]string{"LIMIT:DATA:CATEGORY:VIDEO": "1000"}, By: owner}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	w, err := store.NewUsageWriter(e.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	rec := func(id string, fid, cid int64, app string) store.UsageRecord {
+		return store.UsageRecord{EventID: id, FamilyID: fid, CustomerID: cid, AppID: app, BytesUsed: 10,
+			ProcessResult: string(policy.Allowed), RemainingAfter: 900, EventTime: now, TotalBytes: 1000}
+	}
+	if err := w.Write(e.Ctx, []store.UsageRecord{rec("a", 5, 52, "com.youtube.app"), rec("b", 5, 52, "unknown.app"),
+		rec("c", 6, 62, "com.youtube.app")}); err != nil {
+		t.Fatal(err)
+	}
+	states, bad, err := e.S.ReadFamilies(e.Ctx, monthWindow{month}, []int64{5, 6}, false)
+	if err != nil || len(bad) != 0 {
+		t.Fatalf("ReadFamilies: %v %v", bad, err)
+	}
+	got := map[string]quota.Usage{}
+	for _, fid := range []int64{5, 6} {
+		for _, u := range states[fid].Usage {
+			got[fmt.Sprint(fid, u.AppID)] = quota.Usage{AppID: u.AppID, Category: u.Category}
+		}
+	}
+	want := map[string]quota.Usage{
+		"5com.youtube.app": {AppID: "com.youtube.app", Category: policy.CategoryVideo},
+		"5unknown.app":     {AppID: "unknown.app"},
+		"6com.youtube.app": {AppID: "com.youtube.app"},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("usage apps and categories (-want +got):\n%s", d)
 	}
 }

@@ -232,6 +232,8 @@ export function keyWords(k) {
   if ((m = /^BLOCK:APP:(.+)$/.exec(k))) return t("key.blockApp", { app: appWords(m[1]) });
   if ((m = /^ALLOW:APP:(.+)$/.exec(k))) return t("key.allowApp", { app: appWords(m[1]) });
   if ((m = /^EXCEPT:APP:(.+)$/.exec(k))) return t("key.exceptApp", { app: appWords(m[1]) });
+  if ((m = /^LIMIT:DATA:APP:(.+)$/.exec(k))) return t("key.budgetApp", { app: appWords(m[1]) });
+  if ((m = /^LIMIT:DATA:CATEGORY:(.+)$/.exec(k))) return t("key.budgetCategory", { cat: catName(m[1]) });
   if ((m = /^LIMIT:DATA:EXTRA:(\d+)$/.exec(k))) return t("key.extra", { period: period(m[1]) });
   if ((m = /^LIMIT:DATA:GIFT:(\d+)$/.exec(k))) return t("key.gift", { period: period(m[1]) });
   if ((m = /^BLOCK:TIME:(.+)$/.exec(k))) return t("key.window", { name: m[1] });

@@ -27,6 +27,7 @@ import (
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service"
 	"github.com/dabom/dpcs/service/api"
+	"github.com/dabom/dpcs/service/api/gateway"
 	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/store"
@@ -251,7 +252,7 @@ func RunHTTP(ctx context.Context, cfg HTTPConfig) (*HTTPReport, error) {
 			return err
 		}
 		defer resp.Body.Close()
-		var out api.DecisionList
+		var out gateway.DecisionList
 		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK || len(out.Decisions) != n {
 			return fmt.Errorf("POST /decisions: %d %v", resp.StatusCode, err)
 		}

@@ -1,11 +1,12 @@
 // appblock.js: one blocked app, as the child sees it (#/app/<appId>) —
-// whether it can be used now and until when, why not, whom to ask, and a
-// request for more minutes on it with a message ("30분 더", kind APP).
+// whether it can be used now and until when, why not (its block, or its
+// daily data budget used up: "유튜브 하루 500 MB 다 썼어요"), whom to ask,
+// and a request for more minutes on it with a message ("30분 더", kind APP).
 // Reached from the child's list of blocked apps and from a block screen
 // that names an app; live: an approval shows at once.
 import * as api from './api.js';
 import { t, appName } from './i18n.js';
-import { h, fmtTime, errorText } from './util.js';
+import { h, fmtTime, fmtBytes, errorText } from './util.js';
 import { state, on, refreshDashboard, refreshRequests, loadCatalog } from './store.js';
 import { track } from './ui.js';
 
@@ -36,8 +37,22 @@ export async function appBlockView(root, [raw]) {
   root.append(box, form);
 
   let pol = { rules: {}, exceptions: [], version: -1 };
+  // used is today's allowed use of the app and of its category (GET
+  // …/usage?period=day), for their daily budgets.
+  let used = { app: 0, cat: 0 };
   async function readPolicy() {
     try { pol = await api.policies(s.familyId, s.memberId); } catch { /* the dashboard still says whom to ask */ }
+    const cat = app?.category;
+    if (pol.rules[`LIMIT:DATA:APP:${id}`] === undefined && (!cat || pol.rules[`LIMIT:DATA:CATEGORY:${cat}`] === undefined)) return;
+    try {
+      const u = await api.usage(s.familyId, s.memberId, 'day');
+      const catOf = new Map((catalog.apps || []).map((a) => [a.id, a.category]));
+      used = { app: 0, cat: 0 };
+      for (const a of u.byApp || []) {
+        if (a.appId === id) used.app += a.allowedBytes;
+        if (cat && catOf.get(a.appId) === cat) used.cat += a.allowedBytes;
+      }
+    } catch { /* the budget is still said */ }
   }
 
   function render() {
@@ -47,14 +62,26 @@ export async function appBlockView(root, [raw]) {
     const cat = app?.category;
     const byCat = !!cat && pol.rules[`BLOCK:CATEGORY:${cat}`] === '1';
     const x = (pol.exceptions || []).find((e) => e.kind === 'APP' && e.appId === id);
-    form.hidden = !(byApp || byCat) || !!x;
+    // A daily budget (the app's, else its category's): used up, the app
+    // is blocked until midnight and more time may be asked for.
+    const ab = pol.rules[`LIMIT:DATA:APP:${id}`];
+    const cb = cat ? pol.rules[`LIMIT:DATA:CATEGORY:${cat}`] : undefined;
+    const budget = ab !== undefined ? { amount: Number(ab), used: used.app } : cb !== undefined ? { amount: Number(cb), used: used.cat, cat } : null;
+    const usedUp = !!budget && budget.used >= budget.amount;
+    const blocked = byApp || byCat || usedUp;
+    form.hidden = !(blocked || budget) || !!x;
     if (x) head.textContent = t('appAllowedNow', { app: name, time: stampClock(x.until) });
     else if (byApp || byCat) head.textContent = t('appBlockTitle', { app: name });
+    else if (usedUp) head.textContent = t('appBudgetUsedUp', { app: name, amount: fmtBytes(budget.amount) });
+    else if (budget) head.textContent = t('appBudgetLeft', { app: name, amount: fmtBytes(budget.amount) });
     else head.textContent = t('appNotBlocked', { app: name });
-    facts.replaceChildren(...(byApp || byCat ? [
-      h('dt', t('why')), h('dd#app-block-why', byApp ? t('appWhyApp') : t('appWhyCategory', { cat: t(`cat.${cat}`) })),
-      h('dt', t('until')), h('dd', x ? t('appUntil', { time: stampClock(x.until) }) : t('until.owner')),
-      h('dt', t('whoToAsk')), h('dd', owners.join(', ')),
+    const why = byApp ? t('appWhyApp') : byCat ? t('appWhyCategory', { cat: t(`cat.${cat}`) })
+      : budget?.cat ? t('appWhyCatBudget', { cat: t(`cat.${cat}`), amount: fmtBytes(budget.amount), used: fmtBytes(budget.used) })
+        : budget ? t('appWhyBudget', { amount: fmtBytes(budget.amount), used: fmtBytes(budget.used) }) : '';
+    const until = x ? t('appUntil', { time: stampClock(x.until) }) : byApp || byCat ? t('until.owner') : t('appBudgetUntil');
+    facts.replaceChildren(...(blocked || budget ? [
+      h('dt', t('why')), h('dd#app-block-why', { 'data-budget': budget ? String(budget.amount) : null }, why),
+      ...(blocked ? [h('dt', t('until')), h('dd', until), h('dt', t('whoToAsk')), h('dd', owners.join(', '))] : []),
     ] : []));
   }
 

@@ -107,7 +107,7 @@ export async function controlsView(root, [cid, focus]) {
     const focused = focusNext || document.activeElement?.id;
     focusNext = null;
     memberBox.replaceChildren(...[accessBox(), limitBox('LIMIT:DATA:MONTHLY', 'monthly', t('monthlyLimit')),
-      limitBox('LIMIT:DATA:DAILY', 'daily', t('dailyLimit')), windowsBox(), appsBox(), resetBox()].filter(Boolean));
+      limitBox('LIMIT:DATA:DAILY', 'daily', t('dailyLimit')), windowsBox(), appsBox(), budgetsBox(), resetBox()].filter(Boolean));
     if (focused) document.getElementById(focused)?.focus();
   }
 
@@ -336,6 +336,32 @@ export async function controlsView(root, [cid, focus]) {
           h('summary', t('appsIn', { cat: t(`cat.${c}`), n: apps.length })), h('ul.applist', apps)));
     });
     return h('section.card#apps', h('h3', t('appsTitle')), exceptionsList('APP', 'apps'), cardNote('apps'), groups);
+  }
+
+  // budgetsBox is the apps' daily data budgets ("유튜브 하루 500 MB",
+  // LIMIT:DATA:APP:<appId>): each by the app's name from the catalog, with
+  // a way to remove it; a new one is chosen by name and amount.
+  function budgetsBox() {
+    const prefix = 'LIMIT:DATA:APP:';
+    const slug = (id) => id.replace(/[^\w-]/g, '_');
+    const rows = Object.keys(pol.rules).filter((k) => k.startsWith(prefix)).sort().map((k) => {
+      const appId = k.slice(prefix.length);
+      const name = appName(catalog.apps.find((a) => a.id === appId));
+      const del = h('button.small', { type: 'button', id: `budget-remove-${slug(appId)}`, 'aria-label': `${t('remove')}: ${name}` }, t('remove'));
+      del.addEventListener('click', () => apply({ remove: [k] }, 'budgets'));
+      return h('li', { id: `budget-${slug(appId)}` }, t('budgetRow', { app: name, amount: fmtBytes(Number(pol.rules[k])) }), ' ', del);
+    });
+    const app = h('select#budget-app', catalog.apps.map((a) => h('option', { value: a.id }, appName(a))));
+    const amount = h('select#budget-amount', [100, 200, 500, 1024, 2048].map((mb) => h('option', { value: String(mb * MB) }, fmtBytes(mb * MB))));
+    amount.value = String(500 * MB);
+    const form = h('form.row.wrap#budget-form', h('label', { for: 'budget-app' }, t('budgetApp')), app,
+      h('label', { for: 'budget-amount' }, t('budgetAmount')), amount, h('button.primary#budget-set', { type: 'submit' }, t('budgetSet')));
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      apply({ set: { [prefix + app.value]: amount.value } }, 'budgets');
+    });
+    return h('section.card#budgets', h('h3', t('budgetsTitle')), h('p.muted', t('budgetsHint')),
+      rows.length ? h('ul#budget-list', rows) : h('p.muted#budget-list', t('budgetsNone')), cardNote('budgets'), form);
   }
 
   // resetBox sets a child's forgotten password (owners reset MEMBERs'; an

@@ -70,6 +70,13 @@ export async function dashboardView(root) {
         return h('li', { id: `my-app-${safeId(id)}` }, name, ' ', a);
       }))));
     }
+    // Each app's daily data budget, with a way to its own screen (how
+    // much is left; asking for more once used up).
+    for (const k of Object.keys(rules).filter((x) => x.startsWith('LIMIT:DATA:APP:')).sort()) {
+      const id = k.slice(15);
+      const name = appName(appOf.get(id), id);
+      items.push(h('a', { href: `#/app/${encodeURIComponent(id)}`, id: `my-budget-${safeId(id)}` }, t('myBudget', { app: name, amount: fmtBytes(Number(rules[k])) })));
+    }
     // Exceptions end at a time of the service zone, as the windows are set;
     // an app's is said beside the app above.
     const excepted = exceptions.filter((x) => !(x.kind === 'APP' && appIds.includes(x.appId))).map((x) => h('li.exception', { id: `my-exception-${x.kind}` },

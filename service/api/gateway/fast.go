@@ -1,4 +1,4 @@
-package api
+package gateway
 
 import (
 	"bytes"
@@ -40,8 +40,8 @@ const (
 
 // decideFast is the decision operation's middleware: the fast path, or
 // next with the body restored.
-func (a *Server) decideFast(ctx huma.Context, next func(huma.Context)) {
-	if a.decideSlow || a.cfg.Decisions == nil || !jsonMediaType(ctx.Header("Content-Type")) || !acceptsJSON(ctx.Header("Accept")) {
+func (r *Route) decideFast(ctx huma.Context, next func(huma.Context)) {
+	if r.slow || r.cfg.Decisions == nil || !jsonMediaType(ctx.Header("Content-Type")) || !acceptsJSON(ctx.Header("Accept")) {
 		next(ctx)
 		return
 	}
@@ -62,10 +62,10 @@ func (a *Server) decideFast(ctx huma.Context, next func(huma.Context)) {
 		next(bodyContext{ctx, bytes.NewReader(body)})
 		return
 	}
-	a.decidedFast.Add(1)
-	results, err := a.cfg.Decisions.Decide(ctx.Context(), envs)
+	r.fast.Add(1)
+	results, err := r.cfg.Decisions.Decide(ctx.Context(), envs)
 	if err != nil {
-		writeProblem(a.api, ctx, a.problem(ctx.Context(), err, "body"))
+		writeProblem(r.api, ctx, r.cfg.Problem(ctx.Context(), err, "body"))
 		return
 	}
 	out := make([]byte, 0, 64+200*len(results))

@@ -1,4 +1,4 @@
-package api
+package gateway
 
 import (
 	"context"
@@ -6,25 +6,69 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
 )
 
 const (
-	gatewayScheme = "gateway"
-	decisionsTag  = "decisions"
-	// decideOperation is the one operation a gateway credential opens.
-	decideOperation = "decide"
+	// Scheme is the OpenAPI security scheme of the gateway credential.
+	Scheme = "gateway"
+	// Tag is the decision operation's tag.
+	Tag = "decisions"
+	// Operation is the one operation a gateway credential opens.
+	Operation = "decide"
 	// maxDecisionEvents bounds one request's events.
 	maxDecisionEvents = 1000
 )
 
+// Decider judges usage events in order: the door's *judge.Decisions.
+type Decider interface {
+	Decide(ctx context.Context, envs []envelope.Envelope[envelope.UsagePayload]) ([]quota.Result, error)
+}
+
+// Config is what the decision route needs.
+type Config struct {
+	// Decisions judges the events. Nil: the route answers 503.
+	Decisions Decider
+	// Tokens are the gateway credentials (blank ones are ignored). None:
+	// every call is refused (401).
+	Tokens []string
+	// Problem maps the judges' errors to RFC 9457 problems, loc naming the
+	// request part at fault: the API's one error mapping. Required.
+	Problem func(ctx context.Context, err error, loc string) error
+}
+
+// Route is POST /decisions on a huma API.
+type Route struct {
+	api  huma.API
+	cfg  Config
+	keys gatewayKeys
+	// slow sends every request through huma's own body path (tests compare
+	// the two); fast counts requests the fast path answered.
+	slow bool
+	fast atomic.Int64
+}
+
+// SecurityScheme is the gateway credential's scheme, for the document's
+// components (under the name Scheme).
+func SecurityScheme() *huma.SecurityScheme {
+	return &huma.SecurityScheme{Type: "http", Scheme: "bearer",
+		Description: "A gateway credential (one of DPCS_GATEWAY_TOKENS), for POST /decisions only; member access tokens are refused there and it opens no other route."}
+}
+
+// APITag declares Tag with its description.
+func APITag() *huma.Tag {
+	return &huma.Tag{Name: Tag, Description: "Synchronous decisions for gateways that must ask before granting: usage events in, decision, remaining bytes and rule out. Gateway credential only."}
+}
+
 // gatewaySecured is the Security of the gateway route.
-func gatewaySecured() []map[string][]string { return []map[string][]string{{gatewayScheme: {}}} }
+func gatewaySecured() []map[string][]string { return []map[string][]string{{Scheme: {}}} }
 
 // gatewayKeys are the SHA-256 digests of the gateway credentials: compared
 // in constant time, digest against digest, so neither a token's length nor
@@ -52,15 +96,16 @@ func (k gatewayKeys) match(tok string) bool {
 	return ok == 1 && len(k) > 0
 }
 
-// authenticateGateway checks the gateway credential of the decision route.
-// A family or admin access token is not one (401), and a gateway credential
-// opens nothing else: every other secured route verifies a signed access
-// token.
-func (a *Server) authenticateGateway(ctx huma.Context, next func(huma.Context)) {
+// Authenticate checks the gateway credential of the decision route: the
+// API's authentication middleware hands it every operation secured by
+// Scheme. A family or admin access token is not one (401), and a gateway
+// credential opens nothing else: every other secured route verifies a
+// signed access token.
+func (r *Route) Authenticate(ctx huma.Context, next func(huma.Context)) {
 	scheme, tok, ok := strings.Cut(ctx.Header("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || !a.gateways.match(strings.TrimSpace(tok)) {
+	if !ok || !strings.EqualFold(scheme, "Bearer") || !r.keys.match(strings.TrimSpace(tok)) {
 		ctx.SetHeader("WWW-Authenticate", `Bearer realm="dpcs-gateway", error="invalid_token"`)
-		huma.WriteErr(a.api, ctx, http.StatusUnauthorized, "a gateway credential is required (DPCS_GATEWAY_TOKENS)")
+		huma.WriteErr(r.api, ctx, http.StatusUnauthorized, "a gateway credential is required (DPCS_GATEWAY_TOKENS)")
 		return
 	}
 	next(ctx)
@@ -86,7 +131,7 @@ type DecisionAsk struct {
 // EventDecision is the engine's answer about one event.
 type EventDecision struct {
 	EventID  string          `json:"eventId"`
-	Decision policy.Decision `json:"decision" enum:"ALLOWED,BLOCKED_NOT_MEMBER,BLOCKED_ACCESS,BLOCKED_APP,BLOCKED_TIME,BLOCKED_LIMIT_DAILY,BLOCKED_LIMIT_MONTHLY,BLOCKED_FAMILY_QUOTA"`
+	Decision policy.Decision `json:"decision" enum:"ALLOWED,BLOCKED_NOT_MEMBER,BLOCKED_ACCESS,BLOCKED_APP,BLOCKED_TIME,BLOCKED_LIMIT_DAILY,BLOCKED_LIMIT_MONTHLY,BLOCKED_FAMILY_QUOTA,BLOCKED_APP_LIMIT"`
 	Rule     string          `json:"rule,omitempty" doc:"What decided a block; empty when allowed"`
 	// Duplicate marks a retry: the original answer, nothing charged again.
 	Duplicate        bool  `json:"duplicate" doc:"The event id was judged before: this is the original answer and nothing was charged again"`
@@ -110,9 +155,12 @@ type decideOutput struct {
 	Body DecisionList
 }
 
-func (a *Server) registerDecisions() {
-	huma.Register(a.api, huma.Operation{OperationID: decideOperation, Method: http.MethodPost, Path: "/decisions",
-		Tags: []string{decisionsTag}, Security: gatewaySecured(),
+// Register registers POST /decisions on api. Every operation secured by
+// Scheme must be authenticated by the returned Route's Authenticate.
+func Register(api huma.API, cfg Config) *Route {
+	r := &Route{api: api, cfg: cfg, keys: newGatewayKeys(cfg.Tokens)}
+	huma.Register(api, huma.Operation{OperationID: Operation, Method: http.MethodPost, Path: "/decisions",
+		Tags: []string{Tag}, Security: gatewaySecured(),
 		Summary: "Decide usage events synchronously",
 		Description: "For gateways that must ask before granting (as online charging does): judges one usage event or a " +
 			"batch, in order, and answers each with its decision, the pool's remaining bytes and the deciding rule. " +
@@ -124,10 +172,10 @@ func (a *Server) registerDecisions() {
 			"charged once); only a server stopping during such a wait answers 503 \"judged and counted\". " +
 			"Authorised by a gateway credential (DPCS_GATEWAY_TOKENS), not a member's access token.",
 		MaxBodyBytes: decideMaxBody, BodyReadTimeout: decideReadTimeout,
-		Middlewares: huma.Middlewares{a.decideFast},
+		Middlewares: huma.Middlewares{r.decideFast},
 		Errors:      []int{http.StatusUnauthorized, http.StatusUnprocessableEntity, http.StatusServiceUnavailable}},
 		func(ctx context.Context, in *decideInput) (*decideOutput, error) {
-			if a.cfg.Decisions == nil {
+			if r.cfg.Decisions == nil {
 				return nil, huma.Error503ServiceUnavailable("synchronous decisions are not enabled on this instance")
 			}
 			if len(in.Body.Events) == 0 {
@@ -139,16 +187,17 @@ func (a *Server) registerDecisions() {
 				envs[i] = envelope.New(e.EventID, e.Timestamp, envelope.UsagePayload{FamilyID: e.FamilyID,
 					CustomerID: e.CustomerID, AppID: e.AppID, BytesUsed: e.BytesUsed, Metadata: e.Metadata})
 			}
-			results, err := a.cfg.Decisions.Decide(ctx, envs)
+			results, err := r.cfg.Decisions.Decide(ctx, envs)
 			if err != nil {
-				return nil, a.problem(ctx, err, "body")
+				return nil, r.cfg.Problem(ctx, err, "body")
 			}
 			out := &decideOutput{Body: DecisionList{Decisions: make([]EventDecision, len(results))}}
-			for i, r := range results {
-				out.Body.Decisions[i] = EventDecision{EventID: envs[i].EventID, Decision: r.Decision, Rule: r.Rule,
-					Duplicate: r.Duplicate, RemainingBytes: r.Remaining, TotalBytes: r.Total, DailyUsedBytes: r.DailyUsed,
-					MonthlyUsedBytes: r.MonthlyUsed, ThrottleKbps: r.ThrottleKbps}
+			for i, res := range results {
+				out.Body.Decisions[i] = EventDecision{EventID: envs[i].EventID, Decision: res.Decision, Rule: res.Rule,
+					Duplicate: res.Duplicate, RemainingBytes: res.Remaining, TotalBytes: res.Total, DailyUsedBytes: res.DailyUsed,
+					MonthlyUsedBytes: res.MonthlyUsed, ThrottleKbps: res.ThrottleKbps}
 			}
 			return out, nil
 		})
+	return r
 }

@@ -1,4 +1,4 @@
-package api
+package backoffice
 
 import (
 	"context"
@@ -12,35 +12,18 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/api/view"
 	"github.com/dabom/dpcs/service/store"
 )
 
-// admin authorizes a back-office request: ADMIN, or AGENT for reading.
-func (a *Server) admin(ctx context.Context) (Principal, error) {
-	p, ok := principalFrom(ctx)
-	if !ok {
-		return p, huma.Error401Unauthorized("not authenticated")
-	}
-	switch {
-	case p.Role == policy.RoleAgent && p.write:
-		return p, errAgentReadOnly
-	case !p.Role.BackOffice():
-		return p, huma.Error403Forbidden("back-office route: ADMIN or AGENT only")
-	}
-	return p, nil
-}
-
-// errAgentReadOnly answers a care agent's change.
-var errAgentReadOnly = huma.Error403Forbidden("care agents (AGENT) read and change nothing: ask an ADMIN")
-
 // TemplateBody is a policy template as written.
 type TemplateBody struct {
-	Name         Text              `json:"name" minLength:"1" maxLength:"100"`
-	Type         Text              `json:"type" minLength:"1" maxLength:"50" example:"LIMIT"`
-	Description  MultilineText     `json:"description,omitempty" maxLength:"1000"`
-	RequireRole  string            `json:"requireRole,omitempty" enum:"MEMBER,OWNER" default:"MEMBER"`
-	DefaultRules map[string]string `json:"defaultRules" doc:"Constraint map copied into a member's policy when applied"`
-	Active       bool              `json:"active"`
+	Name         view.Text          `json:"name" minLength:"1" maxLength:"100"`
+	Type         view.Text          `json:"type" minLength:"1" maxLength:"50" example:"LIMIT"`
+	Description  view.MultilineText `json:"description,omitempty" maxLength:"1000"`
+	RequireRole  string             `json:"requireRole,omitempty" enum:"MEMBER,OWNER" default:"MEMBER"`
+	DefaultRules map[string]string  `json:"defaultRules" doc:"Constraint map copied into a member's policy when applied"`
+	Active       bool               `json:"active"`
 }
 
 // TemplateView is a stored policy template.
@@ -65,7 +48,7 @@ func templateView(t store.Template) TemplateView {
 	if rules == nil {
 		rules = map[string]string{}
 	}
-	return TemplateView{ID: t.ID, TemplateBody: TemplateBody{Name: Text(t.Name), Type: Text(t.Type), Description: MultilineText(t.Description),
+	return TemplateView{ID: t.ID, TemplateBody: TemplateBody{Name: view.Text(t.Name), Type: view.Text(t.Type), Description: view.MultilineText(t.Description),
 		RequireRole: string(t.RequireRole), DefaultRules: rules, Active: t.Active}, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
 }
 
@@ -135,11 +118,11 @@ var adminDocs = map[string]string{
 		"before and after, newest first; filter by family, actor, action, target and time, page with before.",
 }
 
-func (a *Server) registerAdmin() {
-	tags := []string{adminTag}
+func (a *routes) registerAdmin() {
+	tags := []string{Tag}
 	op := func(id, method, path, summary string, errs ...int) huma.Operation {
 		return huma.Operation{OperationID: id, Method: method, Path: path, Summary: summary, Description: adminDocs[id],
-			Tags: tags, Security: secured(),
+			Tags: tags, Security: view.Secured(),
 			Errors: append([]int{http.StatusUnauthorized, http.StatusForbidden}, errs...)}
 	}
 
@@ -170,7 +153,7 @@ func (a *Server) registerAdmin() {
 		if err != nil {
 			return nil, err
 		}
-		t, err := a.cfg.Store.CreateTemplate(ctx, in.Body.template(0), p.actor())
+		t, err := a.cfg.Store.CreateTemplate(ctx, in.Body.template(0), p)
 		if err != nil {
 			return nil, a.problem(ctx, err, "body")
 		}
@@ -199,7 +182,7 @@ func (a *Server) registerAdmin() {
 			if err != nil {
 				return nil, err
 			}
-			t, err := a.cfg.Store.UpdateTemplate(ctx, in.Body.template(in.TemplateID), p.actor())
+			t, err := a.cfg.Store.UpdateTemplate(ctx, in.Body.template(in.TemplateID), p)
 			if err != nil {
 				return nil, a.problem(ctx, err, "body")
 			}
@@ -213,7 +196,7 @@ func (a *Server) registerAdmin() {
 		if err != nil {
 			return nil, err
 		}
-		if err := a.cfg.Store.DeleteTemplate(ctx, in.TemplateID, p.actor()); err != nil {
+		if err := a.cfg.Store.DeleteTemplate(ctx, in.TemplateID, p); err != nil {
 			return nil, a.problem(ctx, err, "path.templateId")
 		}
 		return nil, nil
@@ -230,7 +213,7 @@ func (a *Server) registerAdmin() {
 		if err != nil {
 			return nil, err
 		}
-		res, err := a.cfg.Family.ApplyTemplate(ctx, in.Body.FamilyID, in.Body.CustomerID, in.TemplateID, in.Body.ExpectedVersion, p.actor())
+		res, err := a.cfg.Family.ApplyTemplate(ctx, in.Body.FamilyID, in.Body.CustomerID, in.TemplateID, in.Body.ExpectedVersion, p)
 		if err != nil {
 			return nil, a.problem(ctx, err, "body")
 		}
@@ -294,7 +277,7 @@ func (a *Server) registerAdmin() {
 				return nil, a.problem(ctx, err, "body.thresholds")
 			}
 		}
-		f, err := a.cfg.Family.CreateFamily(ctx, store.NewFamily{ID: in.Body.ID, Name: string(in.Body.Name), PlanBytes: in.Body.PlanBytes, Thresholds: t}, p.actor())
+		f, err := a.cfg.Family.CreateFamily(ctx, store.NewFamily{ID: in.Body.ID, Name: string(in.Body.Name), PlanBytes: in.Body.PlanBytes, Thresholds: t}, p)
 		if err != nil {
 			return nil, a.problem(ctx, err, "body")
 		}
@@ -313,7 +296,7 @@ func (a *Server) registerAdmin() {
 			}
 			// As for top-ups, the store refuses a plan the engine would refuse
 			// (this or last month's pool over policy.MaxBytes) before writing.
-			f, err := a.cfg.Family.SetPlan(ctx, in.FamilyID, in.Body.PlanBytes, p.actor())
+			f, err := a.cfg.Family.SetPlan(ctx, in.FamilyID, in.Body.PlanBytes, p)
 			if err != nil {
 				return nil, a.problem(ctx, err, "body.planBytes")
 			}
@@ -342,7 +325,7 @@ func (a *Server) registerAdmin() {
 			if err != nil {
 				return nil, a.problem(ctx, err, "query")
 			}
-			apps, hours := usageView(r)
+			apps, hours := view.UsageShares(r)
 			v := FamilyUsageView{FamilyID: in.FamilyID, From: from, To: to, AllowedBytes: r.AllowedBytes, Events: r.Events,
 				Blocked: r.Blocked, ByMember: make([]MemberUsageView, 0, len(r.ByMember)), ByApp: apps, ByHour: hours}
 			for _, m := range r.ByMember {
@@ -403,15 +386,15 @@ func (a *Server) registerAdmin() {
 
 // FamilyUsageView is a family's usage report.
 type FamilyUsageView struct {
-	FamilyID     int64             `json:"familyId"`
-	From         time.Time         `json:"from"`
-	To           time.Time         `json:"to"`
-	AllowedBytes int64             `json:"allowedBytes"`
-	Events       int64             `json:"events"`
-	Blocked      int64             `json:"blocked"`
-	ByMember     []MemberUsageView `json:"byMember"`
-	ByApp        []AppUsageView    `json:"byApp"`
-	ByHour       []HourUsageView   `json:"byHour"`
+	FamilyID     int64                `json:"familyId"`
+	From         time.Time            `json:"from"`
+	To           time.Time            `json:"to"`
+	AllowedBytes int64                `json:"allowedBytes"`
+	Events       int64                `json:"events"`
+	Blocked      int64                `json:"blocked"`
+	ByMember     []MemberUsageView    `json:"byMember"`
+	ByApp        []view.AppUsageView  `json:"byApp"`
+	ByHour       []view.HourUsageView `json:"byHour"`
 }
 
 // MemberUsageView is one member's share of a family report.
@@ -453,10 +436,10 @@ type TemplateApplication struct {
 
 // NewFamily is the body of POST /admin/families.
 type NewFamily struct {
-	ID         int64 `json:"id,omitempty" minimum:"0" maximum:"99999999999999" doc:"0: assigned by the server. Chosen ids end at 10^14 − 1 (store.MaxFamilyID), leaving the ids above to the server"`
-	Name       Text  `json:"name" minLength:"1" maxLength:"100"`
-	PlanBytes  int64 `json:"planBytes" minimum:"0" maximum:"70368744177664"`
-	Thresholds []int `json:"thresholds,omitempty" maxItems:"10" doc:"Absent: the default 50,30,10"`
+	ID         int64     `json:"id,omitempty" minimum:"0" maximum:"99999999999999" doc:"0: assigned by the server. Chosen ids end at 10^14 − 1 (store.MaxFamilyID), leaving the ids above to the server"`
+	Name       view.Text `json:"name" minLength:"1" maxLength:"100"`
+	PlanBytes  int64     `json:"planBytes" minimum:"0" maximum:"70368744177664"`
+	Thresholds []int     `json:"thresholds,omitempty" maxItems:"10" doc:"Absent: the default 50,30,10"`
 }
 
 // Plan is the body of PUT /admin/families/{familyId}/plan.

@@ -1,30 +1,120 @@
-package api
+package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
 )
 
-// TestDecideFastMatchesHuma sends the same requests to two APIs on the same
-// state, one answering POST /decisions through the fast path where it can,
-// one always through huma's own body path: every answer must be the same,
-// byte for byte, and the fast path must have answered exactly the requests
-// it is for.
+const (
+	testToken              = "gw_test_0123456789abcdef0123456789abcdef"
+	famA, famB             = int64(100), int64(200)
+	ownerA, childA, childB = int64(1001), int64(1002), int64(2002)
+	mib                    = int64(1) << 20
+	failID                 = "judge-down"
+)
+
+var errJudgeDown = errors.New("gateway test: the judge is down")
+
+// fakeDecider answers each event from its fields alone (the same event,
+// the same answer), with rules that need JSON escapes; an event with id
+// failID fails the whole call.
+type fakeDecider struct{}
+
+func (fakeDecider) Decide(_ context.Context, envs []envelope.Envelope[envelope.UsagePayload]) ([]quota.Result, error) {
+	out := make([]quota.Result, len(envs))
+	for i, e := range envs {
+		if e.EventID == failID {
+			return nil, errJudgeDown
+		}
+		p := e.Payload
+		r := quota.Result{Decision: policy.Allowed, Remaining: 1<<40 - p.BytesUsed, Total: 1 << 40, DailyUsed: p.BytesUsed,
+			MonthlyUsed: 3 * p.BytesUsed, Duplicate: strings.HasSuffix(e.EventID, "2")}
+		switch {
+		case p.FamilyID == famB && p.CustomerID != childB:
+			r = quota.Result{Decision: policy.BlockedNotMember, Rule: `NOT_MEMBER "<family>" & 가족`}
+		case p.BytesUsed%2 == 1:
+			r.Decision, r.Rule, r.Remaining = policy.BlockedApp, policy.KeyBlockAppPrefix+p.AppID+"\\\t\u2028", 0
+		case p.CustomerID == ownerA:
+			r.ThrottleKbps = 512
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+// testRoute is the route on a huma API configured as the service's
+// (no $schema links), behind its own authentication; slow sends every
+// request through huma's own body path.
+func testRoute(t *testing.T, d Decider, slow bool) (*Route, http.Handler) {
+	t.Helper()
+	mux := http.NewServeMux()
+	hc := huma.DefaultConfig("gateway test", "1.0.0")
+	hc.CreateHooks = nil
+	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{Scheme: SecurityScheme()}
+	api := humago.New(mux, hc)
+	var r *Route
+	api.UseMiddleware(func(ctx huma.Context, next func(huma.Context)) { r.Authenticate(ctx, next) })
+	r = Register(api, Config{Decisions: d, Tokens: []string{" ", testToken}, Problem: func(_ context.Context, err error, loc string) error {
+		if errors.Is(err, errJudgeDown) {
+			return huma.Error503ServiceUnavailable("cannot decide now: nothing granted, retry with the same event ids")
+		}
+		return huma.Error422UnprocessableEntity("validation failed", &huma.ErrorDetail{Location: loc, Message: "refused"})
+	}})
+	r.slow = slow
+	return r, mux
+}
+
+// post sends body to POST /decisions with token and the header pairs hdr.
+func post(t *testing.T, h http.Handler, token, body string, hdr ...string) (*http.Response, []byte) {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, "/decisions", strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	resp := w.Result()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, data
+}
+
+// TestDecideFastMatchesHuma sends the same requests to two routes on the
+// same decider, one answering through the fast path where it can, one
+// always through huma's own body path: every answer must be the same, byte
+// for byte, and the fast path must have answered exactly the requests it
+// is for.
 func TestDecideFastMatchesHuma(t *testing.T) {
-	fast, slow := newDecideFixture(t), newDecideFixture(t)
-	slow.api.decideSlow = true
-	ts := fast.clock().Format(time.RFC3339Nano)
+	fastR, fast := testRoute(t, fakeDecider{}, false)
+	slowR, slow := testRoute(t, fakeDecider{}, true)
+	now := time.Date(2026, 2, 10, 12, 0, 0, 0, time.UTC)
+	ts := now.Format(time.RFC3339Nano)
 	ev := func(id string, fid, cid, bytes int64, extra string) string {
 		return fmt.Sprintf(`{"eventId":%q,"timestamp":%q,"familyId":%d,"customerId":%d,"appId":"com.youtube.app","bytesUsed":%d%s}`,
 			id, ts, fid, cid, bytes, extra)
@@ -50,8 +140,9 @@ func TestDecideFastMatchesHuma(t *testing.T) {
 		{name: "accept any", body: `{"events":[` + ev("a10", famA, childA, 1, "") + `]}`, hdr: []string{"Accept", "*/*"}, fast: true},
 		{name: "largest bytes", body: `{"events":[` + ev("a11", famB, childB, 1<<46, "") + `]}`, fast: true},
 		{name: "zero as -0", body: `{"events":[` + ev("a12", famA, childA, 0, "") + `]}`, fast: true},
-		{name: "too old (the engine's check)", body: `{"events":[` + strings.Replace(ev("a13", famA, childA, 1, ""), ts,
-			fast.clock().Add(-24*time.Hour).Format(time.RFC3339), 1) + `]}`, fast: true},
+		{name: "too old (the judge's to refuse)", body: `{"events":[` + strings.Replace(ev("a13", famA, childA, 1, ""), ts,
+			now.Add(-24*time.Hour).Format(time.RFC3339), 1) + `]}`, fast: true},
+		{name: "the judge fails", body: `{"events":[` + ev(failID, famA, childA, 1, "") + `]}`, fast: true},
 		{name: "not a member", body: `{"events":[` + ev("a14", famB, childA, 1, "") + `]}`, fast: true},
 
 		{name: "non-ASCII id", body: `{"events":[` + ev("évt", famA, childA, 1, "") + `]}`},
@@ -87,25 +178,21 @@ func TestDecideFastMatchesHuma(t *testing.T) {
 		{name: "another accept", body: `{"events":[` + ev("b22", famA, childA, 1, "") + `]}`, hdr: []string{"Accept", "application/cbor"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			before := fast.api.decidedFast.Load()
+			before := fastR.fast.Load()
 			var got [2]*http.Response
 			var body [2][]byte
-			for i, f := range []*decideFixture{fast, slow} {
-				var b any
-				if c.body != "" {
-					b = c.body
-				}
-				got[i], body[i] = f.do(http.MethodPost, "/decisions", testGateway, b, c.hdr...)
+			for i, h := range []http.Handler{fast, slow} {
+				got[i], body[i] = post(t, h, testToken, c.body, c.hdr...)
 			}
 			if got[0].StatusCode != got[1].StatusCode || got[0].Header.Get("Content-Type") != got[1].Header.Get("Content-Type") ||
 				!bytes.Equal(body[0], body[1]) {
 				t.Fatalf("fast path: %d %s %s\nhuma: %d %s %s", got[0].StatusCode, got[0].Header.Get("Content-Type"), body[0],
 					got[1].StatusCode, got[1].Header.Get("Content-Type"), body[1])
 			}
-			if n := fast.api.decidedFast.Load() - before; n != map[bool]int64{true: 1}[c.fast] {
+			if n := fastR.fast.Load() - before; n != map[bool]int64{true: 1}[c.fast] {
 				t.Errorf("the fast path answered %d requests, want it to answer: %v (status %d: %s)", n, c.fast, got[0].StatusCode, body[0])
 			}
-			if slow.api.decidedFast.Load() != 0 {
+			if slowR.fast.Load() != 0 {
 				t.Error("the slow API took the fast path")
 			}
 		})
@@ -187,5 +274,30 @@ func BenchmarkDecodeDecisionAsk(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestAuthenticate: only a configured credential opens the route (a blank
+// one configured is none), and a refusal says which scheme is wanted.
+func TestAuthenticate(t *testing.T) {
+	_, h := testRoute(t, fakeDecider{}, false)
+	body := `{"events":[{"eventId":"a","timestamp":"2026-02-10T12:00:00Z","familyId":1,"customerId":1,"appId":"a","bytesUsed":0}]}`
+	for _, tok := range []string{"", " ", "gw_test", testToken + "x", strings.ToUpper(testToken)} {
+		resp, data := post(t, h, tok, body)
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Header.Get("WWW-Authenticate"), "dpcs-gateway") {
+			t.Errorf("token %q: %d %q %s", tok, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), data)
+		}
+	}
+	if resp, data := post(t, h, testToken, body); resp.StatusCode != http.StatusOK {
+		t.Errorf("the credential: %d %s", resp.StatusCode, data)
+	}
+}
+
+// TestDecideDisabled: without a Decider the route answers 503 on both paths.
+func TestDecideDisabled(t *testing.T) {
+	_, h := testRoute(t, nil, false)
+	resp, data := post(t, h, testToken, `{"events":[{"eventId":"a","timestamp":"2026-02-10T12:00:00Z","familyId":1,"customerId":1,"appId":"a","bytesUsed":0}]}`)
+	if resp.StatusCode != http.StatusServiceUnavailable || !bytes.Contains(data, []byte("not enabled")) {
+		t.Errorf("%d %s", resp.StatusCode, data)
 	}
 }

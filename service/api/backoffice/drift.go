@@ -1,4 +1,4 @@
-package api
+package backoffice
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/dabom/dpcs/service/api/view"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -70,10 +71,10 @@ type ReapplyResultView struct {
 	CustomerID int64 `json:"customerId"`
 	// Status is the HTTP status apply-template would have answered for
 	// this member alone.
-	Status  int         `json:"status" doc:"200 re-applied (or already equal), 404 no such member, 409 stale expectedVersion, inactive template, role not allowed or policy not from this template, 422 invalid"`
-	Changed bool        `json:"changed" doc:"A new policy version was written (audited, published and enforced at once)"`
-	Error   string      `json:"error,omitempty" doc:"Why this member failed"`
-	Policy  *PolicyView `json:"policy,omitempty" doc:"The member's policy after the re-apply"`
+	Status  int              `json:"status" doc:"200 re-applied (or already equal), 404 no such member, 409 stale expectedVersion, inactive template, role not allowed or policy not from this template, 422 invalid"`
+	Changed bool             `json:"changed" doc:"A new policy version was written (audited, published and enforced at once)"`
+	Error   string           `json:"error,omitempty" doc:"Why this member failed"`
+	Policy  *view.PolicyView `json:"policy,omitempty" doc:"The member's policy after the re-apply"`
 }
 
 // ReapplyReport is the answer of POST /admin/policy-templates/{templateId}/reapply.
@@ -94,10 +95,10 @@ var driftDocs = map[string]string{
 		"Each member succeeds or fails alone: the answer has a status per member.",
 }
 
-func (a *Server) registerDrift() {
+func (a *routes) registerDrift() {
 	op := func(id, method, path, summary string, errs ...int) huma.Operation {
 		return huma.Operation{OperationID: id, Method: method, Path: path, Summary: summary, Description: driftDocs[id],
-			Tags: []string{adminTag}, Security: secured(),
+			Tags: []string{Tag}, Security: view.Secured(),
 			Errors: append([]int{http.StatusUnauthorized, http.StatusForbidden}, errs...)}
 	}
 	huma.Register(a.api, op("template-drift", http.MethodGet, "/admin/policy-templates/{templateId}/drift",
@@ -198,7 +199,7 @@ func (a *Server) registerDrift() {
 					}
 				}
 			}
-			res, err := a.cfg.Family.ReapplyTemplate(ctx, in.TemplateID, targets, p.actor())
+			res, err := a.cfg.Family.ReapplyTemplate(ctx, in.TemplateID, targets, p)
 			if err != nil {
 				return nil, a.problem(ctx, err, "path.templateId")
 			}
@@ -241,7 +242,7 @@ func driftView(d store.Drift) DriftView {
 
 // problemText is the status and the caller's text of a problem built by
 // API.problem, for answers that report several outcomes in one body.
-func (a *Server) problemText(_ context.Context, err error) (int, string) {
+func (a *routes) problemText(_ context.Context, err error) (int, string) {
 	var m *huma.ErrorModel
 	if !errors.As(err, &m) {
 		return http.StatusInternalServerError, "internal error"

@@ -1,4 +1,4 @@
-package api
+package backoffice
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package api
+package view
 
 import (
 	"github.com/danielgtaylor/huma/v2"

@@ -1,4 +1,4 @@
-package api
+package backoffice
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/envelope/kafkarecord"
 	"github.com/dabom/dpcs/notify"
+	"github.com/dabom/dpcs/service/api/view"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/kafkaops"
 	"github.com/dabom/dpcs/service/store"
@@ -141,10 +142,10 @@ func errNoDeadLetters() error {
 		"the dead-letter browser is not available: this server was started without a Kafka client")
 }
 
-func (a *Server) registerOps() {
+func (a *routes) registerOps() {
 	op := func(id, method, path, summary string, errs ...int) huma.Operation {
 		return huma.Operation{OperationID: id, Method: method, Path: path, Summary: summary, Description: opsDocs[id],
-			Tags: []string{adminTag}, Security: secured(),
+			Tags: []string{Tag}, Security: view.Secured(),
 			Errors: append([]int{http.StatusUnauthorized, http.StatusForbidden}, errs...)}
 	}
 	huma.Register(a.api, op("list-dead-letters", http.MethodGet, "/admin/dead-letters", "Browse dead-letter records",
@@ -176,7 +177,8 @@ func (a *Server) registerOps() {
 			}
 			page, err := a.cfg.DeadLetters.List(ctx, q)
 			if err != nil {
-				return nil, a.problem(ctx, fmt.Errorf("%w: %w", errKafka, err), "")
+				a.log.WarnContext(ctx, "api: kafka", "err", err)
+				return nil, huma.Error503ServiceUnavailable("Kafka did not answer: try again")
 			}
 			refs := make([]store.DeadLetterRef, 0, len(page.Records))
 			for _, d := range page.Records {
@@ -209,7 +211,7 @@ func (a *Server) registerOps() {
 			}
 			out := DeadLetterReplayReport{Results: make([]ReplayOutcome, 0, len(in.Body.Records))}
 			for _, r := range in.Body.Records {
-				res := a.replay(ctx, r, p.actor())
+				res := a.replay(ctx, r, p)
 				switch res.Status {
 				case "replayed":
 					out.Replayed++
@@ -233,7 +235,7 @@ func (a *Server) registerOps() {
 }
 
 // replay replays one dead-letter record once (store.ReplayDeadLetter).
-func (a *Server) replay(ctx context.Context, r DeadLetterRecord, by store.Actor) ReplayOutcome {
+func (a *routes) replay(ctx context.Context, r DeadLetterRecord, by store.Actor) ReplayOutcome {
 	out := ReplayOutcome{DeadLetterRecord: r}
 	ref := store.DeadLetterRef{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
 	// A record replayed before is answered without reading Kafka (it may
@@ -340,8 +342,8 @@ func parseCursor(s string) (map[kafkaops.TopicPartition]int64, error) {
 }
 
 // operations samples the metrics sources and Kafka.
-func (a *Server) operations(ctx context.Context) OperationsView {
-	now := a.now()
+func (a *routes) operations(ctx context.Context) OperationsView {
+	now := a.cfg.Clock()
 	v := OperationsView{At: now.UTC(), DecisionsPerSecond: map[string]float64{}, Kafka: "not-configured", Sources: []MetricsSource{}}
 	fig := opsFigures{decisions: map[string]float64{}}
 	for i, g := range a.cfg.OperationsMetrics {
