@@ -22,6 +22,10 @@ type result struct {
 	// authorised is the bytes granted over the window (the grant path;
 	// 0 for the others).
 	authorised int64
+	// overshoot is the most bytes a pool went below 0, read after the
+	// step when overshootRead (the CGRateS peer reads its balances).
+	overshoot     int64
+	overshootRead bool
 }
 
 // bytesPerCPUSecond is the bytes authorised per second of the servers'
@@ -97,6 +101,8 @@ type report struct {
 	// script is the engine's apply script's server time and Redis CPU per
 	// call, then its first version's, in µs (pipebench's CompareScripts).
 	script [4]float64
+	// contended is the CGRateS peer's contention check (nil: not run).
+	contended *contention
 	// serverRSS is the DPCS server's peak resident memory over its steps
 	// (0: not measured).
 	serverRSS int64
@@ -141,18 +147,35 @@ func (r *report) markdown(args string) string {
 	}
 	if len(grants) > 0 {
 		b.WriteString("\nThe grant path (each call one update: the whole last grant reported used, the next asked for), beside `POST /decisions` (each decision a 1 KiB chunk):\n\n")
-		b.WriteString("| step | updates/s | servers' CPU µs per update | ÷ one `POST /decisions` | bytes authorised per CPU-second |\n|---|---:|---:|---:|---:|\n")
+		b.WriteString("| step | updates/s | p99 | servers' CPU µs per update | ÷ one `POST /decisions` | bytes authorised per CPU-second | largest pool overshoot |\n|---|---:|---:|---:|---:|---:|---:|\n")
 		for _, g := range grants {
 			ratio := "—"
 			if single != nil && single.servers() > 0 {
 				ratio = fmt.Sprintf("%.2f×", g.servers()/single.servers())
 			}
-			fmt.Fprintf(&b, "| %s | %s | %.1f | %s | %s MiB |\n", g.step, thousands(g.perSecond()), g.servers(), ratio,
-				thousands(g.bytesPerCPUSecond(0)/(1<<20)))
+			label, over := g.step, "not read"
+			if !strings.HasPrefix(g.target, "DPCS") {
+				label = g.target + ", " + g.step
+			}
+			if g.overshootRead {
+				over = thousands(float64(g.overshoot)) + " bytes"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %.1f | %s | %s MiB | %s |\n", label, thousands(g.perSecond()), ms(percentile(g.w.lat, .99)),
+				g.servers(), ratio, thousands(g.bytesPerCPUSecond(0)/(1<<20)), over)
 		}
 		if single != nil {
-			fmt.Fprintf(&b, "| `POST /decisions`, %s, 1 KiB chunks | %s | %.1f | 1.00× | %s MiB |\n", single.step,
-				thousands(single.perSecond()), single.servers(), thousands(single.bytesPerCPUSecond(1024)/(1<<20)))
+			fmt.Fprintf(&b, "| `POST /decisions`, %s, 1 KiB chunks | %s | %s | %.1f | 1.00× | %s MiB | — |\n", single.step,
+				thousands(single.perSecond()), ms(percentile(single.w.lat, .99)), single.servers(), thousands(single.bytesPerCPUSecond(1024)/(1<<20)))
+		}
+	}
+	if c := r.contended; c != nil {
+		if c.stalled {
+			fmt.Fprintf(&b, "\nCGRateS, every caller on one family's four members (a 1 GiB shared balance, 10 MiB grants, locking_timeout %s): **SessionS stopped answering** (a 2 s round with no call answered) after %s calls, %s bytes granted, %s bytes left in the balance; overshoot %s bytes.\n",
+				c.lockingTimeout, thousands(float64(c.calls)), thousands(float64(c.granted)), thousands(float64(c.left)), thousands(float64(c.overshoot)))
+		} else {
+			fmt.Fprintf(&b, "\nCGRateS, every caller on one family's four members (a 1 GiB shared balance, 10 MiB grants, until it granted no more): %s calls, %d failed; %s bytes granted, %s bytes left in the balance; overshoot %s bytes. Over the whole run the pools lost %s bytes more than the answers granted: calls cut off at a step's end after their debit, and reservations terminated unused that did not go back to the shared balance.\n",
+				thousands(float64(c.calls)), c.errors, thousands(float64(c.granted)), thousands(float64(c.left)), thousands(float64(c.overshoot)),
+				thousands(float64(c.unreturned)))
 		}
 	}
 	if r.serverRSS > 0 {

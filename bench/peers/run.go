@@ -35,6 +35,10 @@ type config struct {
 	only                  string
 	profile               string
 	serverEnv             []string
+	cgrEngine             string
+	cgrFamilies           int
+	cgrIncrement          int64
+	cgrLockingTimeout     time.Duration
 }
 
 func parseFlags(args []string) (config, error) {
@@ -59,7 +63,11 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.dir, "dir", "", "directory for the processes' logs and envoy's configuration (default: a temporary one)")
 	fs.StringVar(&c.doc, "doc", "", "write the table into this markdown file (the peers section)")
 	fs.StringVar(&c.profile, "profile", "", "directory for CPU profiles of the DPCS server, one per step (DPCS_ADMIN_PPROF)")
-	fs.StringVar(&c.only, "only", "", "comma-separated targets to run (dpcs, charging, gubernator, envoy, floor, floor-h2c, script); default all")
+	fs.StringVar(&c.only, "only", "", "comma-separated targets to run (dpcs, charging, cgrates, gubernator, envoy, floor, floor-h2c, script); default all (cgrates only with -cgr-engine)")
+	fs.StringVar(&c.cgrEngine, "cgr-engine", "", "CGRateS's cgr-engine binary (v0.10.4; PEERS_CGRATES=1 make bench-peers builds it): the grant path's peer, target cgrates; empty: none")
+	fs.Int64Var(&c.cgrIncrement, "cgr-increment", 1<<20, "bytes of CGRateS's data debit increment (its balance rating subject *zero<N>ns); the grants are whole MiB")
+	fs.DurationVar(&c.cgrLockingTimeout, "cgr-locking-timeout", 0, "CGRateS's general.locking_timeout (0, its default: a lock is held until released)")
+	fs.IntVar(&c.cgrFamilies, "cgr-families", 2000, "families of CGRateS's tariff plan (4 member accounts sharing a data balance each)")
 	fs.Func("server-env", "`KEY=VALUE` added to the DPCS server's environment (repeatable): a DPCS_ setting (e.g. DPCS_DECISION_LINGER=1ms) or Go's GOGC, GOMAXPROCS, GOMEMLIMIT", func(kv string) error {
 		k, _, ok := strings.Cut(kv, "=")
 		if !ok || !strings.HasPrefix(k, "DPCS_") && k != "GOGC" && k != "GOMAXPROCS" && k != "GOMEMLIMIT" {
@@ -78,6 +86,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if c.redis == "" || c.mysql == "" || c.server == "" || c.recoverybench == "" {
 		return c, errors.New("-redis, -mysql, -server and -recoverybench are required")
+	}
+	if c.cgrFamilies < 1 || c.cgrIncrement < 1 {
+		return c, errors.New("-cgr-families and -cgr-increment must be positive")
 	}
 	if c.families < 1 || c.callers < 1 || c.rate <= 0 || c.inFlight < 1 || c.batch < 0 {
 		return c, errors.New("-families, -c, -rate and -in-flight must be positive, -batch not negative")
@@ -250,12 +261,9 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 	if err != nil {
 		return err
 	}
-	targets := map[string]bool{"dpcs": true, "charging": true, "gubernator": true, "envoy": true, "floor": true, "floor-h2c": true, "script": true}
-	if cfg.only != "" {
-		targets = map[string]bool{}
-		for t := range strings.SplitSeq(cfg.only, ",") {
-			targets[strings.TrimSpace(t)] = true
-		}
+	targets, err := selectTargets(cfg)
+	if err != nil {
+		return err
 	}
 	gen := &generator{families: cfg.families}
 	rep := &report{cfg: cfg, started: time.Now()}
@@ -314,6 +322,19 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 				thousands(rep.ceiling), rep.script[0], rep.script[1], rep.script[2], rep.script[3])
 		}
 		d.stop()
+	}
+	if targets["cgrates"] {
+		say("CGRateS: starting cgr-engine (%s)", cfg.cgrEngine)
+		c, err := startCGRates(ctx, cfg, say)
+		if err != nil {
+			return err
+		}
+		procs := append([]proc{{"cgr-engine", c.child.pid()}}, base...)
+		err = rep.cgrSteps(ctx, c, procs, say)
+		c.child.stop()
+		if err != nil {
+			return err
+		}
 	}
 	if targets["gubernator"] {
 		g, err := startGubernator(cfg, self, gen)
@@ -374,6 +395,23 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 		return replaceSection(cfg.doc, "<!-- peers:begin -->", "<!-- peers:end -->", md)
 	}
 	return nil
+}
+
+// selectTargets returns the targets -only names (all by default; cgrates
+// by default only with -cgr-engine).
+func selectTargets(cfg config) (map[string]bool, error) {
+	targets := map[string]bool{"dpcs": true, "charging": true, "gubernator": true, "envoy": true, "floor": true, "floor-h2c": true, "script": true,
+		"cgrates": cfg.cgrEngine != ""}
+	if cfg.only != "" {
+		targets = map[string]bool{}
+		for t := range strings.SplitSeq(cfg.only, ",") {
+			targets[strings.TrimSpace(t)] = true
+		}
+	}
+	if targets["cgrates"] && cfg.cgrEngine == "" {
+		return nil, errors.New("-only cgrates needs -cgr-engine (PEERS_CGRATES=1 make bench-peers builds it)")
+	}
+	return targets, nil
 }
 
 // pipelineSteps runs the processor deployable fed through Kafka by this
