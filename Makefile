@@ -40,7 +40,7 @@ run:
 ## TEST_RAPID_CHECKS (100) sequences; the whole-system runs (the stories, the
 ## all-in-one under traffic) skipped. `make check` is the deep run.
 ## (SQLite's transpiled C, modernc.org/..., is built without checkptr's
-## instrumentation there: a quarter of a SQLite test's CPU went to it, and it
+## instrumentation there: a fifth of a SQLite test's CPU went to it, and it
 ## checks no code of ours. `make check` keeps it. Not -race=false: code built
 ## without the race detector hides happens-before edges and false races follow.)
 test:
