@@ -423,17 +423,7 @@ func (r *report) cgrSteps(ctx context.Context, c *cgrPeer, procs []proc, say fun
 	cfg := r.cfg
 	const target = "CGRateS v0.10.4 SessionS (JSON-RPC over HTTP, *internal DBs)"
 	defer c.releaseAll(context.WithoutCancel(ctx))
-	closed := func(f call, mark func()) (window, error) {
-		return closedLoop(ctx, cfg.callers, cfg.warmup, cfg.duration, f, mark)
-	}
-	steps := []grantStep{
-		{fmt.Sprintf("closed loop, %d callers, 1 MiB grants", cfg.callers), 1 << 20, closed},
-		{fmt.Sprintf("closed loop, %d callers, 10 MiB grants", cfg.callers), 10 << 20, closed},
-		{fmt.Sprintf("closed loop, %d callers, 100 MiB grants", cfg.callers), 100 << 20, closed},
-		{fmt.Sprintf("%s calls/s, 10 MiB grants", thousands(cfg.grantRate)), 10 << 20, func(f call, mark func()) (window, error) {
-			return openLoop(ctx, cfg.grantRate, cfg.inFlight, cfg.warmup, cfg.duration, f, mark)
-		}},
-	}
+	steps := grantPlan(ctx, cfg)
 	for _, st := range steps {
 		if err := c.releaseAll(ctx); err != nil {
 			return fmt.Errorf("%s: terminating the sessions: %w", target, err)
@@ -539,6 +529,22 @@ type contention struct {
 
 // grantStep is one step of a grant path: its name, the bytes asked for each
 // time, how it runs.
+// grantPlan is the grant path's steps, the same for DPCS and its peer:
+// closed loops at 1, 10 and 100 MiB grants, then a fixed rate at 10 MiB.
+func grantPlan(ctx context.Context, cfg config) []grantStep {
+	closed := func(f call, mark func()) (window, error) {
+		return closedLoop(ctx, cfg.callers, cfg.warmup, cfg.duration, f, mark)
+	}
+	return []grantStep{
+		{fmt.Sprintf("closed loop, %d callers, 1 MiB grants", cfg.callers), 1 << 20, closed},
+		{fmt.Sprintf("closed loop, %d callers, 10 MiB grants", cfg.callers), 10 << 20, closed},
+		{fmt.Sprintf("closed loop, %d callers, 100 MiB grants", cfg.callers), 100 << 20, closed},
+		{fmt.Sprintf("%s calls/s, 10 MiB grants", thousands(cfg.grantRate)), 10 << 20, func(f call, mark func()) (window, error) {
+			return openLoop(ctx, cfg.grantRate, cfg.inFlight, cfg.warmup, cfg.duration, f, mark)
+		}},
+	}
+}
+
 type grantStep struct {
 	name  string
 	grant int64

@@ -518,22 +518,7 @@ func (r *report) grantSteps(ctx context.Context, d *dpcs, procs []proc, say func
 	const target = "DPCS charging interface (Nchf update over h2c)"
 	s := newSMFs(d.chargingURL, d.chargingToken, d.gen, max(cfg.callers, cfg.inFlight))
 	defer s.releaseAll(context.WithoutCancel(ctx))
-	type step struct {
-		name  string
-		grant int64
-		run   func(call, func()) (window, error)
-	}
-	closed := func(f call, mark func()) (window, error) {
-		return closedLoop(ctx, cfg.callers, cfg.warmup, cfg.duration, f, mark)
-	}
-	steps := []step{
-		{fmt.Sprintf("closed loop, %d callers, 1 MiB grants", cfg.callers), 1 << 20, closed},
-		{fmt.Sprintf("closed loop, %d callers, 10 MiB grants", cfg.callers), 10 << 20, closed},
-		{fmt.Sprintf("closed loop, %d callers, 100 MiB grants", cfg.callers), 100 << 20, closed},
-		{fmt.Sprintf("%s calls/s, 10 MiB grants", thousands(cfg.grantRate)), 10 << 20, func(f call, mark func()) (window, error) {
-			return openLoop(ctx, cfg.grantRate, cfg.inFlight, cfg.warmup, cfg.duration, f, mark)
-		}},
-	}
+	steps := grantPlan(ctx, cfg)
 	for _, st := range steps {
 		if err := s.releaseAll(ctx); err != nil {
 			return fmt.Errorf("%s: releasing the sessions: %w", target, err)
