@@ -147,9 +147,6 @@ func (p *UsagePersistPayload) appendJSON(b []byte) []byte {
 	if p.ThrottleKbps != 0 {
 		b = appendInt(b, `,"throttleKbps":`, p.ThrottleKbps)
 	}
-	if p.GrantChargedBytes != 0 {
-		b = appendInt(b, `,"grantChargedBytes":`, p.GrantChargedBytes)
-	}
 	if len(p.Crossed) > 0 {
 		b = append(b, `,"crossed":[`...)
 		for i, c := range p.Crossed {
@@ -165,6 +162,9 @@ func (p *UsagePersistPayload) appendJSON(b []byte) []byte {
 	if p.Grant != nil {
 		b = append(b, `,"grant":`...)
 		b = p.Grant.appendJSON(b)
+	}
+	if p.GrantChargedBytes != 0 {
+		b = appendInt(b, `,"grantChargedBytes":`, p.GrantChargedBytes)
 	}
 	if p.Generation != "" {
 		b = append(b, `,"generation":`...)
