@@ -44,12 +44,24 @@ type System struct {
 }
 
 // SystemOption changes the system StartSystem starts.
-type SystemOption func(map[string]string)
+type SystemOption func(*systemOptions)
+
+type systemOptions struct {
+	vars         map[string]string
+	loopbackPush bool
+}
 
 // WithEnv sets a DPCS_* variable of the all-in-one's configuration (see
 // doc/configuration.md), e.g. WithEnv("DPCS_SIMULATOR_RATE", "200").
 func WithEnv(name, value string) SystemOption {
-	return func(m map[string]string) { m[name] = value }
+	return func(o *systemOptions) { o.vars[name] = value }
+}
+
+// WithLoopbackPush accepts Web Push subscriptions whose endpoint is on
+// loopback (service.SystemConfig.AllowLoopbackPush): a test's own push
+// service (internal/pushtest).
+func WithLoopbackPush() SystemOption {
+	return func(o *systemOptions) { o.loopbackPush = true }
 }
 
 // StartSystem starts the all-in-one for t on free loopback ports with the
@@ -61,13 +73,15 @@ func StartSystem(t testing.TB, opts ...SystemOption) *System {
 		"DPCS_DATA_DIR": t.TempDir(), "DPCS_EMBEDDED_KAFKA_PORT": "0", "DPCS_HTTP_ADDR": "127.0.0.1:0",
 		"DPCS_SIMULATOR_ADDR": "127.0.0.1:0", "DPCS_DEMO": "1", "DPCS_DEMO_FAMILIES": "50", "DPCS_SIMULATOR_RATE": "0",
 	}
-	for _, o := range opts {
-		o(vars)
+	o := systemOptions{vars: vars}
+	for _, opt := range opts {
+		opt(&o)
 	}
 	cfg, err := service.LoadSystemConfig(func(k string) string { return vars[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.AllowLoopbackPush = o.loopbackPush
 	// A bound on the start, not a guess at it: seeding the demo's 2,000
 	// families is ~10,000 transactions, 16 s on a busy 2-core machine and
 	// several times that under -race.

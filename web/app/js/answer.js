@@ -33,5 +33,14 @@ self.dpcsAnswer = async function dpcsAnswer(req, action) {
     });
   } catch { return 'offline'; }
   if (r.ok) return action === 'approve' ? 'approved' : 'declined';
-  return r.status === 409 ? 'answered' : 'failed';
+  if (r.status !== 409) return 'failed';
+  // 409 is an answer given before (on another phone, say) — or one the
+  // request cannot take as it is (a raise for a member with no limit):
+  // the request's own state tells which, and the app opens at it then.
+  try {
+    const q = await fetch(`/families/${req.familyId}/data-requests/${req.requestId}`, {
+      credentials: 'same-origin', headers: { Authorization: `Bearer ${token}`, Accept: 'application/json' } });
+    if (q.ok && (await q.json()).status !== 'PENDING') return 'answered';
+  } catch { return 'offline'; }
+  return 'failed';
 };
