@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // The built-in payloads. Each is a plain value type: construct it with a
@@ -645,6 +646,10 @@ type DataGifted struct {
 	GivenAt        time.Time `json:"givenAt"`            // required
 }
 
+// MaxNameLen is the most characters of a member's name an event carries:
+// the names the store keeps (so a text naming one fits the inbox's title).
+const MaxNameLen = 100
+
 func (DataGifted) EventType() EventType { return TypeNotification }
 func (DataGifted) SubType() SubType     { return SubDataGifted }
 func (p DataGifted) FamilyKey() int64   { return p.FamilyID }
@@ -665,6 +670,7 @@ func (p DataGifted) Validate() error {
 		month = invalid("month", "must be YYYYMM")
 	}
 	return errors.Join(
+		memberName("fromName", p.FromName), memberName("toName", p.ToName), memberName("byName", p.ByName),
 		positive("familyId", p.FamilyID),
 		positive("giftId", p.GiftID),
 		positive("customerId", p.CustomerID),
@@ -676,6 +682,14 @@ func (p DataGifted) Validate() error {
 		nonNegative("givenBy", p.GivenBy),
 		validTime("givenAt", p.GivenAt),
 	)
+}
+
+// memberName reports a member's name longer than MaxNameLen characters.
+func memberName(field, v string) error {
+	if utf8.RuneCountInString(v) > MaxNameLen {
+		return invalid(field, "at most %d characters", MaxNameLen)
+	}
+	return nil
 }
 
 // isMonth reports whether s is a month YYYYMM (01–12).

@@ -259,6 +259,7 @@ func TestDecodeErrors(t *testing.T) {
 		{gifted, "payload.givenBy", absent, "payload.givenBy", "required", nil},
 		{gifted, "payload.givenAt", absent, "payload.givenAt", "required", nil},
 		{gifted, "payload.fromName", `5`, "payload.fromName", "must be a string", mal},
+		{gifted, "payload.toName", `"` + strings.Repeat("민", envelope.MaxNameLen+1) + `"`, "payload.toName", "at most 100 characters", nil},
 	}
 	for _, tt := range tests {
 		name := strings.TrimSuffix(tt.golden, ".json") + "/" + tt.path + "=" + tt.value

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -74,6 +75,24 @@ func TestGiftTexts(t *testing.T) {
 				t.Errorf("Text = %q, %q\nwant     %q, %q", title, body, tc.title, tc.body)
 			}
 		})
+	}
+}
+
+// The longest names an event carries make titles the inbox stores
+// (title VARCHAR(255), notify/migrations).
+func TestGiftTitlesFitTheInbox(t *testing.T) {
+	long := strings.Repeat("긴", envelope.MaxNameLen)
+	for _, lang := range []Lang{Korean, English} {
+		for _, told := range []int64{1, 3} {
+			p := gift(told)
+			p.FromName, p.ToName, p.ByName = long, long, long
+			if err := p.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if title, _ := Text(p, lang); utf8.RuneCountInString(title) > 255 {
+				t.Errorf("%s, told %d: a title of %d characters", lang, told, utf8.RuneCountInString(title))
+			}
+		}
 	}
 }
 
