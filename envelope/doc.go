@@ -22,15 +22,18 @@
 //	}
 //
 // eventType selects the payload type, and for NOTIFICATION subType selects
-// among the three notifications:
+// among the notifications:
 //
-//	eventType        subType            payload                 topic
-//	DATA_USAGE       —                  UsagePayload            usage-events
-//	POLICY_UPDATED   —                  PolicyUpdatedPayload    policy-updated
-//	USAGE_PERSIST    —                  UsagePersistPayload     usage-persist
-//	NOTIFICATION     QUOTA_UPDATED      QuotaUpdated            notification-events
-//	NOTIFICATION     CUSTOMER_BLOCKED   CustomerBlocked         notification-events
-//	NOTIFICATION     THRESHOLD_ALERT    ThresholdAlert          notification-events
+//	eventType        subType                 payload                 topic
+//	DATA_USAGE       —                       UsagePayload            usage-events
+//	POLICY_UPDATED   —                       PolicyUpdatedPayload    policy-updated
+//	USAGE_PERSIST    —                       UsagePersistPayload     usage-persist
+//	NOTIFICATION     QUOTA_UPDATED           QuotaUpdated            notification-events
+//	NOTIFICATION     CUSTOMER_BLOCKED        CustomerBlocked         notification-events
+//	NOTIFICATION     THRESHOLD_ALERT         ThresholdAlert          notification-events
+//	NOTIFICATION     DATA_REQUESTED          DataRequested           notification-events
+//	NOTIFICATION     DATA_REQUEST_ANSWERED   DataRequestAnswered     notification-events
+//	NOTIFICATION     DATA_GIFTED             DataGifted              notification-events
 //
 // The Kafka record key is the family id in decimal ("100"), so that the
 // events of one family stay in one partition, in order. doc/wire-format.md

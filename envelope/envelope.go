@@ -32,6 +32,9 @@ const (
 	// asked its family's owners for extra data, and an owner answered.
 	SubDataRequested       SubType = "DATA_REQUESTED"        // DataRequested
 	SubDataRequestAnswered SubType = "DATA_REQUEST_ANSWERED" // DataRequestAnswered
+	// SubDataGifted is a gift of data between two members ("선물하기"), told
+	// to each of them.
+	SubDataGifted SubType = "DATA_GIFTED" // DataGifted
 )
 
 // Payload is implemented by every payload type. The built-in payloads have

@@ -37,7 +37,8 @@ var update = flag.Bool("update", false, "rewrite testdata/*.canonical.json from 
 // usage_persist_grant_charged.json is a usage event's record of traffic a
 // grant charged (grantChargedBytes, doc/wire-format.md "Charged once").
 // notification_data_requested.json and notification_data_request_answered.json
-// are DPCS's own "ask for more" notifications (no seed example).
+// are DPCS's own "ask for more" notifications (no seed example), and
+// notification_data_gifted.json its gift notification (the receiver's).
 
 // goldenFiles returns the seed examples (not the canonical encodings).
 func goldenFiles(tb testing.TB) []string {
@@ -52,8 +53,8 @@ func goldenFiles(tb testing.TB) []string {
 			out = append(out, f)
 		}
 	}
-	if len(out) != 15 {
-		tb.Fatalf("want 15 golden files, found %d: %v", len(out), out)
+	if len(out) != 16 {
+		tb.Fatalf("want 16 golden files, found %d: %v", len(out), out)
 	}
 	return out
 }
@@ -200,6 +201,15 @@ var wantGolden = map[string]envelope.Event{
 		Payload: envelope.DataRequested{
 			FamilyID: 100, RequestID: 8, CustomerID: 12346, Kind: envelope.KindTime, Minutes: 30,
 			Message: "숙제 마무리", RequestedAt: at("2026-02-06T13:10:00Z"),
+		},
+	},
+	"notification_data_gifted.json": {
+		EventID: "ntf_4c6d8e0f-1a2b-5c3d-8e4f-5a6b7c8d9e0f", EventType: envelope.TypeNotification,
+		SubType: envelope.SubDataGifted, Timestamp: at("2026-02-06T19:20:00Z"),
+		Payload: envelope.DataGifted{
+			FamilyID: 100, GiftID: 3, CustomerID: 12346, FromCustomerID: 12345, ToCustomerID: 12346,
+			AmountBytes: 500 << 20, Month: "202602", GivenBy: 12345, FromName: "엄마", ToName: "민지",
+			GivenAt: at("2026-02-06T19:20:00Z"),
 		},
 	},
 	"notification_time_request_answered.json": {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // The built-in payloads. Each is a plain value type: construct it with a
@@ -24,6 +25,7 @@ var (
 	_ Notification = ThresholdAlert{}
 	_ Notification = DataRequested{}
 	_ Notification = DataRequestAnswered{}
+	_ Notification = DataGifted{}
 )
 
 // UsagePayload is one chunk of data a member used (DATA_USAGE, topic
@@ -617,6 +619,116 @@ func (p *DataRequestAnswered) UnmarshalJSON(data []byte) error {
 			AppID:       o.str("appId", false),
 			Minutes:     o.int64("minutes", false),
 			Until:       o.str("until", false),
+		}
+	})
+}
+
+// DataGifted tells one member of a gift of data between two members of
+// its family (NOTIFICATION / DATA_GIFTED, "데이터 선물하기"): the receiver
+// that it received it, the giver that it was given. A gift is two events,
+// one for each: CustomerID is the member told, FromCustomerID or
+// ToCustomerID. GivenBy is who made the gift — the giver itself, or an
+// owner giving a member's data for it; 0: the back office. The names are
+// the members' names when the gift was made, so the texts name people
+// without a lookup.
+type DataGifted struct {
+	FamilyID       int64     `json:"familyId"`           // > 0; the record key
+	GiftID         int64     `json:"giftId"`             // > 0: the gifts row
+	CustomerID     int64     `json:"customerId"`         // > 0: the member told, fromCustomerId or toCustomerId
+	FromCustomerID int64     `json:"fromCustomerId"`     // > 0: the giver
+	ToCustomerID   int64     `json:"toCustomerId"`       // > 0, not fromCustomerId: the receiver
+	AmountBytes    int64     `json:"amountBytes"`        // > 0: the bytes given
+	Month          string    `json:"month"`              // YYYYMM: the month the gift is for
+	GivenBy        int64     `json:"givenBy"`            // ≥ 0: the member who made the gift (0: the back office)
+	FromName       string    `json:"fromName,omitempty"` // optional: the giver's name
+	ToName         string    `json:"toName,omitempty"`   // optional: the receiver's name
+	ByName         string    `json:"byName,omitempty"`   // optional: the name of GivenBy when it is neither member
+	GivenAt        time.Time `json:"givenAt"`            // required
+}
+
+// MaxNameLen is the most characters of a member's name an event carries:
+// the names the store keeps (so a text naming one fits the inbox's title).
+const MaxNameLen = 100
+
+func (DataGifted) EventType() EventType { return TypeNotification }
+func (DataGifted) SubType() SubType     { return SubDataGifted }
+func (p DataGifted) FamilyKey() int64   { return p.FamilyID }
+func (DataGifted) notification()        {}
+
+// Received reports whether p tells the receiver (else the giver).
+func (p DataGifted) Received() bool { return p.CustomerID == p.ToCustomerID }
+
+func (p DataGifted) Validate() error {
+	var members, month error
+	switch {
+	case p.FromCustomerID > 0 && p.FromCustomerID == p.ToCustomerID:
+		members = invalid("toCustomerId", "must not be fromCustomerId")
+	case p.CustomerID > 0 && p.CustomerID != p.FromCustomerID && p.CustomerID != p.ToCustomerID:
+		members = invalid("customerId", "must be fromCustomerId or toCustomerId")
+	}
+	if !isMonth(p.Month) {
+		month = invalid("month", "must be YYYYMM")
+	}
+	return errors.Join(
+		memberName("fromName", p.FromName), memberName("toName", p.ToName), memberName("byName", p.ByName),
+		positive("familyId", p.FamilyID),
+		positive("giftId", p.GiftID),
+		positive("customerId", p.CustomerID),
+		positive("fromCustomerId", p.FromCustomerID),
+		positive("toCustomerId", p.ToCustomerID),
+		members,
+		positive("amountBytes", p.AmountBytes),
+		month,
+		nonNegative("givenBy", p.GivenBy),
+		validTime("givenAt", p.GivenAt),
+	)
+}
+
+// memberName reports a member's name longer than MaxNameLen characters.
+func memberName(field, v string) error {
+	if utf8.RuneCountInString(v) > MaxNameLen {
+		return invalid(field, "at most %d characters", MaxNameLen)
+	}
+	return nil
+}
+
+// isMonth reports whether s is a month YYYYMM (01–12).
+func isMonth(s string) bool {
+	if len(s) != 6 {
+		return false
+	}
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	m := (s[4]-'0')*10 + s[5] - '0'
+	return m >= 1 && m <= 12
+}
+
+func (p DataGifted) MarshalJSON() ([]byte, error) {
+	type plain DataGifted
+	return marshal(struct {
+		plain
+		GivenAt string `json:"givenAt"`
+	}{plain(p), formatTime(p.GivenAt)})
+}
+
+func (p *DataGifted) UnmarshalJSON(data []byte) error {
+	return decodeInto(p, data, func(o *object) DataGifted {
+		return DataGifted{
+			FamilyID:       o.int64("familyId", true),
+			GiftID:         o.int64("giftId", true),
+			CustomerID:     o.int64("customerId", true),
+			FromCustomerID: o.int64("fromCustomerId", true),
+			ToCustomerID:   o.int64("toCustomerId", true),
+			AmountBytes:    o.int64("amountBytes", true),
+			Month:          o.str("month", true),
+			GivenBy:        o.int64("givenBy", true),
+			FromName:       o.str("fromName", false),
+			ToName:         o.str("toName", false),
+			ByName:         o.str("byName", false),
+			GivenAt:        o.time("givenAt", true),
 		}
 	})
 }

@@ -207,7 +207,26 @@ var genThreshold = rapid.Custom(func(t *rapid.T) envelope.Payload {
 	}
 })
 
-var genPayload = rapid.OneOf(genUsage, genPolicy, genPersist, genQuota, genBlocked, genThreshold)
+var genGifted = rapid.Custom(func(t *rapid.T) envelope.Payload {
+	p := envelope.DataGifted{
+		FamilyID:       genID(t, "familyId"),
+		GiftID:         genID(t, "giftId"),
+		FromCustomerID: genID(t, "fromCustomerId"),
+		ToCustomerID:   genID(t, "toCustomerId"),
+		AmountBytes:    genID(t, "amountBytes"),
+		Month:          rapid.SampledFrom([]string{"202602", "202612", "202600", "2026-02", ""}).Draw(t, "month"),
+		GivenBy:        genCount(t, "givenBy"),
+		FromName:       genText(0).Draw(t, "fromName"),
+		ToName:         genText(0).Draw(t, "toName"),
+		ByName:         genText(0).Draw(t, "byName"),
+		GivenAt:        genTime.Draw(t, "givenAt"),
+	}
+	// The member told: the receiver, the giver, or (rarely) neither.
+	p.CustomerID = rapid.SampledFrom([]int64{p.ToCustomerID, p.FromCustomerID, p.FromCustomerID + 1}).Draw(t, "customerId")
+	return p
+})
+
+var genPayload = rapid.OneOf(genUsage, genPolicy, genPersist, genQuota, genBlocked, genThreshold, genGifted)
 
 var genEvent = rapid.Custom(func(t *rapid.T) envelope.Event {
 	return envelope.New(genText(1).Draw(t, "eventId"), genTime.Draw(t, "timestamp"), genPayload.Draw(t, "payload"))
@@ -236,6 +255,9 @@ func normalize(e envelope.Event) envelope.Event {
 		e.Payload = p
 	case envelope.CustomerBlocked:
 		p.BlockedAt = p.BlockedAt.UTC()
+		e.Payload = p
+	case envelope.DataGifted:
+		p.GivenAt = p.GivenAt.UTC()
 		e.Payload = p
 	}
 	return e

@@ -37,6 +37,7 @@ func NewRegistry() *Registry {
 			SubThresholdAlert:      func() Payload { return new(ThresholdAlert) },
 			SubDataRequested:       func() Payload { return new(DataRequested) },
 			SubDataRequestAnswered: func() Payload { return new(DataRequestAnswered) },
+			SubDataGifted:          func() Payload { return new(DataGifted) },
 		},
 	}}
 }

@@ -101,6 +101,7 @@ func TestDecodeErrors(t *testing.T) {
 		quota     = "notification_quota_updated.json"
 		blocked   = "notification_customer_blocked.json"
 		threshold = "notification_threshold_alert.json"
+		gifted    = "notification_data_gifted.json"
 	)
 	mal, unk := envelope.ErrMalformed, envelope.ErrUnknownType
 	tests := []struct {
@@ -244,6 +245,21 @@ func TestDecodeErrors(t *testing.T) {
 		{threshold, "payload.message", absent, "payload.message", "required", nil},
 		{threshold, "payload.message", `""`, "payload.message", "required", nil},
 		{threshold, "payload.period", `202602`, "payload.period", "must be a string", mal},
+
+		// NOTIFICATION / DATA_GIFTED
+		{gifted, "payload.giftId", absent, "payload.giftId", "required", nil},
+		{gifted, "payload.customerId", `12347`, "payload.customerId", "must be fromCustomerId or toCustomerId", nil},
+		{gifted, "payload.toCustomerId", `12347`, "payload.customerId", "must be fromCustomerId or toCustomerId", nil},
+		{gifted, "payload.fromCustomerId", `12346`, "payload.toCustomerId", "must not be fromCustomerId", nil},
+		{gifted, "payload.amountBytes", `0`, "payload.amountBytes", "must be > 0", nil},
+		{gifted, "payload.month", `"2026-02"`, "payload.month", "must be YYYYMM", nil},
+		{gifted, "payload.month", `"202613"`, "payload.month", "must be YYYYMM", nil},
+		{gifted, "payload.month", absent, "payload.month", "required", nil},
+		{gifted, "payload.givenBy", `-1`, "payload.givenBy", "must be ≥ 0", nil},
+		{gifted, "payload.givenBy", absent, "payload.givenBy", "required", nil},
+		{gifted, "payload.givenAt", absent, "payload.givenAt", "required", nil},
+		{gifted, "payload.fromName", `5`, "payload.fromName", "must be a string", mal},
+		{gifted, "payload.toName", `"` + strings.Repeat("민", envelope.MaxNameLen+1) + `"`, "payload.toName", "at most 100 characters", nil},
 	}
 	for _, tt := range tests {
 		name := strings.TrimSuffix(tt.golden, ".json") + "/" + tt.path + "=" + tt.value
@@ -477,6 +493,7 @@ func TestValidateIsAllNamed(t *testing.T) {
 	for _, p := range []envelope.Payload{
 		envelope.UsagePayload{}, envelope.PolicyUpdatedPayload{}, envelope.UsagePersistPayload{},
 		envelope.QuotaUpdated{FamilyUsedPercent: -1}, envelope.CustomerBlocked{}, envelope.ThresholdAlert{},
+		envelope.DataRequested{}, envelope.DataRequestAnswered{}, envelope.DataGifted{},
 	} {
 		err := envelope.New("", time.Time{}, p).Validate()
 		var got []string

@@ -3,7 +3,10 @@
 // from the notification-events topic, and the QUOTA_UPDATED and
 // CUSTOMER_BLOCKED a decision's usage-persist record stands for
 // (doc/wire-format.md, "One record per decision"), go to a member's inbox,
-// to live subscribers (SSE) and to external channels (web push, webhooks).
+// to live subscribers (SSE) and to external channels (web push, webhooks);
+// so do the API's: a member's request for more data and its answer
+// (DATA_REQUESTED, DATA_REQUEST_ANSWERED) and a gift, told to the receiver
+// and to the giver (DATA_GIFTED, each pushed to that member only).
 //
 // # Pieces
 //

@@ -99,6 +99,8 @@ func TextWith(p envelope.Notification, lang Lang, l Labels) (title, body string)
 		return requestedText(p, en, l)
 	case envelope.DataRequestAnswered:
 		return answeredText(p, en, l)
+	case envelope.DataGifted:
+		return giftedText(p, en)
 	case envelope.QuotaUpdated:
 		left := humanBytes(p.FamilyRemainingBytes)
 		if en {
@@ -403,6 +405,85 @@ func answeredText(p envelope.DataRequestAnswered, en bool, l Labels) (title, bod
 		body += fmt.Sprintf(" \"%s\"", p.Reason)
 	}
 	return "데이터 요청 승인", body
+}
+
+// giftedText is DATA_GIFTED for the member it tells, naming people by the
+// names the event carries (a member's id when it has none): the receiver
+// is told who gave how much ("엄마님이 데이터 500 MB를 선물했습니다"), the
+// giver gets its confirmation. A gift an owner made of another member's
+// data, or the back office, says who made it and whose data it was, never
+// "my" allowance (#38). Titles say whose gift, as a block's does.
+func giftedText(p envelope.DataGifted, en bool) (title, body string) {
+	who := func(id int64, name string) string {
+		switch {
+		case name != "":
+			return name
+		case en:
+			return fmt.Sprintf("Member %d", id)
+		}
+		return fmt.Sprintf("구성원 %d", id)
+	}
+	from, to := who(p.FromCustomerID, p.FromName), who(p.ToCustomerID, p.ToName)
+	by := ""
+	switch p.GivenBy {
+	case p.FromCustomerID:
+		by = from
+	case p.ToCustomerID:
+		by = to
+	case 0:
+	default:
+		by = who(p.GivenBy, p.ByName)
+	}
+	amount := strings.Replace(humanBytes(p.AmountBytes), ".0 ", " ", 1)
+	if en {
+		if p.Received() {
+			title = "Data gift for " + to
+			switch {
+			case p.GivenBy == p.FromCustomerID:
+				body = fmt.Sprintf("%s gave %s %s of data.", from, to, amount)
+			case by != "":
+				body = fmt.Sprintf("%s gave %s %s of %s's data.", by, to, amount, from)
+			default:
+				body = fmt.Sprintf("Customer care moved %s of %s's data to %s.", amount, from, to)
+			}
+			return title, body + fmt.Sprintf(" %s can use that much more this month.", to)
+		}
+		title = "Data gift from " + from + " sent"
+		switch {
+		case p.GivenBy == p.FromCustomerID:
+			body = fmt.Sprintf("%s gave %s %s of data.", from, to, amount)
+		case by != "":
+			body = fmt.Sprintf("%s gave %s %s of %s's data.", by, to, amount, from)
+		default:
+			body = fmt.Sprintf("Customer care moved %s of %s's data to %s.", amount, from, to)
+		}
+		return title, body + fmt.Sprintf(" %s can use that much less this month.", from)
+	}
+	if p.Received() {
+		title = to + "님에게 데이터 선물 도착"
+		switch {
+		case p.GivenBy == p.FromCustomerID:
+			body = fmt.Sprintf("%s님이 데이터 %s를 선물했습니다.", from, amount)
+		case by != "":
+			body = fmt.Sprintf("%s님이 %s님의 데이터 %s를 선물했습니다.", by, from, amount)
+		default:
+			body = fmt.Sprintf("고객센터에서 %s님의 데이터 %s를 옮겨 드렸습니다.", from, amount)
+		}
+		return title, body + " 이번 달에 그만큼 더 쓸 수 있습니다."
+	}
+	title = from + "님의 데이터 선물 완료"
+	switch {
+	case p.GivenBy == p.FromCustomerID:
+		body = fmt.Sprintf("%s님에게 데이터 %s를 선물했습니다.", to, amount)
+	case by != "":
+		body = fmt.Sprintf("%s님이 %s님의 데이터 %s를 %s님에게 선물했습니다.", by, from, amount, to)
+	default:
+		body = fmt.Sprintf("고객센터에서 %s님의 데이터 %s를 %s님에게 옮겼습니다.", from, amount, to)
+	}
+	if p.GivenBy == p.FromCustomerID {
+		return title, body + " 이번 달에 쓸 수 있는 데이터가 그만큼 줄었습니다."
+	}
+	return title, body + fmt.Sprintf(" %s님이 이번 달에 쓸 수 있는 데이터가 그만큼 줄었습니다.", from)
 }
 
 // humanBytes formats n in binary units with one decimal: "2.0 MB", "50.0 GB".

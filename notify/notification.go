@@ -93,7 +93,8 @@ type Notification struct {
 	FamilyID int64  `json:"familyId"`
 	// MemberID is the member the notification is about; 0 for family-wide
 	// notifications (THRESHOLD_ALERT), which every member sees. For
-	// DATA_REQUESTED it is the member who asked, and only owners see it.
+	// DATA_REQUESTED it is the member who asked, and only owners see it;
+	// for DATA_GIFTED the member told (the receiver, or the giver).
 	MemberID int64            `json:"memberId,omitempty"`
 	Kind     envelope.SubType `json:"kind"`
 	Title    string           `json:"title"`
@@ -158,6 +159,8 @@ func FromEvent(e envelope.Envelope[envelope.Notification], lang Lang, loc *time.
 		n.MemberID = p.CustomerID
 	case envelope.DataRequestAnswered:
 		n.MemberID = p.CustomerID
+	case envelope.DataGifted:
+		n.MemberID = p.CustomerID
 	case envelope.ThresholdAlert:
 		period := p.Period
 		if period == "" {
@@ -185,6 +188,8 @@ func (n Notification) Localized(lang Lang) (Notification, error) {
 		p, err = unmarshalAs[envelope.DataRequested](n.Payload)
 	case envelope.SubDataRequestAnswered:
 		p, err = unmarshalAs[envelope.DataRequestAnswered](n.Payload)
+	case envelope.SubDataGifted:
+		p, err = unmarshalAs[envelope.DataGifted](n.Payload)
 	case KindWeeklySummary:
 		var s WeeklySummary
 		if err := json.Unmarshal(n.Payload, &s); err != nil {

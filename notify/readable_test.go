@@ -10,7 +10,8 @@ import (
 
 // TestEveryKindReadsAsWords walks every notification kind's Korean texts,
 // for every reason, request kind and answer, with apps the catalog knows
-// and does not know, with and without the member's name: none shows a
+// and does not know, with and without the member's name, and every gift
+// (receiver and giver, whoever made it): none shows a
 // package id, a constraint key, a signed count, an ISO time or an English
 // sentence (#38).
 func TestEveryKindReadsAsWords(t *testing.T) {
@@ -41,9 +42,33 @@ func TestEveryKindReadsAsWords(t *testing.T) {
 			}
 		}
 	}
+	// A gift, told to the receiver and to the giver, made by the giver, by
+	// an owner of neither side or by the back office, with and without the
+	// members' names.
+	for _, by := range []int64{1001, 1000, 0} {
+		for _, named := range []bool{true, false} {
+			for _, told := range []int64{1002, 1001} {
+				g := envelope.DataGifted{FamilyID: 1, GiftID: 1, CustomerID: told, FromCustomerID: 1001, ToCustomerID: 1002,
+					AmountBytes: 300 << 20, Month: "202611", GivenBy: by}
+				if named {
+					g.FromName, g.ToName, g.ByName = "할머니", "민지", "아빠"
+				}
+				payloads = append(payloads, g)
+			}
+		}
+	}
+	// Every kind of notification is walked.
+	kinds := map[envelope.SubType]bool{}
 	for _, p := range payloads {
+		kinds[p.SubType()] = true
 		for _, l := range labels {
 			add(TextWith(p, Korean, l))
+		}
+	}
+	for _, k := range []envelope.SubType{envelope.SubQuotaUpdated, envelope.SubCustomerBlocked, envelope.SubThresholdAlert,
+		envelope.SubDataRequested, envelope.SubDataRequestAnswered, envelope.SubDataGifted} {
+		if !kinds[k] {
+			t.Errorf("no %s text walked", k)
 		}
 	}
 	texts = append(texts, MemberThresholdText(10, Korean))

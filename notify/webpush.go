@@ -41,10 +41,11 @@ const (
 
 // DefaultWebPushKinds returns the kinds a web push channel delivers unless
 // configured otherwise: CUSTOMER_BLOCKED, THRESHOLD_ALERT, the
-// ask-for-more kinds and the owners' WEEKLY_SUMMARY. Pass them (or another
-// set) to WithChannel.
+// ask-for-more kinds, DATA_GIFTED and the owners' WEEKLY_SUMMARY. Pass
+// them (or another set) to WithChannel.
 func DefaultWebPushKinds() []envelope.SubType {
-	return []envelope.SubType{envelope.SubCustomerBlocked, envelope.SubThresholdAlert, KindDataRequested, KindDataRequestAnswered, KindWeeklySummary}
+	return []envelope.SubType{envelope.SubCustomerBlocked, envelope.SubThresholdAlert, KindDataRequested, KindDataRequestAnswered,
+		envelope.SubDataGifted, KindWeeklySummary}
 }
 
 // PushSubscription is a browser's push subscription (the Push API's
@@ -390,6 +391,12 @@ func (w *WebPush) Send(ctx context.Context, n Notification) error {
 	// data is about the member who asked; a weekly summary is the family's).
 	if ownersOnly(n.Kind) {
 		subs = slices.DeleteFunc(subs, func(s PushSubscription) bool { return s.Role == string(RoleMember) })
+	}
+	// A gift is two notifications, one for each member: each goes to that
+	// member's browsers only (owners read both in the inbox, and every
+	// screen follows the gift live), so nobody is pushed one gift twice.
+	if n.Kind == envelope.SubDataGifted {
+		subs = slices.DeleteFunc(subs, func(s PushSubscription) bool { return s.MemberID != n.MemberID })
 	}
 	if len(subs) == 0 {
 		return nil

@@ -98,7 +98,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	c.Zone = nil
 	want := Config{SQLitePath: "dpcs.db", Timezone: "Asia/Seoul", DedupeWindow: 24 * time.Hour, ReplicaAckTimeout: 100 * time.Millisecond,
 		Recovery: "auto", LogLevel: slog.LevelInfo, StartTimeout: 2 * time.Minute, Notifier: "on", Tracing: TracingConfig{SampleRatio: 1},
-		PushKinds:   []string{"CUSTOMER_BLOCKED", "THRESHOLD_ALERT", "DATA_REQUESTED", "DATA_REQUEST_ANSWERED", "WEEKLY_SUMMARY"},
+		PushKinds:   []string{"CUSTOMER_BLOCKED", "THRESHOLD_ALERT", "DATA_REQUESTED", "DATA_REQUEST_ANSWERED", "DATA_GIFTED", "WEEKLY_SUMMARY"},
 		PushTimeout: 3 * time.Second, PushMaxSubscriptions: 10, FamilyMaxMembers: 10, FamilyMaxNotes: 1000, VATRate: 10,
 		Gift: GiftConfig{GivenPerMonth: 2, ReceivedPerMonth: 2, Step: 100 << 20, Max: 1 << 30, GiverFloor: 500 << 20, MaxShare: 50,
 			ReceivedMax: 2 << 30, Rate: limit.Rate{N: 10, Per: time.Minute}},

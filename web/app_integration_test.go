@@ -685,11 +685,42 @@ func TestFamilyApp(t *testing.T) {
 	browsertest.CheckAccessibility(t, owner, "app-gift")
 	browsertest.Run(t, owner, "show the gift card", chromedp.ScrollIntoView("#gift", chromedp.ByID))
 	browsertest.Screenshot(t, owner, "app-gift-confirm")
+	// The receiver watches its inbox: the gift arrives there, in words,
+	// with the giver's name (#38: a gift sent no notification).
+	browsertest.Run(t, kid, "open the inbox (gift)", chromedp.Navigate(sys.URL+"/app/#/inbox"))
+	waitJS(t, kid, "the inbox", 5*time.Second, `!!document.querySelector('#notes')`, `document.querySelector('#main')?.innerText`)
+	waitLive(t, kid)
 	start = time.Now()
 	browsertest.Run(t, owner, "confirm the gift", chromedp.Evaluate(`document.querySelector('#gift .confirm-yes').click()`, nil))
 	waitJS(t, owner, "the gift said in its card", 5*time.Second, `!!document.querySelector('#gift-note')?.textContent.includes('자녀1님에게 300 MB를 선물했어요')`,
 		`document.querySelector('#gift')?.innerText`)
 	t.Logf("gift confirmed → said on the owner's phone: %v", time.Since(start).Round(time.Millisecond))
+	waitJS(t, kid, "the gift in the receiver's open inbox", 10*time.Second,
+		`[...document.querySelectorAll('#notes li.note[data-kind=DATA_GIFTED]')].some((li) => li.textContent.includes('자녀1님에게 데이터 선물 도착') &&
+			li.textContent.includes('아빠님이 데이터 300 MB를 선물했습니다. 이번 달에 그만큼 더 쓸 수 있습니다.'))`,
+		`document.querySelector('#notes')?.innerText`)
+	t.Logf("gift confirmed → in the receiver's inbox: %v", time.Since(start).Round(time.Millisecond))
+	if n := countJS(t, kid, `document.querySelectorAll('#notes li.note[data-kind=DATA_GIFTED]').length`); n != 1 {
+		t.Errorf("the receiver sees %d gift notifications, want its own 1", n)
+	}
+	browsertest.Screenshot(t, kid, "app-gift-received")
+	// The giver's confirmation is in its inbox; owners read both.
+	waitAPI(t, "the giver's confirmation in the inbox", 5*time.Second, func() (bool, string) {
+		var inbox struct {
+			Items []struct {
+				Kind     string `json:"kind"`
+				MemberID int64  `json:"memberId"`
+				Body     string `json:"body"`
+			} `json:"items"`
+		}
+		sys.Call(t, ownerTok, http.MethodGet, fmt.Sprintf("/families/%d/notifications", fam), nil, &inbox)
+		for _, n := range inbox.Items {
+			if n.Kind == "DATA_GIFTED" && n.MemberID == sys.Owner.ID && n.Body == "자녀1님에게 데이터 300 MB를 선물했습니다. 이번 달에 쓸 수 있는 데이터가 그만큼 줄었습니다." {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(inbox.Items)
+	})
 	month := time.Now().In(zone).Format("200601")
 	if r := rules(); r["LIMIT:DATA:GIFT:"+month] != strconv.Itoa(300*mib) {
 		t.Errorf("the receiver's rules after the gift: %v", r)

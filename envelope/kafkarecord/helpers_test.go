@@ -23,8 +23,8 @@ func goldenFiles(tb testing.TB) []string {
 			out = append(out, f)
 		}
 	}
-	if len(out) != 15 { // one per payload kind (two data-request notifications since #15, two for time requests, a grant step since #37, a record standing for its notifications since #40, a grant-charged event since #37)
-		tb.Fatalf("want 15 golden files, found %d: %v", len(out), out)
+	if len(out) != 16 { // one per payload kind (two data-request notifications since #15, two for time requests, a grant step since #37, a record standing for its notifications since #40, a grant-charged event since #37, a gift since #38)
+		tb.Fatalf("want 16 golden files, found %d: %v", len(out), out)
 	}
 	return out
 }

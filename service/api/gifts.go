@@ -95,8 +95,9 @@ func giftRulesView(r store.GiftRules) GiftRulesView {
 
 const giftDoc = "Moves data from one member's monthly allowance to another's for this month (\"데이터 선물하기\"): the giver's " +
 	"monthly limit is lowered and the receiver's raised by the same amount (each member's LIMIT:DATA:GIFT:<YYYYMM>, " +
-	"received less given; daily limits do not move), in one transaction with a gifts row, a data.gift audit row and both " +
-	"members' policy-updated events; the quota engine applies the giver's cut before the receiver's raise, so the family " +
+	"received less given; daily limits do not move), in one transaction with a gifts row, a data.gift audit row, both " +
+	"members' policy-updated events and both members' DATA_GIFTED notifications (the receiver told who gave how much, " +
+	"the giver its confirmation: each in its inbox, live and by push); the quota engine applies the giver's cut before the receiver's raise, so the family " +
 	"is never allowed more than before, and the family pool does not change. A member gives its own data; owners and " +
 	"admins give any member's. The operator's rules (DPCS_GIFT_*, GET /catalog giftRules; defaults the carriers': 2 gifts " +
 	"given and 2 received a month, 100 MB steps, at most 1 GB a gift, the giver keeps 500 MB and gives at most half its " +

@@ -26,8 +26,10 @@ type GiftResult struct {
 // Gift moves data from one member's monthly allowance to another's for
 // this month under the carriers' rules (WithGiftRules; every refusal a
 // *store.GiftRefusal naming its rule), judged in store.Store.GiftData's
-// transaction: both policies, the gifts row, the audit rows and both
-// policy-updated events at once. What the giver has used is read from the
+// transaction: both policies, the gifts row, the audit rows, both
+// policy-updated events and both members' DATA_GIFTED notifications (the
+// receiver's and the giver's confirmation, in the outbox; the relay
+// publishes them) at once. What the giver has used is read from the
 // quota state through the door; the giver's cut is applied before the
 // receiver's raise, so the family's members together are never allowed
 // more than before. Gifts are never cancelled.

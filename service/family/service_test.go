@@ -2,6 +2,7 @@ package family_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
@@ -129,6 +134,7 @@ func (d *faultyDoor) Unsettled(ctx context.Context, fid int64) error {
 type fixture struct {
 	t       *testing.T
 	ctx     context.Context
+	db      *sql.DB
 	store   *store.Store
 	engine  *quota.Engine
 	door    *faultyDoor
@@ -144,6 +150,7 @@ func newFixture(t *testing.T, opts ...family.Option) *fixture {
 	t.Helper()
 	f := &fixture{t: t, ctx: context.Background()}
 	db := testenv.SQLite(t)
+	f.db = db
 	if err := store.Migrate(f.ctx, db); err != nil {
 		t.Fatal(err)
 	}
@@ -542,6 +549,139 @@ func TestGift(t *testing.T) {
 	defer f.mu.Unlock()
 	if len(f.changes) != 1 || f.changes[0].Kind != family.KindGift || !slices.Equal(f.changes[0].Members, []int64{owner, child}) {
 		t.Errorf("changes told: %+v, want one gift", f.changes)
+	}
+}
+
+// gifted returns the DATA_GIFTED events in the outbox, oldest first.
+func (f *fixture) gifted() []envelope.DataGifted {
+	f.t.Helper()
+	rows, err := f.db.QueryContext(f.ctx, `SELECT payload FROM outbox WHERE topic = ? ORDER BY id`, envelope.TopicNotificationEvents)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []envelope.DataGifted
+	for rows.Next() {
+		var raw string
+		if err := rows.Scan(&raw); err != nil {
+			f.t.Fatal(err)
+		}
+		ev, err := envelope.Decode([]byte(raw))
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if p, ok := ev.Payload.(envelope.DataGifted); ok {
+			out = append(out, p)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		f.t.Fatal(err)
+	}
+	return out
+}
+
+// giftable gives owner and child a monthly limit of 10 MB each.
+func (f *fixture) giftable() {
+	f.t.Helper()
+	for _, cid := range []int64{owner, child} {
+		if _, err := f.svc.ChangePolicy(f.ctx, store.PolicyChange{FamilyID: fid, CustomerID: cid,
+			Set: map[string]string{policy.KeyLimitMonthly: "10485760"}, By: f.by()}); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+// A gift is told to both members through the outbox, in the gift's
+// transaction: the receiver's DATA_GIFTED and the giver's confirmation,
+// naming both by name and who made it; the relay is woken (#38).
+func TestGiftNotifiesBothMembers(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		from, to   int64
+		by         store.Actor
+		givenBy    int64
+		byName     string
+		fromN, toN string
+	}{
+		{"own data", owner, child, store.Actor{ID: owner, Role: policy.RoleOwner}, owner, "", "엄마", "아이"},
+		{"an owner gives a member's data", child, owner, store.Actor{ID: owner, Role: policy.RoleOwner}, owner, "", "아이", "엄마"},
+		{"an owner of neither side", child, 3, store.Actor{ID: owner, Role: policy.RoleOwner}, owner, "엄마", "아이", "할머니"},
+		{"the back office", owner, child, store.Actor{ID: 9, Role: policy.RoleAdmin}, 0, "", "엄마", "아이"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, family.WithGiftRules(store.GiftRules{}))
+			if _, err := f.svc.AddMember(f.ctx, store.NewMember{ID: 3, FamilyID: fid, Name: "할머니", Role: policy.RoleMember},
+				store.Actor{ID: 9, Role: policy.RoleAdmin}); err != nil {
+				t.Fatal(err)
+			}
+			f.giftable()
+			if _, err := f.svc.ChangePolicy(f.ctx, store.PolicyChange{FamilyID: fid, CustomerID: 3,
+				Set: map[string]string{policy.KeyLimitMonthly: "10485760"}, By: f.by()}); err != nil {
+				t.Fatal(err)
+			}
+			f.mu.Lock()
+			wakes := f.wakes
+			f.mu.Unlock()
+			res, err := f.svc.Gift(f.ctx, store.Gift{FamilyID: fid, From: tc.from, To: tc.to, Bytes: 3 * mib, By: tc.by})
+			if err != nil {
+				t.Fatal(err)
+			}
+			one := envelope.DataGifted{FamilyID: fid, GiftID: res.Gift.ID, FromCustomerID: tc.from, ToCustomerID: tc.to,
+				AmountBytes: 3 * mib, Month: res.Month, GivenBy: tc.givenBy, FromName: tc.fromN, ToName: tc.toN, ByName: tc.byName}
+			receiver, giver := one, one
+			receiver.CustomerID, giver.CustomerID = tc.to, tc.from
+			got := f.gifted()
+			if diff := cmp.Diff([]envelope.DataGifted{receiver, giver}, got, cmpopts.IgnoreFields(envelope.DataGifted{}, "GivenAt")); diff != "" {
+				t.Errorf("outbox DATA_GIFTED (-want +got):\n%s", diff)
+			}
+			for _, p := range got {
+				if err := p.Validate(); err != nil || p.GivenAt.Sub(res.Gift.CreatedAt).Abs() > time.Millisecond {
+					t.Errorf("%+v: %v, given at %v, the row's %v", p, err, p.GivenAt, res.Gift.CreatedAt)
+				}
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.wakes == wakes {
+				t.Error("the relay was not woken")
+			}
+		})
+	}
+}
+
+// A gift whose transaction fails after its notifications were written
+// leaves none (nor the gift); a refused gift writes none either (#38).
+func TestGiftNotificationsRollBack(t *testing.T) {
+	f := newFixture(t, family.WithGiftRules(store.GiftRules{}))
+	f.giftable()
+	// The gift's audit row is its transaction's last statement: failing
+	// it rolls back what was written before, notifications included.
+	if _, err := f.db.ExecContext(f.ctx, `CREATE TRIGGER no_gift_audit BEFORE INSERT ON audit_log WHEN NEW.action = 'data.gift'
+		BEGIN SELECT RAISE(ABORT, 'audit refused'); END`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Gift(f.ctx, store.Gift{FamilyID: fid, From: owner, To: child, Bytes: 3 * mib, By: f.by()}); err == nil {
+		t.Fatal("the gift succeeded with its audit row refused")
+	}
+	if got := f.gifted(); len(got) != 0 {
+		t.Errorf("a rolled-back gift left notifications: %+v", got)
+	}
+	if gifts, err := f.store.Gifts(f.ctx, fid, policy.MomentOf(time.Now(), f.svc.Location()).Month, 0); err != nil || len(gifts) != 0 {
+		t.Errorf("gifts after the rollback: %+v, %v", gifts, err)
+	}
+	if _, err := f.db.ExecContext(f.ctx, `DROP TRIGGER no_gift_audit`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Gift(f.ctx, store.Gift{FamilyID: fid, From: owner, To: child, Bytes: 20 * mib, By: f.by()}); err == nil {
+		t.Fatal("a gift of more than the giver has was made")
+	}
+	if got := f.gifted(); len(got) != 0 {
+		t.Errorf("a refused gift left notifications: %+v", got)
+	}
+	if _, err := f.svc.Gift(f.ctx, store.Gift{FamilyID: fid, From: owner, To: child, Bytes: 3 * mib, By: f.by()}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.gifted(); len(got) != 2 {
+		t.Errorf("after a gift: %d notifications, want 2", len(got))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/sqldialect"
 	"github.com/dabom/dpcs/internal/usertext"
 	"github.com/dabom/dpcs/policy"
@@ -36,14 +37,15 @@ type NewFamily struct {
 }
 
 // cleanName puts a family's or member's name in the form it is stored in
-// (NFC), or refuses it naming field: empty, over 100 characters, or holding
-// a character internal/usertext refuses.
+// (NFC), or refuses it naming field: empty, over envelope.MaxNameLen (100)
+// characters (the names a DATA_GIFTED carries), or holding a character
+// internal/usertext refuses.
 func cleanName(field string, name *string) error {
 	if strings.TrimSpace(*name) == "" {
 		return invalid(field, "required")
 	}
-	if !utf8.ValidString(*name) || utf8.RuneCountInString(*name) > 100 {
-		return invalid(field, "must be valid UTF-8 of at most 100 characters")
+	if !utf8.ValidString(*name) || utf8.RuneCountInString(*name) > envelope.MaxNameLen {
+		return invalid(field, "must be valid UTF-8 of at most %d characters", envelope.MaxNameLen)
 	}
 	return cleanText(field, name, usertext.Line)
 }

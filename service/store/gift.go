@@ -3,10 +3,12 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
+	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/sqldialect"
 	"github.com/dabom/dpcs/policy"
 )
@@ -152,7 +154,9 @@ type GiftRecord struct {
 
 // GiftData records a gift in one transaction: both members' policies
 // (version + 1, policy.update audit rows, policy-updated events), a gifts
-// row and a data.gift audit row naming giver, receiver, bytes and month.
+// row, the two members' DATA_GIFTED notifications (the receiver's and the
+// giver's, in the outbox) and a data.gift audit row naming giver,
+// receiver, bytes and month.
 // The gift keeps g.Rules (every refusal a *GiftRefusal naming its rule),
 // judged on the members as they are in the transaction (their rows locked,
 // so two gifts of one member are counted one after the other):
@@ -299,6 +303,9 @@ func (s *Store) GiftData(ctx context.Context, g Gift) (GiftResult, error) {
 		if r.GivenPerMonth > 0 {
 			out.GiftsLeft = r.GivenPerMonth - given.n - 1
 		}
+		if err := s.giftNotifications(ctx, tx, rec, ms, g.By, now); err != nil {
+			return err
+		}
 		type gift struct {
 			ID     int64  `json:"giftId"`
 			From   int64  `json:"fromCustomerId"`
@@ -314,6 +321,39 @@ func (s *Store) GiftData(ctx context.Context, g Gift) (GiftResult, error) {
 		return GiftResult{}, err
 	}
 	return out, nil
+}
+
+// giftNotifications writes a gift's two DATA_GIFTED events to the outbox
+// (topic notification-events) in the gift's transaction tx: the receiver's
+// first, then the giver's confirmation (doc/wire-format.md,
+// "NOTIFICATION / DATA_GIFTED"). ms holds both members as the transaction
+// read them; by is who made the gift: a member of the family (the giver,
+// or an owner giving for it, named by its name) or the back office
+// (givenBy 0).
+func (s *Store) giftNotifications(ctx context.Context, tx *sql.Tx, rec GiftRecord, ms map[int64]Member, by Actor, now time.Time) error {
+	p := envelope.DataGifted{FamilyID: rec.FamilyID, GiftID: rec.ID, FromCustomerID: rec.From, ToCustomerID: rec.To,
+		AmountBytes: rec.Bytes, Month: rec.Month, FromName: ms[rec.From].Name, ToName: ms[rec.To].Name, GivenAt: now}
+	if (by.Role == policy.RoleOwner || by.Role == policy.RoleMember) && by.ID > 0 {
+		switch m, ok := ms[by.ID]; {
+		case ok:
+			p.GivenBy = m.ID
+		default:
+			m, err := s.currentMember(ctx, tx, rec.FamilyID, by.ID, "")
+			switch {
+			case err == nil:
+				p.GivenBy, p.ByName = m.ID, m.Name
+			case !errors.Is(err, ErrNotFound):
+				return err
+			}
+		}
+	}
+	for _, cid := range []int64{rec.To, rec.From} {
+		p.CustomerID = cid
+		if _, err := enqueue(ctx, s, tx, envelope.TopicNotificationEvents, envelope.New(envelope.NewID(envelope.PrefixNotification), now, p)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // giftCount is how many gifts and how many bytes.
