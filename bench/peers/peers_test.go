@@ -308,3 +308,22 @@ dpcs_decision_latency_seconds_bucket{le="+Inf"} 11000
 		t.Error("parseSamples accepted a line without a value")
 	}
 }
+
+// findProcess finds this test process by its command and an argument of
+// its command line, and nothing for an argument it was not given.
+func TestFindProcess(t *testing.T) {
+	comm, err := os.ReadFile("/proc/self/comm")
+	if err != nil {
+		t.Skip("no /proc")
+	}
+	name := strings.TrimSpace(string(comm))
+	if pid := findProcess(os.Args[0], name); pid != os.Getpid() {
+		t.Errorf("findProcess(%q, %q) = %d, want %d", os.Args[0], name, pid, os.Getpid())
+	}
+	if pid := findProcess("--no-such-argument", name); pid != 0 {
+		t.Errorf("found %d by an argument it was not given", pid)
+	}
+	if pid := findMariaDB("u:p@tcp(127.0.0.1:1)/db"); pid != 0 && findProcess("", "mariadbd", "mysqld") == 0 {
+		t.Errorf("findMariaDB found %d on port 1", pid)
+	}
+}

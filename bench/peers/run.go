@@ -298,7 +298,7 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 		}
 		defer d.stop()
 		procs := append([]proc{{"DPCS server", d.server.pid()}, {"redis-server", rpid}, {"Kafka (kfake)", d.kafka.pid()}}, base...)
-		if pid := findProcess("mariadbd", "mysqld"); pid != 0 {
+		if pid := findMariaDB(cfg.mysql); pid != 0 {
 			procs = append(procs, proc{"MariaDB", pid})
 		}
 		rep.onWindow = d.profileWindow
@@ -434,7 +434,7 @@ func (r *report) pipelineSteps(ctx context.Context, cfg config, d *dpcs, dsn str
 	}
 	defer p.stop()
 	procs := []proc{{"DPCS processor", p.proc.pid()}, {"redis-server", rpid}, {"Kafka (kfake)", d.kafka.pid()}}
-	if pid := findProcess("mariadbd", "mysqld"); pid != 0 {
+	if pid := findMariaDB(cfg.mysql); pid != 0 {
 		procs = append(procs, proc{"MariaDB", pid})
 	}
 	procs = append(procs, proc{"load generator", os.Getpid()})
