@@ -903,9 +903,12 @@ func TestFetchWait(t *testing.T) {
 	c := newCluster(t, 1)
 	h := HandlerFunc(func(context.Context, *Batch) error { return nil })
 	plain := newConsumer(t, c, h)
-	defer plain.Close(context.Background())
 	if w, b := plain.Client().OptValue(kgo.FetchMaxWait), plain.Client().OptValue(kgo.FetchMinBytes); w != 100*time.Millisecond || b != int32(1) {
 		t.Errorf("without WithFetchWait: wait %v, min bytes %v; want kopts' 100ms and kgo's 1", w, b)
+	}
+	// Its client joined the group: it leaves before the one that consumes.
+	if err := plain.Close(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 	rec := &recorder{}
 	cs := newConsumer(t, c, rec, WithFetchWait(200*time.Millisecond, 1<<20))
