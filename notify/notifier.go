@@ -79,6 +79,7 @@ func New(store Store, hub *Hub, kopts []kgo.Opt, opts ...Option) (*Notifier, err
 		consumer.WithGroup(DefaultGroup),
 		consumer.WithTopics(Topics()...),
 		consumer.WithMaxPoll(500),
+		consumer.WithFetchWait(100*time.Millisecond, 64<<10),
 		consumer.WithBackoff(100*time.Millisecond, 5*time.Second, 0),
 		consumer.WithLogger(cfg.log),
 		consumer.WithHooks(n.consumerHooks()),

@@ -139,7 +139,10 @@ type Option func(*config) error
 // "<topic>.DLT" (the channels' too), 500 records per poll (each poll is
 // deduped in one guard round trip and stored in one inbox transaction;
 // larger polls cost fewer round trips per event and replay more after a
-// crash), backoff 100 ms doubling to 5 s while the inbox or the guard
+// crash), fetches that wait up to 100 ms for 64 KiB (consumer.WithFetchWait:
+// at moderate rates a poll carries a batch, not the few events produced
+// since the last one; live subscribers get a notification at most 100 ms
+// later), backoff 100 ms doubling to 5 s while the inbox or the guard
 // fails, WithLogger's logger — and these options after them, so they win.
 // May be given more than once. Default: none.
 func WithConsumer(opts ...consumer.Option) Option {

@@ -213,3 +213,31 @@ func TestDedupeProperty(t *testing.T) {
 		}
 	})
 }
+
+// The notifier's fetches wait up to 100 ms for 64 KiB by default, and
+// WithConsumer(consumer.WithFetchWait) changes that on its Kafka client.
+func TestNotifierFetchWait(t *testing.T) {
+	hub, _ := NewHub()
+	in := newInbox(t, openSQLite(t))
+	kopts := []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}
+	for _, tt := range []struct {
+		opts  []Option
+		wait  time.Duration
+		bytes int32
+	}{
+		{nil, 100 * time.Millisecond, 64 << 10},
+		{[]Option{WithConsumer(consumer.WithFetchWait(time.Second, 1))}, time.Second, 1},
+	} {
+		n, err := New(in, hub, kopts, tt.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl := n.c.Client()
+		if w, b := cl.OptValue(kgo.FetchMaxWait), cl.OptValue(kgo.FetchMinBytes); w != tt.wait || b != tt.bytes {
+			t.Errorf("fetch wait %v, min bytes %v; want %v, %v", w, b, tt.wait, tt.bytes)
+		}
+		if err := n.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -91,6 +91,13 @@ func defaults() config {
 	}
 }
 
+// A Runner's fetches wait up to defaultFetchWait for defaultFetchMinBytes
+// of records (consumer.WithFetchWait).
+const (
+	defaultFetchWait     = 250 * time.Millisecond
+	defaultFetchMinBytes = 256 << 10
+)
+
 // DefaultGroup is the Runner's default consumer group.
 const DefaultGroup = "usage-persist-writer"
 
@@ -194,7 +201,7 @@ func WithReject[T any](reject func(ctx context.Context, item T, reason error) er
 // hooks and the rest, e.g. WithConsumer(consumer.WithGroup("g")). The
 // Runner's defaults come first — group DefaultGroup, topic usage-persist,
 // dead letters to "<topic>.DLT", batches from WithBatchSize and
-// WithInterval, backoff from WithBackoff, WithLogger's logger — and these
+// WithInterval, fetches waiting up to 250 ms for 256 KiB, backoff from WithBackoff, WithLogger's logger — and these
 // options after them, so they win. Runner only; may be given more than
 // once. Default: none.
 func WithConsumer(opts ...consumer.Option) Option {

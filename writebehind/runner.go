@@ -38,6 +38,10 @@ type entry[T any] struct {
 //
 //   - Batches: the batch size (WithBatchSize, 100) or the interval since the
 //     oldest buffered record (WithInterval, 5 s), whichever comes first.
+//   - Fetches wait on the broker up to 250 ms for 256 KiB of records
+//     (consumer.WithFetchWait; WithConsumer changes it): at moderate rates
+//     a poll then carries a good part of a batch, not the few records
+//     produced since the last one.
 //   - Database failing: fetching pauses, nothing is committed, and the same
 //     batch is retried with exponential backoff (WithBackoff, 100 ms … 30 s)
 //     for as long as it takes; after a successful retry the batch is
@@ -92,6 +96,7 @@ func NewRunner[T any](decode Decoder[T], w Writer[T], kopts []kgo.Opt, opts ...O
 		consumer.WithGroup(DefaultGroup),
 		consumer.WithTopics(envelope.TopicUsagePersist),
 		consumer.WithBatch(cfg.batchSize, cfg.interval),
+		consumer.WithFetchWait(defaultFetchWait, defaultFetchMinBytes),
 		consumer.WithBackoff(cfg.backoff.Min, cfg.backoff.Max, cfg.backoff.Jitter),
 		consumer.WithLogger(cfg.log),
 		consumer.WithHooks(r.consumerHooks()),

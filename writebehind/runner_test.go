@@ -453,3 +453,26 @@ func TestRunnerRetriesFailedCommit(t *testing.T) {
 		t.Error("no commit was refused: the test did not test anything")
 	}
 }
+
+// A Runner's fetches wait up to 250 ms for 256 KiB by default, and
+// WithConsumer(consumer.WithFetchWait) changes that on its Kafka client.
+func TestRunnerFetchWait(t *testing.T) {
+	c := newFake(t)
+	for _, tt := range []struct {
+		opts  []Option
+		wait  time.Duration
+		bytes int32
+	}{
+		{nil, 250 * time.Millisecond, 256 << 10},
+		{[]Option{WithConsumer(consumer.WithFetchWait(20*time.Millisecond, 1))}, 20 * time.Millisecond, 1},
+	} {
+		r := newRunner(t, c, &uniqueWriter{}, tt.opts...)
+		cl := r.c.Client()
+		if w, b := cl.OptValue(kgo.FetchMaxWait), cl.OptValue(kgo.FetchMinBytes); w != tt.wait || b != tt.bytes {
+			t.Errorf("fetch wait %v, min bytes %v; want %v, %v", w, b, tt.wait, tt.bytes)
+		}
+		if err := r.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,8 +50,9 @@ func parseStat(b []byte) (time.Duration, error) {
 }
 
 // findProcess returns the pid of the only process whose command (comm) is
-// one of names, or 0 when there is none or more than one.
-func findProcess(names ...string) int {
+// one of names and whose command line holds arg ("": any), or 0 when there
+// is none or more than one.
+func findProcess(arg string, names ...string) int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0
@@ -61,19 +64,37 @@ func findProcess(names ...string) int {
 			continue
 		}
 		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if err != nil {
+		if err != nil || !slices.Contains(names, strings.TrimSpace(string(comm))) {
 			continue
 		}
-		for _, n := range names {
-			if strings.TrimSpace(string(comm)) == n {
-				if found != 0 {
-					return 0
-				}
-				found = pid
+		if arg != "" {
+			cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if err != nil || !slices.Contains(strings.Split(string(cmdline), "\x00"), arg) {
+				continue
 			}
 		}
+		if found != 0 {
+			return 0
+		}
+		found = pid
 	}
 	return found
+}
+
+// findMariaDB returns the pid of the MariaDB (or MySQL) server dsn names:
+// the only one running, or the only one started with --port=<dsn's port>
+// when several are (0: not found).
+func findMariaDB(dsn string) int {
+	if pid := findProcess("", "mariadbd", "mysqld"); pid != 0 {
+		return pid
+	}
+	_, addr, ok := strings.Cut(dsn, "tcp(")
+	if addr, _, ok2 := strings.Cut(addr, ")"); ok && ok2 {
+		if _, port, err := net.SplitHostPort(addr); err == nil {
+			return findProcess("--port="+port, "mariadbd", "mysqld")
+		}
+	}
+	return 0
 }
 
 // proc is a process whose CPU a step charges to its decisions.

@@ -239,3 +239,91 @@ func TestParseHWM(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// -processor-env refuses the run's own variables; -only pipeline runs the
+// processor's steps alone, and every target runs them by default.
+func TestProcessorEnvAndPipelineTarget(t *testing.T) {
+	base := []string{"-redis", "r", "-mysql", "m", "-server", "s", "-recoverybench", "rb"}
+	c, err := parseFlags(append(base, "-processor-env", "DPCS_KAFKA_FETCH_WAIT=20ms", "-processor-env", "GOGC=200"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.processorEnv) != 2 || c.processorEnv[0] != "DPCS_KAFKA_FETCH_WAIT=20ms" || len(c.serverEnv) != 0 {
+		t.Errorf("processorEnv = %q, serverEnv = %q", c.processorEnv, c.serverEnv)
+	}
+	for _, bad := range []string{"DPCS_REDIS_ADDR=x", "DPCS_ADMIN_PPROF=true", "HOME=/"} {
+		if _, err := parseFlags(append(base, "-processor-env", bad)); err == nil {
+			t.Errorf("-processor-env %s accepted", bad)
+		}
+	}
+	all, err := selectTargets(c)
+	if err != nil || !all["pipeline"] || !all["dpcs"] {
+		t.Errorf("default targets = %v, %v", all, err)
+	}
+	c.only = "pipeline"
+	if only, err := selectTargets(c); err != nil || !only["pipeline"] || only["dpcs"] || only["charging"] {
+		t.Errorf("-only pipeline = %v, %v", only, err)
+	}
+}
+
+// A window's figures come from two scrapes of the processor's metrics: the
+// counters' differences, and a quantile from the buckets' differences.
+func TestPipelineText(t *testing.T) {
+	const before = `# HELP dpcs_processor_batches_total Polls processed.
+dpcs_processor_batches_total 10
+dpcs_processor_records_total 1000
+dpcs_writebehind_flush_rows_count 1
+dpcs_writebehind_flush_rows_sum 100
+dpcs_kafka_request_duration_e2e_seconds_count{client="processor",node_id="0"} 50
+dpcs_decision_latency_seconds_bucket{le="0.001"} 100
+dpcs_decision_latency_seconds_bucket{le="0.002"} 900
+dpcs_decision_latency_seconds_bucket{le="+Inf"} 1000
+`
+	const after = `dpcs_processor_batches_total 30
+dpcs_processor_records_total 11000
+dpcs_writebehind_flush_rows_count 11
+dpcs_writebehind_flush_rows_sum 10100
+dpcs_kafka_request_duration_e2e_seconds_count{client="processor",node_id="0"} 110
+dpcs_kafka_request_duration_e2e_seconds_count{client="write-behind",node_id="0"} 4
+dpcs_decision_latency_seconds_bucket{le="0.001"} 100
+dpcs_decision_latency_seconds_bucket{le="0.002"} 9800
+dpcs_decision_latency_seconds_bucket{le="+Inf"} 11000
+`
+	s0, err := parseSamples(strings.NewReader(before))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, err := parseSamples(strings.NewReader(after))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := pipelineText(s0, s1, 2)
+	// 8,900 of 10,000 decisions within 2 ms, 1,100 above: the p50 is in
+	// the 2 ms bucket, the p99 beyond the last bound.
+	want := "polls 10/s, 500.0 records each; write-behind flushes 5/s, 1000.0 rows each; Kafka requests/s: processor 30, write-behind 2, notifier 0; produce→decision p50 ≤ 2.0 ms, p99 ≤ +Inf ms"
+	if got != want {
+		t.Errorf("pipelineText =\n%s\nwant\n%s", got, want)
+	}
+	if _, err := parseSamples(strings.NewReader("novalue\n")); err == nil {
+		t.Error("parseSamples accepted a line without a value")
+	}
+}
+
+// findProcess finds this test process by its command and an argument of
+// its command line, and nothing for an argument it was not given.
+func TestFindProcess(t *testing.T) {
+	comm, err := os.ReadFile("/proc/self/comm")
+	if err != nil {
+		t.Skip("no /proc")
+	}
+	name := strings.TrimSpace(string(comm))
+	if pid := findProcess(os.Args[0], name); pid != os.Getpid() {
+		t.Errorf("findProcess(%q, %q) = %d, want %d", os.Args[0], name, pid, os.Getpid())
+	}
+	if pid := findProcess("--no-such-argument", name); pid != 0 {
+		t.Errorf("found %d by an argument it was not given", pid)
+	}
+	if pid := findMariaDB("u:p@tcp(127.0.0.1:1)/db"); pid != 0 && findProcess("", "mariadbd", "mysqld") == 0 {
+		t.Errorf("findMariaDB found %d on port 1", pid)
+	}
+}

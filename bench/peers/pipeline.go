@@ -46,6 +46,9 @@ type pipeline struct {
 	gen  *generator
 	seq  atomic.Int64
 	run  string
+	// admin is the processor's admin address, profiles the directory of
+	// its CPU profiles ("": none).
+	admin, profiles string
 }
 
 func (p *pipeline) stop() {
@@ -64,9 +67,14 @@ func startPipeline(ctx context.Context, cfg config, kafka, dsn string, gen *gene
 	if err != nil {
 		return nil, err
 	}
+	p := &pipeline{gen: gen, run: randomHex(4), admin: "127.0.0.1:" + strconv.Itoa(adminPort)}
 	env := append(baseEnv(), "DPCS_KAFKA_BROKERS="+kafka, "DPCS_REDIS_ADDR="+cfg.redis, "DPCS_MYSQL_DSN="+dsn,
-		"DPCS_ADMIN_ADDR=127.0.0.1:"+strconv.Itoa(adminPort), "DPCS_LOG_LEVEL=warn")
-	p := &pipeline{gen: gen, run: randomHex(4)}
+		"DPCS_ADMIN_ADDR="+p.admin, "DPCS_LOG_LEVEL=warn")
+	env = append(env, cfg.processorEnv...)
+	if cfg.profile != "" {
+		p.profiles = cfg.profile
+		env = append(env, "DPCS_ADMIN_PPROF=true")
+	}
 	if p.proc, _, err = start(cfg.dir, "processor", cfg.processor, nil, env, false); err != nil {
 		return nil, err
 	}
@@ -139,6 +147,10 @@ func (p *pipeline) produce(ctx context.Context, rng *rand.Rand, n int, done func
 // events it judged in the window d as the window's calls.
 func (p *pipeline) step(ctx context.Context, rate float64, warmup, d time.Duration, mark func()) (window, error) {
 	const maxLag = 50_000
+	// The records are produced with the run's context, not the step's: kgo
+	// fails a batch whose first record's context ended, and the step's
+	// last records share batches with the next step's first.
+	run := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var produced, failed atomic.Int64
@@ -172,8 +184,8 @@ func (p *pipeline) step(ctx context.Context, rate float64, warmup, d time.Durati
 			}
 			if n > 0 {
 				produced.Add(int64(n))
-				_ = p.produce(ctx, rng, n, func(err error) {
-					if err != nil && ctx.Err() == nil {
+				_ = p.produce(run, rng, n, func(err error) {
+					if err != nil && run.Err() == nil {
 						failed.Add(1)
 						firstErr.CompareAndSwap(nil, &err)
 					}

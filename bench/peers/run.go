@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -35,6 +36,7 @@ type config struct {
 	only                  string
 	profile               string
 	serverEnv             []string
+	processorEnv          []string
 	cgrEngine             string
 	cgrFamilies           int
 	cgrIncrement          int64
@@ -62,25 +64,17 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.duration, "duration", 15*time.Second, "measured window of each step")
 	fs.StringVar(&c.dir, "dir", "", "directory for the processes' logs and envoy's configuration (default: a temporary one)")
 	fs.StringVar(&c.doc, "doc", "", "write the table into this markdown file (the peers section)")
-	fs.StringVar(&c.profile, "profile", "", "directory for CPU profiles of the DPCS server, one per step (DPCS_ADMIN_PPROF)")
-	fs.StringVar(&c.only, "only", "", "comma-separated targets to run (dpcs, charging, cgrates, gubernator, envoy, floor, floor-h2c, script); default all (cgrates only with -cgr-engine)")
+	fs.StringVar(&c.profile, "profile", "", "directory for CPU profiles of the DPCS server and the processor deployable, one per step (DPCS_ADMIN_PPROF)")
+	fs.StringVar(&c.only, "only", "", "comma-separated targets to run (dpcs, charging, cgrates, gubernator, envoy, floor, floor-h2c, script, pipeline: the processor's steps alone); default all (cgrates only with -cgr-engine)")
 	fs.StringVar(&c.cgrEngine, "cgr-engine", "", "CGRateS's cgr-engine binary (v0.10.4; PEERS_CGRATES=1 make bench-peers builds it): the grant path's peer, target cgrates; empty: none")
 	fs.Int64Var(&c.cgrIncrement, "cgr-increment", 1<<20, "bytes of CGRateS's data debit increment (its balance rating subject *zero<N>ns); the grants are whole MiB")
 	fs.DurationVar(&c.cgrLockingTimeout, "cgr-locking-timeout", 0, "CGRateS's general.locking_timeout (0, its default: a lock is held until released)")
 	fs.IntVar(&c.cgrFamilies, "cgr-families", 2000, "families of CGRateS's tariff plan (4 member accounts sharing a data balance each)")
-	fs.Func("server-env", "`KEY=VALUE` added to the DPCS server's environment (repeatable): a DPCS_ setting (e.g. DPCS_DECISION_LINGER=1ms) or Go's GOGC, GOMAXPROCS, GOMEMLIMIT", func(kv string) error {
-		k, _, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(k, "DPCS_") && k != "GOGC" && k != "GOMAXPROCS" && k != "GOMEMLIMIT" {
-			return errors.New("want DPCS_NAME=value, GOGC=, GOMAXPROCS= or GOMEMLIMIT=")
-		}
-		switch k { // the run's own: its calls and measurements depend on them
-		case "DPCS_KAFKA_BROKERS", "DPCS_REDIS_ADDR", "DPCS_MYSQL_DSN", "DPCS_JWT_SECRET", "DPCS_GATEWAY_TOKENS", "DPCS_CHARGING_ADDR", "DPCS_CHARGING_TOKENS",
-			"DPCS_HTTP_ADDR", "DPCS_ADMIN_ADDR", "DPCS_ADMIN_PPROF":
-			return fmt.Errorf("%s is the run's own", k)
-		}
-		c.serverEnv = append(c.serverEnv, kv)
-		return nil
-	})
+	fs.Func("server-env", "`KEY=VALUE` added to the DPCS server's environment (repeatable): a DPCS_ setting (e.g. DPCS_DECISION_LINGER=1ms) or Go's GOGC, GOMAXPROCS, GOMEMLIMIT",
+		envFlag(&c.serverEnv, "DPCS_KAFKA_BROKERS", "DPCS_REDIS_ADDR", "DPCS_MYSQL_DSN", "DPCS_JWT_SECRET", "DPCS_GATEWAY_TOKENS", "DPCS_CHARGING_ADDR", "DPCS_CHARGING_TOKENS",
+			"DPCS_HTTP_ADDR", "DPCS_ADMIN_ADDR", "DPCS_ADMIN_PPROF"))
+	fs.Func("processor-env", "`KEY=VALUE` added to the processor deployable's environment (repeatable): a DPCS_ setting or Go's GOGC, GOMAXPROCS, GOMEMLIMIT",
+		envFlag(&c.processorEnv, "DPCS_KAFKA_BROKERS", "DPCS_REDIS_ADDR", "DPCS_MYSQL_DSN", "DPCS_ADMIN_ADDR", "DPCS_ADMIN_PPROF"))
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -94,6 +88,23 @@ func parseFlags(args []string) (config, error) {
 		return c, errors.New("-families, -c, -rate and -in-flight must be positive, -batch not negative")
 	}
 	return c, nil
+}
+
+// envFlag is a repeatable KEY=VALUE flag appending to dst: a DPCS_
+// variable or Go's GOGC, GOMAXPROCS and GOMEMLIMIT, none of the run's own
+// (its calls and measurements depend on them).
+func envFlag(dst *[]string, own ...string) func(string) error {
+	return func(kv string) error {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(k, "DPCS_") && k != "GOGC" && k != "GOMAXPROCS" && k != "GOMEMLIMIT" {
+			return errors.New("want DPCS_NAME=value, GOGC=, GOMAXPROCS= or GOMEMLIMIT=")
+		}
+		if slices.Contains(own, k) {
+			return fmt.Errorf("%s is the run's own", k)
+		}
+		*dst = append(*dst, kv)
+		return nil
+	}
 }
 
 // seededDatabase is the database recoverybench seeds.
@@ -269,7 +280,7 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 	rep := &report{cfg: cfg, started: time.Now()}
 	base := []proc{{"load generator", os.Getpid()}}
 
-	if targets["dpcs"] || targets["charging"] {
+	if targets["dpcs"] || targets["charging"] || targets["pipeline"] {
 		if cfg.seed {
 			say("seeding %d families (recoverybench -seed-only)", cfg.families)
 			seed, _, err := start(cfg.dir, "seed", cfg.recoverybench, []string{"-redis", cfg.redis, "-mysql", cfg.mysql,
@@ -287,7 +298,7 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 		}
 		defer d.stop()
 		procs := append([]proc{{"DPCS server", d.server.pid()}, {"redis-server", rpid}, {"Kafka (kfake)", d.kafka.pid()}}, base...)
-		if pid := findProcess("mariadbd", "mysqld"); pid != 0 {
+		if pid := findMariaDB(cfg.mysql); pid != 0 {
 			procs = append(procs, proc{"MariaDB", pid})
 		}
 		rep.onWindow = d.profileWindow
@@ -304,7 +315,7 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 		if rep.serverRSS, err = peakRSS(d.server.pid()); err != nil {
 			return err
 		}
-		if cfg.processor != "" {
+		if cfg.processor != "" && targets["pipeline"] {
 			// The server goes first: its notifier would share the
 			// processor's notifications.
 			d.server.stop()
@@ -313,7 +324,7 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 				return err
 			}
 		}
-		if cfg.pipebench != "" {
+		if cfg.pipebench != "" && targets["pipeline"] {
 			say("the engine's ceiling (pipebench -ceiling-only)")
 			if rep.ceiling, rep.script, rep.ceilingCmd, err = measureCeiling(ctx, cfg); err != nil {
 				return err
@@ -400,7 +411,7 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 // selectTargets returns the targets -only names (all by default; cgrates
 // by default only with -cgr-engine).
 func selectTargets(cfg config) (map[string]bool, error) {
-	targets := map[string]bool{"dpcs": true, "charging": true, "gubernator": true, "envoy": true, "floor": true, "floor-h2c": true, "script": true,
+	targets := map[string]bool{"dpcs": true, "charging": true, "pipeline": true, "gubernator": true, "envoy": true, "floor": true, "floor-h2c": true, "script": true,
 		"cgrates": cfg.cgrEngine != ""}
 	if cfg.only != "" {
 		targets = map[string]bool{}
@@ -423,7 +434,7 @@ func (r *report) pipelineSteps(ctx context.Context, cfg config, d *dpcs, dsn str
 	}
 	defer p.stop()
 	procs := []proc{{"DPCS processor", p.proc.pid()}, {"redis-server", rpid}, {"Kafka (kfake)", d.kafka.pid()}}
-	if pid := findProcess("mariadbd", "mysqld"); pid != 0 {
+	if pid := findMariaDB(cfg.mysql); pid != 0 {
 		procs = append(procs, proc{"MariaDB", pid})
 	}
 	procs = append(procs, proc{"load generator", os.Getpid()})
@@ -435,7 +446,15 @@ func (r *report) pipelineSteps(ctx context.Context, cfg config, d *dpcs, dsn str
 		}
 		say("%s: %s", target, name)
 		m := newMeter(procs)
-		w, err := p.step(ctx, rate, cfg.warmup, cfg.duration, m.mark)
+		var scraped [2]samples
+		mark := func() {
+			if m.marked == 0 && p.profiles != "" {
+				profile(ctx, p.admin, filepath.Join(p.profiles, "processor-"+fileName(name)+".pprof"), cfg.duration)
+			}
+			scraped[min(m.marked, 1)], _ = scrape(ctx, p.admin) // what it did, when it says
+			m.mark()
+		}
+		w, err := p.step(ctx, rate, cfg.warmup, cfg.duration, mark)
 		if err != nil {
 			return err
 		}
@@ -444,6 +463,9 @@ func (r *report) pipelineSteps(ctx context.Context, cfg config, d *dpcs, dsn str
 		}
 		res := result{target: target, step: name, per: 1, w: w, procs: procs, cpu: m.spent}
 		say("%s", res.line())
+		if scraped[0] != nil && scraped[1] != nil {
+			say("  %s", pipelineText(scraped[0], scraped[1], w.Elapsed.Seconds()))
+		}
 		if w.Calls == 0 || w.Errors > 0 {
 			return fmt.Errorf("%s, %s: %d events judged, %d not produced (first: %v)", target, name, w.Calls, w.Errors, w.FirstErr)
 		}

@@ -50,17 +50,27 @@ type dpcs struct {
 // profileWindow takes a CPU profile of the server over the step's window
 // (DPCS_ADMIN_PPROF), written to the profile directory as the step's name.
 func (d *dpcs) profileWindow(ctx context.Context, step string, dur time.Duration) {
-	if d.profiles == "" {
-		return
+	if d.profiles != "" {
+		profile(ctx, d.admin, filepath.Join(d.profiles, "server-"+fileName(step)+".pprof"), dur)
 	}
-	name := strings.Map(func(r rune) rune {
+}
+
+// fileName is step in lower case with every character but a-z and 0-9
+// made '-'.
+func fileName(step string) string {
+	return strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
 			return r
 		}
 		return '-'
 	}, strings.ToLower(step))
+}
+
+// profile fetches, in the background, a CPU profile of dur less a second
+// from the pprof endpoint of the admin address admin into file.
+func profile(ctx context.Context, admin, file string, dur time.Duration) {
 	go func() {
-		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", d.admin, max(int(dur.Seconds())-1, 1))
+		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", admin, max(int(dur.Seconds())-1, 1))
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return
@@ -72,7 +82,7 @@ func (d *dpcs) profileWindow(ctx context.Context, step string, dur time.Duration
 		defer resp.Body.Close()
 		b, err := io.ReadAll(resp.Body)
 		if err == nil && resp.StatusCode == http.StatusOK {
-			_ = os.WriteFile(filepath.Join(d.profiles, "server-"+name+".pprof"), b, 0o644)
+			_ = os.WriteFile(file, b, 0o644)
 		}
 	}()
 }

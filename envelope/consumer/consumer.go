@@ -116,8 +116,10 @@ type tail struct {
 // client (kgo.SeedBrokers, TLS/SASL, tuning, producer settings for the dead
 // letters and for whatever the handler produces through Client); the
 // consumer adds its group, its topics, kgo.DisableAutoCommit,
-// kgo.BlockRebalanceOnPoll, its partition callbacks and, with
-// WithReadCommitted, the isolation level, which must not be overridden.
+// kgo.BlockRebalanceOnPoll, its partition callbacks, with
+// WithReadCommitted the isolation level, which must not be overridden, and
+// with WithFetchWait the fetch wait and minimum bytes, which win over
+// kopts'.
 // WithGroup and WithTopics are required. The client is created here; Run
 // starts consuming.
 func New(h Handler, kopts []kgo.Opt, opts ...Option) (*Consumer, error) {
@@ -140,6 +142,9 @@ func New(h Handler, kopts []kgo.Opt, opts ...Option) (*Consumer, error) {
 	)
 	if cfg.readCommitted {
 		all = append(all, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	if cfg.fetchWait > 0 {
+		all = append(all, kgo.FetchMaxWait(cfg.fetchWait), kgo.FetchMinBytes(cfg.fetchMinBytes))
 	}
 	cl, err := kgo.NewClient(all...)
 	if err != nil {

@@ -747,6 +747,9 @@ func TestNewAndLifecycle(t *testing.T) {
 		"logger":        {WithGroup("g"), WithTopics("t"), WithLogger(nil)},
 		"before close":  {WithGroup("g"), WithTopics("t"), WithBeforeClose(nil)},
 		"batch too big": {nil, WithGroup("g"), WithTopics("t"), WithBatch(1_000_001, time.Second)},
+		"fetch wait":    {WithGroup("g"), WithTopics("t"), WithFetchWait(MinFetchWait-time.Millisecond, 1)},
+		"fetch wait 1h": {WithGroup("g"), WithTopics("t"), WithFetchWait(time.Hour, 1)},
+		"fetch bytes":   {WithGroup("g"), WithTopics("t"), WithFetchWait(time.Second, 0)},
 	} {
 		if _, err := New(h, clientOpts(c), opts...); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
@@ -891,4 +894,32 @@ func refuseFirst(c *kfake.Cluster, n int64, refused *atomic.Int64) {
 		refused.Add(1)
 		return true
 	})
+}
+
+// WithFetchWait reaches the Kafka client (over kopts' own values; without
+// it they stay), and a fetch short of the minimum bytes still returns once
+// the wait has passed: nothing waits for more records than come.
+func TestFetchWait(t *testing.T) {
+	c := newCluster(t, 1)
+	h := HandlerFunc(func(context.Context, *Batch) error { return nil })
+	plain := newConsumer(t, c, h)
+	if w, b := plain.Client().OptValue(kgo.FetchMaxWait), plain.Client().OptValue(kgo.FetchMinBytes); w != 100*time.Millisecond || b != int32(1) {
+		t.Errorf("without WithFetchWait: wait %v, min bytes %v; want kopts' 100ms and kgo's 1", w, b)
+	}
+	// Its client joined the group: it leaves before the one that consumes.
+	if err := plain.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	cs := newConsumer(t, c, rec, WithFetchWait(200*time.Millisecond, 1<<20))
+	if w, b := cs.Client().OptValue(kgo.FetchMaxWait), cs.Client().OptValue(kgo.FetchMinBytes); w != 200*time.Millisecond || b != int32(1<<20) {
+		t.Errorf("WithFetchWait(200ms, 1 MiB): wait %v, min bytes %v", w, b)
+	}
+	stop := start(t, cs)
+	vals := produce(t, producer(t, c), "v", 5, 1)
+	testenv.Eventually(t, "all handled", 20*time.Second, func() bool { return rec.handled() == len(vals) })
+	testenv.Eventually(t, "all committed", 20*time.Second, func() bool { return total(committed(t, c, group)) == int64(len(vals)) })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
 }

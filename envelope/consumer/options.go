@@ -26,6 +26,8 @@ type config struct {
 	drainTimeout   time.Duration
 	rebalanceEvery time.Duration
 	readCommitted  bool
+	fetchWait      time.Duration
+	fetchMinBytes  int32
 	log            *slog.Logger
 	hooks          hookList
 	beforeClose    []func(context.Context) error
@@ -177,6 +179,31 @@ func WithRebalanceInterval(d time.Duration) Option {
 // (read uncommitted, Kafka's default).
 func WithReadCommitted() Option {
 	return func(c *config) error { c.readCommitted = true; return nil }
+}
+
+// MinFetchWait is the shortest fetch wait Kafka's client accepts
+// (WithFetchWait).
+const MinFetchWait = 10 * time.Millisecond
+
+// WithFetchWait makes each fetch wait on the broker until minBytes of
+// records are there or wait has passed, whichever comes first
+// (kgo.FetchMinBytes, kgo.FetchMaxWait): at moderate rates a poll then
+// carries a batch instead of the few records that arrived since the last
+// one, so the fetches, commits and the handler's per-batch work are paid
+// per batch; a record waits at most wait longer. wait is MinFetchWait to
+// one minute, minBytes ≥ 1. Default: the client's own (kgo: 1 byte, 5 s),
+// a fetch returns as soon as anything arrived.
+func WithFetchWait(wait time.Duration, minBytes int32) Option {
+	return func(c *config) error {
+		if wait < MinFetchWait || wait > time.Minute {
+			return fmt.Errorf("%w: fetch wait must be %s to 1m", ErrInvalid, MinFetchWait)
+		}
+		if minBytes < 1 {
+			return fmt.Errorf("%w: fetch min bytes must be ≥ 1", ErrInvalid)
+		}
+		c.fetchWait, c.fetchMinBytes = wait, minBytes
+		return nil
+	}
 }
 
 // WithLogger sets where the consumer logs: failures and retries at Warn,

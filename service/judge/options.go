@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/envelope/consumer"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 )
@@ -77,8 +78,9 @@ type processorConfig struct {
 	tracer                 trace.Tracer
 	hooks                  ProcessorHooks
 	maxPoll                int
-	groups                 int
+	groups, minGroup       int
 	backoffMin, backoffMax time.Duration
+	fetch                  consumer.Option // the fetch wait
 }
 
 // decisionsConfig is the configuration of Decisions (DecisionsOpt).
@@ -114,8 +116,9 @@ func newProcessorConfig(opts []ProcessorOpt) (processorConfig, error) {
 	if err != nil {
 		return processorConfig{}, err
 	}
-	c := processorConfig{common: com, maxPoll: 2000, groups: 4,
-		backoffMin: 100 * time.Millisecond, backoffMax: 5 * time.Second}
+	c := processorConfig{common: com, maxPoll: 2000, groups: 4, minGroup: 64,
+		backoffMin: 100 * time.Millisecond, backoffMax: 5 * time.Second,
+		fetch: consumer.WithFetchWait(consumer.MinFetchWait, 64<<10)}
 	for _, o := range opts {
 		if err := o.applyProcessor(&c); err != nil {
 			return processorConfig{}, err
@@ -317,7 +320,8 @@ func WithMaxPollRecords(n int) ProcessorOpt {
 // of whole partitions, judged concurrently (one batch each, on separate
 // connections) with each group's outputs produced as soon as it is judged.
 // A family's events share a partition, so they stay in one group, in
-// order. Default: 4; 1 judges a poll in one batch.
+// order. A poll makes no more groups than it has WithMinGroupEvents
+// events for. Default: 4; 1 judges a poll in one batch.
 func WithApplyConcurrency(n int) ProcessorOpt {
 	return processorOpt(func(c *processorConfig) error {
 		if n < 1 {
@@ -326,6 +330,30 @@ func WithApplyConcurrency(n int) ProcessorOpt {
 		c.groups = n
 		return nil
 	})
+}
+
+// WithMinGroupEvents makes a poll's groups (WithApplyConcurrency) hold n
+// usage events or more each: a poll of fewer than 2n is judged in one
+// batch, since at moderate rates each group's script call and produce
+// request would carry a handful of events. Default: 64.
+func WithMinGroupEvents(n int) ProcessorOpt {
+	return processorOpt(func(c *processorConfig) error {
+		if n < 1 {
+			return errors.New("judge: min group events must be ≥ 1")
+		}
+		c.minGroup = n
+		return nil
+	})
+}
+
+// WithFetchWait makes each fetch of the processor's consumer wait on the
+// broker until minBytes of records are there or wait has passed
+// (consumer.WithFetchWait, which says the bounds): at moderate rates a poll
+// then carries a batch, and its fetch, script calls, produce requests and
+// commit are paid per batch; an event waits at most wait longer for its
+// decision. Default: 10 ms (the least Kafka's client takes), 64 KiB.
+func WithFetchWait(wait time.Duration, minBytes int32) ProcessorOpt {
+	return processorOpt(func(c *processorConfig) error { c.fetch = consumer.WithFetchWait(wait, minBytes); return nil })
 }
 
 // WithRetryBackoff sets the first and the largest wait between attempts

@@ -407,7 +407,8 @@ func TestOptions(t *testing.T) {
 	shared := []Opt{WithMaxEventAge(0), WithMaxClockSkew(-1), WithLocation(nil), WithLogger(nil), WithClock(nil),
 		WithStateGuard(nil), WithAlertText(nil), WithApps(nil)}
 	proc := []ProcessorOpt{WithMaxPollRecords(0), WithRetryBackoff(0, 1), WithRetryBackoff(2, 1),
-		WithApplyConcurrency(0), WithTracerProvider(nil)}
+		WithApplyConcurrency(0), WithTracerProvider(nil), WithMinGroupEvents(0), WithFetchWait(time.Millisecond, 1),
+		WithFetchWait(time.Second, 0)}
 	dec := []DecisionsOpt{WithGenerations(nil), WithLinger(-1), WithLinger(time.Second), WithMaxBatch(0),
 		WithConcurrency(0), WithTimeout(0), WithSpool(nil)}
 	for _, o := range shared {
@@ -447,7 +448,7 @@ func TestOptionDefaults(t *testing.T) {
 			t.Errorf("common defaults: %+v", c)
 		}
 	}
-	if p.tracer != nil || p.maxPoll != 2000 || p.groups != 4 || p.backoffMin != 100*time.Millisecond || p.backoffMax != 5*time.Second {
+	if p.tracer != nil || p.maxPoll != 2000 || p.groups != 4 || p.minGroup != 64 || p.backoffMin != 100*time.Millisecond || p.backoffMax != 5*time.Second {
 		t.Errorf("processor defaults: %+v", p)
 	}
 	if d.gens != nil || d.spool != nil || d.linger != 200*time.Microsecond || d.maxBatch != 256 || d.slots != 4 || d.timeout != 2*time.Second {
@@ -553,11 +554,13 @@ func TestUsagePersistCarriesTheResult(t *testing.T) {
 }
 
 // split keeps every partition whole and in poll order, balances groups by
-// events, and never makes more groups than asked or than partitions.
+// events, and never makes more groups than asked, than partitions, or than
+// it has the minimum events per group for.
 func TestSplitKeepsPartitionsWholeAndOrdered(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		n := rapid.IntRange(1, 6).Draw(rt, "groups")
-		p := &Processor{processorConfig: processorConfig{groups: n}}
+		minGroup := rapid.IntRange(1, 100).Draw(rt, "min group")
+		p := &Processor{processorConfig: processorConfig{groups: n, minGroup: minGroup}}
 		parts := rapid.SliceOfN(rapid.Int32Range(0, 9), 0, 300).Draw(rt, "partitions")
 		var usage []*kgo.Record
 		for i, part := range parts {
@@ -568,8 +571,9 @@ func TestSplitKeepsPartitionsWholeAndOrdered(t *testing.T) {
 		for _, part := range parts {
 			distinct[part] = true
 		}
-		if len(groups) > n || (len(usage) > 0 && len(groups) > len(distinct)) || (len(usage) == 0 && groups != nil) {
-			rt.Fatalf("%d groups for %d asked, %d partitions", len(groups), n, len(distinct))
+		if len(groups) > n || (len(usage) > 0 && len(groups) > len(distinct)) || (len(usage) == 0 && groups != nil) ||
+			len(groups) > max(1, len(usage)/minGroup) {
+			rt.Fatalf("%d groups for %d asked, %d partitions, %d events at %d a group", len(groups), n, len(distinct), len(usage), minGroup)
 		}
 		owner := map[int32]int{}
 		total := 0
@@ -759,5 +763,27 @@ func TestRebalanceWhileRebuilding(t *testing.T) {
 	persist := pipetest.Decode[envelope.UsagePersistPayload](t, h.Collect(envelope.TopicUsagePersist, 2))
 	if persist[1].Payload.OriginEventID != "evt_2" || persist[1].Payload.ProcessResult != string(policy.Allowed) {
 		t.Errorf("after the rebuild: %+v", persist[1].Payload)
+	}
+}
+
+// The processor's consumer fetches with the fetch wait of WithFetchWait,
+// by default 10 ms or 64 KiB.
+func TestProcessorFetchWait(t *testing.T) {
+	for _, tt := range []struct {
+		opts  []ProcessorOpt
+		wait  time.Duration
+		bytes int32
+	}{
+		{nil, 10 * time.Millisecond, 64 << 10},
+		{[]ProcessorOpt{WithFetchWait(250*time.Millisecond, 1)}, 250 * time.Millisecond, 1},
+	} {
+		p, err := NewProcessor(mustState(t, &quota.Engine{}), []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, tt.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w, b := p.Client().OptValue(kgo.FetchMaxWait), p.Client().OptValue(kgo.FetchMinBytes); w != tt.wait || b != tt.bytes {
+			t.Errorf("fetch wait %v, min bytes %v; want %v, %v", w, b, tt.wait, tt.bytes)
+		}
+		p.Close(context.Background())
 	}
 }

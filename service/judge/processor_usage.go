@@ -17,7 +17,8 @@ import (
 )
 
 // split divides a poll's usage records into at most p.groups groups of
-// whole partitions, balanced by record count, each keeping the poll's order.
+// whole partitions, balanced by record count, each keeping the poll's order;
+// it makes no more groups than it has p.minGroup records for.
 func (p *Processor) split(recs []*kgo.Record) [][]*kgo.Record {
 	if len(recs) == 0 {
 		return nil
@@ -30,7 +31,7 @@ func (p *Processor) split(recs []*kgo.Record) [][]*kgo.Record {
 		}
 		count[r.Partition]++
 	}
-	n := min(p.groups, len(parts))
+	n := min(p.groups, len(parts), len(recs)/max(p.minGroup, 1))
 	if n <= 1 {
 		return [][]*kgo.Record{recs}
 	}
