@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
@@ -219,6 +220,105 @@ func FuzzDecodeFast(f *testing.F) {
 		}
 		if !reflect.DeepEqual(*got, want) {
 			t.Fatalf("fast path differs (-encoding/json +fast):\n%s\n%q", cmp.Diff(want, *got), body)
+		}
+	})
+}
+
+// TestEncodeFastMatchesEncodingJSON: encodeResponse writes every response
+// byte for byte as json.Marshal does, odd strings and times included, and
+// writes the usual ones itself.
+func TestEncodeFastMatchesEncodingJSON(t *testing.T) {
+	plain := true
+	str := func(t *rapid.T, label string) string {
+		if rapid.IntRange(0, 9).Draw(t, label+" odd") == 0 {
+			plain = false
+			return rapid.String().Draw(t, label)
+		}
+		return rapid.SampledFrom([]string{"", "SUCCESS", "TERMINATE", "URL", "https://app.example/blocked?reason=NIGHT&x=<1>",
+			"filter-1"}).Draw(t, label)
+	}
+	opt := func(t *rapid.T, label string) bool { return rapid.Bool().Draw(t, label) }
+	at := func(t *rapid.T, label string) time.Time {
+		off := rapid.SampledFrom([]int{0, 9 * 3600, -(5*3600 + 30*60), 45, 25 * 3600}).Draw(t, label+" zone")
+		secs := rapid.Int64Range(-70_000_000_000, 300_000_000_000).Draw(t, label)
+		if off == 45 || off == 25*3600 || secs < -62_135_596_800+2*86400 || secs > 253_402_300_799-2*86400 {
+			plain = false // a zone or a year only MarshalJSON writes
+		}
+		return time.Unix(secs, rapid.Int64Range(0, 999_999_999).Draw(t, label+" ns")).In(time.FixedZone("", off))
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		plain = true
+		r := ChargingDataResponse{InvocationTimeStamp: at(t, "ts"), InvocationSequenceNumber: rapid.Uint32().Draw(t, "seq"),
+			SessionFailover: str(t, "failover"), SupportedFeatures: str(t, "features")}
+		if rapid.IntRange(0, 19).Draw(t, "result") == 0 {
+			r.InvocationResult, plain = &InvocationResult{FailureHandling: "TERMINATE"}, false
+		}
+		if rapid.IntRange(0, 19).Draw(t, "triggers") == 0 {
+			r.Triggers, plain = []Trigger{{TriggerCategory: "IMMEDIATE_REPORT"}}, false
+		}
+		for range rapid.IntRange(0, 3).Draw(t, "units") {
+			u := MultipleUnitInformation{ResultCode: str(t, "code"), RatingGroup: rapid.Uint32().Draw(t, "rg"), UPFID: str(t, "upf")}
+			if opt(t, "granted") {
+				u.GrantedUnit = &GrantedUnit{}
+				for _, p := range []**uint64{&u.GrantedUnit.TotalVolume, &u.GrantedUnit.UplinkVolume, &u.GrantedUnit.DownlinkVolume,
+					&u.GrantedUnit.ServiceSpecificUnits} {
+					if opt(t, "volume") {
+						*p = new(rapid.Uint64().Draw(t, "v"))
+					}
+				}
+				if opt(t, "time") {
+					u.GrantedUnit.Time = new(rapid.Uint32().Draw(t, "secs"))
+				}
+				if rapid.IntRange(0, 4).Draw(t, "tariff") == 0 {
+					u.GrantedUnit.TariffTimeChange = new(at(t, "tariff at"))
+				}
+			}
+			if opt(t, "validity") {
+				u.ValidityTime = new(rapid.Int64().Draw(t, "validity s"))
+			}
+			if opt(t, "holding") {
+				u.QuotaHoldingTime = new(rapid.Int64().Draw(t, "holding s"))
+			}
+			if opt(t, "threshold") {
+				u.VolumeQuotaThreshold = new(rapid.Uint64().Draw(t, "threshold v"))
+			}
+			if opt(t, "final") {
+				u.FinalUnitIndication = &FinalUnitIndication{FinalUnitAction: str(t, "action"), RestrictionFilterRule: str(t, "rule"),
+					FilterID: str(t, "filter")}
+				if opt(t, "redirect") {
+					u.FinalUnitIndication.RedirectServer = &RedirectServer{RedirectAddressType: str(t, "type"), RedirectServerAddress: str(t, "addr")}
+				}
+			}
+			if rapid.IntRange(0, 19).Draw(t, "unit triggers") == 0 {
+				u.Triggers, plain = []Trigger{{TriggerCategory: "DEFERRED_REPORT"}}, false
+			}
+			r.MultipleUnitInformation = append(r.MultipleUnitInformation, u)
+		}
+		want, wantErr := json.Marshal(&r)
+		got, err := encodeResponse(&r)
+		if (err != nil) != (wantErr != nil) || string(got) != string(want) {
+			t.Fatalf("encodeResponse:\n got %s (%v)\nwant %s (%v)", got, err, want, wantErr)
+		}
+		if _, ok := appendResponse(nil, &r); plain && !ok {
+			t.Fatalf("the fast path left a plain response to json.Marshal: %s", want)
+		}
+	})
+}
+
+// FuzzEncodeFast: encodeResponse writes any answer as json.Marshal does.
+func FuzzEncodeFast(f *testing.F) {
+	f.Add("SUCCESS", "TERMINATE", "https://app.example/blocked?a=1&reason=NIGHT", uint32(7), uint64(10<<20), int64(3600), int64(1_795_000_000), int64(9*3600))
+	f.Add("\u2028<x>", "\xff", "\"\\", uint32(0), uint64(1<<63), int64(-1), int64(-62_200_000_000), int64(45))
+	f.Fuzz(func(t *testing.T, code, action, addr string, rg uint32, v uint64, secs, unix, off int64) {
+		at := time.Unix(unix, 0).In(time.FixedZone("", int(off%(48*3600))))
+		r := ChargingDataResponse{InvocationTimeStamp: at, InvocationSequenceNumber: rg, SupportedFeatures: addr,
+			MultipleUnitInformation: []MultipleUnitInformation{{ResultCode: code, RatingGroup: rg, GrantedUnit: &GrantedUnit{TotalVolume: &v},
+				ValidityTime: &secs, VolumeQuotaThreshold: &v, UPFID: code, FinalUnitIndication: &FinalUnitIndication{FinalUnitAction: action,
+					FilterID: addr, RedirectServer: &RedirectServer{RedirectAddressType: code, RedirectServerAddress: addr}}}}}
+		want, wantErr := json.Marshal(&r)
+		got, err := encodeResponse(&r)
+		if (err != nil) != (wantErr != nil) || string(got) != string(want) {
+			t.Fatalf("encodeResponse:\n got %s (%v)\nwant %s (%v)", got, err, want, wantErr)
 		}
 	})
 }

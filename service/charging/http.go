@@ -120,13 +120,13 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, p)
 		return
 	}
-	ref, resp, err := h.svc.Create(r.Context(), req)
+	ref, a, err := h.svc.createReply(r.Context(), req)
 	if err != nil {
 		h.fail(w, r, asProblem(err))
 		return
 	}
 	w.Header().Set("Location", h.root(r)+BasePath+"/chargingdata/"+ref)
-	writeJSON(w, http.StatusCreated, resp)
+	writeReply(w, http.StatusCreated, a)
 }
 
 func (h *handler) update(w http.ResponseWriter, r *http.Request) {
@@ -135,12 +135,12 @@ func (h *handler) update(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, p)
 		return
 	}
-	resp, err := h.svc.Update(r.Context(), r.PathValue("ref"), req)
+	a, err := h.svc.updateReply(r.Context(), r.PathValue("ref"), req)
 	if err != nil {
 		h.fail(w, r, asProblem(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, resp)
+	writeReply(w, http.StatusOK, a)
 }
 
 func (h *handler) release(w http.ResponseWriter, r *http.Request) {
@@ -175,12 +175,26 @@ func (h *handler) root(r *http.Request) string {
 	return scheme + "://" + r.Host
 }
 
+// writeReply writes a step's answer as it was encoded for its record (the
+// same bytes json.Marshal writes: encodeResponse).
+func writeReply(w http.ResponseWriter, status int, a reply) {
+	if a.body == nil {
+		writeJSON(w, status, a.resp)
+		return
+	}
+	writeBody(w, status, a.body)
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		writeProblem(w, asProblem(err))
 		return
 	}
+	writeBody(w, status, b)
+}
+
+func writeBody(w http.ResponseWriter, status int, b []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
