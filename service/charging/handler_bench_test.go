@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -38,8 +39,9 @@ import (
 // the decision over HTTP/1.1 — so both sides' CPU includes their client's.
 // Reported: CPU µs (user and system, the whole process) per update and per
 // decision and their ratio. Sessions are on SQLite by default, on the
-// MariaDB of DPCS_TEST_MYSQL_DSN when it is set (doc/benchmarks.md, "The
-// grant path over Nchf").
+// MariaDB of DPCS_TEST_MYSQL_DSN when it is set, whose CPU per update is
+// reported too when DPCS_BENCH_SQL_PID names its process (doc/benchmarks.md,
+// "The grant path over Nchf").
 func BenchmarkUpdateVsDecideHandler(b *testing.B) {
 	b.Run("direct", func(b *testing.B) { benchmarkUpdateVsDecide(b, false) })
 	b.Run("wire", func(b *testing.B) { benchmarkUpdateVsDecide(b, true) })
@@ -79,6 +81,8 @@ func benchmarkUpdateVsDecide(b *testing.B, wire bool) {
 		return resp.StatusCode
 	}
 	var updCPU, decCPU time.Duration
+	sqlPID := os.Getenv("DPCS_BENCH_SQL_PID")
+	sql0 := pidCPU(b, sqlPID)
 	b.ResetTimer()
 	for i := range b.N {
 		ub := smfUpdateBody(uint32(i+1), 1*mib, 10*mib)
@@ -95,6 +99,9 @@ func benchmarkUpdateVsDecide(b *testing.B, wire bool) {
 		updCPU, decCPU = updCPU+c1-c0, decCPU+c2-c1
 	}
 	b.StopTimer()
+	if sqlPID != "" { // only updates write SQL
+		b.ReportMetric(float64((pidCPU(b, sqlPID)-sql0).Microseconds())/float64(b.N), "sql-cpu-µs/update")
+	}
 	b.ReportMetric(float64(updCPU.Microseconds())/float64(b.N), "cpu-µs/update")
 	b.ReportMetric(float64(decCPU.Microseconds())/float64(b.N), "cpu-µs/decision")
 	b.ReportMetric(float64(updCPU)/float64(decCPU), "update/decision")

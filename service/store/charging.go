@@ -174,22 +174,11 @@ type ChargingStep struct {
 // where the caller read it: OPEN with last_seq prevSeq. It reports whether
 // it did; false means another step got there first (read the session again).
 func (s *Store) RecordChargingStep(ctx context.Context, ref string, prevSeq int64, step ChargingStep) (bool, error) {
-	grants, err := grantsJSON(step.Grants)
+	ok, err := s.RecordChargingSteps(ctx, []ChargingStepOn{{Ref: ref, PrevSeq: prevSeq, Step: step}})
 	if err != nil {
 		return false, err
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE charging_session SET last_seq = ?, last_op = ?, answer = ?, grants = ?, expires_at = ?,
-		state = ?, updated_at = ? WHERE ref = ? AND state = ? AND last_seq = ?`,
-		step.Seq, step.Op, nullBytes(step.Answer), grants, s.t(step.ExpiresAt), string(step.State), s.t(s.now()),
-		ref, string(ChargingOpen), prevSeq)
-	if err != nil {
-		return false, dbErr("record charging step", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, dbErr("record charging step", err)
-	}
-	return n == 1, nil
+	return ok[0], nil
 }
 
 // ChargingStepOn is a step to record on session Ref, read at last_seq
@@ -200,11 +189,32 @@ type ChargingStepOn struct {
 	Step    ChargingStep
 }
 
+// recordChargingStepSQL is a step's conditional write.
+const recordChargingStepSQL = `UPDATE charging_session SET last_seq = ?, last_op = ?, answer = ?, grants = ?, expires_at = ?,
+	state = ?, updated_at = ? WHERE ref = ? AND state = ? AND last_seq = ?`
+
+// recordStmt is recordChargingStepSQL prepared once on the pool: each
+// connection prepares it the first time it runs it and keeps it, so a
+// step's write is one round trip, not a prepare, an execute and a close
+// (doc/benchmarks.md, "The grant path over Nchf").
+func (s *Store) recordStmt(ctx context.Context) (*sql.Stmt, error) {
+	s.stmtMu.Lock()
+	defer s.stmtMu.Unlock()
+	if s.recordStep == nil {
+		st, err := s.db.PrepareContext(ctx, recordChargingStepSQL)
+		if err != nil {
+			return nil, dbErr("record charging steps", err)
+		}
+		s.recordStep = st
+	}
+	return s.recordStep, nil
+}
+
 // RecordChargingSteps records each step as RecordChargingStep does, all
 // in one transaction (one commit for the batch: the charging interface's
 // steps of one moment, each of another session), in the order of their
-// sessions' refs. ok[i] reports whether steps[i] was recorded; an error
-// records none of them.
+// sessions' refs; a lone step is one autocommitted statement. ok[i]
+// reports whether steps[i] was recorded; an error records none of them.
 func (s *Store) RecordChargingSteps(ctx context.Context, steps []ChargingStepOn) ([]bool, error) {
 	type row struct {
 		i      int
@@ -219,16 +229,15 @@ func (s *Store) RecordChargingSteps(ctx context.Context, steps []ChargingStepOn)
 		rows[i] = row{i, g}
 	}
 	slices.SortFunc(rows, func(a, b row) int { return strings.Compare(steps[a.i].Ref, steps[b.i].Ref) })
-	var ok []bool
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		ok = make([]bool, len(steps))
-		stmt, err := tx.PrepareContext(ctx, `UPDATE charging_session SET last_seq = ?, last_op = ?, answer = ?, grants = ?, expires_at = ?,
-			state = ?, updated_at = ? WHERE ref = ? AND state = ? AND last_seq = ?`)
-		if err != nil {
-			return dbErr("record charging steps", err)
-		}
-		defer stmt.Close()
-		now := s.t(s.now())
+	ok := make([]bool, len(steps))
+	if len(steps) == 0 {
+		return ok, nil
+	}
+	prepared, err := s.recordStmt(ctx)
+	if err != nil {
+		return nil, err
+	}
+	exec := func(stmt *sql.Stmt, now any) error {
 		for _, r := range rows {
 			st := steps[r.i]
 			res, err := stmt.ExecContext(ctx, st.Step.Seq, st.Step.Op, nullBytes(st.Step.Answer), r.grants, s.t(st.Step.ExpiresAt),
@@ -243,7 +252,16 @@ func (s *Store) RecordChargingSteps(ctx context.Context, steps []ChargingStepOn)
 			ok[r.i] = n == 1
 		}
 		return nil
-	})
+	}
+	if len(steps) == 1 {
+		err = s.retryConflicts(ctx, func() error { return exec(prepared, s.t(s.now())) })
+	} else {
+		err = s.inTx(ctx, func(tx *sql.Tx) error {
+			stmt := tx.StmtContext(ctx, prepared)
+			defer stmt.Close()
+			return exec(stmt, s.t(s.now()))
+		})
+	}
 	if err != nil {
 		return nil, err
 	}
