@@ -17,6 +17,7 @@ import (
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
 	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/httpserver"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/api/gateway"
@@ -170,9 +171,10 @@ func serveH2C(b *testing.B, h http.Handler) string {
 	return serveOn(b, charging.NewServer(h, nil, nil))
 }
 
-// serveHTTP1 serves h over HTTP/1.1 on a loopback port.
+// serveHTTP1 serves h over HTTP/1.1 on a loopback port as the API server
+// serves POST /decisions (internal/httpserver, self-timed).
 func serveHTTP1(b *testing.B, h http.Handler) string {
-	return serveOn(b, &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second})
+	return serveOn(b, httpserver.New(h, httpserver.Config{SelfTimed: func(*http.Request) bool { return true }}))
 }
 
 func serveOn(b *testing.B, srv *http.Server) string {

@@ -205,8 +205,13 @@ func writeBody(w http.ResponseWriter, status int, b []byte) {
 // bounds and headers) speaking HTTP/1.1 and HTTP/2: cleartext HTTP/2 with
 // prior knowledge when tlsConfig is nil (as an SMF's SBI client speaks it),
 // HTTP/2 over TLS (ALPN h2) otherwise — serve it with ServeTLS then.
+// Every route answers by itself once its context ends at the handler
+// timeout (each wait of a step ends with it: the session's lock, SQL, the
+// Charger), so the routes run self-timed, as POST /decisions does, without
+// http.TimeoutHandler's goroutine and copy of every answer.
 func NewServer(h http.Handler, tlsConfig *tls.Config, log *slog.Logger) *http.Server {
-	srv := httpserver.New(h, httpserver.Config{HandlerTimeout: 10 * time.Second, Logger: log})
+	srv := httpserver.New(h, httpserver.Config{HandlerTimeout: 10 * time.Second, Logger: log,
+		SelfTimed: func(*http.Request) bool { return true }})
 	var p http.Protocols
 	p.SetHTTP1(true)
 	if tlsConfig != nil {

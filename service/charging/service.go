@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"net/http"
 	"net/url"
 	"slices"
@@ -64,7 +63,7 @@ type Service struct {
 	charger   Charger
 	sessions  Sessions
 	o         options
-	locks     [64]sync.Mutex
+	locks     [64]chan struct{} // each holds one token: lock
 	cache     sessionCache
 	records   chan *recording
 	recDone   chan struct{}
@@ -98,6 +97,9 @@ func New(charger Charger, sessions Sessions, opts ...Option) (*Service, error) {
 		records: make(chan *recording), recDone: make(chan struct{}),
 		changes: changes{pending: map[int64]map[int64]bool{}, reclaim: map[int64]map[string]bool{}, wake: make(chan struct{}, 1),
 			done: make(chan struct{})}}
+	for i := range s.locks {
+		s.locks[i] = make(chan struct{}, 1)
+	}
 	s.notifier = newNotifier(o)
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
@@ -123,13 +125,21 @@ func (s *Service) Close(ctx context.Context) error {
 }
 
 // lock serialises the steps of one session in this process (another
-// process's are refused by the store's conditional writes).
-func (s *Service) lock(ref string) func() {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(ref))
-	m := &s.locks[h.Sum32()%uint32(len(s.locks))]
-	m.Lock()
-	return m.Unlock
+// process's are refused by the store's conditional writes); waiting for it
+// ends with ctx, so a request answers by itself at its deadline (NewServer
+// runs the routes without http.TimeoutHandler).
+func (s *Service) lock(ctx context.Context, ref string) (func(), error) {
+	h := uint32(2166136261) // FNV-1a
+	for i := 0; i < len(ref); i++ {
+		h = (h ^ uint32(ref[i])) * 16777619
+	}
+	l := s.locks[h%uint32(len(s.locks))]
+	select {
+	case l <- struct{}{}:
+		return func() { <-l }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // GrantID names the reservation of session ref for rating group rg across
@@ -199,7 +209,10 @@ func (s *Service) create(ctx context.Context, req *ChargingDataRequest) (string,
 	if err != nil {
 		return "", reply{}, false, m, err
 	}
-	unlock := s.lock(sess.Ref)
+	unlock, err := s.lock(ctx, sess.Ref)
+	if err != nil {
+		return "", reply{}, false, m, err
+	}
 	defer unlock()
 	if created {
 		s.cache.put(sess)
@@ -250,7 +263,10 @@ func (s *Service) next(ctx context.Context, ref string, op Op, req *ChargingData
 	if p != nil {
 		return reply{}, false, store.Member{}, p
 	}
-	unlock := s.lock(ref)
+	unlock, err := s.lock(ctx, ref)
+	if err != nil {
+		return reply{}, false, store.Member{}, err
+	}
 	defer unlock()
 	read, retried := s.session, false
 	for {
