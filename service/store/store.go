@@ -233,8 +233,8 @@ type Store struct {
 	dummyOnce sync.Once
 	dummy     []byte // a hash compared against for unknown logins
 
-	stmtMu     sync.Mutex
-	recordStep *sql.Stmt // a charging step's write (recordStmt)
+	stmtMu      sync.Mutex
+	recordSteps map[int]*sql.Stmt // the write of n charging steps (recordStmt)
 }
 
 // New returns a store on db. It does not contact the database.
