@@ -99,7 +99,7 @@ func (h *handler) body(w http.ResponseWriter, r *http.Request, op Op) (*Charging
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return nil, &Problem{Status: http.StatusUnsupportedMediaType, Detail: "the body must be application/json"}
 	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	b, err := readAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes), r.ContentLength)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -112,6 +112,29 @@ func (h *handler) body(w http.ResponseWriter, r *http.Request, op Op) (*Charging
 		return nil, asProblem(err)
 	}
 	return req, nil
+}
+
+// readAll is io.ReadAll starting with room for size bytes (the request's
+// Content-Length, when it is within MaxRequestBytes), so a body is read
+// into one allocation.
+func readAll(rd io.Reader, size int64) ([]byte, error) {
+	if size <= 0 || size > MaxRequestBytes {
+		size = 512
+	}
+	b := make([]byte, 0, size+1) // +1: the read that finds the end needs no room to grow
+	for {
+		n, err := rd.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
 
 func (h *handler) create(w http.ResponseWriter, r *http.Request) {
