@@ -129,14 +129,18 @@ lint:
 	bash scripts/openapi-lint.sh
 
 ## fuzz: run the fuzzers for FUZZTIME each (default 60s): the envelope's strict
-## decoder, its fast decoder/encoder against the encoding/json path, and the
-## synchronous endpoint's fast body decoder against huma's validation.
+## decoder, its fast decoder/encoder against the encoding/json path, the
+## synchronous endpoint's fast body decoder against huma's validation, and the
+## charging interface's fast decoder/encoder against encoding/json.
 FUZZTIME ?= 60s
 fuzz:
 	for f in FuzzDecode FuzzDecodeDifferential FuzzEncodeDifferential; do \
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./envelope || exit 1; \
 	done
 	$(GO) test -run '^$$' -fuzz '^FuzzDecideFast$$' -fuzztime $(FUZZTIME) ./service/api/gateway
+	for f in FuzzDecodeFast FuzzEncodeFast; do \
+		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./service/charging || exit 1; \
+	done
 
 ## release: the deployables (dpcs, dpcs-processor, dpcs-server, dpcs-simulator)
 ## for linux/amd64 and linux/arm64 into dist/ with SHA256SUMS, -trimpath,

@@ -99,7 +99,7 @@ func (h *handler) body(w http.ResponseWriter, r *http.Request, op Op) (*Charging
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return nil, &Problem{Status: http.StatusUnsupportedMediaType, Detail: "the body must be application/json"}
 	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	b, err := readAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes), r.ContentLength)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -114,19 +114,42 @@ func (h *handler) body(w http.ResponseWriter, r *http.Request, op Op) (*Charging
 	return req, nil
 }
 
+// readAll is io.ReadAll starting with room for size bytes (the request's
+// Content-Length, when it is within MaxRequestBytes), so a body is read
+// into one allocation.
+func readAll(rd io.Reader, size int64) ([]byte, error) {
+	if size <= 0 || size > MaxRequestBytes {
+		size = 512
+	}
+	b := make([]byte, 0, size+1) // +1: the read that finds the end needs no room to grow
+	for {
+		n, err := rd.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
+}
+
 func (h *handler) create(w http.ResponseWriter, r *http.Request) {
 	req, p := h.body(w, r, OpCreate)
 	if p != nil {
 		h.fail(w, r, p)
 		return
 	}
-	ref, resp, err := h.svc.Create(r.Context(), req)
+	ref, a, err := h.svc.createReply(r.Context(), req)
 	if err != nil {
 		h.fail(w, r, asProblem(err))
 		return
 	}
 	w.Header().Set("Location", h.root(r)+BasePath+"/chargingdata/"+ref)
-	writeJSON(w, http.StatusCreated, resp)
+	writeReply(w, http.StatusCreated, a)
 }
 
 func (h *handler) update(w http.ResponseWriter, r *http.Request) {
@@ -135,12 +158,12 @@ func (h *handler) update(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, p)
 		return
 	}
-	resp, err := h.svc.Update(r.Context(), r.PathValue("ref"), req)
+	a, err := h.svc.updateReply(r.Context(), r.PathValue("ref"), req)
 	if err != nil {
 		h.fail(w, r, asProblem(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, resp)
+	writeReply(w, http.StatusOK, a)
 }
 
 func (h *handler) release(w http.ResponseWriter, r *http.Request) {
@@ -175,12 +198,26 @@ func (h *handler) root(r *http.Request) string {
 	return scheme + "://" + r.Host
 }
 
+// writeReply writes a step's answer as it was encoded for its record (the
+// same bytes json.Marshal writes: encodeResponse).
+func writeReply(w http.ResponseWriter, status int, a reply) {
+	if a.body == nil {
+		writeJSON(w, status, a.resp)
+		return
+	}
+	writeBody(w, status, a.body)
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		writeProblem(w, asProblem(err))
 		return
 	}
+	writeBody(w, status, b)
+}
+
+func writeBody(w http.ResponseWriter, status int, b []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
@@ -191,8 +228,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // bounds and headers) speaking HTTP/1.1 and HTTP/2: cleartext HTTP/2 with
 // prior knowledge when tlsConfig is nil (as an SMF's SBI client speaks it),
 // HTTP/2 over TLS (ALPN h2) otherwise — serve it with ServeTLS then.
+// Every route answers by itself once its context ends at the handler
+// timeout (each wait of a step ends with it: the session's lock, SQL, the
+// Charger), so the routes run self-timed, as POST /decisions does, without
+// http.TimeoutHandler's goroutine and copy of every answer.
 func NewServer(h http.Handler, tlsConfig *tls.Config, log *slog.Logger) *http.Server {
-	srv := httpserver.New(h, httpserver.Config{HandlerTimeout: 10 * time.Second, Logger: log})
+	srv := httpserver.New(h, httpserver.Config{HandlerTimeout: 10 * time.Second, Logger: log,
+		SelfTimed: func(*http.Request) bool { return true }})
 	var p http.Protocols
 	p.SetHTTP1(true)
 	if tlsConfig != nil {

@@ -5,19 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/dabom/dpcs/envelope"
-	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/store"
 )
@@ -66,7 +63,7 @@ type Service struct {
 	charger   Charger
 	sessions  Sessions
 	o         options
-	locks     [64]sync.Mutex
+	locks     [64]chan struct{} // each holds one token: lock
 	cache     sessionCache
 	records   chan *recording
 	recDone   chan struct{}
@@ -100,6 +97,9 @@ func New(charger Charger, sessions Sessions, opts ...Option) (*Service, error) {
 		records: make(chan *recording), recDone: make(chan struct{}),
 		changes: changes{pending: map[int64]map[int64]bool{}, reclaim: map[int64]map[string]bool{}, wake: make(chan struct{}, 1),
 			done: make(chan struct{})}}
+	for i := range s.locks {
+		s.locks[i] = make(chan struct{}, 1)
+	}
 	s.notifier = newNotifier(o)
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
@@ -125,13 +125,21 @@ func (s *Service) Close(ctx context.Context) error {
 }
 
 // lock serialises the steps of one session in this process (another
-// process's are refused by the store's conditional writes).
-func (s *Service) lock(ref string) func() {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(ref))
-	m := &s.locks[h.Sum32()%uint32(len(s.locks))]
-	m.Lock()
-	return m.Unlock
+// process's are refused by the store's conditional writes); waiting for it
+// ends with ctx, so a request answers by itself at its deadline (NewServer
+// runs the routes without http.TimeoutHandler).
+func (s *Service) lock(ctx context.Context, ref string) (func(), error) {
+	h := uint32(2166136261) // FNV-1a
+	for i := 0; i < len(ref); i++ {
+		h = (h ^ uint32(ref[i])) * 16777619
+	}
+	l := s.locks[h%uint32(len(s.locks))]
+	select {
+	case l <- struct{}{}:
+		return func() { <-l }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // GrantID names the reservation of session ref for rating group rg across
@@ -152,93 +160,6 @@ func ExpiryStepID(ref string, rg uint32) string {
 	return envelope.DerivedID("grs_", ref, "rg:"+strconv.FormatUint(uint64(rg), 10)+":expired")
 }
 
-// ask is one rating group's part of a request, in bytes.
-type ask struct {
-	rg        uint32
-	used      int64
-	requested int64
-	release   bool // no requestedUnit: charge used, hold nothing more
-	inAnswer  bool // the request named it: the answer does too
-}
-
-// asks reads the request's rating groups.
-func (s *Service) asks(req *ChargingDataRequest) ([]ask, *Problem) {
-	out := make([]ask, 0, len(req.MultipleUnitUsage))
-	for i, u := range req.MultipleUnitUsage {
-		at := "/multipleUnitUsage/" + strconv.Itoa(i)
-		a := ask{rg: *u.RatingGroup, inAnswer: true}
-		for j, c := range u.UsedUnitContainer {
-			v, ok := volume(c.TotalVolume, c.UplinkVolume, c.DownlinkVolume)
-			if !ok || v > uint64(policy.MaxBytes) || a.used+int64(v) > policy.MaxBytes {
-				return nil, badParam(CauseOptionalIEIncorrect, at+"/usedUnitContainer/"+strconv.Itoa(j)+"/totalVolume",
-					fmt.Sprintf("a rating group's usage must total at most %d bytes", policy.MaxBytes))
-			}
-			a.used += int64(v)
-		}
-		if u.RequestedUnit == nil {
-			a.release = true
-		} else {
-			v, _ := volume(u.RequestedUnit.TotalVolume, u.RequestedUnit.UplinkVolume, u.RequestedUnit.DownlinkVolume)
-			switch {
-			case u.RequestedUnit.TotalVolume == nil && u.RequestedUnit.UplinkVolume == nil && u.RequestedUnit.DownlinkVolume == nil:
-				a.requested = s.o.grant // the CHF decides
-			case v == 0:
-				a.release = true
-			default:
-				a.requested = int64(min(v, uint64(s.o.max)))
-			}
-		}
-		out = append(out, a)
-	}
-	return out, nil
-}
-
-// volume is total, or uplink + downlink when total is absent; false when
-// the sum overflows.
-func volume(total, up, down *uint64) (uint64, bool) {
-	if total != nil {
-		return *total, true
-	}
-	var v uint64
-	for _, p := range []*uint64{up, down} {
-		if p != nil {
-			if v+*p < v {
-				return 0, false
-			}
-			v += *p
-		}
-	}
-	return v, true
-}
-
-// createKey names a create by what its retries repeat: the subscriber, the
-// consumer, the charging ids and the PDU session, and the invocation; ""
-// when it carries no charging id (then nothing tells a retry from a new
-// session, and each create is a session).
-func createKey(req *ChargingDataRequest) string {
-	var ids []string
-	if req.ChargingID != nil {
-		ids = append(ids, "c"+strconv.FormatUint(uint64(*req.ChargingID), 10))
-	}
-	if p := req.PDUSessionChargingInformation; p != nil {
-		if p.ChargingID != nil {
-			ids = append(ids, "p"+strconv.FormatUint(uint64(*p.ChargingID), 10))
-		}
-		if p.SMFChargingID != "" {
-			ids = append(ids, "s"+p.SMFChargingID)
-		}
-		if p.PDUSessionInformation != nil && p.PDUSessionInformation.PDUSessionID != nil {
-			ids = append(ids, "u"+strconv.Itoa(int(*p.PDUSessionInformation.PDUSessionID)))
-		}
-	}
-	if len(ids) == 0 {
-		return ""
-	}
-	id := req.NfConsumerIdentification
-	return envelope.DerivedID("", strings.Join([]string{req.SubscriberIdentifier, id.NFName, id.NFFqdn, id.NFIPv4Address,
-		id.NFIPv6Address, strings.Join(ids, "/"), strconv.FormatUint(uint64(*req.InvocationSequenceNumber), 10)}, "\x00"), "create")
-}
-
 // Every error of Create, Update and Release is a *Problem: a refusal, or a
 // SYSTEM_FAILURE (500) wrapping what failed, after which a retry of the same
 // invocation takes no step twice.
@@ -248,23 +169,35 @@ func createKey(req *ChargingDataRequest) string {
 // A retry of a create that carried a charging id gets the same ref and
 // answer; two creates without one are two sessions.
 func (s *Service) Create(ctx context.Context, req *ChargingDataRequest) (string, *ChargingDataResponse, error) {
-	start := s.o.now()
-	ref, body, replay, m, err := s.create(ctx, req)
-	s.stepHook(OpCreate, ref, m, body, replay, start, err)
-	if err != nil {
-		return "", nil, asProblem(err)
-	}
-	return ref, body, nil
+	ref, a, err := s.createReply(ctx, req)
+	return ref, a.resp, err
 }
 
-func (s *Service) create(ctx context.Context, req *ChargingDataRequest) (string, *ChargingDataResponse, bool, store.Member, error) {
+// reply is a step's answer and its JSON (json.Marshal's bytes: what the
+// session stores for a retry), encoded once.
+type reply struct {
+	resp *ChargingDataResponse
+	body []byte
+}
+
+func (s *Service) createReply(ctx context.Context, req *ChargingDataRequest) (string, reply, error) {
+	start := s.o.now()
+	ref, a, replay, m, err := s.create(ctx, req)
+	s.stepHook(OpCreate, ref, m, a.resp, replay, start, err)
+	if err != nil {
+		return "", reply{}, asProblem(err)
+	}
+	return ref, a, nil
+}
+
+func (s *Service) create(ctx context.Context, req *ChargingDataRequest) (string, reply, bool, store.Member, error) {
 	asks, p := s.asks(req)
 	if p != nil {
-		return "", nil, false, store.Member{}, p
+		return "", reply{}, false, store.Member{}, p
 	}
 	m, err := s.subscriber(ctx, req)
 	if err != nil {
-		return "", nil, false, store.Member{}, err
+		return "", reply{}, false, store.Member{}, err
 	}
 	ref := uuid.NewString()
 	now := s.o.now()
@@ -274,35 +207,43 @@ func (s *Service) create(ctx context.Context, req *ChargingDataRequest) (string,
 		ExpiresAt: now.Add(s.o.validity + s.o.holding)}
 	sess, created, err := s.sessions.OpenChargingSession(ctx, row)
 	if err != nil {
-		return "", nil, false, m, err
+		return "", reply{}, false, m, err
 	}
-	unlock := s.lock(sess.Ref)
+	unlock, err := s.lock(ctx, sess.Ref)
+	if err != nil {
+		return "", reply{}, false, m, err
+	}
 	defer unlock()
 	if created {
 		s.cache.put(sess)
 	} else { // a retry of this create: its session, maybe its answer
 		if sess, err = s.fresh(ctx, sess.Ref); err != nil {
-			return "", nil, false, m, err
+			return "", reply{}, false, m, err
 		}
-		if resp, done, err := s.replay(sess, OpCreate, *req.InvocationSequenceNumber); done || err != nil {
-			return sess.Ref, resp, true, m, err
+		if a, done, err := s.replay(sess, OpCreate, *req.InvocationSequenceNumber); done || err != nil {
+			return sess.Ref, a, true, m, err
 		}
 	}
-	resp, err := s.step(ctx, sess, OpCreate, req, asks)
-	return sess.Ref, resp, false, m, moved(err)
+	a, err := s.step(ctx, sess, OpCreate, req, asks)
+	return sess.Ref, a, false, m, moved(err)
 }
 
 // Update takes the next step of session ref: charges what req reports used
 // and grants what it asks for. A retry of the last invocation gets the same
 // answer; an older invocation is refused.
 func (s *Service) Update(ctx context.Context, ref string, req *ChargingDataRequest) (*ChargingDataResponse, error) {
+	a, err := s.updateReply(ctx, ref, req)
+	return a.resp, err
+}
+
+func (s *Service) updateReply(ctx context.Context, ref string, req *ChargingDataRequest) (reply, error) {
 	start := s.o.now()
-	resp, replay, m, err := s.next(ctx, ref, OpUpdate, req)
-	s.stepHook(OpUpdate, ref, m, resp, replay, start, err)
+	a, replay, m, err := s.next(ctx, ref, OpUpdate, req)
+	s.stepHook(OpUpdate, ref, m, a.resp, replay, start, err)
 	if err != nil {
-		return nil, asProblem(err)
+		return reply{}, asProblem(err)
 	}
-	return resp, nil
+	return a, nil
 }
 
 // Release ends session ref: charges what req reports used and returns
@@ -317,25 +258,28 @@ func (s *Service) Release(ctx context.Context, ref string, req *ChargingDataRequ
 	return nil
 }
 
-func (s *Service) next(ctx context.Context, ref string, op Op, req *ChargingDataRequest) (*ChargingDataResponse, bool, store.Member, error) {
+func (s *Service) next(ctx context.Context, ref string, op Op, req *ChargingDataRequest) (reply, bool, store.Member, error) {
 	asked, p := s.asks(req)
 	if p != nil {
-		return nil, false, store.Member{}, p
+		return reply{}, false, store.Member{}, p
 	}
-	unlock := s.lock(ref)
+	unlock, err := s.lock(ctx, ref)
+	if err != nil {
+		return reply{}, false, store.Member{}, err
+	}
 	defer unlock()
 	read, retried := s.session, false
 	for {
 		sess, err := read(ctx, ref)
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, false, store.Member{}, noSession(ref)
+			return reply{}, false, store.Member{}, noSession(ref)
 		}
 		if err != nil {
-			return nil, false, store.Member{}, err
+			return reply{}, false, store.Member{}, err
 		}
 		m := store.Member{ID: sess.MemberID, FamilyID: sess.FamilyID}
-		if resp, done, err := s.replay(sess, op, *req.InvocationSequenceNumber); done || err != nil {
-			return resp, true, m, err
+		if a, done, err := s.replay(sess, op, *req.InvocationSequenceNumber); done || err != nil {
+			return a, true, m, err
 		}
 		asks := slices.Clone(asked)
 		if op == OpRelease { // every grant the session holds is returned
@@ -352,7 +296,7 @@ func (s *Service) next(ctx context.Context, ref string, op Op, req *ChargingData
 				}
 			}
 		}
-		resp, err := s.step(ctx, sess, op, req, asks)
+		a, err := s.step(ctx, sess, op, req, asks)
 		if errors.Is(err, errMoved) && !retried {
 			// The cached session was behind SQL (another process stepped
 			// it): take this step again on SQL's; the Charger answers the
@@ -360,7 +304,7 @@ func (s *Service) next(ctx context.Context, ref string, op Op, req *ChargingData
 			read, retried = s.fresh, true
 			continue
 		}
-		return resp, false, m, moved(err)
+		return a, false, m, moved(err)
 	}
 }
 
@@ -372,7 +316,7 @@ func noSession(ref string) *Problem {
 // replay answers an invocation the session has seen: done with the stored
 // answer for a retry of the last one, an error for an older one or one
 // sent to a closed session; not done for a new one.
-func (s *Service) replay(sess store.ChargingSession, op Op, seq uint32) (*ChargingDataResponse, bool, error) {
+func (s *Service) replay(sess store.ChargingSession, op Op, seq uint32) (reply, bool, error) {
 	last := sess.LastSeq
 	again := int64(seq) == last && Op(sess.LastOp) == op
 	switch {
@@ -380,20 +324,20 @@ func (s *Service) replay(sess store.ChargingSession, op Op, seq uint32) (*Chargi
 		// Only a release is answered again once the session is closed: a
 		// stored grant would name a reservation released since.
 		if again && op == OpRelease {
-			return nil, true, nil
+			return reply{}, true, nil
 		}
-		return nil, true, noSession(sess.Ref)
+		return reply{}, true, noSession(sess.Ref)
 	case again:
 		var resp ChargingDataResponse
 		if err := json.Unmarshal(sess.Answer, &resp); err != nil {
-			return nil, true, fmt.Errorf("charging: stored answer of %s: %w", sess.Ref, err)
+			return reply{}, true, fmt.Errorf("charging: stored answer of %s: %w", sess.Ref, err)
 		}
-		return &resp, true, nil
+		return reply{&resp, sess.Answer}, true, nil
 	case int64(seq) <= last:
-		return nil, true, badParam(CauseMandatoryIEIncorrect, "/invocationSequenceNumber",
+		return reply{}, true, badParam(CauseMandatoryIEIncorrect, "/invocationSequenceNumber",
 			fmt.Sprintf("invocation %d was answered already (this session's last is %d): send a new one with a higher number, or repeat the last", seq, last))
 	}
-	return nil, false, nil
+	return reply{}, false, nil
 }
 
 // planned is the session's grants once the asks are taken: each rating
@@ -416,7 +360,7 @@ func planned(ref string, have []store.ChargingGrant, asks []ask) []store.Chargin
 }
 
 // step takes the Charger steps of one invocation and records its answer.
-func (s *Service) step(ctx context.Context, sess store.ChargingSession, op Op, req *ChargingDataRequest, asks []ask) (*ChargingDataResponse, error) {
+func (s *Service) step(ctx context.Context, sess store.ChargingSession, op Op, req *ChargingDataRequest, asks []ask) (reply, error) {
 	seq := *req.InvocationSequenceNumber
 	// Record every rating group about to be asked for before asking, so a
 	// crash after the ask leaves the sweep something to release.
@@ -426,11 +370,11 @@ func (s *Service) step(ctx context.Context, sess store.ChargingSession, op Op, r
 			ok, err := s.sessions.SetChargingGrants(ctx, sess.Ref, sess.LastSeq, grants)
 			if err != nil {
 				s.cache.drop(sess.Ref)
-				return nil, err
+				return reply{}, err
 			}
 			if !ok {
-				resp, _, err := s.raced(ctx, sess.Ref, op, seq)
-				return resp, err
+				a, _, err := s.raced(ctx, sess.Ref, op, seq)
+				return a, err
 			}
 			planned := sess
 			planned.Grants = grants
@@ -452,10 +396,10 @@ func (s *Service) step(ctx context.Context, sess store.ChargingSession, op Op, r
 	if len(ops) > 0 {
 		var err error
 		if results, err = s.charger.Charge(ctx, ops); err != nil {
-			return nil, fmt.Errorf("charging: grant steps: %w", err)
+			return reply{}, fmt.Errorf("charging: grant steps: %w", err)
 		}
 		if len(results) != len(ops) {
-			return nil, fmt.Errorf("charging: %d grant steps answered with %d results", len(ops), len(results))
+			return reply{}, fmt.Errorf("charging: %d grant steps answered with %d results", len(ops), len(results))
 		}
 	}
 	resp := &ChargingDataResponse{InvocationTimeStamp: now.UTC().Truncate(time.Millisecond), InvocationSequenceNumber: seq}
@@ -493,23 +437,23 @@ func (s *Service) step(ctx context.Context, sess store.ChargingSession, op Op, r
 	if op == OpRelease {
 		st.State, st.Grants = store.ChargingClosed, nil
 	} else {
-		b, err := json.Marshal(resp)
+		b, err := encodeResponse(resp)
 		if err != nil {
-			return nil, err
+			return reply{}, err
 		}
 		st.Answer = b
 	}
 	ok, err := s.record(ctx, store.ChargingStepOn{Ref: sess.Ref, PrevSeq: sess.LastSeq, Step: st})
 	if err != nil {
 		s.cache.drop(sess.Ref) // written or not: the next step reads SQL
-		return nil, err
+		return reply{}, err
 	}
 	if !ok {
-		resp, open, err := s.raced(ctx, sess.Ref, op, seq)
+		a, open, err := s.raced(ctx, sess.Ref, op, seq)
 		if !open {
 			s.undo(ctx, sess, ops, results)
 		}
-		return resp, err
+		return a, err
 	}
 	after := sess
 	after.LastSeq, after.LastOp, after.Answer, after.Grants, after.ExpiresAt, after.State = st.Seq, st.Op, st.Answer, st.Grants, st.ExpiresAt, st.State
@@ -524,9 +468,9 @@ func (s *Service) step(ctx context.Context, sess store.ChargingSession, op Op, r
 		s.reclaimed(sess.FamilyID, reclaim)
 	}
 	if op == OpRelease {
-		return nil, nil
+		return reply{}, nil
 	}
-	return resp, nil
+	return reply{resp, st.Answer}, nil
 }
 
 // raced answers a step whose session moved on since it was read (here,
@@ -535,19 +479,19 @@ func (s *Service) step(ctx context.Context, sess store.ChargingSession, op Op, r
 // another process) gets that answer, as its retry would; anything else is
 // refused as replay refuses it. open is false when the session is closed
 // or gone (what the step reserved is then nobody's: undo).
-func (s *Service) raced(ctx context.Context, ref string, op Op, seq uint32) (*ChargingDataResponse, bool, error) {
+func (s *Service) raced(ctx context.Context, ref string, op Op, seq uint32) (reply, bool, error) {
 	sess, err := s.fresh(ctx, ref)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, false, noSession(ref)
+		return reply{}, false, noSession(ref)
 	}
 	if err != nil {
-		return nil, true, err
+		return reply{}, true, err
 	}
 	open := sess.State == store.ChargingOpen
-	if resp, done, err := s.replay(sess, op, seq); done || err != nil {
-		return resp, open, err
+	if a, done, err := s.replay(sess, op, seq); done || err != nil {
+		return a, open, err
 	}
-	return nil, open, errMoved
+	return reply{}, open, errMoved
 }
 
 // undo returns what ops reserved for sess when sess was closed meanwhile

@@ -76,7 +76,10 @@ func (s *Service) Sweep(ctx context.Context) (SweepInfo, error) {
 // expire closes one expired session: CLOSING (unless a step came
 // meanwhile), every grant released, CLOSED.
 func (s *Service) expire(ctx context.Context, sess store.ChargingSession) (bool, error) {
-	unlock := s.lock(sess.Ref)
+	unlock, err := s.lock(ctx, sess.Ref)
+	if err != nil {
+		return false, err
+	}
 	defer unlock()
 	s.cache.drop(sess.Ref) // closing, or stepped meanwhile: the next step reads SQL
 	if sess.State == store.ChargingOpen {

@@ -174,22 +174,11 @@ type ChargingStep struct {
 // where the caller read it: OPEN with last_seq prevSeq. It reports whether
 // it did; false means another step got there first (read the session again).
 func (s *Store) RecordChargingStep(ctx context.Context, ref string, prevSeq int64, step ChargingStep) (bool, error) {
-	grants, err := grantsJSON(step.Grants)
+	ok, err := s.RecordChargingSteps(ctx, []ChargingStepOn{{Ref: ref, PrevSeq: prevSeq, Step: step}})
 	if err != nil {
 		return false, err
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE charging_session SET last_seq = ?, last_op = ?, answer = ?, grants = ?, expires_at = ?,
-		state = ?, updated_at = ? WHERE ref = ? AND state = ? AND last_seq = ?`,
-		step.Seq, step.Op, nullBytes(step.Answer), grants, s.t(step.ExpiresAt), string(step.State), s.t(s.now()),
-		ref, string(ChargingOpen), prevSeq)
-	if err != nil {
-		return false, dbErr("record charging step", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, dbErr("record charging step", err)
-	}
-	return n == 1, nil
+	return ok[0], nil
 }
 
 // ChargingStepOn is a step to record on session Ref, read at last_seq
@@ -200,11 +189,75 @@ type ChargingStepOn struct {
 	Step    ChargingStep
 }
 
+// recordChargingStepSQL is a step's conditional write.
+const recordChargingStepSQL = `UPDATE charging_session SET last_seq = ?, last_op = ?, answer = ?, grants = ?, expires_at = ?,
+	state = ?, updated_at = ? WHERE ref = ? AND state = ? AND last_seq = ?`
+
+// maxStepsPerStatement bounds the steps one UPDATE writes (a batch of more
+// is written by several in its transaction).
+const maxStepsPerStatement = 16
+
+// recordStepsSQL is the conditional write of n steps in one statement:
+// each column set per ref, each row only where its session still is
+// (OPEN at its PrevSeq).
+func recordStepsSQL(n int) string {
+	var b strings.Builder
+	b.WriteString("UPDATE charging_session SET ")
+	for i, col := range []string{"last_seq", "last_op", "answer", "grants", "expires_at", "state"} {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(col + " = CASE ref")
+		for range n {
+			b.WriteString(" WHEN ? THEN ?")
+		}
+		b.WriteString(" END")
+	}
+	b.WriteString(", updated_at = ? WHERE state = ? AND (")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(" OR ")
+		}
+		b.WriteString("(ref = ? AND last_seq = ?)")
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// recordStmt is the write of n steps (recordChargingStepSQL for one,
+// recordStepsSQL for more) prepared once on the pool: each connection
+// prepares it the first time it runs it and keeps it, so a write is one
+// round trip, not a prepare, an execute and a close (doc/benchmarks.md,
+// "The grant path over Nchf").
+func (s *Store) recordStmt(ctx context.Context, n int) (*sql.Stmt, error) {
+	s.stmtMu.Lock()
+	defer s.stmtMu.Unlock()
+	if st := s.recordSteps[n]; st != nil {
+		return st, nil
+	}
+	q := recordChargingStepSQL
+	if n > 1 {
+		q = recordStepsSQL(n)
+	}
+	st, err := s.db.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, dbErr("record charging steps", err)
+	}
+	if s.recordSteps == nil {
+		s.recordSteps = map[int]*sql.Stmt{}
+	}
+	s.recordSteps[n] = st
+	return st, nil
+}
+
 // RecordChargingSteps records each step as RecordChargingStep does, all
 // in one transaction (one commit for the batch: the charging interface's
 // steps of one moment, each of another session), in the order of their
-// sessions' refs. ok[i] reports whether steps[i] was recorded; an error
-// records none of them.
+// sessions' refs: one UPDATE for up to maxStepsPerStatement of them, and
+// when one of those finds its session moved on, the transaction is rolled
+// back and written again a step a statement to tell which. A lone step is
+// one autocommitted statement. ok[i] reports whether steps[i] was
+// recorded; an error records none of them.
 func (s *Store) RecordChargingSteps(ctx context.Context, steps []ChargingStepOn) ([]bool, error) {
 	type row struct {
 		i      int
@@ -219,16 +272,12 @@ func (s *Store) RecordChargingSteps(ctx context.Context, steps []ChargingStepOn)
 		rows[i] = row{i, g}
 	}
 	slices.SortFunc(rows, func(a, b row) int { return strings.Compare(steps[a.i].Ref, steps[b.i].Ref) })
-	var ok []bool
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		ok = make([]bool, len(steps))
-		stmt, err := tx.PrepareContext(ctx, `UPDATE charging_session SET last_seq = ?, last_op = ?, answer = ?, grants = ?, expires_at = ?,
-			state = ?, updated_at = ? WHERE ref = ? AND state = ? AND last_seq = ?`)
-		if err != nil {
-			return dbErr("record charging steps", err)
-		}
-		defer stmt.Close()
-		now := s.t(s.now())
+	ok := make([]bool, len(steps))
+	if len(steps) == 0 {
+		return ok, nil
+	}
+	// each writes the rows a statement at a time, reporting each row.
+	each := func(stmt *sql.Stmt, now any) error {
 		for _, r := range rows {
 			st := steps[r.i]
 			res, err := stmt.ExecContext(ctx, st.Step.Seq, st.Step.Op, nullBytes(st.Step.Answer), r.grants, s.t(st.Step.ExpiresAt),
@@ -243,7 +292,84 @@ func (s *Store) RecordChargingSteps(ctx context.Context, steps []ChargingStepOn)
 			ok[r.i] = n == 1
 		}
 		return nil
+	}
+	one, err := s.recordStmt(ctx, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(steps) == 1 {
+		err = s.retryConflicts(ctx, func() error { return each(one, s.t(s.now())) })
+		if err != nil {
+			return nil, err
+		}
+		return ok, nil
+	}
+	// The statements are prepared before the transaction: with SQLite's
+	// one connection every query inside it must go through it (inTx).
+	stmts := map[int]*sql.Stmt{}
+	for start := 0; start < len(rows); start += maxStepsPerStatement {
+		n := min(maxStepsPerStatement, len(rows)-start)
+		if stmts[n], err = s.recordStmt(ctx, n); err != nil {
+			return nil, err
+		}
+	}
+	// together writes the rows maxStepsPerStatement a statement; false
+	// when a row did not match (its session moved on).
+	together := func(tx *sql.Tx, now any) (bool, error) {
+		for start := 0; start < len(rows); start += maxStepsPerStatement {
+			chunk := rows[start:min(start+maxStepsPerStatement, len(rows))]
+			prepared := stmts[len(chunk)]
+			args := make([]any, 0, 16*len(chunk)+2)
+			for _, col := range []func(ChargingStepOn, row) any{
+				func(st ChargingStepOn, _ row) any { return st.Step.Seq },
+				func(st ChargingStepOn, _ row) any { return st.Step.Op },
+				func(st ChargingStepOn, _ row) any { return nullBytes(st.Step.Answer) },
+				func(_ ChargingStepOn, r row) any { return r.grants },
+				func(st ChargingStepOn, _ row) any { return s.t(st.Step.ExpiresAt) },
+				func(st ChargingStepOn, _ row) any { return string(st.Step.State) },
+			} {
+				for _, r := range chunk {
+					args = append(args, steps[r.i].Ref, col(steps[r.i], r))
+				}
+			}
+			args = append(args, now, string(ChargingOpen))
+			for _, r := range chunk {
+				args = append(args, steps[r.i].Ref, steps[r.i].PrevSeq)
+			}
+			stmt := tx.StmtContext(ctx, prepared)
+			res, err := stmt.ExecContext(ctx, args...)
+			_ = stmt.Close()
+			if err != nil {
+				return false, dbErr("record charging steps", err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return false, dbErr("record charging steps", err)
+			}
+			if n != int64(len(chunk)) {
+				return false, nil
+			}
+		}
+		for _, r := range rows {
+			ok[r.i] = true
+		}
+		return true, nil
+	}
+	errMovedOn := errors.New("a session moved on")
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		all, err := together(tx, s.t(s.now()))
+		if err == nil && !all {
+			return errMovedOn // rolled back: written again below, a step a statement
+		}
+		return err
 	})
+	if errors.Is(err, errMovedOn) {
+		err = s.inTx(ctx, func(tx *sql.Tx) error {
+			stmt := tx.StmtContext(ctx, one)
+			defer stmt.Close()
+			return each(stmt, s.t(s.now()))
+		})
+	}
 	if err != nil {
 		return nil, err
 	}

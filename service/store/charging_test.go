@@ -2,8 +2,13 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service/store"
@@ -187,5 +192,70 @@ func testChargingStepsBatch(t *testing.T, e *env) {
 	}
 	if ok, err := e.S.RecordChargingSteps(e.Ctx, nil); err != nil || len(ok) != 0 {
 		t.Errorf("an empty batch: %v %v", ok, err)
+	}
+
+	// Batches whose sessions are where they were read are written by one
+	// UPDATE per 16 steps, each row its own values; a batch one of whose
+	// sessions moved on is written a step a statement, that one refused.
+	var refs []string
+	for i := range 37 {
+		ref := fmt.Sprintf("m%02d", i)
+		refs = append(refs, ref)
+		if _, _, err := e.S.OpenChargingSession(e.Ctx, store.ChargingSession{Ref: ref, FamilyID: 100, MemberID: 1001,
+			Subscriber: "imsi-450051234567890", Consumer: "smf-1", LastSeq: -1, LastOp: "create", ExpiresAt: start.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stepOf := func(i int, seq int64) store.ChargingStep {
+		st := store.ChargingStep{Seq: seq, Op: "update", Answer: fmt.Appendf(nil, `{"i":%d,"seq":%d}`, i, seq), State: store.ChargingOpen,
+			ExpiresAt: start.Add(time.Duration(i) * time.Minute), Grants: []store.ChargingGrant{{RatingGroup: uint32(i), GrantID: refs[i], Granted: int64(i)}}}
+		if i%5 == 4 {
+			st.Op, st.Answer, st.Grants, st.State = "release", nil, nil, store.ChargingClosed
+		}
+		return st
+	}
+	batch := func(seq, prev int64, idx []int, want []bool) {
+		t.Helper()
+		var on []store.ChargingStepOn
+		for _, i := range idx {
+			on = append(on, store.ChargingStepOn{Ref: refs[i], PrevSeq: prev, Step: stepOf(i, seq)})
+		}
+		ok, err := e.S.RecordChargingSteps(e.Ctx, on)
+		if err != nil || !slices.Equal(ok, want) {
+			t.Fatalf("batch of %d at seq %d: %v %v, want %v", len(idx), seq, ok, err, want)
+		}
+	}
+	all := make([]int, 37)
+	for i := range all {
+		all[i] = 36 - i // not in the refs' order
+	}
+	batch(1, -1, []int{1, 0}, []bool{true, true})
+	wantAll := make([]bool, 37)
+	for k, i := range all {
+		wantAll[k] = i > 1 // m00 and m01 are at seq 1 already
+	}
+	batch(2, -1, all, wantAll)
+	var open []int
+	for i := 2; len(open) < 16; i++ {
+		if i%5 != 4 {
+			open = append(open, i)
+		}
+	}
+	batch(3, 2, open, slices.Repeat([]bool{true}, 16))
+	for i, ref := range refs {
+		seq := int64(2)
+		switch {
+		case i < 2:
+			seq = 1
+		case slices.Contains(open, i):
+			seq = 3
+		}
+		want := stepOf(i, seq)
+		got, err := e.S.ChargingSession(e.Ctx, ref)
+		if err != nil || got.LastSeq != seq || got.LastOp != want.Op || string(got.Answer) != string(want.Answer) ||
+			got.State != want.State || (want.State == store.ChargingOpen && !got.ExpiresAt.Equal(want.ExpiresAt)) ||
+			!cmp.Equal(got.Grants, want.Grants, cmpopts.EquateEmpty(), cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })) {
+			t.Errorf("%s: %+v, %v; want the step %+v", ref, got, err, want)
+		}
 	}
 }

@@ -232,6 +232,9 @@ type Store struct {
 
 	dummyOnce sync.Once
 	dummy     []byte // a hash compared against for unknown logins
+
+	stmtMu      sync.Mutex
+	recordSteps map[int]*sql.Stmt // the write of n charging steps (recordStmt)
 }
 
 // New returns a store on db. It does not contact the database.
@@ -299,9 +302,15 @@ const txAttempts = 4
 // up to txAttempts times with a short randomised backoff: fn may therefore
 // run more than once and must only set, never accumulate, state outside tx.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return s.retryConflicts(ctx, func() error { return s.tryTx(ctx, fn) })
+}
+
+// retryConflicts runs fn, a transaction or an autocommitted statement,
+// again when it loses a race as inTx does.
+func (s *Store) retryConflicts(ctx context.Context, fn func() error) error {
 	var err error
 	for attempt := 1; ; attempt++ {
-		if err = s.tryTx(ctx, fn); err == nil || !sqldialect.IsTxConflict(err) || attempt == txAttempts {
+		if err = fn(); err == nil || !sqldialect.IsTxConflict(err) || attempt == txAttempts {
 			return err
 		}
 		backoff := time.Duration(attempt) * (5*time.Millisecond + time.Duration(mrand.Int64N(int64(10*time.Millisecond))))
