@@ -311,6 +311,13 @@ func (d *grantDriver) starvationRound(rt *rapid.T, now time.Time, step func(Gran
 	if monthly != nil {
 		floor = min(floor, *monthly-m.monthly[fcp{k.f, k.c, mo.Month}]-mr)
 	}
+	// And what the app's and its category's daily budgets leave (#39).
+	spent := m.spent[fcp{k.f, k.c, mo.Day}]
+	prev := d.last[k]
+	if left, _, ok := m.constraints(k.f, k.c).BudgetLeft(policy.Member{AppUsed: spent["a:"+prev.AppID],
+		CategoryUsed: spent["c:"+string(prev.Category)]}, prev.AppID, prev.Category, mo); ok {
+		floor = min(floor, left)
+	}
 	r := again(k)
 	switch r.Decision {
 	case policy.BlockedNotMember, policy.BlockedAccess, policy.BlockedApp, policy.BlockedTime:
