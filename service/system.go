@@ -36,6 +36,7 @@ import (
 	"github.com/dabom/dpcs/service/recovery"
 	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/simulate"
+	"github.com/dabom/dpcs/writebehind"
 )
 
 // DemoFamilyID is the seed's "Last 10 MB" family the all-in-one provisions:
@@ -271,6 +272,12 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	nopts = append(nopts, pushOpt)
 	s.catalog = WatchCatalog(ctx, s.DB, cfg.CatalogRefresh, log)
 	s.workers, err = NewWorkers(s.State, s.DB, kopts, WorkersConfig{Logger: log, Notifier: nopts, Metrics: s.Metrics, TracerProvider: tp,
+		// SQLite is one connection shared by every writer and reader here:
+		// the library's batches of 100 rows keep each write-behind
+		// transaction short, so the API's reads and /readyz's ping do not
+		// queue behind a 1,000-row insert (WriteBehindBatch is for the
+		// processor deployable's MariaDB).
+		WriteBehind: []writebehind.Option{writebehind.WithBatchSize(100), writebehind.WithInterval(time.Second)},
 		Processor: []judge.ProcessorOpt{judge.WithLocation(cfg.Zone), judge.WithMaxEventAge(cfg.DedupeWindow - time.Hour),
 			judge.WithStateGuard(rec), judge.WithApps(s.catalog.Apps()), cfg.GrantChargedOpt()}})
 	if err != nil {
