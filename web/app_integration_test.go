@@ -390,8 +390,10 @@ func TestFamilyApp(t *testing.T) {
 	browsertest.CheckAccessibility(t, kid, "app-block-time")
 	browsertest.Screenshot(t, kid, "app-block-time")
 	t.Run("30 more minutes", func(t *testing.T) {
-		browsertest.Run(t, kid, "ask for 30 minutes", chromedp.SetValue("#ask-time-message", "숙제 마무리할게요", chromedp.ByID),
-			chromedp.Click("#ask-time-send", chromedp.ByID))
+		// Taps run in the page: a live update may draw the card again
+		// between finding a node and clicking it.
+		browsertest.Run(t, kid, "ask for 30 minutes", chromedp.Evaluate(`(() => { const m = document.querySelector('#ask-time-message'); m.value = '숙제 마무리할게요';
+			m.dispatchEvent(new Event('input', { bubbles: true })); document.querySelector('#ask-time-send').click(); })()`, nil))
 		waitJS(t, kid, "the time request is pending", 5*time.Second,
 			`!!document.querySelector('#my-time-requests li[id^=ask-time-request-]')?.textContent.includes('쉬는 시간에 30분 더')`,
 			`document.querySelector('#ask-time')?.innerText`)
@@ -401,7 +403,10 @@ func TestFamilyApp(t *testing.T) {
 			`document.querySelector('#requests')?.innerText`)
 		browsertest.Screenshot(t, owner, "app-request-time")
 		start := time.Now()
-		browsertest.Run(t, owner, "approve the 30 minutes", chromedp.Click(`#requests li.request[data-kind=TIME] button.primary`, chromedp.ByQuery))
+		waitJS(t, owner, "approve the 30 minutes", 5*time.Second,
+			`(() => { const b = document.querySelector('#requests li.request[data-kind=TIME] button.primary'); if (b && !b.dataset.tapped) { b.dataset.tapped = '1'; b.click(); }
+				return !!b && b.dataset.tapped === '1' || !document.querySelector('#requests li.request[data-kind=TIME]'); })()`,
+			`document.querySelector('#requests')?.innerText`)
 		waitJS(t, kid, "the child is let through for 30 minutes", 10*time.Second,
 			`location.hash === '#/dashboard' && !!document.querySelector('#my-exceptions')?.textContent.includes('쉬는 시간 잠시 해제')`,
 			`location.hash + ' ' + document.querySelector('#main')?.innerText`)
@@ -422,7 +427,7 @@ func TestFamilyApp(t *testing.T) {
 				return !!b && b.checked; })()`, `document.querySelector('#always-allowed')?.innerText`)
 		waitAPI(t, "messaging allowed", 5*time.Second, func() (bool, string) { r := rules(); return r["ALLOW:CATEGORY:MESSAGING"] == "1", fmt.Sprint(r) })
 		browsertest.CheckAccessibility(t, owner, "app-controls-exceptions")
-		browsertest.Run(t, owner, "show the windows card", chromedp.ScrollIntoView("#windows", chromedp.ByID))
+		browsertest.Run(t, owner, "show the windows card", chromedp.Evaluate(`document.querySelector('#windows')?.scrollIntoView()`, nil))
 		browsertest.Screenshot(t, owner, "app-controls-exceptions")
 		waitJS(t, owner, "the exception ended and the child blocked again", 5*time.Second,
 			`(() => { const b = document.querySelector('#windows-exceptions button'); if (b && !b.dataset.tapped) { b.dataset.tapped = '1'; b.click(); }
