@@ -435,20 +435,7 @@ func giftedText(p envelope.DataGifted, en bool) (title, body string) {
 		by = who(p.GivenBy, p.ByName)
 	}
 	amount := strings.Replace(humanBytes(p.AmountBytes), ".0 ", " ", 1)
-	if en {
-		if p.Received() {
-			title = "Data gift for " + to
-			switch {
-			case p.GivenBy == p.FromCustomerID:
-				body = fmt.Sprintf("%s gave %s %s of data.", from, to, amount)
-			case by != "":
-				body = fmt.Sprintf("%s gave %s %s of %s's data.", by, to, amount, from)
-			default:
-				body = fmt.Sprintf("Customer care moved %s of %s's data to %s.", amount, from, to)
-			}
-			return title, body + fmt.Sprintf(" %s can use that much more this month.", to)
-		}
-		title = "Data gift from " + from + " sent"
+	if en { // one sentence for both members, then what it means for each
 		switch {
 		case p.GivenBy == p.FromCustomerID:
 			body = fmt.Sprintf("%s gave %s %s of data.", from, to, amount)
@@ -457,7 +444,10 @@ func giftedText(p envelope.DataGifted, en bool) (title, body string) {
 		default:
 			body = fmt.Sprintf("Customer care moved %s of %s's data to %s.", amount, from, to)
 		}
-		return title, body + fmt.Sprintf(" %s can use that much less this month.", from)
+		if p.Received() {
+			return "Data gift for " + to, body + fmt.Sprintf(" %s can use that much more this month.", to)
+		}
+		return "Data gift from " + from + " sent", body + fmt.Sprintf(" %s can use that much less this month.", from)
 	}
 	if p.Received() {
 		title = to + "님에게 데이터 선물 도착"
