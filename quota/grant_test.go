@@ -264,3 +264,50 @@ func TestEventsMeetReservations(t *testing.T) {
 		})
 	}
 }
+
+// A customer the family does not have is judged on no constraints, whatever
+// hash its key still holds: constraints written on a state lost since, the
+// member then removed in SQL only (the door's claim found nothing to
+// settle), leave a hash no restore knows to delete. Its step is
+// BLOCKED_NOT_MEMBER valid to the day's end, as one of a member removed by
+// RemoveMember, and its reported use counts against no budget.
+// (TestRecoveryMatchesModel found it: seed 7309642198131740542.)
+func TestNonMemberIgnoresLeftoverConstraints(t *testing.T) {
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		loc, _ := policy.LoadZone(policy.DefaultZone)
+		now := time.Date(2026, 1, 2, 0, 3, 0, 0, loc)
+		e, err := New(rdb, WithKeyPrefix(t.Name()+":"), WithLocation(loc), WithClock(func() time.Time { return now }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.SetPlan(ctx, 2, 100*mb); err != nil {
+			t.Fatal(err)
+		}
+		// Customer 6 is no member: its constraints were written all the same.
+		cons := map[string]string{"BLOCK:TIME:study": "0640-2359", "LIMIT:DATA:APP:com.iloen.melon": "1000"}
+		if _, err := e.SetConstraints(ctx, 2, 6, 2, cons); err != nil {
+			t.Fatal(err)
+		}
+		step := func(op GrantOp) GrantResult {
+			t.Helper()
+			rs, err := e.Grant(ctx, []GrantOp{op})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rs[0]
+		}
+		app := policy.App{ID: "com.iloen.melon", Category: "MUSIC"}
+		got := step(GrantOp{ID: "s1", GrantID: "g", FamilyID: 2, CustomerID: 6, AppID: app.ID, Category: app.Category, At: now})
+		if got.Decision != policy.BlockedNotMember || !got.ValidUntil.Equal(time.Date(2026, 1, 3, 0, 0, 0, 0, loc)) {
+			t.Fatalf("a non-member's step: %+v, want BLOCKED_NOT_MEMBER valid to midnight", got)
+		}
+		rs, err := e.ApplyBatch(ctx, []Event{{ID: "e1", FamilyID: 2, CustomerID: 6, AppID: app.ID, Category: app.Category, Bytes: 1, At: now.Add(7 * time.Hour)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rs[0].Decision != policy.BlockedNotMember {
+			t.Fatalf("a non-member's event in its leftover window: %+v", rs[0])
+		}
+	})
+}

@@ -230,7 +230,12 @@ func (m *model) grant(op GrantOp, now time.Time) GrantResult {
 		r.Crossed, r.Arms = m.crossings(f, cm.Month)
 	}
 	// A step's use of a budgeted app or category counts on the step's day.
-	cons := m.constraints(f, c)
+	// A customer the family does not have is judged on no constraints,
+	// whatever SetConstraints wrote for it (they apply once it is added).
+	var cons policy.Constraints
+	if member {
+		cons = m.constraints(f, c)
+	}
 	if byApp, byCat := cons.Budgeted(op.AppID, op.Category); r.Charged > 0 && (byApp || byCat) {
 		dk := fcp{f, c, mo.Day}
 		if m.spent[dk] == nil {

@@ -191,7 +191,7 @@ if release then
   decision = 'ALLOWED'
   -- The use of a budgeted app counts (one more HGET for a release that
   -- charges something).
-  if charged > 0 then
+  if charged > 0 and member then
     local bcc = redis.call('HGET', ck, '#c')
     if bcc and string.byte(bcc, 2) >= 50 then
       local x = redis.call('HMGET', ck, 'LIMIT:DATA:APP:' .. app, 'LIMIT:DATA:CATEGORY:' .. category)

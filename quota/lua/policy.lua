@@ -18,13 +18,21 @@
 -- with string.byte and string.find, which make no strings. A hash written
 -- by an earlier engine has no #c: it is read whole, and its windows
 -- compiled here (malformed ones are ignored).
-local cf = redis.call('HMGET', ck, '#c', '#w', 'BLOCK:APP:' .. app, 'BLOCK:CATEGORY:' .. category)
+-- A customer the family does not have is judged on no constraints: a hash
+-- its key still holds (SetConstraints on a state lost since, the member
+-- then removed in SQL only) is not read, as RemoveMember's deletion had it.
+local cf = {false, false, false, false}
+if fam[3] == '1' then
+  cf = redis.call('HMGET', ck, '#c', '#w', 'BLOCK:APP:' .. app, 'BLOCK:CATEGORY:' .. category)
+end
 local cc, windows = cf[1], cf[2] or ''
 -- Where #c's limits end (p1, p2), or the values read whole (c).
 local p1, p2, c
 if cc then
   p1 = string.find(cc, ',', 3, true)
   p2 = string.find(cc, ',', p1 + 1, true)
+elseif fam[3] ~= '1' then
+  c = {}
 else
   local flat = redis.call('HGETALL', ck)
   local w = {}
