@@ -37,10 +37,13 @@ var (
 	constraintsLua string
 	//go:embed lua/state.lua
 	stateLua string
+	//go:embed lua/restore.lua
+	restoreLua string
 
 	poolScript        = redis.NewScript(poolLua)
 	constraintsScript = redis.NewScript(constraintsLua)
 	stateScript       = redis.NewScript(stateLua)
+	restoreScript     = redis.NewScript(restoreLua)
 )
 
 // ErrInvalid is wrapped by every error about bad arguments (not Redis failures).
@@ -330,7 +333,7 @@ func (e *Engine) Location() *time.Location { return e.loc }
 // Load loads the engine's scripts into Redis (every master of a cluster), so
 // the first pipelined batch does not meet NOSCRIPT. Optional.
 func (e *Engine) Load(ctx context.Context) error {
-	for _, s := range []*redis.Script{e.apply, e.grant, poolScript, constraintsScript, stateScript} {
+	for _, s := range []*redis.Script{e.apply, e.grant, poolScript, constraintsScript, stateScript, restoreScript} {
 		if err := s.Load(ctx, e.rdb).Err(); err != nil {
 			return fmt.Errorf("quota: load script: %w", err)
 		}

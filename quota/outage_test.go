@@ -3,7 +3,6 @@ package quota
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -98,7 +97,8 @@ func TestCancelledContext(t *testing.T) {
 	}
 }
 
-// Restore writes in one transaction: when it fails, the family is as it was.
+// Restore writes in one script call (restore.lua): when it fails, the
+// family is as it was.
 func TestRestoreTransactionFails(t *testing.T) {
 	now := kst(t, "2026-02-06 14:30")
 	_, rdb, e := provisioned(t, now)
@@ -107,8 +107,10 @@ func TestRestoreTransactionFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	rdb.AddHook(&faultHook{before: func(cmds []redis.Cmder) error {
-		if slices.Contains(names(cmds), "multi") && slices.Contains(names(cmds), "hset") {
-			return injected
+		for _, c := range cmds {
+			if c.Name() == "evalsha" && c.Args()[1] == restoreScript.Hash() {
+				return injected
+			}
 		}
 		return nil
 	}})

@@ -138,24 +138,57 @@ func (e *Engine) DedupeWindow() time.Duration { return e.dedupeTTL }
 // events and grant steps. It is the rebuild after Redis lost data
 // (doc/architecture.md, "Never trust Redis blindly").
 func (e *Engine) Restore(ctx context.Context, st FamilyState) error {
-	write, err := e.restoreWrite(st)
-	if err != nil {
-		return err
-	}
-	// Judging never adds members, so no straggler adds one between this
-	// read and the write.
-	held, err := e.rdb.HKeys(ctx, e.k.family(st.FamilyID)).Result()
+	out, err := e.restoreBatch(ctx, restoreForce, []FamilyState{st}, nil)
 	if err != nil {
 		return fmt.Errorf("quota: restore family %d: %w", st.FamilyID, err)
 	}
-	if _, err := e.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error { return write(ctx, p, held) }); err != nil {
-		return fmt.Errorf("quota: restore family %d: %w", st.FamilyID, err)
-	}
-	return nil
+	return out[0].Err
 }
 
-// restoreAttempts bounds how often RestoreUnrestored tries again when the
-// family's hash changed between its read and its write.
+// RestoreOutcome is what a batch restore did to one family
+// (RestoreBatch, RestoreUnrestoredBatch).
+type RestoreOutcome struct {
+	// Restored: the family's state was replaced.
+	Restored bool
+	// Err is why it was not, when it should have been: the state was
+	// refused (ErrInvalid), its token moved (ErrMoved), the marker of its
+	// node names another generation (a *StaleError), or its hash kept
+	// changing. Nil and not Restored: a restore of the generation came
+	// first (RestoreUnrestoredBatch).
+	Err error
+}
+
+// RestoreBatch is Restore for many families: each family is restored
+// atomically (one script call) and on its own — one family's refused state
+// is its outcome's error, not the others' — and the batch costs two round
+// trips per Redis node, not two per family (a rebuild's restores,
+// doc/benchmarks.md, "Recovery time"). The error is Redis's (or ctx's):
+// then any of the families may or may not have been restored.
+func (e *Engine) RestoreBatch(ctx context.Context, sts []FamilyState) ([]RestoreOutcome, error) {
+	out, err := e.restoreBatch(ctx, restoreForce, sts, nil)
+	if err != nil {
+		return nil, fmt.Errorf("quota: restore: %w", err)
+	}
+	return out, nil
+}
+
+// RestoreUnrestoredBatch is RestoreUnrestored for many families, seen[i]
+// the token of sts[i], as RestoreBatch is Restore: each family restored or
+// not on its own, two round trips per Redis node for the batch (a
+// rebuild's sweep).
+func (e *Engine) RestoreUnrestoredBatch(ctx context.Context, sts []FamilyState, seen []string) ([]RestoreOutcome, error) {
+	if len(seen) != len(sts) {
+		return nil, fmt.Errorf("%w: %d families and %d tokens", ErrInvalid, len(sts), len(seen))
+	}
+	out, err := e.restoreBatch(ctx, restoreUnrestored, sts, seen)
+	if err != nil {
+		return nil, fmt.Errorf("quota: restore: %w", err)
+	}
+	return out, nil
+}
+
+// restoreAttempts bounds how often a restore (and Settle) tries again when
+// the family's hash changed between its read and its write.
 const restoreAttempts = 10
 
 // RestoreUnrestored is Restore for a generation restored on touch
@@ -163,18 +196,22 @@ const restoreAttempts = 10
 // st.Generation yet, only while its token is still seen — the token read
 // before st was read from the source of truth (FamilyToken, FamilyTokens,
 // an *UnrestoredError's Seen, Claim) — and only while the marker of the
-// node that holds it names st.Generation, atomically with the checks (WATCH
-// on the family's hash, which every restore and claim writes). It reports
-// whether it restored: false when a restore of the generation came first —
-// the family may have been judged since, and its state is newer than SQL's.
-// A token that moved otherwise (the family was claimed for a change
-// committed since, perhaps after st was read) is an error wrapping ErrMoved:
-// a later read restores it. A marker that names another generation (a
-// rebuild began, or gen is not the current one) is a *StaleError: a
-// restore for an older generation must never overwrite a family a newer
-// one restored and judged.
+// node that holds it names st.Generation (read just before the restore,
+// which checks the token atomically with its writes: one script call). It
+// reports whether it restored: false when a restore of the generation came
+// first — the family may have been judged since, and its state is newer
+// than SQL's. A token that moved otherwise (the family was claimed for a
+// change committed since, perhaps after st was read) is an error wrapping
+// ErrMoved: a later read restores it. A marker that names another
+// generation (a rebuild began, or gen is not the current one) is a
+// *StaleError: a restore for an older generation must never overwrite a
+// family a newer one restored and judged.
 func (e *Engine) RestoreUnrestored(ctx context.Context, st FamilyState, seen string) (bool, error) {
-	return e.restoreSeen(ctx, st, seen, false)
+	out, err := e.restoreBatch(ctx, restoreUnrestored, []FamilyState{st}, []string{seen})
+	if err != nil {
+		return false, fmt.Errorf("quota: restore family %d: %w", st.FamilyID, err)
+	}
+	return out[0].Restored, out[0].Err
 }
 
 // RestoreClaimed is Restore of a family this caller claimed (Claim, whose
@@ -184,65 +221,233 @@ func (e *Engine) RestoreUnrestored(ctx context.Context, st FamilyState, seen str
 // that moved is an error wrapping ErrMoved, a marker that names another
 // generation a *StaleError. The family is unclaimed after it.
 func (e *Engine) RestoreClaimed(ctx context.Context, st FamilyState, seen string) error {
-	_, err := e.restoreSeen(ctx, st, seen, true)
-	return err
-}
-
-func (e *Engine) restoreSeen(ctx context.Context, st FamilyState, seen string, claimed bool) (bool, error) {
-	if st.Generation == "" {
-		return false, fmt.Errorf("%w: restore on touch needs a generation", ErrInvalid)
-	}
-	write, err := e.restoreWrite(st)
+	out, err := e.restoreBatch(ctx, restoreClaimed, []FamilyState{st}, []string{seen})
 	if err != nil {
-		return false, err
+		return fmt.Errorf("quota: restore family %d: %w", st.FamilyID, err)
 	}
-	fam := e.k.family(st.FamilyID)
-	for range restoreAttempts {
-		restored := false
-		err := e.rdb.Watch(ctx, func(tx *redis.Tx) error {
-			fields, err := tx.HGetAll(ctx, fam).Result()
-			if err != nil {
-				return err
-			}
-			g := fields[fieldGeneration]
-			if base, _, _ := strings.Cut(g, claimSep); base == st.Generation && !claimed {
-				return nil // restored (and perhaps claimed since: its claimer settles it)
-			}
-			if g != seen {
-				return ErrMoved
-			}
-			mg, err := e.MarkerGeneration(ctx, st.FamilyID)
-			if err != nil {
-				return err
-			}
-			if mg != st.Generation {
-				return &StaleError{Reason: fmt.Sprintf("restoring family %d for state generation %s: the node's marker names %q",
-					st.FamilyID, st.Generation, mg)}
-			}
-			held := slices.Collect(maps.Keys(fields))
-			if _, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error { return write(ctx, p, held) }); err != nil {
-				return err
-			}
-			restored = true
-			return nil
-		}, fam)
-		if errors.Is(err, redis.TxFailedErr) {
-			continue // another restore or write came between: look again
-		}
-		if err != nil {
-			if errors.Is(err, ErrStale) || errors.Is(err, ErrMoved) {
-				return false, err
-			}
-			return false, fmt.Errorf("quota: restore family %d: %w", st.FamilyID, err)
-		}
-		return restored, nil
-	}
-	return false, fmt.Errorf("quota: restore family %d: its hash kept changing (%d attempts)", st.FamilyID, restoreAttempts)
+	return out[0].Err
 }
 
-// restoreWrite checks st and returns the MULTI body that restores it, given
-// the fields of the family's hash as Redis holds it.
-func (e *Engine) restoreWrite(st FamilyState) (func(ctx context.Context, p redis.Pipeliner, held []string) error, error) {
+// A restore's mode (lua/restore.lua's ARGV[1]).
+const (
+	restoreForce      = "f" // Restore
+	restoreUnrestored = "u" // RestoreUnrestored
+	restoreClaimed    = "c" // RestoreClaimed
+)
+
+// restoreBatch restores sts in mode (seen: their tokens, nil when forced)
+// and returns each one's outcome, or Redis's error (its callers name the
+// family or the batch):
+// a read of the families' member fields and (but forced) their nodes'
+// markers in one pipeline, then one restore.lua call per family in
+// another; a family whose member fields changed between the two is read
+// and written again, up to restoreAttempts times.
+func (e *Engine) restoreBatch(ctx context.Context, mode string, sts []FamilyState, seen []string) ([]RestoreOutcome, error) {
+	out := make([]RestoreOutcome, len(sts))
+	builds := make([]func(held []string) restoreCall, len(sts))
+	var pending []int
+	for i, st := range sts {
+		if mode != restoreForce && st.Generation == "" {
+			out[i].Err = fmt.Errorf("%w: restore on touch needs a generation", ErrInvalid)
+			continue
+		}
+		b, err := e.restoreWrite(st)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		builds[i], pending = b, append(pending, i)
+	}
+	for range restoreAttempts {
+		if len(pending) == 0 {
+			return out, nil
+		}
+		held, markers, err := e.restoreReads(ctx, mode != restoreForce, sts, pending)
+		if err != nil {
+			return nil, err
+		}
+		var run []int
+		for _, i := range pending {
+			if mode != restoreForce && markers[i] != sts[i].Generation {
+				out[i].Err = &StaleError{Reason: fmt.Sprintf("restoring family %d for state generation %s: the node's marker names %q",
+					sts[i].FamilyID, sts[i].Generation, markers[i])}
+				continue
+			}
+			run = append(run, i)
+		}
+		calls := make([]restoreCall, len(sts))
+		for _, i := range run {
+			calls[i] = builds[i](held[i])
+			tok := ""
+			if seen != nil {
+				tok = seen[i]
+			}
+			calls[i].args[0], calls[i].args[1], calls[i].args[2] = mode, sts[i].Generation, tok
+		}
+		cmds, err := e.runRestores(ctx, calls, run)
+		if err != nil {
+			return nil, err
+		}
+		pending = pending[:0]
+		for _, i := range run {
+			fid := sts[i].FamilyID
+			switch r, err := cmds[i].Int64(); {
+			case err != nil:
+				return nil, fmt.Errorf("family %d: %w", fid, err)
+			case r == 1:
+				out[i].Restored = true
+			case r == 0:
+			case r == -1:
+				out[i].Err = fmt.Errorf("quota: restore family %d: %w", fid, ErrMoved)
+			case r == -2:
+				pending = append(pending, i) // its members changed: read again
+			default:
+				return nil, fmt.Errorf("family %d: unexpected reply %d", fid, r)
+			}
+		}
+	}
+	for _, i := range pending {
+		out[i].Err = fmt.Errorf("quota: restore family %d: its hash kept changing (%d attempts)", sts[i].FamilyID, restoreAttempts)
+	}
+	return out, nil
+}
+
+// restoreReads reads, for the families sts[i] of idx, the member fields
+// their hashes hold and, when marked, the generation the marker of each
+// one's node names, in one pipeline.
+func (e *Engine) restoreReads(ctx context.Context, marked bool, sts []FamilyState, idx []int) (held [][]string, markers []string, err error) {
+	held, markers = make([][]string, len(sts)), make([]string, len(sts))
+	keys := make([]*redis.StringSliceCmd, len(sts))
+	markerOf := make([]string, len(sts))
+	gens := map[string]*redis.StringCmd{}
+	if marked {
+		for _, i := range idx {
+			if markerOf[i], err = e.FamilyMarker(ctx, sts[i].FamilyID); err != nil {
+				return nil, nil, err
+			}
+			gens[markerOf[i]] = nil
+		}
+	}
+	_, err = e.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k := range gens {
+			gens[k] = p.HGet(ctx, k, "g")
+		}
+		for _, i := range idx {
+			keys[i] = p.HKeys(ctx, e.k.family(sts[i].FamilyID))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, nil, err
+	}
+	for _, c := range gens {
+		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, nil, fmt.Errorf("quota: state marker: %w", err)
+		}
+	}
+	for _, i := range idx {
+		if err := keys[i].Err(); err != nil {
+			return nil, nil, fmt.Errorf("family %d: %w", sts[i].FamilyID, err)
+		}
+		for _, f := range keys[i].Val() {
+			if strings.HasPrefix(f, prefixMember) {
+				held[i] = append(held[i], f)
+			}
+		}
+		if marked {
+			markers[i] = gens[markerOf[i]].Val()
+		}
+	}
+	return held, markers, nil
+}
+
+// runRestores runs calls[i] for every i of idx in one pipeline, loading
+// restore.lua again when Redis lost it (a restart).
+func (e *Engine) runRestores(ctx context.Context, calls []restoreCall, idx []int) ([]*redis.Cmd, error) {
+	cmds := make([]*redis.Cmd, len(calls))
+	run := func(idx []int) error {
+		_, err := e.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, i := range idx {
+				cmds[i] = restoreScript.EvalSha(ctx, p, calls[i].keys, calls[i].args...)
+			}
+			return nil
+		})
+		return err
+	}
+	if err := run(idx); err != nil {
+		var missing []int
+		for _, i := range idx {
+			if c := cmds[i]; c.Err() != nil && redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+				missing = append(missing, i)
+			}
+		}
+		if len(missing) == 0 {
+			return nil, err
+		}
+		if err := restoreScript.Load(ctx, e.rdb).Err(); err != nil {
+			return nil, fmt.Errorf("load scripts: %w", err)
+		}
+		if err := run(missing); err != nil {
+			return nil, err
+		}
+	}
+	return cmds, nil
+}
+
+// restoreCall is one restore.lua call: the family hash and every key it
+// replaces, and its arguments (the first three, mode, generation and
+// token, set by the caller).
+type restoreCall struct {
+	keys []string
+	args []any
+}
+
+// restoreWriter builds a restoreCall's keys and writes.
+type restoreWriter struct {
+	keys   []string
+	index  map[string]int // key -> its index in KEYS (1-based)
+	writes []any
+}
+
+// key adds k to the keys the restore replaces and returns its index.
+func (w *restoreWriter) key(k string) int {
+	if i, ok := w.index[k]; ok {
+		return i
+	}
+	w.keys = append(w.keys, k)
+	w.index[k] = len(w.keys)
+	return len(w.keys)
+}
+
+// hset writes field, value pairs into the hash k (replaced), at most
+// restoreHSetPairs pairs per HSET (a script's unpack is bounded).
+func (w *restoreWriter) hset(k string, pairs []any) {
+	i := w.key(k)
+	for len(pairs) > 0 {
+		n := min(len(pairs), 2*restoreHSetPairs)
+		w.writes = append(append(w.writes, "h", i, n), pairs[:n]...)
+		pairs = pairs[n:]
+	}
+}
+
+// expire sets k's TTL in whole seconds, as go-redis's Expire sends it.
+func (w *restoreWriter) expire(k string, d time.Duration) {
+	s := int64(d / time.Second)
+	if d > 0 && s == 0 {
+		s = 1
+	}
+	w.writes = append(w.writes, "e", w.key(k), 1, s)
+}
+
+func (w *restoreWriter) set(k string, v any) { w.writes = append(w.writes, "s", w.key(k), 1, v) }
+
+// restoreHSetPairs bounds the field, value pairs of one HSET of a restore.
+const restoreHSetPairs = 1000
+
+// restoreWrite checks st and returns the restore.lua call that restores
+// it, given the member fields (m:<cid>) of the family's hash as Redis holds
+// it.
+func (e *Engine) restoreWrite(st FamilyState) (func(held []string) restoreCall, error) {
 	fid := st.FamilyID
 	if err := checkFamily(fid); err != nil {
 		return nil, err
@@ -354,7 +559,7 @@ func (e *Engine) restoreWrite(st FamilyState) (func(ctx context.Context, p redis
 		reserved[mo.Month][c+":"+mo.Day[6:8]] += g.Reserved
 	}
 	bucket := e.bucket(e.now())
-	return func(ctx context.Context, p redis.Pipeliner, held []string) error {
+	return func(held []string) restoreCall {
 		// Customers the state in Redis holds as members but the source of truth
 		// does not (removed since a snapshot was taken): a batch judged on that
 		// state may have charged them, and their counters go too.
@@ -369,7 +574,9 @@ func (e *Engine) restoreWrite(st FamilyState) (func(ctx context.Context, p redis
 			}
 		}
 		fam := e.k.family(fid)
-		p.Del(ctx, fam)
+		// Every key is deleted before the writes (restore.lua).
+		w := &restoreWriter{index: map[string]int{}}
+		w.key(fam)
 		var famFields []any
 		if st.Provisioned {
 			famFields = append(famFields, fieldPlan, st.Plan)
@@ -384,7 +591,7 @@ func (e *Engine) restoreWrite(st FamilyState) (func(ctx context.Context, p redis
 			famFields = append(famFields, memberField(m.cid), "1")
 		}
 		if len(famFields) > 0 {
-			p.HSet(ctx, fam, famFields...)
+			w.hset(fam, famFields)
 		}
 		for _, month := range months {
 			total := st.Plan + st.TopUps[month]
@@ -393,7 +600,7 @@ func (e *Engine) restoreWrite(st FamilyState) (func(ctx context.Context, p redis
 			}
 			remaining := policy.Pool{Total: total, Used: used[month]}.Remaining()
 			pool := e.k.pool(fid, month)
-			p.Del(ctx, pool)
+			w.key(pool)
 			poolFields := []any{fieldUsed, used[month], fieldTopUp, st.TopUps[month]}
 			// Every threshold that fired this month, in the family's list
 			// or not (turned off since): turned on again, it must not be
@@ -440,38 +647,38 @@ func (e *Engine) restoreWrite(st FamilyState) (func(ctx context.Context, p redis
 			for _, f := range slices.Sorted(maps.Keys(reserved[month])) {
 				poolFields = append(poolFields, f, reserved[month][f])
 			}
-			p.HSet(ctx, pool, poolFields...)
-			p.Expire(ctx, pool, monthTTL)
+			w.hset(pool, poolFields)
+			w.expire(pool, monthTTL)
 			// Every usage hash a stale state may hold goes (members, former
 			// members, customers SQL has usage of); the other days come back.
 			for _, m := range members {
-				p.Del(ctx, e.k.usage(fid, m.cid, month))
+				w.key(e.k.usage(fid, m.cid, month))
 			}
 			for _, cid := range former {
-				p.Del(ctx, e.k.usage(fid, cid, month))
+				w.key(e.k.usage(fid, cid, month))
 			}
 			for _, o := range others {
 				uk := e.k.usage(fid, o.cid, month)
-				p.Del(ctx, uk)
+				w.key(uk)
 				if len(o.args) > 0 {
-					p.HSet(ctx, uk, o.args...)
-					p.Expire(ctx, uk, monthTTL)
+					w.hset(uk, o.args)
+					w.expire(uk, monthTTL)
 				}
 			}
 		}
 		for _, cid := range former { // as RemoveMember: the version stays
-			p.Del(ctx, e.k.constraints(fid, cid))
+			w.key(e.k.constraints(fid, cid))
 		}
 		for _, m := range members {
 			ck := e.k.constraints(fid, m.cid)
-			p.Del(ctx, ck)
+			w.key(ck)
 			if len(m.fields) > 0 {
-				p.HSet(ctx, ck, m.fields...)
+				w.hset(ck, m.fields)
 			}
 			if m.version > 0 {
-				p.Set(ctx, e.k.version(fid, m.cid), m.version, 0)
+				w.set(e.k.version(fid, m.cid), m.version)
 			} else {
-				p.Del(ctx, e.k.version(fid, m.cid))
+				w.key(e.k.version(fid, m.cid))
 			}
 		}
 		// The budget counters of the members with a budget: what a stale
@@ -479,33 +686,38 @@ func (e *Engine) restoreWrite(st FamilyState) (func(ctx context.Context, p redis
 		for _, cid := range slices.Sorted(maps.Keys(budgeted)) {
 			for _, d := range days {
 				bk := e.k.budget(fid, cid, d.day)
-				p.Del(ctx, bk)
+				w.key(bk)
 				if f := spent[cid][d.day]; len(f) > 0 {
 					args := make([]any, 0, 2*len(f))
 					for _, k := range slices.Sorted(maps.Keys(f)) {
 						args = append(args, k, f[k])
 					}
-					p.HSet(ctx, bk, args...)
-					p.Expire(ctx, bk, d.ttl) // relative: Redis' clock is not the engine's
+					w.hset(bk, args)
+					w.expire(bk, d.ttl) // relative: Redis' clock is not the engine's
 				}
 			}
 		}
-		p.Del(ctx, e.k.grants(fid))
+		w.key(e.k.grants(fid))
 		if len(grants) > 0 {
-			p.HSet(ctx, e.k.grants(fid), grants...)
+			w.hset(e.k.grants(fid), grants)
 		}
 		// The dedupe buckets: what a stale state recorded goes, what SQL
 		// knows comes back, remembered for three windows from now (marked: the
 		// script does not set the TTL again).
 		for b := bucket - 2; b <= bucket+1; b++ {
-			p.Del(ctx, e.k.events(fid, b))
+			w.key(e.k.events(fid, b))
 		}
 		if len(judged) > 0 {
 			ek := e.k.events(fid, bucket)
-			p.HSet(ctx, ek, append(judged, bucketMarked, "1")...)
-			p.Expire(ctx, ek, bucketLife*e.dedupeTTL)
+			w.hset(ek, append(judged, bucketMarked, "1"))
+			w.expire(ek, bucketLife*e.dedupeTTL)
 		}
-		return nil
+		args := make([]any, 0, 4+len(held)+len(w.writes))
+		args = append(args, "", "", "", len(held))
+		for _, f := range held {
+			args = append(args, f)
+		}
+		return restoreCall{keys: w.keys, args: append(args, w.writes...)}
 	}, nil
 }
 

@@ -34,6 +34,8 @@ type Engine interface {
 	Settle(ctx context.Context, st quota.FamilyState, seen string, record func(rearmed map[string]map[int]int) error) (quota.Settled, error)
 	Restore(ctx context.Context, st quota.FamilyState) error
 	RestoreUnrestored(ctx context.Context, st quota.FamilyState, seen string) (bool, error)
+	RestoreBatch(ctx context.Context, sts []quota.FamilyState) ([]quota.RestoreOutcome, error)
+	RestoreUnrestoredBatch(ctx context.Context, sts []quota.FamilyState, seen []string) ([]quota.RestoreOutcome, error)
 	RestoreClaimed(ctx context.Context, st quota.FamilyState, seen string) error
 	RestoredRearms(st quota.FamilyState) map[string]map[int]int
 	BeginRebuild(ctx context.Context, next string) (map[string]int64, error)
@@ -314,6 +316,18 @@ func (s *State) Restore(ctx context.Context, st quota.FamilyState) error {
 		return err
 	}
 	return s.eng.Restore(ctx, st)
+}
+
+// RestoreBatch is Restore for many families (quota.Engine.RestoreBatch:
+// each restored or refused on its own, a few round trips for the batch),
+// every family's re-arms recorded before any is restored.
+func (s *State) RestoreBatch(ctx context.Context, sts []quota.FamilyState) ([]quota.RestoreOutcome, error) {
+	for _, st := range sts {
+		if err := s.recordRestoredRearms(ctx, st); err != nil {
+			return nil, err
+		}
+	}
+	return s.eng.RestoreBatch(ctx, sts)
 }
 
 func (s *State) recordRestoredRearms(ctx context.Context, st quota.FamilyState) error {

@@ -228,6 +228,19 @@ func (s *State) RestoreUnrestored(ctx context.Context, st quota.FamilyState, see
 	return s.restoreUnrestored(ctx, st, seen)
 }
 
+// RestoreUnrestoredBatch is RestoreUnrestored for many families, seen[i]
+// the token of sts[i] (quota.Engine.RestoreUnrestoredBatch: each restored
+// or not on its own, a few round trips for the batch; the sweep's),
+// every family's re-arms recorded before any is restored.
+func (s *State) RestoreUnrestoredBatch(ctx context.Context, sts []quota.FamilyState, seen []string) ([]quota.RestoreOutcome, error) {
+	for _, st := range sts {
+		if err := s.recordRestoredRearms(ctx, st); err != nil {
+			return nil, err
+		}
+	}
+	return s.eng.RestoreUnrestoredBatch(ctx, sts, seen)
+}
+
 // Fence claims family fid for an operator's rebuild of it
 // (quota.Engine.Claim): no judgement charges it until RestoreClaimed
 // restores it (or a judgement's touch settles it: a family change

@@ -40,6 +40,7 @@ func runRebuild(t *testing.T, open func(testing.TB) *sql.DB) {
 		"RebuildPages":  testRebuildPages,
 		"TransientSQL":  testRebuildTransientSQL,
 		"RacingWrite":   testRebuildRacingWrite,
+		"SweepOnce":     testRebuildSweepOnce,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, &env{storetest.New(t, open(t))}) })
 	}

@@ -216,8 +216,11 @@ const (
 	// rebuilding every family; rebuildNamed when rebuilding named ones.
 	rebuildPage  = 1000
 	rebuildNamed = 100
-	// rebuildWorkers is how many quota.Engine.Restore calls run at once:
-	// enough to keep Redis busy while each waits for its round trip.
+	// rebuildBatch is how many families one batch restore writes
+	// (quota.Engine.RestoreBatch, RestoreUnrestoredBatch: a few round trips
+	// for all); rebuildWorkers how many batches are restored at once:
+	// enough to keep Redis busy while each waits for its round trips.
+	rebuildBatch   = 100
 	rebuildWorkers = 4
 )
 
@@ -367,6 +370,15 @@ func (b rebuilder) settle(ctx context.Context, p page, failed map[int64]bool, re
 	return nil
 }
 
+// writeBatch restores families as write does each (seen: their tokens, a
+// sweep's), in one batch call.
+func (b rebuilder) writeBatch(ctx context.Context, sts []quota.FamilyState, seen []string) ([]quota.RestoreOutcome, error) {
+	if b.sweep() {
+		return b.qs.RestoreUnrestoredBatch(ctx, sts, seen)
+	}
+	return b.qs.RestoreBatch(ctx, sts)
+}
+
 // write restores one family: in a sweep only if no restore of the
 // generation came first (a judgement or a family write restored it on
 // touch, and may have changed it since) and its token is still seen
@@ -407,42 +419,74 @@ func (b rebuilder) restoreOnce(ctx context.Context, p page, rep *Report) ([]int6
 	done := make([]bool, len(ids))
 	transient := make([]bool, len(ids))
 	moved := make([]bool, len(ids))
+	// restoreBatch restores the families ids[from:to] but the bad ones,
+	// rebuildBatch at a time in one batch call (a few round trips for all).
+	restoreBatch := func(from, to int) {
+		var idx []int
+		var sts []quota.FamilyState
+		var seen []string
+		for i := from; i < to; i++ {
+			fid := ids[i]
+			if e, ok := bad[fid]; ok {
+				errs[i] = e
+				continue
+			}
+			idx, sts, seen = append(idx, i), append(sts, states[fid]), append(seen, p.tokens[fid])
+		}
+		if len(idx) == 0 {
+			return
+		}
+		out, err := b.writeBatch(ctx, sts, seen)
+		for k, i := range idx {
+			e := err
+			if err == nil {
+				e = out[k].Err
+			}
+			switch {
+			case errors.Is(e, quota.ErrMoved):
+				moved[i] = true
+			case e != nil:
+				errs[i] = fmt.Errorf("recovery: rebuild family %d: %w", ids[i], e)
+				// Redis failed, not the family's rows: stop.
+				transient[i] = !errors.Is(e, quota.ErrInvalid)
+			}
+		}
+	}
+	// finish ends the restore of family i: one that failed is replaced by
+	// an empty family of the generation (Report.Failed).
+	finish := func(i int) {
+		fid := ids[i]
+		if moved[i] || transient[i] {
+			done[i] = true
+			return
+		}
+		if errs[i] != nil && b.gen != "" && ctx.Err() == nil {
+			if e := b.write(ctx, quota.FamilyState{FamilyID: fid, Generation: b.gen}, p.tokens[fid]); errors.Is(e, quota.ErrMoved) {
+				moved[i], done[i] = true, true
+				return
+			} else if e != nil {
+				errs[i] = errors.Join(errs[i], fmt.Errorf("recovery: empty family %d of generation %s: %w", fid, b.gen, e))
+			}
+		}
+		done[i] = true
+	}
 	next := make(chan int)
 	var wg sync.WaitGroup
-	for range min(rebuildWorkers, len(ids)) {
+	for range min(rebuildWorkers, (len(ids)+rebuildBatch-1)/rebuildBatch) {
 		wg.Go(func() {
-			for i := range next {
-				fid := ids[i]
-				if e, ok := bad[fid]; ok {
-					errs[i] = e
-				} else if e := b.write(ctx, states[fid], p.tokens[fid]); errors.Is(e, quota.ErrMoved) {
-					moved[i], done[i] = true, true
-					continue
-				} else if e != nil {
-					errs[i] = fmt.Errorf("recovery: rebuild family %d: %w", fid, e)
-					if !errors.Is(e, quota.ErrInvalid) {
-						// Redis failed, not the family's rows: stop.
-						transient[i] = true
-						done[i] = true
-						continue
-					}
+			for from := range next {
+				to := min(from+rebuildBatch, len(ids))
+				restoreBatch(from, to)
+				for i := from; i < to; i++ {
+					finish(i)
 				}
-				if errs[i] != nil && b.gen != "" && ctx.Err() == nil {
-					if e := b.write(ctx, quota.FamilyState{FamilyID: fid, Generation: b.gen}, p.tokens[fid]); errors.Is(e, quota.ErrMoved) {
-						moved[i], done[i] = true, true
-						continue
-					} else if e != nil {
-						errs[i] = errors.Join(errs[i], fmt.Errorf("recovery: empty family %d of generation %s: %w", fid, b.gen, e))
-					}
-				}
-				done[i] = true
 			}
 		})
 	}
 feed:
-	for i := range ids {
+	for from := 0; from < len(ids); from += rebuildBatch {
 		select {
-		case next <- i:
+		case next <- from:
 		case <-ctx.Done():
 			break feed
 		}

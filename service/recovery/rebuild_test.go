@@ -382,11 +382,13 @@ type racingEngine struct {
 	write func()
 }
 
-func (r *racingEngine) Restore(ctx context.Context, st quota.FamilyState) error {
-	if st.FamilyID == 1 {
-		r.once.Do(r.write)
+func (r *racingEngine) RestoreBatch(ctx context.Context, sts []quota.FamilyState) ([]quota.RestoreOutcome, error) {
+	for _, st := range sts {
+		if st.FamilyID == 1 {
+			r.once.Do(r.write)
+		}
 	}
-	return r.Engine.Restore(ctx, st)
+	return r.Engine.RestoreBatch(ctx, sts)
 }
 
 // testRebuildRacingWrite: an API write landing between a rebuild's read of
@@ -443,5 +445,151 @@ func testRebuildRacingWrite(t *testing.T, e *env) {
 		if fs.Total != 1<<20 {
 			t.Errorf("rebuild %v: pool %d, want the plan cut to %d while the family was rebuilt", fams, fs.Total, 1<<20)
 		}
+	}
+}
+
+// countingEngine counts the restores that wrote, by family, and calls
+// during each batch restore of a sweep.
+type countingEngine struct {
+	judge.Engine
+	mu       sync.Mutex
+	restored map[int64]int
+	calls    int
+	// during, when set, runs before each batch restore, one at a time
+	// (dmu held).
+	during func()
+	dmu    sync.Mutex
+}
+
+func (c *countingEngine) RestoreUnrestoredBatch(ctx context.Context, sts []quota.FamilyState, seen []string) ([]quota.RestoreOutcome, error) {
+	c.mu.Lock()
+	c.calls++
+	during := c.during
+	c.mu.Unlock()
+	if during != nil {
+		c.dmu.Lock()
+		during()
+		c.dmu.Unlock()
+	}
+	out, err := c.Engine.RestoreUnrestoredBatch(ctx, sts, seen)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, o := range out {
+		if o.Restored {
+			c.restored[sts[i].FamilyID]++
+		}
+	}
+	return out, err
+}
+
+func (c *countingEngine) RestoreUnrestored(ctx context.Context, st quota.FamilyState, seen string) (bool, error) {
+	ok, err := c.Engine.RestoreUnrestored(ctx, st, seen)
+	if ok {
+		c.mu.Lock()
+		c.restored[st.FamilyID]++
+		c.mu.Unlock()
+	}
+	return ok, err
+}
+
+// testRebuildSweepOnce: the sweep of a generation restored on touch,
+// several batches restored at once over pages of families while
+// judgements restore families on touch, restores every family exactly once
+// (never one a touch restored first), and a sweep whose context ends stops
+// its workers before it returns.
+func testRebuildSweepOnce(t *testing.T, e *env) {
+	eng, _ := e.engine(t)
+	ctx := e.Ctx
+	const families = 1234
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := e.DB.ExecContext(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	for lo := 1; lo <= families; lo += 500 {
+		var fam, mem []string
+		for f := lo; f < min(lo+500, families+1); f++ {
+			fam = append(fam, fmt.Sprintf("(%d, 'f%d', %d, '2026-02-01 00:00:00.000', '2026-02-01 00:00:00.000')", f, f, 10<<20))
+			mem = append(mem, fmt.Sprintf("(%d, %d, 'm', 'MEMBER', '2026-02-01 00:00:00.000', '2026-02-01 00:00:00.000')", f*10+1, f))
+		}
+		exec(`INSERT INTO families (id, name, plan_bytes, created_at, updated_at) VALUES ` + strings.Join(fam, ","))
+		exec(`INSERT INTO members (id, family_id, name, role, created_at, updated_at) VALUES ` + strings.Join(mem, ","))
+	}
+	name := func(gen string) {
+		t.Helper()
+		if _, err := eng.BeginRebuild(ctx, gen); err != nil {
+			t.Fatal(err)
+		}
+		if err := eng.FinishRebuild(ctx, gen, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counter := &countingEngine{Engine: eng, restored: map[int64]int{}}
+	qs, err := judge.NewState(counter, judge.WithFamilySource(recovery.NewFamilySource(e.S, eng)))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Judgements meet families (every 7th, from the last) while the sweep
+	// runs: each restores its family on touch first.
+	gen := quota.NewOnTouchGeneration(start, "once")
+	name(gen)
+	touch, touched := families, 0
+	counter.during = func() {
+		if touch < 1 {
+			return
+		}
+		fid := int64(touch)
+		touch -= 7
+		_, err := eng.ApplyMarked(ctx, gen, nil, []quota.Event{{ID: fmt.Sprint("e", fid), FamilyID: fid, CustomerID: fid*10 + 1, Bytes: 1, At: start}})
+		var un *quota.UnrestoredError
+		if !errors.As(err, &un) {
+			return // the sweep restored it first
+		}
+		if err := qs.RestoreOnTouch(ctx, gen, un.Seen); err != nil {
+			t.Error(err)
+		}
+		touched++
+	}
+	rep, err := recovery.Rebuild(ctx, e.S, qs, gen)
+	if err != nil || len(rep.Failed) != 0 || rep.Rebuilt != families {
+		t.Fatalf("sweep: %+v, %v; want every family", rep, err)
+	}
+	for f := int64(1); f <= families; f++ {
+		if n := counter.restored[f]; n != 1 {
+			t.Errorf("family %d restored %d times, want once", f, n)
+		}
+	}
+	if touched == 0 {
+		t.Error("no family was restored on touch during the sweep")
+	}
+
+	// A sweep cancelled during its first batch stops: its workers are done
+	// when it returns, and it restored less than a page.
+	gen2 := quota.NewOnTouchGeneration(start.Add(time.Second), "cancelled")
+	name(gen2)
+	sctx, cancel := context.WithCancel(ctx)
+	returned := false
+	counter.mu.Lock()
+	counter.calls, counter.during = 0, func() {
+		cancel()
+		if returned {
+			t.Error("a batch restore began after the sweep returned")
+		}
+	}
+	counter.mu.Unlock()
+	rep, err = recovery.Rebuild(sctx, e.S, qs, gen2)
+	counter.dmu.Lock()
+	returned = true
+	counter.dmu.Unlock()
+	counter.mu.Lock()
+	calls := counter.calls
+	counter.mu.Unlock()
+	if !errors.Is(err, context.Canceled) || errors.Is(err, recovery.ErrIncomplete) || len(rep.Failed) != 0 || rep.Rebuilt >= families {
+		t.Errorf("cancelled sweep: %+v, %v; want context.Canceled, no family blamed, not every family restored", rep, err)
+	}
+	if calls >= (families+99)/100 {
+		t.Errorf("%d batch restores after the sweep was cancelled in its first, want it stopped", calls)
 	}
 }

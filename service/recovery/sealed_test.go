@@ -22,7 +22,8 @@ import (
 type faultyEngine struct {
 	*quota.Engine
 	mu sync.Mutex
-	// beforeRestore runs once, before the first RestoreUnrestored.
+	// beforeRestore runs once, before the first RestoreUnrestored or
+	// RestoreUnrestoredBatch.
 	beforeRestore func()
 	// failClaim, failWrites: Claim, and Settle and the direct family
 	// writes, fail as a Redis that cannot be reached does.
@@ -32,6 +33,17 @@ type faultyEngine struct {
 var errRedisDown = errors.New("redis: connection refused")
 
 func (f *faultyEngine) RestoreUnrestored(ctx context.Context, st quota.FamilyState, seen string) (bool, error) {
+	f.hook()
+	return f.Engine.RestoreUnrestored(ctx, st, seen)
+}
+
+func (f *faultyEngine) RestoreUnrestoredBatch(ctx context.Context, sts []quota.FamilyState, seen []string) ([]quota.RestoreOutcome, error) {
+	f.hook()
+	return f.Engine.RestoreUnrestoredBatch(ctx, sts, seen)
+}
+
+// hook runs beforeRestore the first time it is called.
+func (f *faultyEngine) hook() {
 	f.mu.Lock()
 	hook := f.beforeRestore
 	f.beforeRestore = nil
@@ -39,7 +51,6 @@ func (f *faultyEngine) RestoreUnrestored(ctx context.Context, st quota.FamilySta
 	if hook != nil {
 		hook()
 	}
-	return f.Engine.RestoreUnrestored(ctx, st, seen)
 }
 
 func (f *faultyEngine) Claim(ctx context.Context, fid int64) (string, string, error) {
