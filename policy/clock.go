@@ -53,12 +53,21 @@ func MomentOf(t time.Time, loc *time.Location) Moment {
 	if wd == 0 {
 		wd = 7
 	}
-	return Moment{
-		Day:     lt.Format("20060102"),
-		Month:   lt.Format("200601"),
-		Minute:  lt.Hour()*60 + lt.Minute(),
-		Weekday: wd,
+	hour, minute, _ := lt.Clock()
+	mo := Moment{Minute: hour*60 + minute, Weekday: wd}
+	// lt.Format("20060102") and ("200601") without the layouts' parsing:
+	// a rebuild computes them for every usage row it restores
+	// (TestMomentOfMatchesFormat).
+	y, m, d := lt.Date()
+	if y < 0 || y > 9999 {
+		mo.Day, mo.Month = lt.Format("20060102"), lt.Format("200601")
+		return mo
 	}
+	b := [8]byte{byte('0' + y/1000), byte('0' + y/100%10), byte('0' + y/10%10), byte('0' + y%10),
+		byte('0' + int(m)/10), byte('0' + int(m)%10), byte('0' + d/10), byte('0' + d%10)}
+	mo.Day = string(b[:])
+	mo.Month = mo.Day[:6]
+	return mo
 }
 
 // Stamp is the moment's local time YYYYMMDDHHMM: stamps of one zone compare

@@ -450,3 +450,20 @@ func TestNextDowntime(t *testing.T) {
 		})
 	}
 }
+
+// MomentOf's day and month keys are the layouts' formatting of the local
+// time, for any instant (years outside 0–9999 included) in any zone.
+func TestMomentOfMatchesFormat(t *testing.T) {
+	zones := []string{"Asia/Seoul", "UTC", "America/St_Johns", "Pacific/Chatham"}
+	rapid.Check(t, func(t *rapid.T) {
+		loc, err := LoadZone(rapid.SampledFrom(zones).Draw(t, "zone"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := time.Unix(rapid.Int64Range(-70_000_000_000, 300_000_000_000).Draw(t, "unix"), 0)
+		m, lt := MomentOf(at, loc), at.In(loc)
+		if m.Day != lt.Format("20060102") || m.Month != lt.Format("200601") || m.Minute != lt.Hour()*60+lt.Minute() {
+			t.Fatalf("MomentOf(%v) = %+v, want day %s, month %s", lt, m, lt.Format("20060102"), lt.Format("200601"))
+		}
+	})
+}

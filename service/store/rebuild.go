@@ -241,7 +241,7 @@ func (s *Store) readFamilies(ctx context.Context, w Window, ids []int64, span, u
 			// engine's catalog names its category, as for the event).
 			st.Usage = append(st.Usage, quota.Usage{CustomerID: cid, At: at.Time, Bytes: bytes, AppID: app})
 		}
-		if inMonths {
+		if inMonths && len(cs) > 0 {
 			month := policy.MomentOf(at.Time, w.Location()).Month
 			for _, c := range cs {
 				if st.Arms[month] == nil {
