@@ -161,45 +161,65 @@ func Rebuild(ctx context.Context, st *store.Store, qs *judge.State, gen string, 
 		}
 		return rep, rep.err()
 	}
-	// The next page is listed and read while this one is restored.
-	type listed struct {
-		p   page
-		err error // listing failed
-	}
-	fetch := func(after int64) chan listed {
-		ch := make(chan listed, 1)
-		go func() {
-			ids, err := st.FamilyIDs(ctx, after, rebuildPage)
-			if err != nil || len(ids) == 0 {
-				ch <- listed{p: page{ids: ids}, err: err}
-				return
-			}
-			ch <- listed{p: rb.read(ctx, ids, true)}
-		}()
-		return ch
-	}
-	for next := fetch(0); ; {
+	// The next pages are listed and read while this one is restored.
+	pages, stop := rb.pages(ctx)
+	defer stop()
+	for next := range pages {
 		l := <-next
 		if l.err != nil {
 			return rep, fmt.Errorf("recovery: rebuild: list families: %w", l.err)
 		}
-		ids := l.p.ids
-		full := len(ids) == rebuildPage
-		if full {
-			next = fetch(ids[len(ids)-1])
-		}
-		if len(ids) > 0 {
+		if len(l.p.ids) > 0 {
 			if err := rb.restore(ctx, l.p, &rep); err != nil {
-				if full {
-					<-next // the read ahead ends with ctx
-				}
 				return rep, err
 			}
 		}
-		if !full {
-			return rep, rep.err()
-		}
 	}
+	if err := ctx.Err(); err != nil {
+		return rep, fmt.Errorf("recovery: rebuild: %w", err)
+	}
+	return rep, rep.err()
+}
+
+// listed is a page of every family read from SQL, or why it could not be
+// listed.
+type listed struct {
+	p   page
+	err error
+}
+
+// pages lists every family a page at a time (store.FamilyIDs) and reads
+// up to rebuildReadAhead pages at once beside the one its caller restores,
+// each in a goroutine of its own:
+// the pages come in id order, each as a channel that delivers it once
+// read; the last is the one listed short (or with the listing's error).
+// stop ends the listing and the reads and waits for them.
+func (b rebuilder) pages(ctx context.Context) (<-chan chan listed, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	out := make(chan chan listed, rebuildReadAhead)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(out)
+		for after := int64(0); ; {
+			ids, err := b.st.FamilyIDs(ctx, after, rebuildPage)
+			next := make(chan listed, 1)
+			select {
+			case out <- next:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil || len(ids) == 0 {
+				next <- listed{p: page{ids: ids}, err: err}
+				return
+			}
+			wg.Go(func() { next <- listed{p: b.read(ctx, ids, true)} })
+			if len(ids) < rebuildPage {
+				return
+			}
+			after = ids[len(ids)-1]
+		}
+	})
+	return out, func() { cancel(); wg.Wait() }
 }
 
 // rebuilder reads families from SQL and restores them through the door.
@@ -222,6 +242,10 @@ const (
 	// enough to keep Redis busy while each waits for its round trips.
 	rebuildBatch   = 100
 	rebuildWorkers = 4
+	// rebuildReadAhead is how many pages are read from SQL at once while
+	// one is restored: reading a page (MariaDB and scanning its rows) costs
+	// about as much as restoring it.
+	rebuildReadAhead = 2
 )
 
 // err is nil when every family was rebuilt, else ErrIncomplete
