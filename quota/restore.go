@@ -493,7 +493,10 @@ func (e *Engine) restoreWrite(st FamilyState) (func(held []string) restoreCall, 
 	}
 	// The daily budget counters of the days whose hash may live (see
 	// restoreBudgets), for the members with a budget.
-	days := e.budgetDays()
+	var days []budgetDay
+	if len(budgeted) > 0 {
+		days = e.budgetDays()
+	}
 	spent := map[int64]map[string]map[string]int64{} // cid -> day -> a:<app> / c:<category> -> bytes
 	used := map[string]int64{}                       // month -> bytes
 	usage := map[string]map[int64]map[string]int64{} // month -> cid -> d:<DD> -> bytes

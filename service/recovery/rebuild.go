@@ -189,11 +189,11 @@ type listed struct {
 }
 
 // pages lists every family a page at a time (store.FamilyIDs) and reads
-// up to rebuildReadAhead pages at once beside the one its caller restores,
-// each in a goroutine of its own:
-// the pages come in id order, each as a channel that delivers it once
-// read; the last is the one listed short (or with the listing's error).
-// stop ends the listing and the reads and waits for them.
+// up to rebuildReadAhead pages at once beside the one its caller
+// restores, each in a goroutine of its own. The pages come in id order,
+// each as a channel that delivers it once read; the last is the one
+// listed short (or with the listing's error). stop ends the listing and
+// the reads and waits for them.
 func (b rebuilder) pages(ctx context.Context) (<-chan chan listed, func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	out := make(chan chan listed, rebuildReadAhead)
