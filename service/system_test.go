@@ -117,7 +117,8 @@ func TestSystemEndToEnd(t *testing.T) {
 		families = append(families, f)
 	}
 	// Wait on progress: the write-behind may trail far behind on a loaded
-	// machine; give up only when usage_record stopped growing for a minute.
+	// machine; give up only when usage_record stopped growing for two
+	// minutes (one was seen passed under -race at a load average of 15).
 	var last error
 	var rows, seen int64
 	moved := time.Now()
@@ -128,7 +129,7 @@ func TestSystemEndToEnd(t *testing.T) {
 		if err := s.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM usage_record`).Scan(&rows); err == nil && rows != seen {
 			seen, moved = rows, time.Now()
 		}
-		if time.Since(moved) > time.Minute {
+		if time.Since(moved) > 2*time.Minute {
 			t.Fatalf("invariants after the run (usage_record stuck at %d rows for %s):\n%v", seen, time.Since(moved).Round(time.Second), last)
 		}
 		time.Sleep(200 * time.Millisecond)
