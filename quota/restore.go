@@ -128,7 +128,8 @@ func (e *Engine) DedupeWindow() time.Duration { return e.dedupeTTL }
 // last arm (FamilyState.Rearmed); one never announced is left for the next
 // event to announce); each member's constraints and policy version (written
 // as given: the source of truth wins over what Redis held) and month and day
-// counters; the counters and constraints of customers Redis held as members
+// counters (its earlier days only while something may still be charged to
+// them: an event within twice the dedupe window, an open grant's step); the counters and constraints of customers Redis held as members
 // that st does not (removed since: a batch judged on a stale state may have
 // charged them); the open grants and what they reserve of each accepted
 // month, the member's months and days; the daily budget counters of the
@@ -544,12 +545,17 @@ func (e *Engine) restoreWrite(st FamilyState) (func(held []string) restoreCall, 
 	// each member's month (r:<cid>) and day (r:<cid>:<DD>).
 	grants := make([]any, 0, 2*len(st.Grants))
 	reserved := map[string]map[string]int64{} // month -> pool field -> bytes
+	grantDays := map[int64]map[string]bool{}  // cid -> the days of its open grants' steps
 	for _, g := range st.Grants {
 		if !ValidGrantID(g.GrantID) || !ValidGrantID(g.Step) || g.CustomerID <= 0 || g.Reserved < 0 || g.Reserved > policy.MaxBytes || g.At.IsZero() {
 			return nil, fmt.Errorf("%w: grant %q of customer %d: bad id, step, customer, bytes or time", ErrInvalid, g.GrantID, g.CustomerID)
 		}
 		grants = append(grants, grantField(g.CustomerID, g.GrantID), e.grantValue(g))
 		mo := policy.MomentOf(g.At, e.loc)
+		if grantDays[g.CustomerID] == nil {
+			grantDays[g.CustomerID] = map[string]bool{}
+		}
+		grantDays[g.CustomerID][mo.Day] = true // its use is charged to that day
 		if g.Reserved == 0 || g.At.Before(from) || !g.At.Before(to) {
 			continue
 		}
@@ -562,6 +568,7 @@ func (e *Engine) restoreWrite(st FamilyState) (func(held []string) restoreCall, 
 		reserved[mo.Month][c+":"+mo.Day[6:8]] += g.Reserved
 	}
 	bucket := e.bucket(e.now())
+	lateFrom := policy.MomentOf(e.now().Add(-2*e.dedupeTTL), e.loc).Day
 	return func(held []string) restoreCall {
 		// Customers the state in Redis holds as members but the source of truth
 		// does not (removed since a snapshot was taken): a batch judged on that
@@ -641,9 +648,16 @@ func (e *Engine) restoreWrite(st FamilyState) (func(held []string) restoreCall, 
 				}
 				poolFields = append(poolFields, prefixMonthUsage+strconv.FormatInt(cid, 10), sum,
 					prefixDay+strconv.FormatInt(cid, 10), last[len(prefixDay):]+":"+strconv.FormatInt(f[last], 10))
+				// Only the days something may still be charged to: an
+				// event's (the dedupe window's, twice over for the clocks
+				// of processors; consumers reject older events) or an
+				// open grant's step's. An older day's counter is read by
+				// nothing, and the month's sum above holds its bytes.
 				o := otherDays{cid: cid}
 				for _, d := range days[:len(days)-1] {
-					o.args = append(o.args, d, f[d])
+					if day := month + d[len(prefixDay):]; day >= lateFrom || grantDays[cid][day] {
+						o.args = append(o.args, d, f[d])
+					}
 				}
 				others = append(others, o)
 			}

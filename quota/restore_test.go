@@ -201,7 +201,7 @@ func TestRestoreBudgets(t *testing.T) {
 		if err := rdb.Del(ctx, yesterday).Err(); err != nil {
 			t.Fatal(err)
 		}
-		st := FamilyState{FamilyID: fid, Provisioned: true, Plan: 1000,
+		st := FamilyState{FamilyID: fid, Provisioned: true, Plan: 10000,
 			Members: []MemberState{{CustomerID: 1, Constraints: budgets, Version: 1}, {CustomerID: 2}}, Usage: usage}
 		if err := e.Restore(ctx, st); err != nil {
 			t.Fatal(err)
@@ -229,4 +229,68 @@ func TestRestoreBudgets(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRestoreKeepsOnlyChargeableDays: a rebuild writes a member's earlier
+// days only while something may still be charged to them (an event within
+// twice the dedupe window, an open grant's step); older days live on in the
+// month's sum only, and a member with nothing else to keep has no usage hash.
+func TestRestoreKeepsOnlyChargeableDays(t *testing.T) {
+	ctx := context.Background()
+	rdb := newMiniredis(t)
+	seoul, _ := policy.LoadZone(policy.DefaultZone)
+	now := time.Date(2026, 2, 10, 12, 0, 0, 0, seoul)
+	e, err := New(rdb, WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const fid = 7
+	day := func(d, h int) time.Time { return time.Date(2026, 2, d, h, 0, 0, 0, seoul) }
+	st := FamilyState{FamilyID: fid, Provisioned: true, Plan: 10000,
+		Members: []MemberState{{CustomerID: 1}, {CustomerID: 2}, {CustomerID: 3}},
+		Usage: []Usage{
+			{CustomerID: 1, At: day(2, 9), Bytes: 1},    // older than 2 windows: month only
+			{CustomerID: 1, At: day(7, 23), Bytes: 2},   // still older
+			{CustomerID: 1, At: day(8, 0), Bytes: 4},    // the day 48 h ago: kept
+			{CustomerID: 1, At: day(9, 10), Bytes: 8},   // kept
+			{CustomerID: 1, At: day(10, 11), Bytes: 16}, // the slot
+			{CustomerID: 2, At: day(3, 10), Bytes: 32},  // its open grant's day: kept
+			{CustomerID: 2, At: day(4, 10), Bytes: 64},  // dropped
+			{CustomerID: 2, At: day(5, 10), Bytes: 128}, // the slot
+			{CustomerID: 3, At: day(1, 10), Bytes: 256}, // dropped
+			{CustomerID: 3, At: day(6, 10), Bytes: 512}, // the slot
+		},
+		Grants: []GrantState{{GrantID: "g1", Step: "s1", CustomerID: 2, Reserved: 10, At: day(3, 11)}},
+	}
+	if err := e.Restore(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	for c, want := range map[int64]map[string]string{
+		1: {"d:08": "4", "d:09": "8"},
+		2: {"d:03": "32"},
+		3: {},
+	} {
+		got, err := rdb.HGetAll(ctx, e.k.usage(fid, c, "202602")).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("customer %d's usage hash (-want +got):\n%s", c, diff)
+		}
+	}
+	pool, err := rdb.HMGet(ctx, e.k.pool(fid, "202602"), "used", "u:1", "d:1", "u:2", "d:2", "u:3", "d:3").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]any{"1023", "31", "10:16", "224", "05:128", "768", "06:512"}, pool); diff != "" {
+		t.Errorf("pool hash (-want +got):\n%s", diff)
+	}
+	// A late event of a kept day counts on that day's restored counter.
+	r, err := e.Apply(ctx, Event{ID: "late", FamilyID: fid, CustomerID: 1, Bytes: 1, At: day(9, 20)})
+	if err != nil || r.Decision != policy.Allowed {
+		t.Fatalf("late event: %+v %v", r, err)
+	}
+	if got, _ := rdb.HGet(ctx, e.k.usage(fid, 1, "202602"), "d:09").Result(); got != "9" {
+		t.Errorf("d:09 after a late event = %q, want 9", got)
+	}
 }
