@@ -163,8 +163,8 @@ func (e *Engine) setConstraints(ctx context.Context, fid, cid, version int64, c 
 	if err := c.Validate(); err != nil {
 		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	args := append([]any{version}, constraintFields(c)...)
-	n, err := constraintsScript.Run(ctx, e.rdb, []string{e.k.constraints(fid, cid), e.k.version(fid, cid)}, args...).Int()
+	args := append([]any{versionField(cid), version}, constraintFields(c)...)
+	n, err := constraintsScript.Run(ctx, e.rdb, []string{e.k.constraints(fid, cid), e.k.family(fid), e.k.legacyVersion(fid, cid)}, args...).Int()
 	if err != nil {
 		return false, fmt.Errorf("quota: set constraints: %w", err)
 	}
@@ -256,7 +256,8 @@ type poolReads struct {
 type memberReads struct {
 	cid         int64
 	constraints *redis.MapStringStringCmd
-	version     *redis.StringCmd
+	version     *redis.StringCmd // the family hash's v:<cid>
+	legacy      *redis.StringCmd // an earlier engine's version key, read while v:<cid> is absent
 	usage       *redis.SliceCmd // the usage hash: m, d:<today>
 	pool        *redis.SliceCmd // the pool hash: u:<cid>, d:<cid>, r:<cid>, r:<cid>:<DD>
 }
@@ -273,7 +274,8 @@ func (e *Engine) queueMember(ctx context.Context, p redis.Pipeliner, fid, cid in
 	return memberReads{
 		cid:         cid,
 		constraints: p.HGetAll(ctx, e.k.constraints(fid, cid)),
-		version:     p.Get(ctx, e.k.version(fid, cid)),
+		version:     p.HGet(ctx, e.k.family(fid), versionField(cid)),
+		legacy:      p.Get(ctx, e.k.legacyVersion(fid, cid)),
 		usage:       p.HMGet(ctx, e.k.usage(fid, cid, m.Month), fieldMonth, dayField(m.Day)),
 		pool: p.HMGet(ctx, e.k.pool(fid, m.Month), prefixMonthUsage+strconv.FormatInt(cid, 10), prefixDay+strconv.FormatInt(cid, 10),
 			prefixReserved+strconv.FormatInt(cid, 10), prefixReserved+strconv.FormatInt(cid, 10)+":"+m.Day[6:8]),
@@ -283,6 +285,15 @@ func (e *Engine) queueMember(ctx context.Context, p redis.Pipeliner, fid, cid in
 func parseInt(s string) int64 {
 	n, _ := strconv.ParseInt(s, 10, 64)
 	return n
+}
+
+// versionOf is a member's policy version: the family hash's v:<cid>, else
+// the key an earlier engine kept it in.
+func versionOf(field, legacy *redis.StringCmd) int64 {
+	if field.Err() == nil {
+		return intCmd(field)
+	}
+	return intCmd(legacy)
 }
 
 func intCmd(c *redis.StringCmd) int64 {
@@ -347,7 +358,7 @@ func memberOf(r memberReads, member bool, pool policy.Pool, m policy.Moment) (Me
 		CustomerID:  r.cid,
 		Member:      member,
 		Constraints: r.constraints.Val(),
-		Version:     intCmd(r.version),
+		Version:     versionOf(r.version, r.legacy),
 	}
 	delete(s.Constraints, fieldCompiled) // compiled, not a constraint
 	delete(s.Constraints, fieldWindows)

@@ -298,10 +298,11 @@ func (e *Engine) Settle(ctx context.Context, st FamilyState, seen string, record
 						p.HSet(ctx, ck, m.fields...)
 					}
 					if m.version > 0 {
-						p.Set(ctx, e.k.version(fid, cid), m.version, 0)
+						p.HSet(ctx, fam, versionField(cid), m.version)
 					} else {
-						p.Del(ctx, e.k.version(fid, cid))
+						p.HDel(ctx, fam, versionField(cid))
 					}
+					p.Del(ctx, e.k.legacyVersion(fid, cid))
 				}
 				for i, month := range months {
 					pool, pk := pools[i], e.k.pool(fid, month)

@@ -46,7 +46,11 @@ func (k keys) state(tag string) string { return k.prefix + "dpcs:state:{" + tag 
 func (k keys) budget(fid, cid int64, day string) string { return k.member(fid, cid) + "budget:" + day }
 
 func (k keys) constraints(fid, cid int64) string { return k.member(fid, cid) + "constraints" }
-func (k keys) version(fid, cid int64) string     { return k.member(fid, cid) + "ver" }
+
+// legacyVersion is where an earlier engine kept the member's policy version
+// (now the family hash's v:<cid>, versionField): read while v:<cid> is
+// absent, deleted when the version is written.
+func (k keys) legacyVersion(fid, cid int64) string { return k.member(fid, cid) + "ver" }
 
 // usage is the member's month hash: d:<DD> for each day of the month but
 // the latest (which is d:<cid> in the pool hash). An earlier engine kept
@@ -64,6 +68,9 @@ const (
 	fieldMonth      = "m"
 	fieldGeneration = "g"
 	prefixMember    = "m:"
+	// prefixVersion starts the family hash's v:<cid>, the member's policy
+	// version (it outlives the membership: stale updates stay ignored).
+	prefixVersion = "v:"
 	prefixAlert     = "a:"
 	prefixArms      = "n:"
 	prefixDay       = "d:"
@@ -78,6 +85,7 @@ const (
 )
 
 func memberField(cid int64) string { return prefixMember + strconv.FormatInt(cid, 10) }
+func versionField(cid int64) string { return prefixVersion + strconv.FormatInt(cid, 10) }
 
 // dayField is the usage hash field of a YYYYMMDD day.
 func dayField(day string) string { return prefixDay + day[6:8] }

@@ -599,6 +599,9 @@ func (e *Engine) restoreWrite(st FamilyState) (func(held []string) restoreCall, 
 		}
 		for _, m := range members {
 			famFields = append(famFields, memberField(m.cid), "1")
+			if m.version > 0 {
+				famFields = append(famFields, versionField(m.cid), m.version)
+			}
 		}
 		if len(famFields) > 0 {
 			w.hset(fam, famFields)
@@ -683,7 +686,7 @@ func (e *Engine) restoreWrite(st FamilyState) (func(held []string) restoreCall, 
 				}
 			}
 		}
-		for _, cid := range former { // as RemoveMember: the version stays
+		for _, cid := range former { // as RemoveMember: the version stays (restore.lua)
 			w.key(e.k.constraints(fid, cid))
 		}
 		for _, m := range members {
@@ -692,11 +695,7 @@ func (e *Engine) restoreWrite(st FamilyState) (func(held []string) restoreCall, 
 			if len(m.fields) > 0 {
 				w.hset(ck, m.fields)
 			}
-			if m.version > 0 {
-				w.set(e.k.version(fid, m.cid), m.version)
-			} else {
-				w.key(e.k.version(fid, m.cid))
-			}
+			w.key(e.k.legacyVersion(fid, m.cid)) // its version is the family hash's v:<cid>
 		}
 		// The budget counters of the members with a budget: what a stale
 		// state counted goes, what SQL recorded of their days comes back.

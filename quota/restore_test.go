@@ -294,3 +294,89 @@ func TestRestoreKeepsOnlyChargeableDays(t *testing.T) {
 		t.Errorf("d:09 after a late event = %q, want 9", got)
 	}
 }
+
+// TestVersionInFamilyHash: a member's policy version is a field of the
+// family hash (v:<cid>), not a key of its own; an earlier engine's key is
+// read while the field is absent and deleted by the next write; the version
+// outlives the membership (RemoveMember, a restore without the member).
+func TestVersionInFamilyHash(t *testing.T) { eachBackend(t, checkVersionInFamilyHash) }
+
+func checkVersionInFamilyHash(t *testing.T, rdb redis.UniversalClient) {
+	ctx := context.Background()
+	e, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const fid = 9
+	limits := map[string]string{"LIMIT:DATA:DAILY": "100"}
+	set := func(c, v int64, want bool) {
+		t.Helper()
+		if ok, err := e.SetConstraints(ctx, fid, c, v, limits); err != nil || ok != want {
+			t.Fatalf("SetConstraints(%d, version %d) = %v, %v; want %v", c, v, ok, err, want)
+		}
+	}
+	field := func(c int64) string {
+		t.Helper()
+		v, err := rdb.HGet(ctx, e.k.family(fid), versionField(c)).Result()
+		if err != nil && err != redis.Nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	keys := func(c int64) int64 {
+		t.Helper()
+		n, err := rdb.Exists(ctx, e.k.legacyVersion(fid, c)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, c := range []int64{91, 92, 93} {
+		if err := e.AddMember(ctx, fid, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(91, 3, true)
+	if field(91) != "3" || keys(91) != 0 {
+		t.Errorf("after version 3: v:91 = %q, version keys %d; want 3, 0", field(91), keys(91))
+	}
+	set(91, 3, false)
+	// An earlier engine's version key: read, then replaced by the field.
+	if err := rdb.Set(ctx, e.k.legacyVersion(fid, 92), 5, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := e.Status(ctx, fid, 92); err != nil || st.Version != 5 {
+		t.Errorf("Status(92).Version = %d, %v; want 5 from the earlier key", st.Version, err)
+	}
+	set(92, 4, false)
+	set(92, 6, true)
+	if field(92) != "6" || keys(92) != 0 {
+		t.Errorf("after version 6: v:92 = %q, version keys %d; want 6, 0", field(92), keys(92))
+	}
+	// Removed: the version stays.
+	if err := e.RemoveMember(ctx, fid, 91); err != nil {
+		t.Fatal(err)
+	}
+	set(91, 3, false)
+	// A restore without 91 and 92 (removed since): their versions stay;
+	// 93's comes from the source of truth.
+	st := FamilyState{FamilyID: fid, Members: []MemberState{{CustomerID: 93, Constraints: limits, Version: 7}}}
+	if err := e.Restore(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	if field(91) != "3" || field(92) != "6" || field(93) != "7" {
+		t.Errorf("after the restore: v:91 %q v:92 %q v:93 %q; want 3 6 7", field(91), field(92), field(93))
+	}
+	set(92, 6, false)
+	if s, err := e.Status(ctx, fid, 93); err != nil || s.Version != 7 || s.Constraints["LIMIT:DATA:DAILY"] != "100" {
+		t.Errorf("Status(93) = %+v, %v; want version 7 and its limit", s, err)
+	}
+	// The source of truth says 93 has no policy now: no version.
+	st.Members[0] = MemberState{CustomerID: 93}
+	if err := e.Restore(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	if field(93) != "" {
+		t.Errorf("v:93 after a restore without its policy = %q, want none", field(93))
+	}
+}

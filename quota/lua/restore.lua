@@ -1,7 +1,8 @@
 -- DPCS quota engine: restore a family's whole state from its source of truth
 -- (Engine.Restore, RestoreUnrestored, RestoreClaimed and their batches), one
 -- call per family, atomically with the checks that decide whether it lands.
--- KEYS[1] family:{f}   the family hash (g, the family's token; m:<cid> per member)
+-- KEYS[1] family:{f}   the family hash (g, the family's token; m:<cid> per member;
+--           v:<cid> per customer with a policy version, kept for former members)
 -- KEYS[2..] every other key of the family the restore replaces (pools, usage,
 --           constraints, versions, budgets, grants, dedupe buckets): all in
 --           the family's slot (the hash tag), each deleted before the writes
@@ -31,10 +32,20 @@ local n = tonumber(ARGV[4])
 local want = {}
 for i = 5, 4 + n do want[ARGV[i]] = true end
 local have = 0
-for _, f in ipairs(redis.call('HKEYS', fam)) do
-  if string.sub(f, 1, 2) == 'm:' then
+-- The policy versions (v:<cid>) of the customers the family no longer has:
+-- they outlive the membership (stale updates stay ignored), so they are
+-- kept; a member's comes from the source of truth, with the writes.
+local versions = {}
+local held = redis.call('HGETALL', fam)
+for j = 1, #held, 2 do
+  local f = held[j]
+  local p = string.sub(f, 1, 2)
+  if p == 'm:' then
     if not want[f] then return -2 end
     have = have + 1
+  elseif p == 'v:' then
+    versions[#versions + 1] = f
+    versions[#versions + 1] = held[j + 1]
   end
 end
 if have ~= n then return -2 end
@@ -52,5 +63,10 @@ while i <= #ARGV do
     redis.call('SET', key, ARGV[i + 3])
   end
   i = i + 3 + c
+end
+for j = 1, #versions, 2 do
+  if redis.call('HEXISTS', fam, 'm:' .. string.sub(versions[j], 3)) == 0 then
+    redis.call('HSET', fam, versions[j], versions[j + 1])
+  end
 end
 return 1
