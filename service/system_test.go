@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -130,7 +131,10 @@ func TestSystemEndToEnd(t *testing.T) {
 			seen, moved = rows, time.Now()
 		}
 		if time.Since(moved) > 2*time.Minute {
-			t.Fatalf("invariants after the run (usage_record stuck at %d rows for %s):\n%v", seen, time.Since(moved).Round(time.Second), last)
+			// Where every goroutine waits: a stall is a defect to find.
+			var stacks strings.Builder
+			_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+			t.Fatalf("invariants after the run (usage_record stuck at %d rows for %s):\n%v\n\ngoroutines:\n%s", seen, time.Since(moved).Round(time.Second), last, stacks.String())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

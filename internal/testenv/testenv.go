@@ -19,6 +19,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -297,14 +300,39 @@ func RefuseCommits(c *kfake.Cluster, refuse func() bool) {
 const RaceSlowdown = 3
 
 // LatencyBound is goal when the binary is built without -race and
-// goal × RaceSlowdown with it; t is told which one applies.
+// goal × RaceSlowdown with it, times Busy's factor when the machine runs
+// more than it has cores for; t is told which one applies.
 func LatencyBound(t testing.TB, goal time.Duration) time.Duration {
 	t.Helper()
-	if !Race {
-		return goal
+	bound := goal
+	if Race {
+		t.Logf("built with -race: checking against %v × %d (the goal itself is %v)", goal, RaceSlowdown, goal)
+		bound *= RaceSlowdown
 	}
-	t.Logf("built with -race: checking against %v × %d (the goal itself is %v)", goal, RaceSlowdown, goal)
-	return goal * RaceSlowdown
+	if f := Busy(); f > 1 {
+		t.Logf("the machine is busy (load average %.1f on %d cores): the bound is %.1f× %v", f*float64(runtime.NumCPU()), runtime.NumCPU(), f, bound)
+		bound = time.Duration(float64(bound) * f)
+	}
+	return bound
+}
+
+// Busy is the last minute's load average per core when above 1 (a
+// latency measured then waited for a core that long), else 1; 1 where
+// /proc/loadavg cannot be read.
+func Busy() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 1
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 1
+	}
+	load, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return 1
+	}
+	return max(1, load/float64(runtime.NumCPU()))
 }
 
 // RedisSnapshot is every key of a Redis, as an RDB snapshot would hold it:
