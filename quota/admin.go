@@ -258,8 +258,8 @@ type memberReads struct {
 	constraints *redis.MapStringStringCmd
 	version     *redis.StringCmd // the family hash's v:<cid>
 	legacy      *redis.StringCmd // an earlier engine's version key, read while v:<cid> is absent
-	usage       *redis.SliceCmd // the usage hash: m, d:<today>
-	pool        *redis.SliceCmd // the pool hash: u:<cid>, d:<cid>, r:<cid>, r:<cid>:<DD>
+	usage       *redis.SliceCmd  // the usage hash: m, d:<today>
+	pool        *redis.SliceCmd  // the pool hash: u:<cid>, d:<cid>, r:<cid>, r:<cid>:<DD>
 }
 
 func (e *Engine) queuePool(ctx context.Context, p redis.Pipeliner, fid int64, m policy.Moment) poolReads {

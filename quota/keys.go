@@ -71,9 +71,9 @@ const (
 	// prefixVersion starts the family hash's v:<cid>, the member's policy
 	// version (it outlives the membership: stale updates stay ignored).
 	prefixVersion = "v:"
-	prefixAlert     = "a:"
-	prefixArms      = "n:"
-	prefixDay       = "d:"
+	prefixAlert   = "a:"
+	prefixArms    = "n:"
+	prefixDay     = "d:"
 	// prefixMonthUsage is the pool hash's u:<cid>, the member's month.
 	prefixMonthUsage = "u:"
 	// fieldReserved is the pool hash's r, what the family's grants reserve
@@ -84,7 +84,7 @@ const (
 	bucketMarked   = "" // no event id is empty
 )
 
-func memberField(cid int64) string { return prefixMember + strconv.FormatInt(cid, 10) }
+func memberField(cid int64) string  { return prefixMember + strconv.FormatInt(cid, 10) }
 func versionField(cid int64) string { return prefixVersion + strconv.FormatInt(cid, 10) }
 
 // dayField is the usage hash field of a YYYYMMDD day.
