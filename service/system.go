@@ -170,7 +170,14 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		s.stopClock = miniclock.Follow(s.redisSrv, time.Second)
 		cfg.RedisAddr = s.redisSrv.Addr()
 	}
-	if s.rdb, err = cfg.Redis(); err != nil {
+	if s.redisSrv != nil {
+		// In process, a Redis that answers late is only slow: no network can
+		// have failed. go-redis's 3 s read timeout turned a slow miniredis (a
+		// loaded machine, -race) into a batch retried whole for ever, every
+		// attempt timing out before its last script ran
+		// (TestSystemEndToEnd at a load average of 10 on 2 cores).
+		s.rdb = redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, ReadTimeout: embeddedRedisTimeout, WriteTimeout: embeddedRedisTimeout})
+	} else if s.rdb, err = cfg.Redis(); err != nil {
 		return nil, err
 	}
 	if s.Engine, err = quota.New(s.rdb, cfg.EngineOptions()...); err != nil {
@@ -278,8 +285,8 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		// queue behind a 1,000-row insert (WriteBehindBatch is for the
 		// processor deployable's MariaDB).
 		WriteBehind: []writebehind.Option{writebehind.WithBatchSize(100), writebehind.WithInterval(time.Second)},
-		Processor: []judge.ProcessorOpt{judge.WithLocation(cfg.Zone), judge.WithMaxEventAge(cfg.DedupeWindow - time.Hour),
-			judge.WithStateGuard(rec), judge.WithApps(s.catalog.Apps()), cfg.GrantChargedOpt()}})
+		Processor: append([]judge.ProcessorOpt{judge.WithLocation(cfg.Zone), judge.WithMaxEventAge(cfg.DedupeWindow - time.Hour),
+			judge.WithStateGuard(rec), judge.WithApps(s.catalog.Apps()), cfg.GrantChargedOpt()}, s.embeddedPoll()...)})
 	if err != nil {
 		return nil, err
 	}
@@ -366,6 +373,23 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	}
 	return s, nil
 }
+
+// embeddedPoll is the processor's poll bound on the embedded Redis.
+func (s *System) embeddedPoll() []judge.ProcessorOpt {
+	if s.redisSrv == nil {
+		return nil
+	}
+	return []judge.ProcessorOpt{judge.WithMaxPollRecords(embeddedMaxPoll)}
+}
+
+// embeddedRedisTimeout bounds a call to the embedded Redis, in process
+// (see StartSystem); embeddedMaxPoll the events the processor judges per
+// poll against it: miniredis runs the quota script ≈ 2k/s, so a poll's
+// pipelines stay seconds long on a loaded machine.
+const (
+	embeddedRedisTimeout = time.Minute
+	embeddedMaxPoll      = 500
+)
 
 // startAPI starts what the HTTP API serves with: the login limits, the
 // access events, the synchronous decisions, the back office's Kafka, the

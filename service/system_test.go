@@ -43,17 +43,23 @@ func TestSystemEndToEnd(t *testing.T) {
 	ctx := context.Background()
 	cfg := testSystemConfig(t)
 	cfg.AdminAddr = "127.0.0.1:0"
-	s, err := StartSystem(ctx, cfg, nil)
+	warnings := &tailLog{max: 300}
+	s, err := StartSystem(ctx, cfg, slog.New(slog.NewTextHandler(warnings, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close(ctx)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if s.Metrics.Decisions()[policy.Allowed] >= 200 {
+	// Wait on progress: 200 decisions, failing only when none came for 30 s.
+	for allowed, moved := uint64(0), time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		n := s.Metrics.Decisions()[policy.Allowed]
+		if n >= 200 {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("decisions so far: %v", s.Metrics.Decisions())
+		if n != allowed {
+			allowed, moved = n, time.Now()
+		}
+		if time.Since(moved) > 30*time.Second {
+			t.Fatalf("no decision for 30 s; so far: %v\n%s", s.Metrics.Decisions(), warnings)
 		}
 	}
 	// The embedded Redis expires keys as the clock runs (miniredis does not
@@ -134,7 +140,7 @@ func TestSystemEndToEnd(t *testing.T) {
 			// Where every goroutine waits: a stall is a defect to find.
 			var stacks strings.Builder
 			_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
-			t.Fatalf("invariants after the run (usage_record stuck at %d rows for %s):\n%v\n\ngoroutines:\n%s", seen, time.Since(moved).Round(time.Second), last, stacks.String())
+			t.Fatalf("invariants after the run (usage_record stuck at %d rows for %s):\n%v\n\nthe system's last warnings:\n%s\ngoroutines:\n%s", seen, time.Since(moved).Round(time.Second), last, warnings, stacks.String())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -310,4 +316,28 @@ func TestSystemStartsWithAFamilyItCannotRebuild(t *testing.T) {
 	if !reported {
 		t.Errorf("no ERROR log naming family 2 (familyId) and why (err):\n%s", logs.String())
 	}
+}
+
+// tailLog keeps the last max lines written to it (a logger's output, read
+// when a test fails).
+type tailLog struct {
+	mu    sync.Mutex
+	max   int
+	lines []string
+}
+
+func (l *tailLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, string(p))
+	if len(l.lines) > l.max {
+		l.lines = l.lines[len(l.lines)-l.max:]
+	}
+	return len(p), nil
+}
+
+func (l *tailLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "")
 }
