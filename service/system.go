@@ -171,12 +171,7 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 		cfg.RedisAddr = s.redisSrv.Addr()
 	}
 	if s.redisSrv != nil {
-		// In process, a Redis that answers late is only slow: no network can
-		// have failed. go-redis's 3 s read timeout turned a slow miniredis (a
-		// loaded machine, -race) into a batch retried whole for ever, every
-		// attempt timing out before its last script ran
-		// (TestSystemEndToEnd at a load average of 10 on 2 cores).
-		s.rdb = redis.NewClient(&redis.Options{Addr: cfg.RedisAddr, ReadTimeout: embeddedRedisTimeout, WriteTimeout: embeddedRedisTimeout})
+		s.rdb = embeddedRedis(cfg.RedisAddr)
 	} else if s.rdb, err = cfg.Redis(); err != nil {
 		return nil, err
 	}
@@ -373,23 +368,6 @@ func StartSystem(ctx context.Context, cfg SystemConfig, log *slog.Logger) (_ *Sy
 	}
 	return s, nil
 }
-
-// embeddedPoll is the processor's poll bound on the embedded Redis.
-func (s *System) embeddedPoll() []judge.ProcessorOpt {
-	if s.redisSrv == nil {
-		return nil
-	}
-	return []judge.ProcessorOpt{judge.WithMaxPollRecords(embeddedMaxPoll)}
-}
-
-// embeddedRedisTimeout bounds a call to the embedded Redis, in process
-// (see StartSystem); embeddedMaxPoll the events the processor judges per
-// poll against it: miniredis runs the quota script ≈ 2k/s, so a poll's
-// pipelines stay seconds long on a loaded machine.
-const (
-	embeddedRedisTimeout = time.Minute
-	embeddedMaxPoll      = 500
-)
 
 // startAPI starts what the HTTP API serves with: the login limits, the
 // access events, the synchronous decisions, the back office's Kafka, the
