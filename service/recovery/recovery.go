@@ -253,10 +253,13 @@ func (r *Guard) rebuild(ctx context.Context, prev, reason string, drain, planned
 	if planned {
 		begun, done = slog.LevelInfo, slog.LevelInfo
 	}
-	r.log.Log(ctx, begun, "rebuilding Redis from SQL", "generation", next, "previous", prev, "reason", reason)
+	// Logged once the rebuild began: a begin that failed (Redis refusing a
+	// connection as it restarts) is the caller's "rebuild failed; trying
+	// again", and another instance may take the lease meanwhile.
 	if _, err := r.cfg.State.BeginRebuild(ctx, next); err != nil {
 		return Info{}, err
 	}
+	r.log.Log(ctx, begun, "rebuilding Redis from SQL", "generation", next, "previous", prev, "reason", reason)
 	// Rebuilding may outlast the lease: keep it, and stop (never finish) if
 	// another instance took it meanwhile.
 	rctx, keep := r.keepLease(ctx, prev)
