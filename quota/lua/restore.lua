@@ -14,7 +14,7 @@
 --         when the writes were computed (those of former members delete
 --         their keys): the restore lands only while the hash holds exactly
 --         these
--- then the writes, each: op ("h" HSET, "e" EXPIRE seconds, "s" SET), the
+-- then the writes, each: op ("h" HSET, "e" EXPIRE seconds), the
 --         index of its key in KEYS, a count c, and c arguments
 -- Returns 1 restored, 0 restored already by generation ARGV[2] (mode "u"),
 -- -1 the token moved from ARGV[3], -2 the member fields changed (compute the
@@ -57,10 +57,8 @@ while i <= #ARGV do
   local op, key, c = ARGV[i], KEYS[tonumber(ARGV[i + 1])], tonumber(ARGV[i + 2])
   if op == 'h' then
     redis.call('HSET', key, unpack(ARGV, i + 3, i + 2 + c))
-  elseif op == 'e' then
-    redis.call('EXPIRE', key, ARGV[i + 3])
   else
-    redis.call('SET', key, ARGV[i + 3])
+    redis.call('EXPIRE', key, ARGV[i + 3])
   end
   i = i + 3 + c
 end
