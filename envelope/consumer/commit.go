@@ -16,25 +16,64 @@ type topicPartition struct {
 	partition int32
 }
 
-// commit commits recs (the records of a batch, n of them) together with any
-// earlier commit the broker refused, the last record per partition. On
-// failure the batch is done all the same: the refused offsets are kept and
-// committed again after a backoff and with every later commit, until that
-// succeeds or their partitions go. A consumer of the committed offsets
-// (a Redis recovery waiting for the write-behind) sees the end that way.
-func (c *Consumer) commit(ctx context.Context, recs []*kgo.Record, n int) error {
-	c.mu.Lock()
-	last := make(map[topicPartition]*kgo.Record, len(c.unacked)+1)
-	for tp, r := range c.unacked {
-		last[tp] = r
+// keep holds b's offsets for a later commit (WithCommitEvery) when the
+// last commit was sent less than the interval ago, and says whether it did.
+// A batch finished by a revoke or a close, or after a refused commit, is
+// committed at once.
+func (c *Consumer) keep(b *Batch) bool {
+	if c.cfg.commitEvery <= 0 || b.reason == "close" || b.reason == "revoke" || len(b.Records) == 0 {
+		return false
 	}
-	c.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	due := c.lastCommit.Add(c.cfg.commitEvery)
+	if c.stopping || c.commitFailures > 0 || !time.Now().Before(due) {
+		return false
+	}
+	if c.unacked == nil {
+		c.unacked = map[topicPartition]*kgo.Record{}
+	}
+	latest(c.unacked, b.Records)
+	if c.kept == nil {
+		c.kept = map[topicPartition]int{}
+	}
+	for _, r := range b.Records {
+		c.kept[topicPartition{r.Topic, r.Partition}]++
+	}
+	c.commitAt = due
+	return true
+}
+
+// latest records in last, per partition, the last of recs.
+func latest(last map[topicPartition]*kgo.Record, recs []*kgo.Record) {
 	for _, r := range recs {
 		tp := topicPartition{r.Topic, r.Partition}
 		if prev, ok := last[tp]; !ok || r.Offset > prev.Offset {
 			last[tp] = r
 		}
 	}
+}
+
+// commit commits recs (the records of a batch, n of them) together with any
+// earlier commit the broker refused or kept for later (keep), the last
+// record per partition. On failure the batch is done all the same: the
+// refused offsets are kept and committed again after a backoff and with
+// every later commit, until that succeeds or their partitions go. A
+// consumer of the committed offsets (a Redis recovery waiting for the
+// write-behind) sees the end that way.
+func (c *Consumer) commit(ctx context.Context, recs []*kgo.Record, n int) error {
+	c.mu.Lock()
+	last := make(map[topicPartition]*kgo.Record, len(c.unacked)+1)
+	for tp, r := range c.unacked {
+		last[tp] = r
+	}
+	for _, k := range c.kept {
+		n += k
+	}
+	clear(c.kept)
+	c.lastCommit = time.Now()
+	c.mu.Unlock()
+	latest(last, recs)
 	if len(last) == 0 {
 		return nil
 	}
@@ -51,9 +90,21 @@ func (c *Consumer) commit(ctx context.Context, recs []*kgo.Record, n int) error 
 	c.mu.Lock()
 	var wait time.Duration
 	if err == nil {
-		c.unacked, c.commitFailures = nil, 0
+		// What was kept meanwhile (a finish step beside a revoke) stays
+		// for the next commit.
+		for tp, r := range c.unacked {
+			if l, ok := last[tp]; ok && r.Offset <= l.Offset {
+				delete(c.unacked, tp)
+			}
+		}
+		c.commitFailures = 0
 	} else {
-		c.unacked = last
+		if c.unacked == nil {
+			c.unacked = map[topicPartition]*kgo.Record{}
+		}
+		for _, r := range last {
+			latest(c.unacked, []*kgo.Record{r})
+		}
 		c.commitFailures++
 		wait = c.cfg.backoff.Delay(c.commitFailures)
 		c.commitAt = time.Now().Add(wait)

@@ -78,11 +78,15 @@ type Consumer struct {
 	retryAt  time.Time //
 	tailN    int       // records of the outstanding finish step's batch
 	// unacked holds, per partition, the last record of a commit the broker
-	// refused; it is committed again at commitAt and with every later
-	// commit, until it succeeds or the partition goes.
+	// refused, or of batches whose commit waits (WithCommitEvery); it is
+	// committed at commitAt and with every later commit, until it succeeds
+	// or the partition goes. kept counts the waiting batches' records;
+	// lastCommit is when the last commit was sent.
 	unacked        map[topicPartition]*kgo.Record
 	commitFailures int
 	commitAt       time.Time
+	kept           map[topicPartition]int
+	lastCommit     time.Time
 	pauses         int  // pause references (the loop's retry, finish steps)
 	stopping       bool // drained: callbacks only forget
 
@@ -358,7 +362,7 @@ func (c *Consumer) pollContext(ctx context.Context) (context.Context, context.Ca
 	case c.pend != nil:
 		wake = time.Now() // records held back while a batch was retried: due now
 	}
-	if len(c.unacked) > 0 && !c.failing && c.tail == nil && (wake.IsZero() || c.commitAt.Before(wake)) {
+	if len(c.unacked) > 0 && (!c.failing || c.commitFailures == 0) && c.tail == nil && (wake.IsZero() || c.commitAt.Before(wake)) {
 		wake = c.commitAt
 	}
 	c.mu.Unlock()
@@ -415,7 +419,9 @@ func (c *Consumer) iterate(ctx context.Context, fs kgo.Fetches) error {
 		}
 	}
 	c.mu.Lock()
-	due := len(c.unacked) > 0 && !c.failing && !time.Now().Before(c.commitAt)
+	// Offsets kept by WithCommitEvery are committed when due also while a
+	// later batch is retried: they belong to batches already done.
+	due := len(c.unacked) > 0 && (!c.failing || c.commitFailures == 0) && !time.Now().Before(c.commitAt)
 	c.mu.Unlock()
 	if due && c.tail == nil && ctx.Err() == nil {
 		_ = c.commit(ctx, nil, 0)
@@ -521,7 +527,9 @@ func (c *Consumer) complete(ctx context.Context, b *Batch) error {
 		b.step = stepCommit
 	}
 	if b.step == stepCommit {
-		_ = c.commit(ctx, b.Records, len(b.Records))
+		if !c.keep(b) {
+			_ = c.commit(ctx, b.Records, len(b.Records))
+		}
 		b.step = stepDone
 	}
 	return nil
@@ -562,6 +570,12 @@ func (c *Consumer) failed(ctx context.Context, b *Batch, err error) error {
 	c.retryAt = time.Now().Add(wait)
 	first := !c.failing
 	c.failing = true
+	if c.commitFailures == 0 && len(c.unacked) > 0 {
+		// Offsets kept by WithCommitEvery belong to batches already done:
+		// committed now, not when the interval is up (a recovery's drain
+		// waits for the processors' commits to stop moving).
+		c.commitAt = time.Now()
+	}
 	c.mu.Unlock()
 	if first {
 		c.pause()

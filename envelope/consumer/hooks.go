@@ -77,7 +77,8 @@ type DeadLetterInfo struct {
 // kept and retried (after a backoff and with every later commit) until it
 // succeeds or its partitions are revoked.
 type CommitInfo struct {
-	// Records is how many records of a batch this commit is for: 0 when
+	// Records is how many records of batches this commit is the first
+	// for (a batch's, with those kept for it by WithCommitEvery): 0 when
 	// it retries a refused commit alone.
 	Records int
 	// Offsets are the offsets committed (the next to read) per topic and

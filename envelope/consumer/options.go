@@ -28,6 +28,7 @@ type config struct {
 	readCommitted  bool
 	fetchWait      time.Duration
 	fetchMinBytes  int32
+	commitEvery    time.Duration
 	log            *slog.Logger
 	hooks          hookList
 	beforeClose    []func(context.Context) error
@@ -202,6 +203,27 @@ func WithFetchWait(wait time.Duration, minBytes int32) Option {
 			return fmt.Errorf("%w: fetch min bytes must be ≥ 1", ErrInvalid)
 		}
 		c.fetchWait, c.fetchMinBytes = wait, minBytes
+		return nil
+	}
+}
+
+// WithCommitEvery commits offsets at most every d: a batch done sooner
+// after the last commit keeps its offsets for the next one, made with a
+// later batch's or when d is up (the loop's poll wakes for it). A failing
+// batch, a revoke and a close commit what is kept at once: a reader of the
+// committed offsets (a Redis recovery's drain) sees them as soon as the
+// consumer stops handling.
+// What a crash leaves uncommitted (at most d of handled batches) is read
+// again by the partitions' next owner, as any uncommitted record is: for a
+// handler that dedupes by record id, nothing changes but fewer commit
+// requests at moderate rates, where each poll carries few records. d is 0
+// (every batch commits; the default) to one minute.
+func WithCommitEvery(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 || d > time.Minute {
+			return fmt.Errorf("%w: commit interval must be 0 to 1m", ErrInvalid)
+		}
+		c.commitEvery = d
 		return nil
 	}
 }

@@ -190,6 +190,7 @@ func NewProcessor(qs *State, kopts []kgo.Opt, opts ...ProcessorOpt) (*Processor,
 		consumer.WithReadCommitted(),
 		consumer.WithMaxPoll(p.maxPoll),
 		p.fetch,
+		consumer.WithCommitEvery(p.commitEvery),
 		// A batch given back while Redis is rebuilt is handed again within a
 		// second of the rebuild's end.
 		consumer.WithBackoff(p.backoffMin, min(p.backoffMax, time.Second), 0),
