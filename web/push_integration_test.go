@@ -226,6 +226,10 @@ func TestPushButtons(t *testing.T) {
 
 	// The child uses most of the demo family's 10 MB pool: the owner's
 	// low-data alert has a top-up button, which opens the app at the offers.
+	// The downtime goes first: from 22:00 to 07:00 in Seoul it would block
+	// the usage, and the alert would never come (the test failed at 22:30).
+	sys.Call(t, ownerTok, http.MethodPatch, fmt.Sprintf("/families/%d/members/%d/policies", fam, child),
+		map[string]any{"remove": []string{"BLOCK:TIME:밤"}}, nil)
 	useData(t, sys.KafkaAddr, fam, child, "com.android.chrome", 7, mib)
 	alert := pushed("the low-data alert", "THRESHOLD_ALERT", func(m map[string]any) bool { return m["topUp"] == true })
 	if got := buttons(alert); got != "topup=충전하기" {
