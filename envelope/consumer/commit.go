@@ -102,9 +102,7 @@ func (c *Consumer) commit(ctx context.Context, recs []*kgo.Record, n int) error 
 		if c.unacked == nil {
 			c.unacked = map[topicPartition]*kgo.Record{}
 		}
-		for _, r := range last {
-			latest(c.unacked, []*kgo.Record{r})
-		}
+		latest(c.unacked, all)
 		c.commitFailures++
 		wait = c.cfg.backoff.Delay(c.commitFailures)
 		c.commitAt = time.Now().Add(wait)
