@@ -238,6 +238,16 @@ func WithCatalog(c policy.Catalog) Option {
 	}
 }
 
+// WithLongResults makes the engine store results in its dedupe records in
+// the long form every earlier engine reads, instead of this release's short
+// form (about half of a family's dedupe memory; see stored.go and
+// doc/redis-keys.md). For a rolling upgrade from an engine before v0.2.0:
+// run the new engines with it until no earlier engine is left, then restart
+// them without it. Engines of this release read both forms either way.
+func WithLongResults() Option {
+	return func(e *Engine) error { e.longResults = true; return nil }
+}
+
 // WithHooks sets observability callbacks. Default: none.
 func WithHooks(h Hooks) Option {
 	return func(e *Engine) error { e.hooks = h; return nil }
@@ -256,7 +266,9 @@ type Engine struct {
 	catalog    policy.Catalog // nil: no lookup
 	hooks      Hooks
 	ack        replicaAck
-	sizes      GrantSizes
+	// longResults stores results in the long form (WithLongResults).
+	longResults bool
+	sizes       GrantSizes
 	// apply and grant are apply.lua and grant.lua with their parts and
 	// this engine's constants (scriptSource).
 	apply, grant *redis.Script
@@ -321,6 +333,7 @@ func (e *Engine) scriptSource(lua string) string {
 		"DPCS_MONTH_TTL", strconv.FormatInt(int64(monthTTL/time.Second), 10),
 		"DPCS_THRESHOLDS", e.thresholds.String(),
 		"DPCS_MAX_TOTAL", strconv.FormatInt(policy.MaxBytes, 10),
+		"DPCS_SHORT_RESULTS", strconv.FormatBool(!e.longResults),
 		"DPCS_GRANT_DEFAULT", strconv.FormatInt(e.sizes.Default, 10),
 		"DPCS_GRANT_MAX", strconv.FormatInt(e.sizes.Max, 10),
 		"DPCS_GRANT_MIN", strconv.FormatInt(e.sizes.Min, 10),
@@ -658,38 +671,4 @@ func parseApply(c *redis.Cmd) (applied, error) {
 	r, err := decodeResult(s)
 	r.Duplicate = code == 1
 	return applied{Result: r}, err
-}
-
-// encodeResult is the stored form of a result, as apply.lua writes it.
-func encodeResult(r Result) string {
-	return strings.Join([]string{string(r.Decision), strconv.FormatInt(r.Remaining, 10), strconv.FormatInt(r.Total, 10),
-		strconv.FormatInt(r.DailyUsed, 10), strconv.FormatInt(r.MonthlyUsed, 10), strconv.FormatInt(r.ThrottleKbps, 10),
-		encodeCrossed(r.Crossed, r.Arms), r.Rule}, "|")
-}
-
-// decodeResult parses "decision|remaining|total|daily|monthly|throttle|crossed|rule".
-func decodeResult(s string) (Result, error) {
-	f := strings.SplitN(s, "|", 8)
-	if len(f) != 8 {
-		return Result{}, fmt.Errorf("malformed stored result %q", s)
-	}
-	var r Result
-	r.Decision = policy.Decision(f[0])
-	nums := []*int64{&r.Remaining, &r.Total, &r.DailyUsed, &r.MonthlyUsed, &r.ThrottleKbps}
-	for i, p := range nums {
-		n, err := strconv.ParseInt(f[i+1], 10, 64)
-		if err != nil {
-			return Result{}, fmt.Errorf("malformed stored result %q: %w", s, err)
-		}
-		*p = n
-	}
-	var err error
-	if r.Crossed, r.Arms, err = decodeCrossed(f[6]); err != nil {
-		return Result{}, fmt.Errorf("malformed stored result %q: %w", s, err)
-	}
-	r.Rule = f[7]
-	if !r.Decision.Valid() {
-		return Result{}, fmt.Errorf("malformed stored result %q: unknown decision", s)
-	}
-	return r, nil
 }

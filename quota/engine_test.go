@@ -52,7 +52,7 @@ func TestApplyCommandJudgesTheEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]any{int64(0), "ALLOWED|40|100|60|60|0|50:1|"}, reply); diff != "" {
+	if diff := cmp.Diff([]any{int64(0), "a40|100|60|60|0|50:1"}, reply); diff != "" {
 		t.Errorf("reply (-want +got):\n%s", diff)
 	}
 	r, err := e.Apply(ctx, ev)

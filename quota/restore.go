@@ -526,7 +526,7 @@ func (e *Engine) restoreWrite(st FamilyState) (func(held []string) restoreCall, 
 		if j.ID == "" || len(j.ID) > MaxEventIDLen || !j.Result.Decision.Valid() {
 			return nil, fmt.Errorf("%w: judged event %q: bad id or decision", ErrInvalid, j.ID)
 		}
-		judged = append(judged, j.ID, encodeResult(j.Result))
+		judged = append(judged, j.ID, encodeResult(j.Result, e.longResults))
 	}
 	for _, j := range st.Steps {
 		if j.ID == "" || len(j.ID) > MaxEventIDLen || !j.Result.Decision.Valid() {

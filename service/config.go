@@ -50,6 +50,10 @@ type Config struct {
 	// which the batch is retried. See quota.WithReplicaAck.
 	ReplicaAck        int           `envconfig:"REDIS_REPLICA_ACK" default:"0" desc:"replicas that must acknowledge every Redis write (WAIT, per master): a batch's before its decisions are produced, a family change's before it is answered; 0: off. Needs a real Redis"`
 	ReplicaAckTimeout time.Duration `envconfig:"REDIS_REPLICA_ACK_TIMEOUT" default:"100ms" desc:"how long a batch waits for the replicas (1ms to below 3s) before it is retried"`
+	// LongResults (DPCS_REDIS_LONG_RESULTS, default false) stores the
+	// engine's dedupe records in the long form engines before v0.2.0 read,
+	// for a rolling upgrade from them. See quota.WithLongResults.
+	LongResults bool `envconfig:"REDIS_LONG_RESULTS" default:"false" desc:"store dedupe records in the long form engines before v0.2.0 read: on while upgrading from them, off once none runs (off: the short form, about half the dedupe memory)"`
 	// MySQLDSN (DPCS_MYSQL_DSN, go-sql-driver form); when empty the SQLite
 	// file SQLitePath (DPCS_SQLITE_PATH, default dpcs.db) is used.
 	MySQLDSN   string `envconfig:"MYSQL_DSN" desc:"MySQL/MariaDB DSN (go-sql-driver form, with parseTime=true). Empty: the SQLite file DPCS_SQLITE_PATH"`
@@ -348,12 +352,16 @@ func (c Config) NotifierOptions(rdb redis.UniversalClient) ([]notify.Option, err
 }
 
 // EngineOptions are the quota engine's options for this configuration: the
-// zone, the dedupe window and, when DPCS_REDIS_REPLICA_ACK is set, the
-// replica acknowledgement.
+// zone, the dedupe window, the replica acknowledgement when
+// DPCS_REDIS_REPLICA_ACK is set and the long stored results when
+// DPCS_REDIS_LONG_RESULTS is.
 func (c Config) EngineOptions() []quota.Option {
 	opts := []quota.Option{quota.WithLocation(c.Zone), quota.WithDedupeTTL(c.DedupeWindow)}
 	if c.ReplicaAck > 0 {
 		opts = append(opts, quota.WithReplicaAck(c.ReplicaAck, c.ReplicaAckTimeout))
+	}
+	if c.LongResults {
+		opts = append(opts, quota.WithLongResults())
 	}
 	return opts
 }

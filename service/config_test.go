@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/api"
 	"github.com/dabom/dpcs/service/limit"
@@ -220,5 +222,53 @@ func TestListenAddrOff(t *testing.T) {
 				t.Errorf("%q: %q, %v; want %q", c.value, got.addr, got.err, c.want)
 			}
 		}
+	}
+}
+
+// DPCS_REDIS_LONG_RESULTS makes the engine store its dedupe records in the
+// long form engines before v0.2.0 read (a rolling upgrade); by default they
+// are short.
+func TestLoadConfigLongResults(t *testing.T) {
+	for _, tt := range []struct {
+		value, prefix string
+	}{{"", "a"}, {"false", "a"}, {"true", "ALLOWED|"}} {
+		t.Run("value "+tt.value, func(t *testing.T) {
+			m := miniredis.RunT(t)
+			c, err := LoadConfig(env(map[string]string{"DPCS_REDIS_ADDR": m.Addr(), "DPCS_REDIS_LONG_RESULTS": tt.value}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rdb, err := c.Redis()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rdb.Close()
+			e, err := quota.New(rdb, c.EngineOptions()...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if _, err := e.SetPlan(ctx, 1, 100); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.AddMember(ctx, 1, 1); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.Apply(ctx, quota.Event{ID: "evt_1", FamilyID: 1, CustomerID: 1, Bytes: 10, At: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+			var stored []string
+			for _, k := range m.Keys() {
+				if strings.Contains(k, ":evt:") {
+					stored = append(stored, m.HGet(k, "evt_1"))
+				}
+			}
+			if len(stored) != 1 || !strings.HasPrefix(stored[0], tt.prefix) {
+				t.Errorf("stored %q, want one record starting %q", stored, tt.prefix)
+			}
+		})
+	}
+	if _, err := LoadConfig(env(map[string]string{"DPCS_REDIS_ADDR": "r:6379", "DPCS_REDIS_LONG_RESULTS": "maybe"})); err == nil || !strings.Contains(err.Error(), "DPCS_REDIS_LONG_RESULTS") {
+		t.Errorf("error %v does not name DPCS_REDIS_LONG_RESULTS", err)
 	}
 }

@@ -34,8 +34,10 @@
 -- string per call):
 -- DPCS_BUCKET_TTL the dedupe bucket's TTL in s (three windows), DPCS_MONTH_TTL
 -- the month keys' TTL in s, DPCS_THRESHOLDS the default thresholds ("50,30,10"),
--- DPCS_MAX_TOTAL the largest pool total.
--- Returns {duplicate 0|1, "decision|remaining|total|daily|monthly|throttle|crossed|rule"},
+-- DPCS_MAX_TOTAL the largest pool total, DPCS_SHORT_RESULTS whether results are stored short.
+-- Returns {duplicate 0|1, stored result}: "decision|remaining|total|daily|monthly|throttle|crossed|rule"
+-- (long) or a decision's letter, "remaining|total|daily|monthly|throttle|crossed" and "|rule"
+-- unless the decision implies it (short, DPCS_SHORT_RESULTS; see quota/stored.go),
 -- crossed being "pct:arm,…" (arm: the how-manyth time pct fired this month), or
 -- {2, generation} without changing anything when the family was restored by
 -- another state generation than ARGV[9] (a rebuild is running or done), or
@@ -206,8 +208,28 @@ if pw then
   if pool[1] == false and pool[2] == false then redis.call('EXPIRE', KEYS[3], 'DPCS_MONTH_TTL') end
 end
 
-local result
-if ms then
+-- The stored result, short unless the engine stores the long form (see
+-- quota/stored.go): a decision's letter, and the rule only when it is not
+-- the one the decision implies.
+local result, code, implied = nil, nil, ''
+if DPCS_SHORT_RESULTS then
+  if ms then code = 'a'
+  elseif decision == 'BLOCKED_FAMILY_QUOTA' then code, implied = 'q', 'POOL'
+  elseif decision == 'BLOCKED_LIMIT_MONTHLY' then code, implied = 'o', 'LIMIT:DATA:MONTHLY'
+  elseif decision == 'BLOCKED_LIMIT_DAILY' then code, implied = 'd', 'LIMIT:DATA:DAILY'
+  elseif decision == 'BLOCKED_TIME' then code = 't'
+  elseif decision == 'BLOCKED_APP' then code = 'p'
+  elseif decision == 'BLOCKED_APP_LIMIT' then code = 'b'
+  elseif decision == 'BLOCKED_ACCESS' then code, implied = 'x', 'BLOCK:ACCESS'
+  elseif decision == 'BLOCKED_NOT_MEMBER' then code, implied = 'm', 'MEMBERSHIP'
+  end
+end
+if code == 'a' then
+  result = 'a' .. string.format('%d|%d|', rem, total) .. ds .. '|' .. ms .. '|' .. throttle .. '|' .. crossed
+elseif code then
+  result = code .. string.format('%d|%d|%d|%d|0|', rem, total, daily, monthly) .. crossed
+  if rule ~= implied then result = result .. '|' .. rule end
+elseif ms then
   result = 'ALLOWED|' .. string.format('%d|%d|', rem, total) .. ds .. '|' .. ms .. '|' .. throttle .. '|' .. crossed .. '|'
 else
   result = decision .. '|' .. string.format('%d|%d|%d|%d|0|', rem, total, daily, monthly) .. crossed .. '|' .. rule
