@@ -19,7 +19,7 @@ func TestRestoreUnrestoredBatch(t *testing.T) { eachBackend(t, checkRestoreUnres
 
 func checkRestoreUnrestoredBatch(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
-	e, err := New(rdb)
+	e, err := New(rdb, WithKeyPrefix(uniquePrefix())) // real servers outlive a run
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,11 +114,10 @@ func TestStoredResultLuaMatchesGo(t *testing.T) {
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		now := kst(t, "2026-02-06 23:30")
 		ctx := context.Background()
-		run := 0
 		rapid.Check(t, func(rt *rapid.T) {
-			run++
-			engine := func(prefix string, long bool) *Engine {
-				opts := []Option{WithClock(func() time.Time { return now }), WithKeyPrefix(fmt.Sprintf("%s%d:", prefix, run))}
+			run := uniquePrefix() // real servers outlive a run
+			engine := func(form string, long bool) *Engine {
+				opts := []Option{WithClock(func() time.Time { return now }), WithKeyPrefix(run + form + ":")}
 				if long {
 					opts = append(opts, WithLongResults())
 				}
