@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -22,6 +23,10 @@ import (
 const (
 	processorGroup   = "processor-usage-group"
 	topicUsageEvents = "usage-events"
+	// The processor's write-behind (writebehind.DefaultGroup) and its topic
+	// (envelope.TopicUsagePersist).
+	writeBehindGroup  = "usage-persist-writer"
+	topicUsagePersist = "usage-persist"
 )
 
 // usageRecord is a DATA_USAGE record (doc/wire-format.md): the envelope
@@ -124,6 +129,65 @@ func (p *pipeline) consumed(ctx context.Context) (int64, error) {
 		}
 	}
 	return n, nil
+}
+
+// behind is how many usage-persist records the write-behind has not
+// committed yet: what the earlier steps' decisions left it to write.
+func (p *pipeline) behind(ctx context.Context) (int64, error) {
+	ends, err := p.adm.ListEndOffsets(ctx, topicUsagePersist)
+	if err != nil {
+		return 0, err
+	}
+	committed, err := p.adm.FetchOffsets(ctx, writeBehindGroup)
+	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+		return 0, err
+	}
+	var n int64
+	var failed error
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			failed = o.Err
+			return
+		}
+		at := int64(0)
+		if c, ok := committed.Lookup(o.Topic, o.Partition); ok && c.Err == nil && c.At > 0 {
+			at = c.At
+		}
+		n += max(o.Offset-at, 0)
+	})
+	return n, failed
+}
+
+// drain waits until the write-behind has written what the earlier steps'
+// decisions left (the server deployable produces usage-persist records and
+// writes none): a backlog would be written during the pipeline's steps and
+// its MariaDB and Kafka CPU counted to their events. It waits while the
+// backlog shrinks, and fails once it has not for a minute.
+func (p *pipeline) drain(ctx context.Context, say func(string, ...any)) error {
+	best, since := int64(-1), time.Now()
+	for said := false; ; {
+		n, err := p.behind(ctx)
+		if err != nil {
+			return fmt.Errorf("the write-behind's backlog: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+		if !said {
+			say("  waiting for the write-behind to write the %s records the earlier steps left", thousands(float64(n)))
+			said = true
+		}
+		if best < 0 || n < best {
+			best, since = n, time.Now()
+		} else if time.Since(since) > time.Minute {
+			return fmt.Errorf("the write-behind's backlog stayed at %d records for a minute", n)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // produce sends n usage events of 1 KB; done (if not nil) is called as

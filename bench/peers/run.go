@@ -433,6 +433,9 @@ func (r *report) pipelineSteps(ctx context.Context, cfg config, d *dpcs, dsn str
 		return err
 	}
 	defer p.stop()
+	if err := p.drain(ctx, say); err != nil {
+		return err
+	}
 	procs := []proc{{"DPCS processor", p.proc.pid()}, {"redis-server", rpid}, {"Kafka (kfake)", d.kafka.pid()}}
 	if pid := findMariaDB(cfg.mysql); pid != 0 {
 		procs = append(procs, proc{"MariaDB", pid})
