@@ -572,6 +572,9 @@ func (r *report) grantSteps(ctx context.Context, d *dpcs, procs []proc, say func
 		}
 		res := result{target: target, step: st.name, per: 1, w: w, procs: procs, cpu: m.spent, authorised: g1 - g0}
 		say("%s", res.line())
+		if w.Errors > 0 {
+			say("  %d calls failed; the first: %v", w.Errors, w.FirstErr)
+		}
 		if w.Calls == 0 || w.Errors*10 > w.Calls {
 			return fmt.Errorf("%s, %s: %d of %d calls failed (first: %v)", target, st.name, w.Errors, w.Calls, w.FirstErr)
 		}
