@@ -327,3 +327,28 @@ func TestFindProcess(t *testing.T) {
 		t.Errorf("findMariaDB found %d on port 1", pid)
 	}
 }
+
+// The ratio table has a row for each closed loop of one decision per
+// call: a target with one per grant size has a row for each size.
+func TestReportRatioRows(t *testing.T) {
+	c, err := parseFlags([]string{"-redis", "r", "-mysql", "m", "-server", "s", "-recoverybench", "rb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := func(target, step string, calls int64) result {
+		return result{target: target, step: step, per: 1, w: window{Calls: calls, Elapsed: time.Second}}
+	}
+	r := &report{cfg: c, results: []result{
+		res("charging", "closed loop, 50 callers, 1 MiB grants", 100),
+		res("charging", "closed loop, 50 callers, 10 MiB grants", 200),
+		res("charging", "200 calls/s, 10 MiB grants", 200),
+		res("trivial Redis script", "closed loop, 50 callers", 1000),
+	}}
+	md := r.markdown("")
+	for _, want := range []string{"| charging, 1 MiB grants | 100 | 0.10× |", "| charging, 10 MiB grants | 200 | 0.20× |",
+		"| trivial Redis script | 1,000 | 1.00× |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+}

@@ -186,8 +186,13 @@ func (r *report) markdown(args string) string {
 	var names []string
 	for _, res := range r.results {
 		if res.per == 1 && strings.HasPrefix(res.step, "closed loop") {
-			closed[res.target] = res.perSecond()
-			names = append(names, res.target)
+			// A target with a closed loop per grant size has a row for each.
+			name := res.target
+			if _, size, ok := strings.Cut(res.step, " callers, "); ok {
+				name += ", " + size
+			}
+			closed[name] = res.perSecond()
+			names = append(names, name)
 		}
 	}
 	var base string
