@@ -276,12 +276,16 @@ func (s *Store) RecordChargingSteps(ctx context.Context, steps []ChargingStepOn)
 	if len(steps) == 0 {
 		return ok, nil
 	}
+	// oneArgs are recordChargingStepSQL's arguments for a row.
+	oneArgs := func(r row, now any) []any {
+		st := steps[r.i]
+		return []any{st.Step.Seq, st.Step.Op, nullBytes(st.Step.Answer), r.grants, s.t(st.Step.ExpiresAt),
+			string(st.Step.State), now, st.Ref, string(ChargingOpen), st.PrevSeq}
+	}
 	// each writes the rows a statement at a time, reporting each row.
 	each := func(stmt *sql.Stmt, now any) error {
 		for _, r := range rows {
-			st := steps[r.i]
-			res, err := stmt.ExecContext(ctx, st.Step.Seq, st.Step.Op, nullBytes(st.Step.Answer), r.grants, s.t(st.Step.ExpiresAt),
-				string(st.Step.State), now, st.Ref, string(ChargingOpen), st.PrevSeq)
+			res, err := stmt.ExecContext(ctx, oneArgs(r, now)...)
 			if err != nil {
 				return dbErr("record charging steps", err)
 			}
@@ -313,28 +317,38 @@ func (s *Store) RecordChargingSteps(ctx context.Context, steps []ChargingStepOn)
 			return nil, err
 		}
 	}
+	// manyArgs appends recordStepsSQL(len(chunk))'s arguments for chunk to
+	// args: each column's (ref, value) pairs, the common ones, each (ref, last_seq).
+	manyArgs := func(chunk []row, now any, args []any) []any {
+		for _, col := range []func(ChargingStepOn, row) any{
+			func(st ChargingStepOn, _ row) any { return st.Step.Seq },
+			func(st ChargingStepOn, _ row) any { return st.Step.Op },
+			func(st ChargingStepOn, _ row) any { return nullBytes(st.Step.Answer) },
+			func(_ ChargingStepOn, r row) any { return r.grants },
+			func(st ChargingStepOn, _ row) any { return s.t(st.Step.ExpiresAt) },
+			func(st ChargingStepOn, _ row) any { return string(st.Step.State) },
+		} {
+			for _, r := range chunk {
+				args = append(args, steps[r.i].Ref, col(steps[r.i], r))
+			}
+		}
+		args = append(args, now, string(ChargingOpen))
+		for _, r := range chunk {
+			args = append(args, steps[r.i].Ref, steps[r.i].PrevSeq)
+		}
+		return args
+	}
 	// together writes the rows maxStepsPerStatement a statement; false
 	// when a row did not match (its session moved on).
 	together := func(tx *sql.Tx, now any) (bool, error) {
 		for start := 0; start < len(rows); start += maxStepsPerStatement {
 			chunk := rows[start:min(start+maxStepsPerStatement, len(rows))]
 			prepared := stmts[len(chunk)]
-			args := make([]any, 0, 16*len(chunk)+2)
-			for _, col := range []func(ChargingStepOn, row) any{
-				func(st ChargingStepOn, _ row) any { return st.Step.Seq },
-				func(st ChargingStepOn, _ row) any { return st.Step.Op },
-				func(st ChargingStepOn, _ row) any { return nullBytes(st.Step.Answer) },
-				func(_ ChargingStepOn, r row) any { return r.grants },
-				func(st ChargingStepOn, _ row) any { return s.t(st.Step.ExpiresAt) },
-				func(st ChargingStepOn, _ row) any { return string(st.Step.State) },
-			} {
-				for _, r := range chunk {
-					args = append(args, steps[r.i].Ref, col(steps[r.i], r))
-				}
-			}
-			args = append(args, now, string(ChargingOpen))
-			for _, r := range chunk {
-				args = append(args, steps[r.i].Ref, steps[r.i].PrevSeq)
+			var args []any
+			if len(chunk) == 1 { // recordStmt's statement for one is recordChargingStepSQL
+				args = oneArgs(chunk[0], now)
+			} else {
+				args = manyArgs(chunk, now, make([]any, 0, 14*len(chunk)+2))
 			}
 			stmt := tx.StmtContext(ctx, prepared)
 			res, err := stmt.ExecContext(ctx, args...)

@@ -258,4 +258,37 @@ func testChargingStepsBatch(t *testing.T, e *env) {
 			t.Errorf("%s: %+v, %v; want the step %+v", ref, got, err, want)
 		}
 	}
+
+	// A batch whose last UPDATE writes one step (16 + 1): that statement
+	// has the many-step form's arguments too (it failed with "expected 10
+	// arguments, got 16", every step of the batch refused, in the grant
+	// path's benchmark on 2026-11-28).
+	var seventeen []int
+	for i := range 17 {
+		if i%5 != 4 {
+			seventeen = append(seventeen, i)
+		}
+	}
+	for i := 17; len(seventeen) < 17; i++ {
+		if i%5 != 4 {
+			seventeen = append(seventeen, i)
+		}
+	}
+	for _, i := range seventeen {
+		seq := int64(2)
+		if i < 2 {
+			seq = 1
+		} else if slices.Contains(open, i) {
+			seq = 3
+		}
+		if _, err := e.S.RecordChargingSteps(e.Ctx, []store.ChargingStepOn{{Ref: refs[i], PrevSeq: seq, Step: stepOf(i, 9)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch(10, 9, seventeen, slices.Repeat([]bool{true}, 17))
+	for _, i := range seventeen {
+		if got, err := e.S.ChargingSession(e.Ctx, refs[i]); err != nil || got.LastSeq != 10 || string(got.Answer) != string(stepOf(i, 10).Answer) {
+			t.Errorf("%s after the batch of 17: %+v, %v", refs[i], got, err)
+		}
+	}
 }
