@@ -93,6 +93,9 @@ type report struct {
 	results []result
 	// onWindow, when set, is called as each step's measured window opens.
 	onWindow func(ctx context.Context, step string, d time.Duration)
+	// settle, when set, is called before each step: it returns once the
+	// consumers have read what the earlier steps produced.
+	settle func(ctx context.Context) error
 	// ceiling is the engine script's redis-benchmark rate on the same
 	// server in this run (-pipebench), ceilingCmd its command; 0 when not
 	// measured.

@@ -302,13 +302,14 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 			procs = append(procs, proc{"MariaDB", pid})
 		}
 		rep.onWindow = d.profileWindow
+		rep.settle = func(ctx context.Context) error { return settle(ctx, d.kafkaAddr, say) }
 		if targets["dpcs"] {
 			err = rep.steps(ctx, "DPCS `POST /decisions`", procs, d.call, say)
 		}
 		if err == nil && targets["charging"] {
 			err = rep.grantSteps(ctx, d, procs, say)
 		}
-		rep.onWindow = nil
+		rep.onWindow, rep.settle = nil, nil
 		if err != nil {
 			return err
 		}
@@ -504,6 +505,11 @@ func (r *report) steps(ctx context.Context, target string, procs []proc, c calle
 			}})
 	}
 	for _, s := range steps {
+		if r.settle != nil {
+			if err := r.settle(ctx); err != nil {
+				return err
+			}
+		}
 		say("%s: %s", target, s.name)
 		m := newMeter(procs)
 		mark := m.mark
@@ -549,6 +555,11 @@ func (r *report) grantSteps(ctx context.Context, d *dpcs, procs []proc, say func
 			return fmt.Errorf("%s: releasing the sessions: %w", target, err)
 		}
 		s.grant = st.grant
+		if r.settle != nil {
+			if err := r.settle(ctx); err != nil {
+				return err
+			}
+		}
 		say("%s: %s", target, st.name)
 		m := newMeter(procs)
 		var g0, g1 int64
