@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -164,30 +163,7 @@ func (p *pipeline) behind(ctx context.Context) (int64, error) {
 // its MariaDB and Kafka CPU counted to their events. It waits while the
 // backlog shrinks, and fails once it has not for a minute.
 func (p *pipeline) drain(ctx context.Context, say func(string, ...any)) error {
-	best, since := int64(-1), time.Now()
-	for said := false; ; {
-		n, err := p.behind(ctx)
-		if err != nil {
-			return fmt.Errorf("the write-behind's backlog: %w", err)
-		}
-		if n == 0 {
-			return nil
-		}
-		if !said {
-			say("  waiting for the write-behind to write the %s records the earlier steps left", thousands(float64(n)))
-			said = true
-		}
-		if best < 0 || n < best {
-			best, since = n, time.Now()
-		} else if time.Since(since) > time.Minute {
-			return fmt.Errorf("the write-behind's backlog stayed at %d records for a minute", n)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return untilDrained(ctx, "the write-behind's backlog", "the write-behind to write", p.behind, say)
 }
 
 // produce sends n usage events of 1 KB; done (if not nil) is called as

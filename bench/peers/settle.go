@@ -47,23 +47,31 @@ func settle(ctx context.Context, kafka string, say func(string, ...any)) error {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
+	behind := func(ctx context.Context) (int64, error) { return behindGroups(ctx, adm) }
+	return untilDrained(ctx, "the consumers' backlog", "the consumers to read", behind, say)
+}
+
+// untilDrained waits until behind counts no record left, saying once that
+// it waits for whom ("the consumers to read"). It waits while the backlog
+// (what) shrinks, and fails once it has not for a minute.
+func untilDrained(ctx context.Context, what, whom string, behind func(context.Context) (int64, error), say func(string, ...any)) error {
 	best, since := int64(-1), time.Now()
 	for said := false; ; {
-		n, err := behindGroups(ctx, adm)
+		n, err := behind(ctx)
 		if err != nil {
-			return fmt.Errorf("the consumers' backlog: %w", err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		if n == 0 {
 			return nil
 		}
 		if !said {
-			say("  waiting for the consumers to read the %s records the earlier steps left", thousands(float64(n)))
+			say("  waiting for %s the %s records the earlier steps left", whom, thousands(float64(n)))
 			said = true
 		}
 		if best < 0 || n < best {
 			best, since = n, time.Now()
 		} else if time.Since(since) > time.Minute {
-			return fmt.Errorf("the consumers' backlog stayed at %d records for a minute", n)
+			return fmt.Errorf("%s stayed at %d records for a minute", what, n)
 		}
 		select {
 		case <-ctx.Done():
