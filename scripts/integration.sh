@@ -12,7 +12,7 @@ dpcs_install_browser
 dpcs_start_redis
 dpcs_start_replica
 # A replica per cluster master, for the replica-acknowledgement tests.
-DPCS_CLUSTER_REPLICA_PORTS=${DPCS_CLUSTER_REPLICA_PORTS:-"27004 27005 27006"}
+[ -n "${DPCS_CLUSTER_REPLICA_PORTS:-}" ] || dpcs_pick DPCS_CLUSTER_REPLICA_PORTS 27004 3 bus
 dpcs_start_cluster
 dpcs_start_mariadb
 export DPCS_TEST_KCAT=$(command -v kcat)

@@ -13,15 +13,52 @@
 #   dpcs_start_replica      redis-server + 1 replica  -> DPCS_TEST_REDIS_PRIMARY_ADDR,
 #                                                        DPCS_TEST_REDIS_REPLICA_ADDR
 #   dpcs_start_mariadb      MariaDB, database "dpcs"  -> DPCS_TEST_MYSQL_DSN
+#
+# Ports: each variable below may be set by the caller; unset, the servers take
+# the first free ports from a fixed start (26379, 26380, 27001, 23306), skipping
+# any a socket on this machine holds.
 
-DPCS_REDIS_PORT=${DPCS_REDIS_PORT:-26379}
-DPCS_CLUSTER_PORTS=${DPCS_CLUSTER_PORTS:-"27001 27002 27003"}
-DPCS_REPLICA_PORTS=${DPCS_REPLICA_PORTS:-"26380 26381"} # primary, replica
-DPCS_MYSQL_PORT=${DPCS_MYSQL_PORT:-23306}
 DPCS_PIDS=()
+DPCS_PICKED=" "
 DPCS_TMP=$(mktemp -d /tmp/dpcs-servers.XXXXXX)
 
 dpcs_log() { printf '[servers] %s\n' "$*" >&2; }
+
+# dpcs_port_used port: whether any TCP socket (listening or connected, IPv4 or
+# IPv6) has the local port, from /proc (no ss or netstat needed). A connection's
+# ephemeral port blocks a listener as surely as another server does.
+dpcs_port_used() {
+	local hex
+	hex=$(printf ':%04X ' "$1")
+	grep -qs -- "^ *[0-9]*: [0-9A-F]*$hex" /proc/net/tcp /proc/net/tcp6
+}
+
+# dpcs_cluster_bus port: the node's cluster bus port. Redis's default, port +
+# 10000, puts 27001-27006 in Linux's ephemeral range (32768-60999), where an
+# outgoing connection may hold it; from 11025 up the bus takes port - 10000.
+dpcs_cluster_bus() {
+	if [ "$1" -le 11024 ]; then echo $(($1 + 10000)); else echo $(($1 - 10000)); fi
+}
+
+# dpcs_pick var start count [bus]: sets var to count free ports from start on,
+# none picked before; with "bus", each port's cluster bus port is free too.
+dpcs_pick() {
+	local var=$1 port=$2 count=$3 bus=${4:-} got=()
+	while [ ${#got[@]} -lt "$count" ] && [ "$port" -lt 32768 ]; do
+		if ! dpcs_port_used "$port" && [[ $DPCS_PICKED != *" $port "* ]] &&
+			{ [ -z "$bus" ] || ! dpcs_port_used "$(dpcs_cluster_bus "$port")"; }; then
+			got+=("$port")
+			DPCS_PICKED+="$port "
+		fi
+		port=$((port + 1))
+	done
+	printf -v "$var" '%s' "${got[*]}"
+}
+
+[ -n "${DPCS_REDIS_PORT:-}" ] || dpcs_pick DPCS_REDIS_PORT 26379 1
+[ -n "${DPCS_REPLICA_PORTS:-}" ] || dpcs_pick DPCS_REPLICA_PORTS 26380 2 # primary, replica
+[ -n "${DPCS_CLUSTER_PORTS:-}" ] || dpcs_pick DPCS_CLUSTER_PORTS 27001 3 bus
+[ -n "${DPCS_MYSQL_PORT:-}" ] || dpcs_pick DPCS_MYSQL_PORT 23306 1
 
 dpcs_stop_servers() {
 	local pid
@@ -76,14 +113,23 @@ dpcs_wait() { # dpcs_wait what seconds cmd...
 }
 
 dpcs_redis() { # dpcs_redis port [extra args...]
-	local port=$1
+	local port=$1 pid
 	shift
+	if dpcs_port_used "$port"; then
+		dpcs_log "redis :$port: the port is in use"
+		return 1
+	fi
 	mkdir -p "$DPCS_TMP/redis-$port"
 	redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
 		--dir "$DPCS_TMP/redis-$port" --daemonize no "$@" \
 		>"$DPCS_TMP/redis-$port.log" 2>&1 &
-	DPCS_PIDS+=($!)
-	dpcs_wait "redis :$port" 10 redis-cli -p "$port" ping
+	pid=$!
+	DPCS_PIDS+=("$pid")
+	if ! dpcs_wait "redis :$port" 10 redis-cli -p "$port" ping; then
+		kill -0 "$pid" 2>/dev/null || dpcs_log "redis :$port exited"
+		tail -n 20 "$DPCS_TMP/redis-$port.log" >&2
+		return 1
+	fi
 }
 
 dpcs_start_redis() {
@@ -105,9 +151,15 @@ dpcs_start_replica() {
 }
 
 dpcs_start_cluster() {
-	local p addrs=() replicas=() opts=()
+	local p bus addrs=() replicas=() opts=()
 	for p in $DPCS_CLUSTER_PORTS ${DPCS_CLUSTER_REPLICA_PORTS:-}; do
-		dpcs_redis "$p" --cluster-enabled yes --cluster-config-file "$DPCS_TMP/nodes-$p.conf"
+		bus=$(dpcs_cluster_bus "$p")
+		if dpcs_port_used "$bus"; then
+			dpcs_log "redis :$p: its cluster bus port $bus is in use"
+			return 1
+		fi
+		dpcs_redis "$p" --cluster-enabled yes --cluster-config-file "$DPCS_TMP/nodes-$p.conf" \
+			--cluster-port "$bus"
 	done
 	for p in $DPCS_CLUSTER_PORTS; do addrs+=("127.0.0.1:$p"); done
 	for p in ${DPCS_CLUSTER_REPLICA_PORTS:-}; do replicas+=("127.0.0.1:$p"); done
