@@ -2,7 +2,9 @@ package charging_test
 
 import (
 	"bytes"
+	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -45,5 +47,51 @@ func TestBodyBounds(t *testing.T) {
 		if w := post(big, length); w.Code != http.StatusRequestEntityTooLarge {
 			t.Errorf("a body of %d bytes, Content-Length %d: %d %s", len(big), length, w.Code, w.Body)
 		}
+	}
+}
+
+// TestClientGoneIsNotAnError: a step the SMF stopped waiting for (its
+// request's context cancelled) is not logged as a failure of the charging
+// function: under load every client that times out or hangs up left an
+// ERROR "SYSTEM_FAILURE" line. A failure with the caller still there is.
+func TestClientGoneIsNotAnError(t *testing.T) {
+	e := newEnv(t)
+	ref, _, err := e.svc.Create(e.ctx, request("imsi-"+childIMSI, 0, ask(10, 1*mib, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h := charging.Handler(e.svc, charging.HandlerConfig{Tokens: []string{token}, Logger: log})
+	ctx, cancel := context.WithCancel(e.ctx)
+	cancel()
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, charging.BasePath+"/chargingdata/"+ref+"/update",
+		bytes.NewReader(smfUpdateBody(1, 1024, mib)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code == http.StatusOK {
+		t.Fatalf("a cancelled update was answered 200: %s", w.Body)
+	}
+	if strings.Contains(logs.String(), "level=ERROR") {
+		t.Errorf("a client that went away was logged as an error:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "the client went away before the answer") {
+		t.Errorf("a client that went away was not logged at all:\n%s", logs.String())
+	}
+	// With the caller still there, a store failure is an error.
+	logs.Reset()
+	if err := e.st.DB.Close(); err != nil {
+		t.Fatal(err)
+	}
+	req = httptest.NewRequestWithContext(e.ctx, http.MethodPost, charging.BasePath+"/chargingdata/"+ref+"/update",
+		bytes.NewReader(smfUpdateBody(1, 1024, mib)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != http.StatusInternalServerError || !strings.Contains(logs.String(), "level=ERROR") {
+		t.Errorf("a store failure: %d, logged:\n%s", w.Code, logs.String())
 	}
 }

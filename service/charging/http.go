@@ -1,6 +1,7 @@
 package charging
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
@@ -29,7 +30,9 @@ type HandlerConfig struct {
 	// APIRoot, when set (https://chf.example.net), begins the Location of
 	// a created resource; otherwise the request's scheme and Host do.
 	APIRoot string
-	// Logger receives the failures answered 500. Default: discard.
+	// Logger receives the failures answered 5xx: errors, but a request
+	// its client cancelled at debug and one out of time as a warning.
+	// Default: discard.
 	Logger *slog.Logger
 }
 
@@ -179,9 +182,22 @@ func (h *handler) release(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// fail answers p, logging a 5xx: as an error, unless the request's own
+// context ended it. A consumer that hung up or reset its stream (canceled)
+// is no failure of the charging function, and a retry of the same
+// invocation is answered as if it had waited; the request's time bound
+// running out (deadline) is the server overloaded, a warning.
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, p *Problem) {
 	if p.Status >= 500 {
-		h.log.Error("charging: request failed", "method", r.Method, "path", r.URL.Path, "cause", p.Cause, "err", p.Err)
+		attrs := []any{"method", r.Method, "path", r.URL.Path, "cause", p.Cause, "err", p.Err}
+		switch ended := r.Context().Err(); {
+		case ended == nil || !errors.Is(p.Err, ended):
+			h.log.Error("charging: request failed", attrs...)
+		case errors.Is(ended, context.Canceled):
+			h.log.Debug("charging: the client went away before the answer", attrs...)
+		default:
+			h.log.Warn("charging: the request ran out of time", attrs...)
+		}
 	}
 	writeProblem(w, p)
 }
