@@ -71,7 +71,7 @@ func EnvVariables() ([]EnvVariable, error) {
 // DPCS_TEST_* and DPCS_CHAOS_* belong to the tests and are known too.
 func scriptVariables() []string {
 	return []string{"DPCS_CLUSTER_PORTS", "DPCS_CLUSTER_REPLICA_PORTS", "DPCS_MYSQL_BUFFER_POOL", "DPCS_MYSQL_PORT",
-		"DPCS_PIDS", "DPCS_REDIS_PORT", "DPCS_REPLICA_PORTS", "DPCS_TMP"}
+		"DPCS_PICKED", "DPCS_PIDS", "DPCS_REDIS_PORT", "DPCS_REPLICA_PORTS", "DPCS_TMP"}
 }
 
 // testPrefixes name the tests' own variables.
