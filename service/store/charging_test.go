@@ -160,7 +160,7 @@ func testMemberMSISDN(t *testing.T, e *env) {
 	}
 }
 
-// A batch of steps is recorded in one transaction, each only where its
+// A batch of steps is recorded an UPDATE per 16 steps, each only where its
 // session was read.
 func testChargingStepsBatch(t *testing.T, e *env) {
 	e.Family(t, 100)
@@ -290,5 +290,20 @@ func testChargingStepsBatch(t *testing.T, e *env) {
 		if got, err := e.S.ChargingSession(e.Ctx, refs[i]); err != nil || got.LastSeq != 10 || string(got.Answer) != string(stepOf(i, 10).Answer) {
 			t.Errorf("%s after the batch of 17: %+v, %v", refs[i], got, err)
 		}
+	}
+
+	// Another process answered the same invocation of one session first
+	// (the same seq, another answer): that step is not recorded, the
+	// others of its statement are, and the session keeps the other's.
+	other := stepOf(seventeen[3], 11)
+	other.Answer = []byte(`{"another":"process"}`)
+	if ok, err := e.S.RecordChargingStep(e.Ctx, refs[seventeen[3]], 10, other); err != nil || !ok {
+		t.Fatalf("the other process's step: %v %v", ok, err)
+	}
+	want := slices.Repeat([]bool{true}, 5)
+	want[3] = false
+	batch(11, 10, seventeen[:5], want)
+	if got, err := e.S.ChargingSession(e.Ctx, refs[seventeen[3]]); err != nil || string(got.Answer) != `{"another":"process"}` {
+		t.Errorf("the session another process stepped: %+v, %v", got, err)
 	}
 }
