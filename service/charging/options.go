@@ -27,6 +27,7 @@ const (
 	DefaultNotifyQueue      = 1024
 	DefaultRestrictFilter   = "dpcs-throttled"
 	DefaultSessionCache     = 100_000
+	DefaultRecordLinger     = time.Millisecond
 )
 
 // DefaultNotifyBackoff is the wait between a notification's attempts.
@@ -50,6 +51,7 @@ type options struct {
 	notifyBackoff         backoff.Policy
 	notifyQueue           int
 	cacheSize             int
+	recordLinger          time.Duration
 	hooks                 Hooks
 }
 
@@ -60,7 +62,7 @@ func defaults() options {
 		validity: DefaultValidity, holding: DefaultQuotaHoldingTime, thresholdPercent: DefaultThresholdPercent,
 		restrictFilter: DefaultRestrictFilter, sweepEvery: DefaultSweepInterval, retention: DefaultClosedRetention,
 		notifyTimeout: DefaultNotifyTimeout, notifyAttempts: DefaultNotifyAttempts, notifyBackoff: DefaultNotifyBackoff,
-		notifyQueue: DefaultNotifyQueue, cacheSize: DefaultSessionCache}
+		notifyQueue: DefaultNotifyQueue, cacheSize: DefaultSessionCache, recordLinger: DefaultRecordLinger}
 }
 
 // Option configures a Service.
@@ -237,6 +239,24 @@ func WithSessionCache(n int) Option {
 			return fmt.Errorf("charging: session cache must be ≥ 0, got %d", n)
 		}
 		o.cacheSize = n
+		return nil
+	}
+}
+
+// WithRecordLinger sets how long, under load, the SQL write of a step waits
+// for the steps of other sessions to share it: each step's record is an
+// UPDATE before its answer, and steps answered at one moment share one
+// statement and commit (up to 16). A write lingers only when the one
+// before it carried more than one step (steps are arriving together), and
+// never past a full statement, so a lone SMF's steps and a quiet system
+// wait for nothing. 0: no wait (a write carries what is waiting when it
+// starts). Default DefaultRecordLinger; at most 100ms.
+func WithRecordLinger(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 || d > 100*time.Millisecond {
+			return fmt.Errorf("charging: record linger must be 0 to 100ms, got %s", d)
+		}
+		o.recordLinger = d
 		return nil
 	}
 }
