@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -97,6 +99,9 @@ type WeeklySummaries struct {
 type WeeklyReport struct {
 	Week                   string
 	Families, Sent, Failed int
+	// Skipped are the families whose summary was stored before (by
+	// another server or an earlier run), found so before summing.
+	Skipped int
 }
 
 // NewWeeklySummaries returns the job (not started) over the truth st, the
@@ -155,7 +160,8 @@ func (w *WeeklySummaries) run(ctx context.Context, at time.Time) {
 	if err != nil && ctx.Err() == nil {
 		w.log.WarnContext(ctx, "weekly summaries: stopped early", "week", r.Week, "err", err)
 	}
-	w.log.InfoContext(ctx, "weekly summaries", "week", r.Week, "families", r.Families, "sent", r.Sent, "failed", r.Failed)
+	w.log.InfoContext(ctx, "weekly summaries", "week", r.Week, "families", r.Families, "sent", r.Sent,
+		"storedBefore", r.Skipped, "failed", r.Failed)
 }
 
 // Close stops the job and waits for it: a run in progress ends after the
@@ -169,24 +175,74 @@ func (w *WeeklySummaries) Close() {
 	})
 }
 
+// weeklySegments is how many ranges of family ids a run walks, each in
+// an order of its own (Run).
+const weeklySegments = 64
+
 // Run sends the summaries of the week before the one at falls in to every
 // family that has none yet; one family failing does not stop the others.
+//
+// Every API server runs the job at the same time. Each walks the families
+// in weeklySegments ranges of ids, the ranges in a random order of its
+// own, so that servers mostly sum different families: a family another
+// server stored first is skipped at its stored key (WeeklyReport.Skipped),
+// and two servers sum the same family only when they happen to walk the
+// same range at once. (Walked in id order by all, the servers went in
+// step, every one of them summing every family.)
 func (w *WeeklySummaries) Run(ctx context.Context, at time.Time) (WeeklyReport, error) {
 	from, to, week := WeekBefore(at, w.loc)
 	r := WeeklyReport{Week: week}
-	var after int64
-	for {
-		ids, err := w.st.FamilyIDs(ctx, after, 500)
-		if err != nil {
+	lo, hi, ok, err := w.st.FamilyIDRange(ctx)
+	if err != nil || !ok {
+		return r, err
+	}
+	segs := idSegments(lo, hi, weeklySegments)
+	for _, k := range rand.Perm(len(segs)) {
+		if err := w.segment(ctx, segs[k], from, to, week, &r); err != nil {
 			return r, err
 		}
+	}
+	return r, nil
+}
+
+// idSegment is the family ids from first to last, both included.
+type idSegment struct{ first, last int64 }
+
+// idSegments splits [lo, hi] into at most n ranges of about equal width;
+// the last one is open-ended, so a family created during the run (an id
+// beyond hi) is walked too.
+func idSegments(lo, hi int64, n int) []idSegment {
+	width := max((hi-lo)/int64(n)+1, 1)
+	var segs []idSegment
+	for first := lo; ; first += width {
+		if first > hi-width || len(segs) == n-1 {
+			return append(segs, idSegment{first, math.MaxInt64})
+		}
+		segs = append(segs, idSegment{first, first + width - 1})
+	}
+}
+
+// segment sends the summaries of the families of seg.
+func (w *WeeklySummaries) segment(ctx context.Context, seg idSegment, from, to time.Time, week string, r *WeeklyReport) error {
+	const page = 500
+	after := seg.first - 1
+	for {
+		ids, err := w.st.FamilyIDs(ctx, after, page)
+		if err != nil {
+			return err
+		}
 		for _, fid := range ids {
+			if fid > seg.last {
+				return nil
+			}
 			if err := ctx.Err(); err != nil {
-				return r, err
+				return err
 			}
 			r.Families++
-			sent, err := w.Family(ctx, fid, from, to, week)
+			sent, before, err := w.family(ctx, fid, from, to, week)
 			switch {
+			case before:
+				r.Skipped++
 			case err != nil:
 				r.Failed++
 				w.log.WarnContext(ctx, "weekly summary not sent", "family", fid, "week", week, "err", err)
@@ -194,8 +250,8 @@ func (w *WeeklySummaries) Run(ctx context.Context, at time.Time) (WeeklyReport, 
 				r.Sent++
 			}
 		}
-		if len(ids) < 500 {
-			return r, nil
+		if len(ids) < page {
+			return nil
 		}
 		after = ids[len(ids)-1]
 	}
@@ -205,28 +261,35 @@ func (w *WeeklySummaries) Run(ctx context.Context, at time.Time) (WeeklyReport, 
 // was stored before or nothing happened in the week (no use, no block, no
 // request): it reports whether this call stored and sent it.
 func (w *WeeklySummaries) Family(ctx context.Context, fid int64, from, to time.Time, week string) (bool, error) {
+	sent, _, err := w.family(ctx, fid, from, to, week)
+	return sent, err
+}
+
+// family is Family, and whether the summary was found stored before
+// (another server or an earlier run stored it; nothing was summed).
+func (w *WeeklySummaries) family(ctx context.Context, fid int64, from, to time.Time, week string) (sent, before bool, err error) {
 	// Stored before (another server, an earlier run): nothing to sum.
 	if has, ok := w.inbox.(interface {
 		HasDedupeKey(ctx context.Context, key string) (bool, error)
 	}); ok {
 		if done, err := has.HasDedupeKey(ctx, notify.WeeklySummaryKey(fid, week)); err != nil || done {
-			return false, err
+			return false, done, err
 		}
 	}
 	s, err := w.summary(ctx, fid, from, to, week)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	if s.UsedBytes == 0 && s.Blocked == 0 && s.Requests.Made == 0 {
-		return false, nil // a week in which nothing happened is not told
+		return false, false, nil // a week in which nothing happened is not told
 	}
 	n, err := notify.WeeklySummaryNotification(s, w.now(), notify.Korean)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	stored, inserted, err := w.inbox.Add(ctx, n)
 	if err != nil || !inserted {
-		return false, err // stored before: whoever stored it sends it
+		return false, false, err // stored meanwhile: whoever stored it sends it
 	}
 	if _, err := w.live.Publish(ctx, stored); err != nil {
 		w.log.WarnContext(ctx, "weekly summary: not told live to every process", "family", fid, "err", err)
@@ -236,7 +299,7 @@ func (w *WeeklySummaries) Family(ctx context.Context, fid int64, from, to time.T
 			w.log.WarnContext(ctx, "weekly summary: push failed", "family", fid, "err", err)
 		}
 	}
-	return true, w.inbox.MarkDelivered(ctx, stored.ID, w.now())
+	return true, false, w.inbox.MarkDelivered(ctx, stored.ID, w.now())
 }
 
 // summary sums family fid's week: its members' use and blocks (the usage

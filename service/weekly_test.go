@@ -3,11 +3,14 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
 
 	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/internal/testenv/storetest"
@@ -170,4 +173,116 @@ func TestWeeklySummaries(t *testing.T) {
 	j.Start()
 	j.Close()
 	j.Close()
+}
+
+// The ranges a weekly run walks cover every id from the smallest on,
+// each once, in at most n ranges, the last open-ended.
+func TestIDSegments(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		lo := rapid.Int64Range(1, 1<<40).Draw(t, "lo")
+		hi := lo + rapid.Int64Range(0, 1<<20).Draw(t, "span")
+		n := rapid.IntRange(1, 100).Draw(t, "n")
+		segs := idSegments(lo, hi, n)
+		if len(segs) == 0 || len(segs) > n {
+			t.Fatalf("%d ranges for n = %d", len(segs), n)
+		}
+		if segs[0].first != lo || segs[len(segs)-1].last != math.MaxInt64 {
+			t.Fatalf("ranges %v do not run from %d on", segs, lo)
+		}
+		for i := range segs {
+			if segs[i].first > segs[i].last || segs[i].first > hi {
+				t.Fatalf("range %d of %v is empty or beyond %d", i, segs, hi)
+			}
+			if i > 0 && segs[i].first != segs[i-1].last+1 {
+				t.Fatalf("ranges %d and %d of %v are not adjacent", i-1, i, segs)
+			}
+		}
+		for i := 1; i < len(segs)-1; i++ { // about equal: the closed ones alike
+			if segs[i].last-segs[i].first != segs[0].last-segs[0].first {
+				t.Fatalf("ranges %v are not alike", segs)
+			}
+		}
+		if span := hi - lo + 1; span >= int64(2*n) && len(segs) < n/2 {
+			t.Fatalf("%d ranges for %d ids, n = %d", len(segs), span, n)
+		}
+	})
+}
+
+// TestWeeklySummariesManyFamilies: servers running the week at once send
+// each family's summary once between them; each walks every family, and
+// what one finds another stored first it skips without summing.
+func TestWeeklySummariesManyFamilies(t *testing.T) {
+	e := storetest.New(t, testenv.SQLite(t))
+	if err := Migrate(e.Ctx, e.DB); err != nil {
+		t.Fatal(err)
+	}
+	inbox, err := notify.NewSQLInbox(e.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seoul := storetest.Seoul
+	lastWeek := time.Date(2026, 2, 4, 20, 0, 0, 0, seoul)
+	uw, err := store.NewUsageWriter(e.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const families = 150
+	var recs []store.UsageRecord
+	for fid := int64(1); fid <= families; fid++ {
+		e.Family(t, fid*7) // sparse ids
+		recs = append(recs, store.UsageRecord{EventID: fmt.Sprint("u", fid), FamilyID: fid * 7, CustomerID: fid*70 + 2,
+			AppID: "com.youtube.app", BytesUsed: fid << 20, ProcessResult: "ALLOWED", EventTime: lastWeek})
+	}
+	if err := uw.Write(e.Ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	monday := time.Date(2026, 2, 9, 9, 0, 0, 0, seoul)
+	live := &fakeLive{}
+	reports := make([]WeeklyReport, 3)
+	var wg sync.WaitGroup
+	for i := range reports {
+		wg.Go(func() {
+			j, err := NewWeeklySummaries(e.S, inbox, live, nil, WeeklyAt{time.Monday, 540}, seoul, nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if reports[i], err = j.Run(e.Ctx, monday); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	sent := 0
+	for _, r := range reports {
+		sent += r.Sent
+		if r.Families != families || r.Failed != 0 || r.Sent+r.Skipped > families {
+			t.Errorf("a run: %+v; want every one of %d families walked", r, families)
+		}
+	}
+	// Walked in random orders of ranges, the runs rarely sum the same
+	// family: of the 300 visits beyond each family's first, nearly all
+	// find it stored. (Walked in id order, the runs went in step and
+	// summed nearly every family three times.)
+	if skipped := reports[0].Skipped + reports[1].Skipped + reports[2].Skipped; skipped < families {
+		t.Errorf("the three runs skipped %d families stored by another; want most of the %d visits after the first", skipped, 2*families)
+	}
+	if sent != families || len(live.notes) != families {
+		t.Errorf("%d summaries sent, %d told live by three runs at once; want %d", sent, len(live.notes), families)
+	}
+	seen := map[int64]bool{}
+	for _, n := range live.notes {
+		if seen[n.FamilyID] {
+			t.Errorf("family %d told twice", n.FamilyID)
+		}
+		seen[n.FamilyID] = true
+	}
+	// A later run finds every summary stored before and sums none.
+	j, err := NewWeeklySummaries(e.S, inbox, live, nil, WeeklyAt{time.Monday, 540}, seoul, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := j.Run(e.Ctx, monday.Add(time.Hour)); err != nil || r.Skipped != families || r.Sent != 0 {
+		t.Errorf("a later run: %+v, %v; want all %d skipped", r, err, families)
+	}
 }

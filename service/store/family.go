@@ -165,6 +165,17 @@ func (s *Store) FamilyIDs(ctx context.Context, after int64, limit int) ([]int64,
 	})
 }
 
+// FamilyIDRange is the smallest and the largest family id (ok false when
+// there is no family): with FamilyIDs, a job can walk the families in
+// ranges of ids, in an order of its own.
+func (s *Store) FamilyIDRange(ctx context.Context) (lo, hi int64, ok bool, err error) {
+	var min, max sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, `SELECT MIN(id), MAX(id) FROM families`).Scan(&min, &max); err != nil {
+		return 0, 0, false, dbErr("family id range", err)
+	}
+	return min.Int64, max.Int64, min.Valid && max.Valid, nil
+}
+
 // SearchFamilies finds families for the back office: q is a family id, a
 // member id or phone (exact; a phone's spaces and hyphens are ignored, and
 // removed members are not searched), or a prefix of the family's name. At most
