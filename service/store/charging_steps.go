@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"slices"
 	"strings"
+	"time"
 )
 
 // RecordChargingStep stores step on session ref if the session is still
@@ -119,7 +120,9 @@ func (s *Store) RecordChargingSteps(ctx context.Context, steps []ChargingStepOn)
 	}
 	slices.SortFunc(rows, func(a, b row) int { return strings.Compare(steps[a.i].Ref, steps[b.i].Ref) })
 	ok := make([]bool, len(steps))
-	now := s.t(s.now())
+	// updated_at keeps milliseconds: the time written is one the read-back
+	// (holdSteps) can compare with what the column holds.
+	now := s.t(s.now().Truncate(time.Millisecond))
 	for start := 0; start < len(rows); start += maxStepsPerStatement {
 		chunk := rows[start:min(start+maxStepsPerStatement, len(rows))]
 		stmt, err := s.recordStmt(ctx, len(chunk))

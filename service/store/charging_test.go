@@ -294,7 +294,10 @@ func testChargingStepsBatch(t *testing.T, e *env) {
 
 	// Another process answered the same invocation of one session first
 	// (the same seq, another answer): that step is not recorded, the
-	// others of its statement are, and the session keeps the other's.
+	// others of its statement are, and the session keeps the other's. The
+	// clock is off the millisecond: updated_at keeps milliseconds, and
+	// what the statement wrote is still recognised.
+	e.Clock.Add(1234567 * time.Nanosecond)
 	other := stepOf(seventeen[3], 11)
 	other.Answer = []byte(`{"another":"process"}`)
 	if ok, err := e.S.RecordChargingStep(e.Ctx, refs[seventeen[3]], 10, other); err != nil || !ok {
