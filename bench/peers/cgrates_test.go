@@ -160,6 +160,10 @@ func TestGrantReport(t *testing.T) {
 			overshoot: 0, overshootRead: true},
 	}, contended: &contention{calls: 150, granted: 1 << 30, unreturned: 4096}}
 	md := r.markdown("")
+	r.contended = &contention{calls: 180, errors: 78, failed: "SessionSv1.UpdateSession: RALS_ERROR:RATING_PLAN_NOT_FOUND"}
+	if failed := r.markdown(""); !strings.Contains(failed, "**most calls of a 2 s round failed** after 180 calls (78 failed; the first: `SessionSv1.UpdateSession: RALS_ERROR:RATING_PLAN_NOT_FOUND`)") {
+		t.Errorf("a contention check the peer failed:\n%s", failed)
+	}
 	for _, want := range []string{"| closed loop, 50 callers, 1 MiB grants | 100 | 2.0 ms |", "| not read |",
 		"| CGRateS v0.10.4 SessionS, closed loop, 50 callers, 1 MiB grants | 100 | 2.0 ms |", "| 0 bytes |",
 		"150 calls, 0 failed; 1,073,741,824 bytes granted", "lost 4,096 bytes more than the answers granted"} {

@@ -172,7 +172,11 @@ func (r *report) markdown(args string) string {
 		}
 	}
 	if c := r.contended; c != nil {
-		if c.stalled {
+		if c.failed != "" {
+			fmt.Fprintf(&b, "\nCGRateS, every caller on one family's four members (a 1 GiB shared balance, 10 MiB grants, locking_timeout %s): **most calls of a 2 s round failed** after %s calls (%d failed; the first: `%s`), %s bytes granted, %s bytes left in the balance; overshoot %s bytes.\n",
+				c.lockingTimeout, thousands(float64(c.calls)), c.errors, c.failed, thousands(float64(c.granted)), thousands(float64(c.left)),
+				thousands(float64(c.overshoot)))
+		} else if c.stalled {
 			fmt.Fprintf(&b, "\nCGRateS, every caller on one family's four members (a 1 GiB shared balance, 10 MiB grants, locking_timeout %s): **SessionS stopped answering** (a 2 s round with no call answered) after %s calls, %s bytes granted, %s bytes left in the balance; overshoot %s bytes.\n",
 				c.lockingTimeout, thousands(float64(c.calls)), thousands(float64(c.granted)), thousands(float64(c.left)), thousands(float64(c.overshoot)))
 		} else {
