@@ -45,6 +45,7 @@ type ChargingConfig struct {
 	RedirectURL  string         `envconfig:"REDIRECT_URL" deployables:"server, all-in-one" desc:"where blocked and last grants send the user (finalUnitAction REDIRECT, the decision as ?reason=): the family app's block screen. Empty: TERMINATE"`
 	Networks     []netip.Prefix `envconfig:"NOTIFY_NETWORKS" deployables:"server, all-in-one" desc:"networks (CIDRs, comma-separated) of the SMFs' notifyUri endpoints, reached on any port; elsewhere only public addresses on ports 80 and 443 (doc/security.md)"`
 	Sweep        time.Duration  `envconfig:"SWEEP" default:"30s" deployables:"server, all-in-one" desc:"how often sessions past their validity and holding time are closed and their grants released (1s to 1h)"`
+	RecordLinger time.Duration  `envconfig:"RECORD_LINGER" default:"1ms" deployables:"server, all-in-one" desc:"under load (the last write carried more than one step), how long a step's SQL write waits for other sessions' steps to share its statement (up to 16): 0 to 100ms; 0 writes what waits at once"`
 }
 
 // DefaultAllInOneChargingAddr is where the all-in-one serves the charging
@@ -90,6 +91,7 @@ func (c *ChargingConfig) finish(r *envRead) []error {
 	r.want(&errs, "DPCS_CHARGING_HOLDING_TIME", c.HoldingTime >= 0 && c.HoldingTime <= 24*time.Hour, "a duration from 0 to 24h")
 	r.want(&errs, "DPCS_CHARGING_THRESHOLD", c.Threshold >= 0 && c.Threshold <= 99, "a percentage from 0 to 99")
 	r.want(&errs, "DPCS_CHARGING_SWEEP", c.Sweep >= time.Second && c.Sweep <= time.Hour, "a duration from 1s to 1h")
+	r.want(&errs, "DPCS_CHARGING_RECORD_LINGER", c.RecordLinger >= 0 && c.RecordLinger <= 100*time.Millisecond, "a duration from 0 to 100ms")
 	return errs
 }
 
@@ -102,7 +104,8 @@ func (c ChargingConfig) options(log *slog.Logger, m *Metrics, loopback bool) ([]
 	opts := []charging.Option{charging.WithLogger(log), charging.WithRatingGroups(groups),
 		charging.WithGrantSizes(c.GrantSizes().Min, c.GrantSizes().Default, c.GrantSizes().Max), charging.WithValidity(c.Validity),
 		charging.WithQuotaHoldingTime(c.HoldingTime), charging.WithThreshold(c.Threshold),
-		charging.WithSweep(c.Sweep, charging.DefaultClosedRetention), charging.WithNotifyNetworks(loopback, c.Networks...)}
+		charging.WithSweep(c.Sweep, charging.DefaultClosedRetention), charging.WithNotifyNetworks(loopback, c.Networks...),
+		charging.WithRecordLinger(c.RecordLinger)}
 	if c.RedirectURL != "" {
 		opts = append(opts, charging.WithRedirect(c.RedirectURL))
 	}

@@ -272,3 +272,27 @@ func TestLoadConfigLongResults(t *testing.T) {
 		t.Errorf("error %v does not name DPCS_REDIS_LONG_RESULTS", err)
 	}
 }
+
+// DPCS_CHARGING_RECORD_LINGER: 1 ms unless set, 0 to 100 ms.
+func TestLoadConfigRecordLinger(t *testing.T) {
+	load := func(v map[string]string) (SystemConfig, error) {
+		if v == nil {
+			v = map[string]string{}
+		}
+		v["DPCS_DATA_DIR"] = t.TempDir()
+		return LoadSystemConfig(env(v))
+	}
+	c, err := load(nil)
+	if err != nil || c.Charging.RecordLinger != time.Millisecond {
+		t.Errorf("unset: %s, %v; want 1ms", c.Charging.RecordLinger, err)
+	}
+	if c, err := load(map[string]string{"DPCS_CHARGING_RECORD_LINGER": "0"}); err != nil || c.Charging.RecordLinger != 0 {
+		t.Errorf("0: %s, %v", c.Charging.RecordLinger, err)
+	}
+	for _, bad := range []string{"-1ms", "101ms", "soon"} {
+		if _, err := load(map[string]string{"DPCS_CHARGING_RECORD_LINGER": bad}); err == nil ||
+			!strings.Contains(err.Error(), "DPCS_CHARGING_RECORD_LINGER") {
+			t.Errorf("%q: error %v does not name DPCS_CHARGING_RECORD_LINGER", bad, err)
+		}
+	}
+}
