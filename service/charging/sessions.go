@@ -83,8 +83,8 @@ func (s *Service) record(ctx context.Context, on store.ChargingStepOn) (bool, er
 // (store.RecordChargingSteps: an UPDATE per 16 steps): the first waiting
 // step, and every other that waits by the time it starts. Under load (the
 // last write carried more than one step) it first lingers up to
-// recordLinger for more, until a statement is full: on MariaDB a lone
-// step's write costs the server about 45 µs, one of ten about 18 each
+// recordLinger for more, until a statement is full: a lone step's write
+// costs MariaDB about 45 µs of CPU, a write of ten about 18 a step
 // (doc/benchmarks.md). A quiet system and a lone SMF wait for nothing.
 func (s *Service) recordLoop(ctx context.Context) {
 	defer close(s.recDone)
