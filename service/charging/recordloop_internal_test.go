@@ -102,9 +102,9 @@ func TestRecordLinger(t *testing.T) {
 	g.gate <- struct{}{}
 	queue(s, 1)
 	consumed(t, s) // taken: without a linger it would be written alone now
-	queue(s, lingerUntil-1)
-	if n := g.size(t); n != lingerUntil {
-		t.Fatalf("after a write of 2: a write of %d, want %d (lingered until full)", n, lingerUntil)
+	queue(s, store.ChargingStepsPerStatement-1)
+	if n := g.size(t); n != store.ChargingStepsPerStatement {
+		t.Fatalf("after a write of 2: a write of %d, want %d (lingered until full)", n, store.ChargingStepsPerStatement)
 	}
 	g.gate <- struct{}{}
 }

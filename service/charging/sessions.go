@@ -99,14 +99,14 @@ func (s *Service) recordLoop(ctx context.Context) {
 			return
 		}
 		batch = s.drainRecords(batch)
-		if together && s.o.recordLinger > 0 && len(batch) < lingerUntil {
+		if together && s.o.recordLinger > 0 && len(batch) < store.ChargingStepsPerStatement {
 			if linger == nil {
 				linger = time.NewTimer(s.o.recordLinger)
 			} else {
 				linger.Reset(s.o.recordLinger)
 			}
 		wait:
-			for len(batch) < lingerUntil {
+			for len(batch) < store.ChargingStepsPerStatement {
 				select {
 				case r := <-s.records:
 					batch = append(batch, r)
@@ -146,10 +146,6 @@ func (s *Service) recordLoop(ctx context.Context) {
 		}
 	}
 }
-
-// lingerUntil is the batch a lingering write stops waiting at: a full
-// UPDATE of the store's.
-const lingerUntil = 16
 
 // drainRecords appends the steps waiting now to batch (up to maxRecordBatch).
 func (s *Service) drainRecords(batch []*recording) []*recording {

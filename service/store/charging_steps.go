@@ -32,9 +32,10 @@ type ChargingStepOn struct {
 const recordChargingStepSQL = `UPDATE charging_session SET last_seq = ?, last_op = ?, answer = ?, grants = ?, expires_at = ?,
 	state = ?, updated_at = ? WHERE ref = ? AND state = ? AND last_seq = ?`
 
-// maxStepsPerStatement bounds the steps one UPDATE writes (a batch of more
-// is written by several).
-const maxStepsPerStatement = 16
+// ChargingStepsPerStatement bounds the steps one UPDATE of
+// RecordChargingSteps writes (a batch of more is written by several): a
+// writer gathering steps gathers up to it.
+const ChargingStepsPerStatement = 16
 
 // recordStepsSQL is the conditional write of n steps in one statement:
 // each column set per ref, each row only where its session still is
@@ -92,7 +93,7 @@ func (s *Store) recordStmt(ctx context.Context, n int) (*sql.Stmt, error) {
 // RecordChargingSteps records each step as RecordChargingStep does (the
 // charging interface's steps of one moment, each of another session), in
 // the order of their sessions' refs: one autocommitted UPDATE for up to
-// maxStepsPerStatement of them, a single round trip and commit (a
+// ChargingStepsPerStatement of them, a single round trip and commit (a
 // transaction would add two: on MariaDB a batch of two steps cost 89 µs
 // in one against 45 for a lone step's statement, doc/benchmarks.md).
 //
@@ -123,8 +124,8 @@ func (s *Store) RecordChargingSteps(ctx context.Context, steps []ChargingStepOn)
 	// updated_at keeps milliseconds: the time written is one the read-back
 	// (holdSteps) can compare with what the column holds.
 	now := s.t(s.now().Truncate(time.Millisecond))
-	for start := 0; start < len(rows); start += maxStepsPerStatement {
-		chunk := rows[start:min(start+maxStepsPerStatement, len(rows))]
+	for start := 0; start < len(rows); start += ChargingStepsPerStatement {
+		chunk := rows[start:min(start+ChargingStepsPerStatement, len(rows))]
 		stmt, err := s.recordStmt(ctx, len(chunk))
 		if err != nil {
 			return nil, err
