@@ -70,11 +70,14 @@ func (f *fakeChannel) Send(ctx context.Context, n notify.Notification) error {
 	return err
 }
 
-// TestWeeklySummaries: a family's week (its members' use and blocks, the
-// requests made in it) reaches its owners' inbox, live and pushed; once per
-// family and week however often and by however many processes it runs; a
-// family with a quiet week gets none.
-func TestWeeklySummaries(t *testing.T) {
+// lastWeek is a Wednesday evening of 2026-W06 in Seoul: the week the
+// tests' Monday runs sum.
+var lastWeek = time.Date(2026, 2, 4, 20, 0, 0, 0, storetest.Seoul)
+
+// weeklyEnv is a migrated SQLite store (families made with e.Family), its
+// inbox and a usage writer for the week's records.
+func weeklyEnv(t *testing.T) (*storetest.Env, *notify.SQLInbox, *store.UsageWriter) {
+	t.Helper()
 	e := storetest.New(t, testenv.SQLite(t))
 	if err := Migrate(e.Ctx, e.DB); err != nil {
 		t.Fatal(err)
@@ -83,14 +86,22 @@ func TestWeeklySummaries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.Family(t, 1) // owner 11, child 12
-	e.Family(t, 2) // quiet
-	seoul := storetest.Seoul
-	lastWeek := time.Date(2026, 2, 4, 20, 0, 0, 0, seoul) // Wednesday of 2026-W06
 	w, err := store.NewUsageWriter(e.DB)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e, inbox, w
+}
+
+// TestWeeklySummaries: a family's week (its members' use and blocks, the
+// requests made in it) reaches its owners' inbox, live and pushed; once per
+// family and week however often and by however many processes it runs; a
+// family with a quiet week gets none.
+func TestWeeklySummaries(t *testing.T) {
+	e, inbox, w := weeklyEnv(t)
+	e.Family(t, 1) // owner 11, child 12
+	e.Family(t, 2) // quiet
+	seoul := storetest.Seoul
 	rec := func(id string, cid, bytes int64, result string, at time.Time) store.UsageRecord {
 		return store.UsageRecord{EventID: id, FamilyID: 1, CustomerID: cid, AppID: "com.youtube.app", BytesUsed: bytes, ProcessResult: result, EventTime: at}
 	}
@@ -212,20 +223,8 @@ func TestIDSegments(t *testing.T) {
 // each family's summary once between them; each walks every family, and
 // what one finds another stored first it skips without summing.
 func TestWeeklySummariesManyFamilies(t *testing.T) {
-	e := storetest.New(t, testenv.SQLite(t))
-	if err := Migrate(e.Ctx, e.DB); err != nil {
-		t.Fatal(err)
-	}
-	inbox, err := notify.NewSQLInbox(e.DB)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, inbox, uw := weeklyEnv(t)
 	seoul := storetest.Seoul
-	lastWeek := time.Date(2026, 2, 4, 20, 0, 0, 0, seoul)
-	uw, err := store.NewUsageWriter(e.DB)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const families = 150
 	var recs []store.UsageRecord
 	for fid := int64(1); fid <= families; fid++ {
