@@ -89,7 +89,6 @@ func (s *Service) record(ctx context.Context, on store.ChargingStepOn) (bool, er
 func (s *Service) recordLoop(ctx context.Context) {
 	defer close(s.recDone)
 	together := false // the last write carried more than one step
-	var linger *time.Timer
 	for {
 		var batch []*recording
 		select {
@@ -100,11 +99,7 @@ func (s *Service) recordLoop(ctx context.Context) {
 		}
 		batch = s.drainRecords(batch)
 		if together && s.o.recordLinger > 0 && len(batch) < store.ChargingStepsPerStatement {
-			if linger == nil {
-				linger = time.NewTimer(s.o.recordLinger)
-			} else {
-				linger.Reset(s.o.recordLinger)
-			}
+			linger := time.NewTimer(s.o.recordLinger)
 		wait:
 			for len(batch) < store.ChargingStepsPerStatement {
 				select {
@@ -113,19 +108,13 @@ func (s *Service) recordLoop(ctx context.Context) {
 				case <-linger.C:
 					break wait
 				case <-ctx.Done():
-					linger.Stop()
 					for _, r := range batch {
 						r.done <- recorded{err: ctx.Err()}
 					}
 					return
 				}
 			}
-			if !linger.Stop() {
-				select { // drained when it fired and the loop ended on a full batch
-				case <-linger.C:
-				default:
-				}
-			}
+			linger.Stop()
 			batch = s.drainRecords(batch)
 		}
 		together = len(batch) > 1
