@@ -69,7 +69,17 @@ func sameKeys(t *testing.T, primary, replica *redis.Client, prefix string) {
 		t.Fatalf("no keys under %q", prefix)
 	}
 	for _, k := range ks {
+		// The replica-ack barrier lives a second: it may expire on either
+		// side between KEYS and DUMP, and it is no state of the engine's.
+		if ttl, err := primary.PTTL(ctx, k).Result(); err != nil {
+			t.Fatal(err)
+		} else if ttl == -2 || ttl > 0 && ttl <= time.Second {
+			continue
+		}
 		want, err := primary.Dump(ctx, k).Result()
+		if errors.Is(err, redis.Nil) {
+			continue // expired since PTTL
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
