@@ -83,6 +83,23 @@ func consumed(t *testing.T, s *Service) {
 	}
 }
 
+// together has the loop write two steps at once. They are queued while a
+// lone write is held, so both wait when the loop next takes steps; queued
+// to an idle loop, it could take the first before the second was sent.
+func together(t *testing.T, s *Service, g *gatedSessions) {
+	t.Helper()
+	queue(s, 1)
+	if n := g.size(t); n != 1 {
+		t.Fatalf("the first write: %d steps", n)
+	}
+	queue(s, 2)
+	g.gate <- struct{}{}
+	if n := g.size(t); n != 2 {
+		t.Fatalf("two steps queued during a write: a write of %d", n)
+	}
+	g.gate <- struct{}{}
+}
+
 // TestRecordLinger: a write lingers for more steps only when the one
 // before it carried more than one (steps arriving together), and stops at
 // a full statement; a write after a lone step takes what waits and goes.
@@ -113,11 +130,7 @@ func TestRecordLinger(t *testing.T) {
 // time, and a loop stopped while lingering answers what it held.
 func TestRecordLingerEnds(t *testing.T) {
 	s, g, _ := loopOn(t, time.Millisecond)
-	queue(s, 2)
-	if n := g.size(t); n != 2 {
-		t.Fatalf("the first write: %d steps", n)
-	}
-	g.gate <- struct{}{}
+	together(t, s, g)
 	rs := queue(s, 1)
 	if n := g.size(t); n != 1 {
 		t.Fatalf("a lone step after a write of 2: a write of %d", n)
@@ -128,9 +141,7 @@ func TestRecordLingerEnds(t *testing.T) {
 	}
 
 	s, g, cancel := loopOn(t, time.Hour)
-	queue(s, 2)
-	_ = g.size(t)
-	g.gate <- struct{}{}
+	together(t, s, g)
 	rs = queue(s, 1)
 	consumed(t, s)
 	cancel()
