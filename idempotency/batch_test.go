@@ -27,7 +27,7 @@ func outcomes(cs []Claim) []Outcome {
 func TestGuardBatch(t *testing.T) {
 	eachStore(t, func(t *testing.T, h harness) {
 		ctx := context.Background()
-		g := newGuard(t, h.store, WithLease(time.Second), WithTTL(time.Hour))
+		g := newGuard(t, h.store, WithLease(5*time.Second), WithTTL(time.Hour))
 		a, b, c := uniqueKey(t), uniqueKey(t), uniqueKey(t)
 		held, err := g.Claim(ctx, c)
 		if err != nil || held.Outcome != Acquired {

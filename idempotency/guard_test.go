@@ -26,7 +26,7 @@ func TestGuardLifecycle(t *testing.T) {
 		ctx := context.Background()
 		var claims []Outcome
 		var completes, releases int
-		g := newGuard(t, h.store, WithLease(time.Second), WithTTL(time.Hour), WithHooks(Hooks{
+		g := newGuard(t, h.store, WithLease(5*time.Second), WithTTL(time.Hour), WithHooks(Hooks{
 			OnClaim:    func(i ClaimInfo) { claims = append(claims, i.Outcome) },
 			OnComplete: func(CompleteInfo) { completes++ },
 			OnRelease:  func(CompleteInfo) { releases++ },
@@ -71,7 +71,7 @@ func TestGuardLifecycle(t *testing.T) {
 func TestGuardDo(t *testing.T) {
 	eachStore(t, func(t *testing.T, h harness) {
 		ctx := context.Background()
-		g := newGuard(t, h.store, WithLease(time.Second))
+		g := newGuard(t, h.store, WithLease(5*time.Second))
 		k := uniqueKey(t)
 		boom := errors.New("boom")
 		calls := 0
@@ -99,7 +99,7 @@ func TestGuardDo(t *testing.T) {
 
 		k3 := uniqueKey(t)
 		_, _, err = g.Do(ctx, k3, func(context.Context) ([]byte, error) {
-			h.advance(2 * time.Second) // the work outlived the lease
+			h.advance(6 * time.Second) // the work outlived the lease (5 s)
 			return []byte("late"), nil
 		})
 		if !errors.Is(err, ErrLeaseLost) {

@@ -157,10 +157,10 @@ func TestReplicaAck(t *testing.T) {
 			t.Fatal(err)
 		}
 		sameKeys(t, primary, replica, prefix)
-		two := engine(2, 100*time.Millisecond)
+		two := engine(2, time.Second)
 		start := time.Now()
 		err := two.RemoveMember(ctx, 102, 7)
-		notReplicated(t, err, time.Since(start), NotReplicatedError{Addr: primary.Options().Addr, Acked: 1, Want: 2, Timeout: 100 * time.Millisecond})
+		notReplicated(t, err, time.Since(start), NotReplicatedError{Addr: primary.Options().Addr, Acked: 1, Want: 2, Timeout: time.Second})
 		fam, err := plain.Family(ctx, 102)
 		if err != nil {
 			t.Fatal(err)
@@ -171,10 +171,10 @@ func TestReplicaAck(t *testing.T) {
 	})
 
 	t.Run("fewer replicas than asked", func(t *testing.T) {
-		e := engine(2, 100*time.Millisecond)
+		e := engine(2, time.Second)
 		start := time.Now()
 		_, err := e.ApplyBatch(ctx, batch("two", 4))
-		notReplicated(t, err, time.Since(start), NotReplicatedError{Addr: primary.Options().Addr, Acked: 1, Want: 2, Timeout: 100 * time.Millisecond})
+		notReplicated(t, err, time.Since(start), NotReplicatedError{Addr: primary.Options().Addr, Acked: 1, Want: 2, Timeout: time.Second})
 		if lastInfo().Replicas != 1 {
 			t.Errorf("ApplyInfo %+v, want Replicas 1", lastInfo())
 		}

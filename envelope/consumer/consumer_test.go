@@ -274,7 +274,10 @@ func TestAccumulateByInterval(t *testing.T) {
 	c := newCluster(t, 1)
 	p := producer(t, c)
 	rec := &recorder{}
-	cs := newConsumer(t, c, rec, WithBatch(1000, 150*time.Millisecond))
+	// An interval long beside a busy machine's stalls: a producer without
+	// linger may send a produce's records in two requests, and a gap
+	// between them longer than the interval would split the batch.
+	cs := newConsumer(t, c, rec, WithBatch(1000, time.Second))
 	stop := start(t, cs)
 	defer stop()
 	// From before the produce: the consumer can fetch the records (and
@@ -282,8 +285,8 @@ func TestAccumulateByInterval(t *testing.T) {
 	sent := time.Now()
 	produce(t, p, "a", 3, 1)
 	testenv.Eventually(t, "first interval batch", 20*time.Second, func() bool { return rec.handled() == 3 })
-	if waited := time.Since(sent); waited < 150*time.Millisecond {
-		t.Errorf("batch handled after %v, before the 150 ms interval", waited)
+	if waited := time.Since(sent); waited < time.Second {
+		t.Errorf("batch handled after %v, before the 1 s interval", waited)
 	}
 	produce(t, p, "b", 4, 1)
 	testenv.Eventually(t, "second interval batch", 20*time.Second, func() bool { return rec.handled() == 7 })
@@ -406,7 +409,8 @@ func TestCloseDrains(t *testing.T) {
 			func(err error) bool { return err == nil }, 10, func(n int) bool { return n == 1 }},
 		{"failing", down,
 			func(_ *testing.T, cs *Consumer, _ context.CancelFunc) error {
-				ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+				// Long enough for two handler calls on a busy machine.
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				defer cancel()
 				return cs.Close(ctx)
 			},

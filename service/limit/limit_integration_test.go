@@ -17,7 +17,7 @@ import (
 func TestRedisLimiterOnRealRedis(t *testing.T) {
 	for name, open := range map[string]func(testing.TB) redis.UniversalClient{"redis": testenv.RealRedis, "cluster": testenv.RealCluster} {
 		t.Run(name, func(t *testing.T) {
-			testAuthLimiter(t, func(t *testing.T) limiterUnderTest {
+			testAuthLimiter(t, 3*time.Second, func(t *testing.T) limiterUnderTest {
 				l, err := NewRedisLimiter(open(t))
 				if err != nil {
 					t.Fatal(err)
