@@ -3,7 +3,9 @@
 package outageproxy
 
 import (
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"testing"
@@ -23,9 +25,21 @@ type Proxy struct {
 	wg    sync.WaitGroup
 }
 
+// New starts a proxy to target, up. It listens on a port below Linux's
+// ephemeral range (32768 and up): Up listens on the same port again, and a
+// port the kernel hands out (any test's ":0" listener or outgoing
+// connection) could be taken while the proxy is down.
 func New(tb testing.TB, target string) *Proxy {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	var ln net.Listener
+	var err error
+	for range 100 {
+		// 10000–19999, as testenv.FreeAddr (which links what this
+		// package must not).
+		if ln, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 10000+rand.IntN(10000))); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -392,7 +392,13 @@ func (snap RedisSnapshot) RollBack(tb testing.TB, rdb redis.UniversalClient) {
 // minutes calls it first, so that it does not see two days.
 func AwayFromMidnight(tb testing.TB) {
 	tb.Helper()
-	const margin = 5 * time.Minute
+	AwayFromMidnightFor(tb, 5*time.Minute)
+}
+
+// AwayFromMidnightFor is AwayFromMidnight for a test that may take up to
+// margin (a browser story on a busy machine).
+func AwayFromMidnightFor(tb testing.TB, margin time.Duration) {
+	tb.Helper()
 	zone, err := policy.LoadZone(policy.DefaultZone)
 	if err != nil {
 		tb.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/service"
 	"github.com/dabom/dpcs/simulate"
 )
@@ -66,9 +67,13 @@ func WithLoopbackPush() SystemOption {
 
 // StartSystem starts the all-in-one for t on free loopback ports with the
 // demo (50 simulated families, the simulator stopped unless WithEnv sets
-// DPCS_SIMULATOR_RATE), and closes it when t ends.
+// DPCS_SIMULATOR_RATE), and closes it when t ends. It starts more than ten
+// minutes away from midnight in the service zone (waiting for it to pass
+// if need be): the stories on it compare a day's and a month's counts on
+// the real clock.
 func StartSystem(t testing.TB, opts ...SystemOption) *System {
 	t.Helper()
+	testenv.AwayFromMidnightFor(t, 10*time.Minute)
 	vars := map[string]string{
 		"DPCS_DATA_DIR": t.TempDir(), "DPCS_EMBEDDED_KAFKA_PORT": "0", "DPCS_HTTP_ADDR": "127.0.0.1:0",
 		"DPCS_SIMULATOR_ADDR": "127.0.0.1:0", "DPCS_DEMO": "1", "DPCS_DEMO_FAMILIES": "50", "DPCS_SIMULATOR_RATE": "0",
