@@ -54,6 +54,7 @@ func run(ctx context.Context, args []string) error {
 	var pop recoverybench.Population
 	fs.IntVar(&pop.Families, "families", 100_000, "families to seed")
 	fs.IntVar(&pop.RowsPerFamily, "rows", 20, "usage_record rows per family")
+	fs.IntVar(&pop.History, "history", 0, "usage_record rows per family in the year before the current month")
 	perFamily := fs.Int("per-family", 10_000, "families also rebuilt one call each, for the ratio (0: none)")
 	quiet := fs.Duration("quiet", 0, "recovery drain quiet period (0: the recovery's default, 3s)")
 	doc := fs.String("doc", "", "write the figures into this markdown file (the recovery section)")

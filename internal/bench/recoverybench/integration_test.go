@@ -40,12 +40,12 @@ func TestHarnessOnRealServers(t *testing.T) {
 	}
 	t.Cleanup(func() { deleteKeys(t, rdb, prefix) })
 
-	pop := Population{Families: 1200, RowsPerFamily: 10}
+	pop := Population{Families: 1200, RowsPerFamily: 10, History: 5} // history: not restored
 	seeded, err := Seed(ctx, db, eng, pop)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if seeded.Families != 1200 || seeded.Members != 4800 || seeded.UsageRows != 12_000 || seeded.Policies == 0 || seeded.TopUps == 0 {
+	if seeded.Families != 1200 || seeded.Members != 4800 || seeded.UsageRows != 18_000 || seeded.Policies == 0 || seeded.TopUps == 0 {
 		t.Fatalf("seeded %+v", seeded)
 	}
 	rep, err := Run(ctx, db, rdb, eng, Config{PerFamily: 50, Quiet: 200 * time.Millisecond})
@@ -61,7 +61,7 @@ func TestHarnessOnRealServers(t *testing.T) {
 		t.Errorf("restored on touch: %+v, first decision after %s (took %s)", ri, rep.FirstDecision, rep.FirstDecisionTook)
 	}
 	md := rep.Markdown(seeded, "go run ./examples/recoverybench", "setting")
-	for _, want := range []string{"| `recovery.Rebuild`, every family | 1,200 |", "Batched ÷ one call per family", "12,000 usage_record rows"} {
+	for _, want := range []string{"| `recovery.Rebuild`, every family | 1,200 |", "Batched ÷ one call per family", "18,000 usage_record rows"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}

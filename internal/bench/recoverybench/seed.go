@@ -36,6 +36,10 @@ type Population struct {
 	RowsPerFamily int
 	// Recent: default 3.
 	Recent int
+	// History is the usage_record rows of each family in the twelve months
+	// before the current one (a carrier's table keeps every month), which
+	// a rebuild must not read: default 0.
+	History int
 	// Writers is how many connections insert at once: default 4.
 	Writers int
 }
@@ -58,7 +62,7 @@ func (p *Population) defaults() error {
 	}
 	switch {
 	case p.Families < 1, p.MembersPerFamily < 1, p.MembersPerFamily > 9, p.RowsPerFamily < 1,
-		p.Recent < 0, p.Recent > p.RowsPerFamily, p.Writers < 1:
+		p.Recent < 0, p.Recent > p.RowsPerFamily, p.Writers < 1, p.History < 0:
 		return fmt.Errorf("recoverybench: bad population %+v", *p)
 	}
 	return nil
@@ -270,6 +274,24 @@ func (g generator) write(ctx context.Context, conn *sql.Conn, lo, hi int) (Seede
 			fmt.Fprintf(b, "('rb-%s-%d',%s,%d,'com.example.app',%d,'%s',%d,'%s',%s,%s,%d,%d,%d,0,'%s')",
 				fs, r, fs, cid, bytes, result, total-used, rule, ts(at), ts(at.Add(g.zone+500*time.Millisecond)),
 				total, bytes, used, crossed)
+			rows++
+			n.UsageRows++
+		}
+		// The months before: allowed events spread over the year before
+		// the earliest event time, none of them in a month accepted now.
+		year := g.from.AddDate(-1, 0, -2)
+		for h := range g.pop.History {
+			at := year.Add(g.from.AddDate(0, 0, -2).Sub(year)*time.Duration(h)/time.Duration(g.pop.History) + time.Duration(f%997)*time.Millisecond)
+			b := usage[len(usage)-1]
+			if rows == 1000 {
+				b = &strings.Builder{}
+				usage = append(usage, b)
+				rows = 0
+			}
+			sep(b)
+			fmt.Fprintf(b, "('rb-%s-h%d',%s,%d,'com.example.app',%d,'%s',%d,'',%s,%s,%d,%d,%d,0,'')",
+				fs, h, fs, f*10+int64(h%g.pop.MembersPerFamily)+1, 1<<20, policy.Allowed, int64(Plan), ts(at), ts(at.Add(g.zone+500*time.Millisecond)),
+				int64(Plan), 1<<20, 1<<20)
 			rows++
 			n.UsageRows++
 		}
