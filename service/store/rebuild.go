@@ -200,16 +200,34 @@ func (s *Store) readFamilies(ctx context.Context, w Window, ids []int64, span, u
 	// window — the dedupe records (a row is written after its event was
 	// judged, so created_at ≥ the judging time).
 	since := s.now().Add(-w.DedupeWindow())
+	// Only rows of [lo, to) can matter, read by the (family_id, event_time)
+	// index for each family: the accepted months' and those of events
+	// judged within the dedupe window, which a judge takes no older than
+	// the window (judge.WithMaxEventAge), so stamped after since minus the
+	// window. The family's earlier history is never read (doc/store.md).
+	// Rows of [lo, to) written before since and outside the accepted months
+	// are read and skipped below.
+	lo := since.Add(-w.DedupeWindow())
+	if from.Before(lo) {
+		lo = from
+	}
+	byFamily, famArgs := which("family_id"), args
+	if span { // one range per family: a BETWEEN over the page would scan every family's history
+		byFamily = "family_id IN (" + strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",") + ")"
+		famArgs = make([]any, len(ids))
+		for i, id := range ids {
+			famArgs[i] = id
+		}
+	}
 	// created_at is the database's clock in the session's zone (see JudgedSince).
-	created, createdArg := "created_at", "?"
+	created := "created_at"
 	if s.d == sqldialect.MySQL {
 		created = "CONVERT_TZ(created_at, @@session.time_zone, '+00:00')"
-		createdArg = "CONVERT_TZ(?, '+00:00', @@session.time_zone)"
 	}
-	uargs := append(append([]any{}, args...), s.t(from), s.t(to), s.t(since))
+	uargs := append(append([]any{}, famArgs...), s.t(lo), s.t(to))
 	rows, err = s.db.QueryContext(ctx, fmt.Sprintf(`SELECT family_id, event_id, customer_id, bytes_used, process_result, remaining_after, rule,
 		total_bytes, daily_used, monthly_used, throttle_kbps, crossed, event_time, %s, grant_id, app_id
-		FROM usage_record WHERE %s AND (event_time >= ? AND event_time < ? OR created_at >= %s)`, created, which("family_id"), createdArg),
+		FROM usage_record WHERE %s AND event_time >= ? AND event_time < ?`, created, byFamily),
 		uargs...)
 	if err != nil {
 		return nil, nil, dbErr("rebuild: usage", err)
@@ -271,7 +289,7 @@ func (s *Store) readFamilies(ctx context.Context, w Window, ids []int64, span, u
 	if err != nil {
 		return nil, nil, dbErr("rebuild: usage", err)
 	}
-	if err := s.readGrants(ctx, which("family_id"), args, from, to, since, created, createdArg, states, charges); err != nil {
+	if err := s.readGrants(ctx, byFamily, famArgs, lo, from, to, since, created, states, charges); err != nil {
 		return nil, nil, err
 	}
 	if err := s.budgetCategories(ctx, states); err != nil {
@@ -320,14 +338,15 @@ func (s *Store) budgetCategories(ctx context.Context, states map[int64]quota.Fam
 // open row no other row names as its previous step (the records may have
 // arrived in any order) — and the answers of the steps written since
 // since (charges holds their usage_record halves). which selects the
-// families' rows with args; created and createdArg convert created_at as
+// families' rows with args; it reads the steps of [lo, to) as
+// ReadFamilies reads usage_record, and created converts created_at as
 // ReadFamilies does.
-func (s *Store) readGrants(ctx context.Context, which string, args []any, from, to, since time.Time, created, createdArg string,
+func (s *Store) readGrants(ctx context.Context, which string, args []any, lo, from, to, since time.Time, created string,
 	states map[int64]quota.FamilyState, charges map[string]quota.GrantResult) error {
-	gargs := append(append([]any{}, args...), s.t(from), s.t(since))
+	gargs := append(append([]any{}, args...), s.t(lo), s.t(to))
 	rows, err := s.db.QueryContext(ctx, fmt.Sprintf(`SELECT family_id, step_id, customer_id, grant_id, previous_step, granted,
 		is_open, is_final, overage, reserved, valid_until, reclaim, step_time, %s
-		FROM grant_step WHERE %s AND (step_time >= ? OR created_at >= %s) ORDER BY id`, created, which, createdArg), gargs...)
+		FROM grant_step WHERE %s AND step_time >= ? AND step_time < ? ORDER BY id`, created, which), gargs...)
 	if err != nil {
 		return dbErr("rebuild: grant steps", err)
 	}

@@ -87,6 +87,7 @@ func runSuite(t *testing.T, open opener) {
 		"AppCatalog":    testAppCatalog,
 		"GrantSteps":    testGrantSteps,
 		"BudgetUsage":   testBudgetUsage,
+		"RebuildSpan":   testRebuildSpan,
 		"RecentApps":    testRecentApps,
 		"Charging":      testChargingSessions,
 		"ChargingBatch": testChargingStepsBatch,
@@ -985,5 +986,48 @@ func testBudgetUsage(t *testing.T, e *env) {
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("usage apps and categories (-want +got):\n%s", d)
+	}
+}
+
+// A rebuild reads the usage rows of the accepted months and those a judge
+// may have taken within the dedupe window — stamped no earlier than twice
+// the window ago (quota's contract) — not earlier ones, whenever written.
+func testRebuildSpan(t *testing.T, e *env) {
+	e.Family(t, 8)
+	now := e.Clock.Now().UTC()
+	since := now.Add(-24 * time.Hour) // monthWindow's dedupe window
+	w, err := store.NewUsageWriter(e.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	rec := func(id string, at time.Time) store.UsageRecord {
+		return store.UsageRecord{EventID: id, FamilyID: 8, CustomerID: 81, AppID: "web", BytesUsed: 10,
+			ProcessResult: string(policy.Allowed), RemainingAfter: 900, EventTime: at, TotalBytes: 1000}
+	}
+	// All written now, so within the window.
+	if err := w.Write(e.Ctx, []store.UsageRecord{
+		rec("early", since.Add(-24*time.Hour-time.Minute)), // before any event judged within the window
+		rec("judged", since.Add(-24*time.Hour+time.Minute)),
+		rec("month", now.Add(-time.Hour)),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	from := now.Add(-12 * time.Hour) // the accepted "month"
+	states, bad, err := e.S.ReadFamilies(e.Ctx, monthWindow{from}, []int64{8}, true)
+	if err != nil || len(bad) != 0 {
+		t.Fatalf("ReadFamilies: %v %v", bad, err)
+	}
+	st := states[8]
+	var judged []string
+	for _, j := range st.Judged {
+		judged = append(judged, j.ID)
+	}
+	slices.Sort(judged)
+	if want := []string{"judged", "month"}; !slices.Equal(judged, want) {
+		t.Errorf("judged events %v, want %v", judged, want)
+	}
+	if len(st.Usage) != 1 || !st.Usage[0].At.Equal(now.Add(-time.Hour)) {
+		t.Errorf("usage %+v, want the accepted month's one event", st.Usage)
 	}
 }
