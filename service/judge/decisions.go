@@ -157,6 +157,9 @@ func NewDecisions(qs *State, kopts []kgo.Opt, opts ...DecisionsOpt) (*Decisions,
 	if err != nil {
 		return nil, err
 	}
+	if err := cfg.fitWindow(qs.DedupeWindow()); err != nil {
+		return nil, err
+	}
 	s := &Decisions{decisionsConfig: cfg, qs: qs, free: make(chan int, cfg.slots),
 		in: make(chan *asking), stop: make(chan struct{}), stream: DecisionStream + instanceID(),
 		acked: make([]int64, cfg.slots)}

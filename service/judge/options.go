@@ -65,6 +65,7 @@ type common struct {
 	loc             *time.Location
 	apps            *Apps
 	maxAge, maxSkew time.Duration
+	maxAgeSet       bool // WithMaxEventAge was given (fitWindow)
 	alertText       func(percent int) string
 	guard           StateGuard
 	grantCharged    func(appID string, cat policy.Category) bool
@@ -240,15 +241,30 @@ func (a *Apps) Category(app string) policy.Category { return (*a.p.Load()).Categ
 // WithMaxEventAge refuses usage events stamped longer ago than d (the
 // processor dead-letters them, Decisions answers an invalid event). It
 // must not exceed the quota engine's dedupe window, or a late replay could
-// be counted twice. Default: 23 h (the engine's default window is 24 h).
+// be counted twice: NewProcessor and NewDecisions refuse a longer d.
+// Default: 23/24 of the engine's window, at most 23 h (the engine's
+// default window is 24 h).
 func WithMaxEventAge(d time.Duration) Opt {
 	return opt(func(c *common) error {
 		if d <= 0 {
 			return errors.New("judge: max event age must be > 0")
 		}
-		c.maxAge = d
+		c.maxAge, c.maxAgeSet = d, true
 		return nil
 	})
+}
+
+// fitWindow fits the max event age to the engine's dedupe window w (see
+// WithMaxEventAge); an engine that names no window (w ≤ 0) is taken as is.
+func (c *common) fitWindow(w time.Duration) error {
+	switch {
+	case w <= 0:
+	case !c.maxAgeSet:
+		c.maxAge = min(c.maxAge, w-w/24)
+	case c.maxAge > w:
+		return fmt.Errorf("judge: max event age %s exceeds the quota engine's dedupe window %s: a replay that late would be counted twice", c.maxAge, w)
+	}
+	return nil
 }
 
 // WithMaxClockSkew refuses usage events stamped further than d in the

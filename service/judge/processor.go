@@ -164,6 +164,9 @@ func NewProcessor(qs *State, kopts []kgo.Opt, opts ...ProcessorOpt) (*Processor,
 	if err != nil {
 		return nil, err
 	}
+	if err := cfg.fitWindow(qs.DedupeWindow()); err != nil {
+		return nil, err
+	}
 	p := &Processor{processorConfig: cfg, qs: qs}
 	if p.guard != nil {
 		p.positions, p.posGen = map[string]int64{}, map[string]string{}

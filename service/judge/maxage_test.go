@@ -1,0 +1,68 @@
+package judge
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dabom/dpcs/quota"
+)
+
+// A judge takes no event older than its engine's dedupe window (quota's
+// contract: a replay that late would be counted twice): by default its
+// max event age fits a shorter window (23/24 of it, at most 23 h), and an
+// age set longer than the window is refused by both constructors.
+func TestMaxEventAgeFitsDedupeWindow(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	engine := func(ttl time.Duration) *State {
+		t.Helper()
+		eng, err := quota.New(rdb, quota.WithDedupeTTL(ttl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mustState(t, eng)
+	}
+	for _, c := range []struct {
+		ttl  time.Duration
+		opts []Opt
+		want time.Duration // 0: refused
+	}{
+		{2 * time.Hour, nil, 115 * time.Minute},
+		{24 * time.Hour, nil, 23 * time.Hour},
+		{72 * time.Hour, nil, 23 * time.Hour},
+		{2 * time.Hour, []Opt{WithMaxEventAge(2 * time.Hour)}, 2 * time.Hour},
+		{2 * time.Hour, []Opt{WithMaxEventAge(3 * time.Hour)}, 0},
+		{24 * time.Hour, []Opt{WithMaxEventAge(23 * time.Hour)}, 23 * time.Hour},
+	} {
+		qs := engine(c.ttl)
+		var popts []ProcessorOpt
+		var dopts []DecisionsOpt
+		for _, o := range c.opts {
+			popts, dopts = append(popts, o), append(dopts, o)
+		}
+		p, perr := NewProcessor(qs, nil, popts...)
+		d, derr := NewDecisions(qs, nil, dopts...)
+		if perr == nil {
+			defer p.Close(context.Background())
+		}
+		if derr == nil {
+			defer d.Close(context.Background())
+		}
+		if c.want == 0 {
+			if perr == nil || derr == nil {
+				t.Errorf("window %s, %d options: processor %v, decisions %v; want both refused", c.ttl, len(c.opts), perr, derr)
+			}
+			continue
+		}
+		if perr != nil || derr != nil {
+			t.Fatalf("window %s: %v, %v", c.ttl, perr, derr)
+		}
+		if p.maxAge != c.want || d.maxAge != c.want {
+			t.Errorf("window %s, %d options: max event age %s and %s, want %s", c.ttl, len(c.opts), p.maxAge, d.maxAge, c.want)
+		}
+	}
+}
