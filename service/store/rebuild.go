@@ -25,7 +25,8 @@ type Window interface {
 }
 
 // ReadFamilies reads the state of ids from SQL for a restore
-// (quota.Engine.Restore), one query per table: plan, thresholds, current
+// (quota.Engine.Restore), one query per table (usage_record and
+// grant_step: one per readChunk families): plan, thresholds, current
 // members, each member's constraints and version, and for every month w
 // accepts events for the top-ups, the allowed usage and the threshold arms
 // from usage_record and the thresholds pool changes re-armed
@@ -34,8 +35,11 @@ type Window interface {
 // restore (by family id) and the families whose rows cannot be restored
 // (missing, or a value that does not parse) with why. span says ids are
 // every family from ids[0] to ids[len(ids)-1], ascending (a page of
-// FamilyIDs), so every table is read by an id range through its family
-// index. An error means the families could not be read: it wraps
+// FamilyIDs), so the small tables are read by an id range through their
+// family index; usage_record and grant_step are read by each family's
+// range of their time index, from the earlier of the first accepted month
+// and twice the dedupe window ago (a family's earlier months are never
+// read). An error means the families could not be read: it wraps
 // ErrUnreadable when a value did not scan, else the database failed.
 func (s *Store) ReadFamilies(ctx context.Context, w Window, ids []int64, span bool) (map[int64]quota.FamilyState, map[int64]error, error) {
 	return s.readFamilies(ctx, w, ids, span, true)
