@@ -208,6 +208,20 @@ func (g generator) write(ctx context.Context, conn *sql.Conn, lo, hi int) (Seede
 			b.WriteByte(',')
 		}
 	}
+	// usageRow is the statement the next usage row goes to (1,000 rows a
+	// statement), separated from the row before.
+	usageRow := func() *strings.Builder {
+		b := usage[len(usage)-1]
+		if rows == 1000 {
+			b = &strings.Builder{}
+			usage = append(usage, b)
+			rows = 0
+		}
+		sep(b)
+		rows++
+		n.UsageRows++
+		return b
+	}
 	for f := int64(lo); f <= int64(hi); f++ {
 		fs := strconv.FormatInt(f, 10)
 		thr := "NULL"
@@ -264,36 +278,20 @@ func (g generator) write(ctx context.Context, conn *sql.Conn, lo, hi int) (Seede
 			if r == R-1 && f%4 == 0 {
 				crossed = store.FormatCrossed([]envelope.Crossing{{Percent: 50, Arm: 1}})
 			}
-			b := usage[len(usage)-1]
-			if rows == 1000 {
-				b = &strings.Builder{}
-				usage = append(usage, b)
-				rows = 0
-			}
-			sep(b)
+			b := usageRow()
 			fmt.Fprintf(b, "('rb-%s-%d',%s,%d,'com.example.app',%d,'%s',%d,'%s',%s,%s,%d,%d,%d,0,'%s')",
 				fs, r, fs, cid, bytes, result, total-used, rule, ts(at), ts(at.Add(g.zone+500*time.Millisecond)),
 				total, bytes, used, crossed)
-			rows++
-			n.UsageRows++
 		}
 		// The months before: allowed events spread over the year before
 		// the earliest event time, none of them in a month accepted now.
 		year := g.from.AddDate(-1, 0, -2)
 		for h := range g.pop.History {
 			at := year.Add(g.from.AddDate(0, 0, -2).Sub(year)*time.Duration(h)/time.Duration(g.pop.History) + time.Duration(f%997)*time.Millisecond)
-			b := usage[len(usage)-1]
-			if rows == 1000 {
-				b = &strings.Builder{}
-				usage = append(usage, b)
-				rows = 0
-			}
-			sep(b)
+			b := usageRow()
 			fmt.Fprintf(b, "('rb-%s-h%d',%s,%d,'com.example.app',%d,'%s',%d,'',%s,%s,%d,%d,%d,0,'')",
 				fs, h, fs, f*10+int64(h%g.pop.MembersPerFamily)+1, 1<<20, policy.Allowed, int64(Plan), ts(at), ts(at.Add(g.zone+500*time.Millisecond)),
 				int64(Plan), 1<<20, 1<<20)
-			rows++
-			n.UsageRows++
 		}
 	}
 	stmts := []string{
