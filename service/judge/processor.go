@@ -348,6 +348,12 @@ type usageIn struct {
 // cause; finish waits for the acknowledgements and commits.
 func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) (*poll, error) {
 	w := &poll{recs: recs, start: time.Now(), info: BatchInfo{Records: len(recs), Decisions: map[policy.Decision]int{}, Lag: lag}}
+	// The outputs are produced with a context a stop does not cancel: kgo
+	// keeps the context a record is first produced with and fails the
+	// record at every later try once that context is done, and a stop's
+	// drain is to deliver and commit what this poll judged (finish waits
+	// with the drain's own context).
+	outCtx := context.WithoutCancel(ctx)
 	info := &w.info
 	var out []*kgo.Record
 	var usageRecs []*kgo.Record
@@ -428,7 +434,7 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 				outs = append(outs, recs...)
 			}
 			j.deadLettered = len(dead)
-			w.out.send(ctx, p.cl, outs)
+			w.out.send(outCtx, p.cl, outs)
 		}()
 	}
 	wg.Wait()
@@ -464,6 +470,6 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 			info.DeadLettered++
 		}
 	}
-	w.out.send(ctx, p.cl, out)
+	w.out.send(outCtx, p.cl, out)
 	return w, nil
 }

@@ -1,0 +1,128 @@
+package judge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/dabom/dpcs/envelope"
+	"github.com/dabom/dpcs/internal/testenv"
+)
+
+// A processor stopped while Kafka has not yet taken a poll's outputs
+// delivers them and commits the poll in its drain, once Kafka takes records
+// again. Found in `make bench-peers` logs: every stop of the processor
+// deployable retried "kafka produce" with "context canceled" until the
+// drain timed out, leaving its last polls uncommitted. kgo keeps the context
+// a record was first produced with (kgo.Record.Context) and fails the record
+// at every later try once that context is done; the outputs were produced
+// with the poll's context, which a stop cancels, and retried as the same
+// records. Before the fix the group's committed offset stayed at 0 here and
+// Run took the whole drain timeout.
+func TestProcessorStopDeliversOutputs(t *testing.T) {
+	h := newHarness(t)
+	h.Family(100, 1000*mb, 1)
+	var down atomic.Bool
+	down.Store(true)
+	topics, err := kadm.NewClient(h.Prod).ListTopics(h.Ctx, envelope.TopicUsageEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	usageEvents := topics[envelope.TopicUsageEvents].ID // produce v13 names topics by id
+	// Kafka refuses (retriably) what the processor produces, and takes the
+	// test's usage events.
+	h.Kafka.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		h.Kafka.KeepControl()
+		pr := req.(*kmsg.ProduceRequest)
+		if !down.Load() || len(pr.Topics) == 0 || pr.Topics[0].Topic == envelope.TopicUsageEvents ||
+			pr.Topics[0].TopicID == usageEvents {
+			return nil, nil, false
+		}
+		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+		resp.Version = pr.Version
+		for _, tp := range pr.Topics {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic, rt.TopicID = tp.Topic, tp.TopicID
+			for _, p := range tp.Partitions {
+				rp := kmsg.NewProduceResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, kerr.NotEnoughReplicas.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+	var judged atomic.Int64
+	var mu sync.Mutex
+	var retries []RetryInfo
+	// kgo retries a refused batch after a metadata refresh, at most every
+	// MetadataMinAge (5 s by default, the drain's timeout).
+	kopts := append(h.KafkaOpts(), kgo.MetadataMinAge(50*time.Millisecond))
+	p, err := NewProcessor(mustState(t, h.Engine), kopts, WithClock(func() time.Time { return h.Now }),
+		WithRetryBackoff(10*time.Millisecond, 50*time.Millisecond),
+		WithProcessorHooks(ProcessorHooks{
+			OnApply: func(a ApplyInfo) { judged.Add(int64(a.Events)) },
+			OnRetry: func(r RetryInfo) {
+				mu.Lock()
+				defer mu.Unlock()
+				retries = append(retries, r)
+			},
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(h.Ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() { p.Close(context.Background()) })
+
+	const n = 5
+	for i := range n {
+		h.Produce(h.Usage(fmt.Sprintf("evt_stop_%d", i), 100, 1, 1, "com.kakao.talk", h.Now))
+	}
+	testenv.Eventually(t, "every event judged", 20*time.Second, func() bool { return judged.Load() == n })
+	cancel() // the outputs are still refused: the drain has them to deliver
+	down.Store(false)
+	stopped := time.Now()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		t.Logf("Run returned %v after its context ended", time.Since(stopped).Round(time.Millisecond))
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return 30 s after its context ended")
+	}
+
+	offs, err := kadm.NewClient(h.Prod).FetchOffsets(h.Ctx, ProcessorGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var at int64
+	for _, o := range offs[envelope.TopicUsageEvents] {
+		at += max(o.At, 0)
+	}
+	if at != n {
+		t.Errorf("the group committed %d of the %d events it judged before it stopped", at, n)
+	}
+	if got := h.produced(envelope.TopicUsagePersist); got < n {
+		t.Errorf("%d usage-persist records for %d judged events", got, n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, r := range retries {
+		if r.What == "kafka produce" && errors.Is(r.Err, context.Canceled) {
+			t.Errorf("retried a produce failed by the stopped poll's context: attempt %d, %v", r.Attempt, r.Err)
+			break
+		}
+	}
+}
