@@ -352,3 +352,31 @@ func TestReportRatioRows(t *testing.T) {
 		}
 	}
 }
+
+// The report says what the processor deployable's servers spend at rest
+// and the fixed-rate step's cost per event beside flat out, with and
+// without it.
+func TestRestReport(t *testing.T) {
+	const target = "DPCS processor deployable (usage events through Kafka)"
+	procs := []proc{{"DPCS processor", 1}, {"Kafka (kfake)", 2}, {"load generator", os.Getpid()}}
+	r := &report{
+		rest: &atRest{procs: procs, elapsed: 10 * time.Second,
+			cpu: []time.Duration{200 * time.Millisecond, 300 * time.Millisecond, time.Second}},
+		results: []result{
+			// 5,000/s: 80 µs per event; flat out, 40,000/s: 47.5 µs.
+			{target: target, step: "5,000 events/s", per: 1, procs: procs, w: window{Calls: 50_000, Elapsed: 10 * time.Second},
+				cpu: []time.Duration{2 * time.Second, 2 * time.Second, time.Second}},
+			{target: target, step: "as fast as it judges", per: 1, procs: procs, w: window{Calls: 400_000, Elapsed: 10 * time.Second},
+				cpu: []time.Duration{9 * time.Second, 10 * time.Second, time.Second}},
+		},
+	}
+	if got, want := r.rest.text(), "servers' CPU at rest: 50.0 ms a second (DPCS processor 20.0, Kafka (kfake) 30.0)"; got != want {
+		t.Errorf("text = %q, want %q", got, want)
+	}
+	// At rest 50 ms/s: 10 µs of each event at 5,000/s, 1.25 at 40,000/s;
+	// 80 ÷ 47.5 = 1.68×, (80 − 10) ÷ (47.5 − 1.25) = 1.51×.
+	want := "its servers spend **50.0 ms of CPU a second** (DPCS processor 20.0, Kafka (kfake) 30.0). That is 10.0 of the 80.0 µs per event at 5,000 events/s and 1.2 of the 47.5 flat out: the fixed-rate step costs 1.68× the flat-out one, and 1.51× less what the servers spend at rest."
+	if md := r.markdown(""); !strings.Contains(md, want) {
+		t.Errorf("report lacks %q:\n%s", want, md)
+	}
+}

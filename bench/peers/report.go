@@ -109,6 +109,54 @@ type report struct {
 	// serverRSS is the DPCS server's peak resident memory over its steps
 	// (0: not measured).
 	serverRSS int64
+	// rest is the processor deployable's servers at rest (nil: no
+	// pipeline steps).
+	rest *atRest
+}
+
+// atRest is the CPU the processor deployable's servers spend with no event
+// coming, over elapsed.
+type atRest struct {
+	procs   []proc
+	cpu     []time.Duration
+	elapsed time.Duration
+}
+
+// perSecond is process i's CPU at rest, in ms per second.
+func (a *atRest) perSecond(i int) float64 {
+	if a.elapsed <= 0 {
+		return 0
+	}
+	return float64(a.cpu[i].Microseconds()) / 1e3 / a.elapsed.Seconds()
+}
+
+// servers is every process's but the load generator's, in ms per second.
+func (a *atRest) servers() float64 {
+	var s float64
+	for i, p := range a.procs {
+		if p.PID != os.Getpid() {
+			s += a.perSecond(i)
+		}
+	}
+	return s
+}
+
+func (a *atRest) text() string {
+	var parts []string
+	for i, p := range a.procs {
+		if p.PID != os.Getpid() {
+			parts = append(parts, fmt.Sprintf("%s %.1f", p.Name, a.perSecond(i)))
+		}
+	}
+	return fmt.Sprintf("servers' CPU at rest: %.1f ms a second (%s)", a.servers(), strings.Join(parts, ", "))
+}
+
+// restShare is what the servers at rest cost each event of res, in µs.
+func (a *atRest) restShare(res result) float64 {
+	if res.perSecond() <= 0 {
+		return 0
+	}
+	return a.servers() * 1e3 / res.perSecond()
 }
 
 func (r *report) markdown(args string) string {
@@ -214,6 +262,7 @@ func (r *report) markdown(args string) string {
 			fmt.Fprintf(&b, "| %s | %s | %.2f× |\n", n, thousands(closed[n]), closed[n]/closed[base])
 		}
 	}
+	r.restText(&b)
 	if r.ceiling > 0 {
 		fmt.Fprintf(&b, "\nThe engine's ceiling on the same redis-server in this run: **%s judgements/s** (redis-benchmark feeding `apply.lua` pipelined, the full allowed path of a member with every feature on; `pipebench -ceiling-only`).\n",
 			thousands(r.ceiling))
@@ -294,4 +343,41 @@ func replaceSection(path, begin, end, md string) error {
 		out = append(append(append([]byte{}, old...), '\n'), block+"\n"...)
 	}
 	return os.WriteFile(path, out, 0o644)
+}
+
+// restText says what the processor deployable's servers spend at rest and
+// what share of each event that is at the fixed rate and flat out: the
+// part of the fixed-rate step's cost that does not go with the events.
+func (r *report) restText(b *strings.Builder) {
+	a := r.rest
+	if a == nil {
+		return
+	}
+	var fixed, flat *result
+	for i, res := range r.results {
+		if !strings.HasPrefix(res.target, "DPCS processor") {
+			continue
+		}
+		if res.step == "as fast as it judges" {
+			flat = &r.results[i]
+		} else {
+			fixed = &r.results[i]
+		}
+	}
+	var parts []string
+	for i, p := range a.procs {
+		if p.PID != os.Getpid() {
+			parts = append(parts, fmt.Sprintf("%s %.1f", p.Name, a.perSecond(i)))
+		}
+	}
+	fmt.Fprintf(b, "\nThe processor deployable at rest (nothing produced, %s): its servers spend **%.1f ms of CPU a second** (%s).",
+		a.elapsed.Round(time.Second), a.servers(), strings.Join(parts, ", "))
+	if fixed == nil || flat == nil || fixed.servers() <= 0 || flat.servers() <= 0 {
+		b.WriteString("\n")
+		return
+	}
+	fr, lr := a.restShare(*fixed), a.restShare(*flat)
+	fmt.Fprintf(b, " That is %.1f of the %.1f µs per event at %s events/s and %.1f of the %.1f flat out: the fixed-rate step costs %.2f× the flat-out one, and %.2f× less what the servers spend at rest.\n",
+		fr, fixed.servers(), thousands(fixed.perSecond()), lr, flat.servers(),
+		fixed.servers()/flat.servers(), (fixed.servers()-fr)/(flat.servers()-lr))
 }

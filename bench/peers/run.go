@@ -443,6 +443,22 @@ func (r *report) pipelineSteps(ctx context.Context, cfg config, d *dpcs, dsn str
 	}
 	procs = append(procs, proc{"load generator", os.Getpid()})
 	const target = "DPCS processor deployable (usage events through Kafka)"
+	// At rest first: what the deployable and its servers spend with no
+	// event coming (fetch waits, heartbeats, timers), which the fixed-rate
+	// step's events share and the flat-out step's hardly do.
+	say("%s: at rest (nothing produced)", target)
+	rest := newMeter(procs)
+	rest.mark()
+	t0 := time.Now()
+	if err := sleep(ctx, cfg.duration); err != nil {
+		return err
+	}
+	rest.mark()
+	if rest.err != nil {
+		return rest.err
+	}
+	r.rest = &atRest{procs: procs, cpu: rest.spent, elapsed: time.Since(t0)}
+	say("  %s", r.rest.text())
 	for _, rate := range []float64{cfg.eventRate, 0} {
 		name := "as fast as it judges"
 		if rate > 0 {
