@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -108,7 +109,12 @@ func (c *Consumer) commit(ctx context.Context, recs []*kgo.Record, n int) error 
 		c.commitAt = time.Now().Add(wait)
 	}
 	c.mu.Unlock()
-	if err != nil {
+	switch {
+	case err == nil:
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		// A stop ended it, not the broker: the drain commits these.
+		c.cfg.log.Debug("consumer: commit cut short by the stop", "partitions", len(last), "err", err)
+	default:
 		c.cfg.log.Warn("consumer: commit refused; retrying", "partitions", len(last), "retryIn", wait, "err", err)
 	}
 	c.cfg.hooks.commit(CommitInfo{Records: n, Offsets: offsets, Err: err})

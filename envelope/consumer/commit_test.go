@@ -3,7 +3,9 @@ package consumer
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -148,5 +150,68 @@ func TestCommitEveryOption(t *testing.T) {
 			WithGroup(group), WithTopics(topic), WithCommitEvery(d)); !errors.Is(err, ErrInvalid) {
 			t.Errorf("WithCommitEvery(%s): %v, want ErrInvalid", d, err)
 		}
+	}
+}
+
+// levelLog keeps the messages logged at Warn or above.
+type levelLog struct {
+	mu    sync.Mutex
+	warns []string
+}
+
+func (l *levelLog) Enabled(context.Context, slog.Level) bool { return true }
+func (l *levelLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		l.mu.Lock()
+		l.warns = append(l.warns, r.Message)
+		l.mu.Unlock()
+	}
+	return nil
+}
+func (l *levelLog) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *levelLog) WithGroup(string) slog.Handler      { return l }
+
+// A stop that ends a finish step's commit is no refused commit: the drain
+// commits the batch, and nothing is logged as a warning. Seen in the
+// processor deployable's log at every stop under load ("commit refused;
+// retrying" with "context canceled", from the notifier and the
+// write-behind) before the fix.
+func TestStopCutCommitIsNoWarning(t *testing.T) {
+	c := newCluster(t, 1)
+	produce(t, producer(t, c), "v", 5, 1)
+	finishing := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	h := HandlerFunc(func(_ context.Context, b *Batch) error {
+		b.Finish(func(context.Context) error {
+			once.Do(func() { close(finishing) })
+			<-release
+			return nil
+		})
+		return nil
+	})
+	log := &levelLog{}
+	cs := newConsumer(t, c, h, WithLogger(slog.New(log)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cs.Run(ctx) }()
+	t.Cleanup(func() { _ = cs.Close(context.Background()) })
+	select {
+	case <-finishing:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no finish step began")
+	}
+	cancel() // the finish step's commit then runs with the loop's ended context
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if got := total(committed(t, c, group)); got != 5 {
+		t.Errorf("committed %d of 5 records", got)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	for _, w := range log.warns {
+		t.Errorf("warned at a stop: %q", w)
 	}
 }
