@@ -329,7 +329,7 @@ func (e *Engine) scriptSource(lua string) string {
 		"--[[budget.lua]]", budgetLua,
 	).Replace(lua)
 	return strings.NewReplacer(
-		"DPCS_BUCKET_TTL", strconv.FormatInt(int64(bucketLife*e.dedupeTTL/time.Second), 10),
+		"DPCS_BUCKET_TTL", strconv.FormatInt(int64(e.bucketTTL()/time.Second), 10),
 		"DPCS_MONTH_TTL", strconv.FormatInt(int64(monthTTL/time.Second), 10),
 		"DPCS_THRESHOLDS", e.thresholds.String(),
 		"DPCS_MAX_TOTAL", strconv.FormatInt(policy.MaxBytes, 10),
@@ -369,14 +369,21 @@ func (e *Engine) applyCall(ev Event, bucket int64, gen string) ([]string, []any)
 	return ks, args
 }
 
-// bucketLife is how many dedupe windows a bucket lives after its first
-// write (see apply.lua).
-const bucketLife = 3
+// bucketTTL is how long a dedupe bucket lives after its first write (see
+// apply.lua): the bucket of window b is written during b and looked up
+// during b and b+1, so it is needed until two windows after the start of b,
+// and its first write is no earlier than that start. A 24th of a window
+// more covers the processors' clocks disagreeing on where windows begin
+// (each event is bucketed by the clock of the engine that judges it).
+// Records then live one and a half windows on average at a steady rate;
+// they lived two and a half with the three windows of earlier releases.
+func (e *Engine) bucketTTL() time.Duration { return 2*e.dedupeTTL + e.dedupeTTL/24 }
 
 // bucket is the dedupe bucket of an event arriving at t: an event id is
-// remembered in the bucket of its arrival for three windows from the bucket's
-// first write, and looked up in the current and the previous bucket, so a
-// replay within the window finds it whatever its own timestamp.
+// remembered in the bucket of its arrival until two windows after the
+// bucket's first write (bucketTTL), and looked up in the current and the
+// previous bucket, so a replay within the window finds it whatever its own
+// timestamp.
 func (e *Engine) bucket(t time.Time) int64 { return t.Unix() / int64(e.dedupeTTL/time.Second) }
 
 // ApplyCommand returns the Redis command the engine sends to judge ev: the

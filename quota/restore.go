@@ -716,15 +716,15 @@ func (e *Engine) restoreWrite(st FamilyState) (func(held []string) restoreCall, 
 			w.hset(e.k.grants(fid), grants)
 		}
 		// The dedupe buckets: what a stale state recorded goes, what SQL
-		// knows comes back, remembered for three windows from now (marked: the
-		// script does not set the TTL again).
+		// knows comes back, remembered for a bucket's life from now (marked:
+		// the script does not set the TTL again).
 		for b := bucket - 2; b <= bucket+1; b++ {
 			w.key(e.k.events(fid, b))
 		}
 		if len(judged) > 0 {
 			ek := e.k.events(fid, bucket)
 			w.hset(ek, append(judged, bucketMarked, "1"))
-			w.expire(ek, bucketLife*e.dedupeTTL)
+			w.expire(ek, e.bucketTTL())
 		}
 		args := make([]any, 0, 4+len(held)+len(w.writes))
 		args = append(args, "", "", "", len(held))

@@ -19,10 +19,10 @@ type budgetDay struct {
 
 // budgetDays are the days whose budget hash may live now: an event judged
 // now may be of any day the dedupe window reaches, and a day's hash lives
-// to its end and three windows after (lua/apply.lua).
+// to its end and a dedupe bucket's life after (lua/apply.lua).
 func (e *Engine) budgetDays() []budgetDay {
 	now := e.now()
-	slack := bucketLife * e.dedupeTTL
+	slack := e.bucketTTL()
 	lt := now.Add(-slack).In(e.loc)
 	var out []budgetDay
 	for d := time.Date(lt.Year(), lt.Month(), lt.Day(), 12, 0, 0, 0, e.loc); ; d = d.AddDate(0, 0, 1) {

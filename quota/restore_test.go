@@ -210,8 +210,8 @@ func TestRestoreBudgets(t *testing.T) {
 			t.Errorf("budget counters after restore (-before +after):\n%s", diff)
 		}
 		ttl, err := rdb.TTL(ctx, today).Result()
-		if err != nil || ttl <= 12*time.Hour || ttl > 12*time.Hour+bucketLife*e.DedupeWindow() {
-			t.Errorf("today's counters' TTL = %v, %v; want the day's end and three windows", ttl, err)
+		if err != nil || ttl <= 12*time.Hour || ttl > 12*time.Hour+e.bucketTTL() {
+			t.Errorf("today's counters' TTL = %v, %v; want the day's end and a dedupe bucket's life", ttl, err)
 		}
 		for _, tc := range []struct {
 			app   string

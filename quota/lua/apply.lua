@@ -32,7 +32,7 @@
 -- written in where it says --[[name]], and the engine's constants when the
 -- engine is made (quota.scriptSource; every argument costs the server a
 -- string per call):
--- DPCS_BUCKET_TTL the dedupe bucket's TTL in s (three windows), DPCS_MONTH_TTL
+-- DPCS_BUCKET_TTL the dedupe bucket's TTL in s (two windows and a 24th), DPCS_MONTH_TTL
 -- the month keys' TTL in s, DPCS_THRESHOLDS the default thresholds ("50,30,10"),
 -- DPCS_MAX_TOTAL the largest pool total, DPCS_SHORT_RESULTS whether results are stored short.
 -- Returns {duplicate 0|1, stored result}: "decision|remaining|total|daily|monthly|throttle|crossed|rule"
