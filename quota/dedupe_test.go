@@ -81,7 +81,7 @@ func TestDedupeBucketTTLSetOnce(t *testing.T) {
 // windows from its first write (plus a margin for the processors' clocks),
 // not three. And an event that arrived at the end of its bucket is still
 // found by a replay a window later, the latest any judge takes one
-// (judge.WithMaxEventAge, at most the window).
+// (judge.WithMaxEventAge: with the clock skew, at most the window).
 func TestDedupeRecordsLiveTwoWindows(t *testing.T) {
 	ctx := context.Background()
 	m := miniredis.RunT(t)

@@ -11,10 +11,17 @@ import (
 	"github.com/dabom/dpcs/quota"
 )
 
-// A judge takes no event older than its engine's dedupe window (quota's
-// contract: a replay that late would be counted twice): by default its
-// max event age fits a shorter window (23/24 of it, at most 23 h), and an
-// age set longer than the window is refused by both constructors.
+// A judge takes no replay later than its engine's dedupe window after the
+// event's first arrival (quota's contract: a replay that late would be
+// counted twice). An event is taken up to its max event age after its
+// stamp and its stamp may be up to the max clock skew ahead of the clock
+// that first took it, so the two together must fit the window: by default
+// the age is 23/24 of the window less the skew (at most 23 h), and an age
+// and skew set longer than the window are refused by both constructors.
+// Before, only the age was held to the window: an age of the whole window
+// with the default 5 min skew was taken, and an event stamped 4 min ahead
+// could be replayed a window and 3 min after it first came, past the
+// buckets the engine looks in.
 func TestMaxEventAgeFitsDedupeWindow(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
 	t.Cleanup(func() { rdb.Close() })
@@ -31,12 +38,16 @@ func TestMaxEventAgeFitsDedupeWindow(t *testing.T) {
 		opts []Opt
 		want time.Duration // 0: refused
 	}{
-		{2 * time.Hour, nil, 115 * time.Minute},
-		{24 * time.Hour, nil, 23 * time.Hour},
+		{2 * time.Hour, nil, 110 * time.Minute},
+		{24 * time.Hour, nil, 22*time.Hour + 55*time.Minute},
 		{72 * time.Hour, nil, 23 * time.Hour},
-		{2 * time.Hour, []Opt{WithMaxEventAge(2 * time.Hour)}, 2 * time.Hour},
+		{2 * time.Hour, []Opt{WithMaxEventAge(115 * time.Minute)}, 115 * time.Minute},
+		{2 * time.Hour, []Opt{WithMaxEventAge(2 * time.Hour)}, 0},
 		{2 * time.Hour, []Opt{WithMaxEventAge(3 * time.Hour)}, 0},
 		{24 * time.Hour, []Opt{WithMaxEventAge(23 * time.Hour)}, 23 * time.Hour},
+		{24 * time.Hour, []Opt{WithMaxEventAge(23 * time.Hour), WithMaxClockSkew(2 * time.Hour)}, 0},
+		{24 * time.Hour, []Opt{WithMaxClockSkew(time.Hour)}, 22 * time.Hour},
+		{2 * time.Hour, []Opt{WithMaxClockSkew(2 * time.Hour)}, 0},
 	} {
 		qs := engine(c.ttl)
 		var popts []ProcessorOpt

@@ -239,11 +239,12 @@ func (a *Apps) Set(c policy.Catalog) {
 func (a *Apps) Category(app string) policy.Category { return (*a.p.Load()).Category(app) }
 
 // WithMaxEventAge refuses usage events stamped longer ago than d (the
-// processor dead-letters them, Decisions answers an invalid event). It
-// must not exceed the quota engine's dedupe window, or a late replay could
-// be counted twice: NewProcessor and NewDecisions refuse a longer d.
-// Default: 23/24 of the engine's window, at most 23 h (the engine's
-// default window is 24 h).
+// processor dead-letters them, Decisions answers an invalid event). With
+// the max clock skew (WithMaxClockSkew) it must fit the quota engine's
+// dedupe window, or a late replay could be counted twice: NewProcessor and
+// NewDecisions refuse a d and a skew longer together than the window.
+// Default: 23/24 of the engine's window less the skew, at most 23 h (22 h
+// 55 min for the engine's default 24 h window and 5 min skew).
 func WithMaxEventAge(d time.Duration) Opt {
 	return opt(func(c *common) error {
 		if d <= 0 {
@@ -256,13 +257,19 @@ func WithMaxEventAge(d time.Duration) Opt {
 
 // fitWindow fits the max event age to the engine's dedupe window w (see
 // WithMaxEventAge); an engine that names no window (w ≤ 0) is taken as is.
+// An event is taken until its max age after its stamp, and its stamp may
+// be the max clock skew ahead of the clock that first took it: the engine
+// finds a replay only within its window of the first arrival, so the age
+// and the skew together must fit it.
 func (c *common) fitWindow(w time.Duration) error {
-	switch {
-	case w <= 0:
-	case !c.maxAgeSet:
-		c.maxAge = min(c.maxAge, w-w/24)
-	case c.maxAge > w:
-		return fmt.Errorf("judge: max event age %s exceeds the quota engine's dedupe window %s: a replay that late would be counted twice", c.maxAge, w)
+	if w <= 0 {
+		return nil
+	}
+	if !c.maxAgeSet {
+		c.maxAge = min(c.maxAge, w-w/24-c.maxSkew)
+	}
+	if c.maxAge <= 0 || c.maxAge+c.maxSkew > w {
+		return fmt.Errorf("judge: max event age %s and max clock skew %s exceed the quota engine's dedupe window %s: a replay that late would be counted twice", c.maxAge, c.maxSkew, w)
 	}
 	return nil
 }
