@@ -296,7 +296,20 @@ type sent struct {
 	outs []*produced
 }
 
+// send produces recs with ctx and adds them to s.
+//
+// Each record keeps a context a stop does not cancel (kgo.Record.Context,
+// unless a trace set it): kgo fails a record at every try once the context
+// it keeps is done, and a stop's drain is to deliver and commit what the
+// poll judged (finish waits with the drain's own context). ctx itself
+// still bounds the hand-over, which blocks while kgo's buffer is full.
 func (s *sent) send(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) {
+	keep := context.WithoutCancel(ctx)
+	for _, r := range recs {
+		if r.Context == nil {
+			r.Context = keep
+		}
+	}
 	out := produce(ctx, cl, recs)
 	s.mu.Lock()
 	s.outs = append(s.outs, out)
@@ -348,12 +361,6 @@ type usageIn struct {
 // cause; finish waits for the acknowledgements and commits.
 func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) (*poll, error) {
 	w := &poll{recs: recs, start: time.Now(), info: BatchInfo{Records: len(recs), Decisions: map[policy.Decision]int{}, Lag: lag}}
-	// The outputs are produced with a context a stop does not cancel: kgo
-	// keeps the context a record is first produced with and fails the
-	// record at every later try once that context is done, and a stop's
-	// drain is to deliver and commit what this poll judged (finish waits
-	// with the drain's own context).
-	outCtx := context.WithoutCancel(ctx)
 	info := &w.info
 	var out []*kgo.Record
 	var usageRecs []*kgo.Record
@@ -434,7 +441,7 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 				outs = append(outs, recs...)
 			}
 			j.deadLettered = len(dead)
-			w.out.send(outCtx, p.cl, outs)
+			w.out.send(ctx, p.cl, outs)
 		}()
 	}
 	wg.Wait()
@@ -470,6 +477,6 @@ func (p *Processor) process(ctx context.Context, recs []*kgo.Record, lag int64) 
 			info.DeadLettered++
 		}
 	}
-	w.out.send(outCtx, p.cl, out)
+	w.out.send(ctx, p.cl, out)
 	return w, nil
 }

@@ -126,3 +126,50 @@ func TestProcessorStopDeliversOutputs(t *testing.T) {
 		}
 	}
 }
+
+// A stop still ends a poll whose outputs wait for room in kgo's buffer
+// while Kafka refuses them: the outputs keep a context the stop does not
+// end, but handing them over does not. Found in review of the fix above,
+// which first produced them with that context and so could hang a stop
+// for as long as Kafka refused records.
+func TestProcessorStopsWithKafkaBufferFull(t *testing.T) {
+	h := newHarness(t)
+	h.Family(100, 1000*mb, 1)
+	topics, err := kadm.NewClient(h.Prod).ListTopics(h.Ctx, envelope.TopicUsageEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	usageEvents := topics[envelope.TopicUsageEvents].ID
+	h.Kafka.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		h.Kafka.KeepControl()
+		pr := req.(*kmsg.ProduceRequest)
+		if len(pr.Topics) == 0 || pr.Topics[0].Topic == envelope.TopicUsageEvents || pr.Topics[0].TopicID == usageEvents {
+			return nil, nil, false
+		}
+		return nil, errors.New("refused"), true // the connection drops: kgo retries
+	})
+	var judged atomic.Int64
+	kopts := append(h.KafkaOpts(), kgo.MaxBufferedRecords(2))
+	p, err := NewProcessor(mustState(t, h.Engine), kopts, WithClock(func() time.Time { return h.Now }),
+		WithRetryBackoff(10*time.Millisecond, 50*time.Millisecond),
+		WithProcessorHooks(ProcessorHooks{OnApply: func(a ApplyInfo) { judged.Add(int64(a.Events)) }}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(h.Ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() { p.Close(context.Background()) })
+	for i := range 10 {
+		h.Produce(h.Usage(fmt.Sprintf("evt_full_%d", i), 100, 1, 1, "com.kakao.talk", h.Now))
+	}
+	// Each event has one output (usage-persist: no threshold is crossed),
+	// so the third judged event's waits for room: kgo holds two.
+	testenv.Eventually(t, "three events judged", 20*time.Second, func() bool { return judged.Load() >= 3 })
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return 30 s after its context ended, Kafka refusing its records")
+	}
+}
