@@ -108,11 +108,13 @@ func (c *Consumer) commit(ctx context.Context, recs []*kgo.Record, n int) error 
 		wait = c.cfg.backoff.Delay(c.commitFailures)
 		c.commitAt = time.Now().Add(wait)
 	}
+	draining := c.draining
 	c.mu.Unlock()
 	switch {
 	case err == nil:
-	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
-		// A stop ended it, not the broker: the drain commits these.
+	case !draining && ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		// The stop ended the loop's context, not the broker the commit:
+		// the drain commits these.
 		c.cfg.log.Debug("consumer: commit cut short by the stop", "partitions", len(last), "err", err)
 	default:
 		c.cfg.log.Warn("consumer: commit refused; retrying", "partitions", len(last), "retryIn", wait, "err", err)

@@ -89,6 +89,7 @@ type Consumer struct {
 	lastCommit     time.Time
 	pauses         int  // pause references (the loop's retry, finish steps)
 	stopping       bool // drained: callbacks only forget
+	draining       bool // the drain commits: a commit it cannot make is no stop's
 
 	pending atomic.Int64
 
@@ -732,6 +733,9 @@ func (c *Consumer) drain(ctx context.Context) error {
 			return err
 		}
 	}
+	c.mu.Lock()
+	c.draining = true
+	c.mu.Unlock()
 	var queue []*Batch
 	if c.unfinished != nil {
 		queue = append(queue, c.unfinished)
