@@ -234,9 +234,10 @@ elseif ms then
 else
   result = decision .. '|' .. string.format('%d|%d|%d|%d|0|', rem, total, daily, monthly) .. crossed .. '|' .. rule
 end
--- A bucket lives three windows from its first write (so at least two after
--- its last, on clocks less than a window apart): an id judged in bucket b is
--- found by any replay arriving within the window (in bucket b or b+1).
+-- A bucket lives two windows and a 24th from its first write (so at least
+-- one after its last, on clocks less than a 24th of a window apart): an id
+-- judged in bucket b is found by any replay arriving within the window (in
+-- bucket b or b+1).
 if bucket[2] then
   redis.call('HSET', KEYS[5], ARGV[8], result)
 else
