@@ -379,4 +379,11 @@ func TestRestReport(t *testing.T) {
 	if md := r.markdown(""); !strings.Contains(md, want) {
 		t.Errorf("report lacks %q:\n%s", want, md)
 	}
+	// A rest as costly as the flat-out step's events (noise after a
+	// drain) gives no ratio less it, rather than a negative or infinite one.
+	r.rest.cpu = []time.Duration{400 * time.Second, 0, time.Second}
+	md := r.markdown("")
+	if !strings.Contains(md, "the fixed-rate step costs 1.68× the flat-out one.") || strings.Contains(md, "less what the servers") {
+		t.Errorf("report with a rest past the flat-out cost:\n%s", md)
+	}
 }

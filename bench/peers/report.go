@@ -377,7 +377,10 @@ func (r *report) restText(b *strings.Builder) {
 		return
 	}
 	fr, lr := a.restShare(*fixed), a.restShare(*flat)
-	fmt.Fprintf(b, " That is %.1f of the %.1f µs per event at %s events/s and %.1f of the %.1f flat out: the fixed-rate step costs %.2f× the flat-out one, and %.2f× less what the servers spend at rest.\n",
-		fr, fixed.servers(), thousands(fixed.perSecond()), lr, flat.servers(),
-		fixed.servers()/flat.servers(), (fixed.servers()-fr)/(flat.servers()-lr))
+	fmt.Fprintf(b, " That is %.1f of the %.1f µs per event at %s events/s and %.1f of the %.1f flat out: the fixed-rate step costs %.2f× the flat-out one",
+		fr, fixed.servers(), thousands(fixed.perSecond()), lr, flat.servers(), fixed.servers()/flat.servers())
+	if fixed.servers() > fr && flat.servers() > lr {
+		fmt.Fprintf(b, ", and %.2f× less what the servers spend at rest", (fixed.servers()-fr)/(flat.servers()-lr))
+	}
+	b.WriteString(".\n")
 }
