@@ -48,6 +48,8 @@ func TestMaxEventAgeFitsDedupeWindow(t *testing.T) {
 		{24 * time.Hour, []Opt{WithMaxEventAge(23 * time.Hour), WithMaxClockSkew(2 * time.Hour)}, 0},
 		{24 * time.Hour, []Opt{WithMaxClockSkew(time.Hour)}, 22 * time.Hour},
 		{2 * time.Hour, []Opt{WithMaxClockSkew(2 * time.Hour)}, 0},
+		{4 * time.Minute, nil, 0}, // shorter than the default 5 min skew
+		{4 * time.Minute, []Opt{WithMaxClockSkew(time.Second)}, 3*time.Minute + 49*time.Second},
 	} {
 		qs := engine(c.ttl)
 		var popts []ProcessorOpt

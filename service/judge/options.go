@@ -267,8 +267,11 @@ func (c *common) fitWindow(w time.Duration) error {
 	}
 	if !c.maxAgeSet {
 		c.maxAge = min(c.maxAge, w-w/24-c.maxSkew)
+		if c.maxAge <= 0 {
+			return fmt.Errorf("judge: the quota engine's dedupe window %s leaves no event age beside the max clock skew %s: lengthen the window or shorten the skew (WithMaxClockSkew)", w, c.maxSkew)
+		}
 	}
-	if c.maxAge <= 0 || c.maxAge+c.maxSkew > w {
+	if c.maxAge+c.maxSkew > w {
 		return fmt.Errorf("judge: max event age %s and max clock skew %s exceed the quota engine's dedupe window %s: a replay that late would be counted twice", c.maxAge, c.maxSkew, w)
 	}
 	return nil
