@@ -416,12 +416,19 @@ func AwayFromMidnightFor(tb testing.TB, margin time.Duration) {
 // which they do) while down reports true, nil meaning always: Kafka
 // refusing records while it still answers everything else.
 func RefuseProduces(c *kfake.Cluster, code int16, down func() bool) {
+	RefuseProducesIf(c, code, func(*kmsg.ProduceRequest) bool { return down == nil || down() })
+}
+
+// RefuseProducesIf is RefuseProduces for the produce requests refuse
+// reports true for (nil meaning all): e.g. a consumer's outputs, while
+// the test's own records are taken.
+func RefuseProducesIf(c *kfake.Cluster, code int16, refuse func(*kmsg.ProduceRequest) bool) {
 	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
-		if down != nil && !down() {
+		pr := req.(*kmsg.ProduceRequest)
+		if refuse != nil && !refuse(pr) {
 			return nil, nil, false
 		}
-		pr := req.(*kmsg.ProduceRequest)
 		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
 		resp.Version = pr.Version
 		for _, tp := range pr.Topics {

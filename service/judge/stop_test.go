@@ -33,34 +33,9 @@ func TestProcessorStopDeliversOutputs(t *testing.T) {
 	h.Family(100, 1000*mb, 1)
 	var down atomic.Bool
 	down.Store(true)
-	topics, err := kadm.NewClient(h.Prod).ListTopics(h.Ctx, envelope.TopicUsageEvents)
-	if err != nil {
-		t.Fatal(err)
-	}
-	usageEvents := topics[envelope.TopicUsageEvents].ID // produce v13 names topics by id
 	// Kafka refuses (retriably) what the processor produces, and takes the
 	// test's usage events.
-	h.Kafka.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		h.Kafka.KeepControl()
-		pr := req.(*kmsg.ProduceRequest)
-		if !down.Load() || len(pr.Topics) == 0 || pr.Topics[0].Topic == envelope.TopicUsageEvents ||
-			pr.Topics[0].TopicID == usageEvents {
-			return nil, nil, false
-		}
-		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
-		resp.Version = pr.Version
-		for _, tp := range pr.Topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic, rt.TopicID = tp.Topic, tp.TopicID
-			for _, p := range tp.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, kerr.NotEnoughReplicas.Code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
-	})
+	refuseOutputs(h, down.Load)
 	var judged atomic.Int64
 	var mu sync.Mutex
 	var retries []RetryInfo
@@ -135,19 +110,7 @@ func TestProcessorStopDeliversOutputs(t *testing.T) {
 func TestProcessorStopsWithKafkaBufferFull(t *testing.T) {
 	h := newHarness(t)
 	h.Family(100, 1000*mb, 1)
-	topics, err := kadm.NewClient(h.Prod).ListTopics(h.Ctx, envelope.TopicUsageEvents)
-	if err != nil {
-		t.Fatal(err)
-	}
-	usageEvents := topics[envelope.TopicUsageEvents].ID
-	h.Kafka.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		h.Kafka.KeepControl()
-		pr := req.(*kmsg.ProduceRequest)
-		if len(pr.Topics) == 0 || pr.Topics[0].Topic == envelope.TopicUsageEvents || pr.Topics[0].TopicID == usageEvents {
-			return nil, nil, false
-		}
-		return nil, errors.New("refused"), true // the connection drops: kgo retries
-	})
+	refuseOutputs(h, nil)
 	var judged atomic.Int64
 	kopts := append(h.KafkaOpts(), kgo.MaxBufferedRecords(2))
 	p, err := NewProcessor(mustState(t, h.Engine), kopts, WithClock(func() time.Time { return h.Now }),
@@ -172,4 +135,22 @@ func TestProcessorStopsWithKafkaBufferFull(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return 30 s after its context ended, Kafka refusing its records")
 	}
+}
+
+// refuseOutputs makes Kafka refuse (retriably) every produce but to
+// usage-events while down reports true (nil: always): the processor's
+// outputs wait in kgo, the test's events are taken.
+func refuseOutputs(h *harness, down func() bool) {
+	h.t.Helper()
+	topics, err := kadm.NewClient(h.Prod).ListTopics(h.Ctx, envelope.TopicUsageEvents)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	usageEvents := topics[envelope.TopicUsageEvents].ID // produce v13 names topics by id
+	testenv.RefuseProducesIf(h.Kafka, kerr.NotEnoughReplicas.Code, func(pr *kmsg.ProduceRequest) bool {
+		if len(pr.Topics) == 0 || pr.Topics[0].Topic == envelope.TopicUsageEvents || pr.Topics[0].TopicID == usageEvents {
+			return false
+		}
+		return down == nil || down()
+	})
 }
