@@ -141,14 +141,19 @@ func (a *atRest) servers() float64 {
 	return s
 }
 
-func (a *atRest) text() string {
+// each is every server's CPU at rest, named: "DPCS processor 18.0, …".
+func (a *atRest) each() string {
 	var parts []string
 	for i, p := range a.procs {
 		if p.PID != os.Getpid() {
 			parts = append(parts, fmt.Sprintf("%s %.1f", p.Name, a.perSecond(i)))
 		}
 	}
-	return fmt.Sprintf("servers' CPU at rest: %.1f ms a second (%s)", a.servers(), strings.Join(parts, ", "))
+	return strings.Join(parts, ", ")
+}
+
+func (a *atRest) text() string {
+	return fmt.Sprintf("servers' CPU at rest: %.1f ms a second (%s)", a.servers(), a.each())
 }
 
 // restShare is what the servers at rest cost each event of res, in µs.
@@ -364,14 +369,8 @@ func (r *report) restText(b *strings.Builder) {
 			fixed = &r.results[i]
 		}
 	}
-	var parts []string
-	for i, p := range a.procs {
-		if p.PID != os.Getpid() {
-			parts = append(parts, fmt.Sprintf("%s %.1f", p.Name, a.perSecond(i)))
-		}
-	}
 	fmt.Fprintf(b, "\nThe processor deployable at rest (nothing produced, %s): its servers spend **%.1f ms of CPU a second** (%s).",
-		a.elapsed.Round(time.Second), a.servers(), strings.Join(parts, ", "))
+		a.elapsed.Round(time.Second), a.servers(), a.each())
 	if fixed == nil || flat == nil || fixed.servers() <= 0 || flat.servers() <= 0 {
 		b.WriteString("\n")
 		return
