@@ -59,7 +59,7 @@ func BenchmarkUsageWriterMariaDB(b *testing.B) {
 				for _, u := range chunk {
 					args = append(args, u.EventID, u.FamilyID, u.CustomerID, u.AppID, u.BytesUsed,
 						u.ProcessResult, u.RemainingAfter, u.Rule, u.EventTime.UTC(),
-						u.TotalBytes, u.DailyUsed, u.MonthlyUsed, u.ThrottleKbps, store.FormatCrossed(u.Crossed))
+						u.TotalBytes, u.DailyUsed, u.MonthlyUsed, u.ThrottleKbps, store.FormatCrossed(u.Crossed), "")
 				}
 				if len(chunk) == size {
 					_, err = st.Exec(args...)
