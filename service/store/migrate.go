@@ -6,7 +6,9 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,6 +24,8 @@ import (
 //     statement, each run only when the column is missing (MySQL 8 has no
 //     ADD COLUMN IF NOT EXISTS, nor has SQLite), so a table created by an
 //     earlier release is brought up to date.
+//   - retiredIndexes: indexes an earlier release created that this one no
+//     longer has, dropped where found.
 //
 //go:embed migrations
 var migrations embed.FS
@@ -66,8 +70,10 @@ func MigrateUsage(ctx context.Context, db *sql.DB) error {
 	if err := runScript(ctx, db, dir, grantStepScript); err != nil {
 		return err
 	}
-	_, err = addColumns(ctx, db, d, dir, "usage_record.sql")
-	return err
+	if _, err = addColumns(ctx, db, d, dir, "usage_record.sql"); err != nil {
+		return err
+	}
+	return dropRetiredIndexes(ctx, db, d, "usage_record")
 }
 
 // MigrateRedisState creates redis_state, redis_marks and threshold_rearms
@@ -118,6 +124,11 @@ func migrate(ctx context.Context, db *sql.DB, d sqldialect.Dialect) error {
 					return fmt.Errorf("store: migrate columns/%s: fill %s: %w", e.Name(), col, err)
 				}
 			}
+		}
+	}
+	for _, table := range slices.Sorted(maps.Keys(retiredIndexes)) {
+		if err := dropRetiredIndexes(ctx, db, d, table); err != nil {
+			return err
 		}
 	}
 	return seedApps(ctx, db, d)
@@ -214,6 +225,60 @@ func addColumns(ctx context.Context, db *sql.DB, d sqldialect.Dialect, dir, name
 		added = append(added, m[2])
 	}
 	return added, nil
+}
+
+// retiredIndexes are, per table, the indexes earlier releases created that
+// this one drops: every one a cost on each insert that no query needs.
+//
+// idx_usage_record_customer_time (customer_id, event_time) served a
+// member's usage report alone; that report now reads the family's rows of
+// the period through idx_usage_record_family_time, as the family's report
+// does, and keeps the member's. A carrier's usage_record takes every
+// judged event, so the write-behind's inserts pay for each index; MariaDB
+// spent 17 % less CPU per inserted row without this one (doc/benchmarks.md,
+// "usage_record's indexes").
+var retiredIndexes = map[string][]string{
+	"usage_record": {"idx_usage_record_customer_time"},
+}
+
+// dropRetiredIndexes drops those of table's retiredIndexes it has. Two
+// processes migrating at once may both try: the loser's error is ignored
+// when the index is gone afterwards.
+func dropRetiredIndexes(ctx context.Context, db *sql.DB, d sqldialect.Dialect, table string) error {
+	fail := func(err error) error { return fmt.Errorf("store: migrate: retired indexes of %s: %w", table, err) }
+	for _, index := range retiredIndexes[table] {
+		has, err := hasIndex(ctx, db, d, table, index)
+		if err != nil {
+			return fail(err)
+		}
+		if !has {
+			continue
+		}
+		stmt := "ALTER TABLE " + table + " DROP INDEX " + index
+		if d == sqldialect.SQLite {
+			stmt = "DROP INDEX IF EXISTS " + index
+		}
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			if still, err2 := hasIndex(ctx, db, d, table, index); err2 == nil && !still {
+				continue
+			}
+			return fail(fmt.Errorf("drop %s: %w", index, err))
+		}
+	}
+	return nil
+}
+
+// hasIndex says whether table has the index named index.
+func hasIndex(ctx context.Context, db *sql.DB, d sqldialect.Dialect, table, index string) (bool, error) {
+	q := `SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME = ?`
+	if d == sqldialect.SQLite {
+		q = `SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND name = ?`
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, q, table, index).Scan(&n); err != nil {
+		return false, fmt.Errorf("list indexes of %s: %w", table, err)
+	}
+	return n > 0, nil
 }
 
 // columnSet returns the names of table's columns, lower case; an error if

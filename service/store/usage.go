@@ -62,8 +62,9 @@ const MaxUsageRange = 366 * 24 * time.Hour
 
 // Usage reports a family's or member's usage in a period of at most
 // MaxUsageRange. It is one range
-// scan of the usage_record index (family_id, event_time) or (customer_id,
-// event_time) — rows of other families are never read — summed in Go so
+// scan of the usage_record index (family_id, event_time) — rows of other
+// families are never read; a member's report reads its family's rows of
+// the period, as the family's report does, and keeps the member's — summed in Go so
 // hours follow the service zone in either dialect. usage_record holds one
 // row per event id, so the sums are exact under replays. See doc/store.md.
 func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsageReport, error) {
@@ -79,9 +80,8 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsageReport, error) {
 		WHERE family_id = ? AND event_time >= ? AND event_time < ?`
 	args := []any{q.FamilyID, s.t(q.From), s.t(q.To)}
 	if q.CustomerID > 0 {
-		sqlq = `SELECT customer_id, app_id, bytes_used, process_result, event_time, grant_id FROM usage_record
-			WHERE customer_id = ? AND event_time >= ? AND event_time < ? AND family_id = ?`
-		args = []any{q.CustomerID, s.t(q.From), s.t(q.To), q.FamilyID}
+		sqlq += ` AND customer_id = ?`
+		args = append(args, q.CustomerID)
 	}
 	rows, err := s.db.QueryContext(ctx, sqlq, args...)
 	if err != nil {

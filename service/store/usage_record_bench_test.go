@@ -6,6 +6,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -101,4 +105,69 @@ func BenchmarkUsageWriterMariaDB(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkUsageIndexesMariaDB is MariaDB's CPU per row the usage writer
+// inserts into usage_record as migrated, beside the same table with the
+// index earlier releases had (store.retiredIndexes), in the same run:
+// sql-µs/row is mariadbd's CPU (/proc/<pid>/stat of DPCS_BENCH_SQL_PID)
+// over the inserts, batches of 500 rows of random families. Unset, the
+// benchmark reports rows/s alone.
+func BenchmarkUsageIndexesMariaDB(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		index bool
+	}{{"as-migrated", false}, {"with-retired-index", true}} {
+		b.Run(c.name, func(b *testing.B) {
+			db := usageMariaDB(b)
+			if c.index {
+				if _, err := db.Exec("CREATE INDEX " + retiredIndex + " ON usage_record (customer_id, event_time)"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			w, err := store.NewUsageWriter(db, writebehind.WithMaxRows(500))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer w.Close()
+			rows := benchRows(b.N)
+			r := rand.New(rand.NewPCG(1, uint64(b.N)))
+			for i := range rows {
+				f := r.Int64N(80_000) + 1
+				rows[i].FamilyID, rows[i].CustomerID = f, f*4+r.Int64N(4)
+			}
+			ctx := context.Background()
+			sql0 := sqlCPU(b)
+			b.ResetTimer()
+			start := time.Now()
+			for i := 0; i < len(rows); i += 500 {
+				if err := w.Write(ctx, rows[i:min(i+500, len(rows))]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "rows/s")
+			if sql0 >= 0 {
+				b.ReportMetric(float64((sqlCPU(b)-sql0).Microseconds())/float64(b.N), "sql-µs/row")
+			}
+		})
+	}
+}
+
+// sqlCPU is the CPU time (user and system) of the database process
+// DPCS_BENCH_SQL_PID names, or -1 when it is unset.
+func sqlCPU(b *testing.B) time.Duration {
+	pid := os.Getenv("DPCS_BENCH_SQL_PID")
+	if pid == "" {
+		return -1
+	}
+	stat, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := string(stat)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }

@@ -52,6 +52,21 @@ func TestMigrateConcurrentlyMariaDB(t *testing.T) {
 			t.Errorf("column %s missing", c)
 		}
 	}
+	if hasIndex(t, db, sqldialect.MySQL, retiredIndex) {
+		t.Errorf("%s is still there", retiredIndex)
+	}
+}
+
+// A fresh usage_record on MariaDB has none of the retired indexes.
+func TestMigrateFreshTableMariaDB(t *testing.T) {
+	db := openMySQL(t)
+	ctx := context.Background()
+	if err := store.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if hasIndex(t, db, sqldialect.MySQL, retiredIndex) {
+		t.Errorf("a fresh usage_record has %s", retiredIndex)
+	}
 }
 
 func TestUsageWriterMariaDB(t *testing.T) {

@@ -190,8 +190,9 @@ var migrations = map[string]func(context.Context, *sql.DB) error{
 // testMigrateOldTable checks migrate on a usage_record created by v0.1.x,
 // before total_bytes … crossed existed (testdata/usage_record_v1_<dialect>.sql,
 // holding one row): the columns are added with their defaults, the old row
-// reads with zeros, a new row keeps the engine's result, and migrating
-// again changes nothing.
+// reads with zeros, a new row keeps the engine's result, the retired
+// (customer_id, event_time) index is dropped, and migrating again changes
+// nothing.
 func testMigrateOldTable(t *testing.T, db *sql.DB, dialect string, migrate func(context.Context, *sql.DB) error) {
 	ctx := context.Background()
 	old, err := os.ReadFile(filepath.Join("testdata", "usage_record_v1_"+dialect+".sql"))
@@ -208,6 +209,9 @@ func testMigrateOldTable(t *testing.T, db *sql.DB, dialect string, migrate func(
 	before := columnsOf(t, db, d)
 	if before["crossed"] || before["total_bytes"] {
 		t.Fatalf("test setup: the old table has the new columns: %v", before)
+	}
+	if !hasIndex(t, db, d, retiredIndex) {
+		t.Fatalf("test setup: the old table lacks %s", retiredIndex)
 	}
 	rows := usageRows(2, 0)
 	rows[1].TotalBytes, rows[1].DailyUsed, rows[1].MonthlyUsed, rows[1].ThrottleKbps = 10<<30, 3<<20, 9<<20, 1024
@@ -233,6 +237,12 @@ func testMigrateOldTable(t *testing.T, db *sql.DB, dialect string, migrate func(
 	if len(after) != len(before)+6 {
 		t.Errorf("columns: %d before, %d after, want 6 more", len(before), len(after))
 	}
+	if hasIndex(t, db, d, retiredIndex) {
+		t.Errorf("%s is still there after the migration", retiredIndex)
+	}
+	if !hasIndex(t, db, d, "idx_usage_record_family_time") {
+		t.Error("idx_usage_record_family_time is gone after the migration")
+	}
 	w, err := store.NewUsageWriter(db)
 	if err != nil {
 		t.Fatal(err)
@@ -247,6 +257,20 @@ func testMigrateOldTable(t *testing.T, db *sql.DB, dialect string, migrate func(
 	if diff := cmp.Diff(rows, readUsage(t, db)); diff != "" {
 		t.Errorf("rows (-want +got):\n%s", diff)
 	}
+}
+
+// retiredIndex is the index of usage_record that releases before it was
+// retired created (store.retiredIndexes).
+const retiredIndex = "idx_usage_record_customer_time"
+
+// hasIndex says whether usage_record has index, failing the test on errors.
+func hasIndex(tb testing.TB, db *sql.DB, d sqldialect.Dialect, index string) bool {
+	tb.Helper()
+	has, err := store.HasIndex(context.Background(), db, d, "usage_record", index)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return has
 }
 
 // columnsOf returns usage_record's columns, failing the test on errors.
@@ -265,12 +289,16 @@ func TestMigrateOldTableSQLite(t *testing.T) {
 	}
 }
 
-// A fresh table already has every column: nothing is altered.
+// A fresh table already has every column and none of the retired indexes:
+// nothing is altered.
 func TestMigrateFreshTableSQLite(t *testing.T) {
 	db := openSQLite(t)
 	ctx := context.Background()
 	if err := store.MigrateUsage(ctx, db); err != nil {
 		t.Fatal(err)
+	}
+	if hasIndex(t, db, sqldialect.SQLite, retiredIndex) {
+		t.Errorf("a fresh usage_record has %s", retiredIndex)
 	}
 	var ddl string
 	if err := db.QueryRow(`SELECT sql FROM sqlite_master WHERE name = 'usage_record'`).Scan(&ddl); err != nil {

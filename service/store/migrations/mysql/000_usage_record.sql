@@ -11,7 +11,10 @@
 -- columns/usage_record.sql. grant_id is set on the row of a grant step's
 -- charge (event_id the step's id, bytes_used what it charged: used
 -- whatever process_result, the answer about the next units; the step
--- itself is in grant_step).
+-- itself is in grant_step). Every report of the table reads it by family
+-- (idx_usage_record_family_time): an index is a cost on every insert, and
+-- the (customer_id, event_time) index of earlier releases is dropped by
+-- the migration (store.retiredIndexes).
 CREATE TABLE IF NOT EXISTS usage_record (
   id              BIGINT       NOT NULL AUTO_INCREMENT,
   event_id        VARCHAR(255) NOT NULL,
@@ -32,6 +35,5 @@ CREATE TABLE IF NOT EXISTS usage_record (
   grant_id        VARCHAR(255) NOT NULL DEFAULT '',
   PRIMARY KEY (id),
   UNIQUE KEY uk_usage_record_event_id (event_id),
-  KEY idx_usage_record_family_time (family_id, event_time),
-  KEY idx_usage_record_customer_time (customer_id, event_time)
+  KEY idx_usage_record_family_time (family_id, event_time)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

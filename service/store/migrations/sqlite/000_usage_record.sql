@@ -23,4 +23,3 @@ CREATE TABLE IF NOT EXISTS usage_record (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS uk_usage_record_event_id ON usage_record (event_id);
 CREATE INDEX IF NOT EXISTS idx_usage_record_family_time ON usage_record (family_id, event_time);
-CREATE INDEX IF NOT EXISTS idx_usage_record_customer_time ON usage_record (customer_id, event_time);
