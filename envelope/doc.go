@@ -122,7 +122,8 @@
 //
 // An eventId is an opaque non-empty string. DPCS producers write a prefix
 // naming the kind of event and a UUID: NewID(PrefixEvent) gives
-// "evt_" + a random UUID. Records derived from another event — the
+// "evt_" + a time-ordered UUID (version 7), which a store's unique index
+// takes near its end. Records derived from another event — the
 // usage-persist record and the notifications the processor emits for a usage
 // event — use DerivedID(prefix, originEventID, purpose), a UUID v5 of the
 // origin id and purpose: a replayed usage event re-emits them under the same

@@ -3,6 +3,7 @@ package envelope_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -19,13 +20,33 @@ func TestNewID(t *testing.T) {
 				t.Fatalf("NewID(%q) = %q", prefix, id)
 			}
 			u, err := uuid.Parse(rest)
-			if err != nil || u.Version() != 4 || u.Variant() != uuid.RFC4122 || u.String() != rest {
-				t.Fatalf("NewID(%q) = %q: not a canonical v4 UUID (%v)", prefix, id, err)
+			if err != nil || u.Version() != 7 || u.Variant() != uuid.RFC4122 || u.String() != rest {
+				t.Fatalf("NewID(%q) = %q: not a canonical v7 UUID (%v)", prefix, id, err)
 			}
 			if seen[id] {
 				t.Fatalf("NewID repeated %q", id)
 			}
 			seen[id] = true
+		}
+	}
+}
+
+// NewID's ids are time-ordered: each sorts after the one made before it,
+// and carries the time it was made, to the millisecond.
+func TestNewIDTimeOrdered(t *testing.T) {
+	prev := envelope.NewID(envelope.PrefixEvent)
+	for range 10_000 {
+		before := time.Now().UnixMilli()
+		id := envelope.NewID(envelope.PrefixEvent)
+		after := time.Now().UnixMilli()
+		if id <= prev {
+			t.Fatalf("NewID gave %q after %q", id, prev)
+		}
+		prev = id
+		u := uuid.MustParse(strings.TrimPrefix(id, envelope.PrefixEvent))
+		sec, nsec := u.Time().UnixTime()
+		if ms := sec*1000 + nsec/1e6; ms < before || ms > after {
+			t.Fatalf("NewID %q carries %d ms, made between %d and %d", id, ms, before, after)
 		}
 	}
 }

@@ -31,7 +31,7 @@
 // A Generator draws DATA_USAGE envelopes from a population: a member in
 // proportion to its rate, an app of policy.DefaultApps by category share, a
 // log-normal size, the member's device and a network type; the id is "evt_"
-// plus a random UUID v4. The same seed gives the same events
+// plus a time-ordered UUID v7 (envelope.NewID). The same seed gives the same events
 // (WithSeededIDs makes the ids reproducible too). WithDay spreads timestamps
 // over one day following the hour-of-day Curve, for backfills.
 //

@@ -149,8 +149,9 @@ func WithCurve(c Curve) GeneratorOption {
 	}
 }
 
-// WithSeededIDs draws event ids (still "evt_" + a version 4 UUID) from the
-// seeded stream, so the same seed gives the same ids. Only for tests and
+// WithSeededIDs draws event ids (still "evt_" + a version 7 UUID of the
+// event's timestamp, time-ordered) from the seeded stream, so the same seed
+// and clock give the same ids. Only for tests and
 // reproductions: a consumer deduplicates by eventId, so a second run with the
 // same seed would be ignored as replays. Default: random ids
 // (envelope.NewID).
@@ -287,7 +288,7 @@ func (g *Generator) Next() Event {
 		h := searchCum(g.hourCum[:], g.rng.Float64()*g.hourCum[23])
 		at = g.dayStart.Add(time.Duration(h)*time.Hour + time.Duration(g.rng.Int64N(int64(time.Hour/time.Millisecond)))*time.Millisecond)
 	}
-	return envelope.New(g.id(), at, envelope.UsagePayload{
+	return envelope.New(g.id(at), at, envelope.UsagePayload{
 		FamilyID:   fid,
 		CustomerID: cid,
 		AppID:      app,
@@ -321,7 +322,10 @@ func (g *Generator) pickMember() (fid, cid int64, typ MemberType) {
 	}
 }
 
-func (g *Generator) id() string {
+// id is an event's id: envelope.NewID, or with WithSeededIDs a version 7
+// UUID of at (its 48-bit Unix milliseconds) whose other bits come from the
+// seeded stream.
+func (g *Generator) id(at time.Time) string {
 	if !g.seededIDs {
 		return envelope.NewID(envelope.PrefixEvent)
 	}
@@ -330,7 +334,11 @@ func (g *Generator) id() string {
 	for i := range 8 {
 		u[i], u[8+i] = byte(a>>(8*i)), byte(b>>(8*i))
 	}
-	u[6] = u[6]&0x0f | 0x40 // version 4
+	ms := uint64(at.UnixMilli())
+	for i := range 6 {
+		u[i] = byte(ms >> (8 * (5 - i)))
+	}
+	u[6] = u[6]&0x0f | 0x70 // version 7
 	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
 	return envelope.PrefixEvent + u.String()
 }

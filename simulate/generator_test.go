@@ -2,7 +2,9 @@ package simulate
 
 import (
 	"errors"
+	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,7 +25,7 @@ func mustGenerator(tb testing.TB, p *Population, opts ...GeneratorOption) *Gener
 
 func fixedNow() time.Time { return time.Date(2026, 2, 6, 5, 30, 0, 0, time.UTC) }
 
-var uuidV4 = regexp.MustCompile(`^evt_[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+var uuidV7 = regexp.MustCompile(`^evt_[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 
 // Same seed ⇒ same events (ids too with WithSeededIDs); another stream seed
 // ⇒ other events; every event encodes and decodes.
@@ -46,8 +48,12 @@ func TestGeneratorDeterministic(t *testing.T) {
 	}
 	ids := map[string]bool{}
 	for _, ev := range a {
-		if !uuidV4.MatchString(ev.EventID) || ids[ev.EventID] {
+		if !uuidV7.MatchString(ev.EventID) || ids[ev.EventID] {
 			t.Fatalf("bad or repeated id %q", ev.EventID)
+		}
+		// A seeded id is a v7 UUID of the event's time.
+		if ms := strings.ReplaceAll(ev.EventID[4:17], "-", ""); ms != fmt.Sprintf("%012x", fixedNow().UnixMilli()) {
+			t.Fatalf("id %q: time %s, want the event's %012x", ev.EventID, ms, fixedNow().UnixMilli())
 		}
 		ids[ev.EventID] = true
 		data, err := envelope.Encode(ev)
@@ -66,9 +72,9 @@ func TestGeneratorDeterministic(t *testing.T) {
 			t.Fatalf("event for %d/%d: member %+v %v", ev.Payload.FamilyID, ev.Payload.CustomerID, m, err)
 		}
 	}
-	// Random ids by default, still v4.
+	// envelope.NewID's ids by default: v7, time-ordered.
 	g := mustGenerator(t, p)
-	if x, y := g.Next().EventID, g.Next().EventID; x == y || !uuidV4.MatchString(x) {
+	if x, y := g.Next().EventID, g.Next().EventID; x >= y || !uuidV7.MatchString(x) {
 		t.Errorf("ids %q %q", x, y)
 	}
 	if g.Population() != p {

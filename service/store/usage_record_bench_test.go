@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/dabom/dpcs/internal/sqldialect"
 	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/writebehind"
@@ -170,4 +172,52 @@ func sqlCPU(b *testing.B) time.Duration {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// BenchmarkUsageIDsMariaDB is MariaDB's CPU per row the usage writer
+// inserts with random (version 4) and time-ordered (version 7) event ids,
+// each into a fresh usage_record, batches of 500 rows of random families:
+// usage_record's unique index on event_id takes a random id anywhere in
+// the index, a time-ordered one at its end. sql-µs/row as in
+// BenchmarkUsageIndexesMariaDB. The difference shows once the index
+// outgrows the buffer pool (doc/benchmarks.md: -benchtime 3000000x with
+// scripts/servers.sh' 256 MiB).
+func BenchmarkUsageIDsMariaDB(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		id   func() (uuid.UUID, error)
+	}{{"random-v4", uuid.NewRandom}, {"time-ordered-v7", uuid.NewV7}} {
+		b.Run(c.name, func(b *testing.B) {
+			db := usageMariaDB(b)
+			w, err := store.NewUsageWriter(db, writebehind.WithMaxRows(500))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer w.Close()
+			r := rand.New(rand.NewPCG(2, uint64(b.N)))
+			ctx := context.Background()
+			sql0 := sqlCPU(b)
+			b.ResetTimer()
+			start := time.Now()
+			for i := 0; i < b.N; i += 500 {
+				rows := usageRows(min(500, b.N-i), i)
+				for j := range rows {
+					u, err := c.id()
+					if err != nil {
+						b.Fatal(err)
+					}
+					f := r.Int64N(80_000) + 1
+					rows[j].EventID, rows[j].FamilyID, rows[j].CustomerID = "evt_"+u.String(), f, f*4+r.Int64N(4)
+				}
+				if err := w.Write(ctx, rows); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "rows/s")
+			if sql0 >= 0 {
+				b.ReportMetric(float64((sqlCPU(b)-sql0).Microseconds())/float64(b.N), "sql-µs/row")
+			}
+		})
+	}
 }
