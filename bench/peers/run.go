@@ -450,6 +450,9 @@ func (r *report) pipelineSteps(ctx context.Context, cfg config, d *dpcs, dsn str
 	rest := newMeter(procs)
 	rest.mark()
 	t0 := time.Now()
+	if p.profiles != "" {
+		profile(ctx, p.admin, filepath.Join(p.profiles, "processor-at-rest.pprof"), cfg.duration)
+	}
 	if err := sleep(ctx, cfg.duration); err != nil {
 		return err
 	}
