@@ -104,10 +104,17 @@ func TestRunStartsAndStops(t *testing.T) {
 	if got := testenv.Get(t, admin+"/healthz"); got != "ok\n" {
 		t.Errorf("healthz %q", got)
 	}
+	// The processor's Kafka client connects with its first fetch, which
+	// may come after the workers are ready: wait for its counter.
+	const connects = `dpcs_kafka_connects_total{client="processor"`
 	m := testenv.Get(t, admin+"/metrics")
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(m, connects) && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		m = testenv.Get(t, admin+"/metrics")
+	}
 	for _, want := range []string{
 		"# TYPE dpcs_decision_latency_seconds histogram", "# TYPE dpcs_script_seconds histogram",
-		"# TYPE dpcs_writebehind_flush_seconds histogram", `dpcs_kafka_connects_total{client="processor"`,
+		"# TYPE dpcs_writebehind_flush_seconds histogram", connects,
 		`dpcs_decisions_total{decision="ALLOWED"} 0`, "go_goroutines", "process_resident_memory_bytes",
 	} {
 		if !strings.Contains(m, want) {
