@@ -45,7 +45,10 @@ func TestNewIDTimeOrdered(t *testing.T) {
 		prev = id
 		u := uuid.MustParse(strings.TrimPrefix(id, envelope.PrefixEvent))
 		sec, nsec := u.Time().UnixTime()
-		if ms := sec*1000 + nsec/1e6; ms < before || ms > after {
+		// A v7 id's millisecond may run ahead of the clock by one for
+		// every 4,096 ids made faster than the library's 256 ns step
+		// (google/uuid keeps them increasing): at most 3 in 10,000.
+		if ms := sec*1000 + nsec/1e6; ms < before || ms > after+3 {
 			t.Fatalf("NewID %q carries %d ms, made between %d and %d", id, ms, before, after)
 		}
 	}

@@ -32,7 +32,8 @@
 // proportion to its rate, an app of policy.DefaultApps by category share, a
 // log-normal size, the member's device and a network type; the id is "evt_"
 // plus a time-ordered UUID v7 (envelope.NewID). The same seed gives the same events
-// (WithSeededIDs makes the ids reproducible too). WithDay spreads timestamps
+// (WithSeededIDs makes the ids reproducible too, with a fixed clock:
+// WithNow, WithDay). WithDay spreads timestamps
 // over one day following the hour-of-day Curve, for backfills.
 //
 // # Rate control

@@ -151,10 +151,10 @@ func WithCurve(c Curve) GeneratorOption {
 
 // WithSeededIDs draws event ids (still "evt_" + a version 7 UUID of the
 // event's timestamp, time-ordered) from the seeded stream, so the same seed
-// and clock give the same ids. Only for tests and
+// and clock (WithNow, WithDay) give the same ids. Only for tests and
 // reproductions: a consumer deduplicates by eventId, so a second run with the
-// same seed would be ignored as replays. Default: random ids
-// (envelope.NewID).
+// same seed and clock would be ignored as replays. Default: envelope.NewID's
+// time-ordered ids of the moment each event is made.
 func WithSeededIDs() GeneratorOption {
 	return func(g *Generator) error { g.seededIDs = true; return nil }
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -235,15 +236,24 @@ func addColumns(ctx context.Context, db *sql.DB, d sqldialect.Dialect, dir, name
 // the period through idx_usage_record_family_time, as the family's report
 // does, and keeps the member's. A carrier's usage_record takes every
 // judged event, so the write-behind's inserts pay for each index; MariaDB
-// spent 17 % less CPU per inserted row without this one (doc/benchmarks.md,
+// spent 20 % less CPU per inserted row without this one (doc/benchmarks.md,
 // "usage_record's indexes").
 var retiredIndexes = map[string][]string{
 	"usage_record": {"idx_usage_record_customer_time"},
 }
 
+// dropLockWait is how long MySQL's DROP INDEX waits for the table's
+// metadata lock (lock_wait_timeout): the transactions open on the table
+// hold it, and the inserts that come after wait behind the DDL, so a
+// migration that finds the table busy this long leaves the index for the
+// next one rather than stall the write-behind.
+const dropLockWait = 5 // seconds
+
 // dropRetiredIndexes drops those of table's retiredIndexes it has. Two
 // processes migrating at once may both try: the loser's error is ignored
-// when the index is gone afterwards.
+// when the index is gone afterwards. On MySQL a drop that waits longer than
+// dropLockWait for the table is given up without an error (the index stays
+// until a later migration).
 func dropRetiredIndexes(ctx context.Context, db *sql.DB, d sqldialect.Dialect, table string) error {
 	fail := func(err error) error { return fmt.Errorf("store: migrate: retired indexes of %s: %w", table, err) }
 	for _, index := range retiredIndexes[table] {
@@ -254,11 +264,11 @@ func dropRetiredIndexes(ctx context.Context, db *sql.DB, d sqldialect.Dialect, t
 		if !has {
 			continue
 		}
-		stmt := "ALTER TABLE " + table + " DROP INDEX " + index
-		if d == sqldialect.SQLite {
-			stmt = "DROP INDEX IF EXISTS " + index
+		err = dropIndex(ctx, db, d, table, index)
+		if d == sqldialect.MySQL && sqldialect.IsTxConflict(err) { // 1205: the table stayed busy
+			continue
 		}
-		if _, err := db.ExecContext(ctx, stmt); err != nil {
+		if err != nil {
 			if still, err2 := hasIndex(ctx, db, d, table, index); err2 == nil && !still {
 				continue
 			}
@@ -266,6 +276,29 @@ func dropRetiredIndexes(ctx context.Context, db *sql.DB, d sqldialect.Dialect, t
 		}
 	}
 	return nil
+}
+
+// dropIndex drops table's index; on MySQL on a connection of its own that
+// waits at most dropLockWait for the table's metadata lock.
+func dropIndex(ctx context.Context, db *sql.DB, d sqldialect.Dialect, table, index string) error {
+	if d == sqldialect.SQLite {
+		_, err := db.ExecContext(ctx, "DROP INDEX IF EXISTS "+index)
+		return err
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = "+strconv.Itoa(dropLockWait)); err != nil {
+		return err
+	}
+	_, err = conn.ExecContext(ctx, "ALTER TABLE "+table+" DROP INDEX "+index)
+	// The connection goes back to the pool with the server's default.
+	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION lock_wait_timeout = DEFAULT"); rerr != nil {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // discard it instead
+	}
+	return err
 }
 
 // hasIndex says whether table has the index named index.
