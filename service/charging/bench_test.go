@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"net/http"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/service/charging"
 )
 
@@ -47,7 +46,7 @@ func benchmarkUpdate(b *testing.B, callers int, opts ...charging.Option) {
 		refs[i] = ref
 	}
 	sqlPID := os.Getenv("DPCS_BENCH_SQL_PID")
-	cpu0, sql0 := processCPU(b), pidCPU(b, sqlPID)
+	cpu0, sql0 := processCPU(b), testenv.PIDCPU(b, sqlPID)
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for k, ref := range refs {
@@ -77,24 +76,8 @@ func benchmarkUpdate(b *testing.B, callers int, opts ...charging.Option) {
 	// update's all-process CPU (the in-memory engine's aside).
 	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/update")
 	if sqlPID != "" {
-		b.ReportMetric(float64((pidCPU(b, sqlPID)-sql0).Microseconds())/float64(b.N), "sql-cpu-µs/update")
+		b.ReportMetric(float64((testenv.PIDCPU(b, sqlPID)-sql0).Microseconds())/float64(b.N), "sql-cpu-µs/update")
 	}
-}
-
-// pidCPU is the CPU time process pid has used ("": none), from
-// /proc/<pid>/stat (clock ticks of 10 ms).
-func pidCPU(b *testing.B, pid string) time.Duration {
-	if pid == "" {
-		return 0
-	}
-	raw, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		b.Fatal(err)
-	}
-	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+2:])) // after "pid (comm) "
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 // processCPU is the CPU time (user and system) this process has used.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/httpserver"
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/api/gateway"
@@ -83,7 +84,7 @@ func benchmarkUpdateVsDecide(b *testing.B, wire bool) {
 	}
 	var updCPU, decCPU time.Duration
 	sqlPID := os.Getenv("DPCS_BENCH_SQL_PID")
-	sql0 := pidCPU(b, sqlPID)
+	sql0 := testenv.PIDCPU(b, sqlPID)
 	b.ResetTimer()
 	for i := range b.N {
 		ub := smfUpdateBody(uint32(i+1), 1*mib, 10*mib)
@@ -101,7 +102,7 @@ func benchmarkUpdateVsDecide(b *testing.B, wire bool) {
 	}
 	b.StopTimer()
 	if sqlPID != "" { // only updates write SQL
-		b.ReportMetric(float64((pidCPU(b, sqlPID)-sql0).Microseconds())/float64(b.N), "sql-cpu-µs/update")
+		b.ReportMetric(float64((testenv.PIDCPU(b, sqlPID)-sql0).Microseconds())/float64(b.N), "sql-cpu-µs/update")
 	}
 	b.ReportMetric(float64(updCPU.Microseconds())/float64(b.N), "cpu-µs/update")
 	b.ReportMetric(float64(decCPU.Microseconds())/float64(b.N), "cpu-µs/decision")

@@ -42,23 +42,14 @@ func TestProcessorStopDeliversOutputs(t *testing.T) {
 	// kgo retries a refused batch after a metadata refresh, at most every
 	// MetadataMinAge (5 s by default, the drain's timeout).
 	kopts := append(h.KafkaOpts(), kgo.MetadataMinAge(50*time.Millisecond))
-	p, err := NewProcessor(mustState(t, h.Engine), kopts, WithClock(func() time.Time { return h.Now }),
-		WithRetryBackoff(10*time.Millisecond, 50*time.Millisecond),
-		WithProcessorHooks(ProcessorHooks{
-			OnApply: func(a ApplyInfo) { judged.Add(int64(a.Events)) },
-			OnRetry: func(r RetryInfo) {
-				mu.Lock()
-				defer mu.Unlock()
-				retries = append(retries, r)
-			},
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(h.Ctx)
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	t.Cleanup(func() { p.Close(context.Background()) })
+	cancel, done := startStopping(h, kopts, ProcessorHooks{
+		OnApply: func(a ApplyInfo) { judged.Add(int64(a.Events)) },
+		OnRetry: func(r RetryInfo) {
+			mu.Lock()
+			defer mu.Unlock()
+			retries = append(retries, r)
+		},
+	})
 
 	const n = 5
 	for i := range n {
@@ -113,16 +104,7 @@ func TestProcessorStopsWithKafkaBufferFull(t *testing.T) {
 	refuseOutputs(h, nil)
 	var judged atomic.Int64
 	kopts := append(h.KafkaOpts(), kgo.MaxBufferedRecords(2))
-	p, err := NewProcessor(mustState(t, h.Engine), kopts, WithClock(func() time.Time { return h.Now }),
-		WithRetryBackoff(10*time.Millisecond, 50*time.Millisecond),
-		WithProcessorHooks(ProcessorHooks{OnApply: func(a ApplyInfo) { judged.Add(int64(a.Events)) }}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(h.Ctx)
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	t.Cleanup(func() { p.Close(context.Background()) })
+	cancel, done := startStopping(h, kopts, ProcessorHooks{OnApply: func(a ApplyInfo) { judged.Add(int64(a.Events)) }})
 	for i := range 10 {
 		h.Produce(h.Usage(fmt.Sprintf("evt_full_%d", i), 100, 1, 1, "com.kakao.talk", h.Now))
 	}
@@ -135,6 +117,22 @@ func TestProcessorStopsWithKafkaBufferFull(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return 30 s after its context ended, Kafka refusing its records")
 	}
+}
+
+// startStopping runs a processor with kopts and hooks, the harness's
+// clock and short retries; cancel ends its Run, whose result done gives.
+func startStopping(h *harness, kopts []kgo.Opt, hooks ProcessorHooks) (cancel context.CancelFunc, done <-chan error) {
+	h.t.Helper()
+	p, err := NewProcessor(mustState(h.t, h.Engine), kopts, WithClock(func() time.Time { return h.Now }),
+		WithRetryBackoff(10*time.Millisecond, 50*time.Millisecond), WithProcessorHooks(hooks))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(h.Ctx)
+	result := make(chan error, 1)
+	go func() { result <- p.Run(ctx) }()
+	h.t.Cleanup(func() { cancel(); p.Close(context.Background()) })
+	return cancel, result
 }
 
 // refuseOutputs makes Kafka refuse (retriably) every produce but to

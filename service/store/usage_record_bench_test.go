@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/dabom/dpcs/internal/sqldialect"
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/writebehind"
 )
@@ -111,10 +110,8 @@ func BenchmarkUsageWriterMariaDB(b *testing.B) {
 
 // BenchmarkUsageIndexesMariaDB is MariaDB's CPU per row the usage writer
 // inserts into usage_record as migrated, beside the same table with the
-// index earlier releases had (store.retiredIndexes), in the same run:
-// sql-µs/row is mariadbd's CPU (/proc/<pid>/stat of DPCS_BENCH_SQL_PID)
-// over the inserts, batches of 500 rows of random families. Unset, the
-// benchmark reports rows/s alone.
+// index earlier releases had (store.retiredIndexes), in the same run
+// (benchInserts: batches of 500 rows of random families).
 func BenchmarkUsageIndexesMariaDB(b *testing.B) {
 	for _, c := range []struct {
 		name  string
@@ -127,59 +124,16 @@ func BenchmarkUsageIndexesMariaDB(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			w, err := store.NewUsageWriter(db, writebehind.WithMaxRows(500))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer w.Close()
-			rows := benchRows(b.N)
-			r := rand.New(rand.NewPCG(1, uint64(b.N)))
-			for i := range rows {
-				f := r.Int64N(80_000) + 1
-				rows[i].FamilyID, rows[i].CustomerID = f, f*4+r.Int64N(4)
-			}
-			ctx := context.Background()
-			sql0 := sqlCPU(b)
-			b.ResetTimer()
-			start := time.Now()
-			for i := 0; i < len(rows); i += 500 {
-				if err := w.Write(ctx, rows[i:min(i+500, len(rows))]); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "rows/s")
-			if sql0 >= 0 {
-				b.ReportMetric(float64((sqlCPU(b)-sql0).Microseconds())/float64(b.N), "sql-µs/row")
-			}
+			benchInserts(b, db, func(n int) []store.UsageRecord { return benchRows(n) })
 		})
 	}
 }
 
-// sqlCPU is the CPU time (user and system) of the database process
-// DPCS_BENCH_SQL_PID names, or -1 when it is unset.
-func sqlCPU(b *testing.B) time.Duration {
-	pid := os.Getenv("DPCS_BENCH_SQL_PID")
-	if pid == "" {
-		return -1
-	}
-	stat, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		b.Fatal(err)
-	}
-	s := string(stat)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond
-}
-
 // BenchmarkUsageIDsMariaDB is MariaDB's CPU per row the usage writer
 // inserts with random (version 4) and time-ordered (version 7) event ids,
-// each into a fresh usage_record, batches of 500 rows of random families:
-// usage_record's unique index on event_id takes a random id anywhere in
-// the index, a time-ordered one at its end. sql-µs/row as in
-// BenchmarkUsageIndexesMariaDB. The difference shows once the index
+// each into a fresh usage_record (benchInserts): usage_record's unique
+// index on event_id takes a random id anywhere in the index, a
+// time-ordered one at its end. The difference shows once the index
 // outgrows the buffer pool (doc/benchmarks.md: -benchtime 3000000x with
 // scripts/servers.sh' 256 MiB).
 func BenchmarkUsageIDsMariaDB(b *testing.B) {
@@ -188,36 +142,53 @@ func BenchmarkUsageIDsMariaDB(b *testing.B) {
 		id   func() (uuid.UUID, error)
 	}{{"random-v4", uuid.NewRandom}, {"time-ordered-v7", uuid.NewV7}} {
 		b.Run(c.name, func(b *testing.B) {
-			db := usageMariaDB(b)
-			w, err := store.NewUsageWriter(db, writebehind.WithMaxRows(500))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer w.Close()
-			r := rand.New(rand.NewPCG(2, uint64(b.N)))
-			ctx := context.Background()
-			sql0 := sqlCPU(b)
-			b.ResetTimer()
-			start := time.Now()
-			for i := 0; i < b.N; i += 500 {
-				rows := usageRows(min(500, b.N-i), i)
+			seq := 0
+			benchInserts(b, usageMariaDB(b), func(n int) []store.UsageRecord {
+				rows := usageRows(n, seq)
+				seq += n
 				for j := range rows {
 					u, err := c.id()
 					if err != nil {
 						b.Fatal(err)
 					}
-					f := r.Int64N(80_000) + 1
-					rows[j].EventID, rows[j].FamilyID, rows[j].CustomerID = "evt_"+u.String(), f, f*4+r.Int64N(4)
+					rows[j].EventID = "evt_" + u.String()
 				}
-				if err := w.Write(ctx, rows); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "rows/s")
-			if sql0 >= 0 {
-				b.ReportMetric(float64((sqlCPU(b)-sql0).Microseconds())/float64(b.N), "sql-µs/row")
-			}
+				return rows
+			})
 		})
+	}
+}
+
+// benchInserts writes b.N rows into db's usage_record through the usage
+// writer, in batches of 500 that next makes (next(n) returns n rows; their
+// families and members are then drawn at random among 80,000 families),
+// and reports rows/s and, when DPCS_BENCH_SQL_PID names mariadbd, its CPU
+// per row (sql-µs/row).
+func benchInserts(b *testing.B, db *sql.DB, next func(n int) []store.UsageRecord) {
+	w, err := store.NewUsageWriter(db, writebehind.WithMaxRows(500))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	r := rand.New(rand.NewPCG(1, uint64(b.N)))
+	ctx := context.Background()
+	pid := os.Getenv("DPCS_BENCH_SQL_PID")
+	sql0 := testenv.PIDCPU(b, pid)
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i += 500 {
+		rows := next(min(500, b.N-i))
+		for j := range rows {
+			f := r.Int64N(80_000) + 1
+			rows[j].FamilyID, rows[j].CustomerID = f, f*4+r.Int64N(4)
+		}
+		if err := w.Write(ctx, rows); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "rows/s")
+	if pid != "" {
+		b.ReportMetric(float64((testenv.PIDCPU(b, pid)-sql0).Microseconds())/float64(b.N), "sql-µs/row")
 	}
 }
