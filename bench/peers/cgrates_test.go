@@ -151,7 +151,8 @@ func TestCGRBalances(t *testing.T) {
 }
 
 // The grant table names the peer's rows and its overshoot read; DPCS's
-// rows say theirs was not read.
+// rows say how many pools were used up beside theirs, or that it was not
+// read; the DPCS contention check has its sentence.
 func TestGrantReport(t *testing.T) {
 	w := window{Calls: 100, Elapsed: time.Second, lat: []time.Duration{time.Millisecond, 2 * time.Millisecond}}
 	r := &report{results: []result{
@@ -161,6 +162,20 @@ func TestGrantReport(t *testing.T) {
 	}, contended: &contention{calls: 150, granted: 1 << 30, unreturned: 4096}}
 	md := r.markdown("")
 	r.contended = &contention{calls: 180, errors: 78, failed: "SessionSv1.UpdateSession: RALS_ERROR:RATING_PLAN_NOT_FOUND"}
+	r.cfg.families = 20_000
+	r.results = append(r.results, result{target: "DPCS charging interface (Nchf update over h2c)", step: "closed loop, 50 callers, 100 MiB grants",
+		per: 1, w: w, authorised: 100 << 20, overshootRead: true, usedUp: 201})
+	r.dpcsContended = &poolContention{family: 20_001, grant: 10 << 20, rounds: 2, calls: 7952, refused: 6004, granted: 1 << 30,
+		before: pool{total: 2 << 30, used: 1 << 30}, held: pool{total: 2 << 30, used: 2 << 30}, released: pool{total: 2 << 30, used: 2 << 30}}
+	dpcs := r.markdown("")
+	for _, want := range []string{"| 0 bytes (201 of 20,000 pools used up) |",
+		"family 20,001: a pool of 2,147,483,648 bytes with 1,073,741,824 left, 10 MiB grants", "7,952 calls in 2 rounds of 2 s, 0 failed, 6,004 answered with nothing granted",
+		"2,147,483,648 bytes used and 0 reserved of its 2,147,483,648: **overshoot 0 bytes**; after the releases it reserved 0 bytes."} {
+		if !strings.Contains(dpcs, want) {
+			t.Errorf("report lacks %q:\n%s", want, dpcs)
+		}
+	}
+	r.results, r.dpcsContended = r.results[:2], nil
 	if failed := r.markdown(""); !strings.Contains(failed, "**most calls of a 2 s round failed** after 180 calls (78 failed; the first: `SessionSv1.UpdateSession: RALS_ERROR:RATING_PLAN_NOT_FOUND`)") {
 		t.Errorf("a contention check the peer failed:\n%s", failed)
 	}

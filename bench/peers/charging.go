@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -36,8 +35,14 @@ type smfs struct {
 	mu         sync.Mutex
 	idle       []*pduSession
 	granted    atomic.Int64 // bytes granted over the measured window and before
-	nextID     atomic.Int64
-	run        string
+	// refused counts answers that granted nothing (a pool or a limit used
+	// up): the session is released, and a create's is not an error.
+	refused atomic.Int64
+	// family, when set, is the one family whose members every new session
+	// is for (the contention check); otherwise any seeded family's.
+	family int64
+	nextID atomic.Int64
+	run    string
 }
 
 // pduSession is one charging data resource an SMF holds.
@@ -126,9 +131,14 @@ func grantOf(a chargingAnswer) (int64, bool) {
 	return u.GrantedUnit.TotalVolume, u.GrantedUnit.TotalVolume > 0
 }
 
-// call takes one invocation: n is always 1 (a grant step per call).
+// call takes one invocation: n is always 1 (a grant step per call). A call
+// is not cut off at a step's end (its requests ignore the step's
+// cancellation; the client's timeout bounds them), so every session the
+// server opened is parked or released, and the reservations a step leaves
+// are the parked sessions'.
 func (s *smfs) call(int) call {
 	return func(ctx context.Context, rng *rand.Rand) error {
+		ctx = context.WithoutCancel(ctx)
 		s.mu.Lock()
 		var p *pduSession
 		if n := len(s.idle); n > 0 {
@@ -137,19 +147,24 @@ func (s *smfs) call(int) call {
 		s.mu.Unlock()
 		if p == nil {
 			_, cid := s.gen.member(rng)
+			if s.family > 0 {
+				cid = s.family*10 + 1 + rng.Int64N(4)
+			}
 			status, loc, a, err := s.post(ctx, "", s.body("imsi-"+imsi(cid), 0, 0, s.grant))
 			if err != nil {
 				return err
 			}
-			if status != http.StatusCreated {
-				return fmt.Errorf("create: %d", status)
+			if status != http.StatusCreated || loc == "" {
+				return fmt.Errorf("create: %d, Location %q", status, loc)
 			}
-			g, ok := grantOf(a)
-			if !ok {
-				return errors.New("create: nothing granted")
-			}
-			s.granted.Add(g)
 			ref := loc[strings.LastIndexByte(loc, '/')+1:]
+			g, ok := grantOf(a)
+			s.granted.Add(g)
+			if !ok { // nothing granted: the session is opened, and ended
+				s.refused.Add(1)
+				_, _, _, err := s.post(ctx, "/"+ref+"/release", s.body("", 1, 0, 0))
+				return err
+			}
 			s.park(&pduSession{ref: ref, held: g})
 			return nil
 		}
@@ -161,6 +176,7 @@ func (s *smfs) call(int) call {
 		g, ok := grantOf(a)
 		s.granted.Add(g)
 		if !ok { // the family's pool or a limit is used up: end the session
+			s.refused.Add(1)
 			p.seq++
 			if _, _, _, err := s.post(ctx, "/"+p.ref+"/release", s.body("", p.seq, 0, 0)); err != nil {
 				return err

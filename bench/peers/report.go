@@ -26,6 +26,9 @@ type result struct {
 	// step when overshootRead (the CGRateS peer reads its balances).
 	overshoot     int64
 	overshootRead bool
+	// usedUp is how many pools had less than one grant left after the
+	// step (DPCS's grant path; 0 for the others).
+	usedUp int
 }
 
 // bytesPerCPUSecond is the bytes authorised per second of the servers'
@@ -106,6 +109,9 @@ type report struct {
 	script [4]float64
 	// contended is the CGRateS peer's contention check (nil: not run).
 	contended *contention
+	// dpcsContended is the DPCS grant path's contention check (nil: not
+	// run).
+	dpcsContended *poolContention
 	// serverRSS is the DPCS server's peak resident memory over its steps
 	// (0: not measured).
 	serverRSS int64
@@ -215,6 +221,9 @@ func (r *report) markdown(args string) string {
 			}
 			if g.overshootRead {
 				over = thousands(float64(g.overshoot)) + " bytes"
+				if strings.HasPrefix(g.target, "DPCS") {
+					over += fmt.Sprintf(" (%s of %s pools used up)", thousands(float64(g.usedUp)), thousands(float64(r.cfg.families)))
+				}
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %.1f | %s | %s MiB | %s |\n", label, thousands(g.perSecond()), ms(percentile(g.w.lat, .99)),
 				g.servers(), ratio, thousands(g.bytesPerCPUSecond(0)/(1<<20)), over)
@@ -223,6 +232,9 @@ func (r *report) markdown(args string) string {
 			fmt.Fprintf(&b, "| `POST /decisions`, %s, 1 KiB chunks | %s | %s | %.1f | 1.00× | %s MiB | — |\n", single.step,
 				thousands(single.perSecond()), ms(percentile(single.w.lat, .99)), single.servers(), thousands(single.bytesPerCPUSecond(1024)/(1<<20)))
 		}
+	}
+	if c := r.dpcsContended; c != nil {
+		b.WriteString("\n" + c.sentence() + "\n")
 	}
 	if c := r.contended; c != nil {
 		if c.failed != "" {

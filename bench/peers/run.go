@@ -283,8 +283,10 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 	if targets["dpcs"] || targets["charging"] || targets["pipeline"] {
 		if cfg.seed {
 			say("seeding %d families (recoverybench -seed-only)", cfg.families)
+			// One family more than the steps draw from: the grant path's
+			// contention check's (contentionFamily).
 			seed, _, err := start(cfg.dir, "seed", cfg.recoverybench, []string{"-redis", cfg.redis, "-mysql", cfg.mysql,
-				"-families", strconv.Itoa(cfg.families), "-rows", "5", "-per-family", "0", "-seed-only"}, baseEnv(), false)
+				"-families", strconv.Itoa(cfg.families + 1), "-rows", "5", "-per-family", "0", "-seed-only"}, baseEnv(), false)
 			if err != nil {
 				return err
 			}
@@ -307,7 +309,7 @@ func run(ctx context.Context, args []string, progress io.Writer) error {
 			err = rep.steps(ctx, "DPCS `POST /decisions`", procs, d.call, say)
 		}
 		if err == nil && targets["charging"] {
-			err = rep.grantSteps(ctx, d, procs, say)
+			err = rep.grantSteps(ctx, d, rdb, procs, say)
 		}
 		rep.onWindow, rep.settle = nil, nil
 		if err != nil {
@@ -563,11 +565,15 @@ func (r *report) steps(ctx context.Context, target string, procs []proc, c calle
 // grantSteps runs the grant path on the server d: closed loops at grant
 // sizes of 1, 10 and 100 MiB, then the fixed rate at 10 MiB; sessions are
 // released between steps.
-func (r *report) grantSteps(ctx context.Context, d *dpcs, procs []proc, say func(string, ...any)) error {
+func (r *report) grantSteps(ctx context.Context, d *dpcs, rdb redis.Cmdable, procs []proc, say func(string, ...any)) error {
 	cfg := r.cfg
 	const target = "DPCS charging interface (Nchf update over h2c)"
 	s := newSMFs(d.chargingURL, d.chargingToken, d.gen, max(cfg.callers, cfg.inFlight))
 	defer s.releaseAll(context.WithoutCancel(ctx))
+	month, err := poolMonth(time.Now())
+	if err != nil {
+		return err
+	}
 	steps := grantPlan(ctx, cfg)
 	for _, st := range steps {
 		if err := s.releaseAll(ctx); err != nil {
@@ -601,7 +607,16 @@ func (r *report) grantSteps(ctx context.Context, d *dpcs, procs []proc, say func
 			return m.err
 		}
 		res := result{target: target, step: st.name, per: 1, w: w, procs: procs, cpu: m.spent, authorised: g1 - g0}
-		say("%s", res.line())
+		// The pools as the step left them, its sessions still open: what
+		// they hold is reserved, and used + reserved must stay within
+		// every pool's total.
+		pools, err := readPools(ctx, rdb, seq(1, int64(cfg.families)), month)
+		if err != nil {
+			return fmt.Errorf("%s, %s: %w", target, st.name, err)
+		}
+		pc := checkPools(pools, st.grant)
+		res.overshoot, res.overshootRead, res.usedUp = pc.overshoot, true, pc.usedUp
+		say("%s; largest pool overshoot %d bytes, %d of %d pools with less than a grant left", res.line(), pc.overshoot, pc.usedUp, pc.read)
 		if w.Errors > 0 {
 			say("  %d calls failed; the first: %v", w.Errors, w.FirstErr)
 		}
@@ -610,7 +625,78 @@ func (r *report) grantSteps(ctx context.Context, d *dpcs, procs []proc, say func
 		}
 		r.results = append(r.results, res)
 	}
+	c, err := contend(ctx, s, rdb, contentionFamily(cfg), month, cfg.callers, say)
+	if err != nil {
+		return fmt.Errorf("%s, contention: %w", target, err)
+	}
+	r.dpcsContended = c
 	return nil
+}
+
+// contentionFamily is the seeded family no step draws from, whose pool the
+// grant path's contention check uses up.
+func contentionFamily(cfg config) int64 { return int64(cfg.families) + 1 }
+
+// contend is the grant path's contention check: every caller on one
+// family's four members, 10 MiB grants, in rounds of 2 s until a round in
+// which nothing was granted; the pool is read before, when nothing more is
+// granted (the sessions still open), and after every session is released.
+func contend(ctx context.Context, s *smfs, rdb redis.Cmdable, fid int64, month string, callers int, say func(string, ...any)) (*poolContention, error) {
+	if err := s.releaseAll(ctx); err != nil {
+		return nil, fmt.Errorf("releasing the sessions: %w", err)
+	}
+	read := func() (pool, error) {
+		p, err := readPools(ctx, rdb, []int64{fid}, month)
+		return p[fid], err
+	}
+	c := &poolContention{family: fid, grant: 10 << 20}
+	var err error
+	if c.before, err = read(); err != nil {
+		return nil, err
+	}
+	s.grant, s.family = c.grant, fid
+	defer func() { s.family = 0 }()
+	say("every caller on family %d's four members, 10 MiB grants, until its pool (%d bytes left) grants no more", fid, c.before.left())
+	g0, refused0 := s.granted.Load(), s.refused.Load()
+	for {
+		if c.rounds == 30 {
+			return nil, fmt.Errorf("family %d's pool still granting after 30 rounds of 2 s", fid)
+		}
+		c.rounds++
+		g := s.granted.Load()
+		w, err := closedLoop(ctx, callers, 0, 2*time.Second, s.call(1), func() {})
+		if err != nil {
+			return nil, err
+		}
+		c.calls, c.errors = c.calls+w.Calls, c.errors+w.Errors
+		if w.Errors*10 > w.Calls {
+			return nil, fmt.Errorf("%d of %d calls failed (first: %v)", w.Errors, w.Calls, w.FirstErr)
+		}
+		if s.granted.Load() == g {
+			break
+		}
+	}
+	c.granted, c.refused = s.granted.Load()-g0, s.refused.Load()-refused0
+	if c.held, err = read(); err != nil {
+		return nil, err
+	}
+	if err := s.releaseAll(ctx); err != nil {
+		return nil, fmt.Errorf("releasing the sessions: %w", err)
+	}
+	if c.released, err = read(); err != nil {
+		return nil, err
+	}
+	say("  %s", c.sentence())
+	return c, nil
+}
+
+// seq is from, from+1, …, to.
+func seq(from, to int64) []int64 {
+	out := make([]int64, 0, max(0, to-from+1))
+	for f := from; f <= to; f++ {
+		out = append(out, f)
+	}
+	return out
 }
 
 // measureCeiling runs `pipebench -ceiling-only` on the run's redis-server:
