@@ -22,7 +22,8 @@
 // SQL, SQLite in DPCS_DATA_DIR) — the all-in-one without simulator and demo.
 //
 // DPCS_OTLP_ENDPOINT (or the standard OTEL_EXPORTER_OTLP_ENDPOINT) turns
-// OpenTelemetry tracing on (doc/observability.md, Tracing).
+// OpenTelemetry tracing on (doc/observability.md, Tracing). It collects
+// garbage at GOGC=400 unless GOGC is set (service.GCPercent).
 package main
 
 import (
@@ -56,6 +57,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	service.SetGCPercent(os.Getenv)
 	err := service.CheckEnv(os.Environ())
 	if err == nil {
 		err = run(ctx, os.Getenv)

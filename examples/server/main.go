@@ -47,7 +47,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,18 +72,10 @@ import (
 	"github.com/dabom/dpcs/service/store"
 )
 
-// gcPercent is the server's GOGC unless the environment sets one: its live
-// heap is small and every decision allocates, so collecting at 5 times the
-// live heap rather than twice took 13-23 % off the server's CPU per
-// decision for tens of MiB more (doc/benchmarks.md, "Peers").
-const gcPercent = 400
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(gcPercent)
-	}
+	service.SetGCPercent(os.Getenv)
 	var err error
 	if len(os.Args) > 1 && os.Args[1] == "admin" {
 		// The variable --password-env names is the operator's own.
