@@ -166,11 +166,13 @@ func TestGrantReport(t *testing.T) {
 	r.results = append(r.results, result{target: "DPCS charging interface (Nchf update over h2c)", step: "closed loop, 50 callers, 100 MiB grants",
 		per: 1, w: w, authorised: 100 << 20, overshootRead: true, usedUp: 201})
 	r.dpcsContended = &poolContention{family: 20_001, grant: 10 << 20, rounds: 2, calls: 7952, refused: 6004, granted: 1 << 30,
-		before: pool{total: 2 << 30, used: 1 << 30}, held: pool{total: 2 << 30, used: 2 << 30}, released: pool{total: 2 << 30, used: 2 << 30}}
+		before: pool{total: 2 << 30, used: 1 << 30}, held: pool{total: 2 << 30, used: 2<<30 - 500<<20, reserved: 500 << 20}, open: 50,
+		released: pool{total: 2 << 30, used: 2 << 30}}
 	dpcs := r.markdown("")
-	for _, want := range []string{"| 0 bytes (201 of 20,000 pools used up) |",
-		"family 20,001: a pool of 2,147,483,648 bytes with 1,073,741,824 left, 10 MiB grants", "7,952 calls in 2 rounds of 2 s, 0 failed, 6,004 answered with nothing granted",
-		"2,147,483,648 bytes used and 0 reserved of its 2,147,483,648: **overshoot 0 bytes**; after the releases it reserved 0 bytes."} {
+	for _, want := range []string{"| 0 bytes (201 of 20,000 pools with less than a grant left) |",
+		"family 20,001: a pool of 2,147,483,648 bytes with 1,073,741,824 left, 10 MiB grants", "7,952 calls in 2 rounds of 200 ms, 0 failed, 6,004 answered with nothing granted",
+		"Read after every round: **largest overshoot 0 bytes**; the most reserved at once 524,288,000 bytes, by 50 open sessions (1,623,195,648 used of 2,147,483,648 then);",
+		"after the releases 2,147,483,648 bytes used, 0 reserved, 0 left."} {
 		if !strings.Contains(dpcs, want) {
 			t.Errorf("report lacks %q:\n%s", want, dpcs)
 		}

@@ -104,18 +104,21 @@ func (s *smfs) post(ctx context.Context, path, body string) (int, string, chargi
 		return 0, "", a, err
 	}
 	defer resp.Body.Close()
+	// The Location in every answer that has one: a create whose body
+	// fails is a session to release all the same.
+	loc := resp.Header.Get("Location")
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, "", a, err
+		return resp.StatusCode, loc, a, err
 	}
 	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated {
 		if err := json.Unmarshal(data, &a); err != nil {
-			return resp.StatusCode, "", a, err
+			return resp.StatusCode, loc, a, err
 		}
 	} else if resp.StatusCode != http.StatusNoContent {
-		return resp.StatusCode, "", a, fmt.Errorf("%s: %d %s", path, resp.StatusCode, data)
+		return resp.StatusCode, loc, a, fmt.Errorf("%s: %d %s", path, resp.StatusCode, data)
 	}
-	return resp.StatusCode, resp.Header.Get("Location"), a, nil
+	return resp.StatusCode, loc, a, nil
 }
 
 // granted reads the rating group's grant of an answer: bytes, and whether
@@ -132,12 +135,16 @@ func grantOf(a chargingAnswer) (int64, bool) {
 }
 
 // call takes one invocation: n is always 1 (a grant step per call). A call
-// is not cut off at a step's end (its requests ignore the step's
-// cancellation; the client's timeout bounds them), so every session the
-// server opened is parked or released, and the reservations a step leaves
-// are the parked sessions'.
+// begun is not cut off at a step's end (its requests ignore the step's
+// cancellation; the client's timeout bounds them), and a session whose
+// create or update failed is released, so every session the server opened
+// is parked or released unless a release fails too (an error, counted):
+// the reservations a step leaves are the parked sessions'.
 func (s *smfs) call(int) call {
 	return func(ctx context.Context, rng *rand.Rand) error {
+		if err := ctx.Err(); err != nil { // the step has ended: no new call
+			return err
+		}
 		ctx = context.WithoutCancel(ctx)
 		s.mu.Lock()
 		var p *pduSession
@@ -151,13 +158,16 @@ func (s *smfs) call(int) call {
 				cid = s.family*10 + 1 + rng.Int64N(4)
 			}
 			status, loc, a, err := s.post(ctx, "", s.body("imsi-"+imsi(cid), 0, 0, s.grant))
+			ref := loc[strings.LastIndexByte(loc, '/')+1:]
+			if err == nil && (status != http.StatusCreated || loc == "") {
+				err = fmt.Errorf("create: %d, Location %q", status, loc)
+			}
 			if err != nil {
+				if status == http.StatusCreated && ref != "" {
+					s.post(ctx, "/"+ref+"/release", s.body("", 1, 0, 0))
+				}
 				return err
 			}
-			if status != http.StatusCreated || loc == "" {
-				return fmt.Errorf("create: %d, Location %q", status, loc)
-			}
-			ref := loc[strings.LastIndexByte(loc, '/')+1:]
 			g, ok := grantOf(a)
 			s.granted.Add(g)
 			if !ok { // nothing granted: the session is opened, and ended
@@ -171,6 +181,9 @@ func (s *smfs) call(int) call {
 		p.seq++
 		_, _, a, err := s.post(ctx, "/"+p.ref+"/update", s.body("", p.seq, p.held, s.grant))
 		if err != nil {
+			// Whether or not the server took the update, the session ends.
+			p.seq++
+			s.post(ctx, "/"+p.ref+"/release", s.body("", p.seq, 0, 0))
 			return err
 		}
 		g, ok := grantOf(a)
@@ -187,6 +200,13 @@ func (s *smfs) call(int) call {
 		s.park(p)
 		return nil
 	}
+}
+
+// parked is how many sessions are parked (open, between calls).
+func (s *smfs) parked() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.idle)
 }
 
 func (s *smfs) park(p *pduSession) {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
+	_ "time/tzdata" // the server's zone on a host without zoneinfo
 
 	"github.com/redis/go-redis/v9"
 )
@@ -19,9 +21,20 @@ import (
 // maxTotal is the largest pool total the engine counts (policy.MaxBytes).
 const maxTotal = 1 << 46
 
-// poolZone is the server's DPCS_TIMEZONE (its default; the bench sets none),
-// which names the month of a pool's key.
-const poolZone = "Asia/Seoul"
+// defaultZone is DPCS_TIMEZONE's default, which names the month of a pool's
+// key unless -server-env sets another.
+const defaultZone = "Asia/Seoul"
+
+// serverZone is the server's DPCS_TIMEZONE: -server-env's, else the default.
+func serverZone(cfg config) string {
+	zone := defaultZone
+	for _, kv := range cfg.serverEnv {
+		if v, ok := strings.CutPrefix(kv, "DPCS_TIMEZONE="); ok {
+			zone = v
+		}
+	}
+	return zone
+}
 
 // pool is one family's month as read.
 type pool struct {
@@ -56,9 +69,9 @@ func checkPools(pools map[int64]pool, grant int64) poolCheck {
 	return c
 }
 
-// poolMonth is the month of a pool's key at t.
-func poolMonth(t time.Time) (string, error) {
-	loc, err := time.LoadLocation(poolZone)
+// poolMonth is the month of a pool's key at t in zone (an IANA name).
+func poolMonth(t time.Time, zone string) (string, error) {
+	loc, err := time.LoadLocation(zone)
 	if err != nil {
 		return "", err
 	}
@@ -66,11 +79,14 @@ func poolMonth(t time.Time) (string, error) {
 }
 
 // readPools reads families' pools of month from DPCS's Redis, pipelined in
-// chunks. A family without a plan is an error: the bench reads only
-// seeded families, and a layout it does not know must not read as 0.
-func readPools(ctx context.Context, rdb redis.Cmdable, fids []int64, month string) (map[int64]pool, error) {
+// chunks, and counts the families that have a pool hash of month (found):
+// a month the server does not use reads as empty pools, so the caller
+// checks that some were found. A family without a plan is an error: the
+// bench reads only seeded families, and a layout it does not know must not
+// read as 0.
+func readPools(ctx context.Context, rdb redis.Cmdable, fids []int64, month string) (pools map[int64]pool, found int, err error) {
 	const chunk = 1000
-	pools := make(map[int64]pool, len(fids))
+	pools = make(map[int64]pool, len(fids))
 	for start := 0; start < len(fids); start += chunk {
 		part := fids[start:min(start+chunk, len(fids))]
 		plans := make([]*redis.SliceCmd, len(part))
@@ -84,21 +100,24 @@ func readPools(ctx context.Context, rdb redis.Cmdable, fids []int64, month strin
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("reading the pools: %w", err)
+			return nil, 0, fmt.Errorf("reading the pools: %w", err)
 		}
 		for i, f := range part {
 			plan, err := poolFields(plans[i].Val())
 			if err != nil || !plan[0].set {
-				return nil, fmt.Errorf("family %d: no plan in family:{%d} (%v)", f, f, err)
+				return nil, 0, fmt.Errorf("family %d: no plan in family:{%d} (%v)", f, f, err)
 			}
 			m, err := poolFields(months[i].Val())
 			if err != nil {
-				return nil, fmt.Errorf("family %d's pool of %s: %w", f, month, err)
+				return nil, 0, fmt.Errorf("family %d's pool of %s: %w", f, month, err)
+			}
+			if m[0].set || m[1].set || m[2].set {
+				found++
 			}
 			pools[f] = pool{total: min(plan[0].n+m[1].n, maxTotal), used: m[0].n, reserved: m[2].n}
 		}
 	}
-	return pools, nil
+	return pools, found, nil
 }
 
 type poolField struct {
@@ -129,21 +148,25 @@ func poolFields(vals []any) ([]poolField, error) {
 // poolContention is the DPCS grant path's contention check: every caller
 // on one family's members until its pool grants no more.
 type poolContention struct {
-	family, grant  int64
-	rounds         int
-	calls, errors  int64
-	refused        int64 // answers that granted nothing
-	granted        int64 // bytes the answers granted
-	before         pool  // before the check
-	held, released pool  // when nothing more was granted (sessions open); after the releases
+	family, grant int64
+	rounds        int
+	calls, errors int64
+	refused       int64 // answers that granted nothing
+	granted       int64 // bytes the answers granted
+	before        pool  // before the check
+	held          pool  // the read after a round that found the most reserved
+	open          int   // the sessions parked then
+	overshoot     int64 // the largest of every read
+	released      pool  // after the round that granted nothing and every release
 }
 
 func (c *poolContention) sentence() string {
 	return fmt.Sprintf("DPCS, every caller on one family's four members (family %s: a pool of %s bytes with %s left, %s MiB grants, until it granted no more): "+
-		"%s calls in %d rounds of 2 s, %d failed, %s answered with nothing granted; %s bytes granted. "+
-		"With nothing more granted the pool held %s bytes used and %s reserved of its %s: **overshoot %s bytes**; after the releases it reserved %s bytes.",
+		"%s calls in %d rounds of 200 ms, %d failed, %s answered with nothing granted; %s bytes granted. "+
+		"Read after every round: **largest overshoot %s bytes**; the most reserved at once %s bytes, by %d open sessions (%s used of %s then); "+
+		"after the releases %s bytes used, %s reserved, %s left.",
 		thousands(float64(c.family)), thousands(float64(c.before.total)), thousands(float64(c.before.left())), thousands(float64(c.grant>>20)),
 		thousands(float64(c.calls)), c.rounds, c.errors, thousands(float64(c.refused)), thousands(float64(c.granted)),
-		thousands(float64(c.held.used)), thousands(float64(c.held.reserved)), thousands(float64(c.held.total)),
-		thousands(float64(c.held.over())), thousands(float64(c.released.reserved)))
+		thousands(float64(c.overshoot)), thousands(float64(c.held.reserved)), c.open, thousands(float64(c.held.used)), thousands(float64(c.held.total)),
+		thousands(float64(c.released.used)), thousands(float64(c.released.reserved)), thousands(float64(c.released.left())))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -46,9 +47,9 @@ func TestReadPools(t *testing.T) {
 	mr.HSet("family:{1}:pool:202610", "used", "999999")
 	mr.HSet("family:{2}", "plan", "2000") // nothing used this month
 	mr.HSet("family:{3}", "plan", strconv.FormatInt(1<<47, 10))
-	got, err := readPools(ctx, rdb, []int64{1, 2, 3}, "202611")
-	if err != nil {
-		t.Fatal(err)
+	got, found, err := readPools(ctx, rdb, []int64{1, 2, 3}, "202611")
+	if err != nil || found != 1 {
+		t.Fatalf("readPools: %d found, %v", found, err)
 	}
 	want := map[int64]pool{1: {total: 1500, used: 300, reserved: 70}, 2: {total: 2000}, 3: {total: maxTotal}}
 	for f, p := range want {
@@ -56,19 +57,28 @@ func TestReadPools(t *testing.T) {
 			t.Errorf("family %d: %+v, want %+v", f, got[f], p)
 		}
 	}
-	if _, err := readPools(ctx, rdb, []int64{1, 4}, "202611"); err == nil || !strings.Contains(err.Error(), "family 4") {
+	if _, _, err := readPools(ctx, rdb, []int64{1, 4}, "202611"); err == nil || !strings.Contains(err.Error(), "family 4") {
 		t.Errorf("a family without a plan read as %v", err)
 	}
 	mr.HSet("family:{2}:pool:202611", "used", "lots")
-	if _, err := readPools(ctx, rdb, []int64{2}, "202611"); err == nil {
+	if _, _, err := readPools(ctx, rdb, []int64{2}, "202611"); err == nil {
 		t.Error("a used that is not a number was read")
 	}
 }
 
+// A pool's month is the server's: in its DPCS_TIMEZONE, -server-env's or
+// the default.
 func TestPoolMonth(t *testing.T) {
-	m, err := poolMonth(time.Date(2026, 11, 30, 15, 30, 0, 0, time.UTC)) // 2026-12-01 00:30 in Seoul
-	if err != nil || m != "202612" {
-		t.Errorf("poolMonth = %q, %v", m, err)
+	at := time.Date(2026, 11, 30, 15, 30, 0, 0, time.UTC) // 2026-12-01 00:30 in Seoul
+	if m, err := poolMonth(at, serverZone(config{})); err != nil || m != "202612" {
+		t.Errorf("poolMonth in the default zone = %q, %v", m, err)
+	}
+	cfg := config{serverEnv: []string{"GOGC=400", "DPCS_TIMEZONE=UTC"}}
+	if m, err := poolMonth(at, serverZone(cfg)); err != nil || m != "202611" {
+		t.Errorf("poolMonth in UTC = %q, %v", m, err)
+	}
+	if _, err := poolMonth(at, "Nowhere/Else"); err == nil {
+		t.Error("an unknown zone was accepted")
 	}
 }
 
@@ -81,6 +91,7 @@ type fakeCHF struct {
 	mr        *miniredis.Miniredis
 	fid       int64
 	overgrant int64
+	stall     time.Duration // each answer waits this long first
 	held      map[string]int64
 	next      int
 	creates   int
@@ -106,6 +117,9 @@ func (f *fakeCHF) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
+	}
+	if f.stall > 0 {
+		time.Sleep(f.stall)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -153,28 +167,41 @@ func (f *fakeCHF) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, `{"multipleUnitInformation":[{"resultCode":%q,"ratingGroup":50,"grantedUnit":{"totalVolume":%d}}]}`, code, g)
 }
 
+// contentionFixture is a fake CHF over one family's pool in miniredis and
+// the SMFs that drive it.
+func contentionFixture(t *testing.T, plan, overgrant int64) (*fakeCHF, *smfs, redis.Cmdable) {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	mr.HSet("family:{7}", "plan", strconv.FormatInt(plan, 10))
+	mr.HSet("family:{7}:pool:202611", "used", "0")
+	chf := &fakeCHF{mr: mr, fid: 7, overgrant: overgrant, held: map[string]int64{}}
+	srv := httptest.NewServer(chf)
+	t.Cleanup(srv.Close)
+	s := newSMFs(srv.URL, "token", &generator{families: 6}, 4)
+	s.client = srv.Client()
+	return chf, s, rdb
+}
+
+func month202611() (string, error) { return "202611", nil }
+
 // The contention check drives one family's members until the pool grants
-// no more: against a CHF that keeps its pool it reads no overshoot and
-// nothing reserved after the releases; against one that grants past the
-// pool's end it reads the overshoot. Creates answered with nothing granted
-// are released, not errors.
+// no more: against a CHF that keeps its pool it reads no overshoot with
+// the sessions open, nothing reserved and nothing left after the
+// releases; against one that grants past the pool's end it reads the
+// overshoot. Creates answered with nothing granted are released, not
+// errors.
 func TestContend(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		overgrant int64
 	}{{"kept", 0}, {"overspent", 25 << 20}} {
 		t.Run(tc.name, func(t *testing.T) {
-			mr := miniredis.RunT(t)
-			rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-			defer rdb.Close()
-			const fid, plan = 7, 205 << 20 // 20.5 grants of 10 MiB
-			mr.HSet(fmt.Sprintf("family:{%d}", fid), "plan", strconv.Itoa(plan))
-			chf := &fakeCHF{mr: mr, fid: fid, overgrant: tc.overgrant, held: map[string]int64{}}
-			srv := httptest.NewServer(chf)
-			defer srv.Close()
-			s := newSMFs(srv.URL, "token", &generator{families: 6}, 4)
-			s.client = srv.Client()
-			c, err := contend(context.Background(), s, rdb, fid, "202611", 4, func(string, ...any) {})
+			const plan = 20<<30 + 5<<20 // 2,048.5 grants of 10 MiB: several rounds
+			chf, s, rdb := contentionFixture(t, plan, tc.overgrant)
+			chf.stall = time.Millisecond
+			c, err := contend(context.Background(), s, rdb, 7, month202611, 4, func(string, ...any) {})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -182,8 +209,9 @@ func TestContend(t *testing.T) {
 			if c.granted != total || c.errors != 0 || c.refused == 0 || c.before.left() != plan {
 				t.Errorf("granted %d of %d, %d errors, %d refused, %d left before", c.granted, total, c.errors, c.refused, c.before.left())
 			}
-			if c.held.over() != tc.overgrant || c.released.reserved != 0 {
-				t.Errorf("overshoot %d (want %d), %d reserved after the releases", c.held.over(), tc.overgrant, c.released.reserved)
+			if c.overshoot != tc.overgrant || c.open == 0 || c.held.reserved == 0 || c.released.reserved != 0 || c.released.left() != 0 {
+				t.Errorf("overshoot %d (want %d); %d reserved by %d sessions open; after the releases %d reserved, %d left",
+					c.overshoot, tc.overgrant, c.held.reserved, c.open, c.released.reserved, c.released.left())
 			}
 			if chf.releases < chf.creates {
 				t.Errorf("%d sessions created, %d released", chf.creates, chf.releases)
@@ -192,11 +220,45 @@ func TestContend(t *testing.T) {
 				t.Error("the SMFs stay on the contention family")
 			}
 			text := c.sentence()
-			for _, want := range []string{"family 7:", fmt.Sprintf("**overshoot %s bytes**", thousands(float64(tc.overgrant))), "after the releases it reserved 0 bytes"} {
+			for _, want := range []string{"family 7:", fmt.Sprintf("**largest overshoot %s bytes**", thousands(float64(tc.overgrant))), "0 reserved, 0 left."} {
 				if !strings.Contains(text, want) {
 					t.Errorf("%q lacks %q", text, want)
 				}
 			}
 		})
+	}
+}
+
+// The check refuses to pass on a pool it could not contend for (too little
+// left, as in a database an earlier run used up) and on a server that
+// answers nothing within a round.
+func TestContendRefuses(t *testing.T) {
+	_, s, rdb := contentionFixture(t, 30<<20, 0) // less than 4 callers' 10 MiB grants
+	if _, err := contend(context.Background(), s, rdb, 7, month202611, 4, func(string, ...any) {}); err == nil || !strings.Contains(err.Error(), "nothing to contend for") {
+		t.Errorf("a pool of 30 MiB: %v", err)
+	}
+	chf, s, rdb := contentionFixture(t, 1<<30, 0)
+	chf.stall = 2500 * time.Millisecond // longer than the check waits for an answer
+	if _, err := contend(context.Background(), s, rdb, 7, month202611, 4, func(string, ...any) {}); err == nil || !strings.Contains(err.Error(), "no call answered") {
+		t.Errorf("a server answering nothing in a round: %v", err)
+	}
+}
+
+// A call under way when its step ends completes: the session it opened is
+// parked, not lost; a call asked for after the end is not made.
+func TestCallOutlivesItsStep(t *testing.T) {
+	chf, s, _ := contentionFixture(t, 1<<30, 0)
+	chf.stall = 200 * time.Millisecond
+	s.grant, s.family = 10<<20, 7
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	if err := s.call(1)(ctx, rand.New(rand.NewPCG(1, 2))); err != nil {
+		t.Fatalf("the call cut off: %v", err)
+	}
+	if s.parked() != 1 || chf.creates != 1 {
+		t.Errorf("%d sessions parked of %d created", s.parked(), chf.creates)
+	}
+	if err := s.call(1)(ctx, rand.New(rand.NewPCG(1, 2))); err == nil || chf.creates != 1 {
+		t.Errorf("a call after the end: %v, %d creates", err, chf.creates)
 	}
 }

@@ -222,7 +222,7 @@ func (r *report) markdown(args string) string {
 			if g.overshootRead {
 				over = thousands(float64(g.overshoot)) + " bytes"
 				if strings.HasPrefix(g.target, "DPCS") {
-					over += fmt.Sprintf(" (%s of %s pools used up)", thousands(float64(g.usedUp)), thousands(float64(r.cfg.families)))
+					over += fmt.Sprintf(" (%s of %s pools with less than a grant left)", thousands(float64(g.usedUp)), thousands(float64(r.cfg.families)))
 				}
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %.1f | %s | %s MiB | %s |\n", label, thousands(g.perSecond()), ms(percentile(g.w.lat, .99)),

@@ -570,10 +570,7 @@ func (r *report) grantSteps(ctx context.Context, d *dpcs, rdb redis.Cmdable, pro
 	const target = "DPCS charging interface (Nchf update over h2c)"
 	s := newSMFs(d.chargingURL, d.chargingToken, d.gen, max(cfg.callers, cfg.inFlight))
 	defer s.releaseAll(context.WithoutCancel(ctx))
-	month, err := poolMonth(time.Now())
-	if err != nil {
-		return err
-	}
+	month := func() (string, error) { return poolMonth(time.Now(), serverZone(cfg)) }
 	steps := grantPlan(ctx, cfg)
 	for _, st := range steps {
 		if err := s.releaseAll(ctx); err != nil {
@@ -610,7 +607,14 @@ func (r *report) grantSteps(ctx context.Context, d *dpcs, rdb redis.Cmdable, pro
 		// The pools as the step left them, its sessions still open: what
 		// they hold is reserved, and used + reserved must stay within
 		// every pool's total.
-		pools, err := readPools(ctx, rdb, seq(1, int64(cfg.families)), month)
+		mo, err := month()
+		if err != nil {
+			return err
+		}
+		pools, found, err := readPools(ctx, rdb, seq(1, int64(cfg.families)), mo)
+		if err == nil && found == 0 {
+			err = fmt.Errorf("no family has a pool of %s (the server's month or zone is another)", mo)
+		}
 		if err != nil {
 			return fmt.Errorf("%s, %s: %w", target, st.name, err)
 		}
@@ -638,15 +642,27 @@ func (r *report) grantSteps(ctx context.Context, d *dpcs, rdb redis.Cmdable, pro
 func contentionFamily(cfg config) int64 { return int64(cfg.families) + 1 }
 
 // contend is the grant path's contention check: every caller on one
-// family's four members, 10 MiB grants, in rounds of 2 s until a round in
-// which nothing was granted; the pool is read before, when nothing more is
-// granted (the sessions still open), and after every session is released.
-func contend(ctx context.Context, s *smfs, rdb redis.Cmdable, fid int64, month string, callers int, say func(string, ...any)) (*poolContention, error) {
+// family's four members, 10 MiB grants, in rounds of 200 ms until a round
+// in which nothing was granted. The pool is read before, after every round
+// (the sessions open then parked, holding what they were granted) and
+// after every release. It fails when the pool had too little left to
+// contend for (a database an earlier run used up: reseed), when no call
+// was answered for 2 s (a server that stopped answering grants nothing
+// too), and when nothing more was granted with a grant still left.
+func contend(ctx context.Context, s *smfs, rdb redis.Cmdable, fid int64, month func() (string, error), callers int, say func(string, ...any)) (*poolContention, error) {
+	const round, stalled, most = 200 * time.Millisecond, 2 * time.Second, 300
 	if err := s.releaseAll(ctx); err != nil {
 		return nil, fmt.Errorf("releasing the sessions: %w", err)
 	}
 	read := func() (pool, error) {
-		p, err := readPools(ctx, rdb, []int64{fid}, month)
+		m, err := month()
+		if err != nil {
+			return pool{}, err
+		}
+		p, found, err := readPools(ctx, rdb, []int64{fid}, m)
+		if err == nil && found == 0 {
+			err = fmt.Errorf("family %d has no pool of %s", fid, m)
+		}
 		return p[fid], err
 	}
 	c := &poolContention{family: fid, grant: 10 << 20}
@@ -654,17 +670,20 @@ func contend(ctx context.Context, s *smfs, rdb redis.Cmdable, fid int64, month s
 	if c.before, err = read(); err != nil {
 		return nil, err
 	}
+	if need := int64(callers) * c.grant; c.before.left() < need {
+		return nil, fmt.Errorf("family %d's pool has %d bytes left, less than %d callers' grants: nothing to contend for (reseed: -seed)", fid, c.before.left(), callers)
+	}
 	s.grant, s.family = c.grant, fid
 	defer func() { s.family = 0 }()
 	say("every caller on family %d's four members, 10 MiB grants, until its pool (%d bytes left) grants no more", fid, c.before.left())
 	g0, refused0 := s.granted.Load(), s.refused.Load()
-	for {
-		if c.rounds == 30 {
-			return nil, fmt.Errorf("family %d's pool still granting after 30 rounds of 2 s", fid)
+	for answered := time.Now(); ; {
+		if c.rounds == most {
+			return nil, fmt.Errorf("family %d's pool still granting after %d rounds of %v", fid, most, round)
 		}
 		c.rounds++
 		g := s.granted.Load()
-		w, err := closedLoop(ctx, callers, 0, 2*time.Second, s.call(1), func() {})
+		w, err := closedLoop(ctx, callers, 0, round, s.call(1), func() {})
 		if err != nil {
 			return nil, err
 		}
@@ -672,21 +691,35 @@ func contend(ctx context.Context, s *smfs, rdb redis.Cmdable, fid int64, month s
 		if w.Errors*10 > w.Calls {
 			return nil, fmt.Errorf("%d of %d calls failed (first: %v)", w.Errors, w.Calls, w.FirstErr)
 		}
-		if s.granted.Load() == g {
+		if w.Calls > 0 {
+			answered = time.Now()
+		} else if time.Since(answered) >= stalled {
+			return nil, fmt.Errorf("no call answered in %v", time.Since(answered).Round(time.Second))
+		}
+		p, err := read()
+		if err != nil {
+			return nil, err
+		}
+		c.overshoot = max(c.overshoot, p.over())
+		if open := s.parked(); p.reserved >= c.held.reserved {
+			c.held, c.open = p, open
+		}
+		if w.Calls > 0 && s.granted.Load() == g {
 			break
 		}
 	}
 	c.granted, c.refused = s.granted.Load()-g0, s.refused.Load()-refused0
-	if c.held, err = read(); err != nil {
-		return nil, err
-	}
 	if err := s.releaseAll(ctx); err != nil {
 		return nil, fmt.Errorf("releasing the sessions: %w", err)
 	}
 	if c.released, err = read(); err != nil {
 		return nil, err
 	}
+	c.overshoot = max(c.overshoot, c.released.over())
 	say("  %s", c.sentence())
+	if c.released.left() >= c.grant {
+		return c, fmt.Errorf("nothing more granted with %d bytes of the pool left", c.released.left())
+	}
 	return c, nil
 }
 
@@ -706,7 +739,7 @@ func seq(from, to int64) []int64 {
 // seeded population.
 func measureCeiling(ctx context.Context, cfg config) (float64, [4]float64, string, error) {
 	var script [4]float64
-	if cfg.families >= 999_998 {
+	if cfg.families+1 >= 999_998 { // the contention family is seeded too
 		return 0, script, "", errors.New("-pipebench: the ceiling's families 999998 and 999999 are seeded ones")
 	}
 	cmd := exec.CommandContext(ctx, cfg.pipebench, "-redis", cfg.redis, "-ceiling-only", "-first-family", "1000000")

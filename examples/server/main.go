@@ -9,7 +9,8 @@
 //	DPCS_JWT_SECRET=… go run ./examples/server
 //
 // /healthz, /readyz and /metrics (Prometheus) are served on DPCS_ADMIN_ADDR
-// (default 127.0.0.1:9091; off: none).
+// (default 127.0.0.1:9091; off: none). It collects garbage at GOGC=400
+// unless GOGC is set (service.GCPercent).
 //
 // POST /decisions answers gateways synchronously (decision, remaining,
 // rule) with a credential of DPCS_GATEWAY_TOKENS; without one it refuses
