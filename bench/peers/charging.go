@@ -164,7 +164,7 @@ func (s *smfs) call(int) call {
 			}
 			if err != nil {
 				if status == http.StatusCreated && ref != "" {
-					s.post(ctx, "/"+ref+"/release", s.body("", 1, 0, 0))
+					s.release(ctx, ref, 1)
 				}
 				return err
 			}
@@ -172,8 +172,7 @@ func (s *smfs) call(int) call {
 			s.granted.Add(g)
 			if !ok { // nothing granted: the session is opened, and ended
 				s.refused.Add(1)
-				_, _, _, err := s.post(ctx, "/"+ref+"/release", s.body("", 1, 0, 0))
-				return err
+				return s.release(ctx, ref, 1)
 			}
 			s.park(&pduSession{ref: ref, held: g})
 			return nil
@@ -183,7 +182,7 @@ func (s *smfs) call(int) call {
 		if err != nil {
 			// Whether or not the server took the update, the session ends.
 			p.seq++
-			s.post(ctx, "/"+p.ref+"/release", s.body("", p.seq, 0, 0))
+			s.release(ctx, p.ref, p.seq)
 			return err
 		}
 		g, ok := grantOf(a)
@@ -191,7 +190,7 @@ func (s *smfs) call(int) call {
 		if !ok { // the family's pool or a limit is used up: end the session
 			s.refused.Add(1)
 			p.seq++
-			if _, _, _, err := s.post(ctx, "/"+p.ref+"/release", s.body("", p.seq, 0, 0)); err != nil {
+			if err := s.release(ctx, p.ref, p.seq); err != nil {
 				return err
 			}
 			return nil
@@ -200,6 +199,13 @@ func (s *smfs) call(int) call {
 		s.park(p)
 		return nil
 	}
+}
+
+// release ends session ref with invocation seq, reporting nothing used:
+// what it holds goes back to the pool.
+func (s *smfs) release(ctx context.Context, ref string, seq int) error {
+	_, _, _, err := s.post(ctx, "/"+ref+"/release", s.body("", seq, 0, 0))
+	return err
 }
 
 // parked is how many sessions are parked (open, between calls).
@@ -225,7 +231,7 @@ func (s *smfs) releaseAll(ctx context.Context) error {
 	var first error
 	for _, p := range idle {
 		p.seq++
-		if _, _, _, err := s.post(ctx, "/"+p.ref+"/release", s.body("", p.seq, 0, 0)); err != nil && first == nil {
+		if err := s.release(ctx, p.ref, p.seq); err != nil && first == nil {
 			first = err
 		}
 	}

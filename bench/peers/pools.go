@@ -25,15 +25,16 @@ const maxTotal = 1 << 46
 // key unless -server-env sets another.
 const defaultZone = "Asia/Seoul"
 
-// serverZone is the server's DPCS_TIMEZONE: -server-env's, else the default.
-func serverZone(cfg config) string {
+// serverZone is the server's DPCS_TIMEZONE (-server-env's, else the
+// default), loaded.
+func serverZone(cfg config) (*time.Location, error) {
 	zone := defaultZone
 	for _, kv := range cfg.serverEnv {
 		if v, ok := strings.CutPrefix(kv, "DPCS_TIMEZONE="); ok {
 			zone = v
 		}
 	}
-	return zone
+	return time.LoadLocation(zone)
 }
 
 // pool is one family's month as read.
@@ -48,19 +49,17 @@ func (p pool) over() int64 { return max(0, p.used+p.reserved-p.total) }
 // left is what the pool still has for a grant or an event.
 func (p pool) left() int64 { return max(0, p.total-p.used-p.reserved) }
 
-// poolCheck is what the pools of a step say: the largest overshoot, how
-// many pools were read, and how many had less left than one grant (used
-// up as far as the step's SMFs go).
+// poolCheck is what the pools of a step say: the largest overshoot, and
+// how many had less left than one grant.
 type poolCheck struct {
-	overshoot    int64
-	read, usedUp int
+	overshoot int64
+	usedUp    int
 }
 
 // checkPools summarises pools for grants of grant bytes.
 func checkPools(pools map[int64]pool, grant int64) poolCheck {
 	var c poolCheck
 	for _, p := range pools {
-		c.read++
 		c.overshoot = max(c.overshoot, p.over())
 		if p.left() < grant {
 			c.usedUp++
@@ -69,24 +68,17 @@ func checkPools(pools map[int64]pool, grant int64) poolCheck {
 	return c
 }
 
-// poolMonth is the month of a pool's key at t in zone (an IANA name).
-func poolMonth(t time.Time, zone string) (string, error) {
-	loc, err := time.LoadLocation(zone)
-	if err != nil {
-		return "", err
-	}
-	return t.In(loc).Format("200601"), nil
-}
+// poolMonth is the month of a pool's key at t in the server's zone.
+func poolMonth(t time.Time, loc *time.Location) string { return t.In(loc).Format("200601") }
 
 // readPools reads families' pools of month from DPCS's Redis, pipelined in
-// chunks, and counts the families that have a pool hash of month (found):
-// a month the server does not use reads as empty pools, so the caller
-// checks that some were found. A family without a plan is an error: the
-// bench reads only seeded families, and a layout it does not know must not
-// read as 0.
-func readPools(ctx context.Context, rdb redis.Cmdable, fids []int64, month string) (pools map[int64]pool, found int, err error) {
+// chunks. Errors, not zeros: a family without a plan (the bench reads only
+// seeded families, and a layout it does not know must not read as 0), and
+// no family with a pool hash of month (a month the server does not use
+// reads as empty pools).
+func readPools(ctx context.Context, rdb redis.Cmdable, fids []int64, month string) (map[int64]pool, error) {
 	const chunk = 1000
-	pools = make(map[int64]pool, len(fids))
+	pools, found := make(map[int64]pool, len(fids)), 0
 	for start := 0; start < len(fids); start += chunk {
 		part := fids[start:min(start+chunk, len(fids))]
 		plans := make([]*redis.SliceCmd, len(part))
@@ -100,16 +92,16 @@ func readPools(ctx context.Context, rdb redis.Cmdable, fids []int64, month strin
 			return nil
 		})
 		if err != nil {
-			return nil, 0, fmt.Errorf("reading the pools: %w", err)
+			return nil, fmt.Errorf("reading the pools: %w", err)
 		}
 		for i, f := range part {
 			plan, err := poolFields(plans[i].Val())
 			if err != nil || !plan[0].set {
-				return nil, 0, fmt.Errorf("family %d: no plan in family:{%d} (%v)", f, f, err)
+				return nil, fmt.Errorf("family %d: no plan in family:{%d} (%v)", f, f, err)
 			}
 			m, err := poolFields(months[i].Val())
 			if err != nil {
-				return nil, 0, fmt.Errorf("family %d's pool of %s: %w", f, month, err)
+				return nil, fmt.Errorf("family %d's pool of %s: %w", f, month, err)
 			}
 			if m[0].set || m[1].set || m[2].set {
 				found++
@@ -117,7 +109,10 @@ func readPools(ctx context.Context, rdb redis.Cmdable, fids []int64, month strin
 			pools[f] = pool{total: min(plan[0].n+m[1].n, maxTotal), used: m[0].n, reserved: m[2].n}
 		}
 	}
-	return pools, found, nil
+	if found == 0 && len(fids) > 0 {
+		return nil, fmt.Errorf("no family of %d read has a pool of %s (the server's month or zone is another)", len(fids), month)
+	}
+	return pools, nil
 }
 
 type poolField struct {

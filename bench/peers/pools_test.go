@@ -29,7 +29,7 @@ func TestCheckPools(t *testing.T) {
 		6: {total: 100, used: 101, reserved: 2}, // 3 over
 	}
 	c := checkPools(pools, 10)
-	if c != (poolCheck{overshoot: 20, read: 6, usedUp: 5}) {
+	if c != (poolCheck{overshoot: 20, usedUp: 5}) {
 		t.Errorf("checkPools = %+v", c)
 	}
 }
@@ -47,9 +47,9 @@ func TestReadPools(t *testing.T) {
 	mr.HSet("family:{1}:pool:202610", "used", "999999")
 	mr.HSet("family:{2}", "plan", "2000") // nothing used this month
 	mr.HSet("family:{3}", "plan", strconv.FormatInt(1<<47, 10))
-	got, found, err := readPools(ctx, rdb, []int64{1, 2, 3}, "202611")
-	if err != nil || found != 1 {
-		t.Fatalf("readPools: %d found, %v", found, err)
+	got, err := readPools(ctx, rdb, []int64{1, 2, 3}, "202611")
+	if err != nil {
+		t.Fatal(err)
 	}
 	want := map[int64]pool{1: {total: 1500, used: 300, reserved: 70}, 2: {total: 2000}, 3: {total: maxTotal}}
 	for f, p := range want {
@@ -57,11 +57,14 @@ func TestReadPools(t *testing.T) {
 			t.Errorf("family %d: %+v, want %+v", f, got[f], p)
 		}
 	}
-	if _, _, err := readPools(ctx, rdb, []int64{1, 4}, "202611"); err == nil || !strings.Contains(err.Error(), "family 4") {
+	if _, err := readPools(ctx, rdb, []int64{2, 3}, "202611"); err == nil || !strings.Contains(err.Error(), "no family of 2 read has a pool of 202611") {
+		t.Errorf("families without the month's pool read as %v", err)
+	}
+	if _, err := readPools(ctx, rdb, []int64{1, 4}, "202611"); err == nil || !strings.Contains(err.Error(), "family 4") {
 		t.Errorf("a family without a plan read as %v", err)
 	}
 	mr.HSet("family:{2}:pool:202611", "used", "lots")
-	if _, _, err := readPools(ctx, rdb, []int64{2}, "202611"); err == nil {
+	if _, err := readPools(ctx, rdb, []int64{2}, "202611"); err == nil {
 		t.Error("a used that is not a number was read")
 	}
 }
@@ -70,14 +73,19 @@ func TestReadPools(t *testing.T) {
 // the default.
 func TestPoolMonth(t *testing.T) {
 	at := time.Date(2026, 11, 30, 15, 30, 0, 0, time.UTC) // 2026-12-01 00:30 in Seoul
-	if m, err := poolMonth(at, serverZone(config{})); err != nil || m != "202612" {
-		t.Errorf("poolMonth in the default zone = %q, %v", m, err)
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{{nil, "202612"}, {[]string{"GOGC=400", "DPCS_TIMEZONE=UTC"}, "202611"}} {
+		loc, err := serverZone(config{serverEnv: tc.env})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := poolMonth(at, loc); m != tc.want {
+			t.Errorf("%v: poolMonth = %q, want %q", tc.env, m, tc.want)
+		}
 	}
-	cfg := config{serverEnv: []string{"GOGC=400", "DPCS_TIMEZONE=UTC"}}
-	if m, err := poolMonth(at, serverZone(cfg)); err != nil || m != "202611" {
-		t.Errorf("poolMonth in UTC = %q, %v", m, err)
-	}
-	if _, err := poolMonth(at, "Nowhere/Else"); err == nil {
+	if _, err := serverZone(config{serverEnv: []string{"DPCS_TIMEZONE=Nowhere/Else"}}); err == nil {
 		t.Error("an unknown zone was accepted")
 	}
 }
@@ -184,7 +192,7 @@ func contentionFixture(t *testing.T, plan, overgrant int64) (*fakeCHF, *smfs, re
 	return chf, s, rdb
 }
 
-func month202611() (string, error) { return "202611", nil }
+func month202611() string { return "202611" }
 
 // The contention check drives one family's members until the pool grants
 // no more: against a CHF that keeps its pool it reads no overshoot with

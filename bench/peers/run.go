@@ -570,7 +570,11 @@ func (r *report) grantSteps(ctx context.Context, d *dpcs, rdb redis.Cmdable, pro
 	const target = "DPCS charging interface (Nchf update over h2c)"
 	s := newSMFs(d.chargingURL, d.chargingToken, d.gen, max(cfg.callers, cfg.inFlight))
 	defer s.releaseAll(context.WithoutCancel(ctx))
-	month := func() (string, error) { return poolMonth(time.Now(), serverZone(cfg)) }
+	loc, err := serverZone(cfg)
+	if err != nil {
+		return err
+	}
+	month := func() string { return poolMonth(time.Now(), loc) }
 	steps := grantPlan(ctx, cfg)
 	for _, st := range steps {
 		if err := s.releaseAll(ctx); err != nil {
@@ -607,20 +611,13 @@ func (r *report) grantSteps(ctx context.Context, d *dpcs, rdb redis.Cmdable, pro
 		// The pools as the step left them, its sessions still open: what
 		// they hold is reserved, and used + reserved must stay within
 		// every pool's total.
-		mo, err := month()
-		if err != nil {
-			return err
-		}
-		pools, found, err := readPools(ctx, rdb, seq(1, int64(cfg.families)), mo)
-		if err == nil && found == 0 {
-			err = fmt.Errorf("no family has a pool of %s (the server's month or zone is another)", mo)
-		}
+		pools, err := readPools(ctx, rdb, seq(1, int64(cfg.families)), month())
 		if err != nil {
 			return fmt.Errorf("%s, %s: %w", target, st.name, err)
 		}
 		pc := checkPools(pools, st.grant)
 		res.overshoot, res.overshootRead, res.usedUp = pc.overshoot, true, pc.usedUp
-		say("%s; largest pool overshoot %d bytes, %d of %d pools with less than a grant left", res.line(), pc.overshoot, pc.usedUp, pc.read)
+		say("%s; largest pool overshoot %d bytes, %d of %d pools with less than a grant left", res.line(), pc.overshoot, pc.usedUp, len(pools))
 		if w.Errors > 0 {
 			say("  %d calls failed; the first: %v", w.Errors, w.FirstErr)
 		}
@@ -649,20 +646,13 @@ func contentionFamily(cfg config) int64 { return int64(cfg.families) + 1 }
 // contend for (a database an earlier run used up: reseed), when no call
 // was answered for 2 s (a server that stopped answering grants nothing
 // too), and when nothing more was granted with a grant still left.
-func contend(ctx context.Context, s *smfs, rdb redis.Cmdable, fid int64, month func() (string, error), callers int, say func(string, ...any)) (*poolContention, error) {
+func contend(ctx context.Context, s *smfs, rdb redis.Cmdable, fid int64, month func() string, callers int, say func(string, ...any)) (*poolContention, error) {
 	const round, stalled, most = 200 * time.Millisecond, 2 * time.Second, 300
 	if err := s.releaseAll(ctx); err != nil {
 		return nil, fmt.Errorf("releasing the sessions: %w", err)
 	}
 	read := func() (pool, error) {
-		m, err := month()
-		if err != nil {
-			return pool{}, err
-		}
-		p, found, err := readPools(ctx, rdb, []int64{fid}, m)
-		if err == nil && found == 0 {
-			err = fmt.Errorf("family %d has no pool of %s", fid, m)
-		}
+		p, err := readPools(ctx, rdb, []int64{fid}, month())
 		return p[fid], err
 	}
 	c := &poolContention{family: fid, grant: 10 << 20}
