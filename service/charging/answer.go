@@ -19,7 +19,7 @@ func (s *Service) answer(a ask, r quota.GrantResult, now time.Time) (MultipleUni
 	secs := max(int64(until.Sub(now).Round(time.Second)/time.Second), 1)
 	until = now.Add(time.Duration(secs) * time.Second)
 	holding := int64(s.o.holding / time.Second)
-	mui := MultipleUnitInformation{RatingGroup: a.rg, ValidityTime: &secs, QuotaHoldingTime: &holding}
+	mui := MultipleUnitInformation{RatingGroup: a.rg, UPFID: a.upf, ValidityTime: &secs, QuotaHoldingTime: &holding}
 	granted := uint64(max(r.Granted, 0))
 	mui.GrantedUnit = &GrantedUnit{TotalVolume: &granted}
 	switch {

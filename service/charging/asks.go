@@ -11,7 +11,10 @@ import (
 
 // ask is one rating group's part of a request, in bytes.
 type ask struct {
-	rg        uint32
+	rg uint32
+	// upf is the UPF whose quota it is (uPFID; "" when not named): the
+	// same rating group on two UPFs is two grants.
+	upf       string
 	used      int64
 	requested int64
 	release   bool // no requestedUnit: charge used, hold nothing more
@@ -23,7 +26,7 @@ func (s *Service) asks(req *ChargingDataRequest) ([]ask, *Problem) {
 	out := make([]ask, 0, len(req.MultipleUnitUsage))
 	for i, u := range req.MultipleUnitUsage {
 		at := "/multipleUnitUsage/" + strconv.Itoa(i)
-		a := ask{rg: *u.RatingGroup, inAnswer: true}
+		a := ask{rg: *u.RatingGroup, upf: u.UPFID, inAnswer: true}
 		for j, c := range u.UsedUnitContainer {
 			v, ok := volume(c.TotalVolume, c.UplinkVolume, c.DownlinkVolume)
 			if !ok || v > uint64(policy.MaxBytes) || a.used+int64(v) > policy.MaxBytes {

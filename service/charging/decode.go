@@ -101,16 +101,16 @@ func (r *ChargingDataRequest) check(op Op) *Problem {
 			return badParam(CauseOptionalIEIncorrect, "/notifyUri", fmt.Sprintf("must be an absolute http or https URI of at most %d bytes", store.MaxNotifyURILen))
 		}
 	}
-	seen := map[uint32]bool{}
 	for i, u := range r.MultipleUnitUsage {
 		at := "/multipleUnitUsage/" + strconv.Itoa(i)
 		if u.RatingGroup == nil {
 			return missing(at + "/ratingGroup")
 		}
-		if seen[*u.RatingGroup] {
-			return badParam(CauseMandatoryIEIncorrect, at+"/ratingGroup", "each rating group at most once in a request")
+		for _, v := range r.MultipleUnitUsage[:i] {
+			if *v.RatingGroup == *u.RatingGroup && v.UPFID == u.UPFID {
+				return badParam(CauseMandatoryIEIncorrect, at+"/ratingGroup", "each rating group at most once in a request (once per uPFID)")
+			}
 		}
-		seen[*u.RatingGroup] = true
 		for j, c := range u.UsedUnitContainer {
 			if c.LocalSequenceNumber == nil {
 				return missing(at + "/usedUnitContainer/" + strconv.Itoa(j) + "/localSequenceNumber")

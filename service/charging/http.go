@@ -175,7 +175,7 @@ func (h *handler) release(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, p)
 		return
 	}
-	if err := h.svc.Release(r.Context(), r.PathValue("ref"), req); err != nil {
+	if err := h.svc.release(r.Context(), r.PathValue("ref"), req); err != nil {
 		h.fail(w, r, asProblem(err))
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -182,10 +183,14 @@ func (s *Service) reauthorizePending(ctx context.Context) {
 }
 
 // reauthBody is the REAUTHORIZATION of every rating group the session
-// holds (none named: the whole session).
+// holds, each once (on every UPF: ReauthorizationDetails names no UPF;
+// none named: the whole session).
 func reauthBody(sess store.ChargingSession) []byte {
 	req := ChargingNotifyRequest{NotificationType: NotificationReauthorization}
-	for _, g := range sess.Grants {
+	for i, g := range sess.Grants {
+		if slices.ContainsFunc(sess.Grants[:i], func(h store.ChargingGrant) bool { return h.RatingGroup == g.RatingGroup }) {
+			continue
+		}
 		rg := g.RatingGroup
 		req.ReauthorizationDetails = append(req.ReauthorizationDetails, ReauthorizationDetails{RatingGroup: &rg})
 	}

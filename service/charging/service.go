@@ -143,22 +143,80 @@ func (s *Service) lock(ctx context.Context, ref string) (func(), error) {
 }
 
 // GrantID names the reservation of session ref for rating group rg across
-// its steps.
-func GrantID(ref string, rg uint32) string {
-	return envelope.DerivedID("grt_", ref, "rg:"+strconv.FormatUint(uint64(rg), 10))
+// its steps (GrantIDOn with no UPF named).
+func GrantID(ref string, rg uint32) string { return GrantIDOn(ref, rg, "") }
+
+// GrantIDOn names the reservation of session ref for rating group rg on
+// the UPF named upf (uPFID; "" for none) across its steps.
+func GrantIDOn(ref string, rg uint32, upf string) string {
+	return envelope.DerivedID("grt_", ref, quotaName(rg, upf))
 }
 
 // StepID names the step of session ref's invocation seq for rating group
-// rg: a retry of the invocation takes the same step, which the Charger
-// answers from its record.
-func StepID(ref string, rg uint32, seq uint32) string {
-	return envelope.DerivedID("grs_", ref, "rg:"+strconv.FormatUint(uint64(rg), 10)+":seq:"+strconv.FormatUint(uint64(seq), 10))
+// rg (StepIDOn with no UPF named).
+func StepID(ref string, rg uint32, seq uint32) string { return StepIDOn(ref, rg, "", seq) }
+
+// StepIDOn names the step of session ref's invocation seq for rating group
+// rg on the UPF named upf: a retry of the invocation takes the same step,
+// which the Charger answers from its record.
+func StepIDOn(ref string, rg uint32, upf string, seq uint32) string {
+	return envelope.DerivedID("grs_", ref, quotaName(rg, upf)+":seq:"+strconv.FormatUint(uint64(seq), 10))
 }
 
-// ExpiryStepID names the sweep's release of session ref's rating group rg.
-func ExpiryStepID(ref string, rg uint32) string {
-	return envelope.DerivedID("grs_", ref, "rg:"+strconv.FormatUint(uint64(rg), 10)+":expired")
+// ExpiryStepID names the sweep's release of session ref's rating group rg
+// (ExpiryStepIDOn with no UPF named).
+func ExpiryStepID(ref string, rg uint32) string { return ExpiryStepIDOn(ref, rg, "") }
+
+// ExpiryStepIDOn names the sweep's release of session ref's rating group
+// rg on the UPF named upf.
+func ExpiryStepIDOn(ref string, rg uint32, upf string) string {
+	return envelope.DerivedID("grs_", ref, quotaName(rg, upf)+":expired")
 }
+
+// quotaName is what the ids of a rating group's quota derive from: the
+// rating group, and the UPF when one is named (the ids of a quota without
+// one are those of releases before uPFID was kept).
+func quotaName(rg uint32, upf string) string {
+	n := "rg:" + strconv.FormatUint(uint64(rg), 10)
+	if upf != "" {
+		n += ":upf:" + strconv.Quote(upf)
+	}
+	return n
+}
+
+// quotaKey is a session's quota: a rating group on a UPF.
+type quotaKey struct {
+	rg  uint32
+	upf string
+}
+
+func (a ask) key() quotaKey { return quotaKey{a.rg, a.upf} }
+
+// onUPFs names in asks the UPF of a rating group the request names without
+// one, when the session holds that rating group on exactly one UPF (and
+// not without one) and the request names it on no UPF itself: an SMF that
+// named the UPF when it asked, and not in a later report, reports on that
+// grant.
+func onUPFs(held []store.ChargingGrant, asks []ask) []ask {
+	for i, a := range asks {
+		if a.upf != "" {
+			continue
+		}
+		upf, n := "", 0
+		for _, g := range held {
+			if g.RatingGroup == a.rg {
+				upf, n = g.UPFID, n+1
+			}
+		}
+		if n != 1 || upf == "" || slices.ContainsFunc(asks, func(b ask) bool { return b.rg == a.rg && b.upf != "" }) {
+			continue
+		}
+		asks[i].upf = upf
+	}
+	return asks
+}
+
+func grantKey(g store.ChargingGrant) quotaKey { return quotaKey{g.RatingGroup, g.UPFID} }
 
 // Every error of Create, Update and Release is a *Problem: a refusal, or a
 // SYSTEM_FAILURE (500) wrapping what failed, after which a retry of the same
@@ -169,6 +227,9 @@ func ExpiryStepID(ref string, rg uint32) string {
 // A retry of a create that carried a charging id gets the same ref and
 // answer; two creates without one are two sessions.
 func (s *Service) Create(ctx context.Context, req *ChargingDataRequest) (string, *ChargingDataResponse, error) {
+	if p := req.check(OpCreate); p != nil {
+		return "", nil, p
+	}
 	ref, a, err := s.createReply(ctx, req)
 	return ref, a.resp, err
 }
@@ -235,6 +296,9 @@ func (s *Service) create(ctx context.Context, req *ChargingDataRequest) (string,
 // and grants what it asks for. A retry of the last invocation gets the same
 // answer; an older invocation is refused.
 func (s *Service) Update(ctx context.Context, ref string, req *ChargingDataRequest) (*ChargingDataResponse, error) {
+	if p := req.check(OpUpdate); p != nil {
+		return nil, p
+	}
 	a, err := s.updateReply(ctx, ref, req)
 	return a.resp, err
 }
@@ -252,6 +316,13 @@ func (s *Service) updateReply(ctx context.Context, ref string, req *ChargingData
 // Release ends session ref: charges what req reports used and returns
 // every reservation the session holds.
 func (s *Service) Release(ctx context.Context, ref string, req *ChargingDataRequest) error {
+	if p := req.check(OpRelease); p != nil {
+		return p
+	}
+	return s.release(ctx, ref, req)
+}
+
+func (s *Service) release(ctx context.Context, ref string, req *ChargingDataRequest) error {
 	start := s.o.now()
 	_, replay, m, err := s.next(ctx, ref, OpRelease, req)
 	s.stepHook(OpRelease, ref, m, nil, replay, start, err)
@@ -284,18 +355,18 @@ func (s *Service) next(ctx context.Context, ref string, op Op, req *ChargingData
 		if a, done, err := s.replay(sess, op, *req.InvocationSequenceNumber); done || err != nil {
 			return a, true, m, err
 		}
-		asks := slices.Clone(asked)
+		asks := onUPFs(sess.Grants, slices.Clone(asked))
 		if op == OpRelease { // every grant the session holds is returned
-			named := map[uint32]bool{}
+			named := map[quotaKey]bool{}
 			for _, a := range asks {
-				named[a.rg] = true
+				named[a.key()] = true
 			}
 			for i := range asks {
 				asks[i].release = true
 			}
 			for _, g := range sess.Grants {
-				if !named[g.RatingGroup] {
-					asks = append(asks, ask{rg: g.RatingGroup, release: true})
+				if !named[grantKey(g)] {
+					asks = append(asks, ask{rg: g.RatingGroup, upf: g.UPFID, release: true})
 				}
 			}
 		}
@@ -348,15 +419,15 @@ func (s *Service) replay(sess store.ChargingSession, op Op, seq uint32) (reply, 
 // dropped.
 func planned(ref string, have []store.ChargingGrant, asks []ask) []store.ChargingGrant {
 	out := make([]store.ChargingGrant, 0, len(have)+len(asks))
-	idx := map[uint32]int{}
+	idx := map[quotaKey]int{}
 	for _, g := range have {
-		idx[g.RatingGroup] = len(out)
+		idx[grantKey(g)] = len(out)
 		out = append(out, g)
 	}
 	for _, a := range asks {
-		if _, ok := idx[a.rg]; !ok {
-			idx[a.rg] = len(out)
-			out = append(out, store.ChargingGrant{RatingGroup: a.rg, GrantID: GrantID(ref, a.rg)})
+		if _, ok := idx[a.key()]; !ok {
+			idx[a.key()] = len(out)
+			out = append(out, store.ChargingGrant{RatingGroup: a.rg, UPFID: a.upf, GrantID: GrantIDOn(ref, a.rg, a.upf)})
 		}
 	}
 	return out
@@ -388,7 +459,7 @@ func (s *Service) step(ctx context.Context, sess store.ChargingSession, op Op, r
 	ops := make([]quota.GrantOp, len(asks))
 	for i, a := range asks {
 		cov := s.o.groups.Of(a.rg)
-		ops[i] = quota.GrantOp{ID: StepID(sess.Ref, a.rg, seq), GrantID: GrantID(sess.Ref, a.rg), FamilyID: sess.FamilyID,
+		ops[i] = quota.GrantOp{ID: StepIDOn(sess.Ref, a.rg, a.upf, seq), GrantID: GrantIDOn(sess.Ref, a.rg, a.upf), FamilyID: sess.FamilyID,
 			CustomerID: sess.MemberID, AppID: cov.AppID, Category: cov.Category, Used: a.used,
 			Requested: a.requested, Release: a.release, At: now}
 		if a.release {
@@ -406,22 +477,23 @@ func (s *Service) step(ctx context.Context, sess store.ChargingSession, op Op, r
 		}
 	}
 	resp := &ChargingDataResponse{InvocationTimeStamp: now.UTC().Truncate(time.Millisecond), InvocationSequenceNumber: seq}
-	held := map[uint32]store.ChargingGrant{}
+	held := map[quotaKey]store.ChargingGrant{}
 	for _, g := range sess.Grants {
-		held[g.RatingGroup] = g
+		held[grantKey(g)] = g
 	}
 	for i, a := range asks {
 		r := results[i]
 		if a.release {
-			delete(held, a.rg)
+			delete(held, a.key())
 			if a.inAnswer {
-				resp.MultipleUnitInformation = append(resp.MultipleUnitInformation, MultipleUnitInformation{ResultCode: ResultSuccess, RatingGroup: a.rg})
+				resp.MultipleUnitInformation = append(resp.MultipleUnitInformation,
+					MultipleUnitInformation{ResultCode: ResultSuccess, RatingGroup: a.rg, UPFID: a.upf})
 			}
 			continue
 		}
 		mui, until := s.answer(a, r, now)
 		resp.MultipleUnitInformation = append(resp.MultipleUnitInformation, mui)
-		held[a.rg] = store.ChargingGrant{RatingGroup: a.rg, GrantID: ops[i].GrantID, Granted: r.Granted, ValidUntil: until}
+		held[a.key()] = store.ChargingGrant{RatingGroup: a.rg, UPFID: a.upf, GrantID: ops[i].GrantID, Granted: r.Granted, ValidUntil: until}
 	}
 	st := store.ChargingStep{Seq: int64(seq), Op: string(op), State: store.ChargingOpen}
 	expires := now.Add(s.o.validity)
@@ -429,7 +501,7 @@ func (s *Service) step(ctx context.Context, sess store.ChargingSession, op Op, r
 		expires = now
 	}
 	for _, a := range planned(sess.Ref, sess.Grants, asks) { // the session's order, then the new ones
-		if g, ok := held[a.RatingGroup]; ok {
+		if g, ok := held[grantKey(a)]; ok {
 			st.Grants = append(st.Grants, g)
 			if g.ValidUntil.After(expires) {
 				expires = g.ValidUntil

@@ -752,3 +752,110 @@ func TestStepsShareATransaction(t *testing.T) {
 		t.Errorf("used %d after %d updates of 1 byte", used, updates)
 	}
 }
+
+// onUPF is u for the UPF named upf (uPFID).
+func onUPF(u charging.MultipleUnitUsage, upf string) charging.MultipleUnitUsage {
+	u.UPFID = upf
+	return u
+}
+
+// unitOn is the answer's part about rg on the UPF named upf.
+func unitOn(t *testing.T, resp *charging.ChargingDataResponse, rg uint32, upf string) charging.MultipleUnitInformation {
+	t.Helper()
+	for _, u := range resp.MultipleUnitInformation {
+		if u.RatingGroup == rg && u.UPFID == upf {
+			return u
+		}
+	}
+	t.Fatalf("no answer for rating group %d on UPF %q in %+v", rg, upf, resp.MultipleUnitInformation)
+	return charging.MultipleUnitInformation{}
+}
+
+// Quota managed per UPF (TS 32.291 uPFID): each answer names the UPF its
+// request named, so an SMF finds the rules to update; one rating group on
+// two UPFs holds two grants, each reported, charged and returned on its
+// own, and a release (or the sweep) returns both.
+func TestQuotaPerUPF(t *testing.T) {
+	e := newEnv(t, charging.WithValidity(10*time.Minute), charging.WithQuotaHoldingTime(time.Minute))
+	sub := "imsi-" + childIMSI
+	ref, resp, err := e.svc.Create(e.ctx, request(sub, 0, onUPF(ask(10, 4*mib, -1), "upf-a"), onUPF(ask(10, 6*mib, -1), "upf-b"),
+		ask(20, 1*mib, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := granted(unitOn(t, resp, 10, "upf-a")); g != 4*mib {
+		t.Errorf("upf-a granted %d", g)
+	}
+	if g := granted(unitOn(t, resp, 10, "upf-b")); g != 6*mib {
+		t.Errorf("upf-b granted %d", g)
+	}
+	if g := granted(unitOn(t, resp, 20, "")); g != 1*mib {
+		t.Errorf("rating group 20 (no UPF) granted %d", g)
+	}
+	if r := e.fake.Reserved(charging.GrantID(ref, 20)); r != 1*mib {
+		t.Errorf("rating group 20 without a UPF keeps its grant id: reserved %d", r)
+	}
+	if _, _, reserved := e.fake.Pool(family); reserved != 11*mib {
+		t.Errorf("reserved %d, want 11 MiB", reserved)
+	}
+	// upf-b reports 6 MiB used and asks again; upf-a's grant is untouched.
+	resp, err = e.svc.Update(e.ctx, ref, request(sub, 1, onUPF(ask(10, 2*mib, 6*mib), "upf-b")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := unitOn(t, resp, 10, "upf-b"); granted(u) != 2*mib || len(resp.MultipleUnitInformation) != 1 {
+		t.Errorf("update answer = %+v", resp.MultipleUnitInformation)
+	}
+	if _, used, reserved := e.fake.Pool(family); used != 6*mib || reserved != 7*mib {
+		t.Errorf("after the update: used %d reserved %d, want 6 and 7 MiB", used, reserved)
+	}
+	// The same rating group and UPF twice is still refused.
+	_, err = e.svc.Update(e.ctx, ref, request(sub, 2, onUPF(ask(10, 1, -1), "upf-a"), onUPF(ask(10, 1, -1), "upf-a")))
+	wantProblem(t, err, http.StatusBadRequest, charging.CauseMandatoryIEIncorrect, "/multipleUnitUsage/1/ratingGroup")
+	if err := e.svc.Release(e.ctx, ref, request(sub, 2, onUPF(report(10, 1*mib), "upf-a"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, used, reserved := e.fake.Pool(family); used != 7*mib || reserved != 0 || e.fake.Outstanding() != 0 {
+		t.Errorf("after the release: used %d reserved %d, want 7 MiB and nothing held", used, reserved)
+	}
+	// The sweep returns each UPF's grant of a lost session.
+	lost, _, err := e.svc.Create(e.ctx, request(sub, 0, onUPF(ask(10, 1*mib, -1), "upf-a"), onUPF(ask(10, 1*mib, -1), "upf-b")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(12 * time.Minute)
+	if info, err := e.svc.Sweep(e.ctx); err != nil || info.Closed != 1 {
+		t.Fatalf("sweep: %+v, %v", info, err)
+	}
+	if _, _, reserved := e.fake.Pool(family); reserved != 0 || e.fake.Outstanding() != 0 {
+		t.Errorf("after the sweep of %s: %d bytes reserved", lost, reserved)
+	}
+	if err := e.fake.Check(); err != nil {
+		t.Error(err)
+	}
+}
+
+// A report without uPFID on a rating group the session holds on one UPF
+// only is that grant's: an SMF that named the UPF when it asked and not
+// after keeps one reservation, and the answer names the UPF.
+func TestReportWithoutUPFIsTheOnlyUPFs(t *testing.T) {
+	e := newEnv(t)
+	sub := "imsi-" + childIMSI
+	ref, _, err := e.svc.Create(e.ctx, request(sub, 0, onUPF(ask(10, 4*mib, -1), "upf-a")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := e.svc.Update(e.ctx, ref, request(sub, 1, ask(10, 2*mib, 3*mib)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := granted(unitOn(t, resp, 10, "upf-a")); g != 2*mib {
+		t.Errorf("granted %d", g)
+	}
+	if r := e.fake.Reserved(charging.GrantIDOn(ref, 10, "upf-a")); r != 2*mib {
+		t.Errorf("upf-a's grant holds %d", r)
+	}
+	if _, used, reserved := e.fake.Pool(family); used != 3*mib || reserved != 2*mib {
+		t.Errorf("used %d reserved %d, want 3 and 2 MiB: one reservation", used, reserved)
+	}
+}

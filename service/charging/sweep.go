@@ -93,7 +93,7 @@ func (s *Service) expire(ctx context.Context, sess store.ChargingSession) (bool,
 		now := s.o.now()
 		for i, g := range sess.Grants {
 			cov := s.o.groups.Of(g.RatingGroup)
-			ops[i] = quota.GrantOp{ID: ExpiryStepID(sess.Ref, g.RatingGroup), GrantID: g.GrantID, FamilyID: sess.FamilyID,
+			ops[i] = quota.GrantOp{ID: ExpiryStepIDOn(sess.Ref, g.RatingGroup, g.UPFID), GrantID: g.GrantID, FamilyID: sess.FamilyID,
 				CustomerID: sess.MemberID, AppID: cov.AppID, Category: cov.Category, Release: true, At: now}
 		}
 		res, err := s.charger.Charge(ctx, ops)

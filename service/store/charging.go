@@ -37,14 +37,17 @@ const (
 	MaxConsumerLen   = 255
 )
 
-// ChargingGrant is what a session holds for one rating group: the grant's id
-// (the reservation across steps), the bytes granted at its last step and
-// until when that answer is valid.
+// ChargingGrant is what a session holds for one rating group (on one UPF,
+// when the SMF names it): the grant's id (the reservation across steps),
+// the bytes granted at its last step and until when that answer is valid.
 type ChargingGrant struct {
-	RatingGroup uint32    `json:"rg"`
-	GrantID     string    `json:"grantId"`
-	Granted     int64     `json:"granted"`
-	ValidUntil  time.Time `json:"validUntil"`
+	RatingGroup uint32 `json:"rg"`
+	// UPFID is the UPF whose quota it is (Nchf's uPFID), "" when the SMF
+	// named none.
+	UPFID      string    `json:"upf,omitempty"`
+	GrantID    string    `json:"grantId"`
+	Granted    int64     `json:"granted"`
+	ValidUntil time.Time `json:"validUntil"`
 }
 
 // ChargingSession is a row of charging_session: one charging data resource.
