@@ -521,6 +521,14 @@ func (s *Service) step(ctx context.Context, sess store.ChargingSession, op Op, r
 	ok, err := s.record(ctx, store.ChargingStepOn{Ref: sess.Ref, PrevSeq: sess.LastSeq, Step: st})
 	if err != nil {
 		s.cache.drop(sess.Ref) // written or not: the next step reads SQL
+		// Closed meanwhile (a release or a sweep elsewhere): what this step
+		// reserved is nobody's, as when the write finds it moved on. Open,
+		// or unknown: the invocation's retry takes the step again (its
+		// steps are answered from the Charger's record) or the sweep
+		// returns the session's grants.
+		if cur, rerr := s.sessions.ChargingSession(ctx, sess.Ref); errors.Is(rerr, store.ErrNotFound) || (rerr == nil && cur.State != store.ChargingOpen) {
+			s.undo(ctx, sess, ops, results)
+		}
 		return reply{}, err
 	}
 	if !ok {
@@ -571,12 +579,15 @@ func (s *Service) raced(ctx context.Context, ref string, op Op, seq uint32) (rep
 
 // undo returns what ops reserved for sess when sess was closed meanwhile
 // (by its release or the sweep in another process, after this one read
-// it): no session holds those grants any more, so no sweep would. A
-// release of a grant holding nothing returns nothing (Charger).
+// it): no session holds those grants any more, so no sweep would. Every
+// step that asked is released, also one granted nothing: a grant crowded
+// out (none granted, not final) stays open in the engine, counted among
+// the family's grants, for its next step. A release of a grant holding
+// nothing returns nothing (Charger).
 func (s *Service) undo(ctx context.Context, sess store.ChargingSession, ops []quota.GrantOp, results []quota.GrantResult) {
 	var rel []quota.GrantOp
 	for i, op := range ops {
-		if !op.Release && i < len(results) && results[i].Granted > 0 {
+		if !op.Release && i < len(results) {
 			rel = append(rel, quota.GrantOp{ID: envelope.DerivedID("grs_", op.ID, "undo"), GrantID: op.GrantID, FamilyID: op.FamilyID,
 				CustomerID: op.CustomerID, AppID: op.AppID, Category: op.Category, Release: true, At: s.o.now()})
 		}

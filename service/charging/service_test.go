@@ -859,3 +859,122 @@ func TestReportWithoutUPFIsTheOnlyUPFs(t *testing.T) {
 		t.Errorf("used %d reserved %d, want 3 and 2 MiB: one reservation", used, reserved)
 	}
 }
+
+// A step crowded out (nothing granted, not final: the engine keeps its
+// grant open for the next step) on a session another process closed
+// meanwhile is undone too: no grant is left open that no session holds.
+func TestCrowdedStepOnAClosedSessionIsUndone(t *testing.T) {
+	e := newEnv(t)
+	other := e.service(e.fake, e.st.S)
+	sub := "imsi-" + childIMSI
+	ref, _, err := e.svc.Create(e.ctx, request(sub, 0, ask(10, 4*mib, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Release(e.ctx, ref, request(sub, 1, report(10, 1*mib))); err != nil {
+		t.Fatal(err)
+	}
+	e.fake.CrowdNext(1)
+	_, err = e.svc.Update(e.ctx, ref, request(sub, 2, ask(10, 4*mib, 0)))
+	wantProblem(t, err, http.StatusNotFound, charging.CauseResourceContextNotFound, "")
+	if n := e.fake.Outstanding(); n != 0 {
+		t.Errorf("%d grants open after a crowded step on a closed session; want 0", n)
+	}
+	if err := e.fake.Check(); err != nil {
+		t.Error(err)
+	}
+}
+
+// listedSessions runs then once, after the sweep read the expired
+// sessions and before it closes them.
+type listedSessions struct {
+	charging.Sessions
+	then func()
+}
+
+func (l *listedSessions) ExpiredChargingSessions(ctx context.Context, now time.Time, limit int) ([]store.ChargingSession, error) {
+	list, err := l.Sessions.ExpiredChargingSessions(ctx, now, limit)
+	if f := l.then; f != nil {
+		l.then = nil
+		f()
+	}
+	return list, err
+}
+
+// A step that added a rating group to an expired session after the sweep
+// read it (and whose answer could not be recorded) leaves a reservation
+// the sweep returns too: it closes the session as SQL holds it once
+// CLOSING, not as it read it.
+func TestSweepReleasesGrantsAddedAfterItsRead(t *testing.T) {
+	e := newEnv(t, charging.WithValidity(10*time.Minute), charging.WithQuotaHoldingTime(time.Minute))
+	fs := &failingSessions{Sessions: e.st.S}
+	ls := &listedSessions{Sessions: fs}
+	svc := e.service(e.fake, ls, charging.WithValidity(10*time.Minute), charging.WithQuotaHoldingTime(time.Minute))
+	sub := "imsi-" + childIMSI
+	ref, _, err := svc.Create(e.ctx, request(sub, 0, ask(10, 4*mib, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(12 * time.Minute)
+	ls.then = func() {
+		fs.mu.Lock()
+		fs.fail = true
+		fs.mu.Unlock()
+		_, err := svc.Update(e.ctx, ref, request(sub, 1, ask(10, 4*mib, 1*mib), ask(20, 2*mib, -1)))
+		wantProblem(t, err, http.StatusInternalServerError, charging.CauseSystemFailure, "")
+		fs.mu.Lock()
+		fs.fail = false
+		fs.mu.Unlock()
+	}
+	if info, err := svc.Sweep(e.ctx); err != nil || info.Closed != 1 {
+		t.Fatalf("sweep: %+v, %v", info, err)
+	}
+	if _, _, reserved := e.fake.Pool(family); reserved != 0 || e.fake.Outstanding() != 0 {
+		t.Errorf("after the sweep: %d bytes reserved by %d grants; want none", reserved, e.fake.Outstanding())
+	}
+}
+
+// beforeCharge runs then once before the next Charge.
+type beforeCharge struct {
+	charging.Charger
+	then func()
+}
+
+func (b *beforeCharge) Charge(ctx context.Context, ops []quota.GrantOp) ([]quota.GrantResult, error) {
+	if f := b.then; f != nil {
+		b.then = nil
+		f()
+	}
+	return b.Charger.Charge(ctx, ops)
+}
+
+// A step whose session another process's sweep closed after this one read
+// it, and whose record then fails outright (not "moved on": SQL's answer
+// lost), is undone once SQL says the session is closed: its reservation is
+// nobody's.
+func TestFailedRecordOnASweptSessionIsUndone(t *testing.T) {
+	e := newEnv(t, charging.WithValidity(10*time.Minute), charging.WithQuotaHoldingTime(time.Minute))
+	fs := &failingSessions{Sessions: e.st.S}
+	bc := &beforeCharge{Charger: e.fake}
+	svc := e.service(bc, fs, charging.WithValidity(10*time.Minute), charging.WithQuotaHoldingTime(time.Minute))
+	other := e.service(e.fake, e.st.S, charging.WithValidity(10*time.Minute), charging.WithQuotaHoldingTime(time.Minute))
+	sub := "imsi-" + childIMSI
+	ref, _, err := svc.Create(e.ctx, request(sub, 0, ask(10, 4*mib, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(12 * time.Minute)
+	bc.then = func() {
+		if info, err := other.Sweep(e.ctx); err != nil || info.Closed != 1 {
+			t.Errorf("the other process's sweep: %+v, %v", info, err)
+		}
+		fs.mu.Lock()
+		fs.fail = true
+		fs.mu.Unlock()
+	}
+	_, err = svc.Update(e.ctx, ref, request(sub, 1, ask(10, 4*mib, 1*mib)))
+	wantProblem(t, err, http.StatusInternalServerError, charging.CauseSystemFailure, "")
+	if _, _, reserved := e.fake.Pool(family); reserved != 0 || e.fake.Outstanding() != 0 {
+		t.Errorf("%d bytes reserved by %d grants of a closed session; want none", reserved, e.fake.Outstanding())
+	}
+}

@@ -74,19 +74,33 @@ func (s *Service) Sweep(ctx context.Context) (SweepInfo, error) {
 }
 
 // expire closes one expired session: CLOSING (unless a step came
-// meanwhile), every grant released, CLOSED.
-func (s *Service) expire(ctx context.Context, sess store.ChargingSession) (bool, error) {
-	unlock, err := s.lock(ctx, sess.Ref)
+// meanwhile), every grant it holds then released, CLOSED. The grants are
+// read again once the session is CLOSING: a step that began before
+// (here or in another process) may have added a rating group since the
+// sweep's read (SetChargingGrants, which keeps last_seq), and a CLOSING
+// session's grants change no more.
+func (s *Service) expire(ctx context.Context, listed store.ChargingSession) (bool, error) {
+	unlock, err := s.lock(ctx, listed.Ref)
 	if err != nil {
 		return false, err
 	}
 	defer unlock()
-	s.cache.drop(sess.Ref) // closing, or stepped meanwhile: the next step reads SQL
-	if sess.State == store.ChargingOpen {
-		ok, err := s.sessions.BeginClosingChargingSession(ctx, sess.Ref, sess.LastSeq)
+	s.cache.drop(listed.Ref) // closing, or stepped meanwhile: the next step reads SQL
+	if listed.State == store.ChargingOpen {
+		ok, err := s.sessions.BeginClosingChargingSession(ctx, listed.Ref, listed.LastSeq)
 		if err != nil || !ok {
 			return false, err
 		}
+	}
+	sess, err := s.sessions.ChargingSession(ctx, listed.Ref)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if sess.State != store.ChargingClosing { // another sweep closed it meanwhile
+		return false, nil
 	}
 	if len(sess.Grants) > 0 {
 		ops := make([]quota.GrantOp, len(sess.Grants))

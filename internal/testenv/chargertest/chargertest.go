@@ -28,6 +28,7 @@ type Fake struct {
 	until    time.Time
 	fail     int
 	reclaim  []string
+	crowd    int
 	calls    int
 	ops      []quota.GrantOp
 }
@@ -94,6 +95,16 @@ func (f *Fake) ReclaimNext(grantIDs ...string) {
 	f.reclaim = grantIDs
 }
 
+// CrowdNext makes the next n steps that ask for units answer as the
+// engine does a grant crowded out by the family's other grants: nothing
+// granted, not final, the grant kept open (holding nothing) for its next
+// step.
+func (f *Fake) CrowdNext(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.crowd = n
+}
+
 // ErrInjected is the error of a call FailNext made fail.
 var ErrInjected = errors.New("chargertest: injected failure")
 
@@ -135,6 +146,8 @@ func (f *Fake) Charge(_ context.Context, ops []quota.GrantOp) ([]quota.GrantResu
 		case op.Release:
 		case blocked:
 			r.Decision = why
+		case f.crowd > 0 && op.Requested > 0:
+			f.crowd--
 		default:
 			avail := max(fam.total-fam.used-fam.reserved, 0)
 			r.Granted = min(op.Requested, avail)
@@ -144,7 +157,7 @@ func (f *Fake) Charge(_ context.Context, ops []quota.GrantOp) ([]quota.GrantResu
 			}
 			r.ThrottleKbps = f.throttle[op.CustomerID]
 		}
-		if r.Granted > 0 {
+		if r.Granted > 0 || !(op.Release || r.Final || r.Decision != policy.Allowed) {
 			f.grants[op.GrantID] = &grant{family: op.FamilyID, member: op.CustomerID, reserved: r.Granted}
 			fam.reserved += r.Granted
 		}
@@ -176,7 +189,8 @@ func (f *Fake) Reserved(grantID string) int64 {
 	return 0
 }
 
-// Outstanding is how many grants hold a reservation.
+// Outstanding is how many grants are open: holding a reservation, or
+// crowded out and waiting for their next step (CrowdNext).
 func (f *Fake) Outstanding() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
