@@ -363,6 +363,8 @@ func (s *scanner) grant(dst **GrantStep) bool {
 			return seen.first(1<<7) && (s.Null() || s.timeMember(&g.ValidUntil))
 		case "reclaim":
 			return seen.first(1<<8) && s.stringArray(&g.Reclaim)
+		case "category":
+			return seen.first(1<<9) && s.stringMember(&g.Category, false)
 		}
 		return s.Skip(1)
 	})

@@ -218,6 +218,10 @@ func (g *GrantStep) appendJSON(b []byte) []byte {
 		}
 		b = append(b, ']')
 	}
+	if g.Category != "" {
+		b = append(b, `,"category":`...)
+		b = appendString(b, g.Category)
+	}
 	return append(b, '}')
 }
 

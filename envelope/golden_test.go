@@ -131,7 +131,8 @@ var wantGolden = map[string]envelope.Event{
 			TotalBytes: 10737418240, DailyUsedBytes: 41943040, MonthlyUsedBytes: 765460480,
 			ThrottleKbps: 1024, Crossed: []envelope.Crossing{{Percent: 50, Arm: 1}},
 			Grant: &envelope.GrantStep{GrantID: "chg_7f3a/32", PreviousStep: "chg_7f3a/32/1", GrantedBytes: 52428800,
-				Open: true, ReservedBytes: 73400320, ValidUntil: at("2026-02-06T13:00:00Z"), Reclaim: []string{"chg_9c01/32"}},
+				Open: true, ReservedBytes: 73400320, ValidUntil: at("2026-02-06T13:00:00Z"), Reclaim: []string{"chg_9c01/32"},
+				Category: "VIDEO"},
 		},
 	},
 	"usage_persist_notifies.json": {

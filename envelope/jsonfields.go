@@ -302,6 +302,7 @@ func (o *object) grantStep(name string) *GrantStep {
 		ReservedBytes: e.int64("reservedBytes", false),
 		ValidUntil:    e.time("validUntil", false),
 		Reclaim:       e.strings("reclaim"),
+		Category:      e.str("category", false),
 	}
 	if err := e.err(); err != nil {
 		o.add(prefixed(name, err))

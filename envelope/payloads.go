@@ -183,6 +183,10 @@ type GrantStep struct {
 	ReservedBytes int64     `json:"reservedBytes,omitempty"` // ≥ 0, what the family's grants reserve of the step's month after it
 	ValidUntil    time.Time `json:"validUntil,omitzero"`     // when the answer may change; absent on a release
 	Reclaim       []string  `json:"reclaim,omitempty"`       // grants holding more than their fair share; [] reads as nil
+	// Category is the app category the step was judged as (GrantOp's, or
+	// its app's): its charge counts for that category's daily budget on the
+	// step's day. Absent in records of releases before it.
+	Category string `json:"category,omitempty"`
 }
 
 func (g *GrantStep) validate(field string) error {
@@ -197,6 +201,9 @@ func (g *GrantStep) validate(field string) error {
 	}
 	for i, id := range g.Reclaim {
 		errs = append(errs, nonEmpty(fmt.Sprintf("%s.reclaim[%d]", field, i), id))
+	}
+	if !categoryName(g.Category) {
+		errs = append(errs, invalid(field+".category", "must be an app category: 1 to %d upper-case letters, digits or _", MaxCategoryLen))
 	}
 	return errors.Join(errs...)
 }
@@ -770,6 +777,23 @@ func atLeast(field string, v, min int64) error {
 		return invalid(field, "must be ≥ %d", min)
 	}
 	return nil
+}
+
+// MaxCategoryLen bounds an app category's name (GrantStep.Category).
+const MaxCategoryLen = 32
+
+// categoryName reports whether c is empty or an app category's name
+// (VIDEO, GAME, …: upper-case letters, digits and _).
+func categoryName(c string) bool {
+	if len(c) > MaxCategoryLen {
+		return false
+	}
+	for _, r := range c {
+		if (r < 'A' || r > 'Z') && (r < '0' || r > '9') && r != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 func nonEmpty(field, v string) error {

@@ -212,6 +212,7 @@ func TestDecodeErrors(t *testing.T) {
 		{persist, "payload.grant", `{"grantId":"g","grantedBytes":1,"validUntil":"soon"}`, "payload.grant.validUntil", "must be an RFC 3339 timestamp", mal},
 		{persist, "payload.grant", `{"grantId":"g","grantedBytes":1,"reclaim":"h"}`, "payload.grant.reclaim", "must be an array of strings", mal},
 		{persist, "payload.grant", `{"grantId":"g","grantedBytes":1,"reclaim":["h",""]}`, "payload.grant.reclaim[1]", "required", nil},
+		{persist, "payload.grant", `{"grantId":"g","grantedBytes":1,"category":"video"}`, "payload.grant.category", "must be an app category", nil},
 
 		// NOTIFICATION / QUOTA_UPDATED
 		{quota, "payload.familyId", absent, "payload.familyId", "required", nil},

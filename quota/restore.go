@@ -82,13 +82,17 @@ type MemberState struct {
 // Usage is allowed usage of a member at a time (one event, or a sum within
 // one day of the service zone), and of what app: AppID and Category ("":
 // the engine's catalog's, WithCatalog, as for an event) count it for the
-// member's daily budgets of that day (LIMIT:DATA:APP, LIMIT:DATA:CATEGORY).
+// member's daily budgets of that day (LIMIT:DATA:APP, LIMIT:DATA:CATEGORY),
+// or of BudgetAt's day when set: a grant step's charge is charged to the
+// day of the reservation it returns (At, its GrantResult.ChargedAt) and
+// counted for the budgets of the step's own day (GrantOp.At).
 type Usage struct {
 	CustomerID int64
 	At         time.Time
 	Bytes      int64
 	AppID      string
 	Category   policy.Category
+	BudgetAt   time.Time
 }
 
 // CurrentMonth returns the month key (YYYYMM) of the engine's clock in its
@@ -517,8 +521,14 @@ func (e *Engine) restoreWrite(st FamilyState) (func(held []string) restoreCall, 
 		}
 		f[dayField(mo.Day)] += u.Bytes
 		used[mo.Month] += u.Bytes
-		if c, ok := budgeted[u.CustomerID]; ok && slices.ContainsFunc(days, func(d budgetDay) bool { return d.day == mo.Day }) {
-			e.countBudget(spent, c, u, mo.Day)
+		if c, ok := budgeted[u.CustomerID]; ok {
+			bday := mo.Day
+			if !u.BudgetAt.IsZero() {
+				bday = policy.MomentOf(u.BudgetAt, e.loc).Day
+			}
+			if slices.ContainsFunc(days, func(d budgetDay) bool { return d.day == bday }) {
+				e.countBudget(spent, c, u, bday)
+			}
 		}
 	}
 	judged := make([]any, 0, 2*(len(st.Judged)+len(st.Steps)))

@@ -380,3 +380,87 @@ func checkVersionInFamilyHash(t *testing.T, rdb redis.UniversalClient) {
 		t.Errorf("v:93 after a restore without its policy = %q, want none", field(93))
 	}
 }
+
+// A grant step's charge counts for the daily budgets of the step's day and
+// category (what grant.lua counted), though its usage is charged to the
+// day of the reservation it returns (Usage.At = ChargedAt): Usage.BudgetAt
+// names the step's day. A category-only rating group (no app) counts for
+// its category's budget. Restored from what the rebuild reads, the
+// counters are those the engine kept, and the next step is judged on them.
+func TestRestoreGrantBudgets(t *testing.T) {
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		seoul, _ := policy.LoadZone(policy.DefaultZone)
+		now := time.Date(2026, 2, 9, 23, 50, 0, 0, seoul)
+		prefix := fmt.Sprintf("rg%d:", time.Now().UnixNano())
+		defer dropPrefix(ctx, rdb, prefix)
+		e, err := New(rdb, WithKeyPrefix(prefix), WithClock(func() time.Time { return now }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const fid, cid = 8, 1
+		budgets := map[string]string{"LIMIT:DATA:APP:yt": "100000", "LIMIT:DATA:CATEGORY:VIDEO": "150000"}
+		if _, err := e.SetPlan(ctx, fid, 10_000_000); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.AddMember(ctx, fid, cid); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.SetConstraints(ctx, fid, cid, 1, budgets); err != nil {
+			t.Fatal(err)
+		}
+		step := func(id, grant, app string, used int64) GrantResult {
+			t.Helper()
+			r, err := e.Grant(ctx, []GrantOp{{ID: id, GrantID: grant, FamilyID: fid, CustomerID: cid, AppID: app,
+				Category: policy.CategoryVideo, Used: used, Requested: 20_000, At: now}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r[0]
+		}
+		// Reserved before midnight, reported after it.
+		step("a1", "ga", "yt", 0)
+		step("v1", "gv", "", 0)
+		now = time.Date(2026, 2, 10, 0, 10, 0, 0, seoul)
+		a2 := step("a2", "ga", "yt", 15_000)
+		v2 := step("v2", "gv", "", 18_000)
+		today, yesterday := e.k.budget(fid, cid, "20260210"), e.k.budget(fid, cid, "20260209")
+		read := func() map[string]map[string]string {
+			out := map[string]map[string]string{}
+			for _, k := range []string{today, yesterday} {
+				h, err := rdb.HGetAll(ctx, k).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				out[k] = h
+			}
+			return out
+		}
+		before := read()
+		if want := map[string]string{"a:yt": "15000", "c:VIDEO": "33000"}; !cmp.Equal(before[today], want) {
+			t.Fatalf("today's counters before = %v, want %v", before[today], want)
+		}
+		if err := rdb.Del(ctx, today, yesterday).Err(); err != nil {
+			t.Fatal(err)
+		}
+		// What the rebuild reads: each charge at the day it was charged to,
+		// with the step's day and category.
+		st := FamilyState{FamilyID: fid, Provisioned: true, Plan: 10_000_000,
+			Members: []MemberState{{CustomerID: cid, Constraints: budgets, Version: 1}},
+			Usage: []Usage{
+				{CustomerID: cid, At: a2.ChargedAt, BudgetAt: now, Bytes: 15_000, AppID: "yt", Category: policy.CategoryVideo},
+				{CustomerID: cid, At: v2.ChargedAt, BudgetAt: now, Bytes: 18_000, Category: policy.CategoryVideo},
+			},
+			Grants: []GrantState{{GrantID: "ga", CustomerID: cid, Reserved: a2.Granted, At: now, Step: "a2"},
+				{GrantID: "gv", CustomerID: cid, Reserved: v2.Granted, At: now, Step: "v2"}}}
+		if !a2.ChargedAt.Before(time.Date(2026, 2, 10, 0, 0, 0, 0, seoul)) {
+			t.Fatalf("the step's charge went to %v, not the reservation's day", a2.ChargedAt)
+		}
+		if err := e.Restore(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(before, read()); diff != "" {
+			t.Errorf("budget counters after restore (-before +after):\n%s", diff)
+		}
+	})
+}

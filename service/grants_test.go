@@ -2,6 +2,7 @@ package service
 
 import (
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/judge"
+	"github.com/dabom/dpcs/service/store"
 )
 
 // Grant steps through the door with the promise of POST /decisions
@@ -139,6 +141,48 @@ func TestGrantsThroughTheDoor(t *testing.T) {
 	defer r.mu.Unlock()
 	if len(r.recovered) != 2 { // the rig's start, then the loss's
 		t.Errorf("recoveries %+v: want the start's and the loss's", r.recovered)
+	}
+}
+
+// A grant's charges count for its member's daily category budget, also a
+// category-only rating group's (no app): in Redis as grant.lua counts
+// them, and after Redis is lost as the rebuild restores them from SQL
+// (grant_step's category and step time), so the next grant is still cut
+// to what the budget leaves.
+func TestGrantBudgetsSurviveARebuild(t *testing.T) {
+	r := newRecoveryRig(t)
+	budget := map[string]string{policy.KeyLimitCatPrefix + string(policy.CategoryVideo): fmt.Sprint(5 * mb)}
+	up, err := r.st.UpdatePolicy(r.h.Ctx, store.PolicyChange{FamilyID: 2, CustomerID: 21, Set: budget, By: store.System})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.h.Engine.SetConstraints(r.h.Ctx, 2, 21, up.Policy.Version, budget); err != nil {
+		t.Fatal(err)
+	}
+	r.start()
+	ctx := r.h.Ctx
+	dec := r.decisions(t)
+	step := func(id string, used, requested int64) quota.GrantOp {
+		return quota.GrantOp{ID: id, GrantID: "sess-v/10", FamilyID: 2, CustomerID: 21, Category: policy.CategoryVideo,
+			Used: used, Requested: requested, At: r.h.Now}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for _, op := range []quota.GrantOp{step("v1", 0, 2*mb), step("v2", 2*mb, 2*mb), step("v3", 2*mb, 2*mb)} {
+		rs := untilCharged(t, op.ID, deadline, func() ([]quota.GrantResult, error) { return dec.Charge(ctx, []quota.GrantOp{op}) })
+		if rs[0].Granted != 2*mb && op.ID != "v3" {
+			t.Fatalf("%s: %+v", op.ID, rs[0])
+		}
+		if op.ID == "v3" && rs[0].Granted != 1*mb { // 4 MB of the 5 MB budget used
+			t.Fatalf("v3 before the loss: %+v; want 1 MB, what the budget leaves", rs[0])
+		}
+	}
+	waitCount(t, r, `SELECT COUNT(*) FROM grant_step WHERE category = 'VIDEO'`, 3)
+	r.mr.FlushAll() // Redis came back empty
+	v4 := untilCharged(t, "v4 after the loss", deadline, func() ([]quota.GrantResult, error) {
+		return dec.Charge(ctx, []quota.GrantOp{step("v4", 0, 2*mb)})
+	})
+	if v4[0].Granted != 1*mb {
+		t.Errorf("v4 after the rebuild: %+v; want 1 MB, what the restored budget leaves", v4[0])
 	}
 }
 

@@ -111,7 +111,8 @@ func grantOutputs(op quota.GrantOp, res quota.GrantResult, gen string, loc *time
 			ThrottleKbps: res.ThrottleKbps, Crossed: crossed,
 			Grant: &envelope.GrantStep{GrantID: op.GrantID, PreviousStep: res.Previous, GrantedBytes: res.Granted,
 				Open: res.Granted > 0 || !(op.Release || res.Final), Final: res.Final, OverageBytes: res.Overage,
-				ReservedBytes: res.Reserved, ValidUntil: res.ValidUntil, Reclaim: res.Reclaim},
+				ReservedBytes: res.Reserved, ValidUntil: res.ValidUntil, Reclaim: res.Reclaim,
+				Category: string(op.Category)},
 			Generation: gen, Notifies: notifies})))
 	if err != nil {
 		return nil, err

@@ -55,8 +55,8 @@ func (s *Store) Migrate(ctx context.Context) error { return migrate(ctx, s.db, s
 
 // MigrateUsage is Migrate for the tables the write-behind writes,
 // usage_record and grant_step: it creates them and their indexes if
-// missing and adds the columns a usage_record created by an earlier
-// release lacks. For a deployable that
+// missing and adds the columns a usage_record or grant_step created by an
+// earlier release lacks. For a deployable that
 // migrates only the tables it writes (service.Migrate, the processor's).
 // Running it again changes nothing.
 func MigrateUsage(ctx context.Context, db *sql.DB) error {
@@ -71,8 +71,10 @@ func MigrateUsage(ctx context.Context, db *sql.DB) error {
 	if err := runScript(ctx, db, dir, grantStepScript); err != nil {
 		return err
 	}
-	if _, err = addColumns(ctx, db, d, dir, "usage_record.sql"); err != nil {
-		return err
+	for _, cols := range []string{"usage_record.sql", "grant_step.sql"} {
+		if _, err = addColumns(ctx, db, d, dir, cols); err != nil {
+			return err
+		}
 	}
 	return dropRetiredIndexes(ctx, db, d, "usage_record")
 }

@@ -230,6 +230,10 @@ func (s *Store) readFamilies(ctx context.Context, w Window, ids []int64, span, u
 	// The charges of grant steps written within the dedupe window, by
 	// step id: half of each step's answer (grant_step holds the rest).
 	charges := map[string]quota.GrantResult{}
+	// The usage of grant steps, by step id: its place in its family's
+	// Usage, which the step's row completes (its day and category count
+	// it for the daily budgets).
+	stepUsage := map[string]int{}
 	read := func(byFamily string, famArgs []any) error {
 		uargs := append(append([]any{}, famArgs...), s.t(lo), s.t(to))
 		rows, err := s.db.QueryContext(ctx, fmt.Sprintf(`SELECT family_id, event_id, customer_id, bytes_used, process_result, remaining_after, rule,
@@ -262,6 +266,9 @@ func (s *Store) readFamilies(ctx context.Context, w Window, ids []int64, span, u
 				// The app counts it for the member's daily budgets (the
 				// engine's catalog names its category, as for the event).
 				st.Usage = append(st.Usage, quota.Usage{CustomerID: cid, At: at.Time, Bytes: bytes, AppID: app})
+				if grant != "" {
+					stepUsage[id] = len(st.Usage) - 1
+				}
 			}
 			if inMonths && len(cs) > 0 {
 				month := policy.MomentOf(at.Time, w.Location()).Month
@@ -293,7 +300,7 @@ func (s *Store) readFamilies(ctx context.Context, w Window, ids []int64, span, u
 		if err != nil {
 			return dbErr("rebuild: usage", err)
 		}
-		return s.readGrants(ctx, byFamily, famArgs, lo, from, to, since, created, states, charges)
+		return s.readGrants(ctx, byFamily, famArgs, lo, from, to, since, created, states, charges, stepUsage)
 	}
 	for chunk := range slices.Chunk(ids, readChunk) {
 		famArgs := make([]any, len(chunk))
@@ -356,22 +363,25 @@ func (s *Store) budgetCategories(ctx context.Context, states map[int64]quota.Fam
 // since (charges holds their usage_record halves). which selects the
 // families' rows with args; it reads the steps of [lo, to) as
 // ReadFamilies reads usage_record, and created converts created_at as
-// ReadFamilies does.
+// ReadFamilies does. A step's charge read into its family's Usage (at
+// stepUsage's index) gets the step's time as its BudgetAt and the step's
+// category: grant.lua counted it for the budgets of that day and category.
 func (s *Store) readGrants(ctx context.Context, which string, args []any, lo, from, to, since time.Time, created string,
-	states map[int64]quota.FamilyState, charges map[string]quota.GrantResult) error {
+	states map[int64]quota.FamilyState, charges map[string]quota.GrantResult, stepUsage map[string]int) error {
 	gargs := append(append([]any{}, args...), s.t(lo), s.t(to))
 	rows, err := s.db.QueryContext(ctx, fmt.Sprintf(`SELECT family_id, step_id, customer_id, grant_id, previous_step, granted,
-		is_open, is_final, overage, reserved, valid_until, reclaim, step_time, %s
+		is_open, is_final, overage, reserved, valid_until, reclaim, step_time, category, %s
 		FROM grant_step WHERE %s AND step_time >= ? AND step_time < ? ORDER BY id`, created, which), gargs...)
 	if err != nil {
 		return dbErr("rebuild: grant steps", err)
 	}
 	type step struct {
-		fid     int64
-		grant   quota.GrantState
-		open    bool
-		created time.Time
-		result  quota.GrantResult
+		fid      int64
+		grant    quota.GrantState
+		open     bool
+		created  time.Time
+		result   quota.GrantResult
+		category string
 	}
 	var steps []step
 	replaced := map[string]bool{}
@@ -381,7 +391,7 @@ func (s *Store) readGrants(ctx context.Context, which string, args []any, lo, fr
 		var open, final int
 		var until, at, createdAt sqldialect.NullTime
 		if err := sc.Scan(&st.fid, &st.grant.Step, &st.grant.CustomerID, &st.grant.GrantID, &previous, &st.grant.Reserved,
-			&open, &final, &st.result.Overage, &st.result.Reserved, &until, &reclaim, &at, &createdAt); err != nil {
+			&open, &final, &st.result.Overage, &st.result.Reserved, &until, &reclaim, &at, &st.category, &createdAt); err != nil {
 			return err
 		}
 		st.grant.At, st.open, st.created = at.Time, open != 0, createdAt.Time
@@ -415,6 +425,12 @@ func (s *Store) readGrants(ctx context.Context, which string, args []any, lo, fr
 		fs, ok := states[st.fid]
 		if !ok {
 			continue
+		}
+		if i, ok := stepUsage[st.grant.Step]; ok && i < len(fs.Usage) {
+			fs.Usage[i].BudgetAt = st.grant.At
+			if st.category != "" {
+				fs.Usage[i].Category = policy.Category(st.category)
+			}
 		}
 		if st.open && !replaced[st.grant.Step] && !st.grant.At.Before(from) && st.grant.At.Before(to) {
 			fs.Grants = append(fs.Grants, st.grant)

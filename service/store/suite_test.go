@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/dabom/dpcs/envelope"
 	"github.com/dabom/dpcs/internal/testenv/storetest"
@@ -87,6 +88,7 @@ func runSuite(t *testing.T, open opener) {
 		"AppCatalog":    testAppCatalog,
 		"GrantSteps":    testGrantSteps,
 		"BudgetUsage":   testBudgetUsage,
+		"GrantBudgets":  testGrantBudgets,
 		"RebuildSpan":   testRebuildSpan,
 		"RecentApps":    testRecentApps,
 		"Charging":      testChargingSessions,
@@ -1029,5 +1031,51 @@ func testRebuildSpan(t *testing.T, e *env) {
 	}
 	if len(st.Usage) != 1 || !st.Usage[0].At.Equal(now.Add(-time.Hour)) {
 		t.Errorf("usage %+v, want the accepted month's one event", st.Usage)
+	}
+}
+
+// A grant step's charge is read at the day it was charged to (the
+// reservation it returned: usage_record's event_time) and counts for the
+// daily budgets of the step's own day and category (grant_step's
+// step_time and category, quota.Usage.BudgetAt and Category), as grant.lua
+// counted it; a step row written before its category was kept names none
+// (the app catalog's, as for an event).
+func testGrantBudgets(t *testing.T, e *env) {
+	f, err := e.S.CreateFamily(e.Ctx, store.NewFamily{Name: "grant budgets", PlanBytes: 1000}, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	charged := now.Add(-20 * time.Minute) // the reservation the step returned
+	if charged.Before(month) {
+		charged = month
+	}
+	w, err := store.NewUsageWriter(e.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	rec := func(id, app, category string) store.UsageRecord {
+		return store.UsageRecord{EventID: id, FamilyID: f.ID, CustomerID: 11, AppID: app, BytesUsed: 7,
+			ProcessResult: string(policy.Allowed), RemainingAfter: 900, EventTime: charged, TotalBytes: 1000,
+			Grant: &store.GrantStepRow{StepID: id, FamilyID: f.ID, CustomerID: 11, GrantID: "g-" + id, Open: true,
+				StepTime: now, Category: category}}
+	}
+	if err := w.Write(e.Ctx, []store.UsageRecord{rec("v", "", "VIDEO"), rec("o", "web", "")}); err != nil {
+		t.Fatal(err)
+	}
+	states, bad, err := e.S.ReadFamilies(e.Ctx, monthWindow{month}, []int64{f.ID}, false)
+	if err != nil || len(bad) != 0 {
+		t.Fatalf("ReadFamilies: %v %v", bad, err)
+	}
+	got := states[f.ID].Usage
+	slices.SortFunc(got, func(a, b quota.Usage) int { return strings.Compare(a.AppID, b.AppID) })
+	want := []quota.Usage{
+		{CustomerID: 11, At: charged, BudgetAt: now, Bytes: 7, Category: policy.CategoryVideo},
+		{CustomerID: 11, At: charged, BudgetAt: now, Bytes: 7, AppID: "web"},
+	}
+	if d := cmp.Diff(want, got, cmpopts.EquateApproxTime(time.Millisecond)); d != "" {
+		t.Errorf("grant usage (-want +got):\n%s", d)
 	}
 }

@@ -66,6 +66,7 @@ type GrantStepRow struct {
 	ValidUntil   time.Time // zero on a release (NULL)
 	Reclaim      []string
 	StepTime     time.Time // the step's time: its reservation's day and month
+	Category     string    // the app category it was judged as ("" before it was kept)
 }
 
 // maxReclaimLen bounds grant_step.reclaim (a TEXT column).
@@ -94,7 +95,7 @@ func grantStepRowOf(e envelope.Envelope[envelope.UsagePersistPayload]) *GrantSte
 	}
 	return &GrantStepRow{StepID: p.OriginEventID, FamilyID: p.FamilyID, CustomerID: p.CustomerID, GrantID: g.GrantID,
 		PreviousStep: g.PreviousStep, Granted: g.GrantedBytes, Open: g.Open, Final: g.Final, Overage: g.OverageBytes,
-		Reserved: g.ReservedBytes, ValidUntil: g.ValidUntil, Reclaim: g.Reclaim, StepTime: e.Timestamp}
+		Reserved: g.ReservedBytes, ValidUntil: g.ValidUntil, Reclaim: g.Reclaim, StepTime: e.Timestamp, Category: g.Category}
 }
 
 // DecodeUsageRecord is the write-behind's writebehind.Decoder of
@@ -161,6 +162,7 @@ func (u UsageRecord) Validate() error {
 	if g := u.Grant; g != nil {
 		str("grant.grantId", g.GrantID, 255, true)
 		str("grant.previousStep", g.PreviousStep, 255, false)
+		str("grant.category", g.Category, envelope.MaxCategoryLen, false)
 		for _, n := range []struct {
 			field string
 			v     int64
@@ -195,7 +197,7 @@ var usageColumns = []string{"event_id", "family_id", "customer_id", "app_id", "b
 
 // grantStepColumns are the columns of grant_step a usage writer fills.
 var grantStepColumns = []string{"step_id", "family_id", "customer_id", "grant_id", "previous_step", "granted",
-	"is_open", "is_final", "overage", "reserved", "valid_until", "reclaim", "step_time"}
+	"is_open", "is_final", "overage", "reserved", "valid_until", "reclaim", "step_time", "category"}
 
 // UsageWriter is the write-behind's writer of usage-persist records: each
 // record's row of usage_record, and a grant step's row of grant_step
@@ -236,7 +238,7 @@ func NewUsageWriter(db *sql.DB, opts ...writebehind.SQLOption) (*UsageWriter, er
 			until = g.ValidUntil
 		}
 		return []any{g.StepID, g.FamilyID, g.CustomerID, g.GrantID, g.PreviousStep, g.Granted,
-			boolInt(g.Open), boolInt(g.Final), g.Overage, g.Reserved, until, strings.Join(g.Reclaim, ","), g.StepTime}, nil
+			boolInt(g.Open), boolInt(g.Final), g.Overage, g.Reserved, until, strings.Join(g.Reclaim, ","), g.StepTime, g.Category}, nil
 	}, opts...)
 	if err != nil {
 		usage.Close()

@@ -370,3 +370,64 @@ func TestDecodeUsageRecord(t *testing.T) {
 		t.Errorf("long id: %v", err)
 	}
 }
+
+// A grant_step created before its category column (the CREATE of
+// 2026-11-27) gains it by either migration, its rows read an empty one, and a
+// step's category is written and read back after.
+func TestMigrateOldGrantStepSQLite(t *testing.T) {
+	for name, migrate := range migrations {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			db := openSQLite(t)
+			if _, err := db.ExecContext(ctx, `CREATE TABLE grant_step (
+  id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT, step_id TEXT NOT NULL, family_id INTEGER NOT NULL,
+  customer_id INTEGER NOT NULL, grant_id TEXT NOT NULL, previous_step TEXT NOT NULL DEFAULT '',
+  granted INTEGER NOT NULL, is_open INTEGER NOT NULL, is_final INTEGER NOT NULL DEFAULT 0,
+  overage INTEGER NOT NULL DEFAULT 0, reserved INTEGER NOT NULL DEFAULT 0, valid_until TEXT NULL,
+  reclaim TEXT NOT NULL DEFAULT '', step_time TEXT NOT NULL,
+  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')))`); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.ExecContext(ctx, `INSERT INTO grant_step (step_id, family_id, customer_id, grant_id, granted, is_open, step_time)
+				VALUES ('old', 1, 11, 'g', 5, 1, '2026-11-27 10:00:00.000')`); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // the second changes nothing
+				if err := migrate(ctx, db); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cols, err := store.ColumnSet(ctx, db, sqldialect.SQLite, "grant_step")
+			if err != nil || !cols["category"] {
+				t.Fatalf("grant_step's columns after the migration: %v, %v", cols, err)
+			}
+			w, err := store.NewUsageWriter(db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			at := time.Date(2026, 11, 27, 11, 0, 0, 0, time.UTC)
+			if err := w.Write(ctx, []store.UsageRecord{{EventID: "new", FamilyID: 1, CustomerID: 11, BytesUsed: 1,
+				ProcessResult: "ALLOWED", EventTime: at, Grant: &store.GrantStepRow{StepID: "new", FamilyID: 1, CustomerID: 11,
+					GrantID: "g", PreviousStep: "old", Open: true, StepTime: at, Category: "VIDEO"}}}); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			rows, err := db.QueryContext(ctx, `SELECT step_id, category FROM grant_step`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var id, c string
+				if err := rows.Scan(&id, &c); err != nil {
+					t.Fatal(err)
+				}
+				got[id] = c
+			}
+			if want := map[string]string{"old": "", "new": "VIDEO"}; !cmp.Equal(want, got) {
+				t.Errorf("categories = %v, want %v", got, want)
+			}
+		})
+	}
+}

@@ -8,7 +8,9 @@
 -- the records arrived in. A rebuild restores those of the accepted months
 -- (store.ReadFamilies), and the answers of the steps written within the
 -- dedupe window. step_time is the step's time: its reservation's day and
--- month. reclaim lists grant ids, comma-separated.
+-- month. reclaim lists grant ids, comma-separated. category is the app
+-- category the step was judged as ('' in rows of releases before it): its
+-- charge counts for that category's daily budget on the step's day.
 CREATE TABLE IF NOT EXISTS grant_step (
   id            BIGINT       NOT NULL AUTO_INCREMENT,
   step_id       VARCHAR(255) NOT NULL,
@@ -24,6 +26,7 @@ CREATE TABLE IF NOT EXISTS grant_step (
   valid_until   DATETIME(3)  NULL,
   reclaim       TEXT         NOT NULL,
   step_time     DATETIME(3)  NOT NULL,
+  category      VARCHAR(32)  NOT NULL DEFAULT '',
   created_at    DATETIME(3)  NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
   PRIMARY KEY (id),
   UNIQUE KEY uk_grant_step_step_id (step_id),

@@ -1,4 +1,4 @@
--- grant_step for SQLite; see migrations/mysql/011_grant_step.sql.
+-- grant_step for SQLite; see migrations/mysql/013_grant_step.sql.
 CREATE TABLE IF NOT EXISTS grant_step (
   id            INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,
   step_id       TEXT    NOT NULL,
@@ -14,6 +14,7 @@ CREATE TABLE IF NOT EXISTS grant_step (
   valid_until   TEXT    NULL,
   reclaim       TEXT    NOT NULL DEFAULT '',
   step_time     TEXT    NOT NULL,
+  category      TEXT    NOT NULL DEFAULT '',
   created_at    TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))
 );
 CREATE UNIQUE INDEX IF NOT EXISTS uk_grant_step_step_id ON grant_step (step_id);
