@@ -207,7 +207,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.chargingSteps = histogramVec("dpcs_charging_request_seconds", "Nchf_ConvergedCharging requests by operation (create, update, release) and result (ok, retransmit: answered from the stored answer, or the refusal's cause), and their time.",
 		fineLatencyBuckets, "op", "result")
 	m.chargingGranted = counter("dpcs_charging_granted_bytes_total", "Bytes granted to SMFs (reserved from the pools).")
-	m.chargingNotifications = counterVec("dpcs_charging_notifications_total", "REAUTHORIZATION notifications ended, by outcome (delivered, failed, dropped: its destination's queue was full).", "outcome")
+	m.chargingNotifications = counterVec("dpcs_charging_notifications_total", "Notifications to SMFs ended, by type (REAUTHORIZATION, ABORT_CHARGING) and outcome (delivered, failed, dropped: its destination's queue was full).", "type", "outcome")
 	m.chargingNotifyLatency = histogram("dpcs_charging_notify_seconds", "Time from a family change to its REAUTHORIZATION's delivery (or end).", latencyBuckets)
 	m.chargingSwept = counterVec("dpcs_charging_swept_sessions_total", "Sessions the sweep closed after their validity and holding time (closed), or failed to release (failed: tried again).", "outcome")
 
@@ -407,8 +407,10 @@ func (m *Metrics) ChargingHooks() charging.Hooks {
 			case i.Dropped:
 				outcome = "dropped"
 			}
-			m.chargingNotifications.WithLabelValues(outcome).Inc()
-			m.chargingNotifyLatency.Observe(i.Latency.Seconds())
+			m.chargingNotifications.WithLabelValues(i.Type, outcome).Inc()
+			if i.Type == charging.NotificationReauthorization {
+				m.chargingNotifyLatency.Observe(i.Latency.Seconds())
+			}
 		},
 		OnSweep: func(i charging.SweepInfo) {
 			m.chargingSwept.WithLabelValues("closed").Add(float64(i.Closed))

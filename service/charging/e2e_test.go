@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -497,6 +498,73 @@ func TestReclaimedGrantsReauthorized(t *testing.T) {
 	select {
 	case extra := <-node.got:
 		t.Errorf("an extra notification: %s %s", extra.path, extra.body)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// A session the sweep closes is told so: ABORT_CHARGING at its notifyUri
+// (TS 32.290: the SMF ends the session), also when a REAUTHORIZATION of
+// it was still waiting in the queue, which the abort replaces. A closed
+// session gets no REAUTHORIZATION after.
+func TestSweepAbortsCharging(t *testing.T) {
+	e := newEnv(t, charging.WithNotifyNetworks(true), charging.WithValidity(10*time.Minute), charging.WithQuotaHoldingTime(time.Minute))
+	node := newSMF(t, true) // its answers wait: the first notification holds the queue
+	for i, sub := range []string{"imsi-" + childIMSI, "msisdn-821012345678"} {
+		req := request(sub, 0, ask(10, 0, -1))
+		req.NotifyURI = node.URL + "/n/" + strconv.Itoa(i)
+		if _, _, err := e.svc.Create(e.ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.svc.Reauthorize(e.ctx, family, 0); err != nil {
+		t.Fatal(err)
+	}
+	first := node.wait(t, 10*time.Second) // under way; the other session's waits
+	e.clock.Add(12 * time.Minute)
+	if info, err := e.svc.Sweep(e.ctx); err != nil || info.Closed != 2 {
+		t.Fatalf("sweep: %+v, %v", info, err)
+	}
+	node.hold <- struct{}{} // the first answered
+	types := map[string]string{}
+	var abort []byte
+	var n charging.ChargingNotifyRequest
+	if err := json.Unmarshal(first.body, &n); err != nil {
+		t.Fatal(err)
+	}
+	types[first.path] = n.NotificationType
+	for range 2 {
+		got := node.wait(t, 10*time.Second)
+		node.hold <- struct{}{}
+		var n charging.ChargingNotifyRequest
+		if err := json.Unmarshal(got.body, &n); err != nil {
+			t.Fatal(err)
+		}
+		if got.path == first.path && types[got.path] == n.NotificationType {
+			t.Errorf("%s notified %s twice", got.path, n.NotificationType)
+		}
+		if got.path != first.path {
+			types[got.path] = n.NotificationType
+		} else if n.NotificationType != charging.NotificationAbortCharging {
+			t.Errorf("%s's second notification is %s, want ABORT_CHARGING", got.path, n.NotificationType)
+		}
+		if n.NotificationType == charging.NotificationAbortCharging {
+			abort = got.body
+		}
+	}
+	other := "/n/1"
+	if first.path == other {
+		other = "/n/0"
+	}
+	if types[other] != charging.NotificationAbortCharging {
+		t.Errorf("the session whose REAUTHORIZATION waited got %s, want ABORT_CHARGING in its place", types[other])
+	}
+	golden(t, "notify-abort-charging.json", json.RawMessage(abort))
+	if err := e.svc.Reauthorize(e.ctx, family, 0); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-node.got:
+		t.Errorf("a closed session notified again: %s %s", n.path, n.body)
 	case <-time.After(50 * time.Millisecond):
 	}
 }

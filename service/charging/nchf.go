@@ -235,6 +235,9 @@ type InvalidParam struct {
 // Values of the enumerations DPCS writes.
 const (
 	NotificationReauthorization = "REAUTHORIZATION"
+	// NotificationAbortCharging tells the SMF that DPCS ended the session
+	// (the sweep closed it): the SMF ends it too.
+	NotificationAbortCharging = "ABORT_CHARGING"
 
 	ResultSuccess              = "SUCCESS"
 	ResultEndUserServiceDenied = "END_USER_SERVICE_DENIED"

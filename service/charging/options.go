@@ -294,9 +294,10 @@ type StepInfo struct {
 type NotifyInfo struct {
 	Ref       string
 	URI       string
+	Type      string // NotificationReauthorization or NotificationAbortCharging
 	Attempts  int
 	Status    int           // the last HTTP status (0: none)
-	Latency   time.Duration // from Reauthorize to the end
+	Latency   time.Duration // from Reauthorize (or the sweep's close) to the end
 	Delivered bool
 	Dropped   bool
 	Err       error

@@ -202,6 +202,20 @@ type notifyJob struct {
 	ref, uri string
 	body     []byte
 	since    time.Time
+	// abort is an ABORT_CHARGING: it replaces a notification of the same
+	// session still waiting, which it makes moot.
+	abort bool
+}
+
+// abortBody is the ABORT_CHARGING of a session.
+var abortBody = []byte(`{"notificationType":"` + NotificationAbortCharging + `"}`)
+
+// aborted tells sess's SMF that the sweep closed it (ABORT_CHARGING at its
+// notifyUri).
+func (s *Service) aborted(sess store.ChargingSession) {
+	if sess.NotifyURI != "" {
+		s.notifier.enqueue(notifyJob{ref: sess.Ref, uri: sess.NotifyURI, body: abortBody, since: s.o.now(), abort: true})
+	}
 }
 
 // destination is one consumer endpoint's queue, drained by its own worker
@@ -260,14 +274,26 @@ func destKey(uri string) string {
 
 // enqueue queues j behind its destination's others. A session already
 // waiting is not queued twice (its notification is not yet sent, and will
-// carry the news); a full queue drops j (Hooks.OnNotify: Dropped).
+// carry the news), unless j is its ABORT_CHARGING, which takes the waiting
+// one's place; a full queue drops j (Hooks.OnNotify: Dropped).
 func (n *notifier) enqueue(j notifyJob) {
 	n.mu.Lock()
-	if n.closing || n.queued[j.ref] {
+	if n.closing {
 		n.mu.Unlock()
 		return
 	}
 	key := destKey(j.uri)
+	if n.queued[j.ref] {
+		if d := n.dests[destKey(j.uri)]; j.abort && d != nil {
+			for i := range d.jobs {
+				if d.jobs[i].ref == j.ref {
+					d.jobs[i] = j
+				}
+			}
+		}
+		n.mu.Unlock()
+		return
+	}
 	d := n.dests[key]
 	if d == nil {
 		d = &destination{}
@@ -314,7 +340,10 @@ func (n *notifier) drain(key string, d *destination) {
 // (another 4xx than 408 and 429: a 404 says it no longer knows the
 // session), the attempts run out or the notifier is stopped.
 func (n *notifier) deliver(j notifyJob) {
-	info := NotifyInfo{Ref: j.ref, URI: j.uri}
+	info := NotifyInfo{Ref: j.ref, URI: j.uri, Type: NotificationReauthorization}
+	if j.abort {
+		info.Type = NotificationAbortCharging
+	}
 	for attempt := 1; ; attempt++ {
 		info.Attempts = attempt
 		status, err := n.post(j)
@@ -346,7 +375,7 @@ func (n *notifier) end(j notifyJob, info NotifyInfo) {
 		if info.Err == nil {
 			info.Err = fmt.Errorf("answered %d", info.Status)
 		}
-		n.o.log.Warn("charging: REAUTHORIZATION not delivered", "ref", j.ref, "uri", j.uri, "attempts", info.Attempts, "err", info.Err)
+		n.o.log.Warn("charging: notification not delivered", "type", info.Type, "ref", j.ref, "uri", j.uri, "attempts", info.Attempts, "err", info.Err)
 	}
 	n.hook(info)
 }

@@ -121,5 +121,6 @@ func (s *Service) expire(ctx context.Context, listed store.ChargingSession) (boo
 	if err := s.sessions.FinishClosingChargingSession(ctx, sess.Ref); err != nil {
 		return false, err
 	}
+	s.aborted(sess)
 	return true, nil
 }

@@ -73,6 +73,7 @@ type Stats struct {
 	Refused, Final uint64
 	Errors         uint64 // requests that failed or were refused whole
 	Notifications  uint64 // REAUTHORIZATIONs received
+	Aborts         uint64 // ABORT_CHARGINGs received: the CHF closed the session
 	Open           int64  // sessions open now
 	GrantedBytes   uint64
 	UsedBytes      uint64
@@ -92,10 +93,11 @@ type Simulator struct {
 
 	mu      sync.Mutex
 	waiting map[string]chan struct{} // ref → its REAUTHORIZATION signal
+	aborted map[string]bool          // refs the CHF closed (ABORT_CHARGING)
 
 	stats struct {
-		creates, updates, releases, refused, final, errors, notifications, granted, used atomic.Uint64
-		open                                                                             atomic.Int64
+		creates, updates, releases, refused, final, errors, notifications, aborts, granted, used atomic.Uint64
+		open                                                                                     atomic.Int64
 	}
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -125,7 +127,7 @@ func New(cfg Config) (*Simulator, error) {
 		cfg.RatingGroups = []uint32{10, 20, 30, 50, 1}
 	}
 	s := &Simulator{cfg: cfg, log: cfg.Logger, client: cfg.Client, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5eed)),
-		waiting: map[string]chan struct{}{}}
+		waiting: map[string]chan struct{}{}, aborted: map[string]bool{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -192,7 +194,7 @@ func (s *Simulator) Close(ctx context.Context) error {
 func (s *Simulator) Stats() Stats {
 	return Stats{Creates: s.stats.creates.Load(), Updates: s.stats.updates.Load(), Releases: s.stats.releases.Load(),
 		Refused: s.stats.refused.Load(), Final: s.stats.final.Load(), Errors: s.stats.errors.Load(),
-		Notifications: s.stats.notifications.Load(), Open: s.stats.open.Load(), GrantedBytes: s.stats.granted.Load(),
+		Notifications: s.stats.notifications.Load(), Aborts: s.stats.aborts.Load(), Open: s.stats.open.Load(), GrantedBytes: s.stats.granted.Load(),
 		UsedBytes: s.stats.used.Load()}
 }
 
@@ -207,14 +209,22 @@ func (s *Simulator) notified(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		return
 	}
+	abort := n.NotificationType == charging.NotificationAbortCharging
 	s.mu.Lock()
 	c, ok := s.waiting[ref]
+	if ok && abort {
+		s.aborted[ref] = true
+	}
 	s.mu.Unlock()
 	if !ok {
 		w.WriteHeader(http.StatusNotFound) // no such session (any more)
 		return
 	}
-	s.stats.notifications.Add(1)
+	if abort {
+		s.stats.aborts.Add(1)
+	} else {
+		s.stats.notifications.Add(1)
+	}
 	select {
 	case c <- struct{}{}:
 	default:
@@ -300,6 +310,7 @@ func (s *Simulator) session(ctx context.Context) (bool, error) {
 		defer func() {
 			s.mu.Lock()
 			delete(s.waiting, ref)
+			delete(s.aborted, ref)
 			s.mu.Unlock()
 		}()
 	}
@@ -344,6 +355,12 @@ func (s *Simulator) session(ctx context.Context) (bool, error) {
 		case <-ctx.Done():
 			stopped = true
 		case <-notify:
+			s.mu.Lock()
+			aborted := s.aborted[ref]
+			s.mu.Unlock()
+			if aborted { // the CHF closed the session: nothing to release
+				return granted, nil
+			}
 			reauth = true
 		case <-time.After(time.Until(next)):
 		}

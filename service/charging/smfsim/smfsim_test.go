@@ -3,6 +3,7 @@ package smfsim_test
 import (
 	"context"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,15 +41,9 @@ func TestSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer svc.Close(context.Background())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := charging.NewServer(charging.Handler(svc, charging.HandlerConfig{Tokens: []string{token}}), nil, nil)
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
+	url := serve(t, svc)
 
-	sim, err := smfsim.New(smfsim.Config{URL: "http://" + ln.Addr().String(), Token: token, Subscribers: subs, Sessions: 4,
+	sim, err := smfsim.New(smfsim.Config{URL: url, Token: token, Subscribers: subs, Sessions: 4,
 		NotifyAddr: "127.0.0.1:0", Rate: [2]int64{1 << 20, 2 << 20}, Lifetime: [2]time.Duration{300 * time.Millisecond, 800 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
@@ -91,4 +86,71 @@ func TestSessions(t *testing.T) {
 	if err := fake.Check(); err != nil {
 		t.Error(err)
 	}
+}
+
+// A session the CHF's sweep closes gets ABORT_CHARGING and ends there:
+// the simulated SMF sends nothing more for it (no release of a session
+// that is gone) and opens another in its place.
+func TestAbortEndsSessions(t *testing.T) {
+	ctx := t.Context()
+	st := storetest.New(t, testenv.SQLite(t))
+	if _, err := st.S.CreateFamily(ctx, store.NewFamily{ID: 100, Name: "f", PlanBytes: 1 << 40}, store.System); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.S.AddMember(ctx, store.NewMember{ID: 1001, FamilyID: 100, Name: "m", Phone: "010-0001-0000", Role: policy.RoleOwner}, store.System); err != nil {
+		t.Fatal(err)
+	}
+	fake := chargertest.New()
+	fake.SetPool(100, 1<<40)
+	var skew atomic.Int64 // how far the service's clock runs ahead
+	svc, err := charging.New(fake, st.S, charging.WithNotifyNetworks(true), charging.WithGrantSizes(1<<10, 1<<30, 1<<30),
+		charging.WithValidity(time.Minute), charging.WithQuotaHoldingTime(time.Minute),
+		charging.WithClock(func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close(context.Background())
+	url := serve(t, svc)
+	sim, err := smfsim.New(smfsim.Config{URL: url, Token: token, Subscribers: []string{"msisdn-821000010000"},
+		Sessions: 2, NotifyAddr: "127.0.0.1:0", Rate: [2]int64{1 << 10, 2 << 10}, Lifetime: [2]time.Duration{time.Hour, time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	defer sim.Close(closeCtx)
+	for deadline := time.Now().Add(30 * time.Second); sim.Stats().Open < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("sessions not open: %+v", sim.Stats())
+		}
+	}
+	skew.Store(int64(3 * time.Minute)) // past validity and holding: lost, as the CHF sees them
+	if info, err := svc.Sweep(ctx); err != nil || info.Closed != 2 {
+		t.Fatalf("sweep: %+v, %v", info, err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); sim.Stats().Aborts < 2 || sim.Stats().Creates < 4 || sim.Stats().Open < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the aborted sessions did not end and give way to others: %+v", sim.Stats())
+		}
+	}
+	if s := sim.Stats(); s.Aborts != 2 || s.Releases != 0 || s.Errors != 0 {
+		t.Errorf("stats %+v: want 2 aborts, no release, no error", s)
+	}
+}
+
+// serve serves svc's charging interface on a loopback port until the test
+// ends, and returns its URL.
+func serve(t *testing.T, svc *charging.Service) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := charging.NewServer(charging.Handler(svc, charging.HandlerConfig{Tokens: []string{token}}), nil, nil)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String()
 }
