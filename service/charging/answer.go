@@ -9,10 +9,20 @@ import (
 	"github.com/dabom/dpcs/quota"
 )
 
+// CrowdedRetry is the validityTime of a grant crowded out by the family's
+// other grants (nothing granted, not final): the SMF asks again then, when
+// the grants the engine named to shrink (a REAUTHORIZATION each) have
+// reported.
+const CrowdedRetry = 10 * time.Second
+
 // answer is one rating group's answer to its step, and until when it
 // holds.
 func (s *Service) answer(a ask, r quota.GrantResult, now time.Time) (MultipleUnitInformation, time.Time) {
-	until := now.Add(s.o.validity)
+	validity := s.o.validity
+	if r.Granted <= 0 && !r.Final {
+		validity = min(validity, CrowdedRetry)
+	}
+	until := now.Add(validity)
 	if !r.ValidUntil.IsZero() && r.ValidUntil.Before(until) {
 		until = r.ValidUntil
 	}
@@ -25,7 +35,7 @@ func (s *Service) answer(a ask, r quota.GrantResult, now time.Time) (MultipleUni
 	switch {
 	case r.Decision == policy.Allowed && r.Granted > 0:
 		mui.ResultCode = ResultSuccess
-		if r.Final || (r.Granted < s.o.minGrant && r.Granted < a.requested) {
+		if r.Final {
 			mui.FinalUnitIndication = s.final(r)
 		} else if s.o.thresholdPercent > 0 {
 			th := granted * uint64(s.o.thresholdPercent) / 100
@@ -33,14 +43,20 @@ func (s *Service) answer(a ask, r quota.GrantResult, now time.Time) (MultipleUni
 		}
 	case r.Decision == policy.Allowed: // nothing left to grant
 		mui.ResultCode = ResultQuotaLimitReached
-		mui.FinalUnitIndication = s.final(r)
+		if r.Final {
+			mui.FinalUnitIndication = s.final(r)
+		}
 	default:
 		mui.ResultCode = ResultEndUserServiceDenied
 		switch r.Decision {
 		case policy.BlockedFamilyQuota, policy.BlockedLimitDaily, policy.BlockedLimitMonthly:
 			mui.ResultCode = ResultQuotaLimitReached
 		}
-		mui.FinalUnitIndication = s.final(r)
+		// Not final: the others' reservations hold what is left (crowded
+		// out); asked again at validityTime, it gets at least its share.
+		if r.Final {
+			mui.FinalUnitIndication = s.final(r)
+		}
 	}
 	return mui, until
 }

@@ -37,7 +37,7 @@ type options struct {
 	now                   func() time.Time
 	log                   *slog.Logger
 	groups                RatingGroups
-	minGrant, grant, max  int64
+	grant, max            int64
 	validity, holding     time.Duration
 	thresholdPercent      int
 	redirectURL           string
@@ -58,7 +58,7 @@ type options struct {
 func defaults() options {
 	g, _ := ParseRatingGroups(DefaultRatingGroups) // a constant that parses (TestDefaultRatingGroups)
 	return options{now: time.Now, log: slog.New(slog.DiscardHandler), groups: g,
-		minGrant: DefaultMinGrant, grant: DefaultGrant, max: DefaultMaxGrant,
+		grant: DefaultGrant, max: DefaultMaxGrant,
 		validity: DefaultValidity, holding: DefaultQuotaHoldingTime, thresholdPercent: DefaultThresholdPercent,
 		restrictFilter: DefaultRestrictFilter, sweepEvery: DefaultSweepInterval, retention: DefaultClosedRetention,
 		notifyTimeout: DefaultNotifyTimeout, notifyAttempts: DefaultNotifyAttempts, notifyBackoff: DefaultNotifyBackoff,
@@ -99,17 +99,20 @@ func WithRatingGroups(g RatingGroups) Option {
 	}
 }
 
-// WithGrantSizes sets the grant sizes in bytes: below min the units granted
-// come as the last ones (finalUnitIndication) unless the request asked for
-// less; def is asked for a rating group whose requestedUnit names no
-// volume; max caps every request. Defaults 1 MiB, 10 MiB and 100 MiB.
+// WithGrantSizes sets the grant sizes in bytes: min is the engine's
+// (quota.WithGrantSizes, which should be given the same), below whose
+// headroom the units granted are the member's last — the interface sends
+// finalUnitIndication where the engine's answer is final, not for a grant
+// the family's other grants crowd out; def is asked for a rating group
+// whose requestedUnit names no volume; max caps every request. Defaults
+// 1 MiB, 10 MiB and 100 MiB.
 func WithGrantSizes(minimum, def, maximum int64) Option {
 	return func(o *options) error {
 		if minimum < 0 || def < 1 || maximum < def || maximum > policy.MaxBytes || minimum > maximum {
 			return fmt.Errorf("charging: grant sizes: need 0 ≤ min ≤ max, 1 ≤ default ≤ max ≤ %d, got %d, %d, %d",
 				policy.MaxBytes, minimum, def, maximum)
 		}
-		o.minGrant, o.grant, o.max = minimum, def, maximum
+		o.grant, o.max = def, maximum
 		return nil
 	}
 }

@@ -978,3 +978,30 @@ func TestFailedRecordOnASweptSessionIsUndone(t *testing.T) {
 		t.Errorf("%d bytes reserved by %d grants of a closed session; want none", reserved, e.fake.Outstanding())
 	}
 }
+
+// A grant crowded out by the family's other grants (the engine: nothing,
+// or less than asked, and not final: asked again it gets at least its
+// fair share once the others shrink) is not told to end: no
+// finalUnitIndication, and a validityTime of CrowdedRetry, at which the
+// SMF asks again. A small grant is final only when the engine says so.
+func TestCrowdedGrantsAskAgain(t *testing.T) {
+	e := newEnv(t)
+	e.fake.CrowdNext(1)
+	ref, resp, err := e.svc.Create(e.ctx, request("imsi-"+childIMSI, 0, ask(10, 10*mib, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := unit(t, resp, 10)
+	if granted(u) != 0 || u.FinalUnitIndication != nil || u.ValidityTime == nil ||
+		*u.ValidityTime != int64(charging.CrowdedRetry/time.Second) {
+		t.Errorf("crowded out: %+v (finalUnitIndication %+v)", u, u.FinalUnitIndication)
+	}
+	e.fake.CrowdNext(0)
+	resp, err = e.svc.Update(e.ctx, ref, request("imsi-"+childIMSI, 1, ask(10, 10*mib, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := unit(t, resp, 10); granted(u) != 10*mib || u.ResultCode != charging.ResultSuccess {
+		t.Errorf("asked again: %+v", u)
+	}
+}

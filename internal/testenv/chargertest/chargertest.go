@@ -96,9 +96,10 @@ func (f *Fake) ReclaimNext(grantIDs ...string) {
 }
 
 // CrowdNext makes the next n steps that ask for units answer as the
-// engine does a grant crowded out by the family's other grants: nothing
-// granted, not final, the grant kept open (holding nothing) for its next
-// step.
+// engine does a grant crowded out by the family's other grants:
+// BLOCKED_FAMILY_QUOTA, nothing granted, not final, the grant kept open
+// (holding nothing) for its next step. (A block is final, as the
+// engine's.)
 func (f *Fake) CrowdNext(n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -145,9 +146,10 @@ func (f *Fake) Charge(_ context.Context, ops []quota.GrantOp) ([]quota.GrantResu
 		switch why, blocked := f.blocks[op.CustomerID]; {
 		case op.Release:
 		case blocked:
-			r.Decision = why
+			r.Decision, r.Final = why, true
 		case f.crowd > 0 && op.Requested > 0:
 			f.crowd--
+			r.Decision = policy.BlockedFamilyQuota // the others' reservations hold the pool
 		default:
 			avail := max(fam.total-fam.used-fam.reserved, 0)
 			r.Granted = min(op.Requested, avail)
@@ -157,7 +159,7 @@ func (f *Fake) Charge(_ context.Context, ops []quota.GrantOp) ([]quota.GrantResu
 			}
 			r.ThrottleKbps = f.throttle[op.CustomerID]
 		}
-		if r.Granted > 0 || !(op.Release || r.Final || r.Decision != policy.Allowed) {
+		if r.Granted > 0 || !(op.Release || r.Final) {
 			f.grants[op.GrantID] = &grant{family: op.FamilyID, member: op.CustomerID, reserved: r.Granted}
 			fam.reserved += r.Granted
 		}

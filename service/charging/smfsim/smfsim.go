@@ -342,6 +342,9 @@ func (s *Simulator) session(ctx context.Context) (bool, error) {
 				left = g.granted - g.used
 			}
 			at := last.Add(time.Duration(max(left, 0) * int64(time.Second) / g.rate))
+			if g.granted == 0 { // waiting to ask again
+				at = g.validTill
+			}
 			if g.validTill.Before(at) {
 				at = g.validTill
 			}
@@ -428,6 +431,13 @@ func (s *Simulator) take(resp charging.ChargingDataResponse, grants map[uint32]*
 		}
 		if u.ResultCode != "" && u.ResultCode != charging.ResultSuccess || vol == 0 {
 			s.stats.refused.Add(1)
+			if u.FinalUnitIndication == nil && u.ValidityTime != nil {
+				// Crowded out, not final: ask again at validityTime.
+				g.granted, g.used, g.final, g.threshold = 0, 0, false, 0
+				g.validTill = time.Now().Add(time.Duration(*u.ValidityTime) * time.Second)
+				grants[u.RatingGroup] = g
+				continue
+			}
 			delete(grants, u.RatingGroup)
 			continue
 		}

@@ -154,3 +154,43 @@ func serve(t *testing.T, svc *charging.Service) string {
 	t.Cleanup(func() { _ = srv.Close() })
 	return "http://" + ln.Addr().String()
 }
+
+// A rating group crowded out (nothing granted, not final) keeps its
+// session: the simulated SMF asks again at validityTime and is granted.
+func TestCrowdedSessionAsksAgain(t *testing.T) {
+	ctx := t.Context()
+	st := storetest.New(t, testenv.SQLite(t))
+	if _, err := st.S.CreateFamily(ctx, store.NewFamily{ID: 100, Name: "f", PlanBytes: 1 << 40}, store.System); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.S.AddMember(ctx, store.NewMember{ID: 1001, FamilyID: 100, Name: "m", Phone: "010-0001-0000", Role: policy.RoleOwner}, store.System); err != nil {
+		t.Fatal(err)
+	}
+	fake := chargertest.New()
+	fake.SetPool(100, 1<<40)
+	fake.CrowdNext(1)
+	svc, err := charging.New(fake, st.S, charging.WithGrantSizes(1<<10, 1<<30, 1<<30), charging.WithValidity(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close(context.Background())
+	sim, err := smfsim.New(smfsim.Config{URL: serve(t, svc), Token: token, Subscribers: []string{"msisdn-821000010000"},
+		Sessions: 1, Rate: [2]int64{1 << 10, 2 << 10}, Lifetime: [2]time.Duration{time.Hour, time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	defer sim.Close(closeCtx)
+	for deadline := time.Now().Add(30 * time.Second); sim.Stats().GrantedBytes == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never granted after being crowded out: %+v", sim.Stats())
+		}
+	}
+	if s := sim.Stats(); s.Creates != 1 || s.Refused != 1 || s.Updates < 1 || s.Releases != 0 || s.Errors != 0 {
+		t.Errorf("stats %+v: want one session, crowded once, then granted on its update", s)
+	}
+}
