@@ -93,15 +93,7 @@ func TestSessions(t *testing.T) {
 // that is gone) and opens another in its place.
 func TestAbortEndsSessions(t *testing.T) {
 	ctx := t.Context()
-	st := storetest.New(t, testenv.SQLite(t))
-	if _, err := st.S.CreateFamily(ctx, store.NewFamily{ID: 100, Name: "f", PlanBytes: 1 << 40}, store.System); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.S.AddMember(ctx, store.NewMember{ID: 1001, FamilyID: 100, Name: "m", Phone: "010-0001-0000", Role: policy.RoleOwner}, store.System); err != nil {
-		t.Fatal(err)
-	}
-	fake := chargertest.New()
-	fake.SetPool(100, 1<<40)
+	st, fake := oneMember(t)
 	var skew atomic.Int64 // how far the service's clock runs ahead
 	svc, err := charging.New(fake, st.S, charging.WithNotifyNetworks(true), charging.WithGrantSizes(1<<10, 1<<30, 1<<30),
 		charging.WithValidity(time.Minute), charging.WithQuotaHoldingTime(time.Minute),
@@ -158,16 +150,7 @@ func serve(t *testing.T, svc *charging.Service) string {
 // A rating group crowded out (nothing granted, not final) keeps its
 // session: the simulated SMF asks again at validityTime and is granted.
 func TestCrowdedSessionAsksAgain(t *testing.T) {
-	ctx := t.Context()
-	st := storetest.New(t, testenv.SQLite(t))
-	if _, err := st.S.CreateFamily(ctx, store.NewFamily{ID: 100, Name: "f", PlanBytes: 1 << 40}, store.System); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.S.AddMember(ctx, store.NewMember{ID: 1001, FamilyID: 100, Name: "m", Phone: "010-0001-0000", Role: policy.RoleOwner}, store.System); err != nil {
-		t.Fatal(err)
-	}
-	fake := chargertest.New()
-	fake.SetPool(100, 1<<40)
+	st, fake := oneMember(t)
 	fake.CrowdNext(1)
 	svc, err := charging.New(fake, st.S, charging.WithGrantSizes(1<<10, 1<<30, 1<<30), charging.WithValidity(time.Second))
 	if err != nil {
@@ -193,4 +176,21 @@ func TestCrowdedSessionAsksAgain(t *testing.T) {
 	if s := sim.Stats(); s.Creates != 1 || s.Refused != 1 || s.Updates < 1 || s.Releases != 0 || s.Errors != 0 {
 		t.Errorf("stats %+v: want one session, crowded once, then granted on its update", s)
 	}
+}
+
+// oneMember is a store with family 100 and its member 1001 (phone
+// 010-0001-0000), and a grant engine giving the family a large pool.
+func oneMember(t *testing.T) (*storetest.Env, *chargertest.Fake) {
+	t.Helper()
+	st := storetest.New(t, testenv.SQLite(t))
+	if _, err := st.S.CreateFamily(t.Context(), store.NewFamily{ID: 100, Name: "f", PlanBytes: 1 << 40}, store.System); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.S.AddMember(t.Context(), store.NewMember{ID: 1001, FamilyID: 100, Name: "m", Phone: "010-0001-0000",
+		Role: policy.RoleOwner}, store.System); err != nil {
+		t.Fatal(err)
+	}
+	fake := chargertest.New()
+	fake.SetPool(100, 1<<40)
+	return st, fake
 }
