@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -34,6 +35,7 @@ type ChargingConfig struct {
 	Tokens       []string       `envconfig:"TOKENS" deployables:"server, all-in-one" doc_default:"all-in-one: random, kept in $DPCS_DATA_DIR/charging-token; server: required with DPCS_CHARGING_ADDR" desc:"credentials (comma-separated, each at least 32 bytes) SMFs send as Authorization: Bearer to the charging interface, and only there"`
 	TLSCert      string         `envconfig:"TLS_CERT" deployables:"server, all-in-one" desc:"PEM certificate (chain) the charging interface serves HTTPS (HTTP/2 by ALPN) with, with DPCS_CHARGING_TLS_KEY. Empty: cleartext"`
 	TLSKey       string         `envconfig:"TLS_KEY" deployables:"server, all-in-one" desc:"PEM private key of DPCS_CHARGING_TLS_CERT: a secret"`
+	TLSClientCA  string         `envconfig:"TLS_CLIENT_CA" deployables:"server, all-in-one" desc:"PEM certificates of the CAs that sign the SMFs' client certificates (with DPCS_CHARGING_TLS_CERT): every connection must then present one they signed, and a request on it needs no bearer credential (TS 33.501 §13.3, Nchf's alternative to OAuth2); DPCS_CHARGING_TOKENS becomes optional. Empty: bearer credentials only"`
 	APIRoot      string         `envconfig:"API_ROOT" deployables:"server, all-in-one" desc:"apiRoot the Location of a created charging data resource begins with (https://chf.example.net). Empty: the request's scheme and Host"`
 	RatingGroups string         `envconfig:"RATING_GROUPS" default:"10=VIDEO,20=GAME,30=SOCIAL,40=MESSAGING,50=WEB,60=MUSIC" deployables:"server, all-in-one" desc:"what each rating group covers: <ratingGroup>=<CATEGORY> or <ratingGroup>=app:<appId>, comma-separated; a rating group not named covers any traffic"`
 	MinGrant     int64          `envconfig:"MIN_GRANT" default:"1048576" deployables:"server, all-in-one" desc:"bytes of headroom (the member's limits and the pool less what was used) below which a grant comes as the member's last units (finalUnitIndication), as the engine judging grant steps decides (quota.WithGrantSizes)"`
@@ -72,6 +74,9 @@ func (c *ChargingConfig) finish(r *envRead) []error {
 		listenAddr(&errs, "DPCS_CHARGING_ADDR", c.Addr)
 	}
 	c.Tokens = trimList(c.Tokens)
+	if c.TLSClientCA != "" && c.TLSCert == "" {
+		errs = append(errs, errors.New("DPCS_CHARGING_TLS_CLIENT_CA: needs DPCS_CHARGING_TLS_CERT (client certificates are asked for in the TLS handshake)"))
+	}
 	r.want(&errs, "DPCS_CHARGING_TOKENS", !slices.ContainsFunc(c.Tokens, func(t string) bool { return len(t) < 32 }),
 		"credentials of at least 32 bytes each, comma-separated")
 	if (c.TLSCert == "") != (c.TLSKey == "") {
@@ -125,7 +130,8 @@ func (c ChargingConfig) GrantSizes() quota.GrantSizes {
 }
 
 // Charging is a deployable's charging interface: the service, its
-// listener and its first credential (for the banner).
+// listener and its first credential (for the banner; "" when only client
+// certificates are accepted).
 type Charging struct {
 	Service *charging.Service
 	Addr    string
@@ -154,8 +160,8 @@ func StartCharging(c ChargingConfig, addr string, d ChargingDeps) (*Charging, er
 	if d.Charger == nil || d.Store == nil {
 		return nil, errors.New("charging: a Charger and a store are required")
 	}
-	if len(d.Tokens) == 0 {
-		return nil, errors.New("DPCS_CHARGING_TOKENS: required to serve the charging interface (DPCS_CHARGING_ADDR)")
+	if len(d.Tokens) == 0 && c.TLSClientCA == "" {
+		return nil, errors.New("DPCS_CHARGING_TOKENS: required to serve the charging interface (DPCS_CHARGING_ADDR) without DPCS_CHARGING_TLS_CLIENT_CA")
 	}
 	log := d.Logger
 	if log == nil {
@@ -172,6 +178,17 @@ func StartCharging(c ChargingConfig, addr string, d ChargingDeps) (*Charging, er
 			return nil, fmt.Errorf("DPCS_CHARGING_TLS_CERT, DPCS_CHARGING_TLS_KEY: %w", err)
 		}
 		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		if c.TLSClientCA != "" {
+			pem, err := os.ReadFile(c.TLSClientCA)
+			if err != nil {
+				return nil, fmt.Errorf("DPCS_CHARGING_TLS_CLIENT_CA: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("DPCS_CHARGING_TLS_CLIENT_CA: %s holds no PEM certificate", c.TLSClientCA)
+			}
+			tlsConfig.ClientAuth, tlsConfig.ClientCAs = tls.RequireAndVerifyClientCert, pool
+		}
 	}
 	svc, err := charging.New(d.Charger, d.Store, opts...)
 	if err != nil {
@@ -182,8 +199,12 @@ func StartCharging(c ChargingConfig, addr string, d ChargingDeps) (*Charging, er
 		_ = svc.Close(context.Background())
 		return nil, fmt.Errorf("DPCS_CHARGING_ADDR: %w", err)
 	}
-	ch := &Charging{Service: svc, Addr: ln.Addr().String(), Token: d.Tokens[0], log: log,
-		srv: charging.NewServer(charging.Handler(svc, charging.HandlerConfig{Tokens: d.Tokens, APIRoot: c.APIRoot, Logger: log}), tlsConfig, log)}
+	ch := &Charging{Service: svc, Addr: ln.Addr().String(), log: log,
+		srv: charging.NewServer(charging.Handler(svc, charging.HandlerConfig{Tokens: d.Tokens, APIRoot: c.APIRoot, Logger: log,
+			ClientCertificates: tlsConfig != nil && tlsConfig.ClientAuth == tls.RequireAndVerifyClientCert}), tlsConfig, log)}
+	if len(d.Tokens) > 0 {
+		ch.Token = d.Tokens[0]
+	}
 	go func() {
 		var err error
 		if tlsConfig != nil {

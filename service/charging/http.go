@@ -24,9 +24,15 @@ const BasePath = "/nchf-convergedcharging/v3"
 // HandlerConfig configures the routes.
 type HandlerConfig struct {
 	// Tokens are the credentials consumers send as Authorization: Bearer
-	// (each at least 32 bytes). Required: a handler without one refuses
-	// every request.
+	// (each at least 32 bytes). A handler without one refuses every
+	// request that ClientCertificates does not let in.
 	Tokens []string
+	// ClientCertificates lets in, without a bearer credential, a request on
+	// a TLS connection whose client certificate the server verified
+	// (tls.RequireAndVerifyClientCert against the SMFs' CAs): the NF is
+	// authenticated by its certificate (TS 33.501 §13.3; Nchf's security
+	// alternative to OAuth2).
+	ClientCertificates bool
 	// APIRoot, when set (https://chf.example.net), begins the Location of
 	// a created resource; otherwise the request's scheme and Host do.
 	APIRoot string
@@ -42,7 +48,8 @@ type HandlerConfig struct {
 //	POST /nchf-convergedcharging/v3/chargingdata/{ChargingDataRef}/update  update  → 200
 //	POST /nchf-convergedcharging/v3/chargingdata/{ChargingDataRef}/release release → 204
 //
-// Every error is a ProblemDetails (application/problem+json) with a cause.
+// Every error is a ProblemDetails (application/problem+json), with a cause
+// where TS 32.291 names one (not for 401, 405, 413 and 415).
 func Handler(svc *Service, c HandlerConfig) http.Handler {
 	h := &handler{svc: svc, cfg: c, log: c.Logger}
 	if h.log == nil {
@@ -78,18 +85,29 @@ type handler struct {
 	keys [][sha256.Size]byte
 }
 
-// authenticate checks the bearer credential in constant time, digest
-// against digest.
+// authenticate lets in a request whose connection's client certificate
+// was verified (HandlerConfig.ClientCertificates), else checks the bearer
+// credential in constant time, digest against digest.
 func (h *handler) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		if h.cfg.ClientCertificates && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		auth := r.Header.Get("Authorization")
+		scheme, tok, _ := strings.Cut(auth, " ")
 		d := sha256.Sum256([]byte(strings.TrimSpace(tok)))
 		ok := 0
 		for _, k := range h.keys {
 			ok |= subtle.ConstantTimeCompare(d[:], k[:])
 		}
 		if ok != 1 || !strings.EqualFold(scheme, "Bearer") {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="dpcs-charging", error="invalid_token"`)
+			// RFC 6750 §3.1: no error code when no credential was sent.
+			challenge := `Bearer realm="dpcs-charging"`
+			if auth != "" {
+				challenge += `, error="invalid_token"`
+			}
+			w.Header().Set("WWW-Authenticate", challenge)
 			writeProblem(w, &Problem{Status: http.StatusUnauthorized, Detail: "a charging credential is required (DPCS_CHARGING_TOKENS)"})
 			return
 		}

@@ -1,0 +1,184 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dabom/dpcs/internal/testenv/chargertest"
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/charging"
+	"github.com/dabom/dpcs/service/store"
+)
+
+// testCA is a certificate authority for the tests' TLS.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func newTestCA(t *testing.T, name string) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// issue is a certificate the CA signs for name (a server's for 127.0.0.1
+// when server is set, else a client's), as a tls.Certificate and its PEM
+// certificate and key.
+func (ca *testCA) issue(t *testing.T, name string, server bool) (tls.Certificate, []byte, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	if server {
+		tmpl.ExtKeyUsage, tmpl.IPAddresses = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, []net.IP{net.IPv4(127, 0, 0, 1)}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pair, certPEM, keyPEM
+}
+
+// With DPCS_CHARGING_TLS_CLIENT_CA the charging interface authenticates
+// SMFs by their client certificates (TS 33.501 §13.3), and needs no bearer
+// credential: an SMF whose certificate the CA signed is served without
+// one; a connection without a certificate, or with one another CA signed,
+// fails its handshake. Without the CA, a request without a credential is
+// challenged without an error code (RFC 6750 §3.1).
+func TestChargingClientCertificates(t *testing.T) {
+	ctx := context.Background()
+	db := openSQLite(t)
+	if err := store.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.New(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateFamily(ctx, store.NewFamily{ID: 100, Name: "f", PlanBytes: 1 << 30}, store.System); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AddMember(ctx, store.NewMember{ID: 1001, FamilyID: 100, Name: "m", Phone: "010-0001-0000", Role: policy.RoleOwner}, store.System); err != nil {
+		t.Fatal(err)
+	}
+	fake := chargertest.New()
+	fake.SetPool(100, 1<<30)
+	ca, other := newTestCA(t, "SMF CA"), newTestCA(t, "another CA")
+	dir := t.TempDir()
+	_, srvCert, srvKey := ca.issue(t, "chf", true)
+	smfCert, _, _ := ca.issue(t, "smf-1", false)
+	strangerCert, _, _ := other.issue(t, "smf-x", false)
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cfg := ChargingConfig{TLSCert: write("chf.pem", srvCert), TLSKey: write("chf.key", srvKey), TLSClientCA: write("smf-ca.pem", ca.pem),
+		RatingGroups: "10=VIDEO", MinGrant: 1 << 20, Grant: 10 << 20, MaxGrant: 100 << 20, Validity: time.Hour,
+		HoldingTime: 5 * time.Minute, Threshold: 20, Sweep: 30 * time.Second}
+	ch, err := StartCharging(cfg, "127.0.0.1:0", ChargingDeps{Charger: fake, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close(ctx)
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.cert)
+	create := func(certs []tls.Certificate, seq int) (*http.Response, error) {
+		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{ForceAttemptHTTP2: true,
+			TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: certs, MinVersion: tls.VersionTLS12}}}
+		body := `{"subscriberIdentifier":"msisdn-821000010000","nfConsumerIdentification":{"nodeFunctionality":"SMF"},` +
+			`"invocationTimeStamp":"2026-11-27T10:00:00Z","invocationSequenceNumber":` + strconv.Itoa(seq) + `,` +
+			`"multipleUnitUsage":[{"ratingGroup":10,"requestedUnit":{"totalVolume":1048576}}]}`
+		req, _ := http.NewRequest(http.MethodPost, "https://"+ch.Addr+charging.BasePath+"/chargingdata", bytes.NewBufferString(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return resp, err
+	}
+	resp, err := create([]tls.Certificate{smfCert}, 0)
+	if err != nil || resp.StatusCode != http.StatusCreated || resp.Proto != "HTTP/2.0" {
+		t.Fatalf("an SMF with a certificate the CA signed, no bearer credential: %v %v", resp, err)
+	}
+	if _, err := create(nil, 1); err == nil {
+		t.Error("a connection without a client certificate was served")
+	}
+	if _, err := create([]tls.Certificate{strangerCert}, 2); err == nil {
+		t.Error("a client certificate another CA signed was accepted")
+	}
+
+	// Without the CA: bearer credentials, and the challenge of RFC 6750.
+	cfg.TLSClientCA = ""
+	if _, err := StartCharging(cfg, "127.0.0.1:0", ChargingDeps{Charger: fake, Store: st}); err == nil ||
+		!strings.Contains(err.Error(), "DPCS_CHARGING_TOKENS") {
+		t.Errorf("no credential and no client CA: %v, want DPCS_CHARGING_TOKENS required", err)
+	}
+	plain, err := StartCharging(cfg, "127.0.0.1:0", ChargingDeps{Charger: fake, Store: st, Tokens: []string{strings.Repeat("t", 32)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close(ctx)
+	ch = plain
+	resp, err = create(nil, 0)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != `Bearer realm="dpcs-charging"` {
+		t.Errorf("no credential: %v %v, want 401 with a challenge without an error code", resp, err)
+	}
+}
+
+// DPCS_CHARGING_TLS_CLIENT_CA asks for client certificates in the TLS
+// handshake: it needs DPCS_CHARGING_TLS_CERT.
+func TestChargingClientCANeedsTLS(t *testing.T) {
+	env := map[string]string{"DPCS_CHARGING_TLS_CLIENT_CA": "/etc/dpcs/smf-ca.pem"}
+	_, err := LoadSystemConfig(func(k string) string { return env[k] })
+	if err == nil || !strings.Contains(err.Error(), "DPCS_CHARGING_TLS_CLIENT_CA") {
+		t.Errorf("client CA without a certificate: %v", err)
+	}
+}
