@@ -130,7 +130,8 @@ func (c ChargingConfig) GrantSizes() quota.GrantSizes {
 }
 
 // Charging is a deployable's charging interface: the service, its
-// listener and its first credential (for the banner; "" when only client
+// listener ("" for a server that only reauthorizes: StartServerCharging)
+// and its first credential (for the banner; "" when only client
 // certificates are accepted).
 type Charging struct {
 	Service *charging.Service
@@ -163,14 +164,6 @@ func StartCharging(c ChargingConfig, addr string, d ChargingDeps) (*Charging, er
 	if len(d.Tokens) == 0 && c.TLSClientCA == "" {
 		return nil, errors.New("DPCS_CHARGING_TOKENS: required to serve the charging interface (DPCS_CHARGING_ADDR) without DPCS_CHARGING_TLS_CLIENT_CA")
 	}
-	log := d.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	opts, err := c.options(log, d.Metrics, d.Loopback)
-	if err != nil {
-		return nil, err
-	}
 	var tlsConfig *tls.Config
 	if c.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
@@ -190,7 +183,7 @@ func StartCharging(c ChargingConfig, addr string, d ChargingDeps) (*Charging, er
 			tlsConfig.ClientAuth, tlsConfig.ClientCAs = tls.RequireAndVerifyClientCert, pool
 		}
 	}
-	svc, err := charging.New(d.Charger, d.Store, opts...)
+	svc, log, err := c.newService(d)
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +225,11 @@ func (c *Charging) OnChange(_ context.Context, ch family.Change) {
 // Close stops serving (requests in flight finish within ctx) and the
 // service.
 func (c *Charging) Close(ctx context.Context) error {
-	return errors.Join(c.srv.Shutdown(ctx), c.Service.Close(ctx))
+	var err error
+	if c.srv != nil {
+		err = c.srv.Shutdown(ctx)
+	}
+	return errors.Join(err, c.Service.Close(ctx))
 }
 
 // chargingTokens returns the configured credentials, or the data dir's own
@@ -269,16 +266,51 @@ func doorCharger(dec *judge.Decisions) (charging.Charger, bool) {
 // StartServerCharging starts the server deployable's charging interface
 // when DPCS_CHARGING_ADDR is set (it is off by default): its credentials
 // are DPCS_CHARGING_TOKENS (required), its grant steps the door's
-// synchronous decisions, dec (an error when there are none). Nil when it is
-// off.
+// synchronous decisions, dec (an error when there are none).
+//
+// When it is off, the charging service still runs without a listener (and
+// without a sweep: the servers that serve SMFs sweep), so that the family
+// changes this server makes reach the live sessions other servers opened
+// (Charging.OnChange: the sessions are in SQL, the notifications go from
+// here). Nil only without a door.
 func StartServerCharging(c ChargingConfig, st *store.Store, log *slog.Logger, m *Metrics, dec *judge.Decisions) (*Charging, error) {
 	addr := c.Address("")
-	if addr == "" {
-		return nil, nil
-	}
 	charger, ok := doorCharger(dec)
-	if !ok {
+	switch {
+	case !ok && addr != "":
 		return nil, errors.New("DPCS_CHARGING_ADDR: the charging interface needs the door's synchronous decisions (judge.Decisions)")
+	case !ok:
+		return nil, nil
+	case addr == "":
+		return startReauthorizer(c, ChargingDeps{Charger: charger, Store: st, Logger: log, Metrics: m})
 	}
 	return StartCharging(c, addr, ChargingDeps{Charger: charger, Store: st, Logger: log, Metrics: m, Tokens: c.Tokens})
+}
+
+// startReauthorizer is the charging service without a listener or a
+// sweep: what reauthorizes live sessions after a family change made here.
+func startReauthorizer(c ChargingConfig, d ChargingDeps) (*Charging, error) {
+	svc, log, err := c.newService(d, charging.WithSweep(0, charging.DefaultClosedRetention))
+	if err != nil {
+		return nil, err
+	}
+	return &Charging{Service: svc, log: log}, nil
+}
+
+// newService is the charging service of this configuration and d (and
+// more options), and the logger it logs to.
+func (c ChargingConfig) newService(d ChargingDeps, more ...charging.Option) (*charging.Service, *slog.Logger, error) {
+	log := d.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts, err := c.options(log, d.Metrics, d.Loopback)
+	if err != nil {
+		return nil, nil, err
+	}
+	svc, err := charging.New(d.Charger, d.Store, append(opts, more...)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return svc, log, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/dabom/dpcs/internal/testenv/chargertest"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service/charging"
+	"github.com/dabom/dpcs/service/family"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -27,20 +29,7 @@ import (
 // challenged without an error code (RFC 6750 §3.1).
 func TestChargingClientCertificates(t *testing.T) {
 	ctx := context.Background()
-	db := openSQLite(t)
-	if err := store.Migrate(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.New(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.CreateFamily(ctx, store.NewFamily{ID: 100, Name: "f", PlanBytes: 1 << 30}, store.System); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.AddMember(ctx, store.NewMember{ID: 1001, FamilyID: 100, Name: "m", Phone: "010-0001-0000", Role: policy.RoleOwner}, store.System); err != nil {
-		t.Fatal(err)
-	}
+	st := chargingStore(t)
 	fake := chargertest.New()
 	fake.SetPool(100, 1<<30)
 	ca, other := newTestCA(t, "SMF CA"), newTestCA(t, "another CA")
@@ -116,4 +105,63 @@ func TestChargingClientCANeedsTLS(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "DPCS_CHARGING_TLS_CLIENT_CA") {
 		t.Errorf("client CA without a certificate: %v", err)
 	}
+}
+
+// A server without the charging listener (DPCS_CHARGING_ADDR off) still
+// reauthorizes: a family change made there reaches the live session
+// another server opened, at the SMF's notifyUri (the sessions are in SQL).
+func TestReauthorizerWithoutListener(t *testing.T) {
+	ctx := context.Background()
+	st := chargingStore(t)
+	fake := chargertest.New()
+	fake.SetPool(100, 1<<30)
+	cfg := ChargingConfig{RatingGroups: "10=VIDEO", MinGrant: 1 << 20, Grant: 10 << 20, MaxGrant: 100 << 20, Validity: time.Hour,
+		HoldingTime: 5 * time.Minute, Threshold: 20, Sweep: 30 * time.Second}
+	serving, err := StartCharging(cfg, "127.0.0.1:0", ChargingDeps{Charger: fake, Store: st, Loopback: true, Tokens: []string{strings.Repeat("t", 32)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer serving.Close(ctx)
+	smfURL, got := smfEndpoint(t)
+	req := &charging.ChargingDataRequest{}
+	if err := json.Unmarshal([]byte(`{"subscriberIdentifier":"msisdn-821000010000","nfConsumerIdentification":{"nodeFunctionality":"SMF"},`+
+		`"invocationTimeStamp":"2026-11-27T10:00:00Z","invocationSequenceNumber":0,"notifyUri":"`+smfURL+`/n",`+
+		`"multipleUnitUsage":[{"ratingGroup":10,"requestedUnit":{}}]}`), req); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := serving.Service.Create(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	other, err := startReauthorizer(cfg, ChargingDeps{Charger: fake, Store: st, Loopback: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	if other.Addr != "" {
+		t.Errorf("the reauthorizer listens on %s", other.Addr)
+	}
+	other.OnChange(ctx, family.Change{Kind: family.KindPolicy, FamilyID: 100, Members: []int64{1001}})
+	select {
+	case b := <-got:
+		if !strings.Contains(string(b), `"REAUTHORIZATION"`) {
+			t.Errorf("the SMF got %s", b)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a change made on a server without the listener reached no live session")
+	}
+}
+
+// chargingStore is a store with family 100 and its member 1001 (phone
+// 010-0001-0000).
+func chargingStore(t *testing.T) *store.Store {
+	t.Helper()
+	ctx := context.Background()
+	_, st := openStore(t)
+	if _, err := st.CreateFamily(ctx, store.NewFamily{ID: 100, Name: "f", PlanBytes: 1 << 30}, store.System); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AddMember(ctx, store.NewMember{ID: 1001, FamilyID: 100, Name: "m", Phone: "010-0001-0000", Role: policy.RoleOwner}, store.System); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

@@ -39,22 +39,12 @@ func TestSystemServesCharging(t *testing.T) {
 	if s.Charging == nil || !strings.HasPrefix(s.Charging.Token, "chf_") {
 		t.Fatalf("charging interface: %+v", s.Charging)
 	}
-	got := make(chan []byte, 4)
-	// The SMF's notification endpoint speaks HTTP/2 cleartext, as SBI
-	// endpoints do.
-	smf := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		got <- b
-		w.WriteHeader(http.StatusNoContent)
-	}))
+	smfURL, got := smfEndpoint(t)
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
-	smf.Config.Protocols = &p
-	smf.Start()
-	defer smf.Close()
 	c := &http.Client{Transport: &http.Transport{Protocols: &p}, Timeout: 10 * time.Second}
 	body := `{"subscriberIdentifier":"msisdn-821000000100","nfConsumerIdentification":{"nodeFunctionality":"SMF"},` +
-		`"invocationTimeStamp":"2026-11-27T10:00:00Z","invocationSequenceNumber":0,"notifyUri":"` + smf.URL + `/n",` +
+		`"invocationTimeStamp":"2026-11-27T10:00:00Z","invocationSequenceNumber":0,"notifyUri":"` + smfURL + `/n",` +
 		`"multipleUnitUsage":[{"ratingGroup":10,"requestedUnit":{"totalVolume":1048576}}]}`
 	req, _ := http.NewRequest(http.MethodPost, "http://"+s.Charging.Addr+charging.BasePath+"/chargingdata", bytes.NewBufferString(body))
 	req.Header.Set("Authorization", "Bearer "+s.Charging.Token)
@@ -100,4 +90,23 @@ func TestSystemServesCharging(t *testing.T) {
 	if n := fake.Outstanding(); n != 1 {
 		t.Errorf("%d grants held after the simulated SMFs stopped, want the 1 made by hand", n)
 	}
+}
+
+// smfEndpoint is an SMF's notification endpoint, speaking HTTP/2
+// cleartext as SBI endpoints do, until the test ends: its URL, and the
+// bodies it receives.
+func smfEndpoint(t *testing.T) (string, chan []byte) {
+	t.Helper()
+	got := make(chan []byte, 4)
+	smf := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- b
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	smf.Config.Protocols = &p
+	smf.Start()
+	t.Cleanup(smf.Close)
+	return smf.URL, got
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service/judge"
 	"github.com/dabom/dpcs/service/recovery"
+	"github.com/dabom/dpcs/service/store"
 	"github.com/dabom/dpcs/writebehind"
 )
 
@@ -34,6 +35,21 @@ func openSQLite(t *testing.T) *sql.DB {
 		t.Fatal(err)
 	}
 	return db
+}
+
+// openStore is a SQLite database with the whole store's schema, and its
+// store.
+func openStore(t *testing.T) (*sql.DB, *store.Store) {
+	t.Helper()
+	db := openSQLite(t)
+	if err := store.Migrate(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.New(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, st
 }
 
 // harness is a pipeline (internal/testenv) for running processor

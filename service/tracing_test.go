@@ -143,14 +143,7 @@ func TestTraceFollowsAnEventAcrossKafka(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := openSQLite(t)
-	if err := store.Migrate(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.New(db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, st := openStore(t)
 	const fid, cid = 100, 1000
 	if _, err := st.CreateFamily(ctx, store.NewFamily{ID: fid, Name: "traced", PlanBytes: 100 * mb}, store.System); err != nil {
 		t.Fatal(err)

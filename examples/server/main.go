@@ -276,7 +276,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	defer live.Close()
 	// The charging interface SMFs call (DPCS_CHARGING_ADDR, off by
 	// default): grants through the door, sessions in SQL, and every family
-	// change reaching the live sessions it may affect.
+	// change made here reaching the live sessions it may affect, whichever
+	// server opened them (also with the listener off).
 	chf, err := service.StartServerCharging(cfg.Charging, st, log, metrics, decisions)
 	if err != nil {
 		return err
@@ -285,7 +286,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		family.WithOnChange(service.LiveChanges(live, log, nil))}
 	if chf != nil {
 		famOpts = append(famOpts, family.WithOnChange(chf.OnChange))
-		log.Info("charging interface serving", "addr", chf.Addr)
+		if chf.Addr != "" {
+			log.Info("charging interface serving", "addr", chf.Addr)
+		}
 	}
 	fam, err := family.New(st, qs, famOpts...)
 	if err != nil {
