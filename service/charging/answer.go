@@ -26,7 +26,9 @@ func (s *Service) answer(a ask, r quota.GrantResult, now time.Time) (MultipleUni
 	if !r.ValidUntil.IsZero() && r.ValidUntil.Before(until) {
 		until = r.ValidUntil
 	}
-	secs := max(int64(until.Sub(now).Round(time.Second)/time.Second), 1)
+	// Whole seconds rounded down: the SMF asks again a little before the
+	// boundary, never after it (at least 1 s, the least validityTime).
+	secs := max(int64(until.Sub(now)/time.Second), 1)
 	until = now.Add(time.Duration(secs) * time.Second)
 	holding := int64(s.o.holding / time.Second)
 	mui := MultipleUnitInformation{RatingGroup: a.rg, UPFID: a.upf, ValidityTime: &secs, QuotaHoldingTime: &holding}

@@ -1005,3 +1005,28 @@ func TestCrowdedGrantsAskAgain(t *testing.T) {
 		t.Errorf("asked again: %+v", u)
 	}
 }
+
+// validityTime never reaches past the boundary the engine named: whole
+// seconds rounded down (the SMF asks again a little early, never late),
+// at least one.
+func TestValidityTimeEndsByTheBoundary(t *testing.T) {
+	e := newEnv(t)
+	e.clock.Add(400 * time.Millisecond)
+	boundary := e.clock.Now().Truncate(time.Second).Add(3 * time.Second) // 2.6 s away
+	e.fake.ValidUntil(boundary)
+	_, resp, err := e.svc.Create(e.ctx, request("imsi-"+childIMSI, 0, ask(10, 1*mib, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := *unit(t, resp, 10).ValidityTime; e.clock.Now().Add(time.Duration(v)*time.Second).After(boundary) || v != 2 {
+		t.Errorf("validityTime %d s from %v: past the boundary %v, want 2", v, e.clock.Now(), boundary)
+	}
+	e.fake.ValidUntil(e.clock.Now().Add(300 * time.Millisecond))
+	_, resp, err = e.svc.Create(e.ctx, request("msisdn-821012345678", 0, ask(10, 1*mib, -1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := *unit(t, resp, 10).ValidityTime; v != 1 {
+		t.Errorf("less than a second left: validityTime %d, want 1", v)
+	}
+}
