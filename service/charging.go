@@ -214,11 +214,15 @@ func StartCharging(c ChargingConfig, addr string, d ChargingDeps) (*Charging, er
 
 // OnChange reauthorizes the live sessions a family change may affect (for
 // family.WithOnChange): a policy, plan, top-up, gift or membership change;
-// not an alert level, a password, a request or a note.
+// not an alert level, a password, a request or a note. A member's IMSI
+// change closes the member's sessions whose subscriber no longer names it
+// (charging.Service.Reidentified).
 func (c *Charging) OnChange(_ context.Context, ch family.Change) {
 	switch ch.Kind {
 	case family.KindPolicy, family.KindPlan, family.KindTopUp, family.KindGift, family.KindMember, family.KindRemoved, family.KindRole:
 		c.Service.Changed(ch.FamilyID, ch.Members...)
+	case family.KindIMSI:
+		c.Service.Reidentified(ch.FamilyID, ch.Members...)
 	}
 }
 

@@ -53,29 +53,22 @@ func (s *Service) ReauthorizeFamily(ctx context.Context, familyID int64) error {
 // notifications. No member named: every member's sessions. Changes of one
 // family that arrive while the worker is busy are taken together.
 func (s *Service) Changed(familyID int64, memberIDs ...int64) {
-	s.changes.mu.Lock()
-	defer s.changes.mu.Unlock()
-	if s.changes.closed {
-		return
-	}
-	members, ok := s.changes.pending[familyID]
-	switch {
-	case ok && members == nil: // the whole family already
-	case len(memberIDs) == 0:
-		s.changes.pending[familyID] = nil
-	default:
-		if members == nil {
-			members = map[int64]bool{}
+	s.changes.add(func(c *changes) {
+		members, ok := c.pending[familyID]
+		switch {
+		case ok && members == nil: // the whole family already
+		case len(memberIDs) == 0:
+			c.pending[familyID] = nil
+		default:
+			if members == nil {
+				members = map[int64]bool{}
+			}
+			for _, m := range memberIDs {
+				members[m] = true
+			}
+			c.pending[familyID] = members
 		}
-		for _, m := range memberIDs {
-			members[m] = true
-		}
-		s.changes.pending[familyID] = members
-	}
-	select {
-	case s.changes.wake <- struct{}{}:
-	default:
-	}
+	})
 }
 
 // changes are the families changed and not yet looked up (nil members:
@@ -87,9 +80,27 @@ type changes struct {
 	// again: they hold more than their fair share of the pool while
 	// another member's grant was cut (quota.GrantResult.Reclaim).
 	reclaim map[int64]map[string]bool
-	closed  bool
-	wake    chan struct{}
-	done    chan struct{}
+	// reidentify are the members (by family) whose identities changed
+	// (Reidentified).
+	reidentify map[int64]map[int64]bool
+	closed     bool
+	wake       chan struct{}
+	done       chan struct{}
+}
+
+// add records a change with f (under the lock) and wakes the worker;
+// nothing once the service is closing.
+func (c *changes) add(f func(*changes)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	f(c)
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
 }
 
 // changeLoop looks up the live sessions of the families changed until ctx
@@ -112,23 +123,16 @@ func (s *Service) changeLoop(ctx context.Context) {
 
 // reclaimed queues the grants the engine named for reauthorization.
 func (s *Service) reclaimed(familyID int64, grantIDs []string) {
-	s.changes.mu.Lock()
-	defer s.changes.mu.Unlock()
-	if s.changes.closed {
-		return
-	}
-	ids := s.changes.reclaim[familyID]
-	if ids == nil {
-		ids = map[string]bool{}
-		s.changes.reclaim[familyID] = ids
-	}
-	for _, id := range grantIDs {
-		ids[id] = true
-	}
-	select {
-	case s.changes.wake <- struct{}{}:
-	default:
-	}
+	s.changes.add(func(c *changes) {
+		ids := c.reclaim[familyID]
+		if ids == nil {
+			ids = map[string]bool{}
+			c.reclaim[familyID] = ids
+		}
+		for _, id := range grantIDs {
+			ids[id] = true
+		}
+	})
 }
 
 // reauthorizeGrants asks the live sessions of family fid that hold one of
@@ -159,9 +163,16 @@ func (s *Service) reauthorizeGrants(ctx context.Context, fid int64, grants map[s
 
 func (s *Service) reauthorizePending(ctx context.Context) {
 	s.changes.mu.Lock()
-	pending, reclaim := s.changes.pending, s.changes.reclaim
-	s.changes.pending, s.changes.reclaim = map[int64]map[int64]bool{}, map[int64]map[string]bool{}
+	pending, reclaim, reid := s.changes.pending, s.changes.reclaim, s.changes.reidentify
+	s.changes.pending, s.changes.reclaim, s.changes.reidentify = map[int64]map[int64]bool{}, map[int64]map[string]bool{}, map[int64]map[int64]bool{}
 	s.changes.mu.Unlock()
+	for fid, members := range reid {
+		for m := range members {
+			if err := s.reidentify(ctx, fid, m); err != nil {
+				s.o.log.Warn("charging: live sessions of a member whose identity changed not checked", "familyId", fid, "memberId", m, "err", err)
+			}
+		}
+	}
 	for fid, grants := range reclaim {
 		if members, ok := pending[fid]; ok && members == nil {
 			continue // the family's change asks its sessions anyway

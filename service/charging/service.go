@@ -94,7 +94,8 @@ func New(charger Charger, sessions Sessions, opts ...Option) (*Service, error) {
 	s := &Service{charger: charger, sessions: sessions, o: o, sweepDone: make(chan struct{}),
 		cache:   sessionCache{max: o.cacheSize, m: map[string]store.ChargingSession{}},
 		records: make(chan *recording), recDone: make(chan struct{}),
-		changes: changes{pending: map[int64]map[int64]bool{}, reclaim: map[int64]map[string]bool{}, wake: make(chan struct{}, 1),
+		changes: changes{pending: map[int64]map[int64]bool{}, reclaim: map[int64]map[string]bool{},
+			reidentify: map[int64]map[int64]bool{}, wake: make(chan struct{}, 1),
 			done: make(chan struct{})}}
 	for i := range s.locks {
 		s.locks[i] = make(chan struct{}, 1)
@@ -179,7 +180,7 @@ func (s *Service) create(ctx context.Context, req *ChargingDataRequest) (string,
 	if p != nil {
 		return "", reply{}, false, store.Member{}, p
 	}
-	m, err := s.subscriber(ctx, req)
+	m, named, err := s.subscriber(ctx, req)
 	if err != nil {
 		return "", reply{}, false, store.Member{}, err
 	}
@@ -189,7 +190,7 @@ func (s *Service) create(ctx context.Context, req *ChargingDataRequest) (string,
 	ref := uuid.Must(uuid.NewV7()).String()
 	now := s.o.now()
 	row := store.ChargingSession{Ref: ref, CreateKey: createKey(req), FamilyID: m.FamilyID, MemberID: m.ID,
-		Subscriber: truncate(req.SubscriberIdentifier, store.MaxSubscriberLen), Consumer: consumer(req.NfConsumerIdentification),
+		Subscriber: truncate(named, store.MaxSubscriberLen), Consumer: consumer(req.NfConsumerIdentification),
 		NotifyURI: req.NotifyURI, LastSeq: -1, LastOp: string(OpCreate), Grants: planned(ref, nil, asks),
 		ExpiresAt: now.Add(s.o.validity + s.o.holding)}
 	sess, created, err := s.sessions.OpenChargingSession(ctx, row)

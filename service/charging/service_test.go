@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -1029,4 +1030,48 @@ func TestValidityTimeEndsByTheBoundary(t *testing.T) {
 	if v := *unit(t, resp, 10).ValidityTime; v != 1 {
 		t.Errorf("less than a second left: validityTime %d, want 1", v)
 	}
+}
+
+// A session whose subscriber no longer names its member — the IMSI it was
+// opened with taken off the member, or given to another — is closed once
+// the change is reported (Reidentified): its grants returned, ABORT_CHARGING
+// sent, its next update refused. A session named by another identity that
+// still names the member (the phone, or the served GPSI when the IMSI
+// named nobody) stays open.
+func TestIMSIChangeClosesSessions(t *testing.T) {
+	e := newEnv(t, charging.WithNotifyNetworks(true))
+	node := newSMF(t, false)
+	byIMSI := request("imsi-"+childIMSI, 0, ask(10, 2*mib, -1))
+	byIMSI.NotifyURI = node.URL + "/n/imsi"
+	imsiRef, _, err := e.svc.Create(e.ctx, byIMSI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Dad's session, named by an IMSI nobody has and his phone as the GPSI.
+	byGPSI := request("imsi-450059999999999", 0, ask(10, 2*mib, -1))
+	byGPSI.PDUSessionChargingInformation = &charging.PDUSessionChargingInformation{
+		UserInformation: &charging.UserInformation{ServedGPSI: "msisdn-821012345678"}}
+	gpsiRef, _, err := e.svc.Create(e.ctx, byGPSI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.S.SetMemberIMSI(e.ctx, family, child, "", store.System); err != nil {
+		t.Fatal(err)
+	}
+	e.svc.Reidentified(family, child, dad)
+	if n := node.wait(t, 10*time.Second); n.path != "/n/imsi" || !strings.Contains(string(n.body), charging.NotificationAbortCharging) {
+		t.Errorf("notified %s %s, want ABORT_CHARGING of the child's session", n.path, n.body)
+	}
+	if sess, err := e.st.S.ChargingSession(e.ctx, imsiRef); err != nil || sess.State != store.ChargingClosed {
+		t.Errorf("the child's session: %+v, %v; want CLOSED", sess, err)
+	}
+	if r := e.fake.Reserved(charging.GrantID(imsiRef, 10)); r != 0 {
+		t.Errorf("the closed session still holds %d", r)
+	}
+	if sess, err := e.st.S.ChargingSession(e.ctx, gpsiRef); err != nil || sess.State != store.ChargingOpen ||
+		e.fake.Reserved(charging.GrantID(gpsiRef, 10)) != 2*mib {
+		t.Errorf("dad's session (named by his phone): %+v, %v; want it open, holding 2 MiB", sess, err)
+	}
+	_, err = e.svc.Update(e.ctx, imsiRef, request("imsi-"+childIMSI, 1, ask(10, 1*mib, 1*mib)))
+	wantProblem(t, err, http.StatusNotFound, charging.CauseResourceContextNotFound, "")
 }
