@@ -278,5 +278,9 @@ func NewServer(h http.Handler, tlsConfig *tls.Config, log *slog.Logger) *http.Se
 		p.SetUnencryptedHTTP2(true)
 	}
 	srv.Protocols = &p
+	// HTTP/2 frames of at most 16 KiB (a request is a few hundred bytes;
+	// Go's default, 1 MiB, lets any client make each connection hold a
+	// 1 MiB read buffer before it authenticates).
+	srv.HTTP2 = &http.HTTP2Config{MaxReadFrameSize: 16 << 10}
 	return srv
 }

@@ -103,6 +103,9 @@ func (c *changes) add(f func(*changes)) {
 	}
 }
 
+// finalPass bounds the change worker's last pass at Close.
+const finalPass = 5 * time.Second
+
 // changeLoop looks up the live sessions of the families changed until ctx
 // ends, then once more for what is left.
 func (s *Service) changeLoop(ctx context.Context) {
@@ -113,7 +116,11 @@ func (s *Service) changeLoop(ctx context.Context) {
 			s.changes.mu.Lock()
 			s.changes.closed = true
 			s.changes.mu.Unlock()
-			s.reauthorizePending(context.Background())
+			// The last changes, within a bound: a database that does not
+			// answer must not hold Close past its own deadline for long.
+			last, cancel := context.WithTimeout(context.Background(), finalPass)
+			s.reauthorizePending(last)
+			cancel()
 			return
 		case <-s.changes.wake:
 			s.reauthorizePending(ctx)
@@ -218,6 +225,34 @@ type notifyJob struct {
 	abort bool
 }
 
+// waiting is what a session's waiting notification q becomes when j comes
+// for it too: an ABORT_CHARGING takes its place (and stays), and two
+// REAUTHORIZATIONs become one naming the rating groups of both (none
+// named, the whole session, when either names none).
+func waiting(q, j notifyJob) notifyJob {
+	switch {
+	case q.abort:
+		return q
+	case j.abort:
+		return j
+	}
+	var a, b ChargingNotifyRequest
+	if json.Unmarshal(q.body, &a) != nil || json.Unmarshal(j.body, &b) != nil {
+		return j // our own bodies: always decode
+	}
+	if len(a.ReauthorizationDetails) == 0 || len(b.ReauthorizationDetails) == 0 {
+		a.ReauthorizationDetails = nil
+	} else {
+		for _, d := range b.ReauthorizationDetails {
+			if !slices.ContainsFunc(a.ReauthorizationDetails, func(e ReauthorizationDetails) bool { return *e.RatingGroup == *d.RatingGroup }) {
+				a.ReauthorizationDetails = append(a.ReauthorizationDetails, d)
+			}
+		}
+	}
+	q.body, _ = json.Marshal(a) // plain data: always marshals
+	return q
+}
+
 // abortBody is the ABORT_CHARGING of a session.
 var abortBody = []byte(`{"notificationType":"` + NotificationAbortCharging + `"}`)
 
@@ -284,9 +319,8 @@ func destKey(uri string) string {
 }
 
 // enqueue queues j behind its destination's others. A session already
-// waiting is not queued twice (its notification is not yet sent, and will
-// carry the news), unless j is its ABORT_CHARGING, which takes the waiting
-// one's place; a full queue drops j (Hooks.OnNotify: Dropped).
+// waiting is not queued twice: its waiting notification carries the news
+// (waiting); a full queue drops j (Hooks.OnNotify: Dropped).
 func (n *notifier) enqueue(j notifyJob) {
 	n.mu.Lock()
 	if n.closing {
@@ -295,10 +329,10 @@ func (n *notifier) enqueue(j notifyJob) {
 	}
 	key := destKey(j.uri)
 	if n.queued[j.ref] {
-		if d := n.dests[destKey(j.uri)]; j.abort && d != nil {
+		if d := n.dests[key]; d != nil {
 			for i := range d.jobs {
 				if d.jobs[i].ref == j.ref {
-					d.jobs[i] = j
+					d.jobs[i] = waiting(d.jobs[i], j)
 				}
 			}
 		}
@@ -424,6 +458,7 @@ func (n *notifier) close(ctx context.Context) error {
 	n.mu.Unlock()
 	done := make(chan struct{})
 	go func() { n.wg.Wait(); close(done) }()
+	defer n.client.CloseIdleConnections() // no pooled connection outlives the notifier
 	select {
 	case <-done:
 		n.cancel()
