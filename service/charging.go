@@ -47,6 +47,7 @@ type ChargingConfig struct {
 	RedirectURL  string         `envconfig:"REDIRECT_URL" deployables:"server, all-in-one" desc:"where blocked and last grants send the user (finalUnitAction REDIRECT, the decision as ?reason=): the family app's block screen. Empty: TERMINATE"`
 	Networks     []netip.Prefix `envconfig:"NOTIFY_NETWORKS" deployables:"server, all-in-one" desc:"networks (CIDRs, comma-separated) of the SMFs' notifyUri endpoints, reached on any port; elsewhere only public addresses on ports 80 and 443 (doc/security.md)"`
 	Sweep        time.Duration  `envconfig:"SWEEP" default:"30s" deployables:"server, all-in-one" desc:"how often sessions past their validity and holding time are closed and their grants released (1s to 1h)"`
+	MaxInFlight  int            `envconfig:"MAX_IN_FLIGHT" default:"1024" deployables:"server, all-in-one" desc:"most Nchf requests answered at once (1 to 65536): past it a request is refused at once with 503 NF_CONGESTION and Retry-After (TS 29.500 overload control) instead of waiting behind the others until it times out"`
 	RecordLinger time.Duration  `envconfig:"RECORD_LINGER" default:"1ms" deployables:"server, all-in-one" desc:"under load (the last write carried more than one step), how long a step's SQL write waits for other sessions' steps to share its statement (up to 16): 0 to 100ms; 0 writes what waits at once"`
 }
 
@@ -96,6 +97,7 @@ func (c *ChargingConfig) finish(r *envRead) []error {
 	r.want(&errs, "DPCS_CHARGING_HOLDING_TIME", c.HoldingTime >= 0 && c.HoldingTime <= 24*time.Hour, "a duration from 0 to 24h")
 	r.want(&errs, "DPCS_CHARGING_THRESHOLD", c.Threshold >= 0 && c.Threshold <= 99, "a percentage from 0 to 99")
 	r.want(&errs, "DPCS_CHARGING_SWEEP", c.Sweep >= time.Second && c.Sweep <= time.Hour, "a duration from 1s to 1h")
+	r.want(&errs, "DPCS_CHARGING_MAX_IN_FLIGHT", c.MaxInFlight >= 1 && c.MaxInFlight <= 65536, "a number from 1 to 65536")
 	r.want(&errs, "DPCS_CHARGING_RECORD_LINGER", c.RecordLinger >= 0 && c.RecordLinger <= 100*time.Millisecond, "a duration from 0 to 100ms")
 	return errs
 }
@@ -194,7 +196,8 @@ func StartCharging(c ChargingConfig, addr string, d ChargingDeps) (*Charging, er
 	}
 	ch := &Charging{Service: svc, Addr: ln.Addr().String(), log: log,
 		srv: charging.NewServer(charging.Handler(svc, charging.HandlerConfig{Tokens: d.Tokens, APIRoot: c.APIRoot, Logger: log,
-			ClientCertificates: tlsConfig != nil && tlsConfig.ClientAuth == tls.RequireAndVerifyClientCert}), tlsConfig, log)}
+			ClientCertificates: tlsConfig != nil && tlsConfig.ClientAuth == tls.RequireAndVerifyClientCert,
+			MaxInFlight:        c.MaxInFlight, OnCongested: congested(d.Metrics)}), tlsConfig, log)}
 	if len(d.Tokens) > 0 {
 		ch.Token = d.Tokens[0]
 	}
@@ -289,6 +292,14 @@ func StartServerCharging(c ChargingConfig, st *store.Store, log *slog.Logger, m 
 		return startReauthorizer(c, ChargingDeps{Charger: charger, Store: st, Logger: log, Metrics: m})
 	}
 	return StartCharging(c, addr, ChargingDeps{Charger: charger, Store: st, Logger: log, Metrics: m, Tokens: c.Tokens})
+}
+
+// congested is the OnCongested of m (nil without metrics).
+func congested(m *Metrics) func() {
+	if m == nil {
+		return nil
+	}
+	return m.ChargingCongested
 }
 
 // startReauthorizer is the charging service without a listener or a

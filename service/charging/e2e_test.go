@@ -22,6 +22,7 @@ import (
 	"github.com/dabom/dpcs/internal/backoff"
 	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/quota"
 	"github.com/dabom/dpcs/service/charging"
 )
 
@@ -566,5 +567,62 @@ func TestSweepAbortsCharging(t *testing.T) {
 	case n := <-node.got:
 		t.Errorf("a closed session notified again: %s %s", n.path, n.body)
 	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// gatedCharger holds every Charge until the test lets it go, saying when
+// one arrives.
+type gatedCharger struct {
+	charging.Charger
+	in   chan struct{}
+	gate chan struct{}
+}
+
+func (g *gatedCharger) Charge(ctx context.Context, ops []quota.GrantOp) ([]quota.GrantResult, error) {
+	g.in <- struct{}{}
+	<-g.gate
+	return g.Charger.Charge(ctx, ops)
+}
+
+// Overload control (TS 29.500 §6.4): past HandlerConfig.MaxInFlight steps
+// answered at once, a request is refused at once with 503 NF_CONGESTION and
+// Retry-After, charging nothing; the steps in flight finish.
+func TestOverloadRefusedAtOnce(t *testing.T) {
+	e := newEnv(t)
+	g := &gatedCharger{Charger: e.fake, in: make(chan struct{}, 4), gate: make(chan struct{})}
+	svc := e.service(g, e.st.S)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := charging.NewServer(charging.Handler(svc, charging.HandlerConfig{Tokens: []string{token}, MaxInFlight: 2}), nil, nil)
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	api := "http://" + ln.Addr().String() + charging.BasePath
+	c := h2c()
+	done := make(chan reply, 2)
+	for _, sub := range []string{"imsi-" + childIMSI, "msisdn-821012345678"} {
+		go func() {
+			done <- post(t, c, api+"/chargingdata", token, mustJSON(t, request(sub, 0, ask(10, 1*mib, -1))))
+		}()
+	}
+	<-g.in
+	<-g.in // both in flight
+	r := post(t, c, api+"/chargingdata", token, mustJSON(t, request("msisdn-821022223333", 0, ask(10, 1*mib, -1))))
+	var p struct {
+		Cause string `json:"cause"`
+	}
+	if err := json.Unmarshal(r.body, &p); err != nil || r.status != http.StatusServiceUnavailable || p.Cause != charging.CauseNFCongestion ||
+		r.header.Get("Retry-After") == "" {
+		t.Errorf("a third at once: %d %s (Retry-After %q)", r.status, r.body, r.header.Get("Retry-After"))
+	}
+	close(g.gate)
+	for range 2 {
+		if r := <-done; r.status != http.StatusCreated {
+			t.Errorf("a step in flight: %d %s", r.status, r.body)
+		}
+	}
+	if _, used, reserved := e.fake.Pool(family); used != 0 || reserved != 2*mib {
+		t.Errorf("used %d reserved %d: want the two steps' 2 MiB only", used, reserved)
 	}
 }

@@ -33,6 +33,15 @@ type HandlerConfig struct {
 	// authenticated by its certificate (TS 33.501 §13.3; Nchf's security
 	// alternative to OAuth2).
 	ClientCertificates bool
+	// MaxInFlight bounds the requests answered at once (0: no bound):
+	// past it a request is refused at once with 503 NF_CONGESTION and
+	// Retry-After (TS 29.500 overload control), instead of queueing
+	// behind the others until it times out. It bounds what one SMF's
+	// retry storm can take of the database and the engine.
+	MaxInFlight int
+	// OnCongested, when set, is called for each request MaxInFlight
+	// refused (for a metric).
+	OnCongested func()
 	// APIRoot, when set (https://chf.example.net), begins the Location of
 	// a created resource; otherwise the request's scheme and Host do.
 	APIRoot string
@@ -75,14 +84,40 @@ func Handler(svc *Service, c HandlerConfig) http.Handler {
 		writeProblem(w, &Problem{Status: http.StatusNotFound, Cause: CauseResourceURIStructNotFound,
 			Detail: "no such resource: the routes are " + BasePath + "/chargingdata[/{ChargingDataRef}/update|release]"})
 	})
-	return h.authenticate(mux)
+	if c.MaxInFlight > 0 {
+		h.slots = make(chan struct{}, c.MaxInFlight)
+	}
+	return h.authenticate(h.admit(mux))
+}
+
+// admit takes a slot for the request, or refuses it at once when none is
+// free (HandlerConfig.MaxInFlight).
+func (h *handler) admit(next http.Handler) http.Handler {
+	if h.slots == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case h.slots <- struct{}{}:
+			defer func() { <-h.slots }()
+			next.ServeHTTP(w, r)
+		default:
+			if h.cfg.OnCongested != nil {
+				h.cfg.OnCongested()
+			}
+			w.Header().Set("Retry-After", "1")
+			writeProblem(w, &Problem{Status: http.StatusServiceUnavailable, Cause: CauseNFCongestion,
+				Detail: "more charging requests at once than this charging function takes: try again after Retry-After"})
+		}
+	})
 }
 
 type handler struct {
-	svc  *Service
-	cfg  HandlerConfig
-	log  *slog.Logger
-	keys [][sha256.Size]byte
+	svc   *Service
+	cfg   HandlerConfig
+	log   *slog.Logger
+	keys  [][sha256.Size]byte
+	slots chan struct{} // MaxInFlight's, nil for no bound
 }
 
 // authenticate lets in a request whose connection's client certificate

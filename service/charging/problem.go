@@ -28,6 +28,10 @@ const (
 	// CauseSystemFailure (500): nothing was answered; a retry with the
 	// same invocationSequenceNumber takes no step twice.
 	CauseSystemFailure = "SYSTEM_FAILURE"
+	// CauseNFCongestion (503, with Retry-After): more steps at once than
+	// the interface takes (HandlerConfig.MaxInFlight), TS 29.500's
+	// overload control; the request was not taken, try it again.
+	CauseNFCongestion = "NF_CONGESTION"
 )
 
 const maxProblemReason = 300
