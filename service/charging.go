@@ -35,6 +35,8 @@ type ChargingConfig struct {
 	Tokens       []string       `envconfig:"TOKENS" deployables:"server, all-in-one" doc_default:"all-in-one: random, kept in $DPCS_DATA_DIR/charging-token; server: required with DPCS_CHARGING_ADDR" desc:"credentials (comma-separated, each at least 32 bytes) SMFs send as Authorization: Bearer to the charging interface, and only there"`
 	TLSCert      string         `envconfig:"TLS_CERT" deployables:"server, all-in-one" desc:"PEM certificate (chain) the charging interface serves HTTPS (HTTP/2 by ALPN) with, with DPCS_CHARGING_TLS_KEY. Empty: cleartext"`
 	TLSKey       string         `envconfig:"TLS_KEY" deployables:"server, all-in-one" desc:"PEM private key of DPCS_CHARGING_TLS_CERT: a secret"`
+	NRFKeys      string         `envconfig:"NRF_KEYS" deployables:"server, all-in-one" desc:"PEM public keys or certificates of the NRF (ECDSA P-256 or RSA): a bearer credential that is an OAuth2 access token it signed (ES256 or RS256), unexpired, for the scope nchf-convergedcharging and the audience CHF or DPCS_CHARGING_NF_INSTANCE_ID, is taken (TS 33.501 §13.4.1); DPCS_CHARGING_TOKENS becomes optional. Empty: no access tokens"`
+	NFInstanceID string         `envconfig:"NF_INSTANCE_ID" deployables:"server, all-in-one" desc:"this CHF's NF instance id (a UUID), accepted as an access token's audience besides the NF type CHF (DPCS_CHARGING_NRF_KEYS)"`
 	TLSClientCA  string         `envconfig:"TLS_CLIENT_CA" deployables:"server, all-in-one" desc:"PEM certificates of the CAs that sign the SMFs' client certificates (with DPCS_CHARGING_TLS_CERT): every connection must then present one they signed, and a request on it needs no bearer credential (TS 33.501 §13.3, Nchf's alternative to OAuth2); DPCS_CHARGING_TOKENS becomes optional. Empty: bearer credentials only"`
 	APIRoot      string         `envconfig:"API_ROOT" deployables:"server, all-in-one" desc:"apiRoot the Location of a created charging data resource begins with (https://chf.example.net). Empty: the request's scheme and Host"`
 	RatingGroups string         `envconfig:"RATING_GROUPS" default:"10=VIDEO,20=GAME,30=SOCIAL,40=MESSAGING,50=WEB,60=MUSIC" deployables:"server, all-in-one" desc:"what each rating group covers: <ratingGroup>=<CATEGORY> or <ratingGroup>=app:<appId>, comma-separated; a rating group not named covers any traffic"`
@@ -163,8 +165,23 @@ func StartCharging(c ChargingConfig, addr string, d ChargingDeps) (*Charging, er
 	if d.Charger == nil || d.Store == nil {
 		return nil, errors.New("charging: a Charger and a store are required")
 	}
-	if len(d.Tokens) == 0 && c.TLSClientCA == "" {
-		return nil, errors.New("DPCS_CHARGING_TOKENS: required to serve the charging interface (DPCS_CHARGING_ADDR) without DPCS_CHARGING_TLS_CLIENT_CA")
+	if len(d.Tokens) == 0 && c.TLSClientCA == "" && c.NRFKeys == "" {
+		return nil, errors.New("DPCS_CHARGING_TOKENS: required to serve the charging interface (DPCS_CHARGING_ADDR) without DPCS_CHARGING_TLS_CLIENT_CA or DPCS_CHARGING_NRF_KEYS")
+	}
+	var tokens *charging.AccessTokens
+	if c.NRFKeys != "" {
+		pem, err := os.ReadFile(c.NRFKeys)
+		if err != nil {
+			return nil, fmt.Errorf("DPCS_CHARGING_NRF_KEYS: %w", err)
+		}
+		keys, err := charging.ParseNRFKeys(pem)
+		if err != nil {
+			return nil, fmt.Errorf("DPCS_CHARGING_NRF_KEYS: %w", err)
+		}
+		tokens = &charging.AccessTokens{Keys: keys}
+		if c.NFInstanceID != "" {
+			tokens.Instances = []string{c.NFInstanceID}
+		}
 	}
 	var tlsConfig *tls.Config
 	if c.TLSCert != "" {
@@ -196,8 +213,8 @@ func StartCharging(c ChargingConfig, addr string, d ChargingDeps) (*Charging, er
 	}
 	ch := &Charging{Service: svc, Addr: ln.Addr().String(), log: log,
 		srv: charging.NewServer(charging.Handler(svc, charging.HandlerConfig{Tokens: d.Tokens, APIRoot: c.APIRoot, Logger: log,
-			ClientCertificates: tlsConfig != nil && tlsConfig.ClientAuth == tls.RequireAndVerifyClientCert,
-			MaxInFlight:        c.MaxInFlight, OnCongested: congested(d.Metrics)}), tlsConfig, log)}
+			ClientCertificates: tlsConfig != nil && tlsConfig.ClientAuth == tls.RequireAndVerifyClientCert, AccessTokens: tokens,
+			MaxInFlight: c.MaxInFlight, OnCongested: congested(d.Metrics)}), tlsConfig, log)}
 	if len(d.Tokens) > 0 {
 		ch.Token = d.Tokens[0]
 	}

@@ -3,9 +3,15 @@ package service
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -164,4 +170,61 @@ func chargingStore(t *testing.T) *store.Store {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// With DPCS_CHARGING_NRF_KEYS (and no credential of its own) the interface
+// takes the access tokens the NRF signed (ES256 here) and refuses others.
+func TestChargingNRFAccessTokens(t *testing.T) {
+	ctx := context.Background()
+	st := chargingStore(t)
+	fake := chargertest.New()
+	fake.SetPool(100, 1<<30)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := filepath.Join(t.TempDir(), "nrf.pem")
+	if err := os.WriteFile(keys, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := ChargingConfig{NRFKeys: keys, NFInstanceID: "chf-1", RatingGroups: "10=VIDEO", MinGrant: 1 << 20, Grant: 10 << 20,
+		MaxGrant: 100 << 20, Validity: time.Hour, HoldingTime: 5 * time.Minute, Threshold: 20, Sweep: 30 * time.Second}
+	ch, err := StartCharging(cfg, "127.0.0.1:0", ChargingDeps{Charger: fake, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close(ctx)
+	seg := func(v string) string { return base64.RawURLEncoding.EncodeToString([]byte(v)) }
+	input := seg(`{"alg":"ES256"}`) + "." + seg(`{"aud":["chf-1"],"scope":"nchf-convergedcharging","exp":`+strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)+`}`)
+	d := sha256.Sum256([]byte(input))
+	r, s, err := ecdsa.Sign(rand.Reader, key, d[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := input + "." + base64.RawURLEncoding.EncodeToString(append(r.FillBytes(make([]byte, 32)), s.FillBytes(make([]byte, 32))...))
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	c := &http.Client{Transport: &http.Transport{Protocols: &p}, Timeout: 10 * time.Second}
+	for _, tc := range []struct {
+		tok  string
+		want int
+	}{{tok, http.StatusCreated}, {strings.Repeat("t", 32), http.StatusUnauthorized}} {
+		body := `{"subscriberIdentifier":"msisdn-821000010000","nfConsumerIdentification":{"nodeFunctionality":"SMF"},` +
+			`"invocationTimeStamp":"2026-11-27T10:00:00Z","invocationSequenceNumber":0,"multipleUnitUsage":[{"ratingGroup":10,"requestedUnit":{}}]}`
+		req, _ := http.NewRequest(http.MethodPost, "http://"+ch.Addr+charging.BasePath+"/chargingdata", bytes.NewBufferString(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+tc.tok)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("token %.12s…: %d, want %d", tc.tok, resp.StatusCode, tc.want)
+		}
+	}
 }

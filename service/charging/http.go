@@ -25,7 +25,7 @@ const BasePath = "/nchf-convergedcharging/v3"
 type HandlerConfig struct {
 	// Tokens are the credentials consumers send as Authorization: Bearer
 	// (each at least 32 bytes). A handler without one refuses every
-	// request that ClientCertificates does not let in.
+	// request that ClientCertificates or AccessTokens does not let in.
 	Tokens []string
 	// ClientCertificates lets in, without a bearer credential, a request on
 	// a TLS connection whose client certificate the server verified
@@ -33,6 +33,10 @@ type HandlerConfig struct {
 	// authenticated by its certificate (TS 33.501 §13.3; Nchf's security
 	// alternative to OAuth2).
 	ClientCertificates bool
+	// AccessTokens, when set, lets in a bearer credential that is an
+	// OAuth2 access token the NRF issued for this service (TS 33.501
+	// §13.4.1; AccessTokens.Verify).
+	AccessTokens *AccessTokens
 	// MaxInFlight bounds the requests answered at once (0: no bound):
 	// past it a request is refused at once with 503 NF_CONGESTION and
 	// Retry-After (TS 29.500 overload control), instead of queueing
@@ -122,7 +126,8 @@ type handler struct {
 
 // authenticate lets in a request whose connection's client certificate
 // was verified (HandlerConfig.ClientCertificates), else checks the bearer
-// credential in constant time, digest against digest.
+// credential in constant time, digest against digest, else as an NRF's
+// access token (HandlerConfig.AccessTokens).
 func (h *handler) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h.cfg.ClientCertificates && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
@@ -131,10 +136,18 @@ func (h *handler) authenticate(next http.Handler) http.Handler {
 		}
 		auth := r.Header.Get("Authorization")
 		scheme, tok, _ := strings.Cut(auth, " ")
-		d := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+		tok = strings.TrimSpace(tok)
+		d := sha256.Sum256([]byte(tok))
 		ok := 0
 		for _, k := range h.keys {
 			ok |= subtle.ConstantTimeCompare(d[:], k[:])
+		}
+		if ok != 1 && h.cfg.AccessTokens != nil && strings.EqualFold(scheme, "Bearer") {
+			if err := h.cfg.AccessTokens.Verify(tok); err == nil {
+				ok = 1
+			} else {
+				h.log.Debug("charging: access token refused", "err", err)
+			}
 		}
 		if ok != 1 || !strings.EqualFold(scheme, "Bearer") {
 			// RFC 6750 §3.1: no error code when no credential was sent.
