@@ -584,9 +584,10 @@ func (g *gatedCharger) Charge(ctx context.Context, ops []quota.GrantOp) ([]quota
 	return g.Charger.Charge(ctx, ops)
 }
 
-// Overload control (TS 29.500 §6.4): past HandlerConfig.MaxInFlight steps
-// answered at once, a request is refused at once with 503 NF_CONGESTION and
-// Retry-After, charging nothing; the steps in flight finish.
+// Overload control (TS 29.500 §6.4): past HandlerConfig.MaxInFlight
+// requests answered at once, a request is refused at once with 503
+// NF_CONGESTION and Retry-After, charging nothing; the one in flight
+// finishes.
 func TestOverloadRefusedAtOnce(t *testing.T) {
 	e := newEnv(t)
 	g := &gatedCharger{Charger: e.fake, in: make(chan struct{}, 4), gate: make(chan struct{})}
@@ -595,34 +596,35 @@ func TestOverloadRefusedAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := charging.NewServer(charging.Handler(svc, charging.HandlerConfig{Tokens: []string{token}, MaxInFlight: 2}), nil, nil)
+	srv := charging.NewServer(charging.Handler(svc, charging.HandlerConfig{Tokens: []string{token}, MaxInFlight: 1}), nil, nil)
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 	api := "http://" + ln.Addr().String() + charging.BasePath
 	c := h2c()
-	done := make(chan reply, 2)
-	for _, sub := range []string{"imsi-" + childIMSI, "msisdn-821012345678"} {
-		go func() {
-			done <- post(t, c, api+"/chargingdata", token, mustJSON(t, request(sub, 0, ask(10, 1*mib, -1))))
-		}()
+	done := make(chan reply, 1)
+	go func() {
+		done <- post(t, c, api+"/chargingdata", token, mustJSON(t, request("imsi-"+childIMSI, 0, ask(10, 1*mib, -1))))
+	}()
+	select {
+	case <-g.in: // in flight, held in the Charger
+	case r := <-done:
+		t.Fatalf("the first request ended before its step: %d %s", r.status, r.body)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first request never reached the Charger")
 	}
-	<-g.in
-	<-g.in // both in flight
-	r := post(t, c, api+"/chargingdata", token, mustJSON(t, request("msisdn-821022223333", 0, ask(10, 1*mib, -1))))
+	r := post(t, c, api+"/chargingdata", token, mustJSON(t, request("msisdn-821012345678", 0, ask(10, 1*mib, -1))))
 	var p struct {
 		Cause string `json:"cause"`
 	}
 	if err := json.Unmarshal(r.body, &p); err != nil || r.status != http.StatusServiceUnavailable || p.Cause != charging.CauseNFCongestion ||
 		r.header.Get("Retry-After") == "" {
-		t.Errorf("a third at once: %d %s (Retry-After %q)", r.status, r.body, r.header.Get("Retry-After"))
+		t.Errorf("a second at once: %d %s (Retry-After %q)", r.status, r.body, r.header.Get("Retry-After"))
 	}
 	close(g.gate)
-	for range 2 {
-		if r := <-done; r.status != http.StatusCreated {
-			t.Errorf("a step in flight: %d %s", r.status, r.body)
-		}
+	if r := <-done; r.status != http.StatusCreated {
+		t.Errorf("the request in flight: %d %s", r.status, r.body)
 	}
-	if _, used, reserved := e.fake.Pool(family); used != 0 || reserved != 2*mib {
-		t.Errorf("used %d reserved %d: want the two steps' 2 MiB only", used, reserved)
+	if _, used, reserved := e.fake.Pool(family); used != 0 || reserved != 1*mib {
+		t.Errorf("used %d reserved %d: want the first step's 1 MiB only", used, reserved)
 	}
 }
