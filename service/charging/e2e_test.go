@@ -134,6 +134,17 @@ func newSMF(t *testing.T, holding bool) *smf {
 	return s
 }
 
+// answer lets the notification the SMF holds be answered, failing the
+// test if none is held within 10 s.
+func (s *smf) answer(t *testing.T) {
+	t.Helper()
+	select {
+	case s.hold <- struct{}{}:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notification held to answer")
+	}
+}
+
 // wait returns the next notification within d.
 func (s *smf) wait(t *testing.T, d time.Duration) notice {
 	t.Helper()
@@ -508,7 +519,10 @@ func TestReclaimedGrantsReauthorized(t *testing.T) {
 // it was still waiting in the queue, which the abort replaces. A closed
 // session gets no REAUTHORIZATION after.
 func TestSweepAbortsCharging(t *testing.T) {
-	e := newEnv(t, charging.WithNotifyNetworks(true), charging.WithValidity(10*time.Minute), charging.WithQuotaHoldingTime(time.Minute))
+	// A delivery waits as long as the test holds it (no retry on a busy
+	// machine).
+	e := newEnv(t, charging.WithNotifyNetworks(true), charging.WithValidity(10*time.Minute), charging.WithQuotaHoldingTime(time.Minute),
+		charging.WithNotifyDelivery(time.Minute, 1, backoff.Policy{Min: time.Millisecond, Max: time.Millisecond}, 64))
 	node := newSMF(t, true) // its answers wait: the first notification holds the queue
 	for i, sub := range []string{"imsi-" + childIMSI, "msisdn-821012345678"} {
 		req := request(sub, 0, ask(10, 0, -1))
@@ -525,7 +539,7 @@ func TestSweepAbortsCharging(t *testing.T) {
 	if info, err := e.svc.Sweep(e.ctx); err != nil || info.Closed != 2 {
 		t.Fatalf("sweep: %+v, %v", info, err)
 	}
-	node.hold <- struct{}{} // the first answered
+	node.answer(t) // the first answered
 	types := map[string]string{}
 	var abort []byte
 	var n charging.ChargingNotifyRequest
@@ -535,7 +549,7 @@ func TestSweepAbortsCharging(t *testing.T) {
 	types[first.path] = n.NotificationType
 	for range 2 {
 		got := node.wait(t, 10*time.Second)
-		node.hold <- struct{}{}
+		node.answer(t)
 		var n charging.ChargingNotifyRequest
 		if err := json.Unmarshal(got.body, &n); err != nil {
 			t.Fatal(err)
