@@ -102,18 +102,9 @@ func TestAbortEndsSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer svc.Close(context.Background())
-	url := serve(t, svc)
-	sim, err := smfsim.New(smfsim.Config{URL: url, Token: token, Subscribers: []string{"msisdn-821000010000"},
+	sim, stop := startSim(t, smfsim.Config{URL: serve(t, svc), Token: token, Subscribers: []string{"msisdn-821000010000"},
 		Sessions: 2, NotifyAddr: "127.0.0.1:0", Rate: [2]int64{1 << 10, 2 << 10}, Lifetime: [2]time.Duration{time.Hour, time.Hour}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	defer sim.Close(closeCtx)
+	defer stop()
 	for deadline := time.Now().Add(30 * time.Second); sim.Stats().Open < 2; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("sessions not open: %+v", sim.Stats())
@@ -157,17 +148,9 @@ func TestCrowdedSessionAsksAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer svc.Close(context.Background())
-	sim, err := smfsim.New(smfsim.Config{URL: serve(t, svc), Token: token, Subscribers: []string{"msisdn-821000010000"},
+	sim, stop := startSim(t, smfsim.Config{URL: serve(t, svc), Token: token, Subscribers: []string{"msisdn-821000010000"},
 		Sessions: 1, Rate: [2]int64{1 << 10, 2 << 10}, Lifetime: [2]time.Duration{time.Hour, time.Hour}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	defer sim.Close(closeCtx)
+	defer stop()
 	for deadline := time.Now().Add(30 * time.Second); sim.Stats().GrantedBytes == 0; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("never granted after being crowded out: %+v", sim.Stats())
@@ -193,4 +176,21 @@ func oneMember(t *testing.T) (*storetest.Env, *chargertest.Fake) {
 	fake := chargertest.New()
 	fake.SetPool(100, 1<<40)
 	return st, fake
+}
+
+// startSim starts the simulated SMFs of cfg; stop closes them (within 10 s).
+func startSim(t *testing.T, cfg smfsim.Config) (*smfsim.Simulator, func()) {
+	t.Helper()
+	sim, err := smfsim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return sim, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = sim.Close(ctx)
+	}
 }
