@@ -261,6 +261,23 @@ func (s *Store) LiveChargingSessions(ctx context.Context, fid, mid int64) ([]Cha
 	return scanChargingSessions(rows, "live charging sessions")
 }
 
+// OpenChargingSessionsAfter returns up to limit OPEN sessions of any
+// family whose refs sort after after, in ref order: a scan of every live
+// session a page at a time (after "" starts it; the last ref of a page
+// continues it), for a change that is no family's, such as an app moved to
+// another category in the catalog.
+func (s *Store) OpenChargingSessionsAfter(ctx context.Context, after string, limit int) ([]ChargingSession, error) {
+	if limit <= 0 || limit > 10_000 {
+		return nil, invalid("limit", "must be 1..10000")
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT `+chargingCols+` FROM charging_session WHERE ref > ? AND state = ? ORDER BY ref LIMIT ?`,
+		after, string(ChargingOpen), limit)
+	if err != nil {
+		return nil, dbErr("open charging sessions", err)
+	}
+	return scanChargingSessions(rows, "open charging sessions")
+}
+
 func scanChargingSessions(rows *sql.Rows, op string) ([]ChargingSession, error) {
 	return collect(rows, op, func(sc scanner) (ChargingSession, error) { return scanChargingSession(sc) })
 }

@@ -64,6 +64,26 @@ func testChargingSessions(t *testing.T, e *env) {
 	if live, _ := e.S.LiveChargingSessions(e.Ctx, 100, 1002); len(live) != 0 {
 		t.Errorf("another member's live sessions: %d", len(live))
 	}
+	var scanned []string
+	for after := ""; ; {
+		page, err := e.S.OpenChargingSessionsAfter(e.Ctx, after, 2)
+		if err != nil {
+			t.Fatalf("open sessions after %q: %v", after, err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, p := range page {
+			scanned = append(scanned, p.Ref)
+		}
+		after = page[len(page)-1].Ref
+	}
+	if want := []string{"r1", "r3", "r4"}; !slices.Equal(scanned, want) {
+		t.Errorf("open sessions, a page of 2 at a time: %v, want %v", scanned, want)
+	}
+	if _, err := e.S.OpenChargingSessionsAfter(e.Ctx, "", 0); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("a page of 0: %v", err)
+	}
 	// r3 and r4 expire at start+1h, r1 at start+2h.
 	exp, err := e.S.ExpiredChargingSessions(e.Ctx, start.Add(90*time.Minute), 10)
 	if err != nil || len(exp) != 2 {
@@ -87,6 +107,9 @@ func testChargingSessions(t *testing.T, e *env) {
 	release := store.ChargingStep{Seq: 1, Op: "release", State: store.ChargingClosed, ExpiresAt: start}
 	if ok, err := e.S.RecordChargingStep(e.Ctx, "r1", 0, release); err != nil || !ok {
 		t.Errorf("release: %v %v", ok, err)
+	}
+	if open, err := e.S.OpenChargingSessionsAfter(e.Ctx, "", 10); err != nil || len(open) != 1 || open[0].Ref != "r4" {
+		t.Errorf("open sessions once r1 and r3 closed: %v %v", open, err)
 	}
 	if n, err := e.S.PurgeChargingSessions(e.Ctx, start, 10); err != nil || n != 0 {
 		t.Errorf("purge of sessions closed before they closed: %d %v", n, err)
