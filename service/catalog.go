@@ -19,7 +19,8 @@ import (
 // at once, through api.Config.OnCatalogChange). A read that fails keeps
 // the catalog held and is logged.
 type CatalogWatcher struct {
-	apps *judge.Apps
+	apps  *judge.Apps
+	every time.Duration
 	// mu orders a read of SQL with the Set that follows it against the
 	// API's Set after an edit: a read begun before the edit never replaces
 	// the edit's catalog.
@@ -31,7 +32,7 @@ type CatalogWatcher struct {
 // WatchCatalog loads db's app catalog into a new judge.Apps and reads it
 // again every interval (≤ 0: never) until Close.
 func WatchCatalog(ctx context.Context, db *sql.DB, every time.Duration, log *slog.Logger) *CatalogWatcher {
-	w := &CatalogWatcher{apps: judge.NewApps(nil)}
+	w := &CatalogWatcher{apps: judge.NewApps(nil), every: every}
 	load := func(ctx context.Context) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -75,6 +76,28 @@ func (w *CatalogWatcher) Set(c policy.Catalog) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.apps.Set(c)
+}
+
+// Edited is the API's OnCatalogChange (api.Config) in a process whose
+// judges read the catalog through w: it sets the edit's catalog at once
+// and, with a charging service (chf, nil for none), asks the live grants
+// of the apps the edit moved to another category to report again
+// (charging.Service.CatalogChanged): at once, and once more when every
+// other process has read the edit (w's interval and a second).
+func (w *CatalogWatcher) Edited(chf *Charging) func(policy.Catalog) {
+	return func(c policy.Catalog) {
+		w.mu.Lock()
+		before := w.apps.Catalog()
+		w.apps.Set(c)
+		w.mu.Unlock()
+		if chf != nil {
+			again := time.Duration(0)
+			if w.every > 0 {
+				again = w.every + time.Second
+			}
+			chf.Service.CatalogChanged(before, c, again)
+		}
+	}
 }
 
 // Close stops the watcher and waits for its goroutine.

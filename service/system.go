@@ -438,7 +438,7 @@ func (s *System) startAPI(ctx context.Context, cfg SystemConfig, kopts []kgo.Opt
 		Secret: secret, Logger: log, AccessEvents: s.access, OnRequest: s.Metrics.OnRequest,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies, Streams: cfg.Streams,
 		VAPIDPublicKey: vapidPublic, AllowLoopbackPush: cfg.AllowLoopbackPush, MaxPushSubscriptions: cfg.PushMaxSubscriptions,
-		Decisions: s.Decisions, GatewayTokens: gateways, TopUpOffers: cfg.TopUps, GiftRate: cfg.Gift.Rate, VATRate: cfg.APIVATRate(), OnCatalogChange: s.catalog.Set,
+		Decisions: s.Decisions, GatewayTokens: gateways, TopUpOffers: cfg.TopUps, GiftRate: cfg.Gift.Rate, VATRate: cfg.APIVATRate(), OnCatalogChange: s.catalog.Edited(s.Charging),
 		DeadLetters: backOffice, KafkaStats: backOffice, OperationsMetrics: opsMetrics}); err != nil {
 		return err
 	}

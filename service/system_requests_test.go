@@ -111,18 +111,7 @@ func TestSystemAskForMore(t *testing.T) {
 	ctx := context.Background()
 	// The demo family alone, no simulated traffic: the story's events are
 	// the only ones the notifier has to carry.
-	cfg, err := LoadSystemConfig(env(map[string]string{
-		"DPCS_DATA_DIR": t.TempDir(), "DPCS_EMBEDDED_KAFKA_PORT": "0", "DPCS_HTTP_ADDR": "127.0.0.1:0",
-		"DPCS_SIMULATOR_ADDR": "127.0.0.1:0", "DPCS_DEMO_FAMILIES": "0",
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := StartSystem(ctx, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(ctx)
+	s := startDemoFamily(t, nil)
 	base := "http://" + s.HTTPAddr
 	t.Cleanup(func() {
 		if !t.Failed() {

@@ -305,7 +305,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Secret: []byte(cfg.JWTSecret), Logger: log, AccessEvents: accessEvents, OnRequest: metrics.OnRequest,
 		Limiter: limiter, Limits: cfg.AuthLimits, TrustedProxies: cfg.TrustedProxies, Streams: cfg.Streams,
 		VAPIDPublicKey: cfg.VAPIDPublicKey, MaxPushSubscriptions: cfg.PushMaxSubscriptions,
-		Decisions: decisions, GatewayTokens: cfg.GatewayTokens, OnCatalogChange: catalog.Set, TopUpOffers: cfg.TopUps, GiftRate: cfg.Gift.Rate, VATRate: cfg.APIVATRate(),
+		Decisions: decisions, GatewayTokens: cfg.GatewayTokens, OnCatalogChange: catalog.Edited(chf), TopUpOffers: cfg.TopUps, GiftRate: cfg.Gift.Rate, VATRate: cfg.APIVATRate(),
 		DeadLetters: backOffice, KafkaStats: backOffice, OperationsMetrics: opsMetrics})
 	if err != nil {
 		return err

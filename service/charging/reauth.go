@@ -151,19 +151,7 @@ func (s *Service) reauthorizeGrants(ctx context.Context, fid int64, grants map[s
 		return err
 	}
 	for _, sess := range live {
-		if sess.NotifyURI == "" {
-			continue
-		}
-		var held []store.ChargingGrant
-		for _, g := range sess.Grants {
-			if grants[g.GrantID] {
-				held = append(held, g)
-			}
-		}
-		if len(held) > 0 {
-			sess.Grants = held
-			s.notifier.enqueue(notifyJob{ref: sess.Ref, uri: sess.NotifyURI, body: reauthBody(sess), since: since})
-		}
+		s.askToReport(sess, func(g store.ChargingGrant) bool { return grants[g.GrantID] }, since)
 	}
 	return nil
 }
@@ -269,6 +257,7 @@ func (s *Service) aborted(sess store.ChargingSession) {
 type destination struct {
 	jobs    []notifyJob
 	running bool
+	room    chan struct{} // closed when jobs shrinks, if someone waits
 }
 
 // notifier delivers notifications, keeping destinations apart: each
@@ -321,11 +310,46 @@ func destKey(uri string) string {
 // enqueue queues j behind its destination's others. A session already
 // waiting is not queued twice: its waiting notification carries the news
 // (waiting); a full queue drops j (Hooks.OnNotify: Dropped).
-func (n *notifier) enqueue(j notifyJob) {
+func (n *notifier) enqueue(j notifyJob) { n.enqueueWithin(j, 0) }
+
+// enqueueWithin is enqueue waiting up to wait for room in j's destination's
+// queue while it is full: a scan of many sessions goes at the pace its
+// destinations take their notifications. It reports whether j was queued
+// (or merged into its session's waiting one).
+func (n *notifier) enqueueWithin(j notifyJob, wait time.Duration) bool {
+	var deadline <-chan time.Time
+	for {
+		queued, room := n.tryEnqueue(j)
+		if queued || room == nil {
+			return queued
+		}
+		if deadline == nil && wait > 0 {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			deadline = t.C
+		}
+		if wait > 0 {
+			select {
+			case <-room:
+				continue
+			case <-deadline:
+			case <-n.ctx.Done():
+			}
+		}
+		n.o.log.Warn("charging: notification dropped: its destination's queue is full", "ref", j.ref, "destination", destKey(j.uri))
+		n.hook(NotifyInfo{Ref: j.ref, URI: j.uri, Dropped: true, Latency: n.o.now().Sub(j.since)})
+		return false
+	}
+}
+
+// tryEnqueue queues j when its destination's queue has room (true), else
+// returns a channel closed when the queue next shrinks. Nothing is queued
+// (false, nil) once the notifier is closing.
+func (n *notifier) tryEnqueue(j notifyJob) (bool, <-chan struct{}) {
 	n.mu.Lock()
 	if n.closing {
 		n.mu.Unlock()
-		return
+		return false, nil
 	}
 	key := destKey(j.uri)
 	if n.queued[j.ref] {
@@ -337,7 +361,7 @@ func (n *notifier) enqueue(j notifyJob) {
 			}
 		}
 		n.mu.Unlock()
-		return
+		return true, nil
 	}
 	d := n.dests[key]
 	if d == nil {
@@ -345,10 +369,12 @@ func (n *notifier) enqueue(j notifyJob) {
 		n.dests[key] = d
 	}
 	if len(d.jobs) >= n.o.notifyQueue {
+		if d.room == nil {
+			d.room = make(chan struct{})
+		}
+		room := d.room
 		n.mu.Unlock()
-		n.o.log.Warn("charging: notification dropped: its destination's queue is full", "ref", j.ref, "destination", key)
-		n.hook(NotifyInfo{Ref: j.ref, URI: j.uri, Dropped: true, Latency: n.o.now().Sub(j.since)})
-		return
+		return false, room
 	}
 	d.jobs = append(d.jobs, j)
 	n.queued[j.ref] = true
@@ -358,6 +384,7 @@ func (n *notifier) enqueue(j notifyJob) {
 		go n.drain(key, d)
 	}
 	n.mu.Unlock()
+	return true, nil
 }
 
 // drain delivers d's jobs one after the other until none is left.
@@ -373,6 +400,10 @@ func (n *notifier) drain(key string, d *destination) {
 		}
 		j := d.jobs[0]
 		d.jobs = d.jobs[1:]
+		if d.room != nil { // those waiting for room (enqueueWithin)
+			close(d.room)
+			d.room = nil
+		}
 		// A change from now on queues a new notification: this one may
 		// already be on its way.
 		delete(n.queued, j.ref)

@@ -49,6 +49,7 @@ type Sessions interface {
 	FinishClosingChargingSession(ctx context.Context, ref string) error
 	PurgeChargingSessions(ctx context.Context, before time.Time, limit int) (int64, error)
 	LiveChargingSessions(ctx context.Context, fid, mid int64) ([]store.ChargingSession, error)
+	OpenChargingSessionsAfter(ctx context.Context, after string, limit int) ([]store.ChargingSession, error)
 	MemberByIMSI(ctx context.Context, imsi string) (store.Member, error)
 	MemberByMSISDN(ctx context.Context, msisdn string) (store.Member, error)
 }
@@ -68,6 +69,7 @@ type Service struct {
 	recDone   chan struct{}
 	notifier  *notifier
 	changes   changes
+	catalog   catalogChanges
 	sweepDone chan struct{}
 	stop      context.CancelFunc
 	closeOnce sync.Once
@@ -96,7 +98,8 @@ func New(charger Charger, sessions Sessions, opts ...Option) (*Service, error) {
 		records: make(chan *recording), recDone: make(chan struct{}),
 		changes: changes{pending: map[int64]map[int64]bool{}, reclaim: map[int64]map[string]bool{},
 			reidentify: map[int64]map[int64]bool{}, wake: make(chan struct{}, 1),
-			done: make(chan struct{})}}
+			done: make(chan struct{})},
+		catalog: catalogChanges{now: map[uint32]bool{}, later: map[uint32]bool{}, wake: make(chan struct{}, 1), done: make(chan struct{})}}
 	for i := range s.locks {
 		s.locks[i] = make(chan struct{}, 1)
 	}
@@ -105,6 +108,7 @@ func New(charger Charger, sessions Sessions, opts ...Option) (*Service, error) {
 	s.stop = stop
 	go s.sweepLoop(ctx)
 	go s.changeLoop(ctx)
+	go s.catalogLoop(ctx)
 	go s.recordLoop(ctx)
 	return s, nil
 }
@@ -118,6 +122,7 @@ func (s *Service) Close(ctx context.Context) error {
 		s.stop()
 		<-s.sweepDone
 		<-s.changes.done
+		<-s.catalog.done
 		<-s.recDone
 		err = s.notifier.close(ctx)
 	})

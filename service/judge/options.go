@@ -238,6 +238,9 @@ func (a *Apps) Set(c policy.Catalog) {
 // Category is app's category ("" when the catalog does not know it).
 func (a *Apps) Category(app string) policy.Category { return (*a.p.Load()).Category(app) }
 
+// Catalog is a copy of the catalog held.
+func (a *Apps) Catalog() policy.Catalog { return maps.Clone(*a.p.Load()) }
+
 // WithMaxEventAge refuses usage events stamped longer ago than d (the
 // processor dead-letters them, Decisions answers an invalid event). With
 // the max clock skew (WithMaxClockSkew) it must fit the quota engine's

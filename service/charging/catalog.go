@@ -1,0 +1,186 @@
+package charging
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dabom/dpcs/policy"
+	"github.com/dabom/dpcs/service/store"
+)
+
+// catalogPage is how many live sessions one read of a catalog change's
+// scan takes.
+const catalogPage = 500
+
+// CatalogChanged asks the live sessions that hold a grant for an app's
+// rating group (WithRatingGroups' app:<appId>) to report and ask again when
+// the app catalog moved that app to another category between before and
+// after (added, removed or recategorised): the app's grants were judged by
+// its old category's blocks, and their next update is judged by the new
+// one (the Charger names an app's category from the catalog, as for
+// events). Category rating groups need nothing: a category's traffic is the
+// same whichever apps the catalog puts in it.
+//
+// It returns at once. A worker of its own scans every live session, a page
+// at a time, and queues a REAUTHORIZATION naming those rating groups to
+// each session holding one, at the pace each SMF takes them (a full queue
+// waits up to one delivery attempt's timeout, WithNotifyDelivery; then the
+// rest of its destination's are dropped); families' changes wait for none
+// of it. When again > 0 it asks them once more again later: once every
+// process's judges have read the edit (an update that reached another
+// process before then was judged by its old catalog).
+func (s *Service) CatalogChanged(before, after policy.Catalog, again time.Duration) {
+	groups := map[uint32]bool{}
+	for rg, cov := range s.o.groups {
+		if cov.AppID != "" && before.Category(cov.AppID) != after.Category(cov.AppID) {
+			groups[rg] = true
+		}
+	}
+	if len(groups) == 0 {
+		return
+	}
+	var at time.Time
+	if again > 0 {
+		at = time.Now().Add(again)
+	}
+	c := &s.catalog
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for rg := range groups {
+		c.now[rg] = true
+		if !at.IsZero() {
+			c.later[rg] = true
+		}
+	}
+	if at.After(c.laterAt) {
+		c.laterAt = at
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// catalogChanges are the rating groups whose live grants are to report
+// again: now, and later once more at laterAt.
+type catalogChanges struct {
+	mu         sync.Mutex
+	now, later map[uint32]bool
+	laterAt    time.Time
+	wake       chan struct{}
+	done       chan struct{}
+}
+
+// take returns the rating groups due now (moving those asked later in when
+// their time has come) and when the next are due (zero: none waits).
+func (c *catalogChanges) take(now time.Time) (map[uint32]bool, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var next time.Time
+	if len(c.later) > 0 {
+		if now.Before(c.laterAt) {
+			next = c.laterAt
+		} else {
+			for rg := range c.later {
+				c.now[rg] = true
+			}
+			c.later, c.laterAt = map[uint32]bool{}, time.Time{}
+		}
+	}
+	due := c.now
+	c.now = map[uint32]bool{}
+	return due, next
+}
+
+// catalogLoop scans the live sessions for the catalog's changes until ctx
+// ends.
+func (s *Service) catalogLoop(ctx context.Context) {
+	defer close(s.catalog.done)
+	later := time.NewTimer(time.Hour)
+	later.Stop()
+	defer later.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.catalog.wake:
+		case <-later.C:
+		}
+		due, next := s.catalog.take(time.Now())
+		if !next.IsZero() {
+			later.Reset(time.Until(next))
+		}
+		if len(due) == 0 {
+			continue
+		}
+		if err := s.reauthorizeRatingGroups(ctx, due); err != nil {
+			s.o.log.Warn("charging: live grants of apps the catalog moved not all asked to report", "ratingGroups", len(due), "err", err)
+		}
+	}
+}
+
+// reauthorizeRatingGroups asks every live session holding a grant for one
+// of groups to report again, naming those rating groups. A destination
+// whose queue stayed full for a delivery attempt's timeout is skipped for
+// the rest of the scan: its SMF takes nothing.
+func (s *Service) reauthorizeRatingGroups(ctx context.Context, groups map[uint32]bool) error {
+	since := s.o.now()
+	stalled := map[string]bool{}
+	for after := ""; ; {
+		page, err := s.sessions.OpenChargingSessionsAfter(ctx, after, catalogPage)
+		if err != nil {
+			return fmt.Errorf("charging: live sessions after %q: %w", after, err)
+		}
+		for _, sess := range page {
+			j, ok := reportJob(sess, func(g store.ChargingGrant) bool { return groups[g.RatingGroup] }, since)
+			if !ok {
+				continue
+			}
+			wait := s.o.notifyTimeout
+			if stalled[destKey(j.uri)] {
+				wait = 0
+			}
+			if !s.notifier.enqueueWithin(j, wait) && ctx.Err() == nil {
+				stalled[destKey(j.uri)] = true
+			}
+		}
+		if len(page) < catalogPage {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		after = page[len(page)-1].Ref
+	}
+}
+
+// askToReport queues a REAUTHORIZATION of sess naming the rating groups of
+// the grants it holds that held picks, if any (none when it has no
+// notifyUri).
+func (s *Service) askToReport(sess store.ChargingSession, held func(store.ChargingGrant) bool, since time.Time) {
+	if j, ok := reportJob(sess, held, since); ok {
+		s.notifier.enqueue(j)
+	}
+}
+
+// reportJob is the REAUTHORIZATION of sess naming the rating groups of the
+// grants it holds that held picks; false when there are none, or sess has
+// no notifyUri.
+func reportJob(sess store.ChargingSession, held func(store.ChargingGrant) bool, since time.Time) (notifyJob, bool) {
+	if sess.NotifyURI == "" {
+		return notifyJob{}, false
+	}
+	var picked []store.ChargingGrant
+	for _, g := range sess.Grants {
+		if held(g) {
+			picked = append(picked, g)
+		}
+	}
+	if len(picked) == 0 {
+		return notifyJob{}, false
+	}
+	sess.Grants = picked
+	return notifyJob{ref: sess.Ref, uri: sess.NotifyURI, body: reauthBody(sess), since: since}, true
+}
