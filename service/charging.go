@@ -49,7 +49,7 @@ type ChargingConfig struct {
 	RedirectURL  string         `envconfig:"REDIRECT_URL" deployables:"server, all-in-one" desc:"where blocked and last grants send the user (finalUnitAction REDIRECT, the decision as ?reason=): the family app's block screen. Empty: TERMINATE"`
 	Networks     []netip.Prefix `envconfig:"NOTIFY_NETWORKS" deployables:"server, all-in-one" desc:"networks (CIDRs, comma-separated) of the SMFs' notifyUri endpoints, reached on any port; elsewhere only public addresses on ports 80 and 443 (doc/security.md)"`
 	Sweep        time.Duration  `envconfig:"SWEEP" default:"30s" deployables:"server, all-in-one" desc:"how often sessions past their validity and holding time are closed and their grants released (1s to 1h)"`
-	MaxInFlight  int            `envconfig:"MAX_IN_FLIGHT" default:"1024" deployables:"server, all-in-one" desc:"most Nchf requests answered at once (1 to 65536): past it a request is refused at once with 503 NF_CONGESTION and Retry-After (TS 29.500 overload control) instead of waiting behind the others until it times out"`
+	MaxInFlight  int            `envconfig:"MAX_IN_FLIGHT" default:"1024" deployables:"server, all-in-one" desc:"most Nchf requests answered at once (1 to 65536): past it a request is refused at once with 503 NF_CONGESTION and Retry-After (TS 29.500 overload control) instead of waiting behind the others until it times out; within it no SMF takes more than its fair share while another wants one"`
 	RecordLinger time.Duration  `envconfig:"RECORD_LINGER" default:"1ms" deployables:"server, all-in-one" desc:"under load (the last write carried more than one step), how long a step's SQL write waits for other sessions' steps to share its statement (up to 16): 0 to 100ms; 0 writes what waits at once"`
 }
 
@@ -312,7 +312,7 @@ func StartServerCharging(c ChargingConfig, st *store.Store, log *slog.Logger, m 
 }
 
 // congested is the OnCongested of m (nil without metrics).
-func congested(m *Metrics) func() {
+func congested(m *Metrics) func(bool) {
 	if m == nil {
 		return nil
 	}

@@ -108,7 +108,7 @@ type Metrics struct {
 	chargingNotifications *prometheus.CounterVec
 	chargingNotifyLatency prometheus.Histogram
 	chargingSwept         *prometheus.CounterVec
-	chargingCongested     prometheus.Counter
+	chargingCongested     *prometheus.CounterVec
 
 	syncEvents, syncRequests, syncSeconds prometheus.Histogram
 	syncRefused                           *prometheus.CounterVec
@@ -210,7 +210,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.chargingGranted = counter("dpcs_charging_granted_bytes_total", "Bytes granted to SMFs (reserved from the pools).")
 	m.chargingNotifications = counterVec("dpcs_charging_notifications_total", "Notifications to SMFs ended, by type (REAUTHORIZATION, ABORT_CHARGING) and outcome (delivered, failed, dropped: its destination's queue was full).", "type", "outcome")
 	m.chargingNotifyLatency = histogram("dpcs_charging_notify_seconds", "Time from a family change to its REAUTHORIZATION's delivery (or end).", latencyBuckets)
-	m.chargingCongested = counter("dpcs_charging_congested_total", "Nchf requests refused at once with 503 NF_CONGESTION: more at once than DPCS_CHARGING_MAX_IN_FLIGHT.")
+	m.chargingCongested = counterVec("dpcs_charging_congested_total", "Nchf requests refused at once with 503 NF_CONGESTION, by why: full (DPCS_CHARGING_MAX_IN_FLIGHT in flight) or share (the consumer had its fair share of it in flight).", "why")
 	m.chargingSwept = counterVec("dpcs_charging_swept_sessions_total", "Sessions the sweep closed after their validity and holding time (closed), or failed to release (failed: tried again).", "outcome")
 
 	for _, c := range cs {
@@ -381,8 +381,15 @@ func (m *Metrics) RelayHooks() outbox.Hooks {
 
 // ChargingHooks returns charging service hooks that feed m.
 // ChargingCongested counts a request the charging interface refused for
-// congestion (charging.HandlerConfig.OnCongested).
-func (m *Metrics) ChargingCongested() { m.chargingCongested.Inc() }
+// congestion (charging.HandlerConfig.OnCongested): share when its consumer
+// had its fair share in flight.
+func (m *Metrics) ChargingCongested(share bool) {
+	why := "full"
+	if share {
+		why = "share"
+	}
+	m.chargingCongested.WithLabelValues(why).Inc()
+}
 
 func (m *Metrics) ChargingHooks() charging.Hooks {
 	return charging.Hooks{

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dabom/dpcs/internal/httpserver"
@@ -42,10 +43,21 @@ type HandlerConfig struct {
 	// Retry-After (TS 29.500 overload control), instead of queueing
 	// behind the others until it times out. It bounds what one SMF's
 	// retry storm can take of the database and the engine.
+	//
+	// Within it no consumer takes more than its fair share while others
+	// have requests in flight: MaxInFlight over the consumers with
+	// requests in flight or refused in the last 2 s (itself counted), so a
+	// lone SMF may use it all, and one whose storm holds it all gives way
+	// to another SMF refused meanwhile by its retry. A consumer is the NF
+	// instance its NRF token
+	// names (sub), else its client certificate, else its address. A
+	// release is let in past its consumer's share (it frees what it
+	// holds), never past MaxInFlight.
 	MaxInFlight int
 	// OnCongested, when set, is called for each request MaxInFlight
-	// refused (for a metric).
-	OnCongested func()
+	// refused: share is true when the consumer held its fair share, false
+	// when every slot was taken (for a metric).
+	OnCongested func(share bool)
 	// APIRoot, when set (https://chf.example.net), begins the Location of
 	// a created resource; otherwise the request's scheme and Host do.
 	APIRoot string
@@ -89,78 +101,159 @@ func Handler(svc *Service, c HandlerConfig) http.Handler {
 			Detail: "no such resource: the routes are " + BasePath + "/chargingdata[/{ChargingDataRef}/update|release]"})
 	})
 	if c.MaxInFlight > 0 {
-		h.slots = make(chan struct{}, c.MaxInFlight)
+		h.admission = &admission{max: c.MaxInFlight, by: map[string]int{}, wants: map[string]time.Time{}}
 	}
-	return h.authenticate(h.admit(mux))
-}
-
-// admit takes a slot for the request, or refuses it at once when none is
-// free (HandlerConfig.MaxInFlight).
-func (h *handler) admit(next http.Handler) http.Handler {
-	if h.slots == nil {
-		return next
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case h.slots <- struct{}{}:
-			defer func() { <-h.slots }()
-			next.ServeHTTP(w, r)
-		default:
-			if h.cfg.OnCongested != nil {
-				h.cfg.OnCongested()
-			}
-			w.Header().Set("Retry-After", "1")
-			writeProblem(w, &Problem{Status: http.StatusServiceUnavailable, Cause: CauseNFCongestion,
-				Detail: "more charging requests at once than this charging function takes: try again after Retry-After"})
-		}
-	})
+	h.mux = mux
+	return h
 }
 
 type handler struct {
-	svc   *Service
-	cfg   HandlerConfig
-	log   *slog.Logger
-	keys  [][sha256.Size]byte
-	slots chan struct{} // MaxInFlight's, nil for no bound
+	svc       *Service
+	cfg       HandlerConfig
+	log       *slog.Logger
+	keys      [][sha256.Size]byte
+	admission *admission // MaxInFlight's, nil for no bound
+	mux       *http.ServeMux
+}
+
+// ServeHTTP authenticates the request, admits it (HandlerConfig.
+// MaxInFlight) and serves it.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	consumer, ok := h.authenticate(w, r)
+	if !ok {
+		return
+	}
+	if h.admission != nil {
+		if refused, share := h.admission.take(consumer, strings.HasSuffix(r.URL.Path, "/release")); refused {
+			if h.cfg.OnCongested != nil {
+				h.cfg.OnCongested(share)
+			}
+			w.Header().Set("Retry-After", "1")
+			detail := "more charging requests at once than this charging function takes: try again after Retry-After"
+			if share {
+				detail = "this consumer has its fair share of the requests this charging function takes at once: try again after Retry-After"
+			}
+			writeProblem(w, &Problem{Status: http.StatusServiceUnavailable, Cause: CauseNFCongestion, Detail: detail})
+			return
+		}
+		defer h.admission.done(consumer)
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// admission counts the requests in flight, in all and by consumer, and
+// the consumers refused with none in flight lately (they want a share).
+type admission struct {
+	mu     sync.Mutex
+	max    int
+	total  int
+	by     map[string]int
+	wants  map[string]time.Time
+	pruned time.Time
+}
+
+// wanting is how long a consumer refused with nothing in flight counts
+// for the others' fair share: beyond the Retry-After it was given, so its
+// retry finds room.
+const wanting = 2 * time.Second
+
+// take admits a request of consumer, or refuses it (refused): when max
+// are in flight, or (share) when consumer has its fair share in flight,
+// max over the consumers with requests in flight or refused lately,
+// itself counted, rounded up. A release is not held to the share.
+func (a *admission) take(consumer string, release bool) (refused, share bool) {
+	now := time.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if now.Sub(a.pruned) > wanting {
+		for c, at := range a.wants {
+			if now.Sub(at) > wanting {
+				delete(a.wants, c)
+			}
+		}
+		a.pruned = now
+	}
+	n := a.by[consumer]
+	if a.total >= a.max {
+		if n == 0 {
+			a.wants[consumer] = now
+		}
+		return true, false
+	}
+	if !release && n > 0 {
+		consumers := len(a.by) + len(a.wants)
+		if n >= (a.max+consumers-1)/consumers {
+			return true, true
+		}
+	}
+	a.total++
+	a.by[consumer] = n + 1
+	delete(a.wants, consumer)
+	return false, false
+}
+
+// done ends a request take admitted.
+func (a *admission) done(consumer string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.total--
+	if n := a.by[consumer] - 1; n > 0 {
+		a.by[consumer] = n
+	} else {
+		delete(a.by, consumer)
+	}
 }
 
 // authenticate lets in a request whose connection's client certificate
 // was verified (HandlerConfig.ClientCertificates), else checks the bearer
 // credential in constant time, digest against digest, else as an NRF's
-// access token (HandlerConfig.AccessTokens).
-func (h *handler) authenticate(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if h.cfg.ClientCertificates && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
-			next.ServeHTTP(w, r)
-			return
-		}
-		auth := r.Header.Get("Authorization")
-		scheme, tok, _ := strings.Cut(auth, " ")
-		tok = strings.TrimSpace(tok)
-		d := sha256.Sum256([]byte(tok))
-		ok := 0
-		for _, k := range h.keys {
-			ok |= subtle.ConstantTimeCompare(d[:], k[:])
-		}
-		if ok != 1 && h.cfg.AccessTokens != nil && strings.EqualFold(scheme, "Bearer") {
-			if err := h.cfg.AccessTokens.Verify(tok); err == nil {
-				ok = 1
-			} else {
-				h.log.Debug("charging: access token refused", "err", err)
+// access token (HandlerConfig.AccessTokens). It returns who the consumer
+// is (for fairness: admission), or answers 401 and false.
+func (h *handler) authenticate(w http.ResponseWriter, r *http.Request) (string, bool) {
+	if h.cfg.ClientCertificates && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+		return "cert:" + string(r.TLS.VerifiedChains[0][0].Signature), true
+	}
+	auth := r.Header.Get("Authorization")
+	scheme, tok, _ := strings.Cut(auth, " ")
+	tok = strings.TrimSpace(tok)
+	d := sha256.Sum256([]byte(tok))
+	ok := 0
+	for _, k := range h.keys {
+		ok |= subtle.ConstantTimeCompare(d[:], k[:])
+	}
+	consumer := ""
+	if ok != 1 && h.cfg.AccessTokens != nil && strings.EqualFold(scheme, "Bearer") {
+		if sub, err := h.cfg.AccessTokens.Subject(tok); err == nil {
+			ok = 1
+			if sub != "" {
+				consumer = "nf:" + sub
 			}
+		} else {
+			h.log.Debug("charging: access token refused", "err", err)
 		}
-		if ok != 1 || !strings.EqualFold(scheme, "Bearer") {
-			// RFC 6750 §3.1: no error code when no credential was sent.
-			challenge := `Bearer realm="dpcs-charging"`
-			if auth != "" {
-				challenge += `, error="invalid_token"`
-			}
-			w.Header().Set("WWW-Authenticate", challenge)
-			writeProblem(w, &Problem{Status: http.StatusUnauthorized, Detail: "a charging credential is required (DPCS_CHARGING_TOKENS)"})
-			return
+	}
+	if ok != 1 || !strings.EqualFold(scheme, "Bearer") {
+		// RFC 6750 §3.1: no error code when no credential was sent.
+		challenge := `Bearer realm="dpcs-charging"`
+		if auth != "" {
+			challenge += `, error="invalid_token"`
 		}
-		next.ServeHTTP(w, r)
-	})
+		w.Header().Set("WWW-Authenticate", challenge)
+		writeProblem(w, &Problem{Status: http.StatusUnauthorized, Detail: "a charging credential is required (DPCS_CHARGING_TOKENS)"})
+		return "", false
+	}
+	if consumer == "" {
+		consumer = remoteHost(r.RemoteAddr)
+	}
+	return consumer, true
+}
+
+// remoteHost is addr's host (its IP address) without the port.
+func remoteHost(addr string) string {
+	if i := strings.LastIndexByte(addr, ':'); i > 0 && !strings.HasSuffix(addr, "]") {
+		return addr[:i]
+	}
+	return addr
 }
 
 // body reads and decodes the request for op.

@@ -91,32 +91,41 @@ var errToken = errors.New("charging: access token refused")
 // Verify reports why tok is not an access token for this service (nil:
 // it is one).
 func (a *AccessTokens) Verify(tok string) error {
+	_, err := a.Subject(tok)
+	return err
+}
+
+// Subject is Verify that also returns the token's subject (its sub claim:
+// the NF instance of the consumer it was issued to; "" when it names
+// none).
+func (a *AccessTokens) Subject(tok string) (string, error) {
 	head, rest, ok := strings.Cut(tok, ".")
 	body, sig, ok2 := strings.Cut(rest, ".")
 	if !ok || !ok2 || strings.Contains(sig, ".") {
-		return fmt.Errorf("%w: not a JWS", errToken)
+		return "", fmt.Errorf("%w: not a JWS", errToken)
 	}
 	var h struct {
 		Alg string `json:"alg"`
 	}
 	if err := decodeSegment(head, &h); err != nil {
-		return fmt.Errorf("%w: header: %w", errToken, err)
+		return "", fmt.Errorf("%w: header: %w", errToken, err)
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(sig)
 	if err != nil {
-		return fmt.Errorf("%w: signature: %w", errToken, err)
+		return "", fmt.Errorf("%w: signature: %w", errToken, err)
 	}
 	digest := sha256.Sum256([]byte(head + "." + body))
 	if !a.signed(h.Alg, digest[:], raw) {
-		return fmt.Errorf("%w: not signed by the NRF (alg %q)", errToken, h.Alg)
+		return "", fmt.Errorf("%w: not signed by the NRF (alg %q)", errToken, h.Alg)
 	}
 	var c struct {
 		Aud   json.RawMessage `json:"aud"`
 		Scope string          `json:"scope"`
 		Exp   *float64        `json:"exp"`
+		Sub   string          `json:"sub"`
 	}
 	if err := decodeSegment(body, &c); err != nil {
-		return fmt.Errorf("%w: claims: %w", errToken, err)
+		return "", fmt.Errorf("%w: claims: %w", errToken, err)
 	}
 	now, skew := time.Now, 30*time.Second
 	if a.Now != nil {
@@ -126,23 +135,23 @@ func (a *AccessTokens) Verify(tok string) error {
 		skew = a.Skew
 	}
 	if c.Exp == nil || now().After(time.Unix(int64(*c.Exp), 0).Add(skew)) {
-		return fmt.Errorf("%w: expired or without exp", errToken)
+		return "", fmt.Errorf("%w: expired or without exp", errToken)
 	}
 	if !slices.Contains(strings.Fields(c.Scope), Scope) {
-		return fmt.Errorf("%w: scope %q lacks %s", errToken, c.Scope, Scope)
+		return "", fmt.Errorf("%w: scope %q lacks %s", errToken, c.Scope, Scope)
 	}
 	var aud []string
 	if json.Unmarshal(c.Aud, &aud) != nil {
 		var one string
 		if json.Unmarshal(c.Aud, &one) != nil {
-			return fmt.Errorf("%w: aud is neither a string nor strings", errToken)
+			return "", fmt.Errorf("%w: aud is neither a string nor strings", errToken)
 		}
 		aud = []string{one}
 	}
 	if !slices.ContainsFunc(aud, func(s string) bool { return s == "CHF" || slices.Contains(a.Instances, s) }) {
-		return fmt.Errorf("%w: audience %v is not this CHF", errToken, aud)
+		return "", fmt.Errorf("%w: audience %v is not this CHF", errToken, aud)
 	}
-	return nil
+	return c.Sub, nil
 }
 
 // signed reports whether sig is alg's signature of digest by one of the

@@ -124,6 +124,12 @@ func TestAccessTokens(t *testing.T) {
 			t.Errorf("%s: %v, want taken %v", name, err, tc.want)
 		}
 	}
+	if sub, err := v.Subject(n.token(t, "ES256", claims(nil))); err != nil || sub != "smf-1" {
+		t.Errorf("Subject: %q %v, want the consumer's NF instance smf-1", sub, err)
+	}
+	if sub, err := v.Subject(stranger.token(t, "ES256", claims(nil))); err == nil || sub != "" {
+		t.Errorf("Subject of another NRF's token: %q %v", sub, err)
+	}
 	if _, err := charging.ParseNRFKeys([]byte("no PEM here")); err == nil {
 		t.Error("ParseNRFKeys took no key")
 	}
