@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/internal/testenv/chargertest"
 	"github.com/dabom/dpcs/service/charging"
 	"github.com/dabom/dpcs/service/store"
@@ -109,4 +113,52 @@ func smfEndpoint(t *testing.T) (string, chan []byte) {
 	smf.Start()
 	t.Cleanup(smf.Close)
 	return smf.URL, got
+}
+
+// DPCS_CHARGING_MAX_CONNECTIONS bounds the connections open at once to the
+// charging interface: one past it is closed as soon as it is accepted and
+// counted in dpcs_charging_connections_refused_total; the one within goes
+// on being served. Out of range, the setting is refused by name.
+func TestSystemChargingConnectionBound(t *testing.T) {
+	for _, bad := range []string{"0", "1048577", "many"} {
+		if _, err := LoadSystemConfig(env(map[string]string{"DPCS_DATA_DIR": t.TempDir(), "DPCS_CHARGING_MAX_CONNECTIONS": bad})); err == nil ||
+			!strings.Contains(err.Error(), "DPCS_CHARGING_MAX_CONNECTIONS") {
+			t.Errorf("%q: error %v does not name DPCS_CHARGING_MAX_CONNECTIONS", bad, err)
+		}
+	}
+	s := startDemoFamily(t, map[string]string{"DPCS_CHARGING_ADDR": "127.0.0.1:0", "DPCS_CHARGING_MAX_CONNECTIONS": "1",
+		"DPCS_SIMULATOR_SESSIONS": "0", "DPCS_ADMIN_ADDR": "127.0.0.1:0"})
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	c := &http.Client{Transport: &http.Transport{Protocols: &p}, Timeout: 10 * time.Second}
+	call := func() int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, "http://"+s.Charging.Addr+charging.BasePath+"/chargingdata/none/update", bytes.NewBufferString("{}"))
+		req.Header.Set("Authorization", "Bearer "+s.Charging.Token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := call(); got != http.StatusBadRequest { // the client's one connection, kept
+		t.Fatalf("a call within the bound: %d", got)
+	}
+	extra, err := net.Dial("tcp", s.Charging.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	_ = extra.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := extra.Read(make([]byte, 1)); n != 0 || err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("a second connection at once: read %d, %v; want it closed", n, err)
+	}
+	if got := call(); got != http.StatusBadRequest {
+		t.Errorf("a call on the first connection after: %d", got)
+	}
+	if m := testenv.Get(t, "http://"+s.AdminAddr+"/metrics"); !strings.Contains(m, "dpcs_charging_connections_refused_total 1") {
+		t.Errorf("/metrics does not count the refused connection")
+	}
 }

@@ -109,6 +109,7 @@ type Metrics struct {
 	chargingNotifyLatency prometheus.Histogram
 	chargingSwept         *prometheus.CounterVec
 	chargingCongested     *prometheus.CounterVec
+	chargingConnRefused   prometheus.Counter
 
 	syncEvents, syncRequests, syncSeconds prometheus.Histogram
 	syncRefused                           *prometheus.CounterVec
@@ -210,6 +211,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.chargingGranted = counter("dpcs_charging_granted_bytes_total", "Bytes granted to SMFs (reserved from the pools).")
 	m.chargingNotifications = counterVec("dpcs_charging_notifications_total", "Notifications to SMFs ended, by type (REAUTHORIZATION, ABORT_CHARGING) and outcome (delivered, failed, dropped: its destination's queue was full).", "type", "outcome")
 	m.chargingNotifyLatency = histogram("dpcs_charging_notify_seconds", "Time from a family change to its REAUTHORIZATION's delivery (or end).", latencyBuckets)
+	m.chargingConnRefused = counter("dpcs_charging_connections_refused_total", "Connections to the charging interface closed as soon as they were accepted: DPCS_CHARGING_MAX_CONNECTIONS were open.")
 	m.chargingCongested = counterVec("dpcs_charging_congested_total", "Nchf requests refused at once with 503 NF_CONGESTION, by why: full (DPCS_CHARGING_MAX_IN_FLIGHT in flight) or share (the consumer had its fair share of it in flight).", "why")
 	m.chargingSwept = counterVec("dpcs_charging_swept_sessions_total", "Sessions the sweep closed after their validity and holding time (closed), or failed to release (failed: tried again).", "outcome")
 
@@ -390,6 +392,11 @@ func (m *Metrics) ChargingCongested(share bool) {
 	}
 	m.chargingCongested.WithLabelValues(why).Inc()
 }
+
+// ChargingConnectionRefused counts a connection the charging interface
+// closed at once: DPCS_CHARGING_MAX_CONNECTIONS were open
+// (charging.LimitConnections).
+func (m *Metrics) ChargingConnectionRefused() { m.chargingConnRefused.Inc() }
 
 func (m *Metrics) ChargingHooks() charging.Hooks {
 	return charging.Hooks{
