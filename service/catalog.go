@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -21,6 +22,11 @@ import (
 type CatalogWatcher struct {
 	apps  *judge.Apps
 	every time.Duration
+	// told is the catalog the last edit here told the charging service
+	// about (Edited; the first one read before any): the next edit is
+	// told what changed since, also when a periodic read took the edit
+	// in before the API's hook did.
+	told policy.Catalog
 	// mu orders a read of SQL with the Set that follows it against the
 	// API's Set after an edit: a read begun before the edit never replaces
 	// the edit's catalog.
@@ -45,6 +51,7 @@ func WatchCatalog(ctx context.Context, db *sql.DB, every time.Duration, log *slo
 	}
 	w.apps.Set(defaultCatalog())
 	load(ctx)
+	w.told = w.apps.Catalog()
 	runCtx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	if every > 0 {
@@ -81,14 +88,17 @@ func (w *CatalogWatcher) Set(c policy.Catalog) {
 // Edited is the API's OnCatalogChange (api.Config) in a process whose
 // judges read the catalog through w: it sets the edit's catalog at once
 // and, with a charging service (chf, nil for none), asks the live grants
-// of the apps the edit moved to another category to report again
-// (charging.Service.CatalogChanged): at once, and once more when every
-// other process has read the edit (w's interval and a second).
+// of the apps moved to another category since the last edit here to
+// report again (charging.Service.CatalogChanged): at once, and once more
+// when every other process has read the edit (w's interval and a second).
+// An edit made elsewhere (another server's API, SQL) is told here with the
+// next edit made here, or not at all: its own server tells it.
 func (w *CatalogWatcher) Edited(chf *Charging) func(policy.Catalog) {
 	return func(c policy.Catalog) {
 		w.mu.Lock()
-		before := w.apps.Catalog()
+		before := w.told
 		w.apps.Set(c)
+		w.told = maps.Clone(c)
 		w.mu.Unlock()
 		if chf != nil {
 			again := time.Duration(0)

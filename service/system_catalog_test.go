@@ -98,7 +98,17 @@ func TestSystemCatalogEditReachesLiveGrants(t *testing.T) {
 	}
 	ref := h.Get("Location")[strings.LastIndex(h.Get("Location"), "/")+1:]
 
-	do(t, "PUT", base+"/admin/catalog/apps/com.zepeto.global", demoLogin(t, base, DemoAdminID), `{"category":"GAME","name":"제페토"}`, http.StatusOK)
+	// A periodic read of the catalog takes the edit in before the API's
+	// hook does (the race CatalogWatcher.Edited's baseline is for): the
+	// hook still tells the charging service what moved.
+	admin := demoLogin(t, base, DemoAdminID)
+	if _, err := s.Store.PutApp(t.Context(), store.CatalogApp{ID: "com.zepeto.global", Category: policy.CategoryGame, Name: "제페토"}, store.System); err != nil {
+		t.Fatal(err)
+	}
+	read := s.catalog.Apps().Catalog()
+	read["com.zepeto.global"] = policy.CategoryGame
+	s.catalog.Set(read)
+	do(t, "PUT", base+"/admin/catalog/apps/com.zepeto.global", admin, `{"category":"GAME","name":"제페토"}`, http.StatusOK)
 	select {
 	case n := <-got:
 		if !strings.Contains(string(n), `"notificationType":"REAUTHORIZATION"`) || !strings.Contains(string(n), `"ratingGroup":77`) {

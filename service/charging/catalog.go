@@ -25,12 +25,14 @@ const catalogPage = 500
 //
 // It returns at once. A worker of its own scans every live session, a page
 // at a time, and queues a REAUTHORIZATION naming those rating groups to
-// each session holding one, at the pace each SMF takes them (a full queue
-// waits up to one delivery attempt's timeout, WithNotifyDelivery; then the
-// rest of its destination's are dropped); families' changes wait for none
-// of it. When again > 0 it asks them once more again later: once every
-// process's judges have read the edit (an update that reached another
-// process before then was judged by its old catalog).
+// each session holding one, at the pace each SMF takes them. A scan's
+// notifications fill at most half of an SMF's queue and wait behind the
+// families' changes, which it so neither drops nor delays; an SMF whose
+// queue stays full for a delivery attempt's timeout (WithNotifyDelivery)
+// takes nothing, and the rest of its sessions' are dropped. When again >
+// 0 it asks them once more again later: once every process's judges have
+// read the edit (an update that reached another process before then was
+// judged by its old catalog).
 func (s *Service) CatalogChanged(before, after policy.Catalog, again time.Duration) {
 	groups := map[uint32]bool{}
 	for rg, cov := range s.o.groups {
@@ -41,21 +43,16 @@ func (s *Service) CatalogChanged(before, after policy.Catalog, again time.Durati
 	if len(groups) == 0 {
 		return
 	}
-	var at time.Time
-	if again > 0 {
-		at = time.Now().Add(again)
-	}
 	c := &s.catalog
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for rg := range groups {
 		c.now[rg] = true
-		if !at.IsZero() {
-			c.later[rg] = true
+		// A rating group asked again already keeps its time: edits in a
+		// row do not put the first one's off.
+		if _, ok := c.later[rg]; !ok && again > 0 {
+			c.later[rg] = time.Now().Add(again)
 		}
-	}
-	if at.After(c.laterAt) {
-		c.laterAt = at
 	}
 	select {
 	case c.wake <- struct{}{}:
@@ -64,29 +61,27 @@ func (s *Service) CatalogChanged(before, after policy.Catalog, again time.Durati
 }
 
 // catalogChanges are the rating groups whose live grants are to report
-// again: now, and later once more at laterAt.
+// again: now, and later once more (by when).
 type catalogChanges struct {
-	mu         sync.Mutex
-	now, later map[uint32]bool
-	laterAt    time.Time
-	wake       chan struct{}
-	done       chan struct{}
+	mu    sync.Mutex
+	now   map[uint32]bool
+	later map[uint32]time.Time
+	wake  chan struct{}
+	done  chan struct{}
 }
 
-// take returns the rating groups due now (moving those asked later in when
-// their time has come) and when the next are due (zero: none waits).
+// take returns the rating groups due now (moving in those asked later
+// whose time has come) and when the next are due (zero: none waits).
 func (c *catalogChanges) take(now time.Time) (map[uint32]bool, time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var next time.Time
-	if len(c.later) > 0 {
-		if now.Before(c.laterAt) {
-			next = c.laterAt
-		} else {
-			for rg := range c.later {
-				c.now[rg] = true
-			}
-			c.later, c.laterAt = map[uint32]bool{}, time.Time{}
+	for rg, at := range c.later {
+		if !now.Before(at) {
+			c.now[rg] = true
+			delete(c.later, rg)
+		} else if next.IsZero() || at.Before(next) {
+			next = at
 		}
 	}
 	due := c.now
@@ -115,7 +110,7 @@ func (s *Service) catalogLoop(ctx context.Context) {
 		if len(due) == 0 {
 			continue
 		}
-		if err := s.reauthorizeRatingGroups(ctx, due); err != nil {
+		if err := s.reauthorizeRatingGroups(ctx, due); err != nil && ctx.Err() == nil {
 			s.o.log.Warn("charging: live grants of apps the catalog moved not all asked to report", "ratingGroups", len(due), "err", err)
 		}
 	}
@@ -124,33 +119,42 @@ func (s *Service) catalogLoop(ctx context.Context) {
 // reauthorizeRatingGroups asks every live session holding a grant for one
 // of groups to report again, naming those rating groups. A destination
 // whose queue stayed full for a delivery attempt's timeout is skipped for
-// the rest of the scan: its SMF takes nothing.
+// the rest of the scan (its SMF takes nothing), and its drops are logged
+// once at the end.
 func (s *Service) reauthorizeRatingGroups(ctx context.Context, groups map[uint32]bool) error {
 	since := s.o.now()
-	stalled := map[string]bool{}
+	stalled := map[string]int{} // destination → notifications dropped
+	defer func() {
+		for dest, n := range stalled {
+			s.o.log.Warn("charging: an SMF took no notification of a catalog change for a delivery's timeout: the rest of its sessions' were dropped (their grants end at their validityTime)",
+				"destination", dest, "dropped", n)
+		}
+	}()
 	for after := ""; ; {
 		page, err := s.sessions.OpenChargingSessionsAfter(ctx, after, catalogPage)
 		if err != nil {
 			return fmt.Errorf("charging: live sessions after %q: %w", after, err)
 		}
 		for _, sess := range page {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			j, ok := reportJob(sess, func(g store.ChargingGrant) bool { return groups[g.RatingGroup] }, since)
 			if !ok {
 				continue
 			}
+			j.low = true
+			dest := destKey(j.uri)
 			wait := s.o.notifyTimeout
-			if stalled[destKey(j.uri)] {
+			if _, skip := stalled[dest]; skip {
 				wait = 0
 			}
-			if !s.notifier.enqueueWithin(j, wait) && ctx.Err() == nil {
-				stalled[destKey(j.uri)] = true
+			if !s.notifier.enqueueWithin(ctx, j, wait) && ctx.Err() == nil {
+				stalled[dest]++
 			}
 		}
 		if len(page) < catalogPage {
 			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			return err
 		}
 		after = page[len(page)-1].Ref
 	}

@@ -1,6 +1,7 @@
 package charging_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dabom/dpcs/internal/backoff"
+	"github.com/dabom/dpcs/internal/testenv"
 	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service/charging"
 )
@@ -146,10 +148,16 @@ func TestCatalogChangeKeepsPaceWithEachSMF(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	start := time.Now()
 	e.svc.CatalogChanged(policy.Catalog{"com.youtube.app": policy.CategoryVideo}, policy.Catalog{"com.youtube.app": policy.CategoryGame}, 0)
 	seen := map[string]bool{}
 	for len(seen) < each {
 		seen[fine.wait(t, 10*time.Second).path] = true
+	}
+	// Waiting a delivery's timeout for each of the stuck SMF's 40 would
+	// take 12 s: it is waited for once.
+	if took, bound := time.Since(start), testenv.LatencyBound(t, 2500*time.Millisecond); took > bound {
+		t.Errorf("the fine SMF's notifications took %v (bound %v): the scan waited for the stuck SMF again and again", took, bound)
 	}
 	stuck.wait(t, 10*time.Second) // the one it holds
 	mu.Lock()
@@ -158,5 +166,34 @@ func TestCatalogChangeKeepsPaceWithEachSMF(t *testing.T) {
 	// some only once the attempts that time out make room and the queue fills again.
 	if dropped == 0 || dropped > each-1 {
 		t.Errorf("%d of the stuck SMF's notifications dropped, want 1..%d", dropped, each-1)
+	}
+}
+
+// A scan under way does not hold Close: an SMF that takes nothing makes
+// the scan wait for room, and Close ends that wait at once.
+func TestCloseEndsACatalogScan(t *testing.T) {
+	groups, err := charging.ParseRatingGroups("11=app:com.youtube.app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, charging.WithRatingGroups(groups), charging.WithNotifyNetworks(true),
+		charging.WithNotifyDelivery(5*time.Second, 1, backoff.Policy{Min: time.Millisecond, Max: time.Millisecond}, 2))
+	e.fake.SetPool(family, 1<<40)
+	stuck := newSMF(t, true)
+	for i := range 30 {
+		req := request("imsi-"+childIMSI, 0, ask(11, 1024, -1))
+		req.NotifyURI = fmt.Sprintf("%s/n/%d", stuck.URL, i)
+		if _, _, err := e.svc.Create(e.ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.svc.CatalogChanged(policy.Catalog{"com.youtube.app": policy.CategoryVideo}, policy.Catalog{}, time.Hour)
+	stuck.wait(t, 10*time.Second) // held: the scan now waits for room
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_ = e.svc.Close(ctx) // the held delivery is cut off at ctx's end
+	if took, bound := time.Since(start), testenv.LatencyBound(t, time.Second); took > bound {
+		t.Errorf("Close took %v (bound %v) with a scan waiting on an SMF that takes nothing", took, bound)
 	}
 }

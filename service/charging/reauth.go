@@ -211,6 +211,9 @@ type notifyJob struct {
 	// abort is an ABORT_CHARGING: it replaces a notification of the same
 	// session still waiting, which it makes moot.
 	abort bool
+	// low is a catalog scan's (CatalogChanged): it waits behind the
+	// others and fills at most half its destination's queue.
+	low bool
 }
 
 // waiting is what a session's waiting notification q becomes when j comes
@@ -310,13 +313,16 @@ func destKey(uri string) string {
 // enqueue queues j behind its destination's others. A session already
 // waiting is not queued twice: its waiting notification carries the news
 // (waiting); a full queue drops j (Hooks.OnNotify: Dropped).
-func (n *notifier) enqueue(j notifyJob) { n.enqueueWithin(j, 0) }
+func (n *notifier) enqueue(j notifyJob) { n.enqueueWithin(context.Background(), j, 0) }
 
-// enqueueWithin is enqueue waiting up to wait for room in j's destination's
-// queue while it is full: a scan of many sessions goes at the pace its
-// destinations take their notifications. It reports whether j was queued
-// (or merged into its session's waiting one).
-func (n *notifier) enqueueWithin(j notifyJob, wait time.Duration) bool {
+// enqueueWithin is enqueue waiting up to wait (or until ctx ends) for room
+// in j's destination's queue while it is full: a scan of many sessions
+// goes at the pace its destinations take their notifications. A low job
+// (a scan's) fills at most half the queue and waits behind the others, so
+// a family's change is neither dropped nor delayed by a scan; its drop is
+// not logged (the scan sums its drops up). It reports whether j was
+// queued (or merged into its session's waiting one).
+func (n *notifier) enqueueWithin(ctx context.Context, j notifyJob, wait time.Duration) bool {
 	var deadline <-chan time.Time
 	for {
 		queued, room := n.tryEnqueue(j)
@@ -333,58 +339,77 @@ func (n *notifier) enqueueWithin(j notifyJob, wait time.Duration) bool {
 			case <-room:
 				continue
 			case <-deadline:
+			case <-ctx.Done():
 			case <-n.ctx.Done():
 			}
 		}
-		n.o.log.Warn("charging: notification dropped: its destination's queue is full", "ref", j.ref, "destination", destKey(j.uri))
+		if !j.low {
+			n.o.log.Warn("charging: notification dropped: its destination's queue is full", "ref", j.ref, "destination", destKey(j.uri))
+		}
 		n.hook(NotifyInfo{Ref: j.ref, URI: j.uri, Dropped: true, Latency: n.o.now().Sub(j.since)})
 		return false
 	}
 }
 
-// tryEnqueue queues j when its destination's queue has room (true), else
-// returns a channel closed when the queue next shrinks. Nothing is queued
-// (false, nil) once the notifier is closing.
+// tryEnqueue queues j when its destination's queue has room for it (true),
+// else returns a channel closed when the queue next shrinks. Nothing is
+// queued (false, nil) once the notifier is closing.
 func (n *notifier) tryEnqueue(j notifyJob) (bool, <-chan struct{}) {
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	if n.closing {
-		n.mu.Unlock()
 		return false, nil
 	}
 	key := destKey(j.uri)
+	d := n.dests[key]
 	if n.queued[j.ref] {
-		if d := n.dests[key]; d != nil {
+		if d != nil {
 			for i := range d.jobs {
 				if d.jobs[i].ref == j.ref {
-					d.jobs[i] = waiting(d.jobs[i], j)
+					merged := waiting(d.jobs[i], j)
+					merged.low = d.jobs[i].low && j.low
+					d.jobs = slices.Delete(d.jobs, i, i+1)
+					d.jobs = slices.Insert(d.jobs, d.place(merged), merged)
+					break
 				}
 			}
 		}
-		n.mu.Unlock()
 		return true, nil
 	}
-	d := n.dests[key]
 	if d == nil {
 		d = &destination{}
 		n.dests[key] = d
 	}
-	if len(d.jobs) >= n.o.notifyQueue {
+	limit := n.o.notifyQueue
+	if j.low {
+		limit = max(1, limit/2)
+	}
+	if len(d.jobs) >= limit {
 		if d.room == nil {
 			d.room = make(chan struct{})
 		}
-		room := d.room
-		n.mu.Unlock()
-		return false, room
+		return false, d.room
 	}
-	d.jobs = append(d.jobs, j)
+	d.jobs = slices.Insert(d.jobs, d.place(j), j)
 	n.queued[j.ref] = true
 	if !d.running {
 		d.running = true
 		n.wg.Add(1)
 		go n.drain(key, d)
 	}
-	n.mu.Unlock()
 	return true, nil
+}
+
+// place is where j goes in d's queue: last, or a job that is not low
+// before the first low one.
+func (d *destination) place(j notifyJob) int {
+	if j.low {
+		return len(d.jobs)
+	}
+	if i := slices.IndexFunc(d.jobs, func(q notifyJob) bool { return q.low }); i >= 0 {
+		return i
+	}
+	return len(d.jobs)
 }
 
 // drain delivers d's jobs one after the other until none is left.

@@ -1,8 +1,12 @@
 package charging
 
 import (
+	"context"
 	"encoding/json"
+	"net/http"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -63,5 +67,83 @@ func TestWaitingReauthorizationsMerge(t *testing.T) {
 	n.enqueue(notifyJob{ref: "t", uri: "http://smf/n", body: g(10)})
 	if b := n.dests["http://smf"].jobs[1].body; string(b) != string(g()) {
 		t.Errorf("a whole-session notification became %s", b)
+	}
+}
+
+// heldTransport answers each request once release lets it, signalling in
+// as each arrives.
+type heldTransport struct {
+	in      chan string
+	release chan struct{}
+}
+
+func (h heldTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	h.in <- r.URL.Path
+	select {
+	case <-h.release:
+	case <-r.Context().Done():
+		return nil, r.Context().Err()
+	}
+	return &http.Response{StatusCode: http.StatusNoContent, Body: http.NoBody, Request: r}, nil
+}
+
+// A catalog scan's notifications (low) fill at most half an SMF's queue
+// and wait behind the families' changes: a change queued after them is
+// delivered before them, also when it merges into a scan's notification
+// of the same session, and is not dropped while the scan keeps the queue
+// at its half.
+func TestScanNotificationsGiveWay(t *testing.T) {
+	ht := heldTransport{in: make(chan string, 16), release: make(chan struct{})}
+	o := defaults()
+	o.notifyQueue, o.notifyTimeout = 4, 10*time.Second
+	o.notifyClient = &http.Client{Transport: ht}
+	n := newNotifier(o)
+	defer func() {
+		close(ht.release)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = n.close(ctx)
+	}()
+	job := func(ref string, low bool) notifyJob {
+		return notifyJob{ref: ref, uri: "http://smf.example/n/" + ref, body: reauthBody(store.ChargingSession{}), low: low}
+	}
+	if !n.enqueueWithin(context.Background(), job("s1", true), 0) {
+		t.Fatal("the first scan notification was not queued")
+	}
+	if got := <-ht.in; got != "/n/s1" { // being delivered: out of the queue
+		t.Fatalf("delivering %s", got)
+	}
+	for _, ref := range []string{"s2", "s3"} {
+		if !n.enqueueWithin(context.Background(), job(ref, true), 0) {
+			t.Fatalf("scan notification %s not queued with room for it", ref)
+		}
+	}
+	if n.enqueueWithin(context.Background(), job("s4", true), 0) {
+		t.Error("a scan notification took more than half the queue")
+	}
+	n.enqueue(job("family", false))
+	n.enqueue(job("s3", false)) // a family change of a session the scan queued
+	n.enqueue(job("family2", false))
+	n.mu.Lock()
+	var order []string
+	for _, d := range n.dests {
+		for _, j := range d.jobs {
+			order = append(order, j.ref)
+		}
+	}
+	n.mu.Unlock()
+	if want := []string{"family", "s3", "family2", "s2"}; !slices.Equal(order, want) {
+		t.Errorf("queue %v, want %v", order, want)
+	}
+	for _, want := range []string{"/n/family", "/n/s3", "/n/family2", "/n/s2"} {
+		ht.release <- struct{}{}
+		select {
+		case got := <-ht.in:
+			if got != want {
+				t.Errorf("delivered %s, want %s", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s not delivered", want)
+		}
 	}
 }
