@@ -1,9 +1,15 @@
 package charging
 
 import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -33,7 +39,7 @@ func newFairHandler(maxInFlight int) *fairHandler {
 	})
 	f.h = &handler{cfg: HandlerConfig{OnCongested: func(share bool) { f.refused <- share }},
 		keys: [][sha256.Size]byte{sha256.Sum256([]byte("tok"))}, mux: mux,
-		admission: &admission{max: maxInFlight, by: map[string]int{}, wants: map[string]time.Time{}}}
+		admission: newAdmission(maxInFlight, time.Now)}
 	return f
 }
 
@@ -65,9 +71,12 @@ func (f *fairHandler) refusal(t *testing.T, answer chan *httptest.ResponseRecord
 	t.Helper()
 	select {
 	case w := <-answer:
-		if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), CauseNFCongestion) || w.Header().Get("Retry-After") == "" ||
-			strings.Contains(w.Body.String(), "fair share") != share {
-			t.Errorf("refusal: %d %s (Retry-After %q), want share %v", w.Code, w.Body, w.Header().Get("Retry-After"), share)
+		status, cause := http.StatusServiceUnavailable, `"cause":"`+CauseNFCongestion+`"`
+		if share {
+			status, cause = http.StatusTooManyRequests, `"cause":"`+CauseNFCongestionRisk+`"`
+		}
+		if w.Code != status || !strings.Contains(w.Body.String(), cause) || w.Header().Get("Retry-After") == "" {
+			t.Errorf("refusal: %d %s (Retry-After %q), want %d %s", w.Code, w.Body, w.Header().Get("Retry-After"), status, cause)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("not refused")
@@ -78,9 +87,9 @@ func (f *fairHandler) refusal(t *testing.T, answer chan *httptest.ResponseRecord
 }
 
 // Overload control is fair between consumers: a lone SMF may take every
-// slot; another SMF refused meanwhile makes it give way to its fair share
-// (its next request is refused for it, releases excepted), and the other
-// SMF's retry finds room.
+// slot; another SMF refused meanwhile has the next free slot kept for it
+// (the first SMF's requests are refused 429 meanwhile, releases too), and
+// its retry takes it.
 func TestFairShareOfTheSlots(t *testing.T) {
 	f := newFairHandler(2)
 	const smfA, smfB = "10.0.0.1:40000", "10.0.0.2:40000"
@@ -98,95 +107,224 @@ func TestFairShareOfTheSlots(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the request let through never answered")
 	}
-	// One slot free; B wants a share: A has its share (1 of 2).
+	// One slot free, kept for B, which waits.
 	f.refusal(t, f.serve(smfA, "/chargingdata/r1/update"), true)
-	release := f.serve(smfA, "/chargingdata/r1/release") // past its share: it frees what it holds
-	f.admitted(t)
-	f.refusal(t, f.serve(smfB, "/chargingdata"), false) // every slot taken again
-	f.gate <- struct{}{}
-	f.gate <- struct{}{}
-	<-release
-	<-rest
+	f.refusal(t, f.serve(smfA, "/chargingdata/r1/release"), true)
 	b := f.serve(smfB, "/chargingdata") // B's retry
 	f.admitted(t)
+	// B has its share (1 of 2); A, with one, too: a release is let past it.
+	f.refusal(t, f.serve(smfB, "/chargingdata"), false) // every slot taken
+	f.gate <- struct{}{}
+	f.gate <- struct{}{}
+	<-b
+	<-rest
+	release := f.serve(smfA, "/chargingdata/r1/release")
+	f.admitted(t)
 	close(f.gate)
-	if w := <-b; w.Code != http.StatusNoContent {
-		t.Errorf("B's retry: %d %s", w.Code, w.Body)
+	if w := <-release; w.Code != http.StatusNoContent {
+		t.Errorf("A's release: %d %s", w.Code, w.Body)
 	}
 	if f.h.admission.total != 0 || len(f.h.admission.by) != 0 {
 		t.Errorf("after every request ended: %d in flight, %v", f.h.admission.total, f.h.admission.by)
 	}
 }
 
+// No consumer waits for ever: storming consumers that take every slot the
+// moment it frees, and one that asks again a second after each refusal,
+// which gets in on its first retry; a consumer that stops asking stops
+// keeping a slot 2 s later. With max 1, two consumers take turns.
+func TestWaitingConsumerGetsIn(t *testing.T) {
+	for _, tc := range []struct{ max, stormers int }{{1, 1}, {2, 1}, {4, 2}, {1024, 32}, {1024, 1100}} {
+		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		a := newAdmission(tc.max, func() time.Time { return now })
+		var flight []string
+		fill := func() { // the stormers take every slot they may
+			for progress := true; progress; {
+				progress = false
+				for i := range tc.stormers {
+					c := fmt.Sprint("storm-", i)
+					if refused, _ := a.take(c, false); !refused {
+						flight = append(flight, c)
+						progress = true
+					}
+				}
+			}
+		}
+		fill()
+		if refused, _ := a.take("polite", false); !refused {
+			t.Fatalf("max %d, %d stormers: the polite one got in while every slot was taken", tc.max, tc.stormers)
+		}
+		got := false
+		for round := 0; round < 10 && !got; round++ {
+			for range 50 { // the stormers' requests end and they ask again
+				if len(flight) == 0 {
+					break
+				}
+				a.done(flight[0])
+				flight = flight[1:]
+				fill()
+			}
+			now = now.Add(time.Second)
+			got = !first(a.take("polite", false))
+			if !got {
+				t.Logf("max %d, %d stormers: the polite one refused at its retry %d", tc.max, tc.stormers, round+1)
+			}
+		}
+		if !got {
+			t.Errorf("max %d, %d stormers: the polite one never got in", tc.max, tc.stormers)
+		}
+	}
+	// One that stops asking keeps no slot.
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	a := newAdmission(1, func() time.Time { return now })
+	a.take("a", false)
+	a.take("b", false) // refused: b waits
+	a.done("a")
+	if refused, _ := a.take("a", false); !refused {
+		t.Error("the slot kept for b was taken within 2 s")
+	}
+	now = now.Add(wanting + time.Millisecond)
+	if refused, _ := a.take("a", false); refused {
+		t.Error("the slot kept for b, which stopped asking, was still kept")
+	}
+}
+
+func first(refused, _ bool) bool { return refused }
+
 // The admission's bounds, over random requests of random consumers
-// beginning and ending: never more than max in flight; a consumer alone
-// (no other in flight or refused lately) is refused only when every slot
-// is taken; a request is refused for its share only when its consumer
-// holds at least max over the consumers in flight or wanting, rounded up;
-// the counts always add up.
+// beginning and ending and time passing, against a model of who waits
+// (refused with nothing in flight, asking again within 2 s): never more
+// than max in flight; a waiting consumer is let in when more slots are
+// free than consumers wait before it, and refused otherwise; one alone is
+// refused only when every slot is taken; with more slots free than
+// consumers waiting, one is refused only for its share (a release never),
+// holding at least max over the consumers in flight or waiting; the
+// counts always add up.
 func TestAdmissionBounds(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		a := &admission{max: rapid.IntRange(1, 8).Draw(t, "max"), by: map[string]int{}, wants: map[string]time.Time{}}
+		now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+		a := newAdmission(rapid.IntRange(1, 8).Draw(t, "max"), func() time.Time { return now })
+		type wait struct{ since, last time.Time }
+		waits := map[string]wait{} // the model's
 		var flight []string
 		for range rapid.IntRange(1, 100).Draw(t, "steps") {
-			if len(flight) > 0 && rapid.Bool().Draw(t, "end") {
-				i := rapid.IntRange(0, len(flight)-1).Draw(t, "which")
-				a.done(flight[i])
-				flight = append(flight[:i], flight[i+1:]...)
-			} else {
-				c := fmt.Sprint(rapid.IntRange(0, 3).Draw(t, "consumer"))
-				release := rapid.Bool().Draw(t, "release")
-				n, others := a.by[c], len(a.by)+len(a.wants)
-				if n > 0 {
-					others--
+			switch rapid.IntRange(0, 2).Draw(t, "what") {
+			case 0:
+				if len(flight) > 0 {
+					i := rapid.IntRange(0, len(flight)-1).Draw(t, "which")
+					a.done(flight[i])
+					flight = append(flight[:i], flight[i+1:]...)
 				}
-				if _, wanting := a.wants[c]; wanting {
-					others--
+				continue
+			case 1:
+				now = now.Add(time.Duration(rapid.IntRange(0, 3000).Draw(t, "ms")) * time.Millisecond)
+				continue
+			}
+			c := fmt.Sprint(rapid.IntRange(0, 3).Draw(t, "consumer"))
+			release := rapid.Bool().Draw(t, "release")
+			for w, at := range waits {
+				if now.Sub(at.last) > wanting {
+					delete(waits, w)
 				}
-				full := a.total >= a.max
-				refused, share := a.take(c, release)
-				switch {
-				case refused && !share && !full:
-					t.Fatalf("refused %s as full with %d of %d in flight", c, a.total, a.max)
-				case refused && share && (release || n == 0 || n < (a.max+others)/(others+1)):
-					t.Fatalf("refused %s for its share holding %d of %d with %d others (release %v)", c, n, a.max, others, release)
-				case refused && others == 0 && !full:
-					t.Fatalf("refused %s alone with %d of %d in flight", c, a.total, a.max)
-				case !refused && full:
-					t.Fatalf("admitted %s past %d", c, a.max)
-				case !refused:
-					flight = append(flight, c)
+			}
+			n, free := a.by[c], a.max-a.total
+			mine, waiting := waits[c]
+			ahead, alone := 0, true
+			for w, o := range waits {
+				if w != c {
+					alone = false
+					if o.since.Before(mine.since) || (o.since.Equal(mine.since) && w < c) {
+						ahead++
+					}
 				}
+			}
+			for o := range a.by {
+				if o != c {
+					alone = false
+				}
+			}
+			consumers := len(a.by) + len(waits)
+			if n == 0 && !waiting {
+				consumers++ // itself, about to be counted
+			}
+			refused, share := a.take(c, release)
+			switch {
+			case !refused && free == 0:
+				t.Fatalf("admitted %s past %d", c, a.max)
+			case waiting && refused != (free <= ahead):
+				t.Fatalf("%s waiting, %d waiting before it, %d free: refused %v", c, ahead, free, refused)
+			case refused && free > 0 && alone:
+				t.Fatalf("refused %s alone with %d slots free", c, free)
+			case !waiting && refused && free > len(waits) && (!share || release || n < max(1, a.max/(len(a.by)+len(waits)))):
+				t.Fatalf("refused %s (share %v) holding %d of %d, %d consumers, release %v, %d free, %d waiting",
+					c, share, n, a.max, consumers, release, free, len(waits))
+			case !waiting && !refused && free <= len(waits):
+				t.Fatalf("admitted %s into a slot kept for the %d waiting", c, len(waits))
+			}
+			switch {
+			case !refused:
+				delete(waits, c)
+				flight = append(flight, c)
+			case waiting:
+				mine.last = now
+				waits[c] = mine
+			case n == 0 && free <= len(waits):
+				waits[c] = wait{since: now, last: now}
 			}
 			sum := 0
 			for _, n := range a.by {
 				sum += n
 			}
-			if a.total != len(flight) || sum != a.total || a.total > a.max {
-				t.Fatalf("%d in flight counted %d (by consumer %v), max %d", len(flight), a.total, a.by, a.max)
+			if a.total != len(flight) || sum != a.total || a.total > a.max || len(a.wants) != len(waits) {
+				t.Fatalf("%d in flight counted %d (by consumer %v), max %d; %d waiting, model %d", len(flight), a.total, a.by, a.max, len(a.wants), len(waits))
 			}
 		}
 	})
 }
 
-// A consumer is its client certificate, else the NF instance its NRF
-// token names, else its address (whatever its port: one SMF's
-// connections are one consumer).
+// A consumer is the NF instance its NRF token names (also on a verified
+// connection: an SCP's carries many SMFs), else its client certificate,
+// else its address (whatever its port: one SMF's connections are one
+// consumer).
 func TestConsumerIdentity(t *testing.T) {
-	h := &handler{cfg: HandlerConfig{ClientCertificates: true}, keys: [][sha256.Size]byte{sha256.Sum256([]byte("tok"))}}
+	nrf, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &handler{cfg: HandlerConfig{ClientCertificates: true, AccessTokens: &AccessTokens{Keys: []crypto.PublicKey{&nrf.PublicKey}}},
+		keys: [][sha256.Size]byte{sha256.Sum256([]byte("tok"))}}
+	seg := func(v any) string {
+		b, _ := json.Marshal(v)
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	input := seg(map[string]string{"alg": "ES256"}) + "." + seg(map[string]any{"sub": "smf-7", "aud": "CHF", "scope": Scope,
+		"exp": time.Now().Add(time.Hour).Unix()})
+	d := sha256.Sum256([]byte(input))
+	r, s, err := ecdsa.Sign(rand.Reader, nrf, d[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := input + "." + base64.RawURLEncoding.EncodeToString(append(r.FillBytes(make([]byte, 32)), s.FillBytes(make([]byte, 32))...))
+	verified := &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{{Signature: []byte("sig-1")}}}}
 	for name, tc := range map[string]struct {
-		remote string
-		tls    *tls.ConnectionState
-		want   string
+		remote, token string
+		tls           *tls.ConnectionState
+		want          string
 	}{
-		"IPv4": {remote: "10.0.0.1:40000", want: "10.0.0.1"},
-		"IPv6": {remote: "[fd00::1]:40000", want: "[fd00::1]"},
-		"certificate": {remote: "10.0.0.1:40000", want: "cert:sig-1",
-			tls: &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{{Signature: []byte("sig-1")}}}}},
+		"NRF token":                       {remote: "10.0.0.1:40000", token: token, want: "nf:smf-7"},
+		"NRF token on a certificate":      {remote: "10.0.0.1:40000", token: token, tls: verified, want: "nf:smf-7"},
+		"a static token on a certificate": {remote: "10.0.0.1:40000", tls: verified, want: "cert:sig-1"},
+		"IPv4":                            {remote: "10.0.0.1:40000", want: "10.0.0.1"},
+		"IPv6":                            {remote: "[fd00::1]:40000", want: "fd00::1"},
+		"IPv4 in IPv6":                    {remote: "[::ffff:10.0.0.1]:40000", want: "10.0.0.1"},
+		"unix socket":                     {remote: "@", want: "@"},
 	} {
 		r := httptest.NewRequest(http.MethodPost, BasePath+"/chargingdata", nil)
 		r.RemoteAddr, r.TLS = tc.remote, tc.tls
-		r.Header.Set("Authorization", "Bearer tok")
+		if tc.token == "" {
+			tc.token = "tok"
+		}
+		r.Header.Set("Authorization", "Bearer "+tc.token)
 		if got, ok := h.authenticate(httptest.NewRecorder(), r); !ok || got != tc.want {
 			t.Errorf("%s: %q %v, want %q", name, got, ok, tc.want)
 		}

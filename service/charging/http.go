@@ -11,9 +11,9 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/dabom/dpcs/internal/httpserver"
@@ -45,14 +45,11 @@ type HandlerConfig struct {
 	// retry storm can take of the database and the engine.
 	//
 	// Within it no consumer takes more than its fair share while others
-	// have requests in flight: MaxInFlight over the consumers with
-	// requests in flight or refused in the last 2 s (itself counted), so a
-	// lone SMF may use it all, and one whose storm holds it all gives way
-	// to another SMF refused meanwhile by its retry. A consumer is the NF
-	// instance its NRF token
-	// names (sub), else its client certificate, else its address. A
-	// release is let in past its consumer's share (it frees what it
-	// holds), never past MaxInFlight.
+	// want one (admission): a lone SMF may use it all, and one whose storm
+	// holds it all gives way to another SMF refused meanwhile, whose retry
+	// finds a place kept for it; a consumer past its share is refused
+	// with 429 NF_CONGESTION_RISK. A consumer is the NF instance its NRF
+	// token names (sub), else its client certificate, else its address.
 	MaxInFlight int
 	// OnCongested, when set, is called for each request MaxInFlight
 	// refused: share is true when the consumer held its fair share, false
@@ -101,7 +98,7 @@ func Handler(svc *Service, c HandlerConfig) http.Handler {
 			Detail: "no such resource: the routes are " + BasePath + "/chargingdata[/{ChargingDataRef}/update|release]"})
 	})
 	if c.MaxInFlight > 0 {
-		h.admission = &admission{max: c.MaxInFlight, by: map[string]int{}, wants: map[string]time.Time{}}
+		h.admission = newAdmission(c.MaxInFlight, time.Now)
 	}
 	h.mux = mux
 	return h
@@ -129,11 +126,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				h.cfg.OnCongested(share)
 			}
 			w.Header().Set("Retry-After", "1")
-			detail := "more charging requests at once than this charging function takes: try again after Retry-After"
+			p := &Problem{Status: http.StatusServiceUnavailable, Cause: CauseNFCongestion,
+				Detail: "more charging requests at once than this charging function takes: try again after Retry-After"}
 			if share {
-				detail = "this consumer has its fair share of the requests this charging function takes at once: try again after Retry-After"
+				p = &Problem{Status: http.StatusTooManyRequests, Cause: CauseNFCongestionRisk,
+					Detail: "this consumer has its fair share of the requests this charging function takes at once, and others wait: try again after Retry-After"}
 			}
-			writeProblem(w, &Problem{Status: http.StatusServiceUnavailable, Cause: CauseNFCongestion, Detail: detail})
+			writeProblem(w, p)
 			return
 		}
 		defer h.admission.done(consumer)
@@ -141,88 +140,34 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
-// admission counts the requests in flight, in all and by consumer, and
-// the consumers refused with none in flight lately (they want a share).
-type admission struct {
-	mu     sync.Mutex
-	max    int
-	total  int
-	by     map[string]int
-	wants  map[string]time.Time
-	pruned time.Time
-}
-
-// wanting is how long a consumer refused with nothing in flight counts
-// for the others' fair share: beyond the Retry-After it was given, so its
-// retry finds room.
-const wanting = 2 * time.Second
-
-// take admits a request of consumer, or refuses it (refused): when max
-// are in flight, or (share) when consumer has its fair share in flight,
-// max over the consumers with requests in flight or refused lately,
-// itself counted, rounded up. A release is not held to the share.
-func (a *admission) take(consumer string, release bool) (refused, share bool) {
-	now := time.Now()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if now.Sub(a.pruned) > wanting {
-		for c, at := range a.wants {
-			if now.Sub(at) > wanting {
-				delete(a.wants, c)
-			}
-		}
-		a.pruned = now
-	}
-	n := a.by[consumer]
-	if a.total >= a.max {
-		if n == 0 {
-			a.wants[consumer] = now
-		}
-		return true, false
-	}
-	if !release && n > 0 {
-		consumers := len(a.by) + len(a.wants)
-		if n >= (a.max+consumers-1)/consumers {
-			return true, true
-		}
-	}
-	a.total++
-	a.by[consumer] = n + 1
-	delete(a.wants, consumer)
-	return false, false
-}
-
-// done ends a request take admitted.
-func (a *admission) done(consumer string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.total--
-	if n := a.by[consumer] - 1; n > 0 {
-		a.by[consumer] = n
-	} else {
-		delete(a.by, consumer)
-	}
-}
-
 // authenticate lets in a request whose connection's client certificate
 // was verified (HandlerConfig.ClientCertificates), else checks the bearer
 // credential in constant time, digest against digest, else as an NRF's
 // access token (HandlerConfig.AccessTokens). It returns who the consumer
-// is (for fairness: admission), or answers 401 and false.
+// is, for fairness (admission): the NF instance an NRF token names (also
+// on a verified connection: an SCP's connection carries many SMFs'
+// requests), else the client certificate, else the peer's address; or it
+// answers 401 and false.
 func (h *handler) authenticate(w http.ResponseWriter, r *http.Request) (string, bool) {
-	if h.cfg.ClientCertificates && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
-		return "cert:" + string(r.TLS.VerifiedChains[0][0].Signature), true
-	}
 	auth := r.Header.Get("Authorization")
 	scheme, tok, _ := strings.Cut(auth, " ")
 	tok = strings.TrimSpace(tok)
+	bearer := strings.EqualFold(scheme, "Bearer")
+	if h.cfg.ClientCertificates && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+		if bearer && h.cfg.AccessTokens != nil {
+			if sub, err := h.cfg.AccessTokens.Subject(tok); err == nil && sub != "" {
+				return "nf:" + sub, true
+			}
+		}
+		return "cert:" + string(r.TLS.VerifiedChains[0][0].Signature), true
+	}
 	d := sha256.Sum256([]byte(tok))
 	ok := 0
 	for _, k := range h.keys {
 		ok |= subtle.ConstantTimeCompare(d[:], k[:])
 	}
 	consumer := ""
-	if ok != 1 && h.cfg.AccessTokens != nil && strings.EqualFold(scheme, "Bearer") {
+	if ok != 1 && h.cfg.AccessTokens != nil && bearer {
 		if sub, err := h.cfg.AccessTokens.Subject(tok); err == nil {
 			ok = 1
 			if sub != "" {
@@ -232,7 +177,7 @@ func (h *handler) authenticate(w http.ResponseWriter, r *http.Request) (string, 
 			h.log.Debug("charging: access token refused", "err", err)
 		}
 	}
-	if ok != 1 || !strings.EqualFold(scheme, "Bearer") {
+	if ok != 1 || !bearer {
 		// RFC 6750 §3.1: no error code when no credential was sent.
 		challenge := `Bearer realm="dpcs-charging"`
 		if auth != "" {
@@ -243,15 +188,16 @@ func (h *handler) authenticate(w http.ResponseWriter, r *http.Request) (string, 
 		return "", false
 	}
 	if consumer == "" {
-		consumer = remoteHost(r.RemoteAddr)
+		consumer = peer(r.RemoteAddr)
 	}
 	return consumer, true
 }
 
-// remoteHost is addr's host (its IP address) without the port.
-func remoteHost(addr string) string {
-	if i := strings.LastIndexByte(addr, ':'); i > 0 && !strings.HasSuffix(addr, "]") {
-		return addr[:i]
+// peer is the IP address of a connection's remote address (addr itself
+// when it is none: a unix socket's).
+func peer(addr string) string {
+	if ap, err := netip.ParseAddrPort(addr); err == nil {
+		return ap.Addr().Unmap().String()
 	}
 	return addr
 }

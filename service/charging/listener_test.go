@@ -4,21 +4,23 @@ import (
 	"errors"
 	"io"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/dabom/dpcs/service/charging"
 )
 
-// Past the bound, a connection is closed as soon as it is accepted (its
-// client reads the end at once) and counted; one closed frees its place.
+// Past the bound in all, or from one peer, a connection is closed as soon
+// as it is accepted (its client reads the end at once) and counted; one
+// closed frees its place, once.
 func TestLimitConnections(t *testing.T) {
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	refused := make(chan struct{}, 4)
-	ln := charging.LimitConnections(inner, 2, func() { refused <- struct{}{} })
+	ln := charging.LimitConnections(inner, 3, 2, func() { refused <- struct{}{} })
 	defer ln.Close()
 	accepted := make(chan net.Conn, 4)
 	go func() {
@@ -30,9 +32,10 @@ func TestLimitConnections(t *testing.T) {
 			accepted <- c
 		}
 	}()
-	dial := func() net.Conn {
+	dial := func(from string) net.Conn {
 		t.Helper()
-		c, err := net.Dial("tcp", inner.Addr().String())
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+		c, err := d.Dial("tcp", inner.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,42 +48,37 @@ func TestLimitConnections(t *testing.T) {
 		case c := <-accepted:
 			return c
 		case <-time.After(10 * time.Second):
-			t.Fatal("a connection within the bound was not accepted")
+			t.Fatal("a connection within the bounds was not accepted")
 		}
 		return nil
 	}
-	dial()
+	past := func(c net.Conn, why string) {
+		t.Helper()
+		select {
+		case <-refused:
+		case a := <-accepted:
+			t.Fatalf("%s: accepted %v", why, a.RemoteAddr())
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: neither accepted nor refused", why)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if n, err := c.Read(make([]byte, 1)); n != 0 || (!errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET)) {
+			t.Errorf("%s: its client read %d, %v; want the connection's end", why, n, err)
+		}
+	}
+	dial("127.0.0.1")
 	first := within()
-	dial()
+	dial("127.0.0.1")
 	within()
-	third := dial()
-	select {
-	case <-refused:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the third connection was not refused")
-	}
-	_ = third.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := third.Read(make([]byte, 1)); !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !isReset(err) {
-		t.Errorf("the refused connection's client read %v, want its end", err)
-	}
+	past(dial("127.0.0.1"), "a third from one peer, with two from it open")
+	dial("127.0.0.2")
+	within()
+	past(dial("127.0.0.3"), "a fourth in all, with three open")
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
 	}
 	_ = first.Close() // a second Close frees nothing more
-	dial()
+	dial("127.0.0.1")
 	within()
-	dial()
-	select {
-	case <-refused:
-	case c := <-accepted:
-		t.Errorf("a third connection open at once: accepted %v", c.RemoteAddr())
-	case <-time.After(10 * time.Second):
-		t.Fatal("the third connection open at once was neither accepted nor refused")
-	}
-}
-
-// isReset reports whether err is a connection reset by the peer.
-func isReset(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "read"
+	past(dial("127.0.0.3"), "a fourth in all after one closed and another opened")
 }

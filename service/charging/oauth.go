@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -34,7 +35,23 @@ type AccessTokens struct {
 	// taken up to Skew past its exp (default 30 s).
 	Now  func() time.Time
 	Skew time.Duration
+
+	// verified remembers the tokens verified (by digest) until they
+	// expire: an SMF sends the same token with every request for its
+	// lifetime, and an ES256 or RS256 verification costs more CPU than
+	// the rest of an update.
+	mu       sync.Mutex
+	verified map[[sha256.Size]byte]verifiedToken
 }
+
+// verifiedToken is a token verified: its subject, taken until its exp.
+type verifiedToken struct {
+	sub string
+	exp time.Time
+}
+
+// maxVerified bounds the tokens remembered; past it one is forgotten.
+const maxVerified = 1024
 
 // Scope is the OAuth2 scope of Nchf_ConvergedCharging (its service name).
 const Scope = "nchf-convergedcharging"
@@ -97,26 +114,68 @@ func (a *AccessTokens) Verify(tok string) error {
 
 // Subject is Verify that also returns the token's subject (its sub claim:
 // the NF instance of the consumer it was issued to; "" when it names
-// none).
+// none). A token it verified before is taken from memory until it
+// expires.
 func (a *AccessTokens) Subject(tok string) (string, error) {
+	key := sha256.Sum256([]byte(tok))
+	now := a.now()
+	a.mu.Lock()
+	v, ok := a.verified[key]
+	if ok && now.After(v.exp) {
+		delete(a.verified, key)
+		ok = false
+	}
+	a.mu.Unlock()
+	if ok {
+		return v.sub, nil
+	}
+	sub, exp, err := a.verify(tok, now)
+	if err != nil {
+		return "", err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.verified == nil {
+		a.verified = map[[sha256.Size]byte]verifiedToken{}
+	}
+	if len(a.verified) >= maxVerified {
+		for k := range a.verified {
+			delete(a.verified, k)
+			break
+		}
+	}
+	a.verified[key] = verifiedToken{sub: sub, exp: exp}
+	return sub, nil
+}
+
+func (a *AccessTokens) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+// verify checks tok at now, returning its subject and until when it is
+// taken (its exp, with the skew).
+func (a *AccessTokens) verify(tok string, now time.Time) (string, time.Time, error) {
 	head, rest, ok := strings.Cut(tok, ".")
 	body, sig, ok2 := strings.Cut(rest, ".")
 	if !ok || !ok2 || strings.Contains(sig, ".") {
-		return "", fmt.Errorf("%w: not a JWS", errToken)
+		return "", time.Time{}, fmt.Errorf("%w: not a JWS", errToken)
 	}
 	var h struct {
 		Alg string `json:"alg"`
 	}
 	if err := decodeSegment(head, &h); err != nil {
-		return "", fmt.Errorf("%w: header: %w", errToken, err)
+		return "", time.Time{}, fmt.Errorf("%w: header: %w", errToken, err)
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(sig)
 	if err != nil {
-		return "", fmt.Errorf("%w: signature: %w", errToken, err)
+		return "", time.Time{}, fmt.Errorf("%w: signature: %w", errToken, err)
 	}
 	digest := sha256.Sum256([]byte(head + "." + body))
 	if !a.signed(h.Alg, digest[:], raw) {
-		return "", fmt.Errorf("%w: not signed by the NRF (alg %q)", errToken, h.Alg)
+		return "", time.Time{}, fmt.Errorf("%w: not signed by the NRF (alg %q)", errToken, h.Alg)
 	}
 	var c struct {
 		Aud   json.RawMessage `json:"aud"`
@@ -125,33 +184,34 @@ func (a *AccessTokens) Subject(tok string) (string, error) {
 		Sub   string          `json:"sub"`
 	}
 	if err := decodeSegment(body, &c); err != nil {
-		return "", fmt.Errorf("%w: claims: %w", errToken, err)
+		return "", time.Time{}, fmt.Errorf("%w: claims: %w", errToken, err)
 	}
-	now, skew := time.Now, 30*time.Second
-	if a.Now != nil {
-		now = a.Now
-	}
+	skew := 30 * time.Second
 	if a.Skew > 0 {
 		skew = a.Skew
 	}
-	if c.Exp == nil || now().After(time.Unix(int64(*c.Exp), 0).Add(skew)) {
-		return "", fmt.Errorf("%w: expired or without exp", errToken)
+	var until time.Time
+	if c.Exp != nil {
+		until = time.Unix(int64(*c.Exp), 0).Add(skew)
+	}
+	if c.Exp == nil || now.After(until) {
+		return "", time.Time{}, fmt.Errorf("%w: expired or without exp", errToken)
 	}
 	if !slices.Contains(strings.Fields(c.Scope), Scope) {
-		return "", fmt.Errorf("%w: scope %q lacks %s", errToken, c.Scope, Scope)
+		return "", time.Time{}, fmt.Errorf("%w: scope %q lacks %s", errToken, c.Scope, Scope)
 	}
 	var aud []string
 	if json.Unmarshal(c.Aud, &aud) != nil {
 		var one string
 		if json.Unmarshal(c.Aud, &one) != nil {
-			return "", fmt.Errorf("%w: aud is neither a string nor strings", errToken)
+			return "", time.Time{}, fmt.Errorf("%w: aud is neither a string nor strings", errToken)
 		}
 		aud = []string{one}
 	}
 	if !slices.ContainsFunc(aud, func(s string) bool { return s == "CHF" || slices.Contains(a.Instances, s) }) {
-		return "", fmt.Errorf("%w: audience %v is not this CHF", errToken, aud)
+		return "", time.Time{}, fmt.Errorf("%w: audience %v is not this CHF", errToken, aud)
 	}
-	return c.Sub, nil
+	return c.Sub, until, nil
 }
 
 // signed reports whether sig is alg's signature of digest by one of the

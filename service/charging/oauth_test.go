@@ -130,6 +130,23 @@ func TestAccessTokens(t *testing.T) {
 	if sub, err := v.Subject(stranger.token(t, "ES256", claims(nil))); err == nil || sub != "" {
 		t.Errorf("Subject of another NRF's token: %q %v", sub, err)
 	}
+	// A token verified once is taken from memory until it expires (and
+	// its skew): the keys no longer matter, the clock does.
+	once := n.token(t, "ES256", claims(func(c map[string]any) { c["sub"] = "smf-2" }))
+	if sub, err := v.Subject(once); err != nil || sub != "smf-2" {
+		t.Fatalf("Subject: %q %v", sub, err)
+	}
+	v.Keys = nil
+	if sub, err := v.Subject(once); err != nil || sub != "smf-2" {
+		t.Errorf("a token verified before, again: %q %v", sub, err)
+	}
+	if err := v.Verify(n.token(t, "ES256", claims(nil))); err == nil {
+		t.Error("a token never verified was taken without the NRF's keys")
+	}
+	now = now.Add(time.Hour + 31*time.Second)
+	if sub, err := v.Subject(once); err == nil {
+		t.Errorf("a remembered token past its exp: %q taken", sub)
+	}
 	if _, err := charging.ParseNRFKeys([]byte("no PEM here")); err == nil {
 		t.Error("ParseNRFKeys took no key")
 	}

@@ -32,6 +32,11 @@ const (
 	// the interface takes (HandlerConfig.MaxInFlight), TS 29.500's
 	// overload control; the request was not taken, try it again.
 	CauseNFCongestion = "NF_CONGESTION"
+	// CauseNFCongestionRisk (429, with Retry-After): this consumer has
+	// its fair share of the requests the interface takes at once while
+	// others wait (HandlerConfig.MaxInFlight); TS 29.500's "excessive
+	// traffic which, if continued over time, may lead to an overload".
+	CauseNFCongestionRisk = "NF_CONGESTION_RISK"
 )
 
 const maxProblemReason = 300
