@@ -27,7 +27,7 @@ type nrf struct {
 	rsa *rsa.PrivateKey
 }
 
-func newNRF(t *testing.T) *nrf {
+func newNRF(t testing.TB) *nrf {
 	t.Helper()
 	ec, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -41,7 +41,7 @@ func newNRF(t *testing.T) *nrf {
 }
 
 // pem is the NRF's public keys as PEM (PUBLIC KEY blocks).
-func (n *nrf) pem(t *testing.T) []byte {
+func (n *nrf) pem(t testing.TB) []byte {
 	t.Helper()
 	var out []byte
 	for _, k := range []any{&n.ec.PublicKey, &n.rsa.PublicKey} {
@@ -55,7 +55,7 @@ func (n *nrf) pem(t *testing.T) []byte {
 }
 
 // token is a JWS of claims with alg, signed by the NRF's key for alg.
-func (n *nrf) token(t *testing.T, alg string, claims map[string]any) string {
+func (n *nrf) token(t testing.TB, alg string, claims map[string]any) string {
 	t.Helper()
 	seg := func(v any) string {
 		b, err := json.Marshal(v)
@@ -182,4 +182,34 @@ func TestRoutesTakeAccessTokens(t *testing.T) {
 // swapSignature is token a with b's signature.
 func swapSignature(a, b string) string {
 	return a[:strings.LastIndexByte(a, '.')] + b[strings.LastIndexByte(b, '.'):]
+}
+
+// What an NRF token costs a request: verified (an ES256 or RS256 check),
+// and remembered (what every request after an SMF's first pays).
+func BenchmarkAccessTokens(b *testing.B) {
+	n := newNRF(b)
+	keys, err := charging.ParseNRFKeys(n.pem(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	claims := map[string]any{"sub": "smf-1", "aud": "CHF", "scope": "nchf-convergedcharging", "exp": time.Now().Add(time.Hour).Unix()}
+	for _, alg := range []string{"ES256", "RS256"} {
+		tok := n.token(b, alg, claims)
+		b.Run(alg+"/verified", func(b *testing.B) {
+			for b.Loop() {
+				v := &charging.AccessTokens{Keys: keys} // nothing remembered
+				if _, err := v.Subject(tok); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(alg+"/remembered", func(b *testing.B) {
+			v := &charging.AccessTokens{Keys: keys}
+			for b.Loop() {
+				if _, err := v.Subject(tok); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
