@@ -50,7 +50,8 @@ type ChargingConfig struct {
 	Networks     []netip.Prefix `envconfig:"NOTIFY_NETWORKS" deployables:"server, all-in-one" desc:"networks (CIDRs, comma-separated) of the SMFs' notifyUri endpoints, reached on any port; elsewhere only public addresses on ports 80 and 443 (doc/security.md)"`
 	Sweep        time.Duration  `envconfig:"SWEEP" default:"30s" deployables:"server, all-in-one" desc:"how often sessions past their validity and holding time are closed and their grants released (1s to 1h)"`
 	MaxInFlight  int            `envconfig:"MAX_IN_FLIGHT" default:"1024" deployables:"server, all-in-one" desc:"most Nchf requests answered at once (1 to 65536): past it a request is refused at once with 503 NF_CONGESTION and Retry-After (TS 29.500 overload control) instead of waiting behind the others until it times out; within it no SMF takes more than its fair share while another wants one"`
-	MaxConns     int            `envconfig:"MAX_CONNECTIONS" default:"4096" deployables:"server, all-in-one" desc:"most connections open at once to the charging interface (1 to 1048576), and an eighth of it from one IP address: past either a new connection is closed as soon as it is accepted, so a client that opens them without end costs no memory nor takes the others' places, and a refused SMF can try another CHF at once; an SMF's one connection carries many requests (HTTP/2)"`
+	MaxConns     int            `envconfig:"MAX_CONNECTIONS" default:"4096" deployables:"server, all-in-one" desc:"most connections open at once to the charging interface (1 to 1048576): past it a new connection is closed as soon as it is accepted, so a client that opens them without end costs no memory, and a refused SMF can try another CHF at once; an SMF's one connection carries many requests (HTTP/2)"`
+	PeerConns    int            `envconfig:"MAX_CONNECTIONS_PER_PEER" default:"512" deployables:"server, all-in-one" desc:"most of those connections from one IPv4 address or IPv6 /64 (1 to 1048576): one host cannot take every place; raise it when the SMFs reach DPCS through a NAT or a proxy"`
 	RecordLinger time.Duration  `envconfig:"RECORD_LINGER" default:"1ms" deployables:"server, all-in-one" desc:"under load (the last write carried more than one step), how long a step's SQL write waits for other sessions' steps to share its statement (up to 16): 0 to 100ms; 0 writes what waits at once"`
 }
 
@@ -102,6 +103,7 @@ func (c *ChargingConfig) finish(r *envRead) []error {
 	r.want(&errs, "DPCS_CHARGING_SWEEP", c.Sweep >= time.Second && c.Sweep <= time.Hour, "a duration from 1s to 1h")
 	r.want(&errs, "DPCS_CHARGING_MAX_IN_FLIGHT", c.MaxInFlight >= 1 && c.MaxInFlight <= 65536, "a number from 1 to 65536")
 	r.want(&errs, "DPCS_CHARGING_MAX_CONNECTIONS", c.MaxConns >= 1 && c.MaxConns <= 1<<20, "a number from 1 to 1048576")
+	r.want(&errs, "DPCS_CHARGING_MAX_CONNECTIONS_PER_PEER", c.PeerConns >= 1 && c.PeerConns <= 1<<20, "a number from 1 to 1048576")
 	r.want(&errs, "DPCS_CHARGING_RECORD_LINGER", c.RecordLinger >= 0 && c.RecordLinger <= 100*time.Millisecond, "a duration from 0 to 100ms")
 	return errs
 }
@@ -218,7 +220,11 @@ func StartCharging(c ChargingConfig, addr string, d ChargingDeps) (*Charging, er
 		if d.Metrics != nil {
 			refused = d.Metrics.ChargingConnectionRefused
 		}
-		ln = charging.LimitConnections(ln, c.MaxConns, max(1, c.MaxConns/8), refused)
+		perPeer := c.PeerConns
+		if perPeer <= 0 { // a ChargingConfig not loaded from the environment
+			perPeer = c.MaxConns
+		}
+		ln = charging.LimitConnections(ln, c.MaxConns, perPeer, refused)
 	}
 	ch := &Charging{Service: svc, Addr: ln.Addr().String(), log: log,
 		srv: charging.NewServer(charging.Handler(svc, charging.HandlerConfig{Tokens: d.Tokens, APIRoot: c.APIRoot, Logger: log,

@@ -120,10 +120,12 @@ func smfEndpoint(t *testing.T) (string, chan []byte) {
 // counted in dpcs_charging_connections_refused_total; the one within goes
 // on being served. Out of range, the setting is refused by name.
 func TestSystemChargingConnectionBound(t *testing.T) {
-	for _, bad := range []string{"0", "1048577", "many"} {
-		if _, err := LoadSystemConfig(env(map[string]string{"DPCS_DATA_DIR": t.TempDir(), "DPCS_CHARGING_MAX_CONNECTIONS": bad})); err == nil ||
-			!strings.Contains(err.Error(), "DPCS_CHARGING_MAX_CONNECTIONS") {
-			t.Errorf("%q: error %v does not name DPCS_CHARGING_MAX_CONNECTIONS", bad, err)
+	for _, name := range []string{"DPCS_CHARGING_MAX_CONNECTIONS", "DPCS_CHARGING_MAX_CONNECTIONS_PER_PEER"} {
+		for _, bad := range []string{"0", "1048577", "many"} {
+			if _, err := LoadSystemConfig(env(map[string]string{"DPCS_DATA_DIR": t.TempDir(), name: bad})); err == nil ||
+				!strings.Contains(err.Error(), name+":") {
+				t.Errorf("%s=%q: error %v does not name it", name, bad, err)
+			}
 		}
 	}
 	s := startDemoFamily(t, map[string]string{"DPCS_CHARGING_ADDR": "127.0.0.1:0", "DPCS_CHARGING_MAX_CONNECTIONS": "1",

@@ -10,9 +10,11 @@ import (
 // it): beyond the Retry-After it was given, so its retry finds the place.
 const wanting = 2 * time.Second
 
-// maxWanting bounds the consumers waiting at once (the memory a flood of
-// distinct peers can take); past it a refused consumer waits unrecorded.
-const maxWanting = 4096
+// maxWanting bounds the consumers waiting at once, and so the work of a
+// request under overload (each looks through those waiting): consumers
+// are NF instances, a few dozen. Past it a refused consumer is not
+// recorded as waiting (it gets a place when one is free and none waits).
+const maxWanting = 256
 
 // admission is HandlerConfig.MaxInFlight's bound, fair between consumers.
 // It counts the requests in flight, in all and by consumer, and the
@@ -26,7 +28,8 @@ const maxWanting = 4096
 //     meanwhile.
 //   - A consumer with requests in flight takes no more than its share,
 //     max over the consumers in flight or waiting (at least 1), except
-//     for a release (it frees what its session holds).
+//     for a release (it frees what its session holds; it is refused as
+//     for a full bound when the places free are kept).
 //
 // A lone consumer may so take every place; with others, each gets its
 // share in turn.
@@ -71,7 +74,7 @@ func (a *admission) take(consumer string, release bool) (refused, share bool) {
 		if n == 0 && len(a.wants) < maxWanting {
 			a.wants[consumer] = waiter{since: now, last: now}
 		}
-		return true, free > 0 && n > 0
+		return true, free > 0 && n > 0 && !release // giving way, or full
 	case !release && n > 0 && n >= max(1, a.max/(len(a.by)+len(a.wants))):
 		return true, true
 	}

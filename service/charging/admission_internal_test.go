@@ -29,6 +29,8 @@ type fairHandler struct {
 	refused chan bool // OnCongested's share
 }
 
+// newFairHandler's clock stands still: the waiting never stop waiting,
+// however slowly the machine runs the test.
 func newFairHandler(maxInFlight int) *fairHandler {
 	f := &fairHandler{in: make(chan string, 8), gate: make(chan struct{}), refused: make(chan bool, 8)}
 	mux := http.NewServeMux()
@@ -39,7 +41,7 @@ func newFairHandler(maxInFlight int) *fairHandler {
 	})
 	f.h = &handler{cfg: HandlerConfig{OnCongested: func(share bool) { f.refused <- share }},
 		keys: [][sha256.Size]byte{sha256.Sum256([]byte("tok"))}, mux: mux,
-		admission: newAdmission(maxInFlight, time.Now)}
+		admission: newAdmission(maxInFlight, func() time.Time { return time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC) })}
 	return f
 }
 
@@ -88,8 +90,8 @@ func (f *fairHandler) refusal(t *testing.T, answer chan *httptest.ResponseRecord
 
 // Overload control is fair between consumers: a lone SMF may take every
 // slot; another SMF refused meanwhile has the next free slot kept for it
-// (the first SMF's requests are refused 429 meanwhile, releases too), and
-// its retry takes it.
+// (the first SMF's requests are refused meanwhile: 429, a release 503),
+// and its retry takes it.
 func TestFairShareOfTheSlots(t *testing.T) {
 	f := newFairHandler(2)
 	const smfA, smfB = "10.0.0.1:40000", "10.0.0.2:40000"
@@ -109,8 +111,8 @@ func TestFairShareOfTheSlots(t *testing.T) {
 	}
 	// One slot free, kept for B, which waits.
 	f.refusal(t, f.serve(smfA, "/chargingdata/r1/update"), true)
-	f.refusal(t, f.serve(smfA, "/chargingdata/r1/release"), true)
-	b := f.serve(smfB, "/chargingdata") // B's retry
+	f.refusal(t, f.serve(smfA, "/chargingdata/r1/release"), false) // not for a share: the slot is B's
+	b := f.serve(smfB, "/chargingdata")                            // B's retry
 	f.admitted(t)
 	// B has its share (1 of 2); A, with one, too: a release is let past it.
 	f.refusal(t, f.serve(smfB, "/chargingdata"), false) // every slot taken
@@ -255,6 +257,8 @@ func TestAdmissionBounds(t *testing.T) {
 				t.Fatalf("%s waiting, %d waiting before it, %d free: refused %v", c, ahead, free, refused)
 			case refused && free > 0 && alone:
 				t.Fatalf("refused %s alone with %d slots free", c, free)
+			case refused && share && (release || n == 0):
+				t.Fatalf("refused %s for a share holding %d (release %v)", c, n, release)
 			case !waiting && refused && free > len(waits) && (!share || release || n < max(1, a.max/(len(a.by)+len(waits)))):
 				t.Fatalf("refused %s (share %v) holding %d of %d, %d consumers, release %v, %d free, %d waiting",
 					c, share, n, a.max, consumers, release, free, len(waits))
@@ -315,7 +319,7 @@ func TestConsumerIdentity(t *testing.T) {
 		"NRF token on a certificate":      {remote: "10.0.0.1:40000", token: token, tls: verified, want: "nf:smf-7"},
 		"a static token on a certificate": {remote: "10.0.0.1:40000", tls: verified, want: "cert:sig-1"},
 		"IPv4":                            {remote: "10.0.0.1:40000", want: "10.0.0.1"},
-		"IPv6":                            {remote: "[fd00::1]:40000", want: "fd00::1"},
+		"IPv6":                            {remote: "[fd00::1]:40000", want: "fd00::/64"},
 		"IPv4 in IPv6":                    {remote: "[::ffff:10.0.0.1]:40000", want: "10.0.0.1"},
 		"unix socket":                     {remote: "@", want: "@"},
 	} {

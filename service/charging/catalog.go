@@ -46,13 +46,21 @@ func (s *Service) CatalogChanged(before, after policy.Catalog, again time.Durati
 	c := &s.catalog
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	due := time.Now().Add(again)
 	for rg := range groups {
 		c.now[rg] = true
-		// A rating group asked again already keeps its time: edits in a
-		// row do not put the first one's off.
-		if _, ok := c.later[rg]; !ok && again > 0 {
-			c.later[rg] = time.Now().Add(again)
+		if again <= 0 {
+			continue
 		}
+		// A rating group asked again already keeps its time (edits in a
+		// row do not put the first one's off) and is asked once more for
+		// the last edit when that time comes.
+		l, ok := c.later[rg]
+		if !ok {
+			l.at = due
+		}
+		l.last = due
+		c.later[rg] = l
 	}
 	select {
 	case c.wake <- struct{}{}:
@@ -61,14 +69,18 @@ func (s *Service) CatalogChanged(before, after policy.Catalog, again time.Durati
 }
 
 // catalogChanges are the rating groups whose live grants are to report
-// again: now, and later once more (by when).
+// again: now, and later once more.
 type catalogChanges struct {
 	mu    sync.Mutex
 	now   map[uint32]bool
-	later map[uint32]time.Time
+	later map[uint32]askLater
 	wake  chan struct{}
 	done  chan struct{}
 }
+
+// askLater is when a rating group is asked again (at), and when for the
+// last edit that moved it (last: asked again then too, if later).
+type askLater struct{ at, last time.Time }
 
 // take returns the rating groups due now (moving in those asked later
 // whose time has come) and when the next are due (zero: none waits).
@@ -76,12 +88,18 @@ func (c *catalogChanges) take(now time.Time) (map[uint32]bool, time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var next time.Time
-	for rg, at := range c.later {
-		if !now.Before(at) {
+	for rg, l := range c.later {
+		if !now.Before(l.at) {
 			c.now[rg] = true
-			delete(c.later, rg)
-		} else if next.IsZero() || at.Before(next) {
-			next = at
+			if !l.last.After(l.at) {
+				delete(c.later, rg)
+				continue
+			}
+			l.at = l.last
+			c.later[rg] = l
+		}
+		if next.IsZero() || l.at.Before(next) {
+			next = l.at
 		}
 	}
 	due := c.now

@@ -193,13 +193,20 @@ func (h *handler) authenticate(w http.ResponseWriter, r *http.Request) (string, 
 	return consumer, true
 }
 
-// peer is the IP address of a connection's remote address (addr itself
-// when it is none: a unix socket's).
+// peer is who a connection's remote address is from: its IPv4 address,
+// or its IPv6 address's /64 (a host may use any address of its /64);
+// addr itself when it is neither (a unix socket's).
 func peer(addr string) string {
-	if ap, err := netip.ParseAddrPort(addr); err == nil {
-		return ap.Addr().Unmap().String()
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return addr
 	}
-	return addr
+	a := ap.Addr().Unmap()
+	if a.Is6() {
+		p, _ := a.Prefix(64) // an IPv6 address always has a /64
+		return p.String()
+	}
+	return a.String()
 }
 
 // body reads and decodes the request for op.

@@ -23,7 +23,9 @@ import (
 // signed by one of the NRF's keys (ES256 or RS256), unexpired, for the
 // scope "nchf-convergedcharging", and addressed to a CHF — its audience
 // naming the NF type CHF or one of this CHF's NF instance ids. The NRF's
-// keys are provisioned out of band (ParseNRFKeys).
+// keys are provisioned out of band (ParseNRFKeys). Its fields must not
+// change once it verified a token: a token verified is remembered until
+// it expires (Subject).
 type AccessTokens struct {
 	// Keys are the NRF's public keys (*ecdsa.PublicKey on P-256, or
 	// *rsa.PublicKey); a token verifies with any of them.
@@ -138,10 +140,17 @@ func (a *AccessTokens) Subject(tok string) (string, error) {
 	if a.verified == nil {
 		a.verified = map[[sha256.Size]byte]verifiedToken{}
 	}
-	if len(a.verified) >= maxVerified {
+	if len(a.verified) >= maxVerified { // the expired go first, else any one
+		for k, o := range a.verified {
+			if now.After(o.exp) {
+				delete(a.verified, k)
+			}
+		}
 		for k := range a.verified {
+			if len(a.verified) < maxVerified {
+				break
+			}
 			delete(a.verified, k)
-			break
 		}
 	}
 	a.verified[key] = verifiedToken{sub: sub, exp: exp}

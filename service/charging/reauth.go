@@ -318,9 +318,9 @@ func (n *notifier) enqueue(j notifyJob) { n.enqueueWithin(context.Background(), 
 // enqueueWithin is enqueue waiting up to wait (or until ctx ends) for room
 // in j's destination's queue while it is full: a scan of many sessions
 // goes at the pace its destinations take their notifications. A low job
-// (a scan's) fills at most half the queue and waits behind the others, so
-// a family's change is neither dropped nor delayed by a scan; its drop is
-// not logged (the scan sums its drops up). It reports whether j was
+// (a scan's) fills at most half the queue, waits behind the others and
+// takes none of their places, so a family's change is neither dropped nor
+// delayed by a scan; its drop is not logged (the scan sums its drops up). It reports whether j was
 // queued (or merged into its session's waiting one).
 func (n *notifier) enqueueWithin(ctx context.Context, j notifyJob, wait time.Duration) bool {
 	var deadline <-chan time.Time
@@ -368,8 +368,12 @@ func (n *notifier) tryEnqueue(j notifyJob) (bool, <-chan struct{}) {
 				if d.jobs[i].ref == j.ref {
 					merged := waiting(d.jobs[i], j)
 					merged.low = d.jobs[i].low && j.low
-					d.jobs = slices.Delete(d.jobs, i, i+1)
-					d.jobs = slices.Insert(d.jobs, d.place(merged), merged)
+					if merged.low == d.jobs[i].low {
+						d.jobs[i] = merged
+					} else { // no longer low: ahead of the low ones
+						d.jobs = slices.Delete(d.jobs, i, i+1)
+						d.jobs = slices.Insert(d.jobs, d.place(merged), merged)
+					}
 					break
 				}
 			}
@@ -380,11 +384,14 @@ func (n *notifier) tryEnqueue(j notifyJob) (bool, <-chan struct{}) {
 		d = &destination{}
 		n.dests[key] = d
 	}
-	limit := n.o.notifyQueue
-	if j.low {
-		limit = max(1, limit/2)
+	// A low job fits while the queue is under half full; any other while
+	// the others (not low) are under its bound: a scan never takes a
+	// family change's place.
+	queued, limit := len(d.jobs), max(1, n.o.notifyQueue/2)
+	if !j.low {
+		queued, limit = len(d.jobs)-d.lows(), n.o.notifyQueue
 	}
-	if len(d.jobs) >= limit {
+	if queued >= limit {
 		if d.room == nil {
 			d.room = make(chan struct{})
 		}
@@ -398,6 +405,17 @@ func (n *notifier) tryEnqueue(j notifyJob) (bool, <-chan struct{}) {
 		go n.drain(key, d)
 	}
 	return true, nil
+}
+
+// lows is how many of d's jobs are low.
+func (d *destination) lows() int {
+	n := 0
+	for _, j := range d.jobs {
+		if j.low {
+			n++
+		}
+	}
+	return n
 }
 
 // place is where j goes in d's queue: last, or a job that is not low

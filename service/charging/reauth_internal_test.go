@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/dabom/dpcs/policy"
 	"github.com/dabom/dpcs/service/store"
 )
 
@@ -87,11 +88,11 @@ func (h heldTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: http.StatusNoContent, Body: http.NoBody, Request: r}, nil
 }
 
-// A catalog scan's notifications (low) fill at most half an SMF's queue
-// and wait behind the families' changes: a change queued after them is
-// delivered before them, also when it merges into a scan's notification
-// of the same session, and is not dropped while the scan keeps the queue
-// at its half.
+// A catalog scan's notifications (low) fill at most half an SMF's queue,
+// wait behind the families' changes and take none of their places: a
+// change queued after them is delivered before them, also when it merges
+// into a scan's notification of the same session, and the changes have
+// the whole queue besides the scan's.
 func TestScanNotificationsGiveWay(t *testing.T) {
 	ht := heldTransport{in: make(chan string, 16), release: make(chan struct{})}
 	o := defaults()
@@ -124,6 +125,10 @@ func TestScanNotificationsGiveWay(t *testing.T) {
 	n.enqueue(job("family", false))
 	n.enqueue(job("s3", false)) // a family change of a session the scan queued
 	n.enqueue(job("family2", false))
+	n.enqueue(job("family3", false)) // the queue's 4 places for changes: a scan takes none
+	if n.enqueueWithin(context.Background(), job("family4", false), 0) {
+		t.Error("a fifth change was queued in a queue of 4")
+	}
 	n.mu.Lock()
 	var order []string
 	for _, d := range n.dests {
@@ -132,10 +137,10 @@ func TestScanNotificationsGiveWay(t *testing.T) {
 		}
 	}
 	n.mu.Unlock()
-	if want := []string{"family", "s3", "family2", "s2"}; !slices.Equal(order, want) {
+	if want := []string{"family", "s3", "family2", "family3", "s2"}; !slices.Equal(order, want) {
 		t.Errorf("queue %v, want %v", order, want)
 	}
-	for _, want := range []string{"/n/family", "/n/s3", "/n/family2", "/n/s2"} {
+	for _, want := range []string{"/n/family", "/n/s3", "/n/family2", "/n/family3", "/n/s2"} {
 		ht.release <- struct{}{}
 		select {
 		case got := <-ht.in:
@@ -145,5 +150,31 @@ func TestScanNotificationsGiveWay(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s not delivered", want)
 		}
+	}
+}
+
+// A rating group moved by edits in a row is asked again at the first
+// edit's time (later edits do not put it off) and once more at the last
+// edit's.
+func TestCatalogAskedAgainForTheLastEdit(t *testing.T) {
+	s := &Service{o: defaults(), catalog: catalogChanges{now: map[uint32]bool{}, later: map[uint32]askLater{}, wake: make(chan struct{}, 1)}}
+	s.o.groups = RatingGroups{11: {AppID: "com.youtube.app"}}
+	video, game, social := policy.Catalog{"com.youtube.app": policy.CategoryVideo}, policy.Catalog{"com.youtube.app": policy.CategoryGame},
+		policy.Catalog{"com.youtube.app": policy.CategorySocial}
+	start := time.Now()
+	s.CatalogChanged(video, game, time.Hour)
+	s.CatalogChanged(game, social, 2*time.Hour)
+	due, next := s.catalog.take(start)
+	if !due[11] || next.Before(start.Add(time.Hour)) || next.After(time.Now().Add(time.Hour)) {
+		t.Fatalf("at once: %v, next %v", due, next.Sub(start))
+	}
+	if due, next = s.catalog.take(next); !due[11] || next.Before(start.Add(2*time.Hour)) || next.After(time.Now().Add(2*time.Hour)) {
+		t.Fatalf("at the first edit's time: %v, next %v", due, next.Sub(start))
+	}
+	if due, next = s.catalog.take(next); !due[11] || !next.IsZero() {
+		t.Fatalf("at the last edit's time: %v, next %v", due, next)
+	}
+	if due, _ = s.catalog.take(start.Add(3 * time.Hour)); len(due) != 0 {
+		t.Errorf("after: %v", due)
 	}
 }

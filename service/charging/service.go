@@ -99,7 +99,7 @@ func New(charger Charger, sessions Sessions, opts ...Option) (*Service, error) {
 		changes: changes{pending: map[int64]map[int64]bool{}, reclaim: map[int64]map[string]bool{},
 			reidentify: map[int64]map[int64]bool{}, wake: make(chan struct{}, 1),
 			done: make(chan struct{})},
-		catalog: catalogChanges{now: map[uint32]bool{}, later: map[uint32]time.Time{}, wake: make(chan struct{}, 1), done: make(chan struct{})}}
+		catalog: catalogChanges{now: map[uint32]bool{}, later: map[uint32]askLater{}, wake: make(chan struct{}, 1), done: make(chan struct{})}}
 	for i := range s.locks {
 		s.locks[i] = make(chan struct{}, 1)
 	}
