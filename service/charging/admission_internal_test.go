@@ -334,3 +334,16 @@ func TestConsumerIdentity(t *testing.T) {
 		}
 	}
 }
+
+// What the admission adds to a request: one consumer's requests taken and
+// ended from every core at once, none waiting.
+func BenchmarkAdmission(b *testing.B) {
+	a := newAdmission(1024, time.Now)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if refused, _ := a.take("10.0.0.1", false); !refused {
+				a.done("10.0.0.1")
+			}
+		}
+	})
+}
