@@ -47,13 +47,15 @@ type HandlerConfig struct {
 	// Within it no consumer takes more than its fair share while others
 	// want one (admission): a lone SMF may use it all, and one whose storm
 	// holds it all gives way to another SMF refused meanwhile, whose retry
-	// finds a place kept for it; a consumer past its share is refused
-	// with 429 NF_CONGESTION_RISK. A consumer is the NF instance its NRF
-	// token names (sub), else its client certificate, else its address.
+	// finds a place kept for it; a consumer past its share, or with
+	// requests in flight while the places free are kept, is refused with
+	// 429 NF_CONGESTION_RISK. A consumer is the NF instance its NRF token
+	// names (sub), else its client certificate, else its IPv4 address or
+	// IPv6 /64.
 	MaxInFlight int
 	// OnCongested, when set, is called for each request MaxInFlight
-	// refused: share is true when the consumer held its fair share, false
-	// when every slot was taken (for a metric).
+	// refused (for a metric): share is true for a 429 (the consumer's
+	// share), false for a 503 (no place for it).
 	OnCongested func(share bool)
 	// APIRoot, when set (https://chf.example.net), begins the Location of
 	// a created resource; otherwise the request's scheme and Host do.
