@@ -43,6 +43,7 @@ type Sessions interface {
 	OpenChargingSession(ctx context.Context, c store.ChargingSession) (store.ChargingSession, bool, error)
 	ChargingSession(ctx context.Context, ref string) (store.ChargingSession, error)
 	SetChargingGrants(ctx context.Context, ref string, seq int64, grants []store.ChargingGrant) (bool, error)
+	SetChargingNotifyURI(ctx context.Context, ref string, seq int64, uri string) (bool, error)
 	RecordChargingSteps(ctx context.Context, steps []store.ChargingStepOn) ([]bool, error)
 	ExpiredChargingSessions(ctx context.Context, now time.Time, limit int) ([]store.ChargingSession, error)
 	BeginClosingChargingSession(ctx context.Context, ref string, seq int64) (bool, error)
@@ -365,23 +366,31 @@ func planned(ref string, have []store.ChargingGrant, asks []ask) []store.Chargin
 // step takes the Charger steps of one invocation and records its answer.
 func (s *Service) step(ctx context.Context, sess store.ChargingSession, op Op, req *ChargingDataRequest, asks []ask) (reply, error) {
 	seq := *req.InvocationSequenceNumber
+	if op == OpUpdate && req.NotifyURI != "" && req.NotifyURI != sess.NotifyURI {
+		// The SMF takes notifications elsewhere now (another instance of
+		// its set took the session over, or it came back on a new
+		// address): they follow it.
+		moved := sess
+		moved.NotifyURI = req.NotifyURI
+		if a, done, err := s.amend(ctx, moved, op, seq, func() (bool, error) {
+			return s.sessions.SetChargingNotifyURI(ctx, sess.Ref, sess.LastSeq, req.NotifyURI)
+		}); done {
+			return a, err
+		}
+		sess = moved
+	}
 	// Record every rating group about to be asked for before asking, so a
 	// crash after the ask leaves the sweep something to release.
 	if op != OpCreate {
 		grants := planned(sess.Ref, sess.Grants, asks)
 		if len(grants) > len(sess.Grants) {
-			ok, err := s.sessions.SetChargingGrants(ctx, sess.Ref, sess.LastSeq, grants)
-			if err != nil {
-				s.cache.drop(sess.Ref)
-				return reply{}, err
-			}
-			if !ok {
-				a, _, err := s.raced(ctx, sess.Ref, op, seq)
-				return a, err
-			}
 			planned := sess
 			planned.Grants = grants
-			s.cache.put(planned)
+			if a, done, err := s.amend(ctx, planned, op, seq, func() (bool, error) {
+				return s.sessions.SetChargingGrants(ctx, sess.Ref, sess.LastSeq, grants)
+			}); done {
+				return a, err
+			}
 		}
 	}
 	now := s.o.now()
@@ -483,6 +492,24 @@ func (s *Service) step(ctx context.Context, sess store.ChargingSession, op Op, r
 		return reply{}, nil
 	}
 	return reply{resp, st.Answer}, nil
+}
+
+// amend writes a change of a session before its step (set: conditional on
+// the last_seq it was read at) and caches the session as changed; done
+// when the step ends there: set failed, or the session moved on
+// meanwhile (raced's answer).
+func (s *Service) amend(ctx context.Context, changed store.ChargingSession, op Op, seq uint32, set func() (bool, error)) (reply, bool, error) {
+	ok, err := set()
+	if err != nil {
+		s.cache.drop(changed.Ref)
+		return reply{}, true, err
+	}
+	if !ok {
+		a, _, err := s.raced(ctx, changed.Ref, op, seq)
+		return a, true, err
+	}
+	s.cache.put(changed)
+	return reply{}, false, nil
 }
 
 // raced answers a step whose session moved on since it was read (here,

@@ -179,14 +179,27 @@ func (s *Store) SetChargingGrants(ctx context.Context, ref string, seq int64, gr
 	if err != nil {
 		return false, err
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE charging_session SET grants = ?, updated_at = ? WHERE ref = ? AND state = ? AND last_seq = ?`,
+	return s.updateOne(ctx, "charging grants", `UPDATE charging_session SET grants = ?, updated_at = ? WHERE ref = ? AND state = ? AND last_seq = ?`,
 		g, s.t(s.now()), ref, string(ChargingOpen), seq)
+}
+
+// SetChargingNotifyURI records where session ref's notifications go from
+// now on (an update named another notifyUri), while it is OPEN with
+// last_seq seq.
+func (s *Store) SetChargingNotifyURI(ctx context.Context, ref string, seq int64, uri string) (bool, error) {
+	return s.updateOne(ctx, "charging notify uri", `UPDATE charging_session SET notify_uri = ?, updated_at = ? WHERE ref = ? AND state = ? AND last_seq = ?`,
+		nullStr(uri), s.t(s.now()), ref, string(ChargingOpen), seq)
+}
+
+// updateOne runs an UPDATE of one row and reports whether it changed it.
+func (s *Store) updateOne(ctx context.Context, what, q string, args ...any) (bool, error) {
+	res, err := s.db.ExecContext(ctx, q, args...)
 	if err != nil {
-		return false, dbErr("charging grants", err)
+		return false, dbErr(what, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return false, dbErr("charging grants", err)
+		return false, dbErr(what, err)
 	}
 	return n == 1, nil
 }
@@ -210,16 +223,8 @@ func (s *Store) ExpiredChargingSessions(ctx context.Context, now time.Time, limi
 // BeginClosingChargingSession moves session ref from OPEN at last_seq seq to
 // CLOSING; false when it is no longer there (a step came meanwhile).
 func (s *Store) BeginClosingChargingSession(ctx context.Context, ref string, seq int64) (bool, error) {
-	res, err := s.db.ExecContext(ctx, `UPDATE charging_session SET state = ?, updated_at = ? WHERE ref = ? AND state = ? AND last_seq = ?`,
+	return s.updateOne(ctx, "close charging session", `UPDATE charging_session SET state = ?, updated_at = ? WHERE ref = ? AND state = ? AND last_seq = ?`,
 		string(ChargingClosing), s.t(s.now()), ref, string(ChargingOpen), seq)
-	if err != nil {
-		return false, dbErr("close charging session", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, dbErr("close charging session", err)
-	}
-	return n == 1, nil
 }
 
 // FinishClosingChargingSession moves session ref from CLOSING to CLOSED.

@@ -54,6 +54,15 @@ func testChargingSessions(t *testing.T, e *env) {
 	if ok, err := e.S.SetChargingGrants(e.Ctx, "r1", 0, append(got.Grants, store.ChargingGrant{RatingGroup: 20, GrantID: "g20"})); err != nil || !ok {
 		t.Errorf("set grants: %v %v", ok, err)
 	}
+	if ok, err := e.S.SetChargingNotifyURI(e.Ctx, "r1", 0, "http://10.0.0.2:8080/n"); err != nil || !ok {
+		t.Errorf("set notify uri: %v %v", ok, err)
+	}
+	if got, _ := e.S.ChargingSession(e.Ctx, "r1"); got.NotifyURI != "http://10.0.0.2:8080/n" {
+		t.Errorf("notify uri after the change: %q", got.NotifyURI)
+	}
+	if ok, _ := e.S.SetChargingNotifyURI(e.Ctx, "r1", -1, "http://10.0.0.3:8080/n"); ok {
+		t.Error("set the notify uri from a stale read")
+	}
 	if _, err := e.S.ChargingSession(e.Ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("unknown ref: %v", err)
 	}
