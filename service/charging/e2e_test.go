@@ -646,10 +646,11 @@ func TestOverloadRefusedAtOnce(t *testing.T) {
 // An update that names another notifyUri moves the session's
 // notifications there (the SMF instance that took the session over, or
 // the SMF back on a new address): the next REAUTHORIZATION reaches the
-// new endpoint, not the old; an update naming none keeps it.
+// new endpoint, not the old; an update naming none keeps it, and a retry
+// of the last update from yet another endpoint moves them there.
 func TestNotificationsFollowTheSMF(t *testing.T) {
 	e := newEnv(t, charging.WithNotifyNetworks(true))
-	before, after := newSMF(t, false), newSMF(t, false)
+	before, between, after := newSMF(t, false), newSMF(t, false), newSMF(t, false)
 	req := request("imsi-"+childIMSI, 0, ask(10, 0, -1))
 	req.NotifyURI = before.URL + "/n/1"
 	ref, _, err := e.svc.Create(e.ctx, req)
@@ -657,11 +658,16 @@ func TestNotificationsFollowTheSMF(t *testing.T) {
 		t.Fatal(err)
 	}
 	up := request("imsi-"+childIMSI, 1, ask(10, 0, 1))
-	up.NotifyURI = after.URL + "/n/1"
+	up.NotifyURI = between.URL + "/n/1"
 	if _, err := e.svc.Update(e.ctx, ref, up); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.svc.Update(e.ctx, ref, request("imsi-"+childIMSI, 2, ask(10, 0, 1))); err != nil {
+		t.Fatal(err)
+	}
+	retry := request("imsi-"+childIMSI, 2, ask(10, 0, 1))
+	retry.NotifyURI = after.URL + "/n/1"
+	if _, err := e.svc.Update(e.ctx, ref, retry); err != nil {
 		t.Fatal(err)
 	}
 	e.svc.Changed(family, child)
@@ -671,6 +677,8 @@ func TestNotificationsFollowTheSMF(t *testing.T) {
 	select {
 	case n := <-before.got:
 		t.Errorf("the SMF the session left was notified: %s", n.path)
+	case n := <-between.got:
+		t.Errorf("the endpoint the retry left was notified: %s", n.path)
 	case <-time.After(50 * time.Millisecond):
 	}
 	if sess, err := e.st.S.ChargingSession(e.ctx, ref); err != nil || sess.NotifyURI != after.URL+"/n/1" {

@@ -276,7 +276,7 @@ type notifier struct {
 
 	mu      sync.Mutex
 	dests   map[string]*destination
-	queued  map[string]bool // refs waiting (not yet being delivered)
+	queued  map[string]string // refs waiting (not yet being delivered): their destinations
 	closing bool
 }
 
@@ -286,7 +286,7 @@ func newNotifier(o options) *notifier {
 		c = notifyClient(o)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &notifier{o: o, client: c, ctx: ctx, cancel: cancel, dests: map[string]*destination{}, queued: map[string]bool{}}
+	return &notifier{o: o, client: c, ctx: ctx, cancel: cancel, dests: map[string]*destination{}, queued: map[string]string{}}
 }
 
 // notifyClient is the default client: HTTP/2 as the SBI speaks it
@@ -360,26 +360,28 @@ func (n *notifier) tryEnqueue(j notifyJob) (bool, <-chan struct{}) {
 	if n.closing {
 		return false, nil
 	}
-	key := destKey(j.uri)
-	d := n.dests[key]
-	if n.queued[j.ref] {
-		if d != nil {
-			for i := range d.jobs {
-				if d.jobs[i].ref == j.ref {
-					merged := waiting(d.jobs[i], j)
-					merged.low = d.jobs[i].low && j.low
-					if merged.low == d.jobs[i].low {
-						d.jobs[i] = merged
-					} else { // no longer low: ahead of the low ones
-						d.jobs = slices.Delete(d.jobs, i, i+1)
-						d.jobs = slices.Insert(d.jobs, d.place(merged), merged)
-					}
-					break
+	key, moved := destKey(j.uri), false
+	if at, ok := n.queued[j.ref]; ok {
+		// The session's notification waiting takes this one's news, and
+		// goes where this one goes: the session's SMF may have moved
+		// (an update named another notifyUri).
+		if w := n.dests[at]; w != nil {
+			if i := slices.IndexFunc(w.jobs, func(q notifyJob) bool { return q.ref == j.ref }); i >= 0 {
+				q := w.jobs[i]
+				merged := waiting(q, j)
+				merged.uri, merged.low = j.uri, q.low && j.low
+				if at == key && merged.low == q.low {
+					w.jobs[i] = merged
+					return true, nil
 				}
+				w.jobs = slices.Delete(w.jobs, i, i+1)
+				w.shrunk()
+				delete(n.queued, j.ref)
+				j, moved = merged, true // queued below, at its place in its destination
 			}
 		}
-		return true, nil
 	}
+	d := n.dests[key]
 	if d == nil {
 		d = &destination{}
 		n.dests[key] = d
@@ -391,20 +393,28 @@ func (n *notifier) tryEnqueue(j notifyJob) (bool, <-chan struct{}) {
 	if !j.low {
 		queued, limit = len(d.jobs)-d.lows(), n.o.notifyQueue
 	}
-	if queued >= limit {
+	if queued >= limit && !moved { // one queued already moves whatever the bound
 		if d.room == nil {
 			d.room = make(chan struct{})
 		}
 		return false, d.room
 	}
 	d.jobs = slices.Insert(d.jobs, d.place(j), j)
-	n.queued[j.ref] = true
+	n.queued[j.ref] = key
 	if !d.running {
 		d.running = true
 		n.wg.Add(1)
 		go n.drain(key, d)
 	}
 	return true, nil
+}
+
+// shrunk wakes those waiting for room in d's queue (enqueueWithin).
+func (d *destination) shrunk() {
+	if d.room != nil {
+		close(d.room)
+		d.room = nil
+	}
 }
 
 // lows is how many of d's jobs are low.
@@ -443,10 +453,7 @@ func (n *notifier) drain(key string, d *destination) {
 		}
 		j := d.jobs[0]
 		d.jobs = d.jobs[1:]
-		if d.room != nil { // those waiting for room (enqueueWithin)
-			close(d.room)
-			d.room = nil
-		}
+		d.shrunk()
 		// A change from now on queues a new notification: this one may
 		// already be on its way.
 		delete(n.queued, j.ref)

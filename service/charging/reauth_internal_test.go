@@ -44,7 +44,7 @@ func TestWaitingReauthorizationsMerge(t *testing.T) {
 		}
 		return reauthBody(sess)
 	}
-	n := &notifier{dests: map[string]*destination{"http://smf": {running: true}}, queued: map[string]bool{}, o: options{notifyQueue: 8}}
+	n := &notifier{dests: map[string]*destination{"http://smf": {running: true}}, queued: map[string]string{}, o: options{notifyQueue: 8}}
 	n.enqueue(notifyJob{ref: "s", uri: "http://smf/n", body: g(10)})
 	n.enqueue(notifyJob{ref: "s", uri: "http://smf/n", body: g(10, 20)})
 	n.enqueue(notifyJob{ref: "s", uri: "http://smf/n", body: g(30)})
@@ -88,23 +88,30 @@ func (h heldTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: http.StatusNoContent, Body: http.NoBody, Request: r}, nil
 }
 
+// heldNotifier is a notifier with queues of queue whose deliveries ht
+// holds; it is closed when the test ends.
+func heldNotifier(t *testing.T, queue int) (*notifier, heldTransport) {
+	ht := heldTransport{in: make(chan string, 16), release: make(chan struct{})}
+	o := defaults()
+	o.notifyQueue, o.notifyTimeout = queue, 10*time.Second
+	o.notifyClient = &http.Client{Transport: ht}
+	n := newNotifier(o)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = n.close(ctx)
+	})
+	return n, ht
+}
+
 // A catalog scan's notifications (low) fill at most half an SMF's queue,
 // wait behind the families' changes and take none of their places: a
 // change queued after them is delivered before them, also when it merges
 // into a scan's notification of the same session, and the changes have
 // the whole queue besides the scan's.
 func TestScanNotificationsGiveWay(t *testing.T) {
-	ht := heldTransport{in: make(chan string, 16), release: make(chan struct{})}
-	o := defaults()
-	o.notifyQueue, o.notifyTimeout = 4, 10*time.Second
-	o.notifyClient = &http.Client{Transport: ht}
-	n := newNotifier(o)
-	defer func() {
-		close(ht.release)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = n.close(ctx)
-	}()
+	n, ht := heldNotifier(t, 4)
+	defer close(ht.release)
 	job := func(ref string, low bool) notifyJob {
 		return notifyJob{ref: ref, uri: "http://smf.example/n/" + ref, body: reauthBody(store.ChargingSession{}), low: low}
 	}
@@ -176,5 +183,45 @@ func TestCatalogAskedAgainForTheLastEdit(t *testing.T) {
 	}
 	if due, _ = s.catalog.take(start.Add(3 * time.Hour)); len(due) != 0 {
 		t.Errorf("after: %v", due)
+	}
+}
+
+// A session's notification waiting in its SMF's queue goes where the
+// session's next one goes: to the new endpoint when the SMF moved (an
+// update named another notifyUri), on another host or on the same one.
+func TestWaitingNotificationFollowsTheSMF(t *testing.T) {
+	n, ht := heldNotifier(t, 8)
+	job := func(ref, uri string, rg uint32) notifyJob {
+		return notifyJob{ref: ref, uri: uri, body: reauthBody(store.ChargingSession{Grants: []store.ChargingGrant{{RatingGroup: rg}}})}
+	}
+	n.enqueue(job("busy", "http://old.example/old/busy", 10))
+	if got := <-ht.in; got != "/old/busy" { // being delivered: the others wait behind it
+		t.Fatalf("delivering %s", got)
+	}
+	n.enqueue(job("s", "http://old.example/old/s", 10))
+	n.enqueue(job("t", "http://old.example/a/t", 10))
+	n.enqueue(job("s", "http://new.example/new/s", 20)) // the SMF moved to another host
+	n.enqueue(job("t", "http://old.example/b/t", 20))   // and to another path
+	got := map[string]bool{}
+	deadline := time.After(10 * time.Second)
+	for len(got) < 2 { // answer what is held until two more were sent
+		select {
+		case p := <-ht.in:
+			got[p] = true
+		case ht.release <- struct{}{}:
+		case <-deadline:
+			t.Fatalf("delivered only %v", got)
+		}
+	}
+	close(ht.release)
+	if !got["/new/s"] || !got["/b/t"] || got["/old/s"] || got["/a/t"] {
+		t.Errorf("delivered %v, want /new/s and /b/t, not the endpoints the SMF left", got)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for key, d := range n.dests {
+		if len(d.jobs) > 0 {
+			t.Errorf("%s still holds %d notifications", key, len(d.jobs))
+		}
 	}
 }

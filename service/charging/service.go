@@ -283,6 +283,17 @@ func (s *Service) next(ctx context.Context, ref string, op Op, req *ChargingData
 		}
 		m := store.Member{ID: sess.MemberID, FamilyID: sess.FamilyID}
 		if a, done, err := s.replay(sess, op, *req.InvocationSequenceNumber); done || err != nil {
+			if done && err == nil && op == OpUpdate && req.NotifyURI != "" && req.NotifyURI != sess.NotifyURI {
+				// A retry from where the SMF is now: its notifications
+				// follow it, as its first try's would have.
+				moved := sess
+				moved.NotifyURI = req.NotifyURI
+				if ok, err := s.sessions.SetChargingNotifyURI(ctx, sess.Ref, sess.LastSeq, req.NotifyURI); err == nil && ok {
+					s.cache.put(moved)
+				} else {
+					s.cache.drop(sess.Ref) // moved on meanwhile, or unknown: the next step reads SQL
+				}
+			}
 			return a, true, m, err
 		}
 		asks := onUPFs(sess.Grants, slices.Clone(asked))
