@@ -283,12 +283,10 @@ func (s *Service) next(ctx context.Context, ref string, op Op, req *ChargingData
 		}
 		m := store.Member{ID: sess.MemberID, FamilyID: sess.FamilyID}
 		if a, done, err := s.replay(sess, op, *req.InvocationSequenceNumber); done || err != nil {
-			if done && err == nil && op == OpUpdate && req.NotifyURI != "" && req.NotifyURI != sess.NotifyURI {
-				// A retry from where the SMF is now: its notifications
-				// follow it, as its first try's would have.
-				moved := sess
-				moved.NotifyURI = req.NotifyURI
-				if ok, err := s.sessions.SetChargingNotifyURI(ctx, sess.Ref, sess.LastSeq, req.NotifyURI); err == nil && ok {
+			// A retry from where the SMF is now: its notifications follow
+			// it, as its first try's would have.
+			if moved, set, ok := s.follow(ctx, sess, op, req); ok && done && err == nil {
+				if ok, err := set(); err == nil && ok {
 					s.cache.put(moved)
 				} else {
 					s.cache.drop(sess.Ref) // moved on meanwhile, or unknown: the next step reads SQL
@@ -377,15 +375,8 @@ func planned(ref string, have []store.ChargingGrant, asks []ask) []store.Chargin
 // step takes the Charger steps of one invocation and records its answer.
 func (s *Service) step(ctx context.Context, sess store.ChargingSession, op Op, req *ChargingDataRequest, asks []ask) (reply, error) {
 	seq := *req.InvocationSequenceNumber
-	if op == OpUpdate && req.NotifyURI != "" && req.NotifyURI != sess.NotifyURI {
-		// The SMF takes notifications elsewhere now (another instance of
-		// its set took the session over, or it came back on a new
-		// address): they follow it.
-		moved := sess
-		moved.NotifyURI = req.NotifyURI
-		if a, done, err := s.amend(ctx, moved, op, seq, func() (bool, error) {
-			return s.sessions.SetChargingNotifyURI(ctx, sess.Ref, sess.LastSeq, req.NotifyURI)
-		}); done {
+	if moved, set, ok := s.follow(ctx, sess, op, req); ok {
+		if a, done, err := s.amend(ctx, moved, op, seq, set); done {
 			return a, err
 		}
 		sess = moved
@@ -503,6 +494,21 @@ func (s *Service) step(ctx context.Context, sess store.ChargingSession, op Op, r
 		return reply{}, nil
 	}
 	return reply{resp, st.Answer}, nil
+}
+
+// follow is sess with the notifyUri an update names, when that is another
+// (the SMF takes notifications elsewhere now: another instance of its set
+// took the session over, or it came back on a new address), and the
+// conditional write that records it; false when the update moves nothing.
+func (s *Service) follow(ctx context.Context, sess store.ChargingSession, op Op, req *ChargingDataRequest) (store.ChargingSession, func() (bool, error), bool) {
+	if op != OpUpdate || req.NotifyURI == "" || req.NotifyURI == sess.NotifyURI {
+		return sess, nil, false
+	}
+	moved := sess
+	moved.NotifyURI = req.NotifyURI
+	return moved, func() (bool, error) {
+		return s.sessions.SetChargingNotifyURI(ctx, sess.Ref, sess.LastSeq, req.NotifyURI)
+	}, true
 }
 
 // amend writes a change of a session before its step (set: conditional on
